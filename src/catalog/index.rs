@@ -1,0 +1,353 @@
+//! load, register, commit, drop and list.
+
+use bytes::Bytes;
+use uuid::Uuid;
+
+use super::record::{PointerRecord, PointerState};
+use super::scan::decode_page_token;
+use super::write::{Basis, WriteOutcome, conditional_write, read_with_retry};
+use super::{Catalog, CommitResult, IdentifierPage, IndexPointer, LoadIfChanged, page_size};
+use crate::error::{Error, ErrorKind, Result};
+use crate::identifier::{IndexIdentifier, Namespace};
+use crate::metadata::TableDefinition;
+use crate::store::{Changed, PutMode, Version};
+
+/// How often a mutation re-reads and retries after losing a race to another writer of the
+/// same record before reporting the conflict.
+pub(crate) const MAX_REEVALUATIONS: usize = 16;
+
+/// A pointer record as read from the store.
+#[derive(Debug, Clone)]
+pub(crate) struct Stored {
+    pub record: PointerRecord,
+    pub version: Version,
+}
+
+/// What an identifier looks like to a reader.
+pub(crate) enum Visibility {
+    Absent(Option<Stored>),
+    Visible(Stored),
+    /// A `moving` record whose rename has landed at its destination.
+    RenamedAway(Stored),
+}
+
+pub(crate) fn not_found(identifier: &IndexIdentifier) -> Error {
+    Error::new(ErrorKind::IndexNotFound, format!("index {identifier} does not exist"))
+}
+
+fn pointer(identifier: &IndexIdentifier, stored: &Stored) -> IndexPointer {
+    // A moving record's version token never matches, so `load_if_changed` re-reads it.
+    let version = match stored.record.state {
+        PointerState::Moving => format!("{}~moving", stored.version),
+        _ => stored.version.to_string(),
+    };
+    IndexPointer {
+        identifier: identifier.clone(),
+        metadata_location: stored.record.metadata_location.clone(),
+        source: stored.record.source.clone(),
+        version,
+    }
+}
+
+impl Catalog {
+    pub(crate) async fn read_pointer(&self, identifier: &IndexIdentifier) -> Result<Option<Stored>> {
+        let stored = read_with_retry(self.store().as_ref(), &identifier.store_key(), &self.inner.retry).await?;
+        stored
+            .map(|stored| {
+                Ok(Stored {
+                    record: PointerRecord::from_bytes(&stored.value)?,
+                    version: stored.version,
+                })
+            })
+            .transpose()
+    }
+
+    pub(crate) async fn visibility(&self, stored: Option<Stored>) -> Result<Visibility> {
+        let Some(stored) = stored else {
+            return Ok(Visibility::Absent(None));
+        };
+        Ok(match stored.record.state {
+            PointerState::Live => Visibility::Visible(stored),
+            PointerState::Dropped => Visibility::Absent(Some(stored)),
+            PointerState::Moving => {
+                if self.rename_landed(&stored.record).await? {
+                    Visibility::RenamedAway(stored)
+                } else {
+                    Visibility::Visible(stored)
+                }
+            }
+        })
+    }
+
+    /// Write `record` to `identifier`'s key, replacing `previous` (or creating it).
+    pub(crate) async fn write_pointer(
+        &self,
+        identifier: &IndexIdentifier,
+        previous: Option<&Stored>,
+        record: &PointerRecord,
+    ) -> Result<WriteOutcome> {
+        let (mode, basis) = match previous {
+            None => (PutMode::Create, Basis::Absent),
+            Some(previous) => (
+                PutMode::Update(previous.version.clone()),
+                Basis::Commit(previous.record.commit_id),
+            ),
+        };
+        conditional_write(
+            self.store().as_ref(),
+            &identifier.store_key(),
+            Bytes::from(record.to_bytes()),
+            mode,
+            basis,
+            record.commit_id,
+            &self.inner.retry,
+        )
+        .await
+    }
+
+    pub(crate) fn fresh_commit_id(&self) -> Uuid {
+        self.ids().uuid()
+    }
+
+    pub(crate) async fn require_namespace(&self, namespace: &Namespace) -> Result<()> {
+        if self.namespace_record(namespace).await?.is_some_and(|(record, _)| record.exists) {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::NamespaceNotFound,
+                format!("namespace {namespace} does not exist"),
+            ))
+        }
+    }
+
+    pub(crate) async fn load_pointer(&self, identifier: &IndexIdentifier) -> Result<IndexPointer> {
+        match self.visibility(self.read_pointer(identifier).await?).await? {
+            Visibility::Visible(stored) => Ok(pointer(identifier, &stored)),
+            Visibility::Absent(_) | Visibility::RenamedAway(_) => Err(not_found(identifier)),
+        }
+    }
+
+    pub(crate) async fn load_pointer_if_changed(
+        &self,
+        identifier: &IndexIdentifier,
+        version: &str,
+    ) -> Result<LoadIfChanged> {
+        let store = self.store().as_ref();
+        let answer = store
+            .get_if_changed(&identifier.store_key(), &Version::new(version))
+            .await
+            .map_err(|err| super::write::store_error(store, err))?;
+        match answer {
+            Changed::Unchanged => Ok(LoadIfChanged::Unchanged),
+            Changed::Missing => Err(not_found(identifier)),
+            Changed::Changed(_) => self.load_pointer(identifier).await.map(LoadIfChanged::Changed),
+        }
+    }
+
+    pub(crate) async fn register_pointer(
+        &self,
+        identifier: &IndexIdentifier,
+        source: &TableDefinition,
+        metadata_location: &str,
+    ) -> Result<IndexPointer> {
+        self.ensure_probed().await?;
+        self.require_namespace(identifier.namespace()).await?;
+        let metadata = self.read_metadata(metadata_location).await?;
+        check_source(source, metadata.current_snapshot().source_table(), metadata_location)?;
+
+        for _ in 0..MAX_REEVALUATIONS {
+            let previous = match self.visibility(self.read_pointer(identifier).await?).await? {
+                Visibility::Visible(_) => {
+                    return Err(Error::new(
+                        ErrorKind::AlreadyExists,
+                        format!("index {identifier} already exists"),
+                    ));
+                }
+                Visibility::RenamedAway(stored) => {
+                    self.settle_rename(identifier, &stored).await?;
+                    continue;
+                }
+                Visibility::Absent(previous) => previous,
+            };
+            let commit_id = self.fresh_commit_id();
+            let record = PointerRecord::created(
+                previous.as_ref().map(|p| &p.record),
+                metadata_location.to_owned(),
+                source.clone(),
+                commit_id,
+                self.now_ms(),
+            );
+            match self.write_pointer(identifier, previous.as_ref(), &record).await? {
+                WriteOutcome::Applied(version) => {
+                    return Ok(IndexPointer {
+                        identifier: identifier.clone(),
+                        metadata_location: metadata_location.to_owned(),
+                        source: source.clone(),
+                        version: version.map(|v| v.to_string()).unwrap_or_default(),
+                    });
+                }
+                WriteOutcome::Lost => continue,
+            }
+        }
+        Err(contended(identifier))
+    }
+
+    pub(crate) async fn commit_pointer(
+        &self,
+        identifier: &IndexIdentifier,
+        source: &TableDefinition,
+        base: &str,
+        new: &str,
+    ) -> Result<CommitResult> {
+        self.ensure_probed().await?;
+        for _ in 0..MAX_REEVALUATIONS {
+            let current = match self.visibility(self.read_pointer(identifier).await?).await? {
+                Visibility::Visible(stored) if stored.record.state == PointerState::Moving => {
+                    self.settle_rename(identifier, &stored).await?;
+                    continue;
+                }
+                Visibility::Visible(stored) => stored,
+                Visibility::RenamedAway(stored) => {
+                    self.settle_rename(identifier, &stored).await?;
+                    return Err(not_found(identifier));
+                }
+                Visibility::Absent(_) => return Err(not_found(identifier)),
+            };
+            let location = &current.record.metadata_location;
+            if location != base {
+                if location == new {
+                    return Ok(CommitResult {
+                        pointer: pointer(identifier, &current),
+                        already_applied: true,
+                    });
+                }
+                return Err(conflict(identifier, base, location));
+            }
+            let new_metadata = self.read_metadata(new).await?;
+            let base_metadata = self.read_metadata(base).await?;
+            new_metadata.check_successor_of(&base_metadata)?;
+            check_source(source, new_metadata.current_snapshot().source_table(), new)?;
+
+            let commit_id = self.fresh_commit_id();
+            let mut record = current.record.successor(PointerState::Live, commit_id, self.now_ms());
+            record.metadata_location = new.to_owned();
+            record.source = source.clone();
+            match self.write_pointer(identifier, Some(&current), &record).await? {
+                WriteOutcome::Applied(version) => {
+                    return Ok(CommitResult {
+                        pointer: IndexPointer {
+                            identifier: identifier.clone(),
+                            metadata_location: new.to_owned(),
+                            source: source.clone(),
+                            version: version.map(|v| v.to_string()).unwrap_or_default(),
+                        },
+                        already_applied: false,
+                    });
+                }
+                WriteOutcome::Lost => {
+                    // Someone else changed the pointer first. Re-read only to report
+                    // precisely: our own earlier attempt, a rename, a drop, or a conflict.
+                    let now = self.load_pointer(identifier).await?;
+                    if now.metadata_location == new {
+                        return Ok(CommitResult {
+                            pointer: now,
+                            already_applied: true,
+                        });
+                    }
+                    return Err(conflict(identifier, base, &now.metadata_location));
+                }
+            }
+        }
+        Err(contended(identifier))
+    }
+
+    pub(crate) async fn drop_pointer(&self, identifier: &IndexIdentifier) -> Result<()> {
+        self.ensure_probed().await?;
+        for _ in 0..MAX_REEVALUATIONS {
+            let current = match self.visibility(self.read_pointer(identifier).await?).await? {
+                Visibility::Visible(stored) if stored.record.state == PointerState::Moving => {
+                    self.settle_rename(identifier, &stored).await?;
+                    continue;
+                }
+                Visibility::Visible(stored) => stored,
+                Visibility::RenamedAway(stored) => {
+                    self.settle_rename(identifier, &stored).await?;
+                    return Err(not_found(identifier));
+                }
+                Visibility::Absent(_) => return Err(not_found(identifier)),
+            };
+            let record = current
+                .record
+                .successor(PointerState::Dropped, self.fresh_commit_id(), self.now_ms());
+            match self.write_pointer(identifier, Some(&current), &record).await? {
+                WriteOutcome::Applied(_) => return Ok(()),
+                WriteOutcome::Lost => continue,
+            }
+        }
+        Err(contended(identifier))
+    }
+
+    pub(crate) async fn list_pointers(
+        &self,
+        namespace: &Namespace,
+        page_token: Option<&str>,
+        requested: Option<usize>,
+    ) -> Result<IdentifierPage> {
+        let size = page_size(requested)?;
+        self.require_namespace(namespace).await?;
+        let prefix = namespace.indexes_prefix();
+        let mut after = decode_page_token(&prefix, page_token)?;
+        let mut identifiers = Vec::with_capacity(size);
+        loop {
+            let page = self.scan(&prefix, after.as_ref(), size - identifiers.len()).await?;
+            for (key, value) in page.records {
+                let record = PointerRecord::from_bytes(&value.value)?;
+                let stored = Stored { record, version: value.version };
+                if let Visibility::Visible(_) = self.visibility(Some(stored)).await? {
+                    identifiers.push(IndexIdentifier::from_store_key(key.as_str()).map_err(|err| {
+                        Error::new(ErrorKind::CorruptRecord, format!("stored key `{key}`: {}", err.message()))
+                    })?);
+                }
+                after = Some(key);
+            }
+            if !page.more {
+                return Ok(IdentifierPage { identifiers, next_page_token: None });
+            }
+            if identifiers.len() == size {
+                return Ok(IdentifierPage {
+                    identifiers,
+                    next_page_token: after.map(|key| key.as_str().to_owned()),
+                });
+            }
+        }
+    }
+}
+
+fn check_source(source: &TableDefinition, snapshot_source: &TableDefinition, location: &str) -> Result<()> {
+    if source == snapshot_source {
+        Ok(())
+    } else {
+        Err(Error::new(
+            ErrorKind::InvalidIndexMetadata,
+            format!(
+                "the source binding does not equal the current snapshot's `source-table` in `{location}`"
+            ),
+        ))
+    }
+}
+
+fn conflict(identifier: &IndexIdentifier, base: &str, current: &str) -> Error {
+    Error::new(
+        ErrorKind::CommitConflict,
+        format!(
+            "commit to {identifier} is based on `{base}`, but the current metadata is `{current}`; reload and reapply"
+        ),
+    )
+}
+
+fn contended(identifier: &IndexIdentifier) -> Error {
+    Error::new(
+        ErrorKind::CommitConflict,
+        format!("{identifier} kept changing under concurrent writers; reload and retry"),
+    )
+}

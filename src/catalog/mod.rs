@@ -1,0 +1,444 @@
+//! The catalog protocol, written once over a [`PointerStore`].
+//!
+//! [`Catalog`] implements every operation of the catalog spec — `load`, `register`,
+//! `commit`, `drop`, `rename`, `list` — plus explicit namespaces, on any pointer store. All
+//! semantics live here: identifier and metadata validation, the order of checks, the
+//! compare-and-swap, ambiguous-outcome resolution ([`write`]), the rename protocol
+//! ([`rename`]) and the capability probe. Backends only store bytes under conditions.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use parqdb_catalog::catalog::{Catalog, IndexCatalog};
+//! use parqdb_catalog::store::memory::MemoryStore;
+//! use parqdb_catalog::warehouse::Warehouse;
+//! use parqdb_catalog::{IndexIdentifier, Namespace};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> parqdb_catalog::Result<()> {
+//! let warehouse = Warehouse::in_memory("memory://docs/wh")?;
+//! let catalog = Catalog::builder(Arc::new(MemoryStore::new()), warehouse).build();
+//! let docs = Namespace::new(["docs"])?;
+//! catalog.create_namespace(&docs, Default::default()).await?;
+//! let id = IndexIdentifier::new(docs, "embeddings")?;
+//! assert_eq!(catalog.load(&id).await.unwrap_err().code(), "INDEX_NOT_FOUND");
+//! # Ok(()) }
+//! ```
+
+mod cache;
+mod index;
+mod namespace;
+mod scan;
+pub mod record;
+pub mod rename;
+pub mod write;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use tokio::sync::OnceCell;
+
+pub use cache::MetadataCache;
+pub use write::RetryPolicy;
+
+use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
+use crate::error::{Error, ErrorKind, Result};
+use crate::family::FamilyRegistry;
+use crate::identifier::{IndexIdentifier, Namespace};
+use crate::metadata::{IndexMetadata, TableDefinition};
+use crate::store::PointerStore;
+use crate::store::probe::{ProbeReport, probe};
+use crate::warehouse::Warehouse;
+
+/// Default and largest page size of listings.
+pub const DEFAULT_PAGE_SIZE: usize = 100;
+/// Largest page size of listings.
+pub const MAX_PAGE_SIZE: usize = 1000;
+
+/// What `load` returns: the current metadata location and source binding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct IndexPointer {
+    /// The identifier.
+    pub identifier: IndexIdentifier,
+    /// The absolute URI of the current metadata file.
+    pub metadata_location: String,
+    /// The source binding.
+    pub source: TableDefinition,
+    /// An opaque version token for reader caching (see [`IndexCatalog::load_if_changed`]).
+    pub version: String,
+}
+
+/// The answer of [`IndexCatalog::load_if_changed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadIfChanged {
+    /// The pointer still has the given version.
+    Unchanged,
+    /// The pointer changed.
+    Changed(IndexPointer),
+}
+
+/// What `commit` returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct CommitResult {
+    /// The pointer after the commit.
+    #[serde(flatten)]
+    pub pointer: IndexPointer,
+    /// `true` if an earlier attempt of this very commit had already landed.
+    pub already_applied: bool,
+}
+
+/// One page of identifiers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct IdentifierPage {
+    /// Identifiers directly in the namespace, in stable order.
+    pub identifiers: Vec<IndexIdentifier>,
+    /// The token of the next page, or `None` at the end.
+    pub next_page_token: Option<String>,
+}
+
+/// One page of namespaces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct NamespacePage {
+    /// Direct child namespaces, in stable order.
+    pub namespaces: Vec<Namespace>,
+    /// The token of the next page, or `None` at the end.
+    pub next_page_token: Option<String>,
+}
+
+/// The catalog interface, implemented by the embedded [`Catalog`] and by remote clients.
+#[async_trait]
+pub trait IndexCatalog: Send + Sync {
+    /// The current metadata location and source binding, or `INDEX_NOT_FOUND`.
+    async fn load(&self, identifier: &IndexIdentifier) -> Result<IndexPointer>;
+
+    /// Like [`IndexCatalog::load`], but `Unchanged` if the pointer still has `version`.
+    async fn load_if_changed(
+        &self,
+        identifier: &IndexIdentifier,
+        version: &str,
+    ) -> Result<LoadIfChanged>;
+
+    /// Create a source-bound mapping only if the identifier is absent.
+    async fn register(
+        &self,
+        identifier: &IndexIdentifier,
+        source: &TableDefinition,
+        metadata_location: &str,
+    ) -> Result<IndexPointer>;
+
+    /// Replace the current location with `new` only if it equals `base`.
+    async fn commit(
+        &self,
+        identifier: &IndexIdentifier,
+        source: &TableDefinition,
+        base: &str,
+        new: &str,
+    ) -> Result<CommitResult>;
+
+    /// Remove the mapping (metadata and data stay), or `INDEX_NOT_FOUND`.
+    async fn drop_index(&self, identifier: &IndexIdentifier) -> Result<()>;
+
+    /// Move a mapping if `from` exists and `to` does not.
+    async fn rename(&self, from: &IndexIdentifier, to: &IndexIdentifier) -> Result<IndexPointer>;
+
+    /// Identifiers directly in `namespace`, paginated.
+    async fn list(
+        &self,
+        namespace: &Namespace,
+        page_token: Option<&str>,
+        page_size: Option<usize>,
+    ) -> Result<IdentifierPage>;
+
+    /// Create a namespace (its parent must exist), or `ALREADY_EXISTS`.
+    async fn create_namespace(
+        &self,
+        namespace: &Namespace,
+        properties: BTreeMap<String, String>,
+    ) -> Result<()>;
+
+    /// Whether a namespace exists.
+    async fn namespace_exists(&self, namespace: &Namespace) -> Result<bool>;
+
+    /// A namespace's properties, or `NAMESPACE_NOT_FOUND`.
+    async fn namespace_properties(&self, namespace: &Namespace)
+    -> Result<BTreeMap<String, String>>;
+
+    /// Direct children of `parent` (top-level namespaces for `None`), paginated.
+    async fn list_namespaces(
+        &self,
+        parent: Option<&Namespace>,
+        page_token: Option<&str>,
+        page_size: Option<usize>,
+    ) -> Result<NamespacePage>;
+
+    /// Drop an empty namespace: `NAMESPACE_NOT_FOUND`, or `NAMESPACE_NOT_EMPTY` if it still
+    /// holds indexes or namespaces.
+    async fn drop_namespace(&self, namespace: &Namespace) -> Result<()>;
+}
+
+/// The embedded catalog over a pointer store and a warehouse.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    store: Arc<dyn PointerStore>,
+    warehouse: Warehouse,
+    registry: FamilyRegistry,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdGenerator>,
+    cache: MetadataCache,
+    retry: RetryPolicy,
+    probe_on_first_write: bool,
+    probed: OnceCell<()>,
+}
+
+/// Configures a [`Catalog`].
+#[derive(Debug)]
+pub struct CatalogBuilder {
+    store: Arc<dyn PointerStore>,
+    warehouse: Warehouse,
+    registry: FamilyRegistry,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdGenerator>,
+    cache_capacity: usize,
+    retry: RetryPolicy,
+    probe_on_first_write: bool,
+}
+
+impl CatalogBuilder {
+    /// Use these index families and providers (default: the built-ins).
+    pub fn registry(mut self, registry: FamilyRegistry) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// Use this clock (default: the system clock).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Use this id generator (default: random).
+    pub fn ids(mut self, ids: Arc<dyn IdGenerator>) -> Self {
+        self.ids = ids;
+        self
+    }
+
+    /// Cache at most this many parsed metadata files (default 128).
+    pub fn cache_capacity(mut self, capacity: usize) -> Self {
+        self.cache_capacity = capacity;
+        self
+    }
+
+    /// Use this retry policy for store calls.
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Whether to run the capability probe before the first write (default `true`).
+    /// Turn it off only for a store you have probed yourself.
+    pub fn probe_on_first_write(mut self, probe: bool) -> Self {
+        self.probe_on_first_write = probe;
+        self
+    }
+
+    /// The catalog.
+    pub fn build(self) -> Catalog {
+        Catalog {
+            inner: Arc::new(Inner {
+                store: self.store,
+                warehouse: self.warehouse,
+                registry: self.registry,
+                clock: self.clock,
+                ids: self.ids,
+                cache: MetadataCache::new(self.cache_capacity),
+                retry: self.retry,
+                probe_on_first_write: self.probe_on_first_write,
+                probed: OnceCell::new(),
+            }),
+        }
+    }
+}
+
+impl Catalog {
+    /// Configure a catalog whose pointers live in `store` and whose metadata lives in
+    /// `warehouse`.
+    pub fn builder(store: Arc<dyn PointerStore>, warehouse: Warehouse) -> CatalogBuilder {
+        CatalogBuilder {
+            store,
+            warehouse,
+            registry: FamilyRegistry::builtin(),
+            clock: Arc::new(SystemClock),
+            ids: Arc::new(RandomIds),
+            cache_capacity: cache::DEFAULT_CAPACITY,
+            retry: RetryPolicy::default(),
+            probe_on_first_write: true,
+        }
+    }
+
+    /// The pointer store.
+    pub fn store(&self) -> &Arc<dyn PointerStore> {
+        &self.inner.store
+    }
+
+    /// The warehouse.
+    pub fn warehouse(&self) -> &Warehouse {
+        &self.inner.warehouse
+    }
+
+    /// The index families and providers.
+    pub fn registry(&self) -> &FamilyRegistry {
+        &self.inner.registry
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    /// The id generator.
+    pub fn ids(&self) -> &Arc<dyn IdGenerator> {
+        &self.inner.ids
+    }
+
+    /// Run the capability probe now and return its report (also when it fails).
+    pub async fn probe(&self) -> Result<ProbeReport> {
+        probe(self.inner.store.as_ref(), self.inner.ids.as_ref()).await
+    }
+
+    /// Refuse to write to a store that fails the probe (once per catalog).
+    async fn ensure_probed(&self) -> Result<()> {
+        if !self.inner.probe_on_first_write {
+            return Ok(());
+        }
+        self.inner
+            .probed
+            .get_or_try_init(|| async {
+                self.probe().await?.into_result()?;
+                Ok::<(), Error>(())
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// Read, parse and validate a metadata file (cached by location).
+    pub async fn read_metadata(&self, location: &str) -> Result<Arc<IndexMetadata>> {
+        if let Some(cached) = self.inner.cache.get(location) {
+            return Ok(cached);
+        }
+        let bytes = self.inner.warehouse.read_metadata(location).await?;
+        let metadata = IndexMetadata::from_json_slice(&bytes, &self.inner.registry).map_err(|err| {
+            Error::new(err.kind(), format!("metadata file `{location}`: {}", err.message()))
+        })?;
+        let metadata = Arc::new(metadata);
+        self.inner.cache.insert(location, metadata.clone());
+        Ok(metadata)
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.inner.clock.now_ms()
+    }
+}
+
+pub(crate) fn page_size(requested: Option<usize>) -> Result<usize> {
+    match requested {
+        None => Ok(DEFAULT_PAGE_SIZE),
+        Some(size) if (1..=MAX_PAGE_SIZE).contains(&size) => Ok(size),
+        Some(size) => Err(Error::new(
+            ErrorKind::InvalidRequest,
+            format!("page size must be between 1 and {MAX_PAGE_SIZE}, got {size}"),
+        )),
+    }
+}
+
+#[async_trait]
+impl IndexCatalog for Catalog {
+    async fn load(&self, identifier: &IndexIdentifier) -> Result<IndexPointer> {
+        self.load_pointer(identifier).await
+    }
+
+    async fn load_if_changed(
+        &self,
+        identifier: &IndexIdentifier,
+        version: &str,
+    ) -> Result<LoadIfChanged> {
+        self.load_pointer_if_changed(identifier, version).await
+    }
+
+    async fn register(
+        &self,
+        identifier: &IndexIdentifier,
+        source: &TableDefinition,
+        metadata_location: &str,
+    ) -> Result<IndexPointer> {
+        self.register_pointer(identifier, source, metadata_location).await
+    }
+
+    async fn commit(
+        &self,
+        identifier: &IndexIdentifier,
+        source: &TableDefinition,
+        base: &str,
+        new: &str,
+    ) -> Result<CommitResult> {
+        self.commit_pointer(identifier, source, base, new).await
+    }
+
+    async fn drop_index(&self, identifier: &IndexIdentifier) -> Result<()> {
+        self.drop_pointer(identifier).await
+    }
+
+    async fn rename(&self, from: &IndexIdentifier, to: &IndexIdentifier) -> Result<IndexPointer> {
+        self.rename_pointer(from, to).await
+    }
+
+    async fn list(
+        &self,
+        namespace: &Namespace,
+        page_token: Option<&str>,
+        page_size: Option<usize>,
+    ) -> Result<IdentifierPage> {
+        self.list_pointers(namespace, page_token, page_size).await
+    }
+
+    async fn create_namespace(
+        &self,
+        namespace: &Namespace,
+        properties: BTreeMap<String, String>,
+    ) -> Result<()> {
+        self.create_namespace_record(namespace, properties).await
+    }
+
+    async fn namespace_exists(&self, namespace: &Namespace) -> Result<bool> {
+        Ok(self.namespace_record(namespace).await?.is_some_and(|(record, _)| record.exists))
+    }
+
+    async fn namespace_properties(
+        &self,
+        namespace: &Namespace,
+    ) -> Result<BTreeMap<String, String>> {
+        self.namespace_properties_of(namespace).await
+    }
+
+    async fn list_namespaces(
+        &self,
+        parent: Option<&Namespace>,
+        page_token: Option<&str>,
+        page_size: Option<usize>,
+    ) -> Result<NamespacePage> {
+        self.list_namespace_records(parent, page_token, page_size).await
+    }
+
+    async fn drop_namespace(&self, namespace: &Namespace) -> Result<()> {
+        self.drop_namespace_record(namespace).await
+    }
+}

@@ -1,0 +1,220 @@
+//! One conditional write, with retries and ambiguous-outcome resolution.
+//!
+//! Every catalog mutation is a conditional put of a record that carries a fresh commit id.
+//! [`conditional_write`] issues it and decides, from the store's answer and — whenever the
+//! answer is not a plain success — from reading the key back, which of three things is true:
+//!
+//! - **applied**: the record read back was written by our commit id, or remembers it among
+//!   its predecessors (so an SDK-level retry that reported `Precondition` after the first
+//!   attempt landed is still a success);
+//! - **lost**: the key now holds a record whose history covers the state we conditioned on
+//!   and whose successor of that state is not ours, or a create found a record that never
+//!   saw our id — our write can never land, the caller re-reads and decides (conflict);
+//! - otherwise the write is re-issued with the same commit id and the same condition (it
+//!   can land at most once), a bounded number of times, and if the outcome is still open
+//!   the result is [`ErrorKind::CommitStateUnknown`]. Nothing the writer wrote is deleted.
+//!
+//! Throttling and other failures that certainly did not apply are retried with jittered
+//! exponential backoff.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use rand::Rng;
+use uuid::Uuid;
+
+use super::record::CommitChain;
+use crate::error::{Error, ErrorKind, Result};
+use crate::store::{PointerStore, PutMode, StoreError, StoreKey, Version};
+
+/// Bounded attempts and jittered exponential backoff for store calls.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Attempts of one store write (or read) before giving up.
+    pub max_attempts: u32,
+    /// First backoff.
+    pub base_delay: Duration,
+    /// Largest backoff.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 6,
+            base_delay: Duration::from_millis(20),
+            max_delay: Duration::from_secs(2),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Sleep before attempt `attempt` (1-based): full jitter over an exponential window.
+    pub async fn backoff(&self, attempt: u32) {
+        let window = self
+            .base_delay
+            .saturating_mul(1u32 << attempt.min(16))
+            .min(self.max_delay);
+        let millis = window.as_millis().max(1) as u64;
+        let delay = rand::rng().random_range(0..=millis);
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+}
+
+/// The outcome of a conditional write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// Our record is stored; its version if it is still the current one.
+    Applied(Option<Version>),
+    /// Our write did not and cannot land: another writer changed the key first.
+    Lost,
+}
+
+/// What the condition was, to recognise its successor when reading back.
+#[derive(Debug, Clone, Copy)]
+pub enum Basis {
+    /// The key was absent.
+    Absent,
+    /// The key held the record written by this commit id.
+    Commit(Uuid),
+}
+
+pub(crate) fn store_error(store: &dyn PointerStore, err: StoreError) -> Error {
+    match err {
+        StoreError::NotSupported(what) => Error::new(
+            ErrorKind::StoreUnsupported,
+            format!("{} does not support {what}", store.describe()),
+        ),
+        other => Error::with_source(
+            ErrorKind::StoreUnavailable,
+            format!("{} failed", store.describe()),
+            other,
+        ),
+    }
+}
+
+/// Read a key, retrying failures that may pass.
+pub(crate) async fn read_with_retry(
+    store: &dyn PointerStore,
+    key: &StoreKey,
+    policy: &RetryPolicy,
+) -> Result<Option<crate::store::Versioned>> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match store.get(key).await {
+            Ok(value) => return Ok(value),
+            Err(StoreError::Unavailable { retryable: true, .. }) | Err(StoreError::Ambiguous(_))
+                if attempt < policy.max_attempts =>
+            {
+                policy.backoff(attempt).await;
+            }
+            Err(err) => return Err(store_error(store, err)),
+        }
+    }
+}
+
+/// Write `value` (a record carrying `commit_id`) to `key` under `mode`, resolving every
+/// answer that is not a plain success by reading back. See the module docs.
+pub async fn conditional_write(
+    store: &dyn PointerStore,
+    key: &StoreKey,
+    value: Bytes,
+    mode: PutMode,
+    basis: Basis,
+    commit_id: Uuid,
+    policy: &RetryPolicy,
+) -> Result<WriteOutcome> {
+    let mut attempt = 0;
+    let mut ambiguous = false;
+    loop {
+        attempt += 1;
+        match store.put(key, value.clone(), mode.clone()).await {
+            Ok(version) => return Ok(WriteOutcome::Applied(Some(version))),
+            Err(StoreError::Unavailable { retryable: true, source }) => {
+                if attempt >= policy.max_attempts {
+                    return Err(unresolved(store, ambiguous, *source_error(source)));
+                }
+                policy.backoff(attempt).await;
+                continue;
+            }
+            Err(StoreError::Ambiguous(_)) => ambiguous = true,
+            Err(StoreError::AlreadyExists) | Err(StoreError::Precondition) => {}
+            Err(err) => {
+                return Err(if ambiguous {
+                    unknown(store, err.to_string())
+                } else {
+                    store_error(store, err)
+                });
+            }
+        }
+
+        // Not a plain success: read back and decide.
+        let current = match read_with_retry(store, key, policy).await {
+            Ok(current) => current,
+            Err(err) => return Err(unknown(store, err.to_string())),
+        };
+        match (&current, basis) {
+            (Some(current), _) => {
+                let chain = CommitChain::from_bytes(&current.value)?;
+                if chain.remembers(commit_id) {
+                    let still_current = current.value == value;
+                    return Ok(WriteOutcome::Applied(
+                        still_current.then(|| current.version.clone()),
+                    ));
+                }
+                match basis {
+                    // Someone created the key, and its history never saw us.
+                    Basis::Absent => return Ok(WriteOutcome::Lost),
+                    Basis::Commit(base) if chain.covers(base) && current_is(&mode, current) => {
+                        // The base is still current: our write did not land (yet).
+                    }
+                    Basis::Commit(base) if chain.covers(base) => return Ok(WriteOutcome::Lost),
+                    Basis::Commit(_) => {
+                        return Err(unknown(
+                            store,
+                            "the record moved on further than its history remembers".into(),
+                        ));
+                    }
+                }
+            }
+            (None, Basis::Absent) => {} // our create did not land (yet), or collided (S3 409)
+            (None, Basis::Commit(_)) => {
+                return Err(unknown(store, "the record disappeared".into()));
+            }
+        }
+        if attempt >= policy.max_attempts {
+            return Err(unresolved(store, ambiguous, "the condition kept failing".into()));
+        }
+        policy.backoff(attempt).await;
+    }
+}
+
+fn current_is(mode: &PutMode, current: &crate::store::Versioned) -> bool {
+    matches!(mode, PutMode::Update(expected) if *expected == current.version)
+}
+
+fn source_error(source: Box<dyn std::error::Error + Send + Sync>) -> Box<String> {
+    Box::new(source.to_string())
+}
+
+fn unresolved(store: &dyn PointerStore, ambiguous: bool, detail: String) -> Error {
+    if ambiguous {
+        unknown(store, detail)
+    } else {
+        Error::new(
+            ErrorKind::StoreUnavailable,
+            format!("{} kept failing: {detail}", store.describe()),
+        )
+    }
+}
+
+fn unknown(store: &dyn PointerStore, detail: String) -> Error {
+    Error::new(
+        ErrorKind::CommitStateUnknown,
+        format!(
+            "the outcome of a write to {} is unknown ({detail}); reload before retrying",
+            store.describe()
+        ),
+    )
+}

@@ -1,0 +1,156 @@
+//! [`IndexMetadata`]: the validated model, its accessors and its canonical JSON form.
+
+use std::collections::BTreeMap;
+
+use uuid::Uuid;
+
+use super::FORMAT_VERSION;
+use super::invariants::{FamilyRules, Unchecked};
+use super::parse::{check_format_version, check_text, deserialize_text};
+use super::snapshot::{Snapshot, SnapshotLogEntry};
+use super::wire::{WireMetadata, WireSnapshot};
+use crate::family::FamilyRegistry;
+use crate::{Error, ErrorKind, Result};
+
+/// One immutable, valid index metadata file.
+///
+/// A value can only be obtained from [`IndexMetadata::from_json_slice`] or the builders
+/// ([`IndexMetadata::create`], [`IndexMetadata::successor`],
+/// [`IndexMetadata::expire_snapshots`]), all of which check every invariant of the
+/// metadata spec and the family and provider rules.
+///
+/// ```
+/// use parqdb_catalog::family::FamilyRegistry;
+/// use parqdb_catalog::metadata::IndexMetadata;
+///
+/// let registry = FamilyRegistry::builtin();
+/// # let bytes = include_bytes!("../../tests/fixtures/metadata/valid/spec-example.json");
+/// let metadata = IndexMetadata::from_json_slice(bytes, &registry)?;
+/// assert_eq!(metadata.current_snapshot_id(), 701);
+/// assert_eq!(metadata.current_snapshot().index_family(), "ivf");
+///
+/// let canonical = metadata.to_json_vec();
+/// let again = IndexMetadata::from_json_slice(&canonical, &registry)?;
+/// assert_eq!(again, metadata);
+/// assert_eq!(again.to_json_vec(), canonical);
+/// # Ok::<(), parqdb_catalog::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexMetadata {
+    pub(super) index_uuid: Uuid,
+    pub(super) last_updated_ms: i64,
+    pub(super) last_sequence_number: i64,
+    pub(super) current_snapshot_id: i64,
+    /// Position of the current snapshot in `snapshots` (an invariant, not serialized).
+    pub(super) current_index: usize,
+    pub(super) snapshots: Vec<Snapshot>,
+    pub(super) snapshot_log: Vec<SnapshotLogEntry>,
+    pub(super) properties: BTreeMap<String, String>,
+}
+
+impl IndexMetadata {
+    /// Parse and fully validate one metadata document.
+    ///
+    /// Errors: `UNSUPPORTED_FORMAT_VERSION` if `format-version` is an integer other than
+    /// 1 (checked before any other rule); otherwise `INVALID_INDEX_METADATA`, whose
+    /// message starts with the JSON path of the violation (e.g.
+    /// `snapshots[0].index-tables.ivf_postings.definition-version: ...`), for inputs over
+    /// [`MAX_METADATA_BYTES`](super::MAX_METADATA_BYTES), invalid UTF-8, malformed or
+    /// too deeply nested JSON, trailing data, unknown fields, duplicate keys, missing
+    /// fields, `null`, wrong types, out-of-range or non-integral integers, non-canonical
+    /// UUIDs, and any violated invariant or family/provider rule.
+    pub fn from_json_slice(bytes: &[u8], registry: &FamilyRegistry) -> Result<IndexMetadata> {
+        const WHAT: &str = "index metadata";
+        let text = check_text(bytes, WHAT)?;
+        check_format_version(text)?;
+        let wire: WireMetadata = deserialize_text(text, WHAT)?;
+        if wire.format_version != FORMAT_VERSION {
+            return Err(Error::new(
+                ErrorKind::UnsupportedFormatVersion,
+                format!("format-version: {} is not supported", wire.format_version),
+            ));
+        }
+        Unchecked::from(wire).validate(FamilyRules::Check(registry))
+    }
+
+    /// The canonical JSON form (pretty-printed, fields in spec order, maps sorted by key,
+    /// `properties` always present). Byte-stable: parsing it yields an equal value that
+    /// serializes to identical bytes.
+    pub fn to_json_vec(&self) -> Vec<u8> {
+        let wire = WireMetadata {
+            format_version: FORMAT_VERSION,
+            index_uuid: self.index_uuid,
+            last_updated_ms: self.last_updated_ms,
+            last_sequence_number: self.last_sequence_number,
+            current_snapshot_id: self.current_snapshot_id,
+            snapshots: self.snapshots.iter().map(WireSnapshot::from).collect(),
+            snapshot_log: self.snapshot_log.clone(),
+            properties: self.properties.clone(),
+        };
+        // Cannot fail: every map has string keys and every Serialize impl is derived.
+        serde_json::to_vec_pretty(&wire).expect("index metadata always serializes")
+    }
+
+    /// A summary for the `validate` command: `index-uuid`, `current-snapshot-id`,
+    /// `snapshot-count`, `last-sequence-number`, `last-updated-ms`, `index-family` and
+    /// `metric`.
+    pub fn summary_json(&self) -> serde_json::Value {
+        let current = self.current_snapshot();
+        serde_json::json!({
+            "index-uuid": self.index_uuid.to_string(),
+            "current-snapshot-id": self.current_snapshot_id,
+            "snapshot-count": self.snapshots.len(),
+            "last-sequence-number": self.last_sequence_number,
+            "last-updated-ms": self.last_updated_ms,
+            "index-family": current.index_family(),
+            "metric": current.metric(),
+        })
+    }
+
+    /// The stable UUID of the logical index.
+    pub fn index_uuid(&self) -> Uuid {
+        self.index_uuid
+    }
+
+    /// The creation time of this metadata file (Unix epoch milliseconds).
+    pub fn last_updated_ms(&self) -> i64 {
+        self.last_updated_ms
+    }
+
+    /// The greatest sequence number ever allocated.
+    pub fn last_sequence_number(&self) -> i64 {
+        self.last_sequence_number
+    }
+
+    /// The id of the current snapshot.
+    pub fn current_snapshot_id(&self) -> i64 {
+        self.current_snapshot_id
+    }
+
+    /// The current snapshot.
+    pub fn current_snapshot(&self) -> &Snapshot {
+        &self.snapshots[self.current_index]
+    }
+
+    /// The retained snapshots, in file order (which has no meaning).
+    pub fn snapshots(&self) -> &[Snapshot] {
+        &self.snapshots
+    }
+
+    /// The retained snapshot with id `snapshot_id`.
+    pub fn snapshot(&self, snapshot_id: i64) -> Option<&Snapshot> {
+        self.snapshots
+            .iter()
+            .find(|snapshot| snapshot.snapshot_id == snapshot_id)
+    }
+
+    /// The current-snapshot history, oldest first.
+    pub fn snapshot_log(&self) -> &[SnapshotLogEntry] {
+        &self.snapshot_log
+    }
+
+    /// The non-semantic properties.
+    pub fn properties(&self) -> &BTreeMap<String, String> {
+        &self.properties
+    }
+}

@@ -1,0 +1,45 @@
+//! Strict index metadata: the JSON format of the metadata spec, parsed into a model that
+//! can only hold valid metadata ("parse, don't validate").
+//!
+//! * [`IndexMetadata::from_json_slice`] parses and validates one metadata file against a
+//!   [`FamilyRegistry`](crate::family::FamilyRegistry); [`IndexMetadata::to_json_vec`]
+//!   writes its canonical, byte-stable JSON.
+//! * [`IndexMetadata::create`], [`IndexMetadata::successor`] and
+//!   [`IndexMetadata::expire_snapshots`] build new metadata with an injected
+//!   [`Clock`](crate::Clock) and [`IdGenerator`](crate::IdGenerator).
+//! * [`IndexMetadata::check_successor_of`] holds the rules a commit checks.
+//!
+//! Parsing is strict at every level: unknown fields, duplicate keys (in objects and in
+//! every map), missing required fields, `null`, wrong types, out-of-range or non-integral
+//! integers, non-canonical UUIDs, invalid UTF-8, trailing data and inputs over
+//! [`MAX_METADATA_BYTES`] are `INVALID_INDEX_METADATA`, and every message starts with
+//! the JSON path of the violation. A `format-version` other than 1 is
+//! `UNSUPPORTED_FORMAT_VERSION`, decided before any other rule.
+//!
+//! The modules: `strict` (serde building blocks), `wire` (private wire structs),
+//! `definitions` and `snapshot` (public value types), `parse` (byte-level pipeline),
+//! `invariants` (cross-field rules and family/provider rules), `index_metadata` (the
+//! model), `builder`, `successor`, `expire` and `references`.
+
+mod builder;
+mod definitions;
+mod expire;
+mod index_metadata;
+mod invariants;
+mod parse;
+mod references;
+mod snapshot;
+mod strict;
+mod successor;
+mod wire;
+
+#[cfg(test)]
+mod tests;
+
+pub use definitions::{IndexTableDefinition, ProviderDefinition, TableDefinition, TableIdentifierRef};
+pub use index_metadata::IndexMetadata;
+pub use parse::MAX_METADATA_BYTES;
+pub use snapshot::{Snapshot, SnapshotContents, SnapshotLogEntry};
+
+/// The only supported `format-version`.
+pub const FORMAT_VERSION: i32 = 1;

@@ -1,0 +1,283 @@
+//! The pointer-store interface and its backends.
+//!
+//! A [`PointerStore`] offers only storage primitives, in the spirit of object_store's
+//! `put_opts`: read a key with its version token, create if absent, replace if the version
+//! matches, list keys under a prefix with pagination, and (where the store has it) an atomic
+//! multi-key write. All catalog semantics — validation, compare-and-swap, idempotency,
+//! ambiguous-outcome resolution, error mapping — live once in [`crate::catalog`].
+//!
+//! A store reports a lost condition as [`StoreError::AlreadyExists`] or
+//! [`StoreError::Precondition`], never as an SDK error; SDK types never leave a backend
+//! module. A failure after a write may have been sent is [`StoreError::Ambiguous`]: the
+//! catalog resolves it by reading back the commit id it wrote.
+//!
+//! Records are never deleted by the catalog protocol: a dropped mapping is a tombstone record
+//! written with replace-if-version, so every mutation is a conditional put that carries a
+//! unique commit id. Backends therefore need no conditional delete.
+
+pub mod local;
+pub mod memory;
+pub mod probe;
+
+use std::fmt;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::error::{Error, ErrorKind};
+
+/// A validated storage key: `/`-separated segments over `[a-z0-9_~=+-]`.
+///
+/// Keys come from the identifier codec ([`crate::identifier`]) and from the catalog's own
+/// fixed names; the restricted alphabet leaves `.` free for backend-private files (lock and
+/// temporary files of the local store).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StoreKey(String);
+
+impl StoreKey {
+    /// A key from text, validated against the key alphabet.
+    pub fn new(key: impl Into<String>) -> Result<StoreKey, Error> {
+        let key = key.into();
+        let valid_char = |c: char| matches!(c, 'a'..='z' | '0'..='9' | '_' | '~' | '=' | '+' | '-');
+        let valid = !key.is_empty()
+            && key.len() <= 1024
+            && key.split('/').all(|segment| !segment.is_empty() && segment.chars().all(valid_char));
+        if valid {
+            Ok(StoreKey(key))
+        } else {
+            Err(Error::new(
+                ErrorKind::InvalidRequest,
+                format!("`{key}` is not a valid store key"),
+            ))
+        }
+    }
+
+    /// A key built by the identifier codec, whose output is valid by construction.
+    pub(crate) fn from_codec(key: String) -> StoreKey {
+        debug_assert!(StoreKey::new(key.clone()).is_ok(), "codec produced `{key}`");
+        StoreKey(key)
+    }
+
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for StoreKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An opaque version token: an S3 ETag, a DynamoDB version attribute, a generation number.
+///
+/// Two reads of the same record have equal versions; every successful write produces a
+/// version never seen before for that key (the catalog's unique commit ids guarantee this
+/// even for content-hash versions such as S3 ETags).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Version(String);
+
+impl Version {
+    /// A version from the backend's token.
+    pub fn new(token: impl Into<String>) -> Version {
+        Version(token.into())
+    }
+
+    /// The token as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A value with the version it was read at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versioned {
+    /// The stored bytes.
+    pub value: Bytes,
+    /// The version of those bytes.
+    pub version: Version,
+}
+
+/// The condition of a write, as data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutMode {
+    /// Create the key only if it is absent; else [`StoreError::AlreadyExists`].
+    Create,
+    /// Replace the key only if its version is this one; else [`StoreError::Precondition`]
+    /// (also when the key is absent).
+    Update(Version),
+}
+
+/// One write of an atomic multi-key write.
+#[derive(Debug, Clone)]
+pub struct TxWrite {
+    /// The key to write.
+    pub key: StoreKey,
+    /// The new value.
+    pub value: Bytes,
+    /// The condition the key must satisfy.
+    pub mode: PutMode,
+}
+
+/// One entry of a listing.
+#[derive(Debug, Clone)]
+pub struct ListEntry {
+    /// The key.
+    pub key: StoreKey,
+    /// The value and version, when the store returns them with the listing for free
+    /// (memory, local files, DynamoDB); `None` when the caller must read the key itself.
+    pub value: Option<Versioned>,
+}
+
+/// One page of a listing, in ascending key order.
+#[derive(Debug, Clone, Default)]
+pub struct ListPage {
+    /// Entries of this page.
+    pub entries: Vec<ListEntry>,
+    /// Whether more entries may follow the last one of this page.
+    pub more: bool,
+}
+
+/// The answer of [`PointerStore::get_if_changed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Changed {
+    /// The key still has the given version.
+    Unchanged,
+    /// The key has another version now.
+    Changed(Versioned),
+    /// The key is absent.
+    Missing,
+}
+
+/// What a store can do beyond the required primitives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// [`PointerStore::transact`] applies several conditional writes atomically.
+    pub atomic_multi_key_write: bool,
+}
+
+/// A store failure, as the catalog needs to see it.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A [`PutMode::Create`] found the key present.
+    #[error("the key already exists")]
+    AlreadyExists,
+    /// A [`PutMode::Update`] found another version or no key; for [`PointerStore::transact`],
+    /// at least one write's condition failed and nothing was applied.
+    #[error("the version precondition failed")]
+    Precondition,
+    /// The write may or may not have been applied (timeout or transport failure after the
+    /// request was sent, a 5xx on a write). The catalog resolves it by reading back.
+    #[error("the write outcome is unknown: {0}")]
+    Ambiguous(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The operation failed and did not apply (throttling, connection refused, a failed
+    /// read). `retryable` says whether backing off and retrying can help.
+    #[error("the store is unavailable: {source}")]
+    Unavailable {
+        /// Whether retrying can help.
+        retryable: bool,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The store does not offer this primitive.
+    #[error("not supported by this store: {0}")]
+    NotSupported(String),
+}
+
+impl StoreError {
+    /// A non-applied, retryable failure with a message.
+    pub fn unavailable(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        StoreError::Unavailable {
+            retryable: true,
+            source: source.into(),
+        }
+    }
+
+    /// A non-applied failure that retrying cannot fix (permissions, misconfiguration).
+    pub fn fatal(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        StoreError::Unavailable {
+            retryable: false,
+            source: source.into(),
+        }
+    }
+
+    /// An ambiguous write outcome.
+    pub fn ambiguous(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        StoreError::Ambiguous(source.into())
+    }
+}
+
+/// The pointer-store primitives. Three are required; the rest have defaults.
+///
+/// Implementations must be linearizable per key: a successful conditional write is
+/// visible to every later `get`, and of several writes conditioned on the same state at most
+/// one succeeds. [`probe::probe`] checks the conditional behaviour before a store is trusted.
+#[async_trait]
+pub trait PointerStore: Send + Sync + fmt::Debug + 'static {
+    /// A short human-readable description (`memory`, `file:///...`, `s3://bucket/prefix`).
+    fn describe(&self) -> String;
+
+    /// Read a key with its version; `None` if absent. Strongly consistent.
+    async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError>;
+
+    /// Write a key under a condition and return the new version.
+    async fn put(&self, key: &StoreKey, value: Bytes, mode: PutMode)
+    -> Result<Version, StoreError>;
+
+    /// List keys that start with `prefix` and sort after `start_after` (if given), in
+    /// ascending order, at most `limit` entries.
+    async fn list(
+        &self,
+        prefix: &StoreKey,
+        start_after: Option<&StoreKey>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError>;
+
+    /// What this store offers beyond the required primitives.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    /// Read a key only if its version differs from `version`. Stores that can ask the
+    /// server (`If-None-Match`, a projection of the version attribute) override this.
+    async fn get_if_changed(
+        &self,
+        key: &StoreKey,
+        version: &Version,
+    ) -> Result<Changed, StoreError> {
+        Ok(match self.get(key).await? {
+            None => Changed::Missing,
+            Some(current) if &current.version == version => Changed::Unchanged,
+            Some(current) => Changed::Changed(current),
+        })
+    }
+
+    /// Apply several conditional writes atomically: all or none. Only stores whose
+    /// [`Capabilities::atomic_multi_key_write`] is set implement it.
+    async fn transact(&self, writes: Vec<TxWrite>) -> Result<Vec<Version>, StoreError> {
+        let _ = writes;
+        Err(StoreError::NotSupported("atomic multi-key write".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_use_the_restricted_alphabet() {
+        assert!(StoreKey::new("i/a/b/=x").is_ok());
+        assert!(StoreKey::new("_catalog/owner").is_ok());
+        for bad in ["", "a//b", "/a", "a/", "A", "a.lock", "a b", "a\\b"] {
+            assert!(StoreKey::new(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! Shared test harness: the store contract and the catalog conformance suite, written once
+//! and instantiated per backend.
+#![allow(dead_code, unused_macros)]
+
+pub mod store_suite;
