@@ -18,6 +18,7 @@
 pub mod local;
 pub mod memory;
 pub mod probe;
+pub mod s3;
 
 use std::fmt;
 

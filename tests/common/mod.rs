@@ -2,4 +2,6 @@
 //! and instantiated per backend.
 #![allow(dead_code, unused_macros)]
 
+pub mod conformance;
+pub mod fixture;
 pub mod store_suite;

@@ -1,0 +1,142 @@
+//! A catalog under test plus a warehouse to write real metadata files into.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::family::FamilyRegistry;
+use parqdb_catalog::metadata::{
+    IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
+};
+use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::{IndexIdentifier, Namespace, RandomIds, SystemClock};
+
+/// What a conformance test needs: the catalog interface and direct warehouse access.
+#[derive(Clone)]
+pub struct TestEnv {
+    /// The catalog under test (embedded or remote).
+    pub catalog: Arc<dyn IndexCatalog>,
+    /// The warehouse the catalog reads metadata from.
+    pub warehouse: Warehouse,
+}
+
+/// The source table every fixture index is built from (`version` makes distinct states).
+pub fn source(version: u32) -> TableDefinition {
+    let properties = BTreeMap::from([
+        ("definition-version".to_owned(), "1".to_owned()),
+        ("location".to_owned(), "s3://example/documents/".to_owned()),
+        ("table-version".to_owned(), version.to_string()),
+    ]);
+    TableDefinition::new("parquet", properties).expect("valid source")
+}
+
+/// Snapshot contents of the built-in ivf family with parquet index tables under `tag`.
+pub fn contents(source_version: u32, rows: i64, tag: &str) -> SnapshotContents {
+    let table = |role: &str| {
+        IndexTableDefinition::new(
+            1,
+            BTreeMap::from([("location".to_owned(), format!("indexes/{tag}/{role}/"))]),
+        )
+        .expect("valid table")
+    };
+    SnapshotContents {
+        source_table: source(source_version),
+        vector_field: "embedding".into(),
+        source_key_fields: vec!["document_id".into()],
+        indexed_rows: rows,
+        index_family: "ivf".into(),
+        index_schema_version: 1,
+        metric: "l2_squared".into(),
+        parameters: BTreeMap::from([("nlist".to_owned(), "16".to_owned())]),
+        index_provider: ProviderDefinition::new("parquet", BTreeMap::new()).expect("valid provider"),
+        index_tables: BTreeMap::from([
+            ("ivf_centroids".to_owned(), table("ivf_centroids")),
+            ("ivf_postings".to_owned(), table("ivf_postings")),
+        ]),
+        summary: BTreeMap::new(),
+    }
+}
+
+impl TestEnv {
+    /// Write `metadata` to a fresh location and return the location.
+    pub async fn write(&self, metadata: &IndexMetadata) -> String {
+        let relative = format!(
+            "metadata/{}/{:05}-{}.metadata.json",
+            metadata.index_uuid(),
+            metadata.last_sequence_number(),
+            uuid::Uuid::new_v4()
+        );
+        self.warehouse
+            .write_new(&relative, Bytes::from(metadata.to_json_vec()))
+            .await
+            .expect("metadata written")
+    }
+
+    /// Write raw bytes to a fresh metadata location.
+    pub async fn write_raw(&self, bytes: &[u8]) -> String {
+        let relative = format!("metadata/raw/{}.metadata.json", uuid::Uuid::new_v4());
+        self.warehouse
+            .write_new(&relative, Bytes::copy_from_slice(bytes))
+            .await
+            .expect("raw file written")
+    }
+
+    /// Initial metadata for a new index, written; returns it and its location.
+    pub async fn new_index(&self) -> (IndexMetadata, String) {
+        let tag = uuid::Uuid::new_v4().simple().to_string();
+        let metadata = IndexMetadata::create(
+            contents(1, 1000, &tag),
+            BTreeMap::new(),
+            &SystemClock,
+            &RandomIds,
+            &FamilyRegistry::builtin(),
+        )
+        .expect("valid initial metadata");
+        let location = self.write(&metadata).await;
+        (metadata, location)
+    }
+
+    /// A successor of `base` built from `source_version`, written.
+    pub async fn successor(&self, base: &IndexMetadata, source_version: u32) -> (IndexMetadata, String) {
+        let tag = uuid::Uuid::new_v4().simple().to_string();
+        let metadata = base
+            .successor(
+                contents(source_version, 1000 + i64::from(source_version), &tag),
+                &SystemClock,
+                &RandomIds,
+                &FamilyRegistry::builtin(),
+            )
+            .expect("valid successor");
+        let location = self.write(&metadata).await;
+        (metadata, location)
+    }
+
+    /// Read a metadata file back.
+    pub async fn read(&self, location: &str) -> IndexMetadata {
+        let bytes = self.warehouse.read_metadata(location).await.expect("readable");
+        IndexMetadata::from_json_slice(&bytes, &FamilyRegistry::builtin()).expect("valid")
+    }
+
+    /// A fresh namespace (unique per test) that exists.
+    pub async fn namespace(&self, name: &str) -> Namespace {
+        let namespace = Namespace::new([format!("{name}-{}", uuid::Uuid::new_v4().simple())]).expect("valid");
+        self.catalog
+            .create_namespace(&namespace, BTreeMap::new())
+            .await
+            .expect("namespace created");
+        namespace
+    }
+
+    /// A registered index in a fresh namespace.
+    pub async fn registered(&self, name: &str) -> (IndexIdentifier, IndexMetadata, String) {
+        let namespace = self.namespace("ns").await;
+        let id = IndexIdentifier::new(namespace, name).expect("valid");
+        let (metadata, location) = self.new_index().await;
+        self.catalog
+            .register(&id, &source(1), &location)
+            .await
+            .expect("registered");
+        (id, metadata, location)
+    }
+}
