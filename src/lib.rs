@@ -4,15 +4,20 @@
 //! the tutorial and the architecture.
 #![deny(missing_docs)]
 
+pub mod catalog;
+pub mod cli;
 pub mod clock;
+pub mod config;
 pub mod error;
 pub mod family;
 pub mod identifier;
 pub mod metadata;
+pub mod gc;
+pub mod lambda;
+pub mod publish;
 pub mod store;
+pub mod warehouse;
 
 pub use clock::{Clock, IdGenerator, ManualClock, RandomIds, SeededIds, SystemClock};
 pub use error::{Error, ErrorKind, Result};
 pub use identifier::{IndexIdentifier, Namespace};
-pub mod catalog;
-pub mod warehouse;

@@ -22,9 +22,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use url::Url;
 
 use crate::error::{Error, ErrorKind, Result};
-
-/// Largest metadata file the catalog reads (bounded memory for hostile input).
-pub const MAX_METADATA_BYTES: u64 = 64 * 1024 * 1024;
+use crate::metadata::MAX_METADATA_BYTES;
 
 /// The warehouse root and the object store that holds it.
 #[derive(Debug, Clone)]
@@ -154,7 +152,7 @@ impl Warehouse {
             }
             Err(err) => return Err(unavailable(location, err)),
         };
-        if meta.size > MAX_METADATA_BYTES {
+        if meta.size > MAX_METADATA_BYTES as u64 {
             return Err(Error::new(
                 ErrorKind::InvalidIndexMetadata,
                 format!(

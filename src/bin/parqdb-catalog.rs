@@ -1,1 +1,4 @@
-fn main(){}
+//! The `parqdb-catalog` command.
+fn main() -> std::process::ExitCode {
+    parqdb_catalog::cli::main()
+}

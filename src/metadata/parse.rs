@@ -27,13 +27,18 @@ pub(super) fn check_text<'a>(bytes: &'a [u8], what: &str) -> Result<&'a str> {
     std::str::from_utf8(bytes).map_err(|err| invalid(format!("{what}: not valid UTF-8: {err}")))
 }
 
-/// Strictly deserialize one JSON document, naming the JSON path of any error.
+/// Strictly deserialize one JSON document. Data errors are prefixed with their JSON path
+/// (`snapshots[0].metric: ...`, or `<what>: ...` at the root); syntax errors are
+/// `<what>: malformed JSON: ... at line L column C`.
 pub(super) fn deserialize_text<T: DeserializeOwned>(text: &str, what: &str) -> Result<T> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
         let path = err.path().to_string();
         let inner = err.into_inner();
-        if path == "." {
+        if !inner.is_data() {
+            // Syntax errors and EOF: the line and column locate the problem.
+            invalid(format!("{what}: malformed JSON: {inner}"))
+        } else if path == "." {
             invalid(format!("{what}: {inner}"))
         } else {
             invalid(format!("{path}: {inner}"))
@@ -41,7 +46,7 @@ pub(super) fn deserialize_text<T: DeserializeOwned>(text: &str, what: &str) -> R
     })?;
     deserializer
         .end()
-        .map_err(|err| invalid(format!("{what}: {err}")))?;
+        .map_err(|err| invalid(format!("{what}: malformed JSON: {err}")))?;
     Ok(value)
 }
 

@@ -274,7 +274,10 @@ impl DynamoStore {
             let table = described.table.ok_or_else(|| {
                 Error::new(
                     ErrorKind::StoreUnavailable,
-                    format!("DynamoDB described table `{}` without a description", self.table),
+                    format!(
+                        "DynamoDB described table `{}` without a description",
+                        self.table
+                    ),
                 )
             })?;
             self.check_schema(&table)?;
@@ -310,10 +313,9 @@ impl DynamoStore {
             .map(|k| (k.attribute_name(), k.key_type()))
             .collect();
         let string_attribute = |name: &str| {
-            table
-                .attribute_definitions()
-                .iter()
-                .any(|a| a.attribute_name() == name && *a.attribute_type() == ScalarAttributeType::S)
+            table.attribute_definitions().iter().any(|a| {
+                a.attribute_name() == name && *a.attribute_type() == ScalarAttributeType::S
+            })
         };
         let expected = [(PK, &KeyType::Hash), (SK, &KeyType::Range)];
         if key_schema == expected && string_attribute(PK) && string_attribute(SK) {
@@ -441,7 +443,12 @@ impl DynamoStore {
         mode: &PutMode,
     ) -> Result<(PreparedPut, Version), StoreError> {
         let (pk, sk) = item_key(key.as_str())?;
-        let size = PK.len() + pk.len() + SK.len() + sk.len() + VALUE.len() + value.len()
+        let size = PK.len()
+            + pk.len()
+            + SK.len()
+            + sk.len()
+            + VALUE.len()
+            + value.len()
             + VERSION.len()
             + MAX_NUMBER_BYTES;
         if size > MAX_ITEM_BYTES {
@@ -457,9 +464,9 @@ impl DynamoStore {
                 let Some(expected) = parse_version(expected.as_str()) else {
                     return Err(StoreError::Precondition);
                 };
-                let next = expected
-                    .checked_add(1)
-                    .ok_or_else(|| StoreError::fatal(format!("the version of `{key}` overflows")))?;
+                let next = expected.checked_add(1).ok_or_else(|| {
+                    StoreError::fatal(format!("the version of `{key}` overflows"))
+                })?;
                 (next, Some(expected))
             }
         };
@@ -655,7 +662,9 @@ impl PointerStore for DynamoStore {
         keys.sort();
         keys.dedup();
         if keys.len() != writes.len() {
-            return Err(StoreError::fatal("a transaction writes each key at most once"));
+            return Err(StoreError::fatal(
+                "a transaction writes each key at most once",
+            ));
         }
         let token = request_token(&self.table, &writes);
         let mut items = Vec::with_capacity(writes.len());
@@ -965,8 +974,14 @@ mod tests {
         assert_eq!(split("i/a/b/=x"), ("i/a/b/=".into(), "x".into()));
         assert_eq!(split("n/a/=b"), ("n/a/=".into(), "b".into()));
         assert_eq!(split("n/=a"), ("n/=".into(), "a".into()));
-        assert_eq!(split("_probe/7f3e/=k"), ("_probe/7f3e/=".into(), "k".into()));
-        assert_eq!(split("_catalog/owner"), ("_catalog/owner".into(), "!".into()));
+        assert_eq!(
+            split("_probe/7f3e/=k"),
+            ("_probe/7f3e/=".into(), "k".into())
+        );
+        assert_eq!(
+            split("_catalog/owner"),
+            ("_catalog/owner".into(), "!".into())
+        );
         assert_eq!(split("a/="), ("a/=".into(), "!".into()));
         assert_eq!(split("a=/b=c"), ("a=".into(), "/b=c".into()));
     }
@@ -979,9 +994,18 @@ mod tests {
                 (PK.to_owned(), AttributeValue::S(pk)),
                 (SK.to_owned(), AttributeValue::S(sk)),
             ]);
-            assert_eq!(key_of_item(&item).map(|k| k.as_str().to_owned()), Some(key.to_owned()));
+            assert_eq!(
+                key_of_item(&item).map(|k| k.as_str().to_owned()),
+                Some(key.to_owned())
+            );
         }
-        for (pk, sk) in [("i/a/", "=x"), ("a", "b"), ("a/=", ""), ("A/=", "x"), ("a/=", ".")] {
+        for (pk, sk) in [
+            ("i/a/", "=x"),
+            ("a", "b"),
+            ("a/=", ""),
+            ("A/=", "x"),
+            ("a/=", "."),
+        ] {
             let item = HashMap::from([
                 (PK.to_owned(), AttributeValue::S(pk.into())),
                 (SK.to_owned(), AttributeValue::S(sk.into())),
@@ -1013,7 +1037,16 @@ mod tests {
     fn versions_are_canonical_numbers() {
         assert_eq!(parse_version("1"), Some(1));
         assert_eq!(parse_version("18446744073709551615"), Some(u64::MAX));
-        for bad in ["", "01", "+1", "-1", "1.0", "\"1\"", "x", "18446744073709551616"] {
+        for bad in [
+            "",
+            "01",
+            "+1",
+            "-1",
+            "1.0",
+            "\"1\"",
+            "x",
+            "18446744073709551616",
+        ] {
             assert_eq!(parse_version(bad), None, "{bad}");
         }
     }

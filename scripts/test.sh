@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh machine or a developer's:
+#   1. installs (on first use) and starts the local services the tests need: an
+#      S3-compatible server (moto behind a request-serialising wrapper) and DynamoDB Local,
+#      each on 127.0.0.1 at a free port;
+#   2. checks formatting and clippy;
+#   3. runs every test of the workspace against real files and the real services;
+#   4. stops the services by PID, whatever happened.
+# Set PARQDB_TEST_S3_ENDPOINT / PARQDB_TEST_DYNAMODB_ENDPOINT yourself (e.g. MinIO and
+# DynamoDB Local from infra/docker-compose.yml) to use running services instead.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+state="$(mktemp -d "${TMPDIR:-/tmp}/parqdb-test.XXXXXX")"
+started=()
+stop_services() {
+    local status=$?
+    for service in "${started[@]}"; do
+        scripts/services/"$service".sh stop "$state" || true
+    done
+    exit "$status"
+}
+trap stop_services EXIT
+
+start() {
+    local service="$1" variable="$2"
+    if [[ -n "${!variable:-}" ]]; then
+        echo "test.sh: using $variable=${!variable}" >&2
+        return
+    fi
+    started+=("$service")
+    if ! scripts/services/"$service".sh start "$state"; then
+        echo "test.sh: the $service service could not start; the tests that need it cannot run" >&2
+        exit 1
+    fi
+}
+
+start moto PARQDB_TEST_S3_ENDPOINT
+start dynamodb PARQDB_TEST_DYNAMODB_ENDPOINT
+if [[ -f "$state/env" ]]; then
+    set -a
+    # shellcheck disable=SC1091
+    . "$state/env"
+    set +a
+fi
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --locked --no-fail-fast

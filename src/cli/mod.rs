@@ -1,0 +1,122 @@
+//! The `parqdb-catalog` command-line interface.
+//!
+//! Every command prints one JSON object on stdout on success. On failure it prints
+//! `{"error": "<CODE>", "message": "..."}` on stderr and exits with the error kind's code
+//! (see [`ErrorKind::exit_code`]; `2` is a usage error).
+
+mod demo;
+mod index;
+mod namespace;
+mod source;
+mod validate;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::catalog::Catalog;
+use crate::config::CatalogConfig;
+use crate::error::{ErrorKind, Result};
+
+const EXIT_CODES: &str = "EXIT CODES:
+  0 success, 2 usage error, and per error kind:
+  10 NAMESPACE_NOT_FOUND      11 INDEX_NOT_FOUND        12 ALREADY_EXISTS
+  13 INVALID_INDEX_METADATA   14 UNSUPPORTED_FORMAT_VERSION
+  15 INDEX_UUID_MISMATCH      16 COMMIT_CONFLICT        17 INVALID_IDENTIFIER
+  18 INVALID_REQUEST          19 NAMESPACE_NOT_EMPTY    20 COMMIT_STATE_UNKNOWN
+  21 STORE_UNAVAILABLE        22 STORE_UNSUPPORTED      23 CORRUPT_RECORD
+  24 INVALID_CONFIGURATION";
+
+/// A serverless, object-store-only catalog for ParqDB vector indexes.
+#[derive(Debug, Parser)]
+#[command(name = "parqdb-catalog", version, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// Warehouse root URI (default: file://$PWD/warehouse).
+    #[arg(long, global = true, env = "PARQDB_WAREHOUSE")]
+    warehouse: Option<String>,
+    /// Pointer-store URI (default: the warehouse's own store, under `_catalog/`).
+    #[arg(long, global = true, env = "PARQDB_CATALOG")]
+    catalog: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate a metadata file and print a summary.
+    Validate(validate::ValidateArgs),
+    /// Namespace operations.
+    #[command(subcommand)]
+    Namespace(namespace::NamespaceCommand),
+    /// Register an index under an absent identifier.
+    Register(index::RegisterArgs),
+    /// Print an index's current metadata location, source binding and version.
+    Load(index::IdentifierArgs),
+    /// Replace an index's metadata location if it still equals the base.
+    Commit(index::CommitArgs),
+    /// Remove an index mapping (metadata and data stay).
+    Drop(index::IdentifierArgs),
+    /// Move an index mapping to another identifier.
+    Rename(index::RenameArgs),
+    /// List the indexes directly in a namespace.
+    List(index::ListArgs),
+    /// Check that the pointer store honours conditional writes.
+    Probe,
+    /// Walk through the index lifecycle on real files (safe to run twice).
+    Demo,
+}
+
+impl Cli {
+    fn config(&self) -> CatalogConfig {
+        CatalogConfig::new(self.warehouse.clone(), self.catalog.clone())
+    }
+
+    fn catalog(&self) -> Result<Catalog> {
+        self.config().build()
+    }
+
+    async fn run(self) -> Result<serde_json::Value> {
+        match &self.command {
+            Command::Validate(args) => validate::run(args),
+            Command::Namespace(command) => namespace::run(command, &self.catalog()?).await,
+            Command::Register(args) => index::register(args, &self.catalog()?).await,
+            Command::Load(args) => index::load(args, &self.catalog()?).await,
+            Command::Commit(args) => index::commit(args, &self.catalog()?).await,
+            Command::Drop(args) => index::drop(args, &self.catalog()?).await,
+            Command::Rename(args) => index::rename(args, &self.catalog()?).await,
+            Command::List(args) => index::list(args, &self.catalog()?).await,
+            Command::Probe => {
+                let report = self.catalog()?.probe().await?;
+                let json = serde_json::to_value(&report).unwrap_or_default();
+                report.into_result()?;
+                Ok(json)
+            }
+            Command::Demo => demo::run(&self.catalog()?).await,
+        }
+    }
+}
+
+/// Parse arguments, run the command, print the result, and return the exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let demo = matches!(cli.command, Command::Demo);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("{}", serde_json::json!({"error": "INVALID_CONFIGURATION", "message": err.to_string()}));
+            return ExitCode::from(ErrorKind::Configuration.exit_code() as u8);
+        }
+    };
+    match runtime.block_on(cli.run()) {
+        Ok(value) => {
+            if !demo {
+                println!("{value}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("{}", err.to_json());
+            ExitCode::from(err.kind().exit_code() as u8)
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Garbage collection (in progress).

@@ -1,0 +1,1 @@
+//! The Lambda handler layer (in progress).

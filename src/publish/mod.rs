@@ -1,0 +1,1 @@
+//! Successor publication for refresh jobs (in progress).
