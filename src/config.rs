@@ -5,20 +5,31 @@
 //! | (unset)                         | the warehouse's own store, under `_catalog/`    |
 //! | `file:///abs/dir`               | [`LocalStore`] in that directory                |
 //! | `memory://`                     | [`MemoryStore`] (process-local)                 |
+//! | `s3://bucket/prefix`            | [`S3Store`] (S3, MinIO, other S3-compatible servers) |
+//! | `dynamodb://TABLE`              | [`DynamoStore`] on that table                   |
 //!
 //! | `--warehouse` / `PARQDB_WAREHOUSE` | warehouse                                     |
 //! |------------------------------------|-----------------------------------------------|
 //! | (unset)                            | `file://$PWD/warehouse`                       |
 //! | `file:///abs/dir`                  | a local directory (created if missing)        |
 //! | `memory://name`                    | process-local, for tests                      |
+//! | `s3://bucket/prefix`               | an S3 bucket prefix                           |
+//!
+//! S3 endpoints, region and credentials come from the standard `AWS_*` environment
+//! (`AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, `AWS_REGION`, keys or the instance role), or from
+//! [`CatalogConfig::s3`]; DynamoDB uses `aws-config`'s standard chain, with
+//! `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL` or [`CatalogConfig::dynamodb_endpoint`]
+//! as endpoint override.
 //!
 //! ```
 //! use parqdb_catalog::config::CatalogConfig;
 //!
 //! let dir = tempfile::tempdir()?;
 //! let config = CatalogConfig::new(Some(format!("file://{}", dir.path().display())), None);
-//! let catalog = config.build()?;
+//! # tokio::runtime::Runtime::new()?.block_on(async {
+//! let catalog = config.build().await?;
 //! assert!(catalog.store().describe().ends_with("/_catalog"));
+//! # Ok::<(), parqdb_catalog::Error>(()) })?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -31,7 +42,9 @@ use crate::catalog::Catalog;
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::PointerStore;
 use crate::store::local::LocalStore;
+use crate::store::dynamodb::DynamoStore;
 use crate::store::memory::MemoryStore;
+use crate::store::s3::{S3Options, S3Store, amazon_s3_builder};
 use crate::warehouse::Warehouse;
 
 /// The directory the catalog's own pointer records use inside a warehouse.
@@ -44,12 +57,20 @@ pub struct CatalogConfig {
     pub warehouse: Option<String>,
     /// The pointer-store URI (default: the warehouse's own store).
     pub catalog: Option<String>,
+    /// S3 options on top of the `AWS_*` environment.
+    pub s3: S3Options,
+    /// DynamoDB endpoint override.
+    pub dynamodb_endpoint: Option<String>,
 }
 
 impl CatalogConfig {
     /// A configuration from optional URIs.
     pub fn new(warehouse: Option<String>, catalog: Option<String>) -> Self {
-        CatalogConfig { warehouse, catalog }
+        CatalogConfig {
+            warehouse,
+            catalog,
+            ..CatalogConfig::default()
+        }
     }
 
     /// A configuration from `PARQDB_WAREHOUSE` and `PARQDB_CATALOG`.
@@ -78,12 +99,19 @@ impl CatalogConfig {
         match url.scheme() {
             "file" => Warehouse::local(&local_path(&url, &uri)?),
             "memory" => Warehouse::in_memory(&uri),
+            "s3" => {
+                let (bucket, prefix) = bucket_and_prefix(&url, &uri)?;
+                let store = amazon_s3_builder(&bucket, &self.s3)?.build().map_err(|err| {
+                    Error::with_source(ErrorKind::Configuration, format!("warehouse `{uri}`"), err)
+                })?;
+                Warehouse::new(&uri, Arc::new(store), object_store::path::Path::from(prefix))
+            }
             other => Err(unsupported("warehouse", other, &uri)),
         }
     }
 
     /// Open the pointer store (for `warehouse` when it is the warehouse's own store).
-    pub fn open_store(&self, warehouse: &Warehouse) -> Result<Arc<dyn PointerStore>> {
+    pub async fn open_store(&self, warehouse: &Warehouse) -> Result<Arc<dyn PointerStore>> {
         let uri = match &self.catalog {
             Some(uri) => uri.clone(),
             None => format!("{}/{CATALOG_DIR}", warehouse.root()),
@@ -92,14 +120,26 @@ impl CatalogConfig {
         match url.scheme() {
             "file" => Ok(Arc::new(LocalStore::new(local_path(&url, &uri)?))),
             "memory" => Ok(Arc::new(MemoryStore::new())),
+            "s3" => Ok(Arc::new(S3Store::from_uri(&uri, &self.s3)?)),
+            "dynamodb" => {
+                let table = url.host_str().unwrap_or_default();
+                if table.is_empty() || !matches!(url.path(), "" | "/") {
+                    return Err(Error::new(
+                        ErrorKind::Configuration,
+                        format!("catalog URI `{uri}` must be dynamodb://TABLE"),
+                    ));
+                }
+                let endpoint = self.dynamodb_endpoint.as_deref();
+                Ok(Arc::new(DynamoStore::from_env(table, endpoint).await?))
+            }
             other => Err(unsupported("catalog", other, &uri)),
         }
     }
 
     /// Open the warehouse and the pointer store and build a catalog.
-    pub fn build(&self) -> Result<Catalog> {
+    pub async fn build(&self) -> Result<Catalog> {
         let warehouse = self.open_warehouse()?;
-        let store = self.open_store(&warehouse)?;
+        let store = self.open_store(&warehouse).await?;
         Ok(Catalog::builder(store, warehouse).build())
     }
 }
@@ -111,6 +151,14 @@ fn parse(uri: &str, what: &str) -> Result<Url> {
             format!("{what} URI `{uri}` is not an absolute URI: {err}"),
         )
     })
+}
+
+fn bucket_and_prefix(url: &Url, uri: &str) -> Result<(String, String)> {
+    let bucket = url.host_str().unwrap_or_default();
+    if bucket.is_empty() {
+        return Err(Error::new(ErrorKind::Configuration, format!("`{uri}` names no bucket")));
+    }
+    Ok((bucket.to_owned(), url.path().trim_matches('/').to_owned()))
 }
 
 fn local_path(url: &Url, uri: &str) -> Result<PathBuf> {

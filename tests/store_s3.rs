@@ -45,7 +45,9 @@ fn options() -> S3Options {
 /// A new bucket whose name starts with `prefix`.
 async fn new_bucket(prefix: &str) -> String {
     let bucket = format!("{prefix}{}", uuid::Uuid::new_v4().simple());
-    create_bucket(&bucket, &options()).await.expect("create bucket");
+    create_bucket(&bucket, &options())
+        .await
+        .expect("create bucket");
     bucket
 }
 
@@ -67,7 +69,9 @@ fn key(text: &str) -> StoreKey {
 #[tokio::test]
 async fn creating_a_bucket_twice_is_fine() {
     let bucket = new_bucket("parqdb-test-").await;
-    create_bucket(&bucket, &options()).await.expect("second create");
+    create_bucket(&bucket, &options())
+        .await
+        .expect("second create");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -90,7 +94,9 @@ async fn racing_creates_have_one_winner_in_every_round() {
             let (store, k, barrier) = (store.clone(), k.clone(), barrier.clone());
             tasks.push(tokio::spawn(async move {
                 barrier.wait().await;
-                store.put(&k, Bytes::from(writer.to_string()), PutMode::Create).await
+                store
+                    .put(&k, Bytes::from(writer.to_string()), PutMode::Create)
+                    .await
             }));
         }
         let mut winners = Vec::new();
@@ -103,7 +109,11 @@ async fn racing_creates_have_one_winner_in_every_round() {
         }
         assert_eq!(winners.len(), 1, "round {round}: winners {winners:?}");
         let stored = store.get(&k).await.expect("get").expect("present");
-        assert_eq!(stored.value, Bytes::from(winners[0].to_string()), "round {round}");
+        assert_eq!(
+            stored.value,
+            Bytes::from(winners[0].to_string()),
+            "round {round}"
+        );
     }
 }
 
@@ -111,7 +121,12 @@ async fn racing_creates_have_one_winner_in_every_round() {
 async fn keys_round_trip_verbatim() {
     let bucket = new_bucket("parqdb-test-").await;
     let store = store_in(&bucket, "cat");
-    let names = ["i/a~2e~2f/=b+c", "i/a~2e~2f/=b-c", "i/a~2e~2f/=b_c", "i/a~2e~2f/=b~7e"];
+    let names = [
+        "i/a~2e~2f/=b+c",
+        "i/a~2e~2f/=b-c",
+        "i/a~2e~2f/=b_c",
+        "i/a~2e~2f/=b~7e",
+    ];
     for name in names {
         store
             .put(&key(name), Bytes::from(name.to_owned()), PutMode::Create)
@@ -120,17 +135,33 @@ async fn keys_round_trip_verbatim() {
         let read = store.get(&key(name)).await.expect("get").expect("present");
         assert_eq!(read.value.as_ref(), name.as_bytes());
     }
-    let page = store.list(&key("i/a~2e~2f/="), None, 10).await.expect("list");
+    let page = store
+        .list(&key("i/a~2e~2f/="), None, 10)
+        .await
+        .expect("list");
     let mut expected = names.map(str::to_owned).to_vec();
     expected.sort();
-    let listed: Vec<String> = page.entries.iter().map(|e| e.key.as_str().to_owned()).collect();
+    let listed: Vec<String> = page
+        .entries
+        .iter()
+        .map(|e| e.key.as_str().to_owned())
+        .collect();
     assert_eq!(listed, expected);
-    assert!(page.entries.iter().all(|e| e.value.is_none()), "S3 listings carry no values");
+    assert!(
+        page.entries.iter().all(|e| e.value.is_none()),
+        "S3 listings carry no values"
+    );
     assert!(!page.more);
 
     // The objects are where the module docs say: `<prefix>/<key>`, verbatim.
-    let raw = amazon_s3_builder(&bucket, &options()).expect("builder").build().expect("client");
-    let meta = raw.head(&Path::parse("cat/i/a~2e~2f/=b+c").expect("path")).await.expect("head");
+    let raw = amazon_s3_builder(&bucket, &options())
+        .expect("builder")
+        .build()
+        .expect("client");
+    let meta = raw
+        .head(&Path::parse("cat/i/a~2e~2f/=b+c").expect("path"))
+        .await
+        .expect("head");
     assert_eq!(meta.size, "i/a~2e~2f/=b+c".len() as u64);
 }
 
@@ -140,21 +171,36 @@ async fn listing_skips_foreign_objects_and_respects_prefixes() {
     let store = store_in(&bucket, "a");
     let sibling = store_in(&bucket, "a2");
     for name in ["n/=x", "n/=y", "n/=z"] {
-        store.put(&key(name), Bytes::from_static(b"v"), PutMode::Create).await.expect("create");
-    }
-    sibling.put(&key("n/=w"), Bytes::from_static(b"v"), PutMode::Create).await.expect("create");
-    let raw = amazon_s3_builder(&bucket, &options()).expect("builder").build().expect("client");
-    for foreign in ["a/n/=x.json", "a/n/=X", "a/n/=xx/part.parquet"] {
-        raw.put(&Path::parse(foreign).expect("path"), PutPayload::from_static(b"f"))
+        store
+            .put(&key(name), Bytes::from_static(b"v"), PutMode::Create)
             .await
-            .expect("foreign put");
+            .expect("create");
+    }
+    sibling
+        .put(&key("n/=w"), Bytes::from_static(b"v"), PutMode::Create)
+        .await
+        .expect("create");
+    let raw = amazon_s3_builder(&bucket, &options())
+        .expect("builder")
+        .build()
+        .expect("client");
+    for foreign in ["a/n/=x.json", "a/n/=X", "a/n/=xx/part.parquet"] {
+        raw.put(
+            &Path::parse(foreign).expect("path"),
+            PutPayload::from_static(b"f"),
+        )
+        .await
+        .expect("foreign put");
     }
 
     let all = store.list(&key("n/="), None, 100).await.expect("list");
     let listed: Vec<&str> = all.entries.iter().map(|e| e.key.as_str()).collect();
     assert_eq!(listed, ["n/=x", "n/=y", "n/=z"]);
 
-    let after = store.list(&key("n/="), Some(&key("n/=x")), 1).await.expect("list");
+    let after = store
+        .list(&key("n/="), Some(&key("n/=x")), 1)
+        .await
+        .expect("list");
     let listed: Vec<&str> = after.entries.iter().map(|e| e.key.as_str()).collect();
     assert_eq!((listed.as_slice(), after.more), (["n/=y"].as_slice(), true));
 
@@ -171,9 +217,18 @@ async fn listing_skips_foreign_objects_and_respects_prefixes() {
 async fn get_if_changed_asks_the_server() {
     let store = fresh().await;
     let k = key("i/=changing");
-    let v1 = store.put(&k, Bytes::from_static(b"one"), PutMode::Create).await.expect("create");
-    assert_eq!(store.get_if_changed(&k, &v1).await.expect("get"), Changed::Unchanged);
-    let v2 = store.put(&k, Bytes::from_static(b"two"), PutMode::Update(v1.clone())).await.expect("update");
+    let v1 = store
+        .put(&k, Bytes::from_static(b"one"), PutMode::Create)
+        .await
+        .expect("create");
+    assert_eq!(
+        store.get_if_changed(&k, &v1).await.expect("get"),
+        Changed::Unchanged
+    );
+    let v2 = store
+        .put(&k, Bytes::from_static(b"two"), PutMode::Update(v1.clone()))
+        .await
+        .expect("update");
     match store.get_if_changed(&k, &v1).await.expect("get") {
         Changed::Changed(current) => {
             assert_eq!(current.value.as_ref(), b"two");
@@ -181,7 +236,13 @@ async fn get_if_changed_asks_the_server() {
         }
         other => panic!("expected a change, got {other:?}"),
     }
-    assert_eq!(store.get_if_changed(&key("i/=never"), &v1).await.expect("get"), Changed::Missing);
+    assert_eq!(
+        store
+            .get_if_changed(&key("i/=never"), &v1)
+            .await
+            .expect("get"),
+        Changed::Missing
+    );
 }
 
 #[tokio::test]
@@ -189,9 +250,22 @@ async fn a_missing_bucket_is_a_fatal_error_and_fails_the_probe() {
     let bucket = format!("parqdb-missing-{}", uuid::Uuid::new_v4().simple());
     let store = store_in(&bucket, "catalog");
     assert!(store.get(&key("i/=x")).await.expect("get").is_none());
-    let write = store.put(&key("i/=x"), Bytes::from_static(b"v"), PutMode::Create).await;
-    assert!(matches!(write, Err(StoreError::Unavailable { retryable: false, .. })), "{write:?}");
-    let err = probe(&store, &RandomIds).await.expect_err("probe cannot write");
+    let write = store
+        .put(&key("i/=x"), Bytes::from_static(b"v"), PutMode::Create)
+        .await;
+    assert!(
+        matches!(
+            write,
+            Err(StoreError::Unavailable {
+                retryable: false,
+                ..
+            })
+        ),
+        "{write:?}"
+    );
+    let err = probe(&store, &RandomIds)
+        .await
+        .expect_err("probe cannot write");
     assert_eq!(err.kind(), ErrorKind::StoreUnavailable);
 }
 
@@ -204,14 +278,34 @@ async fn the_probe_refuses_a_server_that_ignores_if_match() {
 
     // The lie, shown directly: a stale replace "succeeds" and a replace creates a key.
     let k = key("i/=k");
-    let v1 = store.put(&k, Bytes::from_static(b"one"), PutMode::Create).await.expect("create");
-    store.put(&k, Bytes::from_static(b"two"), PutMode::Update(v1.clone())).await.expect("update");
-    let stale = store.put(&k, Bytes::from_static(b"three"), PutMode::Update(v1.clone())).await;
-    assert!(stale.is_ok(), "the lying bucket should accept a stale replace: {stale:?}");
+    let v1 = store
+        .put(&k, Bytes::from_static(b"one"), PutMode::Create)
+        .await
+        .expect("create");
+    store
+        .put(&k, Bytes::from_static(b"two"), PutMode::Update(v1.clone()))
+        .await
+        .expect("update");
+    let stale = store
+        .put(
+            &k,
+            Bytes::from_static(b"three"),
+            PutMode::Update(v1.clone()),
+        )
+        .await;
+    assert!(
+        stale.is_ok(),
+        "the lying bucket should accept a stale replace: {stale:?}"
+    );
 
     let report = probe(&store, &RandomIds).await.expect("probe ran");
     assert!(!report.passed(), "{report:#?}");
-    let failed: Vec<&str> = report.checks.iter().filter(|c| !c.passed).map(|c| c.name).collect();
+    let failed: Vec<&str> = report
+        .checks
+        .iter()
+        .filter(|c| !c.passed)
+        .map(|c| c.name)
+        .collect();
     for check in [
         "replace with a wrong version fails",
         "replace with a stale version fails",
@@ -237,7 +331,10 @@ async fn latency_of_get_and_conditional_put() {
     const ROUNDS: usize = 200;
     let store = fresh().await;
     let k = key("i/=latency");
-    let mut version = store.put(&k, Bytes::from_static(b"0"), PutMode::Create).await.expect("create");
+    let mut version = store
+        .put(&k, Bytes::from_static(b"0"), PutMode::Create)
+        .await
+        .expect("create");
     let (mut gets, mut puts) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         let start = Instant::now();
@@ -251,7 +348,13 @@ async fn latency_of_get_and_conditional_put() {
             .expect("update");
         puts.push(start.elapsed());
     }
-    let stale = store.put(&k, Bytes::from_static(b"x"), PutMode::Update(Version::new("\"stale\""))).await;
+    let stale = store
+        .put(
+            &k,
+            Bytes::from_static(b"x"),
+            PutMode::Update(Version::new("\"stale\"")),
+        )
+        .await;
     assert!(matches!(stale, Err(StoreError::Precondition)));
     eprintln!(
         "S3 store on {}: median GET {:?}, median conditional PUT {:?} ({ROUNDS} rounds)",

@@ -71,27 +71,27 @@ impl Cli {
         CatalogConfig::new(self.warehouse.clone(), self.catalog.clone())
     }
 
-    fn catalog(&self) -> Result<Catalog> {
-        self.config().build()
+    async fn catalog(&self) -> Result<Catalog> {
+        self.config().build().await
     }
 
     async fn run(self) -> Result<serde_json::Value> {
         match &self.command {
             Command::Validate(args) => validate::run(args),
-            Command::Namespace(command) => namespace::run(command, &self.catalog()?).await,
-            Command::Register(args) => index::register(args, &self.catalog()?).await,
-            Command::Load(args) => index::load(args, &self.catalog()?).await,
-            Command::Commit(args) => index::commit(args, &self.catalog()?).await,
-            Command::Drop(args) => index::drop(args, &self.catalog()?).await,
-            Command::Rename(args) => index::rename(args, &self.catalog()?).await,
-            Command::List(args) => index::list(args, &self.catalog()?).await,
+            Command::Namespace(command) => namespace::run(command, &self.catalog().await?).await,
+            Command::Register(args) => index::register(args, &self.catalog().await?).await,
+            Command::Load(args) => index::load(args, &self.catalog().await?).await,
+            Command::Commit(args) => index::commit(args, &self.catalog().await?).await,
+            Command::Drop(args) => index::drop(args, &self.catalog().await?).await,
+            Command::Rename(args) => index::rename(args, &self.catalog().await?).await,
+            Command::List(args) => index::list(args, &self.catalog().await?).await,
             Command::Probe => {
-                let report = self.catalog()?.probe().await?;
+                let report = self.catalog().await?.probe().await?;
                 let json = serde_json::to_value(&report).unwrap_or_default();
                 report.into_result()?;
                 Ok(json)
             }
-            Command::Demo => demo::run(&self.catalog()?).await,
+            Command::Demo => demo::run(&self.catalog().await?).await,
         }
     }
 }

@@ -39,11 +39,17 @@ mod tests {
         let provider = ParquetProvider;
         let ok = BTreeMap::from([(LOCATION.to_owned(), "indexes/a/1/ivf_postings/".to_owned())]);
         assert_eq!(provider.validate_table(&ok), Ok(()));
-        assert_eq!(provider.table_location(&ok), Some("indexes/a/1/ivf_postings/"));
+        assert_eq!(
+            provider.table_location(&ok),
+            Some("indexes/a/1/ivf_postings/")
+        );
 
         let missing = BTreeMap::new();
         let err = provider.validate_table(&missing).expect_err("missing");
-        assert!(err.contains("missing required property `location`"), "{err}");
+        assert!(
+            err.contains("missing required property `location`"),
+            "{err}"
+        );
         assert_eq!(provider.table_location(&missing), None);
 
         let bad = BTreeMap::from([(LOCATION.to_owned(), "/abs/".to_owned())]);

@@ -89,7 +89,10 @@ mod tests {
     fn builtin_empty_and_extended() {
         let builtin = FamilyRegistry::default();
         assert_eq!(builtin.family("ivf").map(|f| f.name()), Some("ivf"));
-        assert_eq!(builtin.provider("parquet").map(|p| p.name()), Some("parquet"));
+        assert_eq!(
+            builtin.provider("parquet").map(|p| p.name()),
+            Some("parquet")
+        );
         assert!(builtin.family("hnsw").is_none());
 
         let empty = FamilyRegistry::empty();
@@ -97,7 +100,10 @@ mod tests {
         assert!(empty.provider("parquet").is_none());
 
         let extended = builtin.with_family(Arc::new(Hnsw));
-        assert_eq!(extended.family("hnsw").map(|f| f.schema_versions()), Some(&[1, 2][..]));
+        assert_eq!(
+            extended.family("hnsw").map(|f| f.schema_versions()),
+            Some(&[1, 2][..])
+        );
         assert!(extended.family("ivf").is_some());
     }
 }

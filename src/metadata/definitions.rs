@@ -150,7 +150,8 @@ impl TableDefinition {
 
     /// The canonical JSON form.
     pub fn to_json_value(&self) -> serde_json::Value {
-        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+        // Cannot fail: string keys only, derived Serialize impls.
+        serde_json::to_value(self).expect("a table definition always serializes")
     }
 
     /// The table identifier in its external catalog, if recorded.
@@ -254,7 +255,11 @@ mod tests {
     fn rejects(json: &str, fragment: &str) {
         let err = parse(json).expect_err(json);
         assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{json}");
-        assert!(err.message().contains(fragment), "{json}: {}", err.message());
+        assert!(
+            err.message().contains(fragment),
+            "{json}: {}",
+            err.message()
+        );
     }
 
     #[test]
@@ -289,11 +294,22 @@ mod tests {
 
     #[test]
     fn optional_fields_may_be_absent_but_not_null() {
-        let bare = parse(r#"{"provider": "p", "properties": {}, "identifier": {"namespace": [], "name": "t"}}"#)
-            .expect("valid");
-        assert_eq!(bare.identifier().and_then(TableIdentifierRef::catalog), None);
-        assert_eq!(bare.to_json_value()["identifier"], serde_json::json!({"namespace": [], "name": "t"}));
-        rejects(r#"{"identifier": null, "provider": "p", "properties": {}}"#, "identifier");
+        let bare = parse(
+            r#"{"provider": "p", "properties": {}, "identifier": {"namespace": [], "name": "t"}}"#,
+        )
+        .expect("valid");
+        assert_eq!(
+            bare.identifier().and_then(TableIdentifierRef::catalog),
+            None
+        );
+        assert_eq!(
+            bare.to_json_value()["identifier"],
+            serde_json::json!({"namespace": [], "name": "t"})
+        );
+        rejects(
+            r#"{"identifier": null, "provider": "p", "properties": {}}"#,
+            "identifier",
+        );
         rejects(
             r#"{"identifier": {"catalog": null, "namespace": [], "name": "t"}, "provider": "p", "properties": {}}"#,
             "identifier.catalog",
@@ -305,9 +321,18 @@ mod tests {
         rejects(r#"{"provider": "p"}"#, "missing field `properties`");
         rejects(r#"{"provider": "", "properties": {}}"#, "provider");
         rejects(r#"{"provider": "p", "properties": {}, "x": 1}"#, "x");
-        rejects(r#"{"provider": "p", "provider": "q", "properties": {}}"#, "duplicate field");
-        rejects(r#"{"provider": "p", "properties": {"a": "1", "a": "1"}}"#, "properties");
-        rejects(r#"{"provider": "p", "properties": {"a": 1}}"#, "properties.a");
+        rejects(
+            r#"{"provider": "p", "provider": "q", "properties": {}}"#,
+            "duplicate field",
+        );
+        rejects(
+            r#"{"provider": "p", "properties": {"a": "1", "a": "1"}}"#,
+            "properties",
+        );
+        rejects(
+            r#"{"provider": "p", "properties": {"a": 1}}"#,
+            "properties.a",
+        );
         rejects(r#"["p", {}]"#, "JSON object");
         rejects(r#"{"provider": "p", "properties": {}} x"#, "trailing");
         rejects(
@@ -323,7 +348,9 @@ mod tests {
         assert!(IndexTableDefinition::new(0, BTreeMap::new()).is_err());
         assert!(IndexTableDefinition::new(-1, BTreeMap::new()).is_err());
         assert_eq!(
-            IndexTableDefinition::new(3, BTreeMap::new()).map(|t| t.definition_version()).ok(),
+            IndexTableDefinition::new(3, BTreeMap::new())
+                .map(|t| t.definition_version())
+                .ok(),
             Some(3)
         );
         assert!(TableIdentifierRef::new(Some(String::new()), vec![], "t").is_err());

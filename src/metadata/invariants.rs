@@ -237,9 +237,11 @@ fn check_family_rules(
     registry: &FamilyRegistry,
 ) -> Result<()> {
     let name = &contents.index_family;
-    let family = registry
-        .family(name)
-        .ok_or_else(|| invalid(format!("{prefix}.index-family: unknown index family {name:?}")))?;
+    let family = registry.family(name).ok_or_else(|| {
+        invalid(format!(
+            "{prefix}.index-family: unknown index family {name:?}"
+        ))
+    })?;
     let version = contents.index_schema_version;
     if !family.schema_versions().contains(&version) {
         return Err(invalid(format!(

@@ -36,7 +36,9 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
-pub use definitions::{IndexTableDefinition, ProviderDefinition, TableDefinition, TableIdentifierRef};
+pub use definitions::{
+    IndexTableDefinition, ProviderDefinition, TableDefinition, TableIdentifierRef,
+};
 pub use index_metadata::IndexMetadata;
 pub use parse::MAX_METADATA_BYTES;
 pub use snapshot::{Snapshot, SnapshotContents, SnapshotLogEntry};

@@ -68,12 +68,12 @@ pub(super) fn check_format_version(text: &str) -> Result<()> {
         serde_json::Value::Number(number) if number.as_i64() == Some(FORMAT_VERSION.into()) => {
             Ok(())
         }
-        serde_json::Value::Number(number) if number.is_i64() || number.is_u64() => {
-            Err(Error::new(
-                ErrorKind::UnsupportedFormatVersion,
-                format!("format-version: {number} is not supported (this reader supports {FORMAT_VERSION})"),
-            ))
-        }
+        serde_json::Value::Number(number) if number.is_i64() || number.is_u64() => Err(Error::new(
+            ErrorKind::UnsupportedFormatVersion,
+            format!(
+                "format-version: {number} is not supported (this reader supports {FORMAT_VERSION})"
+            ),
+        )),
         other => Err(invalid(format!(
             "format-version: expected the int {FORMAT_VERSION}, got {other}"
         ))),
@@ -117,16 +117,43 @@ mod tests {
 
     #[test]
     fn prescan_decides_format_version_first() {
-        assert_eq!(kind(r#"{"format-version": 1, "x": [1, {"y": null}]}"#), None);
+        assert_eq!(
+            kind(r#"{"format-version": 1, "x": [1, {"y": null}]}"#),
+            None
+        );
         assert_eq!(kind(r#"{"x": 1}"#), None);
-        assert_eq!(kind(r#"{"bogus": [], "format-version": 2}"#), Some(ErrorKind::UnsupportedFormatVersion));
-        assert_eq!(kind(r#"{"format-version": 0}"#), Some(ErrorKind::UnsupportedFormatVersion));
-        assert_eq!(kind(r#"{"format-version": -1}"#), Some(ErrorKind::UnsupportedFormatVersion));
-        assert_eq!(kind(r#"{"format-version": 18446744073709551615}"#), Some(ErrorKind::UnsupportedFormatVersion));
-        assert_eq!(kind(r#"{"format-version": 2} trailing"#), Some(ErrorKind::UnsupportedFormatVersion));
-        assert_eq!(kind(r#"{"format-version": "1"}"#), Some(ErrorKind::InvalidIndexMetadata));
-        assert_eq!(kind(r#"{"format-version": 1.0}"#), Some(ErrorKind::InvalidIndexMetadata));
-        assert_eq!(kind(r#"{"format-version": null}"#), Some(ErrorKind::InvalidIndexMetadata));
+        assert_eq!(
+            kind(r#"{"bogus": [], "format-version": 2}"#),
+            Some(ErrorKind::UnsupportedFormatVersion)
+        );
+        assert_eq!(
+            kind(r#"{"format-version": 0}"#),
+            Some(ErrorKind::UnsupportedFormatVersion)
+        );
+        assert_eq!(
+            kind(r#"{"format-version": -1}"#),
+            Some(ErrorKind::UnsupportedFormatVersion)
+        );
+        assert_eq!(
+            kind(r#"{"format-version": 18446744073709551615}"#),
+            Some(ErrorKind::UnsupportedFormatVersion)
+        );
+        assert_eq!(
+            kind(r#"{"format-version": 2} trailing"#),
+            Some(ErrorKind::UnsupportedFormatVersion)
+        );
+        assert_eq!(
+            kind(r#"{"format-version": "1"}"#),
+            Some(ErrorKind::InvalidIndexMetadata)
+        );
+        assert_eq!(
+            kind(r#"{"format-version": 1.0}"#),
+            Some(ErrorKind::InvalidIndexMetadata)
+        );
+        assert_eq!(
+            kind(r#"{"format-version": null}"#),
+            Some(ErrorKind::InvalidIndexMetadata)
+        );
         // Unreadable documents are left to the full parse.
         assert_eq!(kind(r#"[{"format-version": 2}]"#), None);
         assert_eq!(kind(r#"{"format-version": 2, "format-version": 2}"#), None);

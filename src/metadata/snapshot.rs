@@ -68,7 +68,7 @@ impl SnapshotContents {
     }
 
     /// The first identity field that differs from `other`, by JSON name.
-    pub(crate) fn identity_difference(&self, other: &SnapshotContents) -> Option<&'static str> {
+    pub(super) fn identity_difference(&self, other: &SnapshotContents) -> Option<&'static str> {
         if self.vector_field != other.vector_field {
             Some("vector-field")
         } else if self.source_key_fields != other.source_key_fields {
@@ -86,10 +86,10 @@ impl SnapshotContents {
 /// One retained snapshot of a valid [`IndexMetadata`](super::IndexMetadata).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
-    pub(crate) snapshot_id: i64,
-    pub(crate) sequence_number: i64,
-    pub(crate) timestamp_ms: i64,
-    pub(crate) contents: SnapshotContents,
+    pub(super) snapshot_id: i64,
+    pub(super) sequence_number: i64,
+    pub(super) timestamp_ms: i64,
+    pub(super) contents: SnapshotContents,
 }
 
 impl Snapshot {
@@ -181,7 +181,7 @@ pub struct SnapshotLogEntry {
 strict_object!(SnapshotLogEntry);
 
 impl SnapshotLogEntry {
-    pub(crate) fn new(timestamp_ms: i64, snapshot_id: i64) -> Self {
+    pub(super) fn new(timestamp_ms: i64, snapshot_id: i64) -> Self {
         SnapshotLogEntry {
             timestamp_ms,
             snapshot_id,

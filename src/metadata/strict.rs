@@ -171,7 +171,9 @@ pub(crate) fn check_key_fields(fields: &[String]) -> Result<(), String> {
 pub(crate) fn positive_i64<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
     let value = i64::deserialize(deserializer)?;
     if value <= 0 {
-        return Err(de::Error::custom(format_args!("must be positive, got {value}")));
+        return Err(de::Error::custom(format_args!(
+            "must be positive, got {value}"
+        )));
     }
     Ok(value)
 }
@@ -180,7 +182,9 @@ pub(crate) fn positive_i64<'de, D: Deserializer<'de>>(deserializer: D) -> Result
 pub(crate) fn positive_i32<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i32, D::Error> {
     let value = i32::deserialize(deserializer)?;
     if value <= 0 {
-        return Err(de::Error::custom(format_args!("must be positive, got {value}")));
+        return Err(de::Error::custom(format_args!(
+            "must be positive, got {value}"
+        )));
     }
     Ok(value)
 }

@@ -43,20 +43,35 @@ fn contents(rows: i64, build: u64) -> SnapshotContents {
         metric: "cosine".into(),
         parameters: strings([
             ("nlist", "16"),
-            ("ivf_centroids_metadata_location", "metadata/centroids/v1.metadata.json"),
+            (
+                "ivf_centroids_metadata_location",
+                "metadata/centroids/v1.metadata.json",
+            ),
         ]),
         index_provider: ProviderDefinition::new("parquet", BTreeMap::new()).expect("valid"),
         index_tables: BTreeMap::from([
-            ("ivf_centroids".to_owned(), table(&format!("indexes/c/{build}/ivf_centroids/"))),
-            ("ivf_postings".to_owned(), table(&format!("indexes/p/{build}/ivf_postings/"))),
+            (
+                "ivf_centroids".to_owned(),
+                table(&format!("indexes/c/{build}/ivf_centroids/")),
+            ),
+            (
+                "ivf_postings".to_owned(),
+                table(&format!("indexes/p/{build}/ivf_postings/")),
+            ),
         ]),
         summary: strings([("operation", "refresh")]),
     }
 }
 
 fn create(seed: u64, now: i64, contents: SnapshotContents) -> IndexMetadata {
-    IndexMetadata::create(contents, BTreeMap::new(), &ManualClock::new(now), &SeededIds::new(seed), &registry())
-        .expect("create")
+    IndexMetadata::create(
+        contents,
+        BTreeMap::new(),
+        &ManualClock::new(now),
+        &SeededIds::new(seed),
+        &registry(),
+    )
+    .expect("create")
 }
 
 fn assert_byte_stable(metadata: &IndexMetadata) {
@@ -69,13 +84,20 @@ fn assert_byte_stable(metadata: &IndexMetadata) {
 fn expect_kind(result: crate::Result<impl std::fmt::Debug>, kind: ErrorKind, fragment: &str) {
     let err = result.expect_err("must fail");
     assert_eq!(err.kind(), kind, "{}", err.message());
-    assert!(err.message().contains(fragment), "{:?} lacks {fragment:?}", err.message());
+    assert!(
+        err.message().contains(fragment),
+        "{:?} lacks {fragment:?}",
+        err.message()
+    );
 }
 
 #[test]
 fn spec_example_parses_with_every_accessor() {
     let metadata = IndexMetadata::from_json_slice(SPEC_EXAMPLE, &registry()).expect("spec example");
-    assert_eq!(metadata.index_uuid().to_string(), "2f1c7f5e-3c43-4a44-8f2a-cf560c4db8d1");
+    assert_eq!(
+        metadata.index_uuid().to_string(),
+        "2f1c7f5e-3c43-4a44-8f2a-cf560c4db8d1"
+    );
     assert_eq!(metadata.last_updated_ms(), 1_750_000_000_000);
     assert_eq!(metadata.last_sequence_number(), 1);
     assert_eq!(metadata.current_snapshot_id(), 701);
@@ -94,7 +116,10 @@ fn spec_example_parses_with_every_accessor() {
     assert_eq!(snapshot.summary(), &strings([("operation", "create")]));
     assert_eq!(snapshot.source_table().provider(), "parquet");
     let identifier = snapshot.source_table().identifier().expect("identifier");
-    assert_eq!((identifier.catalog(), identifier.name()), (Some("datafusion"), "documents"));
+    assert_eq!(
+        (identifier.catalog(), identifier.name()),
+        (Some("datafusion"), "documents")
+    );
     assert_eq!(snapshot.vector_field(), "embedding");
     assert_eq!(snapshot.source_key_fields(), ["document_id"]);
     assert_eq!(snapshot.indexed_rows(), 1_000_000);
@@ -104,7 +129,10 @@ fn spec_example_parses_with_every_accessor() {
     assert_eq!(snapshot.parameters()["nlist"], "4096");
     assert_eq!(snapshot.index_provider().provider(), "parquet");
     assert!(snapshot.index_provider().properties().is_empty());
-    assert_eq!(snapshot.index_tables()["ivf_postings"].definition_version(), 1);
+    assert_eq!(
+        snapshot.index_tables()["ivf_postings"].definition_version(),
+        1
+    );
 
     assert_byte_stable(&metadata);
     assert_eq!(
@@ -128,7 +156,11 @@ fn spec_example_parses_with_every_accessor() {
         ]
     );
     // Without the family and provider, nothing is known to be referenced.
-    assert!(metadata.warehouse_references(&FamilyRegistry::empty()).is_empty());
+    assert!(
+        metadata
+            .warehouse_references(&FamilyRegistry::empty())
+            .is_empty()
+    );
 }
 
 #[test]
@@ -138,7 +170,8 @@ fn unknown_family_or_provider_is_invalid_unless_registered() {
         ErrorKind::InvalidIndexMetadata,
         "snapshots[0].index-family: unknown index family \"ivf\"",
     );
-    let ivf_only = FamilyRegistry::empty().with_family(std::sync::Arc::new(crate::family::IvfFamily));
+    let ivf_only =
+        FamilyRegistry::empty().with_family(std::sync::Arc::new(crate::family::IvfFamily));
     expect_kind(
         IndexMetadata::from_json_slice(SPEC_EXAMPLE, &ivf_only),
         ErrorKind::InvalidIndexMetadata,
@@ -150,7 +183,11 @@ fn unknown_family_or_provider_is_invalid_unless_registered() {
 fn oversized_input_is_rejected_before_parsing() {
     let mut huge = SPEC_EXAMPLE.to_vec();
     huge.resize(MAX_METADATA_BYTES + 1, b' ');
-    expect_kind(IndexMetadata::from_json_slice(&huge, &registry()), ErrorKind::InvalidIndexMetadata, "limit");
+    expect_kind(
+        IndexMetadata::from_json_slice(&huge, &registry()),
+        ErrorKind::InvalidIndexMetadata,
+        "limit",
+    );
     // Just under the cap, trailing whitespace is fine.
     huge.truncate(MAX_METADATA_BYTES);
     assert!(IndexMetadata::from_json_slice(&huge, &registry()).is_ok());
@@ -163,7 +200,11 @@ fn deep_nesting_fails_cleanly() {
         doc.push_str(&"[".repeat(depth));
         doc.push_str(&"]".repeat(depth));
         doc.push('}');
-        expect_kind(IndexMetadata::from_json_slice(doc.as_bytes(), &registry()), ErrorKind::InvalidIndexMetadata, "");
+        expect_kind(
+            IndexMetadata::from_json_slice(doc.as_bytes(), &registry()),
+            ErrorKind::InvalidIndexMetadata,
+            "",
+        );
     }
 }
 
@@ -185,10 +226,16 @@ fn create_builds_valid_initial_metadata() {
     assert_eq!(metadata.snapshots().len(), 1);
     let snapshot = metadata.current_snapshot();
     assert!(snapshot.snapshot_id() > 0);
-    assert_eq!((snapshot.sequence_number(), snapshot.timestamp_ms()), (1, 1_000));
+    assert_eq!(
+        (snapshot.sequence_number(), snapshot.timestamp_ms()),
+        (1, 1_000)
+    );
     assert_eq!(snapshot.contents(), &contents(10, 1));
     assert_eq!(metadata.snapshot_log().len(), 1);
-    assert_eq!(metadata.snapshot_log()[0].snapshot_id(), snapshot.snapshot_id());
+    assert_eq!(
+        metadata.snapshot_log()[0].snapshot_id(),
+        snapshot.snapshot_id()
+    );
     assert_eq!(metadata.properties()["owner"], "team");
     assert_byte_stable(&metadata);
 }
@@ -198,29 +245,76 @@ fn create_rejects_invalid_contents() {
     let attempt = |edit: &dyn Fn(&mut SnapshotContents)| {
         let mut input = contents(10, 1);
         edit(&mut input);
-        IndexMetadata::create(input, BTreeMap::new(), &ManualClock::new(1), &SeededIds::new(1), &registry())
+        IndexMetadata::create(
+            input,
+            BTreeMap::new(),
+            &ManualClock::new(1),
+            &SeededIds::new(1),
+            &registry(),
+        )
     };
     let invalid = ErrorKind::InvalidIndexMetadata;
-    expect_kind(attempt(&|c| c.indexed_rows = 0), invalid, "snapshots[0].indexed-rows");
-    expect_kind(attempt(&|c| c.vector_field.clear()), invalid, "snapshots[0].vector-field");
-    expect_kind(attempt(&|c| c.source_key_fields.clear()), invalid, "snapshots[0].source-key-fields");
-    expect_kind(attempt(&|c| c.source_key_fields.push("document_id".into())), invalid, "duplicate key field");
-    expect_kind(attempt(&|c| c.index_family = "hnsw".into()), invalid, "snapshots[0].index-family");
-    expect_kind(attempt(&|c| c.index_schema_version = 2), invalid, "snapshots[0].index-schema-version");
-    expect_kind(attempt(&|c| c.metric = "hamming".into()), invalid, "snapshots[0].metric");
-    expect_kind(attempt(&|c| { c.index_tables.remove("ivf_postings"); }), invalid, "missing role \"ivf_postings\"");
     expect_kind(
-        attempt(&|c| { c.index_tables.insert("extra".into(), table("x/")); }),
+        attempt(&|c| c.indexed_rows = 0),
+        invalid,
+        "snapshots[0].indexed-rows",
+    );
+    expect_kind(
+        attempt(&|c| c.vector_field.clear()),
+        invalid,
+        "snapshots[0].vector-field",
+    );
+    expect_kind(
+        attempt(&|c| c.source_key_fields.clear()),
+        invalid,
+        "snapshots[0].source-key-fields",
+    );
+    expect_kind(
+        attempt(&|c| c.source_key_fields.push("document_id".into())),
+        invalid,
+        "duplicate key field",
+    );
+    expect_kind(
+        attempt(&|c| c.index_family = "hnsw".into()),
+        invalid,
+        "snapshots[0].index-family",
+    );
+    expect_kind(
+        attempt(&|c| c.index_schema_version = 2),
+        invalid,
+        "snapshots[0].index-schema-version",
+    );
+    expect_kind(
+        attempt(&|c| c.metric = "hamming".into()),
+        invalid,
+        "snapshots[0].metric",
+    );
+    expect_kind(
+        attempt(&|c| {
+            c.index_tables.remove("ivf_postings");
+        }),
+        invalid,
+        "missing role \"ivf_postings\"",
+    );
+    expect_kind(
+        attempt(&|c| {
+            c.index_tables.insert("extra".into(), table("x/"));
+        }),
         invalid,
         "snapshots[0].index-tables.extra",
     );
     expect_kind(
-        attempt(&|c| { c.index_tables.insert("ivf_postings".into(), table("/abs/")); }),
+        attempt(&|c| {
+            c.index_tables.insert("ivf_postings".into(), table("/abs/"));
+        }),
         invalid,
         "snapshots[0].index-tables.ivf_postings.properties",
     );
     expect_kind(
-        attempt(&|c| { c.parameters.insert("ivf_centroids_metadata_location".into(), "../up".into()); }),
+        attempt(&|c| {
+            c.parameters
+                .insert("ivf_centroids_metadata_location".into(), "../up".into());
+        }),
         invalid,
         "snapshots[0].parameters",
     );
@@ -232,7 +326,13 @@ fn create_rejects_invalid_contents() {
             uuid::Uuid::nil()
         }
     }
-    let result = IndexMetadata::create(contents(1, 1), BTreeMap::new(), &ManualClock::new(1), &NilIds, &registry());
+    let result = IndexMetadata::create(
+        contents(1, 1),
+        BTreeMap::new(),
+        &ManualClock::new(1),
+        &NilIds,
+        &registry(),
+    );
     expect_kind(result, invalid, "index-uuid");
 }
 
@@ -241,14 +341,26 @@ fn successor_follows_the_six_steps() {
     let ids = SeededIds::new(11);
     let clock = ManualClock::new(5_000);
     let base = create(10, 4_000, contents(10, 1));
-    let next = base.successor(contents(20, 2), &clock, &ids, &registry()).expect("successor");
+    let next = base
+        .successor(contents(20, 2), &clock, &ids, &registry())
+        .expect("successor");
     assert_eq!(next.index_uuid(), base.index_uuid());
     assert_eq!(next.last_sequence_number(), 2);
     assert_eq!(next.snapshots().len(), 2);
-    assert_eq!(next.snapshot(base.current_snapshot_id()), Some(base.current_snapshot()));
+    assert_eq!(
+        next.snapshot(base.current_snapshot_id()),
+        Some(base.current_snapshot())
+    );
     let current = next.current_snapshot();
     assert_ne!(current.snapshot_id(), base.current_snapshot_id());
-    assert_eq!((current.sequence_number(), current.timestamp_ms(), current.indexed_rows()), (2, 5_000, 20));
+    assert_eq!(
+        (
+            current.sequence_number(),
+            current.timestamp_ms(),
+            current.indexed_rows()
+        ),
+        (2, 5_000, 20)
+    );
     assert_eq!(next.snapshot_log().len(), 2);
     assert_eq!(next.snapshot_log()[1].snapshot_id(), current.snapshot_id());
     assert_eq!(next.last_updated_ms(), 5_000);
@@ -257,7 +369,9 @@ fn successor_follows_the_six_steps() {
 
     // A clock that went backwards does not move last-updated-ms backwards.
     clock.set(10);
-    let later = next.successor(contents(30, 3), &clock, &ids, &registry()).expect("successor");
+    let later = next
+        .successor(contents(30, 3), &clock, &ids, &registry())
+        .expect("successor");
     assert_eq!(later.last_updated_ms(), 5_000);
     assert_eq!(later.current_snapshot().timestamp_ms(), 5_000);
     later.check_successor_of(&next).expect("successor rules");
@@ -269,19 +383,43 @@ fn successor_rejects_identity_changes_and_invalid_contents() {
     let clock = ManualClock::new(2_000);
     let ids = SeededIds::new(2);
     for (field, edit) in [
-        ("vector-field", Box::new(|c: &mut SnapshotContents| c.vector_field = "other".into()) as Box<dyn Fn(&mut SnapshotContents)>),
-        ("source-key-fields", Box::new(|c: &mut SnapshotContents| c.source_key_fields.push("b".into()))),
-        ("source-key-fields", Box::new(|c: &mut SnapshotContents| c.source_key_fields = vec!["other".into()])),
-        ("index-family", Box::new(|c: &mut SnapshotContents| c.index_family = "hnsw".into())),
-        ("metric", Box::new(|c: &mut SnapshotContents| c.metric = "l2_squared".into())),
+        (
+            "vector-field",
+            Box::new(|c: &mut SnapshotContents| c.vector_field = "other".into())
+                as Box<dyn Fn(&mut SnapshotContents)>,
+        ),
+        (
+            "source-key-fields",
+            Box::new(|c: &mut SnapshotContents| c.source_key_fields.push("b".into())),
+        ),
+        (
+            "source-key-fields",
+            Box::new(|c: &mut SnapshotContents| c.source_key_fields = vec!["other".into()]),
+        ),
+        (
+            "index-family",
+            Box::new(|c: &mut SnapshotContents| c.index_family = "hnsw".into()),
+        ),
+        (
+            "metric",
+            Box::new(|c: &mut SnapshotContents| c.metric = "l2_squared".into()),
+        ),
     ] {
         let mut input = contents(10, 2);
         edit(&mut input);
-        expect_kind(base.successor(input, &clock, &ids, &registry()), ErrorKind::InvalidIndexMetadata, field);
+        expect_kind(
+            base.successor(input, &clock, &ids, &registry()),
+            ErrorKind::InvalidIndexMetadata,
+            field,
+        );
     }
     let mut bad_rows = contents(10, 2);
     bad_rows.indexed_rows = -5;
-    expect_kind(base.successor(bad_rows, &clock, &ids, &registry()), ErrorKind::InvalidIndexMetadata, "snapshots[1].indexed-rows");
+    expect_kind(
+        base.successor(bad_rows, &clock, &ids, &registry()),
+        ErrorKind::InvalidIndexMetadata,
+        "snapshots[1].indexed-rows",
+    );
 }
 
 #[test]
@@ -300,9 +438,12 @@ fn successor_avoids_retained_snapshot_ids() {
     }
     let ids = Repeating(std::sync::atomic::AtomicI64::new(0));
     let clock = ManualClock::new(1);
-    let base = IndexMetadata::create(contents(1, 1), BTreeMap::new(), &clock, &ids, &registry()).expect("create");
+    let base = IndexMetadata::create(contents(1, 1), BTreeMap::new(), &clock, &ids, &registry())
+        .expect("create");
     assert_eq!(base.current_snapshot_id(), 7);
-    let next = base.successor(contents(2, 2), &clock, &ids, &registry()).expect("successor");
+    let next = base
+        .successor(contents(2, 2), &clock, &ids, &registry())
+        .expect("successor");
     assert_eq!(next.current_snapshot_id(), 8);
 
     #[derive(Debug)]
@@ -315,7 +456,11 @@ fn successor_avoids_retained_snapshot_ids() {
             8
         }
     }
-    expect_kind(next.successor(contents(3, 3), &clock, &Stuck, &registry()), ErrorKind::InvalidIndexMetadata, "snapshot-id");
+    expect_kind(
+        next.successor(contents(3, 3), &clock, &Stuck, &registry()),
+        ErrorKind::InvalidIndexMetadata,
+        "snapshot-id",
+    );
 }
 
 #[test]
@@ -327,24 +472,43 @@ fn successor_rules_each_rejected() {
     // A different index.
     let a = create(1, 1_000, contents(10, 1));
     let b = create(2, 1_000, contents(10, 1));
-    expect_kind(b.check_successor_of(&a), ErrorKind::IndexUuidMismatch, "index-uuid");
+    expect_kind(
+        b.check_successor_of(&a),
+        ErrorKind::IndexUuidMismatch,
+        "index-uuid",
+    );
 
     // Same uuid (same seed), different identity.
     let mut other_metric = contents(10, 1);
     other_metric.metric = "inner_product".into();
     let c = create(1, 1_000, other_metric);
-    expect_kind(c.check_successor_of(&a), invalid, "metric: identity field differs from the base");
+    expect_kind(
+        c.check_successor_of(&a),
+        invalid,
+        "metric: identity field differs from the base",
+    );
 
     // last-sequence-number decreases.
     let ids = SeededIds::new(50);
-    let a2 = a.successor(contents(20, 2), &clock, &ids, &registry).expect("successor");
-    let a3 = a2.successor(contents(30, 3), &clock, &ids, &registry).expect("successor");
+    let a2 = a
+        .successor(contents(20, 2), &clock, &ids, &registry)
+        .expect("successor");
+    let a3 = a2
+        .successor(contents(30, 3), &clock, &ids, &registry)
+        .expect("successor");
     a3.check_successor_of(&a2).expect("forward");
     a3.check_successor_of(&a).expect("two steps forward");
     expect_kind(a2.check_successor_of(&a3), invalid, "last-sequence-number");
 
     // last-updated-ms decreases.
-    let early = a.successor(contents(20, 2), &ManualClock::new(1_500), &SeededIds::new(60), &registry).expect("successor");
+    let early = a
+        .successor(
+            contents(20, 2),
+            &ManualClock::new(1_500),
+            &SeededIds::new(60),
+            &registry,
+        )
+        .expect("successor");
     expect_kind(early.check_successor_of(&a2), invalid, "last-updated-ms");
 
     // A retained snapshot changed content (same id, sequence and timestamp).
@@ -356,7 +520,14 @@ fn successor_rules_each_rejected() {
     expect_kind(reused.check_successor_of(&a), invalid, "snapshot-id");
 
     // A new snapshot whose sequence number the base already allocated.
-    let late = a.successor(contents(20, 2), &ManualClock::new(9_000), &SeededIds::new(70), &registry).expect("successor");
+    let late = a
+        .successor(
+            contents(20, 2),
+            &ManualClock::new(9_000),
+            &SeededIds::new(70),
+            &registry,
+        )
+        .expect("successor");
     expect_kind(late.check_successor_of(&a2), invalid, "sequence-number");
 
     // Identity is fine; no change at all is fine too.
@@ -368,36 +539,62 @@ fn expire_keeps_current_newest_and_recent() {
     let registry = registry();
     let clock = ManualClock::new(1_000);
     let ids = SeededIds::new(5);
-    let mut metadata = IndexMetadata::create(contents(1, 0), BTreeMap::new(), &clock, &ids, &registry).expect("create");
+    let mut metadata =
+        IndexMetadata::create(contents(1, 0), BTreeMap::new(), &clock, &ids, &registry)
+            .expect("create");
     for build in 1..5 {
         clock.advance(100);
-        metadata = metadata.successor(contents(build as i64 + 1, build), &clock, &ids, &registry).expect("successor");
+        metadata = metadata
+            .successor(contents(build as i64 + 1, build), &clock, &ids, &registry)
+            .expect("successor");
     }
     assert_eq!(metadata.snapshots().len(), 5);
-    let sequence_of = |m: &IndexMetadata| m.snapshots().iter().map(Snapshot::sequence_number).collect::<Vec<_>>();
+    let sequence_of = |m: &IndexMetadata| {
+        m.snapshots()
+            .iter()
+            .map(Snapshot::sequence_number)
+            .collect::<Vec<_>>()
+    };
 
     clock.advance(100);
-    let kept_two = metadata.expire_snapshots(Some(2), None, &clock).expect("expire");
+    let kept_two = metadata
+        .expire_snapshots(Some(2), None, &clock)
+        .expect("expire");
     assert_eq!(sequence_of(&kept_two), [4, 5]);
     assert_eq!(kept_two.snapshot_log().len(), 2);
     assert_eq!(kept_two.last_sequence_number(), 5);
-    assert_eq!(kept_two.current_snapshot_id(), metadata.current_snapshot_id());
+    assert_eq!(
+        kept_two.current_snapshot_id(),
+        metadata.current_snapshot_id()
+    );
     assert_eq!(kept_two.last_updated_ms(), 1_500);
-    kept_two.check_successor_of(&metadata).expect("expiry is a valid successor");
+    kept_two
+        .check_successor_of(&metadata)
+        .expect("expiry is a valid successor");
     assert_byte_stable(&kept_two);
 
-    let recent = metadata.expire_snapshots(None, Some(1_200), &clock).expect("expire");
+    let recent = metadata
+        .expire_snapshots(None, Some(1_200), &clock)
+        .expect("expire");
     assert_eq!(sequence_of(&recent), [3, 4, 5]);
-    let only_current = metadata.expire_snapshots(None, None, &clock).expect("expire");
+    let only_current = metadata
+        .expire_snapshots(None, None, &clock)
+        .expect("expire");
     assert_eq!(sequence_of(&only_current), [5]);
     assert_eq!(only_current.snapshot_log().len(), 1);
-    let zero = metadata.expire_snapshots(Some(0), None, &clock).expect("expire");
+    let zero = metadata
+        .expire_snapshots(Some(0), None, &clock)
+        .expect("expire");
     assert_eq!(zero, only_current);
-    let everything = metadata.expire_snapshots(Some(100), Some(i64::MIN), &clock).expect("expire");
+    let everything = metadata
+        .expire_snapshots(Some(100), Some(i64::MIN), &clock)
+        .expect("expire");
     assert_eq!(everything.snapshots(), metadata.snapshots());
 
     // The next successor continues the sequence after the expired ones.
-    let next = only_current.successor(contents(9, 9), &clock, &ids, &registry).expect("successor");
+    let next = only_current
+        .successor(contents(9, 9), &clock, &ids, &registry)
+        .expect("successor");
     assert_eq!(next.current_snapshot().sequence_number(), 6);
     next.check_successor_of(&only_current).expect("rules");
 }
@@ -407,8 +604,11 @@ fn warehouse_references_cover_every_retained_snapshot() {
     let registry = registry();
     let clock = ManualClock::new(1);
     let ids = SeededIds::new(9);
-    let first = IndexMetadata::create(contents(1, 1), BTreeMap::new(), &clock, &ids, &registry).expect("create");
-    let second = first.successor(contents(2, 2), &clock, &ids, &registry).expect("successor");
+    let first = IndexMetadata::create(contents(1, 1), BTreeMap::new(), &clock, &ids, &registry)
+        .expect("create");
+    let second = first
+        .successor(contents(2, 2), &clock, &ids, &registry)
+        .expect("successor");
     assert_eq!(
         second.warehouse_references(&registry),
         [
@@ -426,24 +626,41 @@ fn warehouse_references_cover_every_retained_snapshot() {
 #[test]
 fn snapshot_contents_json_is_strict() {
     let json = serde_json::to_vec(&contents(5, 1)).expect("serialize");
-    assert_eq!(SnapshotContents::from_json_slice(&json).expect("parse"), contents(5, 1));
+    assert_eq!(
+        SnapshotContents::from_json_slice(&json).expect("parse"),
+        contents(5, 1)
+    );
 
     let mut value: serde_json::Value = serde_json::from_slice(&json).expect("json");
     value.as_object_mut().expect("object").remove("summary");
-    let without_summary = SnapshotContents::from_json_slice(value.to_string().as_bytes()).expect("summary optional");
+    let without_summary =
+        SnapshotContents::from_json_slice(value.to_string().as_bytes()).expect("summary optional");
     assert!(without_summary.summary.is_empty());
 
     let bad = |edit: &dyn Fn(&mut serde_json::Value), fragment: &str| {
         let mut value: serde_json::Value = serde_json::from_slice(&json).expect("json");
         edit(&mut value);
-        expect_kind(SnapshotContents::from_json_slice(value.to_string().as_bytes()), ErrorKind::InvalidIndexMetadata, fragment);
+        expect_kind(
+            SnapshotContents::from_json_slice(value.to_string().as_bytes()),
+            ErrorKind::InvalidIndexMetadata,
+            fragment,
+        );
     };
     bad(&|v| v["summary"] = serde_json::Value::Null, "summary");
     bad(&|v| v["snapshot-id"] = 1.into(), "snapshot-id");
     bad(&|v| v["indexed-rows"] = 0.into(), "indexed-rows");
-    bad(&|v| v["index-tables"]["ivf_postings"]["definition-version"] = 0.into(), "index-tables.ivf_postings.definition-version");
-    bad(&|v| v["source-key-fields"] = serde_json::json!(["a", "a"]), "source-key-fields");
-    bad(&|v| v["index-schema-version"] = serde_json::json!(4_294_967_296_i64), "index-schema-version");
+    bad(
+        &|v| v["index-tables"]["ivf_postings"]["definition-version"] = 0.into(),
+        "index-tables.ivf_postings.definition-version",
+    );
+    bad(
+        &|v| v["source-key-fields"] = serde_json::json!(["a", "a"]),
+        "source-key-fields",
+    );
+    bad(
+        &|v| v["index-schema-version"] = serde_json::json!(4_294_967_296_i64),
+        "index-schema-version",
+    );
 }
 
 #[test]
@@ -461,8 +678,15 @@ fn canonical_form_differs_from_input_only_in_layout() {
 /// One step of a random metadata history.
 #[derive(Debug, Clone)]
 enum Step {
-    Successor { rows: i64, clock_delta: i64 },
-    Expire { keep_last: Option<usize>, newer_than_back: Option<i64>, clock_delta: i64 },
+    Successor {
+        rows: i64,
+        clock_delta: i64,
+    },
+    Expire {
+        keep_last: Option<usize>,
+        newer_than_back: Option<i64>,
+        clock_delta: i64,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -536,4 +760,45 @@ proptest! {
             Err(err) => prop_assert!(matches!(err.kind(), ErrorKind::InvalidIndexMetadata | ErrorKind::UnsupportedFormatVersion)),
         }
     }
+}
+
+#[test]
+fn index_family_is_an_identity_field() {
+    /// A second family with the same rules as `ivf` under another name.
+    #[derive(Debug)]
+    struct IvfCopy;
+    impl crate::family::IndexFamily for IvfCopy {
+        fn name(&self) -> &str {
+            "ivf_copy"
+        }
+        fn schema_versions(&self) -> &[i32] {
+            &[1]
+        }
+        fn roles(&self) -> &[&str] {
+            &["ivf_centroids", "ivf_postings"]
+        }
+        fn metrics(&self) -> &[&str] {
+            &["l2_squared"]
+        }
+        fn warehouse_references<'a>(&self, _: &'a BTreeMap<String, String>) -> Vec<&'a str> {
+            Vec::new()
+        }
+    }
+    let registry = registry().with_family(std::sync::Arc::new(IvfCopy));
+    let two = include_bytes!("../../tests/fixtures/metadata/valid/two-snapshots.json");
+    let mut value: serde_json::Value = serde_json::from_slice(two).expect("json");
+    assert!(IndexMetadata::from_json_slice(two, &registry).is_ok());
+    value["snapshots"][0]["index-family"] = "ivf_copy".into();
+    expect_kind(
+        IndexMetadata::from_json_slice(value.to_string().as_bytes(), &registry),
+        ErrorKind::InvalidIndexMetadata,
+        "snapshots[0].index-family: identity field differs",
+    );
+    // Both snapshots in the other family are fine.
+    value["snapshots"][1]["index-family"] = "ivf_copy".into();
+    let metadata =
+        IndexMetadata::from_json_slice(value.to_string().as_bytes(), &registry).expect("valid");
+    assert_eq!(metadata.summary_json()["index-family"], "ivf_copy");
+    // The other family contributes no parameter references.
+    assert_eq!(metadata.warehouse_references(&registry).len(), 3);
 }

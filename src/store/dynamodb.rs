@@ -344,13 +344,6 @@ impl DynamoStore {
         )
     }
 
-    fn key_attributes(&self, pk: String, sk: String) -> HashMap<String, AttributeValue> {
-        HashMap::from([
-            (PK.to_owned(), AttributeValue::S(pk)),
-            (SK.to_owned(), AttributeValue::S(sk)),
-        ])
-    }
-
     /// A store error for a failed request: `write` says whether it may have changed data.
     fn error<E>(
         &self,
@@ -383,7 +376,7 @@ impl DynamoStore {
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(self.key_attributes(pk, sk)))
+            .set_key(Some(key_attributes(pk, sk)))
             .consistent_read(true);
         if version_only {
             request = request
@@ -443,14 +436,8 @@ impl DynamoStore {
         mode: &PutMode,
     ) -> Result<(PreparedPut, Version), StoreError> {
         let (pk, sk) = item_key(key.as_str())?;
-        let size = PK.len()
-            + pk.len()
-            + SK.len()
-            + sk.len()
-            + VALUE.len()
-            + value.len()
-            + VERSION.len()
-            + MAX_NUMBER_BYTES;
+        let names: usize = [PK, SK, VALUE, VERSION].iter().map(|name| name.len()).sum();
+        let size = names + pk.len() + sk.len() + value.len() + MAX_NUMBER_BYTES;
         if size > MAX_ITEM_BYTES {
             return Err(StoreError::NotSupported(format!(
                 "a DynamoDB item holds at most {MAX_ITEM_BYTES} bytes; `{key}` with a value of \
@@ -470,7 +457,7 @@ impl DynamoStore {
                 (next, Some(expected))
             }
         };
-        let mut item = self.key_attributes(pk, sk);
+        let mut item = key_attributes(pk, sk);
         item.insert(VALUE.to_owned(), AttributeValue::B(Blob::new(value)));
         item.insert(VERSION.to_owned(), AttributeValue::N(version.to_string()));
         let put = match condition {
@@ -592,7 +579,7 @@ impl PointerStore for DynamoStore {
         let mut start = match start_after.map(StoreKey::as_str) {
             Some(after) if after.starts_with(prefix) => {
                 let (pk, sk) = item_key(after)?;
-                Some(self.key_attributes(pk, sk))
+                Some(key_attributes(pk, sk))
             }
             Some(after) if after > prefix => return Ok(ListPage::default()),
             _ => None,
@@ -600,7 +587,7 @@ impl PointerStore for DynamoStore {
         let mut page = ListPage::default();
         loop {
             // Ask for one entry more than the page holds, to know whether more follow.
-            let wanted = limit + 1 - page.entries.len();
+            let wanted = limit.saturating_add(1) - page.entries.len();
             let output = self.query(pk, rest, start, wanted).await?;
             for item in output.items.unwrap_or_default() {
                 let Some(key) = key_of_item(&item) else {
@@ -887,6 +874,14 @@ fn check_key_sizes(key: &str, pk: &str, sk: &str) -> Result<(), StoreError> {
         )));
     }
     Ok(())
+}
+
+/// The key attributes of an item.
+fn key_attributes(pk: String, sk: String) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        (PK.to_owned(), AttributeValue::S(pk)),
+        (SK.to_owned(), AttributeValue::S(sk)),
+    ])
 }
 
 /// The store key of an item, if the item is one this store wrote.

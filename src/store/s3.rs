@@ -139,7 +139,11 @@ impl fmt::Debug for S3Options {
             .field("retry_timeout", &self.retry_timeout)
             .field(
                 "config",
-                &self.config.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+                &self
+                    .config
+                    .iter()
+                    .map(|(k, _)| k.as_str())
+                    .collect::<Vec<_>>(),
             )
             .finish()
     }
@@ -240,7 +244,8 @@ fn parse_uri(uri: &str) -> Result<(String, String), Error> {
         .strip_prefix("s3://")
         .ok_or_else(|| configuration(format!("`{uri}` is not an s3://bucket/prefix URI")))?;
     let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-    let bucket_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
+    let bucket_char =
+        |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
     if bucket.is_empty() || !bucket.chars().all(bucket_char) {
         return Err(configuration(format!(
             "`{uri}` does not name a valid S3 bucket"
@@ -255,7 +260,9 @@ fn normalise_prefix(prefix: &str) -> Result<String, Error> {
     let trimmed = prefix.trim_matches('/');
     let invalid_char = |c: char| c.is_control() || matches!(c, '?' | '#');
     if trimmed.chars().any(invalid_char) {
-        return Err(configuration(format!("`{prefix}` is not a valid S3 prefix")));
+        return Err(configuration(format!(
+            "`{prefix}` is not a valid S3 prefix"
+        )));
     }
     let path = Path::parse(trimmed).map_err(|err| {
         Error::with_source(
@@ -501,10 +508,7 @@ impl PointerStore for S3Store {
             Ok(result) => result.e_tag.map(Version::new).ok_or_else(|| {
                 // The write applied but we cannot name its version: let the catalog read
                 // back its commit id.
-                StoreError::ambiguous(format!(
-                    "{} returned no ETag for {path}",
-                    self.describe()
-                ))
+                StoreError::ambiguous(format!("{} returned no ETag for {path}", self.describe()))
             }),
             Err(err) => Err(put_error(err, &mode, attempts.count())),
         }
@@ -701,7 +705,11 @@ mod tests {
             Some("eu-west-3")
         );
         assert_eq!(
-            value(&builder, AmazonS3ConfigKey::Client(ClientConfigKey::AllowHttp)).as_deref(),
+            value(
+                &builder,
+                AmazonS3ConfigKey::Client(ClientConfigKey::AllowHttp)
+            )
+            .as_deref(),
             Some("true")
         );
         assert_eq!(
@@ -748,7 +756,11 @@ mod tests {
             Some("us-east-1")
         );
         assert_eq!(
-            value(&builder, AmazonS3ConfigKey::Client(ClientConfigKey::AllowHttp)).as_deref(),
+            value(
+                &builder,
+                AmazonS3ConfigKey::Client(ClientConfigKey::AllowHttp)
+            )
+            .as_deref(),
             Some("false")
         );
         assert_eq!(
@@ -756,7 +768,11 @@ mod tests {
             Some("false")
         );
         assert_eq!(
-            value(&builder, AmazonS3ConfigKey::Client(ClientConfigKey::Timeout)).as_deref(),
+            value(
+                &builder,
+                AmazonS3ConfigKey::Client(ClientConfigKey::Timeout)
+            )
+            .as_deref(),
             Some("5s")
         );
     }
@@ -805,7 +821,11 @@ mod tests {
         ];
         for (uri, (bucket, prefix)) in cases {
             let parsed = parse_uri(uri).expect(uri);
-            assert_eq!((parsed.0.as_str(), parsed.1.as_str()), (bucket, prefix), "{uri}");
+            assert_eq!(
+                (parsed.0.as_str(), parsed.1.as_str()),
+                (bucket, prefix),
+                "{uri}"
+            );
         }
         for bad in [
             "file:///tmp/x",
@@ -1017,12 +1037,16 @@ mod tests {
         let result = store
             .put(&key(), Bytes::from_static(b"v"), PutMode::Create)
             .await;
-        assert!(matches!(result, Err(StoreError::Ambiguous(_))), "{result:?}");
+        assert!(
+            matches!(result, Err(StoreError::Ambiguous(_))),
+            "{result:?}"
+        );
     }
 
     #[tokio::test]
     async fn a_server_error_on_a_write_is_ambiguous() {
-        const ERROR: &str = "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+        const ERROR: &str =
+            "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
         let endpoint = canned_server(ERROR, 3).await;
         let store = store_at(&endpoint, 1);
         let result = store
@@ -1032,7 +1056,10 @@ mod tests {
                 PutMode::Update(Version::new("\"e\"")),
             )
             .await;
-        assert!(matches!(result, Err(StoreError::Ambiguous(_))), "{result:?}");
+        assert!(
+            matches!(result, Err(StoreError::Ambiguous(_))),
+            "{result:?}"
+        );
     }
 
     #[tokio::test]

@@ -4,4 +4,5 @@
 
 pub mod conformance;
 pub mod fixture;
+pub mod services;
 pub mod store_suite;

@@ -1,2 +1,23 @@
-//! placeholder until the Lambda functions land
-fn main() {}
+//! The `load` Lambda function: the current metadata location and source binding of an index.
+//!
+//! Event: `{"identifier": {"namespace": ["docs"], "name": "embeddings"}}`. The contract, the error
+//! contract and the environment are documented in `functions/README.md`.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use lambda_runtime::{LambdaEvent, service_fn};
+use parqdb_catalog::lambda::{Handler, Operation, RawEvent};
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    // Once per container: logging, configuration, catalog (clients and metadata cache).
+    let catalog = match parqdb_catalog_functions::init().await {
+        Ok(catalog) => catalog,
+        Err(code) => return code,
+    };
+    let handler = Handler::new(Operation::Load, Arc::new(catalog));
+    let result =
+        lambda_runtime::run(service_fn(|event: LambdaEvent<RawEvent>| handler.invoke(event))).await;
+    parqdb_catalog_functions::finish(result)
+}

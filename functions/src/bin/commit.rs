@@ -1,0 +1,23 @@
+//! The `commit` Lambda function: replace an index's metadata location if it still equals the base (compare-and-swap).
+//!
+//! Event: `{"identifier": {...}, "source": {...}, "base-metadata-location": "...", "new-metadata-location": "..."}`. The contract, the error
+//! contract and the environment are documented in `functions/README.md`.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use lambda_runtime::{LambdaEvent, service_fn};
+use parqdb_catalog::lambda::{Handler, Operation, RawEvent};
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    // Once per container: logging, configuration, catalog (clients and metadata cache).
+    let catalog = match parqdb_catalog_functions::init().await {
+        Ok(catalog) => catalog,
+        Err(code) => return code,
+    };
+    let handler = Handler::new(Operation::Commit, Arc::new(catalog));
+    let result =
+        lambda_runtime::run(service_fn(|event: LambdaEvent<RawEvent>| handler.invoke(event))).await;
+    parqdb_catalog_functions::finish(result)
+}

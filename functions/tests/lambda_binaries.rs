@@ -1,0 +1,411 @@
+//! The function binaries, run as real processes against a local Lambda Runtime API.
+//!
+//! Each test starts compiled binaries (`CARGO_BIN_EXE_*`, or `PARQDB_FUNCTIONS_BIN_DIR`)
+//! with the variables the Lambda service sets, feeds them events through the harness in
+//! `harness/` and checks responses, `errorType`s, metric lines and log lines.
+//!
+//! Backends: the lifecycle runs once per [`Backend`]; adding a backend is one function
+//! that returns the environment and a writable warehouse.
+
+mod harness;
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use harness::{Function, Outcome};
+use parqdb_catalog::config::CatalogConfig;
+use parqdb_catalog::family::FamilyRegistry;
+use parqdb_catalog::metadata::{
+    IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
+};
+use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::{RandomIds, SystemClock};
+use serde_json::{Value, json};
+
+/// The functions of the catalog.
+const FUNCTIONS: [&str; 7] = ["load", "register", "commit", "drop", "rename", "list", "namespace"];
+
+/// Where the functions keep pointers and metadata, as the environment they get.
+struct Backend {
+    /// `PARQDB_*` variables for the functions.
+    env: Vec<(String, Option<String>)>,
+    /// The warehouse, for writing metadata files as a publisher would.
+    warehouse: Warehouse,
+    /// Keeps temporary directories alive.
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+fn file_uri(dir: &tempfile::TempDir) -> String {
+    format!("file://{}", dir.path().display())
+}
+
+/// The default deployment: pointers under the warehouse's own `_catalog/`.
+fn local_files() -> Backend {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let uri = file_uri(&dir);
+    Backend {
+        env: vec![("PARQDB_WAREHOUSE".into(), Some(uri.clone()))],
+        warehouse: CatalogConfig::new(Some(uri), None).open_warehouse().expect("warehouse"),
+        _dirs: vec![dir],
+    }
+}
+
+/// Pointers in a separate local directory (`PARQDB_CATALOG=file://...`).
+fn separate_local_pointer_store() -> Backend {
+    let warehouse = tempfile::tempdir().expect("temp dir");
+    let pointers = tempfile::tempdir().expect("temp dir");
+    let uri = file_uri(&warehouse);
+    Backend {
+        env: vec![
+            ("PARQDB_WAREHOUSE".into(), Some(uri.clone())),
+            ("PARQDB_CATALOG".into(), Some(file_uri(&pointers))),
+        ],
+        warehouse: CatalogConfig::new(Some(uri), None).open_warehouse().expect("warehouse"),
+        _dirs: vec![warehouse, pointers],
+    }
+}
+
+// TODO(lead): once `CatalogConfig` understands `dynamodb://TABLE` (and an endpoint
+// override), add `fn dynamodb() -> Backend` with `PARQDB_CATALOG=dynamodb://<fresh table>`,
+// the endpoint from `PARQDB_TEST_DYNAMODB_ENDPOINT` (failing, not skipping, when unset)
+// and dummy AWS credentials/region, plus one `#[tokio::test]` calling `lifecycle`.
+
+/// The source table of the fixture indexes.
+fn source() -> TableDefinition {
+    let properties = BTreeMap::from([
+        ("location".to_owned(), "s3://example/documents/".to_owned()),
+        ("table-version".to_owned(), "1".to_owned()),
+    ]);
+    TableDefinition::new("parquet", properties).expect("valid source")
+}
+
+/// ivf/parquet snapshot contents with index tables under `tag`.
+fn contents(tag: &str) -> SnapshotContents {
+    let table = |role: &str| {
+        IndexTableDefinition::new(
+            1,
+            BTreeMap::from([("location".to_owned(), format!("indexes/{tag}/{role}/"))]),
+        )
+        .expect("valid table")
+    };
+    SnapshotContents {
+        source_table: source(),
+        vector_field: "embedding".into(),
+        source_key_fields: vec!["document_id".into()],
+        indexed_rows: 1000,
+        index_family: "ivf".into(),
+        index_schema_version: 1,
+        metric: "l2_squared".into(),
+        parameters: BTreeMap::from([("nlist".to_owned(), "16".to_owned())]),
+        index_provider: ProviderDefinition::new("parquet", BTreeMap::new()).expect("valid provider"),
+        index_tables: BTreeMap::from([
+            ("ivf_centroids".to_owned(), table("ivf_centroids")),
+            ("ivf_postings".to_owned(), table("ivf_postings")),
+        ]),
+        summary: BTreeMap::new(),
+    }
+}
+
+/// Write `metadata` to a fresh location in the warehouse.
+async fn write(warehouse: &Warehouse, metadata: &IndexMetadata) -> String {
+    let relative = format!(
+        "metadata/{}/{:05}-{}.metadata.json",
+        metadata.index_uuid(),
+        metadata.last_sequence_number(),
+        uuid::Uuid::new_v4()
+    );
+    warehouse
+        .write_new(&relative, Bytes::from(metadata.to_json_vec()))
+        .await
+        .expect("metadata written")
+}
+
+async fn start_all(backend: &Backend) -> BTreeMap<&'static str, Function> {
+    let mut functions = BTreeMap::new();
+    for name in FUNCTIONS {
+        functions.insert(name, Function::start(name, &backend.env).await);
+    }
+    functions
+}
+
+fn f<'a>(functions: &'a mut BTreeMap<&'static str, Function>, name: &str) -> &'a mut Function {
+    functions.get_mut(name).expect("started")
+}
+
+fn parse_lines(lines: &[String]) -> Vec<Value> {
+    lines
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|err| panic!("not JSON ({err}): {line}")))
+        .collect()
+}
+
+/// namespace create → register → commit → stale commit → load → rename → list → drop →
+/// load, across seven processes sharing one backend.
+async fn lifecycle(backend: Backend) {
+    let registry = FamilyRegistry::builtin();
+    let first = IndexMetadata::create(contents("a"), BTreeMap::new(), &SystemClock, &RandomIds, &registry)
+        .expect("initial metadata");
+    let second = first
+        .successor(contents("b"), &SystemClock, &RandomIds, &registry)
+        .expect("successor");
+    let losing = first
+        .successor(contents("c"), &SystemClock, &RandomIds, &registry)
+        .expect("a concurrent successor");
+    let first_location = write(&backend.warehouse, &first).await;
+    let second_location = write(&backend.warehouse, &second).await;
+    let losing_location = write(&backend.warehouse, &losing).await;
+
+    let mut functions = start_all(&backend).await;
+    let ns = json!(["docs", "v1"]);
+    let id = json!({"namespace": ns, "name": "embeddings"});
+    let renamed = json!({"namespace": ns, "name": "embeddings-2"});
+    let source = source().to_json_value();
+
+    let namespace = f(&mut functions, "namespace");
+    let created = namespace.invoke(&json!({"action": "create", "namespace": ["docs"]})).await;
+    assert_eq!(created.response(), json!({"namespace": ["docs"], "properties": {}}));
+    let created = namespace
+        .invoke(&json!({"action": "create", "namespace": ns, "properties": {"owner": "search"}}))
+        .await;
+    assert_eq!(created.response(), json!({"namespace": ns, "properties": {"owner": "search"}}));
+    let again = namespace.invoke(&json!({"action": "create", "namespace": ns})).await;
+    assert_eq!(again.error_type(), "ALREADY_EXISTS");
+    let properties = namespace.invoke(&json!({"action": "properties", "namespace": ns})).await;
+    assert_eq!(properties.response()["properties"], json!({"owner": "search"}));
+    let children = namespace.invoke(&json!({"action": "list", "namespace": ["docs"]})).await;
+    assert_eq!(children.response(), json!({"namespaces": [ns], "next-page-token": null}));
+
+    let register = json!({"identifier": id, "source": source, "metadata-location": first_location});
+    let registered = f(&mut functions, "register").invoke(&register).await.response();
+    assert_eq!(registered["identifier"], id);
+    assert_eq!(registered["metadata-location"], json!(first_location));
+    assert_eq!(registered["source"], source);
+    assert!(registered["version"].as_str().is_some_and(|v| !v.is_empty()), "{registered}");
+    let twice = f(&mut functions, "register").invoke(&register).await;
+    assert_eq!(twice.error_type(), "ALREADY_EXISTS");
+
+    let commit = |base: &str, new: &str| {
+        json!({
+            "identifier": id,
+            "source": source,
+            "base-metadata-location": base,
+            "new-metadata-location": new,
+        })
+    };
+    let committed = f(&mut functions, "commit")
+        .invoke(&commit(&first_location, &second_location))
+        .await
+        .response();
+    assert_eq!(committed["metadata-location"], json!(second_location));
+    assert_eq!(committed["already-applied"], json!(false));
+    assert_ne!(committed["version"], registered["version"]);
+    let stale = f(&mut functions, "commit")
+        .invoke(&commit(&first_location, &losing_location))
+        .await;
+    assert_eq!(stale.error_type(), "COMMIT_CONFLICT");
+    assert!(!stale.error_message().is_empty());
+
+    let loaded = f(&mut functions, "load").invoke(&json!({"identifier": id})).await.response();
+    assert_eq!(loaded["metadata-location"], json!(second_location));
+    assert_eq!(loaded["version"], committed["version"]);
+    assert_eq!(loaded["source"], source);
+
+    let moved = f(&mut functions, "rename")
+        .invoke(&json!({"from": id, "to": renamed}))
+        .await
+        .response();
+    assert_eq!(moved["identifier"], renamed);
+    assert_eq!(moved["metadata-location"], json!(second_location));
+    let gone = f(&mut functions, "load").invoke(&json!({"identifier": id})).await;
+    assert_eq!(gone.error_type(), "INDEX_NOT_FOUND");
+
+    let listed = f(&mut functions, "list").invoke(&json!({"namespace": ns})).await.response();
+    assert_eq!(listed, json!({"identifiers": [renamed], "next-page-token": null}));
+    let missing = f(&mut functions, "list").invoke(&json!({"namespace": ["nope"]})).await;
+    assert_eq!(missing.error_type(), "NAMESPACE_NOT_FOUND");
+    let bad_size = f(&mut functions, "list").invoke(&json!({"namespace": ns, "page-size": 0})).await;
+    assert_eq!(bad_size.error_type(), "INVALID_REQUEST");
+
+    let dropped = f(&mut functions, "drop").invoke(&json!({"identifier": renamed})).await.response();
+    assert_eq!(dropped, json!({"identifier": renamed, "dropped": true}));
+    let gone = f(&mut functions, "load").invoke(&json!({"identifier": renamed})).await;
+    assert_eq!(gone.error_type(), "INDEX_NOT_FOUND");
+    let twice = f(&mut functions, "drop").invoke(&json!({"identifier": renamed})).await;
+    assert_eq!(twice.error_type(), "INDEX_NOT_FOUND");
+
+    let namespace = f(&mut functions, "namespace");
+    let dropped = namespace.invoke(&json!({"action": "drop", "namespace": ns})).await;
+    assert_eq!(dropped.response(), json!({"namespace": ns, "dropped": true}));
+    let exists = namespace.invoke(&json!({"action": "exists", "namespace": ns})).await;
+    assert_eq!(exists.response(), json!({"namespace": ns, "exists": false}));
+
+    // Observability: one EMF line per invocation, JSON logs carrying the request id.
+    let load = f(&mut functions, "load");
+    let metrics = load.stdout.wait_until(|lines| lines.len() >= 3).await;
+    let metrics = parse_lines(&metrics);
+    let outcomes: Vec<&str> = metrics.iter().map(|m| m["Outcome"].as_str().unwrap_or("?")).collect();
+    assert_eq!(outcomes, ["SUCCESS", "INDEX_NOT_FOUND", "INDEX_NOT_FOUND"]);
+    for metric in &metrics {
+        let directive = &metric["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(directive["Namespace"], "ParqDBCatalog");
+        assert_eq!(directive["Dimensions"], json!([["Operation", "Outcome"]]));
+        assert_eq!(directive["Metrics"][0]["Name"], "LatencyMs");
+        assert_eq!(metric["Operation"], "load");
+        assert!(metric["LatencyMs"].as_f64().is_some_and(|ms| ms >= 0.0), "{metric}");
+        assert!(metric["_aws"]["Timestamp"].as_i64().is_some_and(|ts| ts > 0), "{metric}");
+    }
+    let request_ids: Vec<&str> = metrics.iter().map(|m| m["RequestId"].as_str().unwrap_or("")).collect();
+    let logs = load
+        .stderr
+        .wait_until(|lines| request_ids.iter().all(|id| lines.iter().any(|line| line.contains(id))))
+        .await;
+    let logs = parse_lines(&logs);
+    assert!(logs.iter().any(|line| line["fields"]["message"] == "catalog ready"));
+    for line in logs.iter().filter(|line| line.get("span").is_some()) {
+        let id = line["span"]["request_id"].as_str().unwrap_or("");
+        assert!(request_ids.contains(&id), "log line without a known request id: {line}");
+        assert_eq!(line["span"]["operation"], "load");
+    }
+    for f in functions.values_mut() {
+        assert!(f.is_running(), "{} stopped", f.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_on_local_files() {
+    lifecycle(local_files()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_on_a_separate_local_pointer_store() {
+    lifecycle(separate_local_pointer_store()).await;
+}
+
+/// Events every function must answer with `INVALID_REQUEST` (and keep serving).
+fn malformed_events() -> Vec<(&'static str, Vec<u8>)> {
+    let huge = format!(r#"{{"identifier": {{"namespace": ["a"], "name": "{}"}}}}"#, "x".repeat(2 << 20));
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    vec![
+        ("unknown field", br#"{"identifier": {"namespace": ["a"], "name": "x"}, "namespace": ["a"], "action": "exists", "bogus": 1}"#.to_vec()),
+        ("wrong type", br#"{"identifier": 7, "namespace": 7, "from": 7, "to": 7, "action": 7}"#.to_vec()),
+        ("not an object (array)", br#"[{"namespace": ["a"], "name": "x"}]"#.to_vec()),
+        ("not an object (string)", br#""load""#.to_vec()),
+        ("not an object (null)", b"null".to_vec()),
+        ("missing fields", b"{}".to_vec()),
+        ("huge payload", huge.into_bytes()),
+        ("deeply nested", deep.into_bytes()),
+        ("not JSON", br#"{"identifier": "#.to_vec()),
+        ("empty body", Vec::new()),
+    ]
+}
+
+/// A valid event for `name` (it may fail, but not with `INVALID_REQUEST`).
+fn valid_event(name: &str) -> Value {
+    let id = json!({"namespace": ["absent"], "name": "x"});
+    match name {
+        "load" | "drop" => json!({"identifier": id}),
+        "register" => json!({"identifier": id, "source": source().to_json_value(), "metadata-location": "file:///nowhere.json"}),
+        "commit" => json!({
+            "identifier": id,
+            "source": source().to_json_value(),
+            "base-metadata-location": "file:///a.json",
+            "new-metadata-location": "file:///b.json",
+        }),
+        "rename" => json!({"from": id, "to": {"namespace": ["absent"], "name": "y"}}),
+        "list" => json!({"namespace": ["absent"]}),
+        "namespace" => json!({"action": "exists", "namespace": ["absent"]}),
+        other => panic!("unknown function {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_events_are_invalid_requests_and_the_function_keeps_serving() {
+    let backend = local_files();
+    let mut tasks = tokio::task::JoinSet::new();
+    for name in FUNCTIONS {
+        let env = backend.env.clone();
+        tasks.spawn(async move {
+            let mut function = Function::start(name, &env).await;
+            for (case, body) in malformed_events() {
+                let (_, outcome) = function.invoke_raw(body).await;
+                assert_eq!(outcome.error_type(), "INVALID_REQUEST", "{name}: {case}: {outcome:?}");
+                assert!(!outcome.error_message().is_empty(), "{name}: {case}");
+                let valid = function.invoke(&valid_event(name)).await;
+                if let Outcome::Error { error_type, error_message, .. } = &valid {
+                    assert_ne!(error_type, "INVALID_REQUEST", "{name} after {case}: {error_message}");
+                }
+            }
+            assert!(function.is_running(), "{name} stopped");
+            let metrics = function.stdout.wait_until(|lines| lines.len() >= 20).await;
+            assert_eq!(metrics.len(), 20, "{name}: one metric line per invocation");
+        });
+    }
+    while let Some(result) = tasks.join_next().await {
+        result.expect("function checks passed");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_configuration_is_reported_before_polling() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cases: Vec<(&str, Vec<(String, Option<String>)>)> = vec![
+        ("unsupported warehouse scheme", vec![("PARQDB_WAREHOUSE".into(), Some("ftp://host/wh".into()))]),
+        (
+            "catalog URI is not a URI",
+            vec![
+                ("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir))),
+                ("PARQDB_CATALOG".into(), Some("not a uri".into())),
+            ],
+        ),
+        (
+            "missing Lambda variable",
+            vec![
+                ("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir))),
+                ("AWS_LAMBDA_FUNCTION_NAME".into(), None),
+            ],
+        ),
+        (
+            "malformed Lambda variable",
+            vec![
+                ("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir))),
+                ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE".into(), Some("lots".into())),
+            ],
+        ),
+    ];
+    for (case, env) in cases {
+        let mut function = Function::start("load", &env).await;
+        let status = function.exit_status().await;
+        assert!(!status.success(), "{case}: exited with {status}");
+        assert_eq!(function.api.polls(), 0, "{case}: polled for events");
+        let init_error = function.api.init_error().unwrap_or_else(|| panic!("{case}: no /init/error"));
+        assert_eq!(init_error.error_type(), "INVALID_CONFIGURATION", "{case}");
+        let logs = parse_lines(&function.stderr.wait_until(|lines| !lines.is_empty()).await);
+        assert!(
+            logs.iter().any(|line| line["level"] == "ERROR" && line["fields"]["error_type"] == "INVALID_CONFIGURATION"),
+            "{case}: {logs:#?}"
+        );
+        assert!(
+            !function.stderr.snapshot().iter().any(|line| line.contains("panicked")),
+            "{case}: panicked"
+        );
+    }
+}
+
+/// Not an assertion on speed: prints the median time from process start to the first
+/// Runtime API poll (5 starts per function). Run with `--nocapture` to read it; set
+/// `PARQDB_FUNCTIONS_BIN_DIR=target/release` to measure release binaries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_from_start_to_first_poll() {
+    let backend = local_files();
+    let mut report = Vec::new();
+    for name in FUNCTIONS {
+        let mut samples = Vec::new();
+        for _ in 0..5 {
+            let mut function = Function::start(name, &backend.env).await;
+            samples.push(function.time_to_first_poll().await);
+        }
+        samples.sort();
+        report.push(format!("{name:>10}: median {:?} (min {:?}, max {:?})", samples[2], samples[0], samples[4]));
+    }
+    eprintln!("time from process start to the first poll of /invocation/next:\n{}", report.join("\n"));
+}

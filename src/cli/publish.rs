@@ -1,0 +1,152 @@
+//! `parqdb-catalog publish|expire`: successor publication and snapshot expiry with the
+//! [`Publisher`]'s retry loop.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::source::json_argument;
+use crate::catalog::IndexCatalog;
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, ErrorKind, Result};
+use crate::identifier::{IndexIdentifier, Namespace};
+use crate::metadata::SnapshotContents;
+use crate::publish::{PublishOutcome, Publisher};
+use crate::warehouse::Warehouse;
+
+/// Arguments of `publish`: publish new snapshot contents as the current snapshot.
+#[derive(Debug, Clone, Args)]
+pub struct PublishArgs {
+    /// Namespace segment, outermost first (repeat for nested namespaces).
+    #[arg(long = "namespace", required = true)]
+    pub namespace: Vec<String>,
+    /// Index name.
+    #[arg(long)]
+    pub name: String,
+    /// The new snapshot's contents (the snapshot fields without snapshot-id,
+    /// sequence-number and timestamp-ms), as inline JSON or a file.
+    #[arg(long, value_name = "FILE_OR_JSON")]
+    pub snapshot: String,
+    /// Publish at most once per key: if a retained snapshot already carries it, print
+    /// that publication (with "already-published": true) instead.
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+}
+
+/// Arguments of `expire`: remove old snapshots (the current one is always kept).
+#[derive(Debug, Clone, Args)]
+#[command(group(clap::ArgGroup::new("retention").required(true).multiple(true)))]
+pub struct ExpireArgs {
+    /// Namespace segment, outermost first (repeat for nested namespaces).
+    #[arg(long = "namespace", required = true)]
+    pub namespace: Vec<String>,
+    /// Index name.
+    #[arg(long)]
+    pub name: String,
+    /// Keep the N snapshots with the highest sequence numbers.
+    #[arg(long, value_name = "N", group = "retention")]
+    pub keep_last: Option<usize>,
+    /// Expire snapshots older than this (e.g. `7d`, `12h`, `30m`, `90s`, `500ms`);
+    /// snapshots kept by --keep-last stay.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, group = "retention")]
+    pub older_than: Option<Duration>,
+}
+
+fn identifier(namespace: &[String], name: &str) -> Result<IndexIdentifier> {
+    IndexIdentifier::new(Namespace::new(namespace.to_vec())?, name.to_owned())
+}
+
+/// Publish `args.snapshot` to the index; prints `{"metadata-location", "snapshot-id",
+/// "sequence-number", "attempts", "already-published"}`.
+pub async fn run_publish(
+    args: &PublishArgs,
+    catalog: Arc<dyn IndexCatalog>,
+    warehouse: &Warehouse,
+) -> Result<serde_json::Value> {
+    let identifier = identifier(&args.namespace, &args.name)?;
+    let contents = SnapshotContents::from_json_slice(&json_argument(&args.snapshot, "snapshot")?)?;
+    let publisher = Publisher::new(catalog, warehouse.clone());
+    let published = match &args.idempotency_key {
+        Some(key) => publisher.publish_idempotent(&identifier, key, contents).await?,
+        None => {
+            let outcome = publisher
+                .publish(&identifier, |_| Ok(Some(contents.clone())))
+                .await?;
+            match outcome {
+                PublishOutcome::Published(published) => published,
+                // The closure above never declines.
+                PublishOutcome::Declined(declined) => {
+                    return Err(Error::new(
+                        ErrorKind::CommitConflict,
+                        format!("publication declined on `{}`", declined.metadata_location),
+                    ));
+                }
+            }
+        }
+    };
+    Ok(serde_json::to_value(&published).unwrap_or_default())
+}
+
+/// Expire snapshots of the index; prints `{"metadata-location", "current-snapshot-id",
+/// "last-sequence-number", "expired-snapshot-ids", "retained-snapshots", "attempts"}`.
+pub async fn run_expire(
+    args: &ExpireArgs,
+    catalog: Arc<dyn IndexCatalog>,
+    warehouse: &Warehouse,
+) -> Result<serde_json::Value> {
+    let identifier = identifier(&args.namespace, &args.name)?;
+    let newer_than_ms = match args.older_than {
+        Some(age) => {
+            let age_ms = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+            Some(SystemClock.now_ms().saturating_sub(age_ms))
+        }
+        None => None,
+    };
+    let publisher = Publisher::new(catalog, warehouse.clone());
+    let expired = publisher
+        .expire(&identifier, args.keep_last, newer_than_ms)
+        .await?;
+    Ok(serde_json::to_value(&expired).unwrap_or_default())
+}
+
+/// Parse `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d`.
+pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("`{text}` needs a unit: ms, s, m, h or d"))?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` does not start with a number"))?;
+    let millis_per_unit: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(format!("`{text}`: unknown unit `{unit}` (use ms, s, m, h or d)")),
+    };
+    number
+        .checked_mul(millis_per_unit)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("`{text}` is too long"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_need_a_number_and_a_unit() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_duration("12h"), Ok(Duration::from_secs(43_200)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(604_800)));
+        for bad in ["", "7", "d", "7w", "-1d", "1.5h", "99999999999999999999d"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+}

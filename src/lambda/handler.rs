@@ -1,0 +1,500 @@
+//! One plain `async fn` per operation over a `&dyn IndexCatalog`, the [`dispatch`] by
+//! [`Operation`], and the [`Handler`] the function binaries run.
+//!
+//! The operation functions parse the event ([`Request::from_event`]), call the catalog and
+//! return the response type; they know nothing about spans or metrics, so they can be
+//! unit-tested with `LambdaEvent::new(payload, Context::default())` and reused by any
+//! front end. [`Handler::invoke`] adds what every invocation needs: a span carrying the
+//! request id, one outcome log line, and one EMF latency metric.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use lambda_runtime::LambdaEvent;
+use serde::Serialize;
+use serde_json::Value;
+use tracing::Instrument;
+
+use super::Operation;
+use super::event::{
+    CommitRequest, DropRequest, DropResponse, ListRequest, LoadRequest, NamespaceRequest,
+    NamespaceResponse, RawEvent, RegisterRequest, RenameRequest, Request,
+};
+use super::metrics::{Metrics, Outcome};
+use crate::catalog::{CommitResult, IdentifierPage, IndexCatalog, IndexPointer};
+use crate::error::{ErrorKind, Result};
+
+/// `load {identifier}` → the current pointer, or `INDEX_NOT_FOUND`.
+pub async fn load(catalog: &dyn IndexCatalog, event: LambdaEvent<Value>) -> Result<IndexPointer> {
+    let request = LoadRequest::from_event(event.payload)?;
+    catalog.load(&request.identifier).await
+}
+
+/// `register {identifier, source, metadata-location}` → the new pointer.
+pub async fn register(
+    catalog: &dyn IndexCatalog,
+    event: LambdaEvent<Value>,
+) -> Result<IndexPointer> {
+    let request = RegisterRequest::from_event(event.payload)?;
+    catalog
+        .register(&request.identifier, &request.source, &request.metadata_location)
+        .await
+}
+
+/// `commit {identifier, source, base-metadata-location, new-metadata-location}` → the
+/// pointer after the commit and `already-applied`, or `COMMIT_CONFLICT`.
+pub async fn commit(catalog: &dyn IndexCatalog, event: LambdaEvent<Value>) -> Result<CommitResult> {
+    let request = CommitRequest::from_event(event.payload)?;
+    catalog
+        .commit(
+            &request.identifier,
+            &request.source,
+            &request.base_metadata_location,
+            &request.new_metadata_location,
+        )
+        .await
+}
+
+/// `drop {identifier}` → `{"identifier": ..., "dropped": true}`, or `INDEX_NOT_FOUND`.
+pub async fn drop_index(
+    catalog: &dyn IndexCatalog,
+    event: LambdaEvent<Value>,
+) -> Result<DropResponse> {
+    let request = DropRequest::from_event(event.payload)?;
+    catalog.drop_index(&request.identifier).await?;
+    Ok(DropResponse {
+        identifier: request.identifier,
+        dropped: true,
+    })
+}
+
+/// `rename {from, to}` → the pointer under its new identifier.
+pub async fn rename(catalog: &dyn IndexCatalog, event: LambdaEvent<Value>) -> Result<IndexPointer> {
+    let request = RenameRequest::from_event(event.payload)?;
+    catalog.rename(&request.from, &request.to).await
+}
+
+/// `list {namespace, page-token?, page-size?}` → one page of identifiers.
+pub async fn list(catalog: &dyn IndexCatalog, event: LambdaEvent<Value>) -> Result<IdentifierPage> {
+    let request = ListRequest::from_event(event.payload)?;
+    catalog
+        .list(&request.namespace, request.page_token.as_deref(), request.page_size)
+        .await
+}
+
+/// `namespace {action, ...}` → the action's answer (see [`NamespaceResponse`]).
+pub async fn namespace(
+    catalog: &dyn IndexCatalog,
+    event: LambdaEvent<Value>,
+) -> Result<NamespaceResponse> {
+    Ok(match NamespaceRequest::from_event(event.payload)? {
+        NamespaceRequest::Create {
+            namespace,
+            properties,
+        } => {
+            catalog.create_namespace(&namespace, properties.clone()).await?;
+            NamespaceResponse::Properties {
+                namespace,
+                properties,
+            }
+        }
+        NamespaceRequest::Exists { namespace } => {
+            let exists = catalog.namespace_exists(&namespace).await?;
+            NamespaceResponse::Exists { namespace, exists }
+        }
+        NamespaceRequest::List {
+            parent,
+            page_token,
+            page_size,
+        } => NamespaceResponse::Page(
+            catalog
+                .list_namespaces(parent.as_ref(), page_token.as_deref(), page_size)
+                .await?,
+        ),
+        NamespaceRequest::Drop { namespace } => {
+            catalog.drop_namespace(&namespace).await?;
+            NamespaceResponse::Dropped {
+                namespace,
+                dropped: true,
+            }
+        }
+        NamespaceRequest::Properties { namespace } => {
+            let properties = catalog.namespace_properties(&namespace).await?;
+            NamespaceResponse::Properties {
+                namespace,
+                properties,
+            }
+        }
+    })
+}
+
+/// Any operation's response (serialized without a tag: each is the operation's JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Response {
+    /// `load`, `register`, `rename`.
+    Pointer(IndexPointer),
+    /// `commit`.
+    Commit(CommitResult),
+    /// `drop`.
+    Dropped(DropResponse),
+    /// `list`.
+    Page(IdentifierPage),
+    /// `namespace`.
+    Namespace(NamespaceResponse),
+}
+
+/// Run `operation` on one event.
+pub async fn dispatch(
+    operation: Operation,
+    catalog: &dyn IndexCatalog,
+    event: LambdaEvent<Value>,
+) -> Result<Response> {
+    Ok(match operation {
+        Operation::Load => Response::Pointer(load(catalog, event).await?),
+        Operation::Register => Response::Pointer(register(catalog, event).await?),
+        Operation::Commit => Response::Commit(commit(catalog, event).await?),
+        Operation::Drop => Response::Dropped(drop_index(catalog, event).await?),
+        Operation::Rename => Response::Pointer(rename(catalog, event).await?),
+        Operation::List => Response::Page(list(catalog, event).await?),
+        Operation::Namespace => Response::Namespace(namespace(catalog, event).await?),
+    })
+}
+
+/// One function's handler: an operation over a catalog built once per container.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use lambda_runtime::{LambdaEvent, service_fn};
+/// use parqdb_catalog::config::CatalogConfig;
+/// use parqdb_catalog::lambda::{Handler, Operation, RawEvent};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lambda_runtime::Error> {
+/// let catalog = CatalogConfig::from_env().build().await?;
+/// let handler = Handler::new(Operation::Load, Arc::new(catalog));
+/// lambda_runtime::run(service_fn(|event: LambdaEvent<RawEvent>| handler.invoke(event))).await
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Handler {
+    operation: Operation,
+    catalog: Arc<dyn IndexCatalog>,
+    metrics: Metrics,
+}
+
+impl std::fmt::Debug for Handler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handler")
+            .field("operation", &self.operation)
+            .field("metrics", &self.metrics)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handler {
+    /// A handler for `operation` over `catalog`, printing metrics to stdout.
+    pub fn new(operation: Operation, catalog: Arc<dyn IndexCatalog>) -> Self {
+        Handler {
+            operation,
+            catalog,
+            metrics: Metrics::stdout(),
+        }
+    }
+
+    /// Record metrics with `metrics` instead.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The operation this handler serves.
+    pub fn operation(&self) -> Operation {
+        self.operation
+    }
+
+    /// Serve one invocation (see [`observe`]). Errors keep their kind; the runtime turns
+    /// them into function errors whose `errorType` is the spec code.
+    pub async fn invoke(&self, event: LambdaEvent<RawEvent>) -> Result<Response> {
+        let LambdaEvent { payload, context } = event;
+        let request_id = context.request_id.clone();
+        observe(self.operation.name(), &request_id, &self.metrics, async {
+            let event = LambdaEvent::new(payload.into_value()?, context);
+            dispatch(self.operation, self.catalog.as_ref(), event).await
+        })
+        .await
+    }
+}
+
+/// Run one invocation of the function `operation` inside a span that carries the request
+/// id (so every log line names it), then log its outcome and record its latency as an
+/// EMF metric. Shared by every function binary, including those outside [`Operation`].
+pub async fn observe<T>(
+    operation: &'static str,
+    request_id: &str,
+    metrics: &Metrics,
+    invocation: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    let span = tracing::info_span!("invocation", request_id = %request_id, operation);
+    async {
+        let started = Instant::now();
+        let result = invocation.await;
+        let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let outcome = Outcome::of(&result);
+        match &result {
+            Ok(_) => tracing::info!(outcome = %outcome, latency_ms, "invocation succeeded"),
+            Err(err) if is_server_side(err.kind()) => tracing::error!(
+                outcome = %outcome,
+                latency_ms,
+                error = %err.full_message(),
+                "invocation failed"
+            ),
+            Err(err) => tracing::warn!(
+                outcome = %outcome,
+                latency_ms,
+                error = %err.full_message(),
+                "invocation rejected"
+            ),
+        }
+        metrics.record(operation, outcome, latency_ms, request_id);
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+/// Failures of the catalog or its store rather than of the request.
+fn is_server_side(kind: ErrorKind) -> bool {
+    matches!(
+        kind,
+        ErrorKind::CommitStateUnknown
+            | ErrorKind::StoreUnavailable
+            | ErrorKind::StoreUnsupported
+            | ErrorKind::CorruptRecord
+            | ErrorKind::Configuration
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use bytes::Bytes;
+    use lambda_runtime::Context;
+    use serde_json::json;
+
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::family::FamilyRegistry;
+    use crate::metadata::{
+        IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents,
+        TableDefinition,
+    };
+    use crate::store::memory::MemoryStore;
+    use crate::warehouse::Warehouse;
+    use crate::{RandomIds, SystemClock};
+
+    fn catalog() -> Catalog {
+        let warehouse = Warehouse::in_memory("memory://lambda/wh").expect("warehouse");
+        Catalog::builder(Arc::new(MemoryStore::new()), warehouse).build()
+    }
+
+    fn event(payload: Value) -> LambdaEvent<Value> {
+        LambdaEvent::new(payload, Context::default())
+    }
+
+    async fn call(operation: Operation, catalog: &Catalog, event: LambdaEvent<Value>) -> Result<Value> {
+        let response = dispatch(operation, catalog, event).await?;
+        Ok(serde_json::to_value(response).expect("serializes"))
+    }
+
+    fn source() -> TableDefinition {
+        TableDefinition::new(
+            "parquet",
+            BTreeMap::from([("location".to_owned(), "s3://example/docs/".to_owned())]),
+        )
+        .expect("valid source")
+    }
+
+    fn contents(tag: &str) -> SnapshotContents {
+        let table = |role: &str| {
+            IndexTableDefinition::new(
+                1,
+                BTreeMap::from([("location".to_owned(), format!("indexes/{tag}/{role}/"))]),
+            )
+            .expect("valid table")
+        };
+        SnapshotContents {
+            source_table: source(),
+            vector_field: "embedding".into(),
+            source_key_fields: vec!["document_id".into()],
+            indexed_rows: 10,
+            index_family: "ivf".into(),
+            index_schema_version: 1,
+            metric: "l2_squared".into(),
+            parameters: BTreeMap::from([("nlist".to_owned(), "4".to_owned())]),
+            index_provider: ProviderDefinition::new("parquet", BTreeMap::new())
+                .expect("valid provider"),
+            index_tables: BTreeMap::from([
+                ("ivf_centroids".to_owned(), table("ivf_centroids")),
+                ("ivf_postings".to_owned(), table("ivf_postings")),
+            ]),
+            summary: BTreeMap::new(),
+        }
+    }
+
+    async fn write(catalog: &Catalog, metadata: &IndexMetadata, n: u32) -> String {
+        let relative = format!("metadata/{}/{n:05}.metadata.json", metadata.index_uuid());
+        catalog
+            .warehouse()
+            .write_new(&relative, Bytes::from(metadata.to_json_vec()))
+            .await
+            .expect("written")
+    }
+
+    #[tokio::test]
+    async fn operations_answer_the_documented_json() {
+        let catalog = catalog();
+        let registry = FamilyRegistry::builtin();
+        let first = IndexMetadata::create(contents("a"), BTreeMap::new(), &SystemClock, &RandomIds, &registry)
+            .expect("metadata");
+        let first_location = write(&catalog, &first, 1).await;
+        let second = first
+            .successor(contents("b"), &SystemClock, &RandomIds, &registry)
+            .expect("successor");
+        let second_location = write(&catalog, &second, 2).await;
+        let id = json!({"namespace": ["docs"], "name": "emb"});
+        let source = source().to_json_value();
+
+        let created = namespace(&catalog, event(json!({"action": "create", "namespace": ["docs"]})))
+            .await
+            .expect("created");
+        assert_eq!(
+            serde_json::to_value(created).expect("json"),
+            json!({"namespace": ["docs"], "properties": {}})
+        );
+
+        let registered = call(
+            Operation::Register,
+            &catalog,
+            event(json!({"identifier": id, "source": source, "metadata-location": first_location})),
+        )
+        .await
+        .expect("registered");
+        assert_eq!(registered["metadata-location"], json!(first_location));
+        assert_eq!(registered["source"], source);
+        assert_eq!(registered["identifier"], id);
+        assert!(registered["version"].is_string());
+
+        let commit_event = json!({
+            "identifier": id,
+            "source": source,
+            "base-metadata-location": first_location,
+            "new-metadata-location": second_location,
+        });
+        let committed = call(Operation::Commit, &catalog, event(commit_event.clone()))
+            .await
+            .expect("committed");
+        assert_eq!(committed["metadata-location"], json!(second_location));
+        assert_eq!(committed["already-applied"], json!(false));
+
+        let losing = first
+            .successor(contents("c"), &SystemClock, &RandomIds, &registry)
+            .expect("successor");
+        let losing_location = write(&catalog, &losing, 3).await;
+        let stale = json!({
+            "identifier": id,
+            "source": source,
+            "base-metadata-location": first_location,
+            "new-metadata-location": losing_location,
+        });
+        let err = commit(&catalog, event(stale)).await.expect_err("stale base");
+        assert_eq!(err.code(), "COMMIT_CONFLICT", "{err}");
+
+        let listed = call(Operation::List, &catalog, event(json!({"namespace": ["docs"]})))
+            .await
+            .expect("listed");
+        assert_eq!(listed, json!({"identifiers": [id], "next-page-token": null}));
+
+        let to = json!({"namespace": ["docs"], "name": "renamed"});
+        let renamed = call(Operation::Rename, &catalog, event(json!({"from": id, "to": to})))
+            .await
+            .expect("renamed");
+        assert_eq!(renamed["identifier"], to);
+        assert_eq!(renamed["metadata-location"], json!(second_location));
+
+        let dropped = call(Operation::Drop, &catalog, event(json!({"identifier": to})))
+            .await
+            .expect("dropped");
+        assert_eq!(dropped, json!({"identifier": to, "dropped": true}));
+        let err = load(&catalog, event(json!({"identifier": to}))).await.expect_err("gone");
+        assert_eq!(err.code(), "INDEX_NOT_FOUND");
+
+        let exists = call(
+            Operation::Namespace,
+            &catalog,
+            event(json!({"action": "exists", "namespace": ["docs"]})),
+        )
+        .await
+        .expect("answered");
+        assert_eq!(exists, json!({"namespace": ["docs"], "exists": true}));
+        let page = call(Operation::Namespace, &catalog, event(json!({"action": "list"})))
+            .await
+            .expect("listed");
+        assert_eq!(page, json!({"namespaces": [["docs"]], "next-page-token": null}));
+        let dropped = call(
+            Operation::Namespace,
+            &catalog,
+            event(json!({"action": "drop", "namespace": ["docs"]})),
+        )
+        .await
+        .expect("dropped");
+        assert_eq!(dropped, json!({"namespace": ["docs"], "dropped": true}));
+        let err = namespace(&catalog, event(json!({"action": "properties", "namespace": ["docs"]})))
+            .await
+            .expect_err("gone");
+        assert_eq!(err.code(), "NAMESPACE_NOT_FOUND");
+    }
+
+    #[tokio::test]
+    async fn every_operation_rejects_malformed_events_with_a_typed_error() {
+        let catalog = catalog();
+        for operation in Operation::ALL {
+            for payload in [json!(null), json!([]), json!("x"), json!({"unknown": 1}), json!({})] {
+                let err = call(operation, &catalog, event(payload.clone()))
+                    .await
+                    .expect_err("rejected");
+                assert_eq!(err.code(), "INVALID_REQUEST", "{operation} {payload}: {err}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn invoke_records_one_metric_per_invocation() {
+        let (metrics, lines) = Metrics::in_memory();
+        let handler = Handler::new(Operation::Load, Arc::new(catalog())).with_metrics(metrics);
+        let mut context = Context::default();
+        context.request_id = "req-1".into();
+        let event = json!({"identifier": {"namespace": ["docs"], "name": "x"}});
+        let err = handler
+            .invoke(LambdaEvent::new(RawEvent::from(event), context.clone()))
+            .await
+            .expect_err("absent");
+        assert_eq!(err.code(), "INDEX_NOT_FOUND");
+        let raw: RawEvent = serde_json::from_str("{not json").expect("kept as data");
+        let err = handler
+            .invoke(LambdaEvent::new(raw, context))
+            .await
+            .expect_err("malformed");
+        assert_eq!(err.code(), "INVALID_REQUEST");
+
+        let lines = lines.lock().expect("lock").clone();
+        assert_eq!(lines.len(), 2);
+        let first: Value = serde_json::from_str(&lines[0]).expect("json");
+        assert_eq!(first["Operation"], "load");
+        assert_eq!(first["Outcome"], "INDEX_NOT_FOUND");
+        assert_eq!(first["RequestId"], "req-1");
+        let second: Value = serde_json::from_str(&lines[1]).expect("json");
+        assert_eq!(second["Outcome"], "INVALID_REQUEST");
+    }
+}
