@@ -490,7 +490,8 @@ mod tests {
                     b.store_key().as_str().to_lowercase()
                 );
             }
-            prop_assert_ne!(a.store_key().as_str(), a.namespace().store_key().as_str());
+            let (index_key, namespace_key) = (a.store_key(), a.namespace().store_key());
+            prop_assert_ne!(index_key.as_str(), namespace_key.as_str());
         }
 
         #[test]

@@ -112,6 +112,11 @@ impl Warehouse {
             )
         };
         let url = Url::parse(location).map_err(|_| outside("not an absolute URI"))?;
+        if url.as_str() != location {
+            // `url` resolves `..`, `%2e%2e` and the like: only canonical locations are
+            // accepted, so the stored location is exactly the object that was validated.
+            return Err(outside("not in canonical form"));
+        }
         if url.scheme() != self.root.scheme()
             || url.host_str() != self.root.host_str()
             || url.port() != self.root.port()

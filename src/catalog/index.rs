@@ -140,7 +140,7 @@ impl Catalog {
         match answer {
             Changed::Unchanged => Ok(LoadIfChanged::Unchanged),
             Changed::Missing => Err(not_found(identifier)),
-            Changed::Changed(_) => self.load_pointer(identifier).await.map(LoadIfChanged::Changed),
+            Changed::Changed(_) => Ok(LoadIfChanged::Changed(Box::new(self.load_pointer(identifier).await?))),
         }
     }
 

@@ -3,8 +3,8 @@
 //! [`Catalog`] implements every operation of the catalog spec — `load`, `register`,
 //! `commit`, `drop`, `rename`, `list` — plus explicit namespaces, on any pointer store. All
 //! semantics live here: identifier and metadata validation, the order of checks, the
-//! compare-and-swap, ambiguous-outcome resolution ([`write`]), the rename protocol
-//! ([`rename`]) and the capability probe. Backends only store bytes under conditions.
+//! compare-and-swap, ambiguous-outcome resolution ([`mod@write`]), the rename protocol
+//! ([`mod@rename`]) and the capability probe. Backends only store bytes under conditions.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -76,7 +76,7 @@ pub enum LoadIfChanged {
     /// The pointer still has the given version.
     Unchanged,
     /// The pointer changed.
-    Changed(IndexPointer),
+    Changed(Box<IndexPointer>),
 }
 
 /// What `commit` returns.

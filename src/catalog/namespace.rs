@@ -1,4 +1,12 @@
 //! Explicit namespaces (the Iceberg model): create, exists, properties, list, drop.
+//!
+//! A namespace record is its own key (`n/<parents>/=<leaf>`); a dropped namespace is a
+//! tombstone record, like a dropped index. Nested namespaces need their parent.
+//!
+//! Known limit: dropping a namespace checks emptiness and then writes its tombstone; it is
+//! not atomic with a `register` or `rename` into that namespace that runs at the same
+//! moment. Such an index stays loadable and becomes listable again when the namespace is
+//! re-created.
 
 use std::collections::BTreeMap;
 

@@ -17,7 +17,7 @@
 //!
 //! A crash leaves the source `moving`. Loads stay correct without repair (they check the
 //! destination). The next mutation that touches the source settles the rename
-//! ([`Catalog::settle_rename`]): if the destination is free it completes step 2 itself —
+//! (`settle_rename`): if the destination is free it completes step 2 itself —
 //! idempotent with the original renamer, since both create the destination with the same
 //! commit id and only one create can land — then step 3; if the destination was taken by
 //! someone else, it rolls the source back to `live`. Commits on a `moving` source settle

@@ -133,7 +133,7 @@ pub async fn conditional_write(
             Ok(version) => return Ok(WriteOutcome::Applied(Some(version))),
             Err(StoreError::Unavailable { retryable: true, source }) => {
                 if attempt >= policy.max_attempts {
-                    return Err(unresolved(store, ambiguous, *source_error(source)));
+                    return Err(unresolved(store, ambiguous, source.to_string()));
                 }
                 policy.backoff(attempt).await;
                 continue;
@@ -192,10 +192,6 @@ pub async fn conditional_write(
 
 fn current_is(mode: &PutMode, current: &crate::store::Versioned) -> bool {
     matches!(mode, PutMode::Update(expected) if *expected == current.version)
-}
-
-fn source_error(source: Box<dyn std::error::Error + Send + Sync>) -> Box<String> {
-    Box::new(source.to_string())
 }
 
 fn unresolved(store: &dyn PointerStore, ambiguous: bool, detail: String) -> Error {

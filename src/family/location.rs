@@ -6,7 +6,10 @@
 /// A valid location is non-empty, has no URI scheme (no `://` and no `:` in its first
 /// segment), does not start with `/`, contains no backslash and no control character,
 /// and has no empty, `.` or `..` segment; a single trailing `/` (a directory prefix) is
-/// allowed. The error message describes the violation and quotes the location.
+/// allowed. Because locations are joined verbatim both into URIs and into object keys,
+/// the URI-significant characters `%`, `?` and `#` are rejected too (so `%2e%2e` cannot
+/// become `..` and no part becomes a query or fragment). The error message describes the
+/// violation and quotes the location.
 ///
 /// ```
 /// use parqdb_catalog::family::validate_relative_location;
@@ -26,6 +29,11 @@ pub fn validate_relative_location(location: &str) -> Result<(), String> {
     }
     if location.contains('\\') {
         return reject("must not contain a backslash");
+    }
+    if let Some(c) = location.chars().find(|c| matches!(c, '%' | '?' | '#')) {
+        return reject(&format!(
+            "must not contain {c:?} (percent-encoding, query or fragment)"
+        ));
     }
     if location.starts_with('/') {
         return reject("must be relative to the warehouse (no leading '/')");
@@ -83,6 +91,10 @@ mod tests {
             ("a\nb", "control"),
             ("a\u{7f}b", "control"),
             ("a\u{85}b", "control"),
+            ("a/%2e%2e/b", "'%'"),
+            ("a/b%20c", "'%'"),
+            ("a/b.json?x=1", "'?'"),
+            ("a/b#frag", "'#'"),
         ];
         for (location, why) in cases {
             let err = validate_relative_location(location).expect_err(location);

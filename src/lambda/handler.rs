@@ -481,7 +481,7 @@ mod tests {
             .await
             .expect_err("absent");
         assert_eq!(err.code(), "INDEX_NOT_FOUND");
-        let raw: RawEvent = serde_json::from_str("{not json").expect("kept as data");
+        let raw = crate::lambda::event::tests::as_the_runtime_would(b"{not json");
         let err = handler
             .invoke(LambdaEvent::new(raw, context))
             .await

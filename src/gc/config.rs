@@ -1,0 +1,238 @@
+//! The collector's configuration, its safety floors, and duration parsing (`7d`, `36h`).
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::error::{Error, ErrorKind, Result};
+
+const MINUTE: u64 = 60;
+const HOUR: u64 = 60 * MINUTE;
+const DAY: u64 = 24 * HOUR;
+
+/// Default retention after an object loses reachability: 7 days (Delta's default).
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * DAY);
+/// Smallest retention accepted without `force`: 1 hour.
+pub const MIN_RETENTION: Duration = Duration::from_secs(HOUR);
+/// Default grace period for young objects (in-flight writers): 1 hour.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(HOUR);
+/// Smallest grace period accepted without `force`: 5 minutes (SlateDB's minimum age).
+pub const MIN_GRACE: Duration = Duration::from_secs(5 * MINUTE);
+/// Default allowance for clock skew between writers, the object store and the collector.
+pub const DEFAULT_MAX_CLOCK_SKEW: Duration = Duration::from_secs(5 * MINUTE);
+/// Default lease duration: how long a run may go without renewing its lease.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(15 * MINUTE);
+
+/// How the collector decides and acts. See the [module docs](super) for what each bound
+/// protects.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct GcConfig {
+    /// How long an object must stay unreachable before it may be deleted (readers that
+    /// loaded it earlier keep working for at least this long).
+    #[serde(serialize_with = "as_millis")]
+    pub retention: Duration,
+    /// Objects younger than this (by last-modified time) are never tracked or deleted:
+    /// they may belong to a register or commit in flight. Every catalog operation must
+    /// complete within this bound.
+    #[serde(serialize_with = "as_millis")]
+    pub grace: Duration,
+    /// `B`: how long a condemnation must stand before the object is deleted; `None` means
+    /// the grace period. Must exceed the longest catalog operation.
+    #[serde(serialize_with = "opt_as_millis")]
+    pub condemn_delay: Option<Duration>,
+    /// Allowance for clock skew between writers, the object store and the collector.
+    #[serde(serialize_with = "as_millis")]
+    pub max_clock_skew: Duration,
+    /// Report what would happen without writing or deleting anything.
+    pub dry_run: bool,
+    /// Accept a retention or grace below the safety floors.
+    pub force: bool,
+    /// Treat a re-incarnated identifier (register or rename over a tombstone) as possibly
+    /// having re-published any metadata file; see the module docs. Turning it off trades a
+    /// rare reader-safety gap for faster collection in catalogs that reuse names.
+    pub strict_reincarnation: bool,
+    /// Concurrent object-store requests while scanning.
+    pub io_concurrency: usize,
+    /// Objects per delete batch.
+    pub delete_batch_size: usize,
+    /// Most objects deleted by one run (the rest wait for the next run; bounds memory).
+    pub max_deletes_per_run: usize,
+    /// Most per-object actions listed in the report.
+    pub max_reported_actions: usize,
+    /// How long the run lease lasts without renewal.
+    #[serde(serialize_with = "as_millis")]
+    pub lease_duration: Duration,
+}
+
+impl Default for GcConfig {
+    fn default() -> Self {
+        GcConfig {
+            retention: DEFAULT_RETENTION,
+            grace: DEFAULT_GRACE,
+            condemn_delay: None,
+            max_clock_skew: DEFAULT_MAX_CLOCK_SKEW,
+            dry_run: false,
+            force: false,
+            strict_reincarnation: true,
+            io_concurrency: 16,
+            delete_batch_size: 1000,
+            max_deletes_per_run: 100_000,
+            max_reported_actions: 1000,
+            lease_duration: DEFAULT_LEASE,
+        }
+    }
+}
+
+impl GcConfig {
+    /// The condemnation delay `B` in effect.
+    pub fn effective_condemn_delay(&self) -> Duration {
+        self.condemn_delay.unwrap_or(self.grace)
+    }
+
+    /// Refuse unsafe settings: retention under [`MIN_RETENTION`] or grace under
+    /// [`MIN_GRACE`] unless `force`, and zero sizes always.
+    pub fn validate(&self) -> Result<()> {
+        let refuse = |message: String| Err(Error::new(ErrorKind::Configuration, message));
+        if !self.force && self.retention < MIN_RETENTION {
+            return refuse(format!(
+                "gc retention {} is below the safety floor of {}; readers of dropped indexes could fail. Use force to override",
+                format_duration(self.retention),
+                format_duration(MIN_RETENTION)
+            ));
+        }
+        if !self.force && self.grace < MIN_GRACE {
+            return refuse(format!(
+                "gc grace {} is below the safety floor of {}; in-flight writers could lose files. Use force to override",
+                format_duration(self.grace),
+                format_duration(MIN_GRACE)
+            ));
+        }
+        if self.io_concurrency == 0 || self.delete_batch_size == 0 || self.max_deletes_per_run == 0 {
+            return refuse("gc io-concurrency, delete-batch-size and max-deletes-per-run must be positive".into());
+        }
+        if self.lease_duration < Duration::from_secs(1) {
+            return refuse("gc lease duration must be at least 1s".into());
+        }
+        Ok(())
+    }
+}
+
+/// Parse a duration such as `7d`, `36h`, `90m`, `45s`, `1h30m` or `250ms`.
+///
+/// ```
+/// use std::time::Duration;
+/// use parqdb_catalog::gc::parse_duration;
+///
+/// assert_eq!(parse_duration("7d")?, Duration::from_secs(7 * 86_400));
+/// assert_eq!(parse_duration("1h30m")?, Duration::from_secs(5_400));
+/// assert!(parse_duration("7").is_err());
+/// # Ok::<(), parqdb_catalog::Error>(())
+/// ```
+pub fn parse_duration(text: &str) -> Result<Duration> {
+    let invalid = || {
+        Error::new(
+            ErrorKind::InvalidRequest,
+            format!("`{text}` is not a duration; use e.g. 7d, 36h, 90m, 45s or 1h30m"),
+        )
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(invalid());
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(invalid)?;
+        if digits == 0 {
+            return Err(invalid());
+        }
+        let value: u64 = rest[..digits].parse().map_err(|_| invalid())?;
+        rest = &rest[digits..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let millis_per_unit: u64 = match &rest[..unit_len] {
+            "ms" => 1,
+            "s" => 1000,
+            "m" => MINUTE * 1000,
+            "h" => HOUR * 1000,
+            "d" => DAY * 1000,
+            "w" => 7 * DAY * 1000,
+            _ => return Err(invalid()),
+        };
+        rest = &rest[unit_len..];
+        let millis = value.checked_mul(millis_per_unit).ok_or_else(invalid)?;
+        total = total.checked_add(Duration::from_millis(millis)).ok_or_else(invalid)?;
+    }
+    Ok(total)
+}
+
+/// A duration in the largest exact unit (`7d`, `36h`, `90m`, `1500ms`).
+pub fn format_duration(duration: Duration) -> String {
+    let millis = duration.as_millis();
+    for (unit, size) in [("d", DAY * 1000), ("h", HOUR * 1000), ("m", MINUTE * 1000), ("s", 1000)] {
+        let size = u128::from(size);
+        if millis > 0 && millis % size == 0 {
+            return format!("{}{unit}", millis / size);
+        }
+    }
+    format!("{millis}ms")
+}
+
+/// A duration in whole milliseconds, saturating, as `i64`.
+pub(crate) fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn as_millis<S: serde::Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_i64(millis(*duration))
+}
+
+fn opt_as_millis<S: serde::Serializer>(
+    duration: &Option<Duration>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match duration {
+        Some(duration) => serializer.serialize_some(&millis(*duration)),
+        None => serializer.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_and_format() {
+        assert_eq!(parse_duration("7d").ok(), Some(Duration::from_secs(7 * DAY)));
+        assert_eq!(parse_duration("36h").ok(), Some(Duration::from_secs(36 * HOUR)));
+        assert_eq!(parse_duration("90m").ok(), Some(Duration::from_secs(90 * MINUTE)));
+        assert_eq!(parse_duration("1h30m").ok(), Some(Duration::from_secs(90 * MINUTE)));
+        assert_eq!(parse_duration("250ms").ok(), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2w").ok(), Some(Duration::from_secs(14 * DAY)));
+        for bad in ["", "7", "d", "7x", "-1h", "1.5h", "h7", "99999999999999999999d"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(format_duration(Duration::from_secs(7 * DAY)), "7d");
+        assert_eq!(format_duration(Duration::from_secs(36 * HOUR)), "36h");
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
+    }
+
+    #[test]
+    fn floors_are_enforced_unless_forced() {
+        assert!(GcConfig::default().validate().is_ok());
+        let short = GcConfig {
+            retention: Duration::from_secs(30 * MINUTE),
+            ..GcConfig::default()
+        };
+        let err = short.validate().expect_err("below the floor");
+        assert_eq!(err.kind(), ErrorKind::Configuration);
+        assert!(err.message().contains("floor"), "{}", err.message());
+        assert!(GcConfig { force: true, ..short }.validate().is_ok());
+        let no_grace = GcConfig {
+            grace: Duration::from_secs(60),
+            ..GcConfig::default()
+        };
+        assert!(no_grace.validate().is_err());
+        assert_eq!(GcConfig::default().effective_condemn_delay(), DEFAULT_GRACE);
+    }
+}

@@ -1,0 +1,164 @@
+//! Successor publication (issue 9): the publication suite on the in-memory and the
+//! local-filesystem catalogs, the event-driven refresh example end to end, and a
+//! throughput measurement (`cargo test --release --test publish -- --ignored --nocapture`).
+
+#[macro_use]
+mod publish_suite;
+
+#[path = "../examples/refresh_on_s3_event.rs"]
+#[allow(dead_code)]
+mod refresh_example;
+
+use std::sync::Arc;
+
+use object_store::ObjectStoreExt;
+use parqdb_catalog::catalog::{Catalog, IndexCatalog};
+use parqdb_catalog::metadata::IndexMetadata;
+use parqdb_catalog::publish::Publisher;
+use parqdb_catalog::store::local::LocalStore;
+use parqdb_catalog::store::memory::MemoryStore;
+use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
+
+async fn memory() -> (Arc<dyn IndexCatalog>, Warehouse) {
+    let warehouse = Warehouse::in_memory("memory://publish/wh").expect("warehouse");
+    let catalog = Catalog::builder(Arc::new(MemoryStore::new()), warehouse.clone()).build();
+    (Arc::new(catalog), warehouse)
+}
+
+fn local_catalog() -> Catalog {
+    let dir = tempfile::tempdir().expect("temp dir").keep();
+    let warehouse = Warehouse::local(&dir.join("warehouse")).expect("warehouse");
+    let store = LocalStore::new(dir.join("warehouse").join("_catalog"));
+    Catalog::builder(Arc::new(store), warehouse).build()
+}
+
+async fn local() -> (Arc<dyn IndexCatalog>, Warehouse) {
+    let catalog = local_catalog();
+    let warehouse = catalog.warehouse().clone();
+    (Arc::new(catalog), warehouse)
+}
+
+mod memory_backend {
+    use super::*;
+    publish_suite!(memory());
+}
+
+mod local_backend {
+    use super::*;
+    publish_suite!(local());
+}
+
+const EVENT: &str = r#"{
+  "version": "0", "id": "evt-1", "detail-type": "Object Created", "source": "aws.s3",
+  "account": "123456789012", "time": "2025-06-15T12:00:00Z", "region": "us-east-1",
+  "resources": ["arn:aws:s3:::example"],
+  "detail": {"version": "0", "bucket": {"name": "example"},
+             "object": {"key": "documents/part-1.parquet", "size": 4096, "sequencer": "01"},
+             "request-id": "R1", "requester": "123456789012", "reason": "PutObject"}
+}"#;
+
+fn event(id: &str, key: &str, sequencer: &str) -> refresh_example::ObjectCreated {
+    let text = EVENT
+        .replace("evt-1", id)
+        .replace("documents/part-1.parquet", key)
+        .replace("\"01\"", &format!("\"{sequencer}\""));
+    refresh_example::ObjectCreated::from_json_slice(text.as_bytes()).expect("valid event")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refresh_example_end_to_end_on_local_files() {
+    let catalog = local_catalog();
+    let warehouse = catalog.warehouse().clone();
+    let publisher = Publisher::for_catalog(&catalog);
+    let id = IndexIdentifier::new(Namespace::new(["examples"]).expect("valid"), "documents_embedding")
+        .expect("valid");
+
+    // The first event creates the namespace and the index.
+    let first = event("evt-1", "documents/part-1.parquet", "01");
+    let created = refresh_example::refresh(&publisher, &id, &first).await.expect("created");
+    assert_eq!(created.sequence_number, 1);
+    assert!(!created.already_published);
+    // The next event publishes a successor; its redelivery publishes nothing.
+    let second = event("evt-2", "documents/part-2.parquet", "02");
+    let refreshed = refresh_example::refresh(&publisher, &id, &second).await.expect("refreshed");
+    assert_eq!(refreshed.sequence_number, 2);
+    let files_before = count_files(&warehouse).await;
+    for replayed in [&first, &second] {
+        let replay = refresh_example::refresh(&publisher, &id, replayed).await.expect("replayed");
+        assert!(replay.already_published);
+    }
+    let replay = refresh_example::refresh(&publisher, &id, &second).await.expect("replayed");
+    assert_eq!((replay.metadata_location, replay.snapshot_id), (refreshed.metadata_location.clone(), refreshed.snapshot_id));
+    assert_eq!(count_files(&warehouse).await, files_before, "a redelivery writes nothing");
+
+    // The metadata names the event's source state and index tables that exist.
+    let pointer = catalog.load(&id).await.expect("loaded");
+    assert_eq!(pointer.metadata_location, refreshed.metadata_location);
+    let metadata = read(&warehouse, &pointer.metadata_location).await;
+    let current = metadata.current_snapshot();
+    assert_eq!(current.source_table().properties()["location"], "s3://example/documents/");
+    assert_eq!(current.source_table().properties()["changed-object"], "documents/part-2.parquet");
+    assert_eq!(&pointer.source, current.source_table());
+    assert_eq!(current.indexed_rows(), 4);
+    let uuid = metadata.index_uuid().simple().to_string();
+    for table in current.index_tables().values() {
+        let location = &table.properties()["location"];
+        assert!(location.starts_with(&format!("indexes/{uuid}/")), "{location}");
+        let path = warehouse.path(&format!("{location}part-0.parquet"));
+        warehouse.object_store().head(&path).await.expect("index table file exists");
+    }
+
+    // Concurrent deliveries of one new event publish it once.
+    let third = event("evt-3", "documents/part-3.parquet", "03");
+    let results = futures::future::join_all(
+        (0..4).map(|_| refresh_example::refresh(&publisher, &id, &third)),
+    )
+    .await;
+    let results: Vec<_> = results.into_iter().map(|r| r.expect("refreshed")).collect();
+    assert_eq!(results.iter().filter(|r| !r.already_published).count(), 1);
+    assert!(results.iter().all(|r| r.sequence_number == 3));
+
+    // Events that are not S3 Object Created events are rejected.
+    for bad in [
+        EVENT.replace("Object Created", "Object Deleted"),
+        EVENT.replace("aws.s3", "aws.ec2"),
+        r#"{"detail-type": "Object Created", "source": "aws.s3"}"#.to_owned(),
+        "[]".to_owned(),
+    ] {
+        let err = refresh_example::ObjectCreated::from_json_slice(bad.as_bytes()).expect_err("rejected");
+        assert_eq!(err.kind(), ErrorKind::InvalidRequest);
+    }
+}
+
+async fn count_files(warehouse: &Warehouse) -> usize {
+    use futures::TryStreamExt;
+    let listed: Vec<_> = warehouse
+        .object_store()
+        .list(Some(warehouse.prefix()))
+        .try_collect()
+        .await
+        .expect("listed");
+    listed.len()
+}
+
+async fn read(warehouse: &Warehouse, location: &str) -> IndexMetadata {
+    publish_suite::read(warehouse, location).await
+}
+
+/// Publications per second and attempts per publication for 1, 4 and 16 concurrent
+/// publishers on one index on the local filesystem (reported, not asserted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "measurement; run with --ignored --nocapture"]
+async fn publish_throughput_on_local_files() {
+    for (publishers, each) in [(1, 100), (4, 25), (16, 8)] {
+        let (catalog, warehouse) = local().await;
+        let stats = publish_suite::concurrent_publishers(catalog, warehouse, publishers, each).await;
+        println!("local files: {stats}");
+    }
+    for (publishers, each) in [(1, 100), (4, 25), (16, 8)] {
+        let (catalog, warehouse) = memory().await;
+        let stats = publish_suite::concurrent_publishers(catalog, warehouse, publishers, each).await;
+        println!("memory:      {stats}");
+    }
+}
