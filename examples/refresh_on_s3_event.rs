@@ -117,7 +117,9 @@ impl ObjectCreated {
             )));
         }
         if event.detail.bucket.name.is_empty() || event.detail.object.key.is_empty() {
-            return Err(invalid("the bucket name and object key must not be empty".into()));
+            return Err(invalid(
+                "the bucket name and object key must not be empty".into(),
+            ));
         }
         Ok(ObjectCreated {
             id: event.id.filter(|id| !id.is_empty()),
@@ -177,7 +179,10 @@ pub async fn build_index(
             .warehouse()
             .write_new(
                 &format!("{location}part-0.parquet"),
-                Bytes::from(format!("placeholder {role} for s3://{}/{}", event.bucket, event.key)),
+                Bytes::from(format!(
+                    "placeholder {role} for s3://{}/{}",
+                    event.bucket, event.key
+                )),
             )
             .await?;
         index_tables.insert(
@@ -186,7 +191,9 @@ pub async fn build_index(
         );
     }
     // Placeholder statistics: one row per KiB of the object that changed.
-    let indexed_rows = i64::try_from(event.size.unwrap_or(0) / 1024).unwrap_or(i64::MAX).max(1);
+    let indexed_rows = i64::try_from(event.size.unwrap_or(0) / 1024)
+        .unwrap_or(i64::MAX)
+        .max(1);
     Ok(SnapshotContents {
         source_table: event.source_table()?,
         vector_field: "embedding".into(),
@@ -203,7 +210,10 @@ pub async fn build_index(
         index_tables,
         summary: BTreeMap::from([
             ("operation".to_owned(), "refresh".to_owned()),
-            ("trigger".to_owned(), format!("s3://{}/{}", event.bucket, event.key)),
+            (
+                "trigger".to_owned(),
+                format!("s3://{}/{}", event.bucket, event.key),
+            ),
         ]),
     })
 }
@@ -227,19 +237,28 @@ pub async fn refresh(
                     return Ok(found); // a redelivery: no work, no publication (attempts 0)
                 }
                 let contents = build_index(publisher, current.index_uuid(), event).await?;
-                return publisher.publish_idempotent(identifier, &key, contents).await;
+                return publisher
+                    .publish_idempotent(identifier, &key, contents)
+                    .await;
             }
             Err(err) if err.kind() == ErrorKind::IndexNotFound => {
                 let catalog = publisher.catalog();
-                match catalog.create_namespace(identifier.namespace(), BTreeMap::new()).await {
+                match catalog
+                    .create_namespace(identifier.namespace(), BTreeMap::new())
+                    .await
+                {
                     Ok(()) => {}
                     Err(err) if err.kind() == ErrorKind::AlreadyExists => {}
                     Err(err) => return Err(err),
                 }
                 let index_uuid = publisher.ids().uuid();
                 let mut contents = build_index(publisher, index_uuid, event).await?;
-                contents.summary.insert(IDEMPOTENCY_KEY.to_owned(), key.clone());
-                contents.summary.insert("operation".to_owned(), "create".to_owned());
+                contents
+                    .summary
+                    .insert(IDEMPOTENCY_KEY.to_owned(), key.clone());
+                contents
+                    .summary
+                    .insert("operation".to_owned(), "create".to_owned());
                 match publisher
                     .create_index_with_uuid(identifier, index_uuid, contents, BTreeMap::new())
                     .await
@@ -260,8 +279,9 @@ pub async fn refresh(
 async fn run(args: Args) -> Result<Published> {
     let bytes = if args.event == "-" {
         let mut buffer = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut buffer)
-            .map_err(|err| Error::with_source(ErrorKind::InvalidRequest, "cannot read stdin", err))?;
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut buffer).map_err(|err| {
+            Error::with_source(ErrorKind::InvalidRequest, "cannot read stdin", err)
+        })?;
         buffer
     } else {
         std::fs::read(&args.event).map_err(|err| {
@@ -283,7 +303,10 @@ async fn run(args: Args) -> Result<Published> {
 async fn main() -> ExitCode {
     match run(Args::parse()).await {
         Ok(published) => {
-            println!("{}", serde_json::to_string_pretty(&published).unwrap_or_default());
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&published).unwrap_or_default()
+            );
             ExitCode::SUCCESS
         }
         Err(err) => {

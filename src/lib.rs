@@ -4,6 +4,7 @@
 //! the tutorial and the architecture.
 #![deny(missing_docs)]
 
+pub mod bench;
 pub mod catalog;
 pub mod cli;
 pub mod clock;

@@ -7,8 +7,9 @@
 //! * the DynamoDB pointer table's key schema is the one `src/store/dynamodb.rs` uses and
 //!   documents (its attribute-name constants and its rustdoc schema table);
 //! * only the garbage collector's role may delete objects, and only under `metadata/` and
-//!   `indexes/`; no role allows a wildcard action, and the only wildcard resource is the
-//!   one IAM requires for `dynamodb:ListStreams`.
+//!   `indexes/` (the managed prefixes) and its own ledger `_gc/`; no role allows a wildcard
+//!   action, and the only wildcard resource is the one IAM requires for
+//!   `dynamodb:ListStreams`.
 //!
 //! The template is read with the small block-style YAML reader at the end of this file
 //! (no YAML dependency): block mappings and sequences, CloudFormation short-form tags
@@ -31,7 +32,10 @@ fn template() -> Node {
 }
 
 fn resources(template: &Node) -> &[(String, Node)] {
-    template.get("Resources").and_then(Node::as_map).expect("the template has Resources")
+    template
+        .get("Resources")
+        .and_then(Node::as_map)
+        .expect("the template has Resources")
 }
 
 fn resources_of_type<'a>(template: &'a Node, kind: &str) -> Vec<(&'a str, &'a Node)> {
@@ -43,7 +47,9 @@ fn resources_of_type<'a>(template: &'a Node, kind: &str) -> Vec<(&'a str, &'a No
 }
 
 fn property<'a>(resource: &'a Node, name: &str) -> Option<&'a Node> {
-    resource.get("Properties").and_then(|properties| properties.get(name))
+    resource
+        .get("Properties")
+        .and_then(|properties| properties.get(name))
 }
 
 /// The function binaries: `functions/src/bin/<name>.rs`.
@@ -53,7 +59,12 @@ fn binaries() -> BTreeSet<String> {
         .unwrap_or_else(|err| panic!("read {}: {err}", dir.display()))
         .map(|entry| entry.expect("directory entry").path())
         .filter(|path| path.extension().is_some_and(|ext| ext == "rs"))
-        .map(|path| path.file_stem().expect("file name").to_string_lossy().into_owned())
+        .map(|path| {
+            path.file_stem()
+                .expect("file name")
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect()
 }
 
@@ -67,7 +78,9 @@ fn one_function_per_binary_named_after_it() {
             .and_then(|uri| uri.strip_prefix("../target/lambda/"))
             .and_then(|rest| rest.strip_suffix('/'))
             .filter(|binary| !binary.is_empty() && !binary.contains('/'))
-            .unwrap_or_else(|| panic!("{name}: CodeUri {code:?} is not ../target/lambda/<binary>/"));
+            .unwrap_or_else(|| {
+                panic!("{name}: CodeUri {code:?} is not ../target/lambda/<binary>/")
+            });
         if let Some(other) = deployed.insert(binary.to_owned(), name) {
             panic!("{other} and {name} both deploy the binary `{binary}`");
         }
@@ -77,7 +90,10 @@ fn one_function_per_binary_named_after_it() {
             Some(format!("${{AWS::StackName}}-{binary}").as_str()),
             "{name}: FunctionName must be !Sub \"${{AWS::StackName}}-{binary}\""
         );
-        assert!(property(function, "Role").is_some(), "{name}: needs an explicit Role");
+        assert!(
+            property(function, "Role").is_some(),
+            "{name}: needs an explicit Role"
+        );
         assert!(
             property(function, "Policies").is_none(),
             "{name}: SAM `Policies` would generate a role with a managed policy; use the explicit role"
@@ -93,9 +109,18 @@ fn one_function_per_binary_named_after_it() {
         deployed.difference(&binaries).collect::<Vec<_>>()
     );
 
-    let globals = template.get("Globals").and_then(|g| g.get("Function")).expect("Globals.Function");
-    assert_eq!(globals.get("Runtime").and_then(Node::as_str), Some("provided.al2023"));
-    assert_eq!(globals.get("Handler").and_then(Node::as_str), Some("bootstrap"));
+    let globals = template
+        .get("Globals")
+        .and_then(|g| g.get("Function"))
+        .expect("Globals.Function");
+    assert_eq!(
+        globals.get("Runtime").and_then(Node::as_str),
+        Some("provided.al2023")
+    );
+    assert_eq!(
+        globals.get("Handler").and_then(Node::as_str),
+        Some("bootstrap")
+    );
     let architectures: Vec<&str> = globals
         .get("Architectures")
         .and_then(Node::as_seq)
@@ -115,7 +140,12 @@ fn documented_key_schema() -> [(String, String); 2] {
         let prefix = format!("const {name}: &str = \"");
         source
             .lines()
-            .find_map(|line| line.trim_start().strip_prefix(&prefix)?.strip_suffix("\";").map(str::to_owned))
+            .find_map(|line| {
+                line.trim_start()
+                    .strip_prefix(&prefix)?
+                    .strip_suffix("\";")
+                    .map(str::to_owned)
+            })
             .unwrap_or_else(|| panic!("src/store/dynamodb.rs no longer defines `{prefix}...\";`"))
     };
     let documented_type = |attribute: &str, role: &str| -> String {
@@ -123,9 +153,15 @@ fn documented_key_schema() -> [(String, String); 2] {
             .lines()
             .filter_map(|line| line.strip_prefix("//! |"))
             .map(|row| row.split('|').map(str::trim).collect::<Vec<_>>())
-            .find(|cells| cells.len() >= 3 && cells[0] == format!("`{attribute}`") && cells[2].contains(role))
+            .find(|cells| {
+                cells.len() >= 3 && cells[0] == format!("`{attribute}`") && cells[2].contains(role)
+            })
             .map(|cells| cells[1].to_owned())
-            .unwrap_or_else(|| panic!("the schema table of src/store/dynamodb.rs has no {role} row for `{attribute}`"))
+            .unwrap_or_else(|| {
+                panic!(
+                    "the schema table of src/store/dynamodb.rs has no {role} row for `{attribute}`"
+                )
+            })
     };
     let (pk, sk) = (constant("PK"), constant("SK"));
     let pk_type = documented_type(&pk, "partition key");
@@ -139,7 +175,10 @@ fn pointer_table_key_schema_is_the_dynamodb_stores() {
     let template = template();
     let tables = resources_of_type(&template, "AWS::DynamoDB::Table");
     let [(name, table)] = tables.as_slice() else {
-        panic!("expected exactly one DynamoDB table, found {}", tables.len());
+        panic!(
+            "expected exactly one DynamoDB table, found {}",
+            tables.len()
+        );
     };
     let pairs = |list: &str, key: &str, value: &str| -> BTreeSet<(String, String)> {
         property(table, list)
@@ -147,7 +186,12 @@ fn pointer_table_key_schema_is_the_dynamodb_stores() {
             .unwrap_or_else(|| panic!("{name}: no {list}"))
             .iter()
             .map(|entry| {
-                let field = |f: &str| entry.get(f).and_then(Node::as_str).unwrap_or_else(|| panic!("{name}: {list} entry without {f}"));
+                let field = |f: &str| {
+                    entry
+                        .get(f)
+                        .and_then(Node::as_str)
+                        .unwrap_or_else(|| panic!("{name}: {list} entry without {f}"))
+                };
                 (field(key).to_owned(), field(value).to_owned())
             })
             .collect()
@@ -170,10 +214,19 @@ fn pointer_table_key_schema_is_the_dynamodb_stores() {
         node.as_str()
     };
     assert_eq!(scalar(&["BillingMode"]), Some("PAY_PER_REQUEST"));
-    assert_eq!(scalar(&["PointInTimeRecoverySpecification", "PointInTimeRecoveryEnabled"]), Some("true"));
+    assert_eq!(
+        scalar(&[
+            "PointInTimeRecoverySpecification",
+            "PointInTimeRecoveryEnabled"
+        ]),
+        Some("true")
+    );
     assert_eq!(scalar(&["DeletionProtectionEnabled"]), Some("true"));
     assert_eq!(scalar(&["SSESpecification", "SSEEnabled"]), Some("true"));
-    assert!(property(table, "TimeToLiveSpecification").is_none(), "the store forbids TTL");
+    assert!(
+        property(table, "TimeToLiveSpecification").is_none(),
+        "the store forbids TTL"
+    );
     assert!(property(table, "GlobalSecondaryIndexes").is_none());
     assert!(property(table, "LocalSecondaryIndexes").is_none());
 }
@@ -197,11 +250,23 @@ fn statements(template: &Node) -> Vec<Statement<'_>> {
         }
         documents.extend(property(resource, "PolicyDocument"));
         for document in documents {
-            let list = document.get("Statement").and_then(Node::as_seq).unwrap_or_else(|| panic!("{owner}: policy without Statement list"));
+            let list = document
+                .get("Statement")
+                .and_then(Node::as_seq)
+                .unwrap_or_else(|| panic!("{owner}: policy without Statement list"));
             for statement in list.iter().flat_map(branches) {
-                let effect = statement.get("Effect").and_then(Node::as_str).unwrap_or_else(|| panic!("{owner}: statement without Effect"));
-                assert!(statement.get("NotAction").is_none() && statement.get("NotResource").is_none(), "{owner}: NotAction/NotResource");
-                let actions = statement.get("Action").map(scalars).unwrap_or_else(|| panic!("{owner}: statement without Action"));
+                let effect = statement
+                    .get("Effect")
+                    .and_then(Node::as_str)
+                    .unwrap_or_else(|| panic!("{owner}: statement without Effect"));
+                assert!(
+                    statement.get("NotAction").is_none() && statement.get("NotResource").is_none(),
+                    "{owner}: NotAction/NotResource"
+                );
+                let actions = statement
+                    .get("Action")
+                    .map(scalars)
+                    .unwrap_or_else(|| panic!("{owner}: statement without Action"));
                 let resources = match statement.get("Resource") {
                     Some(Node::Seq(items)) => items.iter().collect(),
                     Some(one) => vec![one],
@@ -235,8 +300,18 @@ fn branches(node: &Node) -> Vec<&Node> {
 
 fn scalars(node: &Node) -> Vec<&str> {
     match node {
-        Node::Seq(items) => items.iter().map(|item| item.as_str().unwrap_or_else(|| panic!("not a scalar: {item:?}"))).collect(),
-        other => vec![other.as_str().unwrap_or_else(|| panic!("not a scalar: {other:?}"))],
+        Node::Seq(items) => items
+            .iter()
+            .map(|item| {
+                item.as_str()
+                    .unwrap_or_else(|| panic!("not a scalar: {item:?}"))
+            })
+            .collect(),
+        other => vec![
+            other
+                .as_str()
+                .unwrap_or_else(|| panic!("not a scalar: {other:?}")),
+        ],
     }
 }
 
@@ -251,14 +326,21 @@ fn resource_text(node: &Node) -> String {
 
 fn may_delete_objects(action: &str) -> bool {
     let action = action.to_ascii_lowercase();
-    action == "*" || action == "s3:*" || action.starts_with("s3:delete") || action == "s3:putlifecycleconfiguration"
+    action == "*"
+        || action == "s3:*"
+        || action.starts_with("s3:delete")
+        || action == "s3:putlifecycleconfiguration"
 }
 
 #[test]
 fn only_the_garbage_collector_may_delete_objects() {
     let template = template();
     let gc_role = property(
-        resources(&template).iter().find(|(name, _)| name == "GcFunction").map(|(_, f)| f).expect("a GcFunction"),
+        resources(&template)
+            .iter()
+            .find(|(name, _)| name == "GcFunction")
+            .map(|(_, f)| f)
+            .expect("a GcFunction"),
         "Role",
     )
     .and_then(|role| role.tagged("!GetAtt"))
@@ -268,31 +350,55 @@ fn only_the_garbage_collector_may_delete_objects() {
     .to_owned();
 
     let statements = statements(&template);
-    assert!(statements.iter().any(|s| s.owner == gc_role), "no statements found for {gc_role}");
+    assert!(
+        statements.iter().any(|s| s.owner == gc_role),
+        "no statements found for {gc_role}"
+    );
     let mut gc_deletes = BTreeSet::new();
     for statement in statements.iter().filter(|s| s.effect == "Allow") {
         for action in &statement.actions {
-            assert!(!action.contains('*'), "{} {:?}: wildcard action `{action}`", statement.owner, statement.sid);
+            assert!(
+                !action.contains('*'),
+                "{} {:?}: wildcard action `{action}`",
+                statement.owner,
+                statement.sid
+            );
             if !may_delete_objects(action) {
                 continue;
             }
-            assert_eq!(statement.owner, gc_role, "{} {:?} allows `{action}`: only the GC may delete", statement.owner, statement.sid);
-            assert_eq!(*action, "s3:DeleteObject", "the GC needs s3:DeleteObject only");
+            assert_eq!(
+                statement.owner, gc_role,
+                "{} {:?} allows `{action}`: only the GC may delete",
+                statement.owner, statement.sid
+            );
+            assert_eq!(
+                *action, "s3:DeleteObject",
+                "the GC needs s3:DeleteObject only"
+            );
             gc_deletes.extend(statement.resources.iter().map(|r| resource_text(r)));
         }
         for resource in &statement.resources {
             if resource.as_str() == Some("*") {
-                assert_eq!(statement.actions, ["dynamodb:ListStreams"], "{} {:?}: `*` resource", statement.owner, statement.sid);
+                assert_eq!(
+                    statement.actions,
+                    ["dynamodb:ListStreams"],
+                    "{} {:?}: `*` resource",
+                    statement.owner,
+                    statement.sid
+                );
             }
         }
     }
+    // The managed prefixes (src/gc/collect.rs), and the collector's own ledger and lease
+    // generations under _gc/ (src/gc/ledger.rs, src/gc/lease.rs), which hold no catalog data.
     assert_eq!(
         gc_deletes,
         BTreeSet::from([
             "!Sub ${WarehouseBucket.Arn}/${WarehousePrefix}/metadata/*".to_owned(),
             "!Sub ${WarehouseBucket.Arn}/${WarehousePrefix}/indexes/*".to_owned(),
+            "!Sub ${WarehouseBucket.Arn}/${WarehousePrefix}/_gc/*".to_owned(),
         ]),
-        "the GC may delete under metadata/ and indexes/ only"
+        "the GC may delete under metadata/, indexes/ and its own _gc/ only"
     );
 }
 
@@ -304,13 +410,24 @@ fn the_yaml_reader_reads_what_the_template_uses() {
     .expect("parses");
     assert_eq!(doc.get("A").and_then(Node::as_str), Some("1"));
     let b = doc.get("B").and_then(Node::as_seq).expect("B");
-    assert_eq!(b[1].tagged("!Sub").and_then(Node::as_str), Some("s3://${B}/p"));
+    assert_eq!(
+        b[1].tagged("!Sub").and_then(Node::as_str),
+        Some("s3://${B}/p")
+    );
     assert_eq!(b[2].get("L").map(scalars), Some(vec!["a", "b"]));
-    assert_eq!(doc.get("Null").and_then(|n| n.get("k")).and_then(Node::as_str), Some("false"));
+    assert_eq!(
+        doc.get("Null")
+            .and_then(|n| n.get("k"))
+            .and_then(Node::as_str),
+        Some("false")
+    );
     assert_eq!(branches(doc.get("C").expect("C")).len(), 1);
     assert_eq!(doc.get("D").and_then(Node::as_str), Some("folded text"));
     assert_eq!(doc.get("E").map(scalars), Some(vec!["same-indent"]));
-    assert!(parse_yaml("A: {b: 1}\n").is_err(), "flow mappings are refused");
+    assert!(
+        parse_yaml("A: {b: 1}\n").is_err(),
+        "flow mappings are refused"
+    );
     assert!(parse_yaml("A: &x 1\n").is_err(), "anchors are refused");
 }
 
@@ -329,7 +446,10 @@ enum Node {
 
 impl Node {
     fn get(&self, key: &str) -> Option<&Node> {
-        self.as_map()?.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.as_map()?
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
     }
     fn as_map(&self) -> Option<&[(String, Node)]> {
         match self {
@@ -374,7 +494,11 @@ fn parse_yaml(text: &str) -> Result<Node, String> {
         if raw.starts_with('\t') {
             return Err(format!("line {}: tab indentation", index + 1));
         }
-        lines.push(Line { number: index + 1, indent: content.len() - trimmed.len(), text: trimmed });
+        lines.push(Line {
+            number: index + 1,
+            indent: content.len() - trimmed.len(),
+            text: trimmed,
+        });
     }
     let mut reader = Reader { lines, next: 0 };
     let node = reader.block(0)?;
@@ -407,11 +531,16 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn peek(&self) -> Option<(usize, &'a str)> {
-        self.lines.get(self.next).map(|line| (line.indent, line.text))
+        self.lines
+            .get(self.next)
+            .map(|line| (line.indent, line.text))
     }
 
     fn error(&self, message: &str) -> String {
-        let number = self.lines.get(self.next.saturating_sub(1)).map_or(0, |line| line.number);
+        let number = self
+            .lines
+            .get(self.next.saturating_sub(1))
+            .map_or(0, |line| line.number);
         format!("line {number}: {message}")
     }
 
@@ -456,7 +585,10 @@ impl<'a> Reader<'a> {
                 break;
             }
             if at > indent || is_item(text) {
-                return Err(format!("line {}: unexpected indentation", self.lines[self.next].number));
+                return Err(format!(
+                    "line {}: unexpected indentation",
+                    self.lines[self.next].number
+                ));
             }
             self.next += 1;
             let (key, rest) = split_key(text).ok_or_else(|| self.error("expected `key: value`"))?;
@@ -491,7 +623,11 @@ impl<'a> Reader<'a> {
         if let Some(tagged) = text.strip_prefix('!') {
             let (tag, operand) = tagged.split_once(' ').unwrap_or((tagged, ""));
             let operand = operand.trim();
-            let inner = if operand.is_empty() { self.nested(parent)? } else { self.value(operand, parent)? };
+            let inner = if operand.is_empty() {
+                self.nested(parent)?
+            } else {
+                self.value(operand, parent)?
+            };
             return Ok(Node::Tagged(format!("!{tag}"), Box::new(inner)));
         }
         if matches!(text, ">" | ">-" | "|" | "|-") {
@@ -507,7 +643,9 @@ impl<'a> Reader<'a> {
             return Ok(Node::Scalar(parts.join(separator)));
         }
         if let Some(inner) = text.strip_prefix('[') {
-            let inner = inner.strip_suffix(']').ok_or_else(|| self.error("unterminated flow sequence"))?;
+            let inner = inner
+                .strip_suffix(']')
+                .ok_or_else(|| self.error("unterminated flow sequence"))?;
             return split_flow(inner)
                 .into_iter()
                 .map(|item| self.value(item, parent))
@@ -515,7 +653,9 @@ impl<'a> Reader<'a> {
                 .map(Node::Seq);
         }
         if text.starts_with(['{', '&', '*', '<']) {
-            return Err(self.error(&format!("unsupported YAML (flow mapping, anchor, alias or merge): `{text}`")));
+            return Err(self.error(&format!(
+                "unsupported YAML (flow mapping, anchor, alias or merge): `{text}`"
+            )));
         }
         Ok(Node::Scalar(unquote(text)))
     }

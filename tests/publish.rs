@@ -71,42 +71,73 @@ async fn refresh_example_end_to_end_on_local_files() {
     let catalog = local_catalog();
     let warehouse = catalog.warehouse().clone();
     let publisher = Publisher::for_catalog(&catalog);
-    let id = IndexIdentifier::new(Namespace::new(["examples"]).expect("valid"), "documents_embedding")
-        .expect("valid");
+    let id = IndexIdentifier::new(
+        Namespace::new(["examples"]).expect("valid"),
+        "documents_embedding",
+    )
+    .expect("valid");
 
     // The first event creates the namespace and the index.
     let first = event("evt-1", "documents/part-1.parquet", "01");
-    let created = refresh_example::refresh(&publisher, &id, &first).await.expect("created");
+    let created = refresh_example::refresh(&publisher, &id, &first)
+        .await
+        .expect("created");
     assert_eq!(created.sequence_number, 1);
     assert!(!created.already_published);
     // The next event publishes a successor; its redelivery publishes nothing.
     let second = event("evt-2", "documents/part-2.parquet", "02");
-    let refreshed = refresh_example::refresh(&publisher, &id, &second).await.expect("refreshed");
+    let refreshed = refresh_example::refresh(&publisher, &id, &second)
+        .await
+        .expect("refreshed");
     assert_eq!(refreshed.sequence_number, 2);
     let files_before = count_files(&warehouse).await;
     for replayed in [&first, &second] {
-        let replay = refresh_example::refresh(&publisher, &id, replayed).await.expect("replayed");
+        let replay = refresh_example::refresh(&publisher, &id, replayed)
+            .await
+            .expect("replayed");
         assert!(replay.already_published);
     }
-    let replay = refresh_example::refresh(&publisher, &id, &second).await.expect("replayed");
-    assert_eq!((replay.metadata_location, replay.snapshot_id), (refreshed.metadata_location.clone(), refreshed.snapshot_id));
-    assert_eq!(count_files(&warehouse).await, files_before, "a redelivery writes nothing");
+    let replay = refresh_example::refresh(&publisher, &id, &second)
+        .await
+        .expect("replayed");
+    assert_eq!(
+        (replay.metadata_location, replay.snapshot_id),
+        (refreshed.metadata_location.clone(), refreshed.snapshot_id)
+    );
+    assert_eq!(
+        count_files(&warehouse).await,
+        files_before,
+        "a redelivery writes nothing"
+    );
 
     // The metadata names the event's source state and index tables that exist.
     let pointer = catalog.load(&id).await.expect("loaded");
     assert_eq!(pointer.metadata_location, refreshed.metadata_location);
     let metadata = read(&warehouse, &pointer.metadata_location).await;
     let current = metadata.current_snapshot();
-    assert_eq!(current.source_table().properties()["location"], "s3://example/documents/");
-    assert_eq!(current.source_table().properties()["changed-object"], "documents/part-2.parquet");
+    assert_eq!(
+        current.source_table().properties()["location"],
+        "s3://example/documents/"
+    );
+    assert_eq!(
+        current.source_table().properties()["changed-object"],
+        "documents/part-2.parquet"
+    );
     assert_eq!(&pointer.source, current.source_table());
     assert_eq!(current.indexed_rows(), 4);
     let uuid = metadata.index_uuid().simple().to_string();
     for table in current.index_tables().values() {
         let location = &table.properties()["location"];
-        assert!(location.starts_with(&format!("indexes/{uuid}/")), "{location}");
+        assert!(
+            location.starts_with(&format!("indexes/{uuid}/")),
+            "{location}"
+        );
         let path = warehouse.path(&format!("{location}part-0.parquet"));
-        warehouse.object_store().head(&path).await.expect("index table file exists");
+        warehouse
+            .object_store()
+            .head(&path)
+            .await
+            .expect("index table file exists");
     }
 
     // Concurrent deliveries of one new event publish it once.
@@ -126,7 +157,8 @@ async fn refresh_example_end_to_end_on_local_files() {
         r#"{"detail-type": "Object Created", "source": "aws.s3"}"#.to_owned(),
         "[]".to_owned(),
     ] {
-        let err = refresh_example::ObjectCreated::from_json_slice(bad.as_bytes()).expect_err("rejected");
+        let err =
+            refresh_example::ObjectCreated::from_json_slice(bad.as_bytes()).expect_err("rejected");
         assert_eq!(err.kind(), ErrorKind::InvalidRequest);
     }
 }
@@ -153,12 +185,18 @@ async fn read(warehouse: &Warehouse, location: &str) -> IndexMetadata {
 async fn publish_throughput_on_local_files() {
     for (publishers, each) in [(1, 100), (4, 25), (16, 8)] {
         let (catalog, warehouse) = local().await;
-        let stats = publish_suite::concurrent_publishers(catalog, warehouse, publishers, each).await;
+        let policy = publish_suite::tight_loop_policy();
+        let stats =
+            publish_suite::concurrent_publishers(catalog, warehouse, publishers, each, policy)
+                .await;
         println!("local files: {stats}");
     }
     for (publishers, each) in [(1, 100), (4, 25), (16, 8)] {
         let (catalog, warehouse) = memory().await;
-        let stats = publish_suite::concurrent_publishers(catalog, warehouse, publishers, each).await;
+        let policy = publish_suite::tight_loop_policy();
+        let stats =
+            publish_suite::concurrent_publishers(catalog, warehouse, publishers, each, policy)
+                .await;
         println!("memory:      {stats}");
     }
 }

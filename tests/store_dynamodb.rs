@@ -10,27 +10,14 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::AttributeValue;
 use bytes::Bytes;
+use common::services;
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::store::dynamodb::DynamoStore;
 use parqdb_catalog::store::{
     Changed, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version,
 };
 
-const ENDPOINT_VAR: &str = "PARQDB_TEST_DYNAMODB_ENDPOINT";
-
-fn endpoint() -> String {
-    match std::env::var(ENDPOINT_VAR) {
-        Ok(endpoint) if !endpoint.is_empty() => endpoint,
-        _ => panic!(
-            "{ENDPOINT_VAR} is not set: the DynamoDB store tests need DynamoDB Local. Run the \
-             test suite with `scripts/test.sh` (see the README), which starts it, or start it \
-             yourself with `scripts/services/dynamodb.sh start <state-dir>` and export the \
-             variable from `<state-dir>/env`."
-        ),
-    }
-}
-
-/// A client for DynamoDB Local: it accepts any credentials and region, but needs some.
+/// A client for an arbitrary endpoint, with the dummy credentials DynamoDB Local needs.
 fn client_for(endpoint: &str) -> Client {
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
@@ -41,18 +28,19 @@ fn client_for(endpoint: &str) -> Client {
     Client::from_conf(config)
 }
 
+/// A client for DynamoDB Local at `PARQDB_TEST_DYNAMODB_ENDPOINT` (the test fails,
+/// naming `scripts/test.sh`, if it is not set).
 fn client() -> Client {
-    client_for(&endpoint())
+    services::dynamodb_client()
 }
 
 fn table_name() -> String {
     format!("parqdb-test-{}", uuid::Uuid::new_v4().simple())
 }
 
+/// A store on a new, empty table.
 async fn fresh_store() -> DynamoStore {
-    let store = DynamoStore::new(client(), table_name());
-    store.create_table().await.expect("create table");
-    store
+    services::dynamodb_store().await
 }
 
 async fn fresh() -> Arc<dyn PointerStore> {

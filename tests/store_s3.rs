@@ -83,7 +83,7 @@ async fn racing_cas_counter_with_16_writers() {
 /// and writes without a lock (plain moto) lets two writers win in some rounds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_creates_have_one_winner_in_every_round() {
-    const ROUNDS: usize = 25;
+    const ROUNDS: usize = 50;
     const WRITERS: usize = 16;
     let store = fresh().await;
     for round in 0..ROUNDS {

@@ -4,6 +4,7 @@
 //! `{"error": "<CODE>", "message": "..."}` on stderr and exits with the error kind's code
 //! (see [`ErrorKind::exit_code`]; `2` is a usage error).
 
+mod bench;
 mod demo;
 mod index;
 mod namespace;
@@ -64,6 +65,8 @@ enum Command {
     Probe,
     /// Walk through the index lifecycle on real files (safe to run twice).
     Demo,
+    /// Measure catalog operations against the raw store primitives (reports, asserts nothing).
+    Bench(bench::BenchArgs),
 }
 
 impl Cli {
@@ -75,31 +78,36 @@ impl Cli {
         self.config().build().await
     }
 
-    async fn run(self) -> Result<serde_json::Value> {
-        match &self.command {
-            Command::Validate(args) => validate::run(args),
-            Command::Namespace(command) => namespace::run(command, &self.catalog().await?).await,
-            Command::Register(args) => index::register(args, &self.catalog().await?).await,
-            Command::Load(args) => index::load(args, &self.catalog().await?).await,
-            Command::Commit(args) => index::commit(args, &self.catalog().await?).await,
-            Command::Drop(args) => index::drop(args, &self.catalog().await?).await,
-            Command::Rename(args) => index::rename(args, &self.catalog().await?).await,
-            Command::List(args) => index::list(args, &self.catalog().await?).await,
+    /// Run the command: `Some(json)` to print, `None` if the command printed itself.
+    async fn run(self) -> Result<Option<serde_json::Value>> {
+        let json = match &self.command {
+            Command::Validate(args) => validate::run(args)?,
+            Command::Namespace(command) => namespace::run(command, &self.catalog().await?).await?,
+            Command::Register(args) => index::register(args, &self.catalog().await?).await?,
+            Command::Load(args) => index::load(args, &self.catalog().await?).await?,
+            Command::Commit(args) => index::commit(args, &self.catalog().await?).await?,
+            Command::Drop(args) => index::drop(args, &self.catalog().await?).await?,
+            Command::Rename(args) => index::rename(args, &self.catalog().await?).await?,
+            Command::List(args) => index::list(args, &self.catalog().await?).await?,
             Command::Probe => {
                 let report = self.catalog().await?.probe().await?;
                 let json = serde_json::to_value(&report).unwrap_or_default();
                 report.into_result()?;
-                Ok(json)
+                json
             }
-            Command::Demo => demo::run(&self.catalog().await?).await,
-        }
+            Command::Demo => {
+                demo::run(&self.catalog().await?).await?;
+                return Ok(None);
+            }
+            Command::Bench(args) => return bench::run(args, &self.catalog().await?).await,
+        };
+        Ok(Some(json))
     }
 }
 
 /// Parse arguments, run the command, print the result, and return the exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let demo = matches!(cli.command, Command::Demo);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -109,7 +117,7 @@ pub fn main() -> ExitCode {
     };
     match runtime.block_on(cli.run()) {
         Ok(value) => {
-            if !demo {
+            if let Some(value) = value {
                 println!("{value}");
             }
             ExitCode::SUCCESS

@@ -68,7 +68,11 @@ pub async fn run_publish(
     let contents = SnapshotContents::from_json_slice(&json_argument(&args.snapshot, "snapshot")?)?;
     let publisher = Publisher::new(catalog, warehouse.clone());
     let published = match &args.idempotency_key {
-        Some(key) => publisher.publish_idempotent(&identifier, key, contents).await?,
+        Some(key) => {
+            publisher
+                .publish_idempotent(&identifier, key, contents)
+                .await?
+        }
         None => {
             let outcome = publisher
                 .publish(&identifier, |_| Ok(Some(contents.clone())))
@@ -126,7 +130,11 @@ pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
         "m" => 60_000,
         "h" => 3_600_000,
         "d" => 86_400_000,
-        _ => return Err(format!("`{text}`: unknown unit `{unit}` (use ms, s, m, h or d)")),
+        _ => {
+            return Err(format!(
+                "`{text}`: unknown unit `{unit}` (use ms, s, m, h or d)"
+            ));
+        }
     };
     number
         .checked_mul(millis_per_unit)

@@ -171,7 +171,7 @@ pub fn format_duration(duration: Duration) -> String {
     let millis = duration.as_millis();
     for (unit, size) in [("d", DAY * 1000), ("h", HOUR * 1000), ("m", MINUTE * 1000), ("s", 1000)] {
         let size = u128::from(size);
-        if millis > 0 && millis % size == 0 {
+        if millis > 0 && millis.is_multiple_of(size) {
             return format!("{}{unit}", millis / size);
         }
     }

@@ -136,10 +136,11 @@ impl Ledger {
         Ok(entry)
     }
 
-    /// Record a fact about `relative` (create-if-absent; an identical fact is a no-op).
-    pub(crate) async fn record(&self, relative: &str, kind: Kind, ms: i64, run_id: Uuid, reason: &str) -> Result<()> {
+    /// Record a fact about `relative` (create-if-absent; an identical fact is a no-op) and
+    /// return the file that holds it.
+    pub(crate) async fn record(&self, relative: &str, kind: Kind, ms: i64, run_id: Uuid, reason: &str) -> Result<Path> {
         let ms = ms.max(0);
-        let file = self.dir(relative).child(format!("{}-{ms}.json", kind.tag()));
+        let file = self.dir(relative).join(format!("{}-{ms}.json", kind.tag()));
         let body = EntryFile {
             ledger_version: LEDGER_VERSION,
             object: relative,
@@ -154,7 +155,7 @@ impl Ledger {
             ..PutOptions::default()
         };
         match self.store().put_opts(&file, PutPayload::from_bytes(bytes), options).await {
-            Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
+            Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(file),
             Err(err) => Err(unavailable(err)),
         }
     }

@@ -161,11 +161,11 @@ pub async fn verify_ownership(catalog: &Catalog) -> Result<OwnershipMarker> {
     };
     let Some(id) = catalog_id(catalog).await? else {
         return Err(refuse(format!(
-            "the catalog {} has no catalog id, but the warehouse `{}` is owned by catalog {} ({}); refusing to collect garbage",
-            catalog.store().describe(),
+            "the warehouse `{}` is owned by another catalog ({} at {}); this catalog ({}) has no catalog id; refusing to collect garbage",
             warehouse.root(),
             marker.catalog_id,
-            marker.catalog
+            marker.catalog,
+            catalog.store().describe()
         )));
     };
     if id != marker.catalog_id {

@@ -84,13 +84,6 @@ impl RefMap {
     pub(crate) fn len(&self) -> usize {
         self.refs.len()
     }
-
-    /// Add every reference of `other`.
-    pub(crate) fn extend(&mut self, other: &RefMap) {
-        for (reference, ms) in &other.refs {
-            self.insert(reference.clone(), *ms);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -57,7 +57,10 @@ impl Publisher {
         if metadata.index_uuid() != index_uuid {
             return Err(Error::new(
                 ErrorKind::InvalidIndexMetadata,
-                format!("index-uuid: expected {index_uuid}, got {}", metadata.index_uuid()),
+                format!(
+                    "index-uuid: expected {index_uuid}, got {}",
+                    metadata.index_uuid()
+                ),
             ));
         }
         let location = self.write(&metadata, file_id).await?;
@@ -75,7 +78,12 @@ impl Publisher {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let err = match self.inner.catalog.register(identifier, source, &location).await {
+            let err = match self
+                .inner
+                .catalog
+                .register(identifier, source, &location)
+                .await
+            {
                 Ok(_) => return Ok(published(attempt)),
                 Err(err) => err,
             };

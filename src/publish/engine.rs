@@ -74,7 +74,10 @@ enum Resolution {
 
 /// Why an attempt is retried (the error is returned if no attempt is left).
 fn retryable(err: &Error) -> bool {
-    matches!(err.kind(), ErrorKind::CommitConflict | ErrorKind::StoreUnavailable)
+    matches!(
+        err.kind(),
+        ErrorKind::CommitConflict | ErrorKind::StoreUnavailable
+    )
 }
 
 impl Publisher {
@@ -85,7 +88,11 @@ impl Publisher {
     }
 
     /// Run attempts until one commits, the planner finishes, or attempts run out.
-    pub(super) async fn run<T, P>(&self, identifier: &IndexIdentifier, mut plan: P) -> Result<Run<T>>
+    pub(super) async fn run<T, P>(
+        &self,
+        identifier: &IndexIdentifier,
+        mut plan: P,
+    ) -> Result<Run<T>>
     where
         P: FnMut(&Base<'_>) -> Result<Step<T>> + Send,
     {
@@ -158,7 +165,10 @@ impl Publisher {
         {
             Ok(_) => {}
             Err(err) if err.kind() == ErrorKind::CommitStateUnknown => {
-                match self.resolve(identifier, &pointer, &committed.location, &new).await? {
+                match self
+                    .resolve(identifier, &pointer, &committed.location, &new)
+                    .await?
+                {
                     Resolution::Applied => {}
                     Resolution::Lost => {
                         return Err(Error::with_source(
@@ -191,7 +201,11 @@ impl Publisher {
     /// Write `metadata` to a fresh location with create-if-absent, read it back and check
     /// it; returns the absolute location.
     pub(super) async fn write(&self, metadata: &IndexMetadata, file_id: Uuid) -> Result<String> {
-        let relative = metadata_path(metadata.index_uuid(), metadata.last_sequence_number(), file_id);
+        let relative = metadata_path(
+            metadata.index_uuid(),
+            metadata.last_sequence_number(),
+            file_id,
+        );
         let bytes = metadata.to_json_vec();
         let location = self
             .inner

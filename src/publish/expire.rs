@@ -31,9 +31,9 @@ impl Publisher {
         let clock = self.inner.clock.clone();
         let run = self
             .run(identifier, |base| {
-                let expired = base
-                    .metadata
-                    .expire_snapshots(keep_last, newer_than_ms, clock.as_ref())?;
+                let expired =
+                    base.metadata
+                        .expire_snapshots(keep_last, newer_than_ms, clock.as_ref())?;
                 if expired.snapshots().len() == base.metadata.snapshots().len() {
                     return Ok(Step::Finish(Expired {
                         metadata_location: base.location.to_owned(),

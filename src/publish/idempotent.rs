@@ -11,8 +11,8 @@ impl Publisher {
     /// Publish `contents` as a successor at most once per `idempotency_key`.
     ///
     /// The key is stored in the new snapshot's `summary` under
-    /// [`IDEMPOTENCY_KEY`](super::IDEMPOTENCY_KEY), together with the snapshot's metadata
-    /// file under [`METADATA_LOCATION`](super::METADATA_LOCATION). Before every attempt
+    /// [`IDEMPOTENCY_KEY`], together with the snapshot's metadata
+    /// file under [`METADATA_LOCATION`]. Before every attempt
     /// (so also after losing a race to a concurrent duplicate), the current metadata's
     /// retained snapshots are searched for the key: if one carries it, nothing is
     /// published and its result is returned with `already_published: true` — the same
@@ -22,7 +22,7 @@ impl Publisher {
     /// current metadata; after it is expired, the same key publishes again.
     ///
     /// Errors: `INVALID_REQUEST` for an empty key, a key over
-    /// [`MAX_IDEMPOTENCY_KEY_BYTES`](super::MAX_IDEMPOTENCY_KEY_BYTES) bytes or with
+    /// [`MAX_IDEMPOTENCY_KEY_BYTES`] bytes or with
     /// control characters; otherwise as [`Publisher::publish`].
     pub async fn publish_idempotent(
         &self,
@@ -69,7 +69,12 @@ pub fn find_published(
     let snapshot = metadata
         .snapshots()
         .iter()
-        .filter(|snapshot| snapshot.summary().get(IDEMPOTENCY_KEY).is_some_and(|k| k == key))
+        .filter(|snapshot| {
+            snapshot
+                .summary()
+                .get(IDEMPOTENCY_KEY)
+                .is_some_and(|k| k == key)
+        })
         .min_by_key(|snapshot| snapshot.sequence_number())?;
     let metadata_location = snapshot
         .summary()
@@ -87,9 +92,8 @@ pub fn find_published(
 
 /// `INVALID_REQUEST` unless `key` is a usable idempotency key.
 pub(super) fn check_key(key: &str) -> Result<()> {
-    let invalid = |why: &str| {
-        Error::new(ErrorKind::InvalidRequest, format!("idempotency-key: {why}"))
-    };
+    let invalid =
+        |why: &str| Error::new(ErrorKind::InvalidRequest, format!("idempotency-key: {why}"));
     if key.is_empty() {
         return Err(invalid("must not be empty"));
     }

@@ -302,7 +302,11 @@ impl Publisher {
     }
 
     /// The successor of `base` with `contents` as the new current snapshot.
-    fn successor(&self, base: &engine::Base<'_>, mut contents: SnapshotContents) -> Result<IndexMetadata> {
+    fn successor(
+        &self,
+        base: &engine::Base<'_>,
+        mut contents: SnapshotContents,
+    ) -> Result<IndexMetadata> {
         let sequence = base.metadata.last_sequence_number().saturating_add(1);
         record_location(
             &mut contents,
@@ -355,6 +359,9 @@ fn record_location(contents: &mut SnapshotContents, relative: &str) {
 
 fn parse(bytes: &[u8], registry: &FamilyRegistry, location: &str) -> Result<IndexMetadata> {
     IndexMetadata::from_json_slice(bytes, registry).map_err(|err| {
-        Error::new(err.kind(), format!("metadata file `{location}`: {}", err.message()))
+        Error::new(
+            err.kind(),
+            format!("metadata file `{location}`: {}", err.message()),
+        )
     })
 }

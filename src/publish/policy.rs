@@ -92,7 +92,10 @@ mod tests {
     #[test]
     fn delays_stay_in_their_window() {
         for jitter in [Jitter::Full, Jitter::Equal, Jitter::None] {
-            let policy = PublishPolicy { jitter, ..PublishPolicy::default() };
+            let policy = PublishPolicy {
+                jitter,
+                ..PublishPolicy::default()
+            };
             for failed in 1..25 {
                 let window = policy.window(failed);
                 for random in [0, 1, 7, 1 << 40, u64::MAX] {

@@ -55,8 +55,8 @@ impl PublishRequest {
             return Err(invalid("request: expected a JSON object".into()));
         }
         let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-        let request: PublishRequest = serde_path_to_error::deserialize(&mut deserializer)
-            .map_err(|err| {
+        let request: PublishRequest =
+            serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
                 let path = err.path().to_string();
                 let inner = err.into_inner();
                 if path == "." || !inner.is_data() {
@@ -77,14 +77,25 @@ impl PublishRequest {
 pub async fn handle_publish(publisher: &Publisher, payload: &[u8]) -> Result<Published> {
     let request = PublishRequest::from_json_slice(payload)?;
     publisher
-        .publish_idempotent(&request.identifier, &request.idempotency_key, request.snapshot)
+        .publish_idempotent(
+            &request.identifier,
+            &request.idempotency_key,
+            request.snapshot,
+        )
         .await
 }
 
 /// [`handle_publish`] with the result as JSON.
-pub async fn handle_publish_json(publisher: &Publisher, payload: &[u8]) -> Result<serde_json::Value> {
+pub async fn handle_publish_json(
+    publisher: &Publisher,
+    payload: &[u8],
+) -> Result<serde_json::Value> {
     let published = handle_publish(publisher, payload).await?;
     serde_json::to_value(&published).map_err(|err| {
-        Error::with_source(ErrorKind::InvalidRequest, "the response cannot be serialized", err)
+        Error::with_source(
+            ErrorKind::InvalidRequest,
+            "the response cannot be serialized",
+            err,
+        )
     })
 }

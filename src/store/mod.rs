@@ -16,6 +16,7 @@
 //! unique commit id. Backends therefore need no conditional delete.
 
 pub mod dynamodb;
+pub mod faulty;
 pub mod local;
 pub mod memory;
 pub mod probe;

@@ -4,5 +4,6 @@
 
 pub mod conformance;
 pub mod fixture;
+pub mod history;
 pub mod services;
 pub mod store_suite;

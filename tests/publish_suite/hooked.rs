@@ -61,7 +61,10 @@ impl Hooked {
 }
 
 fn unknown() -> Error {
-    Error::new(ErrorKind::CommitStateUnknown, "injected: the answer was lost")
+    Error::new(
+        ErrorKind::CommitStateUnknown,
+        "injected: the answer was lost",
+    )
 }
 
 #[async_trait]
@@ -70,7 +73,11 @@ impl IndexCatalog for Hooked {
         self.inner.load(identifier).await
     }
 
-    async fn load_if_changed(&self, identifier: &IndexIdentifier, version: &str) -> Result<LoadIfChanged> {
+    async fn load_if_changed(
+        &self,
+        identifier: &IndexIdentifier,
+        version: &str,
+    ) -> Result<LoadIfChanged> {
         self.inner.load_if_changed(identifier, version).await
     }
 
@@ -80,7 +87,9 @@ impl IndexCatalog for Hooked {
         source: &TableDefinition,
         metadata_location: &str,
     ) -> Result<IndexPointer> {
-        self.inner.register(identifier, source, metadata_location).await
+        self.inner
+            .register(identifier, source, metadata_location)
+            .await
     }
 
     async fn commit(
@@ -91,7 +100,10 @@ impl IndexCatalog for Hooked {
         new: &str,
     ) -> Result<CommitResult> {
         let call = self.commits.fetch_add(1, Ordering::SeqCst) + 1;
-        self.new_locations.lock().expect("lock").push(new.to_owned());
+        self.new_locations
+            .lock()
+            .expect("lock")
+            .push(new.to_owned());
         match (self.hook)(call).await {
             Action::Forward => self.inner.commit(identifier, source, base, new).await,
             Action::ForwardThenUnknown => {
@@ -120,7 +132,11 @@ impl IndexCatalog for Hooked {
         self.inner.list(namespace, page_token, page_size).await
     }
 
-    async fn create_namespace(&self, namespace: &Namespace, properties: BTreeMap<String, String>) -> Result<()> {
+    async fn create_namespace(
+        &self,
+        namespace: &Namespace,
+        properties: BTreeMap<String, String>,
+    ) -> Result<()> {
         self.inner.create_namespace(namespace, properties).await
     }
 
@@ -128,7 +144,10 @@ impl IndexCatalog for Hooked {
         self.inner.namespace_exists(namespace).await
     }
 
-    async fn namespace_properties(&self, namespace: &Namespace) -> Result<BTreeMap<String, String>> {
+    async fn namespace_properties(
+        &self,
+        namespace: &Namespace,
+    ) -> Result<BTreeMap<String, String>> {
         self.inner.namespace_properties(namespace).await
     }
 
@@ -138,7 +157,9 @@ impl IndexCatalog for Hooked {
         page_token: Option<&str>,
         page_size: Option<usize>,
     ) -> Result<NamespacePage> {
-        self.inner.list_namespaces(parent, page_token, page_size).await
+        self.inner
+            .list_namespaces(parent, page_token, page_size)
+            .await
     }
 
     async fn drop_namespace(&self, namespace: &Namespace) -> Result<()> {

@@ -41,7 +41,7 @@ async fn invoke(
     event: LambdaEvent<RawEvent>,
 ) -> Result<serde_json::Value, parqdb_catalog::Error> {
     let request_id = event.context.request_id.clone();
-    let outcome = async {
+    let outcome: Result<serde_json::Value, parqdb_catalog::Error> = async {
         let payload = serde_json::to_vec(&event.payload.into_value()?).unwrap_or_default();
         let published = handle_publish(publisher, &payload).await?;
         Ok(serde_json::to_value(&published).unwrap_or_default())

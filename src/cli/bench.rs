@@ -1,0 +1,61 @@
+//! `parqdb-catalog bench`.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::bench::{self, BenchConfig, BenchOp};
+use crate::catalog::Catalog;
+use crate::error::Result;
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// Scenarios to run (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values = ["load", "commit", "contention", "list", "parse"])]
+    ops: Vec<BenchOp>,
+    /// Writers racing in the contention scenario.
+    #[arg(long, default_value_t = 16)]
+    writers: usize,
+    /// Measuring time per scenario, e.g. `5s`, `500ms`, `1m`.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Identifiers in the listed namespace.
+    #[arg(long, default_value_t = 100_000)]
+    list_size: usize,
+    /// Snapshots in the parsed metadata file.
+    #[arg(long, default_value_t = 1000)]
+    parse_snapshots: usize,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().map_err(|_| format!("`{text}` is not a duration like 5s"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(number)),
+        "s" | "" => Ok(Duration::from_secs(number)),
+        "m" => Ok(Duration::from_secs(number * 60)),
+        _ => Err(format!("`{text}`: use ms, s or m")),
+    }
+}
+
+/// Runs the bench; prints the table itself unless `--json`.
+pub(crate) async fn run(args: &BenchArgs, catalog: &Catalog) -> Result<Option<serde_json::Value>> {
+    let config = BenchConfig {
+        ops: args.ops.clone(),
+        writers: args.writers,
+        duration: args.duration,
+        list_size: args.list_size,
+        parse_snapshots: args.parse_snapshots,
+    };
+    let report = bench::run(catalog, &config).await?;
+    if args.json {
+        Ok(Some(serde_json::to_value(&report).unwrap_or_default()))
+    } else {
+        print!("{}", report.table());
+        Ok(None)
+    }
+}

@@ -1,0 +1,483 @@
+//! Reachability: the roots (every pointer record of the catalog) and everything they
+//! reference, plus the evidence the retention clock may use.
+//!
+//! # Roots
+//! Every pointer record is read: by listing the store's whole `i` tree where the store
+//! supports it (memory, local files, S3), else by walking every namespace record —
+//! including dropped namespaces — and listing each namespace's index prefix (the only
+//! prefixes DynamoDB can list). Records are never deleted, so a listing finds every record
+//! that existed when it started.
+//!
+//! * `live` and `moving` records are roots.
+//! * A `dropped` record (tombstone) whose `updated-ms` is within the clock-skew allowance
+//!   of the run is also a root: it was dropped or renamed away while the walk was running,
+//!   and the record that took its metadata over (a rename destination) may have been read
+//!   before it was written. Treating it as a root closes the rename race of a non-atomic
+//!   walk.
+//! * Older tombstones are not roots but **evidence**: whatever their metadata references
+//!   lost reachability no earlier than the tombstone's `updated-ms`, so that time is a
+//!   lower bound for the retention clock.
+//!
+//! # Closure
+//! From each root metadata file: every retained snapshot's index-table locations
+//! (directory prefixes), every family parameter reference (`ivf_centroids_metadata_location`)
+//! and, recursively, what a referenced file references if it parses as index metadata, plus
+//! every source-table property that names a location inside the warehouse (source tables
+//! are never owned, hence never deleted). A root metadata file that cannot be read or parsed
+//! aborts the run: nothing is deleted on incomplete knowledge.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStoreExt;
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::refs::{RefMap, normalize};
+use crate::catalog::Catalog;
+use crate::catalog::record::{PointerRecord, PointerState};
+use crate::catalog::write::store_error;
+use crate::error::{Error, ErrorKind, Result};
+use crate::family::FamilyRegistry;
+use crate::identifier::Namespace;
+use crate::metadata::{IndexMetadata, MAX_METADATA_BYTES, TableDefinition};
+use crate::store::{PointerStore, StoreError, StoreKey, Versioned};
+use crate::warehouse::Warehouse;
+
+const PAGE: usize = 1000;
+
+/// What the walk found among the pointer records.
+#[derive(Debug, Default, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RootStats {
+    /// Pointer records read.
+    pub pointer_records: u64,
+    /// `live` records.
+    pub live: u64,
+    /// `moving` records (renames under way; roots).
+    pub moving: u64,
+    /// `dropped` records (tombstones).
+    pub tombstones: u64,
+    /// Tombstones recent enough to count as roots.
+    pub recent_tombstone_roots: u64,
+    /// Metadata files read while computing reachability.
+    pub metadata_files_read: u64,
+    /// Distinct reachable references (objects and directory prefixes).
+    pub references: u64,
+}
+
+/// Evidence about when unreachable objects lost reachability.
+#[derive(Debug, Default)]
+pub(crate) struct Evidence {
+    /// The latest `updated-ms` of any pointer record: every record has been in its current
+    /// state since then, so an object unreachable now was unreachable since then too.
+    /// `None` when there are no records.
+    pub quiet_since_ms: Option<i64>,
+    /// Whether `quiet_since_ms` may be used (no dangling references were seen).
+    pub quiet_usable: bool,
+    /// The latest `updated-ms` of a record whose incarnation replaced a tombstone.
+    pub reincarnated_ms: Option<i64>,
+    /// Per index-uuid, the latest `updated-ms` of a record whose metadata has that uuid.
+    pub uuid_changed: HashMap<Uuid, i64>,
+    /// References of recently dropped metadata, each with its tombstone's `updated-ms`.
+    pub tombstone_refs: RefMap,
+}
+
+/// One walk's result.
+#[derive(Debug, Default)]
+pub(crate) struct Observation {
+    pub reachable: RefMap,
+    pub roots: RootStats,
+    pub evidence: Evidence,
+    pub warnings: Vec<String>,
+}
+
+/// The references of one metadata file, in canonical form.
+#[derive(Debug, Default)]
+pub(crate) struct References {
+    /// Index-table locations and source-table locations inside the warehouse.
+    pub direct: Vec<String>,
+    /// Family parameter references (objects that may themselves be metadata).
+    pub family: Vec<String>,
+}
+
+/// The references of `metadata`.
+pub(crate) fn references_of(metadata: &IndexMetadata, registry: &FamilyRegistry, warehouse: &Warehouse) -> References {
+    let mut refs = References::default();
+    for snapshot in metadata.snapshots() {
+        if let Some(provider) = registry.provider(snapshot.index_provider().provider()) {
+            for table in snapshot.index_tables().values() {
+                if let Some(location) = provider.table_location(table.properties()) {
+                    refs.direct.extend(normalize(warehouse, location));
+                }
+            }
+        }
+        refs.direct.extend(source_locations(snapshot.source_table(), warehouse));
+        if let Some(family) = registry.family(snapshot.index_family()) {
+            for location in family.warehouse_references(snapshot.parameters()) {
+                refs.family.extend(normalize(warehouse, location));
+            }
+        }
+    }
+    refs
+}
+
+/// Source-table properties naming a location inside the warehouse.
+pub(crate) fn source_locations(source: &TableDefinition, warehouse: &Warehouse) -> Vec<String> {
+    source
+        .properties()
+        .values()
+        .filter_map(|value| warehouse.relative(value.trim_end_matches('/')).ok())
+        .filter_map(|relative| normalize(warehouse, &relative))
+        .collect()
+}
+
+/// What reading a possibly-metadata object gave.
+pub(crate) enum Parsed {
+    /// It is valid index metadata.
+    Metadata(Box<IndexMetadata>),
+    /// It exists but is not index metadata this registry understands.
+    Opaque(String),
+    /// It does not exist.
+    Missing,
+}
+
+/// Read and parse the object `relative` (canonical name). Store failures and metadata of
+/// an unsupported format version are errors; anything else unparseable is opaque.
+pub(crate) async fn read_parsed(warehouse: &Warehouse, registry: &FamilyRegistry, relative: &str) -> Result<Parsed> {
+    let path = super::refs::path_of(warehouse, relative);
+    let store = warehouse.object_store();
+    let meta = match store.head(&path).await {
+        Ok(meta) => meta,
+        Err(object_store::Error::NotFound { .. }) => return Ok(Parsed::Missing),
+        Err(err) => return Err(unavailable(relative, err)),
+    };
+    if meta.size > MAX_METADATA_BYTES as u64 {
+        return Ok(Parsed::Opaque(format!("{} bytes, larger than any metadata file", meta.size)));
+    }
+    let bytes: Bytes = match store.get(&path).await {
+        Ok(result) => result.bytes().await.map_err(|err| unavailable(relative, err))?,
+        Err(object_store::Error::NotFound { .. }) => return Ok(Parsed::Missing),
+        Err(err) => return Err(unavailable(relative, err)),
+    };
+    match IndexMetadata::from_json_slice(&bytes, registry) {
+        Ok(metadata) => Ok(Parsed::Metadata(Box::new(metadata))),
+        Err(err) if err.kind() == ErrorKind::UnsupportedFormatVersion => Err(Error::new(
+            err.kind(),
+            format!(
+                "gc aborted: `{relative}` is index metadata of a format version this collector does not understand, so it cannot know what it references: {}",
+                err.message()
+            ),
+        )),
+        Err(err) => Ok(Parsed::Opaque(err.message().to_owned())),
+    }
+}
+
+fn unavailable(what: &str, err: object_store::Error) -> Error {
+    Error::with_source(ErrorKind::StoreUnavailable, format!("gc aborted: reading `{what}` failed"), err)
+}
+
+/// Whether a record's incarnation replaced a tombstone (register or rename over a dropped
+/// key), judged from its commit-id chain. A chain truncated past the incarnation's
+/// creation means many commits since; it is not counted (see the module docs).
+fn is_reincarnation(record: &PointerRecord) -> bool {
+    if record.created_by == record.commit_id {
+        return !record.previous_commit_ids.is_empty();
+    }
+    matches!(
+        record.previous_commit_ids.iter().position(|id| *id == record.created_by),
+        Some(position) if position > 0
+    )
+}
+
+/// Read every pointer record; `visit` gets each (key, value) once.
+async fn for_each_record(
+    store: &dyn PointerStore,
+    visit: &mut dyn FnMut(&StoreKey, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let everything = StoreKey::new("i")?;
+    match list_prefix(store, &everything, &mut |key, value| {
+        if key.as_str().starts_with("i/") {
+            visit(key, value)
+        } else {
+            Ok(())
+        }
+    })
+    .await
+    {
+        Ok(()) => return Ok(()),
+        Err(Failure::Store(StoreError::NotSupported(_))) => {}
+        Err(Failure::Store(err)) => return Err(store_error(store, err)),
+        Err(Failure::Visit(err)) => return Err(err),
+    }
+    // Walk the namespace tree, dropped namespaces included.
+    let mut prefixes = VecDeque::from([Namespace::top_level_prefix()]);
+    while let Some(prefix) = prefixes.pop_front() {
+        let mut namespaces = Vec::new();
+        list_prefix(store, &prefix, &mut |key, _| {
+            namespaces.push(Namespace::from_store_key(key.as_str()).map_err(|err| {
+                Error::new(ErrorKind::CorruptRecord, format!("stored key `{key}`: {}", err.message()))
+            })?);
+            Ok(())
+        })
+        .await
+        .map_err(|failure| failure.into_error(store))?;
+        for namespace in namespaces {
+            prefixes.push_back(namespace.children_prefix());
+            list_prefix(store, &namespace.indexes_prefix(), visit)
+                .await
+                .map_err(|failure| failure.into_error(store))?;
+        }
+    }
+    Ok(())
+}
+
+enum Failure {
+    Store(StoreError),
+    Visit(Error),
+}
+
+impl Failure {
+    fn into_error(self, store: &dyn PointerStore) -> Error {
+        match self {
+            Failure::Store(err) => store_error(store, err),
+            Failure::Visit(err) => err,
+        }
+    }
+}
+
+async fn list_prefix(
+    store: &dyn PointerStore,
+    prefix: &StoreKey,
+    visit: &mut dyn FnMut(&StoreKey, &[u8]) -> Result<()>,
+) -> std::result::Result<(), Failure> {
+    let mut after: Option<StoreKey> = None;
+    loop {
+        let page = store.list(prefix, after.as_ref(), PAGE).await.map_err(Failure::Store)?;
+        for entry in page.entries {
+            let value: Option<Versioned> = match entry.value {
+                Some(value) => Some(value),
+                None => store.get(&entry.key).await.map_err(Failure::Store)?,
+            };
+            if let Some(value) = value {
+                visit(&entry.key, &value.value).map_err(Failure::Visit)?;
+            }
+            after = Some(entry.key);
+        }
+        if !page.more {
+            return Ok(());
+        }
+    }
+}
+
+/// Walk the catalog at `now_ms`.
+pub(crate) async fn observe(
+    catalog: &Catalog,
+    now_ms: i64,
+    retention_ms: i64,
+    skew_ms: i64,
+    concurrency: usize,
+) -> Result<Observation> {
+    let warehouse = catalog.warehouse();
+    let registry = catalog.registry();
+    let mut observation = Observation {
+        evidence: Evidence {
+            quiet_usable: true,
+            ..Evidence::default()
+        },
+        ..Observation::default()
+    };
+    // Absolute metadata location -> the latest `updated-ms` of a root record naming it.
+    let mut roots: BTreeMap<String, i64> = BTreeMap::new();
+    // Tombstone metadata within the retention horizon -> the latest drop time.
+    let mut tombstones: BTreeMap<String, i64> = BTreeMap::new();
+    let mut seen_keys: HashSet<StoreKey> = HashSet::new();
+    let recent_after = now_ms.saturating_sub(skew_ms);
+    let horizon = now_ms.saturating_sub(retention_ms.saturating_add(skew_ms));
+    {
+        let obs = &mut observation;
+        let mut visit = |key: &StoreKey, value: &[u8]| -> Result<()> {
+            if !seen_keys.insert(key.clone()) {
+                return Ok(());
+            }
+            let record = PointerRecord::from_bytes(value)
+                .map_err(|err| Error::new(err.kind(), format!("gc aborted: record `{key}`: {}", err.message())))?;
+            let stats = &mut obs.roots;
+            stats.pointer_records += 1;
+            let evidence = &mut obs.evidence;
+            evidence.quiet_since_ms = Some(evidence.quiet_since_ms.map_or(record.updated_ms, |q| q.max(record.updated_ms)));
+            if is_reincarnation(&record) {
+                evidence.reincarnated_ms =
+                    Some(evidence.reincarnated_ms.map_or(record.updated_ms, |r| r.max(record.updated_ms)));
+            }
+            for location in source_locations(&record.source, warehouse) {
+                obs.reachable.insert(location, 0);
+            }
+            let root = match record.state {
+                PointerState::Live => {
+                    stats.live += 1;
+                    true
+                }
+                PointerState::Moving => {
+                    stats.moving += 1;
+                    true
+                }
+                PointerState::Dropped => {
+                    stats.tombstones += 1;
+                    if record.updated_ms >= recent_after {
+                        stats.recent_tombstone_roots += 1;
+                        true
+                    } else {
+                        if record.updated_ms > horizon {
+                            let at = tombstones.entry(record.metadata_location.clone()).or_insert(record.updated_ms);
+                            *at = (*at).max(record.updated_ms);
+                        }
+                        false
+                    }
+                }
+            };
+            if root {
+                let at = roots.entry(record.metadata_location.clone()).or_insert(record.updated_ms);
+                *at = (*at).max(record.updated_ms);
+            }
+            Ok(())
+        };
+        for_each_record(catalog.store().as_ref(), &mut visit).await?;
+    }
+
+    // The closure over root metadata, layer by layer.
+    let mut visited: HashSet<String> = HashSet::new();
+    let mut frontier: Vec<(String, Option<i64>)> = Vec::new();
+    for (location, updated_ms) in &roots {
+        let relative = warehouse.relative(location).map_err(|err| {
+            Error::new(err.kind(), format!("gc aborted: a root names a metadata file outside the warehouse: {}", err.message()))
+        })?;
+        let Some(name) = normalize(warehouse, &relative) else {
+            return Err(Error::new(ErrorKind::InvalidIndexMetadata, format!("gc aborted: bad metadata location `{location}`")));
+        };
+        if visited.insert(name.clone()) {
+            frontier.push((name, Some(*updated_ms)));
+        }
+    }
+    while !frontier.is_empty() {
+        let layer = std::mem::take(&mut frontier);
+        let results: Vec<(String, Option<i64>, Parsed)> = futures::stream::iter(layer)
+            .map(|(name, root_updated)| async move {
+                let parsed = read_parsed(warehouse, registry, &name).await?;
+                Ok::<_, Error>((name, root_updated, parsed))
+            })
+            .buffer_unordered(concurrency.max(1))
+            .try_collect()
+            .await?;
+        for (name, root_updated, parsed) in results {
+            observation.reachable.insert(name.clone(), 0);
+            match parsed {
+                Parsed::Metadata(metadata) => {
+                    observation.roots.metadata_files_read += 1;
+                    if let Some(updated) = root_updated {
+                        let at = observation.evidence.uuid_changed.entry(metadata.index_uuid()).or_insert(updated);
+                        *at = (*at).max(updated);
+                    }
+                    let refs = references_of(&metadata, registry, warehouse);
+                    for reference in refs.direct {
+                        observation.reachable.insert(reference, 0);
+                    }
+                    for reference in refs.family {
+                        if visited.insert(reference.clone()) {
+                            frontier.push((reference, None));
+                        }
+                    }
+                }
+                Parsed::Missing if root_updated.is_some() => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidIndexMetadata,
+                        format!(
+                            "gc aborted: the metadata file `{}` of a catalog pointer does not exist; nothing is deleted until this is repaired",
+                            warehouse.absolute(&name)
+                        ),
+                    ));
+                }
+                Parsed::Opaque(why) if root_updated.is_some() => {
+                    return Err(Error::new(
+                        ErrorKind::InvalidIndexMetadata,
+                        format!("gc aborted: the metadata file `{}` of a catalog pointer is invalid: {why}", warehouse.absolute(&name)),
+                    ));
+                }
+                Parsed::Missing => {
+                    observation.evidence.quiet_usable = false;
+                    observation
+                        .warnings
+                        .push(format!("a family parameter references `{name}`, which does not exist"));
+                }
+                Parsed::Opaque(_) => {
+                    // A referenced object in another format: reachable itself, references unknown.
+                }
+            }
+        }
+    }
+
+    // Evidence from recently dropped metadata.
+    let tombstone_list: Vec<(String, i64)> = tombstones.into_iter().collect();
+    let parsed: Vec<(String, i64, Option<Parsed>)> = futures::stream::iter(tombstone_list)
+        .map(|(location, dropped_ms)| async move {
+            let Some(name) = warehouse.relative(&location).ok().and_then(|r| normalize(warehouse, &r)) else {
+                return Ok::<_, Error>((location, dropped_ms, None));
+            };
+            let parsed = read_parsed(warehouse, registry, &name).await?;
+            Ok((name, dropped_ms, Some(parsed)))
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect()
+        .await?;
+    for (name, dropped_ms, parsed) in parsed {
+        let evidence = &mut observation.evidence;
+        match parsed {
+            Some(Parsed::Metadata(metadata)) => {
+                evidence.tombstone_refs.insert(name, dropped_ms);
+                let at = evidence.uuid_changed.entry(metadata.index_uuid()).or_insert(dropped_ms);
+                *at = (*at).max(dropped_ms);
+                let refs = references_of(&metadata, registry, warehouse);
+                for reference in refs.direct.into_iter().chain(refs.family) {
+                    evidence.tombstone_refs.insert(reference, dropped_ms);
+                }
+            }
+            Some(Parsed::Missing) => {}
+            Some(Parsed::Opaque(why)) => {
+                evidence.tombstone_refs.insert(name.clone(), dropped_ms);
+                observation.warnings.push(format!("the metadata of a dropped index, `{name}`, is invalid: {why}"));
+            }
+            None => observation.warnings.push(format!("a dropped index names `{name}`, outside the warehouse")),
+        }
+    }
+    observation.roots.references = observation.reachable.len() as u64;
+    Ok(observation)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::TableDefinition;
+
+    fn record(created_by: Uuid, commit_id: Uuid, previous: Vec<Uuid>) -> PointerRecord {
+        let source = TableDefinition::new(
+            "parquet",
+            std::collections::BTreeMap::from([("definition-version".to_owned(), "1".to_owned())]),
+        )
+        .expect("source");
+        let mut record = PointerRecord::created(None, "memory://x/m.json".into(), source, created_by, 1);
+        record.commit_id = commit_id;
+        record.previous_commit_ids = previous;
+        record
+    }
+
+    #[test]
+    fn reincarnations_are_recognised_from_the_chain() {
+        let (a, b, c) = (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3));
+        assert!(!is_reincarnation(&record(a, a, vec![])), "fresh register");
+        assert!(is_reincarnation(&record(a, a, vec![b])), "register over a tombstone");
+        assert!(!is_reincarnation(&record(a, c, vec![a])), "fresh register, one commit");
+        assert!(is_reincarnation(&record(a, c, vec![b, a])), "reused key, one commit");
+        assert!(!is_reincarnation(&record(a, c, vec![b])), "truncated chain");
+    }
+}

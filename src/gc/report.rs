@@ -1,0 +1,216 @@
+//! What a run did (or, dry, would do), and the progress events it emits.
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::config::GcConfig;
+use super::reachability::RootStats;
+
+/// A count of objects and their bytes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    /// Objects.
+    pub objects: u64,
+    /// Their total size in bytes.
+    pub bytes: u64,
+}
+
+impl Tally {
+    /// Count one object of `bytes` bytes.
+    pub fn add(&mut self, bytes: u64) {
+        self.objects += 1;
+        self.bytes += bytes;
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GcStatus {
+    /// The run completed (it may have deleted nothing).
+    Completed,
+    /// A dry run: nothing was written or deleted.
+    DryRun,
+    /// Another run holds the lease; this one did nothing.
+    Skipped,
+}
+
+/// What a run did to one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ActionKind {
+    /// Deleted (dry run: would delete).
+    Delete,
+    /// Condemned: retention has elapsed; deleted by a later run if still unreachable.
+    Condemn,
+    /// First recorded as unreachable: its retention clock started.
+    Track,
+}
+
+/// One per-object action, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct GcAction {
+    /// Warehouse-relative path.
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// What was (or would be) done.
+    pub action: ActionKind,
+    /// Why.
+    pub reason: String,
+}
+
+/// The report of one [`collect`](super::GarbageCollector::collect) run.
+///
+/// Every object listed under the managed prefixes is counted in `scanned` and in exactly
+/// one of `reachable`, `kept-by-grace`, `kept-by-retention`, `kept-by-condemn-delay`,
+/// `kept-by-reference`, `kept-at-verification`, `deferred` or `deleted` (in a dry run,
+/// `deleted` counts what would be deleted). `tracked` and `condemned` count ledger
+/// transitions made (or, dry, that would be made) by this run.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct GcReport {
+    /// This run's id.
+    pub run_id: Uuid,
+    /// How the run ended.
+    pub status: GcStatus,
+    /// Why the run was skipped, if it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped_reason: Option<String>,
+    /// The run's logical time (Unix epoch milliseconds).
+    pub now_ms: i64,
+    /// The configuration.
+    pub config: GcConfig,
+    /// The owning catalog's id.
+    pub catalog_id: Option<Uuid>,
+    /// What the walk over the pointer records found.
+    pub roots: RootStats,
+    /// Objects listed under `metadata/` and `indexes/`.
+    pub scanned: Tally,
+    /// Reachable from a root.
+    pub reachable: Tally,
+    /// Unreachable but younger than the grace period (maybe an in-flight writer's).
+    pub kept_by_grace: Tally,
+    /// Unreachable for less than the retention period.
+    pub kept_by_retention: Tally,
+    /// Condemned less than the condemnation delay ago.
+    pub kept_by_condemn_delay: Tally,
+    /// Past retention, but referenced by an unreachable metadata file that still exists
+    /// (it goes first; this object follows in a later run).
+    pub kept_by_reference: Tally,
+    /// Doomed, but reachable again (or newly evidenced) at the verification walk.
+    pub kept_at_verification: Tally,
+    /// Deletable, but over this run's deletion limit.
+    pub deferred: Tally,
+    /// Deleted (dry run: would be deleted).
+    pub deleted: Tally,
+    /// Objects whose retention clock this run started.
+    pub tracked: Tally,
+    /// Objects this run condemned.
+    pub condemned: Tally,
+    /// Ledger files removed because their object is reachable again or gone.
+    pub ledger_files_cleared: u64,
+    /// Per-object actions, at most `config.max-reported-actions`.
+    pub actions: Vec<GcAction>,
+    /// Whether `actions` was cut short.
+    pub actions_truncated: bool,
+    /// Things an operator should know (dangling references, invalid dropped metadata).
+    pub warnings: Vec<String>,
+}
+
+impl GcReport {
+    pub(crate) fn new(run_id: Uuid, now_ms: i64, config: &GcConfig) -> GcReport {
+        GcReport {
+            run_id,
+            status: if config.dry_run { GcStatus::DryRun } else { GcStatus::Completed },
+            skipped_reason: None,
+            now_ms,
+            config: config.clone(),
+            catalog_id: None,
+            roots: RootStats::default(),
+            scanned: Tally::default(),
+            reachable: Tally::default(),
+            kept_by_grace: Tally::default(),
+            kept_by_retention: Tally::default(),
+            kept_by_condemn_delay: Tally::default(),
+            kept_by_reference: Tally::default(),
+            kept_at_verification: Tally::default(),
+            deferred: Tally::default(),
+            deleted: Tally::default(),
+            tracked: Tally::default(),
+            condemned: Tally::default(),
+            ledger_files_cleared: 0,
+            actions: Vec::new(),
+            actions_truncated: false,
+            warnings: Vec::new(),
+        }
+    }
+
+    pub(crate) fn act(&mut self, path: &str, size: u64, action: ActionKind, reason: String) {
+        if self.actions.len() < self.config.max_reported_actions {
+            self.actions.push(GcAction {
+                path: path.to_owned(),
+                size,
+                action,
+                reason,
+            });
+        } else {
+            self.actions_truncated = true;
+        }
+    }
+
+    /// The report as JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// A phase of a run, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GcPhase {
+    /// Checking the warehouse's ownership marker.
+    CheckOwnership,
+    /// Acquiring the run lease.
+    AcquireLease,
+    /// Walking the pointer records and their metadata.
+    ComputeReachability,
+    /// Scanning `metadata/`.
+    ScanMetadata,
+    /// Scanning `indexes/`.
+    ScanIndexes,
+    /// Re-walking the catalog right before deleting.
+    Verify,
+    /// Deleting.
+    Delete,
+    /// Clearing ledger entries of reachable or vanished objects.
+    SweepLedger,
+    /// Done.
+    Done,
+}
+
+/// A progress event (for a progress bar).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "event")]
+pub enum GcProgress {
+    /// A phase started.
+    Phase {
+        /// The phase.
+        phase: GcPhase,
+    },
+    /// Objects scanned so far in this run.
+    Scanned {
+        /// Objects.
+        objects: u64,
+        /// Bytes.
+        bytes: u64,
+    },
+    /// Objects deleted so far, of how many doomed.
+    Deleted {
+        /// Deleted so far.
+        objects: u64,
+        /// Doomed in this run.
+        of: u64,
+    },
+}

@@ -1,0 +1,504 @@
+//! Garbage-collector scenarios on the local-filesystem warehouse and pointer store (and,
+//! where cheap, on the memory backends), under a simulated clock.
+mod gc_support;
+
+use std::time::Duration;
+
+use object_store::ObjectStoreExt;
+
+use gc_support::{Backend, Env, HOUR, Layout, MINUTE, source_at, test_config};
+use parqdb_catalog::ErrorKind;
+use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcStatus};
+
+async fn claimed(backend: Backend, seed: u64) -> Env {
+    let env = Env::new(backend, seed);
+    gc::claim(&env.catalog, env.now()).await.expect("claimed");
+    env
+}
+
+fn files(layout: &Layout) -> Vec<String> {
+    [&layout.centroids, &layout.postings]
+        .into_iter()
+        .flat_map(|dir| [format!("{dir}part-0.parquet"), format!("{dir}part-1.parquet")])
+        .collect()
+}
+
+async fn all_exist(env: &Env, paths: &[String]) -> bool {
+    for path in paths {
+        if !env.exists(path).await {
+            return false;
+        }
+    }
+    true
+}
+
+async fn none_exist(env: &Env, paths: &[String]) -> bool {
+    for path in paths {
+        if env.exists(path).await {
+            return false;
+        }
+    }
+    true
+}
+
+/// Run GC every 10 minutes until `until`; return the time of the first deletion of any
+/// of `watched` (if any).
+async fn run_until(env: &Env, config: &GcConfig, until: i64, watched: &[String]) -> Option<i64> {
+    let mut first = None;
+    while env.now() < until {
+        env.advance(10 * MINUTE);
+        env.collect(config).await;
+        if first.is_none() && !all_exist(env, watched).await {
+            first = Some(env.now());
+        }
+    }
+    first
+}
+
+#[tokio::test]
+async fn a_dropped_index_is_collected_only_after_retention() {
+    for backend in [Backend::Local, Backend::Memory] {
+        let env = claimed(backend, 1).await;
+        let config = test_config();
+        let layout = Layout::under("dropped/1");
+        let (id, _, location) = env.register("dropped", &layout).await;
+        let keep = Layout::under("kept/1");
+        let (_, _, kept_location) = env.register("kept", &keep).await;
+        let mut doomed = files(&layout);
+        doomed.push(env.relative(&location));
+        let mut live = files(&keep);
+        live.push(env.relative(&kept_location));
+
+        env.advance(HOUR);
+        env.catalog.drop_index(&id).await.expect("dropped");
+        let dropped_at = env.now();
+
+        // Before the retention window has passed, nothing is deleted (but the clock runs).
+        let first = run_until(&env, &config, dropped_at + 2 * HOUR - MINUTE, &doomed).await;
+        assert_eq!(first, None, "{backend:?}: deleted before retention");
+        assert!(all_exist(&env, &doomed).await);
+        let report = env.collect(&config).await;
+        assert_eq!(report.deleted.objects, 0);
+        assert!(report.kept_by_retention.objects + report.kept_by_condemn_delay.objects > 0);
+
+        // After retention (+ condemnation delay and a run or two) it is gone, the live
+        // index untouched, and the ledger empty.
+        let first = run_until(&env, &config, dropped_at + 3 * HOUR, &doomed).await;
+        let first = first.expect("collected after retention");
+        assert!(first >= dropped_at + 2 * HOUR, "{backend:?}: deleted at {first}, dropped at {dropped_at}");
+        assert!(none_exist(&env, &doomed).await, "{backend:?}: garbage left");
+        assert!(all_exist(&env, &live).await, "{backend:?}: live files deleted");
+        assert_eq!(env.ledger_files().await, Vec::<String>::new(), "{backend:?}: ledger not cleared");
+        assert!(env.catalog.load(&env.id("kept").await).await.is_ok());
+    }
+}
+
+#[tokio::test]
+async fn orphans_of_a_crashed_commit_wait_for_grace_plus_retention() {
+    let env = claimed(Backend::Local, 2).await;
+    let config = test_config();
+    let layout = Layout::under("idx/1");
+    let (id, base, location) = env.register("idx", &layout).await;
+    env.advance(HOUR);
+    // The writer writes tables and a new metadata file, then dies before committing.
+    let orphan_layout = Layout::under("idx/2");
+    let (_, orphan_location) = env.successor(&base, &orphan_layout, None).await;
+    let written_at = env.now();
+    let mut orphans = files(&orphan_layout);
+    orphans.push(env.relative(&orphan_location));
+
+    // In grace: untouched and not even tracked.
+    env.advance(5 * MINUTE);
+    let report = env.collect(&config).await;
+    assert_eq!(report.kept_by_grace.objects, orphans.len() as u64);
+    assert_eq!(report.tracked.objects, 0);
+
+    let first = run_until(&env, &config, written_at + 10 * MINUTE + 2 * HOUR - MINUTE, &orphans).await;
+    assert_eq!(first, None, "orphans deleted before grace + retention");
+    let first = run_until(&env, &config, written_at + 3 * HOUR + 30 * MINUTE, &orphans).await;
+    let first = first.expect("orphans collected");
+    assert!(first >= written_at + 10 * MINUTE + 2 * HOUR);
+    assert!(none_exist(&env, &orphans).await);
+    let mut live = files(&layout);
+    live.push(env.relative(&location));
+    assert!(all_exist(&env, &live).await);
+    assert_eq!(env.catalog.load(&id).await.expect("live").metadata_location, location);
+}
+
+#[tokio::test]
+async fn shared_centroids_stay_while_any_index_references_them() {
+    let env = claimed(Backend::Local, 3).await;
+    let config = test_config();
+    // Shared centroids: their own metadata file and table.
+    let centroids = Layout::under("centroids/1");
+    let (_, centroids_location) = env.new_index(&centroids).await;
+    let centroids_relative = env.relative(&centroids_location);
+    let sharing = |tag: &str| Layout {
+        centroids: centroids.centroids.clone(),
+        postings: format!("indexes/{tag}/ivf_postings/"),
+        centroids_metadata: Some(centroids_relative.clone()),
+        source: gc_support::source(),
+    };
+    let (a, _, a_location) = env.register("a", &sharing("a/1")).await;
+    let (b, _, _) = env.register("b", &sharing("b/1")).await;
+    let mut shared = files(&centroids);
+    shared.push(centroids_relative.clone());
+
+    env.advance(HOUR);
+    env.catalog.drop_index(&a).await.expect("dropped a");
+    let a_postings: Vec<String> = ["part-0.parquet", "part-1.parquet"]
+        .iter()
+        .map(|f| format!("indexes/a/1/ivf_postings/{f}"))
+        .collect();
+    run_until(&env, &config, env.now() + 4 * HOUR, &[]).await;
+    assert!(none_exist(&env, &a_postings).await, "a's own files collected");
+    assert!(!env.exists(&env.relative(&a_location)).await);
+    assert!(all_exist(&env, &shared).await, "shared centroids kept while b references them");
+
+    env.catalog.drop_index(&b).await.expect("dropped b");
+    let dropped_b = env.now();
+    let first = run_until(&env, &config, dropped_b + 5 * HOUR, &shared).await;
+    assert!(first.expect("centroids collected") >= dropped_b + 2 * HOUR);
+    assert!(none_exist(&env, &shared).await, "centroids collected once nobody references them");
+    assert_eq!(env.managed_objects().await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn sibling_prefixes_are_not_confused() {
+    let env = claimed(Backend::Local, 4).await;
+    let config = test_config();
+    let layout = Layout {
+        centroids: "indexes/s/1/ivf_centroids/".into(),
+        postings: "indexes/s/1/ivf_postings".into(), // no trailing slash in the metadata
+        centroids_metadata: None,
+        source: gc_support::source(),
+    };
+    env.put("indexes/s/1/ivf_postings/part-0.parquet", b"live").await;
+    env.put("indexes/s/1/ivf_centroids/part-0.parquet", b"live").await;
+    env.put("indexes/s/1/ivf_postings_old/part-0.parquet", b"garbage").await;
+    env.put("indexes/s/1/ivf_postings.bak", b"garbage").await;
+    let id = env.id("s").await;
+    let metadata = parqdb_catalog::metadata::IndexMetadata::create(
+        gc_support::contents(&layout),
+        Default::default(),
+        env.clock.as_ref(),
+        env.catalog.ids().as_ref(),
+        &parqdb_catalog::family::FamilyRegistry::builtin(),
+    )
+    .expect("metadata");
+    let location = env.write_metadata(&metadata).await;
+    env.catalog.register(&id, &layout.source, &location).await.expect("registered");
+
+    run_until(&env, &config, env.now() + 4 * HOUR, &[]).await;
+    assert!(env.exists("indexes/s/1/ivf_postings/part-0.parquet").await);
+    assert!(env.exists("indexes/s/1/ivf_centroids/part-0.parquet").await);
+    assert!(!env.exists("indexes/s/1/ivf_postings_old/part-0.parquet").await);
+    assert!(!env.exists("indexes/s/1/ivf_postings.bak").await);
+}
+
+#[tokio::test]
+async fn foreign_or_unmarked_warehouses_are_refused() {
+    let env = Env::new(Backend::Local, 5);
+    let layout = Layout::under("x/1");
+    env.register("x", &layout).await;
+    env.put("indexes/garbage/part-0", b"garbage").await;
+    env.advance(10 * HOUR);
+
+    // No marker: refused.
+    let err = env.gc(test_config()).collect(env.now()).await.expect_err("unmarked");
+    assert_eq!(err.kind(), ErrorKind::Configuration);
+    assert!(err.message().contains("no ownership marker"), "{}", err.message());
+
+    // Claimed by another catalog: this one is refused, even to claim it.
+    let foreign = env.foreign_catalog(99);
+    gc::claim(&foreign, env.now()).await.expect("foreign claim");
+    let err = env.gc(test_config()).collect(env.now()).await.expect_err("foreign");
+    assert_eq!(err.kind(), ErrorKind::Configuration);
+    assert!(err.message().contains("another catalog"), "{}", err.message());
+    let err = gc::claim(&env.catalog, env.now()).await.expect_err("claim refused");
+    assert_eq!(err.kind(), ErrorKind::Configuration);
+    // The foreign catalog (with no pointers) may not delete this catalog's files either:
+    // it owns the marker, so it runs, but only on its own empty catalog... which is exactly
+    // why a warehouse has one owner. Nothing was deleted by the refused runs.
+    assert!(env.exists("indexes/garbage/part-0").await);
+    assert!(all_exist(&env, &files(&layout)).await);
+
+    // Claiming is idempotent for the owner.
+    let owner = Env::new(Backend::Memory, 6);
+    let first = gc::claim(&owner.catalog, owner.now()).await.expect("claim");
+    let again = gc::claim(&owner.catalog, owner.now() + 1).await.expect("claim again");
+    assert_eq!(first, again);
+    assert_eq!(gc::verify_ownership(&owner.catalog).await.expect("owned"), first);
+}
+
+#[tokio::test]
+async fn source_tables_are_never_deleted() {
+    let env = claimed(Backend::Local, 7).await;
+    let config = test_config();
+    let outside = env.warehouse.absolute("sources/docs/");
+    let inside = env.warehouse.absolute("indexes/sources/docs/");
+    env.put("sources/docs/data-0.parquet", b"source").await;
+    env.put("indexes/sources/docs/data-0.parquet", b"source").await;
+    let mut layout = Layout::under("src/1");
+    layout.source = source_at(&outside);
+    let (_, _, _) = env.register("outside", &layout).await;
+    let mut layout2 = Layout::under("src/2");
+    layout2.source = source_at(&inside);
+    let (id2, _, _) = env.register("inside", &layout2).await;
+
+    run_until(&env, &config, env.now() + 4 * HOUR, &[]).await;
+    assert!(env.exists("sources/docs/data-0.parquet").await);
+    assert!(env.exists("indexes/sources/docs/data-0.parquet").await, "a live index's source is kept");
+
+    env.catalog.drop_index(&id2).await.expect("dropped");
+    let dropped = env.now();
+    run_until(&env, &config, dropped + HOUR, &[]).await;
+    // Still referenced by the dropped index's metadata, which still exists.
+    assert!(env.exists("indexes/sources/docs/data-0.parquet").await);
+    run_until(&env, &config, dropped + 6 * HOUR, &[]).await;
+    // Outside the managed prefixes: never even listed, whatever happens.
+    assert!(env.exists("sources/docs/data-0.parquet").await);
+    assert!(env.sim.deletions().iter().all(|d| !d.path.contains("sources/docs/data-0") || d.path.starts_with("indexes")));
+}
+
+#[tokio::test]
+async fn re_registering_an_old_metadata_file_while_condemned_keeps_it() {
+    let env = claimed(Backend::Local, 8).await;
+    let config = test_config();
+    let layout = Layout::under("old/1");
+    let (id, _, location) = env.register("old", &layout).await;
+    let mut objects = files(&layout);
+    objects.push(env.relative(&location));
+    env.advance(HOUR);
+    env.catalog.drop_index(&id).await.expect("dropped");
+
+    // Run until the metadata file is condemned and waiting for the delay.
+    let mut condemned = false;
+    for _ in 0..40 {
+        env.advance(10 * MINUTE);
+        let report = env.collect(&config).await;
+        if report.condemned.objects > 0 {
+            condemned = true;
+            break;
+        }
+    }
+    assert!(condemned, "never condemned");
+    assert!(all_exist(&env, &objects).await, "deleted at condemnation");
+
+    // Someone registers the old metadata file again (allowed by the spec).
+    env.advance(MINUTE);
+    let again = env.id("old-again").await;
+    env.catalog
+        .register(&again, &layout.source, &location)
+        .await
+        .expect("re-registered");
+    env.advance(20 * MINUTE);
+    let report = env.collect(&config).await;
+    assert_eq!(report.deleted.objects, 0);
+    assert!(report.ledger_files_cleared > 0, "the ledger entries are cleared");
+    run_until(&env, &config, env.now() + 6 * HOUR, &[]).await;
+    assert!(all_exist(&env, &objects).await, "a re-registered index lost files");
+    assert!(env.ledger_files().await.is_empty());
+    assert_eq!(env.catalog.load(&again).await.expect("live").metadata_location, location);
+}
+
+#[tokio::test]
+async fn a_re_registration_racing_the_run_is_seen_by_verification() {
+    // The register lands after the run's first walk but before its verification walk.
+    let env = claimed(Backend::Memory, 9).await;
+    let config = test_config();
+    let layout = Layout::under("race/1");
+    let (id, _, location) = env.register("race", &layout).await;
+    let mut objects = files(&layout);
+    objects.push(env.relative(&location));
+    env.advance(HOUR);
+    env.catalog.drop_index(&id).await.expect("dropped");
+    // Get everything condemned long enough ago.
+    // (A dry run first: the real run of the same moment would delete.)
+    for _ in 0..40 {
+        env.advance(10 * MINUTE);
+        if env.collect(&GcConfig { dry_run: true, ..config.clone() }).await.deleted.objects > 0 {
+            break;
+        }
+        env.collect(&config).await;
+    }
+    let dry = env.collect(&GcConfig { dry_run: true, ..config.clone() }).await;
+    assert!(dry.deleted.objects > 0, "nothing doomed: {:?}", dry.actions);
+    let catalog = env.catalog.clone();
+    let source = layout.source.clone();
+    let register_location = location.clone();
+    let again = env.id("race-again").await;
+    let registered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = registered.clone();
+    let gc = GarbageCollector::new(env.catalog.clone(), config.clone())
+        .expect("gc")
+        .with_progress(move |event| {
+            if matches!(event, gc::GcProgress::Phase { phase: gc::GcPhase::Verify })
+                && !flag.swap(true, std::sync::atomic::Ordering::SeqCst)
+            {
+                // Register synchronously from the progress hook, between the two walks.
+                let (catalog, source, location, again) =
+                    (catalog.clone(), source.clone(), register_location.clone(), again.clone());
+                std::thread::spawn(move || {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("runtime")
+                        .block_on(async { catalog.register(&again, &source, &location).await })
+                })
+                .join()
+                .expect("thread")
+                .expect("re-registered");
+            }
+        });
+    let report = gc.collect(env.now()).await.expect("run");
+    assert!(registered.load(std::sync::atomic::Ordering::SeqCst), "the hook never ran");
+    assert_eq!(report.deleted.objects, 0, "{:?}", report.actions);
+    assert!(report.kept_at_verification.objects > 0);
+    assert!(all_exist(&env, &objects).await);
+}
+
+#[tokio::test]
+async fn concurrent_runs_never_delete_live_files() {
+    let env = claimed(Backend::Local, 10).await;
+    let config = test_config();
+    let live = Layout::under("live/1");
+    env.register("live", &live).await;
+    let dead = Layout::under("dead/1");
+    let (id, _, dead_location) = env.register("dead", &dead).await;
+    env.advance(HOUR);
+    env.catalog.drop_index(&id).await.expect("dropped");
+    let mut garbage = files(&dead);
+    garbage.push(env.relative(&dead_location));
+    let mut statuses = Vec::new();
+    while env.now() < START + 6 * HOUR {
+        env.advance(10 * MINUTE);
+        let (first, second) = (env.gc(config.clone()), env.gc(config.clone()));
+        let (a, b) = tokio::join!(first.collect(env.now()), second.collect(env.now()));
+        statuses.push(a.expect("run a").status);
+        statuses.push(b.expect("run b").status);
+        assert!(all_exist(&env, &files(&live)).await, "a live file was deleted");
+    }
+    assert!(statuses.contains(&GcStatus::Completed));
+    assert!(none_exist(&env, &garbage).await, "garbage left behind");
+
+    // A crashed run's lease blocks others until it expires.
+    let dead_run = Layout::under("dead/2");
+    let (id, _, _) = env.register("dead2", &dead_run).await;
+    env.catalog.drop_index(&id).await.expect("dropped");
+    env.put("_gc/lease/99999999999999999999.json", b"").await;
+    let report = env.collect(&config).await;
+    assert_eq!(report.status, GcStatus::Completed, "an unreadable newest generation is not a holder");
+}
+
+const START: i64 = gc_support::START_MS;
+
+#[tokio::test]
+async fn a_run_that_dies_mid_delete_is_resumed_safely() {
+    for backend in [Backend::Local, Backend::Memory] {
+        let env = claimed(backend, 11).await;
+        let config = GcConfig {
+            delete_batch_size: 2,
+            ..test_config()
+        };
+        let live = Layout::under("live/1");
+        let (_, _, live_location) = env.register("live", &live).await;
+        let mut live_files = files(&live);
+        live_files.push(env.relative(&live_location));
+        let mut garbage = Vec::new();
+        for n in 0..3 {
+            let layout = Layout::under(&format!("dead/{n}"));
+            let (id, _, location) = env.register(&format!("dead{n}"), &layout).await;
+            env.catalog.drop_index(&id).await.expect("dropped");
+            garbage.extend(files(&layout));
+            garbage.push(env.relative(&location));
+        }
+        // Let everything become deletable, as seen by a dry run.
+        let dry = GcConfig { dry_run: true, ..config.clone() };
+        for _ in 0..30 {
+            env.advance(10 * MINUTE);
+            if env.collect(&dry).await.deleted.objects > 1 {
+                break;
+            }
+            env.collect(&config.clone()).await;
+        }
+        // The run dies after one delete.
+        env.sim.fail_deletes_after(Some(1));
+        let err = env.gc(config.clone()).collect(env.now()).await.expect_err("died");
+        assert_eq!(err.kind(), ErrorKind::StoreUnavailable, "{backend:?}");
+        assert!(all_exist(&env, &live_files).await);
+        // It never released its lease: the next run waits for expiry, then resumes.
+        env.sim.fail_deletes_after(None);
+        let report = env.collect(&config).await;
+        if report.status == GcStatus::Skipped {
+            env.advance(16 * MINUTE);
+        }
+        run_until(&env, &config, env.now() + 3 * HOUR, &[]).await;
+        assert!(none_exist(&env, &garbage).await, "{backend:?}: garbage left");
+        assert!(all_exist(&env, &live_files).await, "{backend:?}: live files deleted");
+        assert!(env.ledger_files().await.is_empty(), "{backend:?}: ledger not cleared");
+    }
+}
+
+#[tokio::test]
+async fn dry_runs_report_and_change_nothing() {
+    let env = claimed(Backend::Local, 12).await;
+    let config = test_config();
+    let layout = Layout::under("dry/1");
+    let (id, _, _) = env.register("dry", &layout).await;
+    env.catalog.drop_index(&id).await.expect("dropped");
+    env.advance(HOUR);
+    env.collect(&config).await; // tracked
+    env.advance(3 * HOUR);
+    env.collect(&config).await; // condemned
+    env.advance(20 * MINUTE);
+    let before = env.objects().await;
+    let dry = env.collect(&GcConfig { dry_run: true, ..config.clone() }).await;
+    assert_eq!(dry.status, GcStatus::DryRun);
+    assert_eq!(env.objects().await, before, "a dry run changed the warehouse");
+    assert!(dry.deleted.objects > 0);
+    assert!(dry.actions.iter().any(|a| a.reason.starts_with("would delete")));
+    let json = dry.to_json();
+    for field in ["scanned", "reachable", "condemned", "deleted", "kept-by-grace", "kept-by-retention"] {
+        assert!(json.get(field).is_some(), "report lacks {field}");
+    }
+    assert_eq!(json["scanned"]["objects"], serde_json::json!(dry.scanned.objects));
+    let real = env.collect(&config).await;
+    assert_eq!(real.deleted.objects + real.kept_by_reference.objects, dry.deleted.objects + dry.kept_by_reference.objects);
+}
+
+#[tokio::test]
+async fn an_unreadable_root_aborts_the_run() {
+    let env = claimed(Backend::Local, 13).await;
+    let config = test_config();
+    let layout = Layout::under("broken/1");
+    let (_, _, location) = env.register("broken", &layout).await;
+    env.put("indexes/garbage/part-0", b"garbage").await;
+    env.advance(10 * HOUR);
+    env.collect(&config).await;
+    env.advance(3 * HOUR);
+    // The live index's metadata file disappears (an operator's mistake).
+    env.warehouse
+        .object_store()
+        .delete(&env.warehouse.path(&env.relative(&location)))
+        .await
+        .expect("deleted");
+    let err = env.gc(config.clone()).collect(env.now()).await.expect_err("aborted");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata);
+    assert!(err.message().contains("does not exist"), "{}", err.message());
+    assert!(all_exist(&env, &files(&layout)).await);
+    assert!(env.exists("indexes/garbage/part-0").await, "deleted on incomplete knowledge");
+}
+
+#[tokio::test]
+async fn unsafe_settings_are_refused() {
+    let env = claimed(Backend::Memory, 14).await;
+    let short = GcConfig {
+        retention: Duration::from_secs(60),
+        ..GcConfig::default()
+    };
+    let err = GarbageCollector::new(env.catalog.clone(), short.clone()).expect_err("refused");
+    assert_eq!(err.kind(), ErrorKind::Configuration);
+    assert!(GarbageCollector::new(env.catalog.clone(), GcConfig { force: true, ..short }).is_ok());
+}

@@ -1,0 +1,488 @@
+//! Shared harness of the garbage-collector tests: a warehouse object store wrapper that
+//! stamps objects with simulated time and can fail deletes, plus index fixtures.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, ObjectStoreExt,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+};
+use parqdb_catalog::catalog::{Catalog, IndexCatalog};
+use parqdb_catalog::family::FamilyRegistry;
+use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcReport};
+use parqdb_catalog::metadata::{
+    IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
+};
+use parqdb_catalog::store::PointerStore;
+use parqdb_catalog::store::local::LocalStore;
+use parqdb_catalog::store::memory::MemoryStore;
+use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::{Clock, IndexIdentifier, ManualClock, Namespace, SeededIds};
+
+pub const MINUTE: i64 = 60_000;
+pub const HOUR: i64 = 60 * MINUTE;
+pub const START_MS: i64 = 1_750_000_000_000;
+
+/// What the wrapper saw happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deletion {
+    pub path: String,
+    pub at_ms: i64,
+}
+
+#[derive(Debug)]
+struct SimState {
+    inner: Arc<dyn ObjectStore>,
+    clock: Arc<ManualClock>,
+    mtimes: Mutex<HashMap<Path, i64>>,
+    /// Deletes still allowed before every delete fails (`-1`: unlimited).
+    delete_budget: AtomicI64,
+    deletions: Mutex<Vec<Deletion>>,
+}
+
+/// An object store that stamps every written object with the simulated clock's time
+/// (listings and heads report it as last-modified), records deletions, and can be told
+/// to fail every delete after a number of them (a crash mid-run).
+#[derive(Debug, Clone)]
+pub struct SimStore {
+    state: Arc<SimState>,
+}
+
+impl SimStore {
+    pub fn new(inner: Arc<dyn ObjectStore>, clock: Arc<ManualClock>) -> Self {
+        SimStore {
+            state: Arc::new(SimState {
+                inner,
+                clock,
+                mtimes: Mutex::new(HashMap::new()),
+                delete_budget: AtomicI64::new(-1),
+                deletions: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// Let `n` more deletes succeed, then fail every one (`None`: unlimited).
+    pub fn fail_deletes_after(&self, n: Option<usize>) {
+        let budget = n.map_or(-1, |n| n as i64);
+        self.state.delete_budget.store(budget, Ordering::SeqCst);
+    }
+
+    /// Every deletion so far.
+    pub fn deletions(&self) -> Vec<Deletion> {
+        self.state.deletions.lock().expect("lock").clone()
+    }
+
+    fn stamp(&self, meta: &mut ObjectMeta) {
+        if let Some(ms) = self.state.mtimes.lock().expect("lock").get(&meta.location) {
+            meta.last_modified = (UNIX_EPOCH + Duration::from_millis(*ms as u64)).into();
+        }
+    }
+}
+
+impl fmt::Display for SimStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SimStore({})", self.state.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for SimStore {
+    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> object_store::Result<PutResult> {
+        let result = self.state.inner.put_opts(location, payload, opts).await?;
+        self.state
+            .mtimes
+            .lock()
+            .expect("lock")
+            .insert(location.clone(), self.state.clock.now_ms());
+        Ok(result)
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.state
+            .mtimes
+            .lock()
+            .expect("lock")
+            .insert(location.clone(), self.state.clock.now_ms());
+        self.state.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+        let mut result = self.state.inner.get_opts(location, options).await?;
+        self.stamp(&mut result.meta);
+        Ok(result)
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        let this = self.clone();
+        locations
+            .then(move |location| {
+                let this = this.clone();
+                async move {
+                    let location = location?;
+                    let budget = &this.state.delete_budget;
+                    let allowed = budget
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| match b {
+                            -1 => Some(-1),
+                            0 => None,
+                            b => Some(b - 1),
+                        })
+                        .is_ok();
+                    if !allowed {
+                        return Err(object_store::Error::Generic {
+                            store: "SimStore",
+                            source: "injected failure: the process died mid-delete".into(),
+                        });
+                    }
+                    this.state.inner.delete(&location).await?;
+                    this.state.mtimes.lock().expect("lock").remove(&location);
+                    this.state.deletions.lock().expect("lock").push(Deletion {
+                        path: location.to_string(),
+                        at_ms: this.state.clock.now_ms(),
+                    });
+                    Ok(location)
+                }
+            })
+            .boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let this = self.clone();
+        self.state
+            .inner
+            .list(prefix)
+            .map_ok(move |mut meta| {
+                this.stamp(&mut meta);
+                meta
+            })
+            .boxed()
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        let mut result = self.state.inner.list_with_delimiter(prefix).await?;
+        for meta in &mut result.objects {
+            self.stamp(meta);
+        }
+        Ok(result)
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+        self.state.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> object_store::Result<()> {
+        self.state.inner.rename_opts(from, to, options).await
+    }
+}
+
+/// A catalog over a simulated-time warehouse.
+pub struct Env {
+    pub catalog: Catalog,
+    pub warehouse: Warehouse,
+    pub sim: SimStore,
+    pub clock: Arc<ManualClock>,
+    pub pointer_store: Arc<dyn PointerStore>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// Which backend a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Local files for the warehouse and the pointer store.
+    Local,
+    /// `MemoryStore` and `Warehouse::in_memory`'s object store.
+    Memory,
+}
+
+impl Env {
+    pub fn new(backend: Backend, seed: u64) -> Env {
+        let clock = Arc::new(ManualClock::new(START_MS));
+        let (inner, root, prefix, pointer_store, dir): (Arc<dyn ObjectStore>, String, Path, Arc<dyn PointerStore>, _) =
+            match backend {
+                Backend::Local => {
+                    let dir = tempfile::tempdir().expect("temp dir");
+                    let wh = dir.path().join("warehouse");
+                    std::fs::create_dir_all(&wh).expect("warehouse dir");
+                    let wh = wh.canonicalize().expect("canonical");
+                    let store = object_store::local::LocalFileSystem::new_with_prefix(&wh).expect("local fs");
+                    let root = url::Url::from_directory_path(&wh).expect("url").to_string();
+                    let pointers: Arc<dyn PointerStore> = Arc::new(LocalStore::new(wh.join("_catalog")));
+                    (Arc::new(store), root, Path::default(), pointers, Some(dir))
+                }
+                Backend::Memory => (
+                    Arc::new(object_store::memory::InMemory::new()),
+                    format!("memory://sim{seed}/wh"),
+                    Path::from("wh"),
+                    Arc::new(MemoryStore::new()) as Arc<dyn PointerStore>,
+                    None,
+                ),
+            };
+        let sim = SimStore::new(inner, clock.clone());
+        let warehouse = Warehouse::new(&root, Arc::new(sim.clone()), prefix).expect("warehouse");
+        let catalog = Catalog::builder(pointer_store.clone(), warehouse.clone())
+            .clock(clock.clone())
+            .ids(Arc::new(SeededIds::new(seed)))
+            .build();
+        Env {
+            catalog,
+            warehouse,
+            sim,
+            clock,
+            pointer_store,
+            _dir: dir,
+        }
+    }
+
+    /// Another catalog (its own pointer store) over the same warehouse.
+    pub fn foreign_catalog(&self, seed: u64) -> Catalog {
+        Catalog::builder(Arc::new(MemoryStore::new()), self.warehouse.clone())
+            .clock(self.clock.clone())
+            .ids(Arc::new(SeededIds::new(seed)))
+            .build()
+    }
+
+    pub fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    pub fn advance(&self, ms: i64) {
+        self.clock.advance(ms);
+    }
+
+    pub fn gc(&self, config: GcConfig) -> GarbageCollector {
+        GarbageCollector::new(self.catalog.clone(), config).expect("valid gc config")
+    }
+
+    pub async fn collect(&self, config: &GcConfig) -> GcReport {
+        self.gc(config.clone()).collect(self.now()).await.expect("gc run")
+    }
+
+    /// Write one small object at a warehouse-relative path.
+    pub async fn put(&self, relative: &str, bytes: &'static [u8]) {
+        self.warehouse
+            .object_store()
+            .put(&self.warehouse.path(relative), PutPayload::from_static(bytes))
+            .await
+            .expect("object written");
+    }
+
+    /// Whether an object exists.
+    pub async fn exists(&self, relative: &str) -> bool {
+        match self.warehouse.object_store().head(&self.warehouse.path(relative)).await {
+            Ok(_) => true,
+            Err(object_store::Error::NotFound { .. }) => false,
+            Err(err) => panic!("head {relative}: {err}"),
+        }
+    }
+
+    /// Every object path under the warehouse (relative), sorted.
+    pub async fn objects(&self) -> Vec<String> {
+        let prefix = self.warehouse.prefix().clone();
+        let mut all: Vec<String> = self
+            .warehouse
+            .object_store()
+            .list(Some(&prefix))
+            .map_ok(|meta| {
+                meta.location
+                    .prefix_match(&prefix)
+                    .map(|parts| parts.map(|p| p.as_ref().to_owned()).collect::<Vec<_>>().join("/"))
+                    .unwrap_or_default()
+            })
+            .try_collect()
+            .await
+            .expect("listing");
+        all.sort();
+        all
+    }
+
+    /// Objects under the managed prefixes.
+    pub async fn managed_objects(&self) -> Vec<String> {
+        self.objects()
+            .await
+            .into_iter()
+            .filter(|p| p.starts_with("metadata/") || p.starts_with("indexes/"))
+            .collect()
+    }
+
+    /// Ledger files.
+    pub async fn ledger_files(&self) -> Vec<String> {
+        self.objects().await.into_iter().filter(|p| p.starts_with("_gc/ledger/")).collect()
+    }
+
+    pub async fn namespace(&self, name: &str) -> Namespace {
+        let namespace = Namespace::new([name]).expect("namespace");
+        if !self.catalog.namespace_exists(&namespace).await.expect("exists") {
+            self.catalog
+                .create_namespace(&namespace, BTreeMap::new())
+                .await
+                .expect("namespace created");
+        }
+        namespace
+    }
+
+    pub async fn id(&self, name: &str) -> IndexIdentifier {
+        IndexIdentifier::new(self.namespace("ns").await, name).expect("identifier")
+    }
+
+    /// Write metadata to a fresh location; returns the absolute location.
+    pub async fn write_metadata(&self, metadata: &IndexMetadata) -> String {
+        let relative = format!(
+            "metadata/{}/{:05}-{}.metadata.json",
+            metadata.index_uuid(),
+            metadata.last_sequence_number(),
+            self.catalog.ids().uuid()
+        );
+        self.warehouse
+            .write_new(&relative, Bytes::from(metadata.to_json_vec()))
+            .await
+            .expect("metadata written")
+    }
+
+    /// The warehouse-relative form of an absolute location.
+    pub fn relative(&self, location: &str) -> String {
+        self.warehouse.relative(location).expect("inside the warehouse")
+    }
+}
+
+/// The source binding used by the fixtures.
+pub fn source() -> TableDefinition {
+    source_at("s3://example/documents/")
+}
+
+/// A source binding whose location is `location`.
+pub fn source_at(location: &str) -> TableDefinition {
+    TableDefinition::new(
+        "parquet",
+        BTreeMap::from([
+            ("definition-version".to_owned(), "1".to_owned()),
+            ("location".to_owned(), location.to_owned()),
+        ]),
+    )
+    .expect("valid source")
+}
+
+/// Where one snapshot's tables live and what it references.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub centroids: String,
+    pub postings: String,
+    pub centroids_metadata: Option<String>,
+    pub source: TableDefinition,
+}
+
+impl Layout {
+    /// Tables under `indexes/<tag>/…/`.
+    pub fn under(tag: &str) -> Layout {
+        Layout {
+            centroids: format!("indexes/{tag}/ivf_centroids/"),
+            postings: format!("indexes/{tag}/ivf_postings/"),
+            centroids_metadata: None,
+            source: source(),
+        }
+    }
+}
+
+pub fn contents(layout: &Layout) -> SnapshotContents {
+    let table = |location: &str| {
+        IndexTableDefinition::new(1, BTreeMap::from([("location".to_owned(), location.to_owned())]))
+            .expect("valid table")
+    };
+    let mut parameters = BTreeMap::from([("nlist".to_owned(), "16".to_owned())]);
+    if let Some(location) = &layout.centroids_metadata {
+        parameters.insert("ivf_centroids_metadata_location".to_owned(), location.clone());
+    }
+    SnapshotContents {
+        source_table: layout.source.clone(),
+        vector_field: "embedding".into(),
+        source_key_fields: vec!["document_id".into()],
+        indexed_rows: 1000,
+        index_family: "ivf".into(),
+        index_schema_version: 1,
+        metric: "l2_squared".into(),
+        parameters,
+        index_provider: ProviderDefinition::new("parquet", BTreeMap::new()).expect("provider"),
+        index_tables: BTreeMap::from([
+            ("ivf_centroids".to_owned(), table(&layout.centroids)),
+            ("ivf_postings".to_owned(), table(&layout.postings)),
+        ]),
+        summary: BTreeMap::new(),
+    }
+}
+
+impl Env {
+    /// Write the data files of a layout (two per table).
+    pub async fn write_tables(&self, layout: &Layout) {
+        for dir in [&layout.centroids, &layout.postings] {
+            self.put(&format!("{dir}part-0.parquet"), b"0123456789").await;
+            self.put(&format!("{dir}part-1.parquet"), b"0123456789").await;
+        }
+    }
+
+    /// A new index's files and metadata (not registered).
+    pub async fn new_index(&self, layout: &Layout) -> (IndexMetadata, String) {
+        self.write_tables(layout).await;
+        let metadata = IndexMetadata::create(
+            contents(layout),
+            BTreeMap::new(),
+            self.clock.as_ref(),
+            self.catalog.ids().as_ref(),
+            &FamilyRegistry::builtin(),
+        )
+        .expect("valid metadata");
+        let location = self.write_metadata(&metadata).await;
+        (metadata, location)
+    }
+
+    /// A successor's files and metadata (not committed).
+    pub async fn successor(&self, base: &IndexMetadata, layout: &Layout, keep_last: Option<usize>) -> (IndexMetadata, String) {
+        self.write_tables(layout).await;
+        let next = base
+            .successor(contents(layout), self.clock.as_ref(), self.catalog.ids().as_ref(), &FamilyRegistry::builtin())
+            .expect("valid successor");
+        let next = match keep_last {
+            Some(keep) => next.expire_snapshots(Some(keep), None, self.clock.as_ref()).expect("expired"),
+            None => next,
+        };
+        let location = self.write_metadata(&next).await;
+        (next, location)
+    }
+
+    /// Register a new index under `name`.
+    pub async fn register(&self, name: &str, layout: &Layout) -> (IndexIdentifier, IndexMetadata, String) {
+        let id = self.id(name).await;
+        let (metadata, location) = self.new_index(layout).await;
+        self.catalog
+            .register(&id, &layout.source, &location)
+            .await
+            .expect("registered");
+        (id, metadata, location)
+    }
+}
+
+/// A configuration with short, forced windows for tests: retention 2h, grace 10m,
+/// condemnation delay 10m, skew 1m.
+pub fn test_config() -> GcConfig {
+    GcConfig {
+        retention: Duration::from_secs(2 * 3600),
+        grace: Duration::from_secs(600),
+        condemn_delay: Some(Duration::from_secs(600)),
+        max_clock_skew: Duration::from_secs(60),
+        ..GcConfig::default()
+    }
+}
