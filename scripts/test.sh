@@ -3,7 +3,8 @@
 #   1. installs (on first use) and starts the local services the tests need: an
 #      S3-compatible server (moto behind a request-serialising wrapper) and DynamoDB Local,
 #      each on 127.0.0.1 at a free port;
-#   2. checks formatting and clippy;
+#   2. checks formatting and clippy, and validates the SAM template offline
+#      (cfn-lint and checkov on the template and its plain-CloudFormation expansion);
 #   3. runs every test of the workspace against real files and the real services;
 #   4. stops the services by PID, whatever happened.
 # Set PARQDB_TEST_S3_ENDPOINT / PARQDB_TEST_DYNAMODB_ENDPOINT yourself (e.g. MinIO and
@@ -46,4 +47,5 @@ fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+scripts/check-infra.sh
 cargo test --workspace --locked --no-fail-fast

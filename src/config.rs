@@ -7,6 +7,7 @@
 //! | `memory://`                     | [`MemoryStore`] (process-local)                 |
 //! | `s3://bucket/prefix`            | [`S3Store`] (S3, MinIO, other S3-compatible servers) |
 //! | `dynamodb://TABLE`              | [`DynamoStore`] on that table                   |
+//! | `lambda://PREFIX`               | no store: the deployed functions `PREFIXload`, `PREFIXcommit`, ... through [`LambdaCatalog`] ([`CatalogConfig::connect`] only) |
 //!
 //! | `--warehouse` / `PARQDB_WAREHOUSE` | warehouse                                     |
 //! |------------------------------------|-----------------------------------------------|
@@ -19,7 +20,13 @@
 //! (`AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, `AWS_REGION`, keys or the instance role), or from
 //! [`CatalogConfig::s3`]; DynamoDB uses `aws-config`'s standard chain, with
 //! `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL` or [`CatalogConfig::dynamodb_endpoint`]
-//! as endpoint override.
+//! as endpoint override; Lambda likewise, with `AWS_ENDPOINT_URL_LAMBDA` /
+//! `AWS_ENDPOINT_URL` or [`CatalogConfig::lambda_endpoint`].
+//!
+//! [`CatalogConfig::build`] builds the embedded [`Catalog`] (direct store access);
+//! [`CatalogConfig::connect`] builds whichever catalog the URI names — the embedded one,
+//! or the remote [`LambdaCatalog`] for `lambda://` — as an `Arc<dyn IndexCatalog>`. The
+//! warehouse is still needed next to a remote catalog to read and write metadata files.
 //!
 //! ```
 //! use parqdb_catalog::config::CatalogConfig;
@@ -38,8 +45,10 @@ use std::sync::Arc;
 
 use url::Url;
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, IndexCatalog};
 use crate::error::{Error, ErrorKind, Result};
+use crate::remote::LambdaCatalog;
+use crate::remote::lambda::SCHEME as LAMBDA_SCHEME;
 use crate::store::PointerStore;
 use crate::store::local::LocalStore;
 use crate::store::dynamodb::DynamoStore;
@@ -61,6 +70,8 @@ pub struct CatalogConfig {
     pub s3: S3Options,
     /// DynamoDB endpoint override.
     pub dynamodb_endpoint: Option<String>,
+    /// Lambda endpoint override (for `lambda://` catalogs).
+    pub lambda_endpoint: Option<String>,
 }
 
 impl CatalogConfig {
@@ -116,6 +127,15 @@ impl CatalogConfig {
             Some(uri) => uri.clone(),
             None => format!("{}/{CATALOG_DIR}", warehouse.root()),
         };
+        if uri.starts_with(LAMBDA_SCHEME) {
+            return Err(Error::new(
+                ErrorKind::Configuration,
+                format!(
+                    "catalog URI `{uri}` names the deployed Lambda functions, not a pointer store; \
+                     this command needs direct store access (give it the deployment's store URI)"
+                ),
+            ));
+        }
         let url = parse(&uri, "catalog")?;
         match url.scheme() {
             "file" => Ok(Arc::new(LocalStore::new(local_path(&url, &uri)?))),
@@ -141,6 +161,22 @@ impl CatalogConfig {
         let warehouse = self.open_warehouse()?;
         let store = self.open_store(&warehouse).await?;
         Ok(Catalog::builder(store, warehouse).build())
+    }
+
+    /// Whether the catalog URI names a remote catalog (`lambda://`).
+    pub fn is_remote(&self) -> bool {
+        self.catalog.as_deref().is_some_and(|uri| uri.starts_with(LAMBDA_SCHEME))
+    }
+
+    /// The catalog the URI names: the remote [`LambdaCatalog`] for `lambda://PREFIX`,
+    /// else the embedded catalog of [`CatalogConfig::build`].
+    pub async fn connect(&self) -> Result<Arc<dyn IndexCatalog>> {
+        match &self.catalog {
+            Some(uri) if self.is_remote() => Ok(Arc::new(
+                LambdaCatalog::from_uri(uri, self.lambda_endpoint.as_deref()).await?,
+            )),
+            _ => Ok(Arc::new(self.build().await?)),
+        }
     }
 }
 

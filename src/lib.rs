@@ -16,6 +16,7 @@ pub mod metadata;
 pub mod gc;
 pub mod lambda;
 pub mod publish;
+pub mod remote;
 pub mod store;
 pub mod warehouse;
 

@@ -436,7 +436,7 @@ fn simulated(clients: usize, ops: usize, seed: u64) -> History {
 #[test]
 fn checker_stays_tractable_on_long_histories() {
     let clients = common::history::env_usize("PARQDB_LIN_CLIENTS", 16);
-    let ops = common::history::env_usize("PARQDB_LIN_OPS", 300);
+    let ops = common::history::env_usize("PARQDB_LIN_OPS", 1000);
     for seed in 0..3 {
         let h = simulated(clients, ops, mix(seed));
         let started = Instant::now();

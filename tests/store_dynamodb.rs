@@ -563,3 +563,268 @@ async fn describe_names_the_table() {
     assert_eq!(store.describe(), "dynamodb://parqdb-catalog");
     assert!(store.capabilities().atomic_multi_key_write);
 }
+
+/// What the fake DynamoDB endpoint does with every request.
+#[derive(Clone, Copy)]
+enum Reply {
+    /// Answer with this status and JSON body.
+    With(u16, &'static str),
+    /// Read the request, then close the connection without answering.
+    Close,
+    /// Read the request and never answer.
+    Hang,
+}
+
+/// A one-trick HTTP server on 127.0.0.1 standing in for DynamoDB, counting the requests
+/// it receives: the failures DynamoDB Local cannot be made to produce.
+async fn fake_dynamodb(reply: Reply) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let endpoint = format!("http://{}", listener.local_addr().expect("addr"));
+    let requests = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = requests.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                // Read the head, then as many body bytes as it announces.
+                let mut request = Vec::new();
+                let mut buffer = [0u8; 4096];
+                let complete = |request: &[u8]| -> bool {
+                    let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        return false;
+                    };
+                    let head = String::from_utf8_lossy(&request[..end]).to_ascii_lowercase();
+                    let length = head
+                        .lines()
+                        .find_map(|line| line.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    request.len() >= end + 4 + length
+                };
+                while !complete(&request) {
+                    match socket.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                match reply {
+                    Reply::With(status, body) => {
+                        let response = format!(
+                            "HTTP/1.1 {status} Fake\r\nContent-Type: application/x-amz-json-1.0\r\n\
+                             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = socket.write_all(response.as_bytes()).await;
+                        let _ = socket.shutdown().await;
+                    }
+                    Reply::Close => drop(socket),
+                    Reply::Hang => {
+                        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+                        drop(socket);
+                    }
+                }
+            });
+        }
+    });
+    (endpoint, requests)
+}
+
+const INTERNAL_ERROR: &str =
+    r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"fake"}"#;
+const THROUGHPUT: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"fake"}"#;
+const THROTTLING: &str =
+    r#"{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"fake"}"#;
+const CONDITION: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"fake"}"#;
+const VALIDATION: &str =
+    r#"{"__type":"com.amazon.coral.validate#ValidationException","message":"fake"}"#;
+const CANCELLED_BY_CONFLICT: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","Message":"fake","CancellationReasons":[{"Code":"None"},{"Code":"TransactionConflict","Message":"fake"}]}"#;
+const CANCELLED_BY_CONDITION: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","Message":"fake","CancellationReasons":[{"Code":"ConditionalCheckFailed","Message":"fake"},{"Code":"TransactionConflict","Message":"fake"}]}"#;
+const IN_PROGRESS: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionInProgressException","message":"fake"}"#;
+
+fn is_retryable_unavailable(result: &Result<impl std::fmt::Debug, StoreError>) -> bool {
+    matches!(
+        result,
+        Err(StoreError::Unavailable {
+            retryable: true,
+            ..
+        })
+    )
+}
+
+fn is_fatal(result: &Result<impl std::fmt::Debug, StoreError>) -> bool {
+    matches!(
+        result,
+        Err(StoreError::Unavailable {
+            retryable: false,
+            ..
+        })
+    )
+}
+
+async fn fake_store(reply: Reply) -> (DynamoStore, Arc<std::sync::atomic::AtomicUsize>) {
+    let (endpoint, requests) = fake_dynamodb(reply).await;
+    // The SDK's standard retries (3 attempts), with short pauses to keep the test quick.
+    let retries = aws_sdk_dynamodb::config::retry::RetryConfig::standard()
+        .with_max_attempts(3)
+        .with_initial_backoff(std::time::Duration::from_millis(10));
+    let config = client_for(&endpoint)
+        .config()
+        .to_builder()
+        .retry_config(retries)
+        .build();
+    (
+        DynamoStore::new(Client::from_conf(config), "parqdb-fake"),
+        requests,
+    )
+}
+
+fn sent(requests: &std::sync::atomic::AtomicUsize) -> usize {
+    requests.swap(0, std::sync::atomic::Ordering::SeqCst)
+}
+
+fn one_write() -> Vec<TxWrite> {
+    vec![tx(&key("f/=k"), b"x", PutMode::Create)]
+}
+
+#[tokio::test]
+async fn a_server_error_on_a_write_is_ambiguous_and_not_retried() {
+    let (store, requests) = fake_store(Reply::With(500, INTERNAL_ERROR)).await;
+    let k = key("f/=k");
+    let write = store
+        .put(&k, Bytes::from_static(b"x"), PutMode::Create)
+        .await;
+    assert!(matches!(write, Err(StoreError::Ambiguous(_))), "{write:?}");
+    // A conditional put is sent once: an SDK retry could fail its condition against the
+    // first attempt and turn a success into a lost race.
+    assert_eq!(sent(&requests), 1);
+    let transaction = store.transact(one_write()).await;
+    assert!(
+        matches!(transaction, Err(StoreError::Ambiguous(_))),
+        "{transaction:?}"
+    );
+    // Reads and transactions (idempotent through their request token) keep SDK retries.
+    assert_eq!(sent(&requests), 3);
+    let read = store.get(&k).await;
+    assert!(is_retryable_unavailable(&read), "{read:?}");
+    assert_eq!(sent(&requests), 3);
+}
+
+#[tokio::test]
+async fn a_closed_connection_or_a_timeout_on_a_write_is_ambiguous() {
+    let (store, _) = fake_store(Reply::Close).await;
+    let k = key("f/=k");
+    let write = store
+        .put(&k, Bytes::from_static(b"x"), PutMode::Create)
+        .await;
+    assert!(matches!(write, Err(StoreError::Ambiguous(_))), "{write:?}");
+    let transaction = store.transact(one_write()).await;
+    assert!(
+        matches!(transaction, Err(StoreError::Ambiguous(_))),
+        "{transaction:?}"
+    );
+    let read = store.get(&k).await;
+    assert!(is_retryable_unavailable(&read), "{read:?}");
+
+    let (endpoint, _) = fake_dynamodb(Reply::Hang).await;
+    let config = client_for(&endpoint)
+        .config()
+        .to_builder()
+        .timeout_config(
+            aws_sdk_dynamodb::config::timeout::TimeoutConfig::builder()
+                .operation_attempt_timeout(std::time::Duration::from_millis(300))
+                .build(),
+        )
+        .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
+        .build();
+    let store = DynamoStore::new(Client::from_conf(config), "parqdb-fake");
+    let write = store
+        .put(&k, Bytes::from_static(b"x"), PutMode::Create)
+        .await;
+    assert!(matches!(write, Err(StoreError::Ambiguous(_))), "{write:?}");
+    let read = store.get(&k).await;
+    assert!(is_retryable_unavailable(&read), "{read:?}");
+}
+
+#[tokio::test]
+async fn throttling_did_not_apply_and_is_retryable() {
+    for body in [THROUGHPUT, THROTTLING] {
+        let (store, requests) = fake_store(Reply::With(400, body)).await;
+        let k = key("f/=k");
+        let write = store
+            .put(&k, Bytes::from_static(b"x"), PutMode::Create)
+            .await;
+        assert!(is_retryable_unavailable(&write), "{write:?}");
+        assert_eq!(sent(&requests), 1);
+        let read = store.get(&k).await;
+        assert!(is_retryable_unavailable(&read), "{read:?}");
+        assert_eq!(sent(&requests), 3);
+        let transaction = store.transact(one_write()).await;
+        assert!(is_retryable_unavailable(&transaction), "{transaction:?}");
+        assert_eq!(sent(&requests), 3);
+    }
+}
+
+#[tokio::test]
+async fn condition_failures_and_cancellations_map_to_their_outcomes() {
+    let (store, _) = fake_store(Reply::With(400, CONDITION)).await;
+    let k = key("f/=k");
+    let create = store
+        .put(&k, Bytes::from_static(b"x"), PutMode::Create)
+        .await;
+    assert!(
+        matches!(create, Err(StoreError::AlreadyExists)),
+        "{create:?}"
+    );
+    let update = store
+        .put(
+            &k,
+            Bytes::from_static(b"x"),
+            PutMode::Update(Version::new("3")),
+        )
+        .await;
+    assert!(
+        matches!(update, Err(StoreError::Precondition)),
+        "{update:?}"
+    );
+
+    let two = || {
+        vec![
+            tx(&key("f/=a"), b"x", PutMode::Create),
+            tx(&key("f/=b"), b"x", PutMode::Create),
+        ]
+    };
+    let (store, _) = fake_store(Reply::With(400, CANCELLED_BY_CONFLICT)).await;
+    let conflict = store.transact(two()).await;
+    assert!(is_retryable_unavailable(&conflict), "{conflict:?}");
+    let (store, _) = fake_store(Reply::With(400, CANCELLED_BY_CONDITION)).await;
+    let condition = store.transact(two()).await;
+    assert!(
+        matches!(condition, Err(StoreError::Precondition)),
+        "{condition:?}"
+    );
+    let (store, _) = fake_store(Reply::With(400, IN_PROGRESS)).await;
+    let in_progress = store.transact(two()).await;
+    assert!(
+        matches!(in_progress, Err(StoreError::Ambiguous(_))),
+        "{in_progress:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_rejected_request_is_not_retryable() {
+    let (store, _) = fake_store(Reply::With(400, VALIDATION)).await;
+    let k = key("f/=k");
+    let write = store
+        .put(&k, Bytes::from_static(b"x"), PutMode::Create)
+        .await;
+    assert!(is_fatal(&write), "{write:?}");
+    let read = store.get(&k).await;
+    assert!(is_fatal(&read), "{read:?}");
+    let list = store.list(&key("f/="), None, 10).await;
+    assert!(is_fatal(&list), "{list:?}");
+}

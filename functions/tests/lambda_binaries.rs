@@ -12,7 +12,7 @@ mod harness;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use harness::{Function, Outcome};
+use harness::{Env, Function, Outcome};
 use parqdb_catalog::config::CatalogConfig;
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::metadata::{
@@ -23,12 +23,20 @@ use parqdb_catalog::{RandomIds, SystemClock};
 use serde_json::{Value, json};
 
 /// The functions of the catalog.
-const FUNCTIONS: [&str; 7] = ["load", "register", "commit", "drop", "rename", "list", "namespace"];
+const FUNCTIONS: [&str; 7] = [
+    "load",
+    "register",
+    "commit",
+    "drop",
+    "rename",
+    "list",
+    "namespace",
+];
 
 /// Where the functions keep pointers and metadata, as the environment they get.
 struct Backend {
     /// `PARQDB_*` variables for the functions.
-    env: Vec<(String, Option<String>)>,
+    env: Env,
     /// The warehouse, for writing metadata files as a publisher would.
     warehouse: Warehouse,
     /// Keeps temporary directories alive.
@@ -45,7 +53,9 @@ fn local_files() -> Backend {
     let uri = file_uri(&dir);
     Backend {
         env: vec![("PARQDB_WAREHOUSE".into(), Some(uri.clone()))],
-        warehouse: CatalogConfig::new(Some(uri), None).open_warehouse().expect("warehouse"),
+        warehouse: CatalogConfig::new(Some(uri), None)
+            .open_warehouse()
+            .expect("warehouse"),
         _dirs: vec![dir],
     }
 }
@@ -60,7 +70,9 @@ fn separate_local_pointer_store() -> Backend {
             ("PARQDB_WAREHOUSE".into(), Some(uri.clone())),
             ("PARQDB_CATALOG".into(), Some(file_uri(&pointers))),
         ],
-        warehouse: CatalogConfig::new(Some(uri), None).open_warehouse().expect("warehouse"),
+        warehouse: CatalogConfig::new(Some(uri), None)
+            .open_warehouse()
+            .expect("warehouse"),
         _dirs: vec![warehouse, pointers],
     }
 }
@@ -97,7 +109,8 @@ fn contents(tag: &str) -> SnapshotContents {
         index_schema_version: 1,
         metric: "l2_squared".into(),
         parameters: BTreeMap::from([("nlist".to_owned(), "16".to_owned())]),
-        index_provider: ProviderDefinition::new("parquet", BTreeMap::new()).expect("valid provider"),
+        index_provider: ProviderDefinition::new("parquet", BTreeMap::new())
+            .expect("valid provider"),
         index_tables: BTreeMap::from([
             ("ivf_centroids".to_owned(), table("ivf_centroids")),
             ("ivf_postings".to_owned(), table("ivf_postings")),
@@ -135,7 +148,9 @@ fn f<'a>(functions: &'a mut BTreeMap<&'static str, Function>, name: &str) -> &'a
 fn parse_lines(lines: &[String]) -> Vec<Value> {
     lines
         .iter()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|err| panic!("not JSON ({err}): {line}")))
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|err| panic!("not JSON ({err}): {line}"))
+        })
         .collect()
 }
 
@@ -143,8 +158,14 @@ fn parse_lines(lines: &[String]) -> Vec<Value> {
 /// load, across seven processes sharing one backend.
 async fn lifecycle(backend: Backend) {
     let registry = FamilyRegistry::builtin();
-    let first = IndexMetadata::create(contents("a"), BTreeMap::new(), &SystemClock, &RandomIds, &registry)
-        .expect("initial metadata");
+    let first = IndexMetadata::create(
+        contents("a"),
+        BTreeMap::new(),
+        &SystemClock,
+        &RandomIds,
+        &registry,
+    )
+    .expect("initial metadata");
     let second = first
         .successor(contents("b"), &SystemClock, &RandomIds, &registry)
         .expect("successor");
@@ -162,25 +183,53 @@ async fn lifecycle(backend: Backend) {
     let source = source().to_json_value();
 
     let namespace = f(&mut functions, "namespace");
-    let created = namespace.invoke(&json!({"action": "create", "namespace": ["docs"]})).await;
-    assert_eq!(created.response(), json!({"namespace": ["docs"], "properties": {}}));
+    let created = namespace
+        .invoke(&json!({"action": "create", "namespace": ["docs"]}))
+        .await;
+    assert_eq!(
+        created.response(),
+        json!({"namespace": ["docs"], "properties": {}})
+    );
     let created = namespace
         .invoke(&json!({"action": "create", "namespace": ns, "properties": {"owner": "search"}}))
         .await;
-    assert_eq!(created.response(), json!({"namespace": ns, "properties": {"owner": "search"}}));
-    let again = namespace.invoke(&json!({"action": "create", "namespace": ns})).await;
+    assert_eq!(
+        created.response(),
+        json!({"namespace": ns, "properties": {"owner": "search"}})
+    );
+    let again = namespace
+        .invoke(&json!({"action": "create", "namespace": ns}))
+        .await;
     assert_eq!(again.error_type(), "ALREADY_EXISTS");
-    let properties = namespace.invoke(&json!({"action": "properties", "namespace": ns})).await;
-    assert_eq!(properties.response()["properties"], json!({"owner": "search"}));
-    let children = namespace.invoke(&json!({"action": "list", "namespace": ["docs"]})).await;
-    assert_eq!(children.response(), json!({"namespaces": [ns], "next-page-token": null}));
+    let properties = namespace
+        .invoke(&json!({"action": "properties", "namespace": ns}))
+        .await;
+    assert_eq!(
+        properties.response()["properties"],
+        json!({"owner": "search"})
+    );
+    let children = namespace
+        .invoke(&json!({"action": "list", "namespace": ["docs"]}))
+        .await;
+    assert_eq!(
+        children.response(),
+        json!({"namespaces": [ns], "next-page-token": null})
+    );
 
     let register = json!({"identifier": id, "source": source, "metadata-location": first_location});
-    let registered = f(&mut functions, "register").invoke(&register).await.response();
+    let registered = f(&mut functions, "register")
+        .invoke(&register)
+        .await
+        .response();
     assert_eq!(registered["identifier"], id);
     assert_eq!(registered["metadata-location"], json!(first_location));
     assert_eq!(registered["source"], source);
-    assert!(registered["version"].as_str().is_some_and(|v| !v.is_empty()), "{registered}");
+    assert!(
+        registered["version"]
+            .as_str()
+            .is_some_and(|v| !v.is_empty()),
+        "{registered}"
+    );
     let twice = f(&mut functions, "register").invoke(&register).await;
     assert_eq!(twice.error_type(), "ALREADY_EXISTS");
 
@@ -205,7 +254,10 @@ async fn lifecycle(backend: Backend) {
     assert_eq!(stale.error_type(), "COMMIT_CONFLICT");
     assert!(!stale.error_message().is_empty());
 
-    let loaded = f(&mut functions, "load").invoke(&json!({"identifier": id})).await.response();
+    let loaded = f(&mut functions, "load")
+        .invoke(&json!({"identifier": id}))
+        .await
+        .response();
     assert_eq!(loaded["metadata-location"], json!(second_location));
     assert_eq!(loaded["version"], committed["version"]);
     assert_eq!(loaded["source"], source);
@@ -216,34 +268,63 @@ async fn lifecycle(backend: Backend) {
         .response();
     assert_eq!(moved["identifier"], renamed);
     assert_eq!(moved["metadata-location"], json!(second_location));
-    let gone = f(&mut functions, "load").invoke(&json!({"identifier": id})).await;
+    let gone = f(&mut functions, "load")
+        .invoke(&json!({"identifier": id}))
+        .await;
     assert_eq!(gone.error_type(), "INDEX_NOT_FOUND");
 
-    let listed = f(&mut functions, "list").invoke(&json!({"namespace": ns})).await.response();
-    assert_eq!(listed, json!({"identifiers": [renamed], "next-page-token": null}));
-    let missing = f(&mut functions, "list").invoke(&json!({"namespace": ["nope"]})).await;
+    let listed = f(&mut functions, "list")
+        .invoke(&json!({"namespace": ns}))
+        .await
+        .response();
+    assert_eq!(
+        listed,
+        json!({"identifiers": [renamed], "next-page-token": null})
+    );
+    let missing = f(&mut functions, "list")
+        .invoke(&json!({"namespace": ["nope"]}))
+        .await;
     assert_eq!(missing.error_type(), "NAMESPACE_NOT_FOUND");
-    let bad_size = f(&mut functions, "list").invoke(&json!({"namespace": ns, "page-size": 0})).await;
+    let bad_size = f(&mut functions, "list")
+        .invoke(&json!({"namespace": ns, "page-size": 0}))
+        .await;
     assert_eq!(bad_size.error_type(), "INVALID_REQUEST");
 
-    let dropped = f(&mut functions, "drop").invoke(&json!({"identifier": renamed})).await.response();
+    let dropped = f(&mut functions, "drop")
+        .invoke(&json!({"identifier": renamed}))
+        .await
+        .response();
     assert_eq!(dropped, json!({"identifier": renamed, "dropped": true}));
-    let gone = f(&mut functions, "load").invoke(&json!({"identifier": renamed})).await;
+    let gone = f(&mut functions, "load")
+        .invoke(&json!({"identifier": renamed}))
+        .await;
     assert_eq!(gone.error_type(), "INDEX_NOT_FOUND");
-    let twice = f(&mut functions, "drop").invoke(&json!({"identifier": renamed})).await;
+    let twice = f(&mut functions, "drop")
+        .invoke(&json!({"identifier": renamed}))
+        .await;
     assert_eq!(twice.error_type(), "INDEX_NOT_FOUND");
 
     let namespace = f(&mut functions, "namespace");
-    let dropped = namespace.invoke(&json!({"action": "drop", "namespace": ns})).await;
-    assert_eq!(dropped.response(), json!({"namespace": ns, "dropped": true}));
-    let exists = namespace.invoke(&json!({"action": "exists", "namespace": ns})).await;
+    let dropped = namespace
+        .invoke(&json!({"action": "drop", "namespace": ns}))
+        .await;
+    assert_eq!(
+        dropped.response(),
+        json!({"namespace": ns, "dropped": true})
+    );
+    let exists = namespace
+        .invoke(&json!({"action": "exists", "namespace": ns}))
+        .await;
     assert_eq!(exists.response(), json!({"namespace": ns, "exists": false}));
 
     // Observability: one EMF line per invocation, JSON logs carrying the request id.
     let load = f(&mut functions, "load");
     let metrics = load.stdout.wait_until(|lines| lines.len() >= 3).await;
     let metrics = parse_lines(&metrics);
-    let outcomes: Vec<&str> = metrics.iter().map(|m| m["Outcome"].as_str().unwrap_or("?")).collect();
+    let outcomes: Vec<&str> = metrics
+        .iter()
+        .map(|m| m["Outcome"].as_str().unwrap_or("?"))
+        .collect();
     assert_eq!(outcomes, ["SUCCESS", "INDEX_NOT_FOUND", "INDEX_NOT_FOUND"]);
     for metric in &metrics {
         let directive = &metric["_aws"]["CloudWatchMetrics"][0];
@@ -251,21 +332,65 @@ async fn lifecycle(backend: Backend) {
         assert_eq!(directive["Dimensions"], json!([["Operation", "Outcome"]]));
         assert_eq!(directive["Metrics"][0]["Name"], "LatencyMs");
         assert_eq!(metric["Operation"], "load");
-        assert!(metric["LatencyMs"].as_f64().is_some_and(|ms| ms >= 0.0), "{metric}");
-        assert!(metric["_aws"]["Timestamp"].as_i64().is_some_and(|ts| ts > 0), "{metric}");
+        assert!(
+            metric["LatencyMs"].as_f64().is_some_and(|ms| ms >= 0.0),
+            "{metric}"
+        );
+        assert!(
+            metric["_aws"]["Timestamp"]
+                .as_i64()
+                .is_some_and(|ts| ts > 0),
+            "{metric}"
+        );
     }
-    let request_ids: Vec<&str> = metrics.iter().map(|m| m["RequestId"].as_str().unwrap_or("")).collect();
+    let request_ids: Vec<&str> = metrics
+        .iter()
+        .map(|m| m["RequestId"].as_str().unwrap_or(""))
+        .collect();
     let logs = load
         .stderr
-        .wait_until(|lines| request_ids.iter().all(|id| lines.iter().any(|line| line.contains(id))))
+        .wait_until(|lines| {
+            request_ids
+                .iter()
+                .all(|id| lines.iter().any(|line| line.contains(id)))
+        })
         .await;
     let logs = parse_lines(&logs);
-    assert!(logs.iter().any(|line| line["fields"]["message"] == "catalog ready"));
+    assert!(
+        logs.iter()
+            .any(|line| line["fields"]["message"] == "catalog ready")
+    );
+    // Lines inside an invocation carry its id: ours in the `invocation` span, the
+    // runtime's own in its `Lambda runtime invoke` span.
     for line in logs.iter().filter(|line| line.get("span").is_some()) {
-        let id = line["span"]["request_id"].as_str().unwrap_or("");
-        assert!(request_ids.contains(&id), "log line without a known request id: {line}");
-        assert_eq!(line["span"]["operation"], "load");
+        let span = &line["span"];
+        let id = span["request_id"]
+            .as_str()
+            .or(span["requestId"].as_str())
+            .unwrap_or("");
+        assert!(
+            request_ids.contains(&id),
+            "log line without a known request id: {line}"
+        );
     }
+    let outcomes: Vec<(&str, &str)> = logs
+        .iter()
+        .filter(|line| line["span"]["name"] == "invocation")
+        .map(|line| {
+            (
+                line["level"].as_str().unwrap_or(""),
+                line["fields"]["outcome"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("INFO", "SUCCESS"),
+            ("WARN", "INDEX_NOT_FOUND"),
+            ("WARN", "INDEX_NOT_FOUND")
+        ]
+    );
     for f in functions.values_mut() {
         assert!(f.is_running(), "{} stopped", f.name);
     }
@@ -283,7 +408,10 @@ async fn lifecycle_on_a_separate_local_pointer_store() {
 
 /// Events every function must answer with `INVALID_REQUEST` (and keep serving).
 fn malformed_events() -> Vec<(&'static str, Vec<u8>)> {
-    let huge = format!(r#"{{"identifier": {{"namespace": ["a"], "name": "{}"}}}}"#, "x".repeat(2 << 20));
+    let huge = format!(
+        r#"{{"identifier": {{"namespace": ["a"], "name": "{}"}}}}"#,
+        "x".repeat(2 << 20)
+    );
     let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
     vec![
         ("unknown field", br#"{"identifier": {"namespace": ["a"], "name": "x"}, "namespace": ["a"], "action": "exists", "bogus": 1}"#.to_vec()),
@@ -304,7 +432,9 @@ fn valid_event(name: &str) -> Value {
     let id = json!({"namespace": ["absent"], "name": "x"});
     match name {
         "load" | "drop" => json!({"identifier": id}),
-        "register" => json!({"identifier": id, "source": source().to_json_value(), "metadata-location": "file:///nowhere.json"}),
+        "register" => {
+            json!({"identifier": id, "source": source().to_json_value(), "metadata-location": "file:///nowhere.json"})
+        }
         "commit" => json!({
             "identifier": id,
             "source": source().to_json_value(),
@@ -328,11 +458,23 @@ async fn malformed_events_are_invalid_requests_and_the_function_keeps_serving() 
             let mut function = Function::start(name, &env).await;
             for (case, body) in malformed_events() {
                 let (_, outcome) = function.invoke_raw(body).await;
-                assert_eq!(outcome.error_type(), "INVALID_REQUEST", "{name}: {case}: {outcome:?}");
+                assert_eq!(
+                    outcome.error_type(),
+                    "INVALID_REQUEST",
+                    "{name}: {case}: {outcome:?}"
+                );
                 assert!(!outcome.error_message().is_empty(), "{name}: {case}");
                 let valid = function.invoke(&valid_event(name)).await;
-                if let Outcome::Error { error_type, error_message, .. } = &valid {
-                    assert_ne!(error_type, "INVALID_REQUEST", "{name} after {case}: {error_message}");
+                if let Outcome::Error {
+                    error_type,
+                    error_message,
+                    ..
+                } = &valid
+                {
+                    assert_ne!(
+                        error_type, "INVALID_REQUEST",
+                        "{name} after {case}: {error_message}"
+                    );
                 }
             }
             assert!(function.is_running(), "{name} stopped");
@@ -348,8 +490,11 @@ async fn malformed_events_are_invalid_requests_and_the_function_keeps_serving() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_configuration_is_reported_before_polling() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let cases: Vec<(&str, Vec<(String, Option<String>)>)> = vec![
-        ("unsupported warehouse scheme", vec![("PARQDB_WAREHOUSE".into(), Some("ftp://host/wh".into()))]),
+    let cases: Vec<(&str, Env)> = vec![
+        (
+            "unsupported warehouse scheme",
+            vec![("PARQDB_WAREHOUSE".into(), Some("ftp://host/wh".into()))],
+        ),
         (
             "catalog URI is not a URI",
             vec![
@@ -368,7 +513,10 @@ async fn a_bad_configuration_is_reported_before_polling() {
             "malformed Lambda variable",
             vec![
                 ("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir))),
-                ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE".into(), Some("lots".into())),
+                (
+                    "AWS_LAMBDA_FUNCTION_MEMORY_SIZE".into(),
+                    Some("lots".into()),
+                ),
             ],
         ),
     ];
@@ -377,15 +525,23 @@ async fn a_bad_configuration_is_reported_before_polling() {
         let status = function.exit_status().await;
         assert!(!status.success(), "{case}: exited with {status}");
         assert_eq!(function.api.polls(), 0, "{case}: polled for events");
-        let init_error = function.api.init_error().unwrap_or_else(|| panic!("{case}: no /init/error"));
+        let init_error = function
+            .api
+            .init_error()
+            .unwrap_or_else(|| panic!("{case}: no /init/error"));
         assert_eq!(init_error.error_type(), "INVALID_CONFIGURATION", "{case}");
         let logs = parse_lines(&function.stderr.wait_until(|lines| !lines.is_empty()).await);
         assert!(
-            logs.iter().any(|line| line["level"] == "ERROR" && line["fields"]["error_type"] == "INVALID_CONFIGURATION"),
+            logs.iter().any(|line| line["level"] == "ERROR"
+                && line["fields"]["error_type"] == "INVALID_CONFIGURATION"),
             "{case}: {logs:#?}"
         );
         assert!(
-            !function.stderr.snapshot().iter().any(|line| line.contains("panicked")),
+            !function
+                .stderr
+                .snapshot()
+                .iter()
+                .any(|line| line.contains("panicked")),
             "{case}: panicked"
         );
     }
@@ -405,7 +561,13 @@ async fn time_from_start_to_first_poll() {
             samples.push(function.time_to_first_poll().await);
         }
         samples.sort();
-        report.push(format!("{name:>10}: median {:?} (min {:?}, max {:?})", samples[2], samples[0], samples[4]));
+        report.push(format!(
+            "{name:>10}: median {:?} (min {:?}, max {:?})",
+            samples[2], samples[0], samples[4]
+        ));
     }
-    eprintln!("time from process start to the first poll of /invocation/next:\n{}", report.join("\n"));
+    eprintln!(
+        "time from process start to the first poll of /invocation/next:\n{}",
+        report.join("\n")
+    );
 }

@@ -1,6 +1,7 @@
 //! One run: observe → scan and track → condemn → verify → delete → sweep.
 
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
@@ -8,7 +9,7 @@ use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use uuid::Uuid;
 
 use super::config::{format_duration, millis};
-use super::ledger::{Kind, Ledger};
+use super::ledger::{JournalRef, Kind, Ledger};
 use super::lease::{Acquired, Lease};
 use super::marker::verify_ownership;
 use super::reachability::{Observation, Parsed, observe, read_parsed, references_of};
@@ -39,6 +40,7 @@ struct Doomed {
     relative: String,
     size: u64,
     clock_ms: i64,
+    journal: Option<JournalRef>,
     uuid: Option<Uuid>,
     ledger_files: Vec<Path>,
     reason: String,
@@ -64,7 +66,8 @@ struct Run<'a> {
     gc: &'a GarbageCollector,
     ledger: Ledger,
     now_ms: i64,
-    run_id: Uuid,
+    journal: JournalRef,
+    journals: Mutex<HashMap<JournalRef, Arc<HashSet<Uuid>>>>,
     dry_run: bool,
     retention_ms: i64,
     grace_ms: i64,
@@ -77,18 +80,49 @@ fn ms_text(ms: i64) -> String {
 }
 
 impl Run<'_> {
-    /// The retention clock start that evidence demands for `relative` (metadata objects
-    /// also carry their index uuid): the latest time it may have lost reachability.
-    fn evidence_floor(&self, observation: &Observation, relative: &str, uuid: Option<Uuid>) -> Option<i64> {
+    /// The incarnations a run's journal lists (cached).
+    async fn known_incarnations(&self, journal: Option<JournalRef>) -> Result<Arc<HashSet<Uuid>>> {
+        let Some(journal) = journal else {
+            return Ok(Arc::new(HashSet::new()));
+        };
+        if let Some(known) = self.journals.lock().unwrap_or_else(|p| p.into_inner()).get(&journal) {
+            return Ok(known.clone());
+        }
+        let known = Arc::new(self.ledger.read_journal(journal).await?);
+        let mut cache = self.journals.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= 64 {
+            cache.clear();
+        }
+        cache.insert(journal, known.clone());
+        Ok(known)
+    }
+
+    /// The latest time evidence says `relative` may still have been reachable: a recent
+    /// tombstone whose metadata references it; for a metadata file of index `uuid` whose
+    /// recorded clock is `recorded` (written by the run of `journal`), an incarnation
+    /// unknown to that run that may have published it since (same uuid, or — strict — any
+    /// re-incarnation).
+    async fn evidence_floor(
+        &self,
+        observation: &Observation,
+        relative: &str,
+        uuid: Option<Uuid>,
+        recorded: Option<(i64, Option<JournalRef>)>,
+    ) -> Result<Option<i64>> {
         let evidence = &observation.evidence;
         let mut floor = evidence.tombstone_refs.max_covering(relative);
-        if let Some(uuid) = uuid {
-            floor = floor.max(evidence.uuid_changed.get(&uuid).copied());
-            if self.gc.config.strict_reincarnation {
-                floor = floor.max(evidence.reincarnated_ms);
+        if let (Some(uuid), Some((clock_ms, journal))) = (uuid, recorded) {
+            let candidates = evidence.lineage_after(uuid, clock_ms, self.gc.config.strict_reincarnation);
+            if !candidates.is_empty() {
+                let known = self.known_incarnations(journal).await?;
+                for incarnation in candidates {
+                    if !known.contains(&incarnation.created_by) {
+                        floor = floor.max(Some(incarnation.updated_ms));
+                    }
+                }
             }
         }
-        floor
+        Ok(floor)
     }
 
     /// Decide one unreachable object, writing the ledger transitions (unless dry).
@@ -117,7 +151,9 @@ impl Run<'_> {
         }
         let entry = self.ledger.read(relative).await?;
         let mut ledger_files = entry.files.clone();
-        let evidence = self.evidence_floor(observation, relative, uuid);
+        let recorded = entry.clock_start_ms.map(|clock| (clock, entry.clock_journal));
+        let evidence = self.evidence_floor(observation, relative, uuid, recorded).await?;
+        let mut journal = entry.clock_journal;
         let clock_ms = match entry.clock_start_ms {
             Some(recorded) => recorded.max(past_grace_ms).max(evidence.unwrap_or(i64::MIN)),
             None => {
@@ -139,8 +175,9 @@ impl Run<'_> {
                 Some(old) => format!("new evidence moves the retention clock from {} to {}", ms_text(old), ms_text(clock_ms)),
             };
             if !self.dry_run {
-                ledger_files.push(self.ledger.record(relative, Kind::Clock, clock_ms, self.run_id, &reason).await?);
+                ledger_files.push(self.ledger.record(relative, Kind::Clock, clock_ms, self.journal, &reason).await?);
             }
+            journal = Some(self.journal);
             assessed.tracked = Some(reason);
         }
         let retention_ends = clock_ms.saturating_add(self.retention_ms);
@@ -161,7 +198,7 @@ impl Run<'_> {
                 if !self.dry_run {
                     ledger_files.push(
                         self.ledger
-                            .record(relative, Kind::Condemned, self.now_ms, self.run_id, &reason)
+                            .record(relative, Kind::Condemned, self.now_ms, self.journal, &reason)
                             .await?,
                     );
                 }
@@ -189,6 +226,7 @@ impl Run<'_> {
             relative: relative.to_owned(),
             size,
             clock_ms,
+            journal,
             uuid,
             ledger_files,
             reason,
@@ -331,7 +369,8 @@ impl GarbageCollector {
             gc: self,
             ledger: Ledger::new(warehouse),
             now_ms,
-            run_id,
+            journal: JournalRef { run_ms: now_ms, run_id },
+            journals: Mutex::new(HashMap::new()),
             dry_run: config.dry_run,
             retention_ms: millis(config.retention),
             grace_ms: millis(config.grace),
@@ -346,6 +385,12 @@ impl GarbageCollector {
         let observation = observe(catalog, now_ms, run.retention_ms, run.skew_ms, concurrency).await?;
         report.roots = observation.roots.clone();
         report.warnings.extend(observation.warnings.iter().cloned());
+        if !config.dry_run {
+            // The journal every ledger clock written by this run refers to.
+            run.ledger
+                .write_journal(run.journal, &observation.evidence.all_incarnations)
+                .await?;
+        }
         let reachable = &observation.reachable;
 
         let mut tallies = Tallies {
@@ -485,7 +530,8 @@ impl GarbageCollector {
             let mut tables = Vec::new();
             for item in doomed {
                 let newer = run
-                    .evidence_floor(&again, &item.relative, item.uuid)
+                    .evidence_floor(&again, &item.relative, item.uuid, Some((item.clock_ms, item.journal)))
+                    .await?
                     .is_some_and(|floor| floor > item.clock_ms);
                 if again.reachable.covers(&item.relative) || newer {
                     report.kept_at_verification.add(item.size);
@@ -560,6 +606,10 @@ impl GarbageCollector {
             }
         }
         report.ledger_files_cleared += ledger.delete(batch).await? as u64;
+        // Journals outlive every clock that refers to them by far; a clock whose journal
+        // is gone reads it as empty, which only delays deletion.
+        let keep_ms = run.retention_ms.saturating_mul(4).max(7 * 24 * 3_600_000);
+        ledger.prune_journals(now_ms.saturating_sub(keep_ms)).await?;
         Ok(())
     }
 

@@ -8,8 +8,18 @@
 //! never also a directory). An entry is a set of immutable files, each written with
 //! create-if-absent, whose names carry the facts so one listing reads a whole entry:
 //!
-//! * `u-<ms>.json` — the retention clock of the object starts at `<ms>`;
-//! * `c-<ms>.json` — the object was condemned at `<ms>`.
+//! * `u-<ms>-<run-ms>-<run>.json` — the retention clock of the object starts at `<ms>`;
+//!   run `<run>` (at `<run-ms>`) wrote it, and its journal lists the identifier
+//!   incarnations that existed then (see below);
+//! * `c-<ms>-<run-ms>-<run>.json` — the object was condemned at `<ms>`.
+//!
+//! # The journal
+//! Every run that writes the ledger first writes `_gc/journal/<run-ms>-<run>.json`: the
+//! `created-by` id of every pointer record's incarnation at its walk. An incarnation that
+//! existed when an object's clock was written cannot publish that (then unreachable)
+//! metadata file later: within an incarnation, commits only move forward. So only
+//! incarnations missing from that journal can move a metadata file's clock (see the
+//! module docs of [`crate::gc`]). A missing journal reads as empty, which is conservative.
 //!
 //! Several files of a kind (two runs raced, or new evidence raised the clock) combine by
 //! taking the **largest** value, which is always the conservative reading: a later clock
@@ -19,11 +29,13 @@
 //! deleted) when its object is reachable again or gone. A lost entry (a crash between
 //! deleting its files) is harmless: the next run starts a fresh, later clock.
 
+use std::collections::HashSet;
+
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use futures::stream::BoxStream;
 use object_store::path::Path;
-use object_store::{ObjectMeta, ObjectStore, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -36,11 +48,38 @@ pub const LEDGER_DIR: &str = "_gc/ledger";
 
 const LEDGER_VERSION: i32 = 1;
 
+/// The journal of one run: its time and id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct JournalRef {
+    pub run_ms: i64,
+    pub run_id: Uuid,
+}
+
+impl JournalRef {
+    fn suffix(&self) -> String {
+        format!("{}-{}", self.run_ms.max(0), self.run_id.simple())
+    }
+}
+
+/// The journal directory under the warehouse root.
+pub const JOURNAL_DIR: &str = "_gc/journal";
+
+#[derive(Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct Journal {
+    journal_version: i32,
+    run_id: Uuid,
+    now_ms: i64,
+    incarnations: Vec<Uuid>,
+}
+
 /// One object's ledger entry as read.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Entry {
     /// When the object's retention clock started (largest recorded).
     pub clock_start_ms: Option<i64>,
+    /// The journal of the run that recorded that clock.
+    pub clock_journal: Option<JournalRef>,
     /// When the object was last condemned (largest recorded).
     pub condemned_ms: Option<i64>,
     /// The entry's files.
@@ -87,16 +126,22 @@ fn unavailable(err: object_store::Error) -> Error {
     Error::with_source(ErrorKind::StoreUnavailable, "reading or writing the gc ledger failed", err)
 }
 
-/// Parse an entry file name: `u-<ms>.json` or `c-<ms>.json`.
-fn parse_name(name: &str) -> Option<(Kind, i64)> {
+/// Parse an entry file name: `<u|c>-<ms>-<run-ms>-<run>.json`.
+fn parse_name(name: &str) -> Option<(Kind, i64, JournalRef)> {
     let stem = name.strip_suffix(".json")?;
-    let (tag, ms) = stem.split_once('-')?;
-    let kind = match tag {
+    let mut parts = stem.split('-');
+    let kind = match parts.next()? {
         "u" => Kind::Clock,
         "c" => Kind::Condemned,
         _ => return None,
     };
-    Some((kind, ms.parse().ok()?))
+    let ms = parts.next()?.parse().ok()?;
+    let run_ms = parts.next()?.parse().ok()?;
+    let run_id = Uuid::try_parse(parts.next()?).ok()?;
+    if parts.next().is_some() {
+        return None;
+    }
+    Some((kind, ms, JournalRef { run_ms, run_id }))
 }
 
 impl Ledger {
@@ -124,12 +169,15 @@ impl Ledger {
             .map_err(unavailable)?;
         let mut entry = Entry::default();
         for meta in listed.objects {
-            if let Some((kind, ms)) = meta.location.filename().and_then(parse_name) {
-                let slot = match kind {
-                    Kind::Clock => &mut entry.clock_start_ms,
-                    Kind::Condemned => &mut entry.condemned_ms,
-                };
-                *slot = Some(slot.map_or(ms, |current| current.max(ms)));
+            match meta.location.filename().and_then(parse_name) {
+                Some((Kind::Clock, ms, journal)) if entry.clock_start_ms.is_none_or(|current| ms > current) => {
+                    entry.clock_start_ms = Some(ms);
+                    entry.clock_journal = Some(journal);
+                }
+                Some((Kind::Condemned, ms, _)) if entry.condemned_ms.is_none_or(|current| ms > current) => {
+                    entry.condemned_ms = Some(ms);
+                }
+                _ => {}
             }
             entry.files.push(meta.location);
         }
@@ -138,15 +186,22 @@ impl Ledger {
 
     /// Record a fact about `relative` (create-if-absent; an identical fact is a no-op) and
     /// return the file that holds it.
-    pub(crate) async fn record(&self, relative: &str, kind: Kind, ms: i64, run_id: Uuid, reason: &str) -> Result<Path> {
+    pub(crate) async fn record(
+        &self,
+        relative: &str,
+        kind: Kind,
+        ms: i64,
+        journal: JournalRef,
+        reason: &str,
+    ) -> Result<Path> {
         let ms = ms.max(0);
-        let file = self.dir(relative).join(format!("{}-{ms}.json", kind.tag()));
+        let file = self.dir(relative).join(format!("{}-{ms}-{}.json", kind.tag(), journal.suffix()));
         let body = EntryFile {
             ledger_version: LEDGER_VERSION,
             object: relative,
             kind: kind.tag(),
             ms,
-            run_id,
+            run_id: journal.run_id,
             reason,
         };
         let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
@@ -158,6 +213,67 @@ impl Ledger {
             Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(file),
             Err(err) => Err(unavailable(err)),
         }
+    }
+
+    fn journal_path(&self, journal: JournalRef) -> Path {
+        self.warehouse.path(&format!("{JOURNAL_DIR}/{}.json", journal.suffix()))
+    }
+
+    /// Write this run's journal: the incarnations that exist now.
+    pub(crate) async fn write_journal(&self, journal: JournalRef, incarnations: &HashSet<Uuid>) -> Result<()> {
+        let mut ids: Vec<Uuid> = incarnations.iter().copied().collect();
+        ids.sort();
+        let body = Journal {
+            journal_version: LEDGER_VERSION,
+            run_id: journal.run_id,
+            now_ms: journal.run_ms,
+            incarnations: ids,
+        };
+        let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
+        let options = PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        };
+        match self
+            .store()
+            .put_opts(&self.journal_path(journal), PutPayload::from_bytes(bytes), options)
+            .await
+        {
+            Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
+            Err(err) => Err(unavailable(err)),
+        }
+    }
+
+    /// The incarnations a run's journal lists (empty if it is gone: conservative).
+    pub(crate) async fn read_journal(&self, journal: JournalRef) -> Result<HashSet<Uuid>> {
+        let bytes = match self.store().get(&self.journal_path(journal)).await {
+            Ok(result) => result.bytes().await.map_err(unavailable)?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(HashSet::new()),
+            Err(err) => return Err(unavailable(err)),
+        };
+        let body: Journal = serde_json::from_slice(&bytes).map_err(|err| {
+            Error::new(ErrorKind::CorruptRecord, format!("gc journal {} is invalid: {err}", journal.suffix()))
+        })?;
+        Ok(body.incarnations.into_iter().collect())
+    }
+
+    /// Delete journals of runs before `before_ms`; returns how many.
+    pub(crate) async fn prune_journals(&self, before_ms: i64) -> Result<usize> {
+        let old: Vec<Path> = self
+            .store()
+            .list(Some(&self.warehouse.path(JOURNAL_DIR)))
+            .try_filter_map(|meta| async move {
+                let run_ms = meta
+                    .location
+                    .filename()
+                    .and_then(|name| name.split('-').next())
+                    .and_then(|ms| ms.parse::<i64>().ok());
+                Ok(run_ms.filter(|ms| *ms < before_ms).map(|_| meta.location))
+            })
+            .try_collect()
+            .await
+            .map_err(unavailable)?;
+        self.delete(old).await
     }
 
     /// Every ledger file, streamed.
@@ -197,32 +313,52 @@ mod tests {
 
     #[test]
     fn entry_file_names_parse() {
-        assert_eq!(parse_name("u-17.json"), Some((Kind::Clock, 17)));
-        assert_eq!(parse_name("c-0.json"), Some((Kind::Condemned, 0)));
-        assert_eq!(parse_name("x-1.json"), None);
-        assert_eq!(parse_name("u-1"), None);
-        assert_eq!(parse_name("u-a.json"), None);
+        let run = Uuid::from_u128(7);
+        let journal = JournalRef { run_ms: 5, run_id: run };
+        let name = format!("u-17-{}.json", journal.suffix());
+        assert_eq!(parse_name(&name), Some((Kind::Clock, 17, journal)));
+        assert_eq!(parse_name(&format!("c-0-{}.json", journal.suffix())), Some((Kind::Condemned, 0, journal)));
+        assert_eq!(parse_name("x-1-5-00000000000000000000000000000007.json"), None);
+        assert_eq!(parse_name("u-1.json"), None);
+        assert_eq!(parse_name("u-a-5-00000000000000000000000000000007.json"), None);
     }
 
     #[tokio::test]
     async fn entries_combine_by_the_largest_value() {
         let warehouse = Warehouse::in_memory("memory://ledger/wh").expect("warehouse");
         let ledger = Ledger::new(&warehouse);
-        let run = Uuid::nil();
+        let first = JournalRef { run_ms: 1, run_id: Uuid::from_u128(1) };
+        let second = JournalRef { run_ms: 2, run_id: Uuid::from_u128(2) };
         let object = "indexes/a/1/ivf_postings/part-0";
         assert!(ledger.read(object).await.expect("read").clock_start_ms.is_none());
-        ledger.record(object, Kind::Clock, 10, run, "seen").await.expect("clock");
-        ledger.record(object, Kind::Clock, 30, run, "raised").await.expect("clock");
-        ledger.record(object, Kind::Clock, 30, run, "again").await.expect("idempotent");
-        ledger.record(object, Kind::Condemned, 50, run, "condemned").await.expect("condemn");
+        ledger.record(object, Kind::Clock, 10, first, "seen").await.expect("clock");
+        ledger.record(object, Kind::Clock, 30, second, "raised").await.expect("clock");
+        ledger.record(object, Kind::Clock, 30, second, "again").await.expect("idempotent");
+        ledger.record(object, Kind::Condemned, 50, second, "condemned").await.expect("condemn");
         // A child object's entry is not part of its parent's.
-        ledger.record(&format!("{object}/x"), Kind::Clock, 99, run, "child").await.expect("child");
+        ledger.record(&format!("{object}/x"), Kind::Clock, 99, first, "child").await.expect("child");
         let entry = ledger.read(object).await.expect("read");
         assert_eq!(entry.clock_start_ms, Some(30));
+        assert_eq!(entry.clock_journal, Some(second));
         assert_eq!(entry.condemned_ms, Some(50));
         assert_eq!(entry.files.len(), 3);
         assert_eq!(ledger.object_of(&entry.files[0]).as_deref(), Some(object));
         assert_eq!(ledger.delete(entry.files).await.expect("deleted"), 3);
         assert!(ledger.read(object).await.expect("read").files.is_empty());
+    }
+
+    #[tokio::test]
+    async fn journals_round_trip_and_are_pruned() {
+        let warehouse = Warehouse::in_memory("memory://journal/wh").expect("warehouse");
+        let ledger = Ledger::new(&warehouse);
+        let old = JournalRef { run_ms: 100, run_id: Uuid::from_u128(1) };
+        let new = JournalRef { run_ms: 200, run_id: Uuid::from_u128(2) };
+        let ids: HashSet<Uuid> = [Uuid::from_u128(9), Uuid::from_u128(8)].into_iter().collect();
+        ledger.write_journal(old, &ids).await.expect("written");
+        ledger.write_journal(new, &HashSet::new()).await.expect("written");
+        assert_eq!(ledger.read_journal(old).await.expect("read"), ids);
+        assert_eq!(ledger.prune_journals(150).await.expect("pruned"), 1);
+        assert!(ledger.read_journal(old).await.expect("read").is_empty(), "a missing journal is empty");
+        assert!(ledger.read_journal(new).await.expect("read").is_empty());
     }
 }

@@ -67,6 +67,19 @@ pub struct RootStats {
     pub references: u64,
 }
 
+/// One incarnation of an identifier, as seen by a walk.
+#[derive(Debug, Clone)]
+pub(crate) struct Incarnation {
+    /// The register or rename that created it (stable across its commits).
+    pub created_by: Uuid,
+    /// The index uuid of its current metadata, if readable.
+    pub index_uuid: Option<Uuid>,
+    /// When its record last changed.
+    pub updated_ms: i64,
+    /// Whether it replaced a tombstone (earlier incarnations of the key are hidden).
+    pub reincarnation: bool,
+}
+
 /// Evidence about when unreachable objects lost reachability.
 #[derive(Debug, Default)]
 pub(crate) struct Evidence {
@@ -76,12 +89,25 @@ pub(crate) struct Evidence {
     pub quiet_since_ms: Option<i64>,
     /// Whether `quiet_since_ms` may be used (no dangling references were seen).
     pub quiet_usable: bool,
-    /// The latest `updated-ms` of a record whose incarnation replaced a tombstone.
-    pub reincarnated_ms: Option<i64>,
-    /// Per index-uuid, the latest `updated-ms` of a record whose metadata has that uuid.
-    pub uuid_changed: HashMap<Uuid, i64>,
+    /// Incarnations of roots and of tombstones within the retention horizon, by the
+    /// index uuid of their metadata.
+    pub by_uuid: HashMap<Uuid, Vec<Incarnation>>,
+    /// Incarnations within the horizon that replaced a tombstone.
+    pub reincarnations: Vec<Incarnation>,
+    /// The `created-by` of every record (the run's journal).
+    pub all_incarnations: HashSet<Uuid>,
     /// References of recently dropped metadata, each with its tombstone's `updated-ms`.
     pub tombstone_refs: RefMap,
+}
+
+impl Evidence {
+    /// Incarnations that changed after `after_ms` and may have published the metadata
+    /// file of index `uuid` (same uuid; or, when `strict`, any re-incarnation).
+    pub(crate) fn lineage_after(&self, uuid: Uuid, after_ms: i64, strict: bool) -> Vec<&Incarnation> {
+        let same = self.by_uuid.get(&uuid).into_iter().flatten();
+        let reused = self.reincarnations.iter().filter(|_| strict);
+        same.chain(reused).filter(|inc| inc.updated_ms > after_ms).collect()
+    }
 }
 
 /// One walk's result.
@@ -180,7 +206,7 @@ fn unavailable(what: &str, err: object_store::Error) -> Error {
 
 /// Whether a record's incarnation replaced a tombstone (register or rename over a dropped
 /// key), judged from its commit-id chain. A chain truncated past the incarnation's
-/// creation means many commits since; it is not counted (see the module docs).
+/// creation (more than 16 commits since) is not counted (see the module docs).
 fn is_reincarnation(record: &PointerRecord) -> bool {
     if record.created_by == record.commit_id {
         return !record.previous_commit_ids.is_empty();
@@ -292,6 +318,8 @@ pub(crate) async fn observe(
     let mut roots: BTreeMap<String, i64> = BTreeMap::new();
     // Tombstone metadata within the retention horizon -> the latest drop time.
     let mut tombstones: BTreeMap<String, i64> = BTreeMap::new();
+    // Absolute metadata location -> incarnations naming it (roots and horizon tombstones).
+    let mut incarnations: HashMap<String, Vec<Incarnation>> = HashMap::new();
     let mut seen_keys: HashSet<StoreKey> = HashSet::new();
     let recent_after = now_ms.saturating_sub(skew_ms);
     let horizon = now_ms.saturating_sub(retention_ms.saturating_add(skew_ms));
@@ -307,9 +335,14 @@ pub(crate) async fn observe(
             stats.pointer_records += 1;
             let evidence = &mut obs.evidence;
             evidence.quiet_since_ms = Some(evidence.quiet_since_ms.map_or(record.updated_ms, |q| q.max(record.updated_ms)));
-            if is_reincarnation(&record) {
-                evidence.reincarnated_ms =
-                    Some(evidence.reincarnated_ms.map_or(record.updated_ms, |r| r.max(record.updated_ms)));
+            evidence.all_incarnations.insert(record.created_by);
+            if record.updated_ms > horizon {
+                incarnations.entry(record.metadata_location.clone()).or_default().push(Incarnation {
+                    created_by: record.created_by,
+                    index_uuid: None,
+                    updated_ms: record.updated_ms,
+                    reincarnation: is_reincarnation(&record),
+                });
             }
             for location in source_locations(&record.source, warehouse) {
                 obs.reachable.insert(location, 0);
@@ -348,6 +381,10 @@ pub(crate) async fn observe(
 
     // The closure over root metadata, layer by layer.
     let mut visited: HashSet<String> = HashSet::new();
+    // Canonical metadata name -> its index uuid (roots and tombstones).
+    let mut uuids: HashMap<String, Uuid> = HashMap::new();
+    // Absolute location -> canonical name.
+    let mut names: HashMap<String, String> = HashMap::new();
     let mut frontier: Vec<(String, Option<i64>)> = Vec::new();
     for (location, updated_ms) in &roots {
         let relative = warehouse.relative(location).map_err(|err| {
@@ -356,6 +393,7 @@ pub(crate) async fn observe(
         let Some(name) = normalize(warehouse, &relative) else {
             return Err(Error::new(ErrorKind::InvalidIndexMetadata, format!("gc aborted: bad metadata location `{location}`")));
         };
+        names.insert(location.clone(), name.clone());
         if visited.insert(name.clone()) {
             frontier.push((name, Some(*updated_ms)));
         }
@@ -375,9 +413,8 @@ pub(crate) async fn observe(
             match parsed {
                 Parsed::Metadata(metadata) => {
                     observation.roots.metadata_files_read += 1;
-                    if let Some(updated) = root_updated {
-                        let at = observation.evidence.uuid_changed.entry(metadata.index_uuid()).or_insert(updated);
-                        *at = (*at).max(updated);
+                    if root_updated.is_some() {
+                        uuids.insert(name.clone(), metadata.index_uuid());
                     }
                     let refs = references_of(&metadata, registry, warehouse);
                     for reference in refs.direct {
@@ -419,24 +456,24 @@ pub(crate) async fn observe(
 
     // Evidence from recently dropped metadata.
     let tombstone_list: Vec<(String, i64)> = tombstones.into_iter().collect();
-    let parsed: Vec<(String, i64, Option<Parsed>)> = futures::stream::iter(tombstone_list)
+    let parsed: Vec<(String, String, i64, Option<Parsed>)> = futures::stream::iter(tombstone_list)
         .map(|(location, dropped_ms)| async move {
             let Some(name) = warehouse.relative(&location).ok().and_then(|r| normalize(warehouse, &r)) else {
-                return Ok::<_, Error>((location, dropped_ms, None));
+                return Ok::<_, Error>((location.clone(), location, dropped_ms, None));
             };
             let parsed = read_parsed(warehouse, registry, &name).await?;
-            Ok((name, dropped_ms, Some(parsed)))
+            Ok((location, name, dropped_ms, Some(parsed)))
         })
         .buffer_unordered(concurrency.max(1))
         .try_collect()
         .await?;
-    for (name, dropped_ms, parsed) in parsed {
+    for (location, name, dropped_ms, parsed) in parsed {
         let evidence = &mut observation.evidence;
         match parsed {
             Some(Parsed::Metadata(metadata)) => {
+                names.insert(location, name.clone());
+                uuids.insert(name.clone(), metadata.index_uuid());
                 evidence.tombstone_refs.insert(name, dropped_ms);
-                let at = evidence.uuid_changed.entry(metadata.index_uuid()).or_insert(dropped_ms);
-                *at = (*at).max(dropped_ms);
                 let refs = references_of(&metadata, registry, warehouse);
                 for reference in refs.direct.into_iter().chain(refs.family) {
                     evidence.tombstone_refs.insert(reference, dropped_ms);
@@ -448,6 +485,19 @@ pub(crate) async fn observe(
                 observation.warnings.push(format!("the metadata of a dropped index, `{name}`, is invalid: {why}"));
             }
             None => observation.warnings.push(format!("a dropped index names `{name}`, outside the warehouse")),
+        }
+    }
+    // Attach each incarnation to the index uuid of its metadata.
+    for (location, list) in incarnations {
+        let uuid = names.get(&location).and_then(|name| uuids.get(name)).copied();
+        for mut incarnation in list {
+            incarnation.index_uuid = uuid;
+            if incarnation.reincarnation {
+                observation.evidence.reincarnations.push(incarnation.clone());
+            }
+            if let Some(uuid) = uuid {
+                observation.evidence.by_uuid.entry(uuid).or_default().push(incarnation);
+            }
         }
     }
     observation.roots.references = observation.reachable.len() as u64;

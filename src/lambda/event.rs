@@ -86,7 +86,9 @@ impl From<Value> for RawEvent {
 impl<'de> Deserialize<'de> for RawEvent {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         // Never fails: a syntax error (or serde_json's nesting limit) is kept as data.
-        Ok(RawEvent(Value::deserialize(deserializer).map_err(|err| err.to_string())))
+        Ok(RawEvent(
+            Value::deserialize(deserializer).map_err(|err| err.to_string()),
+        ))
     }
 }
 
@@ -168,7 +170,11 @@ pub struct ListRequest {
 
 /// The `namespace` function's request, selected by `action`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "action", rename_all = "kebab-case", rename_all_fields = "kebab-case")]
+#[serde(
+    tag = "action",
+    rename_all = "kebab-case",
+    rename_all_fields = "kebab-case"
+)]
 pub enum NamespaceRequest {
     /// Create a namespace (its parent must exist).
     Create {
@@ -577,7 +583,10 @@ pub(crate) mod tests {
         });
         let request = RegisterRequest::from_event(register.clone()).expect("valid");
         assert_eq!(request.identifier.name(), "x");
-        assert_eq!(serde_json::to_value(&request).expect("serializes"), register);
+        assert_eq!(
+            serde_json::to_value(&request).expect("serializes"),
+            register
+        );
 
         let commit = json!({
             "identifier": id(),
@@ -642,8 +651,9 @@ pub(crate) mod tests {
 
     #[test]
     fn messages_name_the_json_path() {
-        let err = LoadRequest::from_event(json!({"identifier": {"namespace": ["a", 7], "name": "x"}}))
-            .expect_err("rejected");
+        let err =
+            LoadRequest::from_event(json!({"identifier": {"namespace": ["a", 7], "name": "x"}}))
+                .expect_err("rejected");
         assert!(err.message().contains("identifier.namespace[1]"), "{err}");
         let err = LoadRequest::from_event(json!({"identifer": id()})).expect_err("rejected");
         assert!(err.message().contains("unknown field `identifer`"), "{err}");
@@ -652,11 +662,15 @@ pub(crate) mod tests {
     #[test]
     fn unstorable_names_are_invalid_identifiers() {
         assert_eq!(
-            code(LoadRequest::from_event(json!({"identifier": {"namespace": [], "name": "x"}}))),
+            code(LoadRequest::from_event(
+                json!({"identifier": {"namespace": [], "name": "x"}})
+            )),
             "INVALID_IDENTIFIER"
         );
-        let err = RenameRequest::from_event(json!({"from": id(), "to": {"namespace": ["a"], "name": ""}}))
-            .expect_err("rejected");
+        let err = RenameRequest::from_event(
+            json!({"from": id(), "to": {"namespace": ["a"], "name": ""}}),
+        )
+        .expect_err("rejected");
         assert_eq!(err.code(), "INVALID_IDENTIFIER");
         assert!(err.message().starts_with("`to`"), "{err}");
         assert_eq!(
@@ -674,7 +688,8 @@ pub(crate) mod tests {
             json!({"provider": "parquet", "properties": {"a": 1}}),
             json!(["parquet", {}]),
         ] {
-            let event = json!({"identifier": id(), "source": bad, "metadata-location": "file:///m"});
+            let event =
+                json!({"identifier": id(), "source": bad, "metadata-location": "file:///m"});
             assert_eq!(code(RegisterRequest::from_event(event)), "INVALID_REQUEST");
         }
     }
@@ -699,8 +714,9 @@ pub(crate) mod tests {
     #[test]
     fn oversized_events_are_rejected_before_parsing() {
         let huge = "x".repeat(MAX_EVENT_BYTES);
-        let err = LoadRequest::from_event(json!({"identifier": {"namespace": ["a"], "name": huge}}))
-            .expect_err("rejected");
+        let err =
+            LoadRequest::from_event(json!({"identifier": {"namespace": ["a"], "name": huge}}))
+                .expect_err("rejected");
         assert_eq!(err.code(), "INVALID_REQUEST");
         assert!(err.message().contains("larger than"), "{err}");
     }

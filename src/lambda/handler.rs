@@ -37,7 +37,11 @@ pub async fn register(
 ) -> Result<IndexPointer> {
     let request = RegisterRequest::from_event(event.payload)?;
     catalog
-        .register(&request.identifier, &request.source, &request.metadata_location)
+        .register(
+            &request.identifier,
+            &request.source,
+            &request.metadata_location,
+        )
         .await
 }
 
@@ -78,7 +82,11 @@ pub async fn rename(catalog: &dyn IndexCatalog, event: LambdaEvent<Value>) -> Re
 pub async fn list(catalog: &dyn IndexCatalog, event: LambdaEvent<Value>) -> Result<IdentifierPage> {
     let request = ListRequest::from_event(event.payload)?;
     catalog
-        .list(&request.namespace, request.page_token.as_deref(), request.page_size)
+        .list(
+            &request.namespace,
+            request.page_token.as_deref(),
+            request.page_size,
+        )
         .await
 }
 
@@ -92,7 +100,9 @@ pub async fn namespace(
             namespace,
             properties,
         } => {
-            catalog.create_namespace(&namespace, properties.clone()).await?;
+            catalog
+                .create_namespace(&namespace, properties.clone())
+                .await?;
             NamespaceResponse::Properties {
                 namespace,
                 properties,
@@ -287,8 +297,7 @@ mod tests {
     use crate::catalog::Catalog;
     use crate::family::FamilyRegistry;
     use crate::metadata::{
-        IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents,
-        TableDefinition,
+        IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
     };
     use crate::store::memory::MemoryStore;
     use crate::warehouse::Warehouse;
@@ -303,7 +312,11 @@ mod tests {
         LambdaEvent::new(payload, Context::default())
     }
 
-    async fn call(operation: Operation, catalog: &Catalog, event: LambdaEvent<Value>) -> Result<Value> {
+    async fn call(
+        operation: Operation,
+        catalog: &Catalog,
+        event: LambdaEvent<Value>,
+    ) -> Result<Value> {
         let response = dispatch(operation, catalog, event).await?;
         Ok(serde_json::to_value(response).expect("serializes"))
     }
@@ -356,8 +369,14 @@ mod tests {
     async fn operations_answer_the_documented_json() {
         let catalog = catalog();
         let registry = FamilyRegistry::builtin();
-        let first = IndexMetadata::create(contents("a"), BTreeMap::new(), &SystemClock, &RandomIds, &registry)
-            .expect("metadata");
+        let first = IndexMetadata::create(
+            contents("a"),
+            BTreeMap::new(),
+            &SystemClock,
+            &RandomIds,
+            &registry,
+        )
+        .expect("metadata");
         let first_location = write(&catalog, &first, 1).await;
         let second = first
             .successor(contents("b"), &SystemClock, &RandomIds, &registry)
@@ -366,9 +385,12 @@ mod tests {
         let id = json!({"namespace": ["docs"], "name": "emb"});
         let source = source().to_json_value();
 
-        let created = namespace(&catalog, event(json!({"action": "create", "namespace": ["docs"]})))
-            .await
-            .expect("created");
+        let created = namespace(
+            &catalog,
+            event(json!({"action": "create", "namespace": ["docs"]})),
+        )
+        .await
+        .expect("created");
         assert_eq!(
             serde_json::to_value(created).expect("json"),
             json!({"namespace": ["docs"], "properties": {}})
@@ -408,18 +430,31 @@ mod tests {
             "base-metadata-location": first_location,
             "new-metadata-location": losing_location,
         });
-        let err = commit(&catalog, event(stale)).await.expect_err("stale base");
+        let err = commit(&catalog, event(stale))
+            .await
+            .expect_err("stale base");
         assert_eq!(err.code(), "COMMIT_CONFLICT", "{err}");
 
-        let listed = call(Operation::List, &catalog, event(json!({"namespace": ["docs"]})))
-            .await
-            .expect("listed");
-        assert_eq!(listed, json!({"identifiers": [id], "next-page-token": null}));
+        let listed = call(
+            Operation::List,
+            &catalog,
+            event(json!({"namespace": ["docs"]})),
+        )
+        .await
+        .expect("listed");
+        assert_eq!(
+            listed,
+            json!({"identifiers": [id], "next-page-token": null})
+        );
 
         let to = json!({"namespace": ["docs"], "name": "renamed"});
-        let renamed = call(Operation::Rename, &catalog, event(json!({"from": id, "to": to})))
-            .await
-            .expect("renamed");
+        let renamed = call(
+            Operation::Rename,
+            &catalog,
+            event(json!({"from": id, "to": to})),
+        )
+        .await
+        .expect("renamed");
         assert_eq!(renamed["identifier"], to);
         assert_eq!(renamed["metadata-location"], json!(second_location));
 
@@ -427,7 +462,9 @@ mod tests {
             .await
             .expect("dropped");
         assert_eq!(dropped, json!({"identifier": to, "dropped": true}));
-        let err = load(&catalog, event(json!({"identifier": to}))).await.expect_err("gone");
+        let err = load(&catalog, event(json!({"identifier": to})))
+            .await
+            .expect_err("gone");
         assert_eq!(err.code(), "INDEX_NOT_FOUND");
 
         let exists = call(
@@ -438,10 +475,17 @@ mod tests {
         .await
         .expect("answered");
         assert_eq!(exists, json!({"namespace": ["docs"], "exists": true}));
-        let page = call(Operation::Namespace, &catalog, event(json!({"action": "list"})))
-            .await
-            .expect("listed");
-        assert_eq!(page, json!({"namespaces": [["docs"]], "next-page-token": null}));
+        let page = call(
+            Operation::Namespace,
+            &catalog,
+            event(json!({"action": "list"})),
+        )
+        .await
+        .expect("listed");
+        assert_eq!(
+            page,
+            json!({"namespaces": [["docs"]], "next-page-token": null})
+        );
         let dropped = call(
             Operation::Namespace,
             &catalog,
@@ -450,9 +494,12 @@ mod tests {
         .await
         .expect("dropped");
         assert_eq!(dropped, json!({"namespace": ["docs"], "dropped": true}));
-        let err = namespace(&catalog, event(json!({"action": "properties", "namespace": ["docs"]})))
-            .await
-            .expect_err("gone");
+        let err = namespace(
+            &catalog,
+            event(json!({"action": "properties", "namespace": ["docs"]})),
+        )
+        .await
+        .expect_err("gone");
         assert_eq!(err.code(), "NAMESPACE_NOT_FOUND");
     }
 
@@ -460,11 +507,21 @@ mod tests {
     async fn every_operation_rejects_malformed_events_with_a_typed_error() {
         let catalog = catalog();
         for operation in Operation::ALL {
-            for payload in [json!(null), json!([]), json!("x"), json!({"unknown": 1}), json!({})] {
+            for payload in [
+                json!(null),
+                json!([]),
+                json!("x"),
+                json!({"unknown": 1}),
+                json!({}),
+            ] {
                 let err = call(operation, &catalog, event(payload.clone()))
                     .await
                     .expect_err("rejected");
-                assert_eq!(err.code(), "INVALID_REQUEST", "{operation} {payload}: {err}");
+                assert_eq!(
+                    err.code(),
+                    "INVALID_REQUEST",
+                    "{operation} {payload}: {err}"
+                );
             }
         }
     }

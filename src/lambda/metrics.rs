@@ -128,7 +128,13 @@ impl Metrics {
 
     /// Record one invocation. A failing stdout is ignored (metrics never fail a request).
     pub fn record(&self, operation: &str, outcome: Outcome, latency_ms: f64, request_id: &str) {
-        let line = emf_line(self.clock.now_ms(), operation, outcome, latency_ms, request_id);
+        let line = emf_line(
+            self.clock.now_ms(),
+            operation,
+            outcome,
+            latency_ms,
+            request_id,
+        );
         match &self.sink {
             Sink::Stdout => {
                 let mut stdout = std::io::stdout().lock();

@@ -66,7 +66,10 @@
 //! writes (keys, conditions and values), so a retry of the same transaction within
 //! DynamoDB's 10-minute idempotency window is applied at most once, and answers success
 //! with the same versions if the first attempt succeeded. Because catalog records carry
-//! unique commit ids, two identical write sets are the same commit. A cancellation with a
+//! unique commit ids, two identical write sets are the same commit. (A retry after the
+//! window is a new request: if the first attempt had applied, its conditions now fail and
+//! it reports [`StoreError::Precondition`]; the catalog tells that case apart by reading its
+//! commit id back, as for any ambiguous outcome.) A cancellation with a
 //! `ConditionalCheckFailed` reason is [`StoreError::Precondition`] (nothing applied); one
 //! caused only by `TransactionConflict` or throttling is a retryable
 //! [`StoreError::Unavailable`].
@@ -84,7 +87,7 @@
 //! |--------------------------------------------------------------------|---------------------|----------------------|
 //! | `ConditionalCheckFailedException`                                  | —                   | `AlreadyExists` / `Precondition` |
 //! | throttling, `TransactionConflict`, connection refused              | `Unavailable` (retryable) | `Unavailable` (retryable) |
-//! | 5xx, timeout, broken connection, unreadable response               | `Unavailable` (retryable) | `Ambiguous`          |
+//! | 5xx, timeout, broken connection, unreadable response, `TransactionInProgressException` | `Unavailable` (retryable) | `Ambiguous` |
 //! | missing table, validation error, access denied, bad configuration  | `Unavailable` (not retryable) | `Unavailable` (not retryable) |
 //!
 //! The SDK's own retries stay on for reads and transactions (a transaction retry reuses the
@@ -129,10 +132,12 @@ use super::{
 };
 use crate::error::{Error, ErrorKind, Result};
 
-/// Partition-key attribute.
-const PK: &str = "pk";
-/// Sort-key attribute.
-const SK: &str = "sk";
+/// The partition-key attribute of every item (type S): the store key up to and including
+/// its first `=`. See the table schema above.
+pub const PARTITION_KEY: &str = "pk";
+/// The sort-key attribute of every item (type S): the rest of the store key, or `!` if it
+/// is empty. See the table schema above.
+pub const SORT_KEY: &str = "sk";
 /// Record-bytes attribute.
 const VALUE: &str = "value";
 /// Version attribute (a reserved word in expressions: always written `#v`).
@@ -229,10 +234,10 @@ impl DynamoStore {
                 self.client
                     .create_table()
                     .table_name(&self.table)
-                    .attribute_definitions(attribute(PK)?)
-                    .attribute_definitions(attribute(SK)?)
-                    .key_schema(key(PK, KeyType::Hash)?)
-                    .key_schema(key(SK, KeyType::Range)?)
+                    .attribute_definitions(attribute(PARTITION_KEY)?)
+                    .attribute_definitions(attribute(SORT_KEY)?)
+                    .key_schema(key(PARTITION_KEY, KeyType::Hash)?)
+                    .key_schema(key(SORT_KEY, KeyType::Range)?)
                     .billing_mode(BillingMode::PayPerRequest),
             )
         })()
@@ -317,8 +322,8 @@ impl DynamoStore {
                 a.attribute_name() == name && *a.attribute_type() == ScalarAttributeType::S
             })
         };
-        let expected = [(PK, &KeyType::Hash), (SK, &KeyType::Range)];
-        if key_schema == expected && string_attribute(PK) && string_attribute(SK) {
+        let expected = [(PARTITION_KEY, &KeyType::Hash), (SORT_KEY, &KeyType::Range)];
+        if key_schema == expected && string_attribute(PARTITION_KEY) && string_attribute(SORT_KEY) {
             Ok(())
         } else {
             Err(Error::new(
@@ -436,7 +441,10 @@ impl DynamoStore {
         mode: &PutMode,
     ) -> Result<(PreparedPut, Version), StoreError> {
         let (pk, sk) = item_key(key.as_str())?;
-        let names: usize = [PK, SK, VALUE, VERSION].iter().map(|name| name.len()).sum();
+        let names: usize = [PARTITION_KEY, SORT_KEY, VALUE, VERSION]
+            .iter()
+            .map(|name| name.len())
+            .sum();
         let size = names + pk.len() + sk.len() + value.len() + MAX_NUMBER_BYTES;
         if size > MAX_ITEM_BYTES {
             return Err(StoreError::NotSupported(format!(
@@ -493,7 +501,7 @@ impl DynamoStore {
             .table_name(&self.table)
             .consistent_read(true)
             .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .expression_attribute_names("#pk", PK)
+            .expression_attribute_names("#pk", PARTITION_KEY)
             .expression_attribute_values(":pk", AttributeValue::S(pk.to_owned()))
             .set_exclusive_start_key(start);
         request = if rest.is_empty() {
@@ -501,7 +509,7 @@ impl DynamoStore {
         } else {
             request
                 .key_condition_expression("#pk = :pk AND begins_with(#sk, :rest)")
-                .expression_attribute_names("#sk", SK)
+                .expression_attribute_names("#sk", SORT_KEY)
                 .expression_attribute_values(":rest", AttributeValue::S(rest.to_owned()))
         };
         request.send().await.map_err(|err| {
@@ -879,14 +887,15 @@ fn check_key_sizes(key: &str, pk: &str, sk: &str) -> Result<(), StoreError> {
 /// The key attributes of an item.
 fn key_attributes(pk: String, sk: String) -> HashMap<String, AttributeValue> {
     HashMap::from([
-        (PK.to_owned(), AttributeValue::S(pk)),
-        (SK.to_owned(), AttributeValue::S(sk)),
+        (PARTITION_KEY.to_owned(), AttributeValue::S(pk)),
+        (SORT_KEY.to_owned(), AttributeValue::S(sk)),
     ])
 }
 
 /// The store key of an item, if the item is one this store wrote.
 fn key_of_item(item: &HashMap<String, AttributeValue>) -> Option<StoreKey> {
-    let (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) = (item.get(PK), item.get(SK))
+    let (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) =
+        (item.get(PARTITION_KEY), item.get(SORT_KEY))
     else {
         return None;
     };
@@ -986,8 +995,8 @@ mod tests {
         for key in ["i/a/b/=x", "_catalog/owner", "a/=", "a=/b=c", "t/=+x"] {
             let (pk, sk) = split(key);
             let item = HashMap::from([
-                (PK.to_owned(), AttributeValue::S(pk)),
-                (SK.to_owned(), AttributeValue::S(sk)),
+                (PARTITION_KEY.to_owned(), AttributeValue::S(pk)),
+                (SORT_KEY.to_owned(), AttributeValue::S(sk)),
             ]);
             assert_eq!(
                 key_of_item(&item).map(|k| k.as_str().to_owned()),
@@ -1002,8 +1011,8 @@ mod tests {
             ("a/=", "."),
         ] {
             let item = HashMap::from([
-                (PK.to_owned(), AttributeValue::S(pk.into())),
-                (SK.to_owned(), AttributeValue::S(sk.into())),
+                (PARTITION_KEY.to_owned(), AttributeValue::S(pk.into())),
+                (SORT_KEY.to_owned(), AttributeValue::S(sk.into())),
             ]);
             assert!(key_of_item(&item).is_none(), "{pk} {sk} decoded");
         }

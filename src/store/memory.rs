@@ -90,7 +90,7 @@ impl PointerStore for MemoryStore {
     ) -> Result<ListPage, StoreError> {
         let state = self.state();
         let lower = match start_after {
-            Some(after) if after > prefix => Bound::Excluded(after.clone()),
+            Some(after) if after >= prefix => Bound::Excluded(after.clone()),
             _ => Bound::Included(prefix.clone()),
         };
         let mut entries = Vec::new();

@@ -632,6 +632,19 @@ enum Step {
 }
 
 impl Step {
+    /// A known-outcome step that never changes the state: if it is possible now, placing
+    /// it now is as good as anywhere later, so the search places it without a choice point.
+    fn read_only(&self) -> bool {
+        matches!(
+            self,
+            Step::Observe { .. }
+                | Step::RegisterExists { .. }
+                | Step::CommitAlready { .. }
+                | Step::CommitConflict { .. }
+                | Step::RenameExists { .. }
+        )
+    }
+
     fn ids(&self) -> (usize, Option<usize>) {
         match *self {
             Step::Observe { id, .. }
@@ -949,12 +962,18 @@ struct Frame {
     op: usize,
     alt: usize,
     previous: Vec<u32>,
+    /// Placed without a choice point (a read-only step placed as soon as possible).
+    forced: bool,
 }
 
 /// Wing & Gong's search with Lowe's memoisation over one partition.
+///
+/// Every operation has a call node in a time-ordered list, and those with a known outcome
+/// also a return node; a call before the first remaining return may be linearized next.
+/// An operation with an unknown outcome has no return: it may be linearized at any later
+/// point, first tried without effect (the same as never), then with its effect.
 fn search(ops: &[CheckOp], ids: usize, history: &History) -> Result<u64, String> {
-    // Nodes: one call per op, one return per op with a known outcome; sorted by time
-    // (calls before returns at equal times: more concurrency, never less).
+    // Calls before returns at equal times: more concurrency, never less.
     let mut events: Vec<(u64, u8, Node)> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         events.push((op.invoke, 0, Node::Call(i)));
@@ -962,17 +981,15 @@ fn search(ops: &[CheckOp], ids: usize, history: &History) -> Result<u64, String>
             events.push((complete, 1, Node::Return(i)));
         }
     }
-    events.sort_by_key(|&(time, order, _)| (time, order));
-    let n = events.len();
-    // A doubly linked list with a head sentinel at index n.
-    let head = n;
-    let mut next: Vec<usize> = (0..=n).map(|i| if i == n { 0 } else { i + 1 }).collect();
-    let mut prev: Vec<usize> = (0..=n).map(|i| if i == 0 { n } else { i - 1 }).collect();
-    if n == 0 {
+    if events.is_empty() {
         return Ok(0);
     }
-    next[n - 1] = usize::MAX; // end
-    prev[0] = head;
+    events.sort_by_key(|&(time, order, _)| (time, order));
+    const END: usize = usize::MAX;
+    let n = events.len();
+    let head = n;
+    let mut next: Vec<usize> = (0..=n).map(|i| if i + 1 >= n { END } else { i + 1 }).collect();
+    let mut prev: Vec<usize> = (0..=n).map(|i| if i == 0 { head } else { i - 1 }).collect();
     next[head] = 0;
     let nodes: Vec<Node> = events.iter().map(|e| e.2).collect();
     let mut call_node = vec![0; ops.len()];
@@ -986,14 +1003,14 @@ fn search(ops: &[CheckOp], ids: usize, history: &History) -> Result<u64, String>
     let unlink = |next: &mut Vec<usize>, prev: &mut Vec<usize>, x: usize| {
         let (p, q) = (prev[x], next[x]);
         next[p] = q;
-        if q != usize::MAX {
+        if q != END {
             prev[q] = p;
         }
     };
     let relink = |next: &mut Vec<usize>, prev: &mut Vec<usize>, x: usize| {
         let (p, q) = (prev[x], next[x]);
         next[p] = x;
-        if q != usize::MAX {
+        if q != END {
             prev[q] = x;
         }
     };
@@ -1011,6 +1028,7 @@ fn search(ops: &[CheckOp], ids: usize, history: &History) -> Result<u64, String>
     let mut explored: u64 = 0;
     let mut deepest: (usize, Vec<u32>, Vec<usize>) = (0, state.clone(), Vec::new());
 
+    let mut fresh_scan = true;
     loop {
         if remaining == 0 {
             return Ok(explored);
@@ -1024,72 +1042,102 @@ fn search(ops: &[CheckOp], ids: usize, history: &History) -> Result<u64, String>
                 ops.len()
             ));
         }
-        assert!(cursor != usize::MAX, "a return node must remain while ops remain");
-        match nodes[cursor] {
-            Node::Call(i) => {
-                let start = match resume {
-                    Some((node, alt)) if node == cursor => {
-                        resume = None;
-                        alt
-                    }
-                    _ => 0,
-                };
-                let alternatives = ops[i].step.next(&state);
-                let key = linearized ^ zobrist[i];
-                let mut chosen = None;
-                for (alt, candidate) in alternatives.iter().enumerate().skip(start) {
-                    if memo.insert((key, candidate.clone())) {
-                        chosen = Some(alt);
+        // At the start of a scan, place a possible read-only step first, without a choice.
+        let mut backtrack = false;
+        let mut placed: Option<(usize, usize, Vec<u32>, bool)> = None;
+        if fresh_scan {
+            fresh_scan = false;
+            let mut x = next[head];
+            while x != END {
+                let Node::Call(i) = nodes[x] else { break };
+                if ops[i].complete.is_some() && ops[i].step.read_only() {
+                    if let Some(candidate) = ops[i].step.next(&state).into_iter().next() {
+                        if memo.insert((linearized ^ zobrist[i], candidate.clone())) {
+                            placed = Some((i, 0, candidate, true));
+                        } else {
+                            backtrack = true; // this configuration failed before
+                        }
                         break;
                     }
                 }
-                match chosen {
-                    Some(alt) => {
-                        let previous = std::mem::replace(&mut state, alternatives[alt].clone());
-                        stack.push(Frame { op: i, alt, previous });
-                        linearized = key;
-                        unlink(&mut next, &mut prev, cursor);
-                        if let Some(r) = return_node[i] {
-                            unlink(&mut next, &mut prev, r);
-                            remaining -= 1;
-                        }
-                        if stack.len() > deepest.0 {
-                            deepest = (stack.len(), state.clone(), Vec::new());
-                        }
-                        cursor = next[head];
-                    }
-                    None => cursor = next[cursor],
-                }
+                x = next[x];
             }
-            Node::Return(_) => {
-                if stack.len() == deepest.0 && deepest.2.is_empty() {
-                    // Remember what could not be placed here, for the report.
-                    let mut window = Vec::new();
-                    let mut x = next[head];
-                    while x != usize::MAX {
-                        match nodes[x] {
-                            Node::Call(i) => window.push(i),
-                            Node::Return(i) => {
-                                window.push(i);
-                                break;
-                            }
+        }
+        if placed.is_none() && !backtrack {
+            assert!(cursor != END, "a return node must remain while ops remain");
+            match nodes[cursor] {
+                Node::Call(i) => {
+                    let start = match resume {
+                        Some((node, alt)) if node == cursor => {
+                            resume = None;
+                            alt
                         }
-                        x = next[x];
+                        _ => 0,
+                    };
+                    let key = linearized ^ zobrist[i];
+                    for (alt, candidate) in ops[i].step.next(&state).into_iter().enumerate().skip(start) {
+                        if memo.insert((key, candidate.clone())) {
+                            placed = Some((i, alt, candidate, false));
+                            break;
+                        }
                     }
-                    deepest.2 = window;
+                    if placed.is_none() {
+                        cursor = next[cursor];
+                        continue;
+                    }
                 }
-                let Some(frame) = stack.pop() else {
-                    return Err(failure_report(ops, history, &deepest));
-                };
-                if let Some(r) = return_node[frame.op] {
-                    relink(&mut next, &mut prev, r);
-                    remaining += 1;
+                Node::Return(_) => backtrack = true,
+            }
+        }
+        if let Some((i, alt, candidate, forced)) = placed {
+            let previous = std::mem::replace(&mut state, candidate);
+            stack.push(Frame { op: i, alt, previous, forced });
+            linearized ^= zobrist[i];
+            unlink(&mut next, &mut prev, call_node[i]);
+            if let Some(r) = return_node[i] {
+                unlink(&mut next, &mut prev, r);
+                remaining -= 1;
+            }
+            if stack.len() > deepest.0 {
+                deepest = (stack.len(), state.clone(), Vec::new());
+            }
+            cursor = next[head];
+            fresh_scan = true;
+            continue;
+        }
+        debug_assert!(backtrack);
+        if stack.len() == deepest.0 && deepest.2.is_empty() {
+            // Remember what could not be placed here, for the report.
+            let mut window = Vec::new();
+            let mut x = next[head];
+            while x != END {
+                match nodes[x] {
+                    Node::Call(i) => window.push(i),
+                    Node::Return(i) => {
+                        window.push(i);
+                        break;
+                    }
                 }
-                relink(&mut next, &mut prev, call_node[frame.op]);
-                linearized ^= zobrist[frame.op];
-                state = frame.previous;
+                x = next[x];
+            }
+            deepest.2 = window;
+        }
+        // Undo forced placements, then resume the last choice point with its next choice.
+        loop {
+            let Some(frame) = stack.pop() else {
+                return Err(failure_report(ops, history, &deepest));
+            };
+            if let Some(r) = return_node[frame.op] {
+                relink(&mut next, &mut prev, r);
+                remaining += 1;
+            }
+            relink(&mut next, &mut prev, call_node[frame.op]);
+            linearized ^= zobrist[frame.op];
+            state = frame.previous;
+            if !frame.forced {
                 resume = Some((call_node[frame.op], frame.alt + 1));
                 cursor = call_node[frame.op];
+                break;
             }
         }
     }

@@ -17,7 +17,9 @@ async fn main() -> ExitCode {
         Err(code) => return code,
     };
     let handler = Handler::new(Operation::Load, Arc::new(catalog));
-    let result =
-        lambda_runtime::run(service_fn(|event: LambdaEvent<RawEvent>| handler.invoke(event))).await;
+    let result = lambda_runtime::run(service_fn(|event: LambdaEvent<RawEvent>| {
+        handler.invoke(event)
+    }))
+    .await;
     parqdb_catalog_functions::finish(result)
 }

@@ -24,6 +24,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, Command};
 use tokio::sync::{Notify, mpsc, oneshot};
 
+/// Extra environment of a function: `(name, Some(value))` sets, `(name, None)` removes.
+pub type Env = Vec<(String, Option<String>)>;
+
 /// How long any single wait in the harness may take before the test fails.
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -48,7 +51,11 @@ impl Outcome {
     pub fn response(self) -> Value {
         match self {
             Outcome::Response(value) => value,
-            Outcome::Error { error_type, error_message, .. } => {
+            Outcome::Error {
+                error_type,
+                error_message,
+                ..
+            } => {
                 panic!("expected a response, got {error_type}: {error_message}")
             }
         }
@@ -98,7 +105,9 @@ pub struct RuntimeApi {
 impl RuntimeApi {
     /// Serve on a free port of 127.0.0.1.
     pub async fn start(function_name: &str) -> RuntimeApi {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local address");
         let (events, queue) = mpsc::unbounded_channel();
         let state = Arc::new(State {
@@ -135,9 +144,16 @@ impl RuntimeApi {
         let n = self.next_id.fetch_add(1, Ordering::SeqCst);
         let id = format!("req-{n:04}-{}", uuid::Uuid::new_v4().simple());
         let (sender, receiver) = oneshot::channel();
-        self.state.waiting.lock().expect("lock").insert(id.clone(), sender);
+        self.state
+            .waiting
+            .lock()
+            .expect("lock")
+            .insert(id.clone(), sender);
         self.events
-            .send(Invocation { id: id.clone(), body })
+            .send(Invocation {
+                id: id.clone(),
+                body,
+            })
             .expect("the server is running");
         (id, receiver)
     }
@@ -277,7 +293,10 @@ fn error_outcome(request: &Request) -> Outcome {
     Outcome::Error {
         error_type: body["errorType"].as_str().unwrap_or_default().to_owned(),
         error_message: body["errorMessage"].as_str().unwrap_or_default().to_owned(),
-        header: request.headers.get("lambda-runtime-function-error-type").cloned(),
+        header: request
+            .headers
+            .get("lambda-runtime-function-error-type")
+            .cloned(),
     }
 }
 
@@ -289,7 +308,11 @@ async fn route(request: Request, state: &State) -> Vec<u8> {
     match (request.method.as_str(), path) {
         ("GET", "invocation/next") => {
             state.polls.fetch_add(1, Ordering::SeqCst);
-            state.first_poll.lock().expect("lock").get_or_insert_with(Instant::now);
+            state
+                .first_poll
+                .lock()
+                .expect("lock")
+                .get_or_insert_with(Instant::now);
             let Some(invocation) = state.queue.lock().await.recv().await else {
                 return http_response("500 Internal Server Error", &[], b"");
             };
@@ -325,9 +348,8 @@ async fn route(request: Request, state: &State) -> Vec<u8> {
                 return http_response("404 Not Found", &[], b"");
             };
             let (id, outcome) = if let Some(id) = rest.strip_suffix("/response") {
-                let body = serde_json::from_slice(&request.body).unwrap_or_else(|err| {
-                    Value::String(format!("<response is not JSON: {err}>"))
-                });
+                let body = serde_json::from_slice(&request.body)
+                    .unwrap_or_else(|err| Value::String(format!("<response is not JSON: {err}>")));
                 (id, Outcome::Response(body))
             } else if let Some(id) = rest.strip_suffix("/error") {
                 (id, error_outcome(&request))
@@ -360,6 +382,7 @@ pub fn binary(name: &str) -> PathBuf {
         "rename" => env!("CARGO_BIN_EXE_rename"),
         "list" => env!("CARGO_BIN_EXE_list"),
         "namespace" => env!("CARGO_BIN_EXE_namespace"),
+        "publish" => env!("CARGO_BIN_EXE_publish"),
         other => panic!("no function binary `{other}`"),
     })
 }
@@ -392,7 +415,10 @@ impl Lines {
             if done(&lines) {
                 return lines;
             }
-            assert!(Instant::now() < deadline, "timed out waiting for output; got {lines:#?}");
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for output; got {lines:#?}"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
@@ -427,7 +453,10 @@ impl Function {
             .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
             .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
             .env("AWS_LAMBDA_LOG_STREAM_NAME", "test-stream")
-            .env("AWS_LAMBDA_LOG_GROUP_NAME", format!("/aws/lambda/parqdb-catalog-{name}"))
+            .env(
+                "AWS_LAMBDA_LOG_GROUP_NAME",
+                format!("/aws/lambda/parqdb-catalog-{name}"),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

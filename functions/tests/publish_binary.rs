@@ -1,0 +1,150 @@
+//! The `publish` function binary, run as a real process against the local Lambda
+//! Runtime API of `harness/`, on the default deployment (pointers under the warehouse's
+//! own `_catalog/` in a local directory).
+
+mod harness;
+
+use std::collections::BTreeMap;
+
+use harness::Function;
+use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::config::CatalogConfig;
+use parqdb_catalog::metadata::{
+    IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
+};
+use parqdb_catalog::publish::Publisher;
+use parqdb_catalog::{IndexIdentifier, Namespace};
+use serde_json::{Value, json};
+
+fn contents(version: &str) -> SnapshotContents {
+    let table = |role: &str| {
+        IndexTableDefinition::new(
+            1,
+            BTreeMap::from([("location".to_owned(), format!("indexes/{version}/{role}/"))]),
+        )
+        .expect("valid table")
+    };
+    SnapshotContents {
+        source_table: TableDefinition::new(
+            "parquet",
+            BTreeMap::from([
+                ("location".to_owned(), "s3://example/documents/".to_owned()),
+                ("table-version".to_owned(), version.to_owned()),
+            ]),
+        )
+        .expect("valid source"),
+        vector_field: "embedding".into(),
+        source_key_fields: vec!["document_id".into()],
+        indexed_rows: 100,
+        index_family: "ivf".into(),
+        index_schema_version: 1,
+        metric: "cosine".into(),
+        parameters: BTreeMap::new(),
+        index_provider: ProviderDefinition::new("parquet", BTreeMap::new()).expect("valid"),
+        index_tables: BTreeMap::from([
+            ("ivf_centroids".to_owned(), table("ivf_centroids")),
+            ("ivf_postings".to_owned(), table("ivf_postings")),
+        ]),
+        summary: BTreeMap::new(),
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn publish_function_publishes_once_per_key() {
+    // The harness finds binaries it does not list through this variable; every binary
+    // of the package is in the same directory. SAFETY: set before any other thread
+    // (the runtime is single-threaded and nothing has been spawned yet).
+    let dir = std::path::Path::new(env!("CARGO_BIN_EXE_publish"))
+        .parent()
+        .expect("bin dir")
+        .to_owned();
+    unsafe { std::env::set_var("PARQDB_FUNCTIONS_BIN_DIR", &dir) };
+
+    let warehouse_dir = tempfile::tempdir().expect("temp dir");
+    let uri = format!("file://{}", warehouse_dir.path().display());
+    let catalog = CatalogConfig::new(Some(uri.clone()), None)
+        .build()
+        .await
+        .expect("catalog");
+    let publisher = Publisher::for_catalog(&catalog);
+    let namespace = Namespace::new(["docs"]).expect("valid");
+    catalog
+        .create_namespace(&namespace, BTreeMap::new())
+        .await
+        .expect("namespace");
+    let id = IndexIdentifier::new(namespace, "embeddings").expect("valid");
+    let created = publisher
+        .create_index(&id, contents("1"), BTreeMap::new())
+        .await
+        .expect("created");
+
+    let mut function = Function::start("publish", &[("PARQDB_WAREHOUSE".into(), Some(uri))]).await;
+    let request = json!({
+        "identifier": {"namespace": ["docs"], "name": "embeddings"},
+        "idempotency-key": "event-1",
+        "snapshot": serde_json::to_value(contents("2")).expect("json"),
+    });
+    let first = function.invoke(&request).await.response();
+    assert_eq!(first["sequence-number"], 2);
+    assert_eq!(first["already-published"], false);
+    assert_eq!(first["attempts"], 1);
+    let location = first["metadata-location"]
+        .as_str()
+        .expect("location")
+        .to_owned();
+    let index_dir = created
+        .metadata_location
+        .rsplit_once('/')
+        .expect("a file")
+        .0;
+    assert!(
+        location.starts_with(index_dir),
+        "{location} is next to {index_dir}"
+    );
+    assert_eq!(
+        catalog.load(&id).await.expect("loaded").metadata_location,
+        location
+    );
+
+    // Redelivery: the same publication, nothing new.
+    let replay = function.invoke(&request).await.response();
+    assert_eq!(replay["already-published"], true);
+    assert_eq!(replay["metadata-location"], first["metadata-location"]);
+    assert_eq!(replay["snapshot-id"], first["snapshot-id"]);
+    assert_eq!(replay["sequence-number"], 2);
+
+    // Errors carry the code as errorType, and the process keeps serving.
+    let mut unknown = request.clone();
+    unknown["extra"] = json!(true);
+    let outcome = function.invoke(&unknown).await;
+    assert_eq!(outcome.error_type(), "INVALID_REQUEST");
+    assert!(
+        outcome.error_message().contains("extra"),
+        "{}",
+        outcome.error_message()
+    );
+    let (_, outcome) = function.invoke_raw(b"{\"identifier\": ".to_vec()).await;
+    assert_eq!(outcome.error_type(), "INVALID_REQUEST");
+    let mut missing = request.clone();
+    missing["identifier"]["name"] = json!("missing");
+    assert_eq!(
+        function.invoke(&missing).await.error_type(),
+        "INDEX_NOT_FOUND"
+    );
+    let mut changed = request.clone();
+    changed["idempotency-key"] = json!("event-2");
+    changed["snapshot"]["metric"] = json!("l2_squared");
+    assert_eq!(
+        function.invoke(&changed).await.error_type(),
+        "INVALID_INDEX_METADATA"
+    );
+
+    let next: Value = {
+        let mut next = request.clone();
+        next["idempotency-key"] = json!("event-3");
+        next["snapshot"] = serde_json::to_value(contents("3")).expect("json");
+        function.invoke(&next).await.response()
+    };
+    assert_eq!(next["sequence-number"], 3);
+    assert!(function.is_running());
+}
