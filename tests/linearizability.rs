@@ -143,16 +143,23 @@ async fn local_files_with_ten_percent_faults() {
     run(case(Backend::Local, 0.10, false, &[11, 12])).await;
 }
 
+/// A third of all calls faulty: many more ambiguous outcomes, some left unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_with_heavy_faults() {
+    run(case(Backend::Memory, 0.33, true, &[31, 32])).await;
+    run(case(Backend::Memory, 0.33, false, &[33])).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn s3_with_faults() {
-    let mut case = case(Backend::S3, 0.05, false, &[21]);
+    let mut case = case(Backend::S3, 0.10, false, &[21]);
     case.ops = 25;
     run(case).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dynamodb_with_faults() {
-    let mut case = case(Backend::DynamoDb, 0.05, false, &[21]);
+    let mut case = case(Backend::DynamoDb, 0.10, false, &[21]);
     case.ops = 25;
     run(case).await;
 }

@@ -254,6 +254,11 @@ impl Catalog {
                             already_applied: true,
                         });
                     }
+                    if now.metadata_location == base {
+                        // A write that kept the location (a rename that rolled back): the
+                        // base is still current, so this is no conflict. Re-evaluate.
+                        continue;
+                    }
                     return Err(conflict(identifier, base, &now.metadata_location));
                 }
             }

@@ -62,6 +62,8 @@ impl Catalog {
         let Some(intent) = moving.record.rename.clone() else {
             return Ok(());
         };
+        let mut current = moving.clone();
+        let moving = &mut current;
         for _ in 0..MAX_REEVALUATIONS {
             let dest = self.read_pointer(&intent.to).await?;
             let landed = dest.as_ref().is_some_and(|d| d.record.remembers(intent.destination_commit_id));
@@ -73,8 +75,25 @@ impl Catalog {
                 if landed {
                     record.rename = Some(intent.clone());
                 }
-                self.write_pointer(source, Some(moving), &record).await?;
+                self.write_pointer(source, Some(&*moving), &record).await?;
                 return Ok(());
+            }
+            // The destination is free. Claim the source again (still `moving`, a fresh
+            // commit id) before creating it: a settler that rolled the source back did so
+            // on a view of the destination older than this claim, or the claim fails; so a
+            // stale view of the source can never complete a rename that was rolled back.
+            let mut claim = moving.record.successor(PointerState::Moving, self.fresh_commit_id(), self.now_ms());
+            claim.rename = Some(intent.clone());
+            match self.write_pointer(source, Some(moving), &claim).await? {
+                WriteOutcome::Applied(Some(version)) => *moving = Stored { record: claim, version },
+                WriteOutcome::Applied(None) | WriteOutcome::Lost => match self.read_pointer(source).await? {
+                    Some(now) if now.record.state == PointerState::Moving && now.record.rename == moving.record.rename => {
+                        *moving = now;
+                        continue;
+                    }
+                    // Completed or rolled back by someone else.
+                    _ => return Ok(()),
+                },
             }
             // Step 2: create the destination with the rename's commit id.
             let record = PointerRecord::created(
@@ -113,7 +132,11 @@ impl Catalog {
             };
             self.require_namespace(to.namespace()).await?;
             let dest = match self.visibility(self.read_pointer(to).await?).await? {
-                Visibility::Visible(_) => return Err(already_exists(to)),
+                // Both must exist at one instant: the source must not have changed since.
+                Visibility::Visible(_) => match self.read_pointer(from).await? {
+                    Some(now) if now.version == source.version => return Err(already_exists(to)),
+                    _ => continue,
+                },
                 Visibility::RenamedAway(stored) => {
                     self.settle_rename(to, &stored).await?;
                     continue;
@@ -130,7 +153,14 @@ impl Catalog {
                 self.rename_in_steps(from, &source, &intent).await?
             };
             if landed {
-                return self.load_pointer(to).await;
+                // The rename is done: answer it even if `to` cannot be read now, or was
+                // dropped again since (the caller must not retry a rename that landed).
+                return Ok(self.load_pointer(to).await.unwrap_or_else(|_| IndexPointer {
+                    identifier: to.clone(),
+                    metadata_location: source.record.metadata_location.clone(),
+                    source: source.record.source.clone(),
+                    version: String::new(),
+                }));
             }
         }
         Err(Error::new(
@@ -150,14 +180,31 @@ impl Catalog {
         moving.rename = Some(intent.clone());
         let version = match self.write_pointer(from, Some(source), &moving).await? {
             WriteOutcome::Lost => return Ok(false),
-            WriteOutcome::Applied(Some(version)) => version,
-            WriteOutcome::Applied(None) => {
-                // Ours landed but was superseded already: someone settled it.
-                return self.finish_rename_report(intent).await;
-            }
+            WriteOutcome::Applied(Some(version)) => Some(version),
+            // Ours landed but was superseded already: someone settled it.
+            WriteOutcome::Applied(None) => None,
         };
-        self.settle_rename(from, &Stored { record: moving, version }).await?;
-        self.finish_rename_report(intent).await
+        // Step 1 landed: the rename may now complete whenever anyone touches the source,
+        // so any failure from here on leaves its outcome unknown, never failed.
+        let settled = match version {
+            Some(version) => self.settle_rename(from, &Stored { record: moving, version }).await,
+            None => Ok(()),
+        };
+        let report = match settled {
+            Ok(()) => self.finish_rename_report(intent).await,
+            Err(err) => Err(err),
+        };
+        report.map_err(|err| match err.kind() {
+            ErrorKind::AlreadyExists | ErrorKind::CommitStateUnknown => err,
+            _ => Error::with_source(
+                ErrorKind::CommitStateUnknown,
+                format!(
+                    "the outcome of renaming {from} to {} is unknown; reload both",
+                    intent.to
+                ),
+                err,
+            ),
+        })
     }
 
     /// After settling: did the rename land, or was the destination taken?
@@ -216,8 +263,17 @@ impl Catalog {
                 }
                 Err(err) => return Err(super::write::store_error(store, err)),
             }
-            let landed = read_with_retry(store, &intent.to.store_key(), policy)
-                .await?
+            // The transaction may have landed: a failed read-back leaves it unknown.
+            let read = read_with_retry(store, &intent.to.store_key(), policy)
+                .await
+                .map_err(|err| {
+                    Error::with_source(
+                        ErrorKind::CommitStateUnknown,
+                        format!("the outcome of renaming {from} to {} is unknown; reload both", intent.to),
+                        err,
+                    )
+                })?;
+            let landed = read
                 .map(|v| PointerRecord::from_bytes(&v.value))
                 .transpose()?
                 .is_some_and(|d| d.remembers(intent.destination_commit_id));

@@ -4,10 +4,12 @@ use clap::Args;
 use serde_json::json;
 
 use super::source::json_argument;
-use crate::catalog::{Catalog, IndexCatalog};
-use crate::error::Result;
+use crate::catalog::IndexCatalog;
+use crate::config::CatalogConfig;
+use crate::error::{Error, Result};
+use crate::family::FamilyRegistry;
 use crate::identifier::{IndexIdentifier, Namespace};
-use crate::metadata::TableDefinition;
+use crate::metadata::{IndexMetadata, TableDefinition};
 
 #[derive(Debug, Args)]
 pub(crate) struct IdentifierArgs {
@@ -78,47 +80,62 @@ pub(crate) struct ListArgs {
     page_token: Option<String>,
 }
 
-/// The source binding given on the command line, or the metadata's current source-table.
-async fn source_binding(arg: Option<&str>, catalog: &Catalog, location: &str) -> Result<TableDefinition> {
+/// The source binding given on the command line, or the metadata's current source-table
+/// (read from the warehouse, which a remote catalog needs for this too).
+async fn source_binding(arg: Option<&str>, config: &CatalogConfig, location: &str) -> Result<TableDefinition> {
     match arg {
         Some(arg) => TableDefinition::from_json_slice(&json_argument(arg, "source")?),
-        None => Ok(catalog.read_metadata(location).await?.current_snapshot().source_table().clone()),
+        None => {
+            let bytes = config.open_warehouse()?.read_metadata(location).await?;
+            let metadata = IndexMetadata::from_json_slice(&bytes, &FamilyRegistry::builtin()).map_err(|err| {
+                Error::new(err.kind(), format!("metadata file `{location}`: {}", err.message()))
+            })?;
+            Ok(metadata.current_snapshot().source_table().clone())
+        }
     }
 }
 
-pub(crate) async fn register(args: &RegisterArgs, catalog: &Catalog) -> Result<serde_json::Value> {
+pub(crate) async fn register(
+    args: &RegisterArgs,
+    catalog: &dyn IndexCatalog,
+    config: &CatalogConfig,
+) -> Result<serde_json::Value> {
     let identifier = args.identifier.identifier()?;
-    let source = source_binding(args.source.as_deref(), catalog, &args.metadata).await?;
+    let source = source_binding(args.source.as_deref(), config, &args.metadata).await?;
     let pointer = catalog.register(&identifier, &source, &args.metadata).await?;
     Ok(serde_json::to_value(pointer).unwrap_or_default())
 }
 
-pub(crate) async fn load(args: &IdentifierArgs, catalog: &Catalog) -> Result<serde_json::Value> {
+pub(crate) async fn load(args: &IdentifierArgs, catalog: &dyn IndexCatalog) -> Result<serde_json::Value> {
     let pointer = catalog.load(&args.identifier()?).await?;
     Ok(serde_json::to_value(pointer).unwrap_or_default())
 }
 
-pub(crate) async fn commit(args: &CommitArgs, catalog: &Catalog) -> Result<serde_json::Value> {
+pub(crate) async fn commit(
+    args: &CommitArgs,
+    catalog: &dyn IndexCatalog,
+    config: &CatalogConfig,
+) -> Result<serde_json::Value> {
     let identifier = args.identifier.identifier()?;
-    let source = source_binding(args.source.as_deref(), catalog, &args.new).await?;
+    let source = source_binding(args.source.as_deref(), config, &args.new).await?;
     let result = catalog.commit(&identifier, &source, &args.base, &args.new).await?;
     Ok(serde_json::to_value(result).unwrap_or_default())
 }
 
-pub(crate) async fn drop(args: &IdentifierArgs, catalog: &Catalog) -> Result<serde_json::Value> {
+pub(crate) async fn drop(args: &IdentifierArgs, catalog: &dyn IndexCatalog) -> Result<serde_json::Value> {
     let identifier = args.identifier()?;
     catalog.drop_index(&identifier).await?;
     Ok(json!({"identifier": identifier, "dropped": true}))
 }
 
-pub(crate) async fn rename(args: &RenameArgs, catalog: &Catalog) -> Result<serde_json::Value> {
+pub(crate) async fn rename(args: &RenameArgs, catalog: &dyn IndexCatalog) -> Result<serde_json::Value> {
     let from = args.identifier.identifier()?;
     let to = IndexIdentifier::new(Namespace::new(args.to_namespace.clone())?, args.to_name.clone())?;
     let pointer = catalog.rename(&from, &to).await?;
     Ok(serde_json::to_value(pointer).unwrap_or_default())
 }
 
-pub(crate) async fn list(args: &ListArgs, catalog: &Catalog) -> Result<serde_json::Value> {
+pub(crate) async fn list(args: &ListArgs, catalog: &dyn IndexCatalog) -> Result<serde_json::Value> {
     let namespace = Namespace::new(args.namespace.clone())?;
     let page = catalog.list(&namespace, args.page_token.as_deref(), args.page_size).await?;
     Ok(serde_json::to_value(page).unwrap_or_default())

@@ -12,10 +12,11 @@ mod source;
 mod validate;
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, IndexCatalog};
 use crate::config::CatalogConfig;
 use crate::error::{ErrorKind, Result};
 
@@ -35,7 +36,9 @@ pub struct Cli {
     /// Warehouse root URI (default: file://$PWD/warehouse).
     #[arg(long, global = true, env = "PARQDB_WAREHOUSE")]
     warehouse: Option<String>,
-    /// Pointer-store URI (default: the warehouse's own store, under `_catalog/`).
+    /// Pointer-store URI (default: the warehouse's own store, under `_catalog/`), or
+    /// `lambda://PREFIX` to run the index and namespace commands against a deployment's
+    /// Lambda functions (PREFIXload, PREFIXcommit, ...).
     #[arg(long, global = true, env = "PARQDB_CATALOG")]
     catalog: Option<String>,
     #[command(subcommand)]
@@ -74,21 +77,31 @@ impl Cli {
         CatalogConfig::new(self.warehouse.clone(), self.catalog.clone())
     }
 
+    /// The embedded catalog (commands that need the store itself).
     async fn catalog(&self) -> Result<Catalog> {
         self.config().build().await
+    }
+
+    /// The catalog `--catalog` names: embedded, or remote for `lambda://PREFIX`.
+    async fn connect(&self) -> Result<Arc<dyn IndexCatalog>> {
+        self.config().connect().await
     }
 
     /// Run the command: `Some(json)` to print, `None` if the command printed itself.
     async fn run(self) -> Result<Option<serde_json::Value>> {
         let json = match &self.command {
             Command::Validate(args) => validate::run(args)?,
-            Command::Namespace(command) => namespace::run(command, &self.catalog().await?).await?,
-            Command::Register(args) => index::register(args, &self.catalog().await?).await?,
-            Command::Load(args) => index::load(args, &self.catalog().await?).await?,
-            Command::Commit(args) => index::commit(args, &self.catalog().await?).await?,
-            Command::Drop(args) => index::drop(args, &self.catalog().await?).await?,
-            Command::Rename(args) => index::rename(args, &self.catalog().await?).await?,
-            Command::List(args) => index::list(args, &self.catalog().await?).await?,
+            Command::Namespace(command) => namespace::run(command, &*self.connect().await?).await?,
+            Command::Register(args) => {
+                index::register(args, &*self.connect().await?, &self.config()).await?
+            }
+            Command::Load(args) => index::load(args, &*self.connect().await?).await?,
+            Command::Commit(args) => {
+                index::commit(args, &*self.connect().await?, &self.config()).await?
+            }
+            Command::Drop(args) => index::drop(args, &*self.connect().await?).await?,
+            Command::Rename(args) => index::rename(args, &*self.connect().await?).await?,
+            Command::List(args) => index::list(args, &*self.connect().await?).await?,
             Command::Probe => {
                 let report = self.catalog().await?.probe().await?;
                 let json = serde_json::to_value(&report).unwrap_or_default();

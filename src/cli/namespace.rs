@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::catalog::{Catalog, IndexCatalog};
+use crate::catalog::IndexCatalog;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::Namespace;
 
@@ -69,7 +69,7 @@ fn properties(pairs: &[String]) -> Result<BTreeMap<String, String>> {
     Ok(properties)
 }
 
-pub(crate) async fn run(command: &NamespaceCommand, catalog: &Catalog) -> Result<serde_json::Value> {
+pub(crate) async fn run(command: &NamespaceCommand, catalog: &dyn IndexCatalog) -> Result<serde_json::Value> {
     match command {
         NamespaceCommand::Create(args) => {
             let namespace = args.namespace.namespace()?;

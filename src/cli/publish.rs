@@ -1,6 +1,7 @@
 //! `parqdb-catalog publish|expire`: successor publication and snapshot expiry with the
 //! [`Publisher`]'s retry loop.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::{IndexIdentifier, Namespace};
 use crate::metadata::SnapshotContents;
-use crate::publish::{PublishOutcome, Publisher};
+use crate::publish::{IDEMPOTENCY_KEY, PublishOutcome, Published, Publisher};
 use crate::warehouse::Warehouse;
 
 /// Arguments of `publish`: publish new snapshot contents as the current snapshot.
@@ -32,6 +33,10 @@ pub struct PublishArgs {
     /// that publication (with "already-published": true) instead.
     #[arg(long)]
     pub idempotency_key: Option<String>,
+    /// Create the index (in an existing namespace) if it does not exist: the snapshot
+    /// becomes its first, with the snapshot's `source-table` as the source binding.
+    #[arg(long)]
+    pub create: bool,
 }
 
 /// Arguments of `expire`: remove old snapshots (the current one is always kept).
@@ -57,8 +62,9 @@ fn identifier(namespace: &[String], name: &str) -> Result<IndexIdentifier> {
     IndexIdentifier::new(Namespace::new(namespace.to_vec())?, name.to_owned())
 }
 
-/// Publish `args.snapshot` to the index; prints `{"metadata-location", "snapshot-id",
-/// "sequence-number", "attempts", "already-published"}`.
+/// Publish `args.snapshot` to the index (creating it first with `--create`); prints
+/// `{"metadata-location", "snapshot-id", "sequence-number", "attempts",
+/// "already-published"}`.
 pub async fn run_publish(
     args: &PublishArgs,
     catalog: Arc<dyn IndexCatalog>,
@@ -67,29 +73,60 @@ pub async fn run_publish(
     let identifier = identifier(&args.namespace, &args.name)?;
     let contents = SnapshotContents::from_json_slice(&json_argument(&args.snapshot, "snapshot")?)?;
     let publisher = Publisher::new(catalog, warehouse.clone());
-    let published = match &args.idempotency_key {
-        Some(key) => {
-            publisher
-                .publish_idempotent(&identifier, key, contents)
-                .await?
-        }
-        None => {
-            let outcome = publisher
-                .publish(&identifier, |_| Ok(Some(contents.clone())))
-                .await?;
-            match outcome {
-                PublishOutcome::Published(published) => published,
-                // The closure above never declines.
-                PublishOutcome::Declined(declined) => {
-                    return Err(Error::new(
-                        ErrorKind::CommitConflict,
-                        format!("publication declined on `{}`", declined.metadata_location),
-                    ));
+    // Two rounds: if `--create` loses the creation race, publish on top of the winner.
+    for _ in 0..2 {
+        let published = publish(&publisher, &identifier, args, &contents).await;
+        match published {
+            Err(err) if args.create && err.kind() == ErrorKind::IndexNotFound => {
+                let mut initial = contents.clone();
+                if let Some(key) = &args.idempotency_key {
+                    initial
+                        .summary
+                        .insert(IDEMPOTENCY_KEY.to_owned(), key.clone());
+                }
+                match publisher
+                    .create_index(&identifier, initial, BTreeMap::new())
+                    .await
+                {
+                    Err(err) if err.kind() == ErrorKind::AlreadyExists => continue,
+                    created => return Ok(json(&created?)),
                 }
             }
+            published => return Ok(json(&published?)),
         }
-    };
-    Ok(serde_json::to_value(&published).unwrap_or_default())
+    }
+    Err(Error::new(
+        ErrorKind::CommitConflict,
+        format!("{identifier} was created and dropped concurrently; retry"),
+    ))
+}
+
+async fn publish(
+    publisher: &Publisher,
+    identifier: &IndexIdentifier,
+    args: &PublishArgs,
+    contents: &SnapshotContents,
+) -> Result<Published> {
+    if let Some(key) = &args.idempotency_key {
+        return publisher
+            .publish_idempotent(identifier, key, contents.clone())
+            .await;
+    }
+    match publisher
+        .publish(identifier, |_| Ok(Some(contents.clone())))
+        .await?
+    {
+        PublishOutcome::Published(published) => Ok(published),
+        // The closure above never declines.
+        PublishOutcome::Declined(declined) => Err(Error::new(
+            ErrorKind::CommitConflict,
+            format!("publication declined on `{}`", declined.metadata_location),
+        )),
+    }
+}
+
+fn json(value: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or_default()
 }
 
 /// Expire snapshots of the index; prints `{"metadata-location", "current-snapshot-id",
@@ -111,7 +148,7 @@ pub async fn run_expire(
     let expired = publisher
         .expire(&identifier, args.keep_last, newer_than_ms)
         .await?;
-    Ok(serde_json::to_value(&expired).unwrap_or_default())
+    Ok(json(&expired))
 }
 
 /// Parse `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d`.

@@ -1,7 +1,7 @@
 //! One run: observe → scan and track → condemn → verify → delete → sweep.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
+use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
@@ -40,7 +40,6 @@ struct Doomed {
     relative: String,
     size: u64,
     clock_ms: i64,
-    journal: Option<JournalRef>,
     uuid: Option<Uuid>,
     ledger_files: Vec<Path>,
     reason: String,
@@ -67,7 +66,11 @@ struct Run<'a> {
     ledger: Ledger,
     now_ms: i64,
     journal: JournalRef,
-    journals: Mutex<HashMap<JournalRef, Arc<HashSet<Uuid>>>>,
+    /// Incarnations of the previous finished run's journal.
+    known: HashSet<Uuid>,
+    /// Set when a run died since the previous finished run: every existing clock is raised
+    /// to this run's start.
+    dead_run_reset: bool,
     dry_run: bool,
     retention_ms: i64,
     grace_ms: i64,
@@ -80,49 +83,50 @@ fn ms_text(ms: i64) -> String {
 }
 
 impl Run<'_> {
-    /// The incarnations a run's journal lists (cached).
-    async fn known_incarnations(&self, journal: Option<JournalRef>) -> Result<Arc<HashSet<Uuid>>> {
-        let Some(journal) = journal else {
-            return Ok(Arc::new(HashSet::new()));
-        };
-        if let Some(known) = self.journals.lock().unwrap_or_else(|p| p.into_inner()).get(&journal) {
-            return Ok(known.clone());
-        }
-        let known = Arc::new(self.ledger.read_journal(journal).await?);
-        let mut cache = self.journals.lock().unwrap_or_else(|p| p.into_inner());
-        if cache.len() >= 64 {
-            cache.clear();
-        }
-        cache.insert(journal, known.clone());
-        Ok(known)
-    }
-
     /// The latest time evidence says `relative` may still have been reachable: a recent
-    /// tombstone whose metadata references it; for a metadata file of index `uuid` whose
-    /// recorded clock is `recorded` (written by the run of `journal`), an incarnation
-    /// unknown to that run that may have published it since (same uuid, or — strict — any
-    /// re-incarnation).
-    async fn evidence_floor(
+    /// tombstone whose metadata references it; a run that died after possibly seeing it
+    /// reachable; for a metadata file of index `uuid` whose recorded clock is `recorded`,
+    /// an incarnation unknown to the previous finished run that may have published it
+    /// since (same uuid, or — strict — any re-incarnation).
+    fn evidence_floor(
         &self,
         observation: &Observation,
         relative: &str,
         uuid: Option<Uuid>,
-        recorded: Option<(i64, Option<JournalRef>)>,
-    ) -> Result<Option<i64>> {
+        recorded: Option<i64>,
+    ) -> Option<(i64, String)> {
         let evidence = &observation.evidence;
-        let mut floor = evidence.tombstone_refs.max_covering(relative);
-        if let (Some(uuid), Some((clock_ms, journal))) = (uuid, recorded) {
-            let candidates = evidence.lineage_after(uuid, clock_ms, self.gc.config.strict_reincarnation);
-            if !candidates.is_empty() {
-                let known = self.known_incarnations(journal).await?;
-                for incarnation in candidates {
-                    if !known.contains(&incarnation.created_by) {
-                        floor = floor.max(Some(incarnation.updated_ms));
-                    }
+        let mut floor: Option<(i64, String)> = evidence
+            .tombstone_refs
+            .max_covering(relative)
+            .map(|at| (at, format!("a tombstone dropped at {at} references it")));
+        let Some(clock_ms) = recorded else {
+            return floor;
+        };
+        if self.dead_run_reset && clock_ms < self.now_ms {
+            floor = Some((
+                self.now_ms,
+                "an earlier gc run died after possibly seeing it reachable".to_owned(),
+            ));
+        }
+        if let Some(uuid) = uuid {
+            for incarnation in evidence.lineage_after(uuid, clock_ms, self.gc.config.strict_reincarnation) {
+                if !self.known.contains(&incarnation.created_by)
+                    && floor.as_ref().is_none_or(|(at, _)| incarnation.updated_ms > *at)
+                {
+                    let why = if incarnation.index_uuid == Some(uuid) {
+                        "a new incarnation of an identifier of the same index"
+                    } else {
+                        "a re-incarnated identifier"
+                    };
+                    floor = Some((
+                        incarnation.updated_ms,
+                        format!("{why} ({}) changed at {}", incarnation.created_by, incarnation.updated_ms),
+                    ));
                 }
             }
         }
-        Ok(floor)
+        floor
     }
 
     /// Decide one unreachable object, writing the ledger transitions (unless dry).
@@ -151,9 +155,11 @@ impl Run<'_> {
         }
         let entry = self.ledger.read(relative).await?;
         let mut ledger_files = entry.files.clone();
-        let recorded = entry.clock_start_ms.map(|clock| (clock, entry.clock_journal));
-        let evidence = self.evidence_floor(observation, relative, uuid, recorded).await?;
-        let mut journal = entry.clock_journal;
+        let evidence = self.evidence_floor(observation, relative, uuid, entry.clock_start_ms);
+        let (evidence, evidence_why) = match evidence {
+            Some((at, why)) => (Some(at), why),
+            None => (None, String::new()),
+        };
         let clock_ms = match entry.clock_start_ms {
             Some(recorded) => recorded.max(past_grace_ms).max(evidence.unwrap_or(i64::MIN)),
             None => {
@@ -172,12 +178,15 @@ impl Run<'_> {
         if entry.clock_start_ms != Some(clock_ms) {
             let reason = match entry.clock_start_ms {
                 None => format!("first seen unreachable; retention clock starts at {}", ms_text(clock_ms)),
-                Some(old) => format!("new evidence moves the retention clock from {} to {}", ms_text(old), ms_text(clock_ms)),
+                Some(old) => format!(
+                    "new evidence moves the retention clock from {} to {}: {evidence_why}",
+                    ms_text(old),
+                    ms_text(clock_ms)
+                ),
             };
             if !self.dry_run {
                 ledger_files.push(self.ledger.record(relative, Kind::Clock, clock_ms, self.journal, &reason).await?);
             }
-            journal = Some(self.journal);
             assessed.tracked = Some(reason);
         }
         let retention_ends = clock_ms.saturating_add(self.retention_ms);
@@ -226,7 +235,6 @@ impl Run<'_> {
             relative: relative.to_owned(),
             size,
             clock_ms,
-            journal,
             uuid,
             ledger_files,
             reason,
@@ -365,12 +373,25 @@ impl GarbageCollector {
         let registry = catalog.registry();
         let store: Arc<dyn ObjectStore> = warehouse.object_store().clone();
         let concurrency = config.io_concurrency.max(1);
+        let ledger = Ledger::new(warehouse);
+        let journals = ledger.journal_state().await?;
+        let known = match journals.previous {
+            Some(previous) => ledger.read_journal(previous).await?,
+            None => HashSet::new(),
+        };
+        if !journals.dead.is_empty() {
+            report.warnings.push(format!(
+                "{} earlier gc run(s) did not finish; every tracked object's retention clock restarts now",
+                journals.dead.len()
+            ));
+        }
         let run = Run {
             gc: self,
-            ledger: Ledger::new(warehouse),
+            ledger,
             now_ms,
             journal: JournalRef { run_ms: now_ms, run_id },
-            journals: Mutex::new(HashMap::new()),
+            known,
+            dead_run_reset: !journals.dead.is_empty(),
             dry_run: config.dry_run,
             retention_ms: millis(config.retention),
             grace_ms: millis(config.grace),
@@ -530,9 +551,8 @@ impl GarbageCollector {
             let mut tables = Vec::new();
             for item in doomed {
                 let newer = run
-                    .evidence_floor(&again, &item.relative, item.uuid, Some((item.clock_ms, item.journal)))
-                    .await?
-                    .is_some_and(|floor| floor > item.clock_ms);
+                    .evidence_floor(&again, &item.relative, item.uuid, Some(item.clock_ms))
+                    .is_some_and(|(floor, _)| floor > item.clock_ms);
                 if again.reachable.covers(&item.relative) || newer {
                     report.kept_at_verification.add(item.size);
                     if again.reachable.covers(&item.relative) {
@@ -610,6 +630,13 @@ impl GarbageCollector {
         // is gone reads it as empty, which only delays deletion.
         let keep_ms = run.retention_ms.saturating_mul(4).max(7 * 24 * 3_600_000);
         ledger.prune_journals(now_ms.saturating_sub(keep_ms)).await?;
+        // Finished: acknowledge the dead runs this run has compensated for, then itself.
+        for dead in &journals.dead {
+            if *dead != run.journal {
+                ledger.mark_done(*dead).await?;
+            }
+        }
+        ledger.mark_done(run.journal).await?;
         Ok(())
     }
 

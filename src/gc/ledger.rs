@@ -15,11 +15,18 @@
 //!
 //! # The journal
 //! Every run that writes the ledger first writes `_gc/journal/<run-ms>-<run>.json`: the
-//! `created-by` id of every pointer record's incarnation at its walk. An incarnation that
-//! existed when an object's clock was written cannot publish that (then unreachable)
-//! metadata file later: within an incarnation, commits only move forward. So only
-//! incarnations missing from that journal can move a metadata file's clock (see the
-//! module docs of [`crate::gc`]). A missing journal reads as empty, which is conservative.
+//! `created-by` id of every pointer record's incarnation at its walk; when it has finished
+//! (sweep included) it writes `<run-ms>-<run>.done`. Every completed run has looked at
+//! every ledger entry, cleared those of reachable objects and raised the clocks evidence
+//! demanded; so an incarnation listed by the previous completed run's journal existed while
+//! every tracked object was unreachable, and cannot publish one later (within an
+//! incarnation, commits only move forward). Only incarnations missing from that journal
+//! can move a metadata file's clock (see the module docs of [`crate::gc`]).
+//!
+//! A journal without `.done` belongs to a run that died (or failed) after it may have seen
+//! tracked objects reachable without clearing their entries. The next run therefore
+//! treats every existing entry as seen reachable at its own start (raising the clocks),
+//! and acknowledges the dead run with a `.done` once it has finished itself.
 //!
 //! Several files of a kind (two runs raced, or new evidence raised the clock) combine by
 //! taking the **largest** value, which is always the conservative reading: a later clock
@@ -59,6 +66,15 @@ impl JournalRef {
     fn suffix(&self) -> String {
         format!("{}-{}", self.run_ms.max(0), self.run_id.simple())
     }
+}
+
+/// What the journals say at the start of a run.
+#[derive(Debug, Default)]
+pub(crate) struct JournalState {
+    /// The latest finished run.
+    pub previous: Option<JournalRef>,
+    /// Runs that wrote a journal but never finished.
+    pub dead: Vec<JournalRef>,
 }
 
 /// The journal directory under the warehouse root.
@@ -257,6 +273,62 @@ impl Ledger {
         Ok(body.incarnations.into_iter().collect())
     }
 
+    fn done_path(&self, journal: JournalRef) -> Path {
+        self.warehouse.path(&format!("{JOURNAL_DIR}/{}.done", journal.suffix()))
+    }
+
+    /// Mark a run finished (its own, or a dead one acknowledged).
+    pub(crate) async fn mark_done(&self, journal: JournalRef) -> Result<()> {
+        let options = PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        };
+        match self
+            .store()
+            .put_opts(&self.done_path(journal), PutPayload::from_static(b"{}"), options)
+            .await
+        {
+            Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
+            Err(err) => Err(unavailable(err)),
+        }
+    }
+
+    /// The latest finished run's journal, and the runs that wrote a journal but never
+    /// finished.
+    pub(crate) async fn journal_state(&self) -> Result<JournalState> {
+        let listed: Vec<ObjectMeta> = self
+            .store()
+            .list(Some(&self.warehouse.path(JOURNAL_DIR)))
+            .try_collect()
+            .await
+            .map_err(unavailable)?;
+        let parse = |name: &str| -> Option<JournalRef> {
+            let (run_ms, run) = name.split_once('-')?;
+            Some(JournalRef {
+                run_ms: run_ms.parse().ok()?,
+                run_id: Uuid::try_parse(run).ok()?,
+            })
+        };
+        let mut journals = HashSet::new();
+        let mut done = HashSet::new();
+        for meta in &listed {
+            let Some(name) = meta.location.filename() else { continue };
+            if let Some(stem) = name.strip_suffix(".json") {
+                journals.extend(parse(stem));
+            } else if let Some(stem) = name.strip_suffix(".done") {
+                done.extend(parse(stem));
+            }
+        }
+        let previous = journals
+            .iter()
+            .filter(|j| done.contains(*j))
+            .max_by_key(|j| (j.run_ms, j.run_id))
+            .copied();
+        let mut dead: Vec<JournalRef> = journals.into_iter().filter(|j| !done.contains(j)).collect();
+        dead.sort_by_key(|j| (j.run_ms, j.run_id));
+        Ok(JournalState { previous, dead })
+    }
+
     /// Delete journals of runs before `before_ms`; returns how many.
     pub(crate) async fn prune_journals(&self, before_ms: i64) -> Result<usize> {
         let old: Vec<Path> = self
@@ -357,7 +429,12 @@ mod tests {
         ledger.write_journal(old, &ids).await.expect("written");
         ledger.write_journal(new, &HashSet::new()).await.expect("written");
         assert_eq!(ledger.read_journal(old).await.expect("read"), ids);
-        assert_eq!(ledger.prune_journals(150).await.expect("pruned"), 1);
+        let state = ledger.journal_state().await.expect("state");
+        assert_eq!((state.previous, state.dead.clone()), (None, vec![old, new]));
+        ledger.mark_done(old).await.expect("done");
+        let state = ledger.journal_state().await.expect("state");
+        assert_eq!((state.previous, state.dead), (Some(old), vec![new]));
+        assert_eq!(ledger.prune_journals(150).await.expect("pruned"), 2);
         assert!(ledger.read_journal(old).await.expect("read").is_empty(), "a missing journal is empty");
         assert!(ledger.read_journal(new).await.expect("read").is_empty());
     }

@@ -4,8 +4,9 @@
 //! The operation functions parse the event ([`Request::from_event`]), call the catalog and
 //! return the response type; they know nothing about spans or metrics, so they can be
 //! unit-tested with `LambdaEvent::new(payload, Context::default())` and reused by any
-//! front end. [`Handler::invoke`] adds what every invocation needs: a span carrying the
-//! request id, one outcome log line, and one EMF latency metric.
+//! front end. [`observe`] adds what every invocation needs — a span carrying the request
+//! id, one outcome log line, one EMF latency metric — for [`Handler::invoke`] and for
+//! functions outside [`Operation`] (`publish`, `gc`).
 
 use std::sync::Arc;
 use std::time::Instant;

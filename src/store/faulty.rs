@@ -72,6 +72,8 @@ impl Fault {
 }
 
 /// The per-call probabilities of each fault (each in `0.0..=1.0`, summing to at most 1).
+/// On writes, the probabilities of the faults every call can get (fail-before, throttle,
+/// delay) are halved, leaving room for the write-only ones.
 #[derive(Debug, Clone)]
 pub struct FaultConfig {
     /// The seed of every decision.
@@ -110,18 +112,18 @@ impl FaultConfig {
         }
     }
 
-    /// Faults on about `rate` of all calls, spread over every kind: a third of them
-    /// failures before applying (plus throttling), a third delays, and on writes a third
-    /// ambiguous outcomes, most of which did apply.
+    /// Faults on about `rate` of all calls. Reads: half delays, the rest failures before
+    /// applying (a third of them throttling). Writes: a quarter delays, a quarter failures
+    /// before applying, and half ambiguous outcomes, four in five of which did apply.
     pub fn uniform(seed: u64, rate: f64) -> Self {
         let rate = rate.clamp(0.0, 1.0);
         FaultConfig {
-            fail_before: rate * 0.22,
-            throttle: rate * 0.11,
-            delay: rate * 0.33,
-            ambiguous_not_applied: rate * 0.08,
-            apply_then_ambiguous: rate * 0.13,
-            apply_then_conflict: rate * 0.13,
+            fail_before: rate * 0.35,
+            throttle: rate * 0.15,
+            delay: rate * 0.5,
+            ambiguous_not_applied: rate * 0.1,
+            apply_then_ambiguous: rate * 0.2,
+            apply_then_conflict: rate * 0.2,
             ..FaultConfig::none(seed)
         }
     }
@@ -333,10 +335,11 @@ impl FaultyStore {
         let roll = unit(bits);
         let config = &self.config;
         let mut edge = 0.0;
+        let common = if write { 0.5 } else { 1.0 };
         let mut choices = vec![
-            (config.fail_before, Fault::FailBefore),
-            (config.throttle, Fault::Throttle),
-            (config.delay, Fault::Delay(self.delay_of(bits))),
+            (config.fail_before * common, Fault::FailBefore),
+            (config.throttle * common, Fault::Throttle),
+            (config.delay * common, Fault::Delay(self.delay_of(bits))),
         ];
         if write {
             choices.extend([

@@ -1170,28 +1170,13 @@ fn failure_report(
             ));
         }
     }
-    text.push_str("Full history of the identifiers involved, by invocation:\n");
-    let touched: HashSet<usize> = window
-        .iter()
-        .flat_map(|&i| {
-            let (a, b) = ops[i].step.ids();
-            std::iter::once(a).chain(b)
-        })
-        .collect();
-    let mut related: Vec<&Op> = history
-        .ops
-        .iter()
-        .filter(|op| {
-            let ids: Vec<usize> = match &op.call {
-                Call::Load { id } | Call::Register { id, .. } | Call::Commit { id, .. } | Call::Drop { id } => vec![*id],
-                Call::Rename { from, to } => vec![*from, *to],
-                Call::List { ns, .. } => history.universe.ids_in(*ns).collect(),
-            };
-            ids.iter().any(|id| touched.contains(id))
-        })
-        .collect();
+    text.push_str("The whole partition, by invocation:\n");
+    let mut origins: Vec<usize> = ops.iter().map(|op| op.origin).collect();
+    origins.sort();
+    origins.dedup();
+    let mut related: Vec<&Op> = origins.iter().map(|&o| &history.ops[o]).collect();
     related.sort_by_key(|op| op.invoke);
-    for op in related.iter().take(400) {
+    for op in related.iter().take(600) {
         text.push_str(&format!("  {}\n", describe(history, op)));
     }
     text

@@ -5,5 +5,6 @@
 pub mod conformance;
 pub mod fixture;
 pub mod history;
+pub mod lambda_host;
 pub mod services;
 pub mod store_suite;

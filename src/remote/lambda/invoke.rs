@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use aws_sdk_lambda::Client;
-use aws_sdk_lambda::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_lambda::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_lambda::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_lambda::error::{BoxError, DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_lambda::operation::invoke::{InvokeError, InvokeOutput};
 use aws_sdk_lambda::primitives::Blob;
@@ -166,7 +166,10 @@ struct FunctionErrorBody {
 }
 
 fn answer(operation: Operation, function: &str, output: InvokeOutput) -> Attempt {
-    let payload = output.payload().map(|blob| blob.as_ref()).unwrap_or_default();
+    let payload = output
+        .payload()
+        .map(|blob| blob.as_ref())
+        .unwrap_or_default();
     if let Some(kind) = output.function_error() {
         let body: Option<FunctionErrorBody> = serde_json::from_slice(payload).ok();
         let (error_type, message) = match body {
@@ -322,7 +325,10 @@ mod tests {
             "not json",
         ] {
             assert!(
-                matches!(answer(Operation::Commit, "f", output(Some("Unhandled"), body)), Attempt::Ambiguous(_)),
+                matches!(
+                    answer(Operation::Commit, "f", output(Some("Unhandled"), body)),
+                    Attempt::Ambiguous(_)
+                ),
                 "{body}"
             );
         }
@@ -334,7 +340,10 @@ mod tests {
             answer(Operation::Load, "f", output(None, r#"{"a": 1}"#)),
             Attempt::Answer(_)
         ));
-        assert!(matches!(answer(Operation::Load, "f", output(None, "{")), Attempt::Ambiguous(_)));
+        assert!(matches!(
+            answer(Operation::Load, "f", output(None, "{")),
+            Attempt::Ambiguous(_)
+        ));
     }
 
     #[test]
@@ -343,6 +352,10 @@ mod tests {
         let wrapped = Error::with_source(ErrorKind::StoreUnavailable, "outer", io);
         assert!(refused(&wrapped));
         let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
-        assert!(!refused(&Error::with_source(ErrorKind::StoreUnavailable, "outer", reset)));
+        assert!(!refused(&Error::with_source(
+            ErrorKind::StoreUnavailable,
+            "outer",
+            reset
+        )));
     }
 }

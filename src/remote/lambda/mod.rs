@@ -145,14 +145,12 @@ impl LambdaCatalogBuilder {
             None => Client::new(&aws_config::defaults(BehaviorVersion::latest()).load().await),
         };
         let mut config = client.config().to_builder();
-        config = config
-            .retry_config(RetryConfig::disabled())
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(self.connect_timeout)
-                    .operation_attempt_timeout(self.attempt_timeout)
-                    .build(),
-            );
+        config = config.retry_config(RetryConfig::disabled()).timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(self.connect_timeout)
+                .operation_attempt_timeout(self.attempt_timeout)
+                .build(),
+        );
         if let Some(endpoint) = self.endpoint {
             config = config.endpoint_url(endpoint);
         }
@@ -334,7 +332,9 @@ impl IndexCatalog for LambdaCatalog {
                 self.resolve(Operation::Commit, detail, async {
                     let pointer = self.load_optional(identifier).await?;
                     Ok(pointer
-                        .filter(|pointer| pointer.metadata_location == new && pointer.source == *source)
+                        .filter(|pointer| {
+                            pointer.metadata_location == new && pointer.source == *source
+                        })
                         .map(|pointer| CommitResult {
                             pointer,
                             already_applied: true,
@@ -353,7 +353,11 @@ impl IndexCatalog for LambdaCatalog {
             Ok(_) => Ok(()),
             Err(detail) => {
                 self.resolve(Operation::Drop, detail, async {
-                    Ok(self.load_optional(identifier).await?.is_none().then_some(()))
+                    Ok(self
+                        .load_optional(identifier)
+                        .await?
+                        .is_none()
+                        .then_some(()))
                 })
                 .await
             }

@@ -48,7 +48,9 @@ impl FunctionNames {
         let invalid = |reason: String| {
             Error::new(
                 ErrorKind::Configuration,
-                format!("catalog URI `{uri}` {reason}; expected lambda://PREFIX[?OPERATION=NAME&...]"),
+                format!(
+                    "catalog URI `{uri}` {reason}; expected lambda://PREFIX[?OPERATION=NAME&...]"
+                ),
             )
         };
         let rest = uri
@@ -68,15 +70,17 @@ impl FunctionNames {
         }
         let mut names = FunctionNames::with_prefix(prefix);
         for pair in query.into_iter().flat_map(|query| query.split('&')) {
-            let (key, value) = pair
-                .split_once('=')
-                .ok_or_else(|| invalid(format!("has the query part `{pair}`, not OPERATION=NAME")))?;
+            let (key, value) = pair.split_once('=').ok_or_else(|| {
+                invalid(format!("has the query part `{pair}`, not OPERATION=NAME"))
+            })?;
             let operation = Operation::ALL
                 .into_iter()
                 .find(|operation| operation.name() == key)
                 .ok_or_else(|| invalid(format!("maps the unknown operation `{key}`")))?;
             if value.is_empty() || !value.chars().all(|c| is_name_char(c) || c == '$') {
-                return Err(invalid(format!("maps `{key}` to the invalid function name `{value}`")));
+                return Err(invalid(format!(
+                    "maps `{key}` to the invalid function name `{value}`"
+                )));
             }
             names = names.set(operation, value);
         }

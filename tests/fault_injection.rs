@@ -1,0 +1,526 @@
+//! The reliability proof, part 2: commits under injected faults.
+//!
+//! Writers race to extend one index's chain through a [`FaultyStore`] that fails calls
+//! before applying them, delays and throttles them, and — the cases unit tests miss —
+//! applies writes and then reports `Ambiguous`, or reports the lost condition an SDK retry
+//! would see after a lost response. Afterwards:
+//!
+//! * every acknowledged commit is in the final chain (its metadata's sequence number is on
+//!   the chain from the current metadata back to the first), and every link of the chain
+//!   was committed by an acknowledged commit or one whose outcome was reported unknown;
+//! * nothing is applied twice: every pointer record the store really applied carries a
+//!   commit id no other applied record of that key carries, and every metadata location
+//!   was published at most once;
+//! * every write the store applied while lying about it was either resolved by read-back
+//!   (the commit was acknowledged) or reported as `COMMIT_STATE_UNKNOWN`; no definite
+//!   failure (`COMMIT_CONFLICT`, `STORE_UNAVAILABLE`) hides a landed write.
+//!
+//! Also here: targeted, scripted faults at exact store calls (minimal reproductions).
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use common::fixture::{TestEnv, source};
+use common::history::{Backend, assert_applied_once, catalog_over, env_seeds, env_usize};
+use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::catalog::record::{PointerRecord, PointerState};
+use parqdb_catalog::metadata::IndexMetadata;
+use parqdb_catalog::store::faulty::{Fault, FaultConfig, FaultyStore};
+use parqdb_catalog::store::{
+    Capabilities, Changed, ListPage, PointerStore, PutMode, StoreError, StoreKey, TxWrite,
+    Version, Versioned,
+};
+use parqdb_catalog::{ErrorKind, IndexIdentifier, SystemClock};
+
+// ---------------------------------------------------------------------------------------
+// Racing writers under random faults
+// ---------------------------------------------------------------------------------------
+
+#[derive(Debug, Default)]
+struct Outcomes {
+    /// new location → base location, for every commit attempted.
+    base_of: HashMap<String, String>,
+    acknowledged: BTreeSet<String>,
+    unknown: BTreeSet<String>,
+    /// Definite failures other than a conflict (the write did not apply).
+    failed: BTreeSet<String>,
+    conflicts: usize,
+}
+
+async fn chain_under_faults(backend: Backend, rate: f64, seed: u64, writers: usize, per_writer: usize) {
+    let (raw, warehouse) = backend.open().await;
+    let faulty = Arc::new(FaultyStore::new(
+        raw.clone(),
+        FaultConfig {
+            max_delay: std::time::Duration::from_millis(3),
+            ..FaultConfig::uniform(seed, rate)
+        },
+    ));
+    faulty.set_enabled(false);
+    let env = TestEnv {
+        catalog: Arc::new(catalog_over(faulty.clone(), &warehouse, true)),
+        warehouse: warehouse.clone(),
+    };
+    let (index, initial, root) = env.registered("chain").await;
+    let metadata: Arc<Mutex<HashMap<String, IndexMetadata>>> =
+        Arc::new(Mutex::new(HashMap::from([(root.clone(), initial)])));
+    let outcomes = Arc::new(Mutex::new(Outcomes::default()));
+    faulty.set_enabled(true);
+
+    let mut tasks = Vec::new();
+    for writer in 0..writers {
+        let catalog = catalog_over(faulty.clone(), &warehouse, false);
+        let env = env.clone();
+        let index = index.clone();
+        let metadata = metadata.clone();
+        let outcomes = outcomes.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut landed = 0;
+            let mut attempts = 0;
+            while landed < per_writer && attempts < per_writer * 40 {
+                attempts += 1;
+                let current = match catalog.load(&index).await {
+                    Ok(pointer) => pointer.metadata_location,
+                    Err(err) if err.kind() == ErrorKind::StoreUnavailable => continue,
+                    Err(err) => panic!("load: {err}"),
+                };
+                let base = metadata.lock().unwrap()[&current].clone();
+                let trimmed = base.expire_snapshots(Some(3), None, &SystemClock).expect("expire");
+                let version = (writer * 100_000 + attempts) as u32;
+                let (next, location) = env.successor(&trimmed, version).await;
+                metadata.lock().unwrap().insert(location.clone(), next);
+                outcomes.lock().unwrap().base_of.insert(location.clone(), current.clone());
+                let result = catalog.commit(&index, &source(version), &current, &location).await;
+                let mut outcomes = outcomes.lock().unwrap();
+                match result {
+                    Ok(done) => {
+                        assert_eq!(done.pointer.metadata_location, location);
+                        outcomes.acknowledged.insert(location);
+                        landed += 1;
+                    }
+                    Err(err) => match err.kind() {
+                        ErrorKind::CommitConflict => outcomes.conflicts += 1,
+                        ErrorKind::CommitStateUnknown => {
+                            outcomes.unknown.insert(location);
+                        }
+                        ErrorKind::StoreUnavailable => {
+                            outcomes.failed.insert(location);
+                        }
+                        _ => panic!("commit: {err}"),
+                    },
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("writer");
+    }
+    faulty.set_enabled(false);
+    let stats = faulty.stats();
+    let outcomes = outcomes.lock().unwrap();
+
+    // The final chain, from the current metadata back to the first.
+    let fresh = catalog_over(raw.clone(), &warehouse, false);
+    let mut location = fresh.load(&index).await.expect("load").metadata_location;
+    let last_sequence = env.read(&location).await.last_sequence_number();
+    let mut chain = Vec::new();
+    while location != root {
+        chain.push(location.clone());
+        location = outcomes.base_of[&location].clone();
+    }
+    chain.reverse();
+    assert_eq!(chain.len() as i64 + 1, last_sequence, "one sequence number per link");
+    let on_chain: BTreeSet<String> = chain.iter().cloned().collect();
+    for acknowledged in &outcomes.acknowledged {
+        assert!(on_chain.contains(acknowledged), "acknowledged commit {acknowledged} is not in the final chain");
+    }
+    for link in &on_chain {
+        assert!(
+            outcomes.acknowledged.contains(link) || outcomes.unknown.contains(link),
+            "{link} is in the chain but its commit was reported as failed"
+        );
+    }
+    // Nothing applied twice: each pointer record once, each location published once.
+    let writes = faulty.applied_writes();
+    let applied = assert_applied_once(&writes);
+    let mut published: BTreeMap<String, usize> = BTreeMap::new();
+    for write in writes.iter().filter(|w| w.key == index.store_key()) {
+        let record = PointerRecord::from_bytes(&write.value).expect("record");
+        *published.entry(record.metadata_location).or_default() += 1;
+    }
+    for (location, times) in &published {
+        assert_eq!(*times, 1, "{location} was published {times} times");
+    }
+    let published: BTreeSet<String> = published.into_keys().filter(|l| *l != root).collect();
+    assert_eq!(published, on_chain, "published locations are exactly the chain");
+    let resolved_unknown = outcomes.unknown.intersection(&on_chain).count();
+    println!(
+        "{backend:?} seed {seed}: {writers} writers; {} acknowledged commits all in the chain of {} links (sequence {last_sequence}); \
+         {} unknown outcomes ({resolved_unknown} of them landed), {} conflicts, {} store-unavailable; \
+         {applied} pointer writes applied, none twice; {stats}",
+        outcomes.acknowledged.len(),
+        chain.len(),
+        outcomes.unknown.len(),
+        outcomes.conflicts,
+        outcomes.failed.len(),
+    );
+    assert!(stats.injected() > 0, "no faults were injected");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_chain_under_ten_percent_faults() {
+    for seed in env_seeds(&[1, 2, 3]) {
+        chain_under_faults(Backend::Memory, 0.10, seed, env_usize("PARQDB_FAULT_WRITERS", 6), env_usize("PARQDB_FAULT_COMMITS", 10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn local_chain_under_ten_percent_faults() {
+    for seed in env_seeds(&[1, 2]) {
+        chain_under_faults(Backend::Local, 0.10, seed, env_usize("PARQDB_FAULT_WRITERS", 6), env_usize("PARQDB_FAULT_COMMITS", 10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn s3_chain_under_faults() {
+    chain_under_faults(Backend::S3, 0.10, 7, 4, 5).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dynamodb_chain_under_faults() {
+    chain_under_faults(Backend::DynamoDb, 0.10, 7, 4, 5).await;
+}
+
+/// A heavier fault mix: a third of all calls faulty, half of the write faults lies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_chain_under_heavy_faults() {
+    for seed in env_seeds(&[5, 6]) {
+        chain_under_faults(Backend::Memory, 0.33, seed, 4, 8).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Scripted faults and interference at exact store calls
+// ---------------------------------------------------------------------------------------
+
+type Hook = Box<dyn Fn(Arc<dyn PointerStore>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+
+/// Runs a hook against the inner store right before the call numbered `at`.
+struct Interfere {
+    inner: Arc<dyn PointerStore>,
+    calls: AtomicUsize,
+    at: usize,
+    hook: Hook,
+}
+
+impl fmt::Debug for Interfere {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Interfere(before call {})", self.at)
+    }
+}
+
+impl Interfere {
+    async fn before(&self) {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == self.at {
+            (self.hook)(self.inner.clone()).await;
+        }
+    }
+}
+
+#[async_trait]
+impl PointerStore for Interfere {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
+        self.before().await;
+        self.inner.get(key).await
+    }
+    async fn put(&self, key: &StoreKey, value: Bytes, mode: PutMode) -> Result<Version, StoreError> {
+        self.before().await;
+        self.inner.put(key, value, mode).await
+    }
+    async fn list(&self, prefix: &StoreKey, after: Option<&StoreKey>, limit: usize) -> Result<ListPage, StoreError> {
+        self.before().await;
+        self.inner.list(prefix, after, limit).await
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    async fn get_if_changed(&self, key: &StoreKey, version: &Version) -> Result<Changed, StoreError> {
+        self.before().await;
+        self.inner.get_if_changed(key, version).await
+    }
+    async fn transact(&self, writes: Vec<TxWrite>) -> Result<Vec<Version>, StoreError> {
+        self.before().await;
+        self.inner.transact(writes).await
+    }
+}
+
+async fn memory_env() -> (Arc<dyn PointerStore>, TestEnv) {
+    let (raw, warehouse) = Backend::Memory.open().await;
+    let env = TestEnv {
+        catalog: Arc::new(catalog_over(raw.clone(), &warehouse, true)),
+        warehouse,
+    };
+    (raw, env)
+}
+
+/// Rewrite `id`'s record as a concurrent rename that rolled back leaves it: live, same
+/// location, a new commit id.
+async fn rewrite_in_place(store: Arc<dyn PointerStore>, id: IndexIdentifier) {
+    let current = store.get(&id.store_key()).await.expect("read").expect("present");
+    let record = PointerRecord::from_bytes(&current.value).expect("record");
+    let same = record.successor(PointerState::Live, uuid::Uuid::new_v4(), record.updated_ms);
+    store
+        .put(&id.store_key(), Bytes::from(same.to_bytes()), PutMode::Update(current.version))
+        .await
+        .expect("rewritten");
+}
+
+/// Found by the linearizability check: a rename that lost its destination and rolled
+/// back rewrote the source record with its location unchanged; a commit racing with it
+/// lost its compare-and-swap and reported `COMMIT_CONFLICT` although its base was still
+/// the current location. The commit must re-evaluate and land.
+#[tokio::test]
+async fn commit_survives_a_rewrite_that_keeps_its_base() {
+    let (raw, env) = memory_env().await;
+    let (id, metadata, base) = env.registered("rewritten").await;
+    let (_, new) = env.successor(&metadata, 2).await;
+    let hooked = Arc::new(Interfere {
+        inner: raw.clone(),
+        calls: AtomicUsize::new(0),
+        at: 1, // the commit's put (call 0 reads the pointer)
+        hook: Box::new({
+            let id = id.clone();
+            move |store| Box::pin(rewrite_in_place(store, id.clone()))
+        }),
+    });
+    let catalog = catalog_over(hooked, &env.warehouse, false);
+    let done = catalog
+        .commit(&id, &source(2), &base, &new)
+        .await
+        .expect("the base is still current: the commit lands");
+    assert!(!done.already_applied);
+    assert_eq!(env.catalog.load(&id).await.expect("load").metadata_location, new);
+}
+
+/// A commit whose put landed but whose response said `Precondition` (an SDK retry after
+/// a lost response) is resolved by reading back: acknowledged, applied once.
+#[tokio::test]
+async fn commit_put_that_lands_and_reports_a_conflict_is_acknowledged() {
+    for fault in [Fault::ApplyThenConflict, Fault::ApplyThenAmbiguous] {
+        let (raw, env) = memory_env().await;
+        let (id, metadata, base) = env.registered("lied").await;
+        let (_, new) = env.successor(&metadata, 2).await;
+        let faulty = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1)));
+        faulty.script(1, fault); // call 0 reads the pointer, call 1 is the put
+        let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
+        let done = catalog.commit(&id, &source(2), &base, &new).await.expect("resolved by read-back");
+        assert!(!done.already_applied, "{fault:?}");
+        assert_eq!(faulty.applied_writes().len(), 1, "{fault:?}: applied once");
+        assert_eq!(env.catalog.load(&id).await.expect("load").metadata_location, new);
+    }
+}
+
+/// A register whose create landed but answered `AlreadyExists` is acknowledged.
+#[tokio::test]
+async fn register_create_that_lands_and_reports_already_exists_is_acknowledged() {
+    let (raw, env) = memory_env().await;
+    let namespace = env.namespace("lied").await;
+    let id = IndexIdentifier::new(namespace, "x").expect("valid");
+    let (_, location) = env.new_index().await;
+    let faulty = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1)));
+    faulty.script(2, Fault::ApplyThenConflict); // namespace, pointer, then the create
+    let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
+    catalog.register(&id, &source(1), &location).await.expect("resolved by read-back");
+    assert_eq!(faulty.applied_writes().len(), 1);
+}
+
+/// When the write landed and every read-back fails, the answer is `COMMIT_STATE_UNKNOWN`
+/// (never a definite failure), and a retry of the same commit finds it applied.
+#[tokio::test]
+async fn unresolvable_outcome_is_commit_state_unknown() {
+    let (raw, env) = memory_env().await;
+    let (id, metadata, base) = env.registered("unknown").await;
+    let (_, new) = env.successor(&metadata, 2).await;
+    let faulty = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1)));
+    faulty.script(1, Fault::ApplyThenAmbiguous);
+    for call in 2..40 {
+        faulty.script(call, Fault::FailBefore);
+    }
+    let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
+    let err = catalog.commit(&id, &source(2), &base, &new).await.expect_err("unresolvable");
+    assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
+    let again = env.catalog.commit(&id, &source(2), &base, &new).await.expect("retry");
+    assert!(again.already_applied);
+    // The new metadata file is still there: nothing the writer wrote was deleted.
+    env.read(&new).await;
+}
+
+/// The step-wise rename: step 1 (source `moving`) landed, then every read fails. The
+/// rename may still complete (the next touch of the source settles it), so its answer
+/// must be `COMMIT_STATE_UNKNOWN`, not a definite failure.
+#[tokio::test]
+async fn step_wise_rename_that_cannot_settle_is_commit_state_unknown() {
+    let (raw, env) = memory_env().await;
+    let (from, _, location) = env.registered("moving").await;
+    let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
+    let faulty = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1).hiding_transact()));
+    // Calls: 0 read source, 1 namespace, 2 read destination, 3 step 1; then fail reads.
+    for call in 4..40 {
+        faulty.script(call, Fault::FailBefore);
+    }
+    let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
+    let err = catalog.rename(&from, &to).await.expect_err("cannot settle");
+    assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
+    // The next mutation of the source completes the rename.
+    let fresh = catalog_over(raw.clone(), &env.warehouse, false);
+    let dropped = fresh.drop_index(&from).await;
+    assert_eq!(dropped.map_err(|e| e.kind()), Err(ErrorKind::IndexNotFound));
+    assert_eq!(fresh.load(&to).await.expect("renamed").metadata_location, location);
+}
+
+/// A rename that landed must not be reported as failed because the read that builds its
+/// answer failed (or found the destination already dropped again): the caller would
+/// retry a rename that is done.
+#[tokio::test]
+async fn landed_rename_is_acknowledged_even_if_the_read_after_it_fails() {
+    for hide_transact in [false, true] {
+        let (raw, env) = memory_env().await;
+        let (from, _, location) = env.registered("landed").await;
+        let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
+        let config = if hide_transact { FaultConfig::none(1).hiding_transact() } else { FaultConfig::none(1) };
+        let faulty = Arc::new(FaultyStore::new(raw.clone(), config));
+        let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
+        // Fail every call after the rename is known to have landed. Atomic: 0 source,
+        // 1 namespace, 2 destination, 3 transaction. Step-wise: 0-2 the same, 3 step 1,
+        // 4-8 settle (read the destination, claim the source, create the destination,
+        // read it, tombstone the source), 9 confirm.
+        let writes_before_answer = if hide_transact { 10 } else { 4 };
+        for call in writes_before_answer..60 {
+            faulty.script(call, Fault::FailBefore);
+        }
+        let pointer = catalog
+            .rename(&from, &to)
+            .await
+            .unwrap_or_else(|err| panic!("hide transact {hide_transact}: the rename landed: {err}"));
+        assert_eq!(pointer.metadata_location, location);
+        assert_eq!(pointer.identifier, to);
+        assert_eq!(env.catalog.load(&to).await.expect("moved").metadata_location, location);
+    }
+}
+
+/// The atomic rename: the transaction landed but answered `Ambiguous` (or the lost
+/// condition of a retried request), and every read-back fails. The rename may have landed,
+/// so the answer must be `COMMIT_STATE_UNKNOWN`.
+#[tokio::test]
+async fn atomic_rename_that_cannot_be_read_back_is_commit_state_unknown() {
+    for fault in [Fault::ApplyThenAmbiguous, Fault::ApplyThenConflict] {
+        let (raw, env) = memory_env().await;
+        let (from, _, location) = env.registered("atomic").await;
+        let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
+        let faulty = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1)));
+        // 0 source, 1 namespace, 2 destination, 3 the transaction; then reads fail.
+        faulty.script(3, fault);
+        for call in 4..60 {
+            faulty.script(call, Fault::FailBefore);
+        }
+        let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
+        let err = catalog.rename(&from, &to).await.expect_err("cannot be read back");
+        assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{fault:?}: {err}");
+        assert_eq!(env.catalog.load(&to).await.expect("it did land").metadata_location, location);
+    }
+}
+
+/// Found by the linearizability check: a rename read its source (present), then its
+/// destination (present) — but in between another client had renamed the source onto the
+/// destination. `ALREADY_EXISTS` claims both existed at one instant, which never happened;
+/// at the time of the second read the answer is `INDEX_NOT_FOUND`.
+#[tokio::test]
+async fn rename_reports_already_exists_only_if_both_existed_at_once() {
+    let (raw, env) = memory_env().await;
+    let (from, _, _) = env.registered("coexist").await;
+    let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
+    let warehouse = env.warehouse.clone();
+    let hooked = Arc::new(Interfere {
+        inner: raw.clone(),
+        calls: AtomicUsize::new(0),
+        at: 2, // 0 reads the source, 1 the namespace, 2 the destination
+        hook: Box::new({
+            let (from, to) = (from.clone(), to.clone());
+            move |store| {
+                let (from, to, warehouse) = (from.clone(), to.clone(), warehouse.clone());
+                Box::pin(async move {
+                    let other = catalog_over(store, &warehouse, false);
+                    other.rename(&from, &to).await.expect("the other rename");
+                })
+            }
+        }),
+    });
+    let catalog = catalog_over(hooked, &env.warehouse, false);
+    let err = catalog.rename(&from, &to).await.expect_err("the source is gone");
+    assert_eq!(err.kind(), ErrorKind::IndexNotFound, "{err}");
+}
+
+/// Found by the linearizability check (memory store, step-wise rename, faults): a renamer
+/// read its destination free, then stalled before creating it. Meanwhile a rival took the
+/// destination, a settler saw it taken and rolled the source back to `live`, and the rival
+/// dropped the destination again. The renamer then created the destination from its stale
+/// view and reported success: the index was visible at both names.
+#[tokio::test]
+async fn stale_renamer_cannot_complete_a_rolled_back_rename() {
+    // Interfere before the renamer re-claims the source (call 5), and after it (call 6,
+    // right before it creates the destination).
+    for at in [5, 6] {
+        stale_renamer(at).await;
+    }
+}
+
+async fn stale_renamer(at: usize) {
+    let (raw, env) = memory_env().await;
+    let (from, _, location) = env.registered("stale").await;
+    let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
+    let warehouse = env.warehouse.clone();
+    let rival_metadata = env.new_index().await.1;
+    let hidden = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1).hiding_transact()));
+    let hooked = Arc::new(Interfere {
+        inner: hidden.clone(),
+        calls: AtomicUsize::new(0),
+        // 0 source, 1 namespace, 2 destination, 3 step 1, 4 destination again, then
+        // (before the fix: 5 step 2) 5 the claim of the source, 6 step 2.
+        at,
+        hook: Box::new({
+            let (from, to) = (from.clone(), to.clone());
+            move |store| {
+                let (from, to, warehouse, rival) = (from.clone(), to.clone(), warehouse.clone(), rival_metadata.clone());
+                Box::pin(async move {
+                    let other = catalog_over(store, &warehouse, false);
+                    other.register(&to, &source(1), &rival).await.expect("the rival takes the destination");
+                    // Touching the source settles the rename: the destination is taken, so
+                    // it rolls back (the rename onto itself then finds it existing).
+                    let settled = other.rename(&from, &from).await;
+                    assert_eq!(settled.map_err(|e| e.kind()).err(), Some(ErrorKind::AlreadyExists));
+                    other.drop_index(&to).await.expect("the rival drops it again");
+                })
+            }
+        }),
+    });
+    let catalog = catalog_over(hooked, &env.warehouse, false);
+    let renamed = catalog.rename(&from, &to).await;
+    let fresh = catalog_over(raw.clone(), &env.warehouse, false);
+    let at_from = fresh.load(&from).await.ok().map(|p| p.metadata_location);
+    let at_to = fresh.load(&to).await.ok().map(|p| p.metadata_location);
+    match renamed {
+        Ok(_) => assert_eq!((at_from, at_to.as_deref()), (None, Some(location.as_str())), "renamed (at {at})"),
+        Err(err) => {
+            assert_eq!(err.kind(), ErrorKind::AlreadyExists, "{err}");
+            assert_eq!((at_from.as_deref(), at_to), (Some(location.as_str()), None), "rolled back (at {at})");
+        }
+    }
+}
