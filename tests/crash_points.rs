@@ -37,8 +37,8 @@ use parqdb_catalog::metadata::IndexMetadata;
 use parqdb_catalog::store::local::LocalStore;
 use parqdb_catalog::store::memory::MemoryStore;
 use parqdb_catalog::store::{
-    Capabilities, Changed, ListPage, PointerStore, PutMode, StoreError, StoreKey, TxWrite,
-    Version, Versioned,
+    Capabilities, Changed, ListPage, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version,
+    Versioned,
 };
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{ErrorKind, IndexIdentifier};
@@ -70,7 +70,12 @@ impl fmt::Debug for CrashStore {
 }
 
 impl CrashStore {
-    fn new(inner: Arc<dyn PointerStore>, budget: usize, mode: CrashMode, hide_transact: bool) -> Self {
+    fn new(
+        inner: Arc<dyn PointerStore>,
+        budget: usize,
+        mode: CrashMode,
+        hide_transact: bool,
+    ) -> Self {
         CrashStore {
             inner,
             budget,
@@ -107,7 +112,12 @@ impl PointerStore for CrashStore {
         self.inner.get(key).await
     }
 
-    async fn put(&self, key: &StoreKey, value: Bytes, mode: PutMode) -> Result<Version, StoreError> {
+    async fn put(
+        &self,
+        key: &StoreKey,
+        value: Bytes,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
         self.gate().await;
         self.inner.put(key, value, mode).await
     }
@@ -130,7 +140,11 @@ impl PointerStore for CrashStore {
         }
     }
 
-    async fn get_if_changed(&self, key: &StoreKey, version: &Version) -> Result<Changed, StoreError> {
+    async fn get_if_changed(
+        &self,
+        key: &StoreKey,
+        version: &Version,
+    ) -> Result<Changed, StoreError> {
         self.gate().await;
         self.inner.get_if_changed(key, version).await
     }
@@ -211,7 +225,10 @@ impl World {
         let m0 = env.new_index().await;
         let mut written = BTreeSet::from([m0.1.clone()]);
         if operation != Operation::Register {
-            env.catalog.register(&from, &source(1), &m0.1).await.expect("registered");
+            env.catalog
+                .register(&from, &source(1), &m0.1)
+                .await
+                .expect("registered");
         }
         let s = if operation == Operation::Commit {
             let (_, location) = env.successor(&m0.0, 2).await;
@@ -233,10 +250,16 @@ impl World {
 
     async fn run(&self, catalog: &Catalog, operation: Operation) -> parqdb_catalog::Result<()> {
         match operation {
-            Operation::Register => catalog.register(&self.from, &source(1), &self.m0.1).await.map(|_| ()),
+            Operation::Register => catalog
+                .register(&self.from, &source(1), &self.m0.1)
+                .await
+                .map(|_| ()),
             Operation::Commit => {
                 let s = self.s.as_deref().expect("successor");
-                catalog.commit(&self.from, &source(2), &self.m0.1, s).await.map(|_| ())
+                catalog
+                    .commit(&self.from, &source(2), &self.m0.1, s)
+                    .await
+                    .map(|_| ())
             }
             Operation::Drop => catalog.drop_index(&self.from).await,
             Operation::Rename => catalog.rename(&self.from, &self.to).await.map(|_| ()),
@@ -257,7 +280,11 @@ impl World {
 
     async fn raw_state(&self, id: &IndexIdentifier) -> Option<PointerState> {
         let stored = self.raw.get(&id.store_key()).await.expect("read");
-        stored.map(|v| PointerRecord::from_bytes(&v.value).expect("a valid record").state)
+        stored.map(|v| {
+            PointerRecord::from_bytes(&v.value)
+                .expect("a valid record")
+                .state
+        })
     }
 
     /// Every metadata file in the warehouse.
@@ -288,7 +315,10 @@ impl World {
     /// The catalog wrote and deleted no metadata; the unreferenced files are `expected`.
     async fn assert_orphans(&self, catalog: &Catalog, expected: &[&str], what: &str) {
         let files = self.metadata_files().await;
-        assert_eq!(files, self.written, "{what}: the catalog wrote or deleted metadata files");
+        assert_eq!(
+            files, self.written,
+            "{what}: the catalog wrote or deleted metadata files"
+        );
         let mut referenced = BTreeSet::new();
         for id in [&self.from, &self.to] {
             if let Some(location) = self.location(catalog, id).await {
@@ -297,7 +327,10 @@ impl World {
         }
         let unreferenced: BTreeSet<String> = files.difference(&referenced).cloned().collect();
         let expected: BTreeSet<String> = expected.iter().map(|s| (*s).to_owned()).collect();
-        assert_eq!(unreferenced, expected, "{what}: unreferenced metadata files");
+        assert_eq!(
+            unreferenced, expected,
+            "{what}: unreferenced metadata files"
+        );
     }
 }
 
@@ -310,7 +343,12 @@ async fn crash_run(
     budget: usize,
     mode: CrashMode,
 ) -> (Option<parqdb_catalog::Result<()>>, usize) {
-    let store = Arc::new(CrashStore::new(world.raw.clone(), budget, mode, flavor.hide_transact()));
+    let store = Arc::new(CrashStore::new(
+        world.raw.clone(),
+        budget,
+        mode,
+        flavor.hide_transact(),
+    ));
     let catalog = catalog_over(store.clone(), &world.env.warehouse, false);
     let task = {
         let world = world.clone();
@@ -331,10 +369,8 @@ async fn crash_run(
             },
             _ = &mut crashed => {
                 task.abort();
-                match task.await {
-                    Ok(result) => Some(result), // finished before the abort took hold
-                    Err(_) => None,
-                }
+                // `Ok` if it finished before the abort took hold.
+                task.await.ok()
             }
         }
     };
@@ -344,7 +380,9 @@ async fn crash_run(
 async fn calls_of(flavor: Flavor, operation: Operation) -> usize {
     let world = Arc::new(World::new(flavor, operation).await);
     let (result, calls) = crash_run(&world, flavor, operation, usize::MAX, CrashMode::Panic).await;
-    result.expect("no crash").expect("the operation succeeds without a crash");
+    result
+        .expect("no crash")
+        .expect("the operation succeeds without a crash");
     calls
 }
 
@@ -355,7 +393,9 @@ async fn crash_everywhere(flavor: Flavor, operation: Operation) {
     for mode in [CrashMode::Panic, CrashMode::Hang] {
         for budget in 0..=calls {
             for variant in 0..if operation == Operation::Rename { 2 } else { 1 } {
-                let what = format!("{flavor:?} {operation:?} crash after {budget} of {calls} calls ({mode:?}, variant {variant})");
+                let what = format!(
+                    "{flavor:?} {operation:?} crash after {budget} of {calls} calls ({mode:?}, variant {variant})"
+                );
                 let world = Arc::new(World::new(flavor, operation).await);
                 let (result, _) = crash_run(&world, flavor, operation, budget, mode).await;
                 if budget == calls {
@@ -369,13 +409,24 @@ async fn crash_everywhere(flavor: Flavor, operation: Operation) {
         }
     }
     // Crashing early leaves the state before; crashing late the state after.
-    assert_eq!(outcomes, BTreeSet::from([false, true]), "{flavor:?} {operation:?}");
-    println!("{flavor:?} {operation:?}: {calls} store calls, crashed at each of 0..={calls} in both modes: consistent");
+    assert_eq!(
+        outcomes,
+        BTreeSet::from([false, true]),
+        "{flavor:?} {operation:?}"
+    );
+    println!(
+        "{flavor:?} {operation:?}: {calls} store calls, crashed at each of 0..={calls} in both modes: consistent"
+    );
 }
 
 /// Check the world after a crash with a fresh catalog; return whether the operation
 /// landed.
-async fn check_after_crash(world: &World, operation: Operation, variant: usize, what: &str) -> bool {
+async fn check_after_crash(
+    world: &World,
+    operation: Operation,
+    variant: usize,
+    what: &str,
+) -> bool {
     let fresh = world.fresh();
     let m0 = world.m0.1.as_str();
     let from = world.location(&fresh, &world.from).await;
@@ -385,7 +436,11 @@ async fn check_after_crash(world: &World, operation: Operation, variant: usize, 
     }
     match operation {
         Operation::Register | Operation::Drop => {
-            let landed = if operation == Operation::Register { from.is_some() } else { from.is_none() };
+            let landed = if operation == Operation::Register {
+                from.is_some()
+            } else {
+                from.is_none()
+            };
             if let Some(location) = &from {
                 assert_eq!(location, m0, "{what}");
             }
@@ -393,9 +448,15 @@ async fn check_after_crash(world: &World, operation: Operation, variant: usize, 
             world.assert_orphans(&fresh, orphans, what).await;
             // The next operation completes normally.
             if from.is_some() {
-                fresh.drop_index(&world.from).await.expect("drop after the crash");
+                fresh
+                    .drop_index(&world.from)
+                    .await
+                    .expect("drop after the crash");
             } else {
-                fresh.register(&world.from, &source(1), m0).await.expect("register after the crash");
+                fresh
+                    .register(&world.from, &source(1), m0)
+                    .await
+                    .expect("register after the crash");
             }
             landed
         }
@@ -407,7 +468,10 @@ async fn check_after_crash(world: &World, operation: Operation, variant: usize, 
             let orphans: &[&str] = if landed { &[m0] } else { &[s] };
             world.assert_orphans(&fresh, orphans, what).await;
             // Re-running the interrupted commit either lands it or finds it landed.
-            let again = fresh.commit(&world.from, &source(2), m0, s).await.expect("retried commit");
+            let again = fresh
+                .commit(&world.from, &source(2), m0, s)
+                .await
+                .expect("retried commit");
             assert_eq!(again.already_applied, landed, "{what}");
             landed
         }
@@ -436,13 +500,24 @@ async fn check_rename(
         let (_, location) = world.env.successor(&world.m0.0, 3).await;
         let committed = fresh.commit(&world.from, &source(3), m0, &location).await;
         let source_state = world.raw_state(&world.from).await;
-        assert_ne!(source_state, Some(PointerState::Moving), "{what}: the source is still moving after a commit touched it");
+        assert_ne!(
+            source_state,
+            Some(PointerState::Moving),
+            "{what}: the source is still moving after a commit touched it"
+        );
         let from_now = world.location(fresh, &world.from).await;
         let to_now = world.location(fresh, &world.to).await;
         match committed {
             Ok(_) => {
-                assert!(!landed, "{what}: the landed rename was undone by a commit on its source");
-                assert_eq!((from_now.as_deref(), to_now), (Some(location.as_str()), None), "{what}");
+                assert!(
+                    !landed,
+                    "{what}: the landed rename was undone by a commit on its source"
+                );
+                assert_eq!(
+                    (from_now.as_deref(), to_now),
+                    (Some(location.as_str()), None),
+                    "{what}"
+                );
             }
             Err(err) if err.kind() == ErrorKind::IndexNotFound => {
                 // The interrupted rename was completed first (it may not have been visible
@@ -465,18 +540,44 @@ async fn check_rename(
                 fresh
                     .commit(&world.from, &source(3), m0, &location)
                     .await
-                    .unwrap_or_else(|err| panic!("{what}: the source must survive a lost rename: {err}"));
-                assert_ne!(world.raw_state(&world.from).await, Some(PointerState::Moving), "{what}");
-                assert_eq!(world.location(fresh, &world.to).await.as_deref(), Some(rival.as_str()), "{what}");
-                assert_eq!(world.location(fresh, &world.from).await.as_deref(), Some(location.as_str()), "{what}");
+                    .unwrap_or_else(|err| {
+                        panic!("{what}: the source must survive a lost rename: {err}")
+                    });
+                assert_ne!(
+                    world.raw_state(&world.from).await,
+                    Some(PointerState::Moving),
+                    "{what}"
+                );
+                assert_eq!(
+                    world.location(fresh, &world.to).await.as_deref(),
+                    Some(rival.as_str()),
+                    "{what}"
+                );
+                assert_eq!(
+                    world.location(fresh, &world.from).await.as_deref(),
+                    Some(location.as_str()),
+                    "{what}"
+                );
             }
             Err(err) if err.kind() == ErrorKind::AlreadyExists => {
                 assert!(landed, "{what}: the destination was free");
                 // Touch the source: it is gone, and its record is settled.
                 let dropped = fresh.drop_index(&world.from).await;
-                assert_eq!(dropped.map_err(|e| e.kind()), Err(ErrorKind::IndexNotFound), "{what}");
-                assert_ne!(world.raw_state(&world.from).await, Some(PointerState::Moving), "{what}");
-                assert_eq!(world.location(fresh, &world.to).await.as_deref(), Some(m0), "{what}");
+                assert_eq!(
+                    dropped.map_err(|e| e.kind()),
+                    Err(ErrorKind::IndexNotFound),
+                    "{what}"
+                );
+                assert_ne!(
+                    world.raw_state(&world.from).await,
+                    Some(PointerState::Moving),
+                    "{what}"
+                );
+                assert_eq!(
+                    world.location(fresh, &world.to).await.as_deref(),
+                    Some(m0),
+                    "{what}"
+                );
             }
             Err(err) => panic!("{what}: register at the destination: {err}"),
         }

@@ -32,8 +32,8 @@ use parqdb_catalog::catalog::record::{PointerRecord, PointerState};
 use parqdb_catalog::metadata::IndexMetadata;
 use parqdb_catalog::store::faulty::{Fault, FaultConfig, FaultyStore};
 use parqdb_catalog::store::{
-    Capabilities, Changed, ListPage, PointerStore, PutMode, StoreError, StoreKey, TxWrite,
-    Version, Versioned,
+    Capabilities, Changed, ListPage, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version,
+    Versioned,
 };
 use parqdb_catalog::{ErrorKind, IndexIdentifier, SystemClock};
 
@@ -52,7 +52,13 @@ struct Outcomes {
     conflicts: usize,
 }
 
-async fn chain_under_faults(backend: Backend, rate: f64, seed: u64, writers: usize, per_writer: usize) {
+async fn chain_under_faults(
+    backend: Backend,
+    rate: f64,
+    seed: u64,
+    writers: usize,
+    per_writer: usize,
+) {
     let (raw, warehouse) = backend.open().await;
     let faulty = Arc::new(FaultyStore::new(
         raw.clone(),
@@ -90,12 +96,20 @@ async fn chain_under_faults(backend: Backend, rate: f64, seed: u64, writers: usi
                     Err(err) => panic!("load: {err}"),
                 };
                 let base = metadata.lock().unwrap()[&current].clone();
-                let trimmed = base.expire_snapshots(Some(3), None, &SystemClock).expect("expire");
+                let trimmed = base
+                    .expire_snapshots(Some(3), None, &SystemClock)
+                    .expect("expire");
                 let version = (writer * 100_000 + attempts) as u32;
                 let (next, location) = env.successor(&trimmed, version).await;
                 metadata.lock().unwrap().insert(location.clone(), next);
-                outcomes.lock().unwrap().base_of.insert(location.clone(), current.clone());
-                let result = catalog.commit(&index, &source(version), &current, &location).await;
+                outcomes
+                    .lock()
+                    .unwrap()
+                    .base_of
+                    .insert(location.clone(), current.clone());
+                let result = catalog
+                    .commit(&index, &source(version), &current, &location)
+                    .await;
                 let mut outcomes = outcomes.lock().unwrap();
                 match result {
                     Ok(done) => {
@@ -122,7 +136,7 @@ async fn chain_under_faults(backend: Backend, rate: f64, seed: u64, writers: usi
     }
     faulty.set_enabled(false);
     let stats = faulty.stats();
-    let outcomes = outcomes.lock().unwrap();
+    let outcomes = std::mem::take(&mut *outcomes.lock().unwrap());
 
     // The final chain, from the current metadata back to the first.
     let fresh = catalog_over(raw.clone(), &warehouse, false);
@@ -134,10 +148,17 @@ async fn chain_under_faults(backend: Backend, rate: f64, seed: u64, writers: usi
         location = outcomes.base_of[&location].clone();
     }
     chain.reverse();
-    assert_eq!(chain.len() as i64 + 1, last_sequence, "one sequence number per link");
+    assert_eq!(
+        chain.len() as i64 + 1,
+        last_sequence,
+        "one sequence number per link"
+    );
     let on_chain: BTreeSet<String> = chain.iter().cloned().collect();
     for acknowledged in &outcomes.acknowledged {
-        assert!(on_chain.contains(acknowledged), "acknowledged commit {acknowledged} is not in the final chain");
+        assert!(
+            on_chain.contains(acknowledged),
+            "acknowledged commit {acknowledged} is not in the final chain"
+        );
     }
     for link in &on_chain {
         assert!(
@@ -157,7 +178,10 @@ async fn chain_under_faults(backend: Backend, rate: f64, seed: u64, writers: usi
         assert_eq!(*times, 1, "{location} was published {times} times");
     }
     let published: BTreeSet<String> = published.into_keys().filter(|l| *l != root).collect();
-    assert_eq!(published, on_chain, "published locations are exactly the chain");
+    assert_eq!(
+        published, on_chain,
+        "published locations are exactly the chain"
+    );
     let resolved_unknown = outcomes.unknown.intersection(&on_chain).count();
     println!(
         "{backend:?} seed {seed}: {writers} writers; {} acknowledged commits all in the chain of {} links (sequence {last_sequence}); \
@@ -175,14 +199,28 @@ async fn chain_under_faults(backend: Backend, rate: f64, seed: u64, writers: usi
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn memory_chain_under_ten_percent_faults() {
     for seed in env_seeds(&[1, 2, 3]) {
-        chain_under_faults(Backend::Memory, 0.10, seed, env_usize("PARQDB_FAULT_WRITERS", 6), env_usize("PARQDB_FAULT_COMMITS", 10)).await;
+        chain_under_faults(
+            Backend::Memory,
+            0.10,
+            seed,
+            env_usize("PARQDB_FAULT_WRITERS", 6),
+            env_usize("PARQDB_FAULT_COMMITS", 10),
+        )
+        .await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn local_chain_under_ten_percent_faults() {
     for seed in env_seeds(&[1, 2]) {
-        chain_under_faults(Backend::Local, 0.10, seed, env_usize("PARQDB_FAULT_WRITERS", 6), env_usize("PARQDB_FAULT_COMMITS", 10)).await;
+        chain_under_faults(
+            Backend::Local,
+            0.10,
+            seed,
+            env_usize("PARQDB_FAULT_WRITERS", 6),
+            env_usize("PARQDB_FAULT_COMMITS", 10),
+        )
+        .await;
     }
 }
 
@@ -208,7 +246,8 @@ async fn memory_chain_under_heavy_faults() {
 // Scripted faults and interference at exact store calls
 // ---------------------------------------------------------------------------------------
 
-type Hook = Box<dyn Fn(Arc<dyn PointerStore>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+type Hook =
+    Box<dyn Fn(Arc<dyn PointerStore>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
 /// Runs a hook against the inner store right before the call numbered `at`.
 struct Interfere {
@@ -241,18 +280,32 @@ impl PointerStore for Interfere {
         self.before().await;
         self.inner.get(key).await
     }
-    async fn put(&self, key: &StoreKey, value: Bytes, mode: PutMode) -> Result<Version, StoreError> {
+    async fn put(
+        &self,
+        key: &StoreKey,
+        value: Bytes,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
         self.before().await;
         self.inner.put(key, value, mode).await
     }
-    async fn list(&self, prefix: &StoreKey, after: Option<&StoreKey>, limit: usize) -> Result<ListPage, StoreError> {
+    async fn list(
+        &self,
+        prefix: &StoreKey,
+        after: Option<&StoreKey>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError> {
         self.before().await;
         self.inner.list(prefix, after, limit).await
     }
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
     }
-    async fn get_if_changed(&self, key: &StoreKey, version: &Version) -> Result<Changed, StoreError> {
+    async fn get_if_changed(
+        &self,
+        key: &StoreKey,
+        version: &Version,
+    ) -> Result<Changed, StoreError> {
         self.before().await;
         self.inner.get_if_changed(key, version).await
     }
@@ -274,11 +327,19 @@ async fn memory_env() -> (Arc<dyn PointerStore>, TestEnv) {
 /// Rewrite `id`'s record as a concurrent rename that rolled back leaves it: live, same
 /// location, a new commit id.
 async fn rewrite_in_place(store: Arc<dyn PointerStore>, id: IndexIdentifier) {
-    let current = store.get(&id.store_key()).await.expect("read").expect("present");
+    let current = store
+        .get(&id.store_key())
+        .await
+        .expect("read")
+        .expect("present");
     let record = PointerRecord::from_bytes(&current.value).expect("record");
     let same = record.successor(PointerState::Live, uuid::Uuid::new_v4(), record.updated_ms);
     store
-        .put(&id.store_key(), Bytes::from(same.to_bytes()), PutMode::Update(current.version))
+        .put(
+            &id.store_key(),
+            Bytes::from(same.to_bytes()),
+            PutMode::Update(current.version),
+        )
         .await
         .expect("rewritten");
 }
@@ -307,7 +368,10 @@ async fn commit_survives_a_rewrite_that_keeps_its_base() {
         .await
         .expect("the base is still current: the commit lands");
     assert!(!done.already_applied);
-    assert_eq!(env.catalog.load(&id).await.expect("load").metadata_location, new);
+    assert_eq!(
+        env.catalog.load(&id).await.expect("load").metadata_location,
+        new
+    );
 }
 
 /// A commit whose put landed but whose response said `Precondition` (an SDK retry after
@@ -321,10 +385,16 @@ async fn commit_put_that_lands_and_reports_a_conflict_is_acknowledged() {
         let faulty = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1)));
         faulty.script(1, fault); // call 0 reads the pointer, call 1 is the put
         let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
-        let done = catalog.commit(&id, &source(2), &base, &new).await.expect("resolved by read-back");
+        let done = catalog
+            .commit(&id, &source(2), &base, &new)
+            .await
+            .expect("resolved by read-back");
         assert!(!done.already_applied, "{fault:?}");
         assert_eq!(faulty.applied_writes().len(), 1, "{fault:?}: applied once");
-        assert_eq!(env.catalog.load(&id).await.expect("load").metadata_location, new);
+        assert_eq!(
+            env.catalog.load(&id).await.expect("load").metadata_location,
+            new
+        );
     }
 }
 
@@ -338,7 +408,10 @@ async fn register_create_that_lands_and_reports_already_exists_is_acknowledged()
     let faulty = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1)));
     faulty.script(2, Fault::ApplyThenConflict); // namespace, pointer, then the create
     let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
-    catalog.register(&id, &source(1), &location).await.expect("resolved by read-back");
+    catalog
+        .register(&id, &source(1), &location)
+        .await
+        .expect("resolved by read-back");
     assert_eq!(faulty.applied_writes().len(), 1);
 }
 
@@ -355,9 +428,16 @@ async fn unresolvable_outcome_is_commit_state_unknown() {
         faulty.script(call, Fault::FailBefore);
     }
     let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
-    let err = catalog.commit(&id, &source(2), &base, &new).await.expect_err("unresolvable");
+    let err = catalog
+        .commit(&id, &source(2), &base, &new)
+        .await
+        .expect_err("unresolvable");
     assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
-    let again = env.catalog.commit(&id, &source(2), &base, &new).await.expect("retry");
+    let again = env
+        .catalog
+        .commit(&id, &source(2), &base, &new)
+        .await
+        .expect("retry");
     assert!(again.already_applied);
     // The new metadata file is still there: nothing the writer wrote was deleted.
     env.read(&new).await;
@@ -371,7 +451,10 @@ async fn step_wise_rename_that_cannot_settle_is_commit_state_unknown() {
     let (raw, env) = memory_env().await;
     let (from, _, location) = env.registered("moving").await;
     let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
-    let faulty = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1).hiding_transact()));
+    let faulty = Arc::new(FaultyStore::new(
+        raw.clone(),
+        FaultConfig::none(1).hiding_transact(),
+    ));
     // Calls: 0 read source, 1 namespace, 2 read destination, 3 step 1; then fail reads.
     for call in 4..40 {
         faulty.script(call, Fault::FailBefore);
@@ -383,7 +466,10 @@ async fn step_wise_rename_that_cannot_settle_is_commit_state_unknown() {
     let fresh = catalog_over(raw.clone(), &env.warehouse, false);
     let dropped = fresh.drop_index(&from).await;
     assert_eq!(dropped.map_err(|e| e.kind()), Err(ErrorKind::IndexNotFound));
-    assert_eq!(fresh.load(&to).await.expect("renamed").metadata_location, location);
+    assert_eq!(
+        fresh.load(&to).await.expect("renamed").metadata_location,
+        location
+    );
 }
 
 /// A rename that landed must not be reported as failed because the read that builds its
@@ -395,7 +481,11 @@ async fn landed_rename_is_acknowledged_even_if_the_read_after_it_fails() {
         let (raw, env) = memory_env().await;
         let (from, _, location) = env.registered("landed").await;
         let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
-        let config = if hide_transact { FaultConfig::none(1).hiding_transact() } else { FaultConfig::none(1) };
+        let config = if hide_transact {
+            FaultConfig::none(1).hiding_transact()
+        } else {
+            FaultConfig::none(1)
+        };
         let faulty = Arc::new(FaultyStore::new(raw.clone(), config));
         let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
         // Fail every call after the rename is known to have landed. Atomic: 0 source,
@@ -406,13 +496,19 @@ async fn landed_rename_is_acknowledged_even_if_the_read_after_it_fails() {
         for call in writes_before_answer..60 {
             faulty.script(call, Fault::FailBefore);
         }
-        let pointer = catalog
-            .rename(&from, &to)
-            .await
-            .unwrap_or_else(|err| panic!("hide transact {hide_transact}: the rename landed: {err}"));
+        let pointer = catalog.rename(&from, &to).await.unwrap_or_else(|err| {
+            panic!("hide transact {hide_transact}: the rename landed: {err}")
+        });
         assert_eq!(pointer.metadata_location, location);
         assert_eq!(pointer.identifier, to);
-        assert_eq!(env.catalog.load(&to).await.expect("moved").metadata_location, location);
+        assert_eq!(
+            env.catalog
+                .load(&to)
+                .await
+                .expect("moved")
+                .metadata_location,
+            location
+        );
     }
 }
 
@@ -432,9 +528,23 @@ async fn atomic_rename_that_cannot_be_read_back_is_commit_state_unknown() {
             faulty.script(call, Fault::FailBefore);
         }
         let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
-        let err = catalog.rename(&from, &to).await.expect_err("cannot be read back");
-        assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{fault:?}: {err}");
-        assert_eq!(env.catalog.load(&to).await.expect("it did land").metadata_location, location);
+        let err = catalog
+            .rename(&from, &to)
+            .await
+            .expect_err("cannot be read back");
+        assert_eq!(
+            err.kind(),
+            ErrorKind::CommitStateUnknown,
+            "{fault:?}: {err}"
+        );
+        assert_eq!(
+            env.catalog
+                .load(&to)
+                .await
+                .expect("it did land")
+                .metadata_location,
+            location
+        );
     }
 }
 
@@ -464,7 +574,10 @@ async fn rename_reports_already_exists_only_if_both_existed_at_once() {
         }),
     });
     let catalog = catalog_over(hooked, &env.warehouse, false);
-    let err = catalog.rename(&from, &to).await.expect_err("the source is gone");
+    let err = catalog
+        .rename(&from, &to)
+        .await
+        .expect_err("the source is gone");
     assert_eq!(err.kind(), ErrorKind::IndexNotFound, "{err}");
 }
 
@@ -488,7 +601,10 @@ async fn stale_renamer(at: usize) {
     let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
     let warehouse = env.warehouse.clone();
     let rival_metadata = env.new_index().await.1;
-    let hidden = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1).hiding_transact()));
+    let hidden = Arc::new(FaultyStore::new(
+        raw.clone(),
+        FaultConfig::none(1).hiding_transact(),
+    ));
     let hooked = Arc::new(Interfere {
         inner: hidden.clone(),
         calls: AtomicUsize::new(0),
@@ -498,15 +614,29 @@ async fn stale_renamer(at: usize) {
         hook: Box::new({
             let (from, to) = (from.clone(), to.clone());
             move |store| {
-                let (from, to, warehouse, rival) = (from.clone(), to.clone(), warehouse.clone(), rival_metadata.clone());
+                let (from, to, warehouse, rival) = (
+                    from.clone(),
+                    to.clone(),
+                    warehouse.clone(),
+                    rival_metadata.clone(),
+                );
                 Box::pin(async move {
                     let other = catalog_over(store, &warehouse, false);
-                    other.register(&to, &source(1), &rival).await.expect("the rival takes the destination");
+                    other
+                        .register(&to, &source(1), &rival)
+                        .await
+                        .expect("the rival takes the destination");
                     // Touching the source settles the rename: the destination is taken, so
                     // it rolls back (the rename onto itself then finds it existing).
                     let settled = other.rename(&from, &from).await;
-                    assert_eq!(settled.map_err(|e| e.kind()).err(), Some(ErrorKind::AlreadyExists));
-                    other.drop_index(&to).await.expect("the rival drops it again");
+                    assert_eq!(
+                        settled.map_err(|e| e.kind()).err(),
+                        Some(ErrorKind::AlreadyExists)
+                    );
+                    other
+                        .drop_index(&to)
+                        .await
+                        .expect("the rival drops it again");
                 })
             }
         }),
@@ -517,10 +647,18 @@ async fn stale_renamer(at: usize) {
     let at_from = fresh.load(&from).await.ok().map(|p| p.metadata_location);
     let at_to = fresh.load(&to).await.ok().map(|p| p.metadata_location);
     match renamed {
-        Ok(_) => assert_eq!((at_from, at_to.as_deref()), (None, Some(location.as_str())), "renamed (at {at})"),
+        Ok(_) => assert_eq!(
+            (at_from, at_to.as_deref()),
+            (None, Some(location.as_str())),
+            "renamed (at {at})"
+        ),
         Err(err) => {
             assert_eq!(err.kind(), ErrorKind::AlreadyExists, "{err}");
-            assert_eq!((at_from.as_deref(), at_to), (Some(location.as_str()), None), "rolled back (at {at})");
+            assert_eq!(
+                (at_from.as_deref(), at_to),
+                (Some(location.as_str()), None),
+                "rolled back (at {at})"
+            );
         }
     }
 }

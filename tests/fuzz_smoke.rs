@@ -44,11 +44,47 @@ fn seed() -> u64 {
 }
 
 const TOKENS: &[&str] = &[
-    "~", "~7e", "~2f", "~41", "~g0", "=", "/", "//", "i/", "n/", "\"", "{", "}", "[", "]", ",", ":",
-    "null", "true", "0", "-1", "1e400", "18446744073709551616", "\"\"", "\\u0000", "\\ud800", "é",
-    "\u{10ffff}", "\"live\"", "\"moving\"", "\"dropped\"", "\"record-version\"", "\"rename\"",
-    "\"namespace\"", "\"name\"", "\"action\"", "\"page-size\"", "\"page-token\"", "\"source\"",
-    "\"identifier\"", "\"extra\"",
+    "~",
+    "~7e",
+    "~2f",
+    "~41",
+    "~g0",
+    "=",
+    "/",
+    "//",
+    "i/",
+    "n/",
+    "\"",
+    "{",
+    "}",
+    "[",
+    "]",
+    ",",
+    ":",
+    "null",
+    "true",
+    "0",
+    "-1",
+    "1e400",
+    "18446744073709551616",
+    "\"\"",
+    "\\u0000",
+    "\\ud800",
+    "é",
+    "\u{10ffff}",
+    "\"live\"",
+    "\"moving\"",
+    "\"dropped\"",
+    "\"record-version\"",
+    "\"rename\"",
+    "\"namespace\"",
+    "\"name\"",
+    "\"action\"",
+    "\"page-size\"",
+    "\"page-token\"",
+    "\"source\"",
+    "\"identifier\"",
+    "\"extra\"",
 ];
 
 /// One mutation of `input` (or a splice with `other`).
@@ -166,7 +202,18 @@ fn key_decode() {
         segments.extend_from_slice(id.name().as_bytes());
         corpus.push(segments);
     }
-    for key in ["", "i/", "n/", "i/=", "i/a/=", "i/~41/=x", "i/a/=~2", "n/=a", "i//=x", "i/a/b/=x/"] {
+    for key in [
+        "",
+        "i/",
+        "n/",
+        "i/=",
+        "i/a/=",
+        "i/~41/=x",
+        "i/a/=~2",
+        "n/=a",
+        "i//=x",
+        "i/a/b/=x/",
+    ] {
         corpus.push(key.as_bytes().to_vec());
     }
     fuzz("key_decode", corpus, bodies::key_decode, iterations());
@@ -183,7 +230,13 @@ fn source() -> TableDefinition {
 #[test]
 fn pointer_record() {
     let uuid = |n: u128| uuid::Uuid::from_u128(n);
-    let live = PointerRecord::created(None, "s3://b/wh/metadata/1.json".into(), source(), uuid(1), 1_700_000_000_000);
+    let live = PointerRecord::created(
+        None,
+        "s3://b/wh/metadata/1.json".into(),
+        source(),
+        uuid(1),
+        1_700_000_000_000,
+    );
     let mut moving = live.successor(PointerState::Moving, uuid(2), 1_700_000_000_001);
     moving.rename = Some(RenameIntent {
         to: identifiers()[1].clone(),
@@ -191,14 +244,34 @@ fn pointer_record() {
     });
     let mut dropped = moving.successor(PointerState::Dropped, uuid(4), 1_700_000_000_002);
     dropped.rename = moving.rename.clone();
-    let again = PointerRecord::created(Some(&dropped), "s3://b/wh/metadata/2.json".into(), source(), uuid(5), 2);
-    let namespace = NamespaceRecord::new(None, true, BTreeMap::from([("owner".into(), "me".into())]), uuid(6), 3);
+    let again = PointerRecord::created(
+        Some(&dropped),
+        "s3://b/wh/metadata/2.json".into(),
+        source(),
+        uuid(5),
+        2,
+    );
+    let namespace = NamespaceRecord::new(
+        None,
+        true,
+        BTreeMap::from([("owner".into(), "me".into())]),
+        uuid(6),
+        3,
+    );
     let gone = NamespaceRecord::new(Some(&namespace), false, BTreeMap::new(), uuid(7), 4);
-    let mut corpus: Vec<Vec<u8>> = [live, moving, dropped, again].iter().map(PointerRecord::to_bytes).collect();
+    let mut corpus: Vec<Vec<u8>> = [live, moving, dropped, again]
+        .iter()
+        .map(PointerRecord::to_bytes)
+        .collect();
     corpus.push(namespace.to_bytes());
     corpus.push(gone.to_bytes());
     corpus.push(br#"{"record-version":2}"#.to_vec());
-    fuzz("pointer_record", corpus, bodies::pointer_record, iterations());
+    fuzz(
+        "pointer_record",
+        corpus,
+        bodies::pointer_record,
+        iterations(),
+    );
 }
 
 #[test]
@@ -220,7 +293,10 @@ fn lambda_event() {
         json!([1, 2, 3]),
         json!(null),
     ];
-    let mut corpus: Vec<Vec<u8>> = events.iter().map(|e| serde_json::to_vec(e).expect("json")).collect();
+    let mut corpus: Vec<Vec<u8>> = events
+        .iter()
+        .map(|e| serde_json::to_vec(e).expect("json"))
+        .collect();
     corpus.push(b"{\"identifier\": tru".to_vec());
     corpus.push(format!("{}{}", "[".repeat(200), "]".repeat(200)).into_bytes());
     fuzz("lambda_event", corpus, bodies::lambda_event, iterations());
@@ -229,7 +305,10 @@ fn lambda_event() {
 #[test]
 fn metadata_parse() {
     let mut corpus: Vec<Vec<u8>> = Vec::new();
-    for dir in ["tests/fixtures/metadata/valid", "tests/fixtures/metadata/invalid"] {
+    for dir in [
+        "tests/fixtures/metadata/valid",
+        "tests/fixtures/metadata/invalid",
+    ] {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
         for entry in std::fs::read_dir(&path).expect("fixtures") {
             let entry = entry.expect("entry");
@@ -239,5 +318,10 @@ fn metadata_parse() {
         }
     }
     // Metadata documents are large and slow to parse in debug builds: a tenth.
-    fuzz("metadata_parse", corpus, bodies::metadata_parse, iterations() / 10);
+    fuzz(
+        "metadata_parse",
+        corpus,
+        bodies::metadata_parse,
+        iterations() / 10,
+    );
 }

@@ -20,8 +20,8 @@ use std::time::Instant;
 
 use common::fixture::TestEnv;
 use common::history::{
-    Backend, Call, History, Op, Ret, Universe, Workload, assert_applied_once, catalog_over,
-    check, env_seeds, final_loads, mix, run_workload,
+    Backend, Call, History, Op, Ret, Universe, Workload, assert_applied_once, catalog_over, check,
+    env_seeds, final_loads, mix, run_workload,
 };
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::catalog::IndexCatalog;
@@ -61,7 +61,9 @@ async fn run(case: Case) {
         let workload = Workload::sized(case.clients, case.ops, seed);
         // One catalog per client, as separate processes would have.
         let catalogs: Vec<Arc<dyn IndexCatalog>> = (0..workload.clients)
-            .map(|_| Arc::new(catalog_over(faulty.clone(), &warehouse, false)) as Arc<dyn IndexCatalog>)
+            .map(|_| {
+                Arc::new(catalog_over(faulty.clone(), &warehouse, false)) as Arc<dyn IndexCatalog>
+            })
             .collect();
         faulty.set_enabled(true);
         let (mut history, pool) = run_workload(&env, &catalogs, &universe, &workload).await;
@@ -194,7 +196,10 @@ fn accepts(ops: &[(Call, Ret, u64, u64)]) {
 
 fn rejects(ops: &[(Call, Ret, u64, u64)]) {
     let h = history(ops);
-    assert!(check(&h).is_err(), "accepted a non-linearizable history: {h:#?}");
+    assert!(
+        check(&h).is_err(),
+        "accepted a non-linearizable history: {h:#?}"
+    );
 }
 
 use Call::{Commit, Drop, List, Load, Register, Rename};
@@ -209,16 +214,58 @@ fn checker_accepts_a_sequential_history() {
     accepts(&[
         (Register { id: 0, loc: 0 }, Registered, 0, 1),
         (Load { id: 0 }, Loaded(0), 2, 3),
-        (Commit { id: 0, base: 0, new: 1 }, OK, 4, 5),
-        (Commit { id: 0, base: 0, new: 2 }, Failed(ErrorKind::CommitConflict), 6, 7),
-        (Commit { id: 0, base: 0, new: 1 }, Committed { already_applied: true }, 8, 9),
+        (
+            Commit {
+                id: 0,
+                base: 0,
+                new: 1,
+            },
+            OK,
+            4,
+            5,
+        ),
+        (
+            Commit {
+                id: 0,
+                base: 0,
+                new: 2,
+            },
+            Failed(ErrorKind::CommitConflict),
+            6,
+            7,
+        ),
+        (
+            Commit {
+                id: 0,
+                base: 0,
+                new: 1,
+            },
+            Committed {
+                already_applied: true,
+            },
+            8,
+            9,
+        ),
         (Rename { from: 0, to: 1 }, Renamed(1), 10, 11),
         (Load { id: 0 }, Failed(ErrorKind::IndexNotFound), 12, 13),
         (Load { id: 1 }, Loaded(1), 14, 15),
-        (Register { id: 1, loc: 0 }, Failed(ErrorKind::AlreadyExists), 16, 17),
+        (
+            Register { id: 1, loc: 0 },
+            Failed(ErrorKind::AlreadyExists),
+            16,
+            17,
+        ),
         (Drop { id: 1 }, Dropped, 18, 19),
         (Drop { id: 1 }, Failed(ErrorKind::IndexNotFound), 20, 21),
-        (List { ns: 0, page_size: None }, Listed(BTreeSet::new()), 22, 23),
+        (
+            List {
+                ns: 0,
+                page_size: None,
+            },
+            Listed(BTreeSet::new()),
+            22,
+            23,
+        ),
     ]);
 }
 
@@ -226,7 +273,16 @@ fn checker_accepts_a_sequential_history() {
 fn checker_rejects_a_stale_read() {
     rejects(&[
         (Register { id: 0, loc: 0 }, Registered, 0, 1),
-        (Commit { id: 0, base: 0, new: 1 }, OK, 2, 3),
+        (
+            Commit {
+                id: 0,
+                base: 0,
+                new: 1,
+            },
+            OK,
+            2,
+            3,
+        ),
         (Load { id: 0 }, Loaded(0), 4, 5),
     ]);
 }
@@ -235,7 +291,16 @@ fn checker_rejects_a_stale_read() {
 fn checker_allows_any_order_of_overlapping_operations() {
     accepts(&[
         (Register { id: 0, loc: 0 }, Registered, 0, 1),
-        (Commit { id: 0, base: 0, new: 1 }, OK, 2, 5),
+        (
+            Commit {
+                id: 0,
+                base: 0,
+                new: 1,
+            },
+            OK,
+            2,
+            5,
+        ),
         (Load { id: 0 }, Loaded(0), 3, 6),
         (Load { id: 0 }, Loaded(1), 4, 7),
     ]);
@@ -245,13 +310,49 @@ fn checker_allows_any_order_of_overlapping_operations() {
 fn checker_rejects_two_winners_from_one_base() {
     rejects(&[
         (Register { id: 0, loc: 0 }, Registered, 0, 1),
-        (Commit { id: 0, base: 0, new: 1 }, OK, 2, 5),
-        (Commit { id: 0, base: 0, new: 2 }, OK, 3, 6),
+        (
+            Commit {
+                id: 0,
+                base: 0,
+                new: 1,
+            },
+            OK,
+            2,
+            5,
+        ),
+        (
+            Commit {
+                id: 0,
+                base: 0,
+                new: 2,
+            },
+            OK,
+            3,
+            6,
+        ),
     ]);
     accepts(&[
         (Register { id: 0, loc: 0 }, Registered, 0, 1),
-        (Commit { id: 0, base: 0, new: 1 }, OK, 2, 5),
-        (Commit { id: 0, base: 0, new: 2 }, Failed(ErrorKind::CommitConflict), 3, 6),
+        (
+            Commit {
+                id: 0,
+                base: 0,
+                new: 1,
+            },
+            OK,
+            2,
+            5,
+        ),
+        (
+            Commit {
+                id: 0,
+                base: 0,
+                new: 2,
+            },
+            Failed(ErrorKind::CommitConflict),
+            3,
+            6,
+        ),
     ]);
 }
 
@@ -268,7 +369,16 @@ fn checker_lets_unknown_outcomes_land_late_or_never() {
     // Landed after its caller gave up.
     accepts(&[
         (Register { id: 0, loc: 0 }, Registered, 0, 1),
-        (Commit { id: 0, base: 0, new: 1 }, Unknown, 2, 3),
+        (
+            Commit {
+                id: 0,
+                base: 0,
+                new: 1,
+            },
+            Unknown,
+            2,
+            3,
+        ),
         (Load { id: 0 }, Loaded(0), 4, 5),
         (Load { id: 0 }, Loaded(1), 6, 7),
     ]);
@@ -276,19 +386,42 @@ fn checker_lets_unknown_outcomes_land_late_or_never() {
     accepts(&[
         (Register { id: 0, loc: 0 }, Registered, 0, 1),
         (Drop { id: 0 }, Unknown, 2, 3),
-        (Register { id: 0, loc: 1 }, Failed(ErrorKind::AlreadyExists), 4, 5),
+        (
+            Register { id: 0, loc: 1 },
+            Failed(ErrorKind::AlreadyExists),
+            4,
+            5,
+        ),
     ]);
     // But it cannot land twice, nor before it was invoked.
     rejects(&[
         (Register { id: 0, loc: 0 }, Registered, 0, 1),
-        (Commit { id: 0, base: 0, new: 1 }, Unknown, 2, 3),
+        (
+            Commit {
+                id: 0,
+                base: 0,
+                new: 1,
+            },
+            Unknown,
+            2,
+            3,
+        ),
         (Load { id: 0 }, Loaded(1), 4, 5),
         (Load { id: 0 }, Loaded(0), 6, 7),
     ]);
     rejects(&[
         (Register { id: 0, loc: 0 }, Registered, 0, 1),
         (Load { id: 0 }, Loaded(1), 2, 3),
-        (Commit { id: 0, base: 0, new: 1 }, Unknown, 4, 5),
+        (
+            Commit {
+                id: 0,
+                base: 0,
+                new: 1,
+            },
+            Unknown,
+            4,
+            5,
+        ),
     ]);
 }
 
@@ -308,7 +441,12 @@ fn checker_rejects_a_duplicated_or_lost_rename() {
     rejects(&[
         (Register { id: 0, loc: 0 }, Registered, 0, 1),
         (Register { id: 1, loc: 1 }, Registered, 2, 3),
-        (Rename { from: 0, to: 1 }, Failed(ErrorKind::AlreadyExists), 4, 5),
+        (
+            Rename { from: 0, to: 1 },
+            Failed(ErrorKind::AlreadyExists),
+            4,
+            5,
+        ),
         (Load { id: 0 }, Failed(ErrorKind::IndexNotFound), 6, 7),
     ]);
 }
@@ -318,27 +456,61 @@ fn checker_treats_list_as_per_identifier_observations() {
     // Not transactional: each identifier is observed at its own point of the interval.
     accepts(&[
         (Register { id: 0, loc: 0 }, Registered, 0, 1),
-        (List { ns: 0, page_size: None }, Listed(BTreeSet::from([1])), 2, 7),
+        (
+            List {
+                ns: 0,
+                page_size: None,
+            },
+            Listed(BTreeSet::from([1])),
+            2,
+            7,
+        ),
         (Rename { from: 0, to: 1 }, Renamed(0), 3, 4),
         (Register { id: 0, loc: 1 }, Registered, 5, 6),
     ]);
     // But every listed identifier existed during the listing, and every identifier that
     // existed throughout it was listed.
     rejects(&[
-        (List { ns: 0, page_size: None }, Listed(BTreeSet::from([0])), 0, 1),
+        (
+            List {
+                ns: 0,
+                page_size: None,
+            },
+            Listed(BTreeSet::from([0])),
+            0,
+            1,
+        ),
         (Register { id: 0, loc: 0 }, Registered, 2, 3),
     ]);
     rejects(&[
         (Register { id: 0, loc: 0 }, Registered, 0, 1),
-        (List { ns: 0, page_size: None }, Listed(BTreeSet::new()), 2, 3),
+        (
+            List {
+                ns: 0,
+                page_size: None,
+            },
+            Listed(BTreeSet::new()),
+            2,
+            3,
+        ),
     ]);
 }
 
 #[test]
 fn checker_rejects_results_no_state_explains() {
-    let h = history(&[(Load { id: 0 }, Ret::Bogus("a location nobody wrote".into()), 0, 1)]);
+    let h = history(&[(
+        Load { id: 0 },
+        Ret::Bogus("a location nobody wrote".into()),
+        0,
+        1,
+    )]);
     assert!(check(&h).is_err());
-    let h = history(&[(Register { id: 0, loc: 0 }, Failed(ErrorKind::CorruptRecord), 0, 1)]);
+    let h = history(&[(
+        Register { id: 0, loc: 0 },
+        Failed(ErrorKind::CorruptRecord),
+        0,
+        1,
+    )]);
     assert!(check(&h).is_err());
 }
 
@@ -363,16 +535,30 @@ fn simulated(clients: usize, ops: usize, seed: u64) -> History {
                 let id = rng.random_range(0..n);
                 let call = match rng.random_range(0..6) {
                     0 => Load { id },
-                    1 => Register { id, loc: rng.random_range(0..3) },
+                    1 => Register {
+                        id,
+                        loc: rng.random_range(0..3),
+                    },
                     2 => match state[id] {
                         Some(base) if rng.random_bool(0.8) => {
                             next_loc += 1;
-                            Commit { id, base, new: 100 + next_loc }
+                            Commit {
+                                id,
+                                base,
+                                new: 100 + next_loc,
+                            }
                         }
-                        _ => Commit { id, base: 0, new: 99 },
+                        _ => Commit {
+                            id,
+                            base: 0,
+                            new: 99,
+                        },
                     },
                     3 => Drop { id },
-                    4 => Rename { from: id, to: rng.random_range(0..n) },
+                    4 => Rename {
+                        from: id,
+                        to: rng.random_range(0..n),
+                    },
                     _ => Load { id },
                 };
                 pending[c] = Some((call, clock, None));
@@ -399,7 +585,9 @@ fn simulated(clients: usize, ops: usize, seed: u64) -> History {
                             state[id] = Some(new);
                             OK
                         }
-                        Some(cur) if cur == new => Committed { already_applied: true },
+                        Some(cur) if cur == new => Committed {
+                            already_applied: true,
+                        },
                         Some(_) => Failed(ErrorKind::CommitConflict),
                     },
                     Drop { id } => match state[id].take() {

@@ -30,15 +30,29 @@ pub fn key_decode(data: &[u8]) {
     for key in [text.to_string(), format!("i/{text}"), format!("n/{text}")] {
         match IndexIdentifier::from_store_key(&key) {
             Ok(id) => {
-                assert_eq!(id.store_key().as_str(), key, "non-canonical index key decoded");
-                assert!(StoreKey::new(key.clone()).is_ok(), "decoded an invalid store key {key:?}");
+                assert_eq!(
+                    id.store_key().as_str(),
+                    key,
+                    "non-canonical index key decoded"
+                );
+                assert!(
+                    StoreKey::new(key.clone()).is_ok(),
+                    "decoded an invalid store key {key:?}"
+                );
             }
             Err(err) => assert_eq!(err.kind(), ErrorKind::InvalidIdentifier, "{key:?}: {err}"),
         }
         match Namespace::from_store_key(&key) {
             Ok(namespace) => {
-                assert_eq!(namespace.store_key().as_str(), key, "non-canonical namespace key decoded");
-                assert!(StoreKey::new(key.clone()).is_ok(), "decoded an invalid store key {key:?}");
+                assert_eq!(
+                    namespace.store_key().as_str(),
+                    key,
+                    "non-canonical namespace key decoded"
+                );
+                assert!(
+                    StoreKey::new(key.clone()).is_ok(),
+                    "decoded an invalid store key {key:?}"
+                );
             }
             Err(err) => assert_eq!(err.kind(), ErrorKind::InvalidIdentifier, "{key:?}: {err}"),
         }
@@ -53,7 +67,10 @@ pub fn key_decode(data: &[u8]) {
         Ok(namespace) => {
             let key = namespace.store_key();
             assert!(StoreKey::new(key.as_str()).is_ok());
-            assert_eq!(Namespace::from_store_key(key.as_str()).expect("round trip"), namespace);
+            assert_eq!(
+                Namespace::from_store_key(key.as_str()).expect("round trip"),
+                namespace
+            );
             for prefix in [namespace.children_prefix(), namespace.indexes_prefix()] {
                 assert!(StoreKey::new(prefix.as_str()).is_ok());
             }
@@ -61,8 +78,14 @@ pub fn key_decode(data: &[u8]) {
                 Ok(id) => {
                     let key = id.store_key();
                     assert!(StoreKey::new(key.as_str()).is_ok());
-                    assert!(key.as_str().starts_with(id.namespace().indexes_prefix().as_str()));
-                    assert_eq!(IndexIdentifier::from_store_key(key.as_str()).expect("round trip"), id);
+                    assert!(
+                        key.as_str()
+                            .starts_with(id.namespace().indexes_prefix().as_str())
+                    );
+                    assert_eq!(
+                        IndexIdentifier::from_store_key(key.as_str()).expect("round trip"),
+                        id
+                    );
                 }
                 Err(err) => assert_eq!(err.kind(), ErrorKind::InvalidIdentifier),
             }
@@ -103,7 +126,10 @@ fn request<R: Request + PartialEq + Debug>(value: &serde_json::Value) {
             assert_eq!(again, request);
         }
         Err(err) => assert!(
-            matches!(err.kind(), ErrorKind::InvalidRequest | ErrorKind::InvalidIdentifier),
+            matches!(
+                err.kind(),
+                ErrorKind::InvalidRequest | ErrorKind::InvalidIdentifier
+            ),
             "{}: {err}",
             err.code()
         ),

@@ -8,6 +8,7 @@ mod bench;
 mod demo;
 mod index;
 mod namespace;
+mod publish;
 mod source;
 mod validate;
 
@@ -64,6 +65,10 @@ enum Command {
     Rename(index::RenameArgs),
     /// List the indexes directly in a namespace.
     List(index::ListArgs),
+    /// Publish a new snapshot with reload-and-retry (a refresh job's last step).
+    Publish(publish::PublishArgs),
+    /// Remove old snapshots from an index's metadata (keeps the current one).
+    Expire(publish::ExpireArgs),
     /// Check that the pointer store honours conditional writes.
     Probe,
     /// Walk through the index lifecycle on real files (safe to run twice).
@@ -102,6 +107,14 @@ impl Cli {
             Command::Drop(args) => index::drop(args, &*self.connect().await?).await?,
             Command::Rename(args) => index::rename(args, &*self.connect().await?).await?,
             Command::List(args) => index::list(args, &*self.connect().await?).await?,
+            Command::Publish(args) => {
+                let config = self.config();
+                publish::run_publish(args, config.connect().await?, &config.open_warehouse()?).await?
+            }
+            Command::Expire(args) => {
+                let config = self.config();
+                publish::run_expire(args, config.connect().await?, &config.open_warehouse()?).await?
+            }
             Command::Probe => {
                 let report = self.catalog().await?.probe().await?;
                 let json = serde_json::to_value(&report).unwrap_or_default();

@@ -40,8 +40,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{
-    Capabilities, Changed, ListPage, PointerStore, PutMode, StoreError, StoreKey, TxWrite,
-    Version, Versioned,
+    Capabilities, Changed, ListPage, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version,
+    Versioned,
 };
 
 /// One injected fault.
@@ -298,7 +298,10 @@ impl FaultyStore {
 
     /// Every write the inner store applied through this wrapper, in order.
     pub fn applied_writes(&self) -> Vec<AppliedWrite> {
-        self.applied.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.applied
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The fault of the next call (and its number), counted.
@@ -501,7 +504,11 @@ mod tests {
             let mut answers = Vec::new();
             for n in 0..200 {
                 let answer = store
-                    .put(&key(&format!("k/=k{n}")), Bytes::from_static(b"v"), PutMode::Create)
+                    .put(
+                        &key(&format!("k/=k{n}")),
+                        Bytes::from_static(b"v"),
+                        PutMode::Create,
+                    )
                     .await;
                 answers.push(format!("{answer:?}"));
             }
@@ -524,20 +531,42 @@ mod tests {
         store.script(2, Fault::ApplyThenAmbiguous);
         store.script(4, Fault::AmbiguousNotApplied);
         let k = key("k/=a");
-        let first = store.put(&k, Bytes::from_static(b"1"), PutMode::Create).await;
+        let first = store
+            .put(&k, Bytes::from_static(b"1"), PutMode::Create)
+            .await;
         assert!(matches!(first, Err(StoreError::AlreadyExists)), "{first:?}");
         let current = store.get(&k).await.expect("read").expect("landed");
         let second = store
-            .put(&k, Bytes::from_static(b"2"), PutMode::Update(current.version.clone()))
+            .put(
+                &k,
+                Bytes::from_static(b"2"),
+                PutMode::Update(current.version.clone()),
+            )
             .await;
-        assert!(matches!(second, Err(StoreError::Ambiguous(_))), "{second:?}");
+        assert!(
+            matches!(second, Err(StoreError::Ambiguous(_))),
+            "{second:?}"
+        );
         let current = store.get(&k).await.expect("read").expect("present");
         assert_eq!(current.value.as_ref(), b"2");
         let third = store
-            .put(&k, Bytes::from_static(b"3"), PutMode::Update(current.version))
+            .put(
+                &k,
+                Bytes::from_static(b"3"),
+                PutMode::Update(current.version),
+            )
             .await;
         assert!(matches!(third, Err(StoreError::Ambiguous(_))), "{third:?}");
-        assert_eq!(store.get(&k).await.expect("read").expect("present").value.as_ref(), b"2");
+        assert_eq!(
+            store
+                .get(&k)
+                .await
+                .expect("read")
+                .expect("present")
+                .value
+                .as_ref(),
+            b"2"
+        );
         assert_eq!(store.applied_writes().len(), 2);
         assert_eq!(store.stats().lied_about_writes(), 2);
     }

@@ -57,7 +57,11 @@ pub fn env_seeds(default: &[u64]) -> Vec<u64> {
     match std::env::var("PARQDB_LIN_SEEDS") {
         Ok(text) if !text.trim().is_empty() => text
             .split(',')
-            .map(|s| s.trim().parse().expect("PARQDB_LIN_SEEDS: comma-separated integers"))
+            .map(|s| {
+                s.trim()
+                    .parse()
+                    .expect("PARQDB_LIN_SEEDS: comma-separated integers")
+            })
             .collect(),
         _ => default.to_vec(),
     }
@@ -106,11 +110,17 @@ impl Universe {
         let mut namespace_of = Vec::new();
         for (n, namespace) in namespaces.iter().enumerate() {
             for name in 0..names {
-                ids.push(IndexIdentifier::new(namespace.clone(), format!("ix{name}")).expect("valid"));
+                ids.push(
+                    IndexIdentifier::new(namespace.clone(), format!("ix{name}")).expect("valid"),
+                );
                 namespace_of.push(n);
             }
         }
-        Universe { namespaces, ids, namespace_of }
+        Universe {
+            namespaces,
+            ids,
+            namespace_of,
+        }
     }
 
     /// The identifiers of namespace `ns`.
@@ -316,7 +326,9 @@ impl History {
                 Ret::Failed(kind) => kind.code().to_owned(),
                 Ret::Unknown => "UNKNOWN".to_owned(),
                 Ret::Bogus(_) => "BOGUS".to_owned(),
-                Ret::Committed { already_applied: true } => "ok(already-applied)".to_owned(),
+                Ret::Committed {
+                    already_applied: true,
+                } => "ok(already-applied)".to_owned(),
                 _ => "ok".to_owned(),
             };
             *counts.entry(format!("{call}:{ret}")).or_default() += 1;
@@ -370,7 +382,9 @@ pub async fn perform(
     call: Call,
 ) -> Ret {
     let id_of = |identifier: &IndexIdentifier| universe.ids.iter().position(|i| i == identifier);
-    let located = |location: &str, source: &TableDefinition, ok: fn(Loc) -> Ret| match pool.loc_of(location) {
+    let located = |location: &str, source: &TableDefinition, ok: fn(Loc) -> Ret| match pool
+        .loc_of(location)
+    {
         None => Ret::Bogus(format!("unknown location {location}")),
         Some(loc) if pool.source(loc) != *source => {
             Ret::Bogus(format!("the source binding does not match {location}"))
@@ -389,7 +403,9 @@ pub async fn perform(
                 .await;
             match result {
                 Ok(pointer) if pointer.metadata_location == pool.location(*loc) => Ret::Registered,
-                Ok(pointer) => Ret::Bogus(format!("register answered {}", pointer.metadata_location)),
+                Ok(pointer) => {
+                    Ret::Bogus(format!("register answered {}", pointer.metadata_location))
+                }
                 Err(err) => failed(&err),
             }
         }
@@ -403,10 +419,15 @@ pub async fn perform(
                 )
                 .await;
             match result {
-                Ok(done) if done.pointer.metadata_location == pool.location(*new) => Ret::Committed {
-                    already_applied: done.already_applied,
-                },
-                Ok(done) => Ret::Bogus(format!("commit answered {}", done.pointer.metadata_location)),
+                Ok(done) if done.pointer.metadata_location == pool.location(*new) => {
+                    Ret::Committed {
+                        already_applied: done.already_applied,
+                    }
+                }
+                Ok(done) => Ret::Bogus(format!(
+                    "commit answered {}",
+                    done.pointer.metadata_location
+                )),
                 Err(err) => failed(&err),
             }
         }
@@ -415,10 +436,14 @@ pub async fn perform(
             Err(err) => failed(&err),
         },
         Call::Rename { from, to } => {
-            match catalog.rename(&universe.ids[*from], &universe.ids[*to]).await {
-                Ok(pointer) if pointer.identifier != universe.ids[*to] => {
-                    Ret::Bogus(format!("rename answered the pointer of {}", pointer.identifier))
-                }
+            match catalog
+                .rename(&universe.ids[*from], &universe.ids[*to])
+                .await
+            {
+                Ok(pointer) if pointer.identifier != universe.ids[*to] => Ret::Bogus(format!(
+                    "rename answered the pointer of {}",
+                    pointer.identifier
+                )),
                 Ok(pointer) => located(&pointer.metadata_location, &pointer.source, Ret::Renamed),
                 Err(err) => failed(&err),
             }
@@ -437,7 +462,8 @@ pub async fn perform(
                             match id_of(identifier) {
                                 Some(id) if universe.namespace_of[id] == *ns => {
                                     if !listed.insert(id) {
-                                        ret = Some(Ret::Bogus(format!("{identifier} listed twice")));
+                                        ret =
+                                            Some(Ret::Bogus(format!("{identifier} listed twice")));
                                     }
                                 }
                                 _ => ret = Some(Ret::Bogus(format!("listed {identifier}"))),
@@ -492,7 +518,9 @@ impl Workload {
             clients: env_usize("PARQDB_LIN_CLIENTS", clients),
             ops_per_client: env_usize("PARQDB_LIN_OPS", ops),
             seed,
-            renames: std::env::var("PARQDB_LIN_RENAMES").map(|v| v != "0").unwrap_or(true),
+            renames: std::env::var("PARQDB_LIN_RENAMES")
+                .map(|v| v != "0")
+                .unwrap_or(true),
             shape: (2, 3),
             indexes: 3,
         }
@@ -537,7 +565,15 @@ pub async fn run_workload(
                     }
                     35..65 => {
                         // Load, then commit the successor of what was loaded.
-                        let ret = perform(&*catalog, &universe, &pool, &recorder, client, Call::Load { id }).await;
+                        let ret = perform(
+                            &*catalog,
+                            &universe,
+                            &pool,
+                            &recorder,
+                            client,
+                            Call::Load { id },
+                        )
+                        .await;
                         done += 1;
                         let Ret::Loaded(base) = ret else { continue };
                         let new = pool.successor(base, client).await;
@@ -547,7 +583,8 @@ pub async fn run_workload(
                     77..90 if workload.renames => {
                         // Mostly within a namespace, sometimes across.
                         let to = if rng.random_bool(0.75) {
-                            let same: Vec<usize> = universe.ids_in(universe.namespace_of[id]).collect();
+                            let same: Vec<usize> =
+                                universe.ids_in(universe.namespace_of[id]).collect();
                             same[rng.random_range(0..same.len())]
                         } else {
                             rng.random_range(0..n)
@@ -556,8 +593,15 @@ pub async fn run_workload(
                     }
                     77..90 => Call::Load { id },
                     _ => {
-                        let page_size = if rng.random_bool(0.5) { None } else { Some(rng.random_range(1..=2)) };
-                        Call::List { ns: rng.random_range(0..universe.namespaces.len()), page_size }
+                        let page_size = if rng.random_bool(0.5) {
+                            None
+                        } else {
+                            Some(rng.random_range(1..=2))
+                        };
+                        Call::List {
+                            ns: rng.random_range(0..universe.namespaces.len()),
+                            page_size,
+                        }
                     }
                 };
                 perform(&*catalog, &universe, &pool, &recorder, client, call).await;
@@ -603,7 +647,12 @@ impl fmt::Display for CheckReport {
         write!(
             f,
             "{} operations ({} model steps, {} unknown outcomes, {} uninformative) linearizable; {} partitions, {} search iterations",
-            self.operations, self.steps, self.unknown, self.uninformative, self.partitions, self.explored
+            self.operations,
+            self.steps,
+            self.unknown,
+            self.uninformative,
+            self.partitions,
+            self.explored
         )
     }
 }
@@ -819,16 +868,22 @@ fn steps(history: &History) -> Result<(Vec<CheckOp>, usize), String> {
                 steps.push(maybe(Step::RegisterMaybe { id: *id, loc: *loc }))
             }
 
-            (Call::Commit { id, base, new }, Ret::Committed { already_applied: false }) => {
-                steps.push(at(Step::CommitOk {
-                    id: *id,
-                    base: *base,
-                    new: *new,
-                }))
-            }
-            (Call::Commit { id, new, .. }, Ret::Committed { already_applied: true }) => {
-                steps.push(at(Step::CommitAlready { id: *id, new: *new }))
-            }
+            (
+                Call::Commit { id, base, new },
+                Ret::Committed {
+                    already_applied: false,
+                },
+            ) => steps.push(at(Step::CommitOk {
+                id: *id,
+                base: *base,
+                new: *new,
+            })),
+            (
+                Call::Commit { id, new, .. },
+                Ret::Committed {
+                    already_applied: true,
+                },
+            ) => steps.push(at(Step::CommitAlready { id: *id, new: *new })),
             (Call::Commit { id, base, new }, Ret::Failed(K::CommitConflict)) => {
                 steps.push(at(Step::CommitConflict {
                     id: *id,
@@ -836,19 +891,26 @@ fn steps(history: &History) -> Result<(Vec<CheckOp>, usize), String> {
                     new: *new,
                 }))
             }
-            (Call::Commit { id, .. }, Ret::Failed(K::IndexNotFound)) => steps.push(at(not_found(*id))),
-            (Call::Commit { id, base, new }, Ret::Unknown) => steps.push(maybe(Step::CommitMaybe {
-                id: *id,
-                base: *base,
-                new: *new,
-            })),
+            (Call::Commit { id, .. }, Ret::Failed(K::IndexNotFound)) => {
+                steps.push(at(not_found(*id)))
+            }
+            (Call::Commit { id, base, new }, Ret::Unknown) => {
+                steps.push(maybe(Step::CommitMaybe {
+                    id: *id,
+                    base: *base,
+                    new: *new,
+                }))
+            }
 
             (Call::Drop { id }, Ret::Dropped) => steps.push(at(Step::DropOk { id: *id })),
             (Call::Drop { id }, Ret::Failed(K::IndexNotFound)) => steps.push(at(not_found(*id))),
             (Call::Drop { id }, Ret::Unknown) => steps.push(maybe(Step::DropMaybe { id: *id })),
 
             (Call::Rename { from, to }, Ret::Renamed(loc)) => {
-                steps.push(at(Step::RenameOk { from: *from, to: *to }));
+                steps.push(at(Step::RenameOk {
+                    from: *from,
+                    to: *to,
+                }));
                 // The answered pointer is a load of `to` after the move.
                 steps.push(at(Step::Observe {
                     id: *to,
@@ -859,11 +921,15 @@ fn steps(history: &History) -> Result<(Vec<CheckOp>, usize), String> {
                 steps.push(at(not_found(*from)))
             }
             (Call::Rename { from, to }, Ret::Failed(K::AlreadyExists)) => {
-                steps.push(at(Step::RenameExists { from: *from, to: *to }))
+                steps.push(at(Step::RenameExists {
+                    from: *from,
+                    to: *to,
+                }))
             }
-            (Call::Rename { from, to }, Ret::Unknown) => {
-                steps.push(maybe(Step::RenameMaybe { from: *from, to: *to }))
-            }
+            (Call::Rename { from, to }, Ret::Unknown) => steps.push(maybe(Step::RenameMaybe {
+                from: *from,
+                to: *to,
+            })),
 
             (Call::List { ns, .. }, Ret::Listed(listed)) => {
                 for id in history.universe.ids_in(*ns) {
@@ -988,7 +1054,9 @@ fn search(ops: &[CheckOp], ids: usize, history: &History) -> Result<u64, String>
     const END: usize = usize::MAX;
     let n = events.len();
     let head = n;
-    let mut next: Vec<usize> = (0..=n).map(|i| if i + 1 >= n { END } else { i + 1 }).collect();
+    let mut next: Vec<usize> = (0..=n)
+        .map(|i| if i + 1 >= n { END } else { i + 1 })
+        .collect();
     let mut prev: Vec<usize> = (0..=n).map(|i| if i == 0 { head } else { i - 1 }).collect();
     next[head] = 0;
     let nodes: Vec<Node> = events.iter().map(|e| e.2).collect();
@@ -1050,15 +1118,16 @@ fn search(ops: &[CheckOp], ids: usize, history: &History) -> Result<u64, String>
             let mut x = next[head];
             while x != END {
                 let Node::Call(i) = nodes[x] else { break };
-                if ops[i].complete.is_some() && ops[i].step.read_only() {
-                    if let Some(candidate) = ops[i].step.next(&state).into_iter().next() {
-                        if memo.insert((linearized ^ zobrist[i], candidate.clone())) {
-                            placed = Some((i, 0, candidate, true));
-                        } else {
-                            backtrack = true; // this configuration failed before
-                        }
-                        break;
+                let possible = (ops[i].complete.is_some() && ops[i].step.read_only())
+                    .then(|| ops[i].step.next(&state).into_iter().next())
+                    .flatten();
+                if let Some(candidate) = possible {
+                    if memo.insert((linearized ^ zobrist[i], candidate.clone())) {
+                        placed = Some((i, 0, candidate, true));
+                    } else {
+                        backtrack = true; // this configuration failed before
                     }
+                    break;
                 }
                 x = next[x];
             }
@@ -1075,7 +1144,9 @@ fn search(ops: &[CheckOp], ids: usize, history: &History) -> Result<u64, String>
                         _ => 0,
                     };
                     let key = linearized ^ zobrist[i];
-                    for (alt, candidate) in ops[i].step.next(&state).into_iter().enumerate().skip(start) {
+                    for (alt, candidate) in
+                        ops[i].step.next(&state).into_iter().enumerate().skip(start)
+                    {
                         if memo.insert((key, candidate.clone())) {
                             placed = Some((i, alt, candidate, false));
                             break;
@@ -1091,7 +1162,12 @@ fn search(ops: &[CheckOp], ids: usize, history: &History) -> Result<u64, String>
         }
         if let Some((i, alt, candidate, forced)) = placed {
             let previous = std::mem::replace(&mut state, candidate);
-            stack.push(Frame { op: i, alt, previous, forced });
+            stack.push(Frame {
+                op: i,
+                alt,
+                previous,
+                forced,
+            });
             linearized ^= zobrist[i];
             unlink(&mut next, &mut prev, call_node[i]);
             if let Some(r) = return_node[i] {
@@ -1156,7 +1232,11 @@ fn failure_report(
     );
     for (id, value) in state.iter().enumerate() {
         if *value != 0 {
-            text.push_str(&format!("  #{id} {} = L{}\n", history.universe.ids[id], value - 1));
+            text.push_str(&format!(
+                "  #{id} {} = L{}\n",
+                history.universe.ids[id],
+                value - 1
+            ));
         }
     }
     text.push_str("None of these could be linearized next:\n");
@@ -1221,8 +1301,11 @@ impl Backend {
             Backend::S3 => {
                 let bucket = services::new_bucket().await;
                 let warehouse = services::s3_warehouse(&bucket, "wh");
-                let store = S3Store::from_uri(&format!("s3://{bucket}/wh/_catalog"), &services::s3_options())
-                    .expect("store");
+                let store = S3Store::from_uri(
+                    &format!("s3://{bucket}/wh/_catalog"),
+                    &services::s3_options(),
+                )
+                .expect("store");
                 (Arc::new(store), warehouse)
             }
             Backend::DynamoDb => {
@@ -1241,7 +1324,15 @@ pub async fn final_loads(history: &mut History, catalog: &dyn IndexCatalog, pool
     let start = history.ops.iter().map(|op| op.complete).max().unwrap_or(0) + 1;
     recorder.clock.store(start, Ordering::SeqCst);
     for id in 0..history.universe.ids.len() {
-        perform(catalog, &history.universe, pool, &recorder, usize::MAX, Call::Load { id }).await;
+        perform(
+            catalog,
+            &history.universe,
+            pool,
+            &recorder,
+            usize::MAX,
+            Call::Load { id },
+        )
+        .await;
     }
     history.ops.extend(recorder.ops());
 }
@@ -1255,7 +1346,8 @@ pub fn assert_applied_once(writes: &[parqdb_catalog::store::faulty::AppliedWrite
         if !write.key.as_str().starts_with("i/") {
             continue;
         }
-        let record: serde_json::Value = serde_json::from_slice(&write.value).expect("a JSON record");
+        let record: serde_json::Value =
+            serde_json::from_slice(&write.value).expect("a JSON record");
         let commit = record["commit-id"].as_str().expect("commit-id").to_owned();
         assert!(
             seen.insert((write.key.clone(), commit.clone())),

@@ -28,7 +28,10 @@ fn required(variable: &str, service: &str) -> String {
 /// Options for the local S3-compatible server: dummy credentials, plain HTTP.
 pub fn s3_options() -> S3Options {
     S3Options {
-        endpoint: Some(required("PARQDB_TEST_S3_ENDPOINT", "the S3-compatible server (moto)")),
+        endpoint: Some(required(
+            "PARQDB_TEST_S3_ENDPOINT",
+            "the S3-compatible server (moto)",
+        )),
         region: Some("us-east-1".into()),
         allow_http: Some(true),
         access_key_id: Some("parqdb-test".into()),
@@ -42,7 +45,9 @@ pub fn s3_options() -> S3Options {
 /// A new, empty bucket.
 pub async fn new_bucket() -> String {
     let bucket = format!("parqdb-test-{}", uuid::Uuid::new_v4().simple());
-    create_bucket(&bucket, &s3_options()).await.expect("create bucket");
+    create_bucket(&bucket, &s3_options())
+        .await
+        .expect("create bucket");
     bucket
 }
 
@@ -86,7 +91,8 @@ pub async fn dynamodb_store() -> DynamoStore {
 pub async fn s3_env() -> TestEnv {
     let bucket = new_bucket().await;
     let warehouse = s3_warehouse(&bucket, "wh");
-    let store = S3Store::from_uri(&format!("s3://{bucket}/wh/_catalog"), &s3_options()).expect("store");
+    let store =
+        S3Store::from_uri(&format!("s3://{bucket}/wh/_catalog"), &s3_options()).expect("store");
     TestEnv {
         catalog: Arc::new(Catalog::builder(Arc::new(store), warehouse.clone()).build()),
         warehouse,
