@@ -662,3 +662,79 @@ async fn stale_renamer(at: usize) {
         }
     }
 }
+
+/// Found by the long linearizability run (16 clients × 2000 operations, step-wise rename,
+/// faults): a slow renamer confirmed its landed rename by looking for its commit id in the
+/// destination's history — but the destination had been written more than `HISTORY` times
+/// since and had forgotten it, so the renamer reported `ALREADY_EXISTS` for a rename that
+/// had moved the index.
+#[tokio::test]
+async fn renamer_outlived_by_its_destination_history_still_reports_success() {
+    let (raw, env) = memory_env().await;
+    let (from, _, location) = env.registered("forgotten").await;
+    let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
+    let hidden = Arc::new(FaultyStore::new(
+        raw.clone(),
+        FaultConfig::none(1).hiding_transact(),
+    ));
+    let hooked = Arc::new(Interfere {
+        inner: hidden.clone(),
+        calls: AtomicUsize::new(0),
+        // 0 source, 1 namespace, 2 destination, 3 step 1, 4 destination, 5 claim,
+        // 6 create the destination, 7 destination (landed), 8 step 3, 9 the confirmation.
+        at: 9,
+        hook: Box::new({
+            let to = to.clone();
+            move |store| {
+                let to = to.clone();
+                Box::pin(async move {
+                    // Others drop the destination, register it again and commit to it
+                    // more times than it remembers.
+                    let key = to.store_key();
+                    let current = store.get(&key).await.expect("read").expect("present");
+                    let record = PointerRecord::from_bytes(&current.value).expect("record");
+                    let tombstone =
+                        record.successor(PointerState::Dropped, uuid::Uuid::new_v4(), 1);
+                    let version = store
+                        .put(
+                            &key,
+                            Bytes::from(tombstone.to_bytes()),
+                            PutMode::Update(current.version),
+                        )
+                        .await
+                        .expect("dropped");
+                    let again = PointerRecord::created(
+                        Some(&tombstone),
+                        record.metadata_location.clone(),
+                        record.source.clone(),
+                        uuid::Uuid::new_v4(),
+                        2,
+                    );
+                    store
+                        .put(
+                            &key,
+                            Bytes::from(again.to_bytes()),
+                            PutMode::Update(version),
+                        )
+                        .await
+                        .expect("registered again");
+                    for _ in 0..parqdb_catalog::catalog::record::HISTORY {
+                        rewrite_in_place(store.clone(), to.clone()).await;
+                    }
+                })
+            }
+        }),
+    });
+    let catalog = catalog_over(hooked, &env.warehouse, false);
+    let pointer = catalog
+        .rename(&from, &to)
+        .await
+        .expect("the rename landed and must be reported so");
+    assert_eq!(pointer.metadata_location, location);
+    let fresh = catalog_over(raw.clone(), &env.warehouse, false);
+    assert!(fresh.load(&from).await.is_err());
+    assert_eq!(
+        fresh.load(&to).await.expect("moved").metadata_location,
+        location
+    );
+}

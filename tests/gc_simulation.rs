@@ -13,9 +13,11 @@
 //!   `L + retention + condemn delay + 3 GC periods + lease` (later if evidence of a newer
 //!   incarnation moved its clock, or while an existing metadata file references it).
 //!
-//! `PARQDB_GC_SIM_HISTORIES` sets the number of histories (default 200: four in five on
-//! the memory backends, one in five on local files); `PARQDB_GC_SIM_SEED` the first seed;
-//! `PARQDB_GC_SIM_STEPS` the steps per history (default 120).
+//! `PARQDB_GC_SIM_HISTORIES` sets the number of histories (default 200: nine in ten on the
+//! memory backends, one in ten on local files, four at a time); `PARQDB_GC_SIM_SEED` the
+//! first seed; `PARQDB_GC_SIM_STEPS` the steps per history (default 120);
+//! `PARQDB_GC_SIM_VERBOSE` prints each history's seed and counts, `PARQDB_GC_SIM_TRACE=<text>`
+//! every run's counts and the actions on paths containing `<text>` (use with one seed).
 //!
 //! ```text
 //! PARQDB_GC_SIM_HISTORIES=10000 cargo test --release --test gc_simulation -- --nocapture
@@ -86,10 +88,22 @@ struct Pending {
 /// A catalog operation prepared in advance, to run inside a GC run.
 #[derive(Debug, Clone)]
 enum Op {
-    Register { name: String, location: String },
-    Drop { name: String },
-    Rename { from: String, to: String },
-    Commit { name: String, base: String, new: String },
+    Register {
+        name: String,
+        location: String,
+    },
+    Drop {
+        name: String,
+    },
+    Rename {
+        from: String,
+        to: String,
+    },
+    Commit {
+        name: String,
+        base: String,
+        new: String,
+    },
 }
 
 struct Sim {
@@ -168,7 +182,12 @@ impl Sim {
         for snapshot in metadata.snapshots() {
             for table in snapshot.index_tables().values() {
                 let dir = table.properties()["location"].clone();
-                for path in self.objects.range(dir.clone()..).map(|(p, _)| p).take_while(|p| p.starts_with(&dir)) {
+                for path in self
+                    .objects
+                    .range(dir.clone()..)
+                    .map(|(p, _)| p)
+                    .take_while(|p| p.starts_with(&dir))
+                {
                     out.insert(path.clone());
                 }
             }
@@ -194,8 +213,15 @@ impl Sim {
     fn mark(&mut self) {
         let now = self.now();
         for path in self.reachable() {
-            let obj = self.objects.get_mut(&path).unwrap_or_else(|| panic!("unknown object {path}"));
-            assert!(obj.deleted.is_none(), "reachable object {path} was deleted at {:?}", obj.deleted);
+            let obj = self
+                .objects
+                .get_mut(&path)
+                .unwrap_or_else(|| panic!("unknown object {path}"));
+            assert!(
+                obj.deleted.is_none(),
+                "reachable object {path} was deleted at {:?}",
+                obj.deleted
+            );
             obj.last_reachable = Some(now);
         }
     }
@@ -209,7 +235,11 @@ impl Sim {
             let path = if prefix.is_empty() {
                 deletion.path.clone()
             } else {
-                deletion.path.strip_prefix(&format!("{prefix}/")).expect("inside the warehouse").to_owned()
+                deletion
+                    .path
+                    .strip_prefix(&format!("{prefix}/"))
+                    .expect("inside the warehouse")
+                    .to_owned()
             };
             if path.starts_with("_gc/") {
                 continue;
@@ -219,7 +249,11 @@ impl Sim {
                 "deleted {path} outside the managed prefixes"
             );
             assert!(!reachable.contains(&path), "deleted reachable {path}");
-            let obj = self.objects.get(&path).unwrap_or_else(|| panic!("deleted unknown {path}")).clone();
+            let obj = self
+                .objects
+                .get(&path)
+                .unwrap_or_else(|| panic!("deleted unknown {path}"))
+                .clone();
             assert!(obj.deleted.is_none(), "{path} deleted twice");
             assert!(!obj.in_flight, "deleted {path} of a writer in flight");
             assert!(
@@ -265,7 +299,10 @@ impl Sim {
             self.refs_of(metadata, &mut refs);
             for reference in &refs {
                 if let Some(obj) = self.objects.get(reference) {
-                    assert!(obj.deleted.is_none(), "existing metadata {path} names deleted {reference}");
+                    assert!(
+                        obj.deleted.is_none(),
+                        "existing metadata {path} names deleted {reference}"
+                    );
                 }
             }
             protected.extend(refs);
@@ -273,21 +310,42 @@ impl Sim {
         let reachable = self.reachable();
         let now = self.now();
         for (path, obj) in &self.objects {
-            if obj.deleted.is_some() || obj.in_flight || reachable.contains(path) || protected.contains(path) {
+            if obj.deleted.is_some()
+                || obj.in_flight
+                || reachable.contains(path)
+                || protected.contains(path)
+            {
                 continue;
             }
-            let lost = obj.last_reachable.unwrap_or(obj.created).max(obj.created + GRACE + SKEW);
+            let lost = obj
+                .last_reachable
+                .unwrap_or(obj.created)
+                .max(obj.created + GRACE + SKEW);
             let mut base = lost
-                .max(self.unprotected_since.get(path).copied().unwrap_or(i64::MIN))
+                .max(
+                    self.unprotected_since
+                        .get(path)
+                        .copied()
+                        .unwrap_or(i64::MIN),
+                )
                 .max(self.restarted);
             if let Some(metadata) = self.metadata.get(path) {
                 // A new incarnation moves the clock to its latest change seen by the next
                 // run (at most a period later).
-                let incarnated = self.incarnated.get(&metadata.index_uuid()).copied().unwrap_or(i64::MIN);
-                base = base.max(incarnated.saturating_add(PERIOD)).max(self.reincarnated.saturating_add(PERIOD));
+                let incarnated = self
+                    .incarnated
+                    .get(&metadata.index_uuid())
+                    .copied()
+                    .unwrap_or(i64::MIN);
+                base = base
+                    .max(incarnated.saturating_add(PERIOD))
+                    .max(self.reincarnated.saturating_add(PERIOD));
             }
             let deadline = base + RETENTION + DELAY + 3 * PERIOD + LEASE + 2 * MINUTE;
-            assert!(now <= deadline, "garbage {path} (unreachable since {lost}, base {base}) still here at {now}");
+            assert!(
+                now <= deadline,
+                "garbage {path} (unreachable since {lost}, base {base}) still here at {now}"
+            );
         }
     }
 
@@ -361,16 +419,20 @@ impl Sim {
                 self.centroids.push(relative.clone());
                 relative
             };
-            let table = self.metadata[&centroids].current_snapshot().index_tables()["ivf_centroids"].properties()
-                ["location"]
-                .clone();
+            let table =
+                self.metadata[&centroids].current_snapshot().index_tables()["ivf_centroids"]
+                    .properties()["location"]
+                    .clone();
             layout.centroids = table;
             layout.centroids_metadata = Some(centroids);
         }
         layout
     }
 
-    async fn write_index(&mut self, base: Option<&IndexMetadata>) -> (IndexMetadata, String, Vec<String>) {
+    async fn write_index(
+        &mut self,
+        base: Option<&IndexMetadata>,
+    ) -> (IndexMetadata, String, Vec<String>) {
         let layout = self.layout().await;
         let mut files = self.write_table_dir(&layout.centroids).await;
         files.extend(self.write_table_dir(&layout.postings).await);
@@ -386,11 +448,17 @@ impl Sim {
             .expect("metadata"),
             Some(base) => {
                 let next = base
-                    .successor(contents(&layout), self.env.clock.as_ref(), self.env.catalog.ids().as_ref(), &registry)
+                    .successor(
+                        contents(&layout),
+                        self.env.clock.as_ref(),
+                        self.env.catalog.ids().as_ref(),
+                        &registry,
+                    )
                     .expect("successor");
                 if self.rng.random_bool(0.5) {
                     let keep = self.rng.random_range(1..3);
-                    next.expire_snapshots(Some(keep), None, self.env.clock.as_ref()).expect("expiry")
+                    next.expire_snapshots(Some(keep), None, self.env.clock.as_ref())
+                        .expect("expiry")
                 } else {
                     next
                 }
@@ -402,7 +470,12 @@ impl Sim {
     }
 
     fn free_name(&mut self) -> String {
-        let reusable: Vec<String> = self.tombstoned.iter().filter(|n| !self.live.contains_key(*n)).cloned().collect();
+        let reusable: Vec<String> = self
+            .tombstoned
+            .iter()
+            .filter(|n| !self.live.contains_key(*n))
+            .cloned()
+            .collect();
         if !reusable.is_empty() && self.rng.random_bool(0.15) {
             reusable[self.rng.random_range(0..reusable.len())].clone()
         } else {
@@ -433,7 +506,13 @@ impl Sim {
             Op::Register { name, location } => {
                 let metadata = self.metadata[&self.env.relative(location)].clone();
                 self.incarnate(name, metadata.index_uuid());
-                self.live.insert(name.clone(), Live { metadata, location: location.clone() });
+                self.live.insert(
+                    name.clone(),
+                    Live {
+                        metadata,
+                        location: location.clone(),
+                    },
+                );
             }
             Op::Drop { name } => {
                 self.live.remove(name);
@@ -447,24 +526,41 @@ impl Sim {
             }
             Op::Commit { name, new, .. } => {
                 let metadata = self.metadata[&self.env.relative(new)].clone();
-                self.live.insert(name.clone(), Live { metadata, location: new.clone() });
+                self.live.insert(
+                    name.clone(),
+                    Live {
+                        metadata,
+                        location: new.clone(),
+                    },
+                );
             }
         }
     }
 
-    async fn execute(catalog: &Catalog, env_ids: (IndexIdentifier, Option<IndexIdentifier>), op: &Op) -> bool {
+    async fn execute(
+        catalog: &Catalog,
+        env_ids: (IndexIdentifier, Option<IndexIdentifier>),
+        op: &Op,
+    ) -> bool {
         let (id, other) = env_ids;
         match op {
-            Op::Register { location, .. } => catalog.register(&id, &source(), location).await.is_ok(),
+            Op::Register { location, .. } => {
+                catalog.register(&id, &source(), location).await.is_ok()
+            }
             Op::Drop { .. } => catalog.drop_index(&id).await.is_ok(),
-            Op::Rename { .. } => catalog.rename(&id, &other.expect("destination")).await.is_ok(),
+            Op::Rename { .. } => catalog
+                .rename(&id, &other.expect("destination"))
+                .await
+                .is_ok(),
             Op::Commit { base, new, .. } => catalog.commit(&id, &source(), base, new).await.is_ok(),
         }
     }
 
     async fn ids_of(&self, op: &Op) -> (IndexIdentifier, Option<IndexIdentifier>) {
         match op {
-            Op::Register { name, .. } | Op::Drop { name } | Op::Commit { name, .. } => (self.id(name).await, None),
+            Op::Register { name, .. } | Op::Drop { name } | Op::Commit { name, .. } => {
+                (self.id(name).await, None)
+            }
             Op::Rename { from, to } => (self.id(from).await, Some(self.id(to).await)),
         }
     }
@@ -474,22 +570,38 @@ impl Sim {
         match self.rng.random_range(0..10) {
             0..=2 => {
                 let (_, location, _) = self.write_index(None).await;
-                Some(Op::Register { name: self.free_name(), location })
+                Some(Op::Register {
+                    name: self.free_name(),
+                    location,
+                })
             }
             3..=5 => {
                 let name = self.pick_live()?;
                 let live = self.live[&name].clone();
                 let (_, new, _) = self.write_index(Some(&live.metadata)).await;
-                Some(Op::Commit { name, base: live.location, new })
+                Some(Op::Commit {
+                    name,
+                    base: live.location,
+                    new,
+                })
             }
-            6 => Some(Op::Drop { name: self.pick_live()? }),
+            6 => Some(Op::Drop {
+                name: self.pick_live()?,
+            }),
             7 => {
                 let from = self.pick_live()?;
-                Some(Op::Rename { from, to: self.free_name() })
+                Some(Op::Rename {
+                    from,
+                    to: self.free_name(),
+                })
             }
             _ => {
                 // Re-register an old metadata file that still exists and nobody points at.
-                let current: BTreeSet<String> = self.live.values().map(|l| self.env.relative(&l.location)).collect();
+                let current: BTreeSet<String> = self
+                    .live
+                    .values()
+                    .map(|l| self.env.relative(&l.location))
+                    .collect();
                 let old: Vec<String> = self
                     .metadata
                     .keys()
@@ -522,8 +634,12 @@ impl Sim {
 
     /// A writer writes a successor (or a new index) and crashes, or commits later.
     async fn writer(&mut self, crash: bool) {
-        let base = self.pick_live().map(|name| (name.clone(), self.live[&name].clone()));
-        let (metadata, location, files) = self.write_index(base.as_ref().map(|(_, l)| &l.metadata)).await;
+        let base = self
+            .pick_live()
+            .map(|name| (name.clone(), self.live[&name].clone()));
+        let (metadata, location, files) = self
+            .write_index(base.as_ref().map(|(_, l)| &l.metadata))
+            .await;
         if crash {
             return; // orphans
         }
@@ -582,9 +698,17 @@ impl Sim {
         self.mark();
         let dry = allow_chaos && self.rng.random_bool(0.1);
         let crash = allow_chaos && !dry && self.rng.random_bool(0.08);
-        let inject = if allow_chaos && self.rng.random_bool(0.2) { self.prepare().await } else { None };
-        let config = GcConfig { dry_run: dry, ..self.config.clone() };
-        let mut collector = GarbageCollector::new(self.env.catalog.clone(), config).expect("config");
+        let inject = if allow_chaos && self.rng.random_bool(0.2) {
+            self.prepare().await
+        } else {
+            None
+        };
+        let config = GcConfig {
+            dry_run: dry,
+            ..self.config.clone()
+        };
+        let mut collector =
+            GarbageCollector::new(self.env.catalog.clone(), config).expect("config");
         let outcome: Arc<Mutex<Option<bool>>> = Arc::new(Mutex::new(None));
         if let Some(op) = inject.clone() {
             let phases = [GcPhase::ScanMetadata, GcPhase::ScanIndexes, GcPhase::Verify];
@@ -593,7 +717,9 @@ impl Sim {
             let catalog = self.env.catalog.clone();
             let outcome = outcome.clone();
             collector = collector.with_progress(move |event| {
-                if *event != (GcProgress::Phase { phase }) || outcome.lock().expect("lock").is_some() {
+                if *event != (GcProgress::Phase { phase })
+                    || outcome.lock().expect("lock").is_some()
+                {
                     return;
                 }
                 let (catalog, ids, op) = (catalog.clone(), ids.clone(), op.clone());
@@ -610,7 +736,9 @@ impl Sim {
             });
         }
         if crash {
-            self.env.sim.fail_deletes_after(Some(self.rng.random_range(0..3)));
+            self.env
+                .sim
+                .fail_deletes_after(Some(self.rng.random_range(0..3)));
         }
         let result = collector.collect(self.now()).await;
         self.env.sim.fail_deletes_after(None);
@@ -620,12 +748,22 @@ impl Sim {
         match result {
             Ok(report) => {
                 if let Ok(trace) = std::env::var("PARQDB_GC_SIM_TRACE") {
-                    let actions: Vec<_> = report.actions.iter().filter(|a| a.path.contains(&trace)).collect();
+                    let actions: Vec<_> = report
+                        .actions
+                        .iter()
+                        .filter(|a| a.path.contains(&trace))
+                        .collect();
                     eprintln!(
                         "gc at {} {:?}: kept grace {} retention {} delay {} reference {} verify {} deleted {} {:?}",
-                        self.now(), report.status, report.kept_by_grace.objects, report.kept_by_retention.objects,
-                        report.kept_by_condemn_delay.objects, report.kept_by_reference.objects,
-                        report.kept_at_verification.objects, report.deleted.objects, actions
+                        self.now(),
+                        report.status,
+                        report.kept_by_grace.objects,
+                        report.kept_by_retention.objects,
+                        report.kept_by_condemn_delay.objects,
+                        report.kept_by_reference.objects,
+                        report.kept_at_verification.objects,
+                        report.deleted.objects,
+                        actions
                     );
                 }
                 if report.status == GcStatus::Completed {
@@ -689,7 +827,9 @@ impl Sim {
     }
 
     async fn run(mut self, steps: usize) -> (u64, u64) {
-        gc::claim(&self.env.catalog, self.now()).await.expect("claimed");
+        gc::claim(&self.env.catalog, self.now())
+            .await
+            .expect("claimed");
         self.env.put("sources/sentinel.parquet", b"not ours").await;
         self.env.put("outside/keep.bin", b"not ours").await;
         for _ in 0..steps {
@@ -708,34 +848,64 @@ impl Sim {
         let reachable = self.reachable();
         let managed = self.env.managed_objects().await;
         let leftover: Vec<&String> = managed.iter().filter(|p| !reachable.contains(*p)).collect();
-        assert!(leftover.is_empty(), "garbage left after quiescence: {leftover:?}");
+        assert!(
+            leftover.is_empty(),
+            "garbage left after quiescence: {leftover:?}"
+        );
         for path in &reachable {
-            assert!(self.env.exists(path).await, "reachable {path} missing at the end");
+            assert!(
+                self.env.exists(path).await,
+                "reachable {path} missing at the end"
+            );
         }
         (self.gc_runs, self.deleted_total)
     }
 }
 
 fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_histories_never_delete_live_objects_and_collect_garbage() {
+    use futures::StreamExt;
+
     let histories = env_number("PARQDB_GC_SIM_HISTORIES", 200);
     let first_seed = env_number("PARQDB_GC_SIM_SEED", 1);
     let steps = env_number("PARQDB_GC_SIM_STEPS", 120) as usize;
-    let (mut runs, mut deleted) = (0, 0);
-    for n in 0..histories {
-        let seed = first_seed + n;
-        let backend = if n % 5 == 4 { Backend::Local } else { Backend::Memory };
-        if std::env::var_os("PARQDB_GC_SIM_VERBOSE").is_some() {
-            eprintln!("history {n}: seed {seed} on {backend:?}");
-        }
-        let (r, d) = Sim::new(backend, seed).run(steps).await;
-        runs += r;
-        deleted += d;
-    }
+    let verbose = std::env::var_os("PARQDB_GC_SIM_VERBOSE").is_some();
+    let results: Vec<(u64, u64)> = futures::stream::iter(0..histories)
+        .map(|n| {
+            let seed = first_seed + n;
+            let backend = if n % 10 == 9 {
+                Backend::Local
+            } else {
+                Backend::Memory
+            };
+            tokio::spawn(async move {
+                let started = std::time::Instant::now();
+                let (runs, deleted) = Sim::new(backend, seed).run(steps).await;
+                if verbose {
+                    eprintln!(
+                        "seed {seed} on {backend:?}: {runs} gc runs, {deleted} collected in {:?}",
+                        started.elapsed()
+                    );
+                }
+                (runs, deleted)
+            })
+        })
+        .buffer_unordered(4)
+        .map(|joined| match joined {
+            Ok(result) => result,
+            Err(err) => std::panic::resume_unwind(err.into_panic()),
+        })
+        .collect()
+        .await;
+    let runs: u64 = results.iter().map(|(r, _)| r).sum();
+    let deleted: u64 = results.iter().map(|(_, d)| d).sum();
     println!("{histories} histories: {runs} gc runs, {deleted} objects collected");
     assert!(deleted > 0, "the simulation never collected anything");
 }

@@ -74,6 +74,28 @@ async fn run(case: Case) {
         let ran = started.elapsed();
         let started = Instant::now();
         let report = check(&history).unwrap_or_else(|failure| {
+            // `PARQDB_LIN_DUMP=DIR`: keep the whole history and the applied writes.
+            if let Ok(dir) = std::env::var("PARQDB_LIN_DUMP") {
+                let mut ops = history.ops.clone();
+                ops.sort_by_key(|op| op.invoke);
+                let mut text: String = ops
+                    .iter()
+                    .map(|op| common::history::describe(&history, op) + "\n")
+                    .collect();
+                for (loc, location) in pool.all().iter().enumerate() {
+                    text.push_str(&format!("L{loc} = {location}\n"));
+                }
+                for write in faulty.applied_writes() {
+                    text.push_str(&format!(
+                        "applied call {} {} {}\n",
+                        write.call,
+                        write.key,
+                        String::from_utf8_lossy(&write.value)
+                    ));
+                }
+                let path = std::path::Path::new(&dir).join(format!("history-{seed}.txt"));
+                std::fs::write(&path, text).expect("history written");
+            }
             panic!(
                 "{:?} seed {seed} (faults {}, hide transact {}): {failure}",
                 case.backend, case.faults, case.hide_transact

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use harness::{Env, Function, Outcome};
 use parqdb_catalog::config::CatalogConfig;
+use parqdb_catalog::store::dynamodb::DynamoStore;
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::metadata::{
     IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
@@ -77,12 +78,47 @@ fn separate_local_pointer_store() -> Backend {
     }
 }
 
-// TODO(lead): a DynamoDB backend is one more function plus one test calling `lifecycle`:
-// create a fresh table (`DynamoStore::from_env(table, Some(endpoint))` then
-// `create_table()`), and return `PARQDB_CATALOG=dynamodb://<table>`,
-// `AWS_ENDPOINT_URL_DYNAMODB=<PARQDB_TEST_DYNAMODB_ENDPOINT>` (failing, not skipping, when
-// it is unset), `AWS_REGION` and dummy `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY` in
-// `env` (the harness clears the functions' environment), with a `file://` warehouse.
+/// Pointers in a fresh DynamoDB Local table (`PARQDB_CATALOG=dynamodb://TABLE`), metadata
+/// in a local warehouse. The harness clears the functions' environment, so the endpoint,
+/// region and dummy credentials are passed explicitly.
+async fn dynamodb_local() -> Backend {
+    use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+    let endpoint = match std::env::var("PARQDB_TEST_DYNAMODB_ENDPOINT") {
+        Ok(endpoint) if !endpoint.is_empty() => endpoint,
+        _ => panic!(
+            "PARQDB_TEST_DYNAMODB_ENDPOINT is not set: this test needs DynamoDB Local. Run \
+             the suite with `scripts/test.sh`, which starts it."
+        ),
+    };
+    let table = format!("parqdb-lambda-{}", uuid::Uuid::new_v4().simple());
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("dummy", "dummy", None, None, "tests"))
+        .endpoint_url(&endpoint)
+        .build();
+    DynamoStore::new(aws_sdk_dynamodb::Client::from_conf(config), table.clone())
+        .create_table()
+        .await
+        .expect("table created");
+    let warehouse = tempfile::tempdir().expect("temp dir");
+    let uri = file_uri(&warehouse);
+    let var = |name: &str, value: &str| (name.to_owned(), Some(value.to_owned()));
+    Backend {
+        env: vec![
+            var("PARQDB_WAREHOUSE", &uri),
+            var("PARQDB_CATALOG", &format!("dynamodb://{table}")),
+            var("AWS_ENDPOINT_URL_DYNAMODB", &endpoint),
+            var("AWS_REGION", "us-east-1"),
+            var("AWS_ACCESS_KEY_ID", "dummy"),
+            var("AWS_SECRET_ACCESS_KEY", "dummy"),
+        ],
+        warehouse: CatalogConfig::new(Some(uri), None)
+            .open_warehouse()
+            .expect("warehouse"),
+        _dirs: vec![warehouse],
+    }
+}
 
 /// The source table of the fixture indexes.
 fn source() -> TableDefinition {
@@ -401,6 +437,11 @@ async fn lifecycle(backend: Backend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lifecycle_on_local_files() {
     lifecycle(local_files()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_on_dynamodb_local() {
+    lifecycle(dynamodb_local().await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

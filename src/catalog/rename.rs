@@ -10,9 +10,13 @@
 //! Three conditional writes, each resolvable by its commit id:
 //! 1. the source record goes from `live` to `moving`, carrying the intent
 //!    `{to, destination-commit-id: r}`; a `moving` record is still visible as the source;
-//! 2. the destination record is created with commit id `r` — **the linearization point**:
-//!    from here on, a load of the source sees that the destination remembers `r` and
-//!    answers `INDEX_NOT_FOUND`, and a load of the destination sees the index;
+//! 2. whoever finds the destination free re-claims the source (`moving` again, a fresh
+//!    commit id, conditional on the version it read), then creates the destination record
+//!    with commit id `r` — **the linearization point**: from here on, a load of the source
+//!    sees that the destination remembers `r` and answers `INDEX_NOT_FOUND`, and a load of
+//!    the destination sees the index. The claim orders the creation after every rollback
+//!    decided on an older view of the destination, so a settler with a stale view of the
+//!    source cannot complete a rename that someone else rolled back;
 //! 3. the source record goes from `moving` to a `dropped` tombstone.
 //!
 //! A crash leaves the source `moving`. Loads stay correct without repair (they check the
@@ -28,7 +32,9 @@
 //! [`HISTORY`](super::record::HISTORY) further writes before anybody settles a crashed
 //! rename no longer remembers `r`; the source would then be rolled back rather than
 //! completed. Settling happens on the next touch of the source, so this needs a crash and
-//! a long, busy silence on the source.
+//! a long, busy silence on the source. (The renamer itself does not depend on that window
+//! to report its outcome: when the destination has forgotten `r`, the source's tombstone
+//! tells whether the rename landed.)
 
 use bytes::Bytes;
 
@@ -191,7 +197,7 @@ impl Catalog {
             None => Ok(()),
         };
         let report = match settled {
-            Ok(()) => self.finish_rename_report(intent).await,
+            Ok(()) => self.finish_rename_report(from, source.record.created_by, intent).await,
             Err(err) => Err(err),
         };
         report.map_err(|err| match err.kind() {
@@ -208,12 +214,41 @@ impl Catalog {
     }
 
     /// After settling: did the rename land, or was the destination taken?
-    async fn finish_rename_report(&self, intent: &RenameIntent) -> Result<bool> {
+    ///
+    /// The destination remembers only the last [`HISTORY`](super::record::HISTORY) commit
+    /// ids, so when it has forgotten the rename the source decides: the source's incarnation
+    /// ended in a tombstone carrying this rename (landed), or went on without it (rolled
+    /// back). Anything else cannot be told apart and is `COMMIT_STATE_UNKNOWN`.
+    async fn finish_rename_report(
+        &self,
+        from: &IndexIdentifier,
+        incarnation: uuid::Uuid,
+        intent: &RenameIntent,
+    ) -> Result<bool> {
         let dest = self.read_pointer(&intent.to).await?;
         if dest.is_some_and(|d| d.record.remembers(intent.destination_commit_id)) {
-            Ok(true)
-        } else {
-            Err(already_exists(&intent.to))
+            return Ok(true);
+        }
+        let unknown = || {
+            Error::new(
+                ErrorKind::CommitStateUnknown,
+                format!("the outcome of renaming {from} to {} is unknown; reload both", intent.to),
+            )
+        };
+        match self.read_pointer(from).await? {
+            Some(source) if source.record.created_by == incarnation => {
+                let ours = source
+                    .record
+                    .rename
+                    .as_ref()
+                    .is_some_and(|r| r.destination_commit_id == intent.destination_commit_id);
+                match source.record.state {
+                    PointerState::Dropped if ours => Ok(true),
+                    PointerState::Moving if ours => Err(unknown()),
+                    _ => Err(already_exists(&intent.to)),
+                }
+            }
+            _ => Err(unknown()),
         }
     }
 

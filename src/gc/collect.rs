@@ -8,14 +8,14 @@ use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use uuid::Uuid;
 
+use super::GarbageCollector;
 use super::config::{format_duration, millis};
-use super::ledger::{JournalRef, Kind, Ledger};
 use super::lease::{Acquired, Lease};
+use super::ledger::{JournalRef, Kind, Ledger};
 use super::marker::verify_ownership;
 use super::reachability::{Observation, Parsed, observe, read_parsed, references_of};
 use super::refs::{RefMap, relative_of};
 use super::report::{ActionKind, GcPhase, GcProgress, GcReport, GcStatus};
-use super::GarbageCollector;
 use crate::error::{Error, ErrorKind, Result};
 
 /// The managed prefixes: the only places the collector lists and deletes.
@@ -110,9 +110,13 @@ impl Run<'_> {
             ));
         }
         if let Some(uuid) = uuid {
-            for incarnation in evidence.lineage_after(uuid, clock_ms, self.gc.config.strict_reincarnation) {
+            for incarnation in
+                evidence.lineage_after(uuid, clock_ms, self.gc.config.strict_reincarnation)
+            {
                 if !self.known.contains(&incarnation.created_by)
-                    && floor.as_ref().is_none_or(|(at, _)| incarnation.updated_ms > *at)
+                    && floor
+                        .as_ref()
+                        .is_none_or(|(at, _)| incarnation.updated_ms > *at)
                 {
                     let why = if incarnation.index_uuid == Some(uuid) {
                         "a new incarnation of an identifier of the same index"
@@ -121,7 +125,10 @@ impl Run<'_> {
                     };
                     floor = Some((
                         incarnation.updated_ms,
-                        format!("{why} ({}) changed at {}", incarnation.created_by, incarnation.updated_ms),
+                        format!(
+                            "{why} ({}) changed at {}",
+                            incarnation.created_by, incarnation.updated_ms
+                        ),
                     ));
                 }
             }
@@ -161,23 +168,32 @@ impl Run<'_> {
             None => (None, String::new()),
         };
         let clock_ms = match entry.clock_start_ms {
-            Some(recorded) => recorded.max(past_grace_ms).max(evidence.unwrap_or(i64::MIN)),
+            Some(recorded) => recorded
+                .max(past_grace_ms)
+                .max(evidence.unwrap_or(i64::MIN)),
             None => {
                 // First seen unreachable now; the catalog's quiet time (no record changed
                 // since) proves it was unreachable since then already.
                 let quiet = &observation.evidence;
                 let observed = match quiet.quiet_since_ms {
-                    Some(since) if quiet.quiet_usable => self.now_ms.min(since.saturating_add(self.skew_ms)),
+                    Some(since) if quiet.quiet_usable => {
+                        self.now_ms.min(since.saturating_add(self.skew_ms))
+                    }
                     Some(_) => self.now_ms,
                     None if quiet.quiet_usable => i64::MIN,
                     None => self.now_ms,
                 };
-                observed.max(past_grace_ms).max(evidence.unwrap_or(i64::MIN))
+                observed
+                    .max(past_grace_ms)
+                    .max(evidence.unwrap_or(i64::MIN))
             }
         };
         if entry.clock_start_ms != Some(clock_ms) {
             let reason = match entry.clock_start_ms {
-                None => format!("first seen unreachable; retention clock starts at {}", ms_text(clock_ms)),
+                None => format!(
+                    "first seen unreachable; retention clock starts at {}",
+                    ms_text(clock_ms)
+                ),
                 Some(old) => format!(
                     "new evidence moves the retention clock from {} to {}: {evidence_why}",
                     ms_text(old),
@@ -185,7 +201,11 @@ impl Run<'_> {
                 ),
             };
             if !self.dry_run {
-                ledger_files.push(self.ledger.record(relative, Kind::Clock, clock_ms, self.journal, &reason).await?);
+                ledger_files.push(
+                    self.ledger
+                        .record(relative, Kind::Clock, clock_ms, self.journal, &reason)
+                        .await?,
+                );
             }
             assessed.tracked = Some(reason);
         }
@@ -207,7 +227,13 @@ impl Run<'_> {
                 if !self.dry_run {
                     ledger_files.push(
                         self.ledger
-                            .record(relative, Kind::Condemned, self.now_ms, self.journal, &reason)
+                            .record(
+                                relative,
+                                Kind::Condemned,
+                                self.now_ms,
+                                self.journal,
+                                &reason,
+                            )
                             .await?,
                     );
                 }
@@ -298,7 +324,11 @@ impl Tallies<'_> {
 }
 
 fn listing_error(err: object_store::Error) -> Error {
-    Error::with_source(ErrorKind::StoreUnavailable, "gc aborted: listing the warehouse failed", err)
+    Error::with_source(
+        ErrorKind::StoreUnavailable,
+        "gc aborted: listing the warehouse failed",
+        err,
+    )
 }
 
 impl GarbageCollector {
@@ -325,28 +355,42 @@ impl GarbageCollector {
             self.emit(GcProgress::Phase {
                 phase: GcPhase::AcquireLease,
             });
-            match Lease::acquire(catalog.warehouse(), run_id, now_ms, millis(config.lease_duration)).await? {
+            match Lease::acquire(
+                catalog.warehouse(),
+                run_id,
+                now_ms,
+                millis(config.lease_duration),
+            )
+            .await?
+            {
                 Acquired::Held(held) => lease = Some(held),
                 Acquired::Busy { holder, expires_ms } => {
                     report.status = GcStatus::Skipped;
                     report.skipped_reason = Some(format!(
                         "another gc run ({holder}) holds the lease until {expires_ms}"
                     ));
-                    self.emit(GcProgress::Phase { phase: GcPhase::Done });
+                    self.emit(GcProgress::Phase {
+                        phase: GcPhase::Done,
+                    });
                     return Ok(report);
                 }
             }
         }
         let clock_origin = catalog.clock().now_ms();
-        let elapsed_now = || now_ms.saturating_add(catalog.clock().now_ms().saturating_sub(clock_origin).max(0));
-        let outcome = self.run_held(&mut report, lease.as_mut(), now_ms, run_id, &elapsed_now).await;
+        let elapsed_now =
+            || now_ms.saturating_add(catalog.clock().now_ms().saturating_sub(clock_origin).max(0));
+        let outcome = self
+            .run_held(&mut report, lease.as_mut(), now_ms, run_id, &elapsed_now)
+            .await;
         if let Some(lease) = lease
             && let Err(err) = lease.release(elapsed_now()).await
         {
             tracing::warn!(error = %err, "releasing the gc lease failed; it will expire");
         }
         outcome?;
-        self.emit(GcProgress::Phase { phase: GcPhase::Done });
+        self.emit(GcProgress::Phase {
+            phase: GcPhase::Done,
+        });
         tracing::info!(
             run_id = %report.run_id,
             scanned = report.scanned.objects,
@@ -389,7 +433,10 @@ impl GarbageCollector {
             gc: self,
             ledger,
             now_ms,
-            journal: JournalRef { run_ms: now_ms, run_id },
+            journal: JournalRef {
+                run_ms: now_ms,
+                run_id,
+            },
             known,
             dead_run_reset: !journals.dead.is_empty(),
             dry_run: config.dry_run,
@@ -403,7 +450,8 @@ impl GarbageCollector {
         self.emit(GcProgress::Phase {
             phase: GcPhase::ComputeReachability,
         });
-        let observation = observe(catalog, now_ms, run.retention_ms, run.skew_ms, concurrency).await?;
+        let observation =
+            observe(catalog, now_ms, run.retention_ms, run.skew_ms, concurrency).await?;
         report.roots = observation.roots.clone();
         report.warnings.extend(observation.warnings.iter().cloned());
         if !config.dry_run {
@@ -476,8 +524,14 @@ impl GarbageCollector {
             let run = &run;
             let mut assessed = futures::stream::iter(candidates)
                 .map(|candidate| async move {
-                    run.assess(observation, referenced, &candidate.meta, candidate.relative, candidate.uuid)
-                        .await
+                    run.assess(
+                        observation,
+                        referenced,
+                        &candidate.meta,
+                        candidate.relative,
+                        candidate.uuid,
+                    )
+                    .await
                 })
                 .buffer_unordered(concurrency);
             while let Some(item) = assessed.try_next().await? {
@@ -512,7 +566,9 @@ impl GarbageCollector {
                             }),
                         ));
                     }
-                    let assessed = run.assess(observation, referenced, &meta, relative, None).await?;
+                    let assessed = run
+                        .assess(observation, referenced, &meta, relative, None)
+                        .await?;
                     Ok((meta.size, Some(assessed)))
                 })
                 .buffer_unordered(concurrency);
@@ -533,7 +589,12 @@ impl GarbageCollector {
         if config.dry_run {
             for item in doomed {
                 report.deleted.add(item.size);
-                report.act(&item.relative, item.size, ActionKind::Delete, format!("would delete: {}", item.reason));
+                report.act(
+                    &item.relative,
+                    item.size,
+                    ActionKind::Delete,
+                    format!("would delete: {}", item.reason),
+                );
             }
             return Ok(());
         }
@@ -542,11 +603,14 @@ impl GarbageCollector {
         //    again or with newer evidence of reachability.
         let mut verified_reachable = RefMap::default();
         if !doomed.is_empty() {
-            self.emit(GcProgress::Phase { phase: GcPhase::Verify });
+            self.emit(GcProgress::Phase {
+                phase: GcPhase::Verify,
+            });
             if let Some(lease) = lease.as_deref_mut() {
                 lease.renew(elapsed_now()).await?;
             }
-            let again = observe(catalog, now_ms, run.retention_ms, run.skew_ms, concurrency).await?;
+            let again =
+                observe(catalog, now_ms, run.retention_ms, run.skew_ms, concurrency).await?;
             let mut metadata_first = Vec::new();
             let mut tables = Vec::new();
             for item in doomed {
@@ -556,7 +620,8 @@ impl GarbageCollector {
                 if again.reachable.covers(&item.relative) || newer {
                     report.kept_at_verification.add(item.size);
                     if again.reachable.covers(&item.relative) {
-                        report.ledger_files_cleared += run.ledger.delete(item.ledger_files).await? as u64;
+                        report.ledger_files_cleared +=
+                            run.ledger.delete(item.ledger_files).await? as u64;
                     }
                     continue;
                 }
@@ -570,12 +635,15 @@ impl GarbageCollector {
 
             // 5. Delete: metadata files first, so an index table never disappears while a
             //    metadata file that names it still exists.
-            self.emit(GcProgress::Phase { phase: GcPhase::Delete });
+            self.emit(GcProgress::Phase {
+                phase: GcPhase::Delete,
+            });
             let total = (metadata_first.len() + tables.len()) as u64;
             for group in [metadata_first, tables] {
                 let mut group = group.into_iter().peekable();
                 while group.peek().is_some() {
-                    let batch: Vec<Doomed> = group.by_ref().take(config.delete_batch_size).collect();
+                    let batch: Vec<Doomed> =
+                        group.by_ref().take(config.delete_batch_size).collect();
                     if let Some(lease) = lease.as_deref_mut() {
                         lease.renew(elapsed_now()).await?;
                     }
@@ -622,14 +690,17 @@ impl GarbageCollector {
                 batch.push(file);
             }
             if batch.len() >= config.delete_batch_size {
-                report.ledger_files_cleared += ledger.delete(std::mem::take(&mut batch)).await? as u64;
+                report.ledger_files_cleared +=
+                    ledger.delete(std::mem::take(&mut batch)).await? as u64;
             }
         }
         report.ledger_files_cleared += ledger.delete(batch).await? as u64;
         // Journals outlive every clock that refers to them by far; a clock whose journal
         // is gone reads it as empty, which only delays deletion.
         let keep_ms = run.retention_ms.saturating_mul(4).max(7 * 24 * 3_600_000);
-        ledger.prune_journals(now_ms.saturating_sub(keep_ms)).await?;
+        ledger
+            .prune_journals(now_ms.saturating_sub(keep_ms))
+            .await?;
         // Finished: acknowledge the dead runs this run has compensated for, then itself.
         for dead in &journals.dead {
             if *dead != run.journal {
@@ -642,11 +713,19 @@ impl GarbageCollector {
 
     /// Delete one batch with the store's bulk delete; then clear the deleted objects'
     /// ledger entries. An object already gone counts as deleted (idempotent reruns).
-    async fn delete_batch(&self, run: &Run<'_>, report: &mut GcReport, batch: Vec<Doomed>) -> Result<()> {
+    async fn delete_batch(
+        &self,
+        run: &Run<'_>,
+        report: &mut GcReport,
+        batch: Vec<Doomed>,
+    ) -> Result<()> {
         let store = self.catalog.warehouse().object_store();
-        let paths: Vec<object_store::Result<Path>> = batch.iter().map(|item| Ok(item.path.clone())).collect();
-        let results: Vec<object_store::Result<Path>> =
-            store.delete_stream(futures::stream::iter(paths).boxed()).collect().await;
+        let paths: Vec<object_store::Result<Path>> =
+            batch.iter().map(|item| Ok(item.path.clone())).collect();
+        let results: Vec<object_store::Result<Path>> = store
+            .delete_stream(futures::stream::iter(paths).boxed())
+            .collect()
+            .await;
         let mut failure = None;
         let mut done: std::collections::HashSet<Path> = std::collections::HashSet::new();
         for result in results {
@@ -663,7 +742,10 @@ impl GarbageCollector {
         // Whatever was not confirmed: gone means deleted (by us or an earlier attempt).
         for item in &batch {
             if !done.contains(&item.path)
-                && matches!(store.head(&item.path).await, Err(object_store::Error::NotFound { .. }))
+                && matches!(
+                    store.head(&item.path).await,
+                    Err(object_store::Error::NotFound { .. })
+                )
             {
                 done.insert(item.path.clone());
             }

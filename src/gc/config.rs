@@ -85,6 +85,50 @@ impl Default for GcConfig {
 }
 
 impl GcConfig {
+    /// The configuration from the environment: `PARQDB_GC_RETENTION` and `PARQDB_GC_GRACE`
+    /// (durations such as `7d`, `1h`), `PARQDB_GC_DRY_RUN` and `PARQDB_GC_FORCE`
+    /// (`true`/`false`); unset variables keep the defaults. Validated.
+    pub fn from_env() -> Result<GcConfig> {
+        GcConfig::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// Like [`GcConfig::from_env`], reading variables through `lookup`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<GcConfig> {
+        let mut config = GcConfig::default();
+        let invalid = |name: &str, err: Error| {
+            Error::new(
+                ErrorKind::Configuration,
+                format!("{name}: {}", err.message()),
+            )
+        };
+        if let Some(value) = lookup("PARQDB_GC_RETENTION") {
+            config.retention =
+                parse_duration(&value).map_err(|err| invalid("PARQDB_GC_RETENTION", err))?;
+        }
+        if let Some(value) = lookup("PARQDB_GC_GRACE") {
+            config.grace = parse_duration(&value).map_err(|err| invalid("PARQDB_GC_GRACE", err))?;
+        }
+        for (name, slot) in [
+            ("PARQDB_GC_DRY_RUN", &mut config.dry_run),
+            ("PARQDB_GC_FORCE", &mut config.force),
+        ] {
+            if let Some(value) = lookup(name) {
+                *slot = match value.as_str() {
+                    "true" | "1" => true,
+                    "false" | "0" => false,
+                    other => {
+                        return Err(Error::new(
+                            ErrorKind::Configuration,
+                            format!("{name}: `{other}` is not true or false"),
+                        ));
+                    }
+                };
+            }
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
     /// The condemnation delay `B` in effect.
     pub fn effective_condemn_delay(&self) -> Duration {
         self.condemn_delay.unwrap_or(self.grace)
@@ -108,8 +152,12 @@ impl GcConfig {
                 format_duration(MIN_GRACE)
             ));
         }
-        if self.io_concurrency == 0 || self.delete_batch_size == 0 || self.max_deletes_per_run == 0 {
-            return refuse("gc io-concurrency, delete-batch-size and max-deletes-per-run must be positive".into());
+        if self.io_concurrency == 0 || self.delete_batch_size == 0 || self.max_deletes_per_run == 0
+        {
+            return refuse(
+                "gc io-concurrency, delete-batch-size and max-deletes-per-run must be positive"
+                    .into(),
+            );
         }
         if self.lease_duration < Duration::from_secs(1) {
             return refuse("gc lease duration must be at least 1s".into());
@@ -143,13 +191,17 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
     let mut total = Duration::ZERO;
     let mut rest = text;
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(invalid)?;
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .ok_or_else(invalid)?;
         if digits == 0 {
             return Err(invalid());
         }
         let value: u64 = rest[..digits].parse().map_err(|_| invalid())?;
         rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let millis_per_unit: u64 = match &rest[..unit_len] {
             "ms" => 1,
             "s" => 1000,
@@ -161,7 +213,9 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
         };
         rest = &rest[unit_len..];
         let millis = value.checked_mul(millis_per_unit).ok_or_else(invalid)?;
-        total = total.checked_add(Duration::from_millis(millis)).ok_or_else(invalid)?;
+        total = total
+            .checked_add(Duration::from_millis(millis))
+            .ok_or_else(invalid)?;
     }
     Ok(total)
 }
@@ -169,7 +223,12 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
 /// A duration in the largest exact unit (`7d`, `36h`, `90m`, `1500ms`).
 pub fn format_duration(duration: Duration) -> String {
     let millis = duration.as_millis();
-    for (unit, size) in [("d", DAY * 1000), ("h", HOUR * 1000), ("m", MINUTE * 1000), ("s", 1000)] {
+    for (unit, size) in [
+        ("d", DAY * 1000),
+        ("h", HOUR * 1000),
+        ("m", MINUTE * 1000),
+        ("s", 1000),
+    ] {
         let size = u128::from(size);
         if millis > 0 && millis.is_multiple_of(size) {
             return format!("{}{unit}", millis / size);
@@ -203,18 +262,85 @@ mod tests {
 
     #[test]
     fn durations_parse_and_format() {
-        assert_eq!(parse_duration("7d").ok(), Some(Duration::from_secs(7 * DAY)));
-        assert_eq!(parse_duration("36h").ok(), Some(Duration::from_secs(36 * HOUR)));
-        assert_eq!(parse_duration("90m").ok(), Some(Duration::from_secs(90 * MINUTE)));
-        assert_eq!(parse_duration("1h30m").ok(), Some(Duration::from_secs(90 * MINUTE)));
-        assert_eq!(parse_duration("250ms").ok(), Some(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2w").ok(), Some(Duration::from_secs(14 * DAY)));
-        for bad in ["", "7", "d", "7x", "-1h", "1.5h", "h7", "99999999999999999999d"] {
+        assert_eq!(
+            parse_duration("7d").ok(),
+            Some(Duration::from_secs(7 * DAY))
+        );
+        assert_eq!(
+            parse_duration("36h").ok(),
+            Some(Duration::from_secs(36 * HOUR))
+        );
+        assert_eq!(
+            parse_duration("90m").ok(),
+            Some(Duration::from_secs(90 * MINUTE))
+        );
+        assert_eq!(
+            parse_duration("1h30m").ok(),
+            Some(Duration::from_secs(90 * MINUTE))
+        );
+        assert_eq!(
+            parse_duration("250ms").ok(),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            parse_duration("2w").ok(),
+            Some(Duration::from_secs(14 * DAY))
+        );
+        for bad in [
+            "",
+            "7",
+            "d",
+            "7x",
+            "-1h",
+            "1.5h",
+            "h7",
+            "99999999999999999999d",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
         }
         assert_eq!(format_duration(Duration::from_secs(7 * DAY)), "7d");
         assert_eq!(format_duration(Duration::from_secs(36 * HOUR)), "36h");
         assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
+    }
+
+    #[test]
+    fn the_environment_configures_and_is_validated() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        let config = GcConfig::from_lookup(env(&[
+            ("PARQDB_GC_RETENTION", "36h"),
+            ("PARQDB_GC_DRY_RUN", "true"),
+        ]))
+        .expect("valid");
+        assert_eq!(config.retention, Duration::from_secs(36 * HOUR));
+        assert_eq!(config.grace, DEFAULT_GRACE);
+        assert!(config.dry_run);
+        let err =
+            GcConfig::from_lookup(env(&[("PARQDB_GC_GRACE", "soon")])).expect_err("bad duration");
+        assert_eq!(err.kind(), ErrorKind::Configuration);
+        assert!(
+            err.message().starts_with("PARQDB_GC_GRACE"),
+            "{}",
+            err.message()
+        );
+        assert!(
+            GcConfig::from_lookup(env(&[("PARQDB_GC_RETENTION", "10m")])).is_err(),
+            "floor"
+        );
+        assert!(
+            GcConfig::from_lookup(env(&[
+                ("PARQDB_GC_RETENTION", "10m"),
+                ("PARQDB_GC_FORCE", "true")
+            ]))
+            .is_ok()
+        );
+        assert!(GcConfig::from_lookup(env(&[("PARQDB_GC_FORCE", "yes")])).is_err());
     }
 
     #[test]
@@ -227,7 +353,14 @@ mod tests {
         let err = short.validate().expect_err("below the floor");
         assert_eq!(err.kind(), ErrorKind::Configuration);
         assert!(err.message().contains("floor"), "{}", err.message());
-        assert!(GcConfig { force: true, ..short }.validate().is_ok());
+        assert!(
+            GcConfig {
+                force: true,
+                ..short
+            }
+            .validate()
+            .is_ok()
+        );
         let no_grace = GcConfig {
             grace: Duration::from_secs(60),
             ..GcConfig::default()

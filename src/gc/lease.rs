@@ -62,7 +62,11 @@ pub(crate) enum Acquired {
 }
 
 fn unavailable(err: object_store::Error) -> Error {
-    Error::with_source(ErrorKind::StoreUnavailable, "reading or writing the gc lease failed", err)
+    Error::with_source(
+        ErrorKind::StoreUnavailable,
+        "reading or writing the gc lease failed",
+        err,
+    )
 }
 
 fn generation_path(warehouse: &Warehouse, generation: u64) -> Path {
@@ -79,7 +83,13 @@ async fn latest(warehouse: &Warehouse) -> Result<Option<(u64, Generation)>> {
         .map_err(unavailable)?;
     let Some(generation) = listed
         .iter()
-        .filter_map(|meta| meta.location.filename()?.strip_suffix(".json")?.parse::<u64>().ok())
+        .filter_map(|meta| {
+            meta.location
+                .filename()?
+                .strip_suffix(".json")?
+                .parse::<u64>()
+                .ok()
+        })
         .max()
     else {
         return Ok(None);
@@ -92,7 +102,10 @@ async fn latest(warehouse: &Warehouse) -> Result<Option<(u64, Generation)>> {
         .await
         .map_err(unavailable)?;
     let content = serde_json::from_slice(&bytes).map_err(|err| {
-        Error::new(ErrorKind::CorruptRecord, format!("gc lease generation {generation} is invalid: {err}"))
+        Error::new(
+            ErrorKind::CorruptRecord,
+            format!("gc lease generation {generation} is invalid: {err}"),
+        )
     })?;
     Ok(Some((generation, content)))
 }
@@ -106,7 +119,11 @@ async fn create(warehouse: &Warehouse, generation: u64, content: &Generation) ->
     let bytes = serde_json::to_vec(content).unwrap_or_default();
     match warehouse
         .object_store()
-        .put_opts(&generation_path(warehouse, generation), PutPayload::from(bytes), options)
+        .put_opts(
+            &generation_path(warehouse, generation),
+            PutPayload::from(bytes),
+            options,
+        )
         .await
     {
         Ok(_) => Ok(true),
@@ -124,7 +141,9 @@ impl Lease {
         duration_ms: i64,
     ) -> Result<Acquired> {
         let next = match latest(warehouse).await? {
-            Some((_, current)) if !current.released && current.holder != holder && current.expires_ms > now_ms => {
+            Some((_, current))
+                if !current.released && current.holder != holder && current.expires_ms > now_ms =>
+            {
                 return Ok(Acquired::Busy {
                     holder: current.holder,
                     expires_ms: current.expires_ms,
@@ -154,7 +173,10 @@ impl Lease {
                     holder: current.holder,
                     expires_ms: current.expires_ms,
                 }),
-                None => Err(Error::new(ErrorKind::StoreUnavailable, "the gc lease vanished while acquiring it")),
+                None => Err(Error::new(
+                    ErrorKind::StoreUnavailable,
+                    "the gc lease vanished while acquiring it",
+                )),
             }
         }
     }
@@ -188,13 +210,23 @@ impl Lease {
         };
         let released = create(&self.warehouse, self.generation + 1, &content).await?;
         if released {
-            let last = self.generation + 1;
-            let old: Vec<Path> = (last.saturating_sub(KEEP_GENERATIONS + 16)..last.saturating_sub(KEEP_GENERATIONS))
-                .map(|generation| generation_path(&self.warehouse, generation))
-                .collect();
+            let keep_from = (self.generation + 1).saturating_sub(KEEP_GENERATIONS);
             let store = self.warehouse.object_store();
-            let stream = futures::stream::iter(old.into_iter().map(Ok)).boxed();
-            let mut results = store.delete_stream(stream);
+            let old: Vec<Path> = store
+                .list(Some(&self.warehouse.path(LEASE_DIR)))
+                .try_filter_map(|meta| async move {
+                    let generation = meta
+                        .location
+                        .filename()
+                        .and_then(|name| name.strip_suffix(".json"))
+                        .and_then(|name| name.parse::<u64>().ok());
+                    Ok(generation.filter(|g| *g < keep_from).map(|_| meta.location))
+                })
+                .try_collect()
+                .await
+                .map_err(unavailable)?;
+            let mut results =
+                store.delete_stream(futures::stream::iter(old.into_iter().map(Ok)).boxed());
             while let Some(result) = results.next().await {
                 match result {
                     Ok(_) | Err(object_store::Error::NotFound { .. }) => {}

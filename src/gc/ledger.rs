@@ -39,8 +39,8 @@
 use std::collections::HashSet;
 
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
 use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::Serialize;
@@ -139,7 +139,11 @@ pub(crate) struct Ledger {
 }
 
 fn unavailable(err: object_store::Error) -> Error {
-    Error::with_source(ErrorKind::StoreUnavailable, "reading or writing the gc ledger failed", err)
+    Error::with_source(
+        ErrorKind::StoreUnavailable,
+        "reading or writing the gc ledger failed",
+        err,
+    )
 }
 
 /// Parse an entry file name: `<u|c>-<ms>-<run-ms>-<run>.json`.
@@ -186,11 +190,15 @@ impl Ledger {
         let mut entry = Entry::default();
         for meta in listed.objects {
             match meta.location.filename().and_then(parse_name) {
-                Some((Kind::Clock, ms, journal)) if entry.clock_start_ms.is_none_or(|current| ms > current) => {
+                Some((Kind::Clock, ms, journal))
+                    if entry.clock_start_ms.is_none_or(|current| ms > current) =>
+                {
                     entry.clock_start_ms = Some(ms);
                     entry.clock_journal = Some(journal);
                 }
-                Some((Kind::Condemned, ms, _)) if entry.condemned_ms.is_none_or(|current| ms > current) => {
+                Some((Kind::Condemned, ms, _))
+                    if entry.condemned_ms.is_none_or(|current| ms > current) =>
+                {
                     entry.condemned_ms = Some(ms);
                 }
                 _ => {}
@@ -211,7 +219,9 @@ impl Ledger {
         reason: &str,
     ) -> Result<Path> {
         let ms = ms.max(0);
-        let file = self.dir(relative).join(format!("{}-{ms}-{}.json", kind.tag(), journal.suffix()));
+        let file =
+            self.dir(relative)
+                .join(format!("{}-{ms}-{}.json", kind.tag(), journal.suffix()));
         let body = EntryFile {
             ledger_version: LEDGER_VERSION,
             object: relative,
@@ -225,18 +235,27 @@ impl Ledger {
             mode: PutMode::Create,
             ..PutOptions::default()
         };
-        match self.store().put_opts(&file, PutPayload::from_bytes(bytes), options).await {
+        match self
+            .store()
+            .put_opts(&file, PutPayload::from_bytes(bytes), options)
+            .await
+        {
             Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(file),
             Err(err) => Err(unavailable(err)),
         }
     }
 
     fn journal_path(&self, journal: JournalRef) -> Path {
-        self.warehouse.path(&format!("{JOURNAL_DIR}/{}.json", journal.suffix()))
+        self.warehouse
+            .path(&format!("{JOURNAL_DIR}/{}.json", journal.suffix()))
     }
 
     /// Write this run's journal: the incarnations that exist now.
-    pub(crate) async fn write_journal(&self, journal: JournalRef, incarnations: &HashSet<Uuid>) -> Result<()> {
+    pub(crate) async fn write_journal(
+        &self,
+        journal: JournalRef,
+        incarnations: &HashSet<Uuid>,
+    ) -> Result<()> {
         let mut ids: Vec<Uuid> = incarnations.iter().copied().collect();
         ids.sort();
         let body = Journal {
@@ -252,7 +271,11 @@ impl Ledger {
         };
         match self
             .store()
-            .put_opts(&self.journal_path(journal), PutPayload::from_bytes(bytes), options)
+            .put_opts(
+                &self.journal_path(journal),
+                PutPayload::from_bytes(bytes),
+                options,
+            )
             .await
         {
             Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
@@ -268,13 +291,17 @@ impl Ledger {
             Err(err) => return Err(unavailable(err)),
         };
         let body: Journal = serde_json::from_slice(&bytes).map_err(|err| {
-            Error::new(ErrorKind::CorruptRecord, format!("gc journal {} is invalid: {err}", journal.suffix()))
+            Error::new(
+                ErrorKind::CorruptRecord,
+                format!("gc journal {} is invalid: {err}", journal.suffix()),
+            )
         })?;
         Ok(body.incarnations.into_iter().collect())
     }
 
     fn done_path(&self, journal: JournalRef) -> Path {
-        self.warehouse.path(&format!("{JOURNAL_DIR}/{}.done", journal.suffix()))
+        self.warehouse
+            .path(&format!("{JOURNAL_DIR}/{}.done", journal.suffix()))
     }
 
     /// Mark a run finished (its own, or a dead one acknowledged).
@@ -285,7 +312,11 @@ impl Ledger {
         };
         match self
             .store()
-            .put_opts(&self.done_path(journal), PutPayload::from_static(b"{}"), options)
+            .put_opts(
+                &self.done_path(journal),
+                PutPayload::from_static(b"{}"),
+                options,
+            )
             .await
         {
             Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
@@ -312,7 +343,9 @@ impl Ledger {
         let mut journals = HashSet::new();
         let mut done = HashSet::new();
         for meta in &listed {
-            let Some(name) = meta.location.filename() else { continue };
+            let Some(name) = meta.location.filename() else {
+                continue;
+            };
             if let Some(stem) = name.strip_suffix(".json") {
                 journals.extend(parse(stem));
             } else if let Some(stem) = name.strip_suffix(".done") {
@@ -324,7 +357,8 @@ impl Ledger {
             .filter(|j| done.contains(*j))
             .max_by_key(|j| (j.run_ms, j.run_id))
             .copied();
-        let mut dead: Vec<JournalRef> = journals.into_iter().filter(|j| !done.contains(j)).collect();
+        let mut dead: Vec<JournalRef> =
+            journals.into_iter().filter(|j| !done.contains(j)).collect();
         dead.sort_by_key(|j| (j.run_ms, j.run_id));
         Ok(JournalState { previous, dead })
     }
@@ -386,29 +420,69 @@ mod tests {
     #[test]
     fn entry_file_names_parse() {
         let run = Uuid::from_u128(7);
-        let journal = JournalRef { run_ms: 5, run_id: run };
+        let journal = JournalRef {
+            run_ms: 5,
+            run_id: run,
+        };
         let name = format!("u-17-{}.json", journal.suffix());
         assert_eq!(parse_name(&name), Some((Kind::Clock, 17, journal)));
-        assert_eq!(parse_name(&format!("c-0-{}.json", journal.suffix())), Some((Kind::Condemned, 0, journal)));
-        assert_eq!(parse_name("x-1-5-00000000000000000000000000000007.json"), None);
+        assert_eq!(
+            parse_name(&format!("c-0-{}.json", journal.suffix())),
+            Some((Kind::Condemned, 0, journal))
+        );
+        assert_eq!(
+            parse_name("x-1-5-00000000000000000000000000000007.json"),
+            None
+        );
         assert_eq!(parse_name("u-1.json"), None);
-        assert_eq!(parse_name("u-a-5-00000000000000000000000000000007.json"), None);
+        assert_eq!(
+            parse_name("u-a-5-00000000000000000000000000000007.json"),
+            None
+        );
     }
 
     #[tokio::test]
     async fn entries_combine_by_the_largest_value() {
         let warehouse = Warehouse::in_memory("memory://ledger/wh").expect("warehouse");
         let ledger = Ledger::new(&warehouse);
-        let first = JournalRef { run_ms: 1, run_id: Uuid::from_u128(1) };
-        let second = JournalRef { run_ms: 2, run_id: Uuid::from_u128(2) };
+        let first = JournalRef {
+            run_ms: 1,
+            run_id: Uuid::from_u128(1),
+        };
+        let second = JournalRef {
+            run_ms: 2,
+            run_id: Uuid::from_u128(2),
+        };
         let object = "indexes/a/1/ivf_postings/part-0";
-        assert!(ledger.read(object).await.expect("read").clock_start_ms.is_none());
-        ledger.record(object, Kind::Clock, 10, first, "seen").await.expect("clock");
-        ledger.record(object, Kind::Clock, 30, second, "raised").await.expect("clock");
-        ledger.record(object, Kind::Clock, 30, second, "again").await.expect("idempotent");
-        ledger.record(object, Kind::Condemned, 50, second, "condemned").await.expect("condemn");
+        assert!(
+            ledger
+                .read(object)
+                .await
+                .expect("read")
+                .clock_start_ms
+                .is_none()
+        );
+        ledger
+            .record(object, Kind::Clock, 10, first, "seen")
+            .await
+            .expect("clock");
+        ledger
+            .record(object, Kind::Clock, 30, second, "raised")
+            .await
+            .expect("clock");
+        ledger
+            .record(object, Kind::Clock, 30, second, "again")
+            .await
+            .expect("idempotent");
+        ledger
+            .record(object, Kind::Condemned, 50, second, "condemned")
+            .await
+            .expect("condemn");
         // A child object's entry is not part of its parent's.
-        ledger.record(&format!("{object}/x"), Kind::Clock, 99, first, "child").await.expect("child");
+        ledger
+            .record(&format!("{object}/x"), Kind::Clock, 99, first, "child")
+            .await
+            .expect("child");
         let entry = ledger.read(object).await.expect("read");
         assert_eq!(entry.clock_start_ms, Some(30));
         assert_eq!(entry.clock_journal, Some(second));
@@ -423,11 +497,22 @@ mod tests {
     async fn journals_round_trip_and_are_pruned() {
         let warehouse = Warehouse::in_memory("memory://journal/wh").expect("warehouse");
         let ledger = Ledger::new(&warehouse);
-        let old = JournalRef { run_ms: 100, run_id: Uuid::from_u128(1) };
-        let new = JournalRef { run_ms: 200, run_id: Uuid::from_u128(2) };
-        let ids: HashSet<Uuid> = [Uuid::from_u128(9), Uuid::from_u128(8)].into_iter().collect();
+        let old = JournalRef {
+            run_ms: 100,
+            run_id: Uuid::from_u128(1),
+        };
+        let new = JournalRef {
+            run_ms: 200,
+            run_id: Uuid::from_u128(2),
+        };
+        let ids: HashSet<Uuid> = [Uuid::from_u128(9), Uuid::from_u128(8)]
+            .into_iter()
+            .collect();
         ledger.write_journal(old, &ids).await.expect("written");
-        ledger.write_journal(new, &HashSet::new()).await.expect("written");
+        ledger
+            .write_journal(new, &HashSet::new())
+            .await
+            .expect("written");
         assert_eq!(ledger.read_journal(old).await.expect("read"), ids);
         let state = ledger.journal_state().await.expect("state");
         assert_eq!((state.previous, state.dead.clone()), (None, vec![old, new]));
@@ -435,7 +520,10 @@ mod tests {
         let state = ledger.journal_state().await.expect("state");
         assert_eq!((state.previous, state.dead), (Some(old), vec![new]));
         assert_eq!(ledger.prune_journals(150).await.expect("pruned"), 2);
-        assert!(ledger.read_journal(old).await.expect("read").is_empty(), "a missing journal is empty");
+        assert!(
+            ledger.read_journal(old).await.expect("read").is_empty(),
+            "a missing journal is empty"
+        );
         assert!(ledger.read_journal(new).await.expect("read").is_empty());
     }
 }

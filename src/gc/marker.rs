@@ -64,11 +64,15 @@ fn refuse(message: String) -> Error {
 /// The catalog's id, if it has one.
 pub async fn catalog_id(catalog: &Catalog) -> Result<Option<Uuid>> {
     let key = StoreKey::new(CATALOG_ID_KEY)?;
-    let Some(stored) = read_with_retry(catalog.store().as_ref(), &key, &Default::default()).await? else {
+    let Some(stored) = read_with_retry(catalog.store().as_ref(), &key, &Default::default()).await?
+    else {
         return Ok(None);
     };
     let record: CatalogIdRecord = serde_json::from_slice(&stored.value).map_err(|err| {
-        Error::new(ErrorKind::CorruptRecord, format!("the catalog id record is invalid: {err}"))
+        Error::new(
+            ErrorKind::CorruptRecord,
+            format!("the catalog id record is invalid: {err}"),
+        )
     })?;
     Ok(Some(record.catalog_id))
 }
@@ -88,12 +92,25 @@ async fn ensure_catalog_id(catalog: &Catalog, now_ms: i64) -> Result<Uuid> {
     let bytes = Bytes::from(serde_json::to_vec(&record).unwrap_or_default());
     let key = StoreKey::new(CATALOG_ID_KEY)?;
     let store = catalog.store().as_ref();
-    match conditional_write(store, &key, bytes, StorePutMode::Create, Basis::Absent, id, &Default::default()).await? {
+    match conditional_write(
+        store,
+        &key,
+        bytes,
+        StorePutMode::Create,
+        Basis::Absent,
+        id,
+        &Default::default(),
+    )
+    .await?
+    {
         WriteOutcome::Applied(_) => Ok(id),
         // Someone else created it first: theirs is the id.
-        WriteOutcome::Lost => catalog_id(catalog)
-            .await?
-            .ok_or_else(|| store_error(store, crate::store::StoreError::fatal("the catalog id vanished"))),
+        WriteOutcome::Lost => catalog_id(catalog).await?.ok_or_else(|| {
+            store_error(
+                store,
+                crate::store::StoreError::fatal("the catalog id vanished"),
+            )
+        }),
     }
 }
 
@@ -102,7 +119,10 @@ pub async fn read_marker(catalog: &Catalog) -> Result<Option<OwnershipMarker>> {
     let warehouse = catalog.warehouse();
     let path = warehouse.path(MARKER);
     let bytes = match warehouse.object_store().get(&path).await {
-        Ok(result) => result.bytes().await.map_err(|err| unavailable(MARKER, err))?,
+        Ok(result) => result
+            .bytes()
+            .await
+            .map_err(|err| unavailable(MARKER, err))?,
         Err(object_store::Error::NotFound { .. }) => return Ok(None),
         Err(err) => return Err(unavailable(MARKER, err)),
     };
@@ -182,5 +202,9 @@ pub async fn verify_ownership(catalog: &Catalog) -> Result<OwnershipMarker> {
 }
 
 fn unavailable(what: &str, err: object_store::Error) -> Error {
-    Error::with_source(ErrorKind::StoreUnavailable, format!("reading or writing `{what}` failed"), err)
+    Error::with_source(
+        ErrorKind::StoreUnavailable,
+        format!("reading or writing `{what}` failed"),
+        err,
+    )
 }

@@ -67,27 +67,39 @@
 //!
 //! # The retention clock
 //! The spec starts retention "when a published object loses catalog reachability", so
-//! `clock(o)` must never be earlier than the real loss. It is the largest of:
+//! `clock(o)` must never be earlier than the real loss. When a run first finds `o`
+//! unreachable (and past grace) it records the largest of:
 //!
-//! * the time `o` was first *known* unreachable: `last_modified + grace` (before that it
-//!   may belong to a writer in flight), and the run that first saw it unreachable — or,
-//!   earlier, the catalog's *quiet time* `Q + skew`, where `Q` is the latest `updated-ms`
-//!   of any pointer record: every record has been in its current state since `Q`, so
-//!   whatever no record reaches now was unreachable since `Q` already. A tombstone's
-//!   `updated-ms` therefore starts the clock early exactly when nothing changed after the
-//!   drop (the common "drop, then GC much later" case);
-//! * **evidence of later reachability**, which only moves the clock later: a tombstone
-//!   dropped within the retention horizon whose metadata references `o` (`o` was reachable
-//!   until the drop); for a metadata file of index uuid `X`, the latest `updated-ms` of any
-//!   record whose current metadata has uuid `X` (every commit keeps the uuid, so a record
-//!   that published `o` since the clock started and moved on carries uuid `X`); with
-//!   [`GcConfig::strict_reincarnation`], the latest `updated-ms` of any record whose
-//!   incarnation replaced a tombstone (that key's earlier incarnations are no longer
-//!   visible and may have published `o`).
+//! * `last_modified + grace`: before that `o` may belong to a writer in flight;
+//! * the run's time — or, earlier, the catalog's *quiet time* `Q + skew`, where `Q` is the
+//!   latest `updated-ms` of any pointer record: every record has been in its current state
+//!   since `Q`, so whatever no record reaches now was unreachable since `Q` already. A
+//!   tombstone's `updated-ms` therefore starts the clock early exactly when nothing changed
+//!   after the drop (the common "drop, then GC much later" case); it never starts it
+//!   before the real loss, because a later change anywhere moves `Q`;
+//! * evidence (below).
+//!
+//! Every later run re-checks a recorded clock against **evidence of later reachability**,
+//! which only moves it later:
+//!
+//! * a tombstone dropped within the retention horizon whose metadata references `o` (`o`
+//!   was reachable until that drop);
+//! * for a metadata file of index uuid `X`: an identifier incarnation (a register or rename
+//!   creates one; commits keep it) that the previous *finished* run's journal does not list
+//!   and whose record changed after the clock — with uuid `X` (it may have re-registered
+//!   `o` and committed away since), or, with [`GcConfig::strict_reincarnation`], any
+//!   incarnation that replaced a tombstone (that key's earlier incarnations are hidden).
+//!   Incarnations the previous finished run listed cannot: they existed while `o` was
+//!   unreachable, and within an incarnation commits only move forward (a commit needs
+//!   `last-sequence-number` and `last-updated-ms` not to decrease and the same uuid);
+//! * a run that wrote its journal but never finished may have seen `o` reachable without
+//!   clearing its entry: the next run restarts every recorded clock at its own start.
 //!
 //! The ledger keeps the largest clock ever computed, so evidence that later disappears (a
 //! tombstone overwritten by a new register) is not forgotten, and raising the clock voids
-//! older condemnations. An object seen reachable has its entry cleared.
+//! older condemnations. An object seen reachable has its entry cleared by the run's sweep.
+//! Index tables need no lineage check: they can only be published through a metadata file,
+//! and (P) keeps them while any such file exists.
 //!
 //! # Why no live object is deleted
 //! *Reachable objects.* (U) is checked against two walks of this run, the second one
@@ -112,14 +124,15 @@
 //! (seconds), and only for metadata unreachable for the whole retention period. Its damage
 //! is bounded by (P): the index tables survive (they go a run later), and the next run
 //! finds a pointer to a missing metadata file and aborts instead of deleting anything.
-//! Closing it needs a catalog hook (a pin the register writes before its compare-and-swap,
-//! checked by the verification walk) — see the issue notes.
+//! Closing it needs a catalog hook: the catalog's register and commit read the new
+//! metadata file through a cache, so today they do not even notice a file deleted long
+//! ago; they should re-check its existence right before the compare-and-swap, and write a
+//! pin the verification walk honours (see the issue notes).
 //!
 //! *Retention from loss.* The clock is the largest of sound bounds on the real loss
-//! (above). Residual gaps, which need a catalog hook to close: a metadata file published
-//! again by an identifier that is then dropped and re-registered for another index with
-//! more than 16 commits in between, all between two runs; and clock skew beyond
-//! [`GcConfig::max_clock_skew`] between writers, the store and the collector.
+//! (above). Residual gaps: a re-incarnation followed by more than 16 commits before the
+//! next run (its commit-id chain no longer shows it replaced a tombstone), and clock skew
+//! beyond [`GcConfig::max_clock_skew`] between writers, the store and the collector.
 //!
 //! *Concurrency and crashes.* All ledger writes are create-if-absent of immutable files
 //! that combine by maximum, so two runs never lose each other's facts and a crashed run
@@ -130,9 +143,12 @@
 //! serialises runs; a run that outlives its lease notices at the next renewal and stops.
 //!
 //! # Liveness
-//! Run every `P`: garbage unreachable since `L` (and older than `grace` by then) is deleted
-//! by `max(L, last_modified + grace) + retention + B + 2P`, plus one `P` per level of
-//! metadata that references it (P), unless new evidence raises its clock.
+//! With a successful run at least every `P`: garbage unreachable since `L` is deleted by
+//! `max(L, last_modified + grace + skew) + retention + B + 3P`, plus one `P` per level of
+//! existing metadata that references it (P); evidence moves that start later (a new
+//! incarnation of its index or, strict, any re-incarnation: to its latest change seen by the
+//! next run; a run that died: to the next finished run). The simulation test checks this
+//! bound after every step.
 //!
 //! # The run lease
 //! See the `lease` submodule docs: generations `_gc/lease/<gen>.json` written with
@@ -146,6 +162,7 @@ pub mod marker;
 pub mod reachability;
 mod refs;
 pub mod report;
+mod scheduled;
 
 use std::sync::Arc;
 
@@ -154,6 +171,7 @@ pub use config::{GcConfig, format_duration, parse_duration};
 pub use marker::{OwnershipMarker, claim, verify_ownership};
 pub use reachability::RootStats;
 pub use report::{ActionKind, GcAction, GcPhase, GcProgress, GcReport, GcStatus, Tally};
+pub use scheduled::run_scheduled;
 
 use crate::catalog::Catalog;
 use crate::error::Result;

@@ -103,10 +103,17 @@ pub(crate) struct Evidence {
 impl Evidence {
     /// Incarnations that changed after `after_ms` and may have published the metadata
     /// file of index `uuid` (same uuid; or, when `strict`, any re-incarnation).
-    pub(crate) fn lineage_after(&self, uuid: Uuid, after_ms: i64, strict: bool) -> Vec<&Incarnation> {
+    pub(crate) fn lineage_after(
+        &self,
+        uuid: Uuid,
+        after_ms: i64,
+        strict: bool,
+    ) -> Vec<&Incarnation> {
         let same = self.by_uuid.get(&uuid).into_iter().flatten();
         let reused = self.reincarnations.iter().filter(|_| strict);
-        same.chain(reused).filter(|inc| inc.updated_ms > after_ms).collect()
+        same.chain(reused)
+            .filter(|inc| inc.updated_ms > after_ms)
+            .collect()
     }
 }
 
@@ -129,7 +136,11 @@ pub(crate) struct References {
 }
 
 /// The references of `metadata`.
-pub(crate) fn references_of(metadata: &IndexMetadata, registry: &FamilyRegistry, warehouse: &Warehouse) -> References {
+pub(crate) fn references_of(
+    metadata: &IndexMetadata,
+    registry: &FamilyRegistry,
+    warehouse: &Warehouse,
+) -> References {
     let mut refs = References::default();
     for snapshot in metadata.snapshots() {
         if let Some(provider) = registry.provider(snapshot.index_provider().provider()) {
@@ -139,7 +150,8 @@ pub(crate) fn references_of(metadata: &IndexMetadata, registry: &FamilyRegistry,
                 }
             }
         }
-        refs.direct.extend(source_locations(snapshot.source_table(), warehouse));
+        refs.direct
+            .extend(source_locations(snapshot.source_table(), warehouse));
         if let Some(family) = registry.family(snapshot.index_family()) {
             for location in family.warehouse_references(snapshot.parameters()) {
                 refs.family.extend(normalize(warehouse, location));
@@ -171,7 +183,11 @@ pub(crate) enum Parsed {
 
 /// Read and parse the object `relative` (canonical name). Store failures and metadata of
 /// an unsupported format version are errors; anything else unparseable is opaque.
-pub(crate) async fn read_parsed(warehouse: &Warehouse, registry: &FamilyRegistry, relative: &str) -> Result<Parsed> {
+pub(crate) async fn read_parsed(
+    warehouse: &Warehouse,
+    registry: &FamilyRegistry,
+    relative: &str,
+) -> Result<Parsed> {
     let path = super::refs::path_of(warehouse, relative);
     let store = warehouse.object_store();
     let meta = match store.head(&path).await {
@@ -180,10 +196,16 @@ pub(crate) async fn read_parsed(warehouse: &Warehouse, registry: &FamilyRegistry
         Err(err) => return Err(unavailable(relative, err)),
     };
     if meta.size > MAX_METADATA_BYTES as u64 {
-        return Ok(Parsed::Opaque(format!("{} bytes, larger than any metadata file", meta.size)));
+        return Ok(Parsed::Opaque(format!(
+            "{} bytes, larger than any metadata file",
+            meta.size
+        )));
     }
     let bytes: Bytes = match store.get(&path).await {
-        Ok(result) => result.bytes().await.map_err(|err| unavailable(relative, err))?,
+        Ok(result) => result
+            .bytes()
+            .await
+            .map_err(|err| unavailable(relative, err))?,
         Err(object_store::Error::NotFound { .. }) => return Ok(Parsed::Missing),
         Err(err) => return Err(unavailable(relative, err)),
     };
@@ -201,7 +223,11 @@ pub(crate) async fn read_parsed(warehouse: &Warehouse, registry: &FamilyRegistry
 }
 
 fn unavailable(what: &str, err: object_store::Error) -> Error {
-    Error::with_source(ErrorKind::StoreUnavailable, format!("gc aborted: reading `{what}` failed"), err)
+    Error::with_source(
+        ErrorKind::StoreUnavailable,
+        format!("gc aborted: reading `{what}` failed"),
+        err,
+    )
 }
 
 /// Whether a record's incarnation replaced a tombstone (register or rename over a dropped
@@ -220,7 +246,7 @@ fn is_reincarnation(record: &PointerRecord) -> bool {
 /// Read every pointer record; `visit` gets each (key, value) once.
 async fn for_each_record(
     store: &dyn PointerStore,
-    visit: &mut dyn FnMut(&StoreKey, &[u8]) -> Result<()>,
+    visit: &mut (dyn FnMut(&StoreKey, &[u8]) -> Result<()> + Send),
 ) -> Result<()> {
     let everything = StoreKey::new("i")?;
     match list_prefix(store, &everything, &mut |key, value| {
@@ -243,7 +269,10 @@ async fn for_each_record(
         let mut namespaces = Vec::new();
         list_prefix(store, &prefix, &mut |key, _| {
             namespaces.push(Namespace::from_store_key(key.as_str()).map_err(|err| {
-                Error::new(ErrorKind::CorruptRecord, format!("stored key `{key}`: {}", err.message()))
+                Error::new(
+                    ErrorKind::CorruptRecord,
+                    format!("stored key `{key}`: {}", err.message()),
+                )
             })?);
             Ok(())
         })
@@ -276,11 +305,14 @@ impl Failure {
 async fn list_prefix(
     store: &dyn PointerStore,
     prefix: &StoreKey,
-    visit: &mut dyn FnMut(&StoreKey, &[u8]) -> Result<()>,
+    visit: &mut (dyn FnMut(&StoreKey, &[u8]) -> Result<()> + Send),
 ) -> std::result::Result<(), Failure> {
     let mut after: Option<StoreKey> = None;
     loop {
-        let page = store.list(prefix, after.as_ref(), PAGE).await.map_err(Failure::Store)?;
+        let page = store
+            .list(prefix, after.as_ref(), PAGE)
+            .await
+            .map_err(Failure::Store)?;
         for entry in page.entries {
             let value: Option<Versioned> = match entry.value {
                 Some(value) => Some(value),
@@ -329,20 +361,31 @@ pub(crate) async fn observe(
             if !seen_keys.insert(key.clone()) {
                 return Ok(());
             }
-            let record = PointerRecord::from_bytes(value)
-                .map_err(|err| Error::new(err.kind(), format!("gc aborted: record `{key}`: {}", err.message())))?;
+            let record = PointerRecord::from_bytes(value).map_err(|err| {
+                Error::new(
+                    err.kind(),
+                    format!("gc aborted: record `{key}`: {}", err.message()),
+                )
+            })?;
             let stats = &mut obs.roots;
             stats.pointer_records += 1;
             let evidence = &mut obs.evidence;
-            evidence.quiet_since_ms = Some(evidence.quiet_since_ms.map_or(record.updated_ms, |q| q.max(record.updated_ms)));
+            evidence.quiet_since_ms = Some(
+                evidence
+                    .quiet_since_ms
+                    .map_or(record.updated_ms, |q| q.max(record.updated_ms)),
+            );
             evidence.all_incarnations.insert(record.created_by);
             if record.updated_ms > horizon {
-                incarnations.entry(record.metadata_location.clone()).or_default().push(Incarnation {
-                    created_by: record.created_by,
-                    index_uuid: None,
-                    updated_ms: record.updated_ms,
-                    reincarnation: is_reincarnation(&record),
-                });
+                incarnations
+                    .entry(record.metadata_location.clone())
+                    .or_default()
+                    .push(Incarnation {
+                        created_by: record.created_by,
+                        index_uuid: None,
+                        updated_ms: record.updated_ms,
+                        reincarnation: is_reincarnation(&record),
+                    });
             }
             for location in source_locations(&record.source, warehouse) {
                 obs.reachable.insert(location, 0);
@@ -363,7 +406,9 @@ pub(crate) async fn observe(
                         true
                     } else {
                         if record.updated_ms > horizon {
-                            let at = tombstones.entry(record.metadata_location.clone()).or_insert(record.updated_ms);
+                            let at = tombstones
+                                .entry(record.metadata_location.clone())
+                                .or_insert(record.updated_ms);
                             *at = (*at).max(record.updated_ms);
                         }
                         false
@@ -371,7 +416,9 @@ pub(crate) async fn observe(
                 }
             };
             if root {
-                let at = roots.entry(record.metadata_location.clone()).or_insert(record.updated_ms);
+                let at = roots
+                    .entry(record.metadata_location.clone())
+                    .or_insert(record.updated_ms);
                 *at = (*at).max(record.updated_ms);
             }
             Ok(())
@@ -388,10 +435,19 @@ pub(crate) async fn observe(
     let mut frontier: Vec<(String, Option<i64>)> = Vec::new();
     for (location, updated_ms) in &roots {
         let relative = warehouse.relative(location).map_err(|err| {
-            Error::new(err.kind(), format!("gc aborted: a root names a metadata file outside the warehouse: {}", err.message()))
+            Error::new(
+                err.kind(),
+                format!(
+                    "gc aborted: a root names a metadata file outside the warehouse: {}",
+                    err.message()
+                ),
+            )
         })?;
         let Some(name) = normalize(warehouse, &relative) else {
-            return Err(Error::new(ErrorKind::InvalidIndexMetadata, format!("gc aborted: bad metadata location `{location}`")));
+            return Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!("gc aborted: bad metadata location `{location}`"),
+            ));
         };
         names.insert(location.clone(), name.clone());
         if visited.insert(name.clone()) {
@@ -438,14 +494,17 @@ pub(crate) async fn observe(
                 Parsed::Opaque(why) if root_updated.is_some() => {
                     return Err(Error::new(
                         ErrorKind::InvalidIndexMetadata,
-                        format!("gc aborted: the metadata file `{}` of a catalog pointer is invalid: {why}", warehouse.absolute(&name)),
+                        format!(
+                            "gc aborted: the metadata file `{}` of a catalog pointer is invalid: {why}",
+                            warehouse.absolute(&name)
+                        ),
                     ));
                 }
                 Parsed::Missing => {
                     observation.evidence.quiet_usable = false;
-                    observation
-                        .warnings
-                        .push(format!("a family parameter references `{name}`, which does not exist"));
+                    observation.warnings.push(format!(
+                        "a family parameter references `{name}`, which does not exist"
+                    ));
                 }
                 Parsed::Opaque(_) => {
                     // A referenced object in another format: reachable itself, references unknown.
@@ -458,7 +517,11 @@ pub(crate) async fn observe(
     let tombstone_list: Vec<(String, i64)> = tombstones.into_iter().collect();
     let parsed: Vec<(String, String, i64, Option<Parsed>)> = futures::stream::iter(tombstone_list)
         .map(|(location, dropped_ms)| async move {
-            let Some(name) = warehouse.relative(&location).ok().and_then(|r| normalize(warehouse, &r)) else {
+            let Some(name) = warehouse
+                .relative(&location)
+                .ok()
+                .and_then(|r| normalize(warehouse, &r))
+            else {
                 return Ok::<_, Error>((location.clone(), location, dropped_ms, None));
             };
             let parsed = read_parsed(warehouse, registry, &name).await?;
@@ -482,21 +545,36 @@ pub(crate) async fn observe(
             Some(Parsed::Missing) => {}
             Some(Parsed::Opaque(why)) => {
                 evidence.tombstone_refs.insert(name.clone(), dropped_ms);
-                observation.warnings.push(format!("the metadata of a dropped index, `{name}`, is invalid: {why}"));
+                observation.warnings.push(format!(
+                    "the metadata of a dropped index, `{name}`, is invalid: {why}"
+                ));
             }
-            None => observation.warnings.push(format!("a dropped index names `{name}`, outside the warehouse")),
+            None => observation.warnings.push(format!(
+                "a dropped index names `{name}`, outside the warehouse"
+            )),
         }
     }
     // Attach each incarnation to the index uuid of its metadata.
     for (location, list) in incarnations {
-        let uuid = names.get(&location).and_then(|name| uuids.get(name)).copied();
+        let uuid = names
+            .get(&location)
+            .and_then(|name| uuids.get(name))
+            .copied();
         for mut incarnation in list {
             incarnation.index_uuid = uuid;
             if incarnation.reincarnation {
-                observation.evidence.reincarnations.push(incarnation.clone());
+                observation
+                    .evidence
+                    .reincarnations
+                    .push(incarnation.clone());
             }
             if let Some(uuid) = uuid {
-                observation.evidence.by_uuid.entry(uuid).or_default().push(incarnation);
+                observation
+                    .evidence
+                    .by_uuid
+                    .entry(uuid)
+                    .or_default()
+                    .push(incarnation);
             }
         }
     }
@@ -515,7 +593,8 @@ mod tests {
             std::collections::BTreeMap::from([("definition-version".to_owned(), "1".to_owned())]),
         )
         .expect("source");
-        let mut record = PointerRecord::created(None, "memory://x/m.json".into(), source, created_by, 1);
+        let mut record =
+            PointerRecord::created(None, "memory://x/m.json".into(), source, created_by, 1);
         record.commit_id = commit_id;
         record.previous_commit_ids = previous;
         record
@@ -525,9 +604,18 @@ mod tests {
     fn reincarnations_are_recognised_from_the_chain() {
         let (a, b, c) = (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3));
         assert!(!is_reincarnation(&record(a, a, vec![])), "fresh register");
-        assert!(is_reincarnation(&record(a, a, vec![b])), "register over a tombstone");
-        assert!(!is_reincarnation(&record(a, c, vec![a])), "fresh register, one commit");
-        assert!(is_reincarnation(&record(a, c, vec![b, a])), "reused key, one commit");
+        assert!(
+            is_reincarnation(&record(a, a, vec![b])),
+            "register over a tombstone"
+        );
+        assert!(
+            !is_reincarnation(&record(a, c, vec![a])),
+            "fresh register, one commit"
+        );
+        assert!(
+            is_reincarnation(&record(a, c, vec![b, a])),
+            "reused key, one commit"
+        );
         assert!(!is_reincarnation(&record(a, c, vec![b])), "truncated chain");
     }
 }

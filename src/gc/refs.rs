@@ -108,10 +108,19 @@ mod tests {
     #[test]
     fn names_are_normalised_through_the_warehouse() {
         let warehouse = Warehouse::in_memory("memory://n/wh").expect("warehouse");
-        assert_eq!(normalize(&warehouse, "indexes/a/1/ivf_postings/").as_deref(), Some("indexes/a/1/ivf_postings"));
-        assert_eq!(normalize(&warehouse, "indexes/a b/x").as_deref(), normalize(&warehouse, "indexes/a b/x/").as_deref());
+        assert_eq!(
+            normalize(&warehouse, "indexes/a/1/ivf_postings/").as_deref(),
+            Some("indexes/a/1/ivf_postings")
+        );
+        assert_eq!(
+            normalize(&warehouse, "indexes/a b/x").as_deref(),
+            normalize(&warehouse, "indexes/a b/x/").as_deref()
+        );
         let name = normalize(&warehouse, "indexes/a b/%x").expect("name");
-        assert_eq!(relative_of(&path_of(&warehouse, &name), warehouse.prefix()).as_deref(), Some(name.as_str()));
+        assert_eq!(
+            relative_of(&path_of(&warehouse, &name), warehouse.prefix()).as_deref(),
+            Some(name.as_str())
+        );
         assert_eq!(path_of(&warehouse, &name), warehouse.path("indexes/a b/%x"));
     }
 }

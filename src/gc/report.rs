@@ -123,7 +123,11 @@ impl GcReport {
     pub(crate) fn new(run_id: Uuid, now_ms: i64, config: &GcConfig) -> GcReport {
         GcReport {
             run_id,
-            status: if config.dry_run { GcStatus::DryRun } else { GcStatus::Completed },
+            status: if config.dry_run {
+                GcStatus::DryRun
+            } else {
+                GcStatus::Completed
+            },
             skipped_reason: None,
             now_ms,
             config: config.clone(),

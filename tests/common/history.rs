@@ -1013,9 +1013,105 @@ pub fn check(history: &History) -> Result<CheckReport, String> {
     let mut roots: Vec<usize> = partitions.keys().copied().collect();
     roots.sort();
     for root in roots {
-        report.explored += search(&partitions[&root], ids, history)?;
+        match search(&partitions[&root], ids, history) {
+            Ok(explored) => report.explored += explored,
+            Err(failure) => return Err(localize(&partitions[&root], ids, history, failure)),
+        }
     }
     Ok(report)
+}
+
+/// The operations of a history cut at time `cut`: those invoked before it, the ones still
+/// running then becoming unknown outcomes (mutations) or dropped (observations).
+fn cut_at(ops: &[CheckOp], cut: u64) -> Vec<CheckOp> {
+    ops.iter()
+        .filter(|op| op.invoke < cut)
+        .filter_map(|op| {
+            if op.complete.is_some_and(|c| c < cut) {
+                return Some(*op);
+            }
+            let step = match op.step {
+                Step::RegisterOk { id, loc } | Step::RegisterMaybe { id, loc } => {
+                    Step::RegisterMaybe { id, loc }
+                }
+                Step::CommitOk { id, base, new } | Step::CommitMaybe { id, base, new } => {
+                    Step::CommitMaybe { id, base, new }
+                }
+                Step::DropOk { id } | Step::DropMaybe { id } => Step::DropMaybe { id },
+                Step::RenameOk { from, to } | Step::RenameMaybe { from, to } => {
+                    Step::RenameMaybe { from, to }
+                }
+                _ => return None,
+            };
+            Some(CheckOp {
+                complete: None,
+                step,
+                ..*op
+            })
+        })
+        .collect()
+}
+
+/// After a failed search: find the earliest cut of the history that is already not
+/// linearizable (binary search), and show the operations just before it.
+fn localize(ops: &[CheckOp], ids: usize, history: &History, failure: String) -> String {
+    let mut times: Vec<u64> = ops.iter().filter_map(|op| op.complete).collect();
+    times.sort();
+    times.dedup();
+    let (mut lo, mut hi) = (0usize, times.len());
+    // Invariant: the cut after times[hi - 1] fails (the whole history does); find the first.
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if search(&cut_at(ops, times[mid] + 1), ids, history).is_err() {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    let Some(&cut) = times.get(lo) else {
+        return failure;
+    };
+    let mut text = format!(
+        "not linearizable; the earliest failing cut of the history is at time {cut}, \
+         when this operation completed:\n"
+    );
+    let mut window: Vec<&CheckOp> = ops.iter().filter(|op| op.complete == Some(cut)).collect();
+    window.dedup_by_key(|op| op.origin);
+    for op in &window {
+        text.push_str(&format!(
+            "  {} [as {:?}]\n",
+            describe(history, &history.ops[op.origin]),
+            op.step
+        ));
+    }
+    let touched: HashSet<usize> = window
+        .iter()
+        .flat_map(|op| {
+            let (a, b) = op.step.ids();
+            std::iter::once(a).chain(b)
+        })
+        .collect();
+    text.push_str("Operations on those identifiers invoked before then (latest 80):\n");
+    let mut origins: Vec<usize> = ops
+        .iter()
+        .filter(|op| op.invoke <= cut)
+        .filter(|op| {
+            let (a, b) = op.step.ids();
+            touched.contains(&a) || b.is_some_and(|b| touched.contains(&b))
+        })
+        .map(|op| op.origin)
+        .collect();
+    origins.sort_by_key(|&o| history.ops[o].invoke);
+    origins.dedup();
+    let skip = origins.len().saturating_sub(80);
+    for &o in &origins[skip..] {
+        text.push_str(&format!("  {}\n", describe(history, &history.ops[o])));
+    }
+    if ops.len() <= 400 {
+        text.push_str("\nThe search's own report:\n");
+        text.push_str(&failure);
+    }
+    text
 }
 
 #[derive(Clone, Copy, Debug)]

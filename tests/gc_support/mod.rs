@@ -14,8 +14,8 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, ObjectStoreExt,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
 };
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::family::FamilyRegistry;
@@ -97,7 +97,12 @@ impl fmt::Display for SimStore {
 
 #[async_trait]
 impl ObjectStore for SimStore {
-    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> object_store::Result<PutResult> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
         let result = self.state.inner.put_opts(location, payload, opts).await?;
         self.state
             .mtimes
@@ -120,7 +125,11 @@ impl ObjectStore for SimStore {
         self.state.inner.put_multipart_opts(location, opts).await
     }
 
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
         let mut result = self.state.inner.get_opts(location, options).await?;
         self.stamp(&mut result.meta);
         Ok(result)
@@ -182,11 +191,21 @@ impl ObjectStore for SimStore {
         Ok(result)
     }
 
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
         self.state.inner.copy_opts(from, to, options).await
     }
 
-    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> object_store::Result<()> {
+    async fn rename_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: RenameOptions,
+    ) -> object_store::Result<()> {
         self.state.inner.rename_opts(from, to, options).await
     }
 }
@@ -213,26 +232,33 @@ pub enum Backend {
 impl Env {
     pub fn new(backend: Backend, seed: u64) -> Env {
         let clock = Arc::new(ManualClock::new(START_MS));
-        let (inner, root, prefix, pointer_store, dir): (Arc<dyn ObjectStore>, String, Path, Arc<dyn PointerStore>, _) =
-            match backend {
-                Backend::Local => {
-                    let dir = tempfile::tempdir().expect("temp dir");
-                    let wh = dir.path().join("warehouse");
-                    std::fs::create_dir_all(&wh).expect("warehouse dir");
-                    let wh = wh.canonicalize().expect("canonical");
-                    let store = object_store::local::LocalFileSystem::new_with_prefix(&wh).expect("local fs");
-                    let root = url::Url::from_directory_path(&wh).expect("url").to_string();
-                    let pointers: Arc<dyn PointerStore> = Arc::new(LocalStore::new(wh.join("_catalog")));
-                    (Arc::new(store), root, Path::default(), pointers, Some(dir))
-                }
-                Backend::Memory => (
-                    Arc::new(object_store::memory::InMemory::new()),
-                    format!("memory://sim{seed}/wh"),
-                    Path::from("wh"),
-                    Arc::new(MemoryStore::new()) as Arc<dyn PointerStore>,
-                    None,
-                ),
-            };
+        let (inner, root, prefix, pointer_store, dir): (
+            Arc<dyn ObjectStore>,
+            String,
+            Path,
+            Arc<dyn PointerStore>,
+            _,
+        ) = match backend {
+            Backend::Local => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let wh = dir.path().join("warehouse");
+                std::fs::create_dir_all(&wh).expect("warehouse dir");
+                let wh = wh.canonicalize().expect("canonical");
+                let store =
+                    object_store::local::LocalFileSystem::new_with_prefix(&wh).expect("local fs");
+                let root = url::Url::from_directory_path(&wh).expect("url").to_string();
+                let pointers: Arc<dyn PointerStore> =
+                    Arc::new(LocalStore::new(wh.join("_catalog")));
+                (Arc::new(store), root, Path::default(), pointers, Some(dir))
+            }
+            Backend::Memory => (
+                Arc::new(object_store::memory::InMemory::new()),
+                format!("memory://sim{seed}/wh"),
+                Path::from("wh"),
+                Arc::new(MemoryStore::new()) as Arc<dyn PointerStore>,
+                None,
+            ),
+        };
         let sim = SimStore::new(inner, clock.clone());
         let warehouse = Warehouse::new(&root, Arc::new(sim.clone()), prefix).expect("warehouse");
         let catalog = Catalog::builder(pointer_store.clone(), warehouse.clone())
@@ -270,21 +296,32 @@ impl Env {
     }
 
     pub async fn collect(&self, config: &GcConfig) -> GcReport {
-        self.gc(config.clone()).collect(self.now()).await.expect("gc run")
+        self.gc(config.clone())
+            .collect(self.now())
+            .await
+            .expect("gc run")
     }
 
     /// Write one small object at a warehouse-relative path.
     pub async fn put(&self, relative: &str, bytes: &'static [u8]) {
         self.warehouse
             .object_store()
-            .put(&self.warehouse.path(relative), PutPayload::from_static(bytes))
+            .put(
+                &self.warehouse.path(relative),
+                PutPayload::from_static(bytes),
+            )
             .await
             .expect("object written");
     }
 
     /// Whether an object exists.
     pub async fn exists(&self, relative: &str) -> bool {
-        match self.warehouse.object_store().head(&self.warehouse.path(relative)).await {
+        match self
+            .warehouse
+            .object_store()
+            .head(&self.warehouse.path(relative))
+            .await
+        {
             Ok(_) => true,
             Err(object_store::Error::NotFound { .. }) => false,
             Err(err) => panic!("head {relative}: {err}"),
@@ -301,7 +338,12 @@ impl Env {
             .map_ok(|meta| {
                 meta.location
                     .prefix_match(&prefix)
-                    .map(|parts| parts.map(|p| p.as_ref().to_owned()).collect::<Vec<_>>().join("/"))
+                    .map(|parts| {
+                        parts
+                            .map(|p| p.as_ref().to_owned())
+                            .collect::<Vec<_>>()
+                            .join("/")
+                    })
                     .unwrap_or_default()
             })
             .try_collect()
@@ -322,12 +364,21 @@ impl Env {
 
     /// Ledger files.
     pub async fn ledger_files(&self) -> Vec<String> {
-        self.objects().await.into_iter().filter(|p| p.starts_with("_gc/ledger/")).collect()
+        self.objects()
+            .await
+            .into_iter()
+            .filter(|p| p.starts_with("_gc/ledger/"))
+            .collect()
     }
 
     pub async fn namespace(&self, name: &str) -> Namespace {
         let namespace = Namespace::new([name]).expect("namespace");
-        if !self.catalog.namespace_exists(&namespace).await.expect("exists") {
+        if !self
+            .catalog
+            .namespace_exists(&namespace)
+            .await
+            .expect("exists")
+        {
             self.catalog
                 .create_namespace(&namespace, BTreeMap::new())
                 .await
@@ -356,7 +407,9 @@ impl Env {
 
     /// The warehouse-relative form of an absolute location.
     pub fn relative(&self, location: &str) -> String {
-        self.warehouse.relative(location).expect("inside the warehouse")
+        self.warehouse
+            .relative(location)
+            .expect("inside the warehouse")
     }
 }
 
@@ -400,12 +453,18 @@ impl Layout {
 
 pub fn contents(layout: &Layout) -> SnapshotContents {
     let table = |location: &str| {
-        IndexTableDefinition::new(1, BTreeMap::from([("location".to_owned(), location.to_owned())]))
-            .expect("valid table")
+        IndexTableDefinition::new(
+            1,
+            BTreeMap::from([("location".to_owned(), location.to_owned())]),
+        )
+        .expect("valid table")
     };
     let mut parameters = BTreeMap::from([("nlist".to_owned(), "16".to_owned())]);
     if let Some(location) = &layout.centroids_metadata {
-        parameters.insert("ivf_centroids_metadata_location".to_owned(), location.clone());
+        parameters.insert(
+            "ivf_centroids_metadata_location".to_owned(),
+            location.clone(),
+        );
     }
     SnapshotContents {
         source_table: layout.source.clone(),
@@ -429,8 +488,10 @@ impl Env {
     /// Write the data files of a layout (two per table).
     pub async fn write_tables(&self, layout: &Layout) {
         for dir in [&layout.centroids, &layout.postings] {
-            self.put(&format!("{dir}part-0.parquet"), b"0123456789").await;
-            self.put(&format!("{dir}part-1.parquet"), b"0123456789").await;
+            self.put(&format!("{dir}part-0.parquet"), b"0123456789")
+                .await;
+            self.put(&format!("{dir}part-1.parquet"), b"0123456789")
+                .await;
         }
     }
 
@@ -450,13 +511,25 @@ impl Env {
     }
 
     /// A successor's files and metadata (not committed).
-    pub async fn successor(&self, base: &IndexMetadata, layout: &Layout, keep_last: Option<usize>) -> (IndexMetadata, String) {
+    pub async fn successor(
+        &self,
+        base: &IndexMetadata,
+        layout: &Layout,
+        keep_last: Option<usize>,
+    ) -> (IndexMetadata, String) {
         self.write_tables(layout).await;
         let next = base
-            .successor(contents(layout), self.clock.as_ref(), self.catalog.ids().as_ref(), &FamilyRegistry::builtin())
+            .successor(
+                contents(layout),
+                self.clock.as_ref(),
+                self.catalog.ids().as_ref(),
+                &FamilyRegistry::builtin(),
+            )
             .expect("valid successor");
         let next = match keep_last {
-            Some(keep) => next.expire_snapshots(Some(keep), None, self.clock.as_ref()).expect("expired"),
+            Some(keep) => next
+                .expire_snapshots(Some(keep), None, self.clock.as_ref())
+                .expect("expired"),
             None => next,
         };
         let location = self.write_metadata(&next).await;
@@ -464,7 +537,11 @@ impl Env {
     }
 
     /// Register a new index under `name`.
-    pub async fn register(&self, name: &str, layout: &Layout) -> (IndexIdentifier, IndexMetadata, String) {
+    pub async fn register(
+        &self,
+        name: &str,
+        layout: &Layout,
+    ) -> (IndexIdentifier, IndexMetadata, String) {
         let id = self.id(name).await;
         let (metadata, location) = self.new_index(layout).await;
         self.catalog
