@@ -12,6 +12,7 @@
 //! | `contention` | N writers, reload-and-retry on one index  | the same with 1 writer                 |
 //! | `list`       | `list` of a namespace of `--list-size`    | paginated store listing of the keys    |
 //! | `parse`      | strict parse + validate, 1,000 snapshots  | `serde_json::Value` parse              |
+//! | `gc`         | GC dry run over the warehouse plus `--gc-objects` small unreachable objects: objects/s and peak RSS | |
 //!
 //! The bench writes into its own namespaces (`parqdb-bench-*`) of the configured catalog;
 //! point it at a scratch warehouse. The `list` namespace is reused by later runs of the
@@ -42,6 +43,8 @@ pub enum BenchOp {
     List,
     /// Strict metadata parsing against plain JSON parsing.
     Parse,
+    /// A garbage-collector dry run over a large warehouse.
+    Gc,
 }
 
 /// What to measure and for how long.
@@ -57,16 +60,26 @@ pub struct BenchConfig {
     pub list_size: usize,
     /// Snapshots in the parsed metadata file.
     pub parse_snapshots: usize,
+    /// Unreachable objects added to the warehouse for the GC scenario.
+    pub gc_objects: usize,
 }
 
 impl Default for BenchConfig {
     fn default() -> Self {
         BenchConfig {
-            ops: vec![BenchOp::Load, BenchOp::Commit, BenchOp::Contention, BenchOp::List, BenchOp::Parse],
+            ops: vec![
+                BenchOp::Load,
+                BenchOp::Commit,
+                BenchOp::Contention,
+                BenchOp::List,
+                BenchOp::Parse,
+                BenchOp::Gc,
+            ],
             writers: 16,
             duration: Duration::from_secs(5),
             list_size: 100_000,
             parse_snapshots: 1000,
+            gc_objects: 100_000,
         }
     }
 }
@@ -160,6 +173,7 @@ pub async fn run(catalog: &Catalog, config: &BenchConfig) -> Result<BenchReport>
             BenchOp::Contention => rows.extend(bench.contention(config.writers).await?),
             BenchOp::List => rows.push(bench.list(config.list_size).await?),
             BenchOp::Parse => rows.push(bench.parse(config.parse_snapshots)?),
+            BenchOp::Gc => rows.push(bench.gc(config.gc_objects).await?),
         }
     }
     Ok(BenchReport {

@@ -7,11 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use object_store::ObjectStoreExt;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::json;
 
 use super::{BenchRow, Samples};
-use crate::catalog::{Catalog, IndexCatalog};
+use crate::catalog::{Catalog, IndexCatalog, RetryPolicy};
 use crate::error::{ErrorKind, Result};
 use crate::identifier::{IndexIdentifier, Namespace};
 use crate::metadata::{
@@ -178,6 +179,12 @@ impl Bench {
             let (bench, id, stop) = (Bench { catalog: self.catalog.clone(), duration: self.duration, run: self.run.clone() }, id.clone(), stop.clone());
             tasks.push(tokio::spawn(async move {
                 let (mut latencies, mut attempts) = (Samples::default(), Vec::new());
+                // Reload-and-retry with jittered exponential backoff, as the publisher does.
+                let backoff = RetryPolicy {
+                    max_attempts: u32::MAX,
+                    base_delay: Duration::from_millis(1),
+                    max_delay: Duration::from_millis(64),
+                };
                 let mut version = (writer as u64 + 1) * 1_000_000_000;
                 while !stop.load(Ordering::Relaxed) {
                     let start = Instant::now();
@@ -190,7 +197,7 @@ impl Bench {
                         let (_, location) = bench.next(&base, version).await?;
                         match bench.catalog.commit(&id, &source(version)?, &current.metadata_location, &location).await {
                             Ok(_) => break,
-                            Err(err) if err.kind() == ErrorKind::CommitConflict => continue,
+                            Err(err) if err.kind() == ErrorKind::CommitConflict => backoff.backoff(tries).await,
                             Err(err) => return Err(err),
                         }
                     }
@@ -344,4 +351,64 @@ impl Bench {
         row.details = json!({"bytes": bytes.len()});
         Ok(row)
     }
+}
+
+impl Bench {
+    /// A GC dry run over the warehouse, after adding `objects` small unreachable objects
+    /// under `indexes/` (once per size: later runs reuse them).
+    pub(super) async fn gc(&self, objects: usize) -> Result<BenchRow> {
+        let warehouse = self.catalog.warehouse();
+        let base = format!("indexes/parqdb-bench-gc-{objects}");
+        let done = warehouse.path(&format!("{base}/complete"));
+        let store = warehouse.object_store().clone();
+        if store.head(&done).await.is_err() {
+            futures::stream::iter(0..objects)
+                .map(|i| {
+                    let store = store.clone();
+                    let path = warehouse.path(&format!("{base}/{:03}/{i:08}.bin", i % 1000));
+                    async move { store.put(&path, Bytes::from_static(b"x").into()).await }
+                })
+                .buffer_unordered(64)
+                .try_collect::<Vec<_>>()
+                .await
+                .map_err(|err| crate::Error::with_source(ErrorKind::StoreUnavailable, "writing GC bench objects", err))?;
+            store
+                .put(&done, Bytes::from_static(b"done").into())
+                .await
+                .map_err(|err| crate::Error::with_source(ErrorKind::StoreUnavailable, "writing GC bench marker", err))?;
+        }
+        let now = self.catalog.clock().now_ms();
+        crate::gc::claim(&self.catalog, now).await?;
+        let config = crate::gc::GcConfig { dry_run: true, ..crate::gc::GcConfig::default() };
+        let collector = crate::gc::GarbageCollector::new(self.catalog.clone(), config)?;
+        let rss_before = peak_rss_kib();
+        let mut runs = Samples::default();
+        let mut scanned = 0;
+        let deadline = Instant::now() + self.duration;
+        while Instant::now() < deadline || runs.is_empty() {
+            let start = Instant::now();
+            let report = collector.collect(self.catalog.clock().now_ms()).await?;
+            runs.push(start.elapsed());
+            scanned = report.scanned.objects;
+        }
+        let mut row = BenchRow::new("gc dry run (whole warehouse)", &runs, None);
+        let seconds = runs.summary().p50_ms / 1000.0;
+        row.details = json!({
+            "objects-scanned": scanned,
+            "note": "the run also walks every pointer record of the catalog (roots)",
+            "objects-per-second": if seconds > 0.0 { scanned as f64 / seconds } else { 0.0 },
+            "peak-rss-kib-before": rss_before,
+            "peak-rss-kib-after": peak_rss_kib(),
+        });
+        Ok(row)
+    }
+}
+
+/// The process's peak resident set (`VmHWM`), in KiB, where `/proc` has it.
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
 }

@@ -11,7 +11,7 @@ use crate::error::Result;
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
     /// Scenarios to run (comma-separated).
-    #[arg(long, value_delimiter = ',', default_values = ["load", "commit", "contention", "list", "parse"])]
+    #[arg(long, value_delimiter = ',', default_values = ["load", "commit", "contention", "list", "parse", "gc"])]
     ops: Vec<BenchOp>,
     /// Writers racing in the contention scenario.
     #[arg(long, default_value_t = 16)]
@@ -25,6 +25,9 @@ pub(crate) struct BenchArgs {
     /// Snapshots in the parsed metadata file.
     #[arg(long, default_value_t = 1000)]
     parse_snapshots: usize,
+    /// Unreachable objects added to the warehouse for the GC scenario.
+    #[arg(long, default_value_t = 100_000)]
+    gc_objects: usize,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -50,6 +53,7 @@ pub(crate) async fn run(args: &BenchArgs, catalog: &Catalog) -> Result<Option<se
         duration: args.duration,
         list_size: args.list_size,
         parse_snapshots: args.parse_snapshots,
+        gc_objects: args.gc_objects,
     };
     let report = bench::run(catalog, &config).await?;
     if args.json {

@@ -34,7 +34,8 @@
 //!    allowance) is a root; everything reachable from the roots is the reachable set `R`
 //!    (metadata files, index-table directory prefixes, family references such as
 //!    `ivf_centroids_metadata_location` and what they reference, source-table locations).
-//!    A root metadata file that cannot be read or parsed aborts the run.
+//!    A root metadata file that cannot be read or parsed aborts the run. The run then
+//!    writes its journal (the identifier incarnations it saw; see [`ledger`]).
 //! 4. **Scan** only `metadata/` and `indexes/` (the managed prefixes), streaming. For each
 //!    unreachable object (see the rules below) the run starts or reads its retention
 //!    clock in the [`ledger`], and condemns it once retention has elapsed.
@@ -43,7 +44,8 @@
 //! 6. **Delete** in batches with the store's bulk delete, metadata files before index
 //!    tables, renewing the lease before every batch; then clear the ledger entries of the
 //!    deleted objects.
-//! 7. **Sweep** the ledger: clear entries whose object is reachable again or gone.
+//! 7. **Sweep** the ledger: clear entries whose object is reachable again or gone; then
+//!    mark the run finished.
 //!
 //! Memory holds the reachable set (proportional to live data), the evidence of recently
 //! dropped indexes, the unreachable metadata files' references, and at most
@@ -113,7 +115,10 @@
 //! *In-flight writers.* A writer writes index tables and a metadata file, then registers or
 //! commits. (G) keeps all of it until it is `grace` old, and (P) keeps the tables as long
 //! as the metadata file exists. **Assumption: a register or commit completes within the
-//! grace period of the first file it wrote**, and writers never reuse an object path.
+//! grace period of the first file it wrote**; writers never reuse an object path; and new
+//! metadata references only objects that were reachable when the writer started (its base
+//! metadata's tables, centroids a live index uses) — an object unreachable for the whole
+//! retention period may be deleted under a writer that picks it up again.
 //!
 //! *Re-registering an old metadata file* (allowed by the spec) makes it and what it
 //! references reachable again: the next walk sees it (and clears the ledger), so anything
