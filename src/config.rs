@@ -156,6 +156,31 @@ impl CatalogConfig {
         }
     }
 
+    /// Create what a local deployment may lack: the DynamoDB table of a `dynamodb://`
+    /// catalog (on-demand billing, the documented key schema) and the bucket of an `s3://`
+    /// warehouse. Production tables and buckets come from `infra/`; existing ones are left
+    /// as they are. Returns what was checked or created.
+    pub async fn create_missing_resources(&self) -> Result<Vec<String>> {
+        let mut done = Vec::new();
+        let warehouse = self.warehouse_uri()?;
+        let url = parse(&warehouse, "warehouse")?;
+        if url.scheme() == "s3" {
+            let (bucket, _) = bucket_and_prefix(&url, &warehouse)?;
+            crate::store::s3::create_bucket(&bucket, &self.s3).await?;
+            done.push(format!("bucket s3://{bucket}"));
+        }
+        if let Some(catalog) = &self.catalog {
+            let url = parse(catalog, "catalog")?;
+            if url.scheme() == "dynamodb" {
+                let table = url.host_str().unwrap_or_default();
+                let store = DynamoStore::from_env(table, self.dynamodb_endpoint.as_deref()).await?;
+                store.create_table().await?;
+                done.push(format!("table dynamodb://{table}"));
+            }
+        }
+        Ok(done)
+    }
+
     /// Open the warehouse and the pointer store and build a catalog.
     pub async fn build(&self) -> Result<Catalog> {
         let warehouse = self.open_warehouse()?;

@@ -692,6 +692,28 @@ impl Sim {
         }
     }
 
+    /// A metadata file the next run would delete (adversarial: re-register it mid-run).
+    async fn doomed_metadata(&mut self) -> Option<String> {
+        let dry = GcConfig {
+            dry_run: true,
+            ..self.config.clone()
+        };
+        let report = GarbageCollector::new(self.env.catalog.clone(), dry)
+            .expect("config")
+            .collect(self.now())
+            .await
+            .ok()?;
+        let mut doomed: Vec<String> = report
+            .actions
+            .iter()
+            .filter(|a| a.action == gc::ActionKind::Delete && self.metadata.contains_key(&a.path))
+            .filter(|a| !self.centroids.contains(&a.path))
+            .map(|a| a.path.clone())
+            .collect();
+        doomed.sort(); // the report's order follows concurrent I/O
+        (!doomed.is_empty()).then(|| doomed[self.rng.random_range(0..doomed.len())].clone())
+    }
+
     /// One GC run, maybe with a catalog operation injected between its phases, maybe
     /// dying mid-delete.
     async fn gc(&mut self, allow_chaos: bool) {
@@ -700,6 +722,11 @@ impl Sim {
         let crash = allow_chaos && !dry && self.rng.random_bool(0.08);
         let inject = if allow_chaos && self.rng.random_bool(0.2) {
             self.prepare().await
+        } else if allow_chaos && !dry && self.rng.random_bool(0.2) {
+            self.doomed_metadata().await.map(|path| Op::Register {
+                name: self.free_name(),
+                location: self.env.warehouse.absolute(&path),
+            })
         } else {
             None
         };
@@ -732,6 +759,7 @@ impl Sim {
                 })
                 .join()
                 .expect("operation thread");
+                if std::env::var_os("PARQDB_GC_SIM_TRACE").is_some() { eprintln!("injected at {phase:?}: {ok}"); }
                 *outcome.lock().expect("lock") = Some(ok);
             });
         }
@@ -754,9 +782,10 @@ impl Sim {
                         .filter(|a| a.path.contains(&trace))
                         .collect();
                     eprintln!(
-                        "gc at {} {:?}: kept grace {} retention {} delay {} reference {} verify {} deleted {} {:?}",
+                        "gc at {} {:?} records {}: kept grace {} retention {} delay {} reference {} verify {} deleted {} {:?}",
                         self.now(),
                         report.status,
+                        report.roots.pointer_records,
                         report.kept_by_grace.objects,
                         report.kept_by_retention.objects,
                         report.kept_by_condemn_delay.objects,
@@ -887,6 +916,9 @@ async fn random_histories_never_delete_live_objects_and_collect_garbage() {
             };
             tokio::spawn(async move {
                 let started = std::time::Instant::now();
+                if verbose {
+                    eprintln!("seed {seed} on {backend:?}: started");
+                }
                 let (runs, deleted) = Sim::new(backend, seed).run(steps).await;
                 if verbose {
                     eprintln!(

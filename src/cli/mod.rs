@@ -7,6 +7,7 @@
 mod bench;
 mod demo;
 mod index;
+mod init;
 mod namespace;
 mod publish;
 mod source;
@@ -69,6 +70,8 @@ enum Command {
     Publish(publish::PublishArgs),
     /// Remove old snapshots from an index's metadata (keeps the current one).
     Expire(publish::ExpireArgs),
+    /// Create a missing table or bucket, probe the store, and claim the warehouse for GC.
+    Init,
     /// Check that the pointer store honours conditional writes.
     Probe,
     /// Walk through the index lifecycle on real files (safe to run twice).
@@ -115,6 +118,7 @@ impl Cli {
                 let config = self.config();
                 publish::run_expire(args, config.connect().await?, &config.open_warehouse()?).await?
             }
+            Command::Init => init::run(&self.config()).await?,
             Command::Probe => {
                 let report = self.catalog().await?.probe().await?;
                 let json = serde_json::to_value(&report).unwrap_or_default();
