@@ -147,8 +147,9 @@ impl Warehouse {
     pub async fn read_metadata(&self, location: &str) -> Result<Bytes> {
         let relative = self.relative(location)?;
         let path = self.path(&relative);
-        let meta = match self.store.head(&path).await {
-            Ok(meta) => meta,
+        // One GET: its response head carries the size, checked before the body is read.
+        let result = match self.store.get(&path).await {
+            Ok(result) => result,
             Err(object_store::Error::NotFound { .. }) => {
                 return Err(Error::new(
                     ErrorKind::InvalidIndexMetadata,
@@ -157,23 +158,16 @@ impl Warehouse {
             }
             Err(err) => return Err(unavailable(location, err)),
         };
-        if meta.size > MAX_METADATA_BYTES as u64 {
+        if result.meta.size > MAX_METADATA_BYTES as u64 {
             return Err(Error::new(
                 ErrorKind::InvalidIndexMetadata,
                 format!(
                     "metadata file `{location}` has {} bytes, more than the limit of {MAX_METADATA_BYTES}",
-                    meta.size
+                    result.meta.size
                 ),
             ));
         }
-        match self.store.get(&path).await {
-            Ok(result) => result.bytes().await.map_err(|err| unavailable(location, err)),
-            Err(object_store::Error::NotFound { .. }) => Err(Error::new(
-                ErrorKind::InvalidIndexMetadata,
-                format!("metadata file `{location}` does not exist"),
-            )),
-            Err(err) => Err(unavailable(location, err)),
-        }
+        result.bytes().await.map_err(|err| unavailable(location, err))
     }
 
     /// Write a new immutable object at a warehouse-relative location with

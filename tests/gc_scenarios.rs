@@ -393,7 +393,22 @@ async fn re_registering_an_old_metadata_file_while_condemned_keeps_it() {
 #[tokio::test]
 async fn a_re_registration_racing_the_run_is_seen_by_verification() {
     // The register lands after the run's first walk but before its verification walk.
-    let env = claimed(Backend::Memory, 9).await;
+    for (n, phase) in [
+        gc::GcPhase::ScanMetadata,
+        gc::GcPhase::ScanIndexes,
+        gc::GcPhase::Verify,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for backend in [Backend::Memory, Backend::Local] {
+            race_at(backend, phase, 90 + n as u64).await;
+        }
+    }
+}
+
+async fn race_at(backend: Backend, phase: gc::GcPhase, seed: u64) {
+    let env = claimed(backend, seed).await;
     let config = test_config();
     let layout = Layout::under("race/1");
     let (id, _, location) = env.register("race", &layout).await;
@@ -435,12 +450,8 @@ async fn a_re_registration_racing_the_run_is_seen_by_verification() {
     let gc = GarbageCollector::new(env.catalog.clone(), config.clone())
         .expect("gc")
         .with_progress(move |event| {
-            if matches!(
-                event,
-                gc::GcProgress::Phase {
-                    phase: gc::GcPhase::Verify
-                }
-            ) && !flag.swap(true, std::sync::atomic::Ordering::SeqCst)
+            if *event == (gc::GcProgress::Phase { phase })
+                && !flag.swap(true, std::sync::atomic::Ordering::SeqCst)
             {
                 // Register synchronously from the progress hook, between the two walks.
                 let (catalog, source, location, again) = (
