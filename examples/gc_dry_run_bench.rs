@@ -48,7 +48,9 @@ fn args() -> Args {
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--indexes" => args.indexes = it.next().and_then(|v| v.parse().ok()).expect("--indexes N"),
+            "--indexes" => {
+                args.indexes = it.next().and_then(|v| v.parse().ok()).expect("--indexes N")
+            }
             "--files" => args.files = it.next().and_then(|v| v.parse().ok()).expect("--files N"),
             "--keep" => args.keep = true,
             "--skip-generate" => args.existing = it.next().map(PathBuf::from),
@@ -96,7 +98,8 @@ fn write_files(root: &Path, tag: &str, files: usize) {
         let dir = root.join("indexes").join(tag).join(role);
         std::fs::create_dir_all(&dir).expect("dir");
         for n in 0..files {
-            let mut file = std::fs::File::create(dir.join(format!("part-{n:05}.parquet"))).expect("file");
+            let mut file =
+                std::fs::File::create(dir.join(format!("part-{n:05}.parquet"))).expect("file");
             file.write_all(b"0123456789abcdef").expect("write");
         }
     }
@@ -111,15 +114,26 @@ fn catalog(root: &Path) -> Catalog {
 
 async fn generate(root: &Path, indexes: usize, files: usize) {
     let catalog = catalog(root);
-    gc::claim(&catalog, catalog.clock().now_ms()).await.expect("claim");
+    gc::claim(&catalog, catalog.clock().now_ms())
+        .await
+        .expect("claim");
     let namespace = Namespace::new(["bench"]).expect("namespace");
-    catalog.create_namespace(&namespace, BTreeMap::new()).await.expect("namespace");
+    catalog
+        .create_namespace(&namespace, BTreeMap::new())
+        .await
+        .expect("namespace");
     let registry = FamilyRegistry::builtin();
     for n in 0..indexes {
         let tag = format!("i{n:05}");
         write_files(root, &tag, files);
-        let metadata = IndexMetadata::create(contents(&tag), BTreeMap::new(), &SystemClock, &RandomIds, &registry)
-            .expect("metadata");
+        let metadata = IndexMetadata::create(
+            contents(&tag),
+            BTreeMap::new(),
+            &SystemClock,
+            &RandomIds,
+            &registry,
+        )
+        .expect("metadata");
         let location = catalog
             .warehouse()
             .write_new(

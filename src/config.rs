@@ -50,8 +50,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::remote::LambdaCatalog;
 use crate::remote::lambda::SCHEME as LAMBDA_SCHEME;
 use crate::store::PointerStore;
-use crate::store::local::LocalStore;
 use crate::store::dynamodb::DynamoStore;
+use crate::store::local::LocalStore;
 use crate::store::memory::MemoryStore;
 use crate::store::s3::{S3Options, S3Store, amazon_s3_builder};
 use crate::warehouse::Warehouse;
@@ -96,7 +96,11 @@ impl CatalogConfig {
             Some(uri) => Ok(uri.clone()),
             None => {
                 let cwd = std::env::current_dir().map_err(|err| {
-                    Error::with_source(ErrorKind::Configuration, "cannot read the working directory", err)
+                    Error::with_source(
+                        ErrorKind::Configuration,
+                        "cannot read the working directory",
+                        err,
+                    )
                 })?;
                 Ok(format!("file://{}", cwd.join("warehouse").display()))
             }
@@ -112,10 +116,20 @@ impl CatalogConfig {
             "memory" => Warehouse::in_memory(&uri),
             "s3" => {
                 let (bucket, prefix) = bucket_and_prefix(&url, &uri)?;
-                let store = amazon_s3_builder(&bucket, &self.s3)?.build().map_err(|err| {
-                    Error::with_source(ErrorKind::Configuration, format!("warehouse `{uri}`"), err)
-                })?;
-                Warehouse::new(&uri, Arc::new(store), object_store::path::Path::from(prefix))
+                let store = amazon_s3_builder(&bucket, &self.s3)?
+                    .build()
+                    .map_err(|err| {
+                        Error::with_source(
+                            ErrorKind::Configuration,
+                            format!("warehouse `{uri}`"),
+                            err,
+                        )
+                    })?;
+                Warehouse::new(
+                    &uri,
+                    Arc::new(store),
+                    object_store::path::Path::from(prefix),
+                )
             }
             other => Err(unsupported("warehouse", other, &uri)),
         }
@@ -190,7 +204,9 @@ impl CatalogConfig {
 
     /// Whether the catalog URI names a remote catalog (`lambda://`).
     pub fn is_remote(&self) -> bool {
-        self.catalog.as_deref().is_some_and(|uri| uri.starts_with(LAMBDA_SCHEME))
+        self.catalog
+            .as_deref()
+            .is_some_and(|uri| uri.starts_with(LAMBDA_SCHEME))
     }
 
     /// The catalog the URI names: the remote [`LambdaCatalog`] for `lambda://PREFIX`,
@@ -217,20 +233,29 @@ fn parse(uri: &str, what: &str) -> Result<Url> {
 fn bucket_and_prefix(url: &Url, uri: &str) -> Result<(String, String)> {
     let bucket = url.host_str().unwrap_or_default();
     if bucket.is_empty() {
-        return Err(Error::new(ErrorKind::Configuration, format!("`{uri}` names no bucket")));
+        return Err(Error::new(
+            ErrorKind::Configuration,
+            format!("`{uri}` names no bucket"),
+        ));
     }
     Ok((bucket.to_owned(), url.path().trim_matches('/').to_owned()))
 }
 
 fn local_path(url: &Url, uri: &str) -> Result<PathBuf> {
-    if url.host_str().is_some_and(|h| !h.is_empty() && h != "localhost") {
+    if url
+        .host_str()
+        .is_some_and(|h| !h.is_empty() && h != "localhost")
+    {
         return Err(Error::new(
             ErrorKind::Configuration,
             format!("`{uri}` names a remote host; use file:///absolute/path"),
         ));
     }
     url.to_file_path().map_err(|_| {
-        Error::new(ErrorKind::Configuration, format!("`{uri}` is not an absolute file path"))
+        Error::new(
+            ErrorKind::Configuration,
+            format!("`{uri}` is not an absolute file path"),
+        )
     })
 }
 

@@ -242,7 +242,10 @@ mod tests {
             "COMMIT_CONFLICT",
         ];
         for code in spec {
-            assert!(ErrorKind::from_code(code).is_some(), "missing spec code {code}");
+            assert!(
+                ErrorKind::from_code(code).is_some(),
+                "missing spec code {code}"
+            );
         }
     }
 

@@ -378,7 +378,11 @@ mod tests {
         let nested = IndexIdentifier::new(ns(&["docs", "deeper"]), "x").expect("valid");
         assert!(!nested.store_key().as_str().starts_with(docs.as_str()));
         let child = ns(&["docs2", "c"]).store_key();
-        assert!(!child.as_str().starts_with(ns(&["docs"]).children_prefix().as_str()));
+        assert!(
+            !child
+                .as_str()
+                .starts_with(ns(&["docs"]).children_prefix().as_str())
+        );
     }
 
     #[test]
@@ -388,7 +392,10 @@ mod tests {
         assert_eq!(encode_segment(".."), "~2e~2e");
         assert_eq!(encode_segment("a/b"), "a~2fb");
         assert_eq!(encode_segment("é"), "~c3~a9");
-        assert_ne!(encode_segment("a").to_lowercase(), encode_segment("A").to_lowercase());
+        assert_ne!(
+            encode_segment("a").to_lowercase(),
+            encode_segment("A").to_lowercase()
+        );
     }
 
     #[test]
@@ -454,12 +461,10 @@ mod tests {
     }
 
     fn identifier() -> impl Strategy<Value = IndexIdentifier> {
-        (prop::collection::vec(segment(), 1..4), segment()).prop_filter_map(
-            "within limits",
-            |(segments, name)| {
+        (prop::collection::vec(segment(), 1..4), segment())
+            .prop_filter_map("within limits", |(segments, name)| {
                 IndexIdentifier::new(Namespace::new(segments).ok()?, name).ok()
-            },
-        )
+            })
     }
 
     proptest! {

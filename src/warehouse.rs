@@ -48,7 +48,11 @@ impl Warehouse {
     pub fn in_memory(root: &str) -> Result<Warehouse> {
         let url = parse_root(root)?;
         let prefix = Path::from(url.path());
-        Warehouse::new(root, Arc::new(object_store::memory::InMemory::new()), prefix)
+        Warehouse::new(
+            root,
+            Arc::new(object_store::memory::InMemory::new()),
+            prefix,
+        )
     }
 
     /// A warehouse in a local directory (created if missing).
@@ -61,13 +65,24 @@ impl Warehouse {
             )
         })?;
         let dir = dir.canonicalize().map_err(|err| {
-            Error::with_source(ErrorKind::Configuration, format!("cannot resolve {}", dir.display()), err)
+            Error::with_source(
+                ErrorKind::Configuration,
+                format!("cannot resolve {}", dir.display()),
+                err,
+            )
         })?;
         let root = Url::from_directory_path(&dir).map_err(|_| {
-            Error::new(ErrorKind::Configuration, format!("{} is not an absolute path", dir.display()))
+            Error::new(
+                ErrorKind::Configuration,
+                format!("{} is not an absolute path", dir.display()),
+            )
         })?;
         let store = object_store::local::LocalFileSystem::new_with_prefix(&dir).map_err(|err| {
-            Error::with_source(ErrorKind::Configuration, format!("cannot open {}", dir.display()), err)
+            Error::with_source(
+                ErrorKind::Configuration,
+                format!("cannot open {}", dir.display()),
+                err,
+            )
         })?;
         Warehouse::new(root.as_str(), Arc::new(store), Path::default())
     }
@@ -95,7 +110,12 @@ impl Warehouse {
     /// The object-store path of a warehouse-relative location.
     pub fn path(&self, relative: &str) -> Path {
         let mut parts: Vec<object_store::path::PathPart<'_>> = self.prefix.parts().collect();
-        parts.extend(relative.split('/').filter(|s| !s.is_empty()).map(Into::into));
+        parts.extend(
+            relative
+                .split('/')
+                .filter(|s| !s.is_empty())
+                .map(Into::into),
+        );
         Path::from_iter(parts)
     }
 
@@ -133,9 +153,9 @@ impl Warehouse {
             .and_then(|rest| rest.strip_prefix('/'))
             .ok_or_else(|| outside("not under the root path"))?;
         if rest.is_empty()
-            || rest
-                .split('/')
-                .any(|segment| segment.is_empty() || segment == "." || segment == ".." || segment.contains('%'))
+            || rest.split('/').any(|segment| {
+                segment.is_empty() || segment == "." || segment == ".." || segment.contains('%')
+            })
         {
             return Err(outside("the path has empty, `.`, `..` or escaped segments"));
         }
@@ -167,7 +187,10 @@ impl Warehouse {
                 ),
             ));
         }
-        result.bytes().await.map_err(|err| unavailable(location, err))
+        result
+            .bytes()
+            .await
+            .map_err(|err| unavailable(location, err))
     }
 
     /// Write a new immutable object at a warehouse-relative location with
@@ -230,9 +253,15 @@ mod tests {
     #[test]
     fn locations_must_be_under_the_root_on_a_segment_boundary() {
         let wh = warehouse("s3://b/wh");
-        assert_eq!(wh.relative("s3://b/wh/metadata/a.json").expect("inside"), "metadata/a.json");
+        assert_eq!(
+            wh.relative("s3://b/wh/metadata/a.json").expect("inside"),
+            "metadata/a.json"
+        );
         let wh_slash = warehouse("s3://b/wh/");
-        assert_eq!(wh_slash.relative("s3://b/wh/m.json").expect("inside"), "m.json");
+        assert_eq!(
+            wh_slash.relative("s3://b/wh/m.json").expect("inside"),
+            "m.json"
+        );
         for outside in [
             "s3://b/wh2/metadata/a.json",
             "s3://b/wh",
@@ -260,10 +289,23 @@ mod tests {
             .await
             .expect("written");
         assert_eq!(location, "memory://test/wh/metadata/x/1.metadata.json");
-        assert_eq!(wh.read_metadata(&location).await.expect("read").as_ref(), b"{}");
-        let again = wh.write_new("metadata/x/1.metadata.json", Bytes::from_static(b"[]")).await;
-        assert_eq!(again.expect_err("immutable").kind(), ErrorKind::AlreadyExists);
-        let missing = wh.read_metadata("memory://test/wh/metadata/none.json").await;
-        assert_eq!(missing.expect_err("missing").kind(), ErrorKind::InvalidIndexMetadata);
+        assert_eq!(
+            wh.read_metadata(&location).await.expect("read").as_ref(),
+            b"{}"
+        );
+        let again = wh
+            .write_new("metadata/x/1.metadata.json", Bytes::from_static(b"[]"))
+            .await;
+        assert_eq!(
+            again.expect_err("immutable").kind(),
+            ErrorKind::AlreadyExists
+        );
+        let missing = wh
+            .read_metadata("memory://test/wh/metadata/none.json")
+            .await;
+        assert_eq!(
+            missing.expect_err("missing").kind(),
+            ErrorKind::InvalidIndexMetadata
+        );
     }
 }

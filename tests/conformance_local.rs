@@ -14,7 +14,10 @@ async fn fresh() -> TestEnv {
     let warehouse = Warehouse::local(&dir.join("warehouse")).expect("warehouse");
     let store = LocalStore::new(dir.join("warehouse").join("_catalog"));
     let catalog = Catalog::builder(Arc::new(store), warehouse.clone()).build();
-    TestEnv { catalog: Arc::new(catalog), warehouse }
+    TestEnv {
+        catalog: Arc::new(catalog),
+        warehouse,
+    }
 }
 
 catalog_conformance!(fresh());

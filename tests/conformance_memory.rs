@@ -11,7 +11,10 @@ use parqdb_catalog::warehouse::Warehouse;
 async fn fresh() -> TestEnv {
     let warehouse = Warehouse::in_memory("memory://conformance/wh").expect("warehouse");
     let catalog = Catalog::builder(Arc::new(MemoryStore::new()), warehouse.clone()).build();
-    TestEnv { catalog: Arc::new(catalog), warehouse }
+    TestEnv {
+        catalog: Arc::new(catalog),
+        warehouse,
+    }
 }
 
 catalog_conformance!(fresh());

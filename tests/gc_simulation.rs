@@ -759,7 +759,9 @@ impl Sim {
                 })
                 .join()
                 .expect("operation thread");
-                if std::env::var_os("PARQDB_GC_SIM_TRACE").is_some() { eprintln!("injected at {phase:?}: {ok}"); }
+                if std::env::var_os("PARQDB_GC_SIM_TRACE").is_some() {
+                    eprintln!("injected at {phase:?}: {ok}");
+                }
                 *outcome.lock().expect("lock") = Some(ok);
             });
         }

@@ -30,7 +30,10 @@ async fn racing_processes_one_winner_per_round() {
     for round in 0..ROUNDS {
         let mut candidates = Vec::new();
         for process in 0..PROCESSES {
-            candidates.push(env.successor(&base, (round * 100 + process + 2) as u32).await);
+            candidates.push(
+                env.successor(&base, (round * 100 + process + 2) as u32)
+                    .await,
+            );
         }
         let children: Vec<_> = candidates
             .iter()
@@ -38,7 +41,14 @@ async fn racing_processes_one_winner_per_round() {
                 Command::new(env!("CARGO_BIN_EXE_parqdb-catalog"))
                     .args(["--warehouse", &warehouse_uri, "commit"])
                     .args(namespace_args(&index))
-                    .args(["--name", index.name(), "--base", &base_location, "--new", location])
+                    .args([
+                        "--name",
+                        index.name(),
+                        "--base",
+                        &base_location,
+                        "--new",
+                        location,
+                    ])
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .spawn()
@@ -61,7 +71,14 @@ async fn racing_processes_one_winner_per_round() {
         }
         assert_eq!(winners.len(), 1, "round {round}: exactly one process wins");
         let (metadata, location) = winners.pop().expect("one winner");
-        assert_eq!(env.catalog.load(&index).await.expect("load").metadata_location, location);
+        assert_eq!(
+            env.catalog
+                .load(&index)
+                .await
+                .expect("load")
+                .metadata_location,
+            location
+        );
         (base, base_location) = (metadata, location);
     }
     assert_eq!(base.last_sequence_number(), 1 + ROUNDS as i64);

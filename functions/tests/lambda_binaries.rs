@@ -14,11 +14,11 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use harness::{Env, Function, Outcome};
 use parqdb_catalog::config::CatalogConfig;
-use parqdb_catalog::store::dynamodb::DynamoStore;
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::metadata::{
     IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
 };
+use parqdb_catalog::store::dynamodb::DynamoStore;
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{RandomIds, SystemClock};
 use serde_json::{Value, json};

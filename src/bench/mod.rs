@@ -107,7 +107,9 @@ impl BenchRow {
         let raw = raw.map(Samples::summary);
         BenchRow {
             operation: operation.to_owned(),
-            ratio_p50: raw.filter(|r| r.p50_ms > 0.0).map(|r| catalog.p50_ms / r.p50_ms),
+            ratio_p50: raw
+                .filter(|r| r.p50_ms > 0.0)
+                .map(|r| catalog.p50_ms / r.p50_ms),
             catalog,
             raw,
             details: serde_json::Value::Null,
@@ -145,8 +147,12 @@ impl BenchReport {
                 c.p90_ms,
                 c.p99_ms,
                 c.ops_per_second,
-                row.raw.map(|r| format!("{:.3}", r.p50_ms)).unwrap_or_else(|| "-".into()),
-                row.ratio_p50.map(|r| format!("{r:.2}x")).unwrap_or_else(|| "-".into()),
+                row.raw
+                    .map(|r| format!("{:.3}", r.p50_ms))
+                    .unwrap_or_else(|| "-".into()),
+                row.ratio_p50
+                    .map(|r| format!("{r:.2}x"))
+                    .unwrap_or_else(|| "-".into()),
             ));
             if !row.details.is_null() {
                 out.push_str(&format!("    {}\n", row.details));

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use object_store::ObjectStoreExt;
 use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStoreExt;
 use serde_json::json;
 
 use super::{BenchRow, Samples};
@@ -41,7 +41,10 @@ fn source(version: u64) -> Result<TableDefinition> {
 
 fn contents(version: u64, tag: &str) -> Result<SnapshotContents> {
     let table = |role: &str| {
-        IndexTableDefinition::new(1, BTreeMap::from([("location".to_owned(), format!("indexes/{tag}/{role}/"))]))
+        IndexTableDefinition::new(
+            1,
+            BTreeMap::from([("location".to_owned(), format!("indexes/{tag}/{role}/"))]),
+        )
     };
     Ok(SnapshotContents {
         source_table: source(version)?,
@@ -64,12 +67,20 @@ fn contents(version: u64, tag: &str) -> Result<SnapshotContents> {
 impl Bench {
     pub(super) fn new(catalog: Catalog, duration: Duration) -> Bench {
         let run = catalog.ids().uuid().simple().to_string();
-        Bench { catalog, duration, run }
+        Bench {
+            catalog,
+            duration,
+            run,
+        }
     }
 
     async fn namespace(&self, name: &str) -> Result<Namespace> {
         let namespace = Namespace::new([format!("parqdb-bench-{name}")])?;
-        match self.catalog.create_namespace(&namespace, BTreeMap::new()).await {
+        match self
+            .catalog
+            .create_namespace(&namespace, BTreeMap::new())
+            .await
+        {
             Err(err) if err.kind() != ErrorKind::AlreadyExists => Err(err),
             _ => Ok(namespace),
         }
@@ -82,7 +93,10 @@ impl Bench {
             metadata.last_sequence_number(),
             self.catalog.ids().uuid()
         );
-        self.catalog.warehouse().write_new(&relative, Bytes::from(metadata.to_json_vec())).await
+        self.catalog
+            .warehouse()
+            .write_new(&relative, Bytes::from(metadata.to_json_vec()))
+            .await
     }
 
     /// A new registered index; returns its identifier and initial metadata.
@@ -106,7 +120,12 @@ impl Bench {
         let catalog = &self.catalog;
         let next = base
             .expire_snapshots(Some(KEEP_SNAPSHOTS), None, catalog.clock().as_ref())?
-            .successor(contents(version, &self.run)?, catalog.clock().as_ref(), catalog.ids().as_ref(), catalog.registry())?;
+            .successor(
+                contents(version, &self.run)?,
+                catalog.clock().as_ref(),
+                catalog.ids().as_ref(),
+                catalog.registry(),
+            )?;
         let location = self.write(&next).await?;
         Ok((next, location))
     }
@@ -120,7 +139,8 @@ impl Bench {
         let store = self.catalog.store();
         let key = id.store_key();
         let version = self.catalog.load(&id).await?.version;
-        let (mut load, mut unchanged, mut raw) = (Samples::default(), Samples::default(), Samples::default());
+        let (mut load, mut unchanged, mut raw) =
+            (Samples::default(), Samples::default(), Samples::default());
         let deadline = Instant::now() + self.duration;
         while Instant::now() < deadline {
             let start = Instant::now();
@@ -130,12 +150,19 @@ impl Bench {
             self.catalog.load_if_changed(&id, &version).await?;
             unchanged.push(start.elapsed());
             let start = Instant::now();
-            store.get(&key).await.map_err(|err| crate::catalog::write::store_error(store.as_ref(), err))?;
+            store
+                .get(&key)
+                .await
+                .map_err(|err| crate::catalog::write::store_error(store.as_ref(), err))?;
             raw.push(start.elapsed());
         }
         Ok(vec![
             BenchRow::new("load vs raw read", &load, Some(&raw)),
-            BenchRow::new("load_if_changed (unchanged) vs raw read", &unchanged, Some(&raw)),
+            BenchRow::new(
+                "load_if_changed (unchanged) vs raw read",
+                &unchanged,
+                Some(&raw),
+            ),
         ])
     }
 
@@ -144,7 +171,10 @@ impl Bench {
         let store = self.catalog.store().clone();
         let raw_key = self.raw_key("commit")?;
         let unavailable = |err| crate::catalog::write::store_error(store.as_ref(), err);
-        store.put(&raw_key, Bytes::from(vec![b'x'; 600]), PutMode::Create).await.map_err(unavailable)?;
+        store
+            .put(&raw_key, Bytes::from(vec![b'x'; 600]), PutMode::Create)
+            .await
+            .map_err(unavailable)?;
         let (mut commits, mut raw) = (Samples::default(), Samples::default());
         let deadline = Instant::now() + self.duration;
         let mut version = 1;
@@ -154,7 +184,9 @@ impl Bench {
             version += 1;
             let (next, next_location) = self.next(&metadata, version).await?;
             let start = Instant::now();
-            self.catalog.commit(&id, &source(version)?, &location, &next_location).await?;
+            self.catalog
+                .commit(&id, &source(version)?, &location, &next_location)
+                .await?;
             commits.push(start.elapsed());
             (metadata, location) = (next, next_location);
 
@@ -163,11 +195,22 @@ impl Bench {
             if let Some(current) = current {
                 let mut value = current.value.to_vec();
                 value[0] = b'0' + (version % 10) as u8;
-                store.put(&raw_key, Bytes::from(value), PutMode::Update(current.version)).await.map_err(unavailable)?;
+                store
+                    .put(
+                        &raw_key,
+                        Bytes::from(value),
+                        PutMode::Update(current.version),
+                    )
+                    .await
+                    .map_err(unavailable)?;
             }
             raw.push(start.elapsed());
         }
-        Ok(BenchRow::new("commit vs raw read + conditional write", &commits, Some(&raw)))
+        Ok(BenchRow::new(
+            "commit vs raw read + conditional write",
+            &commits,
+            Some(&raw),
+        ))
     }
 
     /// `writers` writers publish on one index with reload-and-retry.
@@ -176,7 +219,15 @@ impl Bench {
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = Vec::new();
         for writer in 0..writers {
-            let (bench, id, stop) = (Bench { catalog: self.catalog.clone(), duration: self.duration, run: self.run.clone() }, id.clone(), stop.clone());
+            let (bench, id, stop) = (
+                Bench {
+                    catalog: self.catalog.clone(),
+                    duration: self.duration,
+                    run: self.run.clone(),
+                },
+                id.clone(),
+                stop.clone(),
+            );
             tasks.push(tokio::spawn(async move {
                 let (mut latencies, mut attempts) = (Samples::default(), Vec::new());
                 // Reload-and-retry with jittered exponential backoff, as the publisher does.
@@ -192,12 +243,26 @@ impl Bench {
                     loop {
                         tries += 1;
                         let current = bench.catalog.load(&id).await?;
-                        let base = bench.catalog.read_metadata(&current.metadata_location).await?;
+                        let base = bench
+                            .catalog
+                            .read_metadata(&current.metadata_location)
+                            .await?;
                         version += 1;
                         let (_, location) = bench.next(&base, version).await?;
-                        match bench.catalog.commit(&id, &source(version)?, &current.metadata_location, &location).await {
+                        match bench
+                            .catalog
+                            .commit(
+                                &id,
+                                &source(version)?,
+                                &current.metadata_location,
+                                &location,
+                            )
+                            .await
+                        {
                             Ok(_) => break,
-                            Err(err) if err.kind() == ErrorKind::CommitConflict => backoff.backoff(tries).await,
+                            Err(err) if err.kind() == ErrorKind::CommitConflict => {
+                                backoff.backoff(tries).await
+                            }
                             Err(err) => return Err(err),
                         }
                     }
@@ -211,7 +276,9 @@ impl Bench {
         stop.store(true, Ordering::Relaxed);
         let (mut all, mut per_writer, mut attempts) = (Samples::default(), Vec::new(), Vec::new());
         for task in tasks {
-            let (latencies, tries) = task.await.map_err(|err| crate::Error::new(ErrorKind::StoreUnavailable, err.to_string()))??;
+            let (latencies, tries) = task
+                .await
+                .map_err(|err| crate::Error::new(ErrorKind::StoreUnavailable, err.to_string()))??;
             per_writer.push(tries.len() as f64);
             attempts.extend(tries);
             for ms in latencies.raw() {
@@ -219,7 +286,10 @@ impl Bench {
             }
         }
         let commits = attempts.len() as i64;
-        let last = self.catalog.read_metadata(&self.catalog.load(&id).await?.metadata_location).await?;
+        let last = self
+            .catalog
+            .read_metadata(&self.catalog.load(&id).await?.metadata_location)
+            .await?;
         let sum: f64 = per_writer.iter().sum();
         let squares: f64 = per_writer.iter().map(|c| c * c).sum();
         let details = json!({
@@ -241,9 +311,17 @@ impl Bench {
         let many_rate = many_details["commits-per-second"].as_f64().unwrap_or(0.0);
         let mut one = BenchRow::new("contention: 1 writer (commit incl. retries)", &single, None);
         one.details = single_details;
-        let mut row = BenchRow::new(&format!("contention: {writers} writers (incl. retries)"), &many, None);
+        let mut row = BenchRow::new(
+            &format!("contention: {writers} writers (incl. retries)"),
+            &many,
+            None,
+        );
         let mut details = many_details;
-        details["rate-vs-single-writer"] = json!(if single_rate > 0.0 { many_rate / single_rate } else { 0.0 });
+        details["rate-vs-single-writer"] = json!(if single_rate > 0.0 {
+            many_rate / single_rate
+        } else {
+            0.0
+        });
         row.details = details;
         Ok(vec![one, row])
     }
@@ -298,7 +376,11 @@ impl Bench {
             }
             raw.push(start.elapsed());
         }
-        let mut row = BenchRow::new(&format!("list {size} identifiers vs raw listing"), &listed, Some(&raw));
+        let mut row = BenchRow::new(
+            &format!("list {size} identifiers vs raw listing"),
+            &listed,
+            Some(&raw),
+        );
         row.details = json!({"page-size": 1000});
         Ok(row)
     }
@@ -307,7 +389,10 @@ impl Bench {
     async fn count(&self, namespace: &Namespace) -> Result<usize> {
         let (mut total, mut token) = (0, None::<String>);
         loop {
-            let page = self.catalog.list(namespace, token.as_deref(), Some(1000)).await?;
+            let page = self
+                .catalog
+                .list(namespace, token.as_deref(), Some(1000))
+                .await?;
             total += page.identifiers.len();
             token = page.next_page_token;
             if token.is_none() {
@@ -327,7 +412,12 @@ impl Bench {
         )?;
         for version in 2..=snapshots as u64 {
             let tag = format!("parse-{version}");
-            metadata = metadata.successor(contents(version, &tag)?, catalog.clock().as_ref(), catalog.ids().as_ref(), catalog.registry())?;
+            metadata = metadata.successor(
+                contents(version, &tag)?,
+                catalog.clock().as_ref(),
+                catalog.ids().as_ref(),
+                catalog.registry(),
+            )?;
         }
         let bytes = metadata.to_json_vec();
         let (mut strict, mut raw) = (Samples::default(), Samples::default());
@@ -371,15 +461,30 @@ impl Bench {
                 .buffer_unordered(64)
                 .try_collect::<Vec<_>>()
                 .await
-                .map_err(|err| crate::Error::with_source(ErrorKind::StoreUnavailable, "writing GC bench objects", err))?;
+                .map_err(|err| {
+                    crate::Error::with_source(
+                        ErrorKind::StoreUnavailable,
+                        "writing GC bench objects",
+                        err,
+                    )
+                })?;
             store
                 .put(&done, Bytes::from_static(b"done").into())
                 .await
-                .map_err(|err| crate::Error::with_source(ErrorKind::StoreUnavailable, "writing GC bench marker", err))?;
+                .map_err(|err| {
+                    crate::Error::with_source(
+                        ErrorKind::StoreUnavailable,
+                        "writing GC bench marker",
+                        err,
+                    )
+                })?;
         }
         let now = self.catalog.clock().now_ms();
         crate::gc::claim(&self.catalog, now).await?;
-        let config = crate::gc::GcConfig { dry_run: true, ..crate::gc::GcConfig::default() };
+        let config = crate::gc::GcConfig {
+            dry_run: true,
+            ..crate::gc::GcConfig::default()
+        };
         let collector = crate::gc::GarbageCollector::new(self.catalog.clone(), config)?;
         let rss_before = peak_rss_kib();
         let mut runs = Samples::default();

@@ -14,7 +14,8 @@ pub struct Samples {
 impl Samples {
     /// Record one latency.
     pub fn push(&mut self, latency: Duration) {
-        self.nanos.push(u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX));
+        self.nanos
+            .push(u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX));
         self.total += latency;
     }
 
@@ -50,7 +51,11 @@ impl Samples {
             p50_ms: at(0.50),
             p90_ms: at(0.90),
             p99_ms: at(0.99),
-            ops_per_second: if seconds > 0.0 { sorted.len() as f64 / seconds } else { 0.0 },
+            ops_per_second: if seconds > 0.0 {
+                sorted.len() as f64 / seconds
+            } else {
+                0.0
+            },
         }
     }
 }

@@ -45,7 +45,11 @@ impl MetadataCache {
             return;
         }
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        if entries.by_location.insert(location.to_owned(), metadata).is_none() {
+        if entries
+            .by_location
+            .insert(location.to_owned(), metadata)
+            .is_none()
+        {
             entries.order.push_back(location.to_owned());
         }
         while entries.order.len() > self.capacity {

@@ -32,7 +32,10 @@ pub(crate) enum Visibility {
 }
 
 pub(crate) fn not_found(identifier: &IndexIdentifier) -> Error {
-    Error::new(ErrorKind::IndexNotFound, format!("index {identifier} does not exist"))
+    Error::new(
+        ErrorKind::IndexNotFound,
+        format!("index {identifier} does not exist"),
+    )
 }
 
 fn pointer(identifier: &IndexIdentifier, stored: &Stored) -> IndexPointer {
@@ -50,8 +53,16 @@ fn pointer(identifier: &IndexIdentifier, stored: &Stored) -> IndexPointer {
 }
 
 impl Catalog {
-    pub(crate) async fn read_pointer(&self, identifier: &IndexIdentifier) -> Result<Option<Stored>> {
-        let stored = read_with_retry(self.store().as_ref(), &identifier.store_key(), &self.inner.retry).await?;
+    pub(crate) async fn read_pointer(
+        &self,
+        identifier: &IndexIdentifier,
+    ) -> Result<Option<Stored>> {
+        let stored = read_with_retry(
+            self.store().as_ref(),
+            &identifier.store_key(),
+            &self.inner.retry,
+        )
+        .await?;
         stored
             .map(|stored| {
                 Ok(Stored {
@@ -110,7 +121,11 @@ impl Catalog {
     }
 
     pub(crate) async fn require_namespace(&self, namespace: &Namespace) -> Result<()> {
-        if self.namespace_record(namespace).await?.is_some_and(|(record, _)| record.exists) {
+        if self
+            .namespace_record(namespace)
+            .await?
+            .is_some_and(|(record, _)| record.exists)
+        {
             Ok(())
         } else {
             Err(Error::new(
@@ -121,7 +136,10 @@ impl Catalog {
     }
 
     pub(crate) async fn load_pointer(&self, identifier: &IndexIdentifier) -> Result<IndexPointer> {
-        match self.visibility(self.read_pointer(identifier).await?).await? {
+        match self
+            .visibility(self.read_pointer(identifier).await?)
+            .await?
+        {
             Visibility::Visible(stored) => Ok(pointer(identifier, &stored)),
             Visibility::Absent(_) | Visibility::RenamedAway(_) => Err(not_found(identifier)),
         }
@@ -140,7 +158,9 @@ impl Catalog {
         match answer {
             Changed::Unchanged => Ok(LoadIfChanged::Unchanged),
             Changed::Missing => Err(not_found(identifier)),
-            Changed::Changed(_) => Ok(LoadIfChanged::Changed(Box::new(self.load_pointer(identifier).await?))),
+            Changed::Changed(_) => Ok(LoadIfChanged::Changed(Box::new(
+                self.load_pointer(identifier).await?,
+            ))),
         }
     }
 
@@ -153,10 +173,17 @@ impl Catalog {
         self.ensure_probed().await?;
         self.require_namespace(identifier.namespace()).await?;
         let metadata = self.read_metadata(metadata_location).await?;
-        check_source(source, metadata.current_snapshot().source_table(), metadata_location)?;
+        check_source(
+            source,
+            metadata.current_snapshot().source_table(),
+            metadata_location,
+        )?;
 
         for _ in 0..MAX_REEVALUATIONS {
-            let previous = match self.visibility(self.read_pointer(identifier).await?).await? {
+            let previous = match self
+                .visibility(self.read_pointer(identifier).await?)
+                .await?
+            {
                 Visibility::Visible(_) => {
                     return Err(Error::new(
                         ErrorKind::AlreadyExists,
@@ -177,7 +204,10 @@ impl Catalog {
                 commit_id,
                 self.now_ms(),
             );
-            match self.write_pointer(identifier, previous.as_ref(), &record).await? {
+            match self
+                .write_pointer(identifier, previous.as_ref(), &record)
+                .await?
+            {
                 WriteOutcome::Applied(version) => {
                     return Ok(IndexPointer {
                         identifier: identifier.clone(),
@@ -201,7 +231,10 @@ impl Catalog {
     ) -> Result<CommitResult> {
         self.ensure_probed().await?;
         for _ in 0..MAX_REEVALUATIONS {
-            let current = match self.visibility(self.read_pointer(identifier).await?).await? {
+            let current = match self
+                .visibility(self.read_pointer(identifier).await?)
+                .await?
+            {
                 Visibility::Visible(stored) if stored.record.state == PointerState::Moving => {
                     self.settle_rename(identifier, &stored).await?;
                     continue;
@@ -229,10 +262,15 @@ impl Catalog {
             check_source(source, new_metadata.current_snapshot().source_table(), new)?;
 
             let commit_id = self.fresh_commit_id();
-            let mut record = current.record.successor(PointerState::Live, commit_id, self.now_ms());
+            let mut record = current
+                .record
+                .successor(PointerState::Live, commit_id, self.now_ms());
             record.metadata_location = new.to_owned();
             record.source = source.clone();
-            match self.write_pointer(identifier, Some(&current), &record).await? {
+            match self
+                .write_pointer(identifier, Some(&current), &record)
+                .await?
+            {
                 WriteOutcome::Applied(version) => {
                     return Ok(CommitResult {
                         pointer: IndexPointer {
@@ -269,7 +307,10 @@ impl Catalog {
     pub(crate) async fn drop_pointer(&self, identifier: &IndexIdentifier) -> Result<()> {
         self.ensure_probed().await?;
         for _ in 0..MAX_REEVALUATIONS {
-            let current = match self.visibility(self.read_pointer(identifier).await?).await? {
+            let current = match self
+                .visibility(self.read_pointer(identifier).await?)
+                .await?
+            {
                 Visibility::Visible(stored) if stored.record.state == PointerState::Moving => {
                     self.settle_rename(identifier, &stored).await?;
                     continue;
@@ -281,10 +322,15 @@ impl Catalog {
                 }
                 Visibility::Absent(_) => return Err(not_found(identifier)),
             };
-            let record = current
-                .record
-                .successor(PointerState::Dropped, self.fresh_commit_id(), self.now_ms());
-            match self.write_pointer(identifier, Some(&current), &record).await? {
+            let record = current.record.successor(
+                PointerState::Dropped,
+                self.fresh_commit_id(),
+                self.now_ms(),
+            );
+            match self
+                .write_pointer(identifier, Some(&current), &record)
+                .await?
+            {
                 WriteOutcome::Applied(_) => return Ok(()),
                 WriteOutcome::Lost => continue,
             }
@@ -304,19 +350,32 @@ impl Catalog {
         let mut after = decode_page_token(&prefix, page_token)?;
         let mut identifiers = Vec::with_capacity(size);
         loop {
-            let page = self.scan(&prefix, after.as_ref(), size - identifiers.len()).await?;
+            let page = self
+                .scan(&prefix, after.as_ref(), size - identifiers.len())
+                .await?;
             for (key, value) in page.records {
                 let record = PointerRecord::from_bytes(&value.value)?;
-                let stored = Stored { record, version: value.version };
+                let stored = Stored {
+                    record,
+                    version: value.version,
+                };
                 if let Visibility::Visible(_) = self.visibility(Some(stored)).await? {
-                    identifiers.push(IndexIdentifier::from_store_key(key.as_str()).map_err(|err| {
-                        Error::new(ErrorKind::CorruptRecord, format!("stored key `{key}`: {}", err.message()))
-                    })?);
+                    identifiers.push(IndexIdentifier::from_store_key(key.as_str()).map_err(
+                        |err| {
+                            Error::new(
+                                ErrorKind::CorruptRecord,
+                                format!("stored key `{key}`: {}", err.message()),
+                            )
+                        },
+                    )?);
                 }
                 after = Some(key);
             }
             if !page.more {
-                return Ok(IdentifierPage { identifiers, next_page_token: None });
+                return Ok(IdentifierPage {
+                    identifiers,
+                    next_page_token: None,
+                });
             }
             if identifiers.len() == size {
                 return Ok(IdentifierPage {
@@ -328,7 +387,11 @@ impl Catalog {
     }
 }
 
-fn check_source(source: &TableDefinition, snapshot_source: &TableDefinition, location: &str) -> Result<()> {
+fn check_source(
+    source: &TableDefinition,
+    snapshot_source: &TableDefinition,
+    location: &str,
+) -> Result<()> {
     if source == snapshot_source {
         Ok(())
     } else {

@@ -27,9 +27,9 @@
 mod cache;
 mod index;
 mod namespace;
-mod scan;
 pub mod record;
 pub mod rename;
+mod scan;
 pub mod write;
 
 use std::collections::BTreeMap;
@@ -336,9 +336,13 @@ impl Catalog {
             return Ok(cached);
         }
         let bytes = self.inner.warehouse.read_metadata(location).await?;
-        let metadata = IndexMetadata::from_json_slice(&bytes, &self.inner.registry).map_err(|err| {
-            Error::new(err.kind(), format!("metadata file `{location}`: {}", err.message()))
-        })?;
+        let metadata =
+            IndexMetadata::from_json_slice(&bytes, &self.inner.registry).map_err(|err| {
+                Error::new(
+                    err.kind(),
+                    format!("metadata file `{location}`: {}", err.message()),
+                )
+            })?;
         let metadata = Arc::new(metadata);
         self.inner.cache.insert(location, metadata.clone());
         Ok(metadata)
@@ -380,7 +384,8 @@ impl IndexCatalog for Catalog {
         source: &TableDefinition,
         metadata_location: &str,
     ) -> Result<IndexPointer> {
-        self.register_pointer(identifier, source, metadata_location).await
+        self.register_pointer(identifier, source, metadata_location)
+            .await
     }
 
     async fn commit(
@@ -419,7 +424,10 @@ impl IndexCatalog for Catalog {
     }
 
     async fn namespace_exists(&self, namespace: &Namespace) -> Result<bool> {
-        Ok(self.namespace_record(namespace).await?.is_some_and(|(record, _)| record.exists))
+        Ok(self
+            .namespace_record(namespace)
+            .await?
+            .is_some_and(|(record, _)| record.exists))
     }
 
     async fn namespace_properties(
@@ -435,7 +443,8 @@ impl IndexCatalog for Catalog {
         page_token: Option<&str>,
         page_size: Option<usize>,
     ) -> Result<NamespacePage> {
-        self.list_namespace_records(parent, page_token, page_size).await
+        self.list_namespace_records(parent, page_token, page_size)
+            .await
     }
 
     async fn drop_namespace(&self, namespace: &Namespace) -> Result<()> {

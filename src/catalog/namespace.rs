@@ -22,7 +22,10 @@ use crate::identifier::Namespace;
 use crate::store::{PutMode, StoreKey, Version};
 
 fn namespace_not_found(namespace: &Namespace) -> Error {
-    Error::new(ErrorKind::NamespaceNotFound, format!("namespace {namespace} does not exist"))
+    Error::new(
+        ErrorKind::NamespaceNotFound,
+        format!("namespace {namespace} does not exist"),
+    )
 }
 
 impl Catalog {
@@ -30,10 +33,14 @@ impl Catalog {
         &self,
         namespace: &Namespace,
     ) -> Result<Option<(NamespaceRecord, Version)>> {
-        read_with_retry(self.store().as_ref(), &namespace.store_key(), &self.inner.retry)
-            .await?
-            .map(|stored| Ok((NamespaceRecord::from_bytes(&stored.value)?, stored.version)))
-            .transpose()
+        read_with_retry(
+            self.store().as_ref(),
+            &namespace.store_key(),
+            &self.inner.retry,
+        )
+        .await?
+        .map(|stored| Ok((NamespaceRecord::from_bytes(&stored.value)?, stored.version)))
+        .transpose()
     }
 
     async fn write_namespace(
@@ -44,7 +51,10 @@ impl Catalog {
     ) -> Result<WriteOutcome> {
         let (mode, basis) = match previous {
             None => (PutMode::Create, Basis::Absent),
-            Some((previous, version)) => (PutMode::Update(version.clone()), Basis::Commit(previous.commit_id)),
+            Some((previous, version)) => (
+                PutMode::Update(version.clone()),
+                Basis::Commit(previous.commit_id),
+            ),
         };
         conditional_write(
             self.store().as_ref(),
@@ -82,7 +92,10 @@ impl Catalog {
                 self.fresh_commit_id(),
                 self.now_ms(),
             );
-            match self.write_namespace(namespace, previous.as_ref(), &record).await? {
+            match self
+                .write_namespace(namespace, previous.as_ref(), &record)
+                .await?
+            {
                 WriteOutcome::Applied(_) => return Ok(()),
                 WriteOutcome::Lost => continue,
             }
@@ -120,17 +133,25 @@ impl Catalog {
         let mut after = decode_page_token(&prefix, page_token)?;
         let mut namespaces = Vec::with_capacity(size);
         loop {
-            let page = self.scan(&prefix, after.as_ref(), size - namespaces.len()).await?;
+            let page = self
+                .scan(&prefix, after.as_ref(), size - namespaces.len())
+                .await?;
             for (key, value) in page.records {
                 if NamespaceRecord::from_bytes(&value.value)?.exists {
                     namespaces.push(Namespace::from_store_key(key.as_str()).map_err(|err| {
-                        Error::new(ErrorKind::CorruptRecord, format!("stored key `{key}`: {}", err.message()))
+                        Error::new(
+                            ErrorKind::CorruptRecord,
+                            format!("stored key `{key}`: {}", err.message()),
+                        )
                     })?);
                 }
                 after = Some(key);
             }
             if !page.more {
-                return Ok(NamespacePage { namespaces, next_page_token: None });
+                return Ok(NamespacePage {
+                    namespaces,
+                    next_page_token: None,
+                });
             }
             if namespaces.len() == size {
                 return Ok(NamespacePage {
@@ -149,7 +170,10 @@ impl Catalog {
             for (key, value) in &page.records {
                 let visible = if indexes {
                     let record = PointerRecord::from_bytes(&value.value)?;
-                    let stored = super::index::Stored { record, version: value.version.clone() };
+                    let stored = super::index::Stored {
+                        record,
+                        version: value.version.clone(),
+                    };
                     matches!(self.visibility(Some(stored)).await?, Visibility::Visible(_))
                 } else {
                     NamespaceRecord::from_bytes(&value.value)?.exists
@@ -172,8 +196,12 @@ impl Catalog {
                 Some(current) if current.0.exists => current,
                 _ => return Err(namespace_not_found(namespace)),
             };
-            if self.holds_anything(&namespace.indexes_prefix(), true).await?
-                || self.holds_anything(&namespace.children_prefix(), false).await?
+            if self
+                .holds_anything(&namespace.indexes_prefix(), true)
+                .await?
+                || self
+                    .holds_anything(&namespace.children_prefix(), false)
+                    .await?
             {
                 return Err(Error::new(
                     ErrorKind::NamespaceNotEmpty,
@@ -187,7 +215,10 @@ impl Catalog {
                 self.fresh_commit_id(),
                 self.now_ms(),
             );
-            match self.write_namespace(namespace, Some(&current), &record).await? {
+            match self
+                .write_namespace(namespace, Some(&current), &record)
+                .await?
+            {
                 WriteOutcome::Applied(_) => return Ok(()),
                 WriteOutcome::Lost => continue,
             }

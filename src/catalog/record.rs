@@ -183,7 +183,9 @@ impl NamespaceRecord {
         commit_id: Uuid,
         now_ms: i64,
     ) -> NamespaceRecord {
-        let mut chain = previous.map(|p| p.previous_commit_ids.clone()).unwrap_or_default();
+        let mut chain = previous
+            .map(|p| p.previous_commit_ids.clone())
+            .unwrap_or_default();
         if let Some(previous) = previous {
             chain.push(previous.commit_id);
         }
@@ -227,7 +229,9 @@ impl CommitChain {
 
     /// Whether `id` wrote this record or a remembered predecessor.
     pub(crate) fn remembers(&self, id: Uuid) -> bool {
-        self.commit_id == id || self.created_by == Some(id) || self.previous_commit_ids.contains(&id)
+        self.commit_id == id
+            || self.created_by == Some(id)
+            || self.previous_commit_ids.contains(&id)
     }
 
     /// Whether the chain still covers `id`'s successor: `id` is this record's writer or a
@@ -244,7 +248,10 @@ fn corrupt(what: &str, detail: impl std::fmt::Display) -> Error {
     )
 }
 
-fn parse_record<T: serde::de::DeserializeOwned + HasVersion>(bytes: &[u8], what: &str) -> Result<T> {
+fn parse_record<T: serde::de::DeserializeOwned + HasVersion>(
+    bytes: &[u8],
+    what: &str,
+) -> Result<T> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let record: T = serde_path_to_error::deserialize(&mut de)
         .map_err(|err| corrupt(what, format!("at `{}`: {}", err.path(), err.inner())))?;
@@ -252,7 +259,10 @@ fn parse_record<T: serde::de::DeserializeOwned + HasVersion>(bytes: &[u8], what:
     if record.record_version() != RECORD_VERSION {
         return Err(corrupt(
             what,
-            format!("record-version {} is not supported", record.record_version()),
+            format!(
+                "record-version {} is not supported",
+                record.record_version()
+            ),
         ));
     }
     Ok(record)

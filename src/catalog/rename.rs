@@ -47,7 +47,10 @@ use crate::identifier::IndexIdentifier;
 use crate::store::{PutMode, StoreError, TxWrite};
 
 fn already_exists(identifier: &IndexIdentifier) -> Error {
-    Error::new(ErrorKind::AlreadyExists, format!("index {identifier} already exists"))
+    Error::new(
+        ErrorKind::AlreadyExists,
+        format!("index {identifier} already exists"),
+    )
 }
 
 impl Catalog {
@@ -64,7 +67,11 @@ impl Catalog {
 
     /// Drive an interrupted rename of `source` to completion, or roll it back if its
     /// destination was taken. Returns when the source is no longer `moving`.
-    pub(crate) async fn settle_rename(&self, source: &IndexIdentifier, moving: &Stored) -> Result<()> {
+    pub(crate) async fn settle_rename(
+        &self,
+        source: &IndexIdentifier,
+        moving: &Stored,
+    ) -> Result<()> {
         let Some(intent) = moving.record.rename.clone() else {
             return Ok(());
         };
@@ -72,12 +79,23 @@ impl Catalog {
         let moving = &mut current;
         for _ in 0..MAX_REEVALUATIONS {
             let dest = self.read_pointer(&intent.to).await?;
-            let landed = dest.as_ref().is_some_and(|d| d.record.remembers(intent.destination_commit_id));
-            let taken = dest.as_ref().is_some_and(|d| d.record.state != PointerState::Dropped);
+            let landed = dest
+                .as_ref()
+                .is_some_and(|d| d.record.remembers(intent.destination_commit_id));
+            let taken = dest
+                .as_ref()
+                .is_some_and(|d| d.record.state != PointerState::Dropped);
             if landed || taken {
                 // Step 3 (complete) or roll back; losing this race means someone else did.
-                let state = if landed { PointerState::Dropped } else { PointerState::Live };
-                let mut record = moving.record.successor(state, self.fresh_commit_id(), self.now_ms());
+                let state = if landed {
+                    PointerState::Dropped
+                } else {
+                    PointerState::Live
+                };
+                let mut record =
+                    moving
+                        .record
+                        .successor(state, self.fresh_commit_id(), self.now_ms());
                 if landed {
                     record.rename = Some(intent.clone());
                 }
@@ -88,18 +106,32 @@ impl Catalog {
             // commit id) before creating it: a settler that rolled the source back did so
             // on a view of the destination older than this claim, or the claim fails; so a
             // stale view of the source can never complete a rename that was rolled back.
-            let mut claim = moving.record.successor(PointerState::Moving, self.fresh_commit_id(), self.now_ms());
+            let mut claim = moving.record.successor(
+                PointerState::Moving,
+                self.fresh_commit_id(),
+                self.now_ms(),
+            );
             claim.rename = Some(intent.clone());
             match self.write_pointer(source, Some(moving), &claim).await? {
-                WriteOutcome::Applied(Some(version)) => *moving = Stored { record: claim, version },
-                WriteOutcome::Applied(None) | WriteOutcome::Lost => match self.read_pointer(source).await? {
-                    Some(now) if now.record.state == PointerState::Moving && now.record.rename == moving.record.rename => {
-                        *moving = now;
-                        continue;
+                WriteOutcome::Applied(Some(version)) => {
+                    *moving = Stored {
+                        record: claim,
+                        version,
                     }
-                    // Completed or rolled back by someone else.
-                    _ => return Ok(()),
-                },
+                }
+                WriteOutcome::Applied(None) | WriteOutcome::Lost => {
+                    match self.read_pointer(source).await? {
+                        Some(now)
+                            if now.record.state == PointerState::Moving
+                                && now.record.rename == moving.record.rename =>
+                        {
+                            *moving = now;
+                            continue;
+                        }
+                        // Completed or rolled back by someone else.
+                        _ => return Ok(()),
+                    }
+                }
             }
             // Step 2: create the destination with the rename's commit id.
             let record = PointerRecord::created(
@@ -109,7 +141,8 @@ impl Catalog {
                 intent.destination_commit_id,
                 self.now_ms(),
             );
-            self.write_pointer(&intent.to, dest.as_ref(), &record).await?;
+            self.write_pointer(&intent.to, dest.as_ref(), &record)
+                .await?;
         }
         Err(Error::new(
             ErrorKind::CommitConflict,
@@ -154,19 +187,23 @@ impl Catalog {
                 destination_commit_id: self.fresh_commit_id(),
             };
             let landed = if self.store().capabilities().atomic_multi_key_write {
-                self.rename_atomically(from, &source, dest.as_ref(), &intent).await?
+                self.rename_atomically(from, &source, dest.as_ref(), &intent)
+                    .await?
             } else {
                 self.rename_in_steps(from, &source, &intent).await?
             };
             if landed {
                 // The rename is done: answer it even if `to` cannot be read now, or was
                 // dropped again since (the caller must not retry a rename that landed).
-                return Ok(self.load_pointer(to).await.unwrap_or_else(|_| IndexPointer {
-                    identifier: to.clone(),
-                    metadata_location: source.record.metadata_location.clone(),
-                    source: source.record.source.clone(),
-                    version: String::new(),
-                }));
+                return Ok(self
+                    .load_pointer(to)
+                    .await
+                    .unwrap_or_else(|_| IndexPointer {
+                        identifier: to.clone(),
+                        metadata_location: source.record.metadata_location.clone(),
+                        source: source.record.source.clone(),
+                        version: String::new(),
+                    }));
             }
         }
         Err(Error::new(
@@ -182,7 +219,10 @@ impl Catalog {
         source: &Stored,
         intent: &RenameIntent,
     ) -> Result<bool> {
-        let mut moving = source.record.successor(PointerState::Moving, self.fresh_commit_id(), self.now_ms());
+        let mut moving =
+            source
+                .record
+                .successor(PointerState::Moving, self.fresh_commit_id(), self.now_ms());
         moving.rename = Some(intent.clone());
         let version = match self.write_pointer(from, Some(source), &moving).await? {
             WriteOutcome::Lost => return Ok(false),
@@ -193,11 +233,23 @@ impl Catalog {
         // Step 1 landed: the rename may now complete whenever anyone touches the source,
         // so any failure from here on leaves its outcome unknown, never failed.
         let settled = match version {
-            Some(version) => self.settle_rename(from, &Stored { record: moving, version }).await,
+            Some(version) => {
+                self.settle_rename(
+                    from,
+                    &Stored {
+                        record: moving,
+                        version,
+                    },
+                )
+                .await
+            }
             None => Ok(()),
         };
         let report = match settled {
-            Ok(()) => self.finish_rename_report(from, source.record.created_by, intent).await,
+            Ok(()) => {
+                self.finish_rename_report(from, source.record.created_by, intent)
+                    .await
+            }
             Err(err) => Err(err),
         };
         report.map_err(|err| match err.kind() {
@@ -232,7 +284,10 @@ impl Catalog {
         let unknown = || {
             Error::new(
                 ErrorKind::CommitStateUnknown,
-                format!("the outcome of renaming {from} to {} is unknown; reload both", intent.to),
+                format!(
+                    "the outcome of renaming {from} to {} is unknown; reload both",
+                    intent.to
+                ),
             )
         };
         match self.read_pointer(from).await? {
@@ -260,7 +315,10 @@ impl Catalog {
         dest: Option<&Stored>,
         intent: &RenameIntent,
     ) -> Result<bool> {
-        let mut tombstone = source.record.successor(PointerState::Dropped, self.fresh_commit_id(), self.now_ms());
+        let mut tombstone =
+            source
+                .record
+                .successor(PointerState::Dropped, self.fresh_commit_id(), self.now_ms());
         tombstone.rename = Some(intent.clone());
         let created = PointerRecord::created(
             dest.map(|d| &d.record),
@@ -292,7 +350,9 @@ impl Catalog {
                 Ok(_) => return Ok(true),
                 Err(StoreError::Precondition) | Err(StoreError::AlreadyExists) => {}
                 Err(StoreError::Ambiguous(_)) => ambiguous = true,
-                Err(StoreError::Unavailable { retryable: true, .. }) => {
+                Err(StoreError::Unavailable {
+                    retryable: true, ..
+                }) => {
                     policy.backoff(attempt).await;
                     continue;
                 }
@@ -304,7 +364,10 @@ impl Catalog {
                 .map_err(|err| {
                     Error::with_source(
                         ErrorKind::CommitStateUnknown,
-                        format!("the outcome of renaming {from} to {} is unknown; reload both", intent.to),
+                        format!(
+                            "the outcome of renaming {from} to {} is unknown; reload both",
+                            intent.to
+                        ),
                         err,
                     )
                 })?;
@@ -322,7 +385,10 @@ impl Catalog {
         }
         Err(Error::new(
             ErrorKind::CommitStateUnknown,
-            format!("the outcome of renaming {from} to {} is unknown; reload both", intent.to),
+            format!(
+                "the outcome of renaming {from} to {} is unknown; reload both",
+                intent.to
+            ),
         ))
     }
 }

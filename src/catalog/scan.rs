@@ -52,11 +52,19 @@ impl Catalog {
 }
 
 /// The listing position encoded in a page token: a key under `prefix`.
-pub(crate) fn decode_page_token(prefix: &StoreKey, token: Option<&str>) -> Result<Option<StoreKey>> {
+pub(crate) fn decode_page_token(
+    prefix: &StoreKey,
+    token: Option<&str>,
+) -> Result<Option<StoreKey>> {
     let Some(token) = token else {
         return Ok(None);
     };
-    let invalid = || Error::new(ErrorKind::InvalidRequest, format!("page token `{token}` is not valid here"));
+    let invalid = || {
+        Error::new(
+            ErrorKind::InvalidRequest,
+            format!("page token `{token}` is not valid here"),
+        )
+    };
     let key = StoreKey::new(token).map_err(|_| invalid())?;
     if !key.as_str().starts_with(prefix.as_str()) {
         return Err(invalid());

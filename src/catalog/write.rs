@@ -104,7 +104,10 @@ pub(crate) async fn read_with_retry(
         attempt += 1;
         match store.get(key).await {
             Ok(value) => return Ok(value),
-            Err(StoreError::Unavailable { retryable: true, .. }) | Err(StoreError::Ambiguous(_))
+            Err(StoreError::Unavailable {
+                retryable: true, ..
+            })
+            | Err(StoreError::Ambiguous(_))
                 if attempt < policy.max_attempts =>
             {
                 policy.backoff(attempt).await;
@@ -131,7 +134,10 @@ pub async fn conditional_write(
         attempt += 1;
         match store.put(key, value.clone(), mode.clone()).await {
             Ok(version) => return Ok(WriteOutcome::Applied(Some(version))),
-            Err(StoreError::Unavailable { retryable: true, source }) => {
+            Err(StoreError::Unavailable {
+                retryable: true,
+                source,
+            }) => {
                 if attempt >= policy.max_attempts {
                     return Err(unresolved(store, ambiguous, source.to_string()));
                 }
@@ -184,7 +190,11 @@ pub async fn conditional_write(
             }
         }
         if attempt >= policy.max_attempts {
-            return Err(unresolved(store, ambiguous, "the condition kept failing".into()));
+            return Err(unresolved(
+                store,
+                ambiguous,
+                "the condition kept failing".into(),
+            ));
         }
         policy.backoff(attempt).await;
     }

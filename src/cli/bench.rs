@@ -34,9 +34,13 @@ pub(crate) struct BenchArgs {
 }
 
 fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let number: u64 = number.parse().map_err(|_| format!("`{text}` is not a duration like 5s"))?;
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration like 5s"))?;
     match unit {
         "ms" => Ok(Duration::from_millis(number)),
         "s" | "" => Ok(Duration::from_secs(number)),

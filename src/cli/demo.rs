@@ -34,7 +34,10 @@ async fn index_tables(catalog: &Catalog, version: u32) -> Result<SnapshotContent
         let location = format!("indexes/{tag}/{role}/");
         catalog
             .warehouse()
-            .write_new(&format!("{location}part-0.parquet"), Bytes::from_static(b"placeholder index table"))
+            .write_new(
+                &format!("{location}part-0.parquet"),
+                Bytes::from_static(b"placeholder index table"),
+            )
             .await?;
         tables.insert(
             role.to_owned(),
@@ -63,12 +66,24 @@ async fn write_metadata(catalog: &Catalog, metadata: &IndexMetadata) -> Result<S
         metadata.last_sequence_number(),
         catalog.ids().uuid()
     );
-    catalog.warehouse().write_new(&relative, Bytes::from(metadata.to_json_vec())).await
+    catalog
+        .warehouse()
+        .write_new(&relative, Bytes::from(metadata.to_json_vec()))
+        .await
 }
 
-async fn successor(catalog: &Catalog, base: &IndexMetadata, version: u32) -> Result<(IndexMetadata, String)> {
+async fn successor(
+    catalog: &Catalog,
+    base: &IndexMetadata,
+    version: u32,
+) -> Result<(IndexMetadata, String)> {
     let contents = index_tables(catalog, version).await?;
-    let next = base.successor(contents, catalog.clock().as_ref(), catalog.ids().as_ref(), catalog.registry())?;
+    let next = base.successor(
+        contents,
+        catalog.clock().as_ref(),
+        catalog.ids().as_ref(),
+        catalog.registry(),
+    )?;
     let location = write_metadata(catalog, &next).await?;
     Ok((next, location))
 }
@@ -79,14 +94,18 @@ pub(crate) async fn run(catalog: &Catalog) -> Result<()> {
     let namespace = Namespace::new(["demo"])?;
     match catalog.create_namespace(&namespace, BTreeMap::new()).await {
         Ok(()) => say("1. created namespace [\"demo\"]"),
-        Err(err) if err.kind() == ErrorKind::AlreadyExists => say("1. namespace [\"demo\"] exists already"),
+        Err(err) if err.kind() == ErrorKind::AlreadyExists => {
+            say("1. namespace [\"demo\"] exists already")
+        }
         Err(err) => return Err(err),
     }
     let id = IndexIdentifier::new(namespace.clone(), "embeddings")?;
     let renamed = IndexIdentifier::new(namespace.clone(), "embeddings-v2")?;
     for leftover in [&id, &renamed] {
         if catalog.drop_index(leftover).await.is_ok() {
-            say(format!("   (dropped {leftover} left over from an interrupted run)"));
+            say(format!(
+                "   (dropped {leftover} left over from an interrupted run)"
+            ));
         }
     }
 
@@ -99,13 +118,20 @@ pub(crate) async fn run(catalog: &Catalog) -> Result<()> {
         catalog.registry(),
     )?;
     let mut location = write_metadata(catalog, &metadata).await?;
-    say(format!("2. wrote initial metadata and placeholder index tables:\n   {location}"));
+    say(format!(
+        "2. wrote initial metadata and placeholder index tables:\n   {location}"
+    ));
     catalog.register(&id, &source(1)?, &location).await?;
-    say(format!("3. registered {id} (index-uuid {})", metadata.index_uuid()));
+    say(format!(
+        "3. registered {id} (index-uuid {})",
+        metadata.index_uuid()
+    ));
 
     for version in 2..=4 {
         let (next, next_location) = successor(catalog, &metadata, version).await?;
-        catalog.commit(&id, &source(version)?, &location, &next_location).await?;
+        catalog
+            .commit(&id, &source(version)?, &location, &next_location)
+            .await?;
         say(format!(
             "4. published successor: sequence {} -> {}",
             next.last_sequence_number(),
@@ -132,11 +158,20 @@ pub(crate) async fn run(catalog: &Catalog) -> Result<()> {
         }
     };
     let loser = if winner == "A" { "B" } else { "A" };
-    say(format!("   writer {winner} won; writer {loser} got COMMIT_CONFLICT and reloads"));
+    say(format!(
+        "   writer {winner} won; writer {loser} got COMMIT_CONFLICT and reloads"
+    ));
     let current = catalog.load(&id).await?;
     let base = catalog.read_metadata(&current.metadata_location).await?;
     let (retry, retry_location) = successor(catalog, &base, loser_version).await?;
-    catalog.commit(&id, &source(loser_version)?, &current.metadata_location, &retry_location).await?;
+    catalog
+        .commit(
+            &id,
+            &source(loser_version)?,
+            &current.metadata_location,
+            &retry_location,
+        )
+        .await?;
     say(format!(
         "   writer {loser} reapplied on the new base and won: sequence {}",
         retry.last_sequence_number()

@@ -82,14 +82,22 @@ pub(crate) struct ListArgs {
 
 /// The source binding given on the command line, or the metadata's current source-table
 /// (read from the warehouse, which a remote catalog needs for this too).
-async fn source_binding(arg: Option<&str>, config: &CatalogConfig, location: &str) -> Result<TableDefinition> {
+async fn source_binding(
+    arg: Option<&str>,
+    config: &CatalogConfig,
+    location: &str,
+) -> Result<TableDefinition> {
     match arg {
         Some(arg) => TableDefinition::from_json_slice(&json_argument(arg, "source")?),
         None => {
             let bytes = config.open_warehouse()?.read_metadata(location).await?;
-            let metadata = IndexMetadata::from_json_slice(&bytes, &FamilyRegistry::builtin()).map_err(|err| {
-                Error::new(err.kind(), format!("metadata file `{location}`: {}", err.message()))
-            })?;
+            let metadata = IndexMetadata::from_json_slice(&bytes, &FamilyRegistry::builtin())
+                .map_err(|err| {
+                    Error::new(
+                        err.kind(),
+                        format!("metadata file `{location}`: {}", err.message()),
+                    )
+                })?;
             Ok(metadata.current_snapshot().source_table().clone())
         }
     }
@@ -102,11 +110,16 @@ pub(crate) async fn register(
 ) -> Result<serde_json::Value> {
     let identifier = args.identifier.identifier()?;
     let source = source_binding(args.source.as_deref(), config, &args.metadata).await?;
-    let pointer = catalog.register(&identifier, &source, &args.metadata).await?;
+    let pointer = catalog
+        .register(&identifier, &source, &args.metadata)
+        .await?;
     Ok(serde_json::to_value(pointer).unwrap_or_default())
 }
 
-pub(crate) async fn load(args: &IdentifierArgs, catalog: &dyn IndexCatalog) -> Result<serde_json::Value> {
+pub(crate) async fn load(
+    args: &IdentifierArgs,
+    catalog: &dyn IndexCatalog,
+) -> Result<serde_json::Value> {
     let pointer = catalog.load(&args.identifier()?).await?;
     Ok(serde_json::to_value(pointer).unwrap_or_default())
 }
@@ -118,25 +131,38 @@ pub(crate) async fn commit(
 ) -> Result<serde_json::Value> {
     let identifier = args.identifier.identifier()?;
     let source = source_binding(args.source.as_deref(), config, &args.new).await?;
-    let result = catalog.commit(&identifier, &source, &args.base, &args.new).await?;
+    let result = catalog
+        .commit(&identifier, &source, &args.base, &args.new)
+        .await?;
     Ok(serde_json::to_value(result).unwrap_or_default())
 }
 
-pub(crate) async fn drop(args: &IdentifierArgs, catalog: &dyn IndexCatalog) -> Result<serde_json::Value> {
+pub(crate) async fn drop(
+    args: &IdentifierArgs,
+    catalog: &dyn IndexCatalog,
+) -> Result<serde_json::Value> {
     let identifier = args.identifier()?;
     catalog.drop_index(&identifier).await?;
     Ok(json!({"identifier": identifier, "dropped": true}))
 }
 
-pub(crate) async fn rename(args: &RenameArgs, catalog: &dyn IndexCatalog) -> Result<serde_json::Value> {
+pub(crate) async fn rename(
+    args: &RenameArgs,
+    catalog: &dyn IndexCatalog,
+) -> Result<serde_json::Value> {
     let from = args.identifier.identifier()?;
-    let to = IndexIdentifier::new(Namespace::new(args.to_namespace.clone())?, args.to_name.clone())?;
+    let to = IndexIdentifier::new(
+        Namespace::new(args.to_namespace.clone())?,
+        args.to_name.clone(),
+    )?;
     let pointer = catalog.rename(&from, &to).await?;
     Ok(serde_json::to_value(pointer).unwrap_or_default())
 }
 
 pub(crate) async fn list(args: &ListArgs, catalog: &dyn IndexCatalog) -> Result<serde_json::Value> {
     let namespace = Namespace::new(args.namespace.clone())?;
-    let page = catalog.list(&namespace, args.page_token.as_deref(), args.page_size).await?;
+    let page = catalog
+        .list(&namespace, args.page_token.as_deref(), args.page_size)
+        .await?;
     Ok(serde_json::to_value(page).unwrap_or_default())
 }

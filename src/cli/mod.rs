@@ -112,11 +112,13 @@ impl Cli {
             Command::List(args) => index::list(args, &*self.connect().await?).await?,
             Command::Publish(args) => {
                 let config = self.config();
-                publish::run_publish(args, config.connect().await?, &config.open_warehouse()?).await?
+                publish::run_publish(args, config.connect().await?, &config.open_warehouse()?)
+                    .await?
             }
             Command::Expire(args) => {
                 let config = self.config();
-                publish::run_expire(args, config.connect().await?, &config.open_warehouse()?).await?
+                publish::run_expire(args, config.connect().await?, &config.open_warehouse()?)
+                    .await?
             }
             Command::Init => init::run(&self.config()).await?,
             Command::Probe => {
@@ -138,10 +140,16 @@ impl Cli {
 /// Parse arguments, run the command, print the result, and return the exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
-            eprintln!("{}", serde_json::json!({"error": "INVALID_CONFIGURATION", "message": err.to_string()}));
+            eprintln!(
+                "{}",
+                serde_json::json!({"error": "INVALID_CONFIGURATION", "message": err.to_string()})
+            );
             return ExitCode::from(ErrorKind::Configuration.exit_code() as u8);
         }
     };

@@ -60,21 +60,35 @@ fn properties(pairs: &[String]) -> Result<BTreeMap<String, String>> {
     let mut properties = BTreeMap::new();
     for pair in pairs {
         let (key, value) = pair.split_once('=').ok_or_else(|| {
-            Error::new(ErrorKind::InvalidRequest, format!("property `{pair}` is not KEY=VALUE"))
+            Error::new(
+                ErrorKind::InvalidRequest,
+                format!("property `{pair}` is not KEY=VALUE"),
+            )
         })?;
-        if properties.insert(key.to_owned(), value.to_owned()).is_some() {
-            return Err(Error::new(ErrorKind::InvalidRequest, format!("property `{key}` given twice")));
+        if properties
+            .insert(key.to_owned(), value.to_owned())
+            .is_some()
+        {
+            return Err(Error::new(
+                ErrorKind::InvalidRequest,
+                format!("property `{key}` given twice"),
+            ));
         }
     }
     Ok(properties)
 }
 
-pub(crate) async fn run(command: &NamespaceCommand, catalog: &dyn IndexCatalog) -> Result<serde_json::Value> {
+pub(crate) async fn run(
+    command: &NamespaceCommand,
+    catalog: &dyn IndexCatalog,
+) -> Result<serde_json::Value> {
     match command {
         NamespaceCommand::Create(args) => {
             let namespace = args.namespace.namespace()?;
             let properties = properties(&args.properties)?;
-            catalog.create_namespace(&namespace, properties.clone()).await?;
+            catalog
+                .create_namespace(&namespace, properties.clone())
+                .await?;
             Ok(json!({"namespace": namespace, "properties": properties}))
         }
         NamespaceCommand::List(args) => {

@@ -12,11 +12,17 @@ pub(crate) fn json_argument(arg: &str, what: &str) -> Result<Vec<u8>> {
         return Ok(arg.as_bytes().to_vec());
     }
     let unreadable = |err: std::io::Error| {
-        Error::with_source(ErrorKind::InvalidRequest, format!("cannot read {what} file `{arg}`"), err)
+        Error::with_source(
+            ErrorKind::InvalidRequest,
+            format!("cannot read {what} file `{arg}`"),
+            err,
+        )
     };
     let file = std::fs::File::open(arg).map_err(unreadable)?;
     let mut bytes = Vec::new();
-    file.take(MAX_METADATA_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(unreadable)?;
+    file.take(MAX_METADATA_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
     if bytes.len() > MAX_METADATA_BYTES {
         return Err(Error::new(
             ErrorKind::InvalidRequest,

@@ -76,14 +76,22 @@ fn read_record(path: &Path) -> io::Result<Option<(u64, Bytes)>> {
     };
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
-    let corrupt = || io::Error::new(io::ErrorKind::InvalidData, format!("{} is not a pointer file", path.display()));
+    let corrupt = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is not a pointer file", path.display()),
+        )
+    };
     let newline = bytes.iter().position(|&b| b == b'\n').ok_or_else(corrupt)?;
     let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| corrupt())?;
     let generation = header
         .strip_prefix(HEADER)
         .and_then(|g| g.parse::<u64>().ok())
         .ok_or_else(corrupt)?;
-    Ok(Some((generation, Bytes::copy_from_slice(&bytes[newline + 1..]))))
+    Ok(Some((
+        generation,
+        Bytes::copy_from_slice(&bytes[newline + 1..]),
+    )))
 }
 
 fn versioned((generation, value): (u64, Bytes)) -> Versioned {
@@ -93,8 +101,15 @@ fn versioned((generation, value): (u64, Bytes)) -> Versioned {
     }
 }
 
-fn put_blocking(root: &Path, path: &Path, value: &[u8], mode: &PutMode) -> Result<Version, StoreError> {
-    let parent = path.parent().ok_or_else(|| StoreError::fatal("key has no parent directory"))?;
+fn put_blocking(
+    root: &Path,
+    path: &Path,
+    value: &[u8],
+    mode: &PutMode,
+) -> Result<Version, StoreError> {
+    let parent = path
+        .parent()
+        .ok_or_else(|| StoreError::fatal("key has no parent directory"))?;
     fs::create_dir_all(parent).map_err(unavailable)?;
     let mut lock_name = path.as_os_str().to_owned();
     lock_name.push(".lock");
@@ -106,7 +121,9 @@ fn put_blocking(root: &Path, path: &Path, value: &[u8], mode: &PutMode) -> Resul
         .map_err(unavailable)?;
     lock.lock().map_err(unavailable)?;
 
-    let current = read_record(path).map_err(unavailable)?.map(|(generation, _)| generation);
+    let current = read_record(path)
+        .map_err(unavailable)?
+        .map(|(generation, _)| generation);
     let generation = match (mode, current) {
         (PutMode::Create, None) => 1,
         (PutMode::Create, Some(_)) => return Err(StoreError::AlreadyExists),
@@ -152,7 +169,11 @@ fn collect_keys(dir: &Path, base: &str, prefix: &str, out: &mut Vec<String>) -> 
         let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
             continue;
         };
-        let key = if base.is_empty() { name.clone() } else { format!("{base}/{name}") };
+        let key = if base.is_empty() {
+            name.clone()
+        } else {
+            format!("{base}/{name}")
+        };
         if StoreKey::new(key.clone()).is_err() {
             continue; // lock files, temporary files, anything foreign
         }
@@ -184,7 +205,12 @@ impl PointerStore for LocalStore {
         Ok(record.map(versioned))
     }
 
-    async fn put(&self, key: &StoreKey, value: Bytes, mode: PutMode) -> Result<Version, StoreError> {
+    async fn put(
+        &self,
+        key: &StoreKey,
+        value: Bytes,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
         let (root, path) = (self.root.clone(), self.path(key));
         tokio::task::spawn_blocking(move || put_blocking(&root, &path, &value, &mode))
             .await
@@ -210,7 +236,10 @@ impl PointerStore for LocalStore {
             keys.sort_unstable();
             let mut page = ListPage::default();
             for key in keys {
-                if start_after.as_ref().is_some_and(|after| key.as_str() <= after.as_str()) {
+                if start_after
+                    .as_ref()
+                    .is_some_and(|after| key.as_str() <= after.as_str())
+                {
                     continue;
                 }
                 if page.entries.len() == limit {

@@ -23,7 +23,10 @@ struct State {
 
 impl State {
     fn check(&self, key: &StoreKey, mode: &PutMode) -> Result<(), StoreError> {
-        let current = self.records.get(key).map(|(_, v)| Version::new(v.to_string()));
+        let current = self
+            .records
+            .get(key)
+            .map(|(_, v)| Version::new(v.to_string()));
         match (mode, current) {
             (PutMode::Create, None) => Ok(()),
             (PutMode::Create, Some(_)) => Err(StoreError::AlreadyExists),
@@ -54,7 +57,9 @@ impl MemoryStore {
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave a half-applied write: every write is
         // a single insert after all checks.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -65,10 +70,14 @@ impl PointerStore for MemoryStore {
     }
 
     async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
-        Ok(self.state().records.get(key).map(|(value, version)| Versioned {
-            value: value.clone(),
-            version: Version::new(version.to_string()),
-        }))
+        Ok(self
+            .state()
+            .records
+            .get(key)
+            .map(|(value, version)| Versioned {
+                value: value.clone(),
+                version: Version::new(version.to_string()),
+            }))
     }
 
     async fn put(
@@ -131,7 +140,9 @@ impl PointerStore for MemoryStore {
         keys.sort();
         keys.dedup();
         if keys.len() != writes.len() {
-            return Err(StoreError::fatal("a transaction writes each key at most once"));
+            return Err(StoreError::fatal(
+                "a transaction writes each key at most once",
+            ));
         }
         Ok(writes
             .into_iter()

@@ -44,7 +44,9 @@ impl StoreKey {
         let valid_char = |c: char| matches!(c, 'a'..='z' | '0'..='9' | '_' | '~' | '=' | '+' | '-');
         let valid = !key.is_empty()
             && key.len() <= 1024
-            && key.split('/').all(|segment| !segment.is_empty() && segment.chars().all(valid_char));
+            && key
+                .split('/')
+                .all(|segment| !segment.is_empty() && segment.chars().all(valid_char));
         if valid {
             Ok(StoreKey(key))
         } else {

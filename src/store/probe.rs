@@ -78,19 +78,31 @@ pub async fn probe(store: &dyn PointerStore, ids: &dyn IdGenerator) -> Result<Pr
     let key = StoreKey::new(format!("{base}/=k"))?;
     let missing = StoreKey::new(format!("{base}/=missing"))?;
     let unavailable = |err: StoreError| {
-        Error::with_source(ErrorKind::StoreUnavailable, format!("probing {} failed", store.describe()), err)
+        Error::with_source(
+            ErrorKind::StoreUnavailable,
+            format!("probing {} failed", store.describe()),
+            err,
+        )
     };
     let mut checks = Vec::new();
     let mut check = |name: &'static str, passed: bool, observed: String| {
-        checks.push(ProbeCheck { name, passed, observed });
+        checks.push(ProbeCheck {
+            name,
+            passed,
+            observed,
+        });
     };
 
-    let first = store.put(&key, Bytes::from_static(b"probe-1"), PutMode::Create).await;
+    let first = store
+        .put(&key, Bytes::from_static(b"probe-1"), PutMode::Create)
+        .await;
     let v1 = match first {
         Ok(version) => version,
         Err(err) => return Err(unavailable(err)),
     };
-    let again = store.put(&key, Bytes::from_static(b"probe-2"), PutMode::Create).await;
+    let again = store
+        .put(&key, Bytes::from_static(b"probe-2"), PutMode::Create)
+        .await;
     check(
         "create-if-absent on an existing key fails",
         matches!(again, Err(StoreError::AlreadyExists)),
@@ -98,7 +110,11 @@ pub async fn probe(store: &dyn PointerStore, ids: &dyn IdGenerator) -> Result<Pr
     );
 
     let wrong = store
-        .put(&key, Bytes::from_static(b"probe-3"), PutMode::Update(Version::new("\"not-a-version\"")))
+        .put(
+            &key,
+            Bytes::from_static(b"probe-3"),
+            PutMode::Update(Version::new("\"not-a-version\"")),
+        )
         .await;
     check(
         "replace with a wrong version fails",
@@ -106,18 +122,40 @@ pub async fn probe(store: &dyn PointerStore, ids: &dyn IdGenerator) -> Result<Pr
         outcome(&wrong),
     );
 
-    let replaced = store.put(&key, Bytes::from_static(b"probe-4"), PutMode::Update(v1.clone())).await;
+    let replaced = store
+        .put(
+            &key,
+            Bytes::from_static(b"probe-4"),
+            PutMode::Update(v1.clone()),
+        )
+        .await;
     let replaced_ok = matches!(&replaced, Ok(v2) if *v2 != v1);
-    check("replace with the current version succeeds", replaced_ok, outcome(&replaced));
+    check(
+        "replace with the current version succeeds",
+        replaced_ok,
+        outcome(&replaced),
+    );
 
-    let stale = store.put(&key, Bytes::from_static(b"probe-5"), PutMode::Update(v1.clone())).await;
+    let stale = store
+        .put(
+            &key,
+            Bytes::from_static(b"probe-5"),
+            PutMode::Update(v1.clone()),
+        )
+        .await;
     check(
         "replace with a stale version fails",
         matches!(stale, Err(StoreError::Precondition)),
         outcome(&stale),
     );
 
-    let on_missing = store.put(&missing, Bytes::from_static(b"probe-6"), PutMode::Update(v1)).await;
+    let on_missing = store
+        .put(
+            &missing,
+            Bytes::from_static(b"probe-6"),
+            PutMode::Update(v1),
+        )
+        .await;
     check(
         "replace on a missing key fails",
         matches!(on_missing, Err(StoreError::Precondition)),
@@ -138,5 +176,8 @@ pub async fn probe(store: &dyn PointerStore, ids: &dyn IdGenerator) -> Result<Pr
         format!("{read:?}"),
     );
 
-    Ok(ProbeReport { store: store.describe(), checks })
+    Ok(ProbeReport {
+        store: store.describe(),
+        checks,
+    })
 }
