@@ -48,4 +48,7 @@ fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 scripts/check-infra.sh
+# The fuzz targets always build (running them needs nightly; see fuzz/README.md). Their
+# bodies also run on stable in tests/fuzz_smoke.rs.
+cargo check --manifest-path fuzz/Cargo.toml
 cargo test --workspace --locked --no-fail-fast
