@@ -1,4 +1,4 @@
-//! `parqdb-catalog gc` (and `init`): collect garbage in the catalog's warehouse.
+//! `parqdb-catalog gc`: collect garbage in the catalog's warehouse.
 //!
 //! ```text
 //! parqdb-catalog init                      # once: claim the warehouse for this catalog
@@ -105,13 +105,6 @@ pub async fn run(args: &GcArgs, catalog: &Catalog) -> Result<serde_json::Value> 
     Ok(result?.to_json())
 }
 
-/// `parqdb-catalog init`: give the catalog an id and claim its warehouse (idempotent);
-/// returns the ownership marker as JSON.
-pub async fn init(catalog: &Catalog) -> Result<serde_json::Value> {
-    let marker = gc::claim(catalog, catalog.clock().now_ms()).await?;
-    Ok(serde_json::to_value(&marker).unwrap_or_default())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,12 +147,10 @@ mod tests {
     async fn init_then_dry_run_prints_a_report() {
         let dir = tempfile::tempdir().expect("dir");
         let uri = format!("file://{}", dir.path().join("wh").display());
-        let catalog = crate::config::CatalogConfig::new(Some(uri), None)
-            .build()
-            .await
-            .expect("catalog");
-        let marker = init(&catalog).await.expect("init");
-        assert!(marker["catalog-id"].is_string());
+        let config = crate::config::CatalogConfig::new(Some(uri), None);
+        let initialised = super::super::init::run(&config).await.expect("init");
+        assert!(initialised["owner"]["catalog-id"].is_string());
+        let catalog = config.build().await.expect("catalog");
         let args = GcArgs {
             dry_run: true,
             ..GcArgs::default()

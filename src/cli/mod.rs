@@ -6,6 +6,7 @@
 
 mod bench;
 mod demo;
+mod gc;
 mod index;
 mod init;
 mod namespace;
@@ -72,6 +73,8 @@ enum Command {
     Expire(publish::ExpireArgs),
     /// Create a missing table or bucket, probe the store, and claim the warehouse for GC.
     Init,
+    /// Delete warehouse objects unreachable for the retention window (see `--dry-run`).
+    Gc(gc::GcArgs),
     /// Check that the pointer store honours conditional writes.
     Probe,
     /// Walk through the index lifecycle on real files (safe to run twice).
@@ -121,6 +124,7 @@ impl Cli {
                     .await?
             }
             Command::Init => init::run(&self.config()).await?,
+            Command::Gc(args) => gc::run(args, &self.catalog().await?).await?,
             Command::Probe => {
                 let report = self.catalog().await?.probe().await?;
                 let json = serde_json::to_value(&report).unwrap_or_default();
