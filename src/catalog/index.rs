@@ -172,7 +172,7 @@ impl Catalog {
     ) -> Result<IndexPointer> {
         self.ensure_probed().await?;
         self.require_namespace(identifier.namespace()).await?;
-        let metadata = self.read_metadata(metadata_location).await?;
+        let metadata = self.read_metadata_from_warehouse(metadata_location).await?;
         check_source(
             source,
             metadata.current_snapshot().source_table(),
@@ -256,7 +256,7 @@ impl Catalog {
                 }
                 return Err(conflict(identifier, base, location));
             }
-            let new_metadata = self.read_metadata(new).await?;
+            let new_metadata = self.read_metadata_from_warehouse(new).await?;
             let base_metadata = self.read_metadata(base).await?;
             new_metadata.check_successor_of(&base_metadata)?;
             check_source(source, new_metadata.current_snapshot().source_table(), new)?;

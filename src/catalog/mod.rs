@@ -335,6 +335,13 @@ impl Catalog {
         if let Some(cached) = self.inner.cache.get(location) {
             return Ok(cached);
         }
+        self.read_metadata_from_warehouse(location).await
+    }
+
+    /// Read, parse and validate a metadata file from the warehouse, bypassing the cache
+    /// (and refreshing it). register and commit read the file they are about to publish
+    /// this way, so a file the garbage collector has deleted is never published.
+    pub async fn read_metadata_from_warehouse(&self, location: &str) -> Result<Arc<IndexMetadata>> {
         let bytes = self.inner.warehouse.read_metadata(location).await?;
         let metadata =
             IndexMetadata::from_json_slice(&bytes, &self.inner.registry).map_err(|err| {

@@ -6,7 +6,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::metadata::MAX_METADATA_BYTES;
 
 /// Read `arg` as inline JSON if it starts with `{`, else as a file path. A file is read up
-/// to one byte past the metadata size limit, so memory stays bounded whatever it holds.
+/// to one byte past the metadata size limit, so memory stays bounded whatever it holds
+/// (the parsers then reject it as too large).
 pub(crate) fn json_argument(arg: &str, what: &str) -> Result<Vec<u8>> {
     if arg.trim_start().starts_with('{') {
         return Ok(arg.as_bytes().to_vec());

@@ -613,16 +613,6 @@ impl GarbageCollector {
                 observe(catalog, now_ms, run.retention_ms, run.skew_ms, concurrency).await?;
             let mut metadata_first = Vec::new();
             let mut tables = Vec::new();
-            if std::env::var_os("GCDEBUG").is_some() {
-                eprintln!(
-                    "DEBUG verify: roots {:?}, doomed {:?}",
-                    again.roots,
-                    doomed
-                        .iter()
-                        .map(|d| (&d.relative, again.reachable.covers(&d.relative)))
-                        .collect::<Vec<_>>()
-                );
-            }
             for item in doomed {
                 let newer = run
                     .evidence_floor(&again, &item.relative, item.uuid, Some(item.clock_ms))
