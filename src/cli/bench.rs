@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::publish::parse_duration;
 use crate::bench::{self, BenchConfig, BenchOp};
 use crate::catalog::Catalog;
 use crate::error::Result;
@@ -31,22 +32,6 @@ pub(crate) struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-}
-
-fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration like 5s"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(number)),
-        "s" | "" => Ok(Duration::from_secs(number)),
-        "m" => Ok(Duration::from_secs(number * 60)),
-        _ => Err(format!("`{text}`: use ms, s or m")),
-    }
 }
 
 /// Runs the bench; prints the table itself unless `--json`.
