@@ -53,11 +53,14 @@ pub enum ErrorKind {
     CorruptRecord,
     /// Invalid configuration: catalog or warehouse URI, environment, options.
     Configuration,
+    /// The warehouse's ownership marker names another catalog: this catalog may neither
+    /// write to it nor collect garbage in it (the message names the owner).
+    WarehouseNotOwned,
 }
 
 impl ErrorKind {
     /// Every kind, in code order (for documentation and exhaustive tests).
-    pub const ALL: [ErrorKind; 15] = [
+    pub const ALL: [ErrorKind; 16] = [
         ErrorKind::NamespaceNotFound,
         ErrorKind::IndexNotFound,
         ErrorKind::AlreadyExists,
@@ -73,6 +76,7 @@ impl ErrorKind {
         ErrorKind::StoreUnsupported,
         ErrorKind::CorruptRecord,
         ErrorKind::Configuration,
+        ErrorKind::WarehouseNotOwned,
     ];
 
     /// The stable string code, e.g. `"COMMIT_CONFLICT"`.
@@ -93,6 +97,7 @@ impl ErrorKind {
             ErrorKind::StoreUnsupported => "STORE_UNSUPPORTED",
             ErrorKind::CorruptRecord => "CORRUPT_RECORD",
             ErrorKind::Configuration => "INVALID_CONFIGURATION",
+            ErrorKind::WarehouseNotOwned => "WAREHOUSE_NOT_OWNED",
         }
     }
 
@@ -128,6 +133,7 @@ impl ErrorKind {
             ErrorKind::StoreUnsupported => 22,
             ErrorKind::CorruptRecord => 23,
             ErrorKind::Configuration => 24,
+            ErrorKind::WarehouseNotOwned => 25,
         }
     }
 }

@@ -290,7 +290,7 @@ impl World {
     /// Every metadata file in the warehouse.
     async fn metadata_files(&self) -> BTreeSet<String> {
         let warehouse = &self.env.warehouse;
-        let prefix = warehouse.path("metadata");
+        let prefix = warehouse.path("metadata").expect("valid name");
         let skip = warehouse.prefix().parts().count();
         let objects: Vec<_> = warehouse
             .object_store()

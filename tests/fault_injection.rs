@@ -27,7 +27,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use common::fixture::{TestEnv, source};
 use common::history::{Backend, assert_applied_once, catalog_over, env_seeds, env_usize};
-use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::catalog::{Catalog, IndexCatalog};
+use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::catalog::record::{PointerRecord, PointerState};
 use parqdb_catalog::metadata::IndexMetadata;
 use parqdb_catalog::store::faulty::{Fault, FaultConfig, FaultyStore};
@@ -315,6 +316,15 @@ impl PointerStore for Interfere {
     }
 }
 
+/// A catalog over `faulty` that already owns its warehouse, and the number of its next
+/// store call: the ownership check's own store call comes before any scripted fault, so
+/// scripts count the operation's calls from there.
+async fn claimed_over(faulty: &Arc<FaultyStore>, warehouse: &Warehouse) -> (Catalog, u64) {
+    let catalog = catalog_over(faulty.clone(), warehouse, false);
+    catalog.claim_warehouse().await.expect("owned");
+    (catalog, faulty.calls())
+}
+
 async fn memory_env() -> (Arc<dyn PointerStore>, TestEnv) {
     let (raw, warehouse) = Backend::Memory.open().await;
     let env = TestEnv {
@@ -383,8 +393,8 @@ async fn commit_put_that_lands_and_reports_a_conflict_is_acknowledged() {
         let (id, metadata, base) = env.registered("lied").await;
         let (_, new) = env.successor(&metadata, 2).await;
         let faulty = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1)));
-        faulty.script(1, fault); // call 0 reads the pointer, call 1 is the put
-        let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
+        let (catalog, at) = claimed_over(&faulty, &env.warehouse).await;
+        faulty.script(at + 1, fault); // call 0 reads the pointer, call 1 is the put
         let done = catalog
             .commit(&id, &source(2), &base, &new)
             .await
@@ -406,8 +416,8 @@ async fn register_create_that_lands_and_reports_already_exists_is_acknowledged()
     let id = IndexIdentifier::new(namespace, "x").expect("valid");
     let (_, location) = env.new_index().await;
     let faulty = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1)));
-    faulty.script(2, Fault::ApplyThenConflict); // namespace, pointer, then the create
-    let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
+    let (catalog, at) = claimed_over(&faulty, &env.warehouse).await;
+    faulty.script(at + 2, Fault::ApplyThenConflict); // namespace, pointer, then the create
     catalog
         .register(&id, &source(1), &location)
         .await
@@ -423,11 +433,11 @@ async fn unresolvable_outcome_is_commit_state_unknown() {
     let (id, metadata, base) = env.registered("unknown").await;
     let (_, new) = env.successor(&metadata, 2).await;
     let faulty = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1)));
-    faulty.script(1, Fault::ApplyThenAmbiguous);
+    let (catalog, at) = claimed_over(&faulty, &env.warehouse).await;
+    faulty.script(at + 1, Fault::ApplyThenAmbiguous);
     for call in 2..40 {
-        faulty.script(call, Fault::FailBefore);
+        faulty.script(at + call, Fault::FailBefore);
     }
-    let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
     let err = catalog
         .commit(&id, &source(2), &base, &new)
         .await
@@ -455,11 +465,11 @@ async fn step_wise_rename_that_cannot_settle_is_commit_state_unknown() {
         raw.clone(),
         FaultConfig::none(1).hiding_transact(),
     ));
+    let (catalog, at) = claimed_over(&faulty, &env.warehouse).await;
     // Calls: 0 read source, 1 namespace, 2 read destination, 3 step 1; then fail reads.
     for call in 4..40 {
-        faulty.script(call, Fault::FailBefore);
+        faulty.script(at + call, Fault::FailBefore);
     }
-    let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
     let err = catalog.rename(&from, &to).await.expect_err("cannot settle");
     assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
     // The next mutation of the source completes the rename.
@@ -487,14 +497,14 @@ async fn landed_rename_is_acknowledged_even_if_the_read_after_it_fails() {
             FaultConfig::none(1)
         };
         let faulty = Arc::new(FaultyStore::new(raw.clone(), config));
-        let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
+        let (catalog, at) = claimed_over(&faulty, &env.warehouse).await;
         // Fail every call after the rename is known to have landed. Atomic: 0 source,
         // 1 namespace, 2 destination, 3 transaction. Step-wise: 0-2 the same, 3 step 1,
         // 4-8 settle (read the destination, claim the source, create the destination,
         // read it, tombstone the source), 9 confirm.
         let writes_before_answer = if hide_transact { 10 } else { 4 };
         for call in writes_before_answer..60 {
-            faulty.script(call, Fault::FailBefore);
+            faulty.script(at + call, Fault::FailBefore);
         }
         let pointer = catalog.rename(&from, &to).await.unwrap_or_else(|err| {
             panic!("hide transact {hide_transact}: the rename landed: {err}")
@@ -522,12 +532,12 @@ async fn atomic_rename_that_cannot_be_read_back_is_commit_state_unknown() {
         let (from, _, location) = env.registered("atomic").await;
         let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
         let faulty = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1)));
+        let (catalog, at) = claimed_over(&faulty, &env.warehouse).await;
         // 0 source, 1 namespace, 2 destination, 3 the transaction; then reads fail.
-        faulty.script(3, fault);
+        faulty.script(at + 3, fault);
         for call in 4..60 {
-            faulty.script(call, Fault::FailBefore);
+            faulty.script(at + call, Fault::FailBefore);
         }
-        let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
         let err = catalog
             .rename(&from, &to)
             .await

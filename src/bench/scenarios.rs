@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use object_store::ObjectStoreExt;
 use serde_json::json;
 
 use super::{BenchRow, Samples};
@@ -449,35 +448,23 @@ impl Bench {
     pub(super) async fn gc(&self, objects: usize) -> Result<BenchRow> {
         let warehouse = self.catalog.warehouse();
         let base = format!("indexes/parqdb-bench-gc-{objects}");
-        let done = warehouse.path(&format!("{base}/complete"));
-        let store = warehouse.object_store().clone();
-        if store.head(&done).await.is_err() {
+        let done = format!("{base}/complete");
+        if warehouse.head(&done).await?.is_none() {
             futures::stream::iter(0..objects)
                 .map(|i| {
-                    let store = store.clone();
-                    let path = warehouse.path(&format!("{base}/{:03}/{i:08}.bin", i % 1000));
-                    async move { store.put(&path, Bytes::from_static(b"x").into()).await }
+                    let name = format!("{base}/{:03}/{i:08}.bin", i % 1000);
+                    async move {
+                        warehouse
+                            .put_if_absent(&name, Bytes::from_static(b"x"))
+                            .await
+                    }
                 })
                 .buffer_unordered(64)
                 .try_collect::<Vec<_>>()
-                .await
-                .map_err(|err| {
-                    crate::Error::with_source(
-                        ErrorKind::StoreUnavailable,
-                        "writing GC bench objects",
-                        err,
-                    )
-                })?;
-            store
-                .put(&done, Bytes::from_static(b"done").into())
-                .await
-                .map_err(|err| {
-                    crate::Error::with_source(
-                        ErrorKind::StoreUnavailable,
-                        "writing GC bench marker",
-                        err,
-                    )
-                })?;
+                .await?;
+            warehouse
+                .put_if_absent(&done, Bytes::from_static(b"done"))
+                .await?;
         }
         let now = self.catalog.clock().now_ms();
         crate::gc::claim(&self.catalog, now).await?;

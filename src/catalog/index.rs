@@ -3,6 +3,7 @@
 use bytes::Bytes;
 use uuid::Uuid;
 
+use super::publication::PublishWindow;
 use super::record::{PointerRecord, PointerState};
 use super::scan::decode_page_token;
 use super::write::{Basis, WriteOutcome, conditional_write, read_with_retry};
@@ -170,14 +171,20 @@ impl Catalog {
         source: &TableDefinition,
         metadata_location: &str,
     ) -> Result<IndexPointer> {
-        self.ensure_probed().await?;
+        self.ensure_writable().await?;
+        let window = PublishWindow::open(self.inner.publish_window);
         self.require_namespace(identifier.namespace()).await?;
-        let metadata = self.read_metadata_from_warehouse(metadata_location).await?;
+        let publication = window
+            .bound(self.prepare_publication(metadata_location))
+            .await?;
         check_source(
             source,
-            metadata.current_snapshot().source_table(),
-            metadata_location,
+            publication.metadata.current_snapshot().source_table(),
+            &publication.location,
         )?;
+        window
+            .bound(self.check_new_references(&publication, None))
+            .await?;
 
         for _ in 0..MAX_REEVALUATIONS {
             let previous = match self
@@ -199,19 +206,19 @@ impl Catalog {
             let commit_id = self.fresh_commit_id();
             let record = PointerRecord::created(
                 previous.as_ref().map(|p| &p.record),
-                metadata_location.to_owned(),
+                publication.location.clone(),
                 source.clone(),
                 commit_id,
                 self.now_ms(),
             );
-            match self
-                .write_pointer(identifier, previous.as_ref(), &record)
+            match window
+                .write(self.write_pointer(identifier, previous.as_ref(), &record))
                 .await?
             {
                 WriteOutcome::Applied(version) => {
                     return Ok(IndexPointer {
                         identifier: identifier.clone(),
-                        metadata_location: metadata_location.to_owned(),
+                        metadata_location: publication.location,
                         source: source.clone(),
                         version: version.map(|v| v.to_string()).unwrap_or_default(),
                     });
@@ -229,12 +236,28 @@ impl Catalog {
         base: &str,
         new: &str,
     ) -> Result<CommitResult> {
-        self.ensure_probed().await?;
+        self.ensure_writable().await?;
+        let window = PublishWindow::open(self.inner.publish_window);
+        let warehouse = self.warehouse();
+        // Locations compare in canonical form; one that is not inside the warehouse can
+        // equal no stored location.
+        let base = warehouse
+            .canonical_location(base)
+            .unwrap_or_else(|_| base.to_owned());
+        let new_location = warehouse.canonical_location(new).ok();
+        // The first pointer read and the new metadata's read and checks run concurrently;
+        // their errors are reported in the order of checks (the pointer's first).
+        let (first_read, publication) = futures::join!(
+            self.read_pointer(identifier),
+            window.bound(self.prepare_publication(new))
+        );
+        let mut first_read = Some(first_read);
         for _ in 0..MAX_REEVALUATIONS {
-            let current = match self
-                .visibility(self.read_pointer(identifier).await?)
-                .await?
-            {
+            let stored = match first_read.take() {
+                Some(stored) => stored,
+                None => self.read_pointer(identifier).await,
+            };
+            let current = match self.visibility(stored?).await? {
                 Visibility::Visible(stored) if stored.record.state == PointerState::Moving => {
                     self.settle_rename(identifier, &stored).await?;
                     continue;
@@ -247,35 +270,46 @@ impl Catalog {
                 Visibility::Absent(_) => return Err(not_found(identifier)),
             };
             let location = &current.record.metadata_location;
-            if location != base {
-                if location == new {
+            if *location != base {
+                if new_location.as_deref() == Some(location.as_str()) {
                     return Ok(CommitResult {
                         pointer: pointer(identifier, &current),
                         already_applied: true,
                     });
                 }
-                return Err(conflict(identifier, base, location));
+                return Err(conflict(identifier, &base, location));
             }
-            let new_metadata = self.read_metadata_from_warehouse(new).await?;
-            let base_metadata = self.read_metadata(base).await?;
-            new_metadata.check_successor_of(&base_metadata)?;
-            check_source(source, new_metadata.current_snapshot().source_table(), new)?;
+            let publication = match publication {
+                Ok(ref publication) => publication,
+                Err(err) => return Err(err),
+            };
+            let base_metadata = window.bound(self.read_metadata(&base)).await?;
+            publication.metadata.check_successor_of(&base_metadata)?;
+            check_source(
+                source,
+                publication.metadata.current_snapshot().source_table(),
+                &publication.location,
+            )?;
+            window
+                .bound(self.check_new_references(&publication, Some(&base_metadata)))
+                .await?;
 
             let commit_id = self.fresh_commit_id();
             let mut record = current
                 .record
                 .successor(PointerState::Live, commit_id, self.now_ms());
-            record.metadata_location = new.to_owned();
+            record.metadata_location = publication.location.clone();
             record.source = source.clone();
-            match self
-                .write_pointer(identifier, Some(&current), &record)
+            let new = &publication.location;
+            match window
+                .write(self.write_pointer(identifier, Some(&current), &record))
                 .await?
             {
                 WriteOutcome::Applied(version) => {
                     return Ok(CommitResult {
                         pointer: IndexPointer {
                             identifier: identifier.clone(),
-                            metadata_location: new.to_owned(),
+                            metadata_location: new.clone(),
                             source: source.clone(),
                             version: version.map(|v| v.to_string()).unwrap_or_default(),
                         },
@@ -286,7 +320,7 @@ impl Catalog {
                     // Someone else changed the pointer first. Re-read only to report
                     // precisely: our own earlier attempt, a rename, a drop, or a conflict.
                     let now = self.load_pointer(identifier).await?;
-                    if now.metadata_location == new {
+                    if now.metadata_location == *new {
                         return Ok(CommitResult {
                             pointer: now,
                             already_applied: true,
@@ -297,7 +331,7 @@ impl Catalog {
                         // base is still current, so this is no conflict. Re-evaluate.
                         continue;
                     }
-                    return Err(conflict(identifier, base, &now.metadata_location));
+                    return Err(conflict(identifier, &base, &now.metadata_location));
                 }
             }
         }
@@ -305,7 +339,7 @@ impl Catalog {
     }
 
     pub(crate) async fn drop_pointer(&self, identifier: &IndexIdentifier) -> Result<()> {
-        self.ensure_probed().await?;
+        self.ensure_writable().await?;
         for _ in 0..MAX_REEVALUATIONS {
             let current = match self
                 .visibility(self.read_pointer(identifier).await?)

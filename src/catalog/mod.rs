@@ -27,6 +27,8 @@
 mod cache;
 mod index;
 mod namespace;
+pub mod ownership;
+mod publication;
 pub mod record;
 pub mod rename;
 mod scan;
@@ -40,6 +42,7 @@ use serde::Serialize;
 use tokio::sync::OnceCell;
 
 pub use cache::MetadataCache;
+pub use publication::PUBLISH_WINDOW;
 pub use write::RetryPolicy;
 
 use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
@@ -196,8 +199,10 @@ struct Inner {
     ids: Arc<dyn IdGenerator>,
     cache: MetadataCache,
     retry: RetryPolicy,
+    publish_window: std::time::Duration,
     probe_on_first_write: bool,
     probed: OnceCell<()>,
+    owned: OnceCell<()>,
 }
 
 /// Configures a [`Catalog`].
@@ -210,6 +215,7 @@ pub struct CatalogBuilder {
     ids: Arc<dyn IdGenerator>,
     cache_capacity: usize,
     retry: RetryPolicy,
+    publish_window: std::time::Duration,
     probe_on_first_write: bool,
 }
 
@@ -244,6 +250,13 @@ impl CatalogBuilder {
         self
     }
 
+    /// Bound register and commit by a shorter window than [`PUBLISH_WINDOW`] (longer ones
+    /// are capped: the garbage collector's safety argument relies on the bound).
+    pub fn publish_window(mut self, window: std::time::Duration) -> Self {
+        self.publish_window = window.min(PUBLISH_WINDOW);
+        self
+    }
+
     /// Whether to run the capability probe before the first write (default `true`).
     /// Turn it off only for a store you have probed yourself.
     pub fn probe_on_first_write(mut self, probe: bool) -> Self {
@@ -262,8 +275,10 @@ impl CatalogBuilder {
                 ids: self.ids,
                 cache: MetadataCache::new(self.cache_capacity),
                 retry: self.retry,
+                publish_window: self.publish_window,
                 probe_on_first_write: self.probe_on_first_write,
                 probed: OnceCell::new(),
+                owned: OnceCell::new(),
             }),
         }
     }
@@ -281,6 +296,7 @@ impl Catalog {
             ids: Arc::new(RandomIds),
             cache_capacity: cache::DEFAULT_CAPACITY,
             retry: RetryPolicy::default(),
+            publish_window: PUBLISH_WINDOW,
             probe_on_first_write: true,
         }
     }
@@ -315,19 +331,32 @@ impl Catalog {
         probe(self.inner.store.as_ref(), self.inner.ids.as_ref()).await
     }
 
-    /// Refuse to write to a store that fails the probe (once per catalog).
-    async fn ensure_probed(&self) -> Result<()> {
-        if !self.inner.probe_on_first_write {
-            return Ok(());
-        }
+    /// Make sure this catalog owns its warehouse: claim it if it is unclaimed, refuse it
+    /// (`WAREHOUSE_NOT_OWNED`) if another catalog owns it, or (`INVALID_CONFIGURATION`) if
+    /// it lies inside another warehouse's managed prefixes. Every write does this before
+    /// its first store call, once per catalog; call it to do it up front (at start-up).
+    pub async fn claim_warehouse(&self) -> Result<()> {
         self.inner
-            .probed
-            .get_or_try_init(|| async {
-                self.probe().await?.into_result()?;
-                Ok::<(), Error>(())
-            })
+            .owned
+            .get_or_try_init(|| ownership::ensure_owned(self))
             .await
             .map(|_| ())
+    }
+
+    /// Before the first write (once per catalog): refuse a store that fails the probe,
+    /// and make sure this catalog owns its warehouse ([`ownership`]: claim an unclaimed
+    /// one, refuse one another catalog owns or one nested in another warehouse).
+    async fn ensure_writable(&self) -> Result<()> {
+        if self.inner.probe_on_first_write {
+            self.inner
+                .probed
+                .get_or_try_init(|| async {
+                    self.probe().await?.into_result()?;
+                    Ok::<(), Error>(())
+                })
+                .await?;
+        }
+        self.claim_warehouse().await
     }
 
     /// Read, parse and validate a metadata file (cached by location).

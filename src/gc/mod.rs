@@ -163,7 +163,7 @@ mod collect;
 pub mod config;
 mod lease;
 pub mod ledger;
-pub mod marker;
+mod nested;
 pub mod reachability;
 mod refs;
 pub mod report;
@@ -171,9 +171,9 @@ mod scheduled;
 
 use std::sync::Arc;
 
-pub use collect::MANAGED_PREFIXES;
+pub use crate::catalog::ownership::{MARKER, OwnershipMarker, claim, verify_ownership};
+pub use crate::warehouse::MANAGED_PREFIXES;
 pub use config::{GcConfig, format_duration, parse_duration};
-pub use marker::{OwnershipMarker, claim, verify_ownership};
 pub use reachability::RootStats;
 pub use report::{ActionKind, GcAction, GcPhase, GcProgress, GcReport, GcStatus, Tally};
 pub use scheduled::run_scheduled;

@@ -30,11 +30,12 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use object_store::ObjectStoreExt;
 use serde::Serialize;
 use uuid::Uuid;
 
 use super::refs::{RefMap, normalize};
+use crate::family::validate_relative_location;
+use crate::warehouse::Fetched;
 use crate::catalog::Catalog;
 use crate::catalog::record::{PointerRecord, PointerState};
 use crate::catalog::write::store_error;
@@ -146,7 +147,7 @@ pub(crate) fn references_of(
         if let Some(provider) = registry.provider(snapshot.index_provider().provider()) {
             for table in snapshot.index_tables().values() {
                 if let Some(location) = provider.table_location(table.properties()) {
-                    refs.direct.extend(normalize(warehouse, location));
+                    refs.direct.extend(normalize(location));
                 }
             }
         }
@@ -154,7 +155,7 @@ pub(crate) fn references_of(
             .extend(source_locations(snapshot.source_table(), warehouse));
         if let Some(family) = registry.family(snapshot.index_family()) {
             for location in family.warehouse_references(snapshot.parameters()) {
-                refs.family.extend(normalize(warehouse, location));
+                refs.family.extend(normalize(location));
             }
         }
     }
@@ -167,7 +168,6 @@ pub(crate) fn source_locations(source: &TableDefinition, warehouse: &Warehouse) 
         .properties()
         .values()
         .filter_map(|value| warehouse.relative(value.trim_end_matches('/')).ok())
-        .filter_map(|relative| normalize(warehouse, &relative))
         .collect()
 }
 
@@ -175,59 +175,78 @@ pub(crate) fn source_locations(source: &TableDefinition, warehouse: &Warehouse) 
 pub(crate) enum Parsed {
     /// It is valid index metadata.
     Metadata(Box<IndexMetadata>),
-    /// It exists but is not index metadata this registry understands.
-    Opaque(String),
+    /// It exists but is not valid index metadata of a format this collector understands:
+    /// why, whether it may be metadata of another format version (then it is never
+    /// deleted), and every string in it that names a warehouse object (kept while it
+    /// exists: it might reference them).
+    Opaque {
+        why: String,
+        foreign_format: bool,
+        references: Vec<String>,
+    },
     /// It does not exist.
     Missing,
 }
 
-/// Read and parse the object `relative` (canonical name). Store failures and metadata of
-/// an unsupported format version are errors; anything else unparseable is opaque.
+/// Read and parse the object `name`. Store failures are errors; anything else that is not
+/// valid metadata is opaque.
 pub(crate) async fn read_parsed(
     warehouse: &Warehouse,
     registry: &FamilyRegistry,
-    relative: &str,
+    name: &str,
 ) -> Result<Parsed> {
-    let path = super::refs::path_of(warehouse, relative);
-    let store = warehouse.object_store();
-    let meta = match store.head(&path).await {
-        Ok(meta) => meta,
-        Err(object_store::Error::NotFound { .. }) => return Ok(Parsed::Missing),
-        Err(err) => return Err(unavailable(relative, err)),
-    };
-    if meta.size > MAX_METADATA_BYTES as u64 {
-        return Ok(Parsed::Opaque(format!(
-            "{} bytes, larger than any metadata file",
-            meta.size
-        )));
-    }
-    let bytes: Bytes = match store.get(&path).await {
-        Ok(result) => result
-            .bytes()
-            .await
-            .map_err(|err| unavailable(relative, err))?,
-        Err(object_store::Error::NotFound { .. }) => return Ok(Parsed::Missing),
-        Err(err) => return Err(unavailable(relative, err)),
+    let bytes: Bytes = match warehouse.get(name, MAX_METADATA_BYTES as u64).await {
+        Ok(Fetched::Object(bytes, _)) => bytes,
+        Ok(Fetched::Missing) => return Ok(Parsed::Missing),
+        Ok(Fetched::TooLarge(size)) => {
+            return Ok(Parsed::Opaque {
+                why: format!("{size} bytes, larger than any metadata file"),
+                foreign_format: false,
+                references: Vec::new(),
+            });
+        }
+        Err(err) => {
+            return Err(Error::new(
+                err.kind(),
+                format!("gc aborted: reading `{name}` failed: {}", err.message()),
+            ));
+        }
     };
     match IndexMetadata::from_json_slice(&bytes, registry) {
         Ok(metadata) => Ok(Parsed::Metadata(Box::new(metadata))),
-        Err(err) if err.kind() == ErrorKind::UnsupportedFormatVersion => Err(Error::new(
-            err.kind(),
-            format!(
-                "gc aborted: `{relative}` is index metadata of a format version this collector does not understand, so it cannot know what it references: {}",
-                err.message()
-            ),
-        )),
-        Err(err) => Ok(Parsed::Opaque(err.message().to_owned())),
+        Err(err) => Ok(Parsed::Opaque {
+            why: err.message().to_owned(),
+            foreign_format: err.kind() == ErrorKind::UnsupportedFormatVersion,
+            references: string_references(&bytes, warehouse),
+        }),
     }
 }
 
-fn unavailable(what: &str, err: object_store::Error) -> Error {
-    Error::with_source(
-        ErrorKind::StoreUnavailable,
-        format!("gc aborted: reading `{what}` failed"),
-        err,
-    )
+/// Every string value in a JSON document that names a warehouse object: a
+/// warehouse-relative location or an absolute location inside the warehouse. A superset
+/// of whatever an unparseable metadata file could reference.
+fn string_references(bytes: &[u8], warehouse: &Warehouse) -> Vec<String> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut stack = vec![&value];
+    while let Some(value) = stack.pop() {
+        match value {
+            serde_json::Value::String(text) => {
+                let name = match warehouse.relative(text.trim_end_matches('/')) {
+                    Ok(name) => Some(name),
+                    Err(_) if validate_relative_location(text).is_ok() => normalize(text),
+                    Err(_) => None,
+                };
+                out.extend(name);
+            }
+            serde_json::Value::Array(items) => stack.extend(items),
+            serde_json::Value::Object(fields) => stack.extend(fields.values()),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Whether a record's incarnation replaced a tombstone (register or rename over a dropped
@@ -434,7 +453,7 @@ pub(crate) async fn observe(
     let mut names: HashMap<String, String> = HashMap::new();
     let mut frontier: Vec<(String, Option<i64>)> = Vec::new();
     for (location, updated_ms) in &roots {
-        let relative = warehouse.relative(location).map_err(|err| {
+        let name = warehouse.relative(location).map_err(|err| {
             Error::new(
                 err.kind(),
                 format!(
@@ -443,12 +462,6 @@ pub(crate) async fn observe(
                 ),
             )
         })?;
-        let Some(name) = normalize(warehouse, &relative) else {
-            return Err(Error::new(
-                ErrorKind::InvalidIndexMetadata,
-                format!("gc aborted: bad metadata location `{location}`"),
-            ));
-        };
         names.insert(location.clone(), name.clone());
         if visited.insert(name.clone()) {
             frontier.push((name, Some(*updated_ms)));
@@ -491,7 +504,7 @@ pub(crate) async fn observe(
                         ),
                     ));
                 }
-                Parsed::Opaque(why) if root_updated.is_some() => {
+                Parsed::Opaque { why, .. } if root_updated.is_some() => {
                     return Err(Error::new(
                         ErrorKind::InvalidIndexMetadata,
                         format!(
@@ -506,8 +519,12 @@ pub(crate) async fn observe(
                         "a family parameter references `{name}`, which does not exist"
                     ));
                 }
-                Parsed::Opaque(_) => {
-                    // A referenced object in another format: reachable itself, references unknown.
+                Parsed::Opaque { references, .. } => {
+                    // A referenced object in another format: reachable itself, and so is
+                    // whatever it may name.
+                    for reference in references {
+                        observation.reachable.insert(reference, 0);
+                    }
                 }
             }
         }
@@ -517,11 +534,7 @@ pub(crate) async fn observe(
     let tombstone_list: Vec<(String, i64)> = tombstones.into_iter().collect();
     let parsed: Vec<(String, String, i64, Option<Parsed>)> = futures::stream::iter(tombstone_list)
         .map(|(location, dropped_ms)| async move {
-            let Some(name) = warehouse
-                .relative(&location)
-                .ok()
-                .and_then(|r| normalize(warehouse, &r))
-            else {
+            let Ok(name) = warehouse.relative(&location) else {
                 return Ok::<_, Error>((location.clone(), location, dropped_ms, None));
             };
             let parsed = read_parsed(warehouse, registry, &name).await?;
@@ -543,8 +556,13 @@ pub(crate) async fn observe(
                 }
             }
             Some(Parsed::Missing) => {}
-            Some(Parsed::Opaque(why)) => {
+            Some(Parsed::Opaque {
+                why, references, ..
+            }) => {
                 evidence.tombstone_refs.insert(name.clone(), dropped_ms);
+                for reference in references {
+                    evidence.tombstone_refs.insert(reference, dropped_ms);
+                }
                 observation.warnings.push(format!(
                     "the metadata of a dropped index, `{name}`, is invalid: {why}"
                 ));

@@ -1,10 +1,10 @@
-//! Warehouse-relative object names and reference sets.
+//! Reference sets over object names.
 //!
-//! Every name the collector compares is in one canonical form: the object_store path of
-//! the object (or directory prefix) with the warehouse prefix removed, parts joined by
-//! `/`, no leading or trailing `/` and no empty segment. A metadata reference such as
-//! `indexes/a/1/ivf_postings/` and the listed object `indexes/a/1/ivf_postings/part-0`
-//! both go through object_store's own path encoding, so they compare byte for byte.
+//! Every name the collector compares is a warehouse object name (see
+//! [`crate::warehouse::object_name`]): the raw key below the root, as listings return it
+//! and as any engine writes it, never percent-encoded or decoded. A metadata reference
+//! such as `indexes/ü/1/ivf_postings/` and the object another engine wrote at
+//! `indexes/ü/1/ivf_postings/part-0` therefore compare byte for byte.
 //!
 //! A reference covers itself and everything below it on a segment boundary:
 //! `indexes/a/1/ivf_postings` covers `indexes/a/1/ivf_postings/part-0` but never
@@ -12,36 +12,11 @@
 
 use std::collections::HashMap;
 
-use object_store::path::Path;
+use crate::warehouse::{aliases, object_name};
 
-use crate::warehouse::Warehouse;
-
-/// The canonical relative name of `path` under `prefix`, or `None` if it is not strictly
-/// below the prefix.
-pub(crate) fn relative_of(path: &Path, prefix: &Path) -> Option<String> {
-    let parts = path.prefix_match(prefix)?;
-    let joined = parts
-        .map(|part| part.as_ref().to_owned())
-        .collect::<Vec<_>>()
-        .join("/");
-    (!joined.is_empty()).then_some(joined)
-}
-
-/// The canonical relative name of a warehouse-relative location (as written in metadata).
-pub(crate) fn normalize(warehouse: &Warehouse, location: &str) -> Option<String> {
-    relative_of(&warehouse.path(location), warehouse.prefix())
-}
-
-/// The object-store path of a canonical relative name (already encoded: parsed, not
-/// re-encoded).
-pub(crate) fn path_of(warehouse: &Warehouse, relative: &str) -> Path {
-    let prefix = warehouse.prefix().as_ref();
-    let joined = if prefix.is_empty() {
-        relative.to_owned()
-    } else {
-        format!("{prefix}/{relative}")
-    };
-    Path::parse(&joined).unwrap_or_else(|_| warehouse.path(relative))
+/// The name of a warehouse-relative location as written in metadata, if it is one.
+pub(crate) fn normalize(location: &str) -> Option<String> {
+    object_name(location).ok()
 }
 
 /// Names and every ancestor directory of a relative name, longest last.
@@ -71,6 +46,13 @@ impl RefMap {
     /// Whether some reference covers `relative`.
     pub(crate) fn covers(&self, relative: &str) -> bool {
         self_and_ancestors(relative).any(|name| self.refs.contains_key(name))
+    }
+
+    /// Whether some reference covers `name` or another spelling of it (an earlier
+    /// writer's percent-encoding): when unsure whether two names denote one object, the
+    /// collector keeps it.
+    pub(crate) fn covers_any_spelling(&self, name: &str) -> bool {
+        self.covers(name) || aliases(name).iter().any(|alias| self.covers(alias))
     }
 
     /// The largest timestamp among the references covering `relative`.
@@ -106,21 +88,12 @@ mod tests {
     }
 
     #[test]
-    fn names_are_normalised_through_the_warehouse() {
-        let warehouse = Warehouse::in_memory("memory://n/wh").expect("warehouse");
+    fn names_are_raw_and_drop_the_trailing_slash() {
         assert_eq!(
-            normalize(&warehouse, "indexes/a/1/ivf_postings/").as_deref(),
+            normalize("indexes/a/1/ivf_postings/").as_deref(),
             Some("indexes/a/1/ivf_postings")
         );
-        assert_eq!(
-            normalize(&warehouse, "indexes/a b/x").as_deref(),
-            normalize(&warehouse, "indexes/a b/x/").as_deref()
-        );
-        let name = normalize(&warehouse, "indexes/a b/%x").expect("name");
-        assert_eq!(
-            relative_of(&path_of(&warehouse, &name), warehouse.prefix()).as_deref(),
-            Some(name.as_str())
-        );
-        assert_eq!(path_of(&warehouse, &name), warehouse.path("indexes/a b/%x"));
+        assert_eq!(normalize("indexes/ü b/~x/").as_deref(), Some("indexes/ü b/~x"));
+        assert_eq!(normalize("indexes//x"), None);
     }
 }

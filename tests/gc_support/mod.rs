@@ -44,6 +44,9 @@ pub struct Deletion {
 struct SimState {
     inner: Arc<dyn ObjectStore>,
     clock: Arc<ManualClock>,
+    /// The directory of a local store: written files get the simulated time as their
+    /// real modification time, so listings that walk the directory see it too.
+    local_dir: Option<std::path::PathBuf>,
     mtimes: Mutex<HashMap<Path, i64>>,
     /// Deletes still allowed before every delete fails (`-1`: unlimited).
     delete_budget: AtomicI64,
@@ -59,11 +62,16 @@ pub struct SimStore {
 }
 
 impl SimStore {
-    pub fn new(inner: Arc<dyn ObjectStore>, clock: Arc<ManualClock>) -> Self {
+    pub fn new(
+        inner: Arc<dyn ObjectStore>,
+        clock: Arc<ManualClock>,
+        local_dir: Option<std::path::PathBuf>,
+    ) -> Self {
         SimStore {
             state: Arc::new(SimState {
                 inner,
                 clock,
+                local_dir,
                 mtimes: Mutex::new(HashMap::new()),
                 delete_budget: AtomicI64::new(-1),
                 deletions: Mutex::new(Vec::new()),
@@ -80,6 +88,14 @@ impl SimStore {
     /// Every deletion so far.
     pub fn deletions(&self) -> Vec<Deletion> {
         self.state.deletions.lock().expect("lock").clone()
+    }
+
+    /// Give the file of `location` (local stores) the simulated time `ms`.
+    fn touch(&self, location: &Path, ms: i64) {
+        if let Some(dir) = &self.state.local_dir {
+            let path = location.parts().fold(dir.clone(), |path, part| path.join(part.as_ref()));
+            set_mtime(&path, ms);
+        }
     }
 
     fn stamp(&self, meta: &mut ObjectMeta) {
@@ -104,11 +120,13 @@ impl ObjectStore for SimStore {
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
         let result = self.state.inner.put_opts(location, payload, opts).await?;
+        let now = self.state.clock.now_ms();
         self.state
             .mtimes
             .lock()
             .expect("lock")
-            .insert(location.clone(), self.state.clock.now_ms());
+            .insert(location.clone(), now);
+        self.touch(location, now);
         Ok(result)
     }
 
@@ -210,6 +228,16 @@ impl ObjectStore for SimStore {
     }
 }
 
+/// Set a file's modification time to `ms` (Unix epoch milliseconds).
+pub fn set_mtime(path: &std::path::Path, ms: i64) {
+    let time = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|file| file.set_modified(time))
+        .unwrap_or_else(|err| panic!("set mtime of {}: {err}", path.display()));
+}
+
 /// A catalog over a simulated-time warehouse.
 pub struct Env {
     pub catalog: Catalog,
@@ -217,6 +245,8 @@ pub struct Env {
     pub sim: SimStore,
     pub clock: Arc<ManualClock>,
     pub pointer_store: Arc<dyn PointerStore>,
+    /// The warehouse directory of a local backend.
+    pub local_dir: Option<std::path::PathBuf>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -259,8 +289,18 @@ impl Env {
                 None,
             ),
         };
-        let sim = SimStore::new(inner, clock.clone());
-        let warehouse = Warehouse::new(&root, Arc::new(sim.clone()), prefix).expect("warehouse");
+        let local_dir = dir.as_ref().map(|d: &tempfile::TempDir| {
+            d.path()
+                .join("warehouse")
+                .canonicalize()
+                .expect("canonical")
+        });
+        let sim = SimStore::new(inner, clock.clone(), local_dir.clone());
+        let mut warehouse =
+            Warehouse::new(&root, Arc::new(sim.clone()), prefix).expect("warehouse");
+        if let Some(local) = &local_dir {
+            warehouse = warehouse.with_local_dir(local).expect("local dir");
+        }
         let catalog = Catalog::builder(pointer_store.clone(), warehouse.clone())
             .clock(clock.clone())
             .ids(Arc::new(SeededIds::new(seed)))
@@ -271,6 +311,7 @@ impl Env {
             sim,
             clock,
             pointer_store,
+            local_dir,
             _dir: dir,
         }
     }
@@ -307,7 +348,7 @@ impl Env {
         self.warehouse
             .object_store()
             .put(
-                &self.warehouse.path(relative),
+                &self.warehouse.path(relative).expect("valid name"),
                 PutPayload::from_static(bytes),
             )
             .await
@@ -319,7 +360,7 @@ impl Env {
         match self
             .warehouse
             .object_store()
-            .head(&self.warehouse.path(relative))
+            .head(&self.warehouse.path(relative).expect("valid name"))
             .await
         {
             Ok(_) => true,
