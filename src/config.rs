@@ -318,9 +318,15 @@ fn resolve_existing(path: &std::path::Path) -> PathBuf {
     let mut existing = path.to_path_buf();
     loop {
         if let Ok(resolved) = existing.canonicalize() {
-            return missing.iter().rev().fold(resolved, |acc, part| acc.join(part));
+            return missing
+                .iter()
+                .rev()
+                .fold(resolved, |acc, part| acc.join(part));
         }
-        match (existing.file_name().map(|n| n.to_owned()), existing.parent()) {
+        match (
+            existing.file_name().map(|n| n.to_owned()),
+            existing.parent(),
+        ) {
             (Some(name), Some(parent)) => {
                 missing.push(name);
                 existing = parent.to_path_buf();

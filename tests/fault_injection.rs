@@ -27,15 +27,15 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use common::fixture::{TestEnv, source};
 use common::history::{Backend, assert_applied_once, catalog_over, env_seeds, env_usize};
-use parqdb_catalog::catalog::{Catalog, IndexCatalog};
-use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::catalog::record::{PointerRecord, PointerState};
+use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::metadata::IndexMetadata;
 use parqdb_catalog::store::faulty::{Fault, FaultConfig, FaultyStore};
 use parqdb_catalog::store::{
     Capabilities, Changed, ListPage, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version,
     Versioned,
 };
+use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, SystemClock};
 
 // ---------------------------------------------------------------------------------------

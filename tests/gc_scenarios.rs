@@ -248,13 +248,8 @@ async fn foreign_or_unmarked_warehouses_are_refused() {
     env.advance(10 * HOUR);
     // The first write claimed the warehouse; a warehouse without its marker (written by
     // an earlier version, or the marker removed by hand) is refused.
-    std::fs::remove_file(
-        env.local_dir
-            .as_ref()
-            .expect("local")
-            .join(gc::MARKER),
-    )
-    .expect("marker removed");
+    std::fs::remove_file(env.local_dir.as_ref().expect("local").join(gc::MARKER))
+        .expect("marker removed");
 
     // No marker: refused.
     let err = env
@@ -278,7 +273,11 @@ async fn foreign_or_unmarked_warehouses_are_refused() {
         .await
         .expect_err("foreign");
     assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned);
-    assert!(err.message().contains("owned by catalog"), "{}", err.message());
+    assert!(
+        err.message().contains("owned by catalog"),
+        "{}",
+        err.message()
+    );
     let err = gc::claim(&env.catalog, env.now())
         .await
         .expect_err("claim refused");
@@ -357,7 +356,10 @@ async fn re_registering_an_old_metadata_file_before_it_is_condemned_keeps_it() {
     for _ in 0..40 {
         env.advance(10 * MINUTE);
         let report = env.collect(&config).await;
-        assert_eq!(report.condemned.objects, 0, "condemned before re-registering");
+        assert_eq!(
+            report.condemned.objects, 0,
+            "condemned before re-registering"
+        );
         if report.tracked.objects > 0 {
             tracked = true;
             break;
@@ -430,7 +432,12 @@ async fn a_condemned_metadata_file_cannot_be_registered_again_and_is_collected()
     // Nor through a commit onto a live index of the same lineage.
     let live = Layout::under("gone/2");
     let (other, _, _) = env.register("other", &live).await;
-    let base = env.catalog.load(&other).await.expect("live").metadata_location;
+    let base = env
+        .catalog
+        .load(&other)
+        .await
+        .expect("live")
+        .metadata_location;
     let err = env
         .catalog
         .commit(&other, &layout.source, &base, &location)
@@ -537,7 +544,10 @@ async fn race_at(backend: Backend, phase: gc::GcPhase, seed: u64) {
     );
     assert!(report.deleted.objects > 0, "{:?}", report.actions);
     // No pointer names a deleted file.
-    assert!(env.catalog.load(&published).await.is_err(), "a pointer was published");
+    assert!(
+        env.catalog.load(&published).await.is_err(),
+        "a pointer was published"
+    );
     let next = env.collect(&config).await;
     assert_eq!(next.status, GcStatus::Completed, "{:?}", next.warnings);
 }
@@ -705,7 +715,11 @@ async fn an_unreadable_root_aborts_the_run() {
     // The live index's metadata file disappears (an operator's mistake).
     env.warehouse
         .object_store()
-        .delete(&env.warehouse.path(&env.relative(&location)).expect("valid name"))
+        .delete(
+            &env.warehouse
+                .path(&env.relative(&location))
+                .expect("valid name"),
+        )
         .await
         .expect("deleted");
     let err = env

@@ -173,18 +173,26 @@ impl Catalog {
     ) -> Result<IndexPointer> {
         self.ensure_writable().await?;
         let window = PublishWindow::open(self.inner.publish_window);
+        window
+            .run(self.register_within(&window, identifier, source, metadata_location))
+            .await
+    }
+
+    async fn register_within(
+        &self,
+        window: &PublishWindow,
+        identifier: &IndexIdentifier,
+        source: &TableDefinition,
+        metadata_location: &str,
+    ) -> Result<IndexPointer> {
         self.require_namespace(identifier.namespace()).await?;
-        let publication = window
-            .bound(self.prepare_publication(metadata_location))
-            .await?;
+        let publication = self.prepare_publication(metadata_location).await?;
         check_source(
             source,
             publication.metadata.current_snapshot().source_table(),
             &publication.location,
         )?;
-        window
-            .bound(self.check_new_references(&publication, None))
-            .await?;
+        self.check_new_references(&publication, None).await?;
 
         for _ in 0..MAX_REEVALUATIONS {
             let previous = match self
@@ -238,6 +246,19 @@ impl Catalog {
     ) -> Result<CommitResult> {
         self.ensure_writable().await?;
         let window = PublishWindow::open(self.inner.publish_window);
+        window
+            .run(self.commit_within(&window, identifier, source, base, new))
+            .await
+    }
+
+    async fn commit_within(
+        &self,
+        window: &PublishWindow,
+        identifier: &IndexIdentifier,
+        source: &TableDefinition,
+        base: &str,
+        new: &str,
+    ) -> Result<CommitResult> {
         let warehouse = self.warehouse();
         // Locations compare in canonical form; one that is not inside the warehouse can
         // equal no stored location.
@@ -247,10 +268,8 @@ impl Catalog {
         let new_location = warehouse.canonical_location(new).ok();
         // The first pointer read and the new metadata's read and checks run concurrently;
         // their errors are reported in the order of checks (the pointer's first).
-        let (first_read, publication) = futures::join!(
-            self.read_pointer(identifier),
-            window.bound(self.prepare_publication(new))
-        );
+        let (first_read, publication) =
+            futures::join!(self.read_pointer(identifier), self.prepare_publication(new));
         let mut first_read = Some(first_read);
         for _ in 0..MAX_REEVALUATIONS {
             let stored = match first_read.take() {
@@ -283,15 +302,14 @@ impl Catalog {
                 Ok(ref publication) => publication,
                 Err(err) => return Err(err),
             };
-            let base_metadata = window.bound(self.read_metadata(&base)).await?;
+            let base_metadata = self.read_metadata(&base).await?;
             publication.metadata.check_successor_of(&base_metadata)?;
             check_source(
                 source,
                 publication.metadata.current_snapshot().source_table(),
                 &publication.location,
             )?;
-            window
-                .bound(self.check_new_references(&publication, Some(&base_metadata)))
+            self.check_new_references(publication, Some(&base_metadata))
                 .await?;
 
             let commit_id = self.fresh_commit_id();

@@ -28,6 +28,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -52,10 +53,12 @@ pub(crate) struct Publication {
 }
 
 /// The deadline of one register or commit.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub(crate) struct PublishWindow {
     deadline: Instant,
     length: Duration,
+    /// Whether a pointer write was issued (its outcome may be unknown).
+    wrote: AtomicBool,
 }
 
 impl PublishWindow {
@@ -63,43 +66,44 @@ impl PublishWindow {
         PublishWindow {
             deadline: Instant::now() + length,
             length,
+            wrote: AtomicBool::new(false),
         }
     }
 
-    fn overrun(&self, what: &str) -> Error {
+    fn overrun(&self) -> Error {
         Error::new(
             ErrorKind::StoreUnavailable,
             format!(
-                "{what} took longer than the publish window of {:?}; nothing was written, retry",
+                "the operation took longer than the publish window of {:?}; nothing was written, retry",
                 self.length
             ),
         )
     }
 
-    /// Run a step before the write: it must finish within the window.
-    pub(crate) async fn bound<T>(&self, step: impl Future<Output = Result<T>>) -> Result<T> {
-        match tokio::time::timeout_at(self.deadline, step).await {
+    /// Run a whole operation within the window: if it has not finished by the end, it
+    /// fails — with [`ErrorKind::CommitStateUnknown`] once it has issued a pointer write
+    /// (which may yet land, or have landed), else with `STORE_UNAVAILABLE`.
+    pub(crate) async fn run<T>(&self, operation: impl Future<Output = Result<T>>) -> Result<T> {
+        match tokio::time::timeout_at(self.deadline, operation).await {
             Ok(result) => result,
-            Err(_) => Err(self.overrun("reading and checking the new metadata")),
-        }
-    }
-
-    /// Run the compare-and-swap: issued only within the window, and an outcome not known
-    /// by its end is unknown.
-    pub(crate) async fn write<T>(&self, write: impl Future<Output = Result<T>>) -> Result<T> {
-        if Instant::now() >= self.deadline {
-            return Err(self.overrun("the operation"));
-        }
-        match tokio::time::timeout_at(self.deadline, write).await {
-            Ok(result) => result,
-            Err(_) => Err(Error::new(
+            Err(_) if self.wrote.load(Ordering::SeqCst) => Err(Error::new(
                 ErrorKind::CommitStateUnknown,
                 format!(
                     "the pointer write did not answer within the publish window of {:?}; it may or may not have applied: reload before retrying",
                     self.length
                 ),
             )),
+            Err(_) => Err(self.overrun()),
         }
+    }
+
+    /// Issue a pointer write: only within the window.
+    pub(crate) async fn write<T>(&self, write: impl Future<Output = Result<T>>) -> Result<T> {
+        if Instant::now() >= self.deadline {
+            return Err(self.overrun());
+        }
+        self.wrote.store(true, Ordering::SeqCst);
+        write.await
     }
 }
 
@@ -148,7 +152,10 @@ impl Catalog {
     }
 }
 
-fn family_references(metadata: &IndexMetadata, registry: &crate::family::FamilyRegistry) -> Vec<String> {
+fn family_references(
+    metadata: &IndexMetadata,
+    registry: &crate::family::FamilyRegistry,
+) -> Vec<String> {
     let mut names = Vec::new();
     for snapshot in metadata.snapshots() {
         if let Some(family) = registry.family(snapshot.index_family()) {

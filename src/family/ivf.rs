@@ -88,7 +88,12 @@ mod tests {
         let err = family.validate_parameters(&bad).expect_err("absolute");
         assert!(err.starts_with(CENTROIDS_METADATA_LOCATION), "{err}");
 
-        for outside in ["indexes/c/v1.metadata.json", "c.json", "metadata/", "metadata"] {
+        for outside in [
+            "indexes/c/v1.metadata.json",
+            "c.json",
+            "metadata/",
+            "metadata",
+        ] {
             let err = family
                 .validate_parameters(&params(Some(outside)))
                 .expect_err(outside);

@@ -99,7 +99,10 @@ async fn latest(warehouse: &Warehouse) -> Result<Option<(u64, Generation)>> {
     let Some(generation) = generations(warehouse).await?.into_iter().max() else {
         return Ok(None);
     };
-    let bytes = match warehouse.get(&generation_name(generation), 64 * 1024).await? {
+    let bytes = match warehouse
+        .get(&generation_name(generation), 64 * 1024)
+        .await?
+    {
         Fetched::Object(bytes, _) => bytes,
         Fetched::Missing | Fetched::TooLarge(_) => {
             return Err(Error::new(

@@ -39,8 +39,8 @@
 use std::collections::HashSet;
 
 use bytes::Bytes;
-use futures::stream::BoxStream;
 use futures::TryStreamExt;
+use futures::stream::BoxStream;
 use serde::Serialize;
 use uuid::Uuid;
 

@@ -24,9 +24,7 @@ const CATALOG_DIR: &str = "_catalog";
 /// The root of the nested catalog structure `name` belongs to, if it shows one.
 pub(crate) fn nested_root(name: &str) -> Option<String> {
     let segments: Vec<&str> = name.split('/').collect();
-    let root_before = |at: usize| -> Option<String> {
-        (at > 0).then(|| segments[..at].join("/"))
-    };
+    let root_before = |at: usize| -> Option<String> { (at > 0).then(|| segments[..at].join("/")) };
     let last = segments.len().checked_sub(1)?;
     if segments[last] == OWNER_MARKER {
         return root_before(last);
@@ -57,7 +55,10 @@ mod tests {
         let cases = [
             ("indexes/x/wh2/_catalog-owner.json", Some("indexes/x/wh2")),
             ("indexes/x/wh2/_catalog/i/ns/=a", Some("indexes/x/wh2")),
-            ("indexes/x/wh2/_gc/ledger/indexes/a/u-1-2-3.json", Some("indexes/x/wh2")),
+            (
+                "indexes/x/wh2/_gc/ledger/indexes/a/u-1-2-3.json",
+                Some("indexes/x/wh2"),
+            ),
             ("metadata/cat/_meta/=catalog-id", Some("metadata/cat")),
             ("metadata/cat/i/ns/=name", Some("metadata/cat")),
             ("metadata/cat/n/=ns", Some("metadata/cat")),

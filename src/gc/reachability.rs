@@ -34,16 +34,16 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::refs::{RefMap, normalize};
-use crate::family::validate_relative_location;
-use crate::warehouse::Fetched;
 use crate::catalog::Catalog;
 use crate::catalog::record::{PointerRecord, PointerState};
 use crate::catalog::write::store_error;
 use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
+use crate::family::validate_relative_location;
 use crate::identifier::Namespace;
 use crate::metadata::{IndexMetadata, MAX_METADATA_BYTES, TableDefinition};
 use crate::store::{PointerStore, StoreError, StoreKey, Versioned};
+use crate::warehouse::Fetched;
 use crate::warehouse::Warehouse;
 
 const PAGE: usize = 1000;

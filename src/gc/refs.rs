@@ -93,7 +93,10 @@ mod tests {
             normalize("indexes/a/1/ivf_postings/").as_deref(),
             Some("indexes/a/1/ivf_postings")
         );
-        assert_eq!(normalize("indexes/ü b/~x/").as_deref(), Some("indexes/ü b/~x"));
+        assert_eq!(
+            normalize("indexes/ü b/~x/").as_deref(),
+            Some("indexes/ü b/~x")
+        );
         assert_eq!(normalize("indexes//x"), None);
     }
 }

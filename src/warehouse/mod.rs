@@ -32,8 +32,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::stream::BoxStream;
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use url::Url;
@@ -215,8 +215,8 @@ impl Warehouse {
     /// The object-store path of the object `name` (a warehouse-relative location), or
     /// [`ErrorKind::InvalidIndexMetadata`] if it is no valid name.
     pub fn path(&self, name: &str) -> Result<Path> {
-        let name = object_name(name)
-            .map_err(|why| Error::new(ErrorKind::InvalidIndexMetadata, why))?;
+        let name =
+            object_name(name).map_err(|why| Error::new(ErrorKind::InvalidIndexMetadata, why))?;
         Ok(self.key(&name))
     }
 
@@ -264,7 +264,9 @@ impl Warehouse {
         // segments are checked before it could.
         let written = written_path(location).ok_or_else(|| outside("no path"))?;
         if written.contains('\\') {
-            return Err(outside("a raw `\\` is ambiguous in a URI path; escape it as %5C"));
+            return Err(outside(
+                "a raw `\\` is ambiguous in a URI path; escape it as %5C",
+            ));
         }
         let mut segments = written.split('/').skip(1);
         for root_segment in &self.root_segments {
@@ -525,7 +527,11 @@ impl Warehouse {
             })
             .await
             .map_err(|err| {
-                Error::with_source(ErrorKind::StoreUnavailable, "checking the layout failed", err)
+                Error::with_source(
+                    ErrorKind::StoreUnavailable,
+                    "checking the layout failed",
+                    err,
+                )
             });
         }
         let parts: Vec<String> = self
@@ -701,14 +707,36 @@ mod tests {
                 "file:///data/wh/metadata/caf%C3%A9.json"
             );
         }
-        assert_eq!(wh.relative("file:///data/wh/metadata/a%20b.json").expect("space"), "metadata/a b.json");
-        assert_eq!(wh.absolute("metadata/a b.json"), "file:///data/wh/metadata/a%20b.json");
-        assert_eq!(wh.absolute("indexes/a~b/[c]/"), "file:///data/wh/indexes/a~b/[c]");
-        assert_eq!(wh.relative("file:///data/wh/m/100%25.json").expect("percent"), "m/100%.json");
+        assert_eq!(
+            wh.relative("file:///data/wh/metadata/a%20b.json")
+                .expect("space"),
+            "metadata/a b.json"
+        );
+        assert_eq!(
+            wh.absolute("metadata/a b.json"),
+            "file:///data/wh/metadata/a%20b.json"
+        );
+        assert_eq!(
+            wh.absolute("indexes/a~b/[c]/"),
+            "file:///data/wh/indexes/a~b/[c]"
+        );
+        assert_eq!(
+            wh.relative("file:///data/wh/m/100%25.json")
+                .expect("percent"),
+            "m/100%.json"
+        );
         assert_eq!(wh.absolute("m/100%.json"), "file:///data/wh/m/100%25.json");
         let escaped_root = warehouse("s3://b/my%20wh");
-        assert_eq!(escaped_root.relative("s3://b/my%20wh/metadata/x.json").expect("x"), "metadata/x.json");
-        assert_eq!(escaped_root.absolute("metadata/x.json"), "s3://b/my%20wh/metadata/x.json");
+        assert_eq!(
+            escaped_root
+                .relative("s3://b/my%20wh/metadata/x.json")
+                .expect("x"),
+            "metadata/x.json"
+        );
+        assert_eq!(
+            escaped_root.absolute("metadata/x.json"),
+            "s3://b/my%20wh/metadata/x.json"
+        );
     }
 
     #[tokio::test]

@@ -148,9 +148,16 @@ mod tests {
     fn aliases_are_the_other_spellings() {
         assert!(aliases("indexes/a/1/part-0.parquet").is_empty());
         assert_eq!(aliases("indexes/a~b/x"), vec!["indexes/a%7Eb/x".to_owned()]);
-        assert_eq!(aliases("indexes/a%7Eb/x"), vec!["indexes/a~b/x".to_owned(), "indexes/a%257Eb/x".to_owned()]);
+        assert_eq!(
+            aliases("indexes/a%7Eb/x"),
+            vec!["indexes/a~b/x".to_owned(), "indexes/a%257Eb/x".to_owned()]
+        );
         assert_eq!(aliases("indexes/ü"), vec!["indexes/%C3%BC".to_owned()]);
-        assert!(aliases("indexes/%2Fx").iter().all(|alias| !alias.contains("//")));
+        assert!(
+            aliases("indexes/%2Fx")
+                .iter()
+                .all(|alias| !alias.contains("//"))
+        );
     }
 
     #[test]

@@ -93,7 +93,9 @@ impl SimStore {
     /// Give the file of `location` (local stores) the simulated time `ms`.
     fn touch(&self, location: &Path, ms: i64) {
         if let Some(dir) = &self.state.local_dir {
-            let path = location.parts().fold(dir.clone(), |path, part| path.join(part.as_ref()));
+            let path = location
+                .parts()
+                .fold(dir.clone(), |path, part| path.join(part.as_ref()));
             set_mtime(&path, ms);
         }
     }
@@ -257,9 +259,66 @@ pub enum Backend {
     Local,
     /// `MemoryStore` and `Warehouse::in_memory`'s object store.
     Memory,
+    /// The warehouse in a fresh bucket of the local S3-compatible server
+    /// (`PARQDB_TEST_S3_ENDPOINT`), pointers in a `MemoryStore`; see [`Env::open`].
+    S3,
 }
 
 impl Env {
+    /// An environment on any backend (the S3 one needs its bucket created first).
+    pub async fn open(backend: Backend, seed: u64) -> Env {
+        if backend != Backend::S3 {
+            return Env::new(backend, seed);
+        }
+        let endpoint = std::env::var("PARQDB_TEST_S3_ENDPOINT")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .expect(
+                "PARQDB_TEST_S3_ENDPOINT is not set: this test needs the S3-compatible server; \
+                 run the suite with scripts/test.sh (see the README)",
+            );
+        let options = parqdb_catalog::store::s3::S3Options {
+            endpoint: Some(endpoint),
+            region: Some("us-east-1".into()),
+            allow_http: Some(true),
+            access_key_id: Some("parqdb-test".into()),
+            secret_access_key: Some("parqdb-test".into()),
+            max_retries: Some(2),
+            retry_timeout: Some(Duration::from_secs(30)),
+            ..Default::default()
+        };
+        let bucket = format!("parqdb-gc-{}", uuid::Uuid::new_v4().simple());
+        parqdb_catalog::store::s3::create_bucket(&bucket, &options)
+            .await
+            .expect("create bucket");
+        let store = parqdb_catalog::store::s3::amazon_s3_builder(&bucket, &options)
+            .expect("builder")
+            .build()
+            .expect("S3 client");
+        let clock = Arc::new(ManualClock::new(START_MS));
+        let sim = SimStore::new(Arc::new(store), clock.clone(), None);
+        let warehouse = Warehouse::new(
+            &format!("s3://{bucket}/wh"),
+            Arc::new(sim.clone()),
+            Path::parse("wh").expect("prefix"),
+        )
+        .expect("warehouse");
+        let pointer_store: Arc<dyn PointerStore> = Arc::new(MemoryStore::new());
+        let catalog = Catalog::builder(pointer_store.clone(), warehouse.clone())
+            .clock(clock.clone())
+            .ids(Arc::new(SeededIds::new(seed)))
+            .build();
+        Env {
+            catalog,
+            warehouse,
+            sim,
+            clock,
+            pointer_store,
+            local_dir: None,
+            _dir: None,
+        }
+    }
+
     pub fn new(backend: Backend, seed: u64) -> Env {
         let clock = Arc::new(ManualClock::new(START_MS));
         let (inner, root, prefix, pointer_store, dir): (
@@ -281,6 +340,7 @@ impl Env {
                     Arc::new(LocalStore::new(wh.join("_catalog")));
                 (Arc::new(store), root, Path::default(), pointers, Some(dir))
             }
+            Backend::S3 => panic!("the S3 environment is async: use Env::open"),
             Backend::Memory => (
                 Arc::new(object_store::memory::InMemory::new()),
                 format!("memory://sim{seed}/wh"),
@@ -353,6 +413,39 @@ impl Env {
             )
             .await
             .expect("object written");
+    }
+
+    /// Write an object the way another engine would: at the raw key `name` (no
+    /// percent-encoding), stamped with the simulated time.
+    pub async fn put_raw(&self, name: &str, bytes: &'static [u8]) {
+        let key = match self.warehouse.prefix().as_ref() {
+            "" => name.to_owned(),
+            prefix => format!("{prefix}/{name}"),
+        };
+        let path = Path::parse(&key).expect("a raw key");
+        self.warehouse
+            .object_store()
+            .put(&path, PutPayload::from_static(bytes))
+            .await
+            .expect("object written");
+    }
+
+    /// Whether the object at the raw key `name` exists.
+    pub async fn exists_raw(&self, name: &str) -> bool {
+        let key = match self.warehouse.prefix().as_ref() {
+            "" => name.to_owned(),
+            prefix => format!("{prefix}/{name}"),
+        };
+        match self
+            .warehouse
+            .object_store()
+            .head(&Path::parse(&key).expect("a raw key"))
+            .await
+        {
+            Ok(_) => true,
+            Err(object_store::Error::NotFound { .. }) => false,
+            Err(err) => panic!("head {name}: {err}"),
+        }
     }
 
     /// Whether an object exists.
