@@ -12,7 +12,7 @@
 //!
 //! * **Every write** (register, commit, drop, rename, namespace create and drop, and so
 //!   publish) first makes sure the catalog owns its warehouse ([`Catalog`]'s first write
-//!   runs [`ensure_owned`]): an unclaimed warehouse is claimed on the spot (both
+//!   runs [`Catalog::claim_warehouse`]): an unclaimed warehouse is claimed on the spot (both
 //!   creations are create-if-absent, so of two catalogs racing for a fresh warehouse
 //!   exactly one wins), and a warehouse owned by another catalog is refused with
 //!   [`ErrorKind::WarehouseNotOwned`], naming the owner. So a second pointer store pointed
