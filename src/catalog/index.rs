@@ -5,7 +5,7 @@ use uuid::Uuid;
 
 use super::record::{PointerRecord, PointerState};
 use super::scan::decode_page_token;
-use super::write::{Basis, WriteOutcome, conditional_write, read_with_retry};
+use super::write::{Basis, WriteOutcome, conditional_write_listed, read_with_retry};
 use super::{Catalog, CommitResult, IdentifierPage, IndexPointer, LoadIfChanged, page_size};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::{IndexIdentifier, Namespace};
@@ -73,6 +73,25 @@ impl Catalog {
             .transpose()
     }
 
+    /// The pointer and the metadata file `new`, read concurrently: a commit's critical path
+    /// is the slower of the two reads, not their sum. Both results are returned as they
+    /// are, so the caller keeps the order of checks (a missing index or a conflict is
+    /// reported before anything about `new`). The file is read from the warehouse, never
+    /// from the cache (see [`Catalog::read_metadata_from_warehouse`]).
+    pub(crate) async fn read_pointer_and_metadata(
+        &self,
+        identifier: &IndexIdentifier,
+        new: &str,
+    ) -> (
+        Result<Option<Stored>>,
+        Result<std::sync::Arc<crate::metadata::IndexMetadata>>,
+    ) {
+        futures::join!(
+            self.read_pointer(identifier),
+            self.read_metadata_from_warehouse(new)
+        )
+    }
+
     pub(crate) async fn visibility(&self, stored: Option<Stored>) -> Result<Visibility> {
         let Some(stored) = stored else {
             return Ok(Visibility::Absent(None));
@@ -104,11 +123,12 @@ impl Catalog {
                 Basis::Commit(previous.record.commit_id),
             ),
         };
-        conditional_write(
+        conditional_write_listed(
             self.store().as_ref(),
             &identifier.store_key(),
             Bytes::from(record.to_bytes()),
             mode,
+            record.listing(),
             basis,
             record.commit_id,
             &self.inner.retry,
@@ -231,10 +251,8 @@ impl Catalog {
     ) -> Result<CommitResult> {
         self.ensure_probed().await?;
         for _ in 0..MAX_REEVALUATIONS {
-            let current = match self
-                .visibility(self.read_pointer(identifier).await?)
-                .await?
-            {
+            let (stored, new_metadata) = self.read_pointer_and_metadata(identifier, new).await;
+            let current = match self.visibility(stored?).await? {
                 Visibility::Visible(stored) if stored.record.state == PointerState::Moving => {
                     self.settle_rename(identifier, &stored).await?;
                     continue;
@@ -256,7 +274,7 @@ impl Catalog {
                 }
                 return Err(conflict(identifier, base, location));
             }
-            let new_metadata = self.read_metadata_from_warehouse(new).await?;
+            let new_metadata = new_metadata?;
             let base_metadata = self.read_metadata(base).await?;
             new_metadata.check_successor_of(&base_metadata)?;
             check_source(source, new_metadata.current_snapshot().source_table(), new)?;
@@ -354,12 +372,18 @@ impl Catalog {
                 .scan(&prefix, after.as_ref(), size - identifiers.len())
                 .await?;
             for (key, value) in page.records {
-                let record = PointerRecord::from_bytes(&value.value)?;
-                let stored = Stored {
-                    record,
-                    version: value.version,
+                let visible = match value {
+                    // The store's class says live.
+                    None => true,
+                    Some(value) => {
+                        let stored = Stored {
+                            record: PointerRecord::from_bytes(&value.value)?,
+                            version: value.version,
+                        };
+                        matches!(self.visibility(Some(stored)).await?, Visibility::Visible(_))
+                    }
                 };
-                if let Visibility::Visible(_) = self.visibility(Some(stored)).await? {
+                if visible {
                     identifiers.push(IndexIdentifier::from_store_key(key.as_str()).map_err(
                         |err| {
                             Error::new(

@@ -1,10 +1,12 @@
 //! The local-filesystem pointer store: the embedded default.
 //!
 //! Each key is one file under the root directory (`i/a/=x` is `<root>/i/a/=x`). The file
-//! holds a one-line header with the record's generation, then the value:
+//! holds a one-line header with the record's generation and its [`Listing`] class
+//! (`hidden`, `shown` or `check`; files written before classes existed have none and list as
+//! unknown), then the value:
 //!
 //! ```text
-//! parqdb-pointer 7
+//! parqdb-pointer 7 shown
 //! {"record-version":1, ...}
 //! ```
 //!
@@ -36,7 +38,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{ListEntry, ListPage, PointerStore, PutMode, StoreError, StoreKey, Version, Versioned};
+use super::{
+    ListEntry, ListPage, Listing, PointerStore, PutMode, StoreError, StoreKey, Version, Versioned,
+};
 
 const HEADER: &str = "parqdb-pointer ";
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -67,8 +71,23 @@ fn unavailable(err: io::Error) -> StoreError {
     StoreError::unavailable(err)
 }
 
+/// One record file: its generation, its class (if the header has one) and its value.
+struct Record {
+    generation: u64,
+    listing: Option<Listing>,
+    value: Bytes,
+}
+
+fn class_name(listing: Listing) -> &'static str {
+    match listing {
+        Listing::Hidden => "hidden",
+        Listing::Shown => "shown",
+        Listing::Check => "check",
+    }
+}
+
 /// Read a record file: `None` if absent.
-fn read_record(path: &Path) -> io::Result<Option<(u64, Bytes)>> {
+fn read_record(path: &Path) -> io::Result<Option<Record>> {
     let mut file = match File::open(path) {
         Ok(file) => file,
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -84,20 +103,32 @@ fn read_record(path: &Path) -> io::Result<Option<(u64, Bytes)>> {
     };
     let newline = bytes.iter().position(|&b| b == b'\n').ok_or_else(corrupt)?;
     let header = std::str::from_utf8(&bytes[..newline]).map_err(|_| corrupt())?;
-    let generation = header
-        .strip_prefix(HEADER)
+    let mut fields = header.strip_prefix(HEADER).ok_or_else(corrupt)?.split(' ');
+    let generation = fields
+        .next()
         .and_then(|g| g.parse::<u64>().ok())
         .ok_or_else(corrupt)?;
-    Ok(Some((
+    let listing = match fields.next() {
+        None => None,
+        Some("hidden") => Some(Listing::Hidden),
+        Some("shown") => Some(Listing::Shown),
+        Some("check") => Some(Listing::Check),
+        Some(_) => return Err(corrupt()),
+    };
+    if fields.next().is_some() {
+        return Err(corrupt());
+    }
+    Ok(Some(Record {
         generation,
-        Bytes::copy_from_slice(&bytes[newline + 1..]),
-    )))
+        listing,
+        value: Bytes::copy_from_slice(&bytes[newline + 1..]),
+    }))
 }
 
-fn versioned((generation, value): (u64, Bytes)) -> Versioned {
+fn versioned(record: Record) -> Versioned {
     Versioned {
-        value,
-        version: Version::new(generation.to_string()),
+        value: record.value,
+        version: Version::new(record.generation.to_string()),
     }
 }
 
@@ -106,6 +137,7 @@ fn put_blocking(
     path: &Path,
     value: &[u8],
     mode: &PutMode,
+    listing: Listing,
 ) -> Result<Version, StoreError> {
     let parent = path
         .parent()
@@ -123,7 +155,7 @@ fn put_blocking(
 
     let current = read_record(path)
         .map_err(unavailable)?
-        .map(|(generation, _)| generation);
+        .map(|record| record.generation);
     let generation = match (mode, current) {
         (PutMode::Create, None) => 1,
         (PutMode::Create, Some(_)) => return Err(StoreError::AlreadyExists),
@@ -143,7 +175,7 @@ fn put_blocking(
     ));
     let write = || -> io::Result<()> {
         let mut file = File::create(&temp)?;
-        file.write_all(format!("{HEADER}{generation}\n").as_bytes())?;
+        file.write_all(format!("{HEADER}{generation} {}\n", class_name(listing)).as_bytes())?;
         file.write_all(value)?;
         file.sync_all()?;
         fs::rename(&temp, path)?;
@@ -211,8 +243,18 @@ impl PointerStore for LocalStore {
         value: Bytes,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
+        self.put_listed(key, value, mode, Listing::Check).await
+    }
+
+    async fn put_listed(
+        &self,
+        key: &StoreKey,
+        value: Bytes,
+        mode: PutMode,
+        listing: Listing,
+    ) -> Result<Version, StoreError> {
         let (root, path) = (self.root.clone(), self.path(key));
-        tokio::task::spawn_blocking(move || put_blocking(&root, &path, &value, &mode))
+        tokio::task::spawn_blocking(move || put_blocking(&root, &path, &value, &mode, listing))
             .await
             .map_err(StoreError::ambiguous)?
     }
@@ -222,6 +264,27 @@ impl PointerStore for LocalStore {
         prefix: &StoreKey,
         start_after: Option<&StoreKey>,
         limit: usize,
+    ) -> Result<ListPage, StoreError> {
+        self.list_blocking(prefix, start_after, limit, false).await
+    }
+
+    async fn list_shown(
+        &self,
+        prefix: &StoreKey,
+        start_after: Option<&StoreKey>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError> {
+        self.list_blocking(prefix, start_after, limit, true).await
+    }
+}
+
+impl LocalStore {
+    async fn list_blocking(
+        &self,
+        prefix: &StoreKey,
+        start_after: Option<&StoreKey>,
+        limit: usize,
+        shown_only: bool,
     ) -> Result<ListPage, StoreError> {
         let root = self.root.clone();
         let prefix = prefix.as_str().to_owned();
@@ -249,8 +312,12 @@ impl PointerStore for LocalStore {
                 // A key listed but gone by now cannot happen (records are never deleted);
                 // skip it rather than fail if something foreign removed it.
                 if let Some(record) = read_record(&root.join(&key)).map_err(unavailable)? {
+                    if shown_only && record.listing == Some(Listing::Hidden) {
+                        continue;
+                    }
                     page.entries.push(ListEntry {
                         key: StoreKey::new(key).map_err(StoreError::fatal)?,
+                        listing: record.listing,
                         value: Some(versioned(record)),
                     });
                 }
