@@ -591,52 +591,66 @@ impl S3Store {
     async fn check_classes(&self) -> Result<(), StoreError> {
         self.classes
             .checked
-            .get_or_try_init(|| async {
-                if self.marker_exists().await? {
-                    return Ok(());
-                }
-                let options = PaginatedListOptions {
-                    max_keys: Some(MAX_KEYS_PER_REQUEST),
-                    ..PaginatedListOptions::default()
-                };
-                let listed = self
-                    .client
-                    .list_paginated(Some(&self.object_name("")), options)
-                    .await
-                    .map_err(read_error)?;
-                let holds_keys = listed.page_token.is_some()
-                    || listed
-                        .result
-                        .objects
-                        .iter()
-                        .any(|meta| self.store_key(meta.location.as_ref()).is_some());
-                if holds_keys {
-                    return Ok(());
-                }
-                let options = PutOptions {
-                    mode: object_store::PutMode::Create,
-                    ..PutOptions::default()
-                };
-                match self
-                    .client
-                    .put_opts(
-                        &self.marker_path()?,
-                        PutPayload::from_static(CLASSES_MARKER_BODY),
-                        options,
-                    )
-                    .await
-                {
-                    Ok(_)
-                    | Err(object_store::Error::AlreadyExists { .. })
-                    | Err(object_store::Error::Precondition { .. }) => {
-                        self.classes.trusted.store(true, Ordering::Release);
-                        Ok(())
-                    }
-                    Err(err) => Err(read_error(err)),
-                }
-            })
+            .get_or_try_init(|| self.create_marker_if_empty())
             .await
             .map(|_| ())
+    }
+
+    async fn create_marker_if_empty(&self) -> Result<(), StoreError> {
+        let checked = async {
+            if self.marker_exists().await? {
+                return Ok(());
+            }
+            let options = PaginatedListOptions {
+                max_keys: Some(MAX_KEYS_PER_REQUEST),
+                ..PaginatedListOptions::default()
+            };
+            let listed = self
+                .client
+                .list_paginated(Some(&self.object_name("")), options)
+                .await
+                .map_err(read_error)?;
+            let holds_keys = listed.page_token.is_some()
+                || listed
+                    .result
+                    .objects
+                    .iter()
+                    .any(|meta| self.store_key(meta.location.as_ref()).is_some());
+            if holds_keys {
+                return Ok(());
+            }
+            let options = PutOptions {
+                mode: object_store::PutMode::Create,
+                ..PutOptions::default()
+            };
+            match self
+                .client
+                .put_opts(
+                    &self.marker_path()?,
+                    PutPayload::from_static(CLASSES_MARKER_BODY),
+                    options,
+                )
+                .await
+            {
+                Ok(_)
+                | Err(object_store::Error::AlreadyExists { .. })
+                | Err(object_store::Error::Precondition { .. }) => {
+                    self.classes.trusted.store(true, Ordering::Release);
+                    Ok(())
+                }
+                Err(err) => Err(read_error(err)),
+            }
+        };
+        if let Err(err) = checked.await {
+            // Once per store: a store that may not list (a writer without s3:ListBucket)
+            // must not pay for a failing check on every write. Without the marker,
+            // listings read records (and warn).
+            tracing::warn!(
+                store = %self.describe(),
+                "could not check for the listing-classes marker: {err}"
+            );
+        }
+        Ok(())
     }
 
     /// Whether listed sizes may be read as classes; warns once when they may not.
@@ -755,11 +769,9 @@ impl PointerStore for S3Store {
         listing: Listing,
     ) -> Result<Version, StoreError> {
         let path = self.path(key)?;
-        if let Err(err) = self.check_classes().await {
-            // Not fatal for the write, which reports the store's state itself (a missing
-            // bucket, a refused credential); the check runs again before the next write.
-            tracing::debug!(store = %self.describe(), "listing-classes check failed: {err}");
-        }
+        // Never fails the write, which reports the store's state itself (a missing bucket,
+        // a refused credential).
+        self.check_classes().await?;
         let value = frame(&value, listing);
         let attempts = Attempts::default();
         let mut options = PutOptions {
