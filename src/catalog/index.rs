@@ -6,7 +6,7 @@ use uuid::Uuid;
 use super::publication::PublishWindow;
 use super::record::{PointerRecord, PointerState};
 use super::scan::decode_page_token;
-use super::write::{Basis, WriteOutcome, conditional_write, read_with_retry};
+use super::write::{Basis, WriteOutcome, conditional_write_listed, read_with_retry};
 use super::{Catalog, CommitResult, IdentifierPage, IndexPointer, LoadIfChanged, page_size};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::{IndexIdentifier, Namespace};
@@ -105,11 +105,12 @@ impl Catalog {
                 Basis::Commit(previous.record.commit_id),
             ),
         };
-        conditional_write(
+        conditional_write_listed(
             self.store().as_ref(),
             &identifier.store_key(),
             Bytes::from(record.to_bytes()),
             mode,
+            record.listing(),
             basis,
             record.commit_id,
             &self.inner.retry,
@@ -406,12 +407,18 @@ impl Catalog {
                 .scan(&prefix, after.as_ref(), size - identifiers.len())
                 .await?;
             for (key, value) in page.records {
-                let record = PointerRecord::from_bytes(&value.value)?;
-                let stored = Stored {
-                    record,
-                    version: value.version,
+                let visible = match value {
+                    // The store's class says live.
+                    None => true,
+                    Some(value) => {
+                        let stored = Stored {
+                            record: PointerRecord::from_bytes(&value.value)?,
+                            version: value.version,
+                        };
+                        matches!(self.visibility(Some(stored)).await?, Visibility::Visible(_))
+                    }
                 };
-                if let Visibility::Visible(_) = self.visibility(Some(stored)).await? {
+                if visible {
                     identifiers.push(IndexIdentifier::from_store_key(key.as_str()).map_err(
                         |err| {
                             Error::new(

@@ -33,6 +33,7 @@ use uuid::Uuid;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::IndexIdentifier;
 use crate::metadata::TableDefinition;
+use crate::store::Listing;
 
 /// How many earlier commit ids a record remembers.
 pub const HISTORY: usize = 16;
@@ -137,6 +138,16 @@ impl PointerRecord {
             || self.previous_commit_ids.contains(&commit_id)
     }
 
+    /// How the record shows in listings: a live record is visible by its class alone, a
+    /// `moving` one only after checking its rename's destination, a tombstone not at all.
+    pub fn listing(&self) -> Listing {
+        match self.state {
+            PointerState::Live => Listing::Shown,
+            PointerState::Moving => Listing::Check,
+            PointerState::Dropped => Listing::Hidden,
+        }
+    }
+
     /// Parse a stored record.
     pub fn from_bytes(bytes: &[u8]) -> Result<PointerRecord> {
         let record: PointerRecord = parse_record(bytes, "pointer")?;
@@ -201,6 +212,15 @@ impl NamespaceRecord {
         }
     }
 
+    /// How the record shows in listings: an existing namespace is shown, a tombstone not.
+    pub fn listing(&self) -> Listing {
+        if self.exists {
+            Listing::Shown
+        } else {
+            Listing::Hidden
+        }
+    }
+
     /// Parse a stored record.
     pub fn from_bytes(bytes: &[u8]) -> Result<NamespaceRecord> {
         parse_record(bytes, "namespace")
@@ -252,10 +272,18 @@ fn parse_record<T: serde::de::DeserializeOwned + HasVersion>(
     bytes: &[u8],
     what: &str,
 ) -> Result<T> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let record: T = serde_path_to_error::deserialize(&mut de)
-        .map_err(|err| corrupt(what, format!("at `{}`: {}", err.path(), err.inner())))?;
-    de.end().map_err(|err| corrupt(what, err))?;
+    // The plain parse is as strict (unknown fields, duplicates and trailing data are errors)
+    // and faster; only a failure is parsed again to name the JSON path.
+    let record: T = match serde_json::from_slice(bytes) {
+        Ok(record) => record,
+        Err(_) => {
+            let mut de = serde_json::Deserializer::from_slice(bytes);
+            let record: T = serde_path_to_error::deserialize(&mut de)
+                .map_err(|err| corrupt(what, format!("at `{}`: {}", err.path(), err.inner())))?;
+            de.end().map_err(|err| corrupt(what, err))?;
+            record
+        }
+    };
     if record.record_version() != RECORD_VERSION {
         return Err(corrupt(
             what,

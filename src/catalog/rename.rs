@@ -332,10 +332,12 @@ impl Catalog {
                 key: from.store_key(),
                 value: Bytes::from(tombstone.to_bytes()),
                 mode: PutMode::Update(source.version.clone()),
+                listing: tombstone.listing(),
             },
             TxWrite {
                 key: intent.to.store_key(),
                 value: Bytes::from(created.to_bytes()),
+                listing: created.listing(),
                 mode: match dest {
                     None => PutMode::Create,
                     Some(dest) => PutMode::Update(dest.version.clone()),

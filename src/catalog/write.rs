@@ -25,7 +25,7 @@ use uuid::Uuid;
 
 use super::record::CommitChain;
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::{PointerStore, PutMode, StoreError, StoreKey, Version};
+use crate::store::{Listing, PointerStore, PutMode, StoreError, StoreKey, Version};
 
 /// Bounded attempts and jittered exponential backoff for store calls.
 #[derive(Debug, Clone)]
@@ -128,11 +128,39 @@ pub async fn conditional_write(
     commit_id: Uuid,
     policy: &RetryPolicy,
 ) -> Result<WriteOutcome> {
+    conditional_write_listed(
+        store,
+        key,
+        value,
+        mode,
+        Listing::Check,
+        basis,
+        commit_id,
+        policy,
+    )
+    .await
+}
+
+/// [`conditional_write`] of a value with its [`Listing`] class.
+#[allow(clippy::too_many_arguments)]
+pub async fn conditional_write_listed(
+    store: &dyn PointerStore,
+    key: &StoreKey,
+    value: Bytes,
+    mode: PutMode,
+    listing: Listing,
+    basis: Basis,
+    commit_id: Uuid,
+    policy: &RetryPolicy,
+) -> Result<WriteOutcome> {
     let mut attempt = 0;
     let mut ambiguous = false;
     loop {
         attempt += 1;
-        match store.put(key, value.clone(), mode.clone()).await {
+        match store
+            .put_listed(key, value.clone(), mode.clone(), listing)
+            .await
+        {
             Ok(version) => return Ok(WriteOutcome::Applied(Some(version))),
             Err(StoreError::Unavailable {
                 retryable: true,

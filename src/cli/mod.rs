@@ -135,7 +135,7 @@ impl Cli {
                 demo::run(&self.catalog().await?).await?;
                 return Ok(None);
             }
-            Command::Bench(args) => return bench::run(args, &self.catalog().await?).await,
+            Command::Bench(args) => return bench::run(args, &self.config()).await,
         };
         Ok(Some(json))
     }

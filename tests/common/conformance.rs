@@ -707,7 +707,10 @@ pub async fn contended_chain_loses_nothing(env: TestEnv, writers: usize, per_wri
         }
     }
     let expected: BTreeSet<i64> = (2..=final_sequence).collect();
-    assert_eq!(sequences, expected, "every acknowledged commit is in the chain");
+    assert_eq!(
+        sequences, expected,
+        "every acknowledged commit is in the chain"
+    );
     assert!(
         final_sequence >= (writers * per_writer) as i64 + 1,
         "every writer's commits landed"
