@@ -97,7 +97,7 @@ impl Run<'_> {
         let evidence = &observation.evidence;
         let mut floor: Option<(i64, String)> = evidence
             .tombstone_refs
-            .max_covering(relative)
+            .max_covering_any_spelling(relative)
             .map(|at| (at, format!("a tombstone dropped at {at} references it")));
         let Some(clock_ms) = recorded else {
             return floor;
@@ -242,7 +242,9 @@ impl Run<'_> {
                 condemned_at
             }
         };
-        if referenced.covers(relative) {
+        // The same matching as reachability: an object another spelling of which an
+        // existing metadata file names stays while that file exists.
+        if referenced.covers_any_spelling(relative) {
             assessed.verdict = Verdict::Referenced;
             return Ok(assessed);
         }
