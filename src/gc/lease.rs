@@ -81,12 +81,14 @@ async fn generations(warehouse: &Warehouse) -> Result<Vec<u64>> {
         .list(LEASE_DIR)
         .try_filter_map(|item| async move {
             Ok(match item {
+                // Only `_gc/lease/<20 digits>.json`, directly in the lease directory.
                 ListItem::Object(listed) => listed
                     .name
-                    .rsplit('/')
-                    .next()
+                    .strip_prefix(LEASE_DIR)
+                    .and_then(|rest| rest.strip_prefix('/'))
                     .and_then(|name| name.strip_suffix(".json"))
-                    .and_then(|number| number.parse::<u64>().ok()),
+                    .and_then(|number| number.parse::<u64>().ok())
+                    .filter(|generation| listed.name == generation_name(*generation)),
                 ListItem::Skipped { .. } => None,
             })
         })
