@@ -175,6 +175,23 @@ pub(crate) fn deletable(root: &Path, name: &str) -> std::result::Result<Option<(
     Ok(Some(()))
 }
 
+/// Why the path of the object `name` below `root` passes through a symbolic link, if it
+/// does (a missing component ends the check: reading the object reports that).
+pub(crate) fn linked(root: &Path, name: &str) -> Option<String> {
+    let mut path = root.to_path_buf();
+    for segment in name.split('/') {
+        path.push(segment);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Some(format!("`{}` is a symbolic link", path.display()));
+            }
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
 fn io_error(path: &Path, err: std::io::Error) -> Error {
     Error::with_source(
         ErrorKind::StoreUnavailable,
@@ -232,6 +249,9 @@ mod tests {
         assert!(deletable(&root, "indexes/link/precious").is_err());
         assert!(deletable(&root, "indexes/a/file-link").is_err());
         assert_eq!(deletable(&root, "indexes/none"), Ok(None));
+        assert_eq!(linked(&root, "indexes/a/part-0"), None);
+        assert!(linked(&root, "indexes/link/precious").is_some());
+        assert!(linked(&root, "indexes/a/file-link").is_some());
         // A managed prefix that is itself a link is not listed at all.
         std::fs::create_dir_all(root.join("x")).expect("x");
         std::os::unix::fs::symlink(&outside, root.join("x/metadata")).expect("link");

@@ -504,6 +504,31 @@ impl Warehouse {
         outcomes
     }
 
+    /// Refuse to publish the object `name` if, on a local warehouse, its path below the
+    /// root passes through a symbolic link: the collector never follows links, so it
+    /// could not see the file to keep what the file names ([`ErrorKind::InvalidIndexMetadata`]).
+    pub async fn refuse_links(&self, name: &str) -> Result<()> {
+        let Some(dir) = &self.local else {
+            return Ok(());
+        };
+        let (dir, checked) = (dir.as_ref().clone(), name.to_owned());
+        let linked = tokio::task::spawn_blocking(move || local::linked(&dir, &checked))
+            .await
+            .map_err(|err| {
+                Error::with_source(ErrorKind::StoreUnavailable, "checking a location failed", err)
+            })?;
+        match linked {
+            None => Ok(()),
+            Some(why) => Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!(
+                    "`{}` cannot be published: {why}; the garbage collector never follows links, so it could not keep what the file names. Place the file itself in the warehouse",
+                    self.absolute(name)
+                ),
+            )),
+        }
+    }
+
     /// The warehouse root this one is nested in, if any: an ancestor directory holding
     /// an ownership marker whose `metadata/`, `indexes/` or `_gc/` contains this root.
     /// Such a warehouse would have its objects collected by the outer one.
