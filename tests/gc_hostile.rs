@@ -14,11 +14,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use gc_support::{Backend, Env, HOUR, Layout, MINUTE, set_mtime, test_config};
+use object_store::ObjectStoreExt;
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::config::CatalogConfig;
 use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcPhase, GcProgress, GcReport};
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
-use object_store::ObjectStoreExt;
 
 /// Characters object_store's `PathPart` percent-encodes that metadata validation accepts.
 const HOSTILE_SEGMENTS: [&str; 6] = ["ü", "a b", "~x", "[1]", "{c}^|`", "\"q\"<>*"];
@@ -937,7 +937,10 @@ async fn redteam_liveness_object_store_staging_files_do_not_stop_collection() {
             !env.exists("indexes/garbage/1/part-0").await,
             "{stray}: garbage is still collected"
         );
-        assert!(path.exists(), "{stray}: never deleted (nothing can name it)");
+        assert!(
+            path.exists(),
+            "{stray}: never deleted (nothing can name it)"
+        );
     }
 }
 
@@ -971,7 +974,13 @@ async fn redteam_liveness_s3_keys_object_store_cannot_parse_do_not_stop_collecti
                 .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
                 .endpoint_url(endpoint)
                 .region(Region::new("us-east-1"))
-                .credentials_provider(Credentials::new("parqdb-test", "parqdb-test", None, None, "t"))
+                .credentials_provider(Credentials::new(
+                    "parqdb-test",
+                    "parqdb-test",
+                    None,
+                    None,
+                    "t",
+                ))
                 .force_path_style(true)
                 .build(),
         );
@@ -1119,7 +1128,10 @@ async fn redteam_a_live_source_table_inside_the_warehouse_is_never_deleted() {
                 "file:{}/indexes/src/",
                 env.local_dir.as_ref().expect("local").display()
             ),
-            _ => format!("{}/indexes/src/", env.warehouse.root().replacen("s3://", "s3a://", 1)),
+            _ => format!(
+                "{}/indexes/src/",
+                env.warehouse.root().replacen("s3://", "s3a://", 1)
+            ),
         };
         env.put("indexes/src/part-0.parquet", b"source rows").await;
         let layout = Layout {
@@ -1172,10 +1184,16 @@ async fn redteam_a_warehouse_that_lost_its_marker_is_not_taken_over_by_a_strange
             let until = env.now() + 8 * HOUR;
             while env.now() < until {
                 env.advance(10 * MINUTE);
-                collector.collect(env.now()).await.expect("the stranger's gc");
+                collector
+                    .collect(env.now())
+                    .await
+                    .expect("the stranger's gc");
             }
         }
-        env.catalog.load(&id).await.expect("the owner's index is live");
+        env.catalog
+            .load(&id)
+            .await
+            .expect("the owner's index is live");
         for name in &owned {
             assert!(
                 env.exists(name).await,
@@ -1220,7 +1238,10 @@ async fn redteam_a_copy_of_the_pointer_store_does_not_pass_as_the_owner() {
     let ns = Namespace::new(["staging"]).expect("ns");
     let id = IndexIdentifier::new(ns.clone(), "idx").expect("id");
     let written = match clone.create_namespace(&ns, BTreeMap::new()).await {
-        Ok(()) => clone.register(&id, &layout.source, &location).await.map(|_| ()),
+        Ok(()) => clone
+            .register(&id, &layout.source, &location)
+            .await
+            .map(|_| ()),
         Err(err) => Err(err),
     };
     if let Err(err) = written {
@@ -1264,7 +1285,10 @@ async fn redteam_metadata_behind_a_link_under_metadata_keeps_its_tables() {
     .expect("metadata");
     let location = env
         .warehouse
-        .write_new("metadata/ext/m.metadata.json", Bytes::from(metadata.to_json_vec()))
+        .write_new(
+            "metadata/ext/m.metadata.json",
+            Bytes::from(metadata.to_json_vec()),
+        )
         .await
         .expect("written through the link");
     let id = env.id("linked").await;

@@ -122,9 +122,8 @@ fn walk(root: &Path, prefix: &str, tx: &tokio::sync::mpsc::Sender<Result<ListIte
 /// them (every get, head or delete fails), so they are not objects.
 fn is_staging_name(name: &str) -> bool {
     let last = name.rsplit('/').next().unwrap_or(name);
-    last.split_once('#').is_some_and(|(_, suffix)| {
-        !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit())
-    })
+    last.split_once('#')
+        .is_some_and(|(_, suffix)| !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The name of `path` below `root`, or why it has none.

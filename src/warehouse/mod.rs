@@ -515,7 +515,11 @@ impl Warehouse {
         let linked = tokio::task::spawn_blocking(move || local::linked(&dir, &checked))
             .await
             .map_err(|err| {
-                Error::with_source(ErrorKind::StoreUnavailable, "checking a location failed", err)
+                Error::with_source(
+                    ErrorKind::StoreUnavailable,
+                    "checking a location failed",
+                    err,
+                )
             })?;
         match linked {
             None => Ok(()),
