@@ -931,6 +931,12 @@ async fn redteam_liveness_object_store_staging_files_do_not_stop_collection() {
         std::fs::create_dir_all(path.parent().expect("parent")).expect("dirs");
         std::fs::write(&path, b"{}").expect("stray");
         set_mtime(&path, env.now());
+        // ... and a ledger entry an earlier version wrote for it.
+        let entry = root.join(format!(
+            "_gc/ledger/{stray}/u-1-1-00000000000000000000000000000001.json"
+        ));
+        std::fs::create_dir_all(entry.parent().expect("parent")).expect("dirs");
+        std::fs::write(&entry, b"{}").expect("ledger entry");
         env.put("indexes/garbage/1/part-0", b"x").await;
         checked_passes(&env, &config, 6, stray, async |_| {}).await;
         assert!(
