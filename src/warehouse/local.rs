@@ -120,7 +120,7 @@ fn walk(root: &Path, prefix: &str, tx: &tokio::sync::mpsc::Sender<Result<ListIte
 /// Whether the last segment of `name` ends in `#<digits>`: object_store's
 /// `LocalFileSystem` stages multipart uploads under such names and refuses to address
 /// them (every get, head or delete fails), so they are not objects.
-fn is_staging_name(name: &str) -> bool {
+pub(crate) fn is_staging_name(name: &str) -> bool {
     let last = name.rsplit('/').next().unwrap_or(name);
     last.split_once('#')
         .is_some_and(|(_, suffix)| !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()))

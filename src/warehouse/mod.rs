@@ -217,6 +217,14 @@ impl Warehouse {
     pub fn path(&self, name: &str) -> Result<Path> {
         let name =
             object_name(name).map_err(|why| Error::new(ErrorKind::InvalidIndexMetadata, why))?;
+        if self.local.is_some() && local::is_staging_name(&name) {
+            return Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!(
+                    "`{name}` cannot be addressed on a local warehouse: object_store keeps its multipart staging files under names ending in `#<digits>`"
+                ),
+            ));
+        }
         Ok(self.key(&name))
     }
 
