@@ -1341,3 +1341,33 @@ async fn redteam_a_stray_lease_generation_does_not_panic_the_collector() {
         Ok(Err(err)) => assert_eq!(err.kind(), ErrorKind::CorruptRecord, "{err}"),
     }
 }
+
+/// A stray JSON file under `metadata/` whose strings happen to name a managed prefix
+/// (`"metadata"`, `"indexes"`: any tool's config or notes) must not stop all collection
+/// for good; its "references" kept everything below both prefixes, itself included, so
+/// nothing was ever deleted again (and no warning said why).
+#[tokio::test]
+async fn redteam_liveness_a_stray_json_naming_a_managed_prefix_does_not_stop_collection() {
+    for backend in [Backend::Memory, Backend::Local] {
+        let env = Env::open(backend, 1512).await;
+        let config = test_config();
+        let live = Layout::under("live/1");
+        env.register("live", &live).await;
+        env.put_raw(
+            "metadata/notes.json",
+            br#"{"layout": {"metadata": "metadata", "tables": "indexes"}}"#,
+        )
+        .await;
+        env.put("indexes/garbage/1/part-0", b"x").await;
+        passes(&env, &config, 8).await;
+        assert!(
+            !env.exists("indexes/garbage/1/part-0").await,
+            "{backend:?}: garbage is never collected any more"
+        );
+        assert!(
+            !env.exists_raw("metadata/notes.json").await,
+            "{backend:?}: the stray file keeps itself forever"
+        );
+        assert!(all_exist_raw(&env, &files(&live)).await, "{backend:?}");
+    }
+}
