@@ -1371,3 +1371,51 @@ async fn redteam_liveness_a_stray_json_naming_a_managed_prefix_does_not_stop_col
         assert!(all_exist_raw(&env, &files(&live)).await, "{backend:?}");
     }
 }
+
+/// The publish window must bound when a pointer write can become visible, not only when
+/// the caller hears back: once register reports that the window ran out, the write must
+/// not land later. The local pointer store writes in a blocking thread that waits for the
+/// key's lock (held here as by a paused writer of the same key, or a hung file system)
+/// and is not cancelled with the operation, so the register lands whenever the lock is
+/// released: after the collector's verification walk, a pointer to a deleted file.
+#[tokio::test]
+async fn redteam_a_register_that_ran_out_of_its_window_never_lands_later() {
+    use parqdb_catalog::store::local::LocalStore;
+    let env = Env::open(Backend::Local, 1513).await;
+    let layout = Layout::under("late/1");
+    let (_, location) = env.new_index(&layout).await;
+    let id = env.id("late").await;
+    let root = env.local_dir.clone().expect("local");
+    let lock_path = root.join("_catalog/i/ns/=late.lock");
+    std::fs::create_dir_all(lock_path.parent().expect("parent")).expect("dir");
+    let held = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .expect("lock file");
+    held.lock().expect("held by a paused writer");
+    let catalog = Catalog::builder(
+        Arc::new(LocalStore::new(root.join("_catalog"))),
+        env.warehouse.clone(),
+    )
+    .probe_on_first_write(false)
+    .publish_window(Duration::from_millis(300))
+    .build();
+    catalog.claim_warehouse().await.expect("owned");
+    let err = catalog
+        .register(&id, &layout.source, &location)
+        .await
+        .expect_err("the window runs out");
+    assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
+    // Long after the window (and after any collector run that started then) the lock goes.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    held.unlock().expect("released");
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let late = env.catalog.load(&id).await;
+    assert!(
+        late.is_err(),
+        "the register landed after its publish window ran out: {late:?}"
+    );
+}
