@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use gc_support::{Backend, Env, HOUR, Layout, MINUTE, set_mtime, test_config};
+use object_store::ObjectStoreExt;
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::config::CatalogConfig;
 use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcPhase, GcProgress, GcReport};
@@ -882,4 +883,539 @@ async fn class7_a_condemned_centroids_file_is_not_picked_up_by_a_commit() {
         .expect_err("condemned reference");
     assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
     assert!(err.message().contains("condemned"), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Red team (issue 15 review): setups the classes above do not cover yet. Each test fails
+// on the code it was written against; see the commit message for the finding.
+// ---------------------------------------------------------------------------------------
+
+/// Run the collector every 10 minutes for `hours`, asserting every run succeeds and
+/// calling `check` after each.
+async fn checked_passes(
+    env: &Env,
+    config: &GcConfig,
+    hours: i64,
+    what: &str,
+    mut check: impl AsyncFnMut(&GcReport),
+) -> Vec<GcReport> {
+    let until = env.now() + hours * HOUR;
+    let mut reports = Vec::new();
+    while env.now() < until {
+        env.advance(10 * MINUTE);
+        let report = match env.gc(config.clone()).collect(env.now()).await {
+            Ok(report) => report,
+            Err(err) => panic!("{what}: a gc run failed: {err}"),
+        };
+        check(&report).await;
+        reports.push(report);
+    }
+    reports
+}
+
+/// A stray object_store multipart staging file (`<name>#<digits>`, what
+/// `LocalFileSystem::put_multipart` leaves behind when a writer dies) under `metadata/`
+/// or `indexes/` must not make every run fail: object_store cannot address such a name,
+/// so the collector must skip it.
+#[tokio::test]
+async fn redteam_liveness_object_store_staging_files_do_not_stop_collection() {
+    for stray in [
+        "metadata/u/00001-x.metadata.json#1",
+        "indexes/stale/1/ivf_postings/part-0.parquet#2",
+    ] {
+        let env = Env::open(Backend::Local, 1501).await;
+        let config = test_config();
+        env.register("live", &Layout::under("live/1")).await;
+        let root = env.local_dir.clone().expect("local");
+        let path = root.join(stray);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("dirs");
+        std::fs::write(&path, b"{}").expect("stray");
+        set_mtime(&path, env.now());
+        // ... and a ledger entry an earlier version wrote for it.
+        let entry = root.join(format!(
+            "_gc/ledger/{stray}/u-1-1-00000000000000000000000000000001.json"
+        ));
+        std::fs::create_dir_all(entry.parent().expect("parent")).expect("dirs");
+        std::fs::write(&entry, b"{}").expect("ledger entry");
+        env.put("indexes/garbage/1/part-0", b"x").await;
+        checked_passes(&env, &config, 6, stray, async |_| {}).await;
+        assert!(
+            !env.exists("indexes/garbage/1/part-0").await,
+            "{stray}: garbage is still collected"
+        );
+        assert!(
+            path.exists(),
+            "{stray}: never deleted (nothing can name it)"
+        );
+    }
+}
+
+/// S3 keys `object_store::path::Path::parse` refuses (an empty segment, a `.` or `..`
+/// segment, a control character) are ordinary S3 keys; one of them under a managed prefix
+/// must not make every run fail.
+#[tokio::test]
+async fn redteam_liveness_s3_keys_object_store_cannot_parse_do_not_stop_collection() {
+    use aws_sdk_s3::config::{Credentials, Region};
+    let keys = [
+        "wh/indexes/stray//part-0",
+        "wh/metadata/./x.metadata.json",
+        "wh/indexes/x/../y",
+        "wh/indexes/ctl\u{1}z",
+    ];
+    for key in keys {
+        let env = Env::open(Backend::S3, 1502).await;
+        let config = test_config();
+        env.register("live", &Layout::under("live/1")).await;
+        env.put("indexes/garbage/1/part-0", b"x").await;
+        let bucket = env
+            .warehouse
+            .root()
+            .strip_prefix("s3://")
+            .and_then(|rest| rest.split('/').next())
+            .expect("bucket")
+            .to_owned();
+        let endpoint = std::env::var("PARQDB_TEST_S3_ENDPOINT").expect("endpoint");
+        let s3 = aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::new()
+                .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+                .endpoint_url(endpoint)
+                .region(Region::new("us-east-1"))
+                .credentials_provider(Credentials::new(
+                    "parqdb-test",
+                    "parqdb-test",
+                    None,
+                    None,
+                    "t",
+                ))
+                .force_path_style(true)
+                .build(),
+        );
+        s3.put_object()
+            .bucket(&bucket)
+            .key(key)
+            .body(b"x".to_vec().into())
+            .send()
+            .await
+            .expect("an ordinary S3 key");
+        checked_passes(&env, &config, 6, key, async |_| {}).await;
+        assert!(
+            !env.exists("indexes/garbage/1/part-0").await,
+            "{key:?}: garbage is still collected"
+        );
+    }
+}
+
+/// Rule (P) must use the same "any spelling" matching as reachability: tables an earlier
+/// writer stored under object_store's `PathPart` spelling (`~` → `%7E`), which the
+/// collector keeps while live because an alias of their name is reachable, must also be
+/// kept while an unreachable metadata file naming them exists. Here a rename (a new
+/// incarnation of the index) moves the old metadata file's retention clock later than its
+/// tables', so the tables come up for deletion first; (P) is what must hold them.
+#[tokio::test]
+async fn redteam_p_tables_in_an_earlier_writers_spelling_outlive_the_metadata_naming_them() {
+    use parqdb_catalog::family::FamilyRegistry;
+    use parqdb_catalog::metadata::IndexMetadata;
+    for backend in [Backend::Memory, Backend::Local] {
+        for encoded in [false, true] {
+            let env = Env::open(backend, 1503).await;
+            let config = test_config();
+            let old = Layout {
+                centroids: "indexes/t~1/ivf_centroids/".into(),
+                postings: "indexes/t~1/ivf_postings/".into(),
+                ..Layout::under("unused")
+            };
+            let stored: Vec<String> = files(&old)
+                .into_iter()
+                .map(|name| {
+                    if encoded {
+                        name.replace('~', "%7E")
+                    } else {
+                        name
+                    }
+                })
+                .collect();
+            for name in &stored {
+                let name: &'static str = Box::leak(name.clone().into_boxed_str());
+                env.put_raw(name, b"0123456789").await;
+            }
+            let metadata = IndexMetadata::create(
+                gc_support::contents(&old),
+                BTreeMap::new(),
+                env.clock.as_ref(),
+                env.catalog.ids().as_ref(),
+                &FamilyRegistry::builtin(),
+            )
+            .expect("metadata");
+            let m1 = env.write_metadata(&metadata).await;
+            let m1_name = env.relative(&m1);
+            let id = env.id("a").await;
+            env.catalog
+                .register(&id, &old.source, &m1)
+                .await
+                .expect("registered");
+            let reports = passes(&env, &config, 2).await;
+            assert_eq!(deleted(&reports), 0, "{backend:?} encoded={encoded}: live");
+            // Commit away from M1 (its tables are no longer in any retained snapshot).
+            let (_, m2) = env
+                .successor(&metadata, &Layout::under("t2/1"), Some(1))
+                .await;
+            env.catalog
+                .commit(&id, &old.source, &m1, &m2)
+                .await
+                .expect("committed");
+            passes(&env, &config, 1).await;
+            // A rename: a new incarnation of the same index, which may have re-published M1.
+            env.catalog
+                .rename(&id, &env.id("b").await)
+                .await
+                .expect("renamed");
+            let what = format!("{backend:?} encoded={encoded}");
+            checked_passes(&env, &config, 8, &what, async |_| {
+                if env.exists_raw(&m1_name).await {
+                    assert!(
+                        all_exist_raw(&env, &stored).await,
+                        "{what}: tables were deleted while the metadata file naming them \
+                         still exists (and, not condemned yet, can be registered again)"
+                    );
+                }
+            })
+            .await;
+        }
+    }
+}
+
+/// Nothing a live index names may be deleted, wherever it is: a table location under
+/// `_gc/` (validation accepts any relative location) must either be refused at publication
+/// or survive the ledger sweep and journal pruning.
+#[tokio::test]
+async fn redteam_live_tables_under_the_collectors_own_directory_are_never_deleted() {
+    for backend in [Backend::Memory, Backend::Local] {
+        let env = Env::open(backend, 1504).await;
+        let config = test_config();
+        let layout = Layout {
+            centroids: "_gc/ledger/t/ivf_centroids/".into(),
+            postings: "_gc/journal/t/ivf_postings/".into(),
+            ..Layout::under("unused")
+        };
+        // Iceberg/Spark-style data file names start with digits and a dash.
+        env.put("_gc/journal/t/ivf_postings/00000-0-data.parquet", b"x")
+            .await;
+        let mut live = files(&layout);
+        live.push("_gc/journal/t/ivf_postings/00000-0-data.parquet".into());
+        let id = env.id("gcdir").await;
+        let (_, location) = env.new_index(&layout).await;
+        match env.catalog.register(&id, &layout.source, &location).await {
+            Err(err) if err.kind() == ErrorKind::InvalidIndexMetadata => continue, // refused: fine
+            Err(err) => panic!("{backend:?}: {err}"),
+            Ok(_) => {}
+        }
+        passes(&env, &config, 8).await;
+        env.catalog.load(&id).await.expect("still live");
+        for name in &live {
+            assert!(
+                env.exists(name).await,
+                "{backend:?}: the live table file {name} was deleted"
+            );
+        }
+    }
+}
+
+/// A source table bound inside the warehouse is the user's data ("never owned, hence never
+/// deleted"). Written the way Hadoop/Spark print local paths (`file:/dir/...`) or with
+/// S3A's scheme (`s3a://bucket/...`), it must not be deleted while the index is live (or
+/// the binding must be refused).
+#[tokio::test]
+async fn redteam_a_live_source_table_inside_the_warehouse_is_never_deleted() {
+    for backend in [Backend::Local, Backend::S3] {
+        let env = Env::open(backend, 1505).await;
+        let config = test_config();
+        let location = match backend {
+            Backend::Local => format!(
+                "file:{}/indexes/src/",
+                env.local_dir.as_ref().expect("local").display()
+            ),
+            _ => format!(
+                "{}/indexes/src/",
+                env.warehouse.root().replacen("s3://", "s3a://", 1)
+            ),
+        };
+        env.put("indexes/src/part-0.parquet", b"source rows").await;
+        let layout = Layout {
+            source: gc_support::source_at(&location),
+            ..Layout::under("srcidx/1")
+        };
+        let id = env.id("src").await;
+        let (_, metadata_location) = env.new_index(&layout).await;
+        match env
+            .catalog
+            .register(&id, &layout.source, &metadata_location)
+            .await
+        {
+            Err(err) if err.kind() == ErrorKind::InvalidIndexMetadata => continue, // refused: fine
+            Err(err) => panic!("{backend:?}: {err}"),
+            Ok(_) => {}
+        }
+        passes(&env, &config, 8).await;
+        env.catalog.load(&id).await.expect("still live");
+        assert!(
+            env.exists("indexes/src/part-0.parquet").await,
+            "{backend:?}: the live index's source table `{location}` was deleted"
+        );
+    }
+}
+
+/// A warehouse whose marker was lost (a lifecycle rule, a partial restore, a clean-up
+/// script) still holds the owner's live indexes: a stranger's first write must not claim
+/// it silently (after which the stranger's collector deletes the owner's live data).
+#[tokio::test]
+async fn redteam_a_warehouse_that_lost_its_marker_is_not_taken_over_by_a_stranger() {
+    for backend in [Backend::Memory, Backend::Local] {
+        let env = Env::open(backend, 1506).await;
+        let config = test_config();
+        let live = Layout::under("live/1");
+        let (id, _, location) = env.register("live", &live).await;
+        let mut owned = files(&live);
+        owned.push(env.relative(&location));
+        env.warehouse
+            .object_store()
+            .delete(&env.warehouse.path(gc::MARKER).expect("name"))
+            .await
+            .expect("marker lost");
+        let stranger = env.foreign_catalog(1507);
+        let took_over = stranger
+            .create_namespace(&Namespace::new(["mine"]).expect("ns"), BTreeMap::new())
+            .await;
+        if took_over.is_ok() {
+            let collector = GarbageCollector::new(stranger, config.clone()).expect("gc");
+            let until = env.now() + 8 * HOUR;
+            while env.now() < until {
+                env.advance(10 * MINUTE);
+                collector
+                    .collect(env.now())
+                    .await
+                    .expect("the stranger's gc");
+            }
+        }
+        env.catalog
+            .load(&id)
+            .await
+            .expect("the owner's index is live");
+        for name in &owned {
+            assert!(
+                env.exists(name).await,
+                "{backend:?}: the owner's live file {name} was deleted after a stranger claimed its warehouse"
+            );
+        }
+    }
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("dir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// A copy of the pointer store (a backup restored elsewhere, a DynamoDB point-in-time
+/// restore into a new table, a cloned staging catalog) carries the owner's catalog id.
+/// It must not pass as the owner: otherwise two catalogs write into one warehouse and the
+/// owner's collector deletes the copy's live indexes (and the copy's, the owner's).
+#[tokio::test]
+async fn redteam_a_copy_of_the_pointer_store_does_not_pass_as_the_owner() {
+    use parqdb_catalog::store::local::LocalStore;
+    let env = Env::open(Backend::Local, 1508).await;
+    let config = test_config();
+    env.register("live", &Layout::under("live/1")).await;
+    let root = env.local_dir.clone().expect("local");
+    let staging = root.parent().expect("parent").join("staging-catalog");
+    copy_dir(&root.join("_catalog"), &staging);
+    let clone = Catalog::builder(Arc::new(LocalStore::new(&staging)), env.warehouse.clone())
+        .clock(env.clock.clone())
+        .ids(Arc::new(parqdb_catalog::SeededIds::new(1509)))
+        .build();
+    let layout = Layout::under("staging/1");
+    let (_, location) = env.new_index(&layout).await;
+    let ns = Namespace::new(["staging"]).expect("ns");
+    let id = IndexIdentifier::new(ns.clone(), "idx").expect("id");
+    let written = match clone.create_namespace(&ns, BTreeMap::new()).await {
+        Ok(()) => clone
+            .register(&id, &layout.source, &location)
+            .await
+            .map(|_| ()),
+        Err(err) => Err(err),
+    };
+    if let Err(err) = written {
+        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+        return; // refused: fine
+    }
+    passes(&env, &config, 8).await;
+    clone.load(&id).await.expect("live in the copy");
+    let mut live = files(&layout);
+    live.push(env.relative(&location));
+    for name in &live {
+        assert!(
+            env.exists(name).await,
+            "the copy's live file {name} was deleted by the owner's collector"
+        );
+    }
+}
+
+/// Metadata published through a symbolic link under `metadata/` (register reads through
+/// it) is invisible to the collector's listing, so (P) cannot see it: after a drop its
+/// tables were deleted while the file stayed registrable. Either refuse such a location or
+/// keep what the file names while it exists.
+#[tokio::test]
+async fn redteam_metadata_behind_a_link_under_metadata_keeps_its_tables() {
+    let env = Env::open(Backend::Local, 1510).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let shared = root.parent().expect("parent").join("shared-metadata");
+    std::fs::create_dir_all(&shared).expect("dir");
+    std::fs::create_dir_all(root.join("metadata")).expect("dir");
+    std::os::unix::fs::symlink(&shared, root.join("metadata/ext")).expect("link");
+    let layout = Layout::under("linked/1");
+    env.write_tables(&layout).await;
+    let metadata = parqdb_catalog::metadata::IndexMetadata::create(
+        gc_support::contents(&layout),
+        BTreeMap::new(),
+        env.clock.as_ref(),
+        env.catalog.ids().as_ref(),
+        &parqdb_catalog::family::FamilyRegistry::builtin(),
+    )
+    .expect("metadata");
+    let location = env
+        .warehouse
+        .write_new(
+            "metadata/ext/m.metadata.json",
+            Bytes::from(metadata.to_json_vec()),
+        )
+        .await
+        .expect("written through the link");
+    let id = env.id("linked").await;
+    match env.catalog.register(&id, &layout.source, &location).await {
+        Err(err) if err.kind() == ErrorKind::InvalidIndexMetadata => return, // refused: fine
+        Err(err) => panic!("{err}"),
+        Ok(_) => {}
+    }
+    env.advance(HOUR);
+    env.catalog.drop_index(&id).await.expect("dropped");
+    let tables = files(&layout);
+    checked_passes(&env, &config, 8, "linked", async |_| {
+        if shared.join("m.metadata.json").exists() {
+            for name in &tables {
+                assert!(
+                    env.exists(name).await,
+                    "{name} was deleted while the metadata file naming it (behind the link) still exists and can be registered again"
+                );
+            }
+        }
+    })
+    .await;
+}
+
+/// A stray lease generation with the largest number must not panic the collector (nor
+/// wrap the fence around in release builds).
+#[tokio::test]
+async fn redteam_a_stray_lease_generation_does_not_panic_the_collector() {
+    let env = Env::open(Backend::Memory, 1511).await;
+    let config = test_config();
+    env.register("live", &Layout::under("live/1")).await;
+    env.put(
+        &format!("_gc/lease/{}.json", u64::MAX),
+        br#"{"holder":"00000000-0000-0000-0000-000000000001","acquired-ms":0,"expires-ms":0,"released":true}"#,
+    )
+    .await;
+    env.advance(10 * MINUTE);
+    let collector = env.gc(config);
+    let now = env.now();
+    let outcome = tokio::spawn(async move { collector.collect(now).await }).await;
+    match outcome {
+        Err(join) => panic!("the collector panicked: {join}"),
+        Ok(Ok(_)) => {}
+        Ok(Err(err)) => assert_eq!(err.kind(), ErrorKind::CorruptRecord, "{err}"),
+    }
+}
+
+/// A stray JSON file under `metadata/` whose strings happen to name a managed prefix
+/// (`"metadata"`, `"indexes"`: any tool's config or notes) must not stop all collection
+/// for good; its "references" kept everything below both prefixes, itself included, so
+/// nothing was ever deleted again (and no warning said why).
+#[tokio::test]
+async fn redteam_liveness_a_stray_json_naming_a_managed_prefix_does_not_stop_collection() {
+    for backend in [Backend::Memory, Backend::Local] {
+        let env = Env::open(backend, 1512).await;
+        let config = test_config();
+        let live = Layout::under("live/1");
+        env.register("live", &live).await;
+        env.put_raw(
+            "metadata/notes.json",
+            br#"{"layout": {"metadata": "metadata", "tables": "indexes"}}"#,
+        )
+        .await;
+        env.put("indexes/garbage/1/part-0", b"x").await;
+        passes(&env, &config, 8).await;
+        assert!(
+            !env.exists("indexes/garbage/1/part-0").await,
+            "{backend:?}: garbage is never collected any more"
+        );
+        assert!(
+            !env.exists_raw("metadata/notes.json").await,
+            "{backend:?}: the stray file keeps itself forever"
+        );
+        assert!(all_exist_raw(&env, &files(&live)).await, "{backend:?}");
+    }
+}
+
+/// The publish window must bound when a pointer write can become visible, not only when
+/// the caller hears back: once register reports that the window ran out, the write must
+/// not land later. The local pointer store writes in a blocking thread that waits for the
+/// key's lock (held here as by a paused writer of the same key, or a hung file system)
+/// and is not cancelled with the operation, so the register lands whenever the lock is
+/// released: after the collector's verification walk, a pointer to a deleted file.
+#[tokio::test]
+async fn redteam_a_register_that_ran_out_of_its_window_never_lands_later() {
+    use parqdb_catalog::store::local::LocalStore;
+    let env = Env::open(Backend::Local, 1513).await;
+    let layout = Layout::under("late/1");
+    let (_, location) = env.new_index(&layout).await;
+    let id = env.id("late").await;
+    let root = env.local_dir.clone().expect("local");
+    let lock_path = root.join("_catalog/i/ns/=late.lock");
+    std::fs::create_dir_all(lock_path.parent().expect("parent")).expect("dir");
+    let held = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .expect("lock file");
+    held.lock().expect("held by a paused writer");
+    let catalog = Catalog::builder(
+        Arc::new(LocalStore::new(root.join("_catalog"))),
+        env.warehouse.clone(),
+    )
+    .probe_on_first_write(false)
+    .publish_window(Duration::from_millis(300))
+    .build();
+    catalog.claim_warehouse().await.expect("owned");
+    let err = catalog
+        .register(&id, &layout.source, &location)
+        .await
+        .expect_err("the window runs out");
+    assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
+    // Long after the window (and after any collector run that started then) the lock goes.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    held.unlock().expect("released");
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let late = env.catalog.load(&id).await;
+    assert!(
+        late.is_err(),
+        "the register landed after its publish window ran out: {late:?}"
+    );
 }

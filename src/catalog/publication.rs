@@ -121,9 +121,10 @@ impl Catalog {
             ));
         }
         let location = warehouse.absolute(&name);
-        let (metadata, ()) = futures::try_join!(
+        let (metadata, (), ()) = futures::try_join!(
             self.read_metadata_from_warehouse(&location),
             refuse_condemned(self, &name, "metadata file"),
+            warehouse.refuse_links(&name),
         )?;
         Ok(Publication { location, metadata })
     }
@@ -143,10 +144,10 @@ impl Catalog {
             .into_iter()
             .filter(|name| !known.contains(name))
             .collect();
-        futures::future::try_join_all(
-            new.iter()
-                .map(|name| refuse_condemned(self, name, "referenced object")),
-        )
+        futures::future::try_join_all(new.iter().map(|name| async move {
+            refuse_condemned(self, name, "referenced object").await?;
+            self.warehouse().refuse_links(name).await
+        }))
         .await
         .map(|_| ())
     }

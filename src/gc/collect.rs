@@ -15,7 +15,9 @@ use super::refs::RefMap;
 use super::report::{ActionKind, GcPhase, GcProgress, GcReport, GcStatus};
 use crate::catalog::ownership::verify_ownership;
 use crate::error::{Error, ErrorKind, Result};
-use crate::warehouse::{Deletion, INDEXES_DIR, ListItem, Listed, METADATA_DIR};
+use crate::warehouse::{
+    Deletion, INDEXES_DIR, ListItem, Listed, MANAGED_PREFIXES, METADATA_DIR, is_within,
+};
 
 /// How many skipped listing entries are named in the warnings.
 const MAX_SKIP_WARNINGS: u64 = 20;
@@ -97,7 +99,7 @@ impl Run<'_> {
         let evidence = &observation.evidence;
         let mut floor: Option<(i64, String)> = evidence
             .tombstone_refs
-            .max_covering(relative)
+            .max_covering_any_spelling(relative)
             .map(|at| (at, format!("a tombstone dropped at {at} references it")));
         let Some(clock_ms) = recorded else {
             return floor;
@@ -242,7 +244,9 @@ impl Run<'_> {
                 condemned_at
             }
         };
-        if referenced.covers(relative) {
+        // The same matching as reachability: an object another spelling of which an
+        // existing metadata file names stays while that file exists.
+        if referenced.covers_any_spelling(relative) {
             assessed.verdict = Verdict::Referenced;
             return Ok(assessed);
         }
@@ -553,7 +557,10 @@ impl GarbageCollector {
                     Some(Parsed::Metadata(metadata)) => {
                         let refs = references_of(&metadata, registry, warehouse);
                         for reference in refs.direct.into_iter().chain(refs.family) {
-                            referenced.insert(reference, 0);
+                            // (P) keeps what a file names, never the file itself.
+                            if !is_within(&listed.name, &reference) {
+                                referenced.insert(reference, 0);
+                            }
                         }
                         candidates.push(MetadataCandidate {
                             listed,
@@ -566,7 +573,15 @@ impl GarbageCollector {
                         references,
                     }) => {
                         for reference in references {
-                            referenced.insert(reference, 0);
+                            // Never the file itself; and a file of no known format that
+                            // merely contains the string `indexes` or `metadata` does not
+                            // hold a whole managed prefix (one of a newer format does).
+                            let whole_prefix = MANAGED_PREFIXES.contains(&reference.as_str());
+                            if !is_within(&listed.name, &reference)
+                                && (foreign_format || !whole_prefix)
+                            {
+                                referenced.insert(reference, 0);
+                            }
                         }
                         if foreign_format {
                             tallies.report.kept_unknown_format.add(listed.size);

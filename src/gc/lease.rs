@@ -81,12 +81,14 @@ async fn generations(warehouse: &Warehouse) -> Result<Vec<u64>> {
         .list(LEASE_DIR)
         .try_filter_map(|item| async move {
             Ok(match item {
+                // Only `_gc/lease/<20 digits>.json`, directly in the lease directory.
                 ListItem::Object(listed) => listed
                     .name
-                    .rsplit('/')
-                    .next()
+                    .strip_prefix(LEASE_DIR)
+                    .and_then(|rest| rest.strip_prefix('/'))
                     .and_then(|name| name.strip_suffix(".json"))
-                    .and_then(|number| number.parse::<u64>().ok()),
+                    .and_then(|number| number.parse::<u64>().ok())
+                    .filter(|generation| listed.name == generation_name(*generation)),
                 ListItem::Skipped { .. } => None,
             })
         })
@@ -128,6 +130,20 @@ async fn create(warehouse: &Warehouse, generation: u64, content: &Generation) ->
         .await
 }
 
+/// The generation after `generation`; a generation so large that none can follow it is
+/// not one this collector wrote (a fence must never wrap around).
+fn successor(generation: u64) -> Result<u64> {
+    generation.checked_add(1).ok_or_else(|| {
+        Error::new(
+            ErrorKind::CorruptRecord,
+            format!(
+                "gc lease generation `{}` is the largest possible one, so the lease can never be taken again; it was not written by a collector: remove it by hand",
+                generation_name(generation)
+            ),
+        )
+    })
+}
+
 fn lost() -> Error {
     Error::new(
         ErrorKind::CommitConflict,
@@ -152,7 +168,7 @@ impl Lease {
                     expires_ms: current.expires_ms,
                 });
             }
-            Some((generation, _)) => generation + 1,
+            Some((generation, _)) => successor(generation)?,
             None => 1,
         };
         let content = Generation {
@@ -196,7 +212,7 @@ impl Lease {
             expires_ms: now_ms.saturating_add(self.duration_ms),
             released: false,
         };
-        let next = self.generation + 1;
+        let next = successor(self.generation)?;
         if !create(&self.warehouse, next, &content).await? {
             return Err(lost());
         }
@@ -224,9 +240,10 @@ impl Lease {
             expires_ms: now_ms,
             released: true,
         };
-        let released = create(&self.warehouse, self.generation + 1, &content).await?;
+        let last = successor(self.generation)?;
+        let released = create(&self.warehouse, last, &content).await?;
         if released {
-            let keep_from = (self.generation + 1).saturating_sub(KEEP_GENERATIONS);
+            let keep_from = last.saturating_sub(KEEP_GENERATIONS);
             let all = generations(&self.warehouse).await?;
             let newest = all.iter().copied().max().unwrap_or(0);
             let old: Vec<String> = all

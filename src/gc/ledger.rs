@@ -158,6 +158,25 @@ fn parse_name(name: &str) -> Option<(Kind, i64, JournalRef)> {
     Some((kind, ms, JournalRef { run_ms, run_id }))
 }
 
+/// Parse a journal file's name (`_gc/journal/<run-ms>-<run>.json` or `.done`, directly in
+/// the journal directory): the journal and whether it is the `.done` mark.
+fn parse_journal_file(name: &str) -> Option<(JournalRef, bool)> {
+    let file = name.strip_prefix(JOURNAL_DIR)?.strip_prefix('/')?;
+    if file.contains('/') {
+        return None;
+    }
+    let (stem, done) = match file.strip_suffix(".json") {
+        Some(stem) => (stem, false),
+        None => (file.strip_suffix(".done")?, true),
+    };
+    let (run_ms, run) = stem.split_once('-')?;
+    let journal = JournalRef {
+        run_ms: run_ms.parse().ok()?,
+        run_id: Uuid::try_parse(run).ok()?,
+    };
+    (journal.suffix() == stem).then_some((journal, done))
+}
+
 fn file_name(name: &str) -> &str {
     name.rsplit('/').next().unwrap_or(name)
 }
@@ -190,7 +209,9 @@ impl Ledger {
                 {
                     entry.condemned_ms = Some(ms);
                 }
-                _ => {}
+                Some(_) => {}
+                // Not a file this collector writes: never part of an entry, never deleted.
+                None => continue,
             }
             entry.files.push(file.name);
         }
@@ -301,21 +322,17 @@ impl Ledger {
     /// finished.
     pub(crate) async fn journal_state(&self) -> Result<JournalState> {
         let listed = self.journal_files().await?;
-        let parse = |name: &str| -> Option<JournalRef> {
-            let (run_ms, run) = name.split_once('-')?;
-            Some(JournalRef {
-                run_ms: run_ms.parse().ok()?,
-                run_id: Uuid::try_parse(run).ok()?,
-            })
-        };
         let mut journals = HashSet::new();
         let mut done = HashSet::new();
         for file in &listed {
-            let name = file_name(&file.name);
-            if let Some(stem) = name.strip_suffix(".json") {
-                journals.extend(parse(stem));
-            } else if let Some(stem) = name.strip_suffix(".done") {
-                done.extend(parse(stem));
+            match parse_journal_file(&file.name) {
+                Some((journal, false)) => {
+                    journals.insert(journal);
+                }
+                Some((journal, true)) => {
+                    done.insert(journal);
+                }
+                None => {}
             }
         }
         let previous = journals
@@ -329,18 +346,16 @@ impl Ledger {
         Ok(JournalState { previous, dead })
     }
 
-    /// Delete journals of runs before `before_ms`; returns how many.
+    /// Delete journals of runs before `before_ms`; returns how many. Only files this
+    /// collector writes there (`<run-ms>-<run>.json` and `.done`) are ever deleted.
     pub(crate) async fn prune_journals(&self, before_ms: i64) -> Result<usize> {
         let old: Vec<String> = self
             .journal_files()
             .await?
             .into_iter()
             .filter(|file| {
-                file_name(&file.name)
-                    .split('-')
-                    .next()
-                    .and_then(|ms| ms.parse::<i64>().ok())
-                    .is_some_and(|ms| ms < before_ms)
+                parse_journal_file(&file.name)
+                    .is_some_and(|(journal, _)| journal.run_ms < before_ms)
             })
             .map(|file| file.name)
             .collect();
@@ -352,10 +367,12 @@ impl Ledger {
         self.warehouse.list(LEDGER_DIR)
     }
 
-    /// The object a ledger file belongs to.
+    /// The object a ledger file belongs to; `None` for a file this collector does not
+    /// write (the sweep never deletes those).
     pub(crate) fn object_of(&self, file: &str) -> Option<String> {
         let relative = file.strip_prefix(LEDGER_DIR)?.strip_prefix('/')?;
-        let (object, _) = relative.rsplit_once('/')?;
+        let (object, name) = relative.rsplit_once('/')?;
+        parse_name(name)?;
         Some(object.to_owned())
     }
 
@@ -404,6 +421,33 @@ mod tests {
         assert_eq!(parse_name("u-1.json"), None);
         assert_eq!(
             parse_name("u-a-5-00000000000000000000000000000007.json"),
+            None
+        );
+    }
+
+    #[test]
+    fn only_the_collectors_own_files_are_recognised() {
+        let journal = JournalRef {
+            run_ms: 5,
+            run_id: Uuid::from_u128(7),
+        };
+        let json = format!("{JOURNAL_DIR}/{}.json", journal.suffix());
+        let done = format!("{JOURNAL_DIR}/{}.done", journal.suffix());
+        assert_eq!(parse_journal_file(&json), Some((journal, false)));
+        assert_eq!(parse_journal_file(&done), Some((journal, true)));
+        for foreign in [
+            format!("{JOURNAL_DIR}/t/{}.json", journal.suffix()),
+            format!("{JOURNAL_DIR}/t/ivf_postings/00000-0-data.parquet"),
+            format!("{JOURNAL_DIR}/0-part.parquet"),
+        ] {
+            assert_eq!(parse_journal_file(&foreign), None, "{foreign}");
+        }
+        let warehouse = Warehouse::in_memory("memory://own/wh").expect("warehouse");
+        let ledger = Ledger::new(&warehouse);
+        let entry = format!("{LEDGER_DIR}/indexes/a/u-1-{}.json", journal.suffix());
+        assert_eq!(ledger.object_of(&entry).as_deref(), Some("indexes/a"));
+        assert_eq!(
+            ledger.object_of(&format!("{LEDGER_DIR}/t/ivf_centroids/part-0.parquet")),
             None
         );
     }

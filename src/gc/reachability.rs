@@ -162,13 +162,33 @@ pub(crate) fn references_of(
     refs
 }
 
-/// Source-table properties naming a location inside the warehouse.
+/// Source-table properties naming a location inside the warehouse. Source bindings are
+/// written by other engines, so the common other spellings of a warehouse URI count too:
+/// Hadoop's `file:/dir` for `file:///dir`, and S3A/S3N's `s3a://` and `s3n://` for `s3://`
+/// (when unsure whether a source names warehouse objects, keep them).
 pub(crate) fn source_locations(source: &TableDefinition, warehouse: &Warehouse) -> Vec<String> {
     source
         .properties()
         .values()
-        .filter_map(|value| warehouse.relative(value.trim_end_matches('/')).ok())
+        .flat_map(|value| source_spellings(value.trim_end_matches('/')))
+        .filter_map(|value| warehouse.relative(&value).ok())
         .collect()
+}
+
+/// `value` and the spellings other engines use for the same location.
+fn source_spellings(value: &str) -> Vec<String> {
+    let mut out = vec![value.to_owned()];
+    for scheme in ["s3a://", "s3n://"] {
+        if let Some(rest) = value.strip_prefix(scheme) {
+            out.push(format!("s3://{rest}"));
+        }
+    }
+    if let Some(rest) = value.strip_prefix("file:/")
+        && !rest.starts_with('/')
+    {
+        out.push(format!("file:///{rest}"));
+    }
+    out
 }
 
 /// What reading a possibly-metadata object gave.
@@ -616,6 +636,40 @@ mod tests {
         record.commit_id = commit_id;
         record.previous_commit_ids = previous;
         record
+    }
+
+    #[test]
+    fn sources_in_other_engines_spellings_are_inside_the_warehouse() {
+        let warehouse = Warehouse::in_memory("s3://b/wh").expect("warehouse");
+        let source = |location: &str| {
+            TableDefinition::new(
+                "parquet",
+                std::collections::BTreeMap::from([
+                    ("definition-version".to_owned(), "1".to_owned()),
+                    ("location".to_owned(), location.to_owned()),
+                ]),
+            )
+            .expect("source")
+        };
+        for spelling in [
+            "s3://b/wh/indexes/src/",
+            "s3a://b/wh/indexes/src",
+            "s3n://b/wh/indexes/src/",
+        ] {
+            assert_eq!(
+                source_locations(&source(spelling), &warehouse),
+                vec!["indexes/src".to_owned()],
+                "{spelling}"
+            );
+        }
+        assert!(source_locations(&source("s3a://other/wh/indexes/src"), &warehouse).is_empty());
+        assert_eq!(
+            source_spellings("file:/data/wh/indexes/src"),
+            vec![
+                "file:/data/wh/indexes/src".to_owned(),
+                "file:///data/wh/indexes/src".to_owned()
+            ]
+        );
     }
 
     #[test]

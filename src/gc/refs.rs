@@ -62,6 +62,15 @@ impl RefMap {
             .max()
     }
 
+    /// The largest timestamp among the references covering `name` or another spelling of
+    /// it (see [`RefMap::covers_any_spelling`]).
+    pub(crate) fn max_covering_any_spelling(&self, name: &str) -> Option<i64> {
+        std::iter::once(name.to_owned())
+            .chain(aliases(name))
+            .filter_map(|spelling| self.max_covering(&spelling))
+            .max()
+    }
+
     /// How many references.
     pub(crate) fn len(&self) -> usize {
         self.refs.len()
@@ -85,6 +94,19 @@ mod tests {
         assert!(!refs.covers("metadata/a/v1.metadata.json.bak"));
         assert_eq!(refs.max_covering("indexes/a/1/ivf_postings/x"), Some(5));
         assert_eq!(refs.max_covering("indexes/b"), None);
+    }
+
+    #[test]
+    fn other_spellings_are_covered_with_their_timestamp() {
+        let mut refs = RefMap::default();
+        refs.insert("indexes/t~1/ivf_postings".into(), 9);
+        assert!(!refs.covers("indexes/t%7E1/ivf_postings/part-0"));
+        assert!(refs.covers_any_spelling("indexes/t%7E1/ivf_postings/part-0"));
+        assert_eq!(
+            refs.max_covering_any_spelling("indexes/t%7E1/ivf_postings/part-0"),
+            Some(9)
+        );
+        assert_eq!(refs.max_covering_any_spelling("indexes/other"), None);
     }
 
     #[test]

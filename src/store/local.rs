@@ -23,6 +23,11 @@
 //!    the directory;
 //! 4. release the lock.
 //!
+//! The write runs on a blocking thread. If the `put` future is dropped (its caller gave
+//! up, e.g. a publish window ran out) while the thread waits for the lock or writes, the
+//! write is abandoned before its `rename`, so it never applies after its caller stopped
+//! waiting for it.
+//!
 //! Readers take no lock: `rename` makes every read see one complete version. Generations
 //! only grow because records are never deleted (the catalog writes tombstones), so a
 //! version is never reused. Lock and temporary files contain a `.`, which no store key can,
@@ -52,7 +57,8 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -151,12 +157,26 @@ fn versioned(record: Record) -> Versioned {
     }
 }
 
+/// Set when the `put` future is dropped: its blocking write must not apply later.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+fn abandoned() -> StoreError {
+    StoreError::fatal("the write was abandoned by its caller before it applied")
+}
+
 fn put_blocking(
     root: &Path,
     path: &Path,
     value: &[u8],
     mode: &PutMode,
     listing: Listing,
+    cancelled: &AtomicBool,
 ) -> Result<Version, StoreError> {
     let parent = path
         .parent()
@@ -171,6 +191,11 @@ fn put_blocking(
         .open(PathBuf::from(lock_name))
         .map_err(unavailable)?;
     lock.lock().map_err(unavailable)?;
+    // The caller may have given up while this thread waited for the lock (a publish
+    // window ran out): a write it no longer waits for must not apply later.
+    if cancelled.load(Ordering::SeqCst) {
+        return Err(abandoned());
+    }
 
     let current = read_record(path)
         .map_err(unavailable)?
@@ -205,6 +230,9 @@ fn put_blocking(
         file.write_all(format!("{HEADER}{generation} {}\n", class_name(listing)).as_bytes())?;
         file.write_all(value)?;
         file.sync_all()?;
+        if cancelled.load(Ordering::SeqCst) {
+            return Err(io::Error::other("abandoned"));
+        }
         fs::rename(&temp, path)?;
         File::open(parent)?.sync_all()
     };
@@ -640,7 +668,11 @@ impl PointerStore for LocalStore {
         listing: Listing,
     ) -> Result<Version, StoreError> {
         let (root, path) = (self.root.clone(), self.path(key));
-        tokio::task::spawn_blocking(move || put_blocking(&root, &path, &value, &mode, listing))
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let _cancel_on_drop = CancelOnDrop(cancelled.clone());
+        tokio::task::spawn_blocking(move || {
+            put_blocking(&root, &path, &value, &mode, listing, &cancelled)
+        })
             .await
             .map_err(StoreError::ambiguous)?
     }

@@ -94,6 +94,10 @@ fn walk(root: &Path, prefix: &str, tx: &tokio::sync::mpsc::Sender<Result<ListIte
                 name,
                 reason: "not a regular file".to_owned(),
             },
+            Ok(name) if is_staging_name(&name) => ListItem::Skipped {
+                name,
+                reason: "an object_store multipart staging file (`<name>#<digits>`), which object_store cannot read or delete and no metadata can name".to_owned(),
+            },
             Ok(name) => match entry.metadata() {
                 Ok(meta) => ListItem::Object(Listed {
                     name,
@@ -111,6 +115,15 @@ fn walk(root: &Path, prefix: &str, tx: &tokio::sync::mpsc::Sender<Result<ListIte
             return;
         }
     }
+}
+
+/// Whether the last segment of `name` ends in `#<digits>`: object_store's
+/// `LocalFileSystem` stages multipart uploads under such names and refuses to address
+/// them (every get, head or delete fails), so they are not objects.
+pub(crate) fn is_staging_name(name: &str) -> bool {
+    let last = name.rsplit('/').next().unwrap_or(name);
+    last.split_once('#')
+        .is_some_and(|(_, suffix)| !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The name of `path` below `root`, or why it has none.
@@ -161,6 +174,23 @@ pub(crate) fn deletable(root: &Path, name: &str) -> std::result::Result<Option<(
     Ok(Some(()))
 }
 
+/// Why the path of the object `name` below `root` passes through a symbolic link, if it
+/// does (a missing component ends the check: reading the object reports that).
+pub(crate) fn linked(root: &Path, name: &str) -> Option<String> {
+    let mut path = root.to_path_buf();
+    for segment in name.split('/') {
+        path.push(segment);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Some(format!("`{}` is a symbolic link", path.display()));
+            }
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
 fn io_error(path: &Path, err: std::io::Error) -> Error {
     Error::with_source(
         ErrorKind::StoreUnavailable,
@@ -199,17 +229,28 @@ mod tests {
         std::fs::create_dir_all(&outside).expect("outside");
         std::fs::write(root.join("indexes/a/part-0"), b"x").expect("file");
         std::fs::write(root.join("indexes/ü b~"), b"x").expect("file");
+        std::fs::write(root.join("indexes/a/part-1#3"), b"x").expect("staging file");
+        std::fs::write(root.join("indexes/a/part-2#x"), b"x").expect("plain file");
         std::fs::write(outside.join("precious"), b"x").expect("outside file");
         std::os::unix::fs::symlink(&outside, root.join("indexes/link")).expect("dir link");
         std::os::unix::fs::symlink(outside.join("precious"), root.join("indexes/a/file-link"))
             .expect("file link");
         let (objects, skipped) = names(&root, "indexes").await;
-        assert_eq!(objects, vec!["indexes/a/part-0", "indexes/ü b~"]);
-        assert_eq!(skipped, vec!["indexes/a/file-link", "indexes/link"]);
+        assert_eq!(
+            objects,
+            vec!["indexes/a/part-0", "indexes/a/part-2#x", "indexes/ü b~"]
+        );
+        assert_eq!(
+            skipped,
+            vec!["indexes/a/file-link", "indexes/a/part-1#3", "indexes/link"]
+        );
         assert_eq!(deletable(&root, "indexes/a/part-0"), Ok(Some(())));
         assert!(deletable(&root, "indexes/link/precious").is_err());
         assert!(deletable(&root, "indexes/a/file-link").is_err());
         assert_eq!(deletable(&root, "indexes/none"), Ok(None));
+        assert_eq!(linked(&root, "indexes/a/part-0"), None);
+        assert!(linked(&root, "indexes/link/precious").is_some());
+        assert!(linked(&root, "indexes/a/file-link").is_some());
         // A managed prefix that is itself a link is not listed at all.
         std::fs::create_dir_all(root.join("x")).expect("x");
         std::os::unix::fs::symlink(&outside, root.join("x/metadata")).expect("link");

@@ -217,6 +217,14 @@ impl Warehouse {
     pub fn path(&self, name: &str) -> Result<Path> {
         let name =
             object_name(name).map_err(|why| Error::new(ErrorKind::InvalidIndexMetadata, why))?;
+        if self.local.is_some() && local::is_staging_name(&name) {
+            return Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!(
+                    "`{name}` cannot be addressed on a local warehouse: object_store keeps its multipart staging files under names ending in `#<digits>`"
+                ),
+            ));
+        }
         Ok(self.key(&name))
     }
 
@@ -502,6 +510,35 @@ impl Warehouse {
             outcomes.push((name, outcome));
         }
         outcomes
+    }
+
+    /// Refuse to publish the object `name` if, on a local warehouse, its path below the
+    /// root passes through a symbolic link: the collector never follows links, so it
+    /// could not see the file to keep what the file names ([`ErrorKind::InvalidIndexMetadata`]).
+    pub async fn refuse_links(&self, name: &str) -> Result<()> {
+        let Some(dir) = &self.local else {
+            return Ok(());
+        };
+        let (dir, checked) = (dir.as_ref().clone(), name.to_owned());
+        let linked = tokio::task::spawn_blocking(move || local::linked(&dir, &checked))
+            .await
+            .map_err(|err| {
+                Error::with_source(
+                    ErrorKind::StoreUnavailable,
+                    "checking a location failed",
+                    err,
+                )
+            })?;
+        match linked {
+            None => Ok(()),
+            Some(why) => Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!(
+                    "`{}` cannot be published: {why}; the garbage collector never follows links, so it could not keep what the file names. Place the file itself in the warehouse",
+                    self.absolute(name)
+                ),
+            )),
+        }
     }
 
     /// The warehouse root this one is nested in, if any: an ancestor directory holding
