@@ -1282,7 +1282,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_dropped_connection_after_sending_is_ambiguous() {
-        let endpoint = canned_server("", 1).await;
+        // The first connection is the listing-classes marker check before the first write.
+        let endpoint = canned_server("", 2).await;
         let store = store_at(&endpoint, 0);
         let result = store
             .put(&key(), Bytes::from_static(b"v"), PutMode::Create)
@@ -1316,7 +1317,8 @@ mod tests {
     async fn a_refused_signature_is_fatal() {
         const DENIED: &str =
             "HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
-        let endpoint = canned_server(DENIED, 2).await;
+        // The listing-classes marker check before the first write, the write, the read.
+        let endpoint = canned_server(DENIED, 3).await;
         let store = store_at(&endpoint, 0);
         let write = store
             .put(&key(), Bytes::from_static(b"v"), PutMode::Create)
