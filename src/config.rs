@@ -313,7 +313,7 @@ fn bucket_and_prefix(url: &Url, uri: &str) -> Result<(String, String)> {
 }
 
 /// `path` with its longest existing ancestor resolved (symbolic links, `..`).
-fn resolve_existing(path: &std::path::Path) -> PathBuf {
+pub(crate) fn resolve_existing(path: &std::path::Path) -> PathBuf {
     let mut missing = Vec::new();
     let mut existing = path.to_path_buf();
     loop {

@@ -172,7 +172,8 @@ impl Catalog {
         source: &TableDefinition,
         metadata_location: &str,
     ) -> Result<IndexPointer> {
-        self.ensure_writable().await?;
+        let publishing = self.warehouse().relative(metadata_location).ok();
+        self.ensure_writable(publishing.as_deref()).await?;
         let window = PublishWindow::open(self.inner.publish_window);
         window
             .run(self.register_within(&window, identifier, source, metadata_location))
@@ -193,6 +194,7 @@ impl Catalog {
             publication.metadata.current_snapshot().source_table(),
             &publication.location,
         )?;
+        self.check_places(&publication, source)?;
         self.check_new_references(&publication, None).await?;
 
         for _ in 0..MAX_REEVALUATIONS {
@@ -245,7 +247,8 @@ impl Catalog {
         base: &str,
         new: &str,
     ) -> Result<CommitResult> {
-        self.ensure_writable().await?;
+        let publishing = self.warehouse().relative(new).ok();
+        self.ensure_writable(publishing.as_deref()).await?;
         let window = PublishWindow::open(self.inner.publish_window);
         window
             .run(self.commit_within(&window, identifier, source, base, new))
@@ -310,6 +313,7 @@ impl Catalog {
                 publication.metadata.current_snapshot().source_table(),
                 &publication.location,
             )?;
+            self.check_places(publication, source)?;
             self.check_new_references(publication, Some(&base_metadata))
                 .await?;
 
@@ -358,7 +362,7 @@ impl Catalog {
     }
 
     pub(crate) async fn drop_pointer(&self, identifier: &IndexIdentifier) -> Result<()> {
-        self.ensure_writable().await?;
+        self.ensure_writable(None).await?;
         for _ in 0..MAX_REEVALUATIONS {
             let current = match self
                 .visibility(self.read_pointer(identifier).await?)

@@ -202,7 +202,8 @@ struct Inner {
     publish_window: std::time::Duration,
     probe_on_first_write: bool,
     probed: OnceCell<()>,
-    owned: OnceCell<()>,
+    /// When ownership of the warehouse was last confirmed (monotonic).
+    owned: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// Configures a [`Catalog`].
@@ -278,7 +279,7 @@ impl CatalogBuilder {
                 publish_window: self.publish_window,
                 probe_on_first_write: self.probe_on_first_write,
                 probed: OnceCell::new(),
-                owned: OnceCell::new(),
+                owned: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -331,22 +332,34 @@ impl Catalog {
         probe(self.inner.store.as_ref(), self.inner.ids.as_ref()).await
     }
 
-    /// Make sure this catalog owns its warehouse: claim it if it is unclaimed, refuse it
-    /// (`WAREHOUSE_NOT_OWNED`) if another catalog owns it, or (`INVALID_CONFIGURATION`) if
-    /// it lies inside another warehouse's managed prefixes. Every write does this before
-    /// its first store call, once per catalog; call it to do it up front (at start-up).
+    /// Make sure this catalog owns its warehouse: claim it if it is unclaimed and unused,
+    /// refuse it (`WAREHOUSE_NOT_OWNED`) if another catalog (or a copy of this one's store)
+    /// owns it, or (`INVALID_CONFIGURATION`) if it lies inside another warehouse's managed
+    /// prefixes or holds data without a marker. Every write does this before its first
+    /// store call (a confirmation is trusted for [`ownership::OWNERSHIP_TTL`]); call it to
+    /// do it up front (at start-up).
     pub async fn claim_warehouse(&self) -> Result<()> {
-        self.inner
-            .owned
-            .get_or_try_init(|| ownership::ensure_owned(self))
-            .await
-            .map(|_| ())
+        self.ensure_owned(None).await
     }
 
-    /// Before the first write (once per catalog): refuse a store that fails the probe,
-    /// and make sure this catalog owns its warehouse ([`ownership`]: claim an unclaimed
-    /// one, refuse one another catalog owns or one nested in another warehouse).
-    async fn ensure_writable(&self) -> Result<()> {
+    async fn ensure_owned(&self, publishing: Option<&str>) -> Result<()> {
+        let fresh = |at: &Option<std::time::Instant>| {
+            at.is_some_and(|at| at.elapsed() < ownership::OWNERSHIP_TTL)
+        };
+        if fresh(&self.inner.owned.lock().unwrap_or_else(|e| e.into_inner())) {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        ownership::ensure_owned(self, publishing).await?;
+        *self.inner.owned.lock().unwrap_or_else(|e| e.into_inner()) = Some(started);
+        Ok(())
+    }
+
+    /// Before a write: refuse a store that fails the probe (once per catalog), and make
+    /// sure this catalog owns its warehouse ([`Catalog::claim_warehouse`]; `publishing` is
+    /// the name of the metadata file a register or commit publishes, which a first write
+    /// may find in an otherwise unused warehouse).
+    async fn ensure_writable(&self, publishing: Option<&str>) -> Result<()> {
         if self.inner.probe_on_first_write {
             self.inner
                 .probed
@@ -356,7 +369,7 @@ impl Catalog {
                 })
                 .await?;
         }
-        self.claim_warehouse().await
+        self.ensure_owned(publishing).await
     }
 
     /// Read, parse and validate a metadata file (cached by location).

@@ -74,7 +74,7 @@ impl Catalog {
         namespace: &Namespace,
         properties: BTreeMap<String, String>,
     ) -> Result<()> {
-        self.ensure_writable().await?;
+        self.ensure_writable(None).await?;
         if let Some(parent) = namespace.parent() {
             self.require_namespace(&parent).await?;
         }
@@ -197,7 +197,7 @@ impl Catalog {
     }
 
     pub(crate) async fn drop_namespace_record(&self, namespace: &Namespace) -> Result<()> {
-        self.ensure_writable().await?;
+        self.ensure_writable(None).await?;
         for _ in 0..MAX_REEVALUATIONS {
             let current = match self.namespace_record(namespace).await? {
                 Some(current) if current.0.exists => current,

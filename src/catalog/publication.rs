@@ -34,10 +34,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Catalog;
+use crate::config::CATALOG_DIR;
 use crate::error::{Error, ErrorKind, Result};
 use crate::gc::ledger;
 use crate::metadata::IndexMetadata;
-use crate::warehouse::{METADATA_DIR, is_within};
+use crate::warehouse::{
+    GC_DIR, MANAGED_PREFIXES, METADATA_DIR, OWNER_MARKER, is_within, object_name,
+};
 
 /// The longest a register or commit may take, from its first read to the outcome of its
 /// compare-and-swap.
@@ -129,6 +132,69 @@ impl Catalog {
         Ok(Publication { location, metadata })
     }
 
+    /// Refuse a publication that names the warehouse's own bookkeeping: an index table or
+    /// family reference under `_gc/` or `_catalog/` (or the ownership marker), or a source
+    /// table (in any spelling the collector recognises as inside the warehouse) under the
+    /// managed prefixes, `_gc/` or `_catalog/`. The collector deletes in those places by its
+    /// own rules, so nothing published may live there.
+    pub(crate) fn check_places(
+        &self,
+        publication: &Publication,
+        source: &crate::metadata::TableDefinition,
+    ) -> Result<()> {
+        let warehouse = self.warehouse();
+        let registry = self.registry();
+        let refuse = |what: &str, name: &str, why: &str| {
+            Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!(
+                    "metadata file `{}`: the {what} `{}` lies {why}; nothing a catalog publishes may live there",
+                    publication.location,
+                    warehouse.absolute(name)
+                ),
+            ))
+        };
+        let bookkeeping = |name: &str| {
+            is_within(name, GC_DIR) || is_within(name, CATALOG_DIR) || name == OWNER_MARKER
+        };
+        let mut sources = vec![source];
+        for snapshot in publication.metadata.snapshots() {
+            sources.push(snapshot.source_table());
+            if let Some(provider) = registry.provider(snapshot.index_provider().provider()) {
+                for table in snapshot.index_tables().values() {
+                    if let Some(name) = provider
+                        .table_location(table.properties())
+                        .and_then(|location| object_name(location).ok())
+                        && bookkeeping(&name)
+                    {
+                        return refuse("index table", &name, "in the catalog's own bookkeeping");
+                    }
+                }
+            }
+        }
+        for name in family_references(&publication.metadata, registry) {
+            if bookkeeping(&name) {
+                return refuse(
+                    "family reference",
+                    &name,
+                    "in the catalog's own bookkeeping",
+                );
+            }
+        }
+        for source in sources {
+            for name in crate::gc::reachability::source_locations(source, warehouse) {
+                if bookkeeping(&name) || MANAGED_PREFIXES.iter().any(|p| is_within(&name, p)) {
+                    return refuse(
+                        "source table",
+                        &name,
+                        "under the warehouse's `metadata/`, `indexes/`, `_gc/` or `_catalog/`, where the garbage collector could take it for its own garbage",
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Refuse a publication whose family references (objects that may be metadata, such
     /// as centroids) are condemned, unless the base already referenced them.
     pub(crate) async fn check_new_references(
@@ -161,7 +227,7 @@ fn family_references(
     for snapshot in metadata.snapshots() {
         if let Some(family) = registry.family(snapshot.index_family()) {
             for location in family.warehouse_references(snapshot.parameters()) {
-                if let Ok(name) = crate::warehouse::object_name(location)
+                if let Ok(name) = object_name(location)
                     && !names.contains(&name)
                 {
                     names.push(name);

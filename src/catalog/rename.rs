@@ -155,7 +155,7 @@ impl Catalog {
         from: &IndexIdentifier,
         to: &IndexIdentifier,
     ) -> Result<IndexPointer> {
-        self.ensure_writable().await?;
+        self.ensure_writable(None).await?;
         for _ in 0..MAX_REEVALUATIONS {
             let source = match self.visibility(self.read_pointer(from).await?).await? {
                 Visibility::Visible(stored) if stored.record.state == PointerState::Moving => {

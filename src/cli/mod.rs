@@ -71,8 +71,8 @@ enum Command {
     Publish(publish::PublishArgs),
     /// Remove old snapshots from an index's metadata (keeps the current one).
     Expire(publish::ExpireArgs),
-    /// Create a missing table or bucket, probe the store, and claim the warehouse for GC.
-    Init,
+    /// Create a missing table or bucket, probe the store, and claim the warehouse.
+    Init(init::InitArgs),
     /// Delete warehouse objects unreachable for the retention window (see `--dry-run`).
     Gc(gc::GcArgs),
     /// Check that the pointer store honours conditional writes.
@@ -123,7 +123,7 @@ impl Cli {
                 publish::run_expire(args, config.connect().await?, &config.open_warehouse()?)
                     .await?
             }
-            Command::Init => init::run(&self.config()).await?,
+            Command::Init(args) => init::run(&self.config(), args).await?,
             Command::Gc(args) => gc::run(args, &self.catalog().await?).await?,
             Command::Probe => {
                 let report = self.catalog().await?.probe().await?;

@@ -204,10 +204,15 @@ impl Ledger {
                     entry.clock_start_ms = Some(ms);
                     entry.clock_journal = Some(journal);
                 }
+                // A condemnation counts from when it became visible: its stamp, or the store's
+                // time of the write if that is later (a slow or retried write must not let
+                // the condemnation delay start before anyone could see it).
                 Some((Kind::Condemned, ms, _))
-                    if entry.condemned_ms.is_none_or(|current| ms > current) =>
+                    if entry
+                        .condemned_ms
+                        .is_none_or(|current| ms.max(file.last_modified_ms) > current) =>
                 {
-                    entry.condemned_ms = Some(ms);
+                    entry.condemned_ms = Some(ms.max(file.last_modified_ms));
                 }
                 Some(_) => {}
                 // Not a file this collector writes: never part of an entry, never deleted.

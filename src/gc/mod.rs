@@ -229,7 +229,7 @@ mod scheduled;
 
 use std::sync::Arc;
 
-pub use crate::catalog::ownership::{MARKER, OwnershipMarker, claim, verify_ownership};
+pub use crate::catalog::ownership::{MARKER, OwnershipMarker, adopt, claim, verify_ownership};
 pub use crate::warehouse::MANAGED_PREFIXES;
 pub use config::{GcConfig, format_duration, parse_duration};
 pub use reachability::RootStats;

@@ -707,6 +707,10 @@ impl PointerStore for DynamoStore {
         format!("dynamodb://{}", self.table)
     }
 
+    fn location(&self) -> Option<String> {
+        Some(self.describe())
+    }
+
     async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
         match self.get_item(key, false).await? {
             Some(item) => Ok(Some(self.decode(key.as_str(), item)?)),

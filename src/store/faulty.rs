@@ -400,6 +400,10 @@ impl PointerStore for FaultyStore {
         format!("{} (fault-injecting)", self.inner.describe())
     }
 
+    fn location(&self) -> Option<String> {
+        self.inner.location()
+    }
+
     async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
         let (_, fault) = self.decide(false);
         self.before(fault).await?;

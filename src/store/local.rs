@@ -642,6 +642,14 @@ impl PointerStore for LocalStore {
         format!("file://{}", self.root.display())
     }
 
+    fn location(&self) -> Option<String> {
+        let root = self
+            .root
+            .canonicalize()
+            .unwrap_or_else(|_| self.root.clone());
+        Some(format!("file://{}", root.display()))
+    }
+
     async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
         let path = self.path(key);
         let record = tokio::task::spawn_blocking(move || read_record(&path))
@@ -673,8 +681,8 @@ impl PointerStore for LocalStore {
         tokio::task::spawn_blocking(move || {
             put_blocking(&root, &path, &value, &mode, listing, &cancelled)
         })
-            .await
-            .map_err(StoreError::ambiguous)?
+        .await
+        .map_err(StoreError::ambiguous)?
     }
 
     async fn list(

@@ -279,6 +279,15 @@ pub trait PointerStore: Send + Sync + fmt::Debug + 'static {
     /// A short human-readable description (`memory`, `file:///...`, `s3://bucket/prefix`).
     fn describe(&self) -> String;
 
+    /// Where the records live, as a URI that names this store and no other (a canonical
+    /// directory, a bucket and prefix, a table), or `None` for a process-local store. A
+    /// catalog's ownership of a warehouse is bound to it: a copy of a pointer store
+    /// (restored elsewhere) carries the catalog id but not the location, and must not
+    /// write where the original does (see `catalog::ownership`). Wrappers forward it.
+    fn location(&self) -> Option<String> {
+        None
+    }
+
     /// Read a key with its version; `None` if absent. Strongly consistent.
     async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError>;
 

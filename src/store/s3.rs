@@ -743,6 +743,10 @@ impl PointerStore for S3Store {
         }
     }
 
+    fn location(&self) -> Option<String> {
+        Some(self.describe())
+    }
+
     async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
         let path = self.path(key)?;
         match self.get_with(&path, GetOptions::default()).await {

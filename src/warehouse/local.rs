@@ -4,11 +4,14 @@
 //! `object_store`'s `LocalFileSystem` follows symbolic links when it lists, so a link
 //! inside `indexes/` to a directory elsewhere would make that directory's files look like
 //! warehouse objects. Here a listing walks the directory itself (`walkdir`, links not
-//! followed) and reports every link as skipped; before a deletion every component of the
-//! object's path below the root is checked with `symlink_metadata` (no link, and the
-//! object itself a regular file). What remains is a race with someone who swaps a
-//! directory for a link between that check and the deletion: the collector assumes
-//! nobody rearranges the warehouse *while* a run deletes (layouts made before are safe).
+//! followed, never into another file system) and reports every link as skipped; right
+//! before each deletion every component of the object's path below the root is checked
+//! with `symlink_metadata` (no link, the root's file system — a mount point below the
+//! warehouse is not the warehouse — and the object itself a regular file). What remains
+//! is a race with someone who swaps a directory for a link between that check and the
+//! deletion of that one file, and bind mounts of the same file system (indistinguishable
+//! by device): the collector assumes nobody rearranges the warehouse *while* a run
+//! deletes (layouts made before are safe).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -57,6 +60,7 @@ fn walk(root: &Path, prefix: &str, tx: &tokio::sync::mpsc::Sender<Result<ListIte
     }
     let walker = walkdir::WalkDir::new(&start)
         .follow_links(false)
+        .same_file_system(true)
         .min_depth(1)
         .sort_by_file_name();
     for entry in walker {
@@ -148,6 +152,10 @@ fn name_of(root: &Path, path: &Path) -> std::result::Result<String, String> {
 /// Whether the object `name` may be deleted: every component below `root` exists and is
 /// no symbolic link, and the object is a regular file. `Ok(None)` if it is gone.
 pub(crate) fn deletable(root: &Path, name: &str) -> std::result::Result<Option<()>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let device = std::fs::metadata(root)
+        .map_err(|err| format!("cannot inspect `{}`: {err}", root.display()))?
+        .dev();
     let mut path = root.to_path_buf();
     let segments: Vec<&str> = name.split('/').collect();
     for (at, segment) in segments.iter().enumerate() {
@@ -160,6 +168,12 @@ pub(crate) fn deletable(root: &Path, name: &str) -> std::result::Result<Option<(
         if meta.file_type().is_symlink() {
             return Err(format!(
                 "`{}` is a symbolic link; nothing is deleted through or at a link",
+                path.display()
+            ));
+        }
+        if meta.dev() != device {
+            return Err(format!(
+                "`{}` is on another file system (a mount point below the warehouse); nothing is deleted there",
                 path.display()
             ));
         }

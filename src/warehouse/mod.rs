@@ -365,6 +365,17 @@ impl Warehouse {
             .map_err(|err| unavailable(name, err))
     }
 
+    /// Replace the object `name` unconditionally. Only for what an operator does
+    /// deliberately (re-homing the ownership marker); data objects are immutable.
+    pub(crate) async fn overwrite(&self, name: &str, bytes: Bytes) -> Result<()> {
+        let path = self.path(name)?;
+        self.store
+            .put(&path, PutPayload::from_bytes(bytes))
+            .await
+            .map(|_| ())
+            .map_err(|err| unavailable(name, err))
+    }
+
     async fn put_if_absent_at(&self, path: &Path, bytes: Bytes) -> object_store::Result<bool> {
         let options = PutOptions {
             mode: PutMode::Create,
@@ -422,7 +433,8 @@ impl Warehouse {
     }
 
     /// Delete objects by name. On the local file system an object is only deleted if no
-    /// component of its path below the root is a symbolic link and it is a regular file.
+    /// component of its path below the root is a symbolic link or on another file system
+    /// and it is a regular file, checked right before that object's deletion.
     pub async fn delete(&self, names: Vec<String>) -> Vec<(String, Deletion)> {
         let mut outcomes = Vec::with_capacity(names.len());
         let mut paths = Vec::with_capacity(names.len());
@@ -434,34 +446,13 @@ impl Warehouse {
                     continue;
                 }
             };
-            if let Some(dir) = &self.local {
-                let (dir, checked) = (dir.clone(), name.clone());
-                let verdict =
-                    tokio::task::spawn_blocking(move || local::deletable(&dir, &checked)).await;
-                match verdict {
-                    Ok(Ok(Some(()))) => {}
-                    Ok(Ok(None)) => {
-                        outcomes.push((name, Deletion::Missing));
-                        continue;
-                    }
-                    Ok(Err(why)) => {
-                        outcomes.push((name, Deletion::Refused(why)));
-                        continue;
-                    }
-                    Err(err) => {
-                        outcomes.push((
-                            name,
-                            Deletion::Failed(Error::with_source(
-                                ErrorKind::StoreUnavailable,
-                                "checking a deletion failed",
-                                err,
-                            )),
-                        ));
-                        continue;
-                    }
+            match &self.local {
+                Some(dir) => {
+                    let outcome = self.delete_local(dir, &name, &path).await;
+                    outcomes.push((name, outcome));
                 }
+                None => paths.push((name, path)),
             }
-            paths.push((name, path));
         }
         if paths.is_empty() {
             return outcomes;
@@ -538,6 +529,29 @@ impl Warehouse {
                     self.absolute(name)
                 ),
             )),
+        }
+    }
+
+    /// Check one local object and delete it right away (the check and the deletion of a
+    /// file are adjacent, not a batch apart).
+    async fn delete_local(&self, dir: &Arc<PathBuf>, name: &str, path: &Path) -> Deletion {
+        let (dir, checked) = (dir.clone(), name.to_owned());
+        match tokio::task::spawn_blocking(move || local::deletable(&dir, &checked)).await {
+            Ok(Ok(Some(()))) => {}
+            Ok(Ok(None)) => return Deletion::Missing,
+            Ok(Err(why)) => return Deletion::Refused(why),
+            Err(err) => {
+                return Deletion::Failed(Error::with_source(
+                    ErrorKind::StoreUnavailable,
+                    "checking a deletion failed",
+                    err,
+                ));
+            }
+        }
+        match self.store.delete(path).await {
+            Ok(()) => Deletion::Deleted,
+            Err(object_store::Error::NotFound { .. }) => Deletion::Missing,
+            Err(err) => Deletion::Failed(unavailable(name, err)),
         }
     }
 
@@ -671,8 +685,13 @@ fn parse_root(root: &str) -> Result<(Url, Vec<String>)> {
     if url.cannot_be_a_base() {
         return Err(invalid("not a hierarchical URI"));
     }
-    let segments = url
-        .path()
+    let path = url.path();
+    let inner = path.strip_prefix('/').unwrap_or(path);
+    let inner = inner.strip_suffix('/').unwrap_or(inner);
+    if inner.split('/').any(str::is_empty) && !inner.is_empty() {
+        return Err(invalid("the path has an empty segment"));
+    }
+    let segments = inner
         .split('/')
         .filter(|segment| !segment.is_empty())
         .map(names::decode_segment)
@@ -726,6 +745,18 @@ mod tests {
         ] {
             let err = wh.relative(outside).expect_err(outside);
             assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{outside}");
+        }
+    }
+
+    #[test]
+    fn roots_with_empty_segments_are_refused() {
+        for bad in ["s3://b//wh", "s3://b/a//wh/", "file:///data//wh"] {
+            let err =
+                Warehouse::new(bad, Arc::new(InMemory::new()), Path::from("wh")).expect_err(bad);
+            assert_eq!(err.kind(), ErrorKind::Configuration, "{bad}");
+        }
+        for ok in ["s3://b", "s3://b/", "s3://b/wh/", "file:///data/wh/"] {
+            Warehouse::new(ok, Arc::new(InMemory::new()), Path::from("wh")).expect(ok);
         }
     }
 

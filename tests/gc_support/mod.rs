@@ -265,8 +265,19 @@ pub enum Backend {
 }
 
 impl Env {
-    /// An environment on any backend (the S3 one needs its bucket created first).
+    /// An environment on any backend whose catalog has claimed the warehouse (as `init`
+    /// does), so tests may write objects before the catalog's first write.
     pub async fn open(backend: Backend, seed: u64) -> Env {
+        let env = Env::open_unclaimed(backend, seed).await;
+        parqdb_catalog::gc::claim(&env.catalog, env.now())
+            .await
+            .expect("the fresh warehouse is claimed");
+        env
+    }
+
+    /// An environment on any backend (the S3 one needs its bucket created first), its
+    /// warehouse not claimed yet.
+    pub async fn open_unclaimed(backend: Backend, seed: u64) -> Env {
         if backend != Backend::S3 {
             return Env::new(backend, seed);
         }
