@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::gc;
 
 /// What `init` may claim.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub(crate) struct InitArgs {
     /// Take over a warehouse that holds data but no ownership marker (written by an earlier
     /// version, or its owner's marker was lost), or re-home the marker after moving this
