@@ -73,7 +73,9 @@
 //! unreachable (and past grace) it records the largest of:
 //!
 //! * `last_modified + grace`: before that `o` may belong to a writer in flight;
-//! * the run's time — or, earlier, the catalog's *quiet time* `Q + skew`, where `Q` is the
+//! * the time the run's walk finished (the run's time plus what elapsed since it was
+//!   called: a run paused before or during its walk never dates what changed meanwhile
+//!   back to its start) — or, earlier, the catalog's *quiet time* `Q + skew`, where `Q` is the
 //!   latest `updated-ms` of any pointer record: every record has been in its current state
 //!   since `Q`, so whatever no record reaches now was unreachable since `Q` already. A
 //!   tombstone's `updated-ms` therefore starts the clock early exactly when nothing changed
@@ -95,7 +97,7 @@
 //!   unreachable, and within an incarnation commits only move forward (a commit needs
 //!   `last-sequence-number` and `last-updated-ms` not to decrease and the same uuid);
 //! * a run that wrote its journal but never finished may have seen `o` reachable without
-//!   clearing its entry: the next run restarts every recorded clock at its own start.
+//!   clearing its entry: the next run restarts every recorded clock at the end of its walk.
 //!
 //! The ledger keeps the largest clock ever computed, so evidence that later disappears (a
 //! tombstone overwritten by a new register) is not forgotten, and raising the clock voids
@@ -146,6 +148,10 @@
 //! clears. Metadata files are deleted before tables, so a crash between the two leaves
 //! garbage tables (collected later), never metadata naming deleted tables. The lease
 //! serialises runs; a run that outlives its lease notices at the next renewal and stops.
+//! Renewals come before every delete batch and the sweep, and before the scan records a
+//! ledger fact once half the lease has passed (in run time or on the monotonic clock): a
+//! run paused past its lease records no clock from its stale walk after another run took
+//! over.
 //!
 //! # Liveness
 //! With a successful run at least every `P`: garbage unreachable since `L` is deleted by
