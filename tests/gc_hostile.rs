@@ -640,7 +640,7 @@ async fn class4_symbolic_links_are_never_followed_and_nothing_outside_is_deleted
     set_mtime(&elsewhere.join("x/part-0"), env.now());
     std::fs::remove_dir_all(root.join("indexes")).ok();
     std::os::unix::fs::symlink(&elsewhere, root.join("indexes")).expect("prefix link");
-    env.register("ok", &Layout::under("ok/1")).await.0;
+    env.register("ok", &Layout::under("ok/1")).await;
     passes(&env, &config, 8).await;
     assert!(
         elsewhere.join("x/part-0").exists(),
@@ -816,6 +816,59 @@ async fn class5_a_stray_file_of_an_unknown_format_keeps_what_it_names_and_collec
     }
 }
 
+/// Found while writing the stray generator of the hostile simulation (gc_simulation.rs,
+/// whose strays now do this): a stray file of another format
+/// naming its engine's data by a relative location with a `%` (which this catalog's
+/// metadata may not contain, but another format may) did not protect it: the string was
+/// not taken for a name at all.
+#[tokio::test]
+async fn class5_a_stray_file_keeps_what_it_names_with_a_percent_sign() {
+    for backend in [Backend::Memory, Backend::Local] {
+        let env = Env::open(backend, 503).await;
+        let config = test_config();
+        env.register("live", &Layout::under("live/1")).await;
+        env.put_raw(
+            "metadata/stray/v2.metadata.json",
+            br#"{"format-version": 2, "tables": ["indexes/50%off/", "indexes/a%41b/c"]}"#,
+        )
+        .await;
+        env.put_raw(
+            "metadata/broken/v1.metadata.json",
+            br#"{"format-version": 1, "oops": "indexes/100%/"}"#,
+        )
+        .await;
+        let named = [
+            "indexes/50%off/part-0.parquet",
+            "indexes/a%41b/c/part-0.parquet",
+            "indexes/100%/part-0.parquet",
+        ];
+        for name in named {
+            env.put_raw(name, b"their data").await;
+        }
+        env.advance(HOUR);
+        // The broken file is newer than what it names.
+        env.put_raw(
+            "metadata/broken/v1.metadata.json",
+            br#"{"format-version": 1, "oops": "indexes/100%/"}"#,
+        )
+        .await;
+        let reports = passes(&env, &config, 2).await;
+        assert!(reports.iter().all(|r| r.status == gc::GcStatus::Completed));
+        for name in named {
+            assert!(
+                env.exists_raw(name).await,
+                "{backend:?}: {name} was deleted while a stray names it"
+            );
+        }
+        // Once the broken file is gone, what only it named goes too.
+        passes(&env, &config, 6).await;
+        assert!(!env.exists_raw("metadata/broken/v1.metadata.json").await);
+        assert!(!env.exists_raw("indexes/100%/part-0.parquet").await);
+        assert!(env.exists_raw("indexes/50%off/part-0.parquet").await);
+        assert!(env.exists_raw("indexes/a%41b/c/part-0.parquet").await);
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 6. Lease fencing
 // ---------------------------------------------------------------------------------------
@@ -897,6 +950,168 @@ async fn class6_a_paused_run_whose_lease_was_taken_over_stops_before_deleting() 
             "{backend:?}: the stale run deleted"
         );
         assert!(all_exist_raw(&env, &doomed).await);
+    }
+}
+
+/// Found while writing the paused-run generator of the hostile simulation
+/// (gc_simulation.rs): a run's time is fixed when it is
+/// called, but a run paused before it walks the catalog (here: right after taking its
+/// lease, before computing reachability) sees what changed during the pause. An old
+/// metadata file a commit made unreachable during the pause was then given a retention
+/// clock at the run's stale time, before it was even unreachable, and a later run
+/// deleted it less than the retention period after the commit.
+#[tokio::test]
+async fn class6_a_paused_run_starts_no_retention_clock_before_what_it_saw() {
+    for (backend, phase) in [
+        (Backend::Memory, GcPhase::ComputeReachability),
+        (Backend::Memory, GcPhase::AcquireLease),
+        (Backend::Local, GcPhase::CheckOwnership),
+    ] {
+        let env = Env::open(backend, 603).await;
+        let config = GcConfig {
+            lease_duration: Duration::from_secs(5 * 60),
+            ..test_config()
+        };
+        let layout = Layout::under("p/1");
+        let (id, metadata, base) = env.register("p", &layout).await;
+        env.advance(HOUR);
+
+        // Run A pauses at `phase` ...
+        let (paused_tx, paused_rx) = std::sync::mpsc::channel::<()>();
+        let (resume_tx, resume_rx) = std::sync::mpsc::channel::<()>();
+        let resume_rx = std::sync::Mutex::new(resume_rx);
+        let a = GarbageCollector::new(env.catalog.clone(), config.clone())
+            .expect("gc")
+            .with_progress(move |event| {
+                if *event == (GcProgress::Phase { phase }) {
+                    paused_tx.send(()).ok();
+                    resume_rx.lock().expect("lock").recv().ok();
+                }
+            });
+        let now = env.now();
+        let run_a = tokio::task::spawn_blocking(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime")
+                .block_on(a.collect(now))
+        });
+        tokio::task::spawn_blocking(move || paused_rx.recv())
+            .await
+            .expect("join")
+            .expect("A paused");
+        // ... for half an hour, during which a commit makes the old metadata unreachable.
+        env.advance(30 * MINUTE);
+        let (_, new) = env.successor(&metadata, &Layout::under("p/2"), None).await;
+        env.catalog
+            .commit(&id, &layout.source, &base, &new)
+            .await
+            .expect("committed");
+        let committed = env.now();
+        env.advance(MINUTE);
+        resume_tx.send(()).expect("resume A");
+        let report = run_a.await.expect("join").expect("A finished");
+        assert_eq!(report.status, gc::GcStatus::Completed);
+
+        // Later runs may delete the old metadata only a retention period after the commit.
+        let old = env.relative(&base);
+        let reports = passes(&env, &config, 5).await;
+        assert!(deleted(&reports) > 0, "{backend:?}: nothing collected");
+        let deletion = env
+            .sim
+            .deletions()
+            .into_iter()
+            .find(|d| d.path.ends_with(&old))
+            .expect("the old metadata is collected");
+        assert!(
+            deletion.at_ms >= committed + 2 * HOUR,
+            "{backend:?}, paused at {phase:?}: {old} deleted {} min after it became unreachable",
+            (deletion.at_ms - committed) / MINUTE
+        );
+    }
+}
+
+/// A run paused after its walk, whose lease another run took over meanwhile, must not
+/// record retention clocks from that stale walk: here an old metadata file was registered
+/// again and committed away during the pause, the other run (which saw it reachable)
+/// finished, and the resumed run then started its clock at its walk.
+#[tokio::test]
+async fn class6_a_run_that_lost_its_lease_records_no_clock_from_its_stale_walk() {
+    for backend in [Backend::Memory, Backend::Local] {
+        let env = Env::open(backend, 604).await;
+        let config = GcConfig {
+            lease_duration: Duration::from_secs(5 * 60),
+            ..test_config()
+        };
+        env.register("other", &Layout::under("other/1")).await;
+        // A writer wrote an index and crashed before registering it.
+        let layout = Layout::under("w/1");
+        let (metadata, location) = env.new_index(&layout).await;
+        env.advance(HOUR);
+
+        // Run A walks (the metadata is unreachable), then pauses ...
+        let (paused_tx, paused_rx) = std::sync::mpsc::channel::<()>();
+        let (resume_tx, resume_rx) = std::sync::mpsc::channel::<()>();
+        let resume_rx = std::sync::Mutex::new(resume_rx);
+        let a = GarbageCollector::new(env.catalog.clone(), config.clone())
+            .expect("gc")
+            .with_progress(move |event| {
+                let phase = GcPhase::ScanMetadata;
+                if *event == (GcProgress::Phase { phase }) {
+                    paused_tx.send(()).ok();
+                    resume_rx.lock().expect("lock").recv().ok();
+                }
+            });
+        let now = env.now();
+        let run_a = tokio::task::spawn_blocking(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime")
+                .block_on(a.collect(now))
+        });
+        tokio::task::spawn_blocking(move || paused_rx.recv())
+            .await
+            .expect("join")
+            .expect("A paused");
+        // ... past its lease; the file is registered, another run (which sees it
+        // reachable) finishes, and a commit makes the file unreachable again.
+        env.advance(10 * MINUTE);
+        let id = env.id("w").await;
+        env.catalog
+            .register(&id, &layout.source, &location)
+            .await
+            .expect("registered");
+        let report = env.collect(&config).await;
+        assert_eq!(report.status, gc::GcStatus::Completed);
+        env.advance(30 * MINUTE);
+        let (_, new) = env.successor(&metadata, &Layout::under("w/2"), None).await;
+        env.catalog
+            .commit(&id, &layout.source, &location, &new)
+            .await
+            .expect("committed");
+        let committed = env.now();
+        env.advance(MINUTE);
+        resume_tx.send(()).expect("resume A");
+        let outcome = run_a.await.expect("join");
+        if let Err(err) = &outcome {
+            assert_eq!(err.kind(), ErrorKind::CommitConflict, "{backend:?}: {err}");
+        }
+
+        // The file goes only a retention period after the commit.
+        let old = env.relative(&location);
+        passes(&env, &config, 5).await;
+        let deletion = env
+            .sim
+            .deletions()
+            .into_iter()
+            .find(|d| d.path.ends_with(&old))
+            .expect("the old metadata is collected");
+        assert!(
+            deletion.at_ms >= committed + 2 * HOUR,
+            "{backend:?}: {old} deleted {} min after it became unreachable",
+            (deletion.at_ms - committed) / MINUTE
+        );
     }
 }
 

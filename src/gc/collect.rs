@@ -59,18 +59,33 @@ struct MetadataCandidate {
     uuid: Option<Uuid>,
 }
 
+/// The run's lease (none for a dry run), shared by the scan's concurrent assessments.
+type SharedLease<'l> = tokio::sync::Mutex<Option<&'l mut Lease>>;
+
 /// The fixed inputs of one run's decisions.
-struct Run<'a> {
+struct Run<'a, 'l> {
     gc: &'a GarbageCollector,
     ledger: Ledger,
+    /// Held while the run records ledger facts (see [`Run::hold_lease`]).
+    lease: &'a SharedLease<'l>,
+    /// The run's time: what it was called with. Grace, retention and condemnation delays
+    /// are measured against it (a run that was paused judges by an earlier time, which
+    /// only keeps more).
     now_ms: i64,
+    /// The run's time when its first walk of the catalog had finished (the run's time plus
+    /// what has elapsed since it was called). What that walk found unreachable was
+    /// reachable at most until then, so a retention clock that starts on this walk's
+    /// evidence never starts earlier. It equals `now_ms` unless the run was slow or paused
+    /// (SIGSTOP, a long GC pause, a slow store) — and then what changed during the pause
+    /// must not be dated back to `now_ms`.
+    observed_ms: i64,
     /// The current time (the run's time plus what has elapsed since it started).
     clock: &'a (dyn Fn() -> i64 + Sync),
     journal: JournalRef,
     /// Incarnations of the previous finished run's journal.
     known: HashSet<Uuid>,
     /// Set when a run died since the previous finished run: every existing clock is raised
-    /// to this run's start.
+    /// to this run's observation (`observed_ms`).
     dead_run_reset: bool,
     dry_run: bool,
     retention_ms: i64,
@@ -83,7 +98,23 @@ fn ms_text(ms: i64) -> String {
     ms.to_string()
 }
 
-impl Run<'_> {
+impl Run<'_, '_> {
+    /// Before recording a ledger fact: renew the lease once half of it has passed (in run
+    /// time or on the monotonic clock). A run paused past its lease, whose lease another
+    /// run took over (and which may have finished since, seeing objects reachable that this
+    /// run's walk found unreachable), stops here instead of recording clocks from its stale
+    /// walk.
+    async fn hold_lease(&self) -> Result<()> {
+        let mut lease = self.lease.lock().await;
+        if let Some(lease) = lease.as_deref_mut() {
+            let now = (self.clock)();
+            if lease.needs_renewal(now) {
+                GarbageCollector::fence(Some(lease), now).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// The latest time evidence says `relative` may still have been reachable: a recent
     /// tombstone whose metadata references it; a run that died after possibly seeing it
     /// reachable; for a metadata file of index `uuid` whose recorded clock is `recorded`,
@@ -104,9 +135,9 @@ impl Run<'_> {
         let Some(clock_ms) = recorded else {
             return floor;
         };
-        if self.dead_run_reset && clock_ms < self.now_ms {
+        if self.dead_run_reset && clock_ms < self.observed_ms {
             floor = Some((
-                self.now_ms,
+                self.observed_ms,
                 "an earlier gc run died after possibly seeing it reachable".to_owned(),
             ));
         }
@@ -175,13 +206,14 @@ impl Run<'_> {
                 // First seen unreachable now; the catalog's quiet time (no record changed
                 // since) proves it was unreachable since then already.
                 let quiet = &observation.evidence;
+                // Never before the walk that found it unreachable had finished.
                 let observed = match quiet.quiet_since_ms {
                     Some(since) if quiet.quiet_usable => {
-                        self.now_ms.min(since.saturating_add(self.skew_ms))
+                        self.observed_ms.min(since.saturating_add(self.skew_ms))
                     }
-                    Some(_) => self.now_ms,
+                    Some(_) => self.observed_ms,
                     None if quiet.quiet_usable => i64::MIN,
-                    None => self.now_ms,
+                    None => self.observed_ms,
                 };
                 observed
                     .max(past_grace_ms)
@@ -201,6 +233,7 @@ impl Run<'_> {
                 ),
             };
             if !self.dry_run {
+                self.hold_lease().await?;
                 ledger_files.push(
                     self.ledger
                         .record(relative, Kind::Clock, clock_ms, self.journal, &reason)
@@ -228,6 +261,7 @@ impl Run<'_> {
                     format_duration(self.gc.config.effective_condemn_delay())
                 );
                 if !self.dry_run {
+                    self.hold_lease().await?;
                     ledger_files.push(
                         self.ledger
                             .record(
@@ -368,6 +402,12 @@ impl GarbageCollector {
         let config = &self.config;
         let run_id = catalog.ids().uuid();
         let mut report = GcReport::new(run_id, now_ms, config);
+        // Time elapses from the call on: a run paused anywhere after it (even before it
+        // holds its lease) stamps its lease, condemnations and retention clocks with the
+        // time that has really passed since.
+        let clock_origin = catalog.clock().now_ms();
+        let elapsed_now =
+            || now_ms.saturating_add(catalog.clock().now_ms().saturating_sub(clock_origin).max(0));
         self.emit(GcProgress::Phase {
             phase: GcPhase::CheckOwnership,
         });
@@ -382,7 +422,7 @@ impl GarbageCollector {
             match Lease::acquire(
                 catalog.warehouse(),
                 run_id,
-                now_ms,
+                elapsed_now(),
                 millis(config.lease_duration),
             )
             .await?
@@ -400,9 +440,6 @@ impl GarbageCollector {
                 }
             }
         }
-        let clock_origin = catalog.clock().now_ms();
-        let elapsed_now =
-            || now_ms.saturating_add(catalog.clock().now_ms().saturating_sub(clock_origin).max(0));
         let outcome = self
             .run_held(&mut report, lease.as_mut(), now_ms, run_id, &elapsed_now)
             .await;
@@ -439,7 +476,7 @@ impl GarbageCollector {
         } else {
             Err(Error::new(
                 ErrorKind::CommitConflict,
-                "this gc run was paused for longer than half its lease while renewing it; stopping before deleting more",
+                "this gc run was paused for longer than half its lease while renewing it; stopping before acting on it",
             ))
         }
     }
@@ -447,7 +484,7 @@ impl GarbageCollector {
     async fn run_held(
         &self,
         report: &mut GcReport,
-        mut lease: Option<&mut Lease>,
+        lease: Option<&mut Lease>,
         now_ms: i64,
         run_id: Uuid,
         elapsed_now: &(dyn Fn() -> i64 + Sync),
@@ -469,10 +506,13 @@ impl GarbageCollector {
                 journals.dead.len()
             ));
         }
-        let run = Run {
+        let lease: SharedLease<'_> = tokio::sync::Mutex::new(lease);
+        let mut run = Run {
             gc: self,
             ledger,
+            lease: &lease,
             now_ms,
+            observed_ms: now_ms,
             clock: elapsed_now,
             journal: JournalRef {
                 run_ms: now_ms,
@@ -493,6 +533,8 @@ impl GarbageCollector {
         });
         let observation =
             observe(catalog, now_ms, run.retention_ms, run.skew_ms, concurrency).await?;
+        run.observed_ms = elapsed_now().max(now_ms);
+        let run = run;
         report.roots = observation.roots.clone();
         report.warnings.extend(observation.warnings.iter().cloned());
         if !config.dry_run {
@@ -709,7 +751,7 @@ impl GarbageCollector {
             self.emit(GcProgress::Phase {
                 phase: GcPhase::Verify,
             });
-            Self::fence(lease.as_deref_mut(), elapsed_now()).await?;
+            Self::fence(lease.lock().await.as_deref_mut(), elapsed_now()).await?;
             let again =
                 observe(catalog, now_ms, run.retention_ms, run.skew_ms, concurrency).await?;
             let mut metadata_first = Vec::new();
@@ -746,7 +788,7 @@ impl GarbageCollector {
                 while group.peek().is_some() {
                     let batch: Vec<Doomed> =
                         group.by_ref().take(config.delete_batch_size).collect();
-                    Self::fence(lease.as_deref_mut(), elapsed_now()).await?;
+                    Self::fence(lease.lock().await.as_deref_mut(), elapsed_now()).await?;
                     self.delete_batch(&run, report, batch).await?;
                     self.emit(GcProgress::Deleted {
                         objects: report.deleted.objects,
@@ -760,7 +802,7 @@ impl GarbageCollector {
         self.emit(GcProgress::Phase {
             phase: GcPhase::SweepLedger,
         });
-        Self::fence(lease, elapsed_now()).await?;
+        Self::fence(lease.lock().await.as_deref_mut(), elapsed_now()).await?;
         let observation = &observation;
         let verified_reachable = &verified_reachable;
         let ledger = &run.ledger;
@@ -819,7 +861,7 @@ impl GarbageCollector {
     /// symbolic link on its path) is kept and reported.
     async fn delete_batch(
         &self,
-        run: &Run<'_>,
+        run: &Run<'_, '_>,
         report: &mut GcReport,
         batch: Vec<Doomed>,
     ) -> Result<()> {

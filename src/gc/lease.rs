@@ -9,7 +9,8 @@
 //! * **acquire**: read the highest generation `g`; if it is held by another run and not
 //!   expired, the lease is busy; otherwise create `g + 1` naming this run. Of several runs
 //!   racing for `g + 1`, exactly one create succeeds.
-//! * **renew** (before every destructive batch): create the next generation `h + 1` after
+//! * **renew** (before every destructive batch, and before the scan records a ledger
+//!   fact once half the lease has passed): create the next generation `h + 1` after
 //!   this run's own `h`, then list the generations: the run still holds the lease only if
 //!   `h + 1` is the highest one. If another run took the lease over after it expired, either
 //!   the create fails or a higher generation exists, and this run stops before deleting
@@ -20,8 +21,13 @@
 //!   the last few (never the highest).
 //!
 //! A renewal also proves the run is on time: a held lease is only used within half its
-//! duration of the renewal that proved it ([`Lease::fresh`]). A crashed run's lease simply
-//! expires. The lease fences runs against each other; what keeps a *paused* run from
+//! duration of the renewal that proved it ([`Lease::fresh`]), on the monotonic clock and
+//! in run time ([`Lease::needs_renewal`]). A crashed run's lease simply expires.
+//!
+//! Ledger facts are fenced too: a retention clock is derived from the run's walk, and is
+//! only sound if no other run finished between that walk and the record (the next run's
+//! lineage evidence trusts the latest finished run's journal). A run whose lease was
+//! taken over while it was paused therefore stops before recording anything more. The lease fences runs against each other; what keeps a *paused* run from
 //! deleting a re-published object is the condemnation protocol (see the module docs).
 
 use std::time::Duration;
@@ -58,6 +64,8 @@ pub(crate) struct Lease {
     holder: Uuid,
     acquired_ms: i64,
     duration_ms: i64,
+    /// When the held generation expires (run time).
+    expires_ms: i64,
     /// When the latest renewal (or the acquisition) started, on the monotonic clock.
     proved_at: Instant,
 }
@@ -185,6 +193,7 @@ impl Lease {
                 holder,
                 acquired_ms: now_ms,
                 duration_ms,
+                expires_ms: content.expires_ms,
                 proved_at,
             }))
         } else {
@@ -221,8 +230,17 @@ impl Lease {
         if newest != Some(next) {
             return Err(lost());
         }
+        self.expires_ms = content.expires_ms;
         self.proved_at = started;
         Ok(())
+    }
+
+    /// Whether the lease must be renewed before the run acts on it at `now_ms` (run
+    /// time): half its duration has passed since the latest proof, on the monotonic clock
+    /// or in run time (a run paused by SIGSTOP or in a simulation sees only one of them
+    /// move).
+    pub(crate) fn needs_renewal(&self, now_ms: i64) -> bool {
+        !self.fresh() || now_ms >= self.expires_ms.saturating_sub(self.duration_ms / 2)
     }
 
     /// Whether the latest proof of holding the lease is recent enough to act on: within

@@ -98,7 +98,9 @@
 //! unreachable (and past grace) it records the largest of:
 //!
 //! * `last_modified + grace`: before that `o` may belong to a writer in flight;
-//! * the run's time — or, earlier, the catalog's *quiet time* `Q + skew`, where `Q` is the
+//! * the time the run's walk finished (the run's time plus what elapsed since it was
+//!   called: a run paused before or during its walk never dates what changed meanwhile
+//!   back to its start) — or, earlier, the catalog's *quiet time* `Q + skew`, where `Q` is the
 //!   latest `updated-ms` of any pointer record: every record has been in its current state
 //!   since `Q`, so whatever no record reaches now was unreachable since `Q` already. A
 //!   tombstone's `updated-ms` therefore starts the clock early exactly when nothing changed
@@ -120,7 +122,7 @@
 //!   unreachable, and within an incarnation commits only move forward (a commit needs
 //!   `last-sequence-number` and `last-updated-ms` not to decrease and the same uuid);
 //! * a run that wrote its journal but never finished may have seen `o` reachable without
-//!   clearing its entry: the next run restarts every recorded clock at its own start.
+//!   clearing its entry: the next run restarts every recorded clock at the end of its walk.
 //!
 //! The ledger keeps the largest clock ever computed, so evidence that later disappears (a
 //! tombstone overwritten by a new register) is not forgotten, and raising the clock voids
@@ -195,7 +197,10 @@
 //! garbage tables (collected later), never metadata naming deleted tables. The lease
 //! serialises runs with a fencing token that never goes backwards: before every batch a
 //! run proves it holds the newest lease generation (and that the proof is fresh), so a run
-//! paused past its lease stops when it wakes. Even a run that deletes after a long pause
+//! paused past its lease stops when it wakes. Renewals come before every delete batch and
+//! the sweep, and before the scan records a ledger fact once half the lease has passed (in
+//! run time or on the monotonic clock): a run paused past its lease records no clock from
+//! its stale walk after another run took over. Even a run that deletes after a long pause
 //! only deletes condemned objects, which nobody could publish since their condemnation.
 //! A stray file under `metadata/` that does not parse never stops a run (see (P)); a root
 //! whose metadata is missing or invalid does, because `R` would be incomplete.

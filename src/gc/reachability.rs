@@ -39,12 +39,11 @@ use crate::catalog::record::{PointerRecord, PointerState};
 use crate::catalog::write::store_error;
 use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
-use crate::family::validate_relative_location;
 use crate::identifier::Namespace;
 use crate::metadata::{IndexMetadata, MAX_METADATA_BYTES, TableDefinition};
 use crate::store::{PointerStore, StoreError, StoreKey, Versioned};
-use crate::warehouse::Fetched;
 use crate::warehouse::Warehouse;
+use crate::warehouse::{Fetched, aliases};
 
 const PAGE: usize = 1000;
 
@@ -244,7 +243,10 @@ pub(crate) async fn read_parsed(
 
 /// Every string value in a JSON document that names a warehouse object: a
 /// warehouse-relative location or an absolute location inside the warehouse. A superset
-/// of whatever an unparseable metadata file could reference.
+/// of whatever an unparseable metadata file could reference: a relative string is taken
+/// as it is, even with characters this catalog's metadata may not contain (another
+/// format may allow a `%` and mean the object at that literal name), and in its other
+/// spellings too (that `%` may also be an escape).
 fn string_references(bytes: &[u8], warehouse: &Warehouse) -> Vec<String> {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else {
         return Vec::new();
@@ -253,14 +255,17 @@ fn string_references(bytes: &[u8], warehouse: &Warehouse) -> Vec<String> {
     let mut stack = vec![&value];
     while let Some(value) = stack.pop() {
         match value {
-            serde_json::Value::String(text) => {
-                let name = match warehouse.relative(text.trim_end_matches('/')) {
-                    Ok(name) => Some(name),
-                    Err(_) if validate_relative_location(text).is_ok() => normalize(text),
-                    Err(_) => None,
-                };
-                out.extend(name);
-            }
+            serde_json::Value::String(text) => match warehouse.relative(text.trim_end_matches('/'))
+            {
+                Ok(name) => out.push(name),
+                Err(_) if !text.contains("://") => {
+                    if let Some(name) = normalize(text) {
+                        out.extend(aliases(&name));
+                        out.push(name);
+                    }
+                }
+                Err(_) => {}
+            },
             serde_json::Value::Array(items) => stack.extend(items),
             serde_json::Value::Object(fields) => stack.extend(fields.values()),
             _ => {}
