@@ -88,7 +88,7 @@ async fn register_raw(env: &Env, name: &str, layout: &Layout) -> (IndexIdentifie
     .expect("valid metadata");
     let location = env.write_metadata(&metadata).await;
     env.catalog
-        .register(&id, &layout.source, &location)
+        .register(&id, Some(&layout.source), &location)
         .await
         .expect("registered");
     (id, location)
@@ -204,7 +204,7 @@ async fn class1_metadata_locations_are_uris_with_one_canonical_form() {
         let id = env.id("uri").await;
         let pointer = env
             .catalog
-            .register(&id, &layout.source, &escaped)
+            .register(&id, Some(&layout.source), &escaped)
             .await
             .expect("an escaped URI registers");
         assert_eq!(pointer.metadata_location, env.warehouse.absolute(name));
@@ -224,7 +224,7 @@ async fn class1_metadata_locations_are_uris_with_one_canonical_form() {
             let location = format!("{}/{bad}", env.warehouse.root());
             let err = env
                 .catalog
-                .register(&env.id("bad").await, &layout.source, &location)
+                .register(&env.id("bad").await, Some(&layout.source), &location)
                 .await
                 .expect_err(bad);
             assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{bad}");
@@ -262,14 +262,14 @@ async fn class2_a_second_catalog_cannot_write_into_an_owned_warehouse() {
         let id = IndexIdentifier::new(ns.clone(), "x").expect("id");
         check(
             foreign
-                .register(&id, &layout.source, &location)
+                .register(&id, Some(&layout.source), &location)
                 .await
                 .map(|_| ()),
             "register",
         );
         check(
             foreign
-                .commit(&owned_id, &layout.source, &owned_location, &location)
+                .commit(&owned_id, Some(&layout.source), &owned_location, &location)
                 .await
                 .map(|_| ()),
             "commit",
@@ -540,14 +540,14 @@ async fn class5_metadata_outside_the_metadata_directory_is_never_published() {
                 .expect("written");
             let err = env
                 .catalog
-                .commit(&id, &layout.source, &base, &location)
+                .commit(&id, Some(&layout.source), &base, &location)
                 .await
                 .expect_err(place);
             assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{place}");
             assert!(err.message().contains("metadata/"), "{err}");
             let err = env
                 .catalog
-                .register(&env.id("elsewhere").await, &layout.source, &location)
+                .register(&env.id("elsewhere").await, Some(&layout.source), &location)
                 .await
                 .expect_err(place);
             assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{place}");
@@ -783,7 +783,7 @@ async fn class7_publications_are_bounded_by_the_publish_window() {
         .build();
     catalog.claim_warehouse().await.expect("owned");
     let err = catalog
-        .commit(&id, &gc_support::source(), &base, &new)
+        .commit(&id, Some(&gc_support::source()), &base, &new)
         .await
         .expect_err("hangs");
     assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
@@ -805,7 +805,7 @@ async fn class7_publications_are_bounded_by_the_publish_window() {
     let started = std::time::Instant::now();
     let result = tokio::time::timeout(
         Duration::from_secs(30),
-        catalog.commit(&id, &gc_support::source(), &base, &new),
+        catalog.commit(&id, Some(&gc_support::source()), &base, &new),
     )
     .await
     .expect("bounded by the window");
@@ -877,7 +877,7 @@ async fn class7_a_condemned_centroids_file_is_not_picked_up_by_a_commit() {
     let (_, new) = env.successor(&live_meta, &next, None).await;
     let err = env
         .catalog
-        .commit(&live_id, &next.source, &live_base, &new)
+        .commit(&live_id, Some(&next.source), &live_base, &new)
         .await
         .expect_err("condemned reference");
     assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");

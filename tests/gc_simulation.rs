@@ -544,15 +544,19 @@ impl Sim {
     ) -> bool {
         let (id, other) = env_ids;
         match op {
-            Op::Register { location, .. } => {
-                catalog.register(&id, &source(), location).await.is_ok()
-            }
+            Op::Register { location, .. } => catalog
+                .register(&id, Some(&source()), location)
+                .await
+                .is_ok(),
             Op::Drop { .. } => catalog.drop_index(&id).await.is_ok(),
             Op::Rename { .. } => catalog
                 .rename(&id, &other.expect("destination"))
                 .await
                 .is_ok(),
-            Op::Commit { base, new, .. } => catalog.commit(&id, &source(), base, new).await.is_ok(),
+            Op::Commit { base, new, .. } => catalog
+                .commit(&id, Some(&source()), base, new)
+                .await
+                .is_ok(),
         }
     }
 
@@ -676,7 +680,7 @@ impl Sim {
                 let landed = self
                     .env
                     .catalog
-                    .commit(&id, &source(), &commit.base, &commit.location)
+                    .commit(&id, Some(&source()), &commit.base, &commit.location)
                     .await
                     .is_ok();
                 if landed {

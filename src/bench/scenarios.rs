@@ -110,7 +110,9 @@ impl Bench {
             self.catalog.registry(),
         )?;
         let location = self.write(&metadata).await?;
-        self.catalog.register(&id, &source(1)?, &location).await?;
+        self.catalog
+            .register(&id, Some(&source(1)?), &location)
+            .await?;
         Ok((id, metadata, location))
     }
 
@@ -184,7 +186,7 @@ impl Bench {
             let (next, next_location) = self.next(&metadata, version).await?;
             let start = Instant::now();
             self.catalog
-                .commit(&id, &source(version)?, &location, &next_location)
+                .commit(&id, Some(&source(version)?), &location, &next_location)
                 .await?;
             commits.push(start.elapsed());
             (metadata, location) = (next, next_location);
@@ -252,7 +254,7 @@ impl Bench {
                             .catalog
                             .commit(
                                 &id,
-                                &source(version)?,
+                                Some(&source(version)?),
                                 &current.metadata_location,
                                 &location,
                             )
@@ -343,7 +345,7 @@ impl Bench {
                     let (namespace, location, source) = (&namespace, &location, &source);
                     async move {
                         let id = IndexIdentifier::new(namespace.clone(), format!("index-{i:07}"))?;
-                        match self.catalog.register(&id, source, location).await {
+                        match self.catalog.register(&id, Some(source), location).await {
                             Err(err) if err.kind() != ErrorKind::AlreadyExists => Err(err),
                             _ => Ok(()),
                         }

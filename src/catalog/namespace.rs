@@ -101,7 +101,7 @@ impl Catalog {
             }
         }
         Err(Error::new(
-            ErrorKind::CommitConflict,
+            ErrorKind::ConcurrentModification,
             format!("namespace {namespace} kept changing under concurrent writers; retry"),
         ))
     }
@@ -224,7 +224,7 @@ impl Catalog {
             }
         }
         Err(Error::new(
-            ErrorKind::CommitConflict,
+            ErrorKind::ConcurrentModification,
             format!("namespace {namespace} kept changing under concurrent writers; retry"),
         ))
     }

@@ -81,14 +81,15 @@ impl Publisher {
             let err = match self
                 .inner
                 .catalog
-                .register(identifier, source, &location)
+                .register(identifier, Some(source), &location)
                 .await
             {
                 Ok(_) => return Ok(published(attempt)),
                 Err(err) => err,
             };
             match err.kind() {
-                ErrorKind::StoreUnavailable if attempt < max => {}
+                ErrorKind::StoreUnavailable | ErrorKind::ConcurrentModification
+                    if attempt < max => {}
                 ErrorKind::CommitStateUnknown if attempt < max => {
                     // Did our registration land? Only our file or a successor of it
                     // (retaining our snapshot) proves it; an absent identifier means it
