@@ -239,6 +239,7 @@ pub async fn register_error_precedence(env: TestEnv) {
 pub async fn commit_chain(env: TestEnv) {
     let catalog = &env.catalog;
     let (index, mut metadata, mut location) = env.registered("chain").await;
+    let (first, first_location) = (metadata.clone(), location.clone());
     for round in 2..=4 {
         let (next, next_location) = env.successor(&metadata, round).await;
         let result = catalog
@@ -255,6 +256,8 @@ pub async fn commit_chain(env: TestEnv) {
     }
     assert_eq!(metadata.last_sequence_number(), 4);
     assert_eq!(env.read(&location).await.snapshots().len(), 4);
+    // A reader that loaded the first file still reads its immutable state.
+    assert_eq!(env.read(&first_location).await, first);
 }
 
 pub async fn commit_errors_and_precedence(env: TestEnv) {
