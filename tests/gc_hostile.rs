@@ -502,7 +502,7 @@ async fn class4_symbolic_links_are_never_followed_and_nothing_outside_is_deleted
     set_mtime(&elsewhere.join("x/part-0"), env.now());
     std::fs::remove_dir_all(root.join("indexes")).ok();
     std::os::unix::fs::symlink(&elsewhere, root.join("indexes")).expect("prefix link");
-    env.register("ok", &Layout::under("ok/1")).await.0;
+    env.register("ok", &Layout::under("ok/1")).await;
     passes(&env, &config, 8).await;
     assert!(
         elsewhere.join("x/part-0").exists(),
