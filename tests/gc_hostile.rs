@@ -90,7 +90,7 @@ async fn register_raw(env: &Env, name: &str, layout: &Layout) -> (IndexIdentifie
     .expect("valid metadata");
     let location = env.write_metadata(&metadata).await;
     env.catalog
-        .register(&id, &layout.source, &location)
+        .register(&id, Some(&layout.source), &location)
         .await
         .expect("registered");
     (id, location)
@@ -206,7 +206,7 @@ async fn class1_metadata_locations_are_uris_with_one_canonical_form() {
         let id = env.id("uri").await;
         let pointer = env
             .catalog
-            .register(&id, &layout.source, &escaped)
+            .register(&id, Some(&layout.source), &escaped)
             .await
             .expect("an escaped URI registers");
         assert_eq!(pointer.metadata_location, env.warehouse.absolute(name));
@@ -226,7 +226,7 @@ async fn class1_metadata_locations_are_uris_with_one_canonical_form() {
             let location = format!("{}/{bad}", env.warehouse.root());
             let err = env
                 .catalog
-                .register(&env.id("bad").await, &layout.source, &location)
+                .register(&env.id("bad").await, Some(&layout.source), &location)
                 .await
                 .expect_err(bad);
             assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{bad}");
@@ -264,14 +264,14 @@ async fn class2_a_second_catalog_cannot_write_into_an_owned_warehouse() {
         let id = IndexIdentifier::new(ns.clone(), "x").expect("id");
         check(
             foreign
-                .register(&id, &layout.source, &location)
+                .register(&id, Some(&layout.source), &location)
                 .await
                 .map(|_| ()),
             "register",
         );
         check(
             foreign
-                .commit(&owned_id, &layout.source, &owned_location, &location)
+                .commit(&owned_id, Some(&layout.source), &owned_location, &location)
                 .await
                 .map(|_| ()),
             "commit",
@@ -345,7 +345,7 @@ async fn class2_an_unclaimed_warehouse_holding_data_is_taken_over_only_deliberat
             .expect("owned now");
         let id = IndexIdentifier::new(ns, "old").expect("id");
         env.catalog
-            .register(&id, &layout.source, &location)
+            .register(&id, Some(&layout.source), &location)
             .await
             .expect("registered");
         // Another catalog cannot adopt it away.
@@ -388,7 +388,7 @@ async fn class2_a_first_register_may_find_the_file_it_publishes() {
         .expect("metadata");
     let id = IndexIdentifier::new(ns, "x").expect("id");
     catalog
-        .register(&id, &layout.source, &location)
+        .register(&id, Some(&layout.source), &location)
         .await
         .expect("the first write claims the warehouse it publishes into");
     gc::verify_ownership(&catalog).await.expect("claimed");
@@ -413,7 +413,7 @@ async fn class2_a_first_register_may_find_the_file_it_publishes() {
     let err = catalog
         .register(
             &IndexIdentifier::new(first.namespace("shared").await, "y").expect("id"),
-            &layout.source,
+            Some(&layout.source),
             &location,
         )
         .await
@@ -678,14 +678,14 @@ async fn class5_metadata_outside_the_metadata_directory_is_never_published() {
                 .expect("written");
             let err = env
                 .catalog
-                .commit(&id, &layout.source, &base, &location)
+                .commit(&id, Some(&layout.source), &base, &location)
                 .await
                 .expect_err(place);
             assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{place}");
             assert!(err.message().contains("metadata/"), "{err}");
             let err = env
                 .catalog
-                .register(&env.id("elsewhere").await, &layout.source, &location)
+                .register(&env.id("elsewhere").await, Some(&layout.source), &location)
                 .await
                 .expect_err(place);
             assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{place}");
@@ -748,7 +748,10 @@ async fn class5_nothing_is_published_into_the_collectors_own_places() {
         for (n, (what, layout)) in cases.into_iter().enumerate() {
             let (_, location) = env.new_index(&layout).await;
             let id = env.id(&format!("bad-{n}")).await;
-            let result = env.catalog.register(&id, &layout.source, &location).await;
+            let result = env
+                .catalog
+                .register(&id, Some(&layout.source), &location)
+                .await;
             let err = result.expect_err(what);
             assert_eq!(
                 err.kind(),
@@ -1004,7 +1007,7 @@ async fn class6_a_paused_run_starts_no_retention_clock_before_what_it_saw() {
         env.advance(30 * MINUTE);
         let (_, new) = env.successor(&metadata, &Layout::under("p/2"), None).await;
         env.catalog
-            .commit(&id, &layout.source, &base, &new)
+            .commit(&id, Some(&layout.source), &base, &new)
             .await
             .expect("committed");
         let committed = env.now();
@@ -1079,7 +1082,7 @@ async fn class6_a_run_that_lost_its_lease_records_no_clock_from_its_stale_walk()
         env.advance(10 * MINUTE);
         let id = env.id("w").await;
         env.catalog
-            .register(&id, &layout.source, &location)
+            .register(&id, Some(&layout.source), &location)
             .await
             .expect("registered");
         let report = env.collect(&config).await;
@@ -1087,7 +1090,7 @@ async fn class6_a_run_that_lost_its_lease_records_no_clock_from_its_stale_walk()
         env.advance(30 * MINUTE);
         let (_, new) = env.successor(&metadata, &Layout::under("w/2"), None).await;
         env.catalog
-            .commit(&id, &layout.source, &location, &new)
+            .commit(&id, Some(&layout.source), &location, &new)
             .await
             .expect("committed");
         let committed = env.now();
@@ -1187,7 +1190,7 @@ async fn class7_publications_are_bounded_by_the_publish_window() {
         .build();
     catalog.claim_warehouse().await.expect("owned");
     let err = catalog
-        .commit(&id, &gc_support::source(), &base, &new)
+        .commit(&id, Some(&gc_support::source()), &base, &new)
         .await
         .expect_err("hangs");
     assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
@@ -1209,7 +1212,7 @@ async fn class7_publications_are_bounded_by_the_publish_window() {
     let started = std::time::Instant::now();
     let result = tokio::time::timeout(
         Duration::from_secs(30),
-        catalog.commit(&id, &gc_support::source(), &base, &new),
+        catalog.commit(&id, Some(&gc_support::source()), &base, &new),
     )
     .await
     .expect("bounded by the window");
@@ -1281,7 +1284,7 @@ async fn class7_a_condemned_centroids_file_is_not_picked_up_by_a_commit() {
     let (_, new) = env.successor(&live_meta, &next, None).await;
     let err = env
         .catalog
-        .commit(&live_id, &next.source, &live_base, &new)
+        .commit(&live_id, Some(&next.source), &live_base, &new)
         .await
         .expect_err("condemned reference");
     assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
@@ -1483,7 +1486,7 @@ async fn redteam_p_tables_in_an_earlier_writers_spelling_outlive_the_metadata_na
             let m1_name = env.relative(&m1);
             let id = env.id("a").await;
             env.catalog
-                .register(&id, &old.source, &m1)
+                .register(&id, Some(&old.source), &m1)
                 .await
                 .expect("registered");
             let reports = passes(&env, &config, 2).await;
@@ -1493,7 +1496,7 @@ async fn redteam_p_tables_in_an_earlier_writers_spelling_outlive_the_metadata_na
                 .successor(&metadata, &Layout::under("t2/1"), Some(1))
                 .await;
             env.catalog
-                .commit(&id, &old.source, &m1, &m2)
+                .commit(&id, Some(&old.source), &m1, &m2)
                 .await
                 .expect("committed");
             passes(&env, &config, 1).await;
@@ -1537,7 +1540,11 @@ async fn redteam_live_tables_under_the_collectors_own_directory_are_never_delete
         live.push("_gc/journal/t/ivf_postings/00000-0-data.parquet".into());
         let id = env.id("gcdir").await;
         let (_, location) = env.new_index(&layout).await;
-        match env.catalog.register(&id, &layout.source, &location).await {
+        match env
+            .catalog
+            .register(&id, Some(&layout.source), &location)
+            .await
+        {
             Err(err) if err.kind() == ErrorKind::InvalidIndexMetadata => continue, // refused: fine
             Err(err) => panic!("{backend:?}: {err}"),
             Ok(_) => {}
@@ -1581,7 +1588,7 @@ async fn redteam_a_live_source_table_inside_the_warehouse_is_never_deleted() {
         let (_, metadata_location) = env.new_index(&layout).await;
         match env
             .catalog
-            .register(&id, &layout.source, &metadata_location)
+            .register(&id, Some(&layout.source), &metadata_location)
             .await
         {
             Err(err) if err.kind() == ErrorKind::InvalidIndexMetadata => continue, // refused: fine
@@ -1678,7 +1685,7 @@ async fn redteam_a_copy_of_the_pointer_store_does_not_pass_as_the_owner() {
     let id = IndexIdentifier::new(ns.clone(), "idx").expect("id");
     let written = match clone.create_namespace(&ns, BTreeMap::new()).await {
         Ok(()) => clone
-            .register(&id, &layout.source, &location)
+            .register(&id, Some(&layout.source), &location)
             .await
             .map(|_| ()),
         Err(err) => Err(err),
@@ -1731,7 +1738,11 @@ async fn redteam_metadata_behind_a_link_under_metadata_keeps_its_tables() {
         .await
         .expect("written through the link");
     let id = env.id("linked").await;
-    match env.catalog.register(&id, &layout.source, &location).await {
+    match env
+        .catalog
+        .register(&id, Some(&layout.source), &location)
+        .await
+    {
         Err(err) if err.kind() == ErrorKind::InvalidIndexMetadata => return, // refused: fine
         Err(err) => panic!("{err}"),
         Ok(_) => {}
@@ -1837,7 +1848,7 @@ async fn redteam_a_register_that_ran_out_of_its_window_never_lands_later() {
     .build();
     catalog.claim_warehouse().await.expect("owned");
     let err = catalog
-        .register(&id, &layout.source, &location)
+        .register(&id, Some(&layout.source), &location)
         .await
         .expect_err("the window runs out");
     assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");

@@ -225,7 +225,7 @@ async fn sibling_prefixes_are_not_confused() {
     .expect("metadata");
     let location = env.write_metadata(&metadata).await;
     env.catalog
-        .register(&id, &layout.source, &location)
+        .register(&id, Some(&layout.source), &location)
         .await
         .expect("registered");
 
@@ -371,7 +371,7 @@ async fn re_registering_an_old_metadata_file_before_it_is_condemned_keeps_it() {
     env.advance(MINUTE);
     let again = env.id("old-again").await;
     env.catalog
-        .register(&again, &layout.source, &location)
+        .register(&again, Some(&layout.source), &location)
         .await
         .expect("re-registered");
     env.advance(20 * MINUTE);
@@ -424,7 +424,7 @@ async fn a_condemned_metadata_file_cannot_be_registered_again_and_is_collected()
     let again = env.id("gone-again").await;
     let err = env
         .catalog
-        .register(&again, &layout.source, &location)
+        .register(&again, Some(&layout.source), &location)
         .await
         .expect_err("a condemned file is not published");
     assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata);
@@ -440,7 +440,7 @@ async fn a_condemned_metadata_file_cannot_be_registered_again_and_is_collected()
         .metadata_location;
     let err = env
         .catalog
-        .commit(&other, &layout.source, &base, &location)
+        .commit(&other, Some(&layout.source), &base, &location)
         .await
         .expect_err("a condemned file is not committed");
     assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
@@ -528,7 +528,9 @@ async fn race_at(backend: Backend, phase: gc::GcPhase, seed: u64) {
                         .enable_all()
                         .build()
                         .expect("runtime")
-                        .block_on(async { catalog.register(&again, &source, &location).await })
+                        .block_on(async {
+                            catalog.register(&again, Some(&source), &location).await
+                        })
                 })
                 .join()
                 .expect("thread");

@@ -1033,15 +1033,19 @@ impl Sim {
     ) -> bool {
         let (id, other) = env_ids;
         match op {
-            Op::Register { location, .. } => {
-                catalog.register(&id, &source(), location).await.is_ok()
-            }
+            Op::Register { location, .. } => catalog
+                .register(&id, Some(&source()), location)
+                .await
+                .is_ok(),
             Op::Drop { .. } => catalog.drop_index(&id).await.is_ok(),
             Op::Rename { .. } => catalog
                 .rename(&id, &other.expect("destination"))
                 .await
                 .is_ok(),
-            Op::Commit { base, new, .. } => catalog.commit(&id, &source(), base, new).await.is_ok(),
+            Op::Commit { base, new, .. } => catalog
+                .commit(&id, Some(&source()), base, new)
+                .await
+                .is_ok(),
         }
     }
 
@@ -1172,7 +1176,7 @@ impl Sim {
                 let landed = self
                     .env
                     .catalog
-                    .commit(&id, &source(), &commit.base, &commit.location)
+                    .commit(&id, Some(&source()), &commit.base, &commit.location)
                     .await
                     .is_ok();
                 if landed {
@@ -1521,7 +1525,7 @@ impl Sim {
                 catalog
                     .register(
                         &IndexIdentifier::new(namespace, "x").expect("id"),
-                        &source(),
+                        Some(&source()),
                         &location,
                     )
                     .await
@@ -1530,7 +1534,7 @@ impl Sim {
             2 => (
                 "register in the owner's namespace",
                 catalog
-                    .register(&owned, &source(), &location)
+                    .register(&owned, Some(&source()), &location)
                     .await
                     .map(|_| ()),
             ),
@@ -1538,14 +1542,14 @@ impl Sim {
                 Some((_, live)) => (
                     "commit",
                     catalog
-                        .commit(&owned, &source(), &live.location, &location)
+                        .commit(&owned, Some(&source()), &live.location, &location)
                         .await
                         .map(|_| ()),
                 ),
                 None => (
                     "register",
                     catalog
-                        .register(&owned, &source(), &location)
+                        .register(&owned, Some(&source()), &location)
                         .await
                         .map(|_| ()),
                 ),
@@ -2001,7 +2005,7 @@ impl Sim {
         let err = self
             .env
             .catalog
-            .register(&id, &source(), &location)
+            .register(&id, Some(&source()), &location)
             .await
             .expect_err(&format!("registered misplaced metadata {location}"));
         assert_eq!(
@@ -2014,7 +2018,7 @@ impl Sim {
             let err = self
                 .env
                 .catalog
-                .commit(&id, &source(), &live.location, &location)
+                .commit(&id, Some(&source()), &live.location, &location)
                 .await
                 .expect_err(&format!("committed misplaced metadata {location}"));
             assert_eq!(

@@ -274,7 +274,9 @@ async fn a_missing_bucket_is_a_fatal_error_and_fails_the_probe() {
     let err = probe(&store, &RandomIds)
         .await
         .expect_err("probe cannot write");
-    assert_eq!(err.kind(), ErrorKind::StoreUnavailable);
+    // A missing bucket is permanent: retrying cannot help.
+    assert_eq!(err.kind(), ErrorKind::StoreRefused, "{err}");
+    assert!(!err.is_retryable());
 }
 
 /// A bucket on which the server ignores `If-Match` (moto_serialised.py strips it for

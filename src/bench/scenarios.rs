@@ -128,7 +128,9 @@ impl Bench {
             self.catalog.registry(),
         )?;
         let location = self.write(&metadata).await?;
-        self.catalog.register(&id, &source(1)?, &location).await?;
+        self.catalog
+            .register(&id, Some(&source(1)?), &location)
+            .await?;
         Ok((id, metadata, location))
     }
 
@@ -218,7 +220,7 @@ impl Bench {
             let (next, next_location) = self.next(&metadata, version).await?;
             let start = Instant::now();
             self.catalog
-                .commit(&id, &source(version)?, &location, &next_location)
+                .commit(&id, Some(&source(version)?), &location, &next_location)
                 .await?;
             commits.push(start.elapsed());
             (metadata, location) = (next, next_location);
@@ -290,7 +292,7 @@ impl Bench {
                             .catalog
                             .commit(
                                 &id,
-                                &source(version)?,
+                                Some(&source(version)?),
                                 &current.metadata_location,
                                 &location,
                             )
@@ -415,7 +417,7 @@ impl Bench {
                 .map(|id| {
                     let (location, source) = (&location, &source);
                     async move {
-                        match self.catalog.register(&id, source, location).await {
+                        match self.catalog.register(&id, Some(source), location).await {
                             Err(err) if err.kind() != ErrorKind::AlreadyExists => Err(err),
                             _ => Ok(()),
                         }

@@ -6,6 +6,43 @@
 //! compare-and-swap, ambiguous-outcome resolution ([`mod@write`]), the rename protocol
 //! ([`mod@rename`]) and the capability probe. Backends only store bytes under conditions.
 //!
+//! # The order of checks
+//! Every entry point — this library's [`IndexCatalog`], the CLI, the Lambda functions and
+//! the remote [`LambdaCatalog`](crate::remote::LambdaCatalog) — reaches these same
+//! functions, so a request gets the same error whichever way it comes in. The catalog's
+//! state is checked before the request's content: a writer that lost a race learns that
+//! it lost the race, whatever else is wrong with its request.
+//!
+//! | # | `register(identifier, source?, location)` | `commit(identifier, source?, base, new)` |
+//! |---|---|---|
+//! | 1 | request shape and identifier (`INVALID_REQUEST`, `INVALID_IDENTIFIER`; at the entry point) | same |
+//! | 2 | the namespace exists (`NAMESPACE_NOT_FOUND`) | the identifier exists (`INDEX_NOT_FOUND`) |
+//! | 3 | the identifier is absent (`ALREADY_EXISTS`) | `base` is current (`COMMIT_CONFLICT`), unless the request is a [replay](#idempotent-replay) |
+//! | 4 | the metadata file: inside the warehouse, under `metadata/`, not condemned, readable; its `format-version` (`UNSUPPORTED_FORMAT_VERSION`), then its format and invariants (`INVALID_INDEX_METADATA`) | same, for `new` |
+//! | 5 | — | the successor rules against `base` (`INDEX_UUID_MISMATCH`, then `INVALID_INDEX_METADATA`; see [`IndexMetadata::check_successor_of`]) |
+//! | 6 | the source binding: an explicit `source` must equal the current snapshot's `source-table`; none binds that `source-table` (`INVALID_INDEX_METADATA`) | same |
+//! | 7 | family references the collector condemned (`INVALID_INDEX_METADATA`) | same, for references `base` did not have |
+//! | 8 | the conditional write; lost to another register: `ALREADY_EXISTS`; the record kept changing: `CONCURRENT_MODIFICATION` | lost: re-evaluated from 2 (so a lost race is `COMMIT_CONFLICT`); the record kept changing with `base` current: `CONCURRENT_MODIFICATION` |
+//!
+//! Before any of it, a catalog's first write probes the store and claims the warehouse
+//! (`STORE_UNSUPPORTED`, `WAREHOUSE_NOT_OWNED`); store failures are `STORE_UNAVAILABLE`
+//! (transient, retry after backing off) or `STORE_REFUSED` (permanent), and a write whose
+//! outcome cannot be determined is `COMMIT_STATE_UNKNOWN`. drop, rename and the namespace
+//! operations check existence first and give up under contention with
+//! `CONCURRENT_MODIFICATION` too.
+//!
+//! The source binding defaults **in the catalog**, not at the entry point: a request
+//! without a source costs the same checks in the same order as one with it.
+//!
+//! # Idempotent replay
+//! A commit whose `new` is already current succeeds with `already_applied: true` only if
+//! it is a retry of the commit that made `new` current: the pointer record keeps the
+//! location that commit replaced (`previous-location`, see [`record`]), which must equal
+//! `base`, and the requested source binding (by default `new`'s `source-table`) must equal
+//! the stored one. Any other request whose `base` is not current is `COMMIT_CONFLICT`,
+//! including a replay against a record written before `previous-location` existed (or one
+//! created by register or rename, which replaced nothing).
+//!
 //! ```
 //! use std::sync::Arc;
 //! use parqdb_catalog::catalog::{Catalog, IndexCatalog};
@@ -126,19 +163,25 @@ pub trait IndexCatalog: Send + Sync {
         version: &str,
     ) -> Result<LoadIfChanged>;
 
-    /// Create a source-bound mapping only if the identifier is absent.
+    /// Create a source-bound mapping only if the identifier is absent. `source` is the
+    /// source binding; `None` binds the metadata's current snapshot's `source-table`
+    /// (which an explicit source must equal). Errors in the [order of checks](self#the-order-of-checks).
     async fn register(
         &self,
         identifier: &IndexIdentifier,
-        source: &TableDefinition,
+        source: Option<&TableDefinition>,
         metadata_location: &str,
     ) -> Result<IndexPointer>;
 
-    /// Replace the current location with `new` only if it equals `base`.
+    /// Replace the current location with `new` only if it equals `base`. `source` is the
+    /// new source binding; `None` binds the new metadata's current snapshot's
+    /// `source-table`. A retry of the commit that produced the current state succeeds
+    /// with `already_applied` ([replays](self#idempotent-replay)). Errors in the
+    /// [order of checks](self#the-order-of-checks).
     async fn commit(
         &self,
         identifier: &IndexIdentifier,
-        source: &TableDefinition,
+        source: Option<&TableDefinition>,
         base: &str,
         new: &str,
     ) -> Result<CommitResult>;
@@ -430,7 +473,7 @@ impl IndexCatalog for Catalog {
     async fn register(
         &self,
         identifier: &IndexIdentifier,
-        source: &TableDefinition,
+        source: Option<&TableDefinition>,
         metadata_location: &str,
     ) -> Result<IndexPointer> {
         self.register_pointer(identifier, source, metadata_location)
@@ -440,7 +483,7 @@ impl IndexCatalog for Catalog {
     async fn commit(
         &self,
         identifier: &IndexIdentifier,
-        source: &TableDefinition,
+        source: Option<&TableDefinition>,
         base: &str,
         new: &str,
     ) -> Result<CommitResult> {

@@ -102,7 +102,7 @@ impl Catalog {
             }
         }
         Err(Error::new(
-            ErrorKind::CommitConflict,
+            ErrorKind::ConcurrentModification,
             format!("namespace {namespace} kept changing under concurrent writers; retry"),
         ))
     }
@@ -231,7 +231,7 @@ impl Catalog {
             }
         }
         Err(Error::new(
-            ErrorKind::CommitConflict,
+            ErrorKind::ConcurrentModification,
             format!("namespace {namespace} kept changing under concurrent writers; retry"),
         ))
     }

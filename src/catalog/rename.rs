@@ -145,7 +145,7 @@ impl Catalog {
                 .await?;
         }
         Err(Error::new(
-            ErrorKind::CommitConflict,
+            ErrorKind::ConcurrentModification,
             format!("the rename of {source} kept changing under concurrent writers; retry"),
         ))
     }
@@ -207,7 +207,7 @@ impl Catalog {
             }
         }
         Err(Error::new(
-            ErrorKind::CommitConflict,
+            ErrorKind::ConcurrentModification,
             format!("{from} or {to} kept changing under concurrent writers; retry"),
         ))
     }

@@ -79,11 +79,26 @@ pub enum Basis {
     Commit(Uuid),
 }
 
+/// The public error of a store failure that did not apply. This is where transient and
+/// permanent failures part: a backend marks what retrying cannot fix (access denied, a
+/// missing bucket or table, an invalid request) as `Unavailable { retryable: false }`,
+/// which becomes [`ErrorKind::StoreRefused`]; everything else that did not apply is
+/// [`ErrorKind::StoreUnavailable`].
 pub(crate) fn store_error(store: &dyn PointerStore, err: StoreError) -> Error {
     match err {
         StoreError::NotSupported(what) => Error::new(
             ErrorKind::StoreUnsupported,
             format!("{} does not support {what}", store.describe()),
+        ),
+        StoreError::Unavailable {
+            retryable: false, ..
+        } => Error::with_source(
+            ErrorKind::StoreRefused,
+            format!(
+                "{} refused the request; retrying cannot help until the store or its permissions are fixed",
+                store.describe()
+            ),
+            err,
         ),
         other => Error::with_source(
             ErrorKind::StoreUnavailable,

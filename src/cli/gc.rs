@@ -154,7 +154,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let uri = format!("file://{}", dir.path().join("wh").display());
         let config = crate::config::CatalogConfig::new(Some(uri), None);
-        let initialised = super::super::init::run(&config, &Default::default()).await.expect("init");
+        let initialised = super::super::init::run(&config, &Default::default())
+            .await
+            .expect("init");
         assert!(initialised["owner"]["catalog-id"].is_string());
         let catalog = config.build().await.expect("catalog");
         let args = GcArgs {

@@ -107,6 +107,9 @@
 //! | 5xx, timeout, broken connection, unreadable response, `TransactionInProgressException` | `Unavailable` (retryable) | `Ambiguous` |
 //! | missing table, validation error, access denied, bad configuration  | `Unavailable` (not retryable) | `Unavailable` (not retryable) |
 //!
+//! The catalog reports a non-retryable `Unavailable` as `STORE_REFUSED` (retrying cannot
+//! help) and a retryable one as `STORE_UNAVAILABLE`.
+//!
 //! The SDK's own retries stay on for reads and transactions (a transaction retry reuses the
 //! request token, so it is idempotent) but are switched off for `PutItem`: a conditional
 //! put retried after a lost response would fail its condition against its own first
@@ -243,7 +246,8 @@ impl DynamoStore {
     /// exist, then wait until it is `ACTIVE` (at most five minutes).
     ///
     /// An existing table with another key schema is an [`ErrorKind::Configuration`] error;
-    /// a failed request is [`ErrorKind::StoreUnavailable`].
+    /// a refused request (access denied, invalid) is [`ErrorKind::StoreRefused`], another
+    /// failed request [`ErrorKind::StoreUnavailable`].
     pub async fn create_table(&self) -> Result<()> {
         let attribute = |name: &str| {
             AttributeDefinition::builder()
@@ -283,7 +287,13 @@ impl DynamoStore {
                     .billing_mode(BillingMode::PayPerRequest),
             )
         })()
-        .map_err(|err| self.admin_error("building the CreateTable request failed", err))?;
+        .map_err(|err| {
+            self.admin_error(
+                "building the CreateTable request failed",
+                err,
+                Failure::Rejected,
+            )
+        })?;
         match request.send().await {
             Ok(_) => {}
             // The table exists or is being created: check its schema below.
@@ -293,9 +303,11 @@ impl DynamoStore {
                     Some(CreateTableError::ResourceInUseException(_))
                 ) => {}
             Err(err) => {
+                let failure = classify(&err, |_| None);
                 return Err(self.admin_error(
                     "creating the table failed",
                     DynamoError::new("CreateTable", &self.table, &err),
+                    failure,
                 ));
             }
         }
@@ -313,9 +325,11 @@ impl DynamoStore {
                 .send()
                 .await
                 .map_err(|err| {
+                    let failure = classify(&err, |_| None);
                     self.admin_error(
                         "describing the table failed",
                         DynamoError::new("DescribeTable", &self.table, &err),
+                        failure,
                     )
                 })?;
             let table = described.table.ok_or_else(|| {
@@ -379,13 +393,20 @@ impl DynamoStore {
         }
     }
 
+    /// The public error of a failed table administration request: refused for good
+    /// ([`ErrorKind::StoreRefused`]: access denied, invalid request) or transient.
     fn admin_error(
         &self,
         what: &str,
         source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+        failure: Failure,
     ) -> Error {
+        let kind = match failure {
+            Failure::Rejected => ErrorKind::StoreRefused,
+            _ => ErrorKind::StoreUnavailable,
+        };
         Error::with_source(
-            ErrorKind::StoreUnavailable,
+            kind,
             format!("DynamoDB table `{}`: {what}", self.table),
             source,
         )

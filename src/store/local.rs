@@ -92,8 +92,30 @@ impl LocalStore {
     }
 }
 
+/// A failed file-system call that did not apply: permanent (`fatal`) when retrying cannot
+/// fix it — no permission, a read-only file system, a path component that is a file, a
+/// corrupt pointer file — else retryable.
 fn unavailable(err: io::Error) -> StoreError {
-    StoreError::unavailable(err)
+    if is_permanent(err.kind()) {
+        StoreError::fatal(err)
+    } else {
+        StoreError::unavailable(err)
+    }
+}
+
+/// The I/O error kinds that retrying cannot fix.
+pub(crate) fn is_permanent(kind: io::ErrorKind) -> bool {
+    matches!(
+        kind,
+        io::ErrorKind::PermissionDenied
+            | io::ErrorKind::ReadOnlyFilesystem
+            | io::ErrorKind::NotADirectory
+            | io::ErrorKind::IsADirectory
+            | io::ErrorKind::InvalidFilename
+            | io::ErrorKind::InvalidInput
+            | io::ErrorKind::InvalidData
+            | io::ErrorKind::Unsupported
+    )
 }
 
 /// One record file: its generation, its class (if the header has one) and its value.

@@ -323,6 +323,12 @@ impl Warehouse {
                 ErrorKind::AlreadyExists,
                 format!("`{location}` already exists; metadata files are immutable"),
             )),
+            // A create cannot miss its key: the bucket (or root) is missing.
+            Err(err @ object_store::Error::NotFound { .. }) => Err(Error::with_source(
+                ErrorKind::StoreRefused,
+                format!("writing `{location}` failed: the warehouse's bucket or root is missing"),
+                err,
+            )),
             Err(err) => Err(unavailable(&location, err)),
         }
     }
@@ -663,12 +669,50 @@ fn create_local_dir(dir: &std::path::Path) -> Result<PathBuf> {
     })
 }
 
+/// The public error of a failed warehouse call: [`ErrorKind::StoreRefused`] when retrying
+/// cannot fix it (access denied, an unusable path or configuration, a local path component
+/// that is no directory), else [`ErrorKind::StoreUnavailable`].
 fn unavailable(what: &str, err: object_store::Error) -> Error {
+    if is_permanent(&err) {
+        return Error::with_source(
+            ErrorKind::StoreRefused,
+            format!(
+                "the warehouse refused access to `{what}`; retrying cannot help until the store or its permissions are fixed"
+            ),
+            err,
+        );
+    }
     Error::with_source(
         ErrorKind::StoreUnavailable,
         format!("reading or writing `{what}` failed"),
         err,
     )
+}
+
+/// Whether an object-store failure is permanent: a refusal by the server or the file
+/// system, or a request that can never be valid.
+fn is_permanent(err: &object_store::Error) -> bool {
+    use object_store::Error as E;
+    if matches!(
+        err,
+        E::PermissionDenied { .. }
+            | E::Unauthenticated { .. }
+            | E::NotImplemented { .. }
+            | E::NotSupported { .. }
+            | E::InvalidPath { .. }
+            | E::UnknownConfigurationKey { .. }
+    ) {
+        return true;
+    }
+    // The local file system reports its I/O errors as `Generic`.
+    let mut cause = std::error::Error::source(err);
+    while let Some(inner) = cause {
+        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            return crate::store::local::is_permanent(io.kind());
+        }
+        cause = inner.source();
+    }
+    false
 }
 
 fn parse_root(root: &str) -> Result<(Url, Vec<String>)> {

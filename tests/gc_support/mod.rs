@@ -690,7 +690,7 @@ impl Env {
         let id = self.id(name).await;
         let (metadata, location) = self.new_index(layout).await;
         self.catalog
-            .register(&id, &layout.source, &location)
+            .register(&id, Some(&layout.source), &location)
             .await
             .expect("registered");
         (id, metadata, location)
