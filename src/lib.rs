@@ -16,6 +16,7 @@ pub mod identifier;
 pub mod lambda;
 pub mod metadata;
 pub mod publish;
+pub mod refresh;
 pub mod remote;
 pub mod store;
 pub mod warehouse;
