@@ -13,7 +13,10 @@
 #      warnings fail; the few accepted findings are ignored on their resource, with the
 #      reason next to them);
 #   4. runs checkov on both (any failed check fails; each skipped check is justified in
-#      the resource's `Metadata: checkov: skip` entry).
+#      the resource's `Metadata: checkov: skip` entry);
+#   5. validates every Step Functions definition (infra/statemachines/*.asl.json) with
+#      asl-validator (npm, pinned, installed under the same tools directory), after
+#      substituting sample values for its `${...}` DefinitionSubstitutions.
 #
 # The expanded template is left in ${PARQDB_INFRA_OUT:-target/infra}/template.expanded.json.
 set -euo pipefail
@@ -22,6 +25,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 CFN_LINT_VERSION=1.58.0
 SAM_TRANSLATOR_VERSION=1.115.0
 CHECKOV_VERSION=3.3.30
+ASL_VALIDATOR_VERSION=4.0.0
 TOOLS_DIR="${PARQDB_TOOLS_DIR:-$HOME/.cache/parqdb-catalog}"
 VENV="$TOOLS_DIR/infra-venv"
 TEMPLATE=infra/template.yaml
@@ -95,8 +99,39 @@ print(f"check-infra.sh: expanded {source} -> {target} ({len(expanded['Resources'
 PY
 }
 
+# asl-validator (npm) for the Step Functions definitions.
+ensure_asl_validator() {
+    local dir="$TOOLS_DIR/asl-validator-$ASL_VALIDATOR_VERSION"
+    ASL_VALIDATOR="$dir/node_modules/.bin/asl-validator"
+    if [[ -x "$ASL_VALIDATOR" ]]; then
+        return
+    fi
+    echo "check-infra.sh: installing asl-validator $ASL_VALIDATOR_VERSION into $dir" >&2
+    mkdir -p "$dir"
+    npm install --silent --no-audit --no-fund --prefix "$dir" \
+        "asl-validator@$ASL_VALIDATOR_VERSION" >/dev/null
+}
+
+# Each definition with its substitutions replaced by sample values of the right shape.
+check_state_machines() {
+    local definition name
+    for definition in infra/statemachines/*.asl.json; do
+        name="$(basename "$definition")"
+        sed -e 's/\${MaxRuns}/20/g' \
+            -e 's/\${GcFunctionArn}/arn:aws:lambda:us-east-1:123456789012:function:gc/g' \
+            "$definition" >"$OUT/$name"
+        if grep -q '\${' "$OUT/$name"; then
+            echo "check-infra.sh: $definition has a substitution this script does not know" >&2
+            return 1
+        fi
+        "$ASL_VALIDATOR" --json-path "$OUT/$name"
+    done
+}
+
 ensure_venv
+ensure_asl_validator
 expand
+check_state_machines
 
 echo "check-infra.sh: cfn-lint $TEMPLATE $EXPANDED" >&2
 "$VENV/bin/cfn-lint" --non-zero-exit-code warning -- "$TEMPLATE" "$EXPANDED"

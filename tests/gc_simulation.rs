@@ -2209,7 +2209,23 @@ impl Sim {
         let end = self.now() + RETENTION + DELAY + 4 * PERIOD + LEASE;
         while self.now() < end {
             self.env.advance(PERIOD / 2);
-            self.gc(false).await;
+            // With a scan budget, a whole cycle (one run per top-level directory of
+            // `indexes/`, and one more) per period.
+            let passes = match self.config.scan_budget {
+                Some(_) => {
+                    let (_, dirs) = self
+                        .env
+                        .warehouse
+                        .list_children("indexes")
+                        .await
+                        .expect("indexes/ listed");
+                    dirs.len() + 1
+                }
+                None => 1,
+            };
+            for _ in 0..passes {
+                self.gc(false).await;
+            }
             self.check_invariants();
         }
         assert!(self.env.exists("sources/sentinel.parquet").await);

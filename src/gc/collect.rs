@@ -672,9 +672,9 @@ impl GarbageCollector {
         self.emit(GcProgress::Phase {
             phase: GcPhase::ScanIndexes,
         });
-        let resume_after = match (config.scan_budget, journals.previous) {
-            (Some(_), Some(previous)) => run.ledger.resume_after(previous).await?,
-            _ => None,
+        let resume_after = match config.scan_budget {
+            Some(_) => run.ledger.read_cursor().await?,
+            None => None,
         };
         let (top_files, dirs) = warehouse.list_children(INDEXES_DIR).await?;
         let (always, regular): (Vec<String>, Vec<String>) = dirs
@@ -861,12 +861,13 @@ impl GarbageCollector {
         // Finished: acknowledge the dead runs this run has compensated for, then itself.
         for dead in &journals.dead {
             if *dead != run.journal {
-                ledger.mark_done(*dead, None).await?;
+                ledger.mark_done(*dead).await?;
             }
         }
-        ledger
-            .mark_done(run.journal, stopped_after.as_deref())
-            .await?;
+        if config.scan_budget.is_some() {
+            ledger.write_cursor(stopped_after.as_deref()).await?;
+        }
+        ledger.mark_done(run.journal).await?;
         Ok(())
     }
 

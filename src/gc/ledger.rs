@@ -77,12 +77,15 @@ pub(crate) struct JournalState {
 /// The journal directory under the warehouse root.
 pub const JOURNAL_DIR: &str = "_gc/journal";
 
-/// The content of a `.done` record.
-#[derive(Serialize, serde::Deserialize, Default)]
+/// The scan cursor of budgeted runs.
+pub const CURSOR: &str = "_gc/scan-cursor.json";
+
+#[derive(Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
-struct Done {
+struct Cursor {
+    cursor_version: i32,
     /// The directory of `indexes/` after which the next run's scan resumes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     resume_after: Option<String>,
 }
 
@@ -310,42 +313,41 @@ impl Ledger {
         format!("{JOURNAL_DIR}/{}.done", journal.suffix())
     }
 
-    /// Mark a run finished (its own, or a dead one acknowledged). A run whose scan of
-    /// `indexes/` stopped early (its budget ran out) records where the next run resumes:
-    /// after the directory `resume_after`.
-    pub(crate) async fn mark_done(
-        &self,
-        journal: JournalRef,
-        resume_after: Option<&str>,
-    ) -> Result<()> {
-        let body = Done {
-            resume_after: resume_after.map(str::to_owned),
-        };
+    /// Mark a run finished (its own, or a dead one acknowledged).
+    pub(crate) async fn mark_done(&self, journal: JournalRef) -> Result<()> {
         self.warehouse
-            .put_if_absent(
-                &self.done_name(journal),
-                Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
-            )
+            .put_if_absent(&self.done_name(journal), Bytes::from_static(b"{}"))
             .await
             .map(|_| ())
     }
 
-    /// Where the scan of `indexes/` resumes after the finished run `journal`: the
-    /// directory it recorded, or the beginning (also for a record that cannot be read,
-    /// which only costs a rescan).
-    pub(crate) async fn resume_after(&self, journal: JournalRef) -> Result<Option<String>> {
-        Ok(
-            match self
-                .warehouse
-                .get(&self.done_name(journal), 64 * 1024)
-                .await?
-            {
-                Fetched::Object(bytes, _) => serde_json::from_slice::<Done>(&bytes)
-                    .ok()
-                    .and_then(|done| done.resume_after),
-                Fetched::Missing | Fetched::TooLarge(_) => None,
-            },
-        )
+    /// Record where the next budgeted run's scan of `indexes/` resumes: after the
+    /// directory `after`, or (`None`) at the beginning. Written by a finished run under
+    /// the lease; a cursor that is lost, stale or forged only changes which directories
+    /// the next run scans, never what a scan may delete (see the module docs of
+    /// [`crate::gc`], "Budgeted runs").
+    pub(crate) async fn write_cursor(&self, after: Option<&str>) -> Result<()> {
+        let body = Cursor {
+            cursor_version: LEDGER_VERSION,
+            resume_after: after.map(str::to_owned),
+        };
+        self.warehouse
+            .overwrite(
+                CURSOR,
+                Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
+            )
+            .await
+    }
+
+    /// Where the scan of `indexes/` resumes: the recorded directory, or the beginning
+    /// (also for a cursor that cannot be read, which only costs a rescan).
+    pub(crate) async fn read_cursor(&self) -> Result<Option<String>> {
+        Ok(match self.warehouse.get(CURSOR, 64 * 1024).await? {
+            Fetched::Object(bytes, _) => serde_json::from_slice::<Cursor>(&bytes)
+                .ok()
+                .and_then(|cursor| cursor.resume_after),
+            Fetched::Missing | Fetched::TooLarge(_) => None,
+        })
     }
 
     /// Every file of the journal directory.
@@ -580,7 +582,7 @@ mod tests {
         assert_eq!(ledger.read_journal(old).await.expect("read"), ids);
         let state = ledger.journal_state().await.expect("state");
         assert_eq!((state.previous, state.dead.clone()), (None, vec![old, new]));
-        ledger.mark_done(old, None).await.expect("done");
+        ledger.mark_done(old).await.expect("done");
         let state = ledger.journal_state().await.expect("state");
         assert_eq!((state.previous, state.dead), (Some(old), vec![new]));
         assert_eq!(ledger.prune_journals(150).await.expect("pruned"), 2);

@@ -28,6 +28,9 @@ pub struct GcState {
     /// Runs that recorded a journal but did not finish: the one running now (if any), and
     /// runs that died; the next run restarts every tracked retention clock once for them.
     pub unfinished_runs: Vec<RunState>,
+    /// Where the next budgeted run resumes its scan of `indexes/` (after this top-level
+    /// directory; `None`: at the beginning).
+    pub scan_cursor: Option<String>,
     /// Ledger totals (only with `ledger: true`: it lists the whole ledger).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ledger: Option<LedgerState>,
@@ -108,6 +111,7 @@ pub async fn status(catalog: &Catalog, now_ms: i64, ledger: bool) -> Result<GcSt
         running,
         last_finished_run: journals.previous.as_ref().map(run),
         unfinished_runs: journals.dead.iter().map(run).collect(),
+        scan_cursor: journal.read_cursor().await?,
         ledger,
     })
 }
