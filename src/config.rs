@@ -47,14 +47,20 @@ use url::Url;
 
 use crate::catalog::{Catalog, IndexCatalog};
 use crate::error::{Error, ErrorKind, Result};
+#[cfg(feature = "remote")]
 use crate::remote::LambdaCatalog;
-use crate::remote::lambda::SCHEME as LAMBDA_SCHEME;
 use crate::store::PointerStore;
+#[cfg(feature = "dynamodb")]
 use crate::store::dynamodb::DynamoStore;
 use crate::store::local::LocalStore;
 use crate::store::memory::MemoryStore;
+#[cfg(feature = "s3")]
 use crate::store::s3::{S3Options, S3Store, amazon_s3_builder};
 use crate::warehouse::Warehouse;
+
+/// The scheme of remote catalog URIs (`lambda://PREFIX`), recognised in every build so
+/// that a build without the `remote` feature names the missing feature.
+const LAMBDA_SCHEME: &str = "lambda://";
 
 /// The directory the catalog's own pointer records use inside a warehouse.
 pub const CATALOG_DIR: &str = "_catalog";
@@ -67,6 +73,7 @@ pub struct CatalogConfig {
     /// The pointer-store URI (default: the warehouse's own store).
     pub catalog: Option<String>,
     /// S3 options on top of the `AWS_*` environment.
+    #[cfg(feature = "s3")]
     pub s3: S3Options,
     /// DynamoDB endpoint override.
     pub dynamodb_endpoint: Option<String>,
@@ -114,6 +121,7 @@ impl CatalogConfig {
         match url.scheme() {
             "file" => Warehouse::local(&local_path(&url, &uri)?),
             "memory" => Warehouse::in_memory(&uri),
+            #[cfg(feature = "s3")]
             "s3" => {
                 let (bucket, prefix) = bucket_and_prefix(&url, &uri)?;
                 let store = amazon_s3_builder(&bucket, &self.s3)?
@@ -154,7 +162,9 @@ impl CatalogConfig {
         match url.scheme() {
             "file" => Ok(Arc::new(LocalStore::new(local_path(&url, &uri)?))),
             "memory" => Ok(Arc::new(MemoryStore::new())),
+            #[cfg(feature = "s3")]
             "s3" => Ok(Arc::new(S3Store::from_uri(&uri, &self.s3)?)),
+            #[cfg(feature = "dynamodb")]
             "dynamodb" => {
                 let table = url.host_str().unwrap_or_default();
                 if table.is_empty() || !matches!(url.path(), "" | "/") {
@@ -174,6 +184,7 @@ impl CatalogConfig {
     /// catalog (on-demand billing, the documented key schema) and the bucket of an `s3://`
     /// warehouse. Production tables and buckets come from `infra/`; existing ones are left
     /// as they are. Returns what was checked or created.
+    #[cfg(feature = "admin")]
     pub async fn create_missing_resources(&self) -> Result<Vec<String>> {
         let mut done = Vec::new();
         let warehouse = self.warehouse_uri()?;
@@ -213,9 +224,12 @@ impl CatalogConfig {
     /// else the embedded catalog of [`CatalogConfig::build`].
     pub async fn connect(&self) -> Result<Arc<dyn IndexCatalog>> {
         match &self.catalog {
+            #[cfg(feature = "remote")]
             Some(uri) if self.is_remote() => Ok(Arc::new(
                 LambdaCatalog::from_uri(uri, self.lambda_endpoint.as_deref()).await?,
             )),
+            #[cfg(not(feature = "remote"))]
+            Some(uri) if self.is_remote() => Err(unsupported("catalog", "lambda", uri)),
             _ => Ok(Arc::new(self.build().await?)),
         }
     }
@@ -230,6 +244,7 @@ fn parse(uri: &str, what: &str) -> Result<Url> {
     })
 }
 
+#[cfg(feature = "s3")]
 fn bucket_and_prefix(url: &Url, uri: &str) -> Result<(String, String)> {
     let bucket = url.host_str().unwrap_or_default();
     if bucket.is_empty() {
@@ -260,8 +275,18 @@ fn local_path(url: &Url, uri: &str) -> Result<PathBuf> {
 }
 
 fn unsupported(what: &str, scheme: &str, uri: &str) -> Error {
-    Error::new(
-        ErrorKind::Configuration,
-        format!("{what} URI `{uri}`: the scheme `{scheme}` is not supported"),
-    )
+    // Schemes this crate knows but this build left out (see the cargo features).
+    let feature = match scheme {
+        "s3" if cfg!(not(feature = "s3")) => Some("s3"),
+        "dynamodb" if cfg!(not(feature = "dynamodb")) => Some("dynamodb"),
+        "lambda" if cfg!(not(feature = "remote")) => Some("remote"),
+        _ => None,
+    };
+    let message = match feature {
+        Some(feature) => format!(
+            "{what} URI `{uri}`: this build has no `{scheme}` support (cargo feature `{feature}`)"
+        ),
+        None => format!("{what} URI `{uri}`: the scheme `{scheme}` is not supported"),
+    };
+    Error::new(ErrorKind::Configuration, message)
 }

@@ -15,11 +15,13 @@
 //! written with replace-if-version, so every mutation is a conditional put that carries a
 //! unique commit id. Backends therefore need no conditional delete.
 
+#[cfg(feature = "dynamodb")]
 pub mod dynamodb;
 pub mod faulty;
 pub mod local;
 pub mod memory;
 pub mod probe;
+#[cfg(feature = "s3")]
 pub mod s3;
 
 use std::fmt;
