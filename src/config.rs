@@ -23,6 +23,10 @@
 //! as endpoint override; Lambda likewise, with `AWS_ENDPOINT_URL_LAMBDA` /
 //! `AWS_ENDPOINT_URL` or [`CatalogConfig::lambda_endpoint`].
 //!
+//! [`CatalogConfig::with_store_timeouts`] bounds every request of the store clients (S3
+//! and DynamoDB, pointers and warehouse alike) below a caller's budget; the Lambda
+//! functions derive it from their timeout ([`crate::store::timeouts`]).
+//!
 //! [`CatalogConfig::build`] builds the embedded [`Catalog`] (direct store access);
 //! [`CatalogConfig::connect`] builds whichever catalog the URI names — the embedded one,
 //! or the remote [`LambdaCatalog`] for `lambda://` — as an `Arc<dyn IndexCatalog>`. The
@@ -56,6 +60,7 @@ use crate::store::local::LocalStore;
 use crate::store::memory::MemoryStore;
 #[cfg(feature = "s3")]
 use crate::store::s3::{S3Options, S3Store, amazon_s3_builder};
+use crate::store::timeouts::StoreTimeouts;
 use crate::warehouse::Warehouse;
 
 /// The scheme of remote catalog URIs (`lambda://PREFIX`), recognised in every build so
@@ -79,6 +84,10 @@ pub struct CatalogConfig {
     pub dynamodb_endpoint: Option<String>,
     /// Lambda endpoint override (for `lambda://` catalogs).
     pub lambda_endpoint: Option<String>,
+    /// Bounds on every S3 and DynamoDB request (default: the clients' own, which suit
+    /// batch jobs rather than functions with a timeout). Explicit S3 settings in
+    /// [`CatalogConfig::s3`] win over these.
+    pub store_timeouts: Option<StoreTimeouts>,
 }
 
 impl CatalogConfig {
@@ -95,6 +104,34 @@ impl CatalogConfig {
     pub fn from_env() -> Self {
         let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
         CatalogConfig::new(var("PARQDB_WAREHOUSE"), var("PARQDB_CATALOG"))
+    }
+
+    /// Bound every store request by `timeouts` (see [`crate::store::timeouts`]).
+    pub fn with_store_timeouts(mut self, timeouts: StoreTimeouts) -> Self {
+        self.store_timeouts = Some(timeouts);
+        self
+    }
+
+    /// The S3 options in effect: [`CatalogConfig::s3`], completed by the store timeouts.
+    #[cfg(feature = "s3")]
+    pub fn s3_options(&self) -> S3Options {
+        let mut options = self.s3.clone();
+        if let Some(timeouts) = &self.store_timeouts {
+            options.max_retries.get_or_insert(timeouts.max_retries);
+            options
+                .retry_timeout
+                .get_or_insert(timeouts.call.saturating_sub(timeouts.attempt));
+            for (key, value) in [
+                ("timeout", timeouts.attempt),
+                ("connect_timeout", timeouts.connect),
+            ] {
+                if !options.config.iter().any(|(set, _)| set == key) {
+                    let value = format!("{}ms", value.as_millis());
+                    options.config.push((key.to_owned(), value));
+                }
+            }
+        }
+        options
     }
 
     /// The warehouse URI in effect.
@@ -124,7 +161,7 @@ impl CatalogConfig {
             #[cfg(feature = "s3")]
             "s3" => {
                 let (bucket, prefix) = bucket_and_prefix(&url, &uri)?;
-                let store = amazon_s3_builder(&bucket, &self.s3)?
+                let store = amazon_s3_builder(&bucket, &self.s3_options())?
                     .build()
                     .map_err(|err| {
                         Error::with_source(
@@ -163,7 +200,7 @@ impl CatalogConfig {
             "file" => Ok(Arc::new(LocalStore::new(local_path(&url, &uri)?))),
             "memory" => Ok(Arc::new(MemoryStore::new())),
             #[cfg(feature = "s3")]
-            "s3" => Ok(Arc::new(S3Store::from_uri(&uri, &self.s3)?)),
+            "s3" => Ok(Arc::new(S3Store::from_uri(&uri, &self.s3_options())?)),
             #[cfg(feature = "dynamodb")]
             "dynamodb" => {
                 let table = url.host_str().unwrap_or_default();
@@ -174,7 +211,10 @@ impl CatalogConfig {
                     ));
                 }
                 let endpoint = self.dynamodb_endpoint.as_deref();
-                Ok(Arc::new(DynamoStore::from_env(table, endpoint).await?))
+                let timeouts = self.store_timeouts.as_ref();
+                Ok(Arc::new(
+                    DynamoStore::from_env_with(table, endpoint, timeouts).await?,
+                ))
             }
             other => Err(unsupported("catalog", other, &uri)),
         }

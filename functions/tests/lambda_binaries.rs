@@ -367,7 +367,10 @@ async fn lifecycle(backend: Backend) {
     for metric in &metrics {
         let directive = &metric["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(directive["Namespace"], "ParqDBCatalog");
-        assert_eq!(directive["Dimensions"], json!([["Operation", "Outcome"]]));
+        assert_eq!(
+            directive["Dimensions"],
+            json!([["Operation", "Outcome"], ["Outcome"], []])
+        );
         assert_eq!(directive["Metrics"][0]["Name"], "LatencyMs");
         assert_eq!(metric["Operation"], "load");
         assert!(
@@ -544,6 +547,13 @@ async fn a_bad_configuration_is_reported_before_polling() {
     let dir = tempfile::tempdir().expect("temp dir");
     let cases: Vec<(&str, Env)> = vec![
         (
+            "function timeout not a number",
+            vec![
+                ("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir))),
+                ("PARQDB_FUNCTION_TIMEOUT".into(), Some("30s".into())),
+            ],
+        ),
+        (
             "unsupported warehouse scheme",
             vec![("PARQDB_WAREHOUSE".into(), Some("ftp://host/wh".into()))],
         ),
@@ -572,8 +582,28 @@ async fn a_bad_configuration_is_reported_before_polling() {
             ],
         ),
     ];
-    for (case, env) in cases {
-        let mut function = Function::start("load", &env).await;
+    let gc_cases: Vec<(&str, Env)> = vec![
+        (
+            "gc retention not a duration",
+            vec![
+                ("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir))),
+                ("PARQDB_GC_RETENTION".into(), Some("a week".into())),
+            ],
+        ),
+        (
+            "gc retention below its floor",
+            vec![
+                ("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir))),
+                ("PARQDB_GC_RETENTION".into(), Some("1m".into())),
+            ],
+        ),
+    ];
+    let cases = cases
+        .into_iter()
+        .map(|(case, env)| (case, "load", env))
+        .chain(gc_cases.into_iter().map(|(case, env)| (case, "gc", env)));
+    for (case, binary, env) in cases {
+        let mut function = Function::start(binary, &env).await;
         let status = function.exit_status().await;
         assert!(!status.success(), "{case}: exited with {status}");
         assert_eq!(function.api.polls(), 0, "{case}: polled for events");
@@ -599,6 +629,68 @@ async fn a_bad_configuration_is_reported_before_polling() {
     }
 }
 
+/// `publish` and `gc` go through the same invocation plumbing as the catalog operations:
+/// one metric line per invocation (`Operation` is the function), one outcome log line in
+/// the invocation's span, and typed errors for malformed events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_and_gc_are_observed_like_every_function() {
+    let backend = local_files();
+    let gc_env: Env = backend
+        .env
+        .iter()
+        .cloned()
+        .chain([
+            ("PARQDB_GC_RETENTION".into(), Some("7d".into())),
+            ("PARQDB_GC_GRACE".into(), Some("1h".into())),
+        ])
+        .collect();
+    for (name, env) in [("publish", backend.env.clone()), ("gc", gc_env)] {
+        let mut function = Function::start(name, &env).await;
+        let outcome = function.invoke(&json!([])).await;
+        assert_eq!(
+            outcome.error_type(),
+            "INVALID_REQUEST",
+            "{name}: {outcome:?}"
+        );
+        let (request_id, outcome) = function.invoke_raw(b"{not json".to_vec()).await;
+        assert_eq!(
+            outcome.error_type(),
+            "INVALID_REQUEST",
+            "{name}: {outcome:?}"
+        );
+        let metrics = parse_lines(&function.stdout.wait_until(|lines| lines.len() >= 2).await);
+        assert_eq!(metrics.len(), 2, "{name}: one metric line per invocation");
+        for metric in &metrics {
+            assert_eq!(metric["Operation"], name, "{metric}");
+            assert_eq!(metric["Outcome"], "INVALID_REQUEST", "{metric}");
+        }
+        assert_eq!(metrics[1]["RequestId"], request_id.as_str());
+        let logs = parse_lines(
+            &function
+                .stderr
+                .wait_until(|lines| {
+                    lines
+                        .iter()
+                        .filter(|line| line.contains("invocation rejected"))
+                        .count()
+                        >= 2
+                })
+                .await,
+        );
+        let outcome_lines: Vec<&Value> = logs
+            .iter()
+            .filter(|line| line["fields"]["message"] == "invocation rejected")
+            .collect();
+        assert_eq!(outcome_lines.len(), 2, "{name}: {logs:#?}");
+        for line in outcome_lines {
+            assert_eq!(line["level"], "WARN", "{line}");
+            assert_eq!(line["span"]["operation"], name, "{line}");
+            assert_eq!(line["fields"]["outcome"], "INVALID_REQUEST", "{line}");
+        }
+        assert!(function.is_running(), "{name} stopped");
+    }
+}
+
 /// Not an assertion on speed: prints the median time from process start to the first
 /// Runtime API poll (5 starts per function). Run with `--nocapture` to read it; set
 /// `PARQDB_FUNCTIONS_BIN_DIR=target/release` to measure release binaries.
@@ -606,7 +698,7 @@ async fn a_bad_configuration_is_reported_before_polling() {
 async fn time_from_start_to_first_poll() {
     let backend = local_files();
     let mut report = Vec::new();
-    for name in FUNCTIONS {
+    for name in FUNCTIONS.into_iter().chain(["publish", "gc"]) {
         let mut samples = Vec::new();
         for _ in 0..5 {
             let mut function = Function::start(name, &backend.env).await;

@@ -27,6 +27,7 @@
 mod cache;
 mod index;
 mod namespace;
+pub mod probe_memo;
 pub mod record;
 pub mod rename;
 mod scan;
@@ -244,8 +245,9 @@ impl CatalogBuilder {
         self
     }
 
-    /// Whether to run the capability probe before the first write (default `true`).
-    /// Turn it off only for a store you have probed yourself.
+    /// Whether to run the capability probe before the first write (default `true`; a
+    /// recent pass recorded in the store counts, see [`probe_memo`]). Turn it off only for
+    /// a store you have probed yourself.
     pub fn probe_on_first_write(mut self, probe: bool) -> Self {
         self.probe_on_first_write = probe;
         self
@@ -315,17 +317,15 @@ impl Catalog {
         probe(self.inner.store.as_ref(), self.inner.ids.as_ref()).await
     }
 
-    /// Refuse to write to a store that fails the probe (once per catalog).
+    /// Refuse to write to a store that fails the probe (once per catalog; skipped while
+    /// the store holds a recent pass, see [`probe_memo`]).
     async fn ensure_probed(&self) -> Result<()> {
         if !self.inner.probe_on_first_write {
             return Ok(());
         }
         self.inner
             .probed
-            .get_or_try_init(|| async {
-                self.probe().await?.into_result()?;
-                Ok::<(), Error>(())
-            })
+            .get_or_try_init(|| probe_memo::probe_unless_recent(self))
             .await
             .map(|_| ())
     }

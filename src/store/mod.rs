@@ -23,6 +23,7 @@ pub mod memory;
 pub mod probe;
 #[cfg(feature = "s3")]
 pub mod s3;
+pub mod timeouts;
 
 use std::fmt;
 
