@@ -147,7 +147,11 @@ async fn generate(root: &Path, indexes: usize, files: usize) {
         }
         let id = IndexIdentifier::new(namespace.clone(), tag).expect("id");
         catalog
-            .register(&id, metadata.current_snapshot().source_table(), &location)
+            .register(
+                &id,
+                Some(metadata.current_snapshot().source_table()),
+                &location,
+            )
             .await
             .expect("registered");
         if n % 10 == 9 {

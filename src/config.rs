@@ -160,7 +160,7 @@ impl CatalogConfig {
             "memory" => Warehouse::in_memory(&uri),
             #[cfg(feature = "s3")]
             "s3" => {
-                let (bucket, prefix) = bucket_and_prefix(&url, &uri)?;
+                let (bucket, _) = bucket_and_prefix(&url, &uri)?;
                 let store = amazon_s3_builder(&bucket, &self.s3_options())?
                     .build()
                     .map_err(|err| {
@@ -170,11 +170,7 @@ impl CatalogConfig {
                             err,
                         )
                     })?;
-                Warehouse::new(
-                    &uri,
-                    Arc::new(store),
-                    object_store::path::Path::from(prefix),
-                )
+                Warehouse::new(&uri, Arc::new(store), Warehouse::root_key(&uri)?)
             }
             other => Err(unsupported("warehouse", other, &uri)),
         }
@@ -246,11 +242,86 @@ impl CatalogConfig {
         Ok(done)
     }
 
-    /// Open the warehouse and the pointer store and build a catalog.
+    /// Open the warehouse and the pointer store and build a catalog. A pointer store placed
+    /// inside a warehouse's `metadata/`, `indexes/` or `_gc/` (where a garbage collector
+    /// would take its records for garbage) is refused.
     pub async fn build(&self) -> Result<Catalog> {
         let warehouse = self.open_warehouse()?;
+        self.check_store_placement(&warehouse)?;
         let store = self.open_store(&warehouse).await?;
         Ok(Catalog::builder(store, warehouse).build())
+    }
+
+    /// Refuse a pointer store inside its own warehouse's managed prefixes or `_gc/`, or a
+    /// local one inside any claimed warehouse's.
+    fn check_store_placement(&self, warehouse: &Warehouse) -> Result<()> {
+        let Some(uri) = &self.catalog else {
+            return Ok(()); // the default `_catalog/` is outside the managed prefixes
+        };
+        let Ok(url) = Url::parse(uri) else {
+            return Ok(()); // open_store reports it
+        };
+        let refuse = |inside: &str| {
+            Err(Error::new(
+                ErrorKind::Configuration,
+                format!(
+                    "the pointer store `{uri}` lies inside {inside}, whose garbage collector would delete its records; place it outside `metadata/`, `indexes/` and `_gc/`"
+                ),
+            ))
+        };
+        let reserved = |segment: &str| {
+            crate::warehouse::MANAGED_PREFIXES.contains(&segment)
+                || segment == crate::warehouse::GC_DIR
+        };
+        match url.scheme() {
+            "file" => {
+                let Ok(dir) = local_path(&url, uri) else {
+                    return Ok(());
+                };
+                let dir = resolve_existing(&dir);
+                if let Some(root) = warehouse.local_dir()
+                    && let Ok(rest) = dir.strip_prefix(root)
+                    && rest
+                        .components()
+                        .next()
+                        .is_some_and(|first| reserved(&first.as_os_str().to_string_lossy()))
+                {
+                    return refuse(&format!("its warehouse `{}`", warehouse.root()));
+                }
+                let mut child = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+                for ancestor in dir.ancestors().skip(1) {
+                    if child.as_deref().is_some_and(reserved)
+                        && ancestor.join(crate::warehouse::OWNER_MARKER).exists()
+                    {
+                        return refuse(&format!("the warehouse at `{}`", ancestor.display()));
+                    }
+                    child = ancestor
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned());
+                }
+                Ok(())
+            }
+            "s3" => {
+                let warehouse_uri = self.warehouse_uri()?;
+                let Ok(warehouse_url) = Url::parse(&warehouse_uri) else {
+                    return Ok(());
+                };
+                if warehouse_url.scheme() != "s3" || warehouse_url.host_str() != url.host_str() {
+                    return Ok(());
+                }
+                let root = Warehouse::root_key(&warehouse_uri)?;
+                let store = Warehouse::root_key(uri)?;
+                let first = store
+                    .prefix_match(&root)
+                    .and_then(|mut rest| rest.next().map(|part| part.as_ref().to_owned()));
+                if first.as_deref().is_some_and(reserved) {
+                    refuse(&format!("its warehouse `{warehouse_uri}`"))
+                } else {
+                    Ok(())
+                }
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Whether the catalog URI names a remote catalog (`lambda://`).
@@ -294,6 +365,30 @@ fn bucket_and_prefix(url: &Url, uri: &str) -> Result<(String, String)> {
         ));
     }
     Ok((bucket.to_owned(), url.path().trim_matches('/').to_owned()))
+}
+
+/// `path` with its longest existing ancestor resolved (symbolic links, `..`).
+pub(crate) fn resolve_existing(path: &std::path::Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut existing = path.to_path_buf();
+    loop {
+        if let Ok(resolved) = existing.canonicalize() {
+            return missing
+                .iter()
+                .rev()
+                .fold(resolved, |acc, part| acc.join(part));
+        }
+        match (
+            existing.file_name().map(|n| n.to_owned()),
+            existing.parent(),
+        ) {
+            (Some(name), Some(parent)) => {
+                missing.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
 }
 
 fn local_path(url: &Url, uri: &str) -> Result<PathBuf> {

@@ -44,8 +44,18 @@ pub enum ErrorKind {
     /// A mutation's outcome could not be determined (the write may or may not have
     /// applied). Nothing the writer wrote has been deleted; reload to find out.
     CommitStateUnknown,
-    /// The backing store failed or throttled; the operation did not apply.
+    /// The backing store failed transiently (throttling, a timeout, a 5xx, a refused
+    /// connection) and the operation did not apply: back off and retry.
     StoreUnavailable,
+    /// The backing store refused the operation for good (access denied, a missing bucket
+    /// or table, a function answering outside its contract): the operation did not apply
+    /// and retrying cannot help until the deployment or its permissions are fixed.
+    StoreRefused,
+    /// A register, drop, rename or namespace operation (or a commit whose base stayed
+    /// current) gave up after the record kept changing under concurrent writers. Nothing
+    /// was applied; reload and retry. (Not `COMMIT_CONFLICT`, whose meaning is "the
+    /// supplied base location is no longer current".)
+    ConcurrentModification,
     /// The backing store does not honour conditional writes (failed capability probe)
     /// or lacks a feature the operation needs.
     StoreUnsupported,
@@ -53,11 +63,14 @@ pub enum ErrorKind {
     CorruptRecord,
     /// Invalid configuration: catalog or warehouse URI, environment, options.
     Configuration,
+    /// The warehouse's ownership marker names another catalog: this catalog may neither
+    /// write to it nor collect garbage in it (the message names the owner).
+    WarehouseNotOwned,
 }
 
 impl ErrorKind {
     /// Every kind, in code order (for documentation and exhaustive tests).
-    pub const ALL: [ErrorKind; 15] = [
+    pub const ALL: [ErrorKind; 18] = [
         ErrorKind::NamespaceNotFound,
         ErrorKind::IndexNotFound,
         ErrorKind::AlreadyExists,
@@ -73,6 +86,9 @@ impl ErrorKind {
         ErrorKind::StoreUnsupported,
         ErrorKind::CorruptRecord,
         ErrorKind::Configuration,
+        ErrorKind::WarehouseNotOwned,
+        ErrorKind::StoreRefused,
+        ErrorKind::ConcurrentModification,
     ];
 
     /// The stable string code, e.g. `"COMMIT_CONFLICT"`.
@@ -93,6 +109,9 @@ impl ErrorKind {
             ErrorKind::StoreUnsupported => "STORE_UNSUPPORTED",
             ErrorKind::CorruptRecord => "CORRUPT_RECORD",
             ErrorKind::Configuration => "INVALID_CONFIGURATION",
+            ErrorKind::WarehouseNotOwned => "WAREHOUSE_NOT_OWNED",
+            ErrorKind::StoreRefused => "STORE_REFUSED",
+            ErrorKind::ConcurrentModification => "CONCURRENT_MODIFICATION",
         }
     }
 
@@ -102,11 +121,15 @@ impl ErrorKind {
     }
 
     /// Whether retrying can help: a conflict (after reloading), an unknown commit state
-    /// (after reloading) and an unavailable store (after backing off).
+    /// (after reloading), a concurrent modification (after reloading) and an unavailable
+    /// store (after backing off). A refused store ([`ErrorKind::StoreRefused`]) is not.
     pub const fn is_retryable(self) -> bool {
         matches!(
             self,
-            ErrorKind::CommitConflict | ErrorKind::CommitStateUnknown | ErrorKind::StoreUnavailable
+            ErrorKind::CommitConflict
+                | ErrorKind::CommitStateUnknown
+                | ErrorKind::StoreUnavailable
+                | ErrorKind::ConcurrentModification
         )
     }
 
@@ -128,6 +151,9 @@ impl ErrorKind {
             ErrorKind::StoreUnsupported => 22,
             ErrorKind::CorruptRecord => 23,
             ErrorKind::Configuration => 24,
+            ErrorKind::WarehouseNotOwned => 25,
+            ErrorKind::StoreRefused => 26,
+            ErrorKind::ConcurrentModification => 27,
         }
     }
 }
@@ -263,6 +289,8 @@ mod tests {
     fn retryability_follows_the_kind() {
         assert!(ErrorKind::CommitConflict.is_retryable());
         assert!(ErrorKind::StoreUnavailable.is_retryable());
+        assert!(ErrorKind::ConcurrentModification.is_retryable());
+        assert!(!ErrorKind::StoreRefused.is_retryable());
         assert!(!ErrorKind::InvalidIndexMetadata.is_retryable());
         assert!(!ErrorKind::IndexNotFound.is_retryable());
     }

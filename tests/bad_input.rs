@@ -498,3 +498,112 @@ async fn index_table_locations_cannot_escape_the_warehouse() {
     let loaded = cli.succeeds(with(&["load"], &id_args(&["docs"], "x")));
     assert_eq!(loaded["metadata-location"], valid.as_str());
 }
+
+/// Issue 17, item 3, through the binary: the CLI has the library's order of checks, with
+/// `--source` and without it (the catalog defaults the source), so a writer that lost a
+/// race learns it lost the race; and a replay must be the same request (item 2).
+#[tokio::test]
+async fn cli_order_of_checks_is_the_catalogs() {
+    let cli = Cli::new();
+    let env = cli.env();
+    cli.succeeds(["namespace", "create", "--namespace", "docs"]);
+    let (base, base_location) = env.new_index().await;
+    let (_, next_location) = env.successor(&base, 2).await;
+    let bad = env.write_raw(br#"{"format-version": 1}"#).await;
+    let source_one = common::fixture::source(1).to_json_value().to_string();
+    let source_two = common::fixture::source(2).to_json_value().to_string();
+    for (round, register_source, commit_source) in [
+        (0, Some(source_one.as_str()), Some(source_two.as_str())),
+        (1, None, None),
+    ] {
+        let name = format!("x{round}");
+        let register = |namespace: &str, metadata: &str| {
+            let mut args = with(
+                &["register", "--metadata", metadata],
+                &id_args(&[namespace], &name),
+            );
+            if let Some(source) = register_source {
+                args.extend([s("--source"), s(source)]);
+            }
+            args
+        };
+        let commit = |name: &str, base: &str, new: &str| {
+            let mut args = with(
+                &["commit", "--base", base, "--new", new],
+                &id_args(&["docs"], name),
+            );
+            if let Some(source) = commit_source {
+                args.extend([s("--source"), s(source)]);
+            }
+            args
+        };
+        cli.fails(register("missing", &bad), "NAMESPACE_NOT_FOUND");
+        cli.fails(register("docs", &bad), "INVALID_INDEX_METADATA");
+        let registered = cli.succeeds(register("docs", &base_location));
+        assert_eq!(
+            registered["source"],
+            common::fixture::source(1).to_json_value()
+        );
+        cli.fails(register("docs", &bad), "ALREADY_EXISTS");
+        cli.fails(commit("absent", &base_location, &bad), "INDEX_NOT_FOUND");
+        cli.fails(commit(&name, &next_location, &bad), "COMMIT_CONFLICT");
+        cli.fails(
+            commit(&name, &base_location, &bad),
+            "INVALID_INDEX_METADATA",
+        );
+        let committed = cli.succeeds(commit(&name, &base_location, &next_location));
+        assert_eq!(committed["already-applied"], false);
+        assert_eq!(
+            committed["source"],
+            common::fixture::source(2).to_json_value()
+        );
+        let replay = cli.succeeds(commit(&name, &base_location, &next_location));
+        assert_eq!(replay["already-applied"], true);
+        cli.fails(commit(&name, &bad, &next_location), "COMMIT_CONFLICT");
+    }
+    // A replay with another source binding is no replay.
+    let other = common::fixture::source(9).to_json_value().to_string();
+    let mut args = with(
+        &["commit", "--base", &base_location, "--new", &next_location],
+        &id_args(&["docs"], "x0"),
+    );
+    args.extend([s("--source"), other]);
+    cli.fails(args, "COMMIT_CONFLICT");
+}
+
+/// `validate FILE --base BASE` checks the successor rules (issue 17, item 1).
+#[tokio::test]
+async fn validate_checks_the_successor_rules_against_a_base() {
+    let cli = Cli::new();
+    let env = cli.env();
+    let (base, base_location) = env.new_index().await;
+    let (next, next_location) = env.successor(&base, 2).await;
+    let (_, two_ahead) = env.successor(&next, 3).await;
+    let path = |location: &str| location.trim_start_matches("file://").to_owned();
+    let ok = cli.succeeds([
+        "validate",
+        &path(&next_location),
+        "--base",
+        &path(&base_location),
+    ]);
+    assert_eq!(ok["successor-of-base"], true);
+    let message = cli.fails(
+        [
+            "validate",
+            &path(&two_ahead),
+            "--base",
+            &path(&base_location),
+        ],
+        "INVALID_INDEX_METADATA",
+    );
+    assert!(message.contains("second new snapshot"), "{message}");
+    cli.fails(
+        [
+            "validate",
+            &path(&base_location),
+            "--base",
+            &path(&base_location),
+        ],
+        "INVALID_INDEX_METADATA",
+    );
+}

@@ -2,4 +2,4 @@
 //! S3-compatible server.
 mod common;
 
-catalog_conformance!(common::services::dynamodb_env());
+catalog_conformance!(common::services::dynamodb_env(), refusing: common::services::dynamodb_refusing());

@@ -5,4 +5,4 @@
 //! [`LambdaCatalog`]: parqdb_catalog::remote::LambdaCatalog
 mod common;
 
-catalog_conformance!(common::lambda_host::dynamodb_env());
+catalog_conformance!(common::lambda_host::dynamodb_env(), refusing: common::lambda_host::dynamodb_refusing());

@@ -4,6 +4,7 @@ mod common;
 
 use std::sync::Arc;
 
+use common::conformance::SharedCatalog;
 use common::fixture::TestEnv;
 use parqdb_catalog::catalog::Catalog;
 use parqdb_catalog::store::local::LocalStore;
@@ -20,4 +21,14 @@ async fn fresh() -> TestEnv {
     }
 }
 
-catalog_conformance!(fresh());
+/// A catalog whose pointer directory lies below a regular file: every file-system call
+/// fails with "not a directory", which no retry fixes.
+async fn refusing() -> SharedCatalog {
+    let dir = tempfile::tempdir().expect("temp dir").keep();
+    let warehouse = Warehouse::local(&dir.join("warehouse")).expect("warehouse");
+    std::fs::write(dir.join("blocker"), b"a regular file").expect("blocker");
+    let store = LocalStore::new(dir.join("blocker").join("_catalog"));
+    Arc::new(Catalog::builder(Arc::new(store), warehouse).build())
+}
+
+catalog_conformance!(fresh(), refusing: refusing());

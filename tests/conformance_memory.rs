@@ -3,7 +3,8 @@ mod common;
 
 use std::sync::Arc;
 
-use common::fixture::TestEnv;
+use common::conformance::SharedCatalog;
+use common::fixture::{RefusingStore, TestEnv};
 use parqdb_catalog::catalog::Catalog;
 use parqdb_catalog::store::memory::MemoryStore;
 use parqdb_catalog::warehouse::Warehouse;
@@ -17,4 +18,10 @@ async fn fresh() -> TestEnv {
     }
 }
 
-catalog_conformance!(fresh());
+/// A catalog whose store refuses every call (access denied).
+async fn refusing() -> SharedCatalog {
+    let warehouse = Warehouse::in_memory("memory://conformance/refused").expect("warehouse");
+    Arc::new(Catalog::builder(Arc::new(RefusingStore), warehouse).build())
+}
+
+catalog_conformance!(fresh(), refusing: refusing());

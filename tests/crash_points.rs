@@ -226,7 +226,7 @@ impl World {
         let mut written = BTreeSet::from([m0.1.clone()]);
         if operation != Operation::Register {
             env.catalog
-                .register(&from, &source(1), &m0.1)
+                .register(&from, Some(&source(1)), &m0.1)
                 .await
                 .expect("registered");
         }
@@ -251,13 +251,13 @@ impl World {
     async fn run(&self, catalog: &Catalog, operation: Operation) -> parqdb_catalog::Result<()> {
         match operation {
             Operation::Register => catalog
-                .register(&self.from, &source(1), &self.m0.1)
+                .register(&self.from, Some(&source(1)), &self.m0.1)
                 .await
                 .map(|_| ()),
             Operation::Commit => {
                 let s = self.s.as_deref().expect("successor");
                 catalog
-                    .commit(&self.from, &source(2), &self.m0.1, s)
+                    .commit(&self.from, Some(&source(2)), &self.m0.1, s)
                     .await
                     .map(|_| ())
             }
@@ -290,7 +290,7 @@ impl World {
     /// Every metadata file in the warehouse.
     async fn metadata_files(&self) -> BTreeSet<String> {
         let warehouse = &self.env.warehouse;
-        let prefix = warehouse.path("metadata");
+        let prefix = warehouse.path("metadata").expect("valid name");
         let skip = warehouse.prefix().parts().count();
         let objects: Vec<_> = warehouse
             .object_store()
@@ -454,7 +454,7 @@ async fn check_after_crash(
                     .expect("drop after the crash");
             } else {
                 fresh
-                    .register(&world.from, &source(1), m0)
+                    .register(&world.from, Some(&source(1)), m0)
                     .await
                     .expect("register after the crash");
             }
@@ -469,7 +469,7 @@ async fn check_after_crash(
             world.assert_orphans(&fresh, orphans, what).await;
             // Re-running the interrupted commit either lands it or finds it landed.
             let again = fresh
-                .commit(&world.from, &source(2), m0, s)
+                .commit(&world.from, Some(&source(2)), m0, s)
                 .await
                 .expect("retried commit");
             assert_eq!(again.already_applied, landed, "{what}");
@@ -498,7 +498,9 @@ async fn check_rename(
     if variant == 0 {
         // The next operation touching the source settles the rename.
         let (_, location) = world.env.successor(&world.m0.0, 3).await;
-        let committed = fresh.commit(&world.from, &source(3), m0, &location).await;
+        let committed = fresh
+            .commit(&world.from, Some(&source(3)), m0, &location)
+            .await;
         let source_state = world.raw_state(&world.from).await;
         assert_ne!(
             source_state,
@@ -531,14 +533,14 @@ async fn check_rename(
         // A rival registers the destination if it is free; the rename must then be rolled
         // back, never completed over the rival.
         let rival = world.env.new_index().await.1;
-        let registered = fresh.register(&world.to, &source(1), &rival).await;
+        let registered = fresh.register(&world.to, Some(&source(1)), &rival).await;
         match registered {
             Ok(_) => {
                 assert!(!landed, "{what}: registered over a visible destination");
                 // Touch the source: it rolls back and stays.
                 let (_, location) = world.env.successor(&world.m0.0, 3).await;
                 fresh
-                    .commit(&world.from, &source(3), m0, &location)
+                    .commit(&world.from, Some(&source(3)), m0, &location)
                     .await
                     .unwrap_or_else(|err| {
                         panic!("{what}: the source must survive a lost rename: {err}")

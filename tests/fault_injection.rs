@@ -27,14 +27,15 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use common::fixture::{TestEnv, source};
 use common::history::{Backend, assert_applied_once, catalog_over, env_seeds, env_usize};
-use parqdb_catalog::catalog::IndexCatalog;
-use parqdb_catalog::catalog::record::{PointerRecord, PointerState};
+use parqdb_catalog::catalog::record::{NamespaceRecord, PointerRecord, PointerState};
+use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::metadata::IndexMetadata;
 use parqdb_catalog::store::faulty::{Fault, FaultConfig, FaultyStore};
 use parqdb_catalog::store::{
     Capabilities, Changed, ListPage, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version,
     Versioned,
 };
+use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, SystemClock};
 
 // ---------------------------------------------------------------------------------------
@@ -108,7 +109,7 @@ async fn chain_under_faults(
                     .base_of
                     .insert(location.clone(), current.clone());
                 let result = catalog
-                    .commit(&index, &source(version), &current, &location)
+                    .commit(&index, Some(&source(version)), &current, &location)
                     .await;
                 let mut outcomes = outcomes.lock().unwrap();
                 match result {
@@ -315,6 +316,15 @@ impl PointerStore for Interfere {
     }
 }
 
+/// A catalog over `faulty` that already owns its warehouse, and the number of its next
+/// store call: the ownership check's own store call comes before any scripted fault, so
+/// scripts count the operation's calls from there.
+async fn claimed_over(faulty: &Arc<FaultyStore>, warehouse: &Warehouse) -> (Catalog, u64) {
+    let catalog = catalog_over(faulty.clone(), warehouse, false);
+    catalog.claim_warehouse().await.expect("owned");
+    (catalog, faulty.calls())
+}
+
 async fn memory_env() -> (Arc<dyn PointerStore>, TestEnv) {
     let (raw, warehouse) = Backend::Memory.open().await;
     let env = TestEnv {
@@ -364,7 +374,7 @@ async fn commit_survives_a_rewrite_that_keeps_its_base() {
     });
     let catalog = catalog_over(hooked, &env.warehouse, false);
     let done = catalog
-        .commit(&id, &source(2), &base, &new)
+        .commit(&id, Some(&source(2)), &base, &new)
         .await
         .expect("the base is still current: the commit lands");
     assert!(!done.already_applied);
@@ -383,10 +393,10 @@ async fn commit_put_that_lands_and_reports_a_conflict_is_acknowledged() {
         let (id, metadata, base) = env.registered("lied").await;
         let (_, new) = env.successor(&metadata, 2).await;
         let faulty = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1)));
-        faulty.script(1, fault); // call 0 reads the pointer, call 1 is the put
-        let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
+        let (catalog, at) = claimed_over(&faulty, &env.warehouse).await;
+        faulty.script(at + 1, fault); // call 0 reads the pointer, call 1 is the put
         let done = catalog
-            .commit(&id, &source(2), &base, &new)
+            .commit(&id, Some(&source(2)), &base, &new)
             .await
             .expect("resolved by read-back");
         assert!(!done.already_applied, "{fault:?}");
@@ -406,10 +416,10 @@ async fn register_create_that_lands_and_reports_already_exists_is_acknowledged()
     let id = IndexIdentifier::new(namespace, "x").expect("valid");
     let (_, location) = env.new_index().await;
     let faulty = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1)));
-    faulty.script(2, Fault::ApplyThenConflict); // namespace, pointer, then the create
-    let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
+    let (catalog, at) = claimed_over(&faulty, &env.warehouse).await;
+    faulty.script(at + 2, Fault::ApplyThenConflict); // namespace, pointer, then the create
     catalog
-        .register(&id, &source(1), &location)
+        .register(&id, Some(&source(1)), &location)
         .await
         .expect("resolved by read-back");
     assert_eq!(faulty.applied_writes().len(), 1);
@@ -423,19 +433,19 @@ async fn unresolvable_outcome_is_commit_state_unknown() {
     let (id, metadata, base) = env.registered("unknown").await;
     let (_, new) = env.successor(&metadata, 2).await;
     let faulty = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1)));
-    faulty.script(1, Fault::ApplyThenAmbiguous);
+    let (catalog, at) = claimed_over(&faulty, &env.warehouse).await;
+    faulty.script(at + 1, Fault::ApplyThenAmbiguous);
     for call in 2..40 {
-        faulty.script(call, Fault::FailBefore);
+        faulty.script(at + call, Fault::FailBefore);
     }
-    let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
     let err = catalog
-        .commit(&id, &source(2), &base, &new)
+        .commit(&id, Some(&source(2)), &base, &new)
         .await
         .expect_err("unresolvable");
     assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
     let again = env
         .catalog
-        .commit(&id, &source(2), &base, &new)
+        .commit(&id, Some(&source(2)), &base, &new)
         .await
         .expect("retry");
     assert!(again.already_applied);
@@ -455,11 +465,11 @@ async fn step_wise_rename_that_cannot_settle_is_commit_state_unknown() {
         raw.clone(),
         FaultConfig::none(1).hiding_transact(),
     ));
+    let (catalog, at) = claimed_over(&faulty, &env.warehouse).await;
     // Calls: 0 read source, 1 namespace, 2 read destination, 3 step 1; then fail reads.
     for call in 4..40 {
-        faulty.script(call, Fault::FailBefore);
+        faulty.script(at + call, Fault::FailBefore);
     }
-    let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
     let err = catalog.rename(&from, &to).await.expect_err("cannot settle");
     assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
     // The next mutation of the source completes the rename.
@@ -487,14 +497,14 @@ async fn landed_rename_is_acknowledged_even_if_the_read_after_it_fails() {
             FaultConfig::none(1)
         };
         let faulty = Arc::new(FaultyStore::new(raw.clone(), config));
-        let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
+        let (catalog, at) = claimed_over(&faulty, &env.warehouse).await;
         // Fail every call after the rename is known to have landed. Atomic: 0 source,
         // 1 namespace, 2 destination, 3 transaction. Step-wise: 0-2 the same, 3 step 1,
         // 4-8 settle (read the destination, claim the source, create the destination,
         // read it, tombstone the source), 9 confirm.
         let writes_before_answer = if hide_transact { 10 } else { 4 };
         for call in writes_before_answer..60 {
-            faulty.script(call, Fault::FailBefore);
+            faulty.script(at + call, Fault::FailBefore);
         }
         let pointer = catalog.rename(&from, &to).await.unwrap_or_else(|err| {
             panic!("hide transact {hide_transact}: the rename landed: {err}")
@@ -522,12 +532,12 @@ async fn atomic_rename_that_cannot_be_read_back_is_commit_state_unknown() {
         let (from, _, location) = env.registered("atomic").await;
         let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
         let faulty = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1)));
+        let (catalog, at) = claimed_over(&faulty, &env.warehouse).await;
         // 0 source, 1 namespace, 2 destination, 3 the transaction; then reads fail.
-        faulty.script(3, fault);
+        faulty.script(at + 3, fault);
         for call in 4..60 {
-            faulty.script(call, Fault::FailBefore);
+            faulty.script(at + call, Fault::FailBefore);
         }
-        let catalog = catalog_over(faulty.clone(), &env.warehouse, false);
         let err = catalog
             .rename(&from, &to)
             .await
@@ -623,7 +633,7 @@ async fn stale_renamer(at: usize) {
                 Box::pin(async move {
                     let other = catalog_over(store, &warehouse, false);
                     other
-                        .register(&to, &source(1), &rival)
+                        .register(&to, Some(&source(1)), &rival)
                         .await
                         .expect("the rival takes the destination");
                     // Touching the source settles the rename: the destination is taken, so
@@ -736,5 +746,142 @@ async fn renamer_outlived_by_its_destination_history_still_reports_success() {
     assert_eq!(
         fresh.load(&to).await.expect("moved").metadata_location,
         location
+    );
+}
+
+/// A store where another writer rewrites a record in place (same content, a new commit id,
+/// as a rename that rolled back does) just before every conditional update of it: every
+/// update loses, and the record keeps changing.
+#[derive(Debug)]
+struct Rival(Arc<dyn PointerStore>);
+
+impl Rival {
+    async fn rewrite(&self, key: &StoreKey) {
+        let Ok(Some(current)) = self.0.get(key).await else {
+            return;
+        };
+        let value = if key.as_str().starts_with("i/") {
+            let record = PointerRecord::from_bytes(&current.value).expect("pointer record");
+            record
+                .successor(record.state, uuid::Uuid::new_v4(), record.updated_ms)
+                .to_bytes()
+        } else if key.as_str().starts_with("n/") {
+            let record = NamespaceRecord::from_bytes(&current.value).expect("namespace record");
+            NamespaceRecord::new(
+                Some(&record),
+                record.exists,
+                record.properties.clone(),
+                uuid::Uuid::new_v4(),
+                record.updated_ms,
+            )
+            .to_bytes()
+        } else {
+            return;
+        };
+        self.0
+            .put(key, Bytes::from(value), PutMode::Update(current.version))
+            .await
+            .expect("the rival's write");
+    }
+}
+
+#[async_trait]
+impl PointerStore for Rival {
+    fn describe(&self) -> String {
+        format!("rival({})", self.0.describe())
+    }
+
+    async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
+        self.0.get(key).await
+    }
+
+    async fn put(
+        &self,
+        key: &StoreKey,
+        value: Bytes,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        if matches!(mode, PutMode::Update(_)) {
+            self.rewrite(key).await;
+        }
+        self.0.put(key, value, mode).await
+    }
+
+    async fn list(
+        &self,
+        prefix: &StoreKey,
+        start_after: Option<&StoreKey>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError> {
+        self.0.list(prefix, start_after, limit).await
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.0.capabilities()
+    }
+
+    async fn transact(&self, writes: Vec<TxWrite>) -> Result<Vec<Version>, StoreError> {
+        for write in &writes {
+            if matches!(write.mode, PutMode::Update(_)) {
+                self.rewrite(&write.key).await;
+            }
+        }
+        self.0.transact(writes).await
+    }
+}
+
+/// Issue 17, item 5: an operation that keeps losing its conditional write to a record
+/// that keeps changing gives up with `CONCURRENT_MODIFICATION` (retryable, nothing
+/// applied) — not `COMMIT_CONFLICT`, which means "the supplied base is no longer current".
+#[tokio::test]
+async fn operations_that_keep_losing_give_up_with_concurrent_modification() {
+    let (raw, env) = memory_env().await;
+    let (index, base, base_location) = env.registered("contended").await;
+    let (_, next_location) = env.successor(&base, 2).await;
+    let child = index.namespace().child("child").expect("valid");
+    env.catalog
+        .create_namespace(&child, BTreeMap::new())
+        .await
+        .expect("child");
+    let contended = catalog_over(Arc::new(Rival(raw.clone())), &env.warehouse, false);
+    let to = IndexIdentifier::new(index.namespace().clone(), "to").expect("valid");
+    let results = [
+        ("drop", contended.drop_index(&index).await.err()),
+        (
+            "commit whose base stays current",
+            contended
+                .commit(&index, None, &base_location, &next_location)
+                .await
+                .err(),
+        ),
+        (
+            "drop namespace",
+            contended.drop_namespace(&child).await.err(),
+        ),
+        ("rename", contended.rename(&index, &to).await.err()),
+    ];
+    for (what, err) in results {
+        let err =
+            err.unwrap_or_else(|| panic!("{what}: succeeded against a rival that always wins"));
+        assert_eq!(
+            err.kind(),
+            ErrorKind::ConcurrentModification,
+            "{what}: {err}"
+        );
+        assert!(err.is_retryable(), "{what}");
+    }
+    // Nothing was applied.
+    assert_eq!(
+        env.catalog
+            .load(&index)
+            .await
+            .expect("load")
+            .metadata_location,
+        base_location
+    );
+    assert!(env.catalog.namespace_exists(&child).await.expect("exists"));
+    assert_eq!(
+        env.catalog.load(&to).await.map_err(|e| e.kind()).err(),
+        Some(ErrorKind::IndexNotFound)
     );
 }

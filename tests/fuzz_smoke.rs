@@ -259,7 +259,10 @@ fn pointer_record() {
         3,
     );
     let gone = NamespaceRecord::new(Some(&namespace), false, BTreeMap::new(), uuid(7), 4);
-    let mut corpus: Vec<Vec<u8>> = [live, moving, dropped, again]
+    let mut committed = again.successor(PointerState::Live, uuid(8), 5);
+    committed.metadata_location = "s3://b/wh/metadata/3.json".into();
+    committed.previous_location = Some("s3://b/wh/metadata/2.json".into());
+    let mut corpus: Vec<Vec<u8>> = [live, moving, dropped, again, committed]
         .iter()
         .map(PointerRecord::to_bytes)
         .collect();

@@ -225,7 +225,7 @@ async fn sibling_prefixes_are_not_confused() {
     .expect("metadata");
     let location = env.write_metadata(&metadata).await;
     env.catalog
-        .register(&id, &layout.source, &location)
+        .register(&id, Some(&layout.source), &location)
         .await
         .expect("registered");
 
@@ -246,6 +246,10 @@ async fn foreign_or_unmarked_warehouses_are_refused() {
     env.register("x", &layout).await;
     env.put("indexes/garbage/part-0", b"garbage").await;
     env.advance(10 * HOUR);
+    // The first write claimed the warehouse; a warehouse without its marker (written by
+    // an earlier version, or the marker removed by hand) is refused.
+    std::fs::remove_file(env.local_dir.as_ref().expect("local").join(gc::MARKER))
+        .expect("marker removed");
 
     // No marker: refused.
     let err = env
@@ -268,16 +272,16 @@ async fn foreign_or_unmarked_warehouses_are_refused() {
         .collect(env.now())
         .await
         .expect_err("foreign");
-    assert_eq!(err.kind(), ErrorKind::Configuration);
+    assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned);
     assert!(
-        err.message().contains("another catalog"),
+        err.message().contains("owned by catalog"),
         "{}",
         err.message()
     );
     let err = gc::claim(&env.catalog, env.now())
         .await
         .expect_err("claim refused");
-    assert_eq!(err.kind(), ErrorKind::Configuration);
+    assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned);
     // The foreign catalog (with no pointers) may not delete this catalog's files either:
     // it owns the marker, so it runs, but only on its own empty catalog... which is exactly
     // why a warehouse has one owner. Nothing was deleted by the refused runs.
@@ -337,7 +341,7 @@ async fn source_tables_are_never_deleted() {
 }
 
 #[tokio::test]
-async fn re_registering_an_old_metadata_file_while_condemned_keeps_it() {
+async fn re_registering_an_old_metadata_file_before_it_is_condemned_keeps_it() {
     let env = claimed(Backend::Local, 8).await;
     let config = test_config();
     let layout = Layout::under("old/1");
@@ -347,24 +351,27 @@ async fn re_registering_an_old_metadata_file_while_condemned_keeps_it() {
     env.advance(HOUR);
     env.catalog.drop_index(&id).await.expect("dropped");
 
-    // Run until the metadata file is condemned and waiting for the delay.
-    let mut condemned = false;
+    // Run until the metadata file is tracked (its retention clock runs).
+    let mut tracked = false;
     for _ in 0..40 {
         env.advance(10 * MINUTE);
         let report = env.collect(&config).await;
-        if report.condemned.objects > 0 {
-            condemned = true;
+        assert_eq!(
+            report.condemned.objects, 0,
+            "condemned before re-registering"
+        );
+        if report.tracked.objects > 0 {
+            tracked = true;
             break;
         }
     }
-    assert!(condemned, "never condemned");
-    assert!(all_exist(&env, &objects).await, "deleted at condemnation");
+    assert!(tracked, "never tracked");
 
     // Someone registers the old metadata file again (allowed by the spec).
     env.advance(MINUTE);
     let again = env.id("old-again").await;
     env.catalog
-        .register(&again, &layout.source, &location)
+        .register(&again, Some(&layout.source), &location)
         .await
         .expect("re-registered");
     env.advance(20 * MINUTE);
@@ -390,13 +397,68 @@ async fn re_registering_an_old_metadata_file_while_condemned_keeps_it() {
     );
 }
 
+/// Class 7 of the hostile-layout issue: once condemned, a metadata file is on its way
+/// out; publishing it again is refused (typed), so no pointer can ever name it after its
+/// deletion, and it is still collected.
 #[tokio::test]
-async fn a_re_registration_racing_the_run_is_seen_by_verification() {
-    // The register lands after the run's first walk but before its verification walk.
+async fn a_condemned_metadata_file_cannot_be_registered_again_and_is_collected() {
+    let env = claimed(Backend::Local, 9).await;
+    let config = test_config();
+    let layout = Layout::under("gone/1");
+    let (id, _, location) = env.register("gone", &layout).await;
+    let mut objects = files(&layout);
+    objects.push(env.relative(&location));
+    env.advance(HOUR);
+    env.catalog.drop_index(&id).await.expect("dropped");
+    let mut condemned = false;
+    for _ in 0..40 {
+        env.advance(10 * MINUTE);
+        if env.collect(&config).await.condemned.objects > 0 {
+            condemned = true;
+            break;
+        }
+    }
+    assert!(condemned, "never condemned");
+    assert!(all_exist(&env, &objects).await, "deleted at condemnation");
+
+    let again = env.id("gone-again").await;
+    let err = env
+        .catalog
+        .register(&again, Some(&layout.source), &location)
+        .await
+        .expect_err("a condemned file is not published");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata);
+    assert!(err.message().contains("condemned"), "{}", err.message());
+    // Nor through a commit onto a live index of the same lineage.
+    let live = Layout::under("gone/2");
+    let (other, _, _) = env.register("other", &live).await;
+    let base = env
+        .catalog
+        .load(&other)
+        .await
+        .expect("live")
+        .metadata_location;
+    let err = env
+        .catalog
+        .commit(&other, Some(&layout.source), &base, &location)
+        .await
+        .expect_err("a condemned file is not committed");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+
+    run_until(&env, &config, env.now() + 3 * HOUR, &[]).await;
+    assert!(none_exist(&env, &objects).await, "garbage left behind");
+    assert!(env.catalog.load(&again).await.is_err());
+}
+
+#[tokio::test]
+async fn a_re_registration_racing_the_run_never_leaves_a_dangling_pointer() {
+    // A register of a condemned file during the run's scan, verification or (the window
+    // the module docs once admitted) right before its deletions is refused.
     for (n, phase) in [
         gc::GcPhase::ScanMetadata,
         gc::GcPhase::ScanIndexes,
         gc::GcPhase::Verify,
+        gc::GcPhase::Delete,
     ]
     .into_iter()
     .enumerate()
@@ -445,6 +507,7 @@ async fn race_at(backend: Backend, phase: gc::GcPhase, seed: u64) {
     let source = layout.source.clone();
     let register_location = location.clone();
     let again = env.id("race-again").await;
+    let published = again.clone();
     let registered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = registered.clone();
     let gc = GarbageCollector::new(env.catalog.clone(), config.clone())
@@ -460,16 +523,20 @@ async fn race_at(backend: Backend, phase: gc::GcPhase, seed: u64) {
                     register_location.clone(),
                     again.clone(),
                 );
-                std::thread::spawn(move || {
+                let outcome = std::thread::spawn(move || {
                     tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()
                         .expect("runtime")
-                        .block_on(async { catalog.register(&again, &source, &location).await })
+                        .block_on(async {
+                            catalog.register(&again, Some(&source), &location).await
+                        })
                 })
                 .join()
-                .expect("thread")
-                .expect("re-registered");
+                .expect("thread");
+                // The file is condemned: the register is refused, whatever the phase.
+                let err = outcome.expect_err("a condemned file is not published");
+                assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
             }
         });
     let report = gc.collect(env.now()).await.expect("run");
@@ -477,9 +544,14 @@ async fn race_at(backend: Backend, phase: gc::GcPhase, seed: u64) {
         registered.load(std::sync::atomic::Ordering::SeqCst),
         "the hook never ran"
     );
-    assert_eq!(report.deleted.objects, 0, "{:?}", report.actions);
-    assert!(report.kept_at_verification.objects > 0);
-    assert!(all_exist(&env, &objects).await);
+    assert!(report.deleted.objects > 0, "{:?}", report.actions);
+    // No pointer names a deleted file.
+    assert!(
+        env.catalog.load(&published).await.is_err(),
+        "a pointer was published"
+    );
+    let next = env.collect(&config).await;
+    assert_eq!(next.status, GcStatus::Completed, "{:?}", next.warnings);
 }
 
 #[tokio::test]
@@ -645,7 +717,11 @@ async fn an_unreadable_root_aborts_the_run() {
     // The live index's metadata file disappears (an operator's mistake).
     env.warehouse
         .object_store()
-        .delete(&env.warehouse.path(&env.relative(&location)))
+        .delete(
+            &env.warehouse
+                .path(&env.relative(&location))
+                .expect("valid name"),
+        )
         .await
         .expect("deleted");
     let err = env

@@ -271,8 +271,24 @@ fn pointer_table_key_schema_is_the_dynamodb_stores() {
             tables.len()
         );
     };
-    let pairs = |list: &str, key: &str, value: &str| -> BTreeSet<(String, String)> {
-        property(table, list)
+    // `AttributeDefinitions` and `LocalSecondaryIndexes` depend on the
+    // PointerTableListingIndex parameter: `!If [UseListingIndex, with, without]`.
+    let branch = |list: &str, with_index: bool| -> Option<&Value> {
+        let value = property(table, list)?;
+        match tagged(value, "If").and_then(Value::as_sequence) {
+            Some(branches) => {
+                assert_eq!(
+                    branches.first().and_then(Value::as_str),
+                    Some("UseListingIndex"),
+                    "{name}: {list} depends on UseListingIndex"
+                );
+                branches.get(if with_index { 1 } else { 2 })
+            }
+            None => Some(value),
+        }
+    };
+    let pairs_of = |list: &str, with_index: bool, key: &str, value: &str| {
+        branch(list, with_index)
             .and_then(Value::as_sequence)
             .unwrap_or_else(|| panic!("{name}: no {list}"))
             .iter()
@@ -285,16 +301,39 @@ fn pointer_table_key_schema_is_the_dynamodb_stores() {
                 };
                 (field(key).to_owned(), field(value).to_owned())
             })
-            .collect()
+            .collect::<BTreeSet<(String, String)>>()
     };
+    let pairs = |list: &str, key: &str, value: &str| pairs_of(list, true, key, value);
+    assert_eq!(
+        pairs_of(
+            "AttributeDefinitions",
+            false,
+            "AttributeName",
+            "AttributeType"
+        ),
+        BTreeSet::from([(pk.clone(), pk_type.clone()), (sk.clone(), sk_type.clone())]),
+        "{name}: without the listing index, only the key attributes"
+    );
+    assert_eq!(
+        branch("LocalSecondaryIndexes", false)
+            .and_then(|v| tagged(v, "Ref"))
+            .and_then(Value::as_str),
+        Some("AWS::NoValue"),
+        "{name}: without the listing index, no local index"
+    );
+    let shown_sk = parqdb_catalog::store::dynamodb::SHOWN_SORT_KEY.to_owned();
     assert_eq!(
         pairs("AttributeDefinitions", "AttributeName", "AttributeType"),
-        BTreeSet::from([(pk.clone(), pk_type), (sk.clone(), sk_type)]),
+        BTreeSet::from([
+            (pk.clone(), pk_type),
+            (sk.clone(), sk_type),
+            (shown_sk.clone(), "S".to_owned())
+        ]),
         "{name}: AttributeDefinitions must be exactly the key attributes of src/store/dynamodb.rs"
     );
     assert_eq!(
         pairs("KeySchema", "AttributeName", "KeyType"),
-        BTreeSet::from([(pk, "HASH".to_owned()), (sk, "RANGE".to_owned())]),
+        BTreeSet::from([(pk.clone(), "HASH".to_owned()), (sk, "RANGE".to_owned())]),
         "{name}: KeySchema"
     );
     let setting = |path: &[&str]| -> Option<&Value> {
@@ -317,7 +356,30 @@ fn pointer_table_key_schema_is_the_dynamodb_stores() {
         "the store forbids TTL"
     );
     assert!(property(table, "GlobalSecondaryIndexes").is_none());
-    assert!(property(table, "LocalSecondaryIndexes").is_none());
+    // The one local index of src/store/dynamodb.rs: sparse on `shown_sk`, strongly
+    // consistent (a global index is not).
+    let indexes = branch("LocalSecondaryIndexes", true)
+        .and_then(Value::as_sequence)
+        .unwrap_or_else(|| panic!("{name}: no LocalSecondaryIndexes"));
+    assert_eq!(indexes.len(), 1, "{name}: one local index");
+    let index = &indexes[0];
+    assert_eq!(
+        index.get("IndexName").and_then(Value::as_str),
+        Some(parqdb_catalog::store::dynamodb::SHOWN_INDEX)
+    );
+    let keys: Vec<(&str, &str)> = index
+        .get("KeySchema")
+        .and_then(Value::as_sequence)
+        .expect("index KeySchema")
+        .iter()
+        .map(|k| {
+            (
+                k.get("AttributeName").and_then(Value::as_str).unwrap_or(""),
+                k.get("KeyType").and_then(Value::as_str).unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(keys, [(pk.as_str(), "HASH"), (shown_sk.as_str(), "RANGE")]);
 }
 
 /// One IAM statement of a role or a resource policy, with both branches of every `!If`.
@@ -524,6 +586,9 @@ fn writers_may_claim_the_warehouse_create_only_and_nobody_else_may_write_the_mar
     let template = template();
     let marker = "!Sub ${WarehouseBucket.Arn}/${WarehousePrefix}/_catalog-owner.json";
     let catalog_id = "!Sub ${WarehouseBucket.Arn}/${WarehousePrefix}/_catalog/_meta/=catalog-id";
+    // The S3 store's first write into an empty `_catalog/` creates its listing-classes
+    // marker (src/store/s3.rs); without the grant it warns and `list` reads every record.
+    let classes = "!Sub ${WarehouseBucket.Arn}/${WarehousePrefix}/_catalog/.listing-classes";
     let writers: BTreeSet<&str> = [
         "RegisterFunction",
         "CommitFunction",
@@ -559,7 +624,12 @@ fn writers_may_claim_the_warehouse_create_only_and_nobody_else_may_write_the_mar
             !puts_id.is_empty(),
             "{role} must create the catalog id record"
         );
-        for put in puts.iter().chain(&puts_id) {
+        let puts_classes = grants("s3:PutObject", classes);
+        assert!(
+            !puts_classes.is_empty(),
+            "{role} must create the S3 store's listing-classes marker"
+        );
+        for put in puts.iter().chain(&puts_id).chain(&puts_classes) {
             assert!(
                 requires_if_none_match(put.condition),
                 "{role} {:?}: create-only (If-None-Match)",

@@ -60,7 +60,7 @@ async fn throttled_invocations_are_retried_and_never_run_twice() {
     host.inject(Operation::Commit, &[Fault::Throttle]);
     let result = env
         .catalog
-        .commit(&index, &source(2), &location, &next)
+        .commit(&index, Some(&source(2)), &location, &next)
         .await
         .expect("committed after a throttle");
     assert!(!result.already_applied);
@@ -105,7 +105,7 @@ async fn a_commit_that_ran_but_lost_its_answer_is_applied() {
     host.inject(Operation::Commit, &[Fault::CrashAfterRun]);
     let result = env
         .catalog
-        .commit(&index, &source(2), &location, &second_location)
+        .commit(&index, Some(&source(2)), &location, &second_location)
         .await
         .expect("resolved by reading back");
     assert!(result.already_applied);
@@ -116,7 +116,7 @@ async fn a_commit_that_ran_but_lost_its_answer_is_applied() {
     host.inject(Operation::Commit, &[Fault::HangAfterRun]);
     let result = env
         .catalog
-        .commit(&index, &source(3), &second_location, &third_location)
+        .commit(&index, Some(&source(3)), &second_location, &third_location)
         .await
         .expect("resolved by reading back");
     assert!(result.already_applied);
@@ -140,7 +140,7 @@ async fn a_commit_that_may_not_have_run_is_unknown_not_failed() {
         host.inject(Operation::Commit, &[fault]);
         let err = env
             .catalog
-            .commit(&index, &source(2), &location, &next)
+            .commit(&index, Some(&source(2)), &location, &next)
             .await
             .expect_err("outcome unknown");
         assert_eq!(
@@ -163,7 +163,7 @@ async fn a_commit_that_may_not_have_run_is_unknown_not_failed() {
     // Reloading and retrying then succeeds.
     let result = env
         .catalog
-        .commit(&index, &source(2), &location, &next)
+        .commit(&index, Some(&source(2)), &location, &next)
         .await
         .expect("committed");
     assert!(!result.already_applied);
@@ -181,7 +181,7 @@ async fn a_function_that_answers_commit_state_unknown_is_resolved_by_reading_bac
     host.inject(Operation::Commit, &[Fault::UnknownBeforeRun]);
     let err = env
         .catalog
-        .commit(&index, &source(2), &location, &next)
+        .commit(&index, Some(&source(2)), &location, &next)
         .await
         .expect_err("not applied, so still unknown");
     assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
@@ -190,7 +190,7 @@ async fn a_function_that_answers_commit_state_unknown_is_resolved_by_reading_bac
     host.inject(Operation::Commit, &[Fault::UnknownAfterRun]);
     let result = env
         .catalog
-        .commit(&index, &source(2), &location, &next)
+        .commit(&index, Some(&source(2)), &location, &next)
         .await
         .expect("resolved by reading back");
     assert!(result.already_applied);
@@ -208,14 +208,14 @@ async fn register_drop_rename_and_namespaces_resolve_by_reading_back() {
     host.inject(Operation::Register, &[Fault::CrashBeforeRun]);
     let err = env
         .catalog
-        .register(&index, &source(1), &location)
+        .register(&index, Some(&source(1)), &location)
         .await
         .expect_err("unknown");
     assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
     host.inject(Operation::Register, &[Fault::CrashAfterRun]);
     let pointer = env
         .catalog
-        .register(&index, &source(1), &location)
+        .register(&index, Some(&source(1)), &location)
         .await
         .expect("applied");
     assert_eq!(pointer.metadata_location, location);
@@ -276,7 +276,7 @@ async fn typed_errors_keep_their_kind_and_message() {
     let (_, other) = env.successor(&base, 3).await;
     let err = env
         .catalog
-        .commit(&index, &source(3), &next, &other)
+        .commit(&index, Some(&source(3)), &next, &other)
         .await
         .expect_err("stale base");
     assert_eq!(err.kind(), ErrorKind::CommitConflict);
@@ -311,7 +311,7 @@ async fn a_refused_connection_never_ran_and_is_not_ambiguous() {
         .await
         .expect("catalog");
     let err = offline
-        .commit(&index, &source(2), &location, &next)
+        .commit(&index, Some(&source(2)), &location, &next)
         .await
         .expect_err("refused");
     assert_eq!(err.kind(), ErrorKind::StoreUnavailable, "{err}");
@@ -340,7 +340,6 @@ async fn a_missing_function_is_a_configuration_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_runs_against_a_deployment() {
     let (host, env, _dir) = setup().await;
-    let (_, location) = env.new_index().await;
     let warehouse: &Warehouse = &env.warehouse;
     let cli = |args: &[&str]| {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_parqdb-catalog"));
@@ -368,7 +367,28 @@ async fn the_cli_runs_against_a_deployment() {
     let namespace = format!("cli-{}", uuid::Uuid::new_v4().simple());
     let (code, _) = cli(&["namespace", "create", "--namespace", &namespace]).await;
     assert_eq!(code, Some(0));
-    // The source binding defaults to the metadata's, read from the warehouse.
+    // Metadata goes into the warehouse only after that first write claimed it (a warehouse
+    // that already holds data is claimed only with `init --adopt`).
+    let (_, location) = env.new_index().await;
+    // Without --source the catalog (in the function) binds the metadata's source-table,
+    // after the same checks in the same order as with one: the namespace first.
+    let bad = env.write_raw(br#"{"format-version": 1}"#).await;
+    let missing = format!("missing-{}", uuid::Uuid::new_v4().simple());
+    let (code, err) = cli(&[
+        "register",
+        "--namespace",
+        &missing,
+        "--name",
+        "emb",
+        "--metadata",
+        &bad,
+    ])
+    .await;
+    assert_eq!(
+        code,
+        Some(ErrorKind::NamespaceNotFound.exit_code()),
+        "{err}"
+    );
     let (code, registered) = cli(&[
         "register",
         "--namespace",
@@ -381,6 +401,20 @@ async fn the_cli_runs_against_a_deployment() {
     .await;
     assert_eq!(code, Some(0), "{registered}");
     assert_eq!(registered["metadata-location"], location.as_str());
+    // A stale base is a lost race, whatever is wrong with the new metadata.
+    let (code, err) = cli(&[
+        "commit",
+        "--namespace",
+        &namespace,
+        "--name",
+        "emb",
+        "--base",
+        &bad,
+        "--new",
+        &bad,
+    ])
+    .await;
+    assert_eq!(code, Some(ErrorKind::CommitConflict.exit_code()), "{err}");
     let (code, loaded) = cli(&["load", "--namespace", &namespace, "--name", "emb"]).await;
     assert_eq!(code, Some(0));
     assert_eq!(loaded["version"], registered["version"]);

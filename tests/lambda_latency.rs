@@ -106,7 +106,7 @@ async fn measure(backend: &str, deployment: Deployment) {
             samples
                 .entry(("register", n))
                 .or_default()
-                .time(path.env.catalog.register(&id, &source(1), location))
+                .time(path.env.catalog.register(&id, Some(&source(1)), location))
                 .await;
             path.indexes.push(id);
         }
@@ -133,7 +133,7 @@ async fn measure(backend: &str, deployment: Deployment) {
                 .time(
                     path.env
                         .catalog
-                        .commit(&path.indexes[round], &source(2), base, new),
+                        .commit(&path.indexes[round], Some(&source(2)), base, new),
                 )
                 .await;
         }

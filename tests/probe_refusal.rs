@@ -99,7 +99,7 @@ async fn the_catalog_refuses_to_write_to_such_a_store() {
     let (_, location) = env.new_index().await;
     let id = IndexIdentifier::new(namespace.clone(), "x").expect("valid");
     let err = catalog
-        .register(&id, &source(1), &location)
+        .register(&id, Some(&source(1)), &location)
         .await
         .expect_err("refused");
     assert_eq!(err.kind(), ErrorKind::StoreUnsupported);

@@ -138,7 +138,9 @@ async fn refresh_example_end_to_end_on_local_files() {
             location.starts_with(&format!("indexes/{uuid}/")),
             "{location}"
         );
-        let path = warehouse.path(&format!("{location}part-0.parquet"));
+        let path = warehouse
+            .path(&format!("{location}part-0.parquet"))
+            .expect("valid name");
         warehouse
             .object_store()
             .head(&path)

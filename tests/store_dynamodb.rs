@@ -14,7 +14,7 @@ use common::services;
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::store::dynamodb::DynamoStore;
 use parqdb_catalog::store::{
-    Changed, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version,
+    Changed, Listing, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version,
 };
 
 /// A client for an arbitrary endpoint, with the dummy credentials DynamoDB Local needs.
@@ -58,6 +58,7 @@ fn tx(k: &StoreKey, value: &'static [u8], mode: PutMode) -> TxWrite {
         key: k.clone(),
         value: Bytes::from_static(value),
         mode,
+        listing: Listing::Check,
     }
 }
 
@@ -99,6 +100,7 @@ async fn keys_at_the_length_limit_fit_and_longer_keys_are_typed_errors() {
             key: key("a/=big"),
             value: big,
             mode: PutMode::Create,
+            listing: Listing::Check,
         }])
         .await;
     assert!(

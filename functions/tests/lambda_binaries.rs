@@ -210,9 +210,6 @@ async fn lifecycle(backend: Backend) {
     let losing = first
         .successor(contents("c"), &SystemClock, &RandomIds, &registry)
         .expect("a concurrent successor");
-    let first_location = write(&backend.warehouse, &first).await;
-    let second_location = write(&backend.warehouse, &second).await;
-    let losing_location = write(&backend.warehouse, &losing).await;
 
     let mut functions = start_all(&backend).await;
     let ns = json!(["docs", "v1"]);
@@ -254,6 +251,12 @@ async fn lifecycle(backend: Backend) {
         json!({"namespaces": [ns], "next-page-token": null})
     );
 
+    // The metadata files go into the warehouse only now: the first write (the namespace
+    // creation above) claimed it while it was unused, as a deployment's first write does
+    // (a warehouse that already holds data is claimed only with `init --adopt`).
+    let first_location = write(&backend.warehouse, &first).await;
+    let second_location = write(&backend.warehouse, &second).await;
+    let losing_location = write(&backend.warehouse, &losing).await;
     let register = json!({"identifier": id, "source": source, "metadata-location": first_location});
     let registered = f(&mut functions, "register")
         .invoke(&register)

@@ -8,15 +8,18 @@
 //! | scenario     | catalog                                   | raw primitive                         |
 //! |--------------|-------------------------------------------|---------------------------------------|
 //! | `load`       | `load`, and `load_if_changed` (unchanged) | `get` of the pointer record            |
-//! | `commit`     | `commit` with the base metadata cached    | `get` + conditional `put` of a record  |
+//! | `commit`     | `commit` with the base metadata cached    | `get` + conditional `put` of a record; and the physical minimum: `get` of a record and `GET` of the new metadata file concurrently, then a conditional `put` |
 //! | `contention` | N writers, reload-and-retry on one index  | the same with 1 writer                 |
-//! | `list`       | `list` of a namespace of `--list-size`    | paginated store listing of the keys    |
+//! | `list`       | `list` of a namespace of `--list-size` identifiers, half of them dropped | paginated store listing of all its keys (tombstones included) |
 //! | `parse`      | strict parse + validate, 1,000 snapshots  | `serde_json::Value` parse              |
-//! | `gc`         | GC dry run over the warehouse plus `--gc-objects` small unreachable objects: objects/s and peak RSS | |
+//! | `gc`         | GC dry run over the warehouse plus `--gc-objects` small unreachable objects: objects/s and peak RSS | a listing of every object of the warehouse |
 //!
 //! The bench writes into its own namespaces (`parqdb-bench-*`) of the configured catalog;
 //! point it at a scratch warehouse. The `list` namespace is reused by later runs of the
 //! same size, so only the first run pays for creating it.
+//!
+//! [`backend_report`] condenses the reports of one or more backends into the table of
+//! targets (`bench --backend-report`, one column per backend).
 
 mod scenarios;
 mod stats;
@@ -88,6 +91,9 @@ impl Default for BenchConfig {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct BenchRow {
+    /// The scenario's stable name (`load`, `load-if-changed`, `commit`, `contention-1`,
+    /// `contention-n`, `list`, `parse`, `gc`).
+    pub scenario: String,
     /// What was measured.
     pub operation: String,
     /// The catalog operation.
@@ -96,25 +102,46 @@ pub struct BenchRow {
     pub raw: Option<Summary>,
     /// `catalog.p50 / raw.p50`.
     pub ratio_p50: Option<f64>,
+    /// The physical minimum the operation's spec allows, as raw primitives measured
+    /// interleaved with it (commit: the pointer and the new metadata read concurrently,
+    /// then the conditional write).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub minimum: Option<Summary>,
+    /// `catalog.p50 / minimum.p50`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_minimum_p50: Option<f64>,
     /// Scenario-specific numbers (contention: attempts, fairness, lost updates).
     #[serde(skip_serializing_if = "serde_json::Value::is_null")]
     pub details: serde_json::Value,
 }
 
 impl BenchRow {
-    fn new(operation: &str, catalog: &Samples, raw: Option<&Samples>) -> BenchRow {
+    fn new(scenario: &str, operation: &str, catalog: &Samples, raw: Option<&Samples>) -> BenchRow {
         let catalog = catalog.summary();
         let raw = raw.map(Samples::summary);
         BenchRow {
+            scenario: scenario.to_owned(),
             operation: operation.to_owned(),
-            ratio_p50: raw
-                .filter(|r| r.p50_ms > 0.0)
-                .map(|r| catalog.p50_ms / r.p50_ms),
+            ratio_p50: ratio(&catalog, raw.as_ref()),
             catalog,
             raw,
+            minimum: None,
+            ratio_minimum_p50: None,
             details: serde_json::Value::Null,
         }
     }
+
+    fn with_minimum(mut self, minimum: &Samples) -> BenchRow {
+        let minimum = minimum.summary();
+        self.ratio_minimum_p50 = ratio(&self.catalog, Some(&minimum));
+        self.minimum = Some(minimum);
+        self
+    }
+}
+
+fn ratio(catalog: &Summary, raw: Option<&Summary>) -> Option<f64> {
+    raw.filter(|r| r.p50_ms > 0.0)
+        .map(|r| catalog.p50_ms / r.p50_ms)
 }
 
 /// The whole report.
@@ -134,25 +161,37 @@ impl BenchReport {
     pub fn table(&self) -> String {
         let mut out = format!("store: {}\nwarehouse: {}\n", self.store, self.warehouse);
         out.push_str(&format!(
-            "{:<52} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>7}\n",
-            "operation", "n", "p50 ms", "p90 ms", "p99 ms", "ops/s", "raw p50", "ratio"
+            "{:<52} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>7} {:>9} {:>7}\n",
+            "operation",
+            "n",
+            "p50 ms",
+            "p90 ms",
+            "p99 ms",
+            "ops/s",
+            "raw p50",
+            "ratio",
+            "min p50",
+            "vs min"
         ));
+        let ms = |s: Option<Summary>| {
+            s.map(|s| format!("{:.3}", s.p50_ms))
+                .unwrap_or_else(|| "-".into())
+        };
+        let times = |r: Option<f64>| r.map(|r| format!("{r:.2}x")).unwrap_or_else(|| "-".into());
         for row in &self.rows {
             let c = &row.catalog;
             out.push_str(&format!(
-                "{:<52} {:>8} {:>9.3} {:>9.3} {:>9.3} {:>10.1} {:>9} {:>7}\n",
+                "{:<52} {:>8} {:>9.3} {:>9.3} {:>9.3} {:>10.1} {:>9} {:>7} {:>9} {:>7}\n",
                 row.operation,
                 c.count,
                 c.p50_ms,
                 c.p90_ms,
                 c.p99_ms,
                 c.ops_per_second,
-                row.raw
-                    .map(|r| format!("{:.3}", r.p50_ms))
-                    .unwrap_or_else(|| "-".into()),
-                row.ratio_p50
-                    .map(|r| format!("{r:.2}x"))
-                    .unwrap_or_else(|| "-".into()),
+                ms(row.raw),
+                times(row.ratio_p50),
+                ms(row.minimum),
+                times(row.ratio_minimum_p50),
             ));
             if !row.details.is_null() {
                 out.push_str(&format!("    {}\n", row.details));
@@ -160,6 +199,74 @@ impl BenchReport {
         }
         out
     }
+}
+
+/// The table of targets for one or more backends' reports: one row per target, one column
+/// per report (a cell is `-` where the report lacks the scenario).
+pub fn backend_report(reports: &[BenchReport]) -> String {
+    let row = |report: &BenchReport, scenario: &str| -> Option<BenchRow> {
+        report.rows.iter().find(|r| r.scenario == scenario).cloned()
+    };
+    let times = |r: Option<f64>| r.map(|r| format!("{r:.2}×")).unwrap_or_else(|| "-".into());
+    type Cell<'a> = Box<dyn Fn(&BenchReport) -> String + 'a>;
+    let targets: Vec<(&str, Cell)> = vec![
+        (
+            "load vs raw read (≤ 1.10×)",
+            Box::new(|r| times(row(r, "load").and_then(|r| r.ratio_p50))),
+        ),
+        (
+            "commit vs raw read + conditional write",
+            Box::new(|r| times(row(r, "commit").and_then(|r| r.ratio_p50))),
+        ),
+        (
+            "commit vs physical minimum (≤ 1.10×)",
+            Box::new(|r| times(row(r, "commit").and_then(|r| r.ratio_minimum_p50))),
+        ),
+        (
+            "list, half dropped, vs raw listing (≤ 1.2×)",
+            Box::new(|r| times(row(r, "list").and_then(|r| r.ratio_p50))),
+        ),
+        (
+            "N writers: rate vs 1 writer (≥ 70 %), max attempts (≤ 32), lost updates (0)",
+            Box::new(|r| match row(r, "contention-n") {
+                Some(row) => format!(
+                    "{} writers: {:.0} %, max {}, lost {}",
+                    row.details["writers"],
+                    row.details["rate-vs-single-writer"].as_f64().unwrap_or(0.0) * 100.0,
+                    row.details["attempts-max"],
+                    row.details["lost-updates"],
+                ),
+                None => "-".into(),
+            }),
+        ),
+        (
+            "GC dry run vs raw listing of the warehouse (≤ 1.3×)",
+            Box::new(|r| match row(r, "gc") {
+                Some(row) => format!(
+                    "{} ({} objects, peak RSS {} MiB)",
+                    times(row.ratio_p50),
+                    row.details["objects-scanned"],
+                    row.details["peak-rss-kib-after"].as_u64().unwrap_or(0) / 1024
+                ),
+                None => "-".into(),
+            }),
+        ),
+    ];
+    let mut out = String::from("| target |");
+    for report in reports {
+        out.push_str(&format!(" {} |", report.store));
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---|".repeat(reports.len()));
+    out.push('\n');
+    for (name, cell) in &targets {
+        out.push_str(&format!("| {name} |"));
+        for report in reports {
+            out.push_str(&format!(" {} |", cell(report)));
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// Run the configured scenarios against `catalog`.

@@ -23,6 +23,23 @@ use crate::store::{PutMode, StoreKey};
 /// Snapshots kept in the metadata of the commit scenarios (files stay small).
 const KEEP_SNAPSHOTS: usize = 8;
 
+/// The raw conditional write of the commit scenario: the record read, one byte changed.
+async fn write_next(
+    store: &dyn crate::store::PointerStore,
+    key: &StoreKey,
+    current: Option<crate::store::Versioned>,
+    version: u64,
+) -> std::result::Result<(), crate::store::StoreError> {
+    if let Some(current) = current {
+        let mut value = current.value.to_vec();
+        value[0] = b'0' + (version % 10) as u8;
+        store
+            .put(key, Bytes::from(value), PutMode::Update(current.version))
+            .await?;
+    }
+    Ok(())
+}
+
 pub(super) struct Bench {
     catalog: Catalog,
     duration: Duration,
@@ -111,7 +128,9 @@ impl Bench {
             self.catalog.registry(),
         )?;
         let location = self.write(&metadata).await?;
-        self.catalog.register(&id, &source(1)?, &location).await?;
+        self.catalog
+            .register(&id, Some(&source(1)?), &location)
+            .await?;
         Ok((id, metadata, location))
     }
 
@@ -157,8 +176,9 @@ impl Bench {
             raw.push(start.elapsed());
         }
         Ok(vec![
-            BenchRow::new("load vs raw read", &load, Some(&raw)),
+            BenchRow::new("load", "load vs raw read", &load, Some(&raw)),
             BenchRow::new(
+                "load-if-changed",
                 "load_if_changed (unchanged) vs raw read",
                 &unchanged,
                 Some(&raw),
@@ -169,13 +189,28 @@ impl Bench {
     pub(super) async fn commit(&self) -> Result<BenchRow> {
         let (id, mut metadata, mut location) = self.index("commit").await?;
         let store = self.catalog.store().clone();
+        let warehouse = self.catalog.warehouse().clone();
         let raw_key = self.raw_key("commit")?;
         let unavailable = |err| crate::catalog::write::store_error(store.as_ref(), err);
+        let object_error = |err| {
+            crate::Error::with_source(ErrorKind::StoreUnavailable, "reading a metadata file", err)
+        };
         store
             .put(&raw_key, Bytes::from(vec![b'x'; 600]), PutMode::Create)
             .await
             .map_err(unavailable)?;
-        let (mut commits, mut raw) = (Samples::default(), Samples::default());
+        // A raw read + conditional write of the raw key.
+        let read_write = |version: u64| {
+            let (store, raw_key) = (&store, &raw_key);
+            async move {
+                let current = store.get(raw_key).await.map_err(unavailable)?;
+                write_next(store.as_ref(), raw_key, current, version)
+                    .await
+                    .map_err(unavailable)
+            }
+        };
+        let (mut commits, mut raw, mut minimum) =
+            (Samples::default(), Samples::default(), Samples::default());
         let deadline = Instant::now() + self.duration;
         let mut version = 1;
         // Warm the cache with the base, as a publisher that just wrote it would have.
@@ -185,32 +220,36 @@ impl Bench {
             let (next, next_location) = self.next(&metadata, version).await?;
             let start = Instant::now();
             self.catalog
-                .commit(&id, &source(version)?, &location, &next_location)
+                .commit(&id, Some(&source(version)?), &location, &next_location)
                 .await?;
             commits.push(start.elapsed());
             (metadata, location) = (next, next_location);
 
             let start = Instant::now();
-            let current = store.get(&raw_key).await.map_err(unavailable)?;
-            if let Some(current) = current {
-                let mut value = current.value.to_vec();
-                value[0] = b'0' + (version % 10) as u8;
-                store
-                    .put(
-                        &raw_key,
-                        Bytes::from(value),
-                        PutMode::Update(current.version),
-                    )
-                    .await
-                    .map_err(unavailable)?;
-            }
+            read_write(version).await?;
             raw.push(start.elapsed());
+
+            // The physical minimum: the pointer and the new metadata file (the one just
+            // committed: same size) read concurrently, then the conditional write.
+            let path = warehouse.path(&warehouse.relative(&location)?)?;
+            let start = Instant::now();
+            let (current, file) = futures::join!(store.get(&raw_key), async {
+                warehouse.object_store().get(&path).await?.bytes().await
+            });
+            let current = current.map_err(unavailable)?;
+            std::hint::black_box(file.map_err(object_error)?);
+            write_next(store.as_ref(), &raw_key, current, version)
+                .await
+                .map_err(unavailable)?;
+            minimum.push(start.elapsed());
         }
         Ok(BenchRow::new(
+            "commit",
             "commit vs raw read + conditional write",
             &commits,
             Some(&raw),
-        ))
+        )
+        .with_minimum(&minimum))
     }
 
     /// `writers` writers publish on one index with reload-and-retry.
@@ -253,7 +292,7 @@ impl Bench {
                             .catalog
                             .commit(
                                 &id,
-                                &source(version)?,
+                                Some(&source(version)?),
                                 &current.metadata_location,
                                 &location,
                             )
@@ -309,9 +348,15 @@ impl Bench {
         let (many, many_details) = self.race(writers).await?;
         let single_rate = single_details["commits-per-second"].as_f64().unwrap_or(0.0);
         let many_rate = many_details["commits-per-second"].as_f64().unwrap_or(0.0);
-        let mut one = BenchRow::new("contention: 1 writer (commit incl. retries)", &single, None);
+        let mut one = BenchRow::new(
+            "contention-1",
+            "contention: 1 writer (commit incl. retries)",
+            &single,
+            None,
+        );
         one.details = single_details;
         let mut row = BenchRow::new(
+            "contention-n",
             &format!("contention: {writers} writers (incl. retries)"),
             &many,
             None,
@@ -327,9 +372,32 @@ impl Bench {
     }
 
     pub(super) async fn list(&self, size: usize) -> Result<BenchRow> {
-        let namespace = self.namespace(&format!("list-{size}")).await?;
-        let existing = self.count(&namespace).await?;
-        if existing < size {
+        let namespace = self.namespace(&format!("list-{size}-half-dropped")).await?;
+        let store = self.catalog.store();
+        let prefix = namespace.indexes_prefix();
+        let raw_listing = || async {
+            let mut keys = Vec::new();
+            let mut after: Option<StoreKey> = None;
+            loop {
+                let page = store
+                    .list(&prefix, after.as_ref(), 1000)
+                    .await
+                    .map_err(|err| crate::catalog::write::store_error(store.as_ref(), err))?;
+                after = page.entries.last().map(|e| e.key.clone());
+                keys.extend(page.entries.into_iter().map(|e| e.key));
+                if !page.more {
+                    return Ok::<_, crate::Error>(keys);
+                }
+            }
+        };
+        let name = |i: usize| format!("index-{i:07}");
+        if self.count(&namespace).await? != size / 2 {
+            // Register what was never registered, then drop every odd identifier.
+            let existing: std::collections::HashSet<String> = raw_listing()
+                .await?
+                .into_iter()
+                .map(|k| k.to_string())
+                .collect();
             let metadata = IndexMetadata::create(
                 contents(1, "list")?,
                 BTreeMap::new(),
@@ -339,12 +407,17 @@ impl Bench {
             )?;
             let location = self.write(&metadata).await?;
             let source = source(1)?;
-            futures::stream::iter(existing..size)
-                .map(|i| {
-                    let (namespace, location, source) = (&namespace, &location, &source);
+            let missing: Vec<IndexIdentifier> = (0..size)
+                .map(|i| IndexIdentifier::new(namespace.clone(), name(i)))
+                .collect::<Result<Vec<_>>>()?
+                .into_iter()
+                .filter(|id| !existing.contains(id.store_key().as_str()))
+                .collect();
+            futures::stream::iter(missing)
+                .map(|id| {
+                    let (location, source) = (&location, &source);
                     async move {
-                        let id = IndexIdentifier::new(namespace.clone(), format!("index-{i:07}"))?;
-                        match self.catalog.register(&id, source, location).await {
+                        match self.catalog.register(&id, Some(source), location).await {
                             Err(err) if err.kind() != ErrorKind::AlreadyExists => Err(err),
                             _ => Ok(()),
                         }
@@ -353,9 +426,21 @@ impl Bench {
                 .buffer_unordered(32)
                 .try_collect::<Vec<()>>()
                 .await?;
+            futures::stream::iter((1..size).step_by(2))
+                .map(|i| {
+                    let namespace = &namespace;
+                    async move {
+                        let id = IndexIdentifier::new(namespace.clone(), name(i))?;
+                        match self.catalog.drop_index(&id).await {
+                            Err(err) if err.kind() != ErrorKind::IndexNotFound => Err(err),
+                            _ => Ok(()),
+                        }
+                    }
+                })
+                .buffer_unordered(32)
+                .try_collect::<Vec<()>>()
+                .await?;
         }
-        let store = self.catalog.store();
-        let prefix = namespace.indexes_prefix();
         let (mut listed, mut raw) = (Samples::default(), Samples::default());
         let deadline = Instant::now() + self.duration;
         while Instant::now() < deadline || listed.is_empty() {
@@ -363,25 +448,16 @@ impl Bench {
             self.count(&namespace).await?;
             listed.push(start.elapsed());
             let start = Instant::now();
-            let mut after: Option<StoreKey> = None;
-            loop {
-                let page = store
-                    .list(&prefix, after.as_ref(), 1000)
-                    .await
-                    .map_err(|err| crate::catalog::write::store_error(store.as_ref(), err))?;
-                after = page.entries.last().map(|e| e.key.clone());
-                if !page.more {
-                    break;
-                }
-            }
+            std::hint::black_box(raw_listing().await?);
             raw.push(start.elapsed());
         }
         let mut row = BenchRow::new(
-            &format!("list {size} identifiers vs raw listing"),
+            "list",
+            &format!("list {size} identifiers, half dropped, vs raw listing"),
             &listed,
             Some(&raw),
         );
-        row.details = json!({"page-size": 1000});
+        row.details = json!({"page-size": 1000, "visible": size / 2});
         Ok(row)
     }
 
@@ -434,6 +510,7 @@ impl Bench {
             raw.push(start.elapsed());
         }
         let mut row = BenchRow::new(
+            "parse",
             &format!("parse+validate {snapshots} snapshots vs serde_json::Value"),
             &strict,
             Some(&raw),
@@ -449,35 +526,23 @@ impl Bench {
     pub(super) async fn gc(&self, objects: usize) -> Result<BenchRow> {
         let warehouse = self.catalog.warehouse();
         let base = format!("indexes/parqdb-bench-gc-{objects}");
-        let done = warehouse.path(&format!("{base}/complete"));
-        let store = warehouse.object_store().clone();
-        if store.head(&done).await.is_err() {
+        let done = format!("{base}/complete");
+        if warehouse.head(&done).await?.is_none() {
             futures::stream::iter(0..objects)
                 .map(|i| {
-                    let store = store.clone();
-                    let path = warehouse.path(&format!("{base}/{:03}/{i:08}.bin", i % 1000));
-                    async move { store.put(&path, Bytes::from_static(b"x").into()).await }
+                    let name = format!("{base}/{:03}/{i:08}.bin", i % 1000);
+                    async move {
+                        warehouse
+                            .put_if_absent(&name, Bytes::from_static(b"x"))
+                            .await
+                    }
                 })
                 .buffer_unordered(64)
                 .try_collect::<Vec<_>>()
-                .await
-                .map_err(|err| {
-                    crate::Error::with_source(
-                        ErrorKind::StoreUnavailable,
-                        "writing GC bench objects",
-                        err,
-                    )
-                })?;
-            store
-                .put(&done, Bytes::from_static(b"done").into())
-                .await
-                .map_err(|err| {
-                    crate::Error::with_source(
-                        ErrorKind::StoreUnavailable,
-                        "writing GC bench marker",
-                        err,
-                    )
-                })?;
+                .await?;
+            warehouse
+                .put_if_absent(&done, Bytes::from_static(b"done"))
+                .await?;
         }
         let now = self.catalog.clock().now_ms();
         crate::gc::claim(&self.catalog, now).await?;
@@ -487,19 +552,41 @@ impl Bench {
         };
         let collector = crate::gc::GarbageCollector::new(self.catalog.clone(), config)?;
         let rss_before = peak_rss_kib();
-        let mut runs = Samples::default();
+        let (mut runs, mut raw) = (Samples::default(), Samples::default());
         let mut scanned = 0;
+        let mut listed = 0;
         let deadline = Instant::now() + self.duration;
         while Instant::now() < deadline || runs.is_empty() {
             let start = Instant::now();
             let report = collector.collect(self.catalog.clock().now_ms()).await?;
             runs.push(start.elapsed());
             scanned = report.scanned.objects;
+            // The raw primitive: one listing of every object of the warehouse.
+            let start = Instant::now();
+            listed = warehouse
+                .object_store()
+                .list(Some(warehouse.prefix()))
+                .try_fold(0u64, |n, _| async move { Ok(n + 1) })
+                .await
+                .map_err(|err| {
+                    crate::Error::with_source(
+                        ErrorKind::StoreUnavailable,
+                        "listing the warehouse",
+                        err,
+                    )
+                })?;
+            raw.push(start.elapsed());
         }
-        let mut row = BenchRow::new("gc dry run (whole warehouse)", &runs, None);
+        let mut row = BenchRow::new(
+            "gc",
+            "gc dry run vs raw listing of the warehouse",
+            &runs,
+            Some(&raw),
+        );
         let seconds = runs.summary().p50_ms / 1000.0;
         row.details = json!({
             "objects-scanned": scanned,
+            "objects-listed-raw": listed,
             "note": "the run also walks every pointer record of the catalog (roots)",
             "objects-per-second": if seconds > 0.0 { scanned as f64 / seconds } else { 0.0 },
             "peak-rss-kib-before": rss_before,

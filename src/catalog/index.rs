@@ -3,9 +3,10 @@
 use bytes::Bytes;
 use uuid::Uuid;
 
+use super::publication::{Publication, PublishWindow};
 use super::record::{PointerRecord, PointerState};
 use super::scan::decode_page_token;
-use super::write::{Basis, WriteOutcome, conditional_write, read_with_retry};
+use super::write::{Basis, WriteOutcome, conditional_write_listed, read_with_retry};
 use super::{Catalog, CommitResult, IdentifierPage, IndexPointer, LoadIfChanged, page_size};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::{IndexIdentifier, Namespace};
@@ -104,11 +105,12 @@ impl Catalog {
                 Basis::Commit(previous.record.commit_id),
             ),
         };
-        conditional_write(
+        conditional_write_listed(
             self.store().as_ref(),
             &identifier.store_key(),
             Bytes::from(record.to_bytes()),
             mode,
+            record.listing(),
             basis,
             record.commit_id,
             &self.inner.retry,
@@ -167,23 +169,42 @@ impl Catalog {
     pub(crate) async fn register_pointer(
         &self,
         identifier: &IndexIdentifier,
-        source: &TableDefinition,
+        source: Option<&TableDefinition>,
         metadata_location: &str,
     ) -> Result<IndexPointer> {
-        self.ensure_probed().await?;
-        self.require_namespace(identifier.namespace()).await?;
-        let metadata = self.read_metadata_from_warehouse(metadata_location).await?;
-        check_source(
-            source,
-            metadata.current_snapshot().source_table(),
-            metadata_location,
-        )?;
+        let publishing = self.warehouse().relative(metadata_location).ok();
+        self.ensure_writable(publishing.as_deref()).await?;
+        let window = PublishWindow::open(self.inner.publish_window);
+        window
+            .run(self.register_within(&window, identifier, source, metadata_location))
+            .await
+    }
 
+    /// register in the order of checks (see the module docs of [`crate::catalog`]):
+    /// namespace, absence, the metadata, the source binding, then the write.
+    async fn register_within(
+        &self,
+        window: &PublishWindow,
+        identifier: &IndexIdentifier,
+        source: Option<&TableDefinition>,
+        metadata_location: &str,
+    ) -> Result<IndexPointer> {
+        self.require_namespace(identifier.namespace()).await?;
+        // The first pointer read and the metadata's read and checks run concurrently;
+        // their errors are reported in the order of checks (the pointer's first).
+        let (first_read, publication) = futures::join!(
+            self.read_pointer(identifier),
+            self.prepare_publication(metadata_location)
+        );
+        let mut first_read = Some(first_read);
+        let mut checked: Option<(Publication, TableDefinition)> = None;
+        let mut publication = Some(publication);
         for _ in 0..MAX_REEVALUATIONS {
-            let previous = match self
-                .visibility(self.read_pointer(identifier).await?)
-                .await?
-            {
+            let stored = match first_read.take() {
+                Some(stored) => stored,
+                None => self.read_pointer(identifier).await,
+            };
+            let previous = match self.visibility(stored?).await? {
                 Visibility::Visible(_) => {
                     return Err(Error::new(
                         ErrorKind::AlreadyExists,
@@ -196,22 +217,32 @@ impl Catalog {
                 }
                 Visibility::Absent(previous) => previous,
             };
+            if let Some(publication) = publication.take() {
+                let publication = publication?;
+                let source = bound_source(source, &publication)?;
+                self.check_places(&publication, &source)?;
+                self.check_new_references(&publication, None).await?;
+                checked = Some((publication, source));
+            }
+            let Some((publication, source)) = &checked else {
+                continue; // unreachable: the first absent round checks the publication
+            };
             let commit_id = self.fresh_commit_id();
             let record = PointerRecord::created(
                 previous.as_ref().map(|p| &p.record),
-                metadata_location.to_owned(),
+                publication.location.clone(),
                 source.clone(),
                 commit_id,
                 self.now_ms(),
             );
-            match self
-                .write_pointer(identifier, previous.as_ref(), &record)
+            match window
+                .write(self.write_pointer(identifier, previous.as_ref(), &record))
                 .await?
             {
                 WriteOutcome::Applied(version) => {
                     return Ok(IndexPointer {
                         identifier: identifier.clone(),
-                        metadata_location: metadata_location.to_owned(),
+                        metadata_location: publication.location.clone(),
                         source: source.clone(),
                         version: version.map(|v| v.to_string()).unwrap_or_default(),
                     });
@@ -225,16 +256,47 @@ impl Catalog {
     pub(crate) async fn commit_pointer(
         &self,
         identifier: &IndexIdentifier,
-        source: &TableDefinition,
+        source: Option<&TableDefinition>,
         base: &str,
         new: &str,
     ) -> Result<CommitResult> {
-        self.ensure_probed().await?;
+        let publishing = self.warehouse().relative(new).ok();
+        self.ensure_writable(publishing.as_deref()).await?;
+        let window = PublishWindow::open(self.inner.publish_window);
+        window
+            .run(self.commit_within(&window, identifier, source, base, new))
+            .await
+    }
+
+    /// commit in the order of checks (see the module docs of [`crate::catalog`]):
+    /// existence, the base (or a replay), the new metadata, the successor rules, the
+    /// source binding, then the write.
+    async fn commit_within(
+        &self,
+        window: &PublishWindow,
+        identifier: &IndexIdentifier,
+        source: Option<&TableDefinition>,
+        base: &str,
+        new: &str,
+    ) -> Result<CommitResult> {
+        let warehouse = self.warehouse();
+        // Locations compare in canonical form; one that is not inside the warehouse can
+        // equal no stored location.
+        let base = warehouse
+            .canonical_location(base)
+            .unwrap_or_else(|_| base.to_owned());
+        let new_location = warehouse.canonical_location(new).ok();
+        // The first pointer read and the new metadata's read and checks run concurrently;
+        // their errors are reported in the order of checks (the pointer's first).
+        let (first_read, publication) =
+            futures::join!(self.read_pointer(identifier), self.prepare_publication(new));
+        let mut first_read = Some(first_read);
         for _ in 0..MAX_REEVALUATIONS {
-            let current = match self
-                .visibility(self.read_pointer(identifier).await?)
-                .await?
-            {
+            let stored = match first_read.take() {
+                Some(stored) => stored,
+                None => self.read_pointer(identifier).await,
+            };
+            let current = match self.visibility(stored?).await? {
                 Visibility::Visible(stored) if stored.record.state == PointerState::Moving => {
                     self.settle_rename(identifier, &stored).await?;
                     continue;
@@ -247,65 +309,64 @@ impl Catalog {
                 Visibility::Absent(_) => return Err(not_found(identifier)),
             };
             let location = &current.record.metadata_location;
-            if location != base {
-                if location == new {
+            if *location != base {
+                if new_location.as_deref() == Some(location.as_str()) {
+                    // `new` is current already: success only for a replay of the commit
+                    // that made it current.
+                    check_replay(identifier, &current.record, &base, source, &publication)?;
                     return Ok(CommitResult {
                         pointer: pointer(identifier, &current),
                         already_applied: true,
                     });
                 }
-                return Err(conflict(identifier, base, location));
+                return Err(conflict(identifier, &base, location));
             }
-            let new_metadata = self.read_metadata_from_warehouse(new).await?;
-            let base_metadata = self.read_metadata(base).await?;
-            new_metadata.check_successor_of(&base_metadata)?;
-            check_source(source, new_metadata.current_snapshot().source_table(), new)?;
+            let publication = match publication {
+                Ok(ref publication) => publication,
+                Err(err) => return Err(err),
+            };
+            let base_metadata = self.read_metadata(&base).await?;
+            publication.metadata.check_successor_of(&base_metadata)?;
+            let source = bound_source(source, publication)?;
+            self.check_places(publication, &source)?;
+            self.check_new_references(publication, Some(&base_metadata))
+                .await?;
 
             let commit_id = self.fresh_commit_id();
             let mut record = current
                 .record
                 .successor(PointerState::Live, commit_id, self.now_ms());
-            record.metadata_location = new.to_owned();
+            record.metadata_location = publication.location.clone();
             record.source = source.clone();
-            match self
-                .write_pointer(identifier, Some(&current), &record)
+            record.previous_location = Some(location.clone());
+            let new = &publication.location;
+            match window
+                .write(self.write_pointer(identifier, Some(&current), &record))
                 .await?
             {
                 WriteOutcome::Applied(version) => {
                     return Ok(CommitResult {
                         pointer: IndexPointer {
                             identifier: identifier.clone(),
-                            metadata_location: new.to_owned(),
-                            source: source.clone(),
+                            metadata_location: new.clone(),
+                            source,
                             version: version.map(|v| v.to_string()).unwrap_or_default(),
                         },
                         already_applied: false,
                     });
                 }
-                WriteOutcome::Lost => {
-                    // Someone else changed the pointer first. Re-read only to report
-                    // precisely: our own earlier attempt, a rename, a drop, or a conflict.
-                    let now = self.load_pointer(identifier).await?;
-                    if now.metadata_location == new {
-                        return Ok(CommitResult {
-                            pointer: now,
-                            already_applied: true,
-                        });
-                    }
-                    if now.metadata_location == base {
-                        // A write that kept the location (a rename that rolled back): the
-                        // base is still current, so this is no conflict. Re-evaluate.
-                        continue;
-                    }
-                    return Err(conflict(identifier, base, &now.metadata_location));
-                }
+                // Someone else changed the pointer first. Re-evaluate from the top, which
+                // reports precisely: a drop or rename, a replay of the same commit by
+                // another writer, a conflict, or — if the write kept the location (a
+                // rename that rolled back) — another attempt.
+                WriteOutcome::Lost => continue,
             }
         }
         Err(contended(identifier))
     }
 
     pub(crate) async fn drop_pointer(&self, identifier: &IndexIdentifier) -> Result<()> {
-        self.ensure_probed().await?;
+        self.ensure_writable(None).await?;
         for _ in 0..MAX_REEVALUATIONS {
             let current = match self
                 .visibility(self.read_pointer(identifier).await?)
@@ -354,12 +415,18 @@ impl Catalog {
                 .scan(&prefix, after.as_ref(), size - identifiers.len())
                 .await?;
             for (key, value) in page.records {
-                let record = PointerRecord::from_bytes(&value.value)?;
-                let stored = Stored {
-                    record,
-                    version: value.version,
+                let visible = match value {
+                    // The store's class says live.
+                    None => true,
+                    Some(value) => {
+                        let stored = Stored {
+                            record: PointerRecord::from_bytes(&value.value)?,
+                            version: value.version,
+                        };
+                        matches!(self.visibility(Some(stored)).await?, Visibility::Visible(_))
+                    }
                 };
-                if let Visibility::Visible(_) = self.visibility(Some(stored)).await? {
+                if visible {
                     identifiers.push(IndexIdentifier::from_store_key(key.as_str()).map_err(
                         |err| {
                             Error::new(
@@ -387,21 +454,75 @@ impl Catalog {
     }
 }
 
-fn check_source(
-    source: &TableDefinition,
-    snapshot_source: &TableDefinition,
-    location: &str,
-) -> Result<()> {
-    if source == snapshot_source {
-        Ok(())
-    } else {
-        Err(Error::new(
+/// The source binding a register or commit publishes: the requested one, which must
+/// equal the metadata's current snapshot's `source-table`, or by default that
+/// `source-table`.
+fn bound_source(
+    requested: Option<&TableDefinition>,
+    publication: &Publication,
+) -> Result<TableDefinition> {
+    let snapshot_source = publication.metadata.current_snapshot().source_table();
+    match requested {
+        None => Ok(snapshot_source.clone()),
+        Some(source) if source == snapshot_source => Ok(source.clone()),
+        Some(_) => Err(Error::new(
             ErrorKind::InvalidIndexMetadata,
             format!(
-                "the source binding does not equal the current snapshot's `source-table` in `{location}`"
+                "the source binding does not equal the current snapshot's `source-table` in `{}`",
+                publication.location
             ),
-        ))
+        )),
     }
+}
+
+/// Whether a commit whose `new` is already current is a replay of the commit that made it
+/// current: the record must name `base` as the location it replaced, and the requested
+/// source binding (by default the new metadata's `source-table`) must be the stored one.
+/// Anything else is `COMMIT_CONFLICT`: the base is not current, and this request did not
+/// produce the current state.
+fn check_replay(
+    identifier: &IndexIdentifier,
+    record: &PointerRecord,
+    base: &str,
+    source: Option<&TableDefinition>,
+    publication: &Result<Publication>,
+) -> Result<()> {
+    let current = &record.metadata_location;
+    match &record.previous_location {
+        Some(previous) if previous == base => {}
+        Some(previous) => {
+            return Err(Error::new(
+                ErrorKind::CommitConflict,
+                format!(
+                    "commit to {identifier} is based on `{base}`, but the current metadata `{current}` replaced `{previous}`: this request is not a retry of the commit that made it current; reload and reapply"
+                ),
+            ));
+        }
+        None => {
+            return Err(Error::new(
+                ErrorKind::CommitConflict,
+                format!(
+                    "commit to {identifier} is based on `{base}`, but the current metadata is already `{current}` and the pointer does not record which location it replaced, so the request cannot be recognised as a retry; reload and reapply"
+                ),
+            ));
+        }
+    }
+    let requested = match source {
+        Some(source) => source,
+        None => match publication {
+            Ok(publication) => publication.metadata.current_snapshot().source_table(),
+            Err(err) => return Err(Error::new(err.kind(), err.message())),
+        },
+    };
+    if *requested != record.source {
+        return Err(Error::new(
+            ErrorKind::CommitConflict,
+            format!(
+                "commit to {identifier}: `{current}` is already current, but bound to another source than this request's; this request is not a retry of the commit that made it current; reload and reapply"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn conflict(identifier: &IndexIdentifier, base: &str, current: &str) -> Error {
@@ -415,7 +536,7 @@ fn conflict(identifier: &IndexIdentifier, base: &str, current: &str) -> Error {
 
 fn contended(identifier: &IndexIdentifier) -> Error {
     Error::new(
-        ErrorKind::CommitConflict,
+        ErrorKind::ConcurrentModification,
         format!("{identifier} kept changing under concurrent writers; reload and retry"),
     )
 }

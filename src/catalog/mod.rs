@@ -6,6 +6,43 @@
 //! compare-and-swap, ambiguous-outcome resolution ([`mod@write`]), the rename protocol
 //! ([`mod@rename`]) and the capability probe. Backends only store bytes under conditions.
 //!
+//! # The order of checks
+//! Every entry point — this library's [`IndexCatalog`], the CLI, the Lambda functions and
+//! the remote [`LambdaCatalog`](crate::remote::LambdaCatalog) — reaches these same
+//! functions, so a request gets the same error whichever way it comes in. The catalog's
+//! state is checked before the request's content: a writer that lost a race learns that
+//! it lost the race, whatever else is wrong with its request.
+//!
+//! | # | `register(identifier, source?, location)` | `commit(identifier, source?, base, new)` |
+//! |---|---|---|
+//! | 1 | request shape and identifier (`INVALID_REQUEST`, `INVALID_IDENTIFIER`; at the entry point) | same |
+//! | 2 | the namespace exists (`NAMESPACE_NOT_FOUND`) | the identifier exists (`INDEX_NOT_FOUND`) |
+//! | 3 | the identifier is absent (`ALREADY_EXISTS`) | `base` is current (`COMMIT_CONFLICT`), unless the request is a [replay](#idempotent-replay) |
+//! | 4 | the metadata file: inside the warehouse, under `metadata/`, not condemned, readable; its `format-version` (`UNSUPPORTED_FORMAT_VERSION`), then its format and invariants (`INVALID_INDEX_METADATA`) | same, for `new` |
+//! | 5 | — | the successor rules against `base` (`INDEX_UUID_MISMATCH`, then `INVALID_INDEX_METADATA`; see [`IndexMetadata::check_successor_of`]) |
+//! | 6 | the source binding: an explicit `source` must equal the current snapshot's `source-table`; none binds that `source-table` (`INVALID_INDEX_METADATA`) | same |
+//! | 7 | family references the collector condemned (`INVALID_INDEX_METADATA`) | same, for references `base` did not have |
+//! | 8 | the conditional write; lost to another register: `ALREADY_EXISTS`; the record kept changing: `CONCURRENT_MODIFICATION` | lost: re-evaluated from 2 (so a lost race is `COMMIT_CONFLICT`); the record kept changing with `base` current: `CONCURRENT_MODIFICATION` |
+//!
+//! Before any of it, a catalog's first write probes the store and claims the warehouse
+//! (`STORE_UNSUPPORTED`, `WAREHOUSE_NOT_OWNED`); store failures are `STORE_UNAVAILABLE`
+//! (transient, retry after backing off) or `STORE_REFUSED` (permanent), and a write whose
+//! outcome cannot be determined is `COMMIT_STATE_UNKNOWN`. drop, rename and the namespace
+//! operations check existence first and give up under contention with
+//! `CONCURRENT_MODIFICATION` too.
+//!
+//! The source binding defaults **in the catalog**, not at the entry point: a request
+//! without a source costs the same checks in the same order as one with it.
+//!
+//! # Idempotent replay
+//! A commit whose `new` is already current succeeds with `already_applied: true` only if
+//! it is a retry of the commit that made `new` current: the pointer record keeps the
+//! location that commit replaced (`previous-location`, see [`record`]), which must equal
+//! `base`, and the requested source binding (by default `new`'s `source-table`) must equal
+//! the stored one. Any other request whose `base` is not current is `COMMIT_CONFLICT`,
+//! including a replay against a record written before `previous-location` existed (or one
+//! created by register or rename, which replaced nothing).
+//!
 //! ```
 //! use std::sync::Arc;
 //! use parqdb_catalog::catalog::{Catalog, IndexCatalog};
@@ -27,7 +64,9 @@
 mod cache;
 mod index;
 mod namespace;
+pub mod ownership;
 pub mod probe_memo;
+mod publication;
 pub mod record;
 pub mod rename;
 mod scan;
@@ -41,6 +80,7 @@ use serde::Serialize;
 use tokio::sync::OnceCell;
 
 pub use cache::MetadataCache;
+pub use publication::PUBLISH_WINDOW;
 pub use write::RetryPolicy;
 
 use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
@@ -124,19 +164,25 @@ pub trait IndexCatalog: Send + Sync {
         version: &str,
     ) -> Result<LoadIfChanged>;
 
-    /// Create a source-bound mapping only if the identifier is absent.
+    /// Create a source-bound mapping only if the identifier is absent. `source` is the
+    /// source binding; `None` binds the metadata's current snapshot's `source-table`
+    /// (which an explicit source must equal). Errors in the [order of checks](self#the-order-of-checks).
     async fn register(
         &self,
         identifier: &IndexIdentifier,
-        source: &TableDefinition,
+        source: Option<&TableDefinition>,
         metadata_location: &str,
     ) -> Result<IndexPointer>;
 
-    /// Replace the current location with `new` only if it equals `base`.
+    /// Replace the current location with `new` only if it equals `base`. `source` is the
+    /// new source binding; `None` binds the new metadata's current snapshot's
+    /// `source-table`. A retry of the commit that produced the current state succeeds
+    /// with `already_applied` ([replays](self#idempotent-replay)). Errors in the
+    /// [order of checks](self#the-order-of-checks).
     async fn commit(
         &self,
         identifier: &IndexIdentifier,
-        source: &TableDefinition,
+        source: Option<&TableDefinition>,
         base: &str,
         new: &str,
     ) -> Result<CommitResult>;
@@ -197,8 +243,11 @@ struct Inner {
     ids: Arc<dyn IdGenerator>,
     cache: MetadataCache,
     retry: RetryPolicy,
+    publish_window: std::time::Duration,
     probe_on_first_write: bool,
     probed: OnceCell<()>,
+    /// When ownership of the warehouse was last confirmed (monotonic).
+    owned: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// Configures a [`Catalog`].
@@ -211,6 +260,7 @@ pub struct CatalogBuilder {
     ids: Arc<dyn IdGenerator>,
     cache_capacity: usize,
     retry: RetryPolicy,
+    publish_window: std::time::Duration,
     probe_on_first_write: bool,
 }
 
@@ -245,6 +295,13 @@ impl CatalogBuilder {
         self
     }
 
+    /// Bound register and commit by a shorter window than [`PUBLISH_WINDOW`] (longer ones
+    /// are capped: the garbage collector's safety argument relies on the bound).
+    pub fn publish_window(mut self, window: std::time::Duration) -> Self {
+        self.publish_window = window.min(PUBLISH_WINDOW);
+        self
+    }
+
     /// Whether to run the capability probe before the first write (default `true`; a
     /// recent pass recorded in the store counts, see [`probe_memo`]). Turn it off only for
     /// a store you have probed yourself.
@@ -264,8 +321,10 @@ impl CatalogBuilder {
                 ids: self.ids,
                 cache: MetadataCache::new(self.cache_capacity),
                 retry: self.retry,
+                publish_window: self.publish_window,
                 probe_on_first_write: self.probe_on_first_write,
                 probed: OnceCell::new(),
+                owned: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -283,6 +342,7 @@ impl Catalog {
             ids: Arc::new(RandomIds),
             cache_capacity: cache::DEFAULT_CAPACITY,
             retry: RetryPolicy::default(),
+            publish_window: PUBLISH_WINDOW,
             probe_on_first_write: true,
         }
     }
@@ -317,17 +377,42 @@ impl Catalog {
         probe(self.inner.store.as_ref(), self.inner.ids.as_ref()).await
     }
 
-    /// Refuse to write to a store that fails the probe (once per catalog; skipped while
-    /// the store holds a recent pass, see [`probe_memo`]).
-    async fn ensure_probed(&self) -> Result<()> {
-        if !self.inner.probe_on_first_write {
+    /// Make sure this catalog owns its warehouse: claim it if it is unclaimed and unused,
+    /// refuse it (`WAREHOUSE_NOT_OWNED`) if another catalog (or a copy of this one's store)
+    /// owns it, or (`INVALID_CONFIGURATION`) if it lies inside another warehouse's managed
+    /// prefixes or holds data without a marker. Every write does this before its first
+    /// store call (a confirmation is trusted for [`ownership::OWNERSHIP_TTL`]); call it to
+    /// do it up front (at start-up).
+    pub async fn claim_warehouse(&self) -> Result<()> {
+        self.ensure_owned(None).await
+    }
+
+    async fn ensure_owned(&self, publishing: Option<&str>) -> Result<()> {
+        let fresh = |at: &Option<std::time::Instant>| {
+            at.is_some_and(|at| at.elapsed() < ownership::OWNERSHIP_TTL)
+        };
+        if fresh(&self.inner.owned.lock().unwrap_or_else(|e| e.into_inner())) {
             return Ok(());
         }
-        self.inner
-            .probed
-            .get_or_try_init(|| probe_memo::probe_unless_recent(self))
-            .await
-            .map(|_| ())
+        let started = std::time::Instant::now();
+        ownership::ensure_owned(self, publishing).await?;
+        *self.inner.owned.lock().unwrap_or_else(|e| e.into_inner()) = Some(started);
+        Ok(())
+    }
+
+    /// Before a write: refuse a store that fails the probe (once per catalog; skipped while
+    /// the store holds a recent pass, see [`probe_memo`]), and make
+    /// sure this catalog owns its warehouse ([`Catalog::claim_warehouse`]; `publishing` is
+    /// the name of the metadata file a register or commit publishes, which a first write
+    /// may find in an otherwise unused warehouse).
+    async fn ensure_writable(&self, publishing: Option<&str>) -> Result<()> {
+        if self.inner.probe_on_first_write {
+            self.inner
+                .probed
+                .get_or_try_init(|| probe_memo::probe_unless_recent(self))
+                .await?;
+        }
+        self.ensure_owned(publishing).await
     }
 
     /// Read, parse and validate a metadata file (cached by location).
@@ -388,7 +473,7 @@ impl IndexCatalog for Catalog {
     async fn register(
         &self,
         identifier: &IndexIdentifier,
-        source: &TableDefinition,
+        source: Option<&TableDefinition>,
         metadata_location: &str,
     ) -> Result<IndexPointer> {
         self.register_pointer(identifier, source, metadata_location)
@@ -398,7 +483,7 @@ impl IndexCatalog for Catalog {
     async fn commit(
         &self,
         identifier: &IndexIdentifier,
-        source: &TableDefinition,
+        source: Option<&TableDefinition>,
         base: &str,
         new: &str,
     ) -> Result<CommitResult> {

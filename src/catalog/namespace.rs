@@ -15,7 +15,7 @@ use bytes::Bytes;
 use super::index::{MAX_REEVALUATIONS, Visibility};
 use super::record::{NamespaceRecord, PointerRecord};
 use super::scan::decode_page_token;
-use super::write::{Basis, WriteOutcome, conditional_write, read_with_retry};
+use super::write::{Basis, WriteOutcome, conditional_write_listed, read_with_retry};
 use super::{Catalog, NamespacePage, page_size};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::Namespace;
@@ -56,11 +56,12 @@ impl Catalog {
                 Basis::Commit(previous.commit_id),
             ),
         };
-        conditional_write(
+        conditional_write_listed(
             self.store().as_ref(),
             &namespace.store_key(),
             Bytes::from(record.to_bytes()),
             mode,
+            record.listing(),
             basis,
             record.commit_id,
             &self.inner.retry,
@@ -73,7 +74,7 @@ impl Catalog {
         namespace: &Namespace,
         properties: BTreeMap<String, String>,
     ) -> Result<()> {
-        self.ensure_probed().await?;
+        self.ensure_writable(None).await?;
         if let Some(parent) = namespace.parent() {
             self.require_namespace(&parent).await?;
         }
@@ -101,7 +102,7 @@ impl Catalog {
             }
         }
         Err(Error::new(
-            ErrorKind::CommitConflict,
+            ErrorKind::ConcurrentModification,
             format!("namespace {namespace} kept changing under concurrent writers; retry"),
         ))
     }
@@ -137,7 +138,11 @@ impl Catalog {
                 .scan(&prefix, after.as_ref(), size - namespaces.len())
                 .await?;
             for (key, value) in page.records {
-                if NamespaceRecord::from_bytes(&value.value)?.exists {
+                let exists = match value {
+                    None => true,
+                    Some(value) => NamespaceRecord::from_bytes(&value.value)?.exists,
+                };
+                if exists {
                     namespaces.push(Namespace::from_store_key(key.as_str()).map_err(|err| {
                         Error::new(
                             ErrorKind::CorruptRecord,
@@ -168,15 +173,17 @@ impl Catalog {
         loop {
             let page = self.scan(prefix, after.as_ref(), 100).await?;
             for (key, value) in &page.records {
-                let visible = if indexes {
-                    let record = PointerRecord::from_bytes(&value.value)?;
-                    let stored = super::index::Stored {
-                        record,
-                        version: value.version.clone(),
-                    };
-                    matches!(self.visibility(Some(stored)).await?, Visibility::Visible(_))
-                } else {
-                    NamespaceRecord::from_bytes(&value.value)?.exists
+                let visible = match value {
+                    None => true,
+                    Some(value) if indexes => {
+                        let record = PointerRecord::from_bytes(&value.value)?;
+                        let stored = super::index::Stored {
+                            record,
+                            version: value.version.clone(),
+                        };
+                        matches!(self.visibility(Some(stored)).await?, Visibility::Visible(_))
+                    }
+                    Some(value) => NamespaceRecord::from_bytes(&value.value)?.exists,
                 };
                 if visible {
                     return Ok(true);
@@ -190,7 +197,7 @@ impl Catalog {
     }
 
     pub(crate) async fn drop_namespace_record(&self, namespace: &Namespace) -> Result<()> {
-        self.ensure_probed().await?;
+        self.ensure_writable(None).await?;
         for _ in 0..MAX_REEVALUATIONS {
             let current = match self.namespace_record(namespace).await? {
                 Some(current) if current.0.exists => current,
@@ -224,7 +231,7 @@ impl Catalog {
             }
         }
         Err(Error::new(
-            ErrorKind::CommitConflict,
+            ErrorKind::ConcurrentModification,
             format!("namespace {namespace} kept changing under concurrent writers; retry"),
         ))
     }

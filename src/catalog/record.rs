@@ -12,7 +12,8 @@
 //!   "commit-id": "6f1c…",
 //!   "created-by": "2d9a…",
 //!   "previous-commit-ids": ["2d9a…"],
-//!   "updated-ms": 1750000000000
+//!   "updated-ms": 1750000000000,
+//!   "previous-location": "s3://bucket/wh/metadata/…/00000.metadata.json"
 //! }
 //! ```
 //!
@@ -20,6 +21,14 @@
 //! key in `previous-commit-ids`, so a writer whose outcome was ambiguous can read back and
 //! see whether its write landed, even if others wrote after it. `created-by` names the
 //! register or rename that created the current incarnation and survives later commits.
+//!
+//! `previous-location` (optional) is the metadata location the commit that set
+//! `metadata-location` replaced, i.e. that commit's base. It lets a replayed commit be
+//! recognised exactly (see [`crate::catalog`]): a retry of the commit that produced the
+//! current state names the same base. Register and rename create records without it
+//! (nothing was replaced); records written before it existed lack it too, and a replay
+//! against them is answered `COMMIT_CONFLICT`. Readers older than this field refuse records
+//! that carry it (`CORRUPT_RECORD`), so upgrade every reader before the first commit.
 //!
 //! States: `live` (visible), `moving` (visible, a rename to `rename.to` is under way),
 //! `dropped` (a tombstone: invisible; `updated-ms` is when the mapping lost reachability,
@@ -33,6 +42,7 @@ use uuid::Uuid;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::IndexIdentifier;
 use crate::metadata::TableDefinition;
+use crate::store::Listing;
 
 /// How many earlier commit ids a record remembers.
 pub const HISTORY: usize = 16;
@@ -83,6 +93,21 @@ pub struct PointerRecord {
     /// The rename under way or done, for `moving` and renamed-away `dropped` records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rename: Option<RenameIntent>,
+    /// The metadata location that the commit which set `metadata_location` replaced (its
+    /// base); `None` after a register or rename, and in records written before the field.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present_string"
+    )]
+    pub previous_location: Option<String>,
+}
+
+/// An optional field that, when present, is a string (`null` is refused).
+fn present_string<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Option<String>, D::Error> {
+    String::deserialize(deserializer).map(Some)
 }
 
 impl PointerRecord {
@@ -105,10 +130,12 @@ impl PointerRecord {
             previous_commit_ids: previous.map(PointerRecord::chain).unwrap_or_default(),
             updated_ms: now_ms,
             rename: None,
+            previous_location: None,
         }
     }
 
-    /// The successor of this record written by `commit_id`, in `state`.
+    /// The successor of this record written by `commit_id`, in `state` (same location,
+    /// source and `previous_location`; a commit then sets the new ones).
     pub fn successor(&self, state: PointerState, commit_id: Uuid, now_ms: i64) -> PointerRecord {
         PointerRecord {
             state,
@@ -135,6 +162,16 @@ impl PointerRecord {
         self.commit_id == commit_id
             || self.created_by == commit_id
             || self.previous_commit_ids.contains(&commit_id)
+    }
+
+    /// How the record shows in listings: a live record is visible by its class alone, a
+    /// `moving` one only after checking its rename's destination, a tombstone not at all.
+    pub fn listing(&self) -> Listing {
+        match self.state {
+            PointerState::Live => Listing::Shown,
+            PointerState::Moving => Listing::Check,
+            PointerState::Dropped => Listing::Hidden,
+        }
     }
 
     /// Parse a stored record.
@@ -201,6 +238,15 @@ impl NamespaceRecord {
         }
     }
 
+    /// How the record shows in listings: an existing namespace is shown, a tombstone not.
+    pub fn listing(&self) -> Listing {
+        if self.exists {
+            Listing::Shown
+        } else {
+            Listing::Hidden
+        }
+    }
+
     /// Parse a stored record.
     pub fn from_bytes(bytes: &[u8]) -> Result<NamespaceRecord> {
         parse_record(bytes, "namespace")
@@ -252,10 +298,18 @@ fn parse_record<T: serde::de::DeserializeOwned + HasVersion>(
     bytes: &[u8],
     what: &str,
 ) -> Result<T> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let record: T = serde_path_to_error::deserialize(&mut de)
-        .map_err(|err| corrupt(what, format!("at `{}`: {}", err.path(), err.inner())))?;
-    de.end().map_err(|err| corrupt(what, err))?;
+    // The plain parse is as strict (unknown fields, duplicates and trailing data are errors)
+    // and faster; only a failure is parsed again to name the JSON path.
+    let record: T = match serde_json::from_slice(bytes) {
+        Ok(record) => record,
+        Err(_) => {
+            let mut de = serde_json::Deserializer::from_slice(bytes);
+            let record: T = serde_path_to_error::deserialize(&mut de)
+                .map_err(|err| corrupt(what, format!("at `{}`: {}", err.path(), err.inner())))?;
+            de.end().map_err(|err| corrupt(what, err))?;
+            record
+        }
+    };
     if record.record_version() != RECORD_VERSION {
         return Err(corrupt(
             what,
@@ -286,5 +340,66 @@ impl HasVersion for PointerRecord {
 impl HasVersion for NamespaceRecord {
     fn record_version(&self) -> i32 {
         self.record_version
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(previous_location: Option<&str>) -> PointerRecord {
+        let source = TableDefinition::new("parquet", BTreeMap::new()).expect("valid");
+        let mut record = PointerRecord::created(
+            None,
+            "s3://b/wh/metadata/2.json".into(),
+            source,
+            Uuid::from_u128(1),
+            7,
+        );
+        record.previous_location = previous_location.map(str::to_owned);
+        record
+    }
+
+    #[test]
+    fn previous_location_is_optional_and_strict() {
+        // Written by commit, it round-trips.
+        let committed = record(Some("s3://b/wh/metadata/1.json"));
+        let bytes = committed.to_bytes();
+        assert!(
+            String::from_utf8_lossy(&bytes)
+                .contains(r#""previous-location":"s3://b/wh/metadata/1.json""#)
+        );
+        assert_eq!(
+            PointerRecord::from_bytes(&bytes).expect("parses"),
+            committed
+        );
+        // Records without it (register, rename, or written before it existed) parse.
+        let old = record(None);
+        let bytes = old.to_bytes();
+        assert!(!String::from_utf8_lossy(&bytes).contains("previous-location"));
+        assert_eq!(PointerRecord::from_bytes(&bytes).expect("parses"), old);
+        // `null` and other types are corrupt, as everywhere in records.
+        let mut value: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+        for bad in [
+            serde_json::Value::Null,
+            serde_json::json!(1),
+            serde_json::json!([]),
+        ] {
+            value["previous-location"] = bad;
+            let err = PointerRecord::from_bytes(&serde_json::to_vec(&value).expect("json"))
+                .expect_err("refused");
+            assert_eq!(err.kind(), ErrorKind::CorruptRecord, "{err}");
+        }
+        // A successor keeps it; a new incarnation drops it.
+        let moved = committed.successor(PointerState::Moving, Uuid::from_u128(2), 8);
+        assert_eq!(moved.previous_location, committed.previous_location);
+        let again = PointerRecord::created(
+            Some(&committed),
+            "s3://b/wh/metadata/3.json".into(),
+            committed.source.clone(),
+            Uuid::from_u128(3),
+            9,
+        );
+        assert_eq!(again.previous_location, None);
     }
 }

@@ -145,7 +145,7 @@ impl Catalog {
                 .await?;
         }
         Err(Error::new(
-            ErrorKind::CommitConflict,
+            ErrorKind::ConcurrentModification,
             format!("the rename of {source} kept changing under concurrent writers; retry"),
         ))
     }
@@ -155,7 +155,7 @@ impl Catalog {
         from: &IndexIdentifier,
         to: &IndexIdentifier,
     ) -> Result<IndexPointer> {
-        self.ensure_probed().await?;
+        self.ensure_writable(None).await?;
         for _ in 0..MAX_REEVALUATIONS {
             let source = match self.visibility(self.read_pointer(from).await?).await? {
                 Visibility::Visible(stored) if stored.record.state == PointerState::Moving => {
@@ -207,7 +207,7 @@ impl Catalog {
             }
         }
         Err(Error::new(
-            ErrorKind::CommitConflict,
+            ErrorKind::ConcurrentModification,
             format!("{from} or {to} kept changing under concurrent writers; retry"),
         ))
     }
@@ -332,10 +332,12 @@ impl Catalog {
                 key: from.store_key(),
                 value: Bytes::from(tombstone.to_bytes()),
                 mode: PutMode::Update(source.version.clone()),
+                listing: tombstone.listing(),
             },
             TxWrite {
                 key: intent.to.store_key(),
                 value: Bytes::from(created.to_bytes()),
+                listing: created.listing(),
                 mode: match dest {
                     None => PutMode::Create,
                     Some(dest) => PutMode::Update(dest.version.clone()),

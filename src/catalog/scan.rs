@@ -1,23 +1,33 @@
-//! Paginated listing of records, with bodies, whatever the store returns.
+//! Paginated listing of the records that may be visible.
+//!
+//! The store's [`PointerStore::list_shown`](crate::store::PointerStore::list_shown) leaves
+//! out records written [`Listing::Hidden`] (tombstones) where it can. A listed record whose
+//! value came with the listing is judged from its value; one without a value is judged
+//! from its class when that is [`Listing::Shown`] (live: visible, nothing to read), and is
+//! read otherwise (a `moving` record, or a store that cannot tell).
 
 use futures::{StreamExt, TryStreamExt};
 
 use super::Catalog;
 use super::write::store_error;
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::{StoreKey, Versioned};
+use crate::store::{Listing, StoreKey, Versioned};
 
 /// How many record bodies are fetched at once for stores whose listings carry none.
 const FETCH_CONCURRENCY: usize = 32;
 
+/// A listed record: its value, or `None` when the store's class says it is shown (visible
+/// without reading it).
+pub(crate) type Listed = (StoreKey, Option<Versioned>);
+
 /// One page of records under a prefix.
 pub(crate) struct RecordPage {
-    pub records: Vec<(StoreKey, Versioned)>,
+    pub records: Vec<Listed>,
     pub more: bool,
 }
 
 impl Catalog {
-    /// Records under `prefix` after `start_after`, at most `limit`, with their bodies.
+    /// Records under `prefix` after `start_after` that may be visible, at most `limit`.
     pub(crate) async fn scan(
         &self,
         prefix: &StoreKey,
@@ -26,19 +36,21 @@ impl Catalog {
     ) -> Result<RecordPage> {
         let store = self.store().as_ref();
         let page = store
-            .list(prefix, start_after, limit)
+            .list_shown(prefix, start_after, limit)
             .await
             .map_err(|err| store_error(store, err))?;
-        let records: Vec<Option<(StoreKey, Versioned)>> = futures::stream::iter(page.entries)
+        let records: Vec<Option<Listed>> = futures::stream::iter(page.entries)
             .map(|entry| async move {
-                match entry.value {
-                    Some(value) => Ok(Some((entry.key, value))),
+                match (entry.value, entry.listing) {
+                    (Some(value), _) => Ok(Some((entry.key, Some(value)))),
+                    (None, Some(Listing::Shown)) => Ok(Some((entry.key, None))),
+                    (None, Some(Listing::Hidden)) => Ok(None),
                     // Records are never deleted, but tolerate a vanished key.
-                    None => Ok(store
+                    (None, _) => Ok(store
                         .get(&entry.key)
                         .await
                         .map_err(|err| store_error(store, err))?
-                        .map(|value| (entry.key, value))),
+                        .map(|value| (entry.key, Some(value)))),
                 }
             })
             .buffered(FETCH_CONCURRENCY)

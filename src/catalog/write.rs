@@ -33,7 +33,7 @@ use uuid::Uuid;
 
 use super::record::CommitChain;
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::{PointerStore, PutMode, StoreError, StoreKey, Version};
+use crate::store::{Listing, PointerStore, PutMode, StoreError, StoreKey, Version};
 
 tokio::task_local! {
     static WITNESS: Arc<AtomicBool>;
@@ -127,11 +127,26 @@ pub enum Basis {
     Commit(Uuid),
 }
 
+/// The public error of a store failure that did not apply. This is where transient and
+/// permanent failures part: a backend marks what retrying cannot fix (access denied, a
+/// missing bucket or table, an invalid request) as `Unavailable { retryable: false }`,
+/// which becomes [`ErrorKind::StoreRefused`]; everything else that did not apply is
+/// [`ErrorKind::StoreUnavailable`].
 pub(crate) fn store_error(store: &dyn PointerStore, err: StoreError) -> Error {
     match err {
         StoreError::NotSupported(what) => Error::new(
             ErrorKind::StoreUnsupported,
             format!("{} does not support {what}", store.describe()),
+        ),
+        StoreError::Unavailable {
+            retryable: false, ..
+        } => Error::with_source(
+            ErrorKind::StoreRefused,
+            format!(
+                "{} refused the request; retrying cannot help until the store or its permissions are fixed",
+                store.describe()
+            ),
+            err,
         ),
         other => Error::with_source(
             ErrorKind::StoreUnavailable,
@@ -176,12 +191,40 @@ pub async fn conditional_write(
     commit_id: Uuid,
     policy: &RetryPolicy,
 ) -> Result<WriteOutcome> {
+    conditional_write_listed(
+        store,
+        key,
+        value,
+        mode,
+        Listing::Check,
+        basis,
+        commit_id,
+        policy,
+    )
+    .await
+}
+
+/// [`conditional_write`] of a value with its [`Listing`] class.
+#[allow(clippy::too_many_arguments)]
+pub async fn conditional_write_listed(
+    store: &dyn PointerStore,
+    key: &StoreKey,
+    value: Bytes,
+    mode: PutMode,
+    listing: Listing,
+    basis: Basis,
+    commit_id: Uuid,
+    policy: &RetryPolicy,
+) -> Result<WriteOutcome> {
     let mut attempt = 0;
     let mut ambiguous = false;
     loop {
         attempt += 1;
         note_pointer_write();
-        match store.put(key, value.clone(), mode.clone()).await {
+        match store
+            .put_listed(key, value.clone(), mode.clone(), listing)
+            .await
+        {
             Ok(version) => return Ok(WriteOutcome::Applied(Some(version))),
             Err(StoreError::Unavailable {
                 retryable: true,

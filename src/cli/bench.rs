@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::publish::parse_duration;
 use crate::bench::{self, BenchConfig, BenchOp};
-use crate::catalog::Catalog;
+use crate::config::CatalogConfig;
 use crate::error::Result;
 
 #[derive(Debug, Args)]
@@ -32,10 +32,21 @@ pub(crate) struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Bench this backend instead of `--warehouse`/`--catalog`: `WAREHOUSE_URI` or
+    /// `WAREHOUSE_URI,CATALOG_URI`. Repeat to bench several backends one after the other.
+    #[arg(long = "backend", value_name = "WAREHOUSE[,CATALOG]")]
+    backends: Vec<String>,
+    /// After the per-backend tables, print the table of targets with one column per
+    /// backend (markdown).
+    #[arg(long)]
+    backend_report: bool,
 }
 
-/// Runs the bench; prints the table itself unless `--json`.
-pub(crate) async fn run(args: &BenchArgs, catalog: &Catalog) -> Result<Option<serde_json::Value>> {
+/// Runs the bench on each backend; prints the tables itself unless `--json`.
+pub(crate) async fn run(
+    args: &BenchArgs,
+    default: &CatalogConfig,
+) -> Result<Option<serde_json::Value>> {
     let config = BenchConfig {
         ops: args.ops.clone(),
         writers: args.writers,
@@ -44,11 +55,42 @@ pub(crate) async fn run(args: &BenchArgs, catalog: &Catalog) -> Result<Option<se
         parse_snapshots: args.parse_snapshots,
         gc_objects: args.gc_objects,
     };
-    let report = bench::run(catalog, &config).await?;
-    if args.json {
-        Ok(Some(serde_json::to_value(&report).unwrap_or_default()))
+    let configs: Vec<CatalogConfig> = if args.backends.is_empty() {
+        vec![default.clone()]
     } else {
-        print!("{}", report.table());
-        Ok(None)
+        args.backends
+            .iter()
+            .map(|spec| {
+                let (warehouse, catalog) = match spec.split_once(',') {
+                    Some((w, c)) => (w.to_owned(), Some(c.to_owned())),
+                    None => (spec.clone(), None),
+                };
+                CatalogConfig {
+                    warehouse: Some(warehouse),
+                    catalog,
+                    ..default.clone()
+                }
+            })
+            .collect()
+    };
+    let mut reports = Vec::new();
+    for config_of_backend in &configs {
+        let catalog = config_of_backend.build().await?;
+        let report = bench::run(&catalog, &config).await?;
+        if !args.json {
+            print!("{}", report.table());
+        }
+        reports.push(report);
     }
+    if args.json {
+        let mut json = serde_json::json!({ "reports": reports });
+        if args.backend_report {
+            json["backend-report"] = bench::backend_report(&reports).into();
+        }
+        return Ok(Some(json));
+    }
+    if args.backend_report {
+        print!("\n{}", bench::backend_report(&reports));
+    }
+    Ok(None)
 }

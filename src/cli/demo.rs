@@ -121,7 +121,7 @@ pub(crate) async fn run(catalog: &Catalog) -> Result<()> {
     say(format!(
         "2. wrote initial metadata and placeholder index tables:\n   {location}"
     ));
-    catalog.register(&id, &source(1)?, &location).await?;
+    catalog.register(&id, Some(&source(1)?), &location).await?;
     say(format!(
         "3. registered {id} (index-uuid {})",
         metadata.index_uuid()
@@ -130,7 +130,7 @@ pub(crate) async fn run(catalog: &Catalog) -> Result<()> {
     for version in 2..=4 {
         let (next, next_location) = successor(catalog, &metadata, version).await?;
         catalog
-            .commit(&id, &source(version)?, &location, &next_location)
+            .commit(&id, Some(&source(version)?), &location, &next_location)
             .await?;
         say(format!(
             "4. published successor: sequence {} -> {}",
@@ -145,8 +145,8 @@ pub(crate) async fn run(catalog: &Catalog) -> Result<()> {
     let (_, b_location) = successor(catalog, &metadata, 6).await?;
     let (source_a, source_b) = (source(5)?, source(6)?);
     let (first, second) = tokio::join!(
-        catalog.commit(&id, &source_a, &location, &a_location),
-        catalog.commit(&id, &source_b, &location, &b_location),
+        catalog.commit(&id, Some(&source_a), &location, &a_location),
+        catalog.commit(&id, Some(&source_b), &location, &b_location),
     );
     let (winner, loser_version) = match (&first, &second) {
         (Ok(_), Err(err)) if err.kind() == ErrorKind::CommitConflict => ("A", 6),
@@ -167,7 +167,7 @@ pub(crate) async fn run(catalog: &Catalog) -> Result<()> {
     catalog
         .commit(
             &id,
-            &source(loser_version)?,
+            Some(&source(loser_version)?),
             &current.metadata_location,
             &retry_location,
         )

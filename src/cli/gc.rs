@@ -32,7 +32,11 @@ pub struct GcArgs {
     /// Never touch objects younger than this: they may belong to a commit in flight.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg, default_value = "1h")]
     pub grace: Duration,
-    /// Accept a retention under 1h or a grace under 5m.
+    /// How long a condemnation stands before the object is deleted (default: the grace;
+    /// at least 2m, twice the catalog's publish window, unless forced).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    pub condemn_delay: Option<Duration>,
+    /// Accept a retention under 1h, a grace under 5m or a condemnation delay under 2m.
     #[arg(long)]
     pub force: bool,
 }
@@ -43,6 +47,7 @@ impl Default for GcArgs {
             dry_run: false,
             retention: DEFAULT_RETENTION,
             grace: DEFAULT_GRACE,
+            condemn_delay: None,
             force: false,
         }
     }
@@ -54,6 +59,7 @@ impl GcArgs {
         GcConfig {
             retention: self.retention,
             grace: self.grace,
+            condemn_delay: self.condemn_delay,
             dry_run: self.dry_run,
             force: self.force,
             ..GcConfig::default()
@@ -148,7 +154,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let uri = format!("file://{}", dir.path().join("wh").display());
         let config = crate::config::CatalogConfig::new(Some(uri), None);
-        let initialised = super::super::init::run(&config).await.expect("init");
+        let initialised = super::super::init::run(&config, &Default::default())
+            .await
+            .expect("init");
         assert!(initialised["owner"]["catalog-id"].is_string());
         let catalog = config.build().await.expect("catalog");
         let args = GcArgs {

@@ -5,11 +5,9 @@ use serde_json::json;
 
 use super::source::json_argument;
 use crate::catalog::IndexCatalog;
-use crate::config::CatalogConfig;
-use crate::error::{Error, Result};
-use crate::family::FamilyRegistry;
+use crate::error::Result;
 use crate::identifier::{IndexIdentifier, Namespace};
-use crate::metadata::{IndexMetadata, TableDefinition};
+use crate::metadata::TableDefinition;
 
 #[derive(Debug, Args)]
 pub(crate) struct IdentifierArgs {
@@ -80,38 +78,22 @@ pub(crate) struct ListArgs {
     page_token: Option<String>,
 }
 
-/// The source binding given on the command line, or the metadata's current source-table
-/// (read from the warehouse, which a remote catalog needs for this too).
-async fn source_binding(
-    arg: Option<&str>,
-    config: &CatalogConfig,
-    location: &str,
-) -> Result<TableDefinition> {
-    match arg {
-        Some(arg) => TableDefinition::from_json_slice(&json_argument(arg, "source")?),
-        None => {
-            let bytes = config.open_warehouse()?.read_metadata(location).await?;
-            let metadata = IndexMetadata::from_json_slice(&bytes, &FamilyRegistry::builtin())
-                .map_err(|err| {
-                    Error::new(
-                        err.kind(),
-                        format!("metadata file `{location}`: {}", err.message()),
-                    )
-                })?;
-            Ok(metadata.current_snapshot().source_table().clone())
-        }
-    }
+/// The source binding given on the command line, if any. Without one the catalog binds
+/// the metadata's current snapshot's `source-table` itself, after the same checks in the
+/// same order as with one (see [`crate::catalog`]).
+fn source_binding(arg: Option<&str>) -> Result<Option<TableDefinition>> {
+    arg.map(|arg| TableDefinition::from_json_slice(&json_argument(arg, "source")?))
+        .transpose()
 }
 
 pub(crate) async fn register(
     args: &RegisterArgs,
     catalog: &dyn IndexCatalog,
-    config: &CatalogConfig,
 ) -> Result<serde_json::Value> {
     let identifier = args.identifier.identifier()?;
-    let source = source_binding(args.source.as_deref(), config, &args.metadata).await?;
+    let source = source_binding(args.source.as_deref())?;
     let pointer = catalog
-        .register(&identifier, &source, &args.metadata)
+        .register(&identifier, source.as_ref(), &args.metadata)
         .await?;
     Ok(serde_json::to_value(pointer).unwrap_or_default())
 }
@@ -127,12 +109,11 @@ pub(crate) async fn load(
 pub(crate) async fn commit(
     args: &CommitArgs,
     catalog: &dyn IndexCatalog,
-    config: &CatalogConfig,
 ) -> Result<serde_json::Value> {
     let identifier = args.identifier.identifier()?;
-    let source = source_binding(args.source.as_deref(), config, &args.new).await?;
+    let source = source_binding(args.source.as_deref())?;
     let result = catalog
-        .commit(&identifier, &source, &args.base, &args.new)
+        .commit(&identifier, source.as_ref(), &args.base, &args.new)
         .await?;
     Ok(serde_json::to_value(result).unwrap_or_default())
 }

@@ -1,19 +1,36 @@
 //! `parqdb-catalog init`: prepare a catalog for use.
 
+use clap::Args;
 use serde_json::json;
 
 use crate::config::CatalogConfig;
 use crate::error::Result;
 use crate::gc;
 
+/// What `init` may claim.
+#[derive(Debug, Default, Args)]
+pub(crate) struct InitArgs {
+    /// Take over a warehouse that holds data but no ownership marker (written by an earlier
+    /// version, or its owner's marker was lost), or re-home the marker after moving this
+    /// catalog's pointer store: you assert that this catalog's pointers are the only ones
+    /// naming the warehouse's data.
+    #[arg(long)]
+    adopt: bool,
+}
+
 /// Create a missing DynamoDB table or S3 bucket (local deployments), run the capability
-/// probe, and claim the warehouse for this catalog (the garbage collector refuses to run
-/// on a warehouse without its owner's marker). Idempotent.
-pub(crate) async fn run(config: &CatalogConfig) -> Result<serde_json::Value> {
+/// probe, and claim the warehouse for this catalog (every write and the garbage collector
+/// refuse a warehouse another catalog owns). Idempotent.
+pub(crate) async fn run(config: &CatalogConfig, args: &InitArgs) -> Result<serde_json::Value> {
     let resources = config.create_missing_resources().await?;
     let catalog = config.build().await?;
     let probe = catalog.probe().await?.into_result()?;
-    let marker = gc::claim(&catalog, catalog.clock().now_ms()).await?;
+    let now = catalog.clock().now_ms();
+    let marker = if args.adopt {
+        gc::adopt(&catalog, now).await?
+    } else {
+        gc::claim(&catalog, now).await?
+    };
     Ok(json!({
         "resources": resources,
         "store": catalog.store().describe(),

@@ -30,7 +30,9 @@ const EXIT_CODES: &str = "EXIT CODES:
   15 INDEX_UUID_MISMATCH      16 COMMIT_CONFLICT        17 INVALID_IDENTIFIER
   18 INVALID_REQUEST          19 NAMESPACE_NOT_EMPTY    20 COMMIT_STATE_UNKNOWN
   21 STORE_UNAVAILABLE        22 STORE_UNSUPPORTED      23 CORRUPT_RECORD
-  24 INVALID_CONFIGURATION";
+  24 INVALID_CONFIGURATION    25 WAREHOUSE_NOT_OWNED    26 STORE_REFUSED
+  27 CONCURRENT_MODIFICATION
+  Retry (after reloading or backing off) only 16, 20, 21 and 27.";
 
 /// A serverless, object-store-only catalog for ParqDB vector indexes.
 #[derive(Debug, Parser)]
@@ -71,8 +73,8 @@ enum Command {
     Publish(publish::PublishArgs),
     /// Remove old snapshots from an index's metadata (keeps the current one).
     Expire(publish::ExpireArgs),
-    /// Create a missing table or bucket, probe the store, and claim the warehouse for GC.
-    Init,
+    /// Create a missing table or bucket, probe the store, and claim the warehouse.
+    Init(init::InitArgs),
     /// Delete warehouse objects unreachable for the retention window (see `--dry-run`).
     Gc(gc::GcArgs),
     /// Check that the pointer store honours conditional writes.
@@ -103,13 +105,9 @@ impl Cli {
         let json = match &self.command {
             Command::Validate(args) => validate::run(args)?,
             Command::Namespace(command) => namespace::run(command, &*self.connect().await?).await?,
-            Command::Register(args) => {
-                index::register(args, &*self.connect().await?, &self.config()).await?
-            }
+            Command::Register(args) => index::register(args, &*self.connect().await?).await?,
             Command::Load(args) => index::load(args, &*self.connect().await?).await?,
-            Command::Commit(args) => {
-                index::commit(args, &*self.connect().await?, &self.config()).await?
-            }
+            Command::Commit(args) => index::commit(args, &*self.connect().await?).await?,
             Command::Drop(args) => index::drop(args, &*self.connect().await?).await?,
             Command::Rename(args) => index::rename(args, &*self.connect().await?).await?,
             Command::List(args) => index::list(args, &*self.connect().await?).await?,
@@ -123,7 +121,7 @@ impl Cli {
                 publish::run_expire(args, config.connect().await?, &config.open_warehouse()?)
                     .await?
             }
-            Command::Init => init::run(&self.config()).await?,
+            Command::Init(args) => init::run(&self.config(), args).await?,
             Command::Gc(args) => gc::run(args, &self.catalog().await?).await?,
             Command::Probe => {
                 let report = self.catalog().await?.probe().await?;
@@ -135,7 +133,7 @@ impl Cli {
                 demo::run(&self.catalog().await?).await?;
                 return Ok(None);
             }
-            Command::Bench(args) => return bench::run(args, &self.catalog().await?).await,
+            Command::Bench(args) => return bench::run(args, &self.config()).await,
         };
         Ok(Some(json))
     }

@@ -96,7 +96,7 @@ pub async fn run_publish(
         }
     }
     Err(Error::new(
-        ErrorKind::CommitConflict,
+        ErrorKind::ConcurrentModification,
         format!("{identifier} was created and dropped concurrently; retry"),
     ))
 }

@@ -1,6 +1,7 @@
-//! `parqdb-catalog validate FILE`.
+//! `parqdb-catalog validate FILE [--base BASE]`.
 
 use std::io::Read;
+use std::path::Path;
 
 use clap::Args;
 
@@ -12,22 +13,42 @@ use crate::metadata::{IndexMetadata, MAX_METADATA_BYTES};
 pub(crate) struct ValidateArgs {
     /// The metadata file to validate.
     file: std::path::PathBuf,
+    /// Also check that FILE may replace this metadata file in a commit (the successor
+    /// rules: same index, at most one new snapshot published by the spec's steps,
+    /// non-current snapshots removed with their log entries, nothing else changed).
+    #[arg(long, value_name = "BASE")]
+    base: Option<std::path::PathBuf>,
 }
 
-pub(crate) fn run(args: &ValidateArgs) -> Result<serde_json::Value> {
+fn read(path: &Path) -> Result<IndexMetadata> {
     let unreadable = |err: std::io::Error| {
         Error::with_source(
             ErrorKind::InvalidRequest,
-            format!("cannot read `{}`", args.file.display()),
+            format!("cannot read `{}`", path.display()),
             err,
         )
     };
-    let file = std::fs::File::open(&args.file).map_err(unreadable)?;
+    let file = std::fs::File::open(path).map_err(unreadable)?;
     let mut bytes = Vec::new();
     // Read at most one byte past the limit: bounded memory whatever the file is.
     file.take(MAX_METADATA_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
         .map_err(unreadable)?;
-    let metadata = IndexMetadata::from_json_slice(&bytes, &FamilyRegistry::builtin())?;
-    Ok(metadata.summary_json())
+    IndexMetadata::from_json_slice(&bytes, &FamilyRegistry::builtin())
+}
+
+pub(crate) fn run(args: &ValidateArgs) -> Result<serde_json::Value> {
+    let metadata = read(&args.file)?;
+    let mut summary = metadata.summary_json();
+    if let Some(base) = &args.base {
+        let base = read(base).map_err(|err| {
+            Error::new(
+                err.kind(),
+                format!("base metadata `{}`: {}", base.display(), err.message()),
+            )
+        })?;
+        metadata.check_successor_of(&base)?;
+        summary["successor-of-base"] = serde_json::Value::Bool(true);
+    }
+    Ok(summary)
 }

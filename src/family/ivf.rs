@@ -9,8 +9,9 @@ pub(crate) const CENTROIDS_METADATA_LOCATION: &str = "ivf_centroids_metadata_loc
 
 /// The `ivf` (inverted file) family: schema version 1, roles `ivf_centroids` and
 /// `ivf_postings`, metrics `l2_squared`, `cosine` and `inner_product`. Its optional
-/// `ivf_centroids_metadata_location` parameter must be a warehouse-relative location and
-/// is reported to the garbage collector; other parameters are not interpreted here.
+/// `ivf_centroids_metadata_location` parameter must be a warehouse-relative location under
+/// `metadata/` (where metadata files live, see the catalog's publication rules) and is
+/// reported to the garbage collector; other parameters are not interpreted here.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct IvfFamily;
 
@@ -33,8 +34,17 @@ impl IndexFamily for IvfFamily {
 
     fn validate_parameters(&self, parameters: &BTreeMap<String, String>) -> Result<(), String> {
         match parameters.get(CENTROIDS_METADATA_LOCATION) {
-            Some(location) => validate_relative_location(location)
-                .map_err(|err| format!("{CENTROIDS_METADATA_LOCATION}: {err}")),
+            Some(location) => {
+                validate_relative_location(location)
+                    .map_err(|err| format!("{CENTROIDS_METADATA_LOCATION}: {err}"))?;
+                if location.starts_with("metadata/") && location.len() > "metadata/".len() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{CENTROIDS_METADATA_LOCATION}: location {location:?} must be under `metadata/`, where metadata files live"
+                    ))
+                }
+            }
             None => Ok(()),
         }
     }
@@ -77,5 +87,17 @@ mod tests {
         let bad = params(Some("s3://elsewhere/c.json"));
         let err = family.validate_parameters(&bad).expect_err("absolute");
         assert!(err.starts_with(CENTROIDS_METADATA_LOCATION), "{err}");
+
+        for outside in [
+            "indexes/c/v1.metadata.json",
+            "c.json",
+            "metadata/",
+            "metadata",
+        ] {
+            let err = family
+                .validate_parameters(&params(Some(outside)))
+                .expect_err(outside);
+            assert!(err.contains("metadata/"), "{err}");
+        }
     }
 }

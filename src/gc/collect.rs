@@ -1,25 +1,26 @@
 //! One run: observe → scan and track → condemn → verify → delete → sweep.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
-use object_store::path::Path;
-use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use uuid::Uuid;
 
 use super::GarbageCollector;
 use super::config::{format_duration, millis};
 use super::lease::{Acquired, Lease};
 use super::ledger::{JournalRef, Kind, Ledger};
-use super::marker::verify_ownership;
+use super::nested::nested_root;
 use super::reachability::{Observation, Parsed, observe, read_parsed, references_of};
-use super::refs::{RefMap, relative_of};
+use super::refs::RefMap;
 use super::report::{ActionKind, GcPhase, GcProgress, GcReport, GcStatus};
+use crate::catalog::ownership::verify_ownership;
 use crate::error::{Error, ErrorKind, Result};
+use crate::warehouse::{
+    Deletion, INDEXES_DIR, ListItem, Listed, MANAGED_PREFIXES, METADATA_DIR, is_within,
+};
 
-/// The managed prefixes: the only places the collector lists and deletes.
-pub const MANAGED_PREFIXES: [&str; 2] = ["metadata", "indexes"];
+/// How many skipped listing entries are named in the warnings.
+const MAX_SKIP_WARNINGS: u64 = 20;
 
 /// How often (in scanned objects) a progress event is emitted.
 const PROGRESS_EVERY: u64 = 1000;
@@ -36,12 +37,11 @@ enum Verdict {
 
 /// An object this run will delete unless verification says otherwise.
 struct Doomed {
-    path: Path,
     relative: String,
     size: u64,
     clock_ms: i64,
     uuid: Option<Uuid>,
-    ledger_files: Vec<Path>,
+    ledger_files: Vec<String>,
     reason: String,
 }
 
@@ -55,21 +55,37 @@ struct Assessed {
 
 /// A candidate under `metadata/`, held until every unreachable metadata file was read.
 struct MetadataCandidate {
-    meta: ObjectMeta,
-    relative: String,
+    listed: Listed,
     uuid: Option<Uuid>,
 }
 
+/// The run's lease (none for a dry run), shared by the scan's concurrent assessments.
+type SharedLease<'l> = tokio::sync::Mutex<Option<&'l mut Lease>>;
+
 /// The fixed inputs of one run's decisions.
-struct Run<'a> {
+struct Run<'a, 'l> {
     gc: &'a GarbageCollector,
     ledger: Ledger,
+    /// Held while the run records ledger facts (see [`Run::hold_lease`]).
+    lease: &'a SharedLease<'l>,
+    /// The run's time: what it was called with. Grace, retention and condemnation delays
+    /// are measured against it (a run that was paused judges by an earlier time, which
+    /// only keeps more).
     now_ms: i64,
+    /// The run's time when its first walk of the catalog had finished (the run's time plus
+    /// what has elapsed since it was called). What that walk found unreachable was
+    /// reachable at most until then, so a retention clock that starts on this walk's
+    /// evidence never starts earlier. It equals `now_ms` unless the run was slow or paused
+    /// (SIGSTOP, a long GC pause, a slow store) — and then what changed during the pause
+    /// must not be dated back to `now_ms`.
+    observed_ms: i64,
+    /// The current time (the run's time plus what has elapsed since it started).
+    clock: &'a (dyn Fn() -> i64 + Sync),
     journal: JournalRef,
     /// Incarnations of the previous finished run's journal.
     known: HashSet<Uuid>,
     /// Set when a run died since the previous finished run: every existing clock is raised
-    /// to this run's start.
+    /// to this run's observation (`observed_ms`).
     dead_run_reset: bool,
     dry_run: bool,
     retention_ms: i64,
@@ -82,7 +98,23 @@ fn ms_text(ms: i64) -> String {
     ms.to_string()
 }
 
-impl Run<'_> {
+impl Run<'_, '_> {
+    /// Before recording a ledger fact: renew the lease once half of it has passed (in run
+    /// time or on the monotonic clock). A run paused past its lease, whose lease another
+    /// run took over (and which may have finished since, seeing objects reachable that this
+    /// run's walk found unreachable), stops here instead of recording clocks from its stale
+    /// walk.
+    async fn hold_lease(&self) -> Result<()> {
+        let mut lease = self.lease.lock().await;
+        if let Some(lease) = lease.as_deref_mut() {
+            let now = (self.clock)();
+            if lease.needs_renewal(now) {
+                GarbageCollector::fence(Some(lease), now).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// The latest time evidence says `relative` may still have been reachable: a recent
     /// tombstone whose metadata references it; a run that died after possibly seeing it
     /// reachable; for a metadata file of index `uuid` whose recorded clock is `recorded`,
@@ -98,14 +130,14 @@ impl Run<'_> {
         let evidence = &observation.evidence;
         let mut floor: Option<(i64, String)> = evidence
             .tombstone_refs
-            .max_covering(relative)
+            .max_covering_any_spelling(relative)
             .map(|at| (at, format!("a tombstone dropped at {at} references it")));
         let Some(clock_ms) = recorded else {
             return floor;
         };
-        if self.dead_run_reset && clock_ms < self.now_ms {
+        if self.dead_run_reset && clock_ms < self.observed_ms {
             floor = Some((
-                self.now_ms,
+                self.observed_ms,
                 "an earlier gc run died after possibly seeing it reachable".to_owned(),
             ));
         }
@@ -141,20 +173,19 @@ impl Run<'_> {
         &self,
         observation: &Observation,
         referenced: &RefMap,
-        meta: &ObjectMeta,
-        relative: String,
+        listed: &Listed,
         uuid: Option<Uuid>,
     ) -> Result<Assessed> {
-        let size = meta.size;
+        let size = listed.size;
         let mut assessed = Assessed {
-            relative,
+            relative: listed.name.clone(),
             size,
             verdict: Verdict::Grace,
             tracked: None,
             condemned: None,
         };
         let relative = assessed.relative.as_str();
-        let modified_ms = meta.last_modified.timestamp_millis();
+        let modified_ms = listed.last_modified_ms;
         // In-flight writers: never touch an object younger than the grace period.
         let past_grace_ms = modified_ms.saturating_add(self.grace_ms);
         if past_grace_ms.saturating_add(self.skew_ms) > self.now_ms {
@@ -175,13 +206,14 @@ impl Run<'_> {
                 // First seen unreachable now; the catalog's quiet time (no record changed
                 // since) proves it was unreachable since then already.
                 let quiet = &observation.evidence;
+                // Never before the walk that found it unreachable had finished.
                 let observed = match quiet.quiet_since_ms {
                     Some(since) if quiet.quiet_usable => {
-                        self.now_ms.min(since.saturating_add(self.skew_ms))
+                        self.observed_ms.min(since.saturating_add(self.skew_ms))
                     }
-                    Some(_) => self.now_ms,
+                    Some(_) => self.observed_ms,
                     None if quiet.quiet_usable => i64::MIN,
-                    None => self.now_ms,
+                    None => self.observed_ms,
                 };
                 observed
                     .max(past_grace_ms)
@@ -201,6 +233,7 @@ impl Run<'_> {
                 ),
             };
             if !self.dry_run {
+                self.hold_lease().await?;
                 ledger_files.push(
                     self.ledger
                         .record(relative, Kind::Clock, clock_ms, self.journal, &reason)
@@ -215,9 +248,12 @@ impl Run<'_> {
             return Ok(assessed);
         }
         // A condemnation counts only if made after this clock's retention window passed.
+        // It is stamped with the time it is written (not the run's start), so register
+        // and commit, which refuse condemned objects, are bounded against it.
         let condemned_ms = match entry.condemned_ms.filter(|at| *at >= retention_ends) {
             Some(at) => at,
             None => {
+                let condemned_at = (self.clock)();
                 let reason = format!(
                     "unreachable since {} and retention {} elapsed; deleted by a run at least {} from now if still unreachable",
                     ms_text(clock_ms),
@@ -225,12 +261,13 @@ impl Run<'_> {
                     format_duration(self.gc.config.effective_condemn_delay())
                 );
                 if !self.dry_run {
+                    self.hold_lease().await?;
                     ledger_files.push(
                         self.ledger
                             .record(
                                 relative,
                                 Kind::Condemned,
-                                self.now_ms,
+                                condemned_at,
                                 self.journal,
                                 &reason,
                             )
@@ -238,10 +275,12 @@ impl Run<'_> {
                     );
                 }
                 assessed.condemned = Some(reason);
-                self.now_ms
+                condemned_at
             }
         };
-        if referenced.covers(relative) {
+        // The same matching as reachability: an object another spelling of which an
+        // existing metadata file names stays while that file exists.
+        if referenced.covers_any_spelling(relative) {
             assessed.verdict = Verdict::Referenced;
             return Ok(assessed);
         }
@@ -257,7 +296,6 @@ impl Run<'_> {
             format_duration(self.gc.config.effective_condemn_delay())
         );
         assessed.verdict = Verdict::Doomed(Doomed {
-            path: meta.location.clone(),
             relative: relative.to_owned(),
             size,
             clock_ms,
@@ -323,12 +361,32 @@ impl Tallies<'_> {
     }
 }
 
-fn listing_error(err: object_store::Error) -> Error {
-    Error::with_source(
-        ErrorKind::StoreUnavailable,
-        "gc aborted: listing the warehouse failed",
-        err,
-    )
+/// What the scan knows besides the tallies: the nested subtrees found so far and the
+/// skipped entries.
+#[derive(Default)]
+struct Scan {
+    nested: RefMap,
+    nested_roots: Vec<String>,
+}
+
+impl Scan {
+    /// Note a listed object; `true` if it shows a nested catalog structure.
+    fn note(&mut self, name: &str) -> bool {
+        match nested_root(name) {
+            Some(root) => {
+                if !self.nested.covers(&root) {
+                    self.nested_roots.push(root.clone());
+                }
+                self.nested.insert(root, 0);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn is_nested(&self, name: &str) -> bool {
+        self.nested.covers(name)
+    }
 }
 
 impl GarbageCollector {
@@ -344,6 +402,12 @@ impl GarbageCollector {
         let config = &self.config;
         let run_id = catalog.ids().uuid();
         let mut report = GcReport::new(run_id, now_ms, config);
+        // Time elapses from the call on: a run paused anywhere after it (even before it
+        // holds its lease) stamps its lease, condemnations and retention clocks with the
+        // time that has really passed since.
+        let clock_origin = catalog.clock().now_ms();
+        let elapsed_now =
+            || now_ms.saturating_add(catalog.clock().now_ms().saturating_sub(clock_origin).max(0));
         self.emit(GcProgress::Phase {
             phase: GcPhase::CheckOwnership,
         });
@@ -358,7 +422,7 @@ impl GarbageCollector {
             match Lease::acquire(
                 catalog.warehouse(),
                 run_id,
-                now_ms,
+                elapsed_now(),
                 millis(config.lease_duration),
             )
             .await?
@@ -376,9 +440,6 @@ impl GarbageCollector {
                 }
             }
         }
-        let clock_origin = catalog.clock().now_ms();
-        let elapsed_now =
-            || now_ms.saturating_add(catalog.clock().now_ms().saturating_sub(clock_origin).max(0));
         let outcome = self
             .run_held(&mut report, lease.as_mut(), now_ms, run_id, &elapsed_now)
             .await;
@@ -403,10 +464,27 @@ impl GarbageCollector {
         Ok(report)
     }
 
+    /// Renew the lease (proving this run holds the newest generation) and check that the
+    /// proof is fresh, right before a destructive step.
+    async fn fence(lease: Option<&mut Lease>, now_ms: i64) -> Result<()> {
+        let Some(lease) = lease else {
+            return Ok(());
+        };
+        lease.renew(now_ms).await?;
+        if lease.fresh() {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::CommitConflict,
+                "this gc run was paused for longer than half its lease while renewing it; stopping before acting on it",
+            ))
+        }
+    }
+
     async fn run_held(
         &self,
         report: &mut GcReport,
-        mut lease: Option<&mut Lease>,
+        lease: Option<&mut Lease>,
         now_ms: i64,
         run_id: Uuid,
         elapsed_now: &(dyn Fn() -> i64 + Sync),
@@ -415,7 +493,6 @@ impl GarbageCollector {
         let config = &self.config;
         let warehouse = catalog.warehouse();
         let registry = catalog.registry();
-        let store: Arc<dyn ObjectStore> = warehouse.object_store().clone();
         let concurrency = config.io_concurrency.max(1);
         let ledger = Ledger::new(warehouse);
         let journals = ledger.journal_state().await?;
@@ -429,10 +506,14 @@ impl GarbageCollector {
                 journals.dead.len()
             ));
         }
-        let run = Run {
+        let lease: SharedLease<'_> = tokio::sync::Mutex::new(lease);
+        let mut run = Run {
             gc: self,
             ledger,
+            lease: &lease,
             now_ms,
+            observed_ms: now_ms,
+            clock: elapsed_now,
             journal: JournalRef {
                 run_ms: now_ms,
                 run_id,
@@ -452,6 +533,8 @@ impl GarbageCollector {
         });
         let observation =
             observe(catalog, now_ms, run.retention_ms, run.skew_ms, concurrency).await?;
+        run.observed_ms = elapsed_now().max(now_ms);
+        let run = run;
         report.roots = observation.roots.clone();
         report.warnings.extend(observation.warnings.iter().cloned());
         if !config.dry_run {
@@ -468,6 +551,7 @@ impl GarbageCollector {
             max_doomed: config.max_deletes_per_run,
             progress_mark: PROGRESS_EVERY,
         };
+        let mut scan = Scan::default();
 
         // 2. `metadata/`: read every unreachable file; whatever an existing unreachable
         //    metadata file references stays until that file is gone (it could be
@@ -478,60 +562,101 @@ impl GarbageCollector {
         let mut referenced = RefMap::default();
         let mut candidates: Vec<MetadataCandidate> = Vec::new();
         {
-            let mut listed = store
-                .list(Some(&warehouse.path(MANAGED_PREFIXES[0])))
-                .map(|meta| async move {
-                    let meta = meta.map_err(listing_error)?;
-                    let Some(relative) = relative_of(&meta.location, warehouse.prefix()) else {
-                        return Ok::<_, Error>((meta, None, None));
+            let mut listed = warehouse
+                .list(METADATA_DIR)
+                .map(|item| async move {
+                    let listed = match item? {
+                        ListItem::Object(listed) => listed,
+                        skipped @ ListItem::Skipped { .. } => {
+                            return Ok::<_, Error>((Err(skipped), None));
+                        }
                     };
-                    if reachable.covers(&relative) {
-                        return Ok((meta, Some(relative), None));
+                    if reachable.covers_any_spelling(&listed.name)
+                        || nested_root(&listed.name).is_some()
+                    {
+                        return Ok((Ok(listed), None));
                     }
-                    let parsed = read_parsed(warehouse, registry, &relative).await?;
-                    Ok((meta, Some(relative), Some(parsed)))
+                    let parsed = read_parsed(warehouse, registry, &listed.name).await?;
+                    Ok((Ok(listed), Some(parsed)))
                 })
                 .buffer_unordered(concurrency);
             while let Some(item) = listed.try_next().await? {
-                let (meta, relative, parsed) = item;
-                tallies.scanned(self, meta.size);
-                let Some(relative) = relative else { continue };
+                let listed = match item {
+                    (Err(skipped), _) => {
+                        skip(tallies.report, skipped);
+                        continue;
+                    }
+                    (Ok(listed), parsed) => (listed, parsed),
+                };
+                let (listed, parsed) = listed;
+                tallies.scanned(self, listed.size);
+                if scan.note(&listed.name) {
+                    continue; // counted as nested below
+                }
                 match parsed {
-                    None => tallies.report.reachable.add(meta.size),
+                    None => tallies.report.reachable.add(listed.size),
                     Some(Parsed::Missing) => {} // deleted since it was listed
                     Some(Parsed::Metadata(metadata)) => {
                         let refs = references_of(&metadata, registry, warehouse);
                         for reference in refs.direct.into_iter().chain(refs.family) {
-                            referenced.insert(reference, 0);
+                            // (P) keeps what a file names, never the file itself.
+                            if !is_within(&listed.name, &reference) {
+                                referenced.insert(reference, 0);
+                            }
                         }
                         candidates.push(MetadataCandidate {
-                            meta,
-                            relative,
+                            listed,
                             uuid: Some(metadata.index_uuid()),
                         });
                     }
-                    Some(Parsed::Opaque(_)) => candidates.push(MetadataCandidate {
-                        meta,
-                        relative,
-                        uuid: None,
-                    }),
+                    Some(Parsed::Opaque {
+                        why,
+                        foreign_format,
+                        references,
+                    }) => {
+                        for reference in references {
+                            // Never the file itself; and a file of no known format that
+                            // merely contains the string `indexes` or `metadata` does not
+                            // hold a whole managed prefix (one of a newer format does).
+                            let whole_prefix = MANAGED_PREFIXES.contains(&reference.as_str());
+                            if !is_within(&listed.name, &reference)
+                                && (foreign_format || !whole_prefix)
+                            {
+                                referenced.insert(reference, 0);
+                            }
+                        }
+                        if foreign_format {
+                            tallies.report.kept_unknown_format.add(listed.size);
+                            tallies.report.warnings.push(format!(
+                                "`{}` is index metadata of a format this collector does not understand ({why}); it is never deleted, nor is anything it names: remove it by hand if it is a stray",
+                                listed.name
+                            ));
+                        } else {
+                            candidates.push(MetadataCandidate { listed, uuid: None });
+                        }
+                    }
                 }
             }
         }
+        // Nested subtrees are known for `metadata/` now: nothing in them is assessed.
+        let candidates: Vec<MetadataCandidate> = candidates
+            .into_iter()
+            .filter(|candidate| {
+                let nested = scan.is_nested(&candidate.listed.name);
+                if nested {
+                    tallies.report.kept_nested.add(candidate.listed.size);
+                }
+                !nested
+            })
+            .collect();
         {
             let observation = &observation;
             let referenced = &referenced;
             let run = &run;
             let mut assessed = futures::stream::iter(candidates)
                 .map(|candidate| async move {
-                    run.assess(
-                        observation,
-                        referenced,
-                        &candidate.meta,
-                        candidate.relative,
-                        candidate.uuid,
-                    )
-                    .await
+                    run.assess(observation, referenced, &candidate.listed, candidate.uuid)
+                        .await
                 })
                 .buffer_unordered(concurrency);
             while let Some(item) = assessed.try_next().await? {
@@ -547,40 +672,60 @@ impl GarbageCollector {
             let observation = &observation;
             let referenced = &referenced;
             let run = &run;
-            let mut listed = store
-                .list(Some(&warehouse.path(MANAGED_PREFIXES[1])))
-                .map(|meta| async move {
-                    let meta = meta.map_err(listing_error)?;
-                    let Some(relative) = relative_of(&meta.location, warehouse.prefix()) else {
-                        return Ok::<_, Error>((meta.size, None));
+            let mut listed = warehouse
+                .list(INDEXES_DIR)
+                .map(|item| async move {
+                    let listed = match item? {
+                        ListItem::Object(listed) => listed,
+                        skipped @ ListItem::Skipped { .. } => {
+                            return Ok::<_, Error>(Scanned::Skipped(skipped));
+                        }
                     };
-                    if observation.reachable.covers(&relative) {
-                        return Ok((
-                            meta.size,
-                            Some(Assessed {
-                                relative,
-                                size: meta.size,
-                                verdict: Verdict::Reachable,
-                                tracked: None,
-                                condemned: None,
-                            }),
-                        ));
+                    if observation.reachable.covers_any_spelling(&listed.name) {
+                        let assessed = Assessed {
+                            relative: listed.name.clone(),
+                            size: listed.size,
+                            verdict: Verdict::Reachable,
+                            tracked: None,
+                            condemned: None,
+                        };
+                        return Ok(Scanned::Assessed(listed, assessed));
                     }
-                    let assessed = run
-                        .assess(observation, referenced, &meta, relative, None)
-                        .await?;
-                    Ok((meta.size, Some(assessed)))
+                    if nested_root(&listed.name).is_some() {
+                        return Ok(Scanned::Nested(listed));
+                    }
+                    let assessed = run.assess(observation, referenced, &listed, None).await?;
+                    Ok(Scanned::Assessed(listed, assessed))
                 })
                 .buffer_unordered(concurrency);
-            while let Some((size, assessed)) = listed.try_next().await? {
-                tallies.scanned(self, size);
-                if let Some(assessed) = assessed {
-                    tallies.record(assessed);
+            while let Some(item) = listed.try_next().await? {
+                match item {
+                    Scanned::Skipped(skipped) => skip(tallies.report, skipped),
+                    Scanned::Nested(listed) => {
+                        tallies.scanned(self, listed.size);
+                        scan.note(&listed.name);
+                        tallies.report.kept_nested.add(listed.size);
+                    }
+                    Scanned::Assessed(listed, assessed) => {
+                        tallies.scanned(self, listed.size);
+                        tallies.record(assessed);
+                    }
                 }
             }
         }
-        let doomed = std::mem::take(&mut tallies.doomed);
+        for root in &scan.nested_roots {
+            tallies.report.warnings.push(format!(
+                "`{root}` holds another warehouse's ownership marker or a pointer store's records; nothing below it is ever collected. Move that warehouse or pointer store out of this warehouse's managed prefixes"
+            ));
+        }
+        // Objects assessed before their subtree showed itself as nested are kept too.
+        let (doomed, kept): (Vec<Doomed>, Vec<Doomed>) = std::mem::take(&mut tallies.doomed)
+            .into_iter()
+            .partition(|item| !scan.is_nested(&item.relative));
         let report = tallies.report;
+        for item in kept {
+            report.kept_nested.add(item.size);
+        }
         self.emit(GcProgress::Scanned {
             objects: report.scanned.objects,
             bytes: report.scanned.bytes,
@@ -606,9 +751,7 @@ impl GarbageCollector {
             self.emit(GcProgress::Phase {
                 phase: GcPhase::Verify,
             });
-            if let Some(lease) = lease.as_deref_mut() {
-                lease.renew(elapsed_now()).await?;
-            }
+            Self::fence(lease.lock().await.as_deref_mut(), elapsed_now()).await?;
             let again =
                 observe(catalog, now_ms, run.retention_ms, run.skew_ms, concurrency).await?;
             let mut metadata_first = Vec::new();
@@ -617,9 +760,10 @@ impl GarbageCollector {
                 let newer = run
                     .evidence_floor(&again, &item.relative, item.uuid, Some(item.clock_ms))
                     .is_some_and(|(floor, _)| floor > item.clock_ms);
-                if again.reachable.covers(&item.relative) || newer {
+                let reachable_again = again.reachable.covers_any_spelling(&item.relative);
+                if reachable_again || newer {
                     report.kept_at_verification.add(item.size);
-                    if again.reachable.covers(&item.relative) {
+                    if reachable_again {
                         report.ledger_files_cleared +=
                             run.ledger.delete(item.ledger_files).await? as u64;
                     }
@@ -644,9 +788,7 @@ impl GarbageCollector {
                 while group.peek().is_some() {
                     let batch: Vec<Doomed> =
                         group.by_ref().take(config.delete_batch_size).collect();
-                    if let Some(lease) = lease.as_deref_mut() {
-                        lease.renew(elapsed_now()).await?;
-                    }
+                    Self::fence(lease.lock().await.as_deref_mut(), elapsed_now()).await?;
                     self.delete_batch(&run, report, batch).await?;
                     self.emit(GcProgress::Deleted {
                         objects: report.deleted.objects,
@@ -660,27 +802,30 @@ impl GarbageCollector {
         self.emit(GcProgress::Phase {
             phase: GcPhase::SweepLedger,
         });
-        if let Some(lease) = lease {
-            lease.renew(elapsed_now()).await?;
-        }
+        Self::fence(lease.lock().await.as_deref_mut(), elapsed_now()).await?;
         let observation = &observation;
         let verified_reachable = &verified_reachable;
         let ledger = &run.ledger;
-        let store = &store;
         let mut stale = ledger
             .list()
-            .map(|meta| async move {
-                let meta = meta.map_err(listing_error)?;
-                let Some(object) = ledger.object_of(&meta.location) else {
+            .map(|item| async move {
+                let ListItem::Object(file) = item? else {
                     return Ok::<_, Error>(None);
                 };
-                if observation.reachable.covers(&object) || verified_reachable.covers(&object) {
-                    return Ok(Some(meta.location));
+                let Some(object) = ledger.object_of(&file.name) else {
+                    return Ok(None);
+                };
+                if observation.reachable.covers_any_spelling(&object)
+                    || verified_reachable.covers_any_spelling(&object)
+                {
+                    return Ok(Some(file.name));
                 }
-                match store.head(&super::refs::path_of(warehouse, &object)).await {
-                    Err(object_store::Error::NotFound { .. }) => Ok(Some(meta.location)),
-                    Err(err) => Err(listing_error(err)),
-                    Ok(_) => Ok(None),
+                match warehouse.head(&object).await {
+                    Ok(None) => Ok(Some(file.name)),
+                    Ok(Some(_)) => Ok(None),
+                    // Not a valid object name: keep the ledger file.
+                    Err(err) if err.kind() == ErrorKind::InvalidIndexMetadata => Ok(None),
+                    Err(err) => Err(err),
                 }
             })
             .buffer_unordered(concurrency);
@@ -711,61 +856,73 @@ impl GarbageCollector {
         Ok(())
     }
 
-    /// Delete one batch with the store's bulk delete; then clear the deleted objects'
-    /// ledger entries. An object already gone counts as deleted (idempotent reruns).
+    /// Delete one batch; then clear the deleted objects' ledger entries. An object already
+    /// gone counts as deleted (idempotent reruns); one the warehouse refuses to delete (a
+    /// symbolic link on its path) is kept and reported.
     async fn delete_batch(
         &self,
-        run: &Run<'_>,
+        run: &Run<'_, '_>,
         report: &mut GcReport,
         batch: Vec<Doomed>,
     ) -> Result<()> {
-        let store = self.catalog.warehouse().object_store();
-        let paths: Vec<object_store::Result<Path>> =
-            batch.iter().map(|item| Ok(item.path.clone())).collect();
-        let results: Vec<object_store::Result<Path>> = store
-            .delete_stream(futures::stream::iter(paths).boxed())
-            .collect()
-            .await;
+        let warehouse = self.catalog.warehouse();
+        let names: Vec<String> = batch.iter().map(|item| item.relative.clone()).collect();
+        let mut outcomes: std::collections::HashMap<String, Deletion> =
+            warehouse.delete(names).await.into_iter().collect();
         let mut failure = None;
-        let mut done: std::collections::HashSet<Path> = std::collections::HashSet::new();
-        for result in results {
-            match result {
-                Ok(path) => {
-                    done.insert(path);
-                }
-                Err(object_store::Error::NotFound { .. }) => {}
-                Err(err) => {
-                    failure.get_or_insert(err);
-                }
-            }
-        }
-        // Whatever was not confirmed: gone means deleted (by us or an earlier attempt).
-        for item in &batch {
-            if !done.contains(&item.path)
-                && matches!(
-                    store.head(&item.path).await,
-                    Err(object_store::Error::NotFound { .. })
-                )
-            {
-                done.insert(item.path.clone());
-            }
-        }
         let mut ledger_files = Vec::new();
         for item in batch {
-            if done.contains(&item.path) {
-                report.deleted.add(item.size);
-                report.act(&item.relative, item.size, ActionKind::Delete, item.reason);
-                ledger_files.extend(item.ledger_files);
+            match outcomes.remove(&item.relative) {
+                Some(Deletion::Deleted | Deletion::Missing) => {
+                    report.deleted.add(item.size);
+                    report.act(&item.relative, item.size, ActionKind::Delete, item.reason);
+                    ledger_files.extend(item.ledger_files);
+                }
+                Some(Deletion::Refused(why)) => {
+                    report.kept_nested.add(item.size);
+                    report
+                        .warnings
+                        .push(format!("`{}` was not deleted: {why}", item.relative));
+                }
+                Some(Deletion::Failed(err)) => {
+                    failure.get_or_insert(err);
+                }
+                None => {}
             }
         }
         report.ledger_files_cleared += run.ledger.delete(ledger_files).await? as u64;
         match failure {
             None => Ok(()),
-            Some(err) => Err(Error::with_source(
+            Some(err) => Err(Error::new(
                 ErrorKind::StoreUnavailable,
-                "gc stopped: deleting from the warehouse failed; a rerun resumes safely",
-                err,
+                format!(
+                    "gc stopped: deleting from the warehouse failed; a rerun resumes safely: {}",
+                    err.message()
+                ),
             )),
         }
+    }
+}
+
+/// One listing entry of `indexes/`, decided.
+enum Scanned {
+    /// Not an object the collector may touch.
+    Skipped(ListItem),
+    /// Part of a nested catalog structure.
+    Nested(Listed),
+    /// Assessed.
+    Assessed(Listed, Assessed),
+}
+
+/// Count and warn about a skipped listing entry.
+fn skip(report: &mut GcReport, item: ListItem) {
+    let ListItem::Skipped { name, reason } = item else {
+        return;
+    };
+    report.skipped += 1;
+    if report.skipped <= MAX_SKIP_WARNINGS {
+        report
+            .warnings
+            .push(format!("skipped `{name}`: {reason}; it is never deleted"));
     }
 }

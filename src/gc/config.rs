@@ -38,7 +38,8 @@ pub struct GcConfig {
     #[serde(serialize_with = "as_millis")]
     pub grace: Duration,
     /// `B`: how long a condemnation must stand before the object is deleted; `None` means
-    /// the grace period. Must exceed the longest catalog operation.
+    /// the grace period. At least twice the catalog's publish window (the longest a
+    /// register or commit may take) unless forced.
     #[serde(serialize_with = "opt_as_millis")]
     pub condemn_delay: Option<Duration>,
     /// Allowance for clock skew between writers, the object store and the collector.
@@ -134,8 +135,10 @@ impl GcConfig {
         self.condemn_delay.unwrap_or(self.grace)
     }
 
-    /// Refuse unsafe settings: retention under [`MIN_RETENTION`] or grace under
-    /// [`MIN_GRACE`] unless `force`, and zero sizes always.
+    /// Refuse unsafe settings: retention under [`MIN_RETENTION`], grace under
+    /// [`MIN_GRACE`] or a condemnation delay under twice the catalog's
+    /// [`PUBLISH_WINDOW`](crate::catalog::PUBLISH_WINDOW) unless `force`, and zero sizes
+    /// always.
     pub fn validate(&self) -> Result<()> {
         let refuse = |message: String| Err(Error::new(ErrorKind::Configuration, message));
         if !self.force && self.retention < MIN_RETENTION {
@@ -150,6 +153,14 @@ impl GcConfig {
                 "gc grace {} is below the safety floor of {}; in-flight writers could lose files. Use force to override",
                 format_duration(self.grace),
                 format_duration(MIN_GRACE)
+            ));
+        }
+        let floor = crate::catalog::PUBLISH_WINDOW.saturating_mul(2);
+        if !self.force && self.effective_condemn_delay() < floor {
+            return refuse(format!(
+                "gc condemnation delay {} is below {}, twice the catalog's publish window: a register or commit that started before a condemnation could publish after the deletion. Use force to override",
+                format_duration(self.effective_condemn_delay()),
+                format_duration(floor)
             ));
         }
         if self.io_concurrency == 0 || self.delete_batch_size == 0 || self.max_deletes_per_run == 0

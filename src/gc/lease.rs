@@ -3,29 +3,43 @@
 //! The lease is a sequence of immutable generation objects `<root>/_gc/lease/<gen>.json`
 //! (zero-padded, so names sort numerically), each written with create-if-absent — the
 //! only condition every object store offers (the local file system has no
-//! replace-if-version). The highest generation is the lease's state:
+//! replace-if-version). The highest generation is the lease's state, and the generation
+//! number is the run's **fencing token**: it only ever grows.
 //!
 //! * **acquire**: read the highest generation `g`; if it is held by another run and not
 //!   expired, the lease is busy; otherwise create `g + 1` naming this run. Of several runs
 //!   racing for `g + 1`, exactly one create succeeds.
-//! * **renew** (before every destructive batch): create the next generation again. If
-//!   another run took the lease over after it expired, that create fails and this run
-//!   stops before deleting anything more.
-//! * **release**: create a final generation marked released.
+//! * **renew** (before every destructive batch, and before the scan records a ledger
+//!   fact once half the lease has passed): create the next generation `h + 1` after
+//!   this run's own `h`, then list the generations: the run still holds the lease only if
+//!   `h + 1` is the highest one. If another run took the lease over after it expired, either
+//!   the create fails or a higher generation exists, and this run stops before deleting
+//!   anything more. Listing matters: old generations are pruned, so a run paused past its
+//!   expiry (SIGSTOP, a long GC pause, a slow store) could otherwise re-create a pruned
+//!   `h + 1` and believe it still held the lease — a fence must never go backwards.
+//! * **release**: create a final generation marked released; prune generations older than
+//!   the last few (never the highest).
 //!
-//! A crashed run's lease simply expires. The lease is an optimisation and a fence, not
-//! the safety argument: every ledger write is create-if-absent and every deletion is
-//! re-verified by the run that makes it (see the module docs).
+//! A renewal also proves the run is on time: a held lease is only used within half its
+//! duration of the renewal that proved it ([`Lease::fresh`]), on the monotonic clock and
+//! in run time ([`Lease::needs_renewal`]). A crashed run's lease simply expires.
+//!
+//! Ledger facts are fenced too: a retention clock is derived from the run's walk, and is
+//! only sound if no other run finished between that walk and the record (the next run's
+//! lineage evidence trusts the latest finished run's journal). A run whose lease was
+//! taken over while it was paused therefore stops before recording anything more. The lease fences runs against each other; what keeps a *paused* run from
+//! deleting a re-published object is the condemnation protocol (see the module docs).
 
-use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
 use uuid::Uuid;
 
-use futures::{StreamExt, TryStreamExt};
-
 use crate::error::{Error, ErrorKind, Result};
-use crate::warehouse::Warehouse;
+use crate::warehouse::{Fetched, ListItem, Warehouse};
 
 /// The lease directory under the warehouse root.
 pub const LEASE_DIR: &str = "_gc/lease";
@@ -50,6 +64,10 @@ pub(crate) struct Lease {
     holder: Uuid,
     acquired_ms: i64,
     duration_ms: i64,
+    /// When the held generation expires (run time).
+    expires_ms: i64,
+    /// When the latest renewal (or the acquisition) started, on the monotonic clock.
+    proved_at: Instant,
 }
 
 /// The outcome of trying to acquire the lease.
@@ -61,46 +79,48 @@ pub(crate) enum Acquired {
     Busy { holder: Uuid, expires_ms: i64 },
 }
 
-fn unavailable(err: object_store::Error) -> Error {
-    Error::with_source(
-        ErrorKind::StoreUnavailable,
-        "reading or writing the gc lease failed",
-        err,
-    )
+fn generation_name(generation: u64) -> String {
+    format!("{LEASE_DIR}/{generation:020}.json")
 }
 
-fn generation_path(warehouse: &Warehouse, generation: u64) -> Path {
-    warehouse.path(&format!("{LEASE_DIR}/{generation:020}.json"))
+/// Every generation number present.
+async fn generations(warehouse: &Warehouse) -> Result<Vec<u64>> {
+    warehouse
+        .list(LEASE_DIR)
+        .try_filter_map(|item| async move {
+            Ok(match item {
+                // Only `_gc/lease/<20 digits>.json`, directly in the lease directory.
+                ListItem::Object(listed) => listed
+                    .name
+                    .strip_prefix(LEASE_DIR)
+                    .and_then(|rest| rest.strip_prefix('/'))
+                    .and_then(|name| name.strip_suffix(".json"))
+                    .and_then(|number| number.parse::<u64>().ok())
+                    .filter(|generation| listed.name == generation_name(*generation)),
+                ListItem::Skipped { .. } => None,
+            })
+        })
+        .try_collect()
+        .await
 }
 
 /// The highest generation and its content, if any.
 async fn latest(warehouse: &Warehouse) -> Result<Option<(u64, Generation)>> {
-    let store: &dyn ObjectStore = warehouse.object_store().as_ref();
-    let listed: Vec<_> = store
-        .list(Some(&warehouse.path(LEASE_DIR)))
-        .try_collect()
-        .await
-        .map_err(unavailable)?;
-    let Some(generation) = listed
-        .iter()
-        .filter_map(|meta| {
-            meta.location
-                .filename()?
-                .strip_suffix(".json")?
-                .parse::<u64>()
-                .ok()
-        })
-        .max()
-    else {
+    let Some(generation) = generations(warehouse).await?.into_iter().max() else {
         return Ok(None);
     };
-    let bytes = store
-        .get(&generation_path(warehouse, generation))
-        .await
-        .map_err(unavailable)?
-        .bytes()
-        .await
-        .map_err(unavailable)?;
+    let bytes = match warehouse
+        .get(&generation_name(generation), 64 * 1024)
+        .await?
+    {
+        Fetched::Object(bytes, _) => bytes,
+        Fetched::Missing | Fetched::TooLarge(_) => {
+            return Err(Error::new(
+                ErrorKind::CorruptRecord,
+                format!("gc lease generation {generation} vanished or is not a lease"),
+            ));
+        }
+    };
     let content = serde_json::from_slice(&bytes).map_err(|err| {
         Error::new(
             ErrorKind::CorruptRecord,
@@ -112,24 +132,31 @@ async fn latest(warehouse: &Warehouse) -> Result<Option<(u64, Generation)>> {
 
 /// Create generation `generation`; `false` if it already exists.
 async fn create(warehouse: &Warehouse, generation: u64, content: &Generation) -> Result<bool> {
-    let options = PutOptions {
-        mode: PutMode::Create,
-        ..PutOptions::default()
-    };
     let bytes = serde_json::to_vec(content).unwrap_or_default();
-    match warehouse
-        .object_store()
-        .put_opts(
-            &generation_path(warehouse, generation),
-            PutPayload::from(bytes),
-            options,
-        )
+    warehouse
+        .put_if_absent(&generation_name(generation), Bytes::from(bytes))
         .await
-    {
-        Ok(_) => Ok(true),
-        Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
-        Err(err) => Err(unavailable(err)),
-    }
+}
+
+/// The generation after `generation`; a generation so large that none can follow it is
+/// not one this collector wrote (a fence must never wrap around).
+fn successor(generation: u64) -> Result<u64> {
+    generation.checked_add(1).ok_or_else(|| {
+        Error::new(
+            ErrorKind::CorruptRecord,
+            format!(
+                "gc lease generation `{}` is the largest possible one, so the lease can never be taken again; it was not written by a collector: remove it by hand",
+                generation_name(generation)
+            ),
+        )
+    })
+}
+
+fn lost() -> Error {
+    Error::new(
+        ErrorKind::CommitConflict,
+        "this gc run lost its lease to another run (it ran longer than the lease without renewing); stopping before deleting more",
+    )
 }
 
 impl Lease {
@@ -149,7 +176,7 @@ impl Lease {
                     expires_ms: current.expires_ms,
                 });
             }
-            Some((generation, _)) => generation + 1,
+            Some((generation, _)) => successor(generation)?,
             None => 1,
         };
         let content = Generation {
@@ -158,6 +185,7 @@ impl Lease {
             expires_ms: now_ms.saturating_add(duration_ms),
             released: false,
         };
+        let proved_at = Instant::now();
         if create(warehouse, next, &content).await? {
             Ok(Acquired::Held(Lease {
                 warehouse: warehouse.clone(),
@@ -165,6 +193,8 @@ impl Lease {
                 holder,
                 acquired_ms: now_ms,
                 duration_ms,
+                expires_ms: content.expires_ms,
+                proved_at,
             }))
         } else {
             // Another run won generation `next`.
@@ -181,23 +211,43 @@ impl Lease {
         }
     }
 
-    /// Extend the lease from `now_ms`, or fail if another run has taken it over.
+    /// Extend the lease from `now_ms` and prove this run still holds the newest
+    /// generation, or fail if another run has taken it over.
     pub(crate) async fn renew(&mut self, now_ms: i64) -> Result<()> {
+        let started = Instant::now();
         let content = Generation {
             holder: self.holder,
             acquired_ms: self.acquired_ms,
             expires_ms: now_ms.saturating_add(self.duration_ms),
             released: false,
         };
-        if create(&self.warehouse, self.generation + 1, &content).await? {
-            self.generation += 1;
-            Ok(())
-        } else {
-            Err(Error::new(
-                ErrorKind::CommitConflict,
-                "this gc run lost its lease to another run (it ran longer than the lease without renewing); stopping before deleting more",
-            ))
+        let next = successor(self.generation)?;
+        if !create(&self.warehouse, next, &content).await? {
+            return Err(lost());
         }
+        self.generation = next;
+        let newest = generations(&self.warehouse).await?.into_iter().max();
+        if newest != Some(next) {
+            return Err(lost());
+        }
+        self.expires_ms = content.expires_ms;
+        self.proved_at = started;
+        Ok(())
+    }
+
+    /// Whether the lease must be renewed before the run acts on it at `now_ms` (run
+    /// time): half its duration has passed since the latest proof, on the monotonic clock
+    /// or in run time (a run paused by SIGSTOP or in a simulation sees only one of them
+    /// move).
+    pub(crate) fn needs_renewal(&self, now_ms: i64) -> bool {
+        !self.fresh() || now_ms >= self.expires_ms.saturating_sub(self.duration_ms / 2)
+    }
+
+    /// Whether the latest proof of holding the lease is recent enough to act on: within
+    /// half the lease duration (on the monotonic clock).
+    pub(crate) fn fresh(&self) -> bool {
+        let half = Duration::from_millis(u64::try_from(self.duration_ms / 2).unwrap_or(0));
+        self.proved_at.elapsed() < half
     }
 
     /// Release the lease and remove old generations.
@@ -208,29 +258,20 @@ impl Lease {
             expires_ms: now_ms,
             released: true,
         };
-        let released = create(&self.warehouse, self.generation + 1, &content).await?;
+        let last = successor(self.generation)?;
+        let released = create(&self.warehouse, last, &content).await?;
         if released {
-            let keep_from = (self.generation + 1).saturating_sub(KEEP_GENERATIONS);
-            let store = self.warehouse.object_store();
-            let old: Vec<Path> = store
-                .list(Some(&self.warehouse.path(LEASE_DIR)))
-                .try_filter_map(|meta| async move {
-                    let generation = meta
-                        .location
-                        .filename()
-                        .and_then(|name| name.strip_suffix(".json"))
-                        .and_then(|name| name.parse::<u64>().ok());
-                    Ok(generation.filter(|g| *g < keep_from).map(|_| meta.location))
-                })
-                .try_collect()
-                .await
-                .map_err(unavailable)?;
-            let mut results =
-                store.delete_stream(futures::stream::iter(old.into_iter().map(Ok)).boxed());
-            while let Some(result) = results.next().await {
-                match result {
-                    Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
-                    Err(err) => return Err(unavailable(err)),
+            let keep_from = last.saturating_sub(KEEP_GENERATIONS);
+            let all = generations(&self.warehouse).await?;
+            let newest = all.iter().copied().max().unwrap_or(0);
+            let old: Vec<String> = all
+                .into_iter()
+                .filter(|g| *g < keep_from && *g < newest)
+                .map(generation_name)
+                .collect();
+            for (_, outcome) in self.warehouse.delete(old).await {
+                if let crate::warehouse::Deletion::Failed(err) = outcome {
+                    return Err(err);
                 }
             }
         }

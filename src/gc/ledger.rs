@@ -39,16 +39,13 @@
 use std::collections::HashSet;
 
 use bytes::Bytes;
+use futures::TryStreamExt;
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
-use object_store::path::Path;
-use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::refs::{path_of, relative_of};
 use crate::error::{Error, ErrorKind, Result};
-use crate::warehouse::Warehouse;
+use crate::warehouse::{Fetched, ListItem, Listed, Warehouse};
 
 /// The ledger directory under the warehouse root.
 pub const LEDGER_DIR: &str = "_gc/ledger";
@@ -98,8 +95,8 @@ pub(crate) struct Entry {
     pub clock_journal: Option<JournalRef>,
     /// When the object was last condemned (largest recorded).
     pub condemned_ms: Option<i64>,
-    /// The entry's files.
-    pub files: Vec<Path>,
+    /// The entry's files (names).
+    pub files: Vec<String>,
 }
 
 /// The kind of an entry file.
@@ -135,15 +132,12 @@ struct EntryFile<'a> {
 #[derive(Debug, Clone)]
 pub(crate) struct Ledger {
     warehouse: Warehouse,
-    root: Path,
 }
 
-fn unavailable(err: object_store::Error) -> Error {
-    Error::with_source(
-        ErrorKind::StoreUnavailable,
-        "reading or writing the gc ledger failed",
-        err,
-    )
+/// The latest condemnation of the object `name`, if its ledger entry holds any. Register
+/// and commit refuse to publish a condemned object (see `catalog::publication`).
+pub(crate) async fn condemnation(warehouse: &Warehouse, name: &str) -> Result<Option<i64>> {
+    Ok(Ledger::new(warehouse).read(name).await?.condemned_ms)
 }
 
 /// Parse an entry file name: `<u|c>-<ms>-<run-ms>-<run>.json`.
@@ -164,90 +158,103 @@ fn parse_name(name: &str) -> Option<(Kind, i64, JournalRef)> {
     Some((kind, ms, JournalRef { run_ms, run_id }))
 }
 
+/// Parse a journal file's name (`_gc/journal/<run-ms>-<run>.json` or `.done`, directly in
+/// the journal directory): the journal and whether it is the `.done` mark.
+fn parse_journal_file(name: &str) -> Option<(JournalRef, bool)> {
+    let file = name.strip_prefix(JOURNAL_DIR)?.strip_prefix('/')?;
+    if file.contains('/') {
+        return None;
+    }
+    let (stem, done) = match file.strip_suffix(".json") {
+        Some(stem) => (stem, false),
+        None => (file.strip_suffix(".done")?, true),
+    };
+    let (run_ms, run) = stem.split_once('-')?;
+    let journal = JournalRef {
+        run_ms: run_ms.parse().ok()?,
+        run_id: Uuid::try_parse(run).ok()?,
+    };
+    (journal.suffix() == stem).then_some((journal, done))
+}
+
+fn file_name(name: &str) -> &str {
+    name.rsplit('/').next().unwrap_or(name)
+}
+
 impl Ledger {
     pub(crate) fn new(warehouse: &Warehouse) -> Self {
         Ledger {
             warehouse: warehouse.clone(),
-            root: warehouse.path(LEDGER_DIR),
         }
     }
 
-    fn store(&self) -> &dyn ObjectStore {
-        self.warehouse.object_store().as_ref()
+    fn dir(&self, object: &str) -> String {
+        format!("{LEDGER_DIR}/{object}")
     }
 
-    fn dir(&self, relative: &str) -> Path {
-        path_of(&self.warehouse, &format!("{LEDGER_DIR}/{relative}"))
-    }
-
-    /// The entry of the object `relative` (empty if none).
-    pub(crate) async fn read(&self, relative: &str) -> Result<Entry> {
-        let listed = self
-            .store()
-            .list_with_delimiter(Some(&self.dir(relative)))
-            .await
-            .map_err(unavailable)?;
+    /// The entry of the object `object` (empty if none).
+    pub(crate) async fn read(&self, object: &str) -> Result<Entry> {
+        let listed = self.warehouse.list_files(&self.dir(object)).await?;
         let mut entry = Entry::default();
-        for meta in listed.objects {
-            match meta.location.filename().and_then(parse_name) {
+        for file in listed {
+            match parse_name(file_name(&file.name)) {
                 Some((Kind::Clock, ms, journal))
                     if entry.clock_start_ms.is_none_or(|current| ms > current) =>
                 {
                     entry.clock_start_ms = Some(ms);
                     entry.clock_journal = Some(journal);
                 }
+                // A condemnation counts from when it became visible: its stamp, or the store's
+                // time of the write if that is later (a slow or retried write must not let
+                // the condemnation delay start before anyone could see it).
                 Some((Kind::Condemned, ms, _))
-                    if entry.condemned_ms.is_none_or(|current| ms > current) =>
+                    if entry
+                        .condemned_ms
+                        .is_none_or(|current| ms.max(file.last_modified_ms) > current) =>
                 {
-                    entry.condemned_ms = Some(ms);
+                    entry.condemned_ms = Some(ms.max(file.last_modified_ms));
                 }
-                _ => {}
+                Some(_) => {}
+                // Not a file this collector writes: never part of an entry, never deleted.
+                None => continue,
             }
-            entry.files.push(meta.location);
+            entry.files.push(file.name);
         }
         Ok(entry)
     }
 
-    /// Record a fact about `relative` (create-if-absent; an identical fact is a no-op) and
+    /// Record a fact about `object` (create-if-absent; an identical fact is a no-op) and
     /// return the file that holds it.
     pub(crate) async fn record(
         &self,
-        relative: &str,
+        object: &str,
         kind: Kind,
         ms: i64,
         journal: JournalRef,
         reason: &str,
-    ) -> Result<Path> {
+    ) -> Result<String> {
         let ms = ms.max(0);
-        let file =
-            self.dir(relative)
-                .join(format!("{}-{ms}-{}.json", kind.tag(), journal.suffix()));
+        let file = format!(
+            "{}/{}-{ms}-{}.json",
+            self.dir(object),
+            kind.tag(),
+            journal.suffix()
+        );
         let body = EntryFile {
             ledger_version: LEDGER_VERSION,
-            object: relative,
+            object,
             kind: kind.tag(),
             ms,
             run_id: journal.run_id,
             reason,
         };
         let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
-        let options = PutOptions {
-            mode: PutMode::Create,
-            ..PutOptions::default()
-        };
-        match self
-            .store()
-            .put_opts(&file, PutPayload::from_bytes(bytes), options)
-            .await
-        {
-            Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(file),
-            Err(err) => Err(unavailable(err)),
-        }
+        self.warehouse.put_if_absent(&file, bytes).await?;
+        Ok(file)
     }
 
-    fn journal_path(&self, journal: JournalRef) -> Path {
-        self.warehouse
-            .path(&format!("{JOURNAL_DIR}/{}.json", journal.suffix()))
+    fn journal_name(&self, journal: JournalRef) -> String {
+        format!("{JOURNAL_DIR}/{}.json", journal.suffix())
     }
 
     /// Write this run's journal: the incarnations that exist now.
@@ -265,30 +272,21 @@ impl Ledger {
             incarnations: ids,
         };
         let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
-        let options = PutOptions {
-            mode: PutMode::Create,
-            ..PutOptions::default()
-        };
-        match self
-            .store()
-            .put_opts(
-                &self.journal_path(journal),
-                PutPayload::from_bytes(bytes),
-                options,
-            )
+        self.warehouse
+            .put_if_absent(&self.journal_name(journal), bytes)
             .await
-        {
-            Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
-            Err(err) => Err(unavailable(err)),
-        }
+            .map(|_| ())
     }
 
     /// The incarnations a run's journal lists (empty if it is gone: conservative).
     pub(crate) async fn read_journal(&self, journal: JournalRef) -> Result<HashSet<Uuid>> {
-        let bytes = match self.store().get(&self.journal_path(journal)).await {
-            Ok(result) => result.bytes().await.map_err(unavailable)?,
-            Err(object_store::Error::NotFound { .. }) => return Ok(HashSet::new()),
-            Err(err) => return Err(unavailable(err)),
+        let bytes = match self
+            .warehouse
+            .get(&self.journal_name(journal), u64::MAX)
+            .await?
+        {
+            Fetched::Object(bytes, _) => bytes,
+            Fetched::Missing | Fetched::TooLarge(_) => return Ok(HashSet::new()),
         };
         let body: Journal = serde_json::from_slice(&bytes).map_err(|err| {
             Error::new(
@@ -299,57 +297,47 @@ impl Ledger {
         Ok(body.incarnations.into_iter().collect())
     }
 
-    fn done_path(&self, journal: JournalRef) -> Path {
-        self.warehouse
-            .path(&format!("{JOURNAL_DIR}/{}.done", journal.suffix()))
+    fn done_name(&self, journal: JournalRef) -> String {
+        format!("{JOURNAL_DIR}/{}.done", journal.suffix())
     }
 
     /// Mark a run finished (its own, or a dead one acknowledged).
     pub(crate) async fn mark_done(&self, journal: JournalRef) -> Result<()> {
-        let options = PutOptions {
-            mode: PutMode::Create,
-            ..PutOptions::default()
-        };
-        match self
-            .store()
-            .put_opts(
-                &self.done_path(journal),
-                PutPayload::from_static(b"{}"),
-                options,
-            )
+        self.warehouse
+            .put_if_absent(&self.done_name(journal), Bytes::from_static(b"{}"))
             .await
-        {
-            Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
-            Err(err) => Err(unavailable(err)),
-        }
+            .map(|_| ())
+    }
+
+    /// Every file of the journal directory.
+    async fn journal_files(&self) -> Result<Vec<Listed>> {
+        self.warehouse
+            .list(JOURNAL_DIR)
+            .try_filter_map(|item| async move {
+                Ok(match item {
+                    ListItem::Object(listed) => Some(listed),
+                    ListItem::Skipped { .. } => None,
+                })
+            })
+            .try_collect()
+            .await
     }
 
     /// The latest finished run's journal, and the runs that wrote a journal but never
     /// finished.
     pub(crate) async fn journal_state(&self) -> Result<JournalState> {
-        let listed: Vec<ObjectMeta> = self
-            .store()
-            .list(Some(&self.warehouse.path(JOURNAL_DIR)))
-            .try_collect()
-            .await
-            .map_err(unavailable)?;
-        let parse = |name: &str| -> Option<JournalRef> {
-            let (run_ms, run) = name.split_once('-')?;
-            Some(JournalRef {
-                run_ms: run_ms.parse().ok()?,
-                run_id: Uuid::try_parse(run).ok()?,
-            })
-        };
+        let listed = self.journal_files().await?;
         let mut journals = HashSet::new();
         let mut done = HashSet::new();
-        for meta in &listed {
-            let Some(name) = meta.location.filename() else {
-                continue;
-            };
-            if let Some(stem) = name.strip_suffix(".json") {
-                journals.extend(parse(stem));
-            } else if let Some(stem) = name.strip_suffix(".done") {
-                done.extend(parse(stem));
+        for file in &listed {
+            match parse_journal_file(&file.name) {
+                Some((journal, false)) => {
+                    journals.insert(journal);
+                }
+                Some((journal, true)) => {
+                    done.insert(journal);
+                }
+                None => {}
             }
         }
         let previous = journals
@@ -363,50 +351,51 @@ impl Ledger {
         Ok(JournalState { previous, dead })
     }
 
-    /// Delete journals of runs before `before_ms`; returns how many.
+    /// Delete journals of runs before `before_ms`; returns how many. Only files this
+    /// collector writes there (`<run-ms>-<run>.json` and `.done`) are ever deleted.
     pub(crate) async fn prune_journals(&self, before_ms: i64) -> Result<usize> {
-        let old: Vec<Path> = self
-            .store()
-            .list(Some(&self.warehouse.path(JOURNAL_DIR)))
-            .try_filter_map(|meta| async move {
-                let run_ms = meta
-                    .location
-                    .filename()
-                    .and_then(|name| name.split('-').next())
-                    .and_then(|ms| ms.parse::<i64>().ok());
-                Ok(run_ms.filter(|ms| *ms < before_ms).map(|_| meta.location))
+        let old: Vec<String> = self
+            .journal_files()
+            .await?
+            .into_iter()
+            .filter(|file| {
+                parse_journal_file(&file.name)
+                    .is_some_and(|(journal, _)| journal.run_ms < before_ms)
             })
-            .try_collect()
-            .await
-            .map_err(unavailable)?;
+            .map(|file| file.name)
+            .collect();
         self.delete(old).await
     }
 
     /// Every ledger file, streamed.
-    pub(crate) fn list(&self) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.store().list(Some(&self.root))
+    pub(crate) fn list(&self) -> BoxStream<'static, Result<ListItem>> {
+        self.warehouse.list(LEDGER_DIR)
     }
 
-    /// The object a ledger file belongs to.
-    pub(crate) fn object_of(&self, file: &Path) -> Option<String> {
-        let relative = relative_of(file, &self.root)?;
-        let (object, _) = relative.rsplit_once('/')?;
+    /// The object a ledger file belongs to; `None` for a file this collector does not
+    /// write (the sweep never deletes those).
+    pub(crate) fn object_of(&self, file: &str) -> Option<String> {
+        let relative = file.strip_prefix(LEDGER_DIR)?.strip_prefix('/')?;
+        let (object, name) = relative.rsplit_once('/')?;
+        parse_name(name)?;
         Some(object.to_owned())
     }
 
-    /// Delete ledger files (missing ones are fine).
-    pub(crate) async fn delete(&self, files: Vec<Path>) -> Result<usize> {
+    /// Delete ledger files (missing ones are fine); returns how many are gone.
+    pub(crate) async fn delete(&self, files: Vec<String>) -> Result<usize> {
         if files.is_empty() {
             return Ok(0);
         }
-        let mut results = self
-            .store()
-            .delete_stream(futures::stream::iter(files.into_iter().map(Ok)).boxed());
         let mut deleted = 0;
-        while let Some(result) = results.next().await {
-            match result {
-                Ok(_) | Err(object_store::Error::NotFound { .. }) => deleted += 1,
-                Err(err) => return Err(unavailable(err)),
+        for (name, outcome) in self.warehouse.delete(files).await {
+            match outcome {
+                crate::warehouse::Deletion::Deleted | crate::warehouse::Deletion::Missing => {
+                    deleted += 1
+                }
+                crate::warehouse::Deletion::Refused(why) => {
+                    tracing::warn!(file = %name, reason = %why, "gc ledger file not deleted");
+                }
+                crate::warehouse::Deletion::Failed(err) => return Err(err),
             }
         }
         Ok(deleted)
@@ -437,6 +426,33 @@ mod tests {
         assert_eq!(parse_name("u-1.json"), None);
         assert_eq!(
             parse_name("u-a-5-00000000000000000000000000000007.json"),
+            None
+        );
+    }
+
+    #[test]
+    fn only_the_collectors_own_files_are_recognised() {
+        let journal = JournalRef {
+            run_ms: 5,
+            run_id: Uuid::from_u128(7),
+        };
+        let json = format!("{JOURNAL_DIR}/{}.json", journal.suffix());
+        let done = format!("{JOURNAL_DIR}/{}.done", journal.suffix());
+        assert_eq!(parse_journal_file(&json), Some((journal, false)));
+        assert_eq!(parse_journal_file(&done), Some((journal, true)));
+        for foreign in [
+            format!("{JOURNAL_DIR}/t/{}.json", journal.suffix()),
+            format!("{JOURNAL_DIR}/t/ivf_postings/00000-0-data.parquet"),
+            format!("{JOURNAL_DIR}/0-part.parquet"),
+        ] {
+            assert_eq!(parse_journal_file(&foreign), None, "{foreign}");
+        }
+        let warehouse = Warehouse::in_memory("memory://own/wh").expect("warehouse");
+        let ledger = Ledger::new(&warehouse);
+        let entry = format!("{LEDGER_DIR}/indexes/a/u-1-{}.json", journal.suffix());
+        assert_eq!(ledger.object_of(&entry).as_deref(), Some("indexes/a"));
+        assert_eq!(
+            ledger.object_of(&format!("{LEDGER_DIR}/t/ivf_centroids/part-0.parquet")),
             None
         );
     }

@@ -25,8 +25,9 @@
 //! [`GarbageCollector::collect`]`(now)` (the SlateDB shape: time is an argument, never read
 //! from the system clock) runs these steps; each is idempotent and a run may stop anywhere:
 //!
-//! 1. **Ownership** ([`marker`]): the warehouse's `_catalog-owner.json` must name this
-//!    catalog's id, else the run is refused (`INVALID_CONFIGURATION`).
+//! 1. **Ownership** ([`verify_ownership`]): the warehouse's `_catalog-owner.json` must name
+//!    this catalog's id (else `WAREHOUSE_NOT_OWNED`, or `INVALID_CONFIGURATION` without a
+//!    marker), and the warehouse must not lie inside another warehouse's managed prefixes.
 //! 2. **Lease** ([`lease`](self#the-run-lease)): one run at a time; a busy lease makes the
 //!    run return [`GcStatus::Skipped`].
 //! 3. **Observe** ([`reachability`]): read every pointer record; the metadata of every
@@ -36,14 +37,15 @@
 //!    `ivf_centroids_metadata_location` and what they reference, source-table locations).
 //!    A root metadata file that cannot be read or parsed aborts the run. The run then
 //!    writes its journal (the identifier incarnations it saw; see [`ledger`]).
-//! 4. **Scan** only `metadata/` and `indexes/` (the managed prefixes), streaming. For each
-//!    unreachable object (see the rules below) the run starts or reads its retention
-//!    clock in the [`ledger`], and condemns it once retention has elapsed.
+//! 4. **Scan** only `metadata/` and `indexes/` (the managed prefixes), streaming, through
+//!    the warehouse's listing (on the local file system: never following symbolic links).
+//!    Every unreachable metadata file is read first; then for each unreachable object (see
+//!    the rules below) the run starts or reads its retention clock in the [`ledger`], and
+//!    condemns it once retention has elapsed.
 //! 5. **Verify**: walk the catalog again right before deleting; anything reachable again
 //!    (or with newer evidence of reachability) is kept.
-//! 6. **Delete** in batches with the store's bulk delete, metadata files before index
-//!    tables, renewing the lease before every batch; then clear the ledger entries of the
-//!    deleted objects.
+//! 6. **Delete** in batches, metadata files before index tables, renewing and proving the
+//!    lease before every batch; then clear the ledger entries of the deleted objects.
 //! 7. **Sweep** the ledger: clear entries whose object is reachable again or gone; then
 //!    mark the run finished.
 //!
@@ -51,21 +53,44 @@
 //! dropped indexes, the unreachable metadata files' references, and at most
 //! [`GcConfig::max_deletes_per_run`] doomed objects; everything else is streamed.
 //!
+//! # Names
+//! Every object is compared by its **name**: its raw key below the warehouse root, exactly
+//! as a listing returns it and as any engine writing it spells it
+//! ([`object_name`](crate::warehouse::object_name)). A location in metadata
+//! (`indexes/ü b/1/ivf_postings/`) names the object another engine wrote there without any
+//! percent-encoding applied or removed; a metadata location URI is decoded once into its
+//! name ([`Warehouse::relative`](crate::warehouse::Warehouse::relative)) and stored in one
+//! canonical form. A listed name that could be another spelling of a reachable name (an
+//! earlier version of this crate percent-encoded some characters) is kept.
+//!
 //! # When an object is deleted
 //! An object `o` under a managed prefix is deleted by a run at time `now` only if all hold:
 //!
-//! * **(U) unreachable**: `o` is not covered by `R` of this run's first walk nor of its
-//!   verification walk. A reference covers itself and its subtree on a segment boundary:
-//!   `indexes/a/1/ivf_postings` never covers `indexes/a/1/ivf_postings_old/…`;
+//! * **(O) ours**: `o` is a regular file reached without a symbolic link (local warehouses:
+//!   listings do not follow links and a deletion re-checks every component of the path),
+//!   and no listed object shows that `o` lies in a **nested** catalog structure — another
+//!   warehouse's ownership marker, `_catalog/` or `_gc/`, a pointer store's records or
+//!   catalog id ([`nested`](self#nested-roots)): such a subtree is never collected;
+//! * **(U) unreachable**: no spelling of `o` is covered by `R` of this run's first walk nor
+//!   of its verification walk. A reference covers itself and its subtree on a segment
+//!   boundary: `indexes/a/1/ivf_postings` never covers `indexes/a/1/ivf_postings_old/…`;
 //! * **(G) grace**: `last_modified(o) + grace + skew <= now`;
 //! * **(R) retention**: `clock(o) + retention <= now`, where `clock(o)` is the retention
 //!   clock (below);
 //! * **(C) condemned**: a condemnation `c` of `o` with `c >= clock(o) + retention` is in the
 //!   ledger and `c + B <= now` (`B` = [`GcConfig::condemn_delay`], by default the grace);
-//! * **(P) not referenced by unreachable metadata**: no metadata file that exists (was
-//!   listed under `metadata/` in this run) and parses references `o`. So a metadata file
-//!   is always deleted before the index tables and centroids it names, and an old
-//!   metadata file that someone registers again is complete or absent, never half-deleted.
+//!   `c` is the time the condemnation was written;
+//! * **(P) not referenced by existing metadata**: no file under `metadata/` that exists
+//!   (was listed in this run) references `o`. A valid metadata file references its tables,
+//!   centroids and source locations; a file that does not parse references every string in
+//!   it that names a warehouse object. So a metadata file is always deleted before the
+//!   index tables and centroids it names, and an old metadata file that someone registers
+//!   again is complete or absent, never half-deleted. Register and commit only publish
+//!   metadata under `metadata/`, so every publishable metadata file is seen by this rule.
+//!
+//! A file under `metadata/` that is index metadata of a format version this collector does
+//! not understand is never deleted (a newer writer may own it), and everything it may name
+//! is kept by (P); it is reported, and collection goes on around it.
 //!
 //! # The retention clock
 //! The spec starts retention "when a published object loses catalog reachability", so
@@ -73,7 +98,9 @@
 //! unreachable (and past grace) it records the largest of:
 //!
 //! * `last_modified + grace`: before that `o` may belong to a writer in flight;
-//! * the run's time — or, earlier, the catalog's *quiet time* `Q + skew`, where `Q` is the
+//! * the time the run's walk finished (the run's time plus what elapsed since it was
+//!   called: a run paused before or during its walk never dates what changed meanwhile
+//!   back to its start) — or, earlier, the catalog's *quiet time* `Q + skew`, where `Q` is the
 //!   latest `updated-ms` of any pointer record: every record has been in its current state
 //!   since `Q`, so whatever no record reaches now was unreachable since `Q` already. A
 //!   tombstone's `updated-ms` therefore starts the clock early exactly when nothing changed
@@ -95,7 +122,7 @@
 //!   unreachable, and within an incarnation commits only move forward (a commit needs
 //!   `last-sequence-number` and `last-updated-ms` not to decrease and the same uuid);
 //! * a run that wrote its journal but never finished may have seen `o` reachable without
-//!   clearing its entry: the next run restarts every recorded clock at its own start.
+//!   clearing its entry: the next run restarts every recorded clock at the end of its walk.
 //!
 //! The ledger keeps the largest clock ever computed, so evidence that later disappears (a
 //! tombstone overwritten by a new register) is not forgotten, and raising the clock voids
@@ -112,40 +139,71 @@
 //! every walk of every run between its clock start and its deletion (at least two walks,
 //! at least `retention` apart, each clearing the entry if it sees the object).
 //!
+//! *One spelling.* A reference and a listed object are compared as names (above), so a
+//! file another engine wrote at a location with `ü`, `~` or a space is covered by the
+//! metadata naming it; the other spellings an earlier writer might have used are kept too.
+//!
+//! *Foreign writers.* A catalog only writes to a warehouse it owns: its first write claims
+//! an unclaimed warehouse (create-if-absent, so of two catalogs racing for a fresh
+//! warehouse exactly one wins) and refuses one whose marker names another catalog
+//! (`WAREHOUSE_NOT_OWNED`). So every pointer naming a file of this warehouse is in this
+//! catalog's store, which the walks read; a second pointer store (a forgotten `--catalog`)
+//! cannot publish files this collector would take for garbage.
+//!
+//! *Nested roots.* Opening a catalog refuses a pointer store inside its warehouse's
+//! `metadata/`, `indexes/` or `_gc/`, and ownership refuses a warehouse inside another
+//! warehouse's (both where they can be seen: local directories, S3 prefixes of one bucket).
+//! What is there anyway — made by hand, by an earlier version, or through a store this
+//! crate cannot see — is caught by (O): every warehouse that was ever written to holds its
+//! marker, every pointer store its records, and the scan never deletes below them.
+//!
+//! *Outside the warehouse.* Names never contain `.`/`..` or empty segments, every deletion
+//! is of a name below the root, and on the local file system no symbolic link is followed
+//! by a listing or traversed by a deletion. (A link swapped in *during* a run, between the
+//! check and the deletion, is not defended against: the collector assumes nobody rewires
+//! the warehouse while it deletes.)
+//!
 //! *In-flight writers.* A writer writes index tables and a metadata file, then registers or
 //! commits. (G) keeps all of it until it is `grace` old, and (P) keeps the tables as long
 //! as the metadata file exists. **Assumption: a register or commit completes within the
 //! grace period of the first file it wrote**; writers never reuse an object path; and new
-//! metadata references only objects that were reachable when the writer started (its base
-//! metadata's tables, centroids a live index uses) — an object unreachable for the whole
-//! retention period may be deleted under a writer that picks it up again.
+//! index tables a writer publishes were written by it or reachable when it started — an
+//! index table unreachable for the whole retention period may be deleted under a writer
+//! that picks it up again (metadata files and family references cannot: see below).
 //!
-//! *Re-registering an old metadata file* (allowed by the spec) makes it and what it
-//! references reachable again: the next walk sees it (and clears the ledger), so anything
-//! registered before a run's verification walk is kept; condemnation plus `B` makes every
-//! deletion follow two unreachable observations at least `B` apart. **The remaining race**:
-//! a register that reads the metadata file before the run deletes it but writes its pointer
-//! after the run's verification walk read that key. The window is the run's delete phase
-//! (seconds), and only for metadata unreachable for the whole retention period. Its damage
-//! is bounded by (P): the index tables survive (they go a run later), and the next run
-//! finds a pointer to a missing metadata file and aborts instead of deleting anything.
-//! Closing it needs a catalog hook: the catalog's register and commit read the new
-//! metadata file through a cache, so today they do not even notice a file deleted long
-//! ago; they should re-check its existence right before the compare-and-swap, and write a
-//! pin the verification walk honours (see the issue notes).
+//! *Publishing a condemned object.* Registering an old metadata file (allowed by the spec)
+//! makes it and what it references reachable again, and the next walk sees it. Register
+//! and commit refuse to publish a metadata file — or a family reference the base did not
+//! have — whose ledger entry holds a condemnation, and they finish (or fail) within the
+//! catalog's [`PUBLISH_WINDOW`](crate::catalog::PUBLISH_WINDOW), measured from before that
+//! check to the outcome of their compare-and-swap (a write not answered in time is
+//! `COMMIT_STATE_UNKNOWN`, never published later). A condemnation `c` is deleted only by a
+//! run starting at `c + B` or later, whose verification walk starts after that, and
+//! [`GcConfig::validate`] requires `B >= 2 × PUBLISH_WINDOW`: a publication that checked
+//! before `c` is visible to that walk (and the object kept), one that checked after `c`
+//! was refused. So no pointer ever names a deleted metadata file. (With `force`, windows
+//! below these floors void this argument.)
 //!
 //! *Retention from loss.* The clock is the largest of sound bounds on the real loss
 //! (above). Residual gaps: a re-incarnation followed by more than 16 commits before the
 //! next run (its commit-id chain no longer shows it replaced a tombstone), and clock skew
 //! beyond [`GcConfig::max_clock_skew`] between writers, the store and the collector.
 //!
-//! *Concurrency and crashes.* All ledger writes are create-if-absent of immutable files
-//! that combine by maximum, so two runs never lose each other's facts and a crashed run
-//! leaves only facts that delay deletion. Deletion of an already-deleted object is a
+//! *Concurrency, pauses and crashes.* All ledger writes are create-if-absent of immutable
+//! files that combine by maximum, so two runs never lose each other's facts and a crashed
+//! run leaves only facts that delay deletion. Deletion of an already-deleted object is a
 //! success; a run killed mid-delete leaves ledger entries of gone objects, which the sweep
 //! clears. Metadata files are deleted before tables, so a crash between the two leaves
 //! garbage tables (collected later), never metadata naming deleted tables. The lease
-//! serialises runs; a run that outlives its lease notices at the next renewal and stops.
+//! serialises runs with a fencing token that never goes backwards: before every batch a
+//! run proves it holds the newest lease generation (and that the proof is fresh), so a run
+//! paused past its lease stops when it wakes. Renewals come before every delete batch and
+//! the sweep, and before the scan records a ledger fact once half the lease has passed (in
+//! run time or on the monotonic clock): a run paused past its lease records no clock from
+//! its stale walk after another run took over. Even a run that deletes after a long pause
+//! only deletes condemned objects, which nobody could publish since their condemnation.
+//! A stray file under `metadata/` that does not parse never stops a run (see (P)); a root
+//! whose metadata is missing or invalid does, because `R` would be incomplete.
 //!
 //! # Liveness
 //! With a successful run at least every `P`: garbage unreachable since `L` is deleted by
@@ -157,13 +215,18 @@
 //!
 //! # The run lease
 //! See the `lease` submodule docs: generations `_gc/lease/<gen>.json` written with
-//! create-if-absent; expiry plus renewal before each delete batch.
+//! create-if-absent; expiry plus renewal (with proof of holding the newest generation)
+//! before each delete batch.
+//!
+//! # Nested roots
+//! See the `nested` submodule docs for the catalog structures that mark a subtree of the
+//! managed prefixes as somebody else's.
 
 mod collect;
 pub mod config;
 mod lease;
 pub mod ledger;
-pub mod marker;
+mod nested;
 pub mod reachability;
 mod refs;
 pub mod report;
@@ -171,9 +234,9 @@ mod scheduled;
 
 use std::sync::Arc;
 
-pub use collect::MANAGED_PREFIXES;
+pub use crate::catalog::ownership::{MARKER, OwnershipMarker, adopt, claim, verify_ownership};
+pub use crate::warehouse::MANAGED_PREFIXES;
 pub use config::{GcConfig, format_duration, parse_duration};
-pub use marker::{OwnershipMarker, claim, verify_ownership};
 pub use reachability::RootStats;
 pub use report::{ActionKind, GcAction, GcPhase, GcProgress, GcReport, GcStatus, Tally};
 pub use scheduled::run_scheduled;
@@ -232,7 +295,8 @@ impl GarbageCollector {
 
     /// Run once at logical time `now_ms` (Unix epoch milliseconds). See the module docs.
     ///
-    /// Errors: `INVALID_CONFIGURATION` if the warehouse is not owned by this catalog; the
+    /// Errors: `WAREHOUSE_NOT_OWNED` if the warehouse is owned by another catalog,
+    /// `INVALID_CONFIGURATION` if it has no owner or is nested in another warehouse; the
     /// error of the failing read if a root metadata file cannot be read or parsed (nothing
     /// is deleted); `STORE_UNAVAILABLE` if the store fails mid-run (a rerun resumes safely).
     pub async fn collect(&self, now_ms: i64) -> Result<GcReport> {

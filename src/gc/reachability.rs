@@ -30,7 +30,6 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use object_store::ObjectStoreExt;
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -44,6 +43,7 @@ use crate::identifier::Namespace;
 use crate::metadata::{IndexMetadata, MAX_METADATA_BYTES, TableDefinition};
 use crate::store::{PointerStore, StoreError, StoreKey, Versioned};
 use crate::warehouse::Warehouse;
+use crate::warehouse::{Fetched, aliases};
 
 const PAGE: usize = 1000;
 
@@ -146,7 +146,7 @@ pub(crate) fn references_of(
         if let Some(provider) = registry.provider(snapshot.index_provider().provider()) {
             for table in snapshot.index_tables().values() {
                 if let Some(location) = provider.table_location(table.properties()) {
-                    refs.direct.extend(normalize(warehouse, location));
+                    refs.direct.extend(normalize(location));
                 }
             }
         }
@@ -154,80 +154,124 @@ pub(crate) fn references_of(
             .extend(source_locations(snapshot.source_table(), warehouse));
         if let Some(family) = registry.family(snapshot.index_family()) {
             for location in family.warehouse_references(snapshot.parameters()) {
-                refs.family.extend(normalize(warehouse, location));
+                refs.family.extend(normalize(location));
             }
         }
     }
     refs
 }
 
-/// Source-table properties naming a location inside the warehouse.
+/// Source-table properties naming a location inside the warehouse. Source bindings are
+/// written by other engines, so the common other spellings of a warehouse URI count too:
+/// Hadoop's `file:/dir` for `file:///dir`, and S3A/S3N's `s3a://` and `s3n://` for `s3://`
+/// (when unsure whether a source names warehouse objects, keep them).
 pub(crate) fn source_locations(source: &TableDefinition, warehouse: &Warehouse) -> Vec<String> {
     source
         .properties()
         .values()
-        .filter_map(|value| warehouse.relative(value.trim_end_matches('/')).ok())
-        .filter_map(|relative| normalize(warehouse, &relative))
+        .flat_map(|value| source_spellings(value.trim_end_matches('/')))
+        .filter_map(|value| warehouse.relative(&value).ok())
         .collect()
+}
+
+/// `value` and the spellings other engines use for the same location.
+fn source_spellings(value: &str) -> Vec<String> {
+    let mut out = vec![value.to_owned()];
+    for scheme in ["s3a://", "s3n://"] {
+        if let Some(rest) = value.strip_prefix(scheme) {
+            out.push(format!("s3://{rest}"));
+        }
+    }
+    if let Some(rest) = value.strip_prefix("file:/")
+        && !rest.starts_with('/')
+    {
+        out.push(format!("file:///{rest}"));
+    }
+    out
 }
 
 /// What reading a possibly-metadata object gave.
 pub(crate) enum Parsed {
     /// It is valid index metadata.
     Metadata(Box<IndexMetadata>),
-    /// It exists but is not index metadata this registry understands.
-    Opaque(String),
+    /// It exists but is not valid index metadata of a format this collector understands:
+    /// why, whether it may be metadata of another format version (then it is never
+    /// deleted), and every string in it that names a warehouse object (kept while it
+    /// exists: it might reference them).
+    Opaque {
+        why: String,
+        foreign_format: bool,
+        references: Vec<String>,
+    },
     /// It does not exist.
     Missing,
 }
 
-/// Read and parse the object `relative` (canonical name). Store failures and metadata of
-/// an unsupported format version are errors; anything else unparseable is opaque.
+/// Read and parse the object `name`. Store failures are errors; anything else that is not
+/// valid metadata is opaque.
 pub(crate) async fn read_parsed(
     warehouse: &Warehouse,
     registry: &FamilyRegistry,
-    relative: &str,
+    name: &str,
 ) -> Result<Parsed> {
-    let path = super::refs::path_of(warehouse, relative);
-    let store = warehouse.object_store();
-    let meta = match store.head(&path).await {
-        Ok(meta) => meta,
-        Err(object_store::Error::NotFound { .. }) => return Ok(Parsed::Missing),
-        Err(err) => return Err(unavailable(relative, err)),
-    };
-    if meta.size > MAX_METADATA_BYTES as u64 {
-        return Ok(Parsed::Opaque(format!(
-            "{} bytes, larger than any metadata file",
-            meta.size
-        )));
-    }
-    let bytes: Bytes = match store.get(&path).await {
-        Ok(result) => result
-            .bytes()
-            .await
-            .map_err(|err| unavailable(relative, err))?,
-        Err(object_store::Error::NotFound { .. }) => return Ok(Parsed::Missing),
-        Err(err) => return Err(unavailable(relative, err)),
+    let bytes: Bytes = match warehouse.get(name, MAX_METADATA_BYTES as u64).await {
+        Ok(Fetched::Object(bytes, _)) => bytes,
+        Ok(Fetched::Missing) => return Ok(Parsed::Missing),
+        Ok(Fetched::TooLarge(size)) => {
+            return Ok(Parsed::Opaque {
+                why: format!("{size} bytes, larger than any metadata file"),
+                foreign_format: false,
+                references: Vec::new(),
+            });
+        }
+        Err(err) => {
+            return Err(Error::new(
+                err.kind(),
+                format!("gc aborted: reading `{name}` failed: {}", err.message()),
+            ));
+        }
     };
     match IndexMetadata::from_json_slice(&bytes, registry) {
         Ok(metadata) => Ok(Parsed::Metadata(Box::new(metadata))),
-        Err(err) if err.kind() == ErrorKind::UnsupportedFormatVersion => Err(Error::new(
-            err.kind(),
-            format!(
-                "gc aborted: `{relative}` is index metadata of a format version this collector does not understand, so it cannot know what it references: {}",
-                err.message()
-            ),
-        )),
-        Err(err) => Ok(Parsed::Opaque(err.message().to_owned())),
+        Err(err) => Ok(Parsed::Opaque {
+            why: err.message().to_owned(),
+            foreign_format: err.kind() == ErrorKind::UnsupportedFormatVersion,
+            references: string_references(&bytes, warehouse),
+        }),
     }
 }
 
-fn unavailable(what: &str, err: object_store::Error) -> Error {
-    Error::with_source(
-        ErrorKind::StoreUnavailable,
-        format!("gc aborted: reading `{what}` failed"),
-        err,
-    )
+/// Every string value in a JSON document that names a warehouse object: a
+/// warehouse-relative location or an absolute location inside the warehouse. A superset
+/// of whatever an unparseable metadata file could reference: a relative string is taken
+/// as it is, even with characters this catalog's metadata may not contain (another
+/// format may allow a `%` and mean the object at that literal name), and in its other
+/// spellings too (that `%` may also be an escape).
+fn string_references(bytes: &[u8], warehouse: &Warehouse) -> Vec<String> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut stack = vec![&value];
+    while let Some(value) = stack.pop() {
+        match value {
+            serde_json::Value::String(text) => match warehouse.relative(text.trim_end_matches('/'))
+            {
+                Ok(name) => out.push(name),
+                Err(_) if !text.contains("://") => {
+                    if let Some(name) = normalize(text) {
+                        out.extend(aliases(&name));
+                        out.push(name);
+                    }
+                }
+                Err(_) => {}
+            },
+            serde_json::Value::Array(items) => stack.extend(items),
+            serde_json::Value::Object(fields) => stack.extend(fields.values()),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Whether a record's incarnation replaced a tombstone (register or rename over a dropped
@@ -434,7 +478,7 @@ pub(crate) async fn observe(
     let mut names: HashMap<String, String> = HashMap::new();
     let mut frontier: Vec<(String, Option<i64>)> = Vec::new();
     for (location, updated_ms) in &roots {
-        let relative = warehouse.relative(location).map_err(|err| {
+        let name = warehouse.relative(location).map_err(|err| {
             Error::new(
                 err.kind(),
                 format!(
@@ -443,12 +487,6 @@ pub(crate) async fn observe(
                 ),
             )
         })?;
-        let Some(name) = normalize(warehouse, &relative) else {
-            return Err(Error::new(
-                ErrorKind::InvalidIndexMetadata,
-                format!("gc aborted: bad metadata location `{location}`"),
-            ));
-        };
         names.insert(location.clone(), name.clone());
         if visited.insert(name.clone()) {
             frontier.push((name, Some(*updated_ms)));
@@ -491,7 +529,7 @@ pub(crate) async fn observe(
                         ),
                     ));
                 }
-                Parsed::Opaque(why) if root_updated.is_some() => {
+                Parsed::Opaque { why, .. } if root_updated.is_some() => {
                     return Err(Error::new(
                         ErrorKind::InvalidIndexMetadata,
                         format!(
@@ -506,8 +544,12 @@ pub(crate) async fn observe(
                         "a family parameter references `{name}`, which does not exist"
                     ));
                 }
-                Parsed::Opaque(_) => {
-                    // A referenced object in another format: reachable itself, references unknown.
+                Parsed::Opaque { references, .. } => {
+                    // A referenced object in another format: reachable itself, and so is
+                    // whatever it may name.
+                    for reference in references {
+                        observation.reachable.insert(reference, 0);
+                    }
                 }
             }
         }
@@ -517,11 +559,7 @@ pub(crate) async fn observe(
     let tombstone_list: Vec<(String, i64)> = tombstones.into_iter().collect();
     let parsed: Vec<(String, String, i64, Option<Parsed>)> = futures::stream::iter(tombstone_list)
         .map(|(location, dropped_ms)| async move {
-            let Some(name) = warehouse
-                .relative(&location)
-                .ok()
-                .and_then(|r| normalize(warehouse, &r))
-            else {
+            let Ok(name) = warehouse.relative(&location) else {
                 return Ok::<_, Error>((location.clone(), location, dropped_ms, None));
             };
             let parsed = read_parsed(warehouse, registry, &name).await?;
@@ -543,8 +581,13 @@ pub(crate) async fn observe(
                 }
             }
             Some(Parsed::Missing) => {}
-            Some(Parsed::Opaque(why)) => {
+            Some(Parsed::Opaque {
+                why, references, ..
+            }) => {
                 evidence.tombstone_refs.insert(name.clone(), dropped_ms);
+                for reference in references {
+                    evidence.tombstone_refs.insert(reference, dropped_ms);
+                }
                 observation.warnings.push(format!(
                     "the metadata of a dropped index, `{name}`, is invalid: {why}"
                 ));
@@ -598,6 +641,40 @@ mod tests {
         record.commit_id = commit_id;
         record.previous_commit_ids = previous;
         record
+    }
+
+    #[test]
+    fn sources_in_other_engines_spellings_are_inside_the_warehouse() {
+        let warehouse = Warehouse::in_memory("s3://b/wh").expect("warehouse");
+        let source = |location: &str| {
+            TableDefinition::new(
+                "parquet",
+                std::collections::BTreeMap::from([
+                    ("definition-version".to_owned(), "1".to_owned()),
+                    ("location".to_owned(), location.to_owned()),
+                ]),
+            )
+            .expect("source")
+        };
+        for spelling in [
+            "s3://b/wh/indexes/src/",
+            "s3a://b/wh/indexes/src",
+            "s3n://b/wh/indexes/src/",
+        ] {
+            assert_eq!(
+                source_locations(&source(spelling), &warehouse),
+                vec!["indexes/src".to_owned()],
+                "{spelling}"
+            );
+        }
+        assert!(source_locations(&source("s3a://other/wh/indexes/src"), &warehouse).is_empty());
+        assert_eq!(
+            source_spellings("file:/data/wh/indexes/src"),
+            vec![
+                "file:/data/wh/indexes/src".to_owned(),
+                "file:///data/wh/indexes/src".to_owned()
+            ]
+        );
     }
 
     #[test]

@@ -1,10 +1,10 @@
-//! Warehouse-relative object names and reference sets.
+//! Reference sets over object names.
 //!
-//! Every name the collector compares is in one canonical form: the object_store path of
-//! the object (or directory prefix) with the warehouse prefix removed, parts joined by
-//! `/`, no leading or trailing `/` and no empty segment. A metadata reference such as
-//! `indexes/a/1/ivf_postings/` and the listed object `indexes/a/1/ivf_postings/part-0`
-//! both go through object_store's own path encoding, so they compare byte for byte.
+//! Every name the collector compares is a warehouse object name (see
+//! [`crate::warehouse::object_name`]): the raw key below the root, as listings return it
+//! and as any engine writes it, never percent-encoded or decoded. A metadata reference
+//! such as `indexes/ü/1/ivf_postings/` and the object another engine wrote at
+//! `indexes/ü/1/ivf_postings/part-0` therefore compare byte for byte.
 //!
 //! A reference covers itself and everything below it on a segment boundary:
 //! `indexes/a/1/ivf_postings` covers `indexes/a/1/ivf_postings/part-0` but never
@@ -12,36 +12,11 @@
 
 use std::collections::HashMap;
 
-use object_store::path::Path;
+use crate::warehouse::{aliases, object_name};
 
-use crate::warehouse::Warehouse;
-
-/// The canonical relative name of `path` under `prefix`, or `None` if it is not strictly
-/// below the prefix.
-pub(crate) fn relative_of(path: &Path, prefix: &Path) -> Option<String> {
-    let parts = path.prefix_match(prefix)?;
-    let joined = parts
-        .map(|part| part.as_ref().to_owned())
-        .collect::<Vec<_>>()
-        .join("/");
-    (!joined.is_empty()).then_some(joined)
-}
-
-/// The canonical relative name of a warehouse-relative location (as written in metadata).
-pub(crate) fn normalize(warehouse: &Warehouse, location: &str) -> Option<String> {
-    relative_of(&warehouse.path(location), warehouse.prefix())
-}
-
-/// The object-store path of a canonical relative name (already encoded: parsed, not
-/// re-encoded).
-pub(crate) fn path_of(warehouse: &Warehouse, relative: &str) -> Path {
-    let prefix = warehouse.prefix().as_ref();
-    let joined = if prefix.is_empty() {
-        relative.to_owned()
-    } else {
-        format!("{prefix}/{relative}")
-    };
-    Path::parse(&joined).unwrap_or_else(|_| warehouse.path(relative))
+/// The name of a warehouse-relative location as written in metadata, if it is one.
+pub(crate) fn normalize(location: &str) -> Option<String> {
+    object_name(location).ok()
 }
 
 /// Names and every ancestor directory of a relative name, longest last.
@@ -73,10 +48,26 @@ impl RefMap {
         self_and_ancestors(relative).any(|name| self.refs.contains_key(name))
     }
 
+    /// Whether some reference covers `name` or another spelling of it (an earlier
+    /// writer's percent-encoding): when unsure whether two names denote one object, the
+    /// collector keeps it.
+    pub(crate) fn covers_any_spelling(&self, name: &str) -> bool {
+        self.covers(name) || aliases(name).iter().any(|alias| self.covers(alias))
+    }
+
     /// The largest timestamp among the references covering `relative`.
     pub(crate) fn max_covering(&self, relative: &str) -> Option<i64> {
         self_and_ancestors(relative)
             .filter_map(|name| self.refs.get(name).copied())
+            .max()
+    }
+
+    /// The largest timestamp among the references covering `name` or another spelling of
+    /// it (see [`RefMap::covers_any_spelling`]).
+    pub(crate) fn max_covering_any_spelling(&self, name: &str) -> Option<i64> {
+        std::iter::once(name.to_owned())
+            .chain(aliases(name))
+            .filter_map(|spelling| self.max_covering(&spelling))
             .max()
     }
 
@@ -106,21 +97,28 @@ mod tests {
     }
 
     #[test]
-    fn names_are_normalised_through_the_warehouse() {
-        let warehouse = Warehouse::in_memory("memory://n/wh").expect("warehouse");
+    fn other_spellings_are_covered_with_their_timestamp() {
+        let mut refs = RefMap::default();
+        refs.insert("indexes/t~1/ivf_postings".into(), 9);
+        assert!(!refs.covers("indexes/t%7E1/ivf_postings/part-0"));
+        assert!(refs.covers_any_spelling("indexes/t%7E1/ivf_postings/part-0"));
         assert_eq!(
-            normalize(&warehouse, "indexes/a/1/ivf_postings/").as_deref(),
+            refs.max_covering_any_spelling("indexes/t%7E1/ivf_postings/part-0"),
+            Some(9)
+        );
+        assert_eq!(refs.max_covering_any_spelling("indexes/other"), None);
+    }
+
+    #[test]
+    fn names_are_raw_and_drop_the_trailing_slash() {
+        assert_eq!(
+            normalize("indexes/a/1/ivf_postings/").as_deref(),
             Some("indexes/a/1/ivf_postings")
         );
         assert_eq!(
-            normalize(&warehouse, "indexes/a b/x").as_deref(),
-            normalize(&warehouse, "indexes/a b/x/").as_deref()
+            normalize("indexes/ü b/~x/").as_deref(),
+            Some("indexes/ü b/~x")
         );
-        let name = normalize(&warehouse, "indexes/a b/%x").expect("name");
-        assert_eq!(
-            relative_of(&path_of(&warehouse, &name), warehouse.prefix()).as_deref(),
-            Some(name.as_str())
-        );
-        assert_eq!(path_of(&warehouse, &name), warehouse.path("indexes/a b/%x"));
+        assert_eq!(normalize("indexes//x"), None);
     }
 }

@@ -64,8 +64,9 @@ pub struct GcAction {
 /// The report of one [`collect`](super::GarbageCollector::collect) run.
 ///
 /// Every object listed under the managed prefixes is counted in `scanned` and in exactly
-/// one of `reachable`, `kept-by-grace`, `kept-by-retention`, `kept-by-condemn-delay`,
-/// `kept-by-reference`, `kept-at-verification`, `deferred` or `deleted` (in a dry run,
+/// one of `reachable`, `kept-nested`, `kept-unknown-format`, `kept-by-grace`,
+/// `kept-by-retention`, `kept-by-condemn-delay`, `kept-by-reference`,
+/// `kept-at-verification`, `deferred` or `deleted` (in a dry run,
 /// `deleted` counts what would be deleted). `tracked` and `condemned` count ledger
 /// transitions made (or, dry, that would be made) by this run.
 #[derive(Debug, Clone, Serialize)]
@@ -90,6 +91,15 @@ pub struct GcReport {
     pub scanned: Tally,
     /// Reachable from a root.
     pub reachable: Tally,
+    /// Inside a subtree that holds another warehouse's ownership marker or a pointer
+    /// store's records: never collected (a nested warehouse or pointer store).
+    pub kept_nested: Tally,
+    /// Under `metadata/`, index metadata of a format version this collector does not
+    /// understand: never deleted, and whatever it may name is kept with it.
+    pub kept_unknown_format: Tally,
+    /// Listing entries that are no objects the collector may touch (symbolic links,
+    /// file names that are not UTF-8): never followed, never deleted.
+    pub skipped: u64,
     /// Unreachable but younger than the grace period (maybe an in-flight writer's).
     pub kept_by_grace: Tally,
     /// Unreachable for less than the retention period.
@@ -135,6 +145,9 @@ impl GcReport {
             roots: RootStats::default(),
             scanned: Tally::default(),
             reachable: Tally::default(),
+            kept_nested: Tally::default(),
+            kept_unknown_format: Tally::default(),
+            skipped: 0,
             kept_by_grace: Tally::default(),
             kept_by_retention: Tally::default(),
             kept_by_condemn_delay: Tally::default(),

@@ -6,14 +6,16 @@
 //! are `INVALID_REQUEST`, and so is an event over [`MAX_EVENT_BYTES`] or one that is not
 //! JSON at all. Identifiers are `{"namespace": ["a", "b"], "name": "x"}` and namespaces
 //! are `["a", "b"]`; a segment or name the catalog cannot store is `INVALID_IDENTIFIER`.
-//! The `source` binding is a strict `table-definition` object. Optional fields may be
-//! omitted or `null`.
+//! The `source` binding is a strict `table-definition` object; omitted (or `null`), the
+//! catalog binds the metadata's current snapshot's `source-table`, with the same order of
+//! checks as an explicit source (see [`crate::catalog`]). Optional fields may be omitted
+//! or `null`.
 //!
 //! | function    | event                                                                    |
 //! |-------------|--------------------------------------------------------------------------|
 //! | `load`      | `{identifier}`                                                           |
-//! | `register`  | `{identifier, source, metadata-location}`                                |
-//! | `commit`    | `{identifier, source, base-metadata-location, new-metadata-location}`   |
+//! | `register`  | `{identifier, source?, metadata-location}`                               |
+//! | `commit`    | `{identifier, source?, base-metadata-location, new-metadata-location}`  |
 //! | `drop`      | `{identifier}`                                                           |
 //! | `rename`    | `{from, to}`                                                             |
 //! | `list`      | `{namespace, page-token?, page-size?}`                                   |
@@ -110,26 +112,30 @@ pub struct LoadRequest {
     pub identifier: IndexIdentifier,
 }
 
-/// `register {identifier, source, metadata-location}`.
+/// `register {identifier, source?, metadata-location}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct RegisterRequest {
     /// The absent identifier to register.
     pub identifier: IndexIdentifier,
-    /// The source binding (must equal the current snapshot's `source-table`).
-    pub source: TableDefinition,
+    /// The source binding (must equal the current snapshot's `source-table`; `None`: that
+    /// `source-table`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<TableDefinition>,
     /// The absolute URI of the metadata file.
     pub metadata_location: String,
 }
 
-/// `commit {identifier, source, base-metadata-location, new-metadata-location}`.
+/// `commit {identifier, source?, base-metadata-location, new-metadata-location}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct CommitRequest {
     /// The index.
     pub identifier: IndexIdentifier,
-    /// The source binding of the new metadata.
-    pub source: TableDefinition,
+    /// The source binding of the new metadata (`None`: its current snapshot's
+    /// `source-table`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<TableDefinition>,
     /// The location the new metadata was based on.
     pub base_metadata_location: String,
     /// The new metadata's location.
@@ -397,7 +403,7 @@ impl Request for RegisterRequest {
         #[serde(rename_all = "kebab-case", deny_unknown_fields)]
         struct Wire {
             identifier: Object<IdentifierWire>,
-            source: TableDefinition,
+            source: Option<TableDefinition>,
             metadata_location: String,
         }
         let wire: Wire = parse(Self::OPERATION, event)?;
@@ -417,7 +423,7 @@ impl Request for CommitRequest {
         #[serde(rename_all = "kebab-case", deny_unknown_fields)]
         struct Wire {
             identifier: Object<IdentifierWire>,
-            source: TableDefinition,
+            source: Option<TableDefinition>,
             base_metadata_location: String,
             new_metadata_location: String,
         }
@@ -596,6 +602,20 @@ pub(crate) mod tests {
         });
         let request = CommitRequest::from_event(commit.clone()).expect("valid");
         assert_eq!(serde_json::to_value(&request).expect("serializes"), commit);
+
+        // `source` is optional (omitted or null): the catalog defaults it.
+        let mut defaulted = commit.clone();
+        defaulted.as_object_mut().expect("object").remove("source");
+        let request = CommitRequest::from_event(defaulted.clone()).expect("valid");
+        assert_eq!(request.source, None);
+        assert_eq!(
+            serde_json::to_value(&request).expect("serializes"),
+            defaulted
+        );
+        let mut null = register.clone();
+        null["source"] = Value::Null;
+        let request = RegisterRequest::from_event(null).expect("valid");
+        assert_eq!(request.source, None);
 
         let rename = json!({"from": id(), "to": {"namespace": ["c"], "name": "y"}});
         let request = RenameRequest::from_event(rename.clone()).expect("valid");

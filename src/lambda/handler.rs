@@ -37,7 +37,7 @@ pub async fn load(catalog: &dyn IndexCatalog, event: LambdaEvent<Value>) -> Resu
     catalog.load(&request.identifier).await
 }
 
-/// `register {identifier, source, metadata-location}` → the new pointer.
+/// `register {identifier, source?, metadata-location}` → the new pointer.
 pub async fn register(
     catalog: &dyn IndexCatalog,
     event: LambdaEvent<Value>,
@@ -46,20 +46,20 @@ pub async fn register(
     catalog
         .register(
             &request.identifier,
-            &request.source,
+            request.source.as_ref(),
             &request.metadata_location,
         )
         .await
 }
 
-/// `commit {identifier, source, base-metadata-location, new-metadata-location}` → the
+/// `commit {identifier, source?, base-metadata-location, new-metadata-location}` → the
 /// pointer after the commit and `already-applied`, or `COMMIT_CONFLICT`.
 pub async fn commit(catalog: &dyn IndexCatalog, event: LambdaEvent<Value>) -> Result<CommitResult> {
     let request = CommitRequest::from_event(event.payload)?;
     catalog
         .commit(
             &request.identifier,
-            &request.source,
+            request.source.as_ref(),
             &request.base_metadata_location,
             &request.new_metadata_location,
         )
@@ -394,6 +394,7 @@ fn is_server_side(kind: ErrorKind) -> bool {
         kind,
         ErrorKind::CommitStateUnknown
             | ErrorKind::StoreUnavailable
+            | ErrorKind::StoreRefused
             | ErrorKind::StoreUnsupported
             | ErrorKind::CorruptRecord
             | ErrorKind::Configuration
@@ -483,6 +484,8 @@ mod tests {
     #[tokio::test]
     async fn operations_answer_the_documented_json() {
         let catalog = catalog();
+        // As `parqdb-catalog init` does: the warehouse is claimed before it holds data.
+        catalog.claim_warehouse().await.expect("claimed");
         let registry = FamilyRegistry::builtin();
         let first = IndexMetadata::create(
             contents("a"),

@@ -22,7 +22,7 @@
 
 use std::str::FromStr;
 
-use tracing_subscriber::filter::Targets;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -35,7 +35,10 @@ const RUNTIME_ERROR_LINE: &str = "lambda_runtime::layers::panic=off";
 /// error line. (A `Targets` filter rather than `EnvFilter`: the same directives without
 /// span and field matching, and without a regex engine in every function binary.)
 fn filter(variable: impl Fn(&str) -> Option<String>) -> Targets {
-    if let Some(filter) = variable("RUST_LOG").and_then(|value| Targets::from_str(&value).ok()) {
+    if let Some(filter) = variable("RUST_LOG")
+        .filter(|value| directives(value))
+        .and_then(|value| Targets::from_str(&value).ok())
+    {
         return filter;
     }
     let level = variable("PARQDB_LOG_LEVEL")
@@ -45,6 +48,27 @@ fn filter(variable: impl Fn(&str) -> Option<String>) -> Targets {
     Targets::from_str(&format!("{level},{RUNTIME_ERROR_LINE}")).unwrap_or_else(|_| {
         Targets::from_str(&format!("info,{RUNTIME_ERROR_LINE}")).unwrap_or_default()
     })
+}
+
+/// Whether `value` is a list of `level`, `target` and `target=level` directives.
+/// (`Targets` alone reads almost any text as a target name, so a typo would silence every
+/// log line instead of being ignored.)
+fn directives(value: &str) -> bool {
+    let target = |name: &str| {
+        !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '-'))
+    };
+    let level = |name: &str| LevelFilter::from_str(name).is_ok();
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|directive| !directive.is_empty())
+        .all(|directive| match directive.split_once('=') {
+            Some((name, filter)) => target(name.trim()) && level(filter.trim()),
+            None => level(directive) || target(directive),
+        })
 }
 
 /// Install the JSON subscriber and the panic hook (once; later calls are no-ops).

@@ -14,7 +14,10 @@ impl IndexMetadata {
     /// least `newer_than_ms` (when `Some`); with both `None` only the current snapshot is
     /// retained. `index-uuid`, `last-sequence-number`, `current-snapshot-id` and
     /// properties are preserved; `last-updated-ms` becomes `max(clock, self.last-updated-ms)`.
-    /// The result validates and passes [`IndexMetadata::check_successor_of`] `self`.
+    /// The result validates and, if it removes at least one snapshot, passes
+    /// [`IndexMetadata::check_successor_of`] `self` (removing nothing is a no-op, which a
+    /// commit refuses; [`Publisher::expire`](crate::publish::Publisher::expire) then
+    /// commits nothing).
     pub fn expire_snapshots(
         &self,
         keep_last: Option<usize>,

@@ -51,19 +51,21 @@ pub struct IndexMetadata {
 impl IndexMetadata {
     /// Parse and fully validate one metadata document.
     ///
-    /// Errors: `UNSUPPORTED_FORMAT_VERSION` if `format-version` is an integer other than
-    /// 1 (checked before any other rule); otherwise `INVALID_INDEX_METADATA`, whose
+    /// Errors: `UNSUPPORTED_FORMAT_VERSION` if `format-version` is an `int` other than 1
+    /// (checked before any other rule; an integer outside the `int` range is an
+    /// out-of-range integer, `INVALID_INDEX_METADATA`); otherwise `INVALID_INDEX_METADATA`, whose
     /// message starts with the JSON path of the violation (e.g.
     /// `snapshots[0].index-tables.ivf_postings.definition-version: ...`), for inputs over
     /// [`MAX_METADATA_BYTES`](super::MAX_METADATA_BYTES), invalid UTF-8, malformed or
     /// too deeply nested JSON, trailing data, unknown fields, duplicate keys, missing
-    /// fields, `null`, wrong types, out-of-range or non-integral integers, non-canonical
+    /// fields, `null`, wrong types, out-of-range or non-integral integers (`-0` is the
+    /// integer 0; `-0.0` and `1e0` are not integers), non-canonical
     /// UUIDs, and any violated invariant or family/provider rule.
     pub fn from_json_slice(bytes: &[u8], registry: &FamilyRegistry) -> Result<IndexMetadata> {
         const WHAT: &str = "index metadata";
         let text = check_text(bytes, WHAT)?;
-        check_format_version(text)?;
-        let wire: WireMetadata = deserialize_text(text, WHAT)?;
+        check_format_version(&text)?;
+        let wire: WireMetadata = deserialize_text(&text, WHAT)?;
         if wire.format_version != FORMAT_VERSION {
             return Err(Error::new(
                 ErrorKind::UnsupportedFormatVersion,

@@ -13,8 +13,9 @@
 //! every map), missing required fields, `null`, wrong types, out-of-range or non-integral
 //! integers, non-canonical UUIDs, invalid UTF-8, trailing data and inputs over
 //! [`MAX_METADATA_BYTES`] are `INVALID_INDEX_METADATA`, and every message starts with
-//! the JSON path of the violation. A `format-version` other than 1 is
-//! `UNSUPPORTED_FORMAT_VERSION`, decided before any other rule.
+//! the JSON path of the violation. `-0` is the integer 0. A `format-version` that is an
+//! `int` other than 1 is `UNSUPPORTED_FORMAT_VERSION`, decided before any other rule; one
+//! outside the `int` range is an out-of-range integer (`INVALID_INDEX_METADATA`).
 //!
 //! The modules: `strict` (serde building blocks), `wire` (private wire structs),
 //! `definitions` and `snapshot` (public value types), `parse` (byte-level pipeline),

@@ -1,6 +1,7 @@
 //! The byte-level parsing pipeline: size cap, UTF-8, the `format-version` pre-scan, and
 //! strict path-tracking deserialization.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor};
@@ -16,15 +17,66 @@ fn invalid(message: String) -> Error {
     Error::new(ErrorKind::InvalidIndexMetadata, message)
 }
 
-/// Check the size cap and UTF-8.
-pub(super) fn check_text<'a>(bytes: &'a [u8], what: &str) -> Result<&'a str> {
+/// Check the size cap and UTF-8, and read every `-0` as the integer it is (see
+/// [`negative_zero_as_integer`]).
+pub(super) fn check_text<'a>(bytes: &'a [u8], what: &str) -> Result<Cow<'a, str>> {
     if bytes.len() > MAX_METADATA_BYTES {
         return Err(invalid(format!(
             "{what}: {} bytes exceeds the {MAX_METADATA_BYTES}-byte limit",
             bytes.len()
         )));
     }
-    std::str::from_utf8(bytes).map_err(|err| invalid(format!("{what}: not valid UTF-8: {err}")))
+    let text = std::str::from_utf8(bytes)
+        .map_err(|err| invalid(format!("{what}: not valid UTF-8: {err}")))?;
+    Ok(negative_zero_as_integer(text))
+}
+
+/// `-0` is a valid JSON integer (RFC 8259: `int = zero / digit1-9 *DIGIT` after an
+/// optional minus), equal to 0, but serde_json reads it as the float `-0.0`, which an
+/// integer field would refuse. Every number token that is exactly `-0` (a `-` at a token
+/// boundary, then `0`, then no fraction, exponent or digit) has its sign blanked out. The
+/// replacement keeps every byte offset, so error positions are unchanged; text inside
+/// strings, `-0.0`, `-0e0` and exponents such as `1e-0` are left alone.
+fn negative_zero_as_integer(text: &str) -> Cow<'_, str> {
+    if !text.contains("-0") {
+        return Cow::Borrowed(text);
+    }
+    let bytes = text.as_bytes();
+    let mut out: Option<Vec<u8>> = None;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (at, &byte) in bytes.iter().enumerate() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'-' => {
+                let boundary = at == 0
+                    || matches!(
+                        bytes[at - 1],
+                        b'[' | b',' | b':' | b' ' | b'\t' | b'\n' | b'\r'
+                    );
+                let zero = bytes.get(at + 1) == Some(&b'0');
+                let ends = !matches!(bytes.get(at + 2), Some(b'0'..=b'9' | b'.' | b'e' | b'E'));
+                if boundary && zero && ends {
+                    out.get_or_insert_with(|| bytes.to_vec())[at] = b' ';
+                }
+            }
+            _ => {}
+        }
+    }
+    match out {
+        // Only an ASCII `-` became an ASCII space: still UTF-8.
+        Some(bytes) => Cow::Owned(String::from_utf8(bytes).unwrap_or_else(|_| text.to_owned())),
+        None => Cow::Borrowed(text),
+    }
 }
 
 /// Strictly deserialize one JSON document. Data errors are prefixed with their JSON path
@@ -52,13 +104,15 @@ pub(super) fn deserialize_text<T: DeserializeOwned>(text: &str, what: &str) -> R
 
 /// Size cap, UTF-8 and strict deserialization of a whole document.
 pub(crate) fn parse_strict<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T> {
-    deserialize_text(check_text(bytes, what)?, what)
+    deserialize_text(&check_text(bytes, what)?, what)
 }
 
 /// The pre-scan: if the document starts with a JSON object whose `format-version` can be
-/// read, reject any integer other than 1 with `UNSUPPORTED_FORMAT_VERSION` and any
-/// non-integer with `INVALID_INDEX_METADATA`, before any other rule is checked. A
-/// document the scan cannot read (not an object, malformed) is left to the full parse.
+/// read, reject any `int` other than 1 with `UNSUPPORTED_FORMAT_VERSION`, before any
+/// other rule is checked. A non-integer, and an integer outside the `int` range (which the
+/// metadata spec calls an out-of-range integer, invalid like any other), is
+/// `INVALID_INDEX_METADATA`. A document the scan cannot read (not an object, malformed)
+/// is left to the full parse.
 pub(super) fn check_format_version(text: &str) -> Result<()> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let Ok(FormatProbe(Some(value))) = deserializer.deserialize_map(FormatProbeVisitor) else {
@@ -68,12 +122,21 @@ pub(super) fn check_format_version(text: &str) -> Result<()> {
         serde_json::Value::Number(number) if number.as_i64() == Some(FORMAT_VERSION.into()) => {
             Ok(())
         }
-        serde_json::Value::Number(number) if number.is_i64() || number.is_u64() => Err(Error::new(
-            ErrorKind::UnsupportedFormatVersion,
-            format!(
-                "format-version: {number} is not supported (this reader supports {FORMAT_VERSION})"
-            ),
-        )),
+        serde_json::Value::Number(number)
+            if number.as_i64().is_some_and(|n| i32::try_from(n).is_ok()) =>
+        {
+            Err(Error::new(
+                ErrorKind::UnsupportedFormatVersion,
+                format!(
+                    "format-version: {number} is not supported (this reader supports {FORMAT_VERSION})"
+                ),
+            ))
+        }
+        serde_json::Value::Number(number) if number.is_i64() || number.is_u64() => {
+            Err(invalid(format!(
+                "format-version: {number} is out of range for an int (a signed 32-bit integer)"
+            )))
+        }
         other => Err(invalid(format!(
             "format-version: expected the int {FORMAT_VERSION}, got {other}"
         ))),
@@ -136,6 +199,22 @@ mod tests {
         );
         assert_eq!(
             kind(r#"{"format-version": 18446744073709551615}"#),
+            Some(ErrorKind::InvalidIndexMetadata)
+        );
+        assert_eq!(
+            kind(r#"{"format-version": 2147483648}"#),
+            Some(ErrorKind::InvalidIndexMetadata)
+        );
+        assert_eq!(
+            kind(r#"{"format-version": -2147483649}"#),
+            Some(ErrorKind::InvalidIndexMetadata)
+        );
+        assert_eq!(
+            kind(r#"{"format-version": 2147483647}"#),
+            Some(ErrorKind::UnsupportedFormatVersion)
+        );
+        assert_eq!(
+            kind(r#"{"format-version": -2147483648}"#),
             Some(ErrorKind::UnsupportedFormatVersion)
         );
         assert_eq!(
@@ -161,11 +240,36 @@ mod tests {
     }
 
     #[test]
+    fn negative_zero_is_an_integer() {
+        let read = |text: &str| negative_zero_as_integer(text).into_owned();
+        assert_eq!(read(r#"{"a": -0}"#), r#"{"a":  0}"#);
+        assert_eq!(read(r#"[-0,-0 ,-0]"#), r#"[ 0, 0 , 0]"#);
+        assert_eq!(read("-0"), " 0");
+        // Not the integer -0: left alone.
+        for text in [
+            r#"{"a": -0.0}"#,
+            r#"{"a": -0e0}"#,
+            r#"{"a": -0E1}"#,
+            r#"{"a": 1e-0}"#,
+            r#"{"a": -01}"#,
+            r#"{"a": "-0"}"#,
+            r#"{"a": "x\" -0"}"#,
+            r#"{"a\\": -1}"#,
+        ] {
+            assert_eq!(read(text), text);
+        }
+        // An escaped backslash ends before the closing quote: the string ends there.
+        assert_eq!(read(r#"{"a\\": -0}"#), r#"{"a\\":  0}"#);
+        let text = check_text(br#"{"format-version": -0}"#, "doc").expect("text");
+        assert_eq!(kind(&text), Some(ErrorKind::UnsupportedFormatVersion));
+    }
+
+    #[test]
     fn size_cap_and_utf8() {
         let big = vec![b' '; MAX_METADATA_BYTES + 1];
         let err = check_text(&big, "doc").expect_err("too big");
         assert!(err.message().contains("limit"), "{}", err.message());
         assert!(check_text(b"{\"a\": \"\xff\"}", "doc").is_err());
-        assert_eq!(check_text(b"{}", "doc").ok(), Some("{}"));
+        assert_eq!(check_text(b"{}", "doc").ok().as_deref(), Some("{}"));
     }
 }

@@ -497,19 +497,15 @@ fn successor_rules_each_rejected() {
         .successor(contents(30, 3), &clock, &ids, &registry)
         .expect("successor");
     a3.check_successor_of(&a2).expect("forward");
-    a3.check_successor_of(&a).expect("two steps forward");
-    expect_kind(a2.check_successor_of(&a3), invalid, "last-sequence-number");
+    // Two snapshots at once: a commit publishes at most one.
+    expect_kind(a3.check_successor_of(&a), invalid, "second new snapshot");
+    // Backwards: the base's current snapshot is gone.
+    expect_kind(a2.check_successor_of(&a3), invalid, "was removed");
 
     // last-updated-ms decreases.
-    let early = a
-        .successor(
-            contents(20, 2),
-            &ManualClock::new(1_500),
-            &SeededIds::new(60),
-            &registry,
-        )
-        .expect("successor");
-    expect_kind(early.check_successor_of(&a2), invalid, "last-updated-ms");
+    let mut early = a2.clone();
+    early.last_updated_ms = a.last_updated_ms - 1;
+    expect_kind(early.check_successor_of(&a), invalid, "last-updated-ms");
 
     // A retained snapshot changed content (same id, sequence and timestamp).
     let changed = create(1, 1_000, contents(11, 1));
@@ -528,10 +524,65 @@ fn successor_rules_each_rejected() {
             &registry,
         )
         .expect("successor");
-    expect_kind(late.check_successor_of(&a2), invalid, "sequence-number");
+    // A sibling successor of the same base replaces the base's current snapshot.
+    expect_kind(late.check_successor_of(&a2), invalid, "was removed");
 
-    // Identity is fine; no change at all is fine too.
-    a.check_successor_of(&a).expect("identical");
+    // A sequence number that jumps, or one the base already allocated.
+    let mut jump = a2.clone();
+    jump.snapshots[1].sequence_number = 7;
+    jump.last_sequence_number = 7;
+    expect_kind(
+        jump.check_successor_of(&a),
+        invalid,
+        "expected base last-sequence-number + 1 = 2",
+    );
+
+    // A snapshot appended without advancing current-snapshot-id (and its log entry).
+    let mut stuck = a2.clone();
+    stuck.current_snapshot_id = a.current_snapshot_id;
+    stuck.snapshot_log.pop();
+    expect_kind(stuck.check_successor_of(&a), invalid, "current-snapshot-id");
+
+    // A retained snapshot's log entry removed.
+    let mut forgetful = a3.clone();
+    forgetful.snapshot_log.remove(0);
+    expect_kind(
+        forgetful.check_successor_of(&a2),
+        invalid,
+        "snapshot-log[0]",
+    );
+
+    // last-sequence-number raised with no snapshot allocated.
+    let mut raised = a2.clone();
+    raised.last_sequence_number += 1;
+    expect_kind(
+        raised.check_successor_of(&a2),
+        invalid,
+        "last-sequence-number",
+    );
+
+    // A rollback: current moved back to a retained snapshot.
+    let mut rollback = a2.clone();
+    rollback.current_snapshot_id = a.current_snapshot_id;
+    rollback.snapshot_log.push(SnapshotLogEntry::new(
+        rollback.last_updated_ms,
+        a.current_snapshot_id,
+    ));
+    expect_kind(rollback.check_successor_of(&a2), invalid, "rollback");
+
+    // Expiry then publication in one commit.
+    let a4 = a3
+        .expire_snapshots(Some(2), None, &clock)
+        .expect("expire")
+        .successor(contents(40, 4), &clock, &ids, &registry)
+        .expect("successor");
+    a4.check_successor_of(&a3).expect("expire then publish");
+
+    // No change at all (or only properties and last-updated-ms) is a no-op commit.
+    expect_kind(a.check_successor_of(&a), invalid, "no-op");
+    let mut renamed = a.clone();
+    renamed.properties.insert("owner".into(), "me".into());
+    expect_kind(renamed.check_successor_of(&a), invalid, "no-op");
 }
 
 #[test]
@@ -708,14 +759,14 @@ proptest! {
         let mut metadata = IndexMetadata::create(contents(1, 0), BTreeMap::new(), &clock, &ids, &registry).expect("create");
         let mut successors = 0;
         for (build, step) in steps.into_iter().enumerate() {
-            let next = match step {
+            let (next, changed) = match step {
                 Step::Successor { rows, clock_delta } => {
                     clock.advance(clock_delta);
                     successors += 1;
                     let next = metadata.successor(contents(rows, build as u64 + 1), &clock, &ids, &registry).expect("successor");
                     prop_assert_eq!(next.current_snapshot().indexed_rows(), rows);
                     prop_assert_eq!(next.current_snapshot().sequence_number(), next.last_sequence_number());
-                    next
+                    (next, true)
                 }
                 Step::Expire { keep_last, newer_than_back, clock_delta } => {
                     clock.advance(clock_delta);
@@ -724,10 +775,12 @@ proptest! {
                     prop_assert_eq!(next.last_sequence_number(), metadata.last_sequence_number());
                     prop_assert_eq!(next.current_snapshot(), metadata.current_snapshot());
                     prop_assert!(next.snapshots().len() <= metadata.snapshots().len());
-                    next
+                    let changed = next.snapshots().len() < metadata.snapshots().len();
+                    (next, changed)
                 }
             };
-            prop_assert!(next.check_successor_of(&metadata).is_ok());
+            // Expiry that removes nothing is a no-op, which a commit refuses.
+            prop_assert_eq!(next.check_successor_of(&metadata).is_ok(), changed);
             prop_assert!(next.last_updated_ms() >= metadata.last_updated_ms());
             prop_assert_eq!(next.snapshot_log().last().map(SnapshotLogEntry::snapshot_id), Some(next.current_snapshot_id()));
             prop_assert_eq!(next.index_uuid(), metadata.index_uuid());

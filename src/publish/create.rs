@@ -18,7 +18,8 @@ impl Publisher {
     ///
     /// Errors: `NAMESPACE_NOT_FOUND`; `ALREADY_EXISTS` if the identifier exists (the
     /// written file is left for the garbage collector); `INVALID_INDEX_METADATA` if
-    /// `contents` break a rule; `STORE_UNAVAILABLE` after the policy's attempts;
+    /// `contents` break a rule; `STORE_UNAVAILABLE` or `CONCURRENT_MODIFICATION` after the
+    /// policy's attempts (`STORE_REFUSED` at once);
     /// `COMMIT_STATE_UNKNOWN` if the registration's outcome cannot be resolved.
     pub async fn create_index(
         &self,
@@ -81,14 +82,15 @@ impl Publisher {
             let err = match self
                 .inner
                 .catalog
-                .register(identifier, source, &location)
+                .register(identifier, Some(source), &location)
                 .await
             {
                 Ok(_) => return Ok(published(attempt)),
                 Err(err) => err,
             };
             match err.kind() {
-                ErrorKind::StoreUnavailable if attempt < max => {}
+                ErrorKind::StoreUnavailable | ErrorKind::ConcurrentModification
+                    if attempt < max => {}
                 ErrorKind::CommitStateUnknown if attempt < max => {
                     // Did our registration land? Only our file or a successor of it
                     // (retaining our snapshot) proves it; an absent identifier means it

@@ -76,7 +76,7 @@ enum Resolution {
 fn retryable(err: &Error) -> bool {
     matches!(
         err.kind(),
-        ErrorKind::CommitConflict | ErrorKind::StoreUnavailable
+        ErrorKind::CommitConflict | ErrorKind::StoreUnavailable | ErrorKind::ConcurrentModification
     )
 }
 
@@ -160,7 +160,7 @@ impl Publisher {
         match self
             .inner
             .catalog
-            .commit(identifier, source, base_location, &committed.location)
+            .commit(identifier, Some(source), base_location, &committed.location)
             .await
         {
             Ok(_) => {}
@@ -264,7 +264,12 @@ impl Publisher {
                 match self
                     .inner
                     .catalog
-                    .commit(identifier, source, &pointer.metadata_location, new_location)
+                    .commit(
+                        identifier,
+                        Some(source),
+                        &pointer.metadata_location,
+                        new_location,
+                    )
                     .await
                 {
                     Ok(_) => return Ok(Resolution::Applied),

@@ -15,7 +15,8 @@
 //!    read it back (it must parse, validate and equal what was built);
 //! 5. commit it with the loaded location as base and the new snapshot's `source-table`
 //!    as the source binding;
-//! 6. on `COMMIT_CONFLICT` (or a store failure that did not apply), back off and go to 1,
+//! 6. on `COMMIT_CONFLICT`, `CONCURRENT_MODIFICATION` or `STORE_UNAVAILABLE` (the
+//!    retryable failures that did not apply; never `STORE_REFUSED`), back off and go to 1,
 //!    at most [`PublishPolicy::max_attempts`] times.
 //!
 //! # Ambiguous outcomes
@@ -276,8 +277,8 @@ impl Publisher {
     ///
     /// Errors: `INDEX_NOT_FOUND`; `INVALID_INDEX_METADATA` if the current metadata or the
     /// successor is invalid (e.g. `contents` change an identity field); the last
-    /// `COMMIT_CONFLICT` or `STORE_UNAVAILABLE` after [`PublishPolicy::max_attempts`]
-    /// attempts; `COMMIT_STATE_UNKNOWN` if a commit's outcome cannot be resolved (its
+    /// `COMMIT_CONFLICT`, `CONCURRENT_MODIFICATION` or `STORE_UNAVAILABLE` after
+    /// [`PublishPolicy::max_attempts`] attempts; `STORE_REFUSED` at once (not retried); `COMMIT_STATE_UNKNOWN` if a commit's outcome cannot be resolved (its
     /// metadata file is left in place; reload to find out).
     pub async fn publish<F>(&self, identifier: &IndexIdentifier, mut f: F) -> Result<PublishOutcome>
     where

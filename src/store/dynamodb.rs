@@ -12,18 +12,35 @@
 //! | `sk`      | S    | sort key: the rest of the store key (the leaf), or `!` if the rest is empty |
 //! | `value`   | B    | the record bytes                                              |
 //! | `version` | N    | the version token: `1` when created, `+1` on every replace    |
+//! | `shown_sk`| S    | the sort key again, only on items written [`Listing::Shown`] or [`Listing::Check`]: the sort key of the sparse local secondary index `shown` |
+//! | `listing` | N    | the item's [`Listing`] code (1 hidden, 2 shown, 3 check)      |
 //!
-//! Billing is on demand; there are no secondary indexes, no TTL and no streams. Create the
-//! table with [`DynamoStore::create_table`] (`parqdb-catalog init`) or with:
+//! Billing is on demand; there is one local secondary index, no TTL and no streams. Create
+//! the table with [`DynamoStore::create_table`] (`parqdb-catalog init`) or with:
 //!
 //! ```text
 //! aws dynamodb create-table \
 //!     --table-name parqdb-catalog \
 //!     --attribute-definitions AttributeName=pk,AttributeType=S AttributeName=sk,AttributeType=S \
+//!         AttributeName=shown_sk,AttributeType=S \
 //!     --key-schema AttributeName=pk,KeyType=HASH AttributeName=sk,KeyType=RANGE \
+//!     --local-secondary-indexes 'IndexName=shown,KeySchema=[{AttributeName=pk,KeyType=HASH},{AttributeName=shown_sk,KeyType=RANGE}],Projection={ProjectionType=INCLUDE,NonKeyAttributes=[listing]}' \
 //!     --billing-mode PAY_PER_REQUEST
 //! aws dynamodb wait table-exists --table-name parqdb-catalog
 //! ```
+//!
+//! # The `shown` index
+//! A namespace's partition holds its tombstones too (records are never deleted), so a
+//! `Query` of the partition returns every identifier ever dropped. [`PointerStore::list_shown`]
+//! queries the sparse **local** secondary index `shown` instead: an item is in it only
+//! while it has `shown_sk`, i.e. while its value was not written [`Listing::Hidden`]. A
+//! local index, unlike a global one, answers strongly consistent reads, so a listing still
+//! sees every write that completed before it started; one `Query` per page returns only
+//! shown items, with their keys and class (`INCLUDE` projection: no values, which keeps the
+//! index small and pages large). Costs: a local index must be created with the table, and
+//! it limits each partition (one namespace's records) to 10 GB, some ten million records.
+//! A table created without it (before this version) still works: `list_shown` finds out
+//! once per process with `DescribeTable`, warns, and queries the partition as `list` does.
 //!
 //! How keys map to items (`!` is outside the key alphabet and sorts before every character
 //! of it, so it can never be a real leaf and the item of a key equal to its partition sorts
@@ -90,6 +107,9 @@
 //! | 5xx, timeout, broken connection, unreadable response, `TransactionInProgressException` | `Unavailable` (retryable) | `Ambiguous` |
 //! | missing table, validation error, access denied, bad configuration  | `Unavailable` (not retryable) | `Unavailable` (not retryable) |
 //!
+//! The catalog reports a non-retryable `Unavailable` as `STORE_REFUSED` (retrying cannot
+//! help) and a retryable one as `STORE_UNAVAILABLE`.
+//!
 //! The SDK's own retries stay on for reads and transactions (a transaction retry reuses the
 //! request token, so it is idempotent) but are switched off for `PutItem`: a conditional
 //! put retried after a lost response would fail its condition against its own first
@@ -117,21 +137,23 @@ use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Builder as ConfigBuilder};
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
 use aws_sdk_dynamodb::operation::create_table::CreateTableError;
+use aws_sdk_dynamodb::operation::describe_table::DescribeTableError;
 use aws_sdk_dynamodb::operation::get_item::GetItemError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::query::QueryError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, Put,
-    ScalarAttributeType, TableStatus, TransactWriteItem,
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
+    LocalSecondaryIndex, Projection, ProjectionType, Put, ScalarAttributeType, TableStatus,
+    TransactWriteItem,
 };
 use bytes::Bytes;
 
 use super::timeouts::StoreTimeouts;
 use super::{
-    Capabilities, Changed, ListEntry, ListPage, PointerStore, PutMode, StoreError, StoreKey,
-    TxWrite, Version, Versioned,
+    Capabilities, Changed, ListEntry, ListPage, Listing, PointerStore, PutMode, StoreError,
+    StoreKey, TxWrite, Version, Versioned,
 };
 use crate::error::{Error, ErrorKind, Result};
 
@@ -147,6 +169,12 @@ const VALUE: &str = "value";
 const VERSION: &str = "version";
 /// The sort key of a key whose leaf is empty (no `=`, or nothing after its first `=`).
 const NO_LEAF: &str = "!";
+/// The sort-key attribute of the `shown` index, present only on shown items (type S).
+pub const SHOWN_SORT_KEY: &str = "shown_sk";
+/// The listing-class attribute (type N), projected into the `shown` index.
+const LISTING: &str = "listing";
+/// The sparse local secondary index of shown items.
+pub const SHOWN_INDEX: &str = "shown";
 
 /// DynamoDB's limit on a partition key, in bytes.
 const MAX_PK_BYTES: usize = 2048;
@@ -169,6 +197,8 @@ const TABLE_ACTIVE_TIMEOUT: Duration = Duration::from_secs(300);
 pub struct DynamoStore {
     client: Client,
     table: String,
+    /// Whether the table has the `shown` index (asked once, on the first `list_shown`).
+    shown_index: std::sync::Arc<tokio::sync::OnceCell<bool>>,
 }
 
 impl DynamoStore {
@@ -178,6 +208,7 @@ impl DynamoStore {
         DynamoStore {
             client,
             table: table.into(),
+            shown_index: Default::default(),
         }
     }
 
@@ -233,7 +264,8 @@ impl DynamoStore {
     /// exist, then wait until it is `ACTIVE` (at most five minutes).
     ///
     /// An existing table with another key schema is an [`ErrorKind::Configuration`] error;
-    /// a failed request is [`ErrorKind::StoreUnavailable`].
+    /// a refused request (access denied, invalid) is [`ErrorKind::StoreRefused`], another
+    /// failed request [`ErrorKind::StoreUnavailable`].
     pub async fn create_table(&self) -> Result<()> {
         let attribute = |name: &str| {
             AttributeDefinition::builder()
@@ -254,12 +286,32 @@ impl DynamoStore {
                     .table_name(&self.table)
                     .attribute_definitions(attribute(PARTITION_KEY)?)
                     .attribute_definitions(attribute(SORT_KEY)?)
+                    .attribute_definitions(attribute(SHOWN_SORT_KEY)?)
                     .key_schema(key(PARTITION_KEY, KeyType::Hash)?)
                     .key_schema(key(SORT_KEY, KeyType::Range)?)
+                    .local_secondary_indexes(
+                        LocalSecondaryIndex::builder()
+                            .index_name(SHOWN_INDEX)
+                            .key_schema(key(PARTITION_KEY, KeyType::Hash)?)
+                            .key_schema(key(SHOWN_SORT_KEY, KeyType::Range)?)
+                            .projection(
+                                Projection::builder()
+                                    .projection_type(ProjectionType::Include)
+                                    .non_key_attributes(LISTING)
+                                    .build(),
+                            )
+                            .build()?,
+                    )
                     .billing_mode(BillingMode::PayPerRequest),
             )
         })()
-        .map_err(|err| self.admin_error("building the CreateTable request failed", err))?;
+        .map_err(|err| {
+            self.admin_error(
+                "building the CreateTable request failed",
+                err,
+                Failure::Rejected,
+            )
+        })?;
         match request.send().await {
             Ok(_) => {}
             // The table exists or is being created: check its schema below.
@@ -269,9 +321,11 @@ impl DynamoStore {
                     Some(CreateTableError::ResourceInUseException(_))
                 ) => {}
             Err(err) => {
+                let failure = classify(&err, |_| None);
                 return Err(self.admin_error(
                     "creating the table failed",
                     DynamoError::new("CreateTable", &self.table, &err),
+                    failure,
                 ));
             }
         }
@@ -289,9 +343,11 @@ impl DynamoStore {
                 .send()
                 .await
                 .map_err(|err| {
+                    let failure = classify(&err, |_| None);
                     self.admin_error(
                         "describing the table failed",
                         DynamoError::new("DescribeTable", &self.table, &err),
+                        failure,
                     )
                 })?;
             let table = described.table.ok_or_else(|| {
@@ -355,13 +411,20 @@ impl DynamoStore {
         }
     }
 
+    /// The public error of a failed table administration request: refused for good
+    /// ([`ErrorKind::StoreRefused`]: access denied, invalid request) or transient.
     fn admin_error(
         &self,
         what: &str,
         source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+        failure: Failure,
     ) -> Error {
+        let kind = match failure {
+            Failure::Rejected => ErrorKind::StoreRefused,
+            _ => ErrorKind::StoreUnavailable,
+        };
         Error::with_source(
-            ErrorKind::StoreUnavailable,
+            kind,
             format!("DynamoDB table `{}`: {what}", self.table),
             source,
         )
@@ -457,13 +520,22 @@ impl DynamoStore {
         key: &StoreKey,
         value: Bytes,
         mode: &PutMode,
+        listing: Listing,
     ) -> Result<(PreparedPut, Version), StoreError> {
         let (pk, sk) = item_key(key.as_str())?;
-        let names: usize = [PARTITION_KEY, SORT_KEY, VALUE, VERSION]
-            .iter()
-            .map(|name| name.len())
-            .sum();
-        let size = names + pk.len() + sk.len() + value.len() + MAX_NUMBER_BYTES;
+        let names: usize = [
+            PARTITION_KEY,
+            SORT_KEY,
+            VALUE,
+            VERSION,
+            SHOWN_SORT_KEY,
+            LISTING,
+        ]
+        .iter()
+        .map(|name| name.len())
+        .sum();
+        let size =
+            names + pk.len() + 2 * sk.len() + value.len() + MAX_NUMBER_BYTES + MAX_NUMBER_BYTES;
         if size > MAX_ITEM_BYTES {
             return Err(StoreError::NotSupported(format!(
                 "a DynamoDB item holds at most {MAX_ITEM_BYTES} bytes; `{key}` with a value of \
@@ -483,9 +555,17 @@ impl DynamoStore {
                 (next, Some(expected))
             }
         };
+        let shown_sk = (listing != Listing::Hidden).then(|| sk.clone());
         let mut item = key_attributes(pk, sk);
         item.insert(VALUE.to_owned(), AttributeValue::B(Blob::new(value)));
         item.insert(VERSION.to_owned(), AttributeValue::N(version.to_string()));
+        item.insert(
+            LISTING.to_owned(),
+            AttributeValue::N(listing.code().to_string()),
+        );
+        if let Some(shown_sk) = shown_sk {
+            item.insert(SHOWN_SORT_KEY.to_owned(), AttributeValue::S(shown_sk));
+        }
         let put = match condition {
             None => PreparedPut {
                 item,
@@ -506,17 +586,132 @@ impl DynamoStore {
         Ok((put, Version::new(version.to_string())))
     }
 
+    /// Whether the table has the `shown` index with the documented schema; asked once.
+    async fn has_shown_index(&self) -> Result<bool, StoreError> {
+        self.shown_index
+            .get_or_try_init(|| async {
+                let described = self
+                    .client
+                    .describe_table()
+                    .table_name(&self.table)
+                    .send()
+                    .await
+                    .map_err(|err| {
+                        let failure = classify(&err, describe_failure);
+                        self.error("DescribeTable", &err, failure, false)
+                    })?;
+                let found = described.table.is_some_and(|table| {
+                    table.local_secondary_indexes().iter().any(|index| {
+                        let keys: Vec<(&str, &KeyType)> = index
+                            .key_schema()
+                            .iter()
+                            .map(|k| (k.attribute_name(), k.key_type()))
+                            .collect();
+                        index.index_name() == Some(SHOWN_INDEX)
+                            && keys
+                                == [
+                                    (PARTITION_KEY, &KeyType::Hash),
+                                    (SHOWN_SORT_KEY, &KeyType::Range),
+                                ]
+                    })
+                });
+                if !found {
+                    tracing::warn!(
+                        table = %self.table,
+                        "the table has no `{SHOWN_INDEX}` local secondary index (created before \
+                         listing classes): listings query whole partitions, tombstones included"
+                    );
+                }
+                Ok(found)
+            })
+            .await
+            .copied()
+    }
+
+    async fn list_partition(
+        &self,
+        prefix: &StoreKey,
+        start_after: Option<&StoreKey>,
+        limit: usize,
+        shown: bool,
+    ) -> Result<ListPage, StoreError> {
+        let prefix = prefix.as_str();
+        let Some(at) = prefix.find('=') else {
+            return Err(StoreError::NotSupported(format!(
+                "DynamoDB lists only under prefixes that contain `=` (one partition); \
+                 `{prefix}` would need a table scan"
+            )));
+        };
+        let (pk, rest) = (&prefix[..=at], &prefix[at + 1..]);
+        // Keys under the prefix are >= the prefix: start before, inside, or past them all.
+        let mut start = match start_after.map(StoreKey::as_str) {
+            Some(after) if after.starts_with(prefix) => {
+                let (pk, sk) = item_key(after)?;
+                let mut start = key_attributes(pk, sk.clone());
+                if shown {
+                    // An index's exclusive start key names the index key and the table key.
+                    start.insert(SHOWN_SORT_KEY.to_owned(), AttributeValue::S(sk));
+                }
+                Some(start)
+            }
+            Some(after) if after > prefix => return Ok(ListPage::default()),
+            _ => None,
+        };
+        let mut page = ListPage::default();
+        loop {
+            // Ask for one entry more than the page holds, to know whether more follow.
+            let wanted = limit.saturating_add(1) - page.entries.len();
+            let output = self.query(pk, rest, start, wanted, shown).await?;
+            for item in output.items.unwrap_or_default() {
+                let Some(key) = key_of_item(&item) else {
+                    tracing::warn!(table = %self.table, "skipping an item that is not a pointer record");
+                    continue;
+                };
+                let listing = match item.get(LISTING) {
+                    Some(AttributeValue::N(n)) => n.parse().ok().and_then(Listing::from_code),
+                    _ => None,
+                };
+                let value = if shown {
+                    // Keys and class only: the index projects no values.
+                    if listing.is_none() {
+                        return Err(self.corrupt(key.as_str(), "it has no listing class"));
+                    }
+                    None
+                } else {
+                    Some(self.decode(key.as_str(), item)?)
+                };
+                page.entries.push(ListEntry {
+                    key,
+                    value,
+                    listing,
+                });
+            }
+            if page.entries.len() > limit {
+                page.entries.truncate(limit);
+                page.more = true;
+                return Ok(page);
+            }
+            match output.last_evaluated_key {
+                Some(last) => start = Some(last),
+                None => return Ok(page),
+            }
+        }
+    }
+
     async fn query(
         &self,
         pk: &str,
         rest: &str,
         start: Option<HashMap<String, AttributeValue>>,
         limit: usize,
+        shown: bool,
     ) -> Result<aws_sdk_dynamodb::operation::query::QueryOutput, StoreError> {
+        let sort_key = if shown { SHOWN_SORT_KEY } else { SORT_KEY };
         let mut request = self
             .client
             .query()
             .table_name(&self.table)
+            .set_index_name(shown.then(|| SHOWN_INDEX.to_owned()))
             .consistent_read(true)
             .limit(i32::try_from(limit).unwrap_or(i32::MAX))
             .expression_attribute_names("#pk", PARTITION_KEY)
@@ -527,7 +722,7 @@ impl DynamoStore {
         } else {
             request
                 .key_condition_expression("#pk = :pk AND begins_with(#sk, :rest)")
-                .expression_attribute_names("#sk", SORT_KEY)
+                .expression_attribute_names("#sk", sort_key)
                 .expression_attribute_values(":rest", AttributeValue::S(rest.to_owned()))
         };
         request.send().await.map_err(|err| {
@@ -551,6 +746,10 @@ impl PointerStore for DynamoStore {
         format!("dynamodb://{}", self.table)
     }
 
+    fn location(&self) -> Option<String> {
+        Some(self.describe())
+    }
+
     async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
         match self.get_item(key, false).await? {
             Some(item) => Ok(Some(self.decode(key.as_str(), item)?)),
@@ -564,7 +763,17 @@ impl PointerStore for DynamoStore {
         value: Bytes,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
-        let (put, version) = self.prepare(key, value, &mode)?;
+        self.put_listed(key, value, mode, Listing::Check).await
+    }
+
+    async fn put_listed(
+        &self,
+        key: &StoreKey,
+        value: Bytes,
+        mode: PutMode,
+        listing: Listing,
+    ) -> Result<Version, StoreError> {
+        let (put, version) = self.prepare(key, value, &mode, listing)?;
         let sent = self
             .client
             .put_item()
@@ -593,49 +802,17 @@ impl PointerStore for DynamoStore {
         start_after: Option<&StoreKey>,
         limit: usize,
     ) -> Result<ListPage, StoreError> {
-        let prefix = prefix.as_str();
-        let Some(at) = prefix.find('=') else {
-            return Err(StoreError::NotSupported(format!(
-                "DynamoDB lists only under prefixes that contain `=` (one partition); \
-                 `{prefix}` would need a table scan"
-            )));
-        };
-        let (pk, rest) = (&prefix[..=at], &prefix[at + 1..]);
-        // Keys under the prefix are >= the prefix: start before, inside, or past them all.
-        let mut start = match start_after.map(StoreKey::as_str) {
-            Some(after) if after.starts_with(prefix) => {
-                let (pk, sk) = item_key(after)?;
-                Some(key_attributes(pk, sk))
-            }
-            Some(after) if after > prefix => return Ok(ListPage::default()),
-            _ => None,
-        };
-        let mut page = ListPage::default();
-        loop {
-            // Ask for one entry more than the page holds, to know whether more follow.
-            let wanted = limit.saturating_add(1) - page.entries.len();
-            let output = self.query(pk, rest, start, wanted).await?;
-            for item in output.items.unwrap_or_default() {
-                let Some(key) = key_of_item(&item) else {
-                    tracing::warn!(table = %self.table, "skipping an item that is not a pointer record");
-                    continue;
-                };
-                let value = self.decode(key.as_str(), item)?;
-                page.entries.push(ListEntry {
-                    key,
-                    value: Some(value),
-                });
-            }
-            if page.entries.len() > limit {
-                page.entries.truncate(limit);
-                page.more = true;
-                return Ok(page);
-            }
-            match output.last_evaluated_key {
-                Some(last) => start = Some(last),
-                None => return Ok(page),
-            }
-        }
+        self.list_partition(prefix, start_after, limit, false).await
+    }
+
+    async fn list_shown(
+        &self,
+        prefix: &StoreKey,
+        start_after: Option<&StoreKey>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError> {
+        let shown = self.has_shown_index().await?;
+        self.list_partition(prefix, start_after, limit, shown).await
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -683,7 +860,8 @@ impl PointerStore for DynamoStore {
         let mut items = Vec::with_capacity(writes.len());
         let mut versions = Vec::with_capacity(writes.len());
         for write in writes {
-            let (put, version) = self.prepare(&write.key, write.value, &write.mode)?;
+            let (put, version) =
+                self.prepare(&write.key, write.value, &write.mode, write.listing)?;
             let put = Put::builder()
                 .table_name(&self.table)
                 .set_item(Some(put.item))
@@ -786,6 +964,15 @@ fn get_failure(err: &GetItemError) -> Option<Failure> {
         GetItemError::ResourceNotFoundException(_) | GetItemError::InvalidEndpointException(_) => {
             Some(Failure::Rejected)
         }
+        _ => None,
+    }
+}
+
+fn describe_failure(err: &DescribeTableError) -> Option<Failure> {
+    match err {
+        DescribeTableError::InternalServerError(_) => Some(Failure::Unknown),
+        DescribeTableError::ResourceNotFoundException(_)
+        | DescribeTableError::InvalidEndpointException(_) => Some(Failure::Rejected),
         _ => None,
     }
 }
@@ -1059,6 +1246,7 @@ fn request_token(table: &str, writes: &[TxWrite]) -> String {
             }
         }
         feed(&write.value);
+        feed(&[write.listing.code()]);
     }
     format!("{hash:032x}")
 }
@@ -1159,6 +1347,7 @@ mod tests {
             key: StoreKey::new(key).expect("key"),
             value: Bytes::from_static(value),
             mode,
+            listing: Listing::Check,
         };
         let a = vec![
             write("x/=a", b"1", PutMode::Create),

@@ -40,8 +40,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{
-    Capabilities, Changed, ListPage, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version,
-    Versioned,
+    Capabilities, Changed, ListPage, Listing, PointerStore, PutMode, StoreError, StoreKey, TxWrite,
+    Version, Versioned,
 };
 
 /// One injected fault.
@@ -400,6 +400,10 @@ impl PointerStore for FaultyStore {
         format!("{} (fault-injecting)", self.inner.describe())
     }
 
+    fn location(&self) -> Option<String> {
+        self.inner.location()
+    }
+
     async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
         let (_, fault) = self.decide(false);
         self.before(fault).await?;
@@ -412,10 +416,23 @@ impl PointerStore for FaultyStore {
         value: Bytes,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
+        self.put_listed(key, value, mode, Listing::Check).await
+    }
+
+    async fn put_listed(
+        &self,
+        key: &StoreKey,
+        value: Bytes,
+        mode: PutMode,
+        listing: Listing,
+    ) -> Result<Version, StoreError> {
         let (call, fault) = self.decide(true);
         self.before(fault).await?;
         let create = matches!(mode, PutMode::Create);
-        let result = self.inner.put(key, value.clone(), mode).await;
+        let result = self
+            .inner
+            .put_listed(key, value.clone(), mode, listing)
+            .await;
         if result.is_ok() {
             self.log(call, [(key.clone(), value)]);
         }
@@ -438,6 +455,17 @@ impl PointerStore for FaultyStore {
         let (_, fault) = self.decide(false);
         self.before(fault).await?;
         self.inner.list(prefix, start_after, limit).await
+    }
+
+    async fn list_shown(
+        &self,
+        prefix: &StoreKey,
+        start_after: Option<&StoreKey>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError> {
+        let (_, fault) = self.decide(false);
+        self.before(fault).await?;
+        self.inner.list_shown(prefix, start_after, limit).await
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -11,13 +11,13 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{
-    Capabilities, ListEntry, ListPage, PointerStore, PutMode, StoreError, StoreKey, TxWrite,
-    Version, Versioned,
+    Capabilities, ListEntry, ListPage, Listing, PointerStore, PutMode, StoreError, StoreKey,
+    TxWrite, Version, Versioned,
 };
 
 #[derive(Debug, Default)]
 struct State {
-    records: BTreeMap<StoreKey, (Bytes, u64)>,
+    records: BTreeMap<StoreKey, (Bytes, u64, Listing)>,
     generation: u64,
 }
 
@@ -26,7 +26,7 @@ impl State {
         let current = self
             .records
             .get(key)
-            .map(|(_, v)| Version::new(v.to_string()));
+            .map(|(_, v, _)| Version::new(v.to_string()));
         match (mode, current) {
             (PutMode::Create, None) => Ok(()),
             (PutMode::Create, Some(_)) => Err(StoreError::AlreadyExists),
@@ -35,10 +35,46 @@ impl State {
         }
     }
 
-    fn write(&mut self, key: StoreKey, value: Bytes) -> Version {
+    fn write(&mut self, key: StoreKey, value: Bytes, listing: Listing) -> Version {
         self.generation += 1;
-        self.records.insert(key, (value, self.generation));
+        self.records.insert(key, (value, self.generation, listing));
         Version::new(self.generation.to_string())
+    }
+
+    fn list(
+        &self,
+        prefix: &StoreKey,
+        start_after: Option<&StoreKey>,
+        limit: usize,
+        shown_only: bool,
+    ) -> ListPage {
+        let lower = match start_after {
+            Some(after) if after >= prefix => Bound::Excluded(after.clone()),
+            _ => Bound::Included(prefix.clone()),
+        };
+        let mut entries = Vec::new();
+        let mut more = false;
+        for (key, (value, version, listing)) in self.records.range((lower, Bound::Unbounded)) {
+            if !key.as_str().starts_with(prefix.as_str()) {
+                break;
+            }
+            if shown_only && *listing == Listing::Hidden {
+                continue;
+            }
+            if entries.len() == limit {
+                more = true;
+                break;
+            }
+            entries.push(ListEntry {
+                key: key.clone(),
+                value: Some(Versioned {
+                    value: value.clone(),
+                    version: Version::new(version.to_string()),
+                }),
+                listing: Some(*listing),
+            });
+        }
+        ListPage { entries, more }
     }
 }
 
@@ -74,7 +110,7 @@ impl PointerStore for MemoryStore {
             .state()
             .records
             .get(key)
-            .map(|(value, version)| Versioned {
+            .map(|(value, version, _)| Versioned {
                 value: value.clone(),
                 version: Version::new(version.to_string()),
             }))
@@ -86,9 +122,19 @@ impl PointerStore for MemoryStore {
         value: Bytes,
         mode: PutMode,
     ) -> Result<Version, StoreError> {
+        self.put_listed(key, value, mode, Listing::Check).await
+    }
+
+    async fn put_listed(
+        &self,
+        key: &StoreKey,
+        value: Bytes,
+        mode: PutMode,
+        listing: Listing,
+    ) -> Result<Version, StoreError> {
         let mut state = self.state();
         state.check(key, &mode)?;
-        Ok(state.write(key.clone(), value))
+        Ok(state.write(key.clone(), value, listing))
     }
 
     async fn list(
@@ -97,30 +143,16 @@ impl PointerStore for MemoryStore {
         start_after: Option<&StoreKey>,
         limit: usize,
     ) -> Result<ListPage, StoreError> {
-        let state = self.state();
-        let lower = match start_after {
-            Some(after) if after >= prefix => Bound::Excluded(after.clone()),
-            _ => Bound::Included(prefix.clone()),
-        };
-        let mut entries = Vec::new();
-        let mut more = false;
-        for (key, (value, version)) in state.records.range((lower, Bound::Unbounded)) {
-            if !key.as_str().starts_with(prefix.as_str()) {
-                break;
-            }
-            if entries.len() == limit {
-                more = true;
-                break;
-            }
-            entries.push(ListEntry {
-                key: key.clone(),
-                value: Some(Versioned {
-                    value: value.clone(),
-                    version: Version::new(version.to_string()),
-                }),
-            });
-        }
-        Ok(ListPage { entries, more })
+        Ok(self.state().list(prefix, start_after, limit, false))
+    }
+
+    async fn list_shown(
+        &self,
+        prefix: &StoreKey,
+        start_after: Option<&StoreKey>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError> {
+        Ok(self.state().list(prefix, start_after, limit, true))
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -146,7 +178,7 @@ impl PointerStore for MemoryStore {
         }
         Ok(writes
             .into_iter()
-            .map(|write| state.write(write.key, write.value))
+            .map(|write| state.write(write.key, write.value, write.listing))
             .collect())
     }
 }

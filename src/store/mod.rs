@@ -14,6 +14,17 @@
 //! Records are never deleted by the catalog protocol: a dropped mapping is a tombstone record
 //! written with replace-if-version, so every mutation is a conditional put that carries a
 //! unique commit id. Backends therefore need no conditional delete.
+//!
+//! # Listing classes
+//! Tombstones stay under the listing prefix, so a listing of a namespace would return every
+//! identifier ever dropped. To list without reading each record, every write may carry a
+//! [`Listing`] class chosen by the writer ([`PointerStore::put_listed`],
+//! [`TxWrite::listing`]); a store keeps it where its listing sees it and
+//! [`PointerStore::list_shown`] leaves out what was written [`Listing::Hidden`]. The class
+//! is a hint about bytes, not catalog semantics: the catalog decides it from the record it
+//! writes, and still decides visibility itself from the value whenever the listing carries
+//! one. [`PointerStore::list`] is unchanged: it returns every key, hidden ones included (the
+//! garbage collector reads tombstones through it).
 
 #[cfg(feature = "dynamodb")]
 pub mod dynamodb;
@@ -123,6 +134,39 @@ pub enum PutMode {
     Update(Version),
 }
 
+/// How a written value shows in [`PointerStore::list_shown`], chosen by the writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Listing {
+    /// Not listed by [`PointerStore::list_shown`] (a tombstone).
+    Hidden,
+    /// Listed, and the class alone tells the reader it is visible (a live record).
+    Shown,
+    /// Listed, and the reader must look at the value to decide (a record whose visibility
+    /// depends on another key, or a write that gave no class).
+    Check,
+}
+
+impl Listing {
+    /// The code a store keeps for the class (`1`, `2`, `3`).
+    pub fn code(self) -> u8 {
+        match self {
+            Listing::Hidden => 1,
+            Listing::Shown => 2,
+            Listing::Check => 3,
+        }
+    }
+
+    /// The class of a code kept by a store; `None` for anything else.
+    pub fn from_code(code: u8) -> Option<Listing> {
+        match code {
+            1 => Some(Listing::Hidden),
+            2 => Some(Listing::Shown),
+            3 => Some(Listing::Check),
+            _ => None,
+        }
+    }
+}
+
 /// One write of an atomic multi-key write.
 #[derive(Debug, Clone)]
 pub struct TxWrite {
@@ -132,6 +176,8 @@ pub struct TxWrite {
     pub value: Bytes,
     /// The condition the key must satisfy.
     pub mode: PutMode,
+    /// How the value shows in [`PointerStore::list_shown`].
+    pub listing: Listing,
 }
 
 /// One entry of a listing.
@@ -142,6 +188,9 @@ pub struct ListEntry {
     /// The value and version, when the store returns them with the listing for free
     /// (memory, local files, DynamoDB); `None` when the caller must read the key itself.
     pub value: Option<Versioned>,
+    /// The [`Listing`] class the value was written with, when the store knows it for
+    /// certain; `None` when unknown (the caller must look at the value).
+    pub listing: Option<Listing>,
 }
 
 /// One page of a listing, in ascending key order.
@@ -233,6 +282,15 @@ pub trait PointerStore: Send + Sync + fmt::Debug + 'static {
     /// A short human-readable description (`memory`, `file:///...`, `s3://bucket/prefix`).
     fn describe(&self) -> String;
 
+    /// Where the records live, as a URI that names this store and no other (a canonical
+    /// directory, a bucket and prefix, a table), or `None` for a process-local store. A
+    /// catalog's ownership of a warehouse is bound to it: a copy of a pointer store
+    /// (restored elsewhere) carries the catalog id but not the location, and must not
+    /// write where the original does (see `catalog::ownership`). Wrappers forward it.
+    fn location(&self) -> Option<String> {
+        None
+    }
+
     /// Read a key with its version; `None` if absent. Strongly consistent.
     async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError>;
 
@@ -252,6 +310,34 @@ pub trait PointerStore: Send + Sync + fmt::Debug + 'static {
     /// What this store offers beyond the required primitives.
     fn capabilities(&self) -> Capabilities {
         Capabilities::default()
+    }
+
+    /// [`PointerStore::put`] with the value's [`Listing`] class. Stores that can keep the
+    /// class override this (and `put` is then `put_listed(.., Listing::Check)`); the
+    /// default drops the class, which costs [`PointerStore::list_shown`] its filtering but
+    /// never its correctness. Wrappers must forward it.
+    async fn put_listed(
+        &self,
+        key: &StoreKey,
+        value: Bytes,
+        mode: PutMode,
+        listing: Listing,
+    ) -> Result<Version, StoreError> {
+        let _ = listing;
+        self.put(key, value, mode).await
+    }
+
+    /// Like [`PointerStore::list`], but may leave out keys whose current value was written
+    /// [`Listing::Hidden`], and tells each entry's class where the store knows it. A page
+    /// holds at most `limit` entries; `more` says whether shown entries may follow. The
+    /// default lists everything with no class (the caller decides from the values).
+    async fn list_shown(
+        &self,
+        prefix: &StoreKey,
+        start_after: Option<&StoreKey>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError> {
+        self.list(prefix, start_after, limit).await
     }
 
     /// Read a key only if its version differs from `version`. Stores that can ask the

@@ -78,11 +78,13 @@ pub async fn probe(store: &dyn PointerStore, ids: &dyn IdGenerator) -> Result<Pr
     let key = StoreKey::new(format!("{base}/=k"))?;
     let missing = StoreKey::new(format!("{base}/=missing"))?;
     let unavailable = |err: StoreError| {
-        Error::with_source(
-            ErrorKind::StoreUnavailable,
-            format!("probing {} failed", store.describe()),
-            err,
-        )
+        let kind = match err {
+            StoreError::Unavailable {
+                retryable: false, ..
+            } => ErrorKind::StoreRefused,
+            _ => ErrorKind::StoreUnavailable,
+        };
+        Error::with_source(kind, format!("probing {} failed", store.describe()), err)
     };
     let mut checks = Vec::new();
     let mut check = |name: &'static str, passed: bool, observed: String| {

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use parqdb_catalog::catalog::{IndexCatalog, LoadIfChanged};
+use parqdb_catalog::metadata::IndexMetadata;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
+use serde_json::{Value, json};
 
 use super::fixture::{TestEnv, source};
 
@@ -143,7 +145,7 @@ pub async fn register_and_load(env: TestEnv) {
     assert_eq!(kind(catalog.load(&index).await), ErrorKind::IndexNotFound);
     let (metadata, location) = env.new_index().await;
     let registered = catalog
-        .register(&index, &source(1), &location)
+        .register(&index, Some(&source(1)), &location)
         .await
         .expect("registered");
     assert_eq!(registered.metadata_location, location);
@@ -153,13 +155,13 @@ pub async fn register_and_load(env: TestEnv) {
     assert_eq!(loaded.identifier, index);
     assert_eq!(env.read(&loaded.metadata_location).await, metadata);
     assert_eq!(
-        kind(catalog.register(&index, &source(1), &location).await),
+        kind(catalog.register(&index, Some(&source(1)), &location).await),
         ErrorKind::AlreadyExists
     );
     // Registering the same immutable metadata under a second identifier is allowed.
     let twin = id(&namespace, "twin");
     catalog
-        .register(&twin, &source(1), &location)
+        .register(&twin, Some(&source(1)), &location)
         .await
         .expect("second binding");
     // Identifiers are exact code-point sequences: case matters.
@@ -186,46 +188,50 @@ pub async fn register_error_precedence(env: TestEnv) {
     assert_eq!(
         kind(
             catalog
-                .register(&id(&missing_ns, "x"), &source(1), &bad)
+                .register(&id(&missing_ns, "x"), Some(&source(1)), &bad)
                 .await
         ),
         ErrorKind::NamespaceNotFound
     );
     let target = id(&namespace, "x");
     assert_eq!(
-        kind(catalog.register(&target, &source(1), &bad).await),
+        kind(catalog.register(&target, Some(&source(1)), &bad).await),
         ErrorKind::InvalidIndexMetadata
     );
     assert_eq!(
-        kind(catalog.register(&target, &source(1), &future).await),
+        kind(catalog.register(&target, Some(&source(1)), &future).await),
         ErrorKind::UnsupportedFormatVersion
     );
     assert_eq!(
-        kind(catalog.register(&target, &source(1), outside).await),
+        kind(catalog.register(&target, Some(&source(1)), outside).await),
         ErrorKind::InvalidIndexMetadata
     );
     assert_eq!(
-        kind(catalog.register(&target, &source(1), &missing_file).await),
+        kind(
+            catalog
+                .register(&target, Some(&source(1)), &missing_file)
+                .await
+        ),
         ErrorKind::InvalidIndexMetadata
     );
     // The source binding must equal the current snapshot's source-table exactly.
     assert_eq!(
-        kind(catalog.register(&target, &source(2), &good).await),
+        kind(catalog.register(&target, Some(&source(2)), &good).await),
         ErrorKind::InvalidIndexMetadata
     );
     // None of the failures wrote anything.
     assert_eq!(kind(catalog.load(&target).await), ErrorKind::IndexNotFound);
     catalog
-        .register(&target, &source(1), &good)
+        .register(&target, Some(&source(1)), &good)
         .await
         .expect("registered");
-    // Metadata validity is checked before existence.
+    // The catalog's state is checked before the request's content: existence first.
     assert_eq!(
-        kind(catalog.register(&target, &source(1), &bad).await),
-        ErrorKind::InvalidIndexMetadata
+        kind(catalog.register(&target, Some(&source(1)), &bad).await),
+        ErrorKind::AlreadyExists
     );
     assert_eq!(
-        kind(catalog.register(&target, &source(1), &good).await),
+        kind(catalog.register(&target, Some(&source(1)), &good).await),
         ErrorKind::AlreadyExists
     );
 }
@@ -233,10 +239,11 @@ pub async fn register_error_precedence(env: TestEnv) {
 pub async fn commit_chain(env: TestEnv) {
     let catalog = &env.catalog;
     let (index, mut metadata, mut location) = env.registered("chain").await;
+    let (first, first_location) = (metadata.clone(), location.clone());
     for round in 2..=4 {
         let (next, next_location) = env.successor(&metadata, round).await;
         let result = catalog
-            .commit(&index, &source(round), &location, &next_location)
+            .commit(&index, Some(&source(round)), &location, &next_location)
             .await
             .expect("committed");
         assert!(!result.already_applied);
@@ -249,6 +256,8 @@ pub async fn commit_chain(env: TestEnv) {
     }
     assert_eq!(metadata.last_sequence_number(), 4);
     assert_eq!(env.read(&location).await.snapshots().len(), 4);
+    // A reader that loaded the first file still reads its immutable state.
+    assert_eq!(env.read(&first_location).await, first);
 }
 
 pub async fn commit_errors_and_precedence(env: TestEnv) {
@@ -262,7 +271,7 @@ pub async fn commit_errors_and_precedence(env: TestEnv) {
     assert_eq!(
         kind(
             catalog
-                .commit(&missing, &source(2), &base_location, &bad)
+                .commit(&missing, Some(&source(2)), &base_location, &bad)
                 .await
         ),
         ErrorKind::IndexNotFound
@@ -271,7 +280,7 @@ pub async fn commit_errors_and_precedence(env: TestEnv) {
     assert_eq!(
         kind(
             catalog
-                .commit(&index, &source(2), &next_location, &bad)
+                .commit(&index, Some(&source(2)), &next_location, &bad)
                 .await
         ),
         ErrorKind::CommitConflict
@@ -280,7 +289,7 @@ pub async fn commit_errors_and_precedence(env: TestEnv) {
     assert_eq!(
         kind(
             catalog
-                .commit(&index, &source(2), &base_location, &bad)
+                .commit(&index, Some(&source(2)), &base_location, &bad)
                 .await
         ),
         ErrorKind::InvalidIndexMetadata
@@ -288,7 +297,12 @@ pub async fn commit_errors_and_precedence(env: TestEnv) {
     assert_eq!(
         kind(
             catalog
-                .commit(&index, &source(2), &base_location, "s3://elsewhere/m.json")
+                .commit(
+                    &index,
+                    Some(&source(2)),
+                    &base_location,
+                    "s3://elsewhere/m.json"
+                )
                 .await
         ),
         ErrorKind::InvalidIndexMetadata
@@ -298,7 +312,7 @@ pub async fn commit_errors_and_precedence(env: TestEnv) {
     assert_eq!(
         kind(
             catalog
-                .commit(&index, &source(1), &base_location, &foreign_location)
+                .commit(&index, Some(&source(1)), &base_location, &foreign_location)
                 .await
         ),
         ErrorKind::IndexUuidMismatch
@@ -307,7 +321,7 @@ pub async fn commit_errors_and_precedence(env: TestEnv) {
     assert_eq!(
         kind(
             catalog
-                .commit(&index, &source(1), &base_location, &next_location)
+                .commit(&index, Some(&source(1)), &base_location, &next_location)
                 .await
         ),
         ErrorKind::InvalidIndexMetadata
@@ -319,13 +333,13 @@ pub async fn commit_errors_and_precedence(env: TestEnv) {
     );
 
     let done = catalog
-        .commit(&index, &source(2), &base_location, &next_location)
+        .commit(&index, Some(&source(2)), &base_location, &next_location)
         .await
         .expect("commit");
     assert!(!done.already_applied);
     // A retry of the very same commit reports that it already landed.
     let retry = catalog
-        .commit(&index, &source(2), &base_location, &next_location)
+        .commit(&index, Some(&source(2)), &base_location, &next_location)
         .await
         .expect("retry");
     assert!(retry.already_applied);
@@ -335,7 +349,7 @@ pub async fn commit_errors_and_precedence(env: TestEnv) {
     assert_eq!(
         kind(
             catalog
-                .commit(&index, &source(3), &base_location, &other_location)
+                .commit(&index, Some(&source(3)), &base_location, &other_location)
                 .await
         ),
         ErrorKind::CommitConflict
@@ -344,7 +358,7 @@ pub async fn commit_errors_and_precedence(env: TestEnv) {
     assert_eq!(
         kind(
             catalog
-                .commit(&index, &source(1), &next_location, &base_location)
+                .commit(&index, Some(&source(1)), &next_location, &base_location)
                 .await
         ),
         ErrorKind::InvalidIndexMetadata
@@ -365,7 +379,7 @@ pub async fn load_if_changed(env: TestEnv) {
     );
     let (_, next_location) = env.successor(&base, 2).await;
     catalog
-        .commit(&index, &source(2), &base_location, &next_location)
+        .commit(&index, Some(&source(2)), &base_location, &next_location)
         .await
         .expect("commit");
     match catalog
@@ -408,7 +422,7 @@ pub async fn drop_and_reregister(env: TestEnv) {
     );
     // Re-registering the old metadata is allowed.
     catalog
-        .register(&index, &source(1), &location)
+        .register(&index, Some(&source(1)), &location)
         .await
         .expect("re-registered");
     assert_eq!(
@@ -439,7 +453,7 @@ pub async fn rename_semantics(env: TestEnv) {
     let (_, taken_location) = env.new_index().await;
     let taken = id(&other_ns, "taken");
     catalog
-        .register(&taken, &source(1), &taken_location)
+        .register(&taken, Some(&source(1)), &taken_location)
         .await
         .expect("registered");
     assert_eq!(
@@ -471,13 +485,13 @@ pub async fn rename_semantics(env: TestEnv) {
     // Metadata is untouched and the renamed index accepts commits.
     let (_, next_location) = env.successor(&base, 2).await;
     catalog
-        .commit(&to, &source(2), &location, &next_location)
+        .commit(&to, Some(&source(2)), &location, &next_location)
         .await
         .expect("commit after rename");
     assert_eq!(
         kind(
             catalog
-                .commit(&from, &source(2), &location, &next_location)
+                .commit(&from, Some(&source(2)), &location, &next_location)
                 .await
         ),
         ErrorKind::IndexNotFound
@@ -514,16 +528,16 @@ pub async fn list_pagination(env: TestEnv) {
     let names = ["g", "b", "a", "Z", "e", "c", "f", "d.x"];
     for name in names {
         catalog
-            .register(&id(&namespace, name), &source(1), &location)
+            .register(&id(&namespace, name), Some(&source(1)), &location)
             .await
             .expect("registered");
     }
     catalog
-        .register(&id(&sibling, "s"), &source(1), &location)
+        .register(&id(&sibling, "s"), Some(&source(1)), &location)
         .await
         .expect("sibling index");
     catalog
-        .register(&id(&nested, "n"), &source(1), &location)
+        .register(&id(&nested, "n"), Some(&source(1)), &location)
         .await
         .expect("nested index");
     catalog
@@ -598,7 +612,12 @@ pub async fn racing_commits_one_winner(env: TestEnv, writers: usize) {
         let base_location = base_location.clone();
         tasks.push(tokio::spawn(async move {
             catalog
-                .commit(&index, &source(2 + round as u32), &base_location, &location)
+                .commit(
+                    &index,
+                    Some(&source(2 + round as u32)),
+                    &base_location,
+                    &location,
+                )
                 .await
         }));
     }
@@ -624,7 +643,11 @@ pub async fn racing_commits_one_winner(env: TestEnv, writers: usize) {
     );
 }
 
-/// `writers` tasks each publish `per_writer` successors with reload-and-retry.
+/// `writers` tasks each publish `per_writer` successors with reload-and-retry. A commit
+/// whose outcome is unknown (`COMMIT_STATE_UNKNOWN`: under heavy load more than the
+/// record's remembered history can land between a writer's read and its write) is
+/// resolved as its contract says, by reloading; one that landed unseen is found in the
+/// chain at the end. Every sequence number is published exactly once, none is lost.
 pub async fn contended_chain_loses_nothing(env: TestEnv, writers: usize, per_writer: usize) {
     let (index, _, _) = env.registered("chain").await;
     let mut tasks = Vec::new();
@@ -633,6 +656,7 @@ pub async fn contended_chain_loses_nothing(env: TestEnv, writers: usize, per_wri
         let index = index.clone();
         tasks.push(tokio::spawn(async move {
             let mut landed = Vec::new();
+            let mut unknown = Vec::new();
             while landed.len() < per_writer {
                 let current = env.catalog.load(&index).await.expect("load");
                 let base = env.read(&current.metadata_location).await;
@@ -640,13 +664,13 @@ pub async fn contended_chain_loses_nothing(env: TestEnv, writers: usize, per_wri
                 let base = base
                     .expire_snapshots(Some(4), None, &parqdb_catalog::SystemClock)
                     .expect("expire");
-                let version = (writer * 100_000 + landed.len() + 2) as u32;
+                let version = (writer * 100_000 + landed.len() + unknown.len() + 2) as u32;
                 let (next, location) = env.successor(&base, version).await;
                 match env
                     .catalog
                     .commit(
                         &index,
-                        &source(version),
+                        Some(&source(version)),
                         &current.metadata_location,
                         &location,
                     )
@@ -654,28 +678,32 @@ pub async fn contended_chain_loses_nothing(env: TestEnv, writers: usize, per_wri
                 {
                     Ok(_) => landed.push(next.last_sequence_number()),
                     Err(err) if err.kind() == ErrorKind::CommitConflict => continue,
+                    Err(err) if err.kind() == ErrorKind::CommitStateUnknown => {
+                        let now = env.catalog.load(&index).await.expect("reload");
+                        if now.metadata_location == location {
+                            landed.push(next.last_sequence_number());
+                        } else {
+                            unknown.push(next.last_sequence_number());
+                        }
+                    }
                     Err(err) => panic!("unexpected error: {err}"),
                 }
             }
-            landed
+            (landed, unknown)
         }));
     }
     let mut sequences = BTreeSet::new();
+    let mut unknown = BTreeSet::new();
     for task in tasks {
-        for sequence in task.await.expect("writer") {
+        let (landed, maybe) = task.await.expect("writer");
+        for sequence in landed {
             assert!(
                 sequences.insert(sequence),
                 "sequence {sequence} published twice"
             );
         }
+        unknown.extend(maybe);
     }
-    let total = writers * per_writer;
-    assert_eq!(sequences.len(), total);
-    let expected: BTreeSet<i64> = (2..=(total as i64 + 1)).collect();
-    assert_eq!(
-        sequences, expected,
-        "every acknowledged commit is in the chain"
-    );
     let last = env
         .read(
             &env.catalog
@@ -685,14 +713,630 @@ pub async fn contended_chain_loses_nothing(env: TestEnv, writers: usize, per_wri
                 .metadata_location,
         )
         .await;
-    assert_eq!(last.last_sequence_number(), total as i64 + 1);
+    let final_sequence = last.last_sequence_number();
+    // Each sequence number is allocated by exactly one landed commit (the chain is
+    // contiguous); a gap is a commit whose outcome its writer could not know.
+    for sequence in 2..=final_sequence {
+        if !sequences.contains(&sequence) {
+            assert!(
+                unknown.contains(&sequence),
+                "sequence {sequence} is in the chain but no writer published it"
+            );
+            sequences.insert(sequence);
+        }
+    }
+    let expected: BTreeSet<i64> = (2..=final_sequence).collect();
+    assert_eq!(
+        sequences, expected,
+        "every acknowledged commit is in the chain"
+    );
+    assert!(
+        final_sequence > (writers * per_writer) as i64,
+        "every writer's commits landed"
+    );
+}
+
+/// The metadata of `location` as JSON, edited by `edit`, written to a fresh location.
+async fn edited(env: &TestEnv, metadata: &IndexMetadata, edit: impl FnOnce(&mut Value)) -> String {
+    let mut value: Value = serde_json::from_slice(&metadata.to_json_vec()).expect("json");
+    edit(&mut value);
+    env.write_raw(&serde_json::to_vec_pretty(&value).expect("serialize"))
+        .await
+}
+
+/// The current location of `index`.
+async fn current(env: &TestEnv, index: &IndexIdentifier) -> String {
+    env.catalog
+        .load(index)
+        .await
+        .expect("load")
+        .metadata_location
+}
+
+/// Issue 17, item 1: a commit publishes a successor, and only a successor — the base with
+/// non-current snapshots (and their log entries) removed, then at most one snapshot
+/// published by the six steps; nothing else but `last-updated-ms` and `properties`.
+pub async fn commit_publishes_only_successors(env: TestEnv) {
+    let catalog = &env.catalog;
+    let (index, base, base_location) = env.registered("successor").await;
+    let (next, _) = env.successor(&base, 2).await;
+    let (two_ahead, two_ahead_location) = env.successor(&next, 3).await;
+    let first = base.current_snapshot_id();
+    let env_ref = &env;
+    let refused = |what: &'static str, location: String| {
+        let index = index.clone();
+        async move {
+            let result = catalog
+                .commit(&index, None, &current(env_ref, &index).await, &location)
+                .await;
+            assert_eq!(
+                result.as_ref().map_err(|err| err.kind()).err(),
+                Some(ErrorKind::InvalidIndexMetadata),
+                "{what}: {result:?}"
+            );
+        }
+    };
+
+    // From the one-snapshot base.
+    refused(
+        "a sequence number jumping from 1 to 7",
+        edited(&env, &next, |v| {
+            v["snapshots"][1]["sequence-number"] = json!(7);
+            v["last-sequence-number"] = json!(7);
+        })
+        .await,
+    )
+    .await;
+    refused("two snapshots appended at once", two_ahead_location.clone()).await;
+    refused(
+        "a snapshot appended without advancing current-snapshot-id",
+        edited(&env, &next, |v| {
+            v["current-snapshot-id"] = json!(first);
+            v["snapshot-log"].as_array_mut().expect("log").pop();
+        })
+        .await,
+    )
+    .await;
+    refused(
+        "last-sequence-number raised with no snapshot allocated",
+        edited(&env, &base, |v| {
+            v["last-sequence-number"] = json!(5);
+            v["last-updated-ms"] = json!(base.last_updated_ms() + 1);
+        })
+        .await,
+    )
+    .await;
+    refused(
+        "no change at all (a no-op commit)",
+        edited(&env, &base, |_| {}).await,
+    )
+    .await;
+    refused(
+        "only properties changed (a no-op commit)",
+        edited(&env, &base, |v| v["properties"] = json!({"owner": "me"})).await,
+    )
+    .await;
+    assert_eq!(current(&env, &index).await, base_location, "nothing landed");
+
+    // A real successor lands; then from the two-snapshot state.
+    let next_location = env.write(&next).await;
+    catalog
+        .commit(&index, None, &base_location, &next_location)
+        .await
+        .expect("a successor commits");
+    refused(
+        "the log entry of a retained snapshot removed",
+        edited(&env, &next, |v| {
+            v["snapshot-log"].as_array_mut().expect("log").remove(0);
+        })
+        .await,
+    )
+    .await;
+    refused(
+        "a rollback to a retained snapshot",
+        edited(&env, &next, |v| {
+            v["current-snapshot-id"] = json!(first);
+            let at = v["last-updated-ms"].clone();
+            v["snapshot-log"]
+                .as_array_mut()
+                .expect("log")
+                .push(json!({"timestamp-ms": at, "snapshot-id": first}));
+        })
+        .await,
+    )
+    .await;
+    let second = next.current_snapshot_id();
+    refused(
+        "the base's current snapshot removed",
+        edited(&env, &next, |v| {
+            v["snapshots"]
+                .as_array_mut()
+                .expect("snapshots")
+                .retain(|s| s["snapshot-id"] != json!(second));
+            v["snapshot-log"]
+                .as_array_mut()
+                .expect("log")
+                .retain(|e| e["snapshot-id"] != json!(second));
+            v["current-snapshot-id"] = json!(first);
+        })
+        .await,
+    )
+    .await;
+    assert_eq!(current(&env, &index).await, next_location, "nothing landed");
+    let _ = two_ahead;
+
+    // Expiry alone, and expiry then publication in one commit, are successors.
+    let expired = next
+        .expire_snapshots(None, None, &parqdb_catalog::SystemClock)
+        .expect("expire");
+    let expired_location = env.write(&expired).await;
+    catalog
+        .commit(&index, None, &next_location, &expired_location)
+        .await
+        .expect("expiry commits");
+    let (third, _) = env.successor(&expired, 3).await;
+    let (both, both_location) = env
+        .successor(
+            &third
+                .expire_snapshots(None, None, &parqdb_catalog::SystemClock)
+                .expect("expire"),
+            4,
+        )
+        .await;
+    // `both` builds on a snapshot that was never published (two new snapshots): refused.
+    // Built on `expired` itself, the successor lands.
+    refused("a successor of a snapshot never published", both_location).await;
+    let _ = both;
+    let (fourth, fourth_location) = env.successor(&expired, 5).await;
+    catalog
+        .commit(&index, None, &expired_location, &fourth_location)
+        .await
+        .expect("publication after expiry commits");
+    assert_eq!(fourth.last_sequence_number(), 3);
+}
+
+/// Issue 17, item 2: a commit whose `new` is already current succeeds (`already-applied`)
+/// only as a retry of the commit that made it current: same base, same source binding.
+pub async fn commit_replay_requires_the_same_request(env: TestEnv) {
+    let catalog = &env.catalog;
+    let (index, base, base_location) = env.registered("replay").await;
+    let (next, next_location) = env.successor(&base, 2).await;
+    let (_, never_current) = env.successor(&base, 3).await;
+    let done = catalog
+        .commit(&index, Some(&source(2)), &base_location, &next_location)
+        .await
+        .expect("commit");
+    assert!(!done.already_applied);
+
+    // The very same request, with or without the source, in any spelling of the base.
+    for (what, source_arg, base_arg) in [
+        ("same source", Some(source(2)), base_location.clone()),
+        ("default source", None, base_location.clone()),
+        (
+            "base spelled differently",
+            Some(source(2)),
+            base_location.replacen("/metadata/", "/%6Detadata/", 1),
+        ),
+    ] {
+        let replay = catalog
+            .commit(&index, source_arg.as_ref(), &base_arg, &next_location)
+            .await
+            .unwrap_or_else(|err| panic!("{what}: {err}"));
+        assert!(replay.already_applied, "{what}");
+        assert_eq!(replay.pointer.metadata_location, next_location, "{what}");
+        assert_eq!(replay.pointer.source, source(2), "{what}");
+    }
+    // A request that could not have produced the current state is a conflict.
+    assert_eq!(
+        kind(
+            catalog
+                .commit(&index, Some(&source(2)), &never_current, &next_location)
+                .await
+        ),
+        ErrorKind::CommitConflict,
+        "a base that was never current"
+    );
+    assert_eq!(
+        kind(
+            catalog
+                .commit(&index, Some(&source(9)), &base_location, &next_location)
+                .await
+        ),
+        ErrorKind::CommitConflict,
+        "another source binding"
+    );
+    // Once the state moved on, the old request is a plain conflict.
+    let (_, later_location) = env.successor(&next, 4).await;
+    catalog
+        .commit(&index, None, &next_location, &later_location)
+        .await
+        .expect("commit");
+    assert_eq!(
+        kind(
+            catalog
+                .commit(&index, Some(&source(2)), &base_location, &next_location)
+                .await
+        ),
+        ErrorKind::CommitConflict
+    );
+    // A pointer that does not know what its location replaced (created by register or
+    // rename) recognises no replay.
+    let twin = id(index.namespace(), "twin");
+    catalog
+        .register(&twin, None, &later_location)
+        .await
+        .expect("register");
+    assert_eq!(
+        kind(
+            catalog
+                .commit(&twin, None, &next_location, &later_location)
+                .await
+        ),
+        ErrorKind::CommitConflict,
+        "registered pointer"
+    );
+    let moved = id(index.namespace(), "moved");
+    catalog.rename(&index, &moved).await.expect("rename");
+    assert_eq!(
+        kind(
+            catalog
+                .commit(&moved, None, &next_location, &later_location)
+                .await
+        ),
+        ErrorKind::CommitConflict,
+        "renamed pointer"
+    );
+    assert_eq!(current(&env, &moved).await, later_location);
+}
+
+/// Issue 17, item 3: one order of checks — the catalog's state before the request's
+/// content — with an explicit source and with the default one alike.
+pub async fn order_of_checks_with_and_without_source(env: TestEnv) {
+    let catalog = &env.catalog;
+    let namespace = env.namespace("order").await;
+    let missing_ns =
+        Namespace::new([format!("missing-{}", uuid::Uuid::new_v4().simple())]).expect("valid");
+    let bad = env.write_raw(br#"{"format-version": 1}"#).await;
+    let future = env.write_raw(br#"{"format-version": 2, "x": 1}"#).await;
+    let (base, base_location) = env.new_index().await;
+    let (_, next_location) = env.successor(&base, 2).await;
+    let (_, foreign) = env.new_index().await;
+    let source_one = source(1);
+    let source_two = source(2);
+    for (round, register_source, commit_source) in
+        [(0, Some(&source_one), Some(&source_two)), (1, None, None)]
+    {
+        let target = id(&namespace, &format!("x{round}"));
+        let register = |identifier: IndexIdentifier, location: String| async move {
+            kind(
+                catalog
+                    .register(&identifier, register_source, &location)
+                    .await,
+            )
+        };
+        assert_eq!(
+            register(id(&missing_ns, "x"), bad.clone()).await,
+            ErrorKind::NamespaceNotFound,
+            "round {round}: a missing namespace first"
+        );
+        assert_eq!(
+            register(target.clone(), bad.clone()).await,
+            ErrorKind::InvalidIndexMetadata
+        );
+        assert_eq!(
+            register(target.clone(), future.clone()).await,
+            ErrorKind::UnsupportedFormatVersion
+        );
+        let registered = catalog
+            .register(&target, register_source, &base_location)
+            .await
+            .expect("register");
+        assert_eq!(
+            registered.source,
+            source(1),
+            "round {round}: the bound source"
+        );
+        assert_eq!(catalog.load(&target).await.expect("load").source, source(1));
+        assert_eq!(
+            register(target.clone(), bad.clone()).await,
+            ErrorKind::AlreadyExists,
+            "round {round}: existence before the metadata"
+        );
+
+        let commit = |identifier: IndexIdentifier, base: String, new: String| async move {
+            kind(
+                catalog
+                    .commit(&identifier, commit_source, &base, &new)
+                    .await,
+            )
+        };
+        assert_eq!(
+            commit(id(&namespace, "absent"), base_location.clone(), bad.clone()).await,
+            ErrorKind::IndexNotFound,
+            "round {round}: existence first"
+        );
+        assert_eq!(
+            commit(target.clone(), next_location.clone(), bad.clone()).await,
+            ErrorKind::CommitConflict,
+            "round {round}: a stale base before the metadata"
+        );
+        assert_eq!(
+            commit(target.clone(), base_location.clone(), bad.clone()).await,
+            ErrorKind::InvalidIndexMetadata
+        );
+        assert_eq!(
+            commit(target.clone(), base_location.clone(), future.clone()).await,
+            ErrorKind::UnsupportedFormatVersion
+        );
+        assert_eq!(
+            commit(target.clone(), base_location.clone(), foreign.clone()).await,
+            ErrorKind::IndexUuidMismatch
+        );
+        let committed = catalog
+            .commit(&target, commit_source, &base_location, &next_location)
+            .await
+            .expect("commit");
+        assert_eq!(
+            committed.pointer.source,
+            source(2),
+            "round {round}: the bound source"
+        );
+    }
+    // An explicit source that differs from the metadata's source-table is refused.
+    let other = id(&namespace, "other");
+    assert_eq!(
+        kind(
+            catalog
+                .register(&other, Some(&source(7)), &base_location)
+                .await
+        ),
+        ErrorKind::InvalidIndexMetadata
+    );
+}
+
+/// Issue 17, item 4: a metadata location is any absolute URI inside the warehouse; the
+/// catalog stores and returns one canonical form.
+pub async fn metadata_locations_are_uris(env: TestEnv) {
+    let catalog = &env.catalog;
+    let namespace = env.namespace("uris").await;
+    let (base, _) = env.new_index().await;
+    let name = format!(
+        "metadata/{}/caf\u{e9} a-{}.metadata.json",
+        base.index_uuid(),
+        uuid::Uuid::new_v4().simple()
+    );
+    let canonical = env
+        .warehouse
+        .write_new(&name, bytes::Bytes::from(base.to_json_vec()))
+        .await
+        .expect("written");
+    assert_eq!(canonical, env.warehouse.absolute(&name));
+    assert!(canonical.contains("caf%C3%A9%20a-"), "{canonical}");
+    let root = env.warehouse.root().to_owned();
+    let spellings = [
+        canonical.clone(),
+        format!("{root}/{name}"),
+        canonical.replace("%C3%A9", "%c3%a9"),
+        canonical.replacen("/metadata/", "/%6D%65tadata/", 1),
+    ];
+    for (n, spelling) in spellings.iter().enumerate() {
+        let index = id(&namespace, &format!("spelling-{n}"));
+        let registered = catalog
+            .register(&index, None, spelling)
+            .await
+            .unwrap_or_else(|err| panic!("`{spelling}`: {err}"));
+        assert_eq!(registered.metadata_location, canonical, "`{spelling}`");
+        assert_eq!(current(&env, &index).await, canonical, "`{spelling}`");
+    }
+    // A commit based on another spelling, and its replay in yet another.
+    let index = id(&namespace, "spelling-1");
+    let (_, next_location) = env.successor(&base, 2).await;
+    catalog
+        .commit(&index, None, &spellings[1], &next_location)
+        .await
+        .expect("commit on an unescaped base");
+    let replay = catalog
+        .commit(
+            &index,
+            None,
+            &spellings[2],
+            &next_location.replacen("/metadata/", "/%6detadata/", 1),
+        )
+        .await
+        .expect("replay");
+    assert!(replay.already_applied);
+    assert_eq!(replay.pointer.metadata_location, next_location);
+    // `..`, empty segments and an escaped `/` stay refused.
+    let (uuid, file) = name
+        .strip_prefix("metadata/")
+        .and_then(|rest| rest.split_once('/'))
+        .expect("two segments");
+    for refused in [
+        format!("{root}/metadata/{uuid}/../{uuid}/{file}"),
+        format!("{root}/metadata/x/%2E%2E/{uuid}/{file}"),
+        format!("{root}/metadata//{uuid}/{file}"),
+        format!("{root}/metadata%2F{uuid}/{file}"),
+        format!("{root}/metadata/{uuid}%2F{file}"),
+    ] {
+        let index = id(&namespace, "refused");
+        assert_eq!(
+            kind(catalog.register(&index, None, &refused).await),
+            ErrorKind::InvalidIndexMetadata,
+            "`{refused}`"
+        );
+    }
+}
+
+/// Issue 17, item 5: integers follow JSON — `-0` is the integer 0 — and a
+/// `format-version` outside the `int` range is an out-of-range integer.
+pub async fn integers_follow_json(env: TestEnv) {
+    let catalog = &env.catalog;
+    let namespace = env.namespace("ints").await;
+    let (base, _) = env.new_index().await;
+    let text = String::from_utf8(base.to_json_vec()).expect("utf-8");
+    let log_time = base.snapshot_log()[0].timestamp_ms();
+    let zero = text.replacen(
+        &format!("\"timestamp-ms\": {log_time},\n      \"snapshot-id\""),
+        "\"timestamp-ms\": -0,\n      \"snapshot-id\"",
+        1,
+    );
+    assert_ne!(zero, text, "the log entry was rewritten");
+    let location = env.write_raw(zero.as_bytes()).await;
+    catalog
+        .register(&id(&namespace, "zero"), None, &location)
+        .await
+        .expect("-0 is a valid integer");
+    for (version, expected) in [
+        ("-0", ErrorKind::UnsupportedFormatVersion),
+        ("2147483647", ErrorKind::UnsupportedFormatVersion),
+        ("2147483648", ErrorKind::InvalidIndexMetadata),
+        ("4294967297", ErrorKind::InvalidIndexMetadata),
+        ("-2147483649", ErrorKind::InvalidIndexMetadata),
+    ] {
+        let doc = text.replacen(
+            "\"format-version\": 1",
+            &format!("\"format-version\": {version}"),
+            1,
+        );
+        let location = env.write_raw(doc.as_bytes()).await;
+        assert_eq!(
+            kind(
+                catalog
+                    .register(&id(&namespace, "fv"), None, &location)
+                    .await
+            ),
+            expected,
+            "format-version {version}"
+        );
+    }
+}
+
+/// Issue 17, item 5: a store that refuses for good (access denied, a missing bucket or
+/// table) is `STORE_REFUSED`, which no one should retry.
+pub async fn store_refusal_is_permanent(refusing: SharedCatalog) {
+    let namespace = Namespace::new(["refused"]).expect("valid");
+    let index = id(&namespace, "x");
+    for (what, err) in [
+        (
+            "create_namespace",
+            refusing
+                .create_namespace(&namespace, BTreeMap::new())
+                .await
+                .expect_err("refused"),
+        ),
+        (
+            "register",
+            refusing
+                .register(&index, None, "memory://nowhere/metadata/x.json")
+                .await
+                .expect_err("refused"),
+        ),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::StoreRefused, "{what}: {err}");
+        assert!(!err.is_retryable(), "{what}");
+    }
+}
+
+/// Issue 17, item 5: register, drop, rename and namespace operations have no base, so
+/// under contention they never answer `COMMIT_CONFLICT` (giving up is
+/// `CONCURRENT_MODIFICATION`, retryable).
+pub async fn operations_without_a_base_never_report_commit_conflict(env: TestEnv) {
+    let namespace = env.namespace("churn").await;
+    let (_, location) = env.new_index().await;
+    let a = id(&namespace, "a");
+    env.catalog
+        .register(&a, None, &location)
+        .await
+        .expect("register");
+    let mut tasks = Vec::new();
+    for writer in 0..6 {
+        let catalog = env.catalog.clone();
+        let (namespace, location) = (namespace.clone(), location.clone());
+        tasks.push(tokio::spawn(async move {
+            let a = id(&namespace, "a");
+            let b = id(&namespace, "b");
+            let child = namespace.child("child").expect("valid");
+            let mut kinds = Vec::new();
+            for _ in 0..4 {
+                let results: Vec<parqdb_catalog::Result<()>> = match writer % 3 {
+                    0 => vec![
+                        catalog.rename(&a, &b).await.map(|_| ()),
+                        catalog.rename(&b, &a).await.map(|_| ()),
+                    ],
+                    1 => vec![
+                        catalog.drop_index(&a).await,
+                        catalog.register(&a, None, &location).await.map(|_| ()),
+                    ],
+                    _ => vec![
+                        catalog.create_namespace(&child, BTreeMap::new()).await,
+                        catalog.drop_namespace(&child).await,
+                    ],
+                };
+                kinds.extend(
+                    results
+                        .into_iter()
+                        .filter_map(|r| r.err())
+                        .map(|e| e.kind()),
+                );
+            }
+            kinds
+        }));
+    }
+    for task in tasks {
+        for kind in task.await.expect("task") {
+            assert!(
+                matches!(
+                    kind,
+                    ErrorKind::AlreadyExists
+                        | ErrorKind::IndexNotFound
+                        | ErrorKind::NamespaceNotFound
+                        | ErrorKind::ConcurrentModification
+                ),
+                "an operation without a base answered {kind}"
+            );
+            if kind == ErrorKind::ConcurrentModification {
+                assert!(kind.is_retryable());
+            }
+        }
+    }
 }
 
 /// Instantiate the suite: `catalog_conformance!(async_factory_expr)`; the factory returns
 /// a fresh [`TestEnv`] per test.
 #[macro_export]
 macro_rules! catalog_conformance {
-    ($factory:expr) => {
+    ($factory:expr, refusing: $refusing:expr) => {
+        #[tokio::test]
+        async fn conformance_commit_publishes_only_successors() {
+            common::conformance::commit_publishes_only_successors($factory.await).await;
+        }
+        #[tokio::test]
+        async fn conformance_commit_replay_requires_the_same_request() {
+            common::conformance::commit_replay_requires_the_same_request($factory.await).await;
+        }
+        #[tokio::test]
+        async fn conformance_order_of_checks_with_and_without_source() {
+            common::conformance::order_of_checks_with_and_without_source($factory.await).await;
+        }
+        #[tokio::test]
+        async fn conformance_metadata_locations_are_uris() {
+            common::conformance::metadata_locations_are_uris($factory.await).await;
+        }
+        #[tokio::test]
+        async fn conformance_integers_follow_json() {
+            common::conformance::integers_follow_json($factory.await).await;
+        }
+        #[tokio::test]
+        async fn conformance_store_refusal_is_permanent() {
+            common::conformance::store_refusal_is_permanent($refusing.await).await;
+        }
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn conformance_operations_without_a_base_never_report_commit_conflict() {
+            common::conformance::operations_without_a_base_never_report_commit_conflict(
+                $factory.await,
+            )
+            .await;
+        }
         #[tokio::test]
         async fn conformance_namespaces_lifecycle() {
             common::conformance::namespaces_lifecycle($factory.await).await;

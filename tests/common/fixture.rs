@@ -3,11 +3,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use bytes::Bytes;
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::metadata::{
     IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
+};
+use parqdb_catalog::store::{
+    ListPage, PointerStore, PutMode, StoreError, StoreKey, Version, Versioned,
 };
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{IndexIdentifier, Namespace, RandomIds, SystemClock};
@@ -144,9 +148,43 @@ impl TestEnv {
         let id = IndexIdentifier::new(namespace, name).expect("valid");
         let (metadata, location) = self.new_index().await;
         self.catalog
-            .register(&id, &source(1), &location)
+            .register(&id, Some(&source(1)), &location)
             .await
             .expect("registered");
         (id, metadata, location)
+    }
+}
+
+/// A pointer store that refuses every call for good, as a backend does for access denied
+/// (the in-memory backend has no such failure of its own).
+#[derive(Debug)]
+pub struct RefusingStore;
+
+#[async_trait]
+impl PointerStore for RefusingStore {
+    fn describe(&self) -> String {
+        "refusing://access-denied".to_owned()
+    }
+
+    async fn get(&self, _key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
+        Err(StoreError::fatal("access denied"))
+    }
+
+    async fn put(
+        &self,
+        _key: &StoreKey,
+        _value: Bytes,
+        _mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        Err(StoreError::fatal("access denied"))
+    }
+
+    async fn list(
+        &self,
+        _prefix: &StoreKey,
+        _start_after: Option<&StoreKey>,
+        _limit: usize,
+    ) -> Result<ListPage, StoreError> {
+        Err(StoreError::fatal("access denied"))
     }
 }

@@ -399,7 +399,11 @@ pub async fn perform(
         },
         Call::Register { id, loc } => {
             let result = catalog
-                .register(&universe.ids[*id], &pool.source(*loc), &pool.location(*loc))
+                .register(
+                    &universe.ids[*id],
+                    Some(&pool.source(*loc)),
+                    &pool.location(*loc),
+                )
                 .await;
             match result {
                 Ok(pointer) if pointer.metadata_location == pool.location(*loc) => Ret::Registered,
@@ -413,7 +417,7 @@ pub async fn perform(
             let result = catalog
                 .commit(
                     &universe.ids[*id],
-                    &pool.source(*new),
+                    Some(&pool.source(*new)),
                     &pool.location(*base),
                     &pool.location(*new),
                 )
@@ -760,8 +764,10 @@ impl Step {
                     out.push(s.to_vec());
                 }
             }
-            Step::CommitConflict { id, base, new } => {
-                if s[id] != 0 && s[id] != p(base) && s[id] != p(new) {
+            Step::CommitConflict { id, base, .. } => {
+                // The base is not current. (`new` may be: a request that is not a replay
+                // of the commit that made it current is a conflict too.)
+                if s[id] != 0 && s[id] != p(base) {
                     out.push(s.to_vec());
                 }
             }
@@ -846,11 +852,14 @@ fn steps(history: &History) -> Result<(Vec<CheckOp>, usize), String> {
             // not apply (the store failed before it, or it gave up contending).
             (Call::Load { .. } | Call::List { .. }, Ret::Failed(K::StoreUnavailable)) => {}
             (Call::Load { .. } | Call::List { .. }, Ret::Unknown) => return unexpected(),
+            // (Operations without a base never answer COMMIT_CONFLICT: giving up under
+            // contention is CONCURRENT_MODIFICATION.)
             (
                 Call::Register { .. } | Call::Drop { .. } | Call::Rename { .. },
-                Ret::Failed(K::StoreUnavailable | K::CommitConflict),
+                Ret::Failed(K::StoreUnavailable | K::ConcurrentModification),
             ) => {}
-            (Call::Commit { .. }, Ret::Failed(K::StoreUnavailable)) => {}
+            (Call::Commit { .. }, Ret::Failed(K::StoreUnavailable | K::ConcurrentModification)) => {
+            }
 
             (Call::Load { id }, Ret::Loaded(loc)) => steps.push(at(Step::Observe {
                 id: *id,

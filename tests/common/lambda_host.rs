@@ -857,3 +857,47 @@ pub async fn local_env() -> TestEnv {
 pub async fn dynamodb_env() -> TestEnv {
     dynamodb_deployment(PROCESSES).await.into_env().await
 }
+
+/// A [`LambdaCatalog`] over functions whose pointer directory lies below a regular file:
+/// every store call is refused for good, and the functions say so (`STORE_REFUSED`).
+pub async fn local_refusing() -> super::conformance::SharedCatalog {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let warehouse = Warehouse::local(&dir.path().join("warehouse")).expect("warehouse");
+    let blocker = dir.path().join("blocker");
+    std::fs::write(&blocker, b"a regular file").expect("blocker");
+    let catalog = url::Url::from_file_path(blocker.join("_catalog")).expect("file URI");
+    let env = [
+        ("PARQDB_WAREHOUSE", warehouse.root().to_owned()),
+        ("PARQDB_CATALOG", catalog.to_string()),
+    ];
+    let host = LambdaHost::start(&env, 1).await;
+    let remote = host.catalog().await;
+    host.detach(dir);
+    Arc::new(remote)
+}
+
+/// A [`LambdaCatalog`] over functions whose DynamoDB table does not exist.
+pub async fn dynamodb_refusing() -> super::conformance::SharedCatalog {
+    let endpoint = std::env::var("PARQDB_TEST_DYNAMODB_ENDPOINT")
+        .expect("PARQDB_TEST_DYNAMODB_ENDPOINT is set (run scripts/test.sh)");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let warehouse = Warehouse::local(&dir.path().join("warehouse")).expect("warehouse");
+    let env = [
+        ("PARQDB_WAREHOUSE", warehouse.root().to_owned()),
+        (
+            "PARQDB_CATALOG",
+            format!(
+                "dynamodb://parqdb-missing-{}",
+                uuid::Uuid::new_v4().simple()
+            ),
+        ),
+        ("AWS_ENDPOINT_URL_DYNAMODB", endpoint),
+        ("AWS_ACCESS_KEY_ID", "dummy".to_owned()),
+        ("AWS_SECRET_ACCESS_KEY", "dummy".to_owned()),
+        ("AWS_REGION", "us-east-1".to_owned()),
+    ];
+    let host = LambdaHost::start(&env, 1).await;
+    let remote = host.catalog().await;
+    host.detach(dir);
+    Arc::new(remote)
+}

@@ -110,3 +110,23 @@ pub async fn dynamodb_env() -> TestEnv {
         warehouse,
     }
 }
+
+/// A catalog whose pointer store is a bucket that does not exist (its metadata bucket
+/// does): every write is refused for good.
+pub async fn s3_refusing() -> super::conformance::SharedCatalog {
+    let warehouse = s3_warehouse(&new_bucket().await, "wh");
+    let missing = format!("parqdb-missing-{}", uuid::Uuid::new_v4().simple());
+    let store =
+        S3Store::from_uri(&format!("s3://{missing}/_catalog"), &s3_options()).expect("store");
+    Arc::new(Catalog::builder(Arc::new(store), warehouse).build())
+}
+
+/// A catalog whose pointer store is a DynamoDB table that does not exist: refused for good.
+pub async fn dynamodb_refusing() -> super::conformance::SharedCatalog {
+    let warehouse = s3_warehouse(&new_bucket().await, "wh");
+    let store = DynamoStore::new(
+        dynamodb_client(),
+        format!("parqdb-missing-{}", uuid::Uuid::new_v4().simple()),
+    );
+    Arc::new(Catalog::builder(Arc::new(store), warehouse).build())
+}

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parqdb_catalog::RandomIds;
-use parqdb_catalog::store::{PointerStore, PutMode, StoreError, StoreKey, TxWrite, probe::probe};
+use parqdb_catalog::store::{
+    Listing, PointerStore, PutMode, StoreError, StoreKey, TxWrite, probe::probe,
+};
 
 fn key(text: &str) -> StoreKey {
     StoreKey::new(text).expect("valid key")
@@ -123,6 +125,90 @@ pub async fn listing(store: &dyn PointerStore) {
     assert!(empty.entries.is_empty() && !empty.more);
 }
 
+/// `list_shown` leaves out keys whose current value was written hidden, follows a key's
+/// class as it changes, reports classes it knows truthfully, and pages over hidden keys;
+/// `list` still returns every key, and values read back exactly as written.
+pub async fn shown_listing(store: &dyn PointerStore) {
+    let prefix = key("s/ns/=");
+    let mut versions = Vec::new();
+    for i in 0..9 {
+        let listing = match i % 3 {
+            0 => Listing::Shown,
+            1 => Listing::Hidden,
+            _ => Listing::Check,
+        };
+        let k = key(&format!("s/ns/=k{i}"));
+        let value = Bytes::from(format!("value {i}").repeat(i + 1));
+        let version = store
+            .put_listed(&k, value.clone(), PutMode::Create, listing)
+            .await
+            .expect("create");
+        versions.push((k, value, version));
+    }
+    // k0 goes from shown to hidden, k1 from hidden to shown.
+    for (i, listing) in [(0, Listing::Hidden), (1, Listing::Shown)] {
+        let (k, value, version) = &versions[i];
+        store
+            .put_listed(k, value.clone(), PutMode::Update(version.clone()), listing)
+            .await
+            .expect("update");
+    }
+    // Values read back exactly, whatever the store keeps around them.
+    for (k, value, _) in &versions {
+        let read = store.get(k).await.expect("get").expect("present");
+        assert_eq!(read.value, *value, "{k}");
+    }
+    let expected: Vec<(String, Listing)> = [
+        (1, Listing::Shown),
+        (2, Listing::Check),
+        (3, Listing::Shown),
+        (5, Listing::Check),
+        (6, Listing::Shown),
+        (8, Listing::Check),
+    ]
+    .into_iter()
+    .map(|(i, l)| (format!("s/ns/=k{i}"), l))
+    .collect();
+    for page_size in [1, 2, 4, 100] {
+        let mut seen = Vec::new();
+        let mut after: Option<StoreKey> = None;
+        loop {
+            let page = store
+                .list_shown(&prefix, after.as_ref(), page_size)
+                .await
+                .expect("list shown");
+            assert!(page.entries.len() <= page_size);
+            for entry in &page.entries {
+                seen.push((entry.key.as_str().to_owned(), entry.listing));
+            }
+            after = page.entries.last().map(|e| e.key.clone()).or(after);
+            if !page.more {
+                break;
+            }
+        }
+        let keys: Vec<&str> = seen.iter().map(|(k, _)| k.as_str()).collect();
+        let expected_keys: Vec<&str> = expected.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, expected_keys, "page size {page_size}");
+        for ((k, listing), (_, class)) in seen.iter().zip(&expected) {
+            assert!(
+                listing.is_none() || *listing == Some(*class),
+                "{k}: listed as {listing:?}, written {class:?}"
+            );
+        }
+    }
+    let mut all = 0;
+    let mut after: Option<StoreKey> = None;
+    loop {
+        let page = store.list(&prefix, after.as_ref(), 4).await.expect("list");
+        all += page.entries.len();
+        after = page.entries.last().map(|e| e.key.clone());
+        if !page.more {
+            break;
+        }
+    }
+    assert_eq!(all, 9);
+}
+
 /// `writers` tasks increment one counter through read + conditional replace with retry;
 /// the final value counts every acknowledged increment exactly once.
 pub async fn racing_cas_counter(store: Arc<dyn PointerStore>, writers: usize, increments: usize) {
@@ -219,11 +305,13 @@ pub async fn transactions(store: &dyn PointerStore) {
                 key: a.clone(),
                 value: Bytes::from_static(b"a2"),
                 mode: PutMode::Update(va.clone()),
+                listing: Listing::Check,
             },
             TxWrite {
                 key: b.clone(),
                 value: Bytes::from_static(b"b2"),
                 mode: PutMode::Create,
+                listing: Listing::Check,
             },
         ])
         .await;
@@ -242,11 +330,13 @@ pub async fn transactions(store: &dyn PointerStore) {
                 key: a.clone(),
                 value: Bytes::from_static(b"a2"),
                 mode: PutMode::Update(va),
+                listing: Listing::Check,
             },
             TxWrite {
                 key: c.clone(),
                 value: Bytes::from_static(b"c1"),
                 mode: PutMode::Create,
+                listing: Listing::Check,
             },
         ])
         .await
@@ -284,6 +374,10 @@ macro_rules! store_contract {
         #[tokio::test]
         async fn store_listing() {
             common::store_suite::listing(&*$factory.await).await;
+        }
+        #[tokio::test]
+        async fn store_shown_listing() {
+            common::store_suite::shown_listing(&*$factory.await).await;
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn store_racing_cas_counter() {

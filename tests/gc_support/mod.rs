@@ -44,6 +44,9 @@ pub struct Deletion {
 struct SimState {
     inner: Arc<dyn ObjectStore>,
     clock: Arc<ManualClock>,
+    /// The directory of a local store: written files get the simulated time as their
+    /// real modification time, so listings that walk the directory see it too.
+    local_dir: Option<std::path::PathBuf>,
     mtimes: Mutex<HashMap<Path, i64>>,
     /// Deletes still allowed before every delete fails (`-1`: unlimited).
     delete_budget: AtomicI64,
@@ -59,11 +62,16 @@ pub struct SimStore {
 }
 
 impl SimStore {
-    pub fn new(inner: Arc<dyn ObjectStore>, clock: Arc<ManualClock>) -> Self {
+    pub fn new(
+        inner: Arc<dyn ObjectStore>,
+        clock: Arc<ManualClock>,
+        local_dir: Option<std::path::PathBuf>,
+    ) -> Self {
         SimStore {
             state: Arc::new(SimState {
                 inner,
                 clock,
+                local_dir,
                 mtimes: Mutex::new(HashMap::new()),
                 delete_budget: AtomicI64::new(-1),
                 deletions: Mutex::new(Vec::new()),
@@ -80,6 +88,16 @@ impl SimStore {
     /// Every deletion so far.
     pub fn deletions(&self) -> Vec<Deletion> {
         self.state.deletions.lock().expect("lock").clone()
+    }
+
+    /// Give the file of `location` (local stores) the simulated time `ms`.
+    fn touch(&self, location: &Path, ms: i64) {
+        if let Some(dir) = &self.state.local_dir {
+            let path = location
+                .parts()
+                .fold(dir.clone(), |path, part| path.join(part.as_ref()));
+            set_mtime(&path, ms);
+        }
     }
 
     fn stamp(&self, meta: &mut ObjectMeta) {
@@ -104,11 +122,13 @@ impl ObjectStore for SimStore {
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
         let result = self.state.inner.put_opts(location, payload, opts).await?;
+        let now = self.state.clock.now_ms();
         self.state
             .mtimes
             .lock()
             .expect("lock")
-            .insert(location.clone(), self.state.clock.now_ms());
+            .insert(location.clone(), now);
+        self.touch(location, now);
         Ok(result)
     }
 
@@ -210,6 +230,16 @@ impl ObjectStore for SimStore {
     }
 }
 
+/// Set a file's modification time to `ms` (Unix epoch milliseconds).
+pub fn set_mtime(path: &std::path::Path, ms: i64) {
+    let time = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|file| file.set_modified(time))
+        .unwrap_or_else(|err| panic!("set mtime of {}: {err}", path.display()));
+}
+
 /// A catalog over a simulated-time warehouse.
 pub struct Env {
     pub catalog: Catalog,
@@ -217,6 +247,8 @@ pub struct Env {
     pub sim: SimStore,
     pub clock: Arc<ManualClock>,
     pub pointer_store: Arc<dyn PointerStore>,
+    /// The warehouse directory of a local backend.
+    pub local_dir: Option<std::path::PathBuf>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -227,9 +259,77 @@ pub enum Backend {
     Local,
     /// `MemoryStore` and `Warehouse::in_memory`'s object store.
     Memory,
+    /// The warehouse in a fresh bucket of the local S3-compatible server
+    /// (`PARQDB_TEST_S3_ENDPOINT`), pointers in a `MemoryStore`; see [`Env::open`].
+    S3,
 }
 
 impl Env {
+    /// An environment on any backend whose catalog has claimed the warehouse (as `init`
+    /// does), so tests may write objects before the catalog's first write.
+    pub async fn open(backend: Backend, seed: u64) -> Env {
+        let env = Env::open_unclaimed(backend, seed).await;
+        parqdb_catalog::gc::claim(&env.catalog, env.now())
+            .await
+            .expect("the fresh warehouse is claimed");
+        env
+    }
+
+    /// An environment on any backend (the S3 one needs its bucket created first), its
+    /// warehouse not claimed yet.
+    pub async fn open_unclaimed(backend: Backend, seed: u64) -> Env {
+        if backend != Backend::S3 {
+            return Env::new(backend, seed);
+        }
+        let endpoint = std::env::var("PARQDB_TEST_S3_ENDPOINT")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .expect(
+                "PARQDB_TEST_S3_ENDPOINT is not set: this test needs the S3-compatible server; \
+                 run the suite with scripts/test.sh (see the README)",
+            );
+        let options = parqdb_catalog::store::s3::S3Options {
+            endpoint: Some(endpoint),
+            region: Some("us-east-1".into()),
+            allow_http: Some(true),
+            access_key_id: Some("parqdb-test".into()),
+            secret_access_key: Some("parqdb-test".into()),
+            max_retries: Some(2),
+            retry_timeout: Some(Duration::from_secs(30)),
+            ..Default::default()
+        };
+        let bucket = format!("parqdb-gc-{}", uuid::Uuid::new_v4().simple());
+        parqdb_catalog::store::s3::create_bucket(&bucket, &options)
+            .await
+            .expect("create bucket");
+        let store = parqdb_catalog::store::s3::amazon_s3_builder(&bucket, &options)
+            .expect("builder")
+            .build()
+            .expect("S3 client");
+        let clock = Arc::new(ManualClock::new(START_MS));
+        let sim = SimStore::new(Arc::new(store), clock.clone(), None);
+        let warehouse = Warehouse::new(
+            &format!("s3://{bucket}/wh"),
+            Arc::new(sim.clone()),
+            Path::parse("wh").expect("prefix"),
+        )
+        .expect("warehouse");
+        let pointer_store: Arc<dyn PointerStore> = Arc::new(MemoryStore::new());
+        let catalog = Catalog::builder(pointer_store.clone(), warehouse.clone())
+            .clock(clock.clone())
+            .ids(Arc::new(SeededIds::new(seed)))
+            .build();
+        Env {
+            catalog,
+            warehouse,
+            sim,
+            clock,
+            pointer_store,
+            local_dir: None,
+            _dir: None,
+        }
+    }
+
     pub fn new(backend: Backend, seed: u64) -> Env {
         let clock = Arc::new(ManualClock::new(START_MS));
         let (inner, root, prefix, pointer_store, dir): (
@@ -251,6 +351,7 @@ impl Env {
                     Arc::new(LocalStore::new(wh.join("_catalog")));
                 (Arc::new(store), root, Path::default(), pointers, Some(dir))
             }
+            Backend::S3 => panic!("the S3 environment is async: use Env::open"),
             Backend::Memory => (
                 Arc::new(object_store::memory::InMemory::new()),
                 format!("memory://sim{seed}/wh"),
@@ -259,8 +360,18 @@ impl Env {
                 None,
             ),
         };
-        let sim = SimStore::new(inner, clock.clone());
-        let warehouse = Warehouse::new(&root, Arc::new(sim.clone()), prefix).expect("warehouse");
+        let local_dir = dir.as_ref().map(|d: &tempfile::TempDir| {
+            d.path()
+                .join("warehouse")
+                .canonicalize()
+                .expect("canonical")
+        });
+        let sim = SimStore::new(inner, clock.clone(), local_dir.clone());
+        let mut warehouse =
+            Warehouse::new(&root, Arc::new(sim.clone()), prefix).expect("warehouse");
+        if let Some(local) = &local_dir {
+            warehouse = warehouse.with_local_dir(local).expect("local dir");
+        }
         let catalog = Catalog::builder(pointer_store.clone(), warehouse.clone())
             .clock(clock.clone())
             .ids(Arc::new(SeededIds::new(seed)))
@@ -271,6 +382,7 @@ impl Env {
             sim,
             clock,
             pointer_store,
+            local_dir,
             _dir: dir,
         }
     }
@@ -307,11 +419,44 @@ impl Env {
         self.warehouse
             .object_store()
             .put(
-                &self.warehouse.path(relative),
+                &self.warehouse.path(relative).expect("valid name"),
                 PutPayload::from_static(bytes),
             )
             .await
             .expect("object written");
+    }
+
+    /// Write an object the way another engine would: at the raw key `name` (no
+    /// percent-encoding), stamped with the simulated time.
+    pub async fn put_raw(&self, name: &str, bytes: &'static [u8]) {
+        let key = match self.warehouse.prefix().as_ref() {
+            "" => name.to_owned(),
+            prefix => format!("{prefix}/{name}"),
+        };
+        let path = Path::parse(&key).expect("a raw key");
+        self.warehouse
+            .object_store()
+            .put(&path, PutPayload::from_static(bytes))
+            .await
+            .expect("object written");
+    }
+
+    /// Whether the object at the raw key `name` exists.
+    pub async fn exists_raw(&self, name: &str) -> bool {
+        let key = match self.warehouse.prefix().as_ref() {
+            "" => name.to_owned(),
+            prefix => format!("{prefix}/{name}"),
+        };
+        match self
+            .warehouse
+            .object_store()
+            .head(&Path::parse(&key).expect("a raw key"))
+            .await
+        {
+            Ok(_) => true,
+            Err(object_store::Error::NotFound { .. }) => false,
+            Err(err) => panic!("head {name}: {err}"),
+        }
     }
 
     /// Whether an object exists.
@@ -319,7 +464,7 @@ impl Env {
         match self
             .warehouse
             .object_store()
-            .head(&self.warehouse.path(relative))
+            .head(&self.warehouse.path(relative).expect("valid name"))
             .await
         {
             Ok(_) => true,
@@ -545,7 +690,7 @@ impl Env {
         let id = self.id(name).await;
         let (metadata, location) = self.new_index(layout).await;
         self.catalog
-            .register(&id, &layout.source, &location)
+            .register(&id, Some(&layout.source), &location)
             .await
             .expect("registered");
         (id, metadata, location)

@@ -84,7 +84,7 @@ impl IndexCatalog for Hooked {
     async fn register(
         &self,
         identifier: &IndexIdentifier,
-        source: &TableDefinition,
+        source: Option<&TableDefinition>,
         metadata_location: &str,
     ) -> Result<IndexPointer> {
         self.inner
@@ -95,7 +95,7 @@ impl IndexCatalog for Hooked {
     async fn commit(
         &self,
         identifier: &IndexIdentifier,
-        source: &TableDefinition,
+        source: Option<&TableDefinition>,
         base: &str,
         new: &str,
     ) -> Result<CommitResult> {

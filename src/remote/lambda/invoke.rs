@@ -13,8 +13,8 @@
 //! | function error with any other `errorType` (`Runtime.ExitError`, `Sandbox.Timedout`, no type) | may have run |
 //! | `429` / `TooManyRequestsException`, `EC2ThrottledException`, a function not ready yet | retry |
 //! | the request never left: failed before transmit (credentials, signing), or the connection was refused | retry (refused) or final |
-//! | other `4xx` (no such function, access denied, request too large)         | final, did not run |
-//! | `5xx`: a start-up failure of the execution environment (ENI, KMS, EFS mount, ...) | final, did not run |
+//! | no such function, access denied (`INVALID_CONFIGURATION`), request too large (`INVALID_REQUEST`), other `4xx` (`STORE_REFUSED`) | final, did not run |
+//! | `5xx`: a start-up failure of the execution environment (ENI, KMS, EFS mount, ...) | final, did not run (`STORE_REFUSED`) |
 //! | other `5xx` (`ServiceException`), a timeout, a broken connection or response | may have run |
 //!
 //! Reads retry "may have run" with backoff too; mutations hand it to the caller, which
@@ -253,7 +253,9 @@ fn failure(function: &str, err: &SdkError<InvokeError>, transmitted: bool) -> At
             return Attempt::Final(Error::new(ErrorKind::InvalidRequest, detail));
         }
         if (400..500).contains(&status) || START_FAILURES.contains(&code) {
-            return Attempt::Final(Error::new(ErrorKind::StoreUnavailable, detail));
+            // Refused for good (the function cannot start, the request is refused):
+            // retrying cannot help until the deployment is fixed.
+            return Attempt::Final(Error::new(ErrorKind::StoreRefused, detail));
         }
         return Attempt::Ambiguous(detail);
     }
@@ -319,6 +321,25 @@ mod tests {
                 assert_eq!(err.message(), "stale base");
             }
             _ => panic!("expected a typed error"),
+        }
+    }
+
+    #[test]
+    fn every_catalog_code_keeps_its_kind_and_retryability() {
+        // COMMIT_STATE_UNKNOWN is settled by reading back instead (see
+        // `other_function_errors_are_ambiguous`).
+        for kind in ErrorKind::ALL
+            .into_iter()
+            .filter(|kind| *kind != ErrorKind::CommitStateUnknown)
+        {
+            let body = format!(r#"{{"errorType": "{}", "errorMessage": "m"}}"#, kind.code());
+            match answer(Operation::Commit, "f", output(Some("Unhandled"), &body)) {
+                Attempt::Final(err) => {
+                    assert_eq!(err.kind(), kind);
+                    assert_eq!(err.is_retryable(), kind.is_retryable());
+                }
+                _ => panic!("{kind}: expected a typed error"),
+            }
         }
     }
 

@@ -17,8 +17,8 @@
 //!
 //! | mutation           | applied iff, read back                                               |
 //! |--------------------|----------------------------------------------------------------------|
-//! | `commit`           | the pointer equals `new` and the source (reported `already-applied`) |
-//! | `register`         | the pointer equals the registered location and source                |
+//! | `commit`           | the pointer equals `new` (in any spelling) and the source, if one was given (reported `already-applied`) |
+//! | `register`         | the pointer equals the registered location (in any spelling) and the source, if one was given |
 //! | `drop`             | the identifier is absent                                             |
 //! | `rename`           | `to` holds the location `from` had before the call, and `from` is absent |
 //! | `namespace create` | the namespace exists with the requested properties                   |
@@ -265,6 +265,28 @@ impl LambdaCatalog {
     }
 }
 
+/// Whether a stored (canonical) location is the one a request named, in any spelling:
+/// the functions store the canonical form of a location inside the warehouse, which
+/// percent-encodes each path segment once, so the two compare equal once every path
+/// segment is decoded.
+fn same_location(stored: &str, requested: &str) -> bool {
+    stored == requested || decoded(stored).is_some_and(|a| Some(a) == decoded(requested))
+}
+
+fn decoded(location: &str) -> Option<String> {
+    let url = url::Url::parse(location).ok()?;
+    let mut text = format!("{}://{}", url.scheme(), url.authority());
+    for segment in url.path().split('/') {
+        text.push('/');
+        text.push_str(
+            &percent_encoding::percent_decode_str(segment)
+                .decode_utf8()
+                .ok()?,
+        );
+    }
+    Some(text)
+}
+
 #[async_trait]
 impl IndexCatalog for LambdaCatalog {
     async fn load(&self, identifier: &IndexIdentifier) -> Result<IndexPointer> {
@@ -289,15 +311,17 @@ impl IndexCatalog for LambdaCatalog {
         })
     }
 
+    /// The source is sent as given; `None` lets the function's catalog default it, in the
+    /// same order of checks as the embedded catalog.
     async fn register(
         &self,
         identifier: &IndexIdentifier,
-        source: &TableDefinition,
+        source: Option<&TableDefinition>,
         metadata_location: &str,
     ) -> Result<IndexPointer> {
         let request = RegisterRequest {
             identifier: identifier.clone(),
-            source: source.clone(),
+            source: source.cloned(),
             metadata_location: metadata_location.to_owned(),
         };
         match self.mutate(&request).await? {
@@ -305,7 +329,8 @@ impl IndexCatalog for LambdaCatalog {
             Err(detail) => {
                 self.resolve(Operation::Register, detail, async {
                     Ok(self.load_optional(identifier).await?.filter(|pointer| {
-                        pointer.metadata_location == metadata_location && pointer.source == *source
+                        same_location(&pointer.metadata_location, metadata_location)
+                            && source.is_none_or(|source| pointer.source == *source)
                     }))
                 })
                 .await
@@ -316,13 +341,13 @@ impl IndexCatalog for LambdaCatalog {
     async fn commit(
         &self,
         identifier: &IndexIdentifier,
-        source: &TableDefinition,
+        source: Option<&TableDefinition>,
         base: &str,
         new: &str,
     ) -> Result<CommitResult> {
         let request = CommitRequest {
             identifier: identifier.clone(),
-            source: source.clone(),
+            source: source.cloned(),
             base_metadata_location: base.to_owned(),
             new_metadata_location: new.to_owned(),
         };
@@ -333,7 +358,8 @@ impl IndexCatalog for LambdaCatalog {
                     let pointer = self.load_optional(identifier).await?;
                     Ok(pointer
                         .filter(|pointer| {
-                            pointer.metadata_location == new && pointer.source == *source
+                            same_location(&pointer.metadata_location, new)
+                                && source.is_none_or(|source| pointer.source == *source)
                         })
                         .map(|pointer| CommitResult {
                             pointer,

@@ -3,7 +3,7 @@
 //! The response side of the contract in [`crate::lambda::event`]: the same JSON the CLI
 //! prints. Like events, answers are parsed strictly (unknown fields are refused): an
 //! answer outside the contract means the client and the deployment disagree, which is
-//! reported rather than guessed at.
+//! reported rather than guessed at: `STORE_REFUSED`, which retrying cannot fix.
 
 use std::collections::BTreeMap;
 
@@ -24,7 +24,7 @@ pub(super) fn parse<T: Answer>(operation: Operation, answer: Value) -> Result<T>
         .map(T::from_wire)
         .map_err(|err| {
             Error::new(
-                ErrorKind::StoreUnavailable,
+                ErrorKind::StoreRefused,
                 format!(
                     "the `{operation}` function answered outside the contract (at `{}`): {}; \
                      are the client and the deployment the same version?",
@@ -226,7 +226,8 @@ mod tests {
         ];
         for answer in cases {
             let err = parse::<IndexPointer>(Operation::Load, answer.clone()).expect_err("rejected");
-            assert_eq!(err.kind(), ErrorKind::StoreUnavailable, "{answer}");
+            assert_eq!(err.kind(), ErrorKind::StoreRefused, "{answer}");
+            assert!(!err.is_retryable());
             assert!(err.message().contains("`load` function"), "{err}");
         }
     }

@@ -1,0 +1,252 @@
+//! What register and commit may publish, and how long they may take to publish it.
+//!
+//! A register or commit publishes one metadata file (and, through it, everything it
+//! references). Before its compare-and-swap it checks, once:
+//!
+//! 1. **Place.** The file's name lies under `metadata/` of the warehouse: the garbage
+//!    collector parses unreachable metadata only there, which is what keeps the tables a
+//!    metadata file names until the file itself is gone. A file elsewhere is
+//!    [`ErrorKind::InvalidIndexMetadata`]. The location is stored in its canonical form
+//!    ([`Warehouse::canonical_location`](crate::warehouse::Warehouse::canonical_location)).
+//! 2. **Not condemned.** The collector's ledger holds no condemnation of the file, nor of
+//!    a family reference (`ivf_centroids_metadata_location`) the base did not already
+//!    have: a condemned object is deleted once its condemnation is older than the
+//!    condemnation delay, and publishing it would leave a pointer to a deleted file.
+//!    Such a file is [`ErrorKind::InvalidIndexMetadata`]; write a new one.
+//! 3. **Within the window.** Everything from the start of the operation to the outcome
+//!    of its compare-and-swap happens within [`PUBLISH_WINDOW`]. An operation that has
+//!    not issued its write by then fails without writing (`STORE_UNAVAILABLE`); one whose
+//!    write has not answered by then reports [`ErrorKind::CommitStateUnknown`] (reload
+//!    to find out) rather than publishing later.
+//!
+//! Why this closes the race between a register and a deletion: a deleting collector run
+//! starts at least the condemnation delay `B` after the condemnation `c`, and walks every
+//! pointer after it starts. A publication that saw no condemnation started before `c`
+//! became visible, and is visible by `start + PUBLISH_WINDOW < c + B` (the collector
+//! refuses `B < 2 × PUBLISH_WINDOW` unless forced), so the walk sees it and keeps the file.
+//! A publication that started later sees the condemnation and refuses.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Catalog;
+use crate::config::CATALOG_DIR;
+use crate::error::{Error, ErrorKind, Result};
+use crate::gc::ledger;
+use crate::metadata::IndexMetadata;
+use crate::warehouse::{
+    GC_DIR, MANAGED_PREFIXES, METADATA_DIR, OWNER_MARKER, is_within, object_name,
+};
+
+/// The longest a register or commit may take, from its first read to the outcome of its
+/// compare-and-swap.
+pub const PUBLISH_WINDOW: Duration = Duration::from_secs(60);
+
+/// A metadata file checked for publication.
+#[derive(Debug, Clone)]
+pub(crate) struct Publication {
+    /// Its canonical location.
+    pub location: String,
+    /// Its parsed content, read from the warehouse (never from the cache).
+    pub metadata: Arc<IndexMetadata>,
+}
+
+/// The deadline of one register or commit.
+#[derive(Debug)]
+pub(crate) struct PublishWindow {
+    deadline: Instant,
+    length: Duration,
+    /// Whether a pointer write was issued (its outcome may be unknown).
+    wrote: AtomicBool,
+}
+
+impl PublishWindow {
+    pub(crate) fn open(length: Duration) -> Self {
+        PublishWindow {
+            deadline: Instant::now() + length,
+            length,
+            wrote: AtomicBool::new(false),
+        }
+    }
+
+    fn overrun(&self) -> Error {
+        Error::new(
+            ErrorKind::StoreUnavailable,
+            format!(
+                "the operation took longer than the publish window of {:?}; nothing was written, retry",
+                self.length
+            ),
+        )
+    }
+
+    /// Run a whole operation within the window: if it has not finished by the end, it
+    /// fails — with [`ErrorKind::CommitStateUnknown`] once it has issued a pointer write
+    /// (which may yet land, or have landed), else with `STORE_UNAVAILABLE`.
+    pub(crate) async fn run<T>(&self, operation: impl Future<Output = Result<T>>) -> Result<T> {
+        match tokio::time::timeout_at(self.deadline, operation).await {
+            Ok(result) => result,
+            Err(_) if self.wrote.load(Ordering::SeqCst) => Err(Error::new(
+                ErrorKind::CommitStateUnknown,
+                format!(
+                    "the pointer write did not answer within the publish window of {:?}; it may or may not have applied: reload before retrying",
+                    self.length
+                ),
+            )),
+            Err(_) => Err(self.overrun()),
+        }
+    }
+
+    /// Issue a pointer write: only within the window.
+    pub(crate) async fn write<T>(&self, write: impl Future<Output = Result<T>>) -> Result<T> {
+        if Instant::now() >= self.deadline {
+            return Err(self.overrun());
+        }
+        self.wrote.store(true, Ordering::SeqCst);
+        write.await
+    }
+}
+
+impl Catalog {
+    /// Check a metadata location for publication (place, condemnation) and read it.
+    pub(crate) async fn prepare_publication(&self, location: &str) -> Result<Publication> {
+        let warehouse = self.warehouse();
+        let name = warehouse.relative(location)?;
+        if !is_within(&name, METADATA_DIR) || name == METADATA_DIR {
+            return Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!(
+                    "metadata file `{location}` is not under `{METADATA_DIR}/` of the warehouse; metadata files must live there (the garbage collector keeps what a metadata file names only while it can find that file)"
+                ),
+            ));
+        }
+        let location = warehouse.absolute(&name);
+        let (metadata, (), ()) = futures::try_join!(
+            self.read_metadata_from_warehouse(&location),
+            refuse_condemned(self, &name, "metadata file"),
+            warehouse.refuse_links(&name),
+        )?;
+        Ok(Publication { location, metadata })
+    }
+
+    /// Refuse a publication that names the warehouse's own bookkeeping: an index table or
+    /// family reference under `_gc/` or `_catalog/` (or the ownership marker), or a source
+    /// table (in any spelling the collector recognises as inside the warehouse) under the
+    /// managed prefixes, `_gc/` or `_catalog/`. The collector deletes in those places by its
+    /// own rules, so nothing published may live there.
+    pub(crate) fn check_places(
+        &self,
+        publication: &Publication,
+        source: &crate::metadata::TableDefinition,
+    ) -> Result<()> {
+        let warehouse = self.warehouse();
+        let registry = self.registry();
+        let refuse = |what: &str, name: &str, why: &str| {
+            Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!(
+                    "metadata file `{}`: the {what} `{}` lies {why}; nothing a catalog publishes may live there",
+                    publication.location,
+                    warehouse.absolute(name)
+                ),
+            ))
+        };
+        let bookkeeping = |name: &str| {
+            is_within(name, GC_DIR) || is_within(name, CATALOG_DIR) || name == OWNER_MARKER
+        };
+        let mut sources = vec![source];
+        for snapshot in publication.metadata.snapshots() {
+            sources.push(snapshot.source_table());
+            if let Some(provider) = registry.provider(snapshot.index_provider().provider()) {
+                for table in snapshot.index_tables().values() {
+                    if let Some(name) = provider
+                        .table_location(table.properties())
+                        .and_then(|location| object_name(location).ok())
+                        && bookkeeping(&name)
+                    {
+                        return refuse("index table", &name, "in the catalog's own bookkeeping");
+                    }
+                }
+            }
+        }
+        for name in family_references(&publication.metadata, registry) {
+            if bookkeeping(&name) {
+                return refuse(
+                    "family reference",
+                    &name,
+                    "in the catalog's own bookkeeping",
+                );
+            }
+        }
+        for source in sources {
+            for name in crate::gc::reachability::source_locations(source, warehouse) {
+                if bookkeeping(&name) || MANAGED_PREFIXES.iter().any(|p| is_within(&name, p)) {
+                    return refuse(
+                        "source table",
+                        &name,
+                        "under the warehouse's `metadata/`, `indexes/`, `_gc/` or `_catalog/`, where the garbage collector could take it for its own garbage",
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuse a publication whose family references (objects that may be metadata, such
+    /// as centroids) are condemned, unless the base already referenced them.
+    pub(crate) async fn check_new_references(
+        &self,
+        publication: &Publication,
+        base: Option<&IndexMetadata>,
+    ) -> Result<()> {
+        let registry = self.registry();
+        let known: Vec<String> = base
+            .map(|base| family_references(base, registry))
+            .unwrap_or_default();
+        let new: Vec<String> = family_references(&publication.metadata, registry)
+            .into_iter()
+            .filter(|name| !known.contains(name))
+            .collect();
+        futures::future::try_join_all(new.iter().map(|name| async move {
+            refuse_condemned(self, name, "referenced object").await?;
+            self.warehouse().refuse_links(name).await
+        }))
+        .await
+        .map(|_| ())
+    }
+}
+
+fn family_references(
+    metadata: &IndexMetadata,
+    registry: &crate::family::FamilyRegistry,
+) -> Vec<String> {
+    let mut names = Vec::new();
+    for snapshot in metadata.snapshots() {
+        if let Some(family) = registry.family(snapshot.index_family()) {
+            for location in family.warehouse_references(snapshot.parameters()) {
+                if let Ok(name) = object_name(location)
+                    && !names.contains(&name)
+                {
+                    names.push(name);
+                }
+            }
+        }
+    }
+    names
+}
+
+async fn refuse_condemned(catalog: &Catalog, name: &str, what: &str) -> Result<()> {
+    match ledger::condemnation(catalog.warehouse(), name).await? {
+        None => Ok(()),
+        Some(condemned_ms) => Err(Error::new(
+            ErrorKind::InvalidIndexMetadata,
+            format!(
+                "the {what} `{}` was condemned by the garbage collector at {condemned_ms} (unreachable for the whole retention period) and will be deleted; it cannot be published again. Write a new metadata file",
+                catalog.warehouse().absolute(name)
+            ),
+        )),
+    }
+}

@@ -1,0 +1,275 @@
+//! A warehouse in a local directory: listings that never follow symbolic links, and
+//! deletions that never leave the directory.
+//!
+//! `object_store`'s `LocalFileSystem` follows symbolic links when it lists, so a link
+//! inside `indexes/` to a directory elsewhere would make that directory's files look like
+//! warehouse objects. Here a listing walks the directory itself (`walkdir`, links not
+//! followed, never into another file system) and reports every link as skipped; right
+//! before each deletion every component of the object's path below the root is checked
+//! with `symlink_metadata` (no link, the root's file system — a mount point below the
+//! warehouse is not the warehouse — and the object itself a regular file). What remains
+//! is a race with someone who swaps a directory for a link between that check and the
+//! deletion of that one file, and bind mounts of the same file system (indistinguishable
+//! by device): the collector assumes nobody rearranges the warehouse *while* a run
+//! deletes (layouts made before are safe).
+
+use std::path::{Component, Path, PathBuf};
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+
+use super::names::check_segment;
+use super::{ListItem, Listed};
+use crate::error::{Error, ErrorKind, Result};
+
+/// List the files under `root/<prefix>` (a name), recursively, in file-name order.
+pub(crate) fn list(root: PathBuf, prefix: String) -> BoxStream<'static, Result<ListItem>> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<ListItem>>(256);
+    tokio::task::spawn_blocking(move || walk(&root, &prefix, &tx));
+    futures::stream::unfold(rx, |mut rx| async move {
+        let item = rx.recv().await?;
+        Some((item, rx))
+    })
+    .boxed()
+}
+
+fn walk(root: &Path, prefix: &str, tx: &tokio::sync::mpsc::Sender<Result<ListItem>>) {
+    let send = |item| tx.blocking_send(item).is_ok();
+    // The prefix itself must be a real directory below the root.
+    let mut start = root.to_path_buf();
+    for segment in prefix.split('/').filter(|s| !s.is_empty()) {
+        start.push(segment);
+        match std::fs::symlink_metadata(&start) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                send(Ok(ListItem::Skipped {
+                    name: prefix.to_owned(),
+                    reason: format!(
+                        "`{}` is a symbolic link; the collector never follows links",
+                        start.display()
+                    ),
+                }));
+                return;
+            }
+            Ok(_) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return,
+            Err(err) => {
+                send(Err(io_error(&start, err)));
+                return;
+            }
+        }
+    }
+    let walker = walkdir::WalkDir::new(&start)
+        .follow_links(false)
+        .same_file_system(true)
+        .min_depth(1)
+        .sort_by_file_name();
+    for entry in walker {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(err) => {
+                let missing = err
+                    .io_error()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound);
+                if missing {
+                    continue; // removed while listing
+                }
+                let path = err.path().unwrap_or(&start).to_path_buf();
+                let io = err
+                    .into_io_error()
+                    .unwrap_or_else(|| std::io::Error::other("walk failed"));
+                send(Err(io_error(&path, io)));
+                return;
+            }
+        };
+        let file_type = entry.file_type();
+        if file_type.is_dir() {
+            continue;
+        }
+        let item = match name_of(root, entry.path()) {
+            Err(reason) => ListItem::Skipped {
+                name: entry.path().display().to_string(),
+                reason,
+            },
+            Ok(name) if file_type.is_symlink() => ListItem::Skipped {
+                name,
+                reason: "a symbolic link; the collector never follows or deletes links".to_owned(),
+            },
+            Ok(name) if !file_type.is_file() => ListItem::Skipped {
+                name,
+                reason: "not a regular file".to_owned(),
+            },
+            Ok(name) if is_staging_name(&name) => ListItem::Skipped {
+                name,
+                reason: "an object_store multipart staging file (`<name>#<digits>`), which object_store cannot read or delete and no metadata can name".to_owned(),
+            },
+            Ok(name) => match entry.metadata() {
+                Ok(meta) => ListItem::Object(Listed {
+                    name,
+                    size: meta.len(),
+                    last_modified_ms: meta
+                        .modified()
+                        .ok()
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .map_or(i64::MAX, |d| d.as_millis().min(i64::MAX as u128) as i64),
+                }),
+                Err(_) => continue, // removed while listing
+            },
+        };
+        if !send(Ok(item)) {
+            return;
+        }
+    }
+}
+
+/// Whether the last segment of `name` ends in `#<digits>`: object_store's
+/// `LocalFileSystem` stages multipart uploads under such names and refuses to address
+/// them (every get, head or delete fails), so they are not objects.
+pub(crate) fn is_staging_name(name: &str) -> bool {
+    let last = name.rsplit('/').next().unwrap_or(name);
+    last.split_once('#')
+        .is_some_and(|(_, suffix)| !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The name of `path` below `root`, or why it has none.
+fn name_of(root: &Path, path: &Path) -> std::result::Result<String, String> {
+    let relative = path
+        .strip_prefix(root)
+        .map_err(|_| "outside the warehouse directory".to_owned())?;
+    let mut segments = Vec::new();
+    for component in relative.components() {
+        let Component::Normal(part) = component else {
+            return Err("not a plain path below the warehouse directory".to_owned());
+        };
+        let part = part
+            .to_str()
+            .ok_or_else(|| "its file name is not UTF-8, so no metadata can name it".to_owned())?;
+        check_segment(part)?;
+        segments.push(part);
+    }
+    Ok(segments.join("/"))
+}
+
+/// Whether the object `name` may be deleted: every component below `root` exists and is
+/// no symbolic link, and the object is a regular file. `Ok(None)` if it is gone.
+pub(crate) fn deletable(root: &Path, name: &str) -> std::result::Result<Option<()>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let device = std::fs::metadata(root)
+        .map_err(|err| format!("cannot inspect `{}`: {err}", root.display()))?
+        .dev();
+    let mut path = root.to_path_buf();
+    let segments: Vec<&str> = name.split('/').collect();
+    for (at, segment) in segments.iter().enumerate() {
+        path.push(segment);
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(format!("cannot inspect `{}`: {err}", path.display())),
+        };
+        if meta.file_type().is_symlink() {
+            return Err(format!(
+                "`{}` is a symbolic link; nothing is deleted through or at a link",
+                path.display()
+            ));
+        }
+        if meta.dev() != device {
+            return Err(format!(
+                "`{}` is on another file system (a mount point below the warehouse); nothing is deleted there",
+                path.display()
+            ));
+        }
+        let last = at + 1 == segments.len();
+        if last && !meta.file_type().is_file() {
+            return Err(format!("`{}` is not a regular file", path.display()));
+        }
+        if !last && !meta.file_type().is_dir() {
+            return Ok(None);
+        }
+    }
+    Ok(Some(()))
+}
+
+/// Why the path of the object `name` below `root` passes through a symbolic link, if it
+/// does (a missing component ends the check: reading the object reports that).
+pub(crate) fn linked(root: &Path, name: &str) -> Option<String> {
+    let mut path = root.to_path_buf();
+    for segment in name.split('/') {
+        path.push(segment);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Some(format!("`{}` is a symbolic link", path.display()));
+            }
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+fn io_error(path: &Path, err: std::io::Error) -> Error {
+    Error::with_source(
+        ErrorKind::StoreUnavailable,
+        format!("listing `{}` failed", path.display()),
+        err,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::TryStreamExt;
+
+    async fn names(root: &Path, prefix: &str) -> (Vec<String>, Vec<String>) {
+        let items: Vec<ListItem> = list(root.to_path_buf(), prefix.to_owned())
+            .try_collect()
+            .await
+            .expect("listed");
+        let mut objects = Vec::new();
+        let mut skipped = Vec::new();
+        for item in items {
+            match item {
+                ListItem::Object(listed) => objects.push(listed.name),
+                ListItem::Skipped { name, .. } => skipped.push(name),
+            }
+        }
+        (objects, skipped)
+    }
+
+    #[tokio::test]
+    async fn links_are_never_followed_nor_deletable() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path().join("wh");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(root.join("indexes/a")).expect("dirs");
+        std::fs::create_dir_all(&outside).expect("outside");
+        std::fs::write(root.join("indexes/a/part-0"), b"x").expect("file");
+        std::fs::write(root.join("indexes/ü b~"), b"x").expect("file");
+        std::fs::write(root.join("indexes/a/part-1#3"), b"x").expect("staging file");
+        std::fs::write(root.join("indexes/a/part-2#x"), b"x").expect("plain file");
+        std::fs::write(outside.join("precious"), b"x").expect("outside file");
+        std::os::unix::fs::symlink(&outside, root.join("indexes/link")).expect("dir link");
+        std::os::unix::fs::symlink(outside.join("precious"), root.join("indexes/a/file-link"))
+            .expect("file link");
+        let (objects, skipped) = names(&root, "indexes").await;
+        assert_eq!(
+            objects,
+            vec!["indexes/a/part-0", "indexes/a/part-2#x", "indexes/ü b~"]
+        );
+        assert_eq!(
+            skipped,
+            vec!["indexes/a/file-link", "indexes/a/part-1#3", "indexes/link"]
+        );
+        assert_eq!(deletable(&root, "indexes/a/part-0"), Ok(Some(())));
+        assert!(deletable(&root, "indexes/link/precious").is_err());
+        assert!(deletable(&root, "indexes/a/file-link").is_err());
+        assert_eq!(deletable(&root, "indexes/none"), Ok(None));
+        assert_eq!(linked(&root, "indexes/a/part-0"), None);
+        assert!(linked(&root, "indexes/link/precious").is_some());
+        assert!(linked(&root, "indexes/a/file-link").is_some());
+        // A managed prefix that is itself a link is not listed at all.
+        std::fs::create_dir_all(root.join("x")).expect("x");
+        std::os::unix::fs::symlink(&outside, root.join("x/metadata")).expect("link");
+        let (objects, skipped) = names(&root, "x/metadata").await;
+        assert!(objects.is_empty());
+        assert_eq!(skipped, vec!["x/metadata"]);
+    }
+}
