@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 CARGO_LAMBDA_VERSION=1.9.2
-ZIGLANG_VERSION=0.15.1
+ZIGLANG_VERSION=0.17.1
 TOOLS_DIR="${PARQDB_TOOLS_DIR:-$HOME/.cache/parqdb-catalog}"
 VENV="$TOOLS_DIR/cargo-lambda"
 
@@ -87,9 +87,14 @@ for path in sys.argv[2:]:
         data = handle.read()
     if data[:4] != b"\x7fELF" or struct.unpack_from("<H", data, 18)[0] != machine:
         sys.exit(f"build-functions.sh: {path} is not an ELF executable for machine {machine}")
+    # As Lambda gets it: one executable `bootstrap`, deflated (a ZipInfo's own
+    # compress_type wins over the archive's, so set it).
+    entry = zipfile.ZipInfo("bootstrap")
+    entry.compress_type = zipfile.ZIP_DEFLATED
+    entry.external_attr = 0o100755 << 16
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr(zipfile.ZipInfo("bootstrap"), data)
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(entry, data)
     print(f"{name:<10} {len(data):>12,} {len(buffer.getvalue()):>12,}")
 PY
 }

@@ -786,6 +786,9 @@ fn alarms_watch_failures_throttles_outcomes_and_queues() {
         "STORE_UNAVAILABLE",
         "COMMIT_STATE_UNKNOWN",
         "CORRUPT_RECORD",
+        "INVALID_CONFIGURATION",
+        "STORE_REFUSED",
+        "WAREHOUSE_NOT_OWNED",
     ] {
         assert!(outcome_alarms.contains(outcome), "an alarm on {outcome}");
     }

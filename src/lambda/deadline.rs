@@ -116,7 +116,7 @@ fn out_of_time(operation: &str, budget: Duration, write_sent: bool) -> Error {
         Error::new(
             ErrorKind::StoreUnavailable,
             format!(
-                "{spent}: the store did not answer in time and nothing was written; retry after backing off"
+                "{spent}, before it sent any pointer write: no pointer changed; retry after backing off"
             ),
         )
     }
