@@ -19,6 +19,7 @@ pub mod identifier;
 pub mod lambda;
 pub mod metadata;
 pub mod publish;
+pub mod refresh;
 #[cfg(feature = "remote")]
 pub mod remote;
 pub mod store;

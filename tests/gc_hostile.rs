@@ -322,6 +322,9 @@ async fn class2_an_unclaimed_warehouse_holding_data_is_taken_over_only_deliberat
         let layout = Layout::under("old/1");
         let (_, location) = env.new_index(&layout).await;
         let ns = Namespace::new(["ns"]).expect("ns");
+        // Written within the day, the files may be a first writer's preparation: a
+        // stranger's claim would succeed now, but not once they are a day old.
+        env.advance(wall_clock_ms() + 2 * DAY_MS - env.now());
         let err = env
             .catalog
             .create_namespace(&ns, BTreeMap::new())
@@ -392,10 +395,16 @@ async fn class2_a_first_register_may_find_the_file_it_publishes() {
         .await
         .expect("the first write claims the warehouse it publishes into");
     gc::verify_ownership(&catalog).await.expect("claimed");
-    // A second metadata file makes the warehouse used: a fresh warehouse with two files
-    // and no marker is not claimed by a register of one of them.
+    // Another metadata file older than a day makes the warehouse used: a warehouse with
+    // such a file and no marker is not claimed by a register of another one. A file
+    // written within the day does not block the claim (a writer's own preparation).
     let third = Warehouse::in_memory("memory://third/wh").expect("warehouse");
-    let catalog = Catalog::builder(first.pointer_store.clone(), third.clone()).build();
+    let later = Arc::new(parqdb_catalog::ManualClock::new(
+        wall_clock_ms() + 2 * DAY_MS,
+    ));
+    let catalog = Catalog::builder(first.pointer_store.clone(), third.clone())
+        .clock(later.clone())
+        .build();
     third
         .write_new(
             "metadata/y/00001-b.metadata.json",
@@ -419,6 +428,37 @@ async fn class2_a_first_register_may_find_the_file_it_publishes() {
         .await
         .expect_err("used warehouse");
     assert_eq!(err.kind(), ErrorKind::Configuration, "{err}");
+    let fourth = Warehouse::in_memory("memory://fourth/wh").expect("warehouse");
+    let catalog = Catalog::builder(first.pointer_store.clone(), fourth.clone()).build();
+    let mut location = String::new();
+    for name in [
+        "metadata/y/00001-b.metadata.json",
+        "metadata/x/00001-a.metadata.json",
+    ] {
+        location = fourth
+            .write_new(name, Bytes::from(metadata.to_json_vec()))
+            .await
+            .expect("metadata");
+    }
+    catalog
+        .register(
+            &IndexIdentifier::new(first.namespace("shared").await, "z").expect("id"),
+            Some(&layout.source),
+            &location,
+        )
+        .await
+        .expect("files written within the day do not block a first write");
+    gc::verify_ownership(&catalog).await.expect("claimed");
+}
+
+const DAY_MS: i64 = 86_400_000;
+
+/// The wall clock (object stores stamp objects with it).
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis() as i64
 }
 
 #[tokio::test]
@@ -1422,7 +1462,14 @@ async fn redteam_liveness_s3_keys_object_store_cannot_parse_stop_runs_safely() {
                 .collect(env.now())
                 .await
                 .expect_err("the listing fails on the unparseable key");
-            assert_eq!(err.kind(), ErrorKind::StoreUnavailable, "{key:?}: {err}");
+            // Typed, and never retried into a deletion: unavailable or refused.
+            assert!(
+                matches!(
+                    err.kind(),
+                    ErrorKind::StoreUnavailable | ErrorKind::StoreRefused
+                ),
+                "{key:?}: {err}"
+            );
         }
         assert_eq!(managed(&env), before, "{key:?}: a failed run deleted data");
         assert!(env.exists("indexes/garbage/1/part-0").await);
@@ -1492,13 +1539,20 @@ async fn redteam_p_tables_in_an_earlier_writers_spelling_outlive_the_metadata_na
             let reports = passes(&env, &config, 2).await;
             assert_eq!(deleted(&reports), 0, "{backend:?} encoded={encoded}: live");
             // Commit away from M1 (its tables are no longer in any retained snapshot).
-            let (_, m2) = env
-                .successor(&metadata, &Layout::under("t2/1"), Some(1))
-                .await;
+            // (Two commits: a commit may only remove snapshots that were not current.)
+            let (m2_metadata, m2) = env.successor(&metadata, &Layout::under("t2/1"), None).await;
             env.catalog
                 .commit(&id, Some(&old.source), &m1, &m2)
                 .await
                 .expect("committed");
+            let expired = m2_metadata
+                .expire_snapshots(Some(1), None, env.clock.as_ref())
+                .expect("expired");
+            let m3 = env.write_metadata(&expired).await;
+            env.catalog
+                .commit(&id, None, &m2, &m3)
+                .await
+                .expect("expired M1's snapshot");
             passes(&env, &config, 1).await;
             // A rename: a new incarnation of the same index, which may have re-published M1.
             env.catalog

@@ -266,7 +266,9 @@ async fn foreign_or_unmarked_warehouses_are_refused() {
 
     // Claimed by another catalog: this one is refused, even to claim it.
     let foreign = env.foreign_catalog(99);
-    gc::claim(&foreign, env.now()).await.expect("foreign claim");
+    gc::adopt(&foreign, env.now())
+        .await
+        .expect("foreign adoption");
     let err = env
         .gc(test_config())
         .collect(env.now())
@@ -308,27 +310,25 @@ async fn source_tables_are_never_deleted() {
     let outside = env.warehouse.absolute("sources/docs/");
     let inside = env.warehouse.absolute("indexes/sources/docs/");
     env.put("sources/docs/data-0.parquet", b"source").await;
-    env.put("indexes/sources/docs/data-0.parquet", b"source")
-        .await;
     let mut layout = Layout::under("src/1");
     layout.source = source_at(&outside);
-    let (_, _, _) = env.register("outside", &layout).await;
+    let (id, _, _) = env.register("outside", &layout).await;
+    // A source inside the managed prefixes is refused at publication: the collector would
+    // take its files for garbage once no index names them.
     let mut layout2 = Layout::under("src/2");
     layout2.source = source_at(&inside);
-    let (id2, _, _) = env.register("inside", &layout2).await;
+    let (_, location) = env.new_index(&layout2).await;
+    let err = env
+        .catalog
+        .register(&env.id("inside").await, Some(&layout2.source), &location)
+        .await
+        .expect_err("a source under indexes/");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
 
     run_until(&env, &config, env.now() + 4 * HOUR, &[]).await;
     assert!(env.exists("sources/docs/data-0.parquet").await);
-    assert!(
-        env.exists("indexes/sources/docs/data-0.parquet").await,
-        "a live index's source is kept"
-    );
-
-    env.catalog.drop_index(&id2).await.expect("dropped");
+    env.catalog.drop_index(&id).await.expect("dropped");
     let dropped = env.now();
-    run_until(&env, &config, dropped + HOUR, &[]).await;
-    // Still referenced by the dropped index's metadata, which still exists.
-    assert!(env.exists("indexes/sources/docs/data-0.parquet").await);
     run_until(&env, &config, dropped + 6 * HOUR, &[]).await;
     // Outside the managed prefixes: never even listed, whatever happens.
     assert!(env.exists("sources/docs/data-0.parquet").await);
@@ -336,7 +336,7 @@ async fn source_tables_are_never_deleted() {
         env.sim
             .deletions()
             .iter()
-            .all(|d| !d.path.contains("sources/docs/data-0") || d.path.starts_with("indexes"))
+            .all(|d| !d.path.contains("sources/docs/data-0"))
     );
 }
 
@@ -810,4 +810,94 @@ async fn a_killed_run_holds_its_lease_until_it_expires() {
     run_until(&env, &config, env.now() + 4 * HOUR, &[]).await;
     assert!(all_exist(&env, &files(&live)).await);
     assert!(none_exist(&env, &files(&dead)).await);
+}
+
+/// Budgeted runs (issue 16): a run with a scan budget scans `indexes/` one top-level
+/// directory at a time from where the previous finished run stopped, finishes (no
+/// retention clock restarts), and over a few cycles collects everything a full run would —
+/// never a live file, never inside a nested catalog structure that a budget split from
+/// the objects next to it.
+#[tokio::test]
+async fn budgeted_runs_resume_where_the_last_one_stopped_and_collect_everything() {
+    for backend in [Backend::Local, Backend::Memory] {
+        let env = claimed(backend, 31).await;
+        let live = Layout::under("m-live/1");
+        env.register("live", &live).await;
+        let garbage: Vec<String> = ["a", "b", "c", "d", "e", "f"]
+            .iter()
+            .map(|dir| format!("indexes/{dir}/1/part-0.parquet"))
+            .collect();
+        for name in &garbage {
+            let name: &'static str = Box::leak(name.clone().into_boxed_str());
+            env.put(name, b"garbage").await;
+        }
+        // A nested warehouse below `indexes/c/`: its marker sorts after some of its data.
+        for name in [
+            "indexes/c/wh/0-data/part-0",
+            "indexes/c/wh/_catalog-owner.json",
+            "indexes/c/wh/z-data/part-0",
+        ] {
+            env.put(name, b"nested").await;
+        }
+        let config = GcConfig {
+            scan_budget: Some(Duration::ZERO), // one directory per run
+            ..test_config()
+        };
+        let mut ranges = Vec::new();
+        let mut restarted = false;
+        let until = env.now() + 8 * HOUR;
+        while env.now() < until {
+            env.advance(10 * MINUTE);
+            let report = env.collect(&config).await;
+            restarted |= report.warnings.iter().any(|w| w.contains("did not finish"));
+            ranges.push(report.scan.clone());
+            for name in files(&live) {
+                assert!(
+                    env.exists(&name).await,
+                    "{backend:?}: live `{name}` deleted"
+                );
+            }
+            for name in [
+                "indexes/c/wh/0-data/part-0",
+                "indexes/c/wh/_catalog-owner.json",
+                "indexes/c/wh/z-data/part-0",
+            ] {
+                assert!(
+                    env.exists(name).await,
+                    "{backend:?}: nested `{name}` deleted"
+                );
+            }
+        }
+        assert!(!restarted, "{backend:?}: a budgeted run is a finished run");
+        // The runs walked the directories in order and started over at the end.
+        let first: Vec<Option<String>> = ranges
+            .iter()
+            .take(8)
+            .map(|range| range.as_ref().and_then(|r| r.stopped_after.clone()))
+            .collect();
+        assert_eq!(
+            first,
+            [
+                Some("indexes/a"),
+                Some("indexes/b"),
+                Some("indexes/c"),
+                Some("indexes/d"),
+                Some("indexes/e"),
+                Some("indexes/f"),
+                None,
+                Some("indexes/a")
+            ]
+            .map(|dir| dir.map(str::to_owned)),
+            "{backend:?}: {ranges:?}"
+        );
+        for name in &garbage {
+            assert!(!env.exists(name).await, "{backend:?}: `{name}` collected");
+        }
+        let state = gc::status(&env.catalog, env.now(), true)
+            .await
+            .expect("status");
+        assert!(state.unfinished_runs.is_empty(), "{state:?}");
+        assert!(state.last_finished_run.is_some());
+        assert!(!state.running);
+    }
 }

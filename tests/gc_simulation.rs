@@ -11,7 +11,9 @@
 //!   and an existing metadata file never names a deleted object;
 //! * **liveness**: garbage unreachable since `L` is gone by
 //!   `L + retention + condemn delay + 3 GC periods + lease` (later if evidence of a newer
-//!   incarnation moved its clock, or while an existing metadata file references it).
+//!   incarnation moved its clock, or while an existing metadata file references it) —
+//!   checked in the histories whose runs have no scan budget (a third have one: each run
+//!   then scans one top-level directory of `indexes/`, and only safety is checked).
 //!
 //! # The hostile-layout generator
 //! The second test, `hostile_layouts_never_delete_live_foreign_or_outside_data`, runs the
@@ -119,6 +121,10 @@ fn config(rng: &mut StdRng) -> GcConfig {
         lease_duration: Duration::from_millis(LEASE as u64),
         io_concurrency: rng.random_range(1..6),
         delete_batch_size: rng.random_range(1..5),
+        // A third of the histories collect with budgeted runs (one top-level directory of
+        // `indexes/` per run): every safety check holds; the liveness bound, written for
+        // full runs, is checked for the others (budgeted liveness: gc_scenarios).
+        scan_budget: rng.random_bool(0.3).then_some(Duration::ZERO),
         ..GcConfig::default()
     }
 }
@@ -663,7 +669,7 @@ impl Sim {
             }
             let deadline = base + RETENTION + DELAY + 3 * PERIOD + LEASE + 2 * MINUTE;
             assert!(
-                now <= deadline,
+                self.config.scan_budget.is_some() || now <= deadline,
                 "garbage {path} (unreachable since {lost}, base {base}) still here at {now}"
             );
         }

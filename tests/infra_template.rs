@@ -589,6 +589,9 @@ fn writers_may_claim_the_warehouse_create_only_and_nobody_else_may_write_the_mar
     // The S3 store's first write into an empty `_catalog/` creates its listing-classes
     // marker (src/store/s3.rs); without the grant it warns and `list` reads every record.
     let classes = "!Sub ${WarehouseBucket.Arn}/${WarehousePrefix}/_catalog/.listing-classes";
+    // ... and every claim leaves a copy of the marker under `_gc/claims/`
+    // (src/catalog/ownership.rs).
+    let claim_records = "!Sub ${WarehouseBucket.Arn}/${WarehousePrefix}/_gc/claims/*";
     let writers: BTreeSet<&str> = [
         "RegisterFunction",
         "CommitFunction",
@@ -629,7 +632,17 @@ fn writers_may_claim_the_warehouse_create_only_and_nobody_else_may_write_the_mar
             !puts_classes.is_empty(),
             "{role} must create the S3 store's listing-classes marker"
         );
-        for put in puts.iter().chain(&puts_id).chain(&puts_classes) {
+        let puts_records = grants("s3:PutObject", claim_records);
+        assert!(
+            !puts_records.is_empty(),
+            "{role} must create its claim record"
+        );
+        for put in puts
+            .iter()
+            .chain(&puts_id)
+            .chain(&puts_classes)
+            .chain(&puts_records)
+        {
             assert!(
                 requires_if_none_match(put.condition),
                 "{role} {:?}: create-only (If-None-Match)",

@@ -10,6 +10,7 @@
 mod harness;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use bytes::Bytes;
 use harness::{Env, Function, Outcome};
@@ -630,6 +631,32 @@ async fn a_bad_configuration_is_reported_before_polling() {
             "{case}: panicked"
         );
     }
+}
+
+/// `gc` on a warehouse its catalog claimed (by a first write through `namespace`): a
+/// scheduled event runs one collection, bounded by the invocation's deadline (its scan
+/// budget is half of the time left), and answers the run's report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_collects_a_claimed_warehouse_within_its_deadline() {
+    let backend = local_files();
+    let mut namespace = Function::start("namespace", &backend.env).await;
+    let created = namespace
+        .invoke(&json!({"action": "create", "namespace": ["docs"]}))
+        .await;
+    assert_eq!(created.response()["namespace"], json!(["docs"]));
+    let gc_env: Env = backend
+        .env
+        .iter()
+        .cloned()
+        .chain([("PARQDB_GC_DRY_RUN".into(), Some("true".into()))])
+        .collect();
+    let mut gc = Function::start("gc", &gc_env).await;
+    gc.api.set_deadline(Duration::from_secs(30));
+    let report = gc.invoke(&json!({})).await.response();
+    assert_eq!(report["status"], "dry-run", "{report}");
+    let metrics = parse_lines(&gc.stdout.wait_until(|lines| !lines.is_empty()).await);
+    assert_eq!(metrics[0]["Operation"], "gc");
+    assert_eq!(metrics[0]["Outcome"], "SUCCESS");
 }
 
 /// `publish` and `gc` go through the same invocation plumbing as the catalog operations:

@@ -19,8 +19,11 @@
 //!   at the same warehouse (a forgotten `--catalog`) can never publish files the owner's
 //!   collector would delete under it. The answer is cached per catalog instance for
 //!   [`OWNERSHIP_TTL`], then checked again.
-//! * **An unclaimed warehouse that holds data** (anything under `_gc/`, or a metadata file
-//!   other than the one a first register publishes) is never claimed implicitly: its
+//! * **An unclaimed warehouse that holds data** (anything under `_gc/` — every claim also
+//!   writes a record `_gc/claims/<catalog-id>.json`, so a warehouse whose marker was lost
+//!   still shows it was claimed —, or a metadata file
+//!   older than [`UNCLAIMED_METADATA_AGE`] other than the one a first register publishes;
+//!   younger files may be the first writer's own preparation) is never claimed implicitly: its
 //!   owner's marker was lost, or an earlier version wrote it, and a stranger's first write
 //!   must not take it over. The operator adopts it deliberately ([`adopt`],
 //!   `parqdb-catalog init --adopt`).
@@ -181,23 +184,51 @@ async fn refuse_nested(warehouse: &Warehouse) -> Result<()> {
     }
 }
 
-/// Evidence that a warehouse without a marker has been used: an object under `_gc/`, or
-/// one under `metadata/` other than `publishing` (the file a first register is about to
-/// publish). `None` if it looks unused.
-async fn earlier_use(warehouse: &Warehouse, publishing: Option<&str>) -> Result<Option<String>> {
+/// How old a metadata file in an unclaimed warehouse must be to show that somebody used
+/// the warehouse before (younger files may be a writer's preparation for its first
+/// register, which claims the warehouse).
+pub const UNCLAIMED_METADATA_AGE: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// Evidence that a warehouse without a marker has been used: an object under `_gc/` (a
+/// catalog claimed it — every claim leaves a record in `_gc/claims/` — or a collector ran
+/// there), or a metadata file other than `publishing`
+/// (the file a first register is about to publish) written more than
+/// [`UNCLAIMED_METADATA_AGE`] before `now_ms`. `None` if it looks unused.
+async fn earlier_use(
+    warehouse: &Warehouse,
+    publishing: Option<&str>,
+    own: Option<Uuid>,
+    now_ms: i64,
+) -> Result<Option<String>> {
+    // This catalog's own claim record (a claim that stopped before its marker).
+    let own_record = own.map(claim_record);
+    let young_after = now_ms.saturating_sub(UNCLAIMED_METADATA_AGE.as_millis() as i64);
     for dir in [GC_DIR, METADATA_DIR] {
         let mut listed = warehouse.list(dir);
         while let Some(item) = listed.next().await {
             let name = match item? {
-                ListItem::Object(listed) => listed.name,
+                ListItem::Object(listed) => {
+                    if dir == METADATA_DIR && listed.last_modified_ms > young_after {
+                        continue;
+                    }
+                    listed.name
+                }
                 ListItem::Skipped { name, .. } => name,
             };
-            if Some(name.as_str()) != publishing {
+            if Some(name.as_str()) != publishing && Some(&name) != own_record.as_ref() {
                 return Ok(Some(name));
             }
         }
     }
     Ok(None)
+}
+
+/// The directory of claim records: `_gc/claims/<catalog-id>.json`, a copy of the marker
+/// the owning catalog writes (create-if-absent) once the marker names it.
+pub const CLAIMS_DIR: &str = "_gc/claims";
+
+fn claim_record(id: Uuid) -> String {
+    format!("{CLAIMS_DIR}/{id}.json")
 }
 
 /// The store location a marker is bound to: the store's own location, or its
@@ -234,7 +265,8 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
     let existing = read_marker(warehouse).await?;
     if existing.is_none()
         && let Claim::Unused(publishing) = how
-        && let Some(evidence) = earlier_use(warehouse, publishing).await?
+        && let Some(evidence) =
+            earlier_use(warehouse, publishing, catalog_id(catalog).await?, now_ms).await?
     {
         return Err(refuse(format!(
             "the warehouse `{}` holds data (`{evidence}`) but no ownership marker: its owner's marker was lost, or an earlier version wrote it. A catalog takes over such a warehouse only deliberately: if this catalog ({}) owns its data, run `parqdb-catalog init --adopt` with it; otherwise use the owner's catalog",
@@ -251,22 +283,26 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
         created_ms: now_ms,
     };
     let bytes = Bytes::from(serde_json::to_vec_pretty(&marker).unwrap_or_default());
-    match existing {
-        None => {
-            if warehouse.put_if_absent(MARKER, bytes).await? {
-                return Ok(marker);
-            }
+    let owned = match existing {
+        None if warehouse.put_if_absent(MARKER, bytes.clone()).await? => marker,
+        Some(current)
+            if how == Claim::Adopt
+                && current.catalog_id == id
+                && normalized(&current.catalog) != normalized(&marker.catalog) =>
+        {
+            // Re-home: this catalog's store moved (deliberately, by its operator).
+            warehouse.overwrite(MARKER, bytes.clone()).await?;
+            marker
         }
-        Some(current) if how == Claim::Adopt && current.catalog_id == id => {
-            if normalized(&current.catalog) != normalized(&marker.catalog) {
-                // Re-home: this catalog's store moved (deliberately, by its operator).
-                warehouse.overwrite(MARKER, bytes).await?;
-                return Ok(marker);
-            }
-        }
-        Some(_) => {}
-    }
-    verify_marker(catalog).await
+        _ => verify_marker(catalog).await?,
+    };
+    // A second trace of the claim, under `_gc/`, written once the marker is this
+    // catalog's (so a catalog racing for the marker sees the marker, never a claim record
+    // alone): a warehouse whose marker is lost later (deleted by hand, or by a tool that
+    // cleans up "stray" files) still shows it was used, and no stranger's first write
+    // takes it over (see `earlier_use`).
+    warehouse.put_if_absent(&claim_record(id), bytes).await?;
+    Ok(owned)
 }
 
 /// Claim the catalog's warehouse (`parqdb-catalog init`): give the catalog an id if it has

@@ -4,6 +4,7 @@
 //! parqdb-catalog init                      # once: claim the warehouse for this catalog
 //! parqdb-catalog gc --dry-run              # what would be deleted, and why
 //! parqdb-catalog gc --retention 7d --grace 1h
+//! parqdb-catalog gc status [--ledger]      # the lease, the last finished run, runs that died
 //! ```
 //!
 //! Prints the [`GcReport`](crate::gc::GcReport) as JSON on stdout; a progress bar goes to
@@ -22,7 +23,11 @@ use crate::gc::{
 
 /// Arguments of `parqdb-catalog gc`.
 #[derive(Debug, Clone, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct GcArgs {
+    /// `status`: show the collector's state instead of running it.
+    #[command(subcommand)]
+    pub command: Option<GcCommand>,
     /// Report what would be deleted and why; write and delete nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -39,16 +44,50 @@ pub struct GcArgs {
     /// Accept a retention under 1h, a grace under 5m or a condemnation delay under 2m.
     #[arg(long)]
     pub force: bool,
+    /// Most objects one run deletes (the rest wait for the next run).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), default_value_t = 100_000)]
+    pub max_deletes: u64,
+    /// Objects per delete batch (the lease is renewed before each).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), default_value_t = 1000)]
+    pub delete_batch_size: u64,
+    /// Concurrent object-store requests while scanning.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), default_value_t = 16)]
+    pub io_concurrency: u64,
+    /// How long the run lease lasts without renewal.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg, default_value = "15m")]
+    pub lease: Duration,
+    /// Stop scanning `indexes/` after this long (at a directory boundary), finish the run
+    /// and let the next run resume there (default: scan everything).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    pub scan_budget: Option<Duration>,
+}
+
+/// What `gc` does instead of a run.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum GcCommand {
+    /// Show the run lease, the last finished run and runs that did not finish (writes
+    /// nothing).
+    Status {
+        /// Also count the ledger's tracked objects and condemnations (lists all of it).
+        #[arg(long)]
+        ledger: bool,
+    },
 }
 
 impl Default for GcArgs {
     fn default() -> Self {
         GcArgs {
+            command: None,
             dry_run: false,
             retention: DEFAULT_RETENTION,
             grace: DEFAULT_GRACE,
             condemn_delay: None,
             force: false,
+            max_deletes: 100_000,
+            delete_batch_size: 1000,
+            io_concurrency: 16,
+            lease: crate::gc::config::DEFAULT_LEASE,
+            scan_budget: None,
         }
     }
 }
@@ -62,6 +101,11 @@ impl GcArgs {
             condemn_delay: self.condemn_delay,
             dry_run: self.dry_run,
             force: self.force,
+            max_deletes_per_run: usize::try_from(self.max_deletes).unwrap_or(usize::MAX),
+            delete_batch_size: usize::try_from(self.delete_batch_size).unwrap_or(usize::MAX),
+            io_concurrency: usize::try_from(self.io_concurrency).unwrap_or(usize::MAX),
+            lease_duration: self.lease,
+            scan_budget: self.scan_budget,
             ..GcConfig::default()
         }
     }
@@ -87,6 +131,10 @@ fn phase_name(phase: GcPhase) -> &'static str {
 
 /// Run `gc` against `catalog` and return the report as JSON.
 pub async fn run(args: &GcArgs, catalog: &Catalog) -> Result<serde_json::Value> {
+    if let Some(GcCommand::Status { ledger }) = &args.command {
+        let state = gc::status(catalog, catalog.clock().now_ms(), *ledger).await?;
+        return Ok(serde_json::to_value(state).unwrap_or_default());
+    }
     let bar = ProgressBar::new_spinner();
     bar.set_style(
         ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
@@ -132,7 +180,30 @@ mod tests {
         let defaults = Cli::try_parse_from(["gc"]).expect("parsed");
         assert_eq!(defaults.gc.retention, DEFAULT_RETENTION);
         assert!(!defaults.gc.force);
+        let (cli, library) = (defaults.gc.config(), GcConfig::default());
+        assert_eq!(
+            (
+                cli.max_deletes_per_run,
+                cli.delete_batch_size,
+                cli.io_concurrency,
+                cli.lease_duration
+            ),
+            (
+                library.max_deletes_per_run,
+                library.delete_batch_size,
+                library.io_concurrency,
+                library.lease_duration
+            ),
+            "the CLI's defaults are the library's"
+        );
+        assert!(Cli::try_parse_from(["gc", "--max-deletes", "0"]).is_err());
         assert!(Cli::try_parse_from(["gc", "--retention", "7"]).is_err());
+        let status = Cli::try_parse_from(["gc", "status", "--ledger"]).expect("parsed");
+        assert!(matches!(
+            status.gc.command,
+            Some(GcCommand::Status { ledger: true })
+        ));
+        assert!(Cli::try_parse_from(["gc", "--dry-run", "status"]).is_err());
         let config = Cli::try_parse_from(["gc", "--retention", "30m", "--force"])
             .expect("parsed")
             .gc
@@ -166,5 +237,17 @@ mod tests {
         let report = run(&args, &catalog).await.expect("gc");
         assert_eq!(report["status"], "dry-run");
         assert_eq!(report["scanned"]["objects"], 0);
+        let status = GcArgs {
+            command: Some(GcCommand::Status { ledger: true }),
+            ..GcArgs::default()
+        };
+        let state = run(&status, &catalog).await.expect("status");
+        assert_eq!(state["running"], false);
+        assert!(state["owner"]["catalog-id"].is_string());
+        assert_eq!(state["ledger"]["tracked-objects"], 0);
+        assert!(
+            state["last-finished-run"].is_null(),
+            "a dry run records nothing"
+        );
     }
 }

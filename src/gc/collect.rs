@@ -12,7 +12,7 @@ use super::ledger::{JournalRef, Kind, Ledger};
 use super::nested::nested_root;
 use super::reachability::{Observation, Parsed, observe, read_parsed, references_of};
 use super::refs::RefMap;
-use super::report::{ActionKind, GcPhase, GcProgress, GcReport, GcStatus};
+use super::report::{ActionKind, GcPhase, GcProgress, GcReport, GcStatus, ScanRange};
 use crate::catalog::ownership::verify_ownership;
 use crate::error::{Error, ErrorKind, Result};
 use crate::warehouse::{
@@ -664,53 +664,65 @@ impl GarbageCollector {
             }
         }
 
-        // 3. `indexes/`, streamed.
+        // 3. `indexes/`, streamed one top-level directory at a time, in name order: its
+        //    own files and the directories named like catalog structures (a nested root
+        //    at `indexes/` itself) in every run, then the other directories — all of
+        //    them, or with a scan budget from where the previous finished run stopped,
+        //    until the budget is spent (see "Budgeted runs" in the module docs).
         self.emit(GcProgress::Phase {
             phase: GcPhase::ScanIndexes,
         });
+        let resume_after = match (config.scan_budget, journals.previous) {
+            (Some(_), Some(previous)) => run.ledger.resume_after(previous).await?,
+            _ => None,
+        };
+        let (top_files, dirs) = warehouse.list_children(INDEXES_DIR).await?;
+        let (always, regular): (Vec<String>, Vec<String>) = dirs
+            .into_iter()
+            .partition(|dir| is_catalog_structure_dir(dir));
+        let mut stopped_after: Option<String> = None;
         {
             let observation = &observation;
             let referenced = &referenced;
             let run = &run;
-            let mut listed = warehouse
-                .list(INDEXES_DIR)
-                .map(|item| async move {
-                    let listed = match item? {
-                        ListItem::Object(listed) => listed,
-                        skipped @ ListItem::Skipped { .. } => {
-                            return Ok::<_, Error>(Scanned::Skipped(skipped));
-                        }
-                    };
-                    if observation.reachable.covers_any_spelling(&listed.name) {
-                        let assessed = Assessed {
-                            relative: listed.name.clone(),
-                            size: listed.size,
-                            verdict: Verdict::Reachable,
-                            tracked: None,
-                            condemned: None,
-                        };
-                        return Ok(Scanned::Assessed(listed, assessed));
-                    }
-                    if nested_root(&listed.name).is_some() {
-                        return Ok(Scanned::Nested(listed));
-                    }
-                    let assessed = run.assess(observation, referenced, &listed, None).await?;
-                    Ok(Scanned::Assessed(listed, assessed))
-                })
-                .buffer_unordered(concurrency);
-            while let Some(item) = listed.try_next().await? {
-                match item {
-                    Scanned::Skipped(skipped) => skip(tallies.report, skipped),
-                    Scanned::Nested(listed) => {
-                        tallies.scanned(self, listed.size);
-                        scan.note(&listed.name);
-                        tallies.report.kept_nested.add(listed.size);
-                    }
-                    Scanned::Assessed(listed, assessed) => {
-                        tallies.scanned(self, listed.size);
-                        tallies.record(assessed);
-                    }
+            let mut units: Vec<futures::stream::BoxStream<'_, Result<ListItem>>> =
+                vec![futures::stream::iter(top_files.into_iter().map(Ok)).boxed()];
+            units.extend(always.iter().map(|dir| warehouse.list(dir)));
+            for unit in units {
+                self.scan_indexes_unit(run, observation, referenced, unit, &mut tallies, &mut scan)
+                    .await?;
+            }
+            let mut scanned_any = false;
+            for dir in regular
+                .iter()
+                .filter(|dir| resume_after.as_ref().is_none_or(|after| *dir > after))
+            {
+                if let Some(budget) = config.scan_budget
+                    && scanned_any
+                    && elapsed_now().saturating_sub(now_ms) >= millis(budget)
+                {
+                    break;
                 }
+                self.scan_indexes_unit(
+                    run,
+                    observation,
+                    referenced,
+                    warehouse.list(dir),
+                    &mut tallies,
+                    &mut scan,
+                )
+                .await?;
+                scanned_any = true;
+                stopped_after = Some(dir.clone());
+            }
+            if stopped_after.as_ref() == regular.last() {
+                stopped_after = None; // reached the end: the next run starts over
+            }
+            if resume_after.is_some() || stopped_after.is_some() {
+                tallies.report.scan = Some(ScanRange {
+                    resumed_after: resume_after.clone(),
+                    stopped_after: stopped_after.clone(),
+                });
             }
         }
         for root in &scan.nested_roots {
@@ -849,10 +861,64 @@ impl GarbageCollector {
         // Finished: acknowledge the dead runs this run has compensated for, then itself.
         for dead in &journals.dead {
             if *dead != run.journal {
-                ledger.mark_done(*dead).await?;
+                ledger.mark_done(*dead, None).await?;
             }
         }
-        ledger.mark_done(run.journal).await?;
+        ledger
+            .mark_done(run.journal, stopped_after.as_deref())
+            .await?;
+        Ok(())
+    }
+
+    /// Scan one unit of `indexes/` (a listing), assessing what is unreachable.
+    async fn scan_indexes_unit(
+        &self,
+        run: &Run<'_, '_>,
+        observation: &Observation,
+        referenced: &RefMap,
+        unit: futures::stream::BoxStream<'_, Result<ListItem>>,
+        tallies: &mut Tallies<'_>,
+        scan: &mut Scan,
+    ) -> Result<()> {
+        let mut listed = unit
+            .map(|item| async move {
+                let listed = match item? {
+                    ListItem::Object(listed) => listed,
+                    skipped @ ListItem::Skipped { .. } => {
+                        return Ok::<_, Error>(Scanned::Skipped(skipped));
+                    }
+                };
+                if observation.reachable.covers_any_spelling(&listed.name) {
+                    let assessed = Assessed {
+                        relative: listed.name.clone(),
+                        size: listed.size,
+                        verdict: Verdict::Reachable,
+                        tracked: None,
+                        condemned: None,
+                    };
+                    return Ok(Scanned::Assessed(listed, assessed));
+                }
+                if nested_root(&listed.name).is_some() {
+                    return Ok(Scanned::Nested(listed));
+                }
+                let assessed = run.assess(observation, referenced, &listed, None).await?;
+                Ok(Scanned::Assessed(listed, assessed))
+            })
+            .buffer_unordered(self.config.io_concurrency.max(1));
+        while let Some(item) = listed.try_next().await? {
+            match item {
+                Scanned::Skipped(skipped) => skip(tallies.report, skipped),
+                Scanned::Nested(listed) => {
+                    tallies.scanned(self, listed.size);
+                    scan.note(&listed.name);
+                    tallies.report.kept_nested.add(listed.size);
+                }
+                Scanned::Assessed(listed, assessed) => {
+                    tallies.scanned(self, listed.size);
+                    tallies.record(assessed);
+                }
+            }
+        }
         Ok(())
     }
 
@@ -925,4 +991,12 @@ fn skip(report: &mut GcReport, item: ListItem) {
             .warnings
             .push(format!("skipped `{name}`: {reason}; it is never deleted"));
     }
+}
+
+/// Whether the top-level directory `dir` of `indexes/` is named like a catalog structure
+/// (`_catalog`, `_gc`, `_meta`, `i`, `n`): what it holds may mark all of `indexes/` as
+/// nested (see the `nested` module), so every run scans it, whatever its budget.
+fn is_catalog_structure_dir(dir: &str) -> bool {
+    let name = dir.rsplit('/').next().unwrap_or(dir);
+    matches!(name, "_catalog" | "_gc" | "_meta" | "i" | "n")
 }

@@ -64,6 +64,12 @@ pub struct GcConfig {
     /// How long the run lease lasts without renewal.
     #[serde(serialize_with = "as_millis")]
     pub lease_duration: Duration,
+    /// How long a run may scan `indexes/` (run time from its start) before it stops at
+    /// the next directory boundary, finishes (verify, delete, sweep) and records where the
+    /// next run resumes; `None` scans all of it. The `gc` Lambda function sets it from its
+    /// deadline. A stopped run is a finished run: no retention clock restarts for it.
+    #[serde(serialize_with = "opt_as_millis")]
+    pub scan_budget: Option<Duration>,
 }
 
 impl Default for GcConfig {
@@ -81,14 +87,29 @@ impl Default for GcConfig {
             max_deletes_per_run: 100_000,
             max_reported_actions: 1000,
             lease_duration: DEFAULT_LEASE,
+            scan_budget: None,
         }
     }
 }
 
 impl GcConfig {
-    /// The configuration from the environment: `PARQDB_GC_RETENTION` and `PARQDB_GC_GRACE`
-    /// (durations such as `7d`, `1h`), `PARQDB_GC_DRY_RUN` and `PARQDB_GC_FORCE`
-    /// (`true`/`false`); unset variables keep the defaults. Validated.
+    /// The configuration from the environment; unset (or empty) variables keep the
+    /// defaults, and the result is validated:
+    ///
+    /// | variable | field | form |
+    /// |---|---|---|
+    /// | `PARQDB_GC_RETENTION` | [`retention`](GcConfig::retention) | duration (`7d`, `36h`) |
+    /// | `PARQDB_GC_GRACE` | [`grace`](GcConfig::grace) | duration |
+    /// | `PARQDB_GC_CONDEMN_DELAY` | [`condemn_delay`](GcConfig::condemn_delay) | duration |
+    /// | `PARQDB_GC_MAX_CLOCK_SKEW` | [`max_clock_skew`](GcConfig::max_clock_skew) | duration |
+    /// | `PARQDB_GC_LEASE` | [`lease_duration`](GcConfig::lease_duration) | duration |
+    /// | `PARQDB_GC_SCAN_BUDGET` | [`scan_budget`](GcConfig::scan_budget) | duration |
+    /// | `PARQDB_GC_IO_CONCURRENCY` | [`io_concurrency`](GcConfig::io_concurrency) | positive integer |
+    /// | `PARQDB_GC_DELETE_BATCH_SIZE` | [`delete_batch_size`](GcConfig::delete_batch_size) | positive integer |
+    /// | `PARQDB_GC_MAX_DELETES` | [`max_deletes_per_run`](GcConfig::max_deletes_per_run) | positive integer |
+    /// | `PARQDB_GC_DRY_RUN`, `PARQDB_GC_FORCE`, `PARQDB_GC_STRICT_REINCARNATION` | flags | `true`/`false` |
+    ///
+    /// A malformed value is `INVALID_CONFIGURATION` naming the variable.
     pub fn from_env() -> Result<GcConfig> {
         GcConfig::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
     }
@@ -109,9 +130,49 @@ impl GcConfig {
         if let Some(value) = lookup("PARQDB_GC_GRACE") {
             config.grace = parse_duration(&value).map_err(|err| invalid("PARQDB_GC_GRACE", err))?;
         }
+        if let Some(value) = lookup("PARQDB_GC_CONDEMN_DELAY") {
+            config.condemn_delay = Some(
+                parse_duration(&value).map_err(|err| invalid("PARQDB_GC_CONDEMN_DELAY", err))?,
+            );
+        }
+        if let Some(value) = lookup("PARQDB_GC_SCAN_BUDGET") {
+            config.scan_budget =
+                Some(parse_duration(&value).map_err(|err| invalid("PARQDB_GC_SCAN_BUDGET", err))?);
+        }
+        for (name, slot) in [
+            ("PARQDB_GC_MAX_CLOCK_SKEW", &mut config.max_clock_skew),
+            ("PARQDB_GC_LEASE", &mut config.lease_duration),
+        ] {
+            if let Some(value) = lookup(name) {
+                *slot = parse_duration(&value).map_err(|err| invalid(name, err))?;
+            }
+        }
+        for (name, slot) in [
+            ("PARQDB_GC_IO_CONCURRENCY", &mut config.io_concurrency),
+            ("PARQDB_GC_DELETE_BATCH_SIZE", &mut config.delete_batch_size),
+            ("PARQDB_GC_MAX_DELETES", &mut config.max_deletes_per_run),
+        ] {
+            if let Some(value) = lookup(name) {
+                *slot = value
+                    .trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        Error::new(
+                            ErrorKind::Configuration,
+                            format!("{name}: `{value}` is not a positive integer"),
+                        )
+                    })?;
+            }
+        }
         for (name, slot) in [
             ("PARQDB_GC_DRY_RUN", &mut config.dry_run),
             ("PARQDB_GC_FORCE", &mut config.force),
+            (
+                "PARQDB_GC_STRICT_REINCARNATION",
+                &mut config.strict_reincarnation,
+            ),
         ] {
             if let Some(value) = lookup(name) {
                 *slot = match value.as_str() {
@@ -352,6 +413,45 @@ mod tests {
             .is_ok()
         );
         assert!(GcConfig::from_lookup(env(&[("PARQDB_GC_FORCE", "yes")])).is_err());
+        let limits = GcConfig::from_lookup(env(&[
+            ("PARQDB_GC_CONDEMN_DELAY", "10m"),
+            ("PARQDB_GC_MAX_CLOCK_SKEW", "1m"),
+            ("PARQDB_GC_LEASE", "20m"),
+            ("PARQDB_GC_IO_CONCURRENCY", "4"),
+            ("PARQDB_GC_DELETE_BATCH_SIZE", "500"),
+            ("PARQDB_GC_MAX_DELETES", "20000"),
+            ("PARQDB_GC_STRICT_REINCARNATION", "false"),
+            ("PARQDB_GC_SCAN_BUDGET", "5m"),
+        ]))
+        .expect("valid limits");
+        assert_eq!(limits.scan_budget, Some(Duration::from_secs(5 * MINUTE)));
+        assert_eq!(limits.condemn_delay, Some(Duration::from_secs(10 * MINUTE)));
+        assert_eq!(limits.max_clock_skew, Duration::from_secs(MINUTE));
+        assert_eq!(limits.lease_duration, Duration::from_secs(20 * MINUTE));
+        assert_eq!(
+            (
+                limits.io_concurrency,
+                limits.delete_batch_size,
+                limits.max_deletes_per_run
+            ),
+            (4, 500, 20000)
+        );
+        assert!(!limits.strict_reincarnation);
+        static BAD: [(&str, &str); 4] = [
+            ("PARQDB_GC_MAX_DELETES", "0"),
+            ("PARQDB_GC_IO_CONCURRENCY", "-1"),
+            ("PARQDB_GC_DELETE_BATCH_SIZE", "many"),
+            ("PARQDB_GC_LEASE", "1"),
+        ];
+        for pair in &BAD {
+            let name = pair.0;
+            let err = GcConfig::from_lookup(env(std::slice::from_ref(pair))).expect_err(name);
+            assert_eq!(err.kind(), ErrorKind::Configuration, "{name}");
+            assert!(err.message().starts_with(name), "{}", err.message());
+        }
+        let err = GcConfig::from_lookup(env(&[("PARQDB_GC_CONDEMN_DELAY", "30s")]))
+            .expect_err("below twice the publish window");
+        assert_eq!(err.kind(), ErrorKind::Configuration);
     }
 
     #[test]

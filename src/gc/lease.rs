@@ -130,6 +130,35 @@ async fn latest(warehouse: &Warehouse) -> Result<Option<(u64, Generation)>> {
     Ok(Some((generation, content)))
 }
 
+/// The lease as the latest generation records it (for `gc status`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct LeaseState {
+    /// The fencing token.
+    pub generation: u64,
+    /// The run holding (or that last held) the lease.
+    pub holder: Uuid,
+    /// When that run acquired it.
+    pub acquired_ms: i64,
+    /// When it expires (or was released).
+    pub expires_ms: i64,
+    /// Whether it was released.
+    pub released: bool,
+}
+
+/// The latest lease generation, if any.
+pub(crate) async fn state(warehouse: &Warehouse) -> Result<Option<LeaseState>> {
+    Ok(latest(warehouse)
+        .await?
+        .map(|(generation, content)| LeaseState {
+            generation,
+            holder: content.holder,
+            acquired_ms: content.acquired_ms,
+            expires_ms: content.expires_ms,
+            released: content.released,
+        }))
+}
+
 /// Create generation `generation`; `false` if it already exists.
 async fn create(warehouse: &Warehouse, generation: u64, content: &Generation) -> Result<bool> {
     let bytes = serde_json::to_vec(content).unwrap_or_default();

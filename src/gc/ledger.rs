@@ -77,6 +77,15 @@ pub(crate) struct JournalState {
 /// The journal directory under the warehouse root.
 pub const JOURNAL_DIR: &str = "_gc/journal";
 
+/// The content of a `.done` record.
+#[derive(Serialize, serde::Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+struct Done {
+    /// The directory of `indexes/` after which the next run's scan resumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    resume_after: Option<String>,
+}
+
 #[derive(Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 struct Journal {
@@ -301,12 +310,42 @@ impl Ledger {
         format!("{JOURNAL_DIR}/{}.done", journal.suffix())
     }
 
-    /// Mark a run finished (its own, or a dead one acknowledged).
-    pub(crate) async fn mark_done(&self, journal: JournalRef) -> Result<()> {
+    /// Mark a run finished (its own, or a dead one acknowledged). A run whose scan of
+    /// `indexes/` stopped early (its budget ran out) records where the next run resumes:
+    /// after the directory `resume_after`.
+    pub(crate) async fn mark_done(
+        &self,
+        journal: JournalRef,
+        resume_after: Option<&str>,
+    ) -> Result<()> {
+        let body = Done {
+            resume_after: resume_after.map(str::to_owned),
+        };
         self.warehouse
-            .put_if_absent(&self.done_name(journal), Bytes::from_static(b"{}"))
+            .put_if_absent(
+                &self.done_name(journal),
+                Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
+            )
             .await
             .map(|_| ())
+    }
+
+    /// Where the scan of `indexes/` resumes after the finished run `journal`: the
+    /// directory it recorded, or the beginning (also for a record that cannot be read,
+    /// which only costs a rescan).
+    pub(crate) async fn resume_after(&self, journal: JournalRef) -> Result<Option<String>> {
+        Ok(
+            match self
+                .warehouse
+                .get(&self.done_name(journal), 64 * 1024)
+                .await?
+            {
+                Fetched::Object(bytes, _) => serde_json::from_slice::<Done>(&bytes)
+                    .ok()
+                    .and_then(|done| done.resume_after),
+                Fetched::Missing | Fetched::TooLarge(_) => None,
+            },
+        )
     }
 
     /// Every file of the journal directory.
@@ -490,6 +529,10 @@ mod tests {
             .record(object, Kind::Clock, 30, second, "again")
             .await
             .expect("idempotent");
+        let before_condemning = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after the epoch")
+            .as_millis() as i64;
         ledger
             .record(object, Kind::Condemned, 50, second, "condemned")
             .await
@@ -502,7 +545,12 @@ mod tests {
         let entry = ledger.read(object).await.expect("read");
         assert_eq!(entry.clock_start_ms, Some(30));
         assert_eq!(entry.clock_journal, Some(second));
-        assert_eq!(entry.condemned_ms, Some(50));
+        // A condemnation counts from when it became visible (the file's last-modified
+        // time), never from an earlier stamp.
+        assert!(
+            entry.condemned_ms.is_some_and(|ms| ms >= before_condemning),
+            "{entry:?}"
+        );
         assert_eq!(entry.files.len(), 3);
         assert_eq!(ledger.object_of(&entry.files[0]).as_deref(), Some(object));
         assert_eq!(ledger.delete(entry.files).await.expect("deleted"), 3);
@@ -532,7 +580,7 @@ mod tests {
         assert_eq!(ledger.read_journal(old).await.expect("read"), ids);
         let state = ledger.journal_state().await.expect("state");
         assert_eq!((state.previous, state.dead.clone()), (None, vec![old, new]));
-        ledger.mark_done(old).await.expect("done");
+        ledger.mark_done(old, None).await.expect("done");
         let state = ledger.journal_state().await.expect("state");
         assert_eq!((state.previous, state.dead), (Some(old), vec![new]));
         assert_eq!(ledger.prune_journals(150).await.expect("pruned"), 2);

@@ -205,6 +205,31 @@
 //! A stray file under `metadata/` that does not parse never stops a run (see (P)); a root
 //! whose metadata is missing or invalid does, because `R` would be incomplete.
 //!
+//! # Budgeted runs
+//! A run with a [`scan_budget`](GcConfig::scan_budget) (the `gc` Lambda function sets one
+//! from its deadline) scans only part of `indexes/` and is still a **finished** run: it
+//! verifies, deletes, sweeps the whole ledger and records `.done` — with the top-level
+//! directory of `indexes/` after which the next budgeted run resumes — so no retention
+//! clock restarts for it, and the next invocation goes on where it stopped. Warehouses of
+//! any size therefore progress one budget at a time. It is sound because everything a
+//! decision needs beyond the object itself is still seen in full by every run:
+//!
+//! * all of `metadata/` is scanned and assessed by every run, so (P) knows every existing
+//!   metadata file, and every metadata file meets its lineage evidence every run (index
+//!   tables need none: (P) keeps them while a metadata file naming them exists);
+//! * `indexes/` is split at its top-level directories, each scanned whole by one run, so
+//!   a nested catalog structure below `indexes/<dir>/` is seen by the run that would
+//!   delete next to it; the files directly in `indexes/` and the directories named like
+//!   catalog structures (`_catalog`, `_gc`, `_meta`, `i`, `n`, which could make all of
+//!   `indexes/` nested) are scanned by every run;
+//! * (U) still takes two walks of the same run, and the sweep still visits every ledger
+//!   entry.
+//!
+//! A run always scans at least one directory past where the previous one stopped, and
+//! stops at the first directory boundary after its budget is spent; the `scan` field of
+//! its report says where it began and stopped. The liveness bound below then holds with
+//! `P` the time a full cycle over `indexes/` takes.
+//!
 //! # Liveness
 //! With a successful run at least every `P`: garbage unreachable since `L` is deleted by
 //! `max(L, last_modified + grace + skew) + retention + B + 3P`, plus one `P` per level of
@@ -231,15 +256,18 @@ pub mod reachability;
 mod refs;
 pub mod report;
 mod scheduled;
+pub mod status;
 
 use std::sync::Arc;
 
 pub use crate::catalog::ownership::{MARKER, OwnershipMarker, adopt, claim, verify_ownership};
 pub use crate::warehouse::MANAGED_PREFIXES;
 pub use config::{GcConfig, format_duration, parse_duration};
+pub use lease::LeaseState;
 pub use reachability::RootStats;
-pub use report::{ActionKind, GcAction, GcPhase, GcProgress, GcReport, GcStatus, Tally};
-pub use scheduled::run_scheduled;
+pub use report::{ActionKind, GcAction, GcPhase, GcProgress, GcReport, GcStatus, ScanRange, Tally};
+pub use scheduled::{run_scheduled, run_scheduled_within};
+pub use status::{GcState, status};
 
 use crate::catalog::Catalog;
 use crate::error::Result;
@@ -301,5 +329,18 @@ impl GarbageCollector {
     /// is deleted); `STORE_UNAVAILABLE` if the store fails mid-run (a rerun resumes safely).
     pub async fn collect(&self, now_ms: i64) -> Result<GcReport> {
         self.run(now_ms).await
+    }
+
+    /// This collector with a scan budget of at most `budget` (the smaller of it and the
+    /// configured one): what an invocation with a deadline runs (see
+    /// [budgeted runs](self#budgeted-runs)).
+    pub fn within(&self, budget: std::time::Duration) -> GarbageCollector {
+        let mut within = self.clone();
+        within.config.scan_budget = Some(
+            self.config
+                .scan_budget
+                .map_or(budget, |configured| configured.min(budget)),
+        );
+        within
     }
 }

@@ -127,6 +127,22 @@ pub struct GcReport {
     pub actions_truncated: bool,
     /// Things an operator should know (dangling references, invalid dropped metadata).
     pub warnings: Vec<String>,
+    /// The part of `indexes/` this run scanned, when it was not all of it (a run with a
+    /// scan budget); `null` for a run that scanned everything.
+    pub scan: Option<ScanRange>,
+}
+
+/// The top-level directories of `indexes/` a budgeted run scanned (its own files and the
+/// directories named like catalog structures are scanned by every run).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ScanRange {
+    /// It began after this directory (where the previous finished run stopped); `None`:
+    /// at the first.
+    pub resumed_after: Option<String>,
+    /// It stopped after this directory, where the next run resumes; `None`: it reached the
+    /// last one, and the next run starts over.
+    pub stopped_after: Option<String>,
 }
 
 impl GcReport {
@@ -161,6 +177,7 @@ impl GcReport {
             actions: Vec::new(),
             actions_truncated: false,
             warnings: Vec::new(),
+            scan: None,
         }
     }
 

@@ -14,6 +14,26 @@ use crate::error::{Error, ErrorKind, Result};
 /// run holds the lease is a success (`"status": "skipped"`), not an error: overlapping
 /// schedules are expected.
 pub async fn run_scheduled(collector: &GarbageCollector, event: Value) -> Result<Value> {
+    run_scheduled_within(collector, event, None).await
+}
+
+/// Like [`run_scheduled`], scanning for at most `budget` (an invocation's time to its
+/// deadline, less what verifying, deleting and sweeping need): a warehouse too large for
+/// one invocation is collected over several, each a finished run (see
+/// [budgeted runs](super#budgeted-runs)).
+pub async fn run_scheduled_within(
+    collector: &GarbageCollector,
+    event: Value,
+    budget: Option<std::time::Duration>,
+) -> Result<Value> {
+    let budgeted;
+    let collector = match budget {
+        Some(budget) => {
+            budgeted = collector.within(budget);
+            &budgeted
+        }
+        None => collector,
+    };
     if !event.is_object() {
         return Err(Error::new(
             ErrorKind::InvalidRequest,

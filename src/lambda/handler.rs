@@ -155,9 +155,34 @@ pub async fn publish(publisher: &Publisher, event: LambdaEvent<Value>) -> Result
 }
 
 /// One garbage-collection run for a scheduled event (any JSON object; `{}` for a manual
-/// run) → the run's report (see [`crate::gc::run_scheduled`]): the `gc` function.
+/// run) → the run's report (see [`crate::gc::run_scheduled_within`]): the `gc` function.
+///
+/// The run scans `indexes/` for at most [`gc_scan_budget`] of the invocation's time (or
+/// the collector's configured `scan_budget`, if smaller), so that it finishes — verifies,
+/// deletes, sweeps and records where the next run resumes — before the deadline instead of
+/// being cut off by it (see the collector's budgeted runs).
 pub async fn gc(collector: &GarbageCollector, event: LambdaEvent<Value>) -> Result<Value> {
-    crate::gc::run_scheduled(collector, event.payload).await
+    let budget = gc_scan_budget(event.context.deadline, SystemClock.now_ms());
+    crate::gc::run_scheduled_within(collector, event.payload, budget).await
+}
+
+/// The scan budget of a `gc` invocation whose deadline is `deadline_ms`, at `now_ms`: half
+/// of the time the invocation has ([`Deadline`]'s budget: to the deadline, less the
+/// margin); the other half is for verifying, deleting and sweeping, which every run does
+/// in full. `None` without a deadline (`Context::default()`): scan everything.
+///
+/// ```
+/// use std::time::Duration;
+/// use parqdb_catalog::lambda::handler::gc_scan_budget;
+///
+/// // 900 s to the deadline: scan for 449.75 s.
+/// assert_eq!(gc_scan_budget(900_000, 0), Some(Duration::from_millis(449_750)));
+/// assert_eq!(gc_scan_budget(0, 0), None);
+/// ```
+pub fn gc_scan_budget(deadline_ms: u64, now_ms: i64) -> Option<std::time::Duration> {
+    Deadline::default()
+        .budget(deadline_ms, now_ms)
+        .map(|left| left / 2)
 }
 
 /// Any operation's response (serialized without a tag: each is the operation's JSON).

@@ -33,92 +33,156 @@ pub(crate) fn list(root: PathBuf, prefix: String) -> BoxStream<'static, Result<L
     .boxed()
 }
 
-fn walk(root: &Path, prefix: &str, tx: &tokio::sync::mpsc::Sender<Result<ListItem>>) {
-    let send = |item| tx.blocking_send(item).is_ok();
+/// Where a listing of `prefix` starts: `Ok(None)` if the directory does not exist,
+/// `Err(item)` with what to report if it cannot be listed (a symbolic link on the way, an
+/// I/O error).
+fn start_of(root: &Path, prefix: &str) -> std::result::Result<Option<PathBuf>, Result<ListItem>> {
     // The prefix itself must be a real directory below the root.
     let mut start = root.to_path_buf();
     for segment in prefix.split('/').filter(|s| !s.is_empty()) {
         start.push(segment);
         match std::fs::symlink_metadata(&start) {
             Ok(meta) if meta.file_type().is_symlink() => {
-                send(Ok(ListItem::Skipped {
+                return Err(Ok(ListItem::Skipped {
                     name: prefix.to_owned(),
                     reason: format!(
                         "`{}` is a symbolic link; the collector never follows links",
                         start.display()
                     ),
                 }));
-                return;
             }
             Ok(_) => {}
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return,
-            Err(err) => {
-                send(Err(io_error(&start, err)));
-                return;
-            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(Err(io_error(&start, err))),
         }
     }
-    let walker = walkdir::WalkDir::new(&start)
+    Ok(Some(start))
+}
+
+/// The walker over the directory `start`, links not followed, one file system.
+fn walker(start: &Path) -> walkdir::WalkDir {
+    walkdir::WalkDir::new(start)
         .follow_links(false)
         .same_file_system(true)
         .min_depth(1)
-        .sort_by_file_name();
-    for entry in walker {
+        .sort_by_file_name()
+}
+
+/// What a walker error means: `None` for an entry removed while listing.
+fn walk_error(start: &Path, err: walkdir::Error) -> Option<Error> {
+    let missing = err
+        .io_error()
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound);
+    if missing {
+        return None;
+    }
+    let path = err.path().unwrap_or(start).to_path_buf();
+    let io = err
+        .into_io_error()
+        .unwrap_or_else(|| std::io::Error::other("walk failed"));
+    Some(io_error(&path, io))
+}
+
+/// The listing item of a non-directory entry; `None` if it vanished while listing.
+fn item_of(root: &Path, entry: &walkdir::DirEntry) -> Option<ListItem> {
+    let file_type = entry.file_type();
+    Some(match name_of(root, entry.path()) {
+        Err(reason) => ListItem::Skipped {
+            name: entry.path().display().to_string(),
+            reason,
+        },
+        Ok(name) if file_type.is_symlink() => ListItem::Skipped {
+            name,
+            reason: "a symbolic link; the collector never follows or deletes links".to_owned(),
+        },
+        Ok(name) if !file_type.is_file() => ListItem::Skipped {
+            name,
+            reason: "not a regular file".to_owned(),
+        },
+        Ok(name) if is_staging_name(&name) => ListItem::Skipped {
+            name,
+            reason: "an object_store multipart staging file (`<name>#<digits>`), which object_store cannot read or delete and no metadata can name".to_owned(),
+        },
+        Ok(name) => {
+            let meta = entry.metadata().ok()?;
+            ListItem::Object(Listed {
+                name,
+                size: meta.len(),
+                last_modified_ms: meta
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(i64::MAX, |d| d.as_millis().min(i64::MAX as u128) as i64),
+            })
+        }
+    })
+}
+
+fn walk(root: &Path, prefix: &str, tx: &tokio::sync::mpsc::Sender<Result<ListItem>>) {
+    let send = |item| tx.blocking_send(item).is_ok();
+    let start = match start_of(root, prefix) {
+        Ok(Some(start)) => start,
+        Ok(None) => return,
+        Err(item) => {
+            send(item);
+            return;
+        }
+    };
+    for entry in walker(&start) {
         let entry = match entry {
             Ok(entry) => entry,
-            Err(err) => {
-                let missing = err
-                    .io_error()
-                    .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound);
-                if missing {
-                    continue; // removed while listing
+            Err(err) => match walk_error(&start, err) {
+                None => continue, // removed while listing
+                Some(err) => {
+                    send(Err(err));
+                    return;
                 }
-                let path = err.path().unwrap_or(&start).to_path_buf();
-                let io = err
-                    .into_io_error()
-                    .unwrap_or_else(|| std::io::Error::other("walk failed"));
-                send(Err(io_error(&path, io)));
-                return;
-            }
+            },
         };
-        let file_type = entry.file_type();
-        if file_type.is_dir() {
+        if entry.file_type().is_dir() {
             continue;
         }
-        let item = match name_of(root, entry.path()) {
-            Err(reason) => ListItem::Skipped {
-                name: entry.path().display().to_string(),
-                reason,
-            },
-            Ok(name) if file_type.is_symlink() => ListItem::Skipped {
-                name,
-                reason: "a symbolic link; the collector never follows or deletes links".to_owned(),
-            },
-            Ok(name) if !file_type.is_file() => ListItem::Skipped {
-                name,
-                reason: "not a regular file".to_owned(),
-            },
-            Ok(name) if is_staging_name(&name) => ListItem::Skipped {
-                name,
-                reason: "an object_store multipart staging file (`<name>#<digits>`), which object_store cannot read or delete and no metadata can name".to_owned(),
-            },
-            Ok(name) => match entry.metadata() {
-                Ok(meta) => ListItem::Object(Listed {
-                    name,
-                    size: meta.len(),
-                    last_modified_ms: meta
-                        .modified()
-                        .ok()
-                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                        .map_or(i64::MAX, |d| d.as_millis().min(i64::MAX as u128) as i64),
-                }),
-                Err(_) => continue, // removed while listing
-            },
+        let Some(item) = item_of(root, &entry) else {
+            continue; // removed while listing
         };
         if !send(Ok(item)) {
             return;
         }
     }
+}
+
+/// The entries directly in `root/<prefix>`: its files (as a listing reports them) and
+/// the names of its subdirectories (sorted; a subdirectory whose name no metadata could
+/// spell is reported as skipped instead).
+pub(crate) fn children(root: &Path, prefix: &str) -> Result<(Vec<ListItem>, Vec<String>)> {
+    let start = match start_of(root, prefix) {
+        Ok(Some(start)) => start,
+        Ok(None) => return Ok((Vec::new(), Vec::new())),
+        Err(item) => return Ok((vec![item?], Vec::new())),
+    };
+    let (mut items, mut dirs) = (Vec::new(), Vec::new());
+    for entry in walker(&start).max_depth(1) {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(err) => match walk_error(&start, err) {
+                None => continue,
+                Some(err) => return Err(err),
+            },
+        };
+        if entry.file_type().is_dir() {
+            match name_of(root, entry.path()) {
+                Ok(name) => dirs.push(name),
+                Err(reason) => items.push(ListItem::Skipped {
+                    name: entry.path().display().to_string(),
+                    reason,
+                }),
+            }
+        } else if let Some(item) = item_of(root, &entry) {
+            items.push(item);
+        }
+    }
+    dirs.sort();
+    Ok((items, dirs))
 }
 
 /// Whether the last segment of `name` ends in `#<digits>`: object_store's

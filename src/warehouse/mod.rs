@@ -421,6 +421,46 @@ impl Warehouse {
             .boxed()
     }
 
+    /// The entries directly in the directory `dir`: its objects (as [`Warehouse::list`]
+    /// reports them) and the names of its subdirectories, sorted. On the local file
+    /// system, as with `list`, no symbolic link is followed.
+    pub async fn list_children(&self, dir: &str) -> Result<(Vec<ListItem>, Vec<String>)> {
+        if let Some(root) = &self.local {
+            let (root, dir) = (root.as_ref().clone(), dir.to_owned());
+            return tokio::task::spawn_blocking(move || local::children(&root, &dir))
+                .await
+                .map_err(|err| {
+                    Error::new(
+                        ErrorKind::StoreUnavailable,
+                        format!("listing the warehouse failed: {err}"),
+                    )
+                })?;
+        }
+        let listed = self
+            .store
+            .list_with_delimiter(Some(&self.key(dir)))
+            .await
+            .map_err(|err| unavailable(dir, err))?;
+        let items = listed
+            .objects
+            .iter()
+            .map(|meta| match self.name_of(&meta.location) {
+                Some(name) => ListItem::Object(self.listed(meta, &name)),
+                None => ListItem::Skipped {
+                    name: meta.location.to_string(),
+                    reason: "not below the warehouse root".to_owned(),
+                },
+            })
+            .collect();
+        let mut dirs: Vec<String> = listed
+            .common_prefixes
+            .iter()
+            .filter_map(|prefix| self.name_of(prefix))
+            .collect();
+        dirs.sort();
+        Ok((items, dirs))
+    }
+
     /// The objects directly in the directory `dir` (not below it).
     pub async fn list_files(&self, dir: &str) -> Result<Vec<Listed>> {
         let listed = self

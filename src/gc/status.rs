@@ -1,0 +1,113 @@
+//! `gc status`: where the collector stands, read without writing anything.
+
+use futures::TryStreamExt;
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::lease::{self, LeaseState};
+use super::ledger::{JournalRef, Ledger};
+use crate::catalog::Catalog;
+use crate::catalog::ownership::{OwnershipMarker, read_marker};
+use crate::error::Result;
+use crate::warehouse::ListItem;
+
+/// The collector's state in one warehouse.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct GcState {
+    /// The warehouse root.
+    pub warehouse: String,
+    /// Its ownership marker (`None`: unclaimed; the collector refuses to run).
+    pub owner: Option<OwnershipMarker>,
+    /// The run lease's latest generation.
+    pub lease: Option<LeaseState>,
+    /// Whether a run holds the lease now.
+    pub running: bool,
+    /// The latest run that finished (sweep included).
+    pub last_finished_run: Option<RunState>,
+    /// Runs that recorded a journal but did not finish: the one running now (if any), and
+    /// runs that died; the next run restarts every tracked retention clock once for them.
+    pub unfinished_runs: Vec<RunState>,
+    /// Ledger totals (only with `ledger: true`: it lists the whole ledger).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<LedgerState>,
+}
+
+/// One run, by its journal.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RunState {
+    /// The run's id.
+    pub run_id: Uuid,
+    /// The time it started (its journal's time).
+    pub run_ms: i64,
+    /// How long ago that was.
+    pub age_ms: i64,
+}
+
+/// What the ledger tracks.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct LedgerState {
+    /// Objects with a ledger entry (unreachable, retention clock running).
+    pub tracked_objects: u64,
+    /// Entry files that record a condemnation.
+    pub condemnations: u64,
+    /// Ledger files in all.
+    pub files: u64,
+}
+
+/// Read the collector's state of `catalog`'s warehouse at `now_ms`; with `ledger`, also
+/// count the ledger (a listing of all of `_gc/ledger/`, holding the tracked names in
+/// memory).
+pub async fn status(catalog: &Catalog, now_ms: i64, ledger: bool) -> Result<GcState> {
+    let warehouse = catalog.warehouse();
+    let owner = read_marker(warehouse).await?;
+    let lease = lease::state(warehouse).await?;
+    let running = lease
+        .as_ref()
+        .is_some_and(|lease| !lease.released && lease.expires_ms > now_ms);
+    let journal = Ledger::new(warehouse);
+    let journals = journal.journal_state().await?;
+    let run = |journal: &JournalRef| RunState {
+        run_id: journal.run_id,
+        run_ms: journal.run_ms,
+        age_ms: now_ms.saturating_sub(journal.run_ms),
+    };
+    let ledger = if ledger {
+        let mut state = LedgerState::default();
+        let mut objects = std::collections::HashSet::new();
+        let mut files = journal.list();
+        while let Some(item) = files.try_next().await? {
+            let ListItem::Object(file) = item else {
+                continue;
+            };
+            let Some(object) = journal.object_of(&file.name) else {
+                continue;
+            };
+            state.files += 1;
+            if file
+                .name
+                .rsplit('/')
+                .next()
+                .is_some_and(|n| n.starts_with("c-"))
+            {
+                state.condemnations += 1;
+            }
+            objects.insert(object);
+        }
+        state.tracked_objects = objects.len() as u64;
+        Some(state)
+    } else {
+        None
+    };
+    Ok(GcState {
+        warehouse: warehouse.root().to_owned(),
+        owner,
+        lease,
+        running,
+        last_finished_run: journals.previous.as_ref().map(run),
+        unfinished_runs: journals.dead.iter().map(run).collect(),
+        ledger,
+    })
+}
