@@ -1,20 +1,32 @@
 //! An event-driven refresh job: when an object lands in the source table's S3 prefix,
 //! rebuild the index and publish the successor through the [`Publisher`].
 //!
-//! The trigger is an S3 `Object Created` event as EventBridge delivers it:
+//! The trigger is any of the three shapes an S3 write reaches a job in, parsed with the
+//! [`aws_lambda_events`] types:
 //!
-//! ```json
-//! {"id": "17793124-05d4-b198-2fde-7ededc63b103", "detail-type": "Object Created",
-//!  "source": "aws.s3", "time": "2025-06-15T12:00:00Z",
-//!  "detail": {"bucket": {"name": "example"},
-//!             "object": {"key": "documents/part-00042.parquet", "size": 1048576,
-//!                        "sequencer": "00617F08299329D189"}}}
-//! ```
+//! - an EventBridge `Object Created` event ([`EventBridgeEvent`], as a rule delivers it;
+//!   `examples/s3_object_created.json`):
 //!
-//! The job
-//! 1. derives the source table state from the event (`s3://<bucket>/<key's directory>/`,
-//!    plus the object that changed it) and an idempotency key (the event `id`, else the
-//!    object key and sequencer), since EventBridge and Lambda deliver at least once;
+//!   ```json
+//!   {"id": "17793124-05d4-b198-2fde-7ededc63b103", "detail-type": "Object Created",
+//!    "source": "aws.s3", "time": "2025-06-15T12:00:00Z",
+//!    "detail": {"bucket": {"name": "example"},
+//!               "object": {"key": "documents/part-00042.parquet", "size": 1048576,
+//!                          "version-id": "IYV3p45BT0ac8hjHg1houSdS1a.Mro8e",
+//!                          "sequencer": "00617F08299329D189"}}}
+//!   ```
+//! - an S3 event notification ([`S3Event`], `{"Records": [...]}`; `ObjectCreated:*`
+//!   records are used, others ignored; keys arrive URL-encoded and are decoded);
+//! - an SQS batch ([`SqsEvent`], `examples/s3_object_created_sqs.json`) whose message
+//!   bodies are either of the above.
+//!
+//! For each S3 write the job
+//! 1. derives the source table state (`s3://<bucket>/<key's directory>/`, plus the object
+//!    that changed it) and an idempotency key from the write itself —
+//!    `s3://<bucket>/<key>#<sequencer>`, or `#v=<version id>` without a sequencer — never
+//!    from the delivery (an EventBridge event id or an SQS message id differ between two
+//!    deliveries of the same write, and between the three shapes), since S3, EventBridge,
+//!    SQS and Lambda all deliver at least once;
 //! 2. skips the work if a retained snapshot already carries that key (a redelivery);
 //! 3. "builds" the index: writes placeholder index-table files
 //!    `indexes/<index-uuid>/<build-id>/<role>/part-0.parquet` into the warehouse (a real
@@ -27,17 +39,21 @@
 //!
 //! ```text
 //! cargo run --example refresh_on_s3_event -- examples/s3_object_created.json
-//! cargo run --example refresh_on_s3_event -- examples/s3_object_created.json   # replay: "already-published": true
+//! cargo run --example refresh_on_s3_event -- examples/s3_object_created.json      # replay: "already-published": true
+//! cargo run --example refresh_on_s3_event -- examples/s3_object_created_sqs.json  # the same write through SQS: already published
 //! cargo run --example refresh_on_s3_event -- --namespace docs --name embeddings event.json
 //! ```
 //!
-//! It prints the publication as JSON (`metadata-location`, `snapshot-id`,
-//! `sequence-number`, `attempts`, `already-published`), or the error as
-//! `{"error": CODE, "message": ...}` on stderr with exit status 1.
+//! It prints one publication per S3 write as a JSON array (`metadata-location`,
+//! `snapshot-id`, `sequence-number`, `attempts`, `already-published`), or the first error
+//! as `{"error": CODE, "message": ...}` on stderr with exit status 1.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use aws_lambda_events::event::s3::S3Event;
+use aws_lambda_events::event::sqs::SqsEvent;
 use bytes::Bytes;
 use clap::Parser;
 use parqdb_catalog::config::CatalogConfig;
@@ -47,15 +63,16 @@ use parqdb_catalog::metadata::{
 use parqdb_catalog::publish::{IDEMPOTENCY_KEY, Published, Publisher, find_published};
 use parqdb_catalog::{Error, ErrorKind, IndexIdentifier, Namespace, Result};
 use serde::Deserialize;
+use serde_json::Value;
 use uuid::Uuid;
 
 /// The index-table roles of the `ivf` family.
 const ROLES: [&str; 2] = ["ivf_centroids", "ivf_postings"];
 
-/// Refresh an index from an S3 `Object Created` event.
+/// Refresh an index from the S3 writes an event reports.
 #[derive(Debug, Parser)]
 struct Args {
-    /// The event JSON file (`-` for stdin).
+    /// The event JSON file (`-` for stdin): EventBridge, S3 notification or SQS batch.
     event: String,
     /// Namespace segment of the index (repeatable).
     #[arg(long = "namespace", default_values_t = ["examples".to_owned()])]
@@ -65,85 +82,152 @@ struct Args {
     name: String,
 }
 
-/// The fields of an EventBridge S3 `Object Created` event the job uses.
+/// The `detail` of an EventBridge S3 `Object Created` event (aws_lambda_events has the
+/// envelope, [`EventBridgeEvent`], but no type for this detail). Other fields are ignored.
+#[derive(Debug, Deserialize)]
+struct ObjectCreatedDetail {
+    bucket: DetailBucket,
+    object: DetailObject,
+}
+
+#[derive(Debug, Deserialize)]
+struct DetailBucket {
+    name: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct DetailObject {
+    key: String,
+    size: Option<u64>,
+    version_id: Option<String>,
+    sequencer: Option<String>,
+}
+
+/// One write to S3 that changed the source table.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectCreated {
-    /// The EventBridge event id (unique per event, repeated on redelivery).
-    pub id: Option<String>,
+pub struct SourceWrite {
     /// The bucket.
     pub bucket: String,
-    /// The object key.
+    /// The object key (decoded).
     pub key: String,
     /// The object size in bytes, if given.
     pub size: Option<u64>,
-    /// S3's per-key ordering token, if given.
+    /// S3's per-key ordering token of the write, if given.
     pub sequencer: Option<String>,
+    /// The version the write created (versioned buckets), if given.
+    pub version_id: Option<String>,
 }
 
-impl ObjectCreated {
-    /// Parse an EventBridge event; `INVALID_REQUEST` unless it is an S3 `Object Created`
-    /// event with a bucket name and an object key. Other EventBridge fields are ignored.
-    pub fn from_json_slice(bytes: &[u8]) -> Result<ObjectCreated> {
-        #[derive(Deserialize)]
-        struct Event {
-            id: Option<String>,
-            #[serde(rename = "detail-type")]
-            detail_type: String,
-            source: String,
-            detail: Detail,
+fn invalid(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidRequest, message)
+}
+
+impl SourceWrite {
+    /// The S3 writes `bytes` reports; `INVALID_REQUEST` for anything but the three shapes
+    /// of the module docs, an EventBridge event other than an S3 `Object Created`, or a
+    /// write without bucket or key.
+    pub fn from_event_json(bytes: &[u8]) -> Result<Vec<SourceWrite>> {
+        let value: Value = serde_json::from_slice(bytes)
+            .map_err(|err| invalid(format!("the event is not JSON: {err}")))?;
+        SourceWrite::from_event(value, true)
+    }
+
+    fn from_event(value: Value, outermost: bool) -> Result<Vec<SourceWrite>> {
+        let from_sqs = value["Records"][0]["eventSource"] == "aws:sqs";
+        if from_sqs && outermost {
+            let batch: SqsEvent = serde_json::from_value(value)
+                .map_err(|err| invalid(format!("not an SQS event: {err}")))?;
+            let mut writes = Vec::new();
+            for message in batch.records {
+                let body = message.body.unwrap_or_default();
+                let body: Value = serde_json::from_str(&body)
+                    .map_err(|err| invalid(format!("an SQS message body is not JSON: {err}")))?;
+                writes.extend(SourceWrite::from_event(body, false)?);
+            }
+            return Ok(writes);
         }
-        #[derive(Deserialize)]
-        struct Detail {
-            bucket: Bucket,
-            object: Object,
+        if value.get("Records").is_some() {
+            let event: S3Event = serde_json::from_value(value)
+                .map_err(|err| invalid(format!("not an S3 event notification: {err}")))?;
+            return event
+                .records
+                .into_iter()
+                .filter(|record| {
+                    record
+                        .event_name
+                        .as_deref()
+                        .is_some_and(|name| name.starts_with("ObjectCreated:"))
+                })
+                .map(|record| {
+                    let object = record.s3.object;
+                    SourceWrite::new(
+                        record.s3.bucket.name.unwrap_or_default(),
+                        url_decoded(&object.key.unwrap_or_default()),
+                        object.size.and_then(|size| u64::try_from(size).ok()),
+                        object.sequencer,
+                        object.version_id,
+                    )
+                })
+                .collect();
         }
-        #[derive(Deserialize)]
-        struct Bucket {
-            name: String,
-        }
-        #[derive(Deserialize)]
-        struct Object {
-            key: String,
-            size: Option<u64>,
-            sequencer: Option<String>,
-        }
-        let invalid = |message: String| Error::new(ErrorKind::InvalidRequest, message);
-        let event: Event = serde_json::from_slice(bytes)
-            .map_err(|err| invalid(format!("not an S3 Object Created event: {err}")))?;
+        let event: EventBridgeEvent<Value> = serde_json::from_value(value)
+            .map_err(|err| invalid(format!("not an EventBridge, S3 or SQS event: {err}")))?;
         if event.source != "aws.s3" || event.detail_type != "Object Created" {
             return Err(invalid(format!(
                 "expected source `aws.s3` and detail-type `Object Created`, got `{}` and `{}`",
                 event.source, event.detail_type
             )));
         }
-        if event.detail.bucket.name.is_empty() || event.detail.object.key.is_empty() {
-            return Err(invalid(
-                "the bucket name and object key must not be empty".into(),
-            ));
+        let detail: ObjectCreatedDetail = serde_json::from_value(event.detail)
+            .map_err(|err| invalid(format!("not an S3 Object Created detail: {err}")))?;
+        let object = detail.object;
+        Ok(vec![SourceWrite::new(
+            detail.bucket.name,
+            object.key,
+            object.size,
+            object.sequencer,
+            object.version_id,
+        )?])
+    }
+
+    fn new(
+        bucket: String,
+        key: String,
+        size: Option<u64>,
+        sequencer: Option<String>,
+        version_id: Option<String>,
+    ) -> Result<SourceWrite> {
+        if bucket.is_empty() || key.is_empty() {
+            return Err(invalid("the bucket name and object key must not be empty"));
         }
-        Ok(ObjectCreated {
-            id: event.id.filter(|id| !id.is_empty()),
-            bucket: event.detail.bucket.name,
-            key: event.detail.object.key,
-            size: event.detail.object.size,
-            sequencer: event.detail.object.sequencer,
+        Ok(SourceWrite {
+            bucket,
+            key,
+            size,
+            sequencer: sequencer.filter(|s| !s.is_empty()),
+            version_id: version_id.filter(|v| !v.is_empty()),
         })
     }
 
-    /// The key that identifies this event across redeliveries.
-    pub fn idempotency_key(&self) -> String {
-        match &self.id {
-            Some(id) => format!("eventbridge:{id}"),
-            None => format!(
-                "s3://{}/{}#{}",
-                self.bucket,
-                self.key,
-                self.sequencer.as_deref().unwrap_or("-")
-            ),
-        }
+    /// The key that identifies this write across deliveries: the bucket, the key, and
+    /// the write's sequencer (or, without one, the version it created). `INVALID_REQUEST`
+    /// if the event carries neither: two writes of one key could not be told apart.
+    pub fn idempotency_key(&self) -> Result<String> {
+        let write = match (&self.sequencer, &self.version_id) {
+            (Some(sequencer), _) => sequencer.clone(),
+            (None, Some(version)) => format!("v={version}"),
+            (None, None) => {
+                return Err(invalid(format!(
+                    "the event for s3://{}/{} has neither a sequencer nor a version id",
+                    self.bucket, self.key
+                )));
+            }
+        };
+        Ok(format!("s3://{}/{}#{write}", self.bucket, self.key))
     }
 
-    /// The source table state after this event: the key's directory as a parquet table,
+    /// The source table state after this write: the key's directory as a parquet table,
     /// versioned by the object that changed it.
     pub fn source_table(&self) -> Result<TableDefinition> {
         let directory = self.key.rsplit_once('/').map_or("", |(dir, _)| dir);
@@ -164,12 +248,22 @@ impl ObjectCreated {
     }
 }
 
+/// An S3 event notification's key, decoded (it is form-URL-encoded: `+` for a space,
+/// `%XX` for other bytes). The encoded key holds no raw `&` or `=`, so form parsing
+/// yields exactly one name: the decoded key.
+fn url_decoded(key: &str) -> String {
+    url::form_urlencoded::parse(key.as_bytes())
+        .next()
+        .map(|(name, _)| name.into_owned())
+        .unwrap_or_default()
+}
+
 /// Build the placeholder index for `event` under `indexes/<index_uuid>/<build-id>/` and
 /// return the snapshot contents that name it.
 pub async fn build_index(
     publisher: &Publisher,
     index_uuid: Uuid,
-    event: &ObjectCreated,
+    event: &SourceWrite,
 ) -> Result<SnapshotContents> {
     let build_id = publisher.ids().uuid().simple().to_string();
     let mut index_tables = BTreeMap::new();
@@ -218,14 +312,14 @@ pub async fn build_index(
     })
 }
 
-/// The refresh job for one event: publish a successor built for it, at most once per
-/// event (see the module docs). Creates the namespace and the index on first use.
+/// The refresh job for one S3 write: publish a successor built for it, at most once per
+/// write (see the module docs). Creates the namespace and the index on first use.
 pub async fn refresh(
     publisher: &Publisher,
     identifier: &IndexIdentifier,
-    event: &ObjectCreated,
+    event: &SourceWrite,
 ) -> Result<Published> {
-    let key = event.idempotency_key();
+    let key = event.idempotency_key()?;
     // Two rounds: if a concurrent job creates the index first, publish on top of it.
     for _ in 0..2 {
         match publisher.load_current(identifier).await {
@@ -276,7 +370,7 @@ pub async fn refresh(
     ))
 }
 
-async fn run(args: Args) -> Result<Published> {
+async fn run(args: Args) -> Result<Vec<Published>> {
     let bytes = if args.event == "-" {
         let mut buffer = Vec::new();
         std::io::Read::read_to_end(&mut std::io::stdin(), &mut buffer).map_err(|err| {
@@ -292,11 +386,15 @@ async fn run(args: Args) -> Result<Published> {
             )
         })?
     };
-    let event = ObjectCreated::from_json_slice(&bytes)?;
+    let writes = SourceWrite::from_event_json(&bytes)?;
     let identifier = IndexIdentifier::new(Namespace::new(args.namespace)?, args.name)?;
     let catalog = CatalogConfig::from_env().build().await?;
     let publisher = Publisher::for_catalog(&catalog);
-    refresh(&publisher, &identifier, &event).await
+    let mut published = Vec::new();
+    for write in &writes {
+        published.push(refresh(&publisher, &identifier, write).await?);
+    }
+    Ok(published)
 }
 
 #[tokio::main]
@@ -313,5 +411,98 @@ async fn main() -> ExitCode {
             eprintln!("{}", err.to_json());
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EVENTBRIDGE: &[u8] = include_bytes!("s3_object_created.json");
+    const SQS: &[u8] = include_bytes!("s3_object_created_sqs.json");
+
+    fn write(key: &str, sequencer: Option<&str>, version: Option<&str>) -> SourceWrite {
+        SourceWrite {
+            bucket: "example".into(),
+            key: key.into(),
+            size: Some(1_048_576),
+            sequencer: sequencer.map(str::to_owned),
+            version_id: version.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn the_same_write_has_the_same_key_whatever_the_delivery() {
+        let direct = SourceWrite::from_event_json(EVENTBRIDGE).expect("eventbridge");
+        let through_sqs = SourceWrite::from_event_json(SQS).expect("sqs");
+        assert_eq!(direct.len(), 1);
+        // The SQS batch carries the same write twice: as an EventBridge event (another
+        // event id) and as an S3 notification (URL-encoded key, camelCase fields).
+        assert_eq!(through_sqs.len(), 2);
+        let key = direct[0].idempotency_key().expect("key");
+        assert_eq!(
+            key,
+            "s3://example/documents/part-00042.parquet#00617F08299329D189"
+        );
+        for other in &through_sqs {
+            assert_eq!(other.idempotency_key().expect("key"), key, "{other:?}");
+        }
+    }
+
+    #[test]
+    fn notification_keys_are_decoded() {
+        assert_eq!(url_decoded("red+flower.jpg"), "red flower.jpg");
+        assert_eq!(
+            url_decoded("dt%3D2025-06-15%2Fpart%2B1"),
+            "dt=2025-06-15/part+1"
+        );
+        assert_eq!(url_decoded("plain/key.parquet"), "plain/key.parquet");
+    }
+
+    #[test]
+    fn the_key_names_the_write_not_the_event() {
+        let a = write("k", Some("01"), None);
+        let b = write("k", Some("02"), None);
+        assert_ne!(
+            a.idempotency_key().expect("a"),
+            b.idempotency_key().expect("b")
+        );
+        assert_eq!(
+            write("k", None, Some("v1"))
+                .idempotency_key()
+                .expect("version"),
+            "s3://example/k#v=v1"
+        );
+        let err = write("k", None, None)
+            .idempotency_key()
+            .expect_err("neither");
+        assert_eq!(err.code(), "INVALID_REQUEST");
+    }
+
+    #[test]
+    fn other_events_are_invalid_requests() {
+        for event in [
+            r#"{"detail-type": "Object Deleted", "source": "aws.s3", "detail": {}}"#,
+            r#"{"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}"#,
+            r#"{"detail-type": "Object Created", "source": "aws.s3", "detail": {"bucket": {"name": ""}, "object": {"key": "k"}}}"#,
+            r#"{"hello": "world"}"#,
+            "[]",
+            "not json",
+        ] {
+            let err = SourceWrite::from_event_json(event.as_bytes()).expect_err(event);
+            assert_eq!(err.code(), "INVALID_REQUEST", "{event}");
+        }
+    }
+
+    #[test]
+    fn notifications_other_than_object_created_are_ignored() {
+        let removed = r#"{"Records": [{"eventVersion": "2.1", "eventSource": "aws:s3",
+            "eventTime": "2025-06-15T12:00:00.000Z", "eventName": "ObjectRemoved:Delete",
+            "userIdentity": {}, "requestParameters": {}, "responseElements": {},
+            "s3": {"bucket": {"name": "example"}, "object": {"key": "k", "sequencer": "01"}}}]}"#;
+        assert_eq!(
+            SourceWrite::from_event_json(removed.as_bytes()).expect("parsed"),
+            Vec::new()
+        );
     }
 }

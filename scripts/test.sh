@@ -3,8 +3,9 @@
 #   1. installs (on first use) and starts the local services the tests need: an
 #      S3-compatible server (moto behind a request-serialising wrapper) and DynamoDB Local,
 #      each on 127.0.0.1 at a free port;
-#   2. checks formatting and clippy, and validates the SAM template offline
-#      (cfn-lint and checkov on the template and its plain-CloudFormation expansion);
+#   2. checks formatting and clippy (the workspace, the functions as deployed, the library
+#      without optional features), and validates the SAM template offline (cfn-lint and
+#      checkov on the template and its plain-CloudFormation expansion);
 #   3. runs every test of the workspace against real files and the real services;
 #   4. stops the services by PID, whatever happened.
 # Set PARQDB_TEST_S3_ENDPOINT / PARQDB_TEST_DYNAMODB_ENDPOINT yourself (e.g. MinIO and
@@ -47,6 +48,11 @@ fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The workspace build unifies features (the functions get the CLI's); lint the functions
+# as they are deployed (the library's lambda, s3 and dynamodb features only), and the
+# library with no optional feature at all.
+cargo clippy -p parqdb-catalog-functions --bins --locked -- -D warnings
+cargo clippy -p parqdb-catalog --lib --no-default-features --locked -- -D warnings
 scripts/check-infra.sh
 # The fuzz targets always build (running them needs nightly; see fuzz/README.md). Their
 # bodies also run on stable in tests/fuzz_smoke.rs.

@@ -23,6 +23,10 @@
 //! as endpoint override; Lambda likewise, with `AWS_ENDPOINT_URL_LAMBDA` /
 //! `AWS_ENDPOINT_URL` or [`CatalogConfig::lambda_endpoint`].
 //!
+//! [`CatalogConfig::with_store_timeouts`] bounds every request of the store clients (S3
+//! and DynamoDB, pointers and warehouse alike) below a caller's budget; the Lambda
+//! functions derive it from their timeout ([`crate::store::timeouts`]).
+//!
 //! [`CatalogConfig::build`] builds the embedded [`Catalog`] (direct store access);
 //! [`CatalogConfig::connect`] builds whichever catalog the URI names — the embedded one,
 //! or the remote [`LambdaCatalog`] for `lambda://` — as an `Arc<dyn IndexCatalog>`. The
@@ -47,14 +51,21 @@ use url::Url;
 
 use crate::catalog::{Catalog, IndexCatalog};
 use crate::error::{Error, ErrorKind, Result};
+#[cfg(feature = "remote")]
 use crate::remote::LambdaCatalog;
-use crate::remote::lambda::SCHEME as LAMBDA_SCHEME;
 use crate::store::PointerStore;
+#[cfg(feature = "dynamodb")]
 use crate::store::dynamodb::DynamoStore;
 use crate::store::local::LocalStore;
 use crate::store::memory::MemoryStore;
+#[cfg(feature = "s3")]
 use crate::store::s3::{S3Options, S3Store, amazon_s3_builder};
+use crate::store::timeouts::StoreTimeouts;
 use crate::warehouse::Warehouse;
+
+/// The scheme of remote catalog URIs (`lambda://PREFIX`), recognised in every build so
+/// that a build without the `remote` feature names the missing feature.
+const LAMBDA_SCHEME: &str = "lambda://";
 
 /// The directory the catalog's own pointer records use inside a warehouse.
 pub const CATALOG_DIR: &str = "_catalog";
@@ -67,11 +78,16 @@ pub struct CatalogConfig {
     /// The pointer-store URI (default: the warehouse's own store).
     pub catalog: Option<String>,
     /// S3 options on top of the `AWS_*` environment.
+    #[cfg(feature = "s3")]
     pub s3: S3Options,
     /// DynamoDB endpoint override.
     pub dynamodb_endpoint: Option<String>,
     /// Lambda endpoint override (for `lambda://` catalogs).
     pub lambda_endpoint: Option<String>,
+    /// Bounds on every S3 and DynamoDB request (default: the clients' own, which suit
+    /// batch jobs rather than functions with a timeout). Explicit S3 settings in
+    /// [`CatalogConfig::s3`] win over these.
+    pub store_timeouts: Option<StoreTimeouts>,
 }
 
 impl CatalogConfig {
@@ -88,6 +104,34 @@ impl CatalogConfig {
     pub fn from_env() -> Self {
         let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
         CatalogConfig::new(var("PARQDB_WAREHOUSE"), var("PARQDB_CATALOG"))
+    }
+
+    /// Bound every store request by `timeouts` (see [`crate::store::timeouts`]).
+    pub fn with_store_timeouts(mut self, timeouts: StoreTimeouts) -> Self {
+        self.store_timeouts = Some(timeouts);
+        self
+    }
+
+    /// The S3 options in effect: [`CatalogConfig::s3`], completed by the store timeouts.
+    #[cfg(feature = "s3")]
+    pub fn s3_options(&self) -> S3Options {
+        let mut options = self.s3.clone();
+        if let Some(timeouts) = &self.store_timeouts {
+            options.max_retries.get_or_insert(timeouts.max_retries);
+            options
+                .retry_timeout
+                .get_or_insert(timeouts.call.saturating_sub(timeouts.attempt));
+            for (key, value) in [
+                ("timeout", timeouts.attempt),
+                ("connect_timeout", timeouts.connect),
+            ] {
+                if !options.config.iter().any(|(set, _)| set == key) {
+                    let value = format!("{}ms", value.as_millis());
+                    options.config.push((key.to_owned(), value));
+                }
+            }
+        }
+        options
     }
 
     /// The warehouse URI in effect.
@@ -114,9 +158,10 @@ impl CatalogConfig {
         match url.scheme() {
             "file" => Warehouse::local(&local_path(&url, &uri)?),
             "memory" => Warehouse::in_memory(&uri),
+            #[cfg(feature = "s3")]
             "s3" => {
                 let (bucket, _) = bucket_and_prefix(&url, &uri)?;
-                let store = amazon_s3_builder(&bucket, &self.s3)?
+                let store = amazon_s3_builder(&bucket, &self.s3_options())?
                     .build()
                     .map_err(|err| {
                         Error::with_source(
@@ -150,7 +195,9 @@ impl CatalogConfig {
         match url.scheme() {
             "file" => Ok(Arc::new(LocalStore::new(local_path(&url, &uri)?))),
             "memory" => Ok(Arc::new(MemoryStore::new())),
-            "s3" => Ok(Arc::new(S3Store::from_uri(&uri, &self.s3)?)),
+            #[cfg(feature = "s3")]
+            "s3" => Ok(Arc::new(S3Store::from_uri(&uri, &self.s3_options())?)),
+            #[cfg(feature = "dynamodb")]
             "dynamodb" => {
                 let table = url.host_str().unwrap_or_default();
                 if table.is_empty() || !matches!(url.path(), "" | "/") {
@@ -160,7 +207,10 @@ impl CatalogConfig {
                     ));
                 }
                 let endpoint = self.dynamodb_endpoint.as_deref();
-                Ok(Arc::new(DynamoStore::from_env(table, endpoint).await?))
+                let timeouts = self.store_timeouts.as_ref();
+                Ok(Arc::new(
+                    DynamoStore::from_env_with(table, endpoint, timeouts).await?,
+                ))
             }
             other => Err(unsupported("catalog", other, &uri)),
         }
@@ -170,6 +220,7 @@ impl CatalogConfig {
     /// catalog (on-demand billing, the documented key schema) and the bucket of an `s3://`
     /// warehouse. Production tables and buckets come from `infra/`; existing ones are left
     /// as they are. Returns what was checked or created.
+    #[cfg(feature = "admin")]
     pub async fn create_missing_resources(&self) -> Result<Vec<String>> {
         let mut done = Vec::new();
         let warehouse = self.warehouse_uri()?;
@@ -284,9 +335,12 @@ impl CatalogConfig {
     /// else the embedded catalog of [`CatalogConfig::build`].
     pub async fn connect(&self) -> Result<Arc<dyn IndexCatalog>> {
         match &self.catalog {
+            #[cfg(feature = "remote")]
             Some(uri) if self.is_remote() => Ok(Arc::new(
                 LambdaCatalog::from_uri(uri, self.lambda_endpoint.as_deref()).await?,
             )),
+            #[cfg(not(feature = "remote"))]
+            Some(uri) if self.is_remote() => Err(unsupported("catalog", "lambda", uri)),
             _ => Ok(Arc::new(self.build().await?)),
         }
     }
@@ -301,6 +355,7 @@ fn parse(uri: &str, what: &str) -> Result<Url> {
     })
 }
 
+#[cfg(feature = "s3")]
 fn bucket_and_prefix(url: &Url, uri: &str) -> Result<(String, String)> {
     let bucket = url.host_str().unwrap_or_default();
     if bucket.is_empty() {
@@ -355,8 +410,18 @@ fn local_path(url: &Url, uri: &str) -> Result<PathBuf> {
 }
 
 fn unsupported(what: &str, scheme: &str, uri: &str) -> Error {
-    Error::new(
-        ErrorKind::Configuration,
-        format!("{what} URI `{uri}`: the scheme `{scheme}` is not supported"),
-    )
+    // Schemes this crate knows but this build left out (see the cargo features).
+    let feature = match scheme {
+        "s3" if cfg!(not(feature = "s3")) => Some("s3"),
+        "dynamodb" if cfg!(not(feature = "dynamodb")) => Some("dynamodb"),
+        "lambda" if cfg!(not(feature = "remote")) => Some("remote"),
+        _ => None,
+    };
+    let message = match feature {
+        Some(feature) => format!(
+            "{what} URI `{uri}`: this build has no `{scheme}` support (cargo feature `{feature}`)"
+        ),
+        None => format!("{what} URI `{uri}`: the scheme `{scheme}` is not supported"),
+    };
+    Error::new(ErrorKind::Configuration, message)
 }

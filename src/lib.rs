@@ -4,8 +4,10 @@
 //! the tutorial and the architecture.
 #![deny(missing_docs)]
 
+#[cfg(feature = "cli")]
 pub mod bench;
 pub mod catalog;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -13,10 +15,12 @@ pub mod error;
 pub mod family;
 pub mod gc;
 pub mod identifier;
+#[cfg(feature = "lambda")]
 pub mod lambda;
 pub mod metadata;
 pub mod publish;
 pub mod refresh;
+#[cfg(feature = "remote")]
 pub mod remote;
 pub mod store;
 pub mod warehouse;

@@ -1,15 +1,22 @@
 //! The deployment template (`infra/template.yaml`) against the code it deploys.
 //!
-//! * one `AWS::Serverless::Function` per binary in `functions/src/bin/`, whose `CodeUri`
-//!   is that binary's cargo-lambda output `../target/lambda/<name>/` and whose name is
-//!   `<stack>-<name>`, each with its own explicit role (no SAM-generated role, so no
-//!   managed policy);
+//! * one `AWS::Serverless::Function` per binary in `functions/src/bin/`, built by
+//!   `sam build` with cargo-lambda (`BuildMethod: rust-cargolambda`, `Binary: <name>`,
+//!   `CodeUri` the functions crate), named `<stack>-<name>`, for the `Architecture`
+//!   parameter, each with its own explicit role (no SAM-generated role, so no managed
+//!   policy);
+//! * every function knows its timeout (`PARQDB_FUNCTION_TIMEOUT`) and filters its own logs,
+//!   with Lambda's log-level filter open so that metric lines are never dropped;
 //! * the DynamoDB pointer table's key schema is the one `src/store/dynamodb.rs` uses and
 //!   documents (its attribute-name constants and its rustdoc schema table);
 //! * only the garbage collector's role may delete objects, and only under `metadata/` and
 //!   `indexes/` (the managed prefixes) and its own ledger `_gc/`; no role allows a wildcard
 //!   action, and the only wildcard resource is the one IAM requires for
-//!   `dynamodb:ListStreams`.
+//!   `dynamodb:ListStreams`;
+//! * the writing functions may claim the warehouse (create-only) and nothing else may write
+//!   its ownership marker;
+//! * every delivery path of pointer-change events has retries and a dead-letter queue,
+//!   every queue a redrive policy, and the alarms watch what the issue tracker asked for.
 //!
 //! The template is read with `serde_norway` into a `serde_norway::Value`; CloudFormation
 //! short-form tags (`!Sub`, `!If`, ...) arrive as `Value::Tagged`. `scripts/check-infra.sh`
@@ -85,14 +92,24 @@ fn one_function_per_binary_named_after_it() {
     let template = template();
     let mut deployed = BTreeMap::new();
     for (name, function) in resources_of_type(&template, "AWS::Serverless::Function") {
-        let code = property(function, "CodeUri").and_then(Value::as_str);
-        let binary = code
-            .and_then(|uri| uri.strip_prefix("../target/lambda/"))
-            .and_then(|rest| rest.strip_suffix('/'))
-            .filter(|binary| !binary.is_empty() && !binary.contains('/'))
-            .unwrap_or_else(|| {
-                panic!("{name}: CodeUri {code:?} is not ../target/lambda/<binary>/")
-            });
+        let metadata = function.get("Metadata");
+        assert_eq!(
+            metadata
+                .and_then(|m| m.get("BuildMethod"))
+                .and_then(Value::as_str),
+            Some("rust-cargolambda"),
+            "{name}: sam build must build it with cargo-lambda"
+        );
+        let binary = metadata
+            .and_then(|m| m.get("BuildProperties"))
+            .and_then(|p| p.get("Binary"))
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("{name}: Metadata.BuildProperties.Binary"));
+        assert_eq!(
+            property(function, "CodeUri").and_then(Value::as_str),
+            Some("../functions/"),
+            "{name}: CodeUri must be the functions crate"
+        );
         if let Some(other) = deployed.insert(binary.to_owned(), name) {
             panic!("{other} and {name} both deploy the binary `{binary}`");
         }
@@ -109,6 +126,10 @@ fn one_function_per_binary_named_after_it() {
         assert!(
             property(function, "Policies").is_none(),
             "{name}: SAM `Policies` would generate a role with a managed policy; use the explicit role"
+        );
+        assert!(
+            property(function, "Architectures").is_none(),
+            "{name}: the architecture comes from Globals (the Architecture parameter)"
         );
     }
     let deployed: BTreeSet<String> = deployed.into_keys().collect();
@@ -133,14 +154,86 @@ fn one_function_per_binary_named_after_it() {
         globals.get("Handler").and_then(Value::as_str),
         Some("bootstrap")
     );
-    let architectures: Vec<&str> = globals
+    let architectures = globals
         .get("Architectures")
         .and_then(Value::as_sequence)
-        .expect("Globals.Function.Architectures")
+        .expect("Globals.Function.Architectures");
+    let [architecture] = architectures.as_slice() else {
+        panic!("one architecture for every function: {architectures:?}");
+    };
+    assert_eq!(
+        tagged(architecture, "!Ref").and_then(Value::as_str),
+        Some("Architecture")
+    );
+    let parameter = template
+        .get("Parameters")
+        .and_then(|p| p.get("Architecture"))
+        .expect("an Architecture parameter");
+    assert_eq!(
+        parameter.get("Default").and_then(Value::as_str),
+        Some("arm64")
+    );
+    let allowed: Vec<&str> = parameter
+        .get("AllowedValues")
+        .and_then(Value::as_sequence)
+        .expect("AllowedValues")
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert_eq!(architectures, ["arm64"]);
+    assert_eq!(allowed, ["arm64", "x86_64"]);
+}
+
+/// `!Ref <name>` of a value, if it is one.
+fn reference(value: Option<&Value>) -> Option<&str> {
+    value
+        .and_then(|v| tagged(v, "!Ref"))
+        .and_then(Value::as_str)
+}
+
+#[test]
+fn functions_know_their_timeout_and_never_let_lambda_drop_metrics() {
+    let template = template();
+    let global_env = template
+        .get("Globals")
+        .and_then(|g| g.get("Function"))
+        .and_then(|f| f.get("Environment"))
+        .and_then(|e| e.get("Variables"))
+        .expect("Globals.Function.Environment.Variables");
+    assert_eq!(
+        reference(global_env.get("PARQDB_FUNCTION_TIMEOUT")),
+        Some("FunctionTimeout")
+    );
+    assert_eq!(
+        reference(global_env.get("PARQDB_LOG_LEVEL")),
+        Some("LogLevel")
+    );
+    for (name, function) in resources_of_type(&template, "AWS::Serverless::Function") {
+        let logging =
+            property(function, "LoggingConfig").unwrap_or_else(|| panic!("{name}: LoggingConfig"));
+        assert_eq!(
+            logging.get("LogFormat").and_then(Value::as_str),
+            Some("JSON"),
+            "{name}"
+        );
+        // Lambda's filter counts the level-less metric lines as INFO: it must drop nothing.
+        assert_eq!(
+            logging.get("ApplicationLogLevel").and_then(Value::as_str),
+            Some("TRACE"),
+            "{name}: the functions filter their own logs (PARQDB_LOG_LEVEL)"
+        );
+        let own_timeout = property(function, "Timeout");
+        let own_env = property(function, "Environment")
+            .and_then(|e| e.get("Variables"))
+            .and_then(|v| v.get("PARQDB_FUNCTION_TIMEOUT"));
+        match reference(own_timeout) {
+            None => assert!(own_env.is_none(), "{name}"),
+            Some(timeout) => assert_eq!(
+                reference(own_env),
+                Some(timeout),
+                "{name}: a function with its own Timeout must pass it as PARQDB_FUNCTION_TIMEOUT"
+            ),
+        }
+    }
 }
 
 /// The store's key attributes (`PARTITION_KEY`, `SORT_KEY`) and the types its rustdoc
@@ -297,6 +390,7 @@ struct Statement<'a> {
     effect: &'a str,
     actions: Vec<&'a str>,
     resources: Vec<&'a Value>,
+    condition: Option<&'a Value>,
 }
 
 fn statements(template: &Value) -> Vec<Statement<'_>> {
@@ -336,6 +430,7 @@ fn statements(template: &Value) -> Vec<Statement<'_>> {
                     effect,
                     actions,
                     resources,
+                    condition: statement.get("Condition"),
                 });
             }
         }
@@ -462,5 +557,308 @@ fn only_the_garbage_collector_may_delete_objects() {
             "!Sub ${WarehouseBucket.Arn}/${WarehousePrefix}/_gc/*".to_owned(),
         ]),
         "the GC may delete under metadata/, indexes/ and its own _gc/ only"
+    );
+}
+
+/// The role of a function resource (`Role: !GetAtt <role>.Arn`).
+fn role_of<'a>(template: &'a Value, function: &str) -> &'a str {
+    resources(template)
+        .into_iter()
+        .find(|(name, _)| *name == function)
+        .and_then(|(_, f)| property(f, "Role"))
+        .and_then(|role| tagged(role, "!GetAtt"))
+        .and_then(Value::as_str)
+        .and_then(|target| target.strip_suffix(".Arn"))
+        .unwrap_or_else(|| panic!("{function}'s Role is !GetAtt <role>.Arn"))
+}
+
+/// Whether `condition` requires `If-None-Match` (`"Null": {"s3:if-none-match": "false"}`).
+fn requires_if_none_match(condition: Option<&Value>) -> bool {
+    condition
+        .and_then(|c| c.get("Null"))
+        .and_then(|n| n.get("s3:if-none-match"))
+        .and_then(Value::as_str)
+        == Some("false")
+}
+
+#[test]
+fn writers_may_claim_the_warehouse_create_only_and_nobody_else_may_write_the_marker() {
+    let template = template();
+    let marker = "!Sub ${WarehouseBucket.Arn}/${WarehousePrefix}/_catalog-owner.json";
+    let catalog_id = "!Sub ${WarehouseBucket.Arn}/${WarehousePrefix}/_catalog/_meta/=catalog-id";
+    // The S3 store's first write into an empty `_catalog/` creates its listing-classes
+    // marker (src/store/s3.rs); without the grant it warns and `list` reads every record.
+    let classes = "!Sub ${WarehouseBucket.Arn}/${WarehousePrefix}/_catalog/.listing-classes";
+    // ... and every claim leaves a copy of the marker under `_gc/claims/`
+    // (src/catalog/ownership.rs).
+    let claim_records = "!Sub ${WarehouseBucket.Arn}/${WarehousePrefix}/_gc/claims/*";
+    let writers: BTreeSet<&str> = [
+        "RegisterFunction",
+        "CommitFunction",
+        "DropFunction",
+        "RenameFunction",
+        "NamespaceFunction",
+        "PublishFunction",
+    ]
+    .into_iter()
+    .map(|function| role_of(&template, function))
+    .collect();
+    let statements = statements(&template);
+    for role in &writers {
+        let grants = |action: &str, resource: &str| -> Vec<&Statement<'_>> {
+            statements
+                .iter()
+                .filter(|s| {
+                    s.owner == *role
+                        && s.effect == "Allow"
+                        && s.actions.contains(&action)
+                        && s.resources.iter().any(|r| resource_text(r) == resource)
+                })
+                .collect()
+        };
+        assert!(
+            !grants("s3:GetObject", marker).is_empty(),
+            "{role} must read the ownership marker"
+        );
+        let puts = grants("s3:PutObject", marker);
+        assert!(!puts.is_empty(), "{role} must create the ownership marker");
+        let puts_id = grants("s3:PutObject", catalog_id);
+        assert!(
+            !puts_id.is_empty(),
+            "{role} must create the catalog id record"
+        );
+        let puts_classes = grants("s3:PutObject", classes);
+        assert!(
+            !puts_classes.is_empty(),
+            "{role} must create the S3 store's listing-classes marker"
+        );
+        let puts_records = grants("s3:PutObject", claim_records);
+        assert!(
+            !puts_records.is_empty(),
+            "{role} must create its claim record"
+        );
+        for put in puts
+            .iter()
+            .chain(&puts_id)
+            .chain(&puts_classes)
+            .chain(&puts_records)
+        {
+            assert!(
+                requires_if_none_match(put.condition),
+                "{role} {:?}: create-only (If-None-Match)",
+                put.sid
+            );
+        }
+        // The DynamoDB id item: the writer's PutItem covers exactly the `_meta/=` partition.
+        let partitions: Vec<&str> = statements
+            .iter()
+            .filter(|s| s.owner == *role && s.actions.contains(&"dynamodb:PutItem"))
+            .filter_map(|s| s.condition)
+            .filter_map(|c| c.get("ForAllValues:StringLike"))
+            .filter_map(|c| c.get("dynamodb:LeadingKeys"))
+            .flat_map(scalars)
+            .collect();
+        assert!(
+            partitions.contains(&"_meta/="),
+            "{role}: PutItem on the `_meta/=` partition: {partitions:?}"
+        );
+    }
+    for statement in &statements {
+        let writes_marker = statement.effect == "Allow"
+            && statement.actions.contains(&"s3:PutObject")
+            && statement.resources.iter().any(|r| {
+                let text = resource_text(r);
+                text == marker || text.ends_with("${WarehousePrefix}/*")
+            });
+        if writes_marker {
+            assert!(
+                writers.contains(statement.owner),
+                "{} {:?} may write the ownership marker",
+                statement.owner,
+                statement.sid
+            );
+        }
+    }
+}
+
+#[test]
+fn every_delivery_path_retries_and_ends_in_a_dead_letter_queue() {
+    let template = template();
+    let queues = resources_of_type(&template, "AWS::SQS::Queue");
+    assert!(
+        queues.len() >= 3,
+        "the consumer queue and two dead-letter queues"
+    );
+    for (name, queue) in &queues {
+        assert!(
+            property(queue, "RedrivePolicy").is_some()
+                || property(queue, "RedriveAllowPolicy").is_some(),
+            "{name}: every queue has a redrive policy (or is a dead-letter queue)"
+        );
+        if let Some(redrive) = property(queue, "RedrivePolicy") {
+            assert!(redrive.get("deadLetterTargetArn").is_some(), "{name}");
+            assert!(
+                redrive
+                    .get("maxReceiveCount")
+                    .and_then(Value::as_u64)
+                    .is_some(),
+                "{name}"
+            );
+        }
+    }
+    for (name, rule) in resources_of_type(&template, "AWS::Events::Rule") {
+        if property(rule, "EventPattern").is_none() {
+            continue;
+        }
+        for target in property(rule, "Targets")
+            .and_then(Value::as_sequence)
+            .unwrap_or_else(|| panic!("{name}: Targets"))
+        {
+            assert!(
+                target.get("DeadLetterConfig").is_some(),
+                "{name}: a dead-letter queue"
+            );
+            assert!(
+                target.get("RetryPolicy").is_some(),
+                "{name}: a retry policy"
+            );
+        }
+    }
+    let pipes = resources_of_type(&template, "AWS::Pipes::Pipe");
+    assert!(!pipes.is_empty());
+    for (name, pipe) in pipes {
+        let stream = property(pipe, "SourceParameters")
+            .and_then(|p| p.get("DynamoDBStreamParameters"))
+            .unwrap_or_else(|| panic!("{name}: DynamoDBStreamParameters"));
+        assert!(stream.get("DeadLetterConfig").is_some(), "{name}");
+        assert!(stream.get("MaximumRetryAttempts").is_some(), "{name}");
+        assert!(stream.get("MaximumRecordAgeInSeconds").is_some(), "{name}");
+    }
+    let subscriptions = resources_of_type(&template, "AWS::SNS::Subscription");
+    assert!(!subscriptions.is_empty(), "an example consumer");
+    for (name, subscription) in subscriptions {
+        assert!(property(subscription, "RedrivePolicy").is_some(), "{name}");
+        assert_eq!(
+            property(subscription, "Protocol").and_then(Value::as_str),
+            Some("sqs"),
+            "{name}: a queue per consumer"
+        );
+    }
+    // The stream says which pointer changed, never what it holds.
+    let tables = resources_of_type(&template, "AWS::DynamoDB::Table");
+    let [(_, table)] = tables.as_slice() else {
+        panic!("one table");
+    };
+    assert_eq!(
+        property(table, "StreamSpecification")
+            .and_then(|s| s.get("StreamViewType"))
+            .and_then(Value::as_str),
+        Some("KEYS_ONLY")
+    );
+}
+
+#[test]
+fn alarms_watch_failures_throttles_outcomes_and_queues() {
+    let template = template();
+    let alarms = resources_of_type(&template, "AWS::CloudWatch::Alarm");
+    let functions: BTreeSet<&str> = resources_of_type(&template, "AWS::Serverless::Function")
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    let watched = |metric: &str| -> BTreeSet<&str> {
+        alarms
+            .iter()
+            .filter_map(|(_, alarm)| property(alarm, "Metrics").and_then(Value::as_sequence))
+            .flatten()
+            .filter_map(|query| query.get("MetricStat").and_then(|m| m.get("Metric")))
+            .filter(|m| m.get("MetricName").and_then(Value::as_str) == Some(metric))
+            .filter_map(|m| m.get("Dimensions").and_then(Value::as_sequence))
+            .flatten()
+            .filter_map(|d| reference(d.get("Value")))
+            .collect()
+    };
+    assert_eq!(
+        watched("Invocations"),
+        functions,
+        "failure alarm: every function"
+    );
+    assert_eq!(
+        watched("Throttles"),
+        functions,
+        "throttle alarm: every function"
+    );
+    let outcome_alarms: BTreeSet<&str> = alarms
+        .iter()
+        .filter(|(_, a)| property(a, "Namespace").and_then(Value::as_str) == Some("ParqDBCatalog"))
+        .filter_map(|(_, a)| property(a, "Dimensions").and_then(Value::as_sequence))
+        .flatten()
+        .filter(|d| d.get("Name").and_then(Value::as_str) == Some("Outcome"))
+        .filter_map(|d| d.get("Value").and_then(Value::as_str))
+        .collect();
+    for outcome in [
+        "STORE_UNAVAILABLE",
+        "COMMIT_STATE_UNKNOWN",
+        "CORRUPT_RECORD",
+        "INVALID_CONFIGURATION",
+        "STORE_REFUSED",
+        "WAREHOUSE_NOT_OWNED",
+    ] {
+        assert!(outcome_alarms.contains(outcome), "an alarm on {outcome}");
+    }
+    let queue_metrics: BTreeSet<(&str, String)> = alarms
+        .iter()
+        .filter(|(_, a)| property(a, "Namespace").and_then(Value::as_str) == Some("AWS/SQS"))
+        .filter_map(|(_, a)| {
+            let metric = property(a, "MetricName").and_then(Value::as_str)?;
+            let queue = property(a, "Dimensions")
+                .and_then(Value::as_sequence)?
+                .first()?
+                .get("Value")
+                .and_then(|v| tagged(v, "!GetAtt"))
+                .and_then(Value::as_str)?
+                .trim_end_matches(".QueueName")
+                .to_owned();
+            Some((metric, queue))
+        })
+        .collect();
+    for (name, queue) in resources_of_type(&template, "AWS::SQS::Queue") {
+        let metric = if property(queue, "RedrivePolicy").is_some() {
+            "ApproximateAgeOfOldestMessage"
+        } else {
+            "ApproximateNumberOfMessagesVisible"
+        };
+        assert!(
+            queue_metrics.contains(&(metric, name.to_owned())),
+            "{name}: an alarm on {metric}"
+        );
+    }
+}
+
+#[test]
+fn capability_probe_keys_expire() {
+    let template = template();
+    let buckets = resources_of_type(&template, "AWS::S3::Bucket");
+    let [(_, bucket)] = buckets.as_slice() else {
+        panic!("one bucket");
+    };
+    let rules = property(bucket, "LifecycleConfiguration")
+        .and_then(|l| l.get("Rules"))
+        .and_then(Value::as_sequence)
+        .expect("lifecycle rules");
+    let probe = rules
+        .iter()
+        .find(|rule| {
+            rule.get("Prefix")
+                .and_then(|p| tagged(p, "!Sub"))
+                .and_then(Value::as_str)
+                == Some("${WarehousePrefix}/_catalog/_probe/")
+        })
+        .expect("a lifecycle rule for _catalog/_probe/");
+    assert_eq!(probe.get("Status").and_then(Value::as_str), Some("Enabled"));
+    assert!(
+        probe
+            .get("ExpirationInDays")
+            .and_then(Value::as_u64)
+            .is_some()
     );
 }

@@ -169,6 +169,34 @@ async fn a_commit_that_may_not_have_run_is_unknown_not_failed() {
     assert!(!result.already_applied);
 }
 
+/// A function that runs out of time answers `COMMIT_STATE_UNKNOWN` itself (see
+/// `parqdb_catalog::lambda::deadline`); the client settles it by reading back, like any
+/// invocation that may have run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_function_that_answers_commit_state_unknown_is_resolved_by_reading_back() {
+    let (host, env, _dir) = setup().await;
+    let (index, base, location) = env.registered("function-unknown").await;
+    let (_, next) = env.successor(&base, 2).await;
+
+    host.inject(Operation::Commit, &[Fault::UnknownBeforeRun]);
+    let err = env
+        .catalog
+        .commit(&index, Some(&source(2)), &location, &next)
+        .await
+        .expect_err("not applied, so still unknown");
+    assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
+    assert!(err.message().contains("reload"), "{err}");
+
+    host.inject(Operation::Commit, &[Fault::UnknownAfterRun]);
+    let result = env
+        .catalog
+        .commit(&index, Some(&source(2)), &location, &next)
+        .await
+        .expect("resolved by reading back");
+    assert!(result.already_applied);
+    assert_eq!(result.pointer.metadata_location, next);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn register_drop_rename_and_namespaces_resolve_by_reading_back() {
     let (host, env, _dir) = setup().await;
@@ -312,7 +340,6 @@ async fn a_missing_function_is_a_configuration_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_runs_against_a_deployment() {
     let (host, env, _dir) = setup().await;
-    let (_, location) = env.new_index().await;
     let warehouse: &Warehouse = &env.warehouse;
     let cli = |args: &[&str]| {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_parqdb-catalog"));
@@ -340,6 +367,9 @@ async fn the_cli_runs_against_a_deployment() {
     let namespace = format!("cli-{}", uuid::Uuid::new_v4().simple());
     let (code, _) = cli(&["namespace", "create", "--namespace", &namespace]).await;
     assert_eq!(code, Some(0));
+    // Metadata goes into the warehouse only after that first write claimed it (a warehouse
+    // that already holds data is claimed only with `init --adopt`).
+    let (_, location) = env.new_index().await;
     // Without --source the catalog (in the function) binds the metadata's source-table,
     // after the same checks in the same order as with one: the namespace first.
     let bad = env.write_raw(br#"{"format-version": 1}"#).await;

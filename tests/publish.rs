@@ -58,12 +58,15 @@ const EVENT: &str = r#"{
              "request-id": "R1", "requester": "123456789012", "reason": "PutObject"}
 }"#;
 
-fn event(id: &str, key: &str, sequencer: &str) -> refresh_example::ObjectCreated {
+fn event(id: &str, key: &str, sequencer: &str) -> refresh_example::SourceWrite {
     let text = EVENT
         .replace("evt-1", id)
         .replace("documents/part-1.parquet", key)
         .replace("\"01\"", &format!("\"{sequencer}\""));
-    refresh_example::ObjectCreated::from_json_slice(text.as_bytes()).expect("valid event")
+    let mut writes =
+        refresh_example::SourceWrite::from_event_json(text.as_bytes()).expect("valid event");
+    assert_eq!(writes.len(), 1);
+    writes.remove(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,7 +94,10 @@ async fn refresh_example_end_to_end_on_local_files() {
         .expect("refreshed");
     assert_eq!(refreshed.sequence_number, 2);
     let files_before = count_files(&warehouse).await;
-    for replayed in [&first, &second] {
+    // A redelivery, and the same S3 write delivered as another event (another EventBridge
+    // id): the idempotency key names the write, so nothing is published again.
+    let second_again = event("evt-2-redelivered", "documents/part-2.parquet", "02");
+    for replayed in [&first, &second, &second_again] {
         let replay = refresh_example::refresh(&publisher, &id, replayed)
             .await
             .expect("replayed");
@@ -160,7 +166,7 @@ async fn refresh_example_end_to_end_on_local_files() {
         "[]".to_owned(),
     ] {
         let err =
-            refresh_example::ObjectCreated::from_json_slice(bad.as_bytes()).expect_err("rejected");
+            refresh_example::SourceWrite::from_event_json(bad.as_bytes()).expect_err("rejected");
         assert_eq!(err.kind(), ErrorKind::InvalidRequest);
     }
 }

@@ -10,6 +10,7 @@
 mod harness;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use bytes::Bytes;
 use harness::{Env, Function, Outcome};
@@ -210,9 +211,6 @@ async fn lifecycle(backend: Backend) {
     let losing = first
         .successor(contents("c"), &SystemClock, &RandomIds, &registry)
         .expect("a concurrent successor");
-    let first_location = write(&backend.warehouse, &first).await;
-    let second_location = write(&backend.warehouse, &second).await;
-    let losing_location = write(&backend.warehouse, &losing).await;
 
     let mut functions = start_all(&backend).await;
     let ns = json!(["docs", "v1"]);
@@ -254,6 +252,12 @@ async fn lifecycle(backend: Backend) {
         json!({"namespaces": [ns], "next-page-token": null})
     );
 
+    // The metadata files go into the warehouse only now: the first write (the namespace
+    // creation above) claimed it while it was unused, as a deployment's first write does
+    // (a warehouse that already holds data is claimed only with `init --adopt`).
+    let first_location = write(&backend.warehouse, &first).await;
+    let second_location = write(&backend.warehouse, &second).await;
+    let losing_location = write(&backend.warehouse, &losing).await;
     let register = json!({"identifier": id, "source": source, "metadata-location": first_location});
     let registered = f(&mut functions, "register")
         .invoke(&register)
@@ -367,7 +371,10 @@ async fn lifecycle(backend: Backend) {
     for metric in &metrics {
         let directive = &metric["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(directive["Namespace"], "ParqDBCatalog");
-        assert_eq!(directive["Dimensions"], json!([["Operation", "Outcome"]]));
+        assert_eq!(
+            directive["Dimensions"],
+            json!([["Operation", "Outcome"], ["Outcome"], []])
+        );
         assert_eq!(directive["Metrics"][0]["Name"], "LatencyMs");
         assert_eq!(metric["Operation"], "load");
         assert!(
@@ -544,6 +551,13 @@ async fn a_bad_configuration_is_reported_before_polling() {
     let dir = tempfile::tempdir().expect("temp dir");
     let cases: Vec<(&str, Env)> = vec![
         (
+            "function timeout not a number",
+            vec![
+                ("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir))),
+                ("PARQDB_FUNCTION_TIMEOUT".into(), Some("30s".into())),
+            ],
+        ),
+        (
             "unsupported warehouse scheme",
             vec![("PARQDB_WAREHOUSE".into(), Some("ftp://host/wh".into()))],
         ),
@@ -572,8 +586,28 @@ async fn a_bad_configuration_is_reported_before_polling() {
             ],
         ),
     ];
-    for (case, env) in cases {
-        let mut function = Function::start("load", &env).await;
+    let gc_cases: Vec<(&str, Env)> = vec![
+        (
+            "gc retention not a duration",
+            vec![
+                ("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir))),
+                ("PARQDB_GC_RETENTION".into(), Some("a week".into())),
+            ],
+        ),
+        (
+            "gc retention below its floor",
+            vec![
+                ("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir))),
+                ("PARQDB_GC_RETENTION".into(), Some("1m".into())),
+            ],
+        ),
+    ];
+    let cases = cases
+        .into_iter()
+        .map(|(case, env)| (case, "load", env))
+        .chain(gc_cases.into_iter().map(|(case, env)| (case, "gc", env)));
+    for (case, binary, env) in cases {
+        let mut function = Function::start(binary, &env).await;
         let status = function.exit_status().await;
         assert!(!status.success(), "{case}: exited with {status}");
         assert_eq!(function.api.polls(), 0, "{case}: polled for events");
@@ -599,6 +633,94 @@ async fn a_bad_configuration_is_reported_before_polling() {
     }
 }
 
+/// `gc` on a warehouse its catalog claimed (by a first write through `namespace`): a
+/// scheduled event runs one collection, bounded by the invocation's deadline (its scan
+/// budget is half of the time left), and answers the run's report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_collects_a_claimed_warehouse_within_its_deadline() {
+    let backend = local_files();
+    let mut namespace = Function::start("namespace", &backend.env).await;
+    let created = namespace
+        .invoke(&json!({"action": "create", "namespace": ["docs"]}))
+        .await;
+    assert_eq!(created.response()["namespace"], json!(["docs"]));
+    let gc_env: Env = backend
+        .env
+        .iter()
+        .cloned()
+        .chain([("PARQDB_GC_DRY_RUN".into(), Some("true".into()))])
+        .collect();
+    let mut gc = Function::start("gc", &gc_env).await;
+    gc.api.set_deadline(Duration::from_secs(30));
+    let report = gc.invoke(&json!({})).await.response();
+    assert_eq!(report["status"], "dry-run", "{report}");
+    let metrics = parse_lines(&gc.stdout.wait_until(|lines| !lines.is_empty()).await);
+    assert_eq!(metrics[0]["Operation"], "gc");
+    assert_eq!(metrics[0]["Outcome"], "SUCCESS");
+}
+
+/// `publish` and `gc` go through the same invocation plumbing as the catalog operations:
+/// one metric line per invocation (`Operation` is the function), one outcome log line in
+/// the invocation's span, and typed errors for malformed events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_and_gc_are_observed_like_every_function() {
+    let backend = local_files();
+    let gc_env: Env = backend
+        .env
+        .iter()
+        .cloned()
+        .chain([
+            ("PARQDB_GC_RETENTION".into(), Some("7d".into())),
+            ("PARQDB_GC_GRACE".into(), Some("1h".into())),
+        ])
+        .collect();
+    for (name, env) in [("publish", backend.env.clone()), ("gc", gc_env)] {
+        let mut function = Function::start(name, &env).await;
+        let outcome = function.invoke(&json!([])).await;
+        assert_eq!(
+            outcome.error_type(),
+            "INVALID_REQUEST",
+            "{name}: {outcome:?}"
+        );
+        let (request_id, outcome) = function.invoke_raw(b"{not json".to_vec()).await;
+        assert_eq!(
+            outcome.error_type(),
+            "INVALID_REQUEST",
+            "{name}: {outcome:?}"
+        );
+        let metrics = parse_lines(&function.stdout.wait_until(|lines| lines.len() >= 2).await);
+        assert_eq!(metrics.len(), 2, "{name}: one metric line per invocation");
+        for metric in &metrics {
+            assert_eq!(metric["Operation"], name, "{metric}");
+            assert_eq!(metric["Outcome"], "INVALID_REQUEST", "{metric}");
+        }
+        assert_eq!(metrics[1]["RequestId"], request_id.as_str());
+        let logs = parse_lines(
+            &function
+                .stderr
+                .wait_until(|lines| {
+                    lines
+                        .iter()
+                        .filter(|line| line.contains("invocation rejected"))
+                        .count()
+                        >= 2
+                })
+                .await,
+        );
+        let outcome_lines: Vec<&Value> = logs
+            .iter()
+            .filter(|line| line["fields"]["message"] == "invocation rejected")
+            .collect();
+        assert_eq!(outcome_lines.len(), 2, "{name}: {logs:#?}");
+        for line in outcome_lines {
+            assert_eq!(line["level"], "WARN", "{line}");
+            assert_eq!(line["span"]["operation"], name, "{line}");
+            assert_eq!(line["fields"]["outcome"], "INVALID_REQUEST", "{line}");
+        }
+        assert!(function.is_running(), "{name} stopped");
+    }
+}
+
 /// Not an assertion on speed: prints the median time from process start to the first
 /// Runtime API poll (5 starts per function). Run with `--nocapture` to read it; set
 /// `PARQDB_FUNCTIONS_BIN_DIR=target/release` to measure release binaries.
@@ -606,7 +728,7 @@ async fn a_bad_configuration_is_reported_before_polling() {
 async fn time_from_start_to_first_poll() {
     let backend = local_files();
     let mut report = Vec::new();
-    for name in FUNCTIONS {
+    for name in FUNCTIONS.into_iter().chain(["publish", "gc"]) {
         let mut samples = Vec::new();
         for _ in 0..5 {
             let mut function = Function::start(name, &backend.env).await;

@@ -65,6 +65,7 @@ mod cache;
 mod index;
 mod namespace;
 pub mod ownership;
+pub mod probe_memo;
 mod publication;
 pub mod record;
 pub mod rename;
@@ -301,8 +302,9 @@ impl CatalogBuilder {
         self
     }
 
-    /// Whether to run the capability probe before the first write (default `true`).
-    /// Turn it off only for a store you have probed yourself.
+    /// Whether to run the capability probe before the first write (default `true`; a
+    /// recent pass recorded in the store counts, see [`probe_memo`]). Turn it off only for
+    /// a store you have probed yourself.
     pub fn probe_on_first_write(mut self, probe: bool) -> Self {
         self.probe_on_first_write = probe;
         self
@@ -398,7 +400,8 @@ impl Catalog {
         Ok(())
     }
 
-    /// Before a write: refuse a store that fails the probe (once per catalog), and make
+    /// Before a write: refuse a store that fails the probe (once per catalog; skipped while
+    /// the store holds a recent pass, see [`probe_memo`]), and make
     /// sure this catalog owns its warehouse ([`Catalog::claim_warehouse`]; `publishing` is
     /// the name of the metadata file a register or commit publishes, which a first write
     /// may find in an otherwise unused warehouse).
@@ -406,10 +409,7 @@ impl Catalog {
         if self.inner.probe_on_first_write {
             self.inner
                 .probed
-                .get_or_try_init(|| async {
-                    self.probe().await?.into_result()?;
-                    Ok::<(), Error>(())
-                })
+                .get_or_try_init(|| probe_memo::probe_unless_recent(self))
                 .await?;
         }
         self.ensure_owned(publishing).await

@@ -348,6 +348,7 @@ impl Catalog {
         let policy = &self.inner.retry;
         let mut ambiguous = false;
         for attempt in 1..=policy.max_attempts {
+            super::write::note_pointer_write();
             match store.transact(writes.clone()).await {
                 Ok(_) => return Ok(true),
                 Err(StoreError::Precondition) | Err(StoreError::AlreadyExists) => {}

@@ -16,7 +16,15 @@
 //!
 //! Throttling and other failures that certainly did not apply are retried with jittered
 //! exponential backoff.
+//!
+//! A caller that may abandon a mutation half-way (the Lambda handler layer, when an
+//! invocation reaches its deadline) learns from a [`WriteWitness`] whether a pointer write
+//! had been sent: if so the mutation may have applied (`COMMIT_STATE_UNKNOWN`), if not it
+//! certainly did not.
 
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -26,6 +34,46 @@ use uuid::Uuid;
 use super::record::CommitChain;
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::{Listing, PointerStore, PutMode, StoreError, StoreKey, Version};
+
+tokio::task_local! {
+    static WITNESS: Arc<AtomicBool>;
+}
+
+/// Tells whether a future sent a pointer write — a conditional put or an atomic multi-key
+/// write of catalog records — even if the future was dropped before it finished.
+///
+/// Capability-probe writes do not count: they never change a catalog record.
+///
+/// ```
+/// use parqdb_catalog::catalog::write::WriteWitness;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let witness = WriteWitness::default();
+/// witness.watch(async { /* a read-only operation */ }).await;
+/// assert!(!witness.sent());
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct WriteWitness(Arc<AtomicBool>);
+
+impl WriteWitness {
+    /// Run `future`, recording any pointer write it sends (on this task).
+    pub async fn watch<F: Future>(&self, future: F) -> F::Output {
+        WITNESS.scope(self.0.clone(), future).await
+    }
+
+    /// Whether a watched future sent a pointer write.
+    pub fn sent(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Record, for the [`WriteWitness`] watching this task (if any), that a pointer write is
+/// about to be sent.
+pub(crate) fn note_pointer_write() {
+    let _ = WITNESS.try_with(|sent| sent.store(true, Ordering::SeqCst));
+}
 
 /// Bounded attempts and jittered exponential backoff for store calls.
 #[derive(Debug, Clone)]
@@ -172,6 +220,7 @@ pub async fn conditional_write_listed(
     let mut ambiguous = false;
     loop {
         attempt += 1;
+        note_pointer_write();
         match store
             .put_listed(key, value.clone(), mode.clone(), listing)
             .await

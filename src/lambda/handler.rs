@@ -2,12 +2,14 @@
 //! [`Operation`], and the [`Handler`] the function binaries run.
 //!
 //! The operation functions parse the event ([`Request::from_event`]), call the catalog and
-//! return the response type; they know nothing about spans or metrics, so they can be
-//! unit-tested with `LambdaEvent::new(payload, Context::default())` and reused by any
-//! front end. [`observe`] adds what every invocation needs — a span carrying the request
-//! id, one outcome log line, one EMF latency metric — for [`Handler::invoke`] and for
-//! functions outside [`Operation`] (`publish`, `gc`).
+//! return the response type; they know nothing about spans, metrics or deadlines, so they
+//! can be unit-tested with `LambdaEvent::new(payload, Context::default())` and reused by
+//! any front end. [`Invocations`] adds what every invocation of every function needs —
+//! the deadline ([`Deadline`]), a span carrying the request id, one outcome log line, one
+//! EMF metric ([`observe`]) — for [`Handler::invoke`] and for the functions outside
+//! [`Operation`] ([`publish`] and [`gc`]).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,13 +19,17 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::Operation;
+use super::deadline::Deadline;
 use super::event::{
     CommitRequest, DropRequest, DropResponse, ListRequest, LoadRequest, NamespaceRequest,
     NamespaceResponse, RawEvent, RegisterRequest, RenameRequest, Request,
 };
 use super::metrics::{Metrics, Outcome};
 use crate::catalog::{CommitResult, IdentifierPage, IndexCatalog, IndexPointer};
-use crate::error::{ErrorKind, Result};
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, ErrorKind, Result};
+use crate::gc::GarbageCollector;
+use crate::publish::Publisher;
 
 /// `load {identifier}` → the current pointer, or `INDEX_NOT_FOUND`.
 pub async fn load(catalog: &dyn IndexCatalog, event: LambdaEvent<Value>) -> Result<IndexPointer> {
@@ -139,6 +145,46 @@ pub async fn namespace(
     })
 }
 
+/// `publish {identifier, idempotency-key, snapshot}` → the publication (see
+/// [`crate::publish::request`]): the `publish` function of refresh jobs.
+pub async fn publish(publisher: &Publisher, event: LambdaEvent<Value>) -> Result<Value> {
+    let payload = serde_json::to_vec(&event.payload).map_err(|err| {
+        Error::with_source(ErrorKind::InvalidRequest, "the event cannot be read", err)
+    })?;
+    crate::publish::request::handle_publish_json(publisher, &payload).await
+}
+
+/// One garbage-collection run for a scheduled event (any JSON object; `{}` for a manual
+/// run) → the run's report (see [`crate::gc::run_scheduled_within`]): the `gc` function.
+///
+/// The run scans `indexes/` for at most [`gc_scan_budget`] of the invocation's time (or
+/// the collector's configured `scan_budget`, if smaller), so that it finishes — verifies,
+/// deletes, sweeps and records where the next run resumes — before the deadline instead of
+/// being cut off by it (see the collector's budgeted runs).
+pub async fn gc(collector: &GarbageCollector, event: LambdaEvent<Value>) -> Result<Value> {
+    let budget = gc_scan_budget(event.context.deadline, SystemClock.now_ms());
+    crate::gc::run_scheduled_within(collector, event.payload, budget).await
+}
+
+/// The scan budget of a `gc` invocation whose deadline is `deadline_ms`, at `now_ms`: half
+/// of the time the invocation has ([`Deadline`]'s budget: to the deadline, less the
+/// margin); the other half is for verifying, deleting and sweeping, which every run does
+/// in full. `None` without a deadline (`Context::default()`): scan everything.
+///
+/// ```
+/// use std::time::Duration;
+/// use parqdb_catalog::lambda::handler::gc_scan_budget;
+///
+/// // 900 s to the deadline: scan for 449.75 s.
+/// assert_eq!(gc_scan_budget(900_000, 0), Some(Duration::from_millis(449_750)));
+/// assert_eq!(gc_scan_budget(0, 0), None);
+/// ```
+pub fn gc_scan_budget(deadline_ms: u64, now_ms: i64) -> Option<std::time::Duration> {
+    Deadline::default()
+        .budget(deadline_ms, now_ms)
+        .map(|left| left / 2)
+}
+
 /// Any operation's response (serialized without a tag: each is the operation's JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
@@ -172,6 +218,94 @@ pub async fn dispatch(
     })
 }
 
+/// What every invocation of one function goes through, whatever the function does: the
+/// raw event is parsed (`INVALID_REQUEST` if it is not JSON), the work is bounded by the
+/// invocation's deadline ([`Deadline`]) and observed ([`observe`]: span, outcome log line,
+/// EMF metric).
+///
+/// ```no_run
+/// use lambda_runtime::{LambdaEvent, service_fn};
+/// use parqdb_catalog::config::CatalogConfig;
+/// use parqdb_catalog::lambda::{Invocations, RawEvent, handler};
+/// use parqdb_catalog::publish::Publisher;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lambda_runtime::Error> {
+/// let catalog = CatalogConfig::from_env().build().await?;
+/// let publisher = Publisher::for_catalog(&catalog);
+/// let invocations = Invocations::new("publish");
+/// lambda_runtime::run(service_fn(|event: LambdaEvent<RawEvent>| {
+///     invocations.serve(event, |event| handler::publish(&publisher, event))
+/// }))
+/// .await
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Invocations {
+    name: &'static str,
+    metrics: Metrics,
+    deadline: Deadline,
+    clock: Arc<dyn Clock>,
+}
+
+impl Invocations {
+    /// The invocations of the function `name` (the `Operation` metric dimension), with
+    /// metrics on stdout, the default [`Deadline`] and the system clock.
+    pub fn new(name: &'static str) -> Self {
+        Invocations {
+            name,
+            metrics: Metrics::stdout(),
+            deadline: Deadline::default(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Record metrics with `metrics` instead.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Bound invocations by `deadline` instead.
+    pub fn with_deadline(mut self, deadline: Deadline) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Read the time from `clock` instead (to compute the time left before a deadline).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The function's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Serve one invocation with `handler`. Errors keep their kind; the runtime turns them
+    /// into function errors whose `errorType` is the code.
+    pub async fn serve<T, F, Fut>(&self, event: LambdaEvent<RawEvent>, handler: F) -> Result<T>
+    where
+        F: FnOnce(LambdaEvent<Value>) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let LambdaEvent { payload, context } = event;
+        let request_id = context.request_id.clone();
+        let deadline_ms = context.deadline;
+        let now_ms = self.clock.now_ms();
+        observe(
+            self.name,
+            &request_id,
+            &self.metrics,
+            self.deadline.bound(self.name, deadline_ms, now_ms, async {
+                handler(LambdaEvent::new(payload.into_value()?, context)).await
+            }),
+        )
+        .await
+    }
+}
+
 /// One function's handler: an operation over a catalog built once per container.
 ///
 /// ```no_run
@@ -191,14 +325,14 @@ pub async fn dispatch(
 pub struct Handler {
     operation: Operation,
     catalog: Arc<dyn IndexCatalog>,
-    metrics: Metrics,
+    invocations: Invocations,
 }
 
 impl std::fmt::Debug for Handler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Handler")
             .field("operation", &self.operation)
-            .field("metrics", &self.metrics)
+            .field("invocations", &self.invocations)
             .finish_non_exhaustive()
     }
 }
@@ -209,13 +343,19 @@ impl Handler {
         Handler {
             operation,
             catalog,
-            metrics: Metrics::stdout(),
+            invocations: Invocations::new(operation.name()),
         }
     }
 
     /// Record metrics with `metrics` instead.
     pub fn with_metrics(mut self, metrics: Metrics) -> Self {
-        self.metrics = metrics;
+        self.invocations = self.invocations.with_metrics(metrics);
+        self
+    }
+
+    /// Bound invocations by `deadline` instead of the default.
+    pub fn with_deadline(mut self, deadline: Deadline) -> Self {
+        self.invocations = self.invocations.with_deadline(deadline);
         self
     }
 
@@ -224,22 +364,20 @@ impl Handler {
         self.operation
     }
 
-    /// Serve one invocation (see [`observe`]). Errors keep their kind; the runtime turns
-    /// them into function errors whose `errorType` is the spec code.
+    /// Serve one invocation (see [`Invocations::serve`]). Errors keep their kind; the
+    /// runtime turns them into function errors whose `errorType` is the spec code.
     pub async fn invoke(&self, event: LambdaEvent<RawEvent>) -> Result<Response> {
-        let LambdaEvent { payload, context } = event;
-        let request_id = context.request_id.clone();
-        observe(self.operation.name(), &request_id, &self.metrics, async {
-            let event = LambdaEvent::new(payload.into_value()?, context);
-            dispatch(self.operation, self.catalog.as_ref(), event).await
-        })
-        .await
+        self.invocations
+            .serve(event, |event| {
+                dispatch(self.operation, self.catalog.as_ref(), event)
+            })
+            .await
     }
 }
 
 /// Run one invocation of the function `operation` inside a span that carries the request
 /// id (so every log line names it), then log its outcome and record its latency as an
-/// EMF metric. Shared by every function binary, including those outside [`Operation`].
+/// EMF metric. [`Invocations::serve`] calls it for every function.
 pub async fn observe<T>(
     operation: &'static str,
     request_id: &str,
@@ -248,6 +386,7 @@ pub async fn observe<T>(
 ) -> Result<T> {
     let span = tracing::info_span!("invocation", request_id = %request_id, operation);
     async {
+        let started_ms = metrics.now_ms();
         let started = Instant::now();
         let result = invocation.await;
         let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -267,7 +406,7 @@ pub async fn observe<T>(
                 "invocation rejected"
             ),
         }
-        metrics.record(operation, outcome, latency_ms, request_id);
+        metrics.record_at(started_ms, operation, outcome, latency_ms, request_id);
         result
     }
     .instrument(span)
@@ -370,6 +509,8 @@ mod tests {
     #[tokio::test]
     async fn operations_answer_the_documented_json() {
         let catalog = catalog();
+        // As `parqdb-catalog init` does: the warehouse is claimed before it holds data.
+        catalog.claim_warehouse().await.expect("claimed");
         let registry = FamilyRegistry::builtin();
         let first = IndexMetadata::create(
             contents("a"),

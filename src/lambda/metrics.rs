@@ -1,10 +1,19 @@
 //! Per-invocation latency and outcome as CloudWatch Embedded Metric Format (EMF) lines.
 //!
 //! Each invocation prints one JSON line to stdout; CloudWatch Logs extracts the metric
-//! `LatencyMs` (milliseconds) in the namespace [`NAMESPACE`] with the dimensions
-//! `Operation` (the function: `load`, `commit`, ...) and `Outcome` (`SUCCESS` or the error code, a
-//! closed set). `RequestId` rides along as a property for log searches. No agent, no
-//! API call, no added latency.
+//! `LatencyMs` (milliseconds) in the namespace [`NAMESPACE`] three times: with the
+//! dimensions `Operation` (the function: `load`, `commit`, ...) × `Outcome` (`SUCCESS` or
+//! the error code, a closed set); with `Outcome` alone, so that one alarm can watch an
+//! outcome (`STORE_UNAVAILABLE`, `COMMIT_STATE_UNKNOWN`, ...) across every function; and
+//! without dimensions, whose sample count is the number of typed answers, which the
+//! template's failure alarm subtracts from Lambda's invocation count. The line is
+//! timestamped with the invocation's start, as Lambda's own invocation metrics are.
+//! `RequestId` rides along as a property for log searches. No agent, no API call, no added
+//! latency.
+//!
+//! The lines carry no `level`: they are not logs, and they are written whatever the log
+//! level (see [`logging`](super::logging) for why Lambda's own log-level filter stays
+//! open in the template).
 //!
 //! ```
 //! use parqdb_catalog::lambda::metrics::{Outcome, emf_line};
@@ -75,7 +84,7 @@ pub fn emf_line(
             "Timestamp": timestamp_ms,
             "CloudWatchMetrics": [{
                 "Namespace": NAMESPACE,
-                "Dimensions": [["Operation", "Outcome"]],
+                "Dimensions": [["Operation", "Outcome"], ["Outcome"], []],
                 "Metrics": [{"Name": "LatencyMs", "Unit": "Milliseconds"}],
             }],
         },
@@ -126,15 +135,27 @@ impl Metrics {
         self
     }
 
-    /// Record one invocation. A failing stdout is ignored (metrics never fail a request).
+    /// The current time of this recorder's clock (Unix epoch milliseconds).
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// Record one invocation that ends now. A failing stdout is ignored (metrics never
+    /// fail a request).
     pub fn record(&self, operation: &str, outcome: Outcome, latency_ms: f64, request_id: &str) {
-        let line = emf_line(
-            self.clock.now_ms(),
-            operation,
-            outcome,
-            latency_ms,
-            request_id,
-        );
+        self.record_at(self.now_ms(), operation, outcome, latency_ms, request_id);
+    }
+
+    /// Record one invocation, timestamped `timestamp_ms` (its start).
+    pub fn record_at(
+        &self,
+        timestamp_ms: i64,
+        operation: &str,
+        outcome: Outcome,
+        latency_ms: f64,
+        request_id: &str,
+    ) {
+        let line = emf_line(timestamp_ms, operation, outcome, latency_ms, request_id);
         match &self.sink {
             Sink::Stdout => {
                 let mut stdout = std::io::stdout().lock();
@@ -168,7 +189,7 @@ mod tests {
                     "Timestamp": 42,
                     "CloudWatchMetrics": [{
                         "Namespace": "ParqDBCatalog",
-                        "Dimensions": [["Operation", "Outcome"]],
+                        "Dimensions": [["Operation", "Outcome"], ["Outcome"], []],
                         "Metrics": [{"Name": "LatencyMs", "Unit": "Milliseconds"}],
                     }],
                 },

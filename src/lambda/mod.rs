@@ -10,9 +10,12 @@
 //!
 //! * [`event`]: the request types (kebab-case JSON, strict) and the extra response
 //!   types; the error contract (`errorType` is the spec code).
-//! * [`handler`]: one plain `async fn` per operation over a `&dyn IndexCatalog`, and the
-//!   [`Handler`] that wraps an operation with a per-invocation span, the outcome log line
-//!   and the latency metric.
+//! * [`handler`]: one plain `async fn` per operation over a `&dyn IndexCatalog` (and
+//!   [`handler::publish`], [`handler::gc`]), the [`Invocations`] every invocation goes
+//!   through (deadline, span, outcome log line, latency metric), and the [`Handler`] of
+//!   the catalog operations.
+//! * [`deadline`]: every invocation answers before its deadline, with a typed error if
+//!   the store is too slow.
 //! * [`metrics`]: CloudWatch Embedded Metric Format lines.
 //! * [`logging`]: JSON logs through `tracing`.
 //!
@@ -40,13 +43,14 @@
 //! # Ok(()) }
 //! ```
 
+pub mod deadline;
 pub mod event;
 pub mod handler;
 pub mod logging;
 pub mod metrics;
 
 pub use event::RawEvent;
-pub use handler::Handler;
+pub use handler::{Handler, Invocations};
 
 /// The catalog operation a Lambda function serves (one function per operation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -118,9 +118,11 @@
 //!
 //! # Configuration
 //! [`DynamoStore::from_env`] uses the standard AWS chain (`AWS_REGION`, `AWS_PROFILE`,
-//! `AWS_ACCESS_KEY_ID`, instance and container credentials, ...). The endpoint is the
-//! explicit `endpoint` argument if given, else `AWS_ENDPOINT_URL_DYNAMODB` or
-//! `AWS_ENDPOINT_URL`, else DynamoDB's regional endpoint. [`DynamoStore::new`] takes a
+//! `AWS_ACCESS_KEY_ID`, instance and container credentials, ...) with the
+//! `credential-chain` feature (part of the default `cli`), and the environment only
+//! without it (the Lambda functions, whose region and credentials Lambda puts there). The
+//! endpoint is the explicit `endpoint` argument if given, else `AWS_ENDPOINT_URL_DYNAMODB`
+//! or `AWS_ENDPOINT_URL`, else DynamoDB's regional endpoint. [`DynamoStore::new`] takes a
 //! client configured any other way.
 
 use std::collections::HashMap;
@@ -148,6 +150,7 @@ use aws_sdk_dynamodb::types::{
 };
 use bytes::Bytes;
 
+use super::timeouts::StoreTimeouts;
 use super::{
     Capabilities, Changed, ListEntry, ListPage, Listing, PointerStore, PutMode, StoreError,
     StoreKey, TxWrite, Version, Versioned,
@@ -217,24 +220,39 @@ impl DynamoStore {
     /// table name or no region is configured. Each request attempt times out after 10 s
     /// (connecting after 3 s).
     pub async fn from_env(table: impl Into<String>, endpoint: Option<&str>) -> Result<Self> {
+        Self::from_env_with(table, endpoint, None).await
+    }
+
+    /// [`DynamoStore::from_env`], with every request bounded by `timeouts` if given: the
+    /// connect and attempt timeouts, a timeout on the whole call with its retries, and at
+    /// most `max_retries` retries of reads and transactions.
+    pub async fn from_env_with(
+        table: impl Into<String>,
+        endpoint: Option<&str>,
+        timeouts: Option<&StoreTimeouts>,
+    ) -> Result<Self> {
         let table = table.into();
         check_table_name(&table)?;
-        let timeouts = TimeoutConfig::builder()
-            .connect_timeout(Duration::from_secs(3))
-            .operation_attempt_timeout(Duration::from_secs(10))
-            .build();
-        let mut loader = aws_config::defaults(BehaviorVersion::latest()).timeout_config(timeouts);
-        if let Some(endpoint) = endpoint {
-            loader = loader.endpoint_url(endpoint);
-        }
-        let config = loader.load().await;
-        if config.region().is_none() {
-            return Err(Error::new(
-                ErrorKind::Configuration,
-                "no AWS region is configured for DynamoDB: set AWS_REGION or a profile region",
-            ));
-        }
-        Ok(DynamoStore::new(Client::new(&config), table))
+        let (timeout_config, retry_config) = match timeouts {
+            None => (
+                TimeoutConfig::builder()
+                    .connect_timeout(Duration::from_secs(3))
+                    .operation_attempt_timeout(Duration::from_secs(10))
+                    .build(),
+                RetryConfig::standard(),
+            ),
+            Some(timeouts) => (
+                TimeoutConfig::builder()
+                    .connect_timeout(timeouts.connect)
+                    .operation_attempt_timeout(timeouts.attempt)
+                    .operation_timeout(timeouts.call)
+                    .build(),
+                RetryConfig::standard()
+                    .with_max_attempts(u32::try_from(timeouts.max_retries + 1).unwrap_or(u32::MAX)),
+            ),
+        };
+        let config = client_config(endpoint, timeout_config, retry_config).await?;
+        Ok(DynamoStore::new(Client::from_conf(config), table))
     }
 
     /// The table name.
@@ -1103,6 +1121,86 @@ fn key_of_item(item: &HashMap<String, AttributeValue>) -> Option<StoreKey> {
 fn parse_version(token: &str) -> Option<u64> {
     let n: u64 = token.parse().ok()?;
     (n.to_string() == token).then_some(n)
+}
+
+/// The client configuration of [`DynamoStore::from_env_with`]: aws-config's standard chain
+/// (environment, profiles, SSO, web identity, container and instance credentials).
+#[cfg(feature = "credential-chain")]
+async fn client_config(
+    endpoint: Option<&str>,
+    timeouts: TimeoutConfig,
+    retries: RetryConfig,
+) -> Result<aws_sdk_dynamodb::Config> {
+    let mut loader = aws_config::defaults(BehaviorVersion::latest())
+        .timeout_config(timeouts)
+        .retry_config(retries);
+    if let Some(endpoint) = endpoint {
+        loader = loader.endpoint_url(endpoint);
+    }
+    let config = loader.load().await;
+    if config.region().is_none() {
+        return Err(Error::new(
+            ErrorKind::Configuration,
+            "no AWS region is configured for DynamoDB: set AWS_REGION or a profile region",
+        ));
+    }
+    Ok(aws_sdk_dynamodb::Config::from(&config))
+}
+
+/// The client configuration of [`DynamoStore::from_env_with`] without the
+/// `credential-chain` feature (the Lambda functions): region, credentials and endpoint
+/// from the environment only, which is where Lambda puts them (`AWS_REGION` or
+/// `AWS_DEFAULT_REGION`; `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`;
+/// `AWS_ENDPOINT_URL_DYNAMODB` or `AWS_ENDPOINT_URL`). This leaves aws-config and the STS
+/// client out of the binary.
+#[cfg(not(feature = "credential-chain"))]
+async fn client_config(
+    endpoint: Option<&str>,
+    timeouts: TimeoutConfig,
+    retries: RetryConfig,
+) -> Result<aws_sdk_dynamodb::Config> {
+    use aws_sdk_dynamodb::config::{Credentials, Region};
+
+    let var = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+    let missing = |what: &str| {
+        Error::new(
+            ErrorKind::Configuration,
+            format!(
+                "no {what} is configured for DynamoDB: this build reads the environment only \
+                 (the `credential-chain` feature adds profiles and instance credentials)"
+            ),
+        )
+    };
+    let region = var("AWS_REGION")
+        .or_else(|| var("AWS_DEFAULT_REGION"))
+        .ok_or_else(|| missing("region (AWS_REGION)"))?;
+    let (Some(key_id), Some(secret)) = (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
+    else {
+        return Err(missing(
+            "credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
+        ));
+    };
+    let credentials = Credentials::new(
+        key_id,
+        secret,
+        var("AWS_SESSION_TOKEN"),
+        None,
+        "environment",
+    );
+    let mut builder = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new(region))
+        .credentials_provider(credentials)
+        .timeout_config(timeouts)
+        .retry_config(retries);
+    let endpoint = endpoint
+        .map(str::to_owned)
+        .or_else(|| var("AWS_ENDPOINT_URL_DYNAMODB"))
+        .or_else(|| var("AWS_ENDPOINT_URL"));
+    if let Some(endpoint) = endpoint {
+        builder = builder.endpoint_url(endpoint);
+    }
+    Ok(builder.build())
 }
 
 /// A DynamoDB table name: 3 to 255 of `[A-Za-z0-9_.-]`.

@@ -26,12 +26,15 @@
 //! one. [`PointerStore::list`] is unchanged: it returns every key, hidden ones included (the
 //! garbage collector reads tombstones through it).
 
+#[cfg(feature = "dynamodb")]
 pub mod dynamodb;
 pub mod faulty;
 pub mod local;
 pub mod memory;
 pub mod probe;
+#[cfg(feature = "s3")]
 pub mod s3;
+pub mod timeouts;
 
 use std::fmt;
 

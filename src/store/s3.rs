@@ -846,6 +846,7 @@ impl PointerStore for S3Store {
 /// `CreateBucket`: path-style unless [`S3Options::virtual_hosted_style`] is set, the
 /// endpoint, region and static credentials of `options`, else those of the AWS
 /// environment and profile (aws-config). A bucket that already exists and is ours is fine.
+#[cfg(feature = "admin")]
 pub async fn create_bucket(bucket: &str, options: &S3Options) -> Result<(), Error> {
     use aws_sdk_s3::config::{Credentials, Region};
     use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration};

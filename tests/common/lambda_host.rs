@@ -58,6 +58,12 @@ pub enum Fault {
     CrashAfterRun,
     /// The function runs; the Invoke response never comes (the client times out).
     HangAfterRun,
+    /// The function does not run; the answer is a `COMMIT_STATE_UNKNOWN` function error
+    /// (as when a function runs out of time right after sending a write that failed).
+    UnknownBeforeRun,
+    /// The function runs; its answer is replaced by a `COMMIT_STATE_UNKNOWN` function
+    /// error (as when it runs out of time after its write applied).
+    UnknownAfterRun,
 }
 
 /// One invocation's answer from a function process.
@@ -494,6 +500,12 @@ async fn invoke(request: Request, pools: &HashMap<String, Arc<Pool>>) -> Option<
                 "injected crash before the handler ran",
             ))));
         }
+        Some(Fault::UnknownBeforeRun) => {
+            return Some(function_response(Outcome::Error(error_body(
+                "COMMIT_STATE_UNKNOWN",
+                "injected: out of time before the write landed",
+            ))));
+        }
         _ => {}
     }
     if pool.alive.load(Ordering::SeqCst) == 0 {
@@ -539,6 +551,10 @@ async fn invoke(request: Request, pools: &HashMap<String, Arc<Pool>>) -> Option<
             "injected crash after the handler ran",
         )))),
         Some(Fault::HangAfterRun) => None,
+        Some(Fault::UnknownAfterRun) => Some(function_response(Outcome::Error(error_body(
+            "COMMIT_STATE_UNKNOWN",
+            "injected: out of time after the write landed",
+        )))),
         _ => Some(function_response(outcome)),
     }
 }

@@ -16,51 +16,23 @@
 use std::process::ExitCode;
 
 use lambda_runtime::{LambdaEvent, service_fn};
-use parqdb_catalog::lambda::RawEvent;
+use parqdb_catalog::lambda::{Invocations, RawEvent, handler};
 use parqdb_catalog::publish::Publisher;
-use parqdb_catalog::publish::request::handle_publish;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     // Once per container: logging, configuration, catalog (clients and metadata cache).
-    let catalog = match parqdb_catalog_functions::init().await {
-        Ok(catalog) => catalog,
-        Err(code) => return code,
-    };
-    let publisher = Publisher::for_catalog(&catalog);
+    let publisher =
+        match parqdb_catalog_functions::init_with(|catalog| Ok(Publisher::for_catalog(&catalog)))
+            .await
+        {
+            Ok(publisher) => publisher,
+            Err(code) => return code,
+        };
+    let invocations = Invocations::new("publish");
     let result = lambda_runtime::run(service_fn(|event: LambdaEvent<RawEvent>| {
-        let publisher = publisher.clone();
-        async move { invoke(&publisher, event).await }
+        invocations.serve(event, |event| handler::publish(&publisher, event))
     }))
     .await;
     parqdb_catalog_functions::finish(result)
-}
-
-async fn invoke(
-    publisher: &Publisher,
-    event: LambdaEvent<RawEvent>,
-) -> Result<serde_json::Value, parqdb_catalog::Error> {
-    let request_id = event.context.request_id.clone();
-    let outcome: Result<serde_json::Value, parqdb_catalog::Error> = async {
-        let payload = serde_json::to_vec(&event.payload.into_value()?).unwrap_or_default();
-        let published = handle_publish(publisher, &payload).await?;
-        Ok(serde_json::to_value(&published).unwrap_or_default())
-    }
-    .await;
-    match &outcome {
-        Ok(response) => tracing::info!(
-            request_id,
-            metadata_location = %response["metadata-location"],
-            attempts = %response["attempts"],
-            already_published = %response["already-published"],
-            "published"
-        ),
-        Err(err) => tracing::warn!(
-            request_id,
-            error_type = err.code(),
-            error = %err.full_message(),
-            "publication failed"
-        ),
-    }
-    outcome
 }

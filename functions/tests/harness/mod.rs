@@ -7,6 +7,12 @@
 //! .../invocation/{id}/error` and `POST /2018-06-01/runtime/init/error`. [`Function`]
 //! starts one compiled function binary against its own Runtime API, feeds it events and
 //! collects its stdout (metric lines) and stderr (log lines).
+//!
+//! Like Lambda, the API gives every invocation a deadline (`Lambda-Runtime-Deadline-Ms`,
+//! [`DEFAULT_DEADLINE`] from when the event is handed out, or
+//! [`RuntimeApi::set_deadline`]) and turns an answer that comes after it into the error
+//! `Sandbox.Timedout`: a test sees whether a function answered in time by the answer's
+//! type, without timing anything itself.
 
 #![allow(dead_code)]
 
@@ -29,6 +35,13 @@ pub type Env = Vec<(String, Option<String>)>;
 
 /// How long any single wait in the harness may take before the test fails.
 pub const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The deadline of an invocation, from when its event is handed out (unless set).
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The `errorType` of an answer that came after the invocation's deadline (as Lambda
+/// reports a function that did not answer in time).
+pub const TIMED_OUT: &str = "Sandbox.Timedout";
 
 /// What a function answered to one invocation (or to its initialisation).
 #[derive(Debug, Clone, PartialEq)]
@@ -87,6 +100,9 @@ struct State {
     function_name: String,
     queue: tokio::sync::Mutex<mpsc::UnboundedReceiver<Invocation>>,
     waiting: Mutex<HashMap<String, oneshot::Sender<Outcome>>>,
+    /// The deadline of every invocation handed out and not answered yet.
+    deadlines: Mutex<HashMap<String, Instant>>,
+    deadline: Mutex<Duration>,
     init_error: Mutex<Option<Outcome>>,
     init_error_posted: Notify,
     first_poll: Mutex<Option<Instant>>,
@@ -114,6 +130,8 @@ impl RuntimeApi {
             function_name: function_name.to_owned(),
             queue: tokio::sync::Mutex::new(queue),
             waiting: Mutex::new(HashMap::new()),
+            deadlines: Mutex::new(HashMap::new()),
+            deadline: Mutex::new(DEFAULT_DEADLINE),
             init_error: Mutex::new(None),
             init_error_posted: Notify::new(),
             first_poll: Mutex::new(None),
@@ -156,6 +174,12 @@ impl RuntimeApi {
             })
             .expect("the server is running");
         (id, receiver)
+    }
+
+    /// Give the invocations handed out from now on `deadline` (from when each is handed
+    /// out) instead of [`DEFAULT_DEADLINE`].
+    pub fn set_deadline(&self, deadline: Duration) {
+        *self.state.deadline.lock().expect("lock") = deadline;
     }
 
     /// When the function first asked for an event.
@@ -316,6 +340,12 @@ async fn route(request: Request, state: &State) -> Vec<u8> {
             let Some(invocation) = state.queue.lock().await.recv().await else {
                 return http_response("500 Internal Server Error", &[], b"");
             };
+            let deadline = *state.deadline.lock().expect("lock");
+            state
+                .deadlines
+                .lock()
+                .expect("lock")
+                .insert(invocation.id.clone(), Instant::now() + deadline);
             let now_ms = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |elapsed| elapsed.as_millis());
@@ -328,7 +358,10 @@ async fn route(request: Request, state: &State) -> Vec<u8> {
                 &[
                     ("Content-Type", "application/json".to_owned()),
                     ("Lambda-Runtime-Aws-Request-Id", invocation.id.clone()),
-                    ("Lambda-Runtime-Deadline-Ms", (now_ms + 60_000).to_string()),
+                    (
+                        "Lambda-Runtime-Deadline-Ms",
+                        (now_ms + deadline.as_millis()).to_string(),
+                    ),
                     ("Lambda-Runtime-Invoked-Function-Arn", arn),
                     (
                         "Lambda-Runtime-Trace-Id",
@@ -355,6 +388,15 @@ async fn route(request: Request, state: &State) -> Vec<u8> {
                 (id, error_outcome(&request))
             } else {
                 return http_response("404 Not Found", &[], b"");
+            };
+            let deadline = state.deadlines.lock().expect("lock").remove(id);
+            let outcome = match deadline {
+                Some(deadline) if Instant::now() > deadline => Outcome::Error {
+                    error_type: TIMED_OUT.to_owned(),
+                    error_message: format!("the answer came after the deadline: {outcome:?}"),
+                    header: None,
+                },
+                _ => outcome,
             };
             match state.waiting.lock().expect("lock").remove(id) {
                 Some(sender) => {
@@ -383,6 +425,7 @@ pub fn binary(name: &str) -> PathBuf {
         "list" => env!("CARGO_BIN_EXE_list"),
         "namespace" => env!("CARGO_BIN_EXE_namespace"),
         "publish" => env!("CARGO_BIN_EXE_publish"),
+        "gc" => env!("CARGO_BIN_EXE_gc"),
         other => panic!("no function binary `{other}`"),
     })
 }

@@ -9,6 +9,7 @@
 //! |--------------------------------------------------------------------------|--------------|
 //! | `200` with a payload                                                     | answer       |
 //! | function error whose `errorType` is a catalog code (`COMMIT_CONFLICT`, ...) | typed error |
+//! | function error `COMMIT_STATE_UNKNOWN` (the function ran out of time after sending a pointer write, or could not resolve one) | may have run |
 //! | function error with any other `errorType` (`Runtime.ExitError`, `Sandbox.Timedout`, no type) | may have run |
 //! | `429` / `TooManyRequestsException`, `EC2ThrottledException`, a function not ready yet | retry |
 //! | the request never left: failed before transmit (credentials, signing), or the connection was refused | retry (refused) or final |
@@ -177,6 +178,10 @@ fn answer(operation: Operation, function: &str, output: InvokeOutput) -> Attempt
             None => (None, String::from_utf8_lossy(payload).into_owned()),
         };
         return match error_type.as_deref().and_then(ErrorKind::from_code) {
+            // The function itself does not know whether its write applied: read back.
+            Some(ErrorKind::CommitStateUnknown) => Attempt::Ambiguous(format!(
+                "`{function}` answered COMMIT_STATE_UNKNOWN: {message}"
+            )),
             Some(code) => Attempt::Final(Error::new(code, message)),
             None => Attempt::Ambiguous(format!(
                 "`{function}` failed with {kind} error `{}`: {message}",
@@ -321,7 +326,12 @@ mod tests {
 
     #[test]
     fn every_catalog_code_keeps_its_kind_and_retryability() {
-        for kind in ErrorKind::ALL {
+        // COMMIT_STATE_UNKNOWN is settled by reading back instead (see
+        // `other_function_errors_are_ambiguous`).
+        for kind in ErrorKind::ALL
+            .into_iter()
+            .filter(|kind| *kind != ErrorKind::CommitStateUnknown)
+        {
             let body = format!(r#"{{"errorType": "{}", "errorMessage": "m"}}"#, kind.code());
             match answer(Operation::Commit, "f", output(Some("Unhandled"), &body)) {
                 Attempt::Final(err) => {
@@ -338,6 +348,7 @@ mod tests {
         for body in [
             r#"{"errorType": "Runtime.ExitError", "errorMessage": "exit status 101"}"#,
             r#"{"errorMessage": "Task timed out after 30.00 seconds"}"#,
+            r#"{"errorType": "COMMIT_STATE_UNKNOWN", "errorMessage": "out of time after the write"}"#,
             "not json",
         ] {
             assert!(
