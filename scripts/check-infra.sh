@@ -86,6 +86,14 @@ for name, resource in template.get("Resources", {}).items():
     code = properties.get("CodeUri")
     if resource.get("Type") == "AWS::Serverless::Function" and isinstance(code, str) and not code.startswith("s3://"):
         properties["CodeUri"] = f"s3://parqdb-catalog-artifacts-placeholder/{name}.zip"
+    # A state machine's local DefinitionUri is what `sam deploy` uploads; inline the
+    # definition instead, so the checks below see it.
+    definition = properties.get("DefinitionUri")
+    if resource.get("Type") == "AWS::Serverless::StateMachine" and isinstance(definition, str) and not definition.startswith("s3://"):
+        import os
+        with open(os.path.join(os.path.dirname(source), definition), encoding="utf-8") as handle:
+            properties["Definition"] = json.load(handle)
+        del properties["DefinitionUri"]
 try:
     expanded = transform(template, {}, NoManagedPolicies(), passthrough_metadata=True)
 except InvalidDocumentException as err:

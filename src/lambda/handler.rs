@@ -162,8 +162,16 @@ pub async fn publish(publisher: &Publisher, event: LambdaEvent<Value>) -> Result
 /// deletes, sweeps and records where the next run resumes — before the deadline instead of
 /// being cut off by it (see the collector's budgeted runs).
 pub async fn gc(collector: &GarbageCollector, event: LambdaEvent<Value>) -> Result<Value> {
-    let budget = gc_scan_budget(event.context.deadline, SystemClock.now_ms());
-    crate::gc::run_scheduled_within(collector, event.payload, budget).await
+    let started_ms = SystemClock.now_ms();
+    let budget = gc_scan_budget(event.context.deadline, started_ms);
+    let report = crate::gc::run_scheduled_within(collector, event.payload, budget).await?;
+    // The run's own numbers, besides the invocation's outcome line (never dropped by the
+    // log level: metric lines are printed, not logged).
+    println!("{}", super::metrics::gc_emf_line(started_ms, &report));
+    for warning in report["warnings"].as_array().into_iter().flatten() {
+        tracing::warn!(warning = %warning.as_str().unwrap_or_default(), "gc run");
+    }
+    Ok(report)
 }
 
 /// The scan budget of a `gc` invocation whose deadline is `deadline_ms`, at `now_ms`: half

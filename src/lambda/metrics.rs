@@ -30,7 +30,7 @@ use std::fmt;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::Result;
@@ -92,6 +92,50 @@ pub fn emf_line(
         "Outcome": outcome.as_str(),
         "LatencyMs": latency_ms,
         "RequestId": request_id,
+    })
+    .to_string()
+}
+
+/// The EMF line of one gc run, from its report (`report` as the `gc` function returns
+/// it): objects scanned, reachable, condemned and deleted, bytes deleted, bytes past
+/// retention still kept (waiting for their condemnation delay, for the metadata naming
+/// them to go, or over the run's deletion limit), and whether the scan covered all of
+/// `indexes/` (`ScanComplete` 1; a budgeted run that stopped early: 0), under the
+/// `Operation` dimension `gc`.
+pub fn gc_emf_line(timestamp_ms: i64, report: &Value) -> String {
+    let count = |field: &str, unit: &str| report[field][unit].as_u64().unwrap_or(0);
+    let kept_past_retention = ["kept-by-condemn-delay", "kept-by-reference", "deferred"]
+        .iter()
+        .map(|field| count(field, "bytes"))
+        .sum::<u64>();
+    let scan_complete = u64::from(report["scan"]["stopped-after"].as_str().is_none());
+    json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": NAMESPACE,
+                "Dimensions": [["Operation"]],
+                "Metrics": [
+                    {"Name": "ObjectsScanned", "Unit": "Count"},
+                    {"Name": "ObjectsReachable", "Unit": "Count"},
+                    {"Name": "ObjectsCondemned", "Unit": "Count"},
+                    {"Name": "ObjectsDeleted", "Unit": "Count"},
+                    {"Name": "BytesDeleted", "Unit": "Bytes"},
+                    {"Name": "BytesKeptPastRetention", "Unit": "Bytes"},
+                    {"Name": "ScanComplete", "Unit": "Count"},
+                ],
+            }],
+        },
+        "Operation": "gc",
+        "Status": report["status"],
+        "RunId": report["run-id"],
+        "ObjectsScanned": count("scanned", "objects"),
+        "ObjectsReachable": count("reachable", "objects"),
+        "ObjectsCondemned": count("condemned", "objects"),
+        "ObjectsDeleted": count("deleted", "objects"),
+        "BytesDeleted": count("deleted", "bytes"),
+        "BytesKeptPastRetention": kept_past_retention,
+        "ScanComplete": scan_complete,
     })
     .to_string()
 }
@@ -172,6 +216,36 @@ impl Metrics {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_gc_run_becomes_one_emf_line() {
+        let report = serde_json::json!({
+            "status": "completed", "run-id": "r",
+            "scanned": {"objects": 10, "bytes": 1000},
+            "reachable": {"objects": 6, "bytes": 600},
+            "condemned": {"objects": 1, "bytes": 10},
+            "deleted": {"objects": 2, "bytes": 200},
+            "kept-by-condemn-delay": {"objects": 1, "bytes": 10},
+            "kept-by-reference": {"objects": 1, "bytes": 30},
+            "deferred": {"objects": 0, "bytes": 0},
+            "scan": {"resumed-after": null, "stopped-after": "indexes/a"},
+        });
+        let line: Value = serde_json::from_str(&gc_emf_line(5, &report)).expect("JSON");
+        assert_eq!(line["Operation"], "gc");
+        assert_eq!(line["ObjectsDeleted"], 2);
+        assert_eq!(line["BytesDeleted"], 200);
+        assert_eq!(line["BytesKeptPastRetention"], 40);
+        assert_eq!(line["ScanComplete"], 0);
+        let names: Vec<&str> = line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .expect("metrics")
+            .iter()
+            .filter_map(|metric| metric["Name"].as_str())
+            .collect();
+        for name in names {
+            assert!(line[name].is_u64(), "{name} has a value");
+        }
+    }
+
     use super::*;
     use crate::clock::ManualClock;
 
