@@ -1917,3 +1917,49 @@ async fn redteam_a_register_that_ran_out_of_its_window_never_lands_later() {
         "the register landed after its publish window ran out: {late:?}"
     );
 }
+
+/// The owner's claim record (`_gc/claims/<id>.json`) is only "this catalog's own" if it
+/// names this catalog's pointer store: a copy of the owner's pointer store (a restored
+/// backup, a cloned staging catalog) carries the owner's id. Once the marker is lost, the
+/// copy must not take the record for its own, re-claim the warehouse (locking the owner
+/// out) and then collect the owner's indexes published after the copy was taken.
+#[tokio::test]
+async fn redteam16_a_copy_of_the_pointer_store_does_not_reclaim_a_warehouse_that_lost_its_marker() {
+    use parqdb_catalog::store::local::LocalStore;
+    let env = Env::open(Backend::Local, 1601).await;
+    let config = test_config();
+    env.register("old", &Layout::under("old/1")).await;
+    let root = env.local_dir.clone().expect("local");
+    let staging = root.parent().expect("parent").join("staging-catalog");
+    copy_dir(&root.join("_catalog"), &staging);
+    // The owner goes on publishing after the copy was taken.
+    let newer = Layout::under("newer/1");
+    let (newer_id, _, location) = env.register("newer", &newer).await;
+    let mut owned = files(&newer);
+    owned.push(env.relative(&location));
+    std::fs::remove_file(root.join(gc::MARKER)).expect("marker lost");
+    let clone = Catalog::builder(Arc::new(LocalStore::new(&staging)), env.warehouse.clone())
+        .clock(env.clock.clone())
+        .ids(Arc::new(parqdb_catalog::SeededIds::new(1602)))
+        .build();
+    let took_over = clone
+        .create_namespace(&Namespace::new(["staging"]).expect("ns"), BTreeMap::new())
+        .await;
+    if took_over.is_ok() {
+        let collector = GarbageCollector::new(clone, config.clone()).expect("gc");
+        let until = env.now() + 8 * HOUR;
+        while env.now() < until {
+            env.advance(10 * MINUTE);
+            collector.collect(env.now()).await.expect("the copy's gc");
+        }
+    }
+    for name in &owned {
+        assert!(
+            env.exists(name).await,
+            "the owner's live file {name} was deleted after a copy of its pointer store re-claimed the warehouse"
+        );
+    }
+    env.catalog
+        .load(&newer_id)
+        .await
+        .expect("the owner's index is live");
