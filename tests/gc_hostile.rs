@@ -1963,3 +1963,60 @@ async fn redteam16_a_copy_of_the_pointer_store_does_not_reclaim_a_warehouse_that
         .load(&newer_id)
         .await
         .expect("the owner's index is live");
+}
+
+/// A warehouse claimed without leaving a claim record (claimed by a version before claim
+/// records, or a claim that stopped between the marker and the record) and in use for
+/// less than `UNCLAIMED_METADATA_AGE` must still not be taken over by a stranger once its
+/// marker is lost: the owner's writes leave the record the first claim did not.
+#[tokio::test]
+async fn redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over() {
+    for backend in [Backend::Memory, Backend::Local, Backend::S3] {
+        let env = Env::open(backend, 1603).await;
+        let config = test_config();
+        for record in env.objects().await {
+            if record.starts_with("_gc/claims/") {
+                env.warehouse
+                    .object_store()
+                    .delete(&env.warehouse.path(&record).expect("name"))
+                    .await
+                    .expect("no claim record");
+            }
+        }
+        let live = Layout::under("live/1");
+        let (id, _, location) = env.register("live", &live).await;
+        let mut owned = files(&live);
+        owned.push(env.relative(&location));
+        env.advance(HOUR);
+        env.warehouse
+            .object_store()
+            .delete(&env.warehouse.path(gc::MARKER).expect("name"))
+            .await
+            .expect("marker lost");
+        let stranger = env.foreign_catalog(1604);
+        let took_over = stranger
+            .create_namespace(&Namespace::new(["mine"]).expect("ns"), BTreeMap::new())
+            .await;
+        if took_over.is_ok() {
+            let collector = GarbageCollector::new(stranger, config.clone()).expect("gc");
+            let until = env.now() + 8 * HOUR;
+            while env.now() < until {
+                env.advance(10 * MINUTE);
+                collector
+                    .collect(env.now())
+                    .await
+                    .expect("the stranger's gc");
+            }
+        }
+        for name in &owned {
+            assert!(
+                env.exists(name).await,
+                "{backend:?}: the owner's live file {name} was deleted after a stranger claimed its warehouse"
+            );
+        }
+        env.catalog
+            .load(&id)
+            .await
+            .expect("the owner's index is live");
+    }
+}

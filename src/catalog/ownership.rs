@@ -409,7 +409,15 @@ pub(crate) async fn ensure_owned(catalog: &Catalog, publishing: Option<&str>) ->
         Some(marker) => {
             let id = catalog_id(catalog).await?;
             check_owner(catalog, &marker, id)?;
-            refuse_nested(warehouse).await
+            refuse_nested(warehouse).await?;
+            // The claim record a claim by an earlier version (or one that stopped between
+            // the marker and the record) did not leave: without it a warehouse whose
+            // marker is lost and whose metadata is young looks unused to a stranger.
+            let bytes = Bytes::from(serde_json::to_vec_pretty(&marker).unwrap_or_default());
+            warehouse
+                .put_if_absent(&claim_record(marker.catalog_id), bytes)
+                .await
+                .map(|_| ())
         }
         None => claim_as(catalog, catalog.clock().now_ms(), Claim::Unused(publishing))
             .await
