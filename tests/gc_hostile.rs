@@ -2020,3 +2020,96 @@ async fn redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over(
             .expect("the owner's index is live");
     }
 }
+
+/// Budgeted runs (issue 16) in a hostile `indexes/`: a `.done` record whose cursor was
+/// edited (past every directory, then to a directory deleted since) neither deletes
+/// anything live nor stops the cycle; a pointer store's records in a top-level directory
+/// named like a catalog structure (`indexes/n/…`), which makes all of `indexes/` nested,
+/// keep every directory of every budgeted run, whichever part of `indexes/` it scans.
+#[tokio::test]
+async fn redteam16_budgeted_runs_survive_forged_cursors_and_nested_roots_at_indexes() {
+    let config = GcConfig {
+        scan_budget: Some(Duration::ZERO),
+        ..test_config()
+    };
+    for backend in [Backend::Local, Backend::Memory, Backend::S3] {
+        let env = Env::open(backend, 1605).await;
+        let live = Layout::under("m-live/1");
+        env.register("live", &live).await;
+        let garbage: Vec<String> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|dir| format!("indexes/{dir}/1/part-0.parquet"))
+            .collect();
+        for name in &garbage {
+            env.put(name, b"garbage").await;
+        }
+        let forge = async |env: &Env, resume_after: &str| {
+            let done = env
+                .objects()
+                .await
+                .into_iter()
+                .filter(|name| name.starts_with("_gc/journal/") && name.ends_with(".done"))
+                .max()
+                .expect("a finished run");
+            let body = format!("{{\"resume-after\":{}}}", serde_json::json!(resume_after));
+            env.warehouse
+                .object_store()
+                .put(
+                    &env.warehouse.path(&done).expect("name"),
+                    object_store::PutPayload::from(body.into_bytes()),
+                )
+                .await
+                .expect("forged");
+        };
+        env.advance(10 * MINUTE);
+        env.collect(&config).await;
+        forge(&env, "indexes/zzzz").await;
+        env.advance(10 * MINUTE);
+        env.collect(&config).await;
+        forge(&env, "indexes/b").await;
+        env.warehouse
+            .object_store()
+            .delete(&env.warehouse.path(&garbage[1]).expect("name"))
+            .await
+            .expect("the cursor's directory is gone");
+        let until = env.now() + 10 * HOUR;
+        while env.now() < until {
+            env.advance(10 * MINUTE);
+            env.collect(&config).await;
+            for name in files(&live) {
+                assert!(
+                    env.exists(&name).await,
+                    "{backend:?}: live `{name}` deleted"
+                );
+            }
+        }
+        for name in &garbage {
+            assert!(
+                !env.exists(name).await,
+                "{backend:?}: `{name}` not collected"
+            );
+        }
+
+        let env = Env::open(backend, 1606).await;
+        let kept = [
+            "indexes/n/ns/=idx",
+            "indexes/a/1/part-0.parquet",
+            "indexes/zz/1/part-0.parquet",
+            "indexes/stray.parquet",
+        ];
+        for name in kept {
+            env.put(name, b"kept").await;
+        }
+        let until = env.now() + 10 * HOUR;
+        while env.now() < until {
+            env.advance(10 * MINUTE);
+            env.collect(&config).await;
+        }
+        for name in kept {
+            assert!(
+                env.exists(name).await,
+                "{backend:?}: `{name}` below a nested root at indexes/ deleted"
+            );
+        }
+    }
+}
