@@ -2113,3 +2113,51 @@ async fn redteam16_budgeted_runs_survive_forged_cursors_and_nested_roots_at_inde
         }
     }
 }
+
+/// Budgeted runs resume after the directory the *latest* finished run recorded. Runs
+/// whose times tie (one millisecond, a coarse clock, a state machine invoking the next
+/// run at once) or go backwards (an NTP step, invocations on hosts whose clocks differ)
+/// must still go round `indexes/`: ordering the finished runs by their start time alone
+/// made the next run resume from an earlier run's cursor, scanning the same directories
+/// again and never reaching the others.
+#[tokio::test]
+async fn redteam16_liveness_budgeted_runs_go_round_when_run_times_tie_or_go_backwards() {
+    let config = GcConfig {
+        scan_budget: Some(Duration::ZERO),
+        ..test_config()
+    };
+    for backend in [Backend::Local, Backend::Memory] {
+        let env = Env::open(backend, 1607).await;
+        let dirs = ["a", "b", "c", "d", "e", "f"];
+        for dir in dirs {
+            env.put(&format!("indexes/{dir}/1/part-0.parquet"), b"garbage")
+                .await;
+        }
+        let expected: Vec<Option<String>> = dirs
+            .iter()
+            .take(dirs.len() - 1)
+            .map(|dir| Some(format!("indexes/{dir}")))
+            .chain([None])
+            .collect();
+        // Every run at the same time.
+        env.advance(10 * MINUTE);
+        let now = env.now();
+        let mut stopped = Vec::new();
+        for _ in dirs {
+            let report = env.gc(config.clone()).collect(now).await.expect("run");
+            stopped.push(report.scan.and_then(|scan| scan.stopped_after));
+        }
+        assert_eq!(stopped, expected, "{backend:?}: runs at one time");
+        // Each run a little earlier than the one before.
+        let mut stopped = Vec::new();
+        for (n, _) in dirs.iter().enumerate() {
+            let report = env
+                .gc(config.clone())
+                .collect(now + HOUR - n as i64 * MINUTE)
+                .await
+                .expect("run");
+            stopped.push(report.scan.and_then(|scan| scan.stopped_after));
+        }
+        assert_eq!(stopped, expected, "{backend:?}: a clock going backwards");
+    }
+}
