@@ -287,6 +287,11 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
         )
         .await?
     {
+        // A catalog that won the race for the marker since it was read above has left
+        // its claim record too: answer as its marker says (`WAREHOUSE_NOT_OWNED`).
+        if read_marker(warehouse).await?.is_some() {
+            return verify_marker(catalog).await;
+        }
         return Err(refuse(format!(
             "the warehouse `{}` holds data (`{evidence}`) but no ownership marker: its owner's marker was lost, or an earlier version wrote it. A catalog takes over such a warehouse only deliberately: if this catalog ({}) owns its data, run `parqdb-catalog init --adopt` with it; otherwise use the owner's catalog",
             warehouse.root(),
