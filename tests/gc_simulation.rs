@@ -2206,7 +2206,19 @@ impl Sim {
         }
         // Quiesce: stop writing, keep collecting; everything unreachable goes.
         self.settle_pending(true).await;
-        let end = self.now() + RETENTION + DELAY + 4 * PERIOD + LEASE;
+        let mut end = self.now() + RETENTION + DELAY + 4 * PERIOD + LEASE;
+        if self.config.scan_budget.is_some() {
+            // Budgeted runs scan one top-level directory of `indexes/` each: the bound's
+            // `P` is a whole cycle over them, and tracking, condemning and deleting take
+            // three cycles.
+            let (_, dirs) = self
+                .env
+                .warehouse
+                .list_children("indexes")
+                .await
+                .expect("listed");
+            end += 3 * (dirs.len() as i64 + 1) * (PERIOD / 2);
+        }
         while self.now() < end {
             self.env.advance(PERIOD / 2);
             self.gc(false).await;
