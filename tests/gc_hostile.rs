@@ -1917,3 +1917,247 @@ async fn redteam_a_register_that_ran_out_of_its_window_never_lands_later() {
         "the register landed after its publish window ran out: {late:?}"
     );
 }
+
+/// The owner's claim record (`_gc/claims/<id>.json`) is only "this catalog's own" if it
+/// names this catalog's pointer store: a copy of the owner's pointer store (a restored
+/// backup, a cloned staging catalog) carries the owner's id. Once the marker is lost, the
+/// copy must not take the record for its own, re-claim the warehouse (locking the owner
+/// out) and then collect the owner's indexes published after the copy was taken.
+#[tokio::test]
+async fn redteam16_a_copy_of_the_pointer_store_does_not_reclaim_a_warehouse_that_lost_its_marker() {
+    use parqdb_catalog::store::local::LocalStore;
+    let env = Env::open(Backend::Local, 1601).await;
+    let config = test_config();
+    env.register("old", &Layout::under("old/1")).await;
+    let root = env.local_dir.clone().expect("local");
+    let staging = root.parent().expect("parent").join("staging-catalog");
+    copy_dir(&root.join("_catalog"), &staging);
+    // The owner goes on publishing after the copy was taken.
+    let newer = Layout::under("newer/1");
+    let (newer_id, _, location) = env.register("newer", &newer).await;
+    let mut owned = files(&newer);
+    owned.push(env.relative(&location));
+    std::fs::remove_file(root.join(gc::MARKER)).expect("marker lost");
+    let clone = Catalog::builder(Arc::new(LocalStore::new(&staging)), env.warehouse.clone())
+        .clock(env.clock.clone())
+        .ids(Arc::new(parqdb_catalog::SeededIds::new(1602)))
+        .build();
+    let took_over = clone
+        .create_namespace(&Namespace::new(["staging"]).expect("ns"), BTreeMap::new())
+        .await;
+    if took_over.is_ok() {
+        let collector = GarbageCollector::new(clone, config.clone()).expect("gc");
+        let until = env.now() + 8 * HOUR;
+        while env.now() < until {
+            env.advance(10 * MINUTE);
+            collector.collect(env.now()).await.expect("the copy's gc");
+        }
+    }
+    for name in &owned {
+        assert!(
+            env.exists(name).await,
+            "the owner's live file {name} was deleted after a copy of its pointer store re-claimed the warehouse"
+        );
+    }
+    env.catalog
+        .load(&newer_id)
+        .await
+        .expect("the owner's index is live");
+}
+
+/// A warehouse claimed without leaving a claim record (claimed by a version before claim
+/// records, or a claim that stopped between the marker and the record) and in use for
+/// less than `UNCLAIMED_METADATA_AGE` must still not be taken over by a stranger once its
+/// marker is lost: the owner's writes leave the record the first claim did not.
+#[tokio::test]
+async fn redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over() {
+    for backend in [Backend::Memory, Backend::Local, Backend::S3] {
+        let env = Env::open(backend, 1603).await;
+        let config = test_config();
+        for record in env.objects().await {
+            if record.starts_with("_gc/claims/") {
+                env.warehouse
+                    .object_store()
+                    .delete(&env.warehouse.path(&record).expect("name"))
+                    .await
+                    .expect("no claim record");
+            }
+        }
+        let live = Layout::under("live/1");
+        let (id, _, location) = env.register("live", &live).await;
+        let mut owned = files(&live);
+        owned.push(env.relative(&location));
+        env.advance(HOUR);
+        env.warehouse
+            .object_store()
+            .delete(&env.warehouse.path(gc::MARKER).expect("name"))
+            .await
+            .expect("marker lost");
+        let stranger = env.foreign_catalog(1604);
+        let took_over = stranger
+            .create_namespace(&Namespace::new(["mine"]).expect("ns"), BTreeMap::new())
+            .await;
+        if took_over.is_ok() {
+            let collector = GarbageCollector::new(stranger, config.clone()).expect("gc");
+            let until = env.now() + 8 * HOUR;
+            while env.now() < until {
+                env.advance(10 * MINUTE);
+                collector
+                    .collect(env.now())
+                    .await
+                    .expect("the stranger's gc");
+            }
+        }
+        for name in &owned {
+            assert!(
+                env.exists(name).await,
+                "{backend:?}: the owner's live file {name} was deleted after a stranger claimed its warehouse"
+            );
+        }
+        env.catalog
+            .load(&id)
+            .await
+            .expect("the owner's index is live");
+    }
+}
+
+/// Budgeted runs (issue 16) in a hostile `indexes/`: a `.done` record whose cursor was
+/// edited (past every directory, then to a directory deleted since) neither deletes
+/// anything live nor stops the cycle; a pointer store's records in a top-level directory
+/// named like a catalog structure (`indexes/n/…`), which makes all of `indexes/` nested,
+/// keep every directory of every budgeted run, whichever part of `indexes/` it scans.
+#[tokio::test]
+async fn redteam16_budgeted_runs_survive_forged_cursors_and_nested_roots_at_indexes() {
+    let config = GcConfig {
+        scan_budget: Some(Duration::ZERO),
+        ..test_config()
+    };
+    for backend in [Backend::Local, Backend::Memory, Backend::S3] {
+        let env = Env::open(backend, 1605).await;
+        let live = Layout::under("m-live/1");
+        env.register("live", &live).await;
+        let garbage: Vec<String> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|dir| format!("indexes/{dir}/1/part-0.parquet"))
+            .collect();
+        for name in &garbage {
+            env.put(name, b"garbage").await;
+        }
+        let forge = async |env: &Env, resume_after: &str| {
+            let done = env
+                .objects()
+                .await
+                .into_iter()
+                .filter(|name| name.starts_with("_gc/journal/") && name.ends_with(".done"))
+                .max()
+                .expect("a finished run");
+            let body = format!("{{\"resume-after\":{}}}", serde_json::json!(resume_after));
+            env.warehouse
+                .object_store()
+                .put(
+                    &env.warehouse.path(&done).expect("name"),
+                    object_store::PutPayload::from(body.into_bytes()),
+                )
+                .await
+                .expect("forged");
+        };
+        env.advance(10 * MINUTE);
+        env.collect(&config).await;
+        forge(&env, "indexes/zzzz").await;
+        env.advance(10 * MINUTE);
+        env.collect(&config).await;
+        forge(&env, "indexes/b").await;
+        env.warehouse
+            .object_store()
+            .delete(&env.warehouse.path(&garbage[1]).expect("name"))
+            .await
+            .expect("the cursor's directory is gone");
+        let until = env.now() + 10 * HOUR;
+        while env.now() < until {
+            env.advance(10 * MINUTE);
+            env.collect(&config).await;
+            for name in files(&live) {
+                assert!(
+                    env.exists(&name).await,
+                    "{backend:?}: live `{name}` deleted"
+                );
+            }
+        }
+        for name in &garbage {
+            assert!(
+                !env.exists(name).await,
+                "{backend:?}: `{name}` not collected"
+            );
+        }
+
+        let env = Env::open(backend, 1606).await;
+        let kept = [
+            "indexes/n/ns/=idx",
+            "indexes/a/1/part-0.parquet",
+            "indexes/zz/1/part-0.parquet",
+            "indexes/stray.parquet",
+        ];
+        for name in kept {
+            env.put(name, b"kept").await;
+        }
+        let until = env.now() + 10 * HOUR;
+        while env.now() < until {
+            env.advance(10 * MINUTE);
+            env.collect(&config).await;
+        }
+        for name in kept {
+            assert!(
+                env.exists(name).await,
+                "{backend:?}: `{name}` below a nested root at indexes/ deleted"
+            );
+        }
+    }
+}
+
+/// Budgeted runs resume after the directory the *latest* finished run recorded. Runs
+/// whose times tie (one millisecond, a coarse clock, a state machine invoking the next
+/// run at once) or go backwards (an NTP step, invocations on hosts whose clocks differ)
+/// must still go round `indexes/`: ordering the finished runs by their start time alone
+/// made the next run resume from an earlier run's cursor, scanning the same directories
+/// again and never reaching the others.
+#[tokio::test]
+async fn redteam16_liveness_budgeted_runs_go_round_when_run_times_tie_or_go_backwards() {
+    let config = GcConfig {
+        scan_budget: Some(Duration::ZERO),
+        ..test_config()
+    };
+    for backend in [Backend::Local, Backend::Memory] {
+        let env = Env::open(backend, 1607).await;
+        let dirs = ["a", "b", "c", "d", "e", "f"];
+        for dir in dirs {
+            env.put(&format!("indexes/{dir}/1/part-0.parquet"), b"garbage")
+                .await;
+        }
+        let expected: Vec<Option<String>> = dirs
+            .iter()
+            .take(dirs.len() - 1)
+            .map(|dir| Some(format!("indexes/{dir}")))
+            .chain([None])
+            .collect();
+        // Every run at the same time.
+        env.advance(10 * MINUTE);
+        let now = env.now();
+        let mut stopped = Vec::new();
+        for _ in dirs {
+            let report = env.gc(config.clone()).collect(now).await.expect("run");
+            stopped.push(report.scan.and_then(|scan| scan.stopped_after));
+        }
+        assert_eq!(stopped, expected, "{backend:?}: runs at one time");
+        // Each run a little earlier than the one before.
+        let mut stopped = Vec::new();
+        for (n, _) in dirs.iter().enumerate() {
+            let report = env
+                .gc(config.clone())
+                .collect(now + HOUR - n as i64 * MINUTE)
+                .await
+                .expect("run");
+            stopped.push(report.scan.and_then(|scan| scan.stopped_after));
+        }
+        assert_eq!(stopped, expected, "{backend:?}: a clock going backwards");
+    }
+}

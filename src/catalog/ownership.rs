@@ -197,11 +197,24 @@ pub const UNCLAIMED_METADATA_AGE: std::time::Duration = std::time::Duration::fro
 async fn earlier_use(
     warehouse: &Warehouse,
     publishing: Option<&str>,
-    own: Option<Uuid>,
+    own: Option<(Uuid, &str)>,
     now_ms: i64,
 ) -> Result<Option<String>> {
-    // This catalog's own claim record (a claim that stopped before its marker).
-    let own_record = own.map(claim_record);
+    // This catalog's own claim record (its marker was lost since), if it names this
+    // catalog's pointer store: a copy of the store (restored, cloned) carries the same id
+    // but is not the owner, so the record is evidence against it.
+    let own_record = match own {
+        Some((id, location)) => {
+            let record = claim_record(id);
+            let names_this_store = match warehouse.get(&record, MAX_MARKER_BYTES).await? {
+                Fetched::Object(bytes, _) => serde_json::from_slice::<OwnershipMarker>(&bytes)
+                    .is_ok_and(|marker| normalized(&marker.catalog) == normalized(location)),
+                Fetched::Missing | Fetched::TooLarge(_) => false,
+            };
+            names_this_store.then_some(record)
+        }
+        None => None,
+    };
     let young_after = now_ms.saturating_sub(UNCLAIMED_METADATA_AGE.as_millis() as i64);
     for dir in [GC_DIR, METADATA_DIR] {
         let mut listed = warehouse.list(dir);
@@ -263,11 +276,22 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
     let warehouse = catalog.warehouse();
     refuse_nested(warehouse).await?;
     let existing = read_marker(warehouse).await?;
+    let here = bound_location(catalog);
     if existing.is_none()
         && let Claim::Unused(publishing) = how
-        && let Some(evidence) =
-            earlier_use(warehouse, publishing, catalog_id(catalog).await?, now_ms).await?
+        && let Some(evidence) = earlier_use(
+            warehouse,
+            publishing,
+            catalog_id(catalog).await?.map(|id| (id, here.as_str())),
+            now_ms,
+        )
+        .await?
     {
+        // A catalog that won the race for the marker since it was read above has left
+        // its claim record too: answer as its marker says (`WAREHOUSE_NOT_OWNED`).
+        if read_marker(warehouse).await?.is_some() {
+            return verify_marker(catalog).await;
+        }
         return Err(refuse(format!(
             "the warehouse `{}` holds data (`{evidence}`) but no ownership marker: its owner's marker was lost, or an earlier version wrote it. A catalog takes over such a warehouse only deliberately: if this catalog ({}) owns its data, run `parqdb-catalog init --adopt` with it; otherwise use the owner's catalog",
             warehouse.root(),
@@ -278,7 +302,7 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
     let marker = OwnershipMarker {
         marker_version: MARKER_VERSION,
         catalog_id: id,
-        catalog: bound_location(catalog),
+        catalog: here,
         warehouse: warehouse.root().to_owned(),
         created_ms: now_ms,
     };
@@ -390,7 +414,15 @@ pub(crate) async fn ensure_owned(catalog: &Catalog, publishing: Option<&str>) ->
         Some(marker) => {
             let id = catalog_id(catalog).await?;
             check_owner(catalog, &marker, id)?;
-            refuse_nested(warehouse).await
+            refuse_nested(warehouse).await?;
+            // The claim record a claim by an earlier version (or one that stopped between
+            // the marker and the record) did not leave: without it a warehouse whose
+            // marker is lost and whose metadata is young looks unused to a stranger.
+            let bytes = Bytes::from(serde_json::to_vec_pretty(&marker).unwrap_or_default());
+            warehouse
+                .put_if_absent(&claim_record(marker.catalog_id), bytes)
+                .await
+                .map(|_| ())
         }
         None => claim_as(catalog, catalog.clock().now_ms(), Claim::Unused(publishing))
             .await

@@ -514,8 +514,14 @@ impl GarbageCollector {
             now_ms,
             observed_ms: now_ms,
             clock: elapsed_now,
+            // Journals are ordered by their time: a run's journal sorts after every
+            // earlier run's (runs are serialised by the lease), even when the run times
+            // tie or the clock went backwards, so `previous` is the run that finished
+            // last and a budgeted run resumes where that one stopped.
             journal: JournalRef {
-                run_ms: now_ms,
+                run_ms: journals
+                    .latest_ms
+                    .map_or(now_ms, |latest| now_ms.max(latest.saturating_add(1))),
                 run_id,
             },
             known,

@@ -72,6 +72,8 @@ pub(crate) struct JournalState {
     pub previous: Option<JournalRef>,
     /// Runs that wrote a journal but never finished.
     pub dead: Vec<JournalRef>,
+    /// The latest time of any journal, finished or not.
+    pub latest_ms: Option<i64>,
 }
 
 /// The journal directory under the warehouse root.
@@ -381,6 +383,7 @@ impl Ledger {
                 None => {}
             }
         }
+        let latest_ms = journals.iter().map(|j| j.run_ms).max();
         let previous = journals
             .iter()
             .filter(|j| done.contains(*j))
@@ -389,7 +392,11 @@ impl Ledger {
         let mut dead: Vec<JournalRef> =
             journals.into_iter().filter(|j| !done.contains(j)).collect();
         dead.sort_by_key(|j| (j.run_ms, j.run_id));
-        Ok(JournalState { previous, dead })
+        Ok(JournalState {
+            previous,
+            dead,
+            latest_ms,
+        })
     }
 
     /// Delete journals of runs before `before_ms`; returns how many. Only files this
