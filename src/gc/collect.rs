@@ -871,7 +871,9 @@ impl GarbageCollector {
             }
         }
         if config.scan_budget.is_some() {
-            ledger.write_cursor(stopped_after.as_deref()).await?;
+            ledger
+                .write_cursor(run.journal, stopped_after.as_deref())
+                .await?;
         }
         ledger.mark_done(run.journal).await?;
         Ok(())

@@ -79,8 +79,11 @@ pub(crate) struct JournalState {
 /// The journal directory under the warehouse root.
 pub const JOURNAL_DIR: &str = "_gc/journal";
 
-/// The scan cursor of budgeted runs.
-pub const CURSOR: &str = "_gc/scan-cursor.json";
+/// The directory of the scan cursors of budgeted runs.
+pub const CURSOR_DIR: &str = "_gc/cursor";
+
+/// How many cursor files are kept (the newest counts).
+const KEEP_CURSORS: usize = 4;
 
 #[derive(Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -324,32 +327,83 @@ impl Ledger {
     }
 
     /// Record where the next budgeted run's scan of `indexes/` resumes: after the
-    /// directory `after`, or (`None`) at the beginning. Written by a finished run under
-    /// the lease; a cursor that is lost, stale or forged only changes which directories
+    /// directory `after`, or (`None`) at the beginning. Each finished run writes its own
+    /// immutable cursor file `_gc/cursor/<run-ms>-<run>.json` (create-if-absent, as every
+    /// write under `_gc/`; journal times only grow), and the newest one counts; older ones
+    /// are pruned. A cursor that is lost, stale or forged only changes which directories
     /// the next run scans, never what a scan may delete (see the module docs of
     /// [`crate::gc`], "Budgeted runs").
-    pub(crate) async fn write_cursor(&self, after: Option<&str>) -> Result<()> {
+    pub(crate) async fn write_cursor(
+        &self,
+        journal: JournalRef,
+        after: Option<&str>,
+    ) -> Result<()> {
         let body = Cursor {
             cursor_version: LEDGER_VERSION,
             resume_after: after.map(str::to_owned),
         };
         self.warehouse
-            .overwrite(
-                CURSOR,
+            .put_if_absent(
+                &format!("{CURSOR_DIR}/{}.json", journal.suffix()),
                 Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
             )
-            .await
+            .await?;
+        let mut cursors = self.cursor_files().await?;
+        cursors.sort_by_key(|(journal, _)| (journal.run_ms, journal.run_id));
+        let keep = cursors.len().saturating_sub(KEEP_CURSORS);
+        let old: Vec<String> = cursors
+            .into_iter()
+            .take(keep)
+            .map(|(_, name)| name)
+            .collect();
+        self.delete(old).await.map(|_| ())
     }
 
-    /// Where the scan of `indexes/` resumes: the recorded directory, or the beginning
-    /// (also for a cursor that cannot be read, which only costs a rescan).
+    /// Where the scan of `indexes/` resumes: the newest cursor's directory, or the
+    /// beginning (also for a cursor that cannot be read, which only costs a rescan).
     pub(crate) async fn read_cursor(&self) -> Result<Option<String>> {
-        Ok(match self.warehouse.get(CURSOR, 64 * 1024).await? {
+        let Some((_, name)) = self
+            .cursor_files()
+            .await?
+            .into_iter()
+            .max_by_key(|(journal, _)| (journal.run_ms, journal.run_id))
+        else {
+            return Ok(None);
+        };
+        Ok(match self.warehouse.get(&name, 64 * 1024).await? {
             Fetched::Object(bytes, _) => serde_json::from_slice::<Cursor>(&bytes)
                 .ok()
                 .and_then(|cursor| cursor.resume_after),
             Fetched::Missing | Fetched::TooLarge(_) => None,
         })
+    }
+
+    /// The cursor files (only names this collector writes), by run.
+    async fn cursor_files(&self) -> Result<Vec<(JournalRef, String)>> {
+        self.warehouse
+            .list(CURSOR_DIR)
+            .try_filter_map(|item| async move {
+                Ok(match item {
+                    ListItem::Object(listed) => {
+                        let stem = listed
+                            .name
+                            .strip_prefix(CURSOR_DIR)
+                            .and_then(|rest| rest.strip_prefix('/'))
+                            .and_then(|file| file.strip_suffix(".json"));
+                        stem.and_then(|stem| {
+                            let (run_ms, run) = stem.split_once('-')?;
+                            let journal = JournalRef {
+                                run_ms: run_ms.parse().ok()?,
+                                run_id: Uuid::try_parse(run).ok()?,
+                            };
+                            (journal.suffix() == stem).then_some((journal, listed.name.clone()))
+                        })
+                    }
+                    ListItem::Skipped { .. } => None,
+                })
+            })
+            .try_collect()
+            .await
     }
 
     /// Every file of the journal directory.

@@ -209,8 +209,9 @@
 //! A run with a [`scan_budget`](GcConfig::scan_budget) (the `gc` Lambda function sets one
 //! from its deadline) scans only part of `indexes/` and is still a **finished** run: it
 //! verifies, deletes, sweeps the whole ledger and records `.done`, so no retention clock
-//! restarts for it; and it records in `_gc/scan-cursor.json` the top-level directory of
-//! `indexes/` after which the next budgeted run resumes. The cursor only decides which
+//! restarts for it; and it records in a cursor file (`_gc/cursor/<run>.json`, the newest
+//! counts) the top-level directory of `indexes/` after which the next budgeted run
+//! resumes. The cursor only decides which
 //! directories a run scans, never what a scan may delete: a lost, stale or forged cursor
 //! costs progress, not safety. Warehouses of
 //! any size therefore progress one budget at a time. It is sound because everything a
