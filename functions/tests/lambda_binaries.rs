@@ -654,9 +654,20 @@ async fn gc_collects_a_claimed_warehouse_within_its_deadline() {
     gc.api.set_deadline(Duration::from_secs(30));
     let report = gc.invoke(&json!({})).await.response();
     assert_eq!(report["status"], "dry-run", "{report}");
-    let metrics = parse_lines(&gc.stdout.wait_until(|lines| !lines.is_empty()).await);
-    assert_eq!(metrics[0]["Operation"], "gc");
-    assert_eq!(metrics[0]["Outcome"], "SUCCESS");
+    // Two metric lines: the run's numbers and the invocation's outcome.
+    let metrics = parse_lines(&gc.stdout.wait_until(|lines| lines.len() >= 2).await);
+    let outcome = metrics
+        .iter()
+        .find(|line| line.get("Outcome").is_some())
+        .expect("the outcome line");
+    assert_eq!(outcome["Operation"], "gc");
+    assert_eq!(outcome["Outcome"], "SUCCESS");
+    let run = metrics
+        .iter()
+        .find(|line| line.get("ObjectsScanned").is_some())
+        .expect("the run's line");
+    assert_eq!(run["Operation"], "gc");
+    assert_eq!(run["Status"], "dry-run");
 }
 
 /// `publish` and `gc` go through the same invocation plumbing as the catalog operations:
