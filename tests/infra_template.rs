@@ -615,6 +615,7 @@ fn writers_may_claim_the_warehouse_create_only_and_nobody_else_may_write_the_mar
         "RenameFunction",
         "NamespaceFunction",
         "PublishFunction",
+        "RefreshFunction",
     ]
     .into_iter()
     .map(|function| role_of(&template, function))
@@ -713,12 +714,14 @@ fn every_delivery_path_retries_and_ends_in_a_dead_letter_queue() {
         );
         if let Some(redrive) = property(queue, "RedrivePolicy") {
             assert!(redrive.get("deadLetterTargetArn").is_some(), "{name}");
+            // A number, or a number parameter.
+            let count = redrive.get("maxReceiveCount");
+            let parameter = reference(count)
+                .and_then(|name| template.get("Parameters")?.get(name)?.get("Type"))
+                .and_then(Value::as_str);
             assert!(
-                redrive
-                    .get("maxReceiveCount")
-                    .and_then(Value::as_u64)
-                    .is_some(),
-                "{name}"
+                count.and_then(Value::as_u64).is_some() || parameter == Some("Number"),
+                "{name}: maxReceiveCount {count:?}"
             );
         }
     }
@@ -786,6 +789,8 @@ fn alarms_watch_failures_throttles_outcomes_and_queues() {
             .iter()
             .filter_map(|(_, alarm)| property(alarm, "Metrics").and_then(Value::as_sequence))
             .flatten()
+            // A conditional function's query is `!If [condition, query, AWS::NoValue]`.
+            .flat_map(branches)
             .filter_map(|query| query.get("MetricStat").and_then(|m| m.get("Metric")))
             .filter(|m| m.get("MetricName").and_then(Value::as_str) == Some(metric))
             .filter_map(|m| m.get("Dimensions").and_then(Value::as_sequence))
@@ -877,4 +882,102 @@ fn capability_probe_keys_expire() {
             .and_then(Value::as_u64)
             .is_some()
     );
+}
+
+/// The optional refresh component: every resource of it is gated on `RefreshEnabled`; the
+/// rule sends the source prefix's `Object Created` events to the queue; the queue's
+/// visibility timeout covers six function timeouts plus the batching window for every
+/// allowed timeout; the function reports partial batch failures, has a bounded
+/// concurrency, and its routes (with sample parameter values) are what
+/// `Routes::from_json` accepts.
+#[test]
+fn the_refresh_component_is_gated_batched_and_routed() {
+    let template = template();
+    let refresh: Vec<(&str, &Value)> = resources(&template)
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("Refresh"))
+        .collect();
+    assert!(
+        refresh.len() >= 8,
+        "{:?}",
+        refresh.iter().map(|(n, _)| n).collect::<Vec<_>>()
+    );
+    for (name, resource) in &refresh {
+        assert_eq!(
+            resource.get("Condition").and_then(Value::as_str),
+            Some("RefreshEnabled"),
+            "{name}: deployed only with RefreshSourceBucket"
+        );
+    }
+    let get = |name: &str| {
+        refresh
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, r)| *r)
+            .unwrap_or_else(|| panic!("{name}"))
+    };
+    let pattern = property(get("RefreshRule"), "EventPattern").expect("pattern");
+    assert_eq!(pattern["source"][0].as_str(), Some("aws.s3"));
+    assert_eq!(pattern["detail-type"][0].as_str(), Some("Object Created"));
+    assert_eq!(
+        reference(pattern["detail"]["object"]["key"][0].get("prefix")),
+        Some("RefreshSourcePrefix")
+    );
+    let target = &property(get("RefreshRule"), "Targets").expect("targets")[0];
+    assert_eq!(
+        tagged(&target["Arn"], "!GetAtt").and_then(Value::as_str),
+        Some("RefreshQueue.Arn")
+    );
+
+    // Visibility >= 6 x timeout + the longest batching window, for every allowed timeout.
+    let parameters = template.get("Parameters").expect("parameters");
+    let window = parameters["RefreshBatchingWindowSeconds"]["MaxValue"]
+        .as_u64()
+        .expect("window bound");
+    let mapping = &template["Mappings"]["RefreshQueueVisibility"];
+    for timeout in parameters["RefreshTimeout"]["AllowedValues"]
+        .as_sequence()
+        .expect("allowed timeouts")
+    {
+        let timeout = timeout.as_u64().expect("seconds");
+        let visibility = mapping[timeout.to_string().as_str()]["Seconds"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no visibility for {timeout} s"));
+        assert!(
+            visibility >= 6 * timeout + window,
+            "{timeout} s -> {visibility} s"
+        );
+    }
+
+    let function = get("RefreshFunction");
+    let source = &property(function, "Events").expect("events")["SourceChanges"];
+    assert_eq!(source["Type"].as_str(), Some("SQS"));
+    let properties = &source["Properties"];
+    assert_eq!(
+        properties["FunctionResponseTypes"][0].as_str(),
+        Some("ReportBatchItemFailures")
+    );
+    assert!(properties.get("MaximumBatchingWindowInSeconds").is_some());
+    assert!(
+        properties["ScalingConfig"]
+            .get("MaximumConcurrency")
+            .is_some()
+    );
+
+    let routes = property(function, "Environment").expect("environment")["Variables"]
+        ["PARQDB_REFRESH_ROUTES"]
+        .clone();
+    let routes = tagged(&routes, "!Sub")
+        .and_then(Value::as_str)
+        .expect("!Sub routes")
+        .replace("${RefreshSourceBucket}", "lake")
+        .replace("${RefreshSourcePrefix}", "tables/docs/")
+        .replace("${RefreshIndexNamespace}", "search")
+        .replace("${RefreshIndexName}", "docs");
+    let routes = parqdb_catalog::refresh::Routes::from_json(&routes).expect("valid routes");
+    let change = parqdb_catalog::refresh::SourceChange::new("lake", "tables/docs/p.parquet", "0A")
+        .expect("change");
+    let route = routes.find(&change).expect("routed");
+    assert_eq!(route.index().name(), "docs");
+    assert_eq!(route.table_location(&change), "s3://lake/tables/docs/");
 }

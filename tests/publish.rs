@@ -14,7 +14,8 @@ use std::sync::Arc;
 use object_store::ObjectStoreExt;
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::metadata::IndexMetadata;
-use parqdb_catalog::publish::Publisher;
+use parqdb_catalog::publish::{Published, Publisher};
+use parqdb_catalog::refresh::{RefreshOutcome, RefreshReport};
 use parqdb_catalog::store::local::LocalStore;
 use parqdb_catalog::store::memory::MemoryStore;
 use parqdb_catalog::warehouse::Warehouse;
@@ -58,58 +59,66 @@ const EVENT: &str = r#"{
              "request-id": "R1", "requester": "123456789012", "reason": "PutObject"}
 }"#;
 
-fn event(id: &str, key: &str, sequencer: &str) -> refresh_example::SourceWrite {
-    let text = EVENT
+fn event(id: &str, key: &str, sequencer: &str) -> Vec<u8> {
+    EVENT
         .replace("evt-1", id)
         .replace("documents/part-1.parquet", key)
-        .replace("\"01\"", &format!("\"{sequencer}\""));
-    let mut writes =
-        refresh_example::SourceWrite::from_event_json(text.as_bytes()).expect("valid event");
-    assert_eq!(writes.len(), 1);
-    writes.remove(0)
+        .replace("\"01\"", &format!("\"{sequencer}\""))
+        .into_bytes()
+}
+
+/// The one publication of a report (one index).
+fn published(report: &RefreshReport) -> (&Published, bool) {
+    assert_eq!(report.indexes.len(), 1, "{report:?}");
+    match &report.indexes[0].outcome {
+        RefreshOutcome::Published { published, created } => (published, *created),
+        other => panic!("not published: {other:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refresh_example_end_to_end_on_local_files() {
     let catalog = local_catalog();
     let warehouse = catalog.warehouse().clone();
-    let publisher = Publisher::for_catalog(&catalog);
     let id = IndexIdentifier::new(
         Namespace::new(["examples"]).expect("valid"),
         "documents_embedding",
     )
     .expect("valid");
+    let runner = refresh_example::runner(Publisher::for_catalog(&catalog), id.clone());
 
     // The first event creates the namespace and the index.
     let first = event("evt-1", "documents/part-1.parquet", "01");
-    let created = refresh_example::refresh(&publisher, &id, &first)
+    let report = refresh_example::refresh(&runner, &first)
         .await
         .expect("created");
+    let (created, was_created) = published(&report);
     assert_eq!(created.sequence_number, 1);
-    assert!(!created.already_published);
+    assert!(was_created);
     // The next event publishes a successor; its redelivery publishes nothing.
     let second = event("evt-2", "documents/part-2.parquet", "02");
-    let refreshed = refresh_example::refresh(&publisher, &id, &second)
+    let report = refresh_example::refresh(&runner, &second)
         .await
         .expect("refreshed");
+    let refreshed = published(&report).0.clone();
     assert_eq!(refreshed.sequence_number, 2);
     let files_before = count_files(&warehouse).await;
-    // A redelivery, and the same S3 write delivered as another event (another EventBridge
-    // id): the idempotency key names the write, so nothing is published again.
+    // A redelivery, the same S3 write delivered as another event (another EventBridge
+    // id), and an older write arriving late: the source position names the write, so
+    // nothing is built or published again.
     let second_again = event("evt-2-redelivered", "documents/part-2.parquet", "02");
     for replayed in [&first, &second, &second_again] {
-        let replay = refresh_example::refresh(&publisher, &id, replayed)
+        let replay = refresh_example::refresh(&runner, replayed)
             .await
             .expect("replayed");
-        assert!(replay.already_published);
+        assert_eq!((replay.builds, replay.commits), (0, 0));
+        match &replay.indexes[0].outcome {
+            RefreshOutcome::AlreadyPublished {
+                metadata_location, ..
+            } => assert_eq!(metadata_location, &refreshed.metadata_location),
+            other => panic!("not already published: {other:?}"),
+        }
     }
-    let replay = refresh_example::refresh(&publisher, &id, &second)
-        .await
-        .expect("replayed");
-    assert_eq!(
-        (replay.metadata_location, replay.snapshot_id),
-        (refreshed.metadata_location.clone(), refreshed.snapshot_id)
-    );
     assert_eq!(
         count_files(&warehouse).await,
         files_before,
@@ -150,13 +159,13 @@ async fn refresh_example_end_to_end_on_local_files() {
 
     // Concurrent deliveries of one new event publish it once.
     let third = event("evt-3", "documents/part-3.parquet", "03");
-    let results = futures::future::join_all(
-        (0..4).map(|_| refresh_example::refresh(&publisher, &id, &third)),
-    )
-    .await;
-    let results: Vec<_> = results.into_iter().map(|r| r.expect("refreshed")).collect();
-    assert_eq!(results.iter().filter(|r| !r.already_published).count(), 1);
-    assert!(results.iter().all(|r| r.sequence_number == 3));
+    let reports =
+        futures::future::join_all((0..4).map(|_| refresh_example::refresh(&runner, &third))).await;
+    let reports: Vec<_> = reports.into_iter().map(|r| r.expect("refreshed")).collect();
+    assert_eq!(reports.iter().map(|r| r.commits).sum::<usize>(), 1);
+    let pointer = catalog.load(&id).await.expect("loaded");
+    let metadata = read(&warehouse, &pointer.metadata_location).await;
+    assert_eq!(metadata.current_snapshot().sequence_number(), 3);
 
     // Events that are not S3 Object Created events are rejected.
     for bad in [
@@ -164,9 +173,11 @@ async fn refresh_example_end_to_end_on_local_files() {
         EVENT.replace("aws.s3", "aws.ec2"),
         r#"{"detail-type": "Object Created", "source": "aws.s3"}"#.to_owned(),
         "[]".to_owned(),
+        "not json".to_owned(),
     ] {
-        let err =
-            refresh_example::SourceWrite::from_event_json(bad.as_bytes()).expect_err("rejected");
+        let err = refresh_example::refresh(&runner, bad.as_bytes())
+            .await
+            .expect_err("rejected");
         assert_eq!(err.kind(), ErrorKind::InvalidRequest);
     }
 }

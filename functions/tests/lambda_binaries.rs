@@ -602,10 +602,52 @@ async fn a_bad_configuration_is_reported_before_polling() {
             ],
         ),
     ];
+    let refresh_cases: Vec<(&str, Env)> = vec![
+        (
+            "refresh without routes",
+            vec![("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir)))],
+        ),
+        (
+            "refresh routes not JSON",
+            vec![
+                ("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir))),
+                (
+                    "PARQDB_REFRESH_ROUTES".into(),
+                    Some("s3://lake/docs/".into()),
+                ),
+            ],
+        ),
+        (
+            "refresh route with an unknown field",
+            vec![
+                ("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir))),
+                (
+                    "PARQDB_REFRESH_ROUTES".into(),
+                    Some(format!(
+                        r#"[{{"source": "s3://lake/docs/", "index": {}, "x": 1}}]"#,
+                        docs_index()
+                    )),
+                ),
+            ],
+        ),
+        (
+            "refresh concurrency out of range",
+            vec![
+                ("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir))),
+                ("PARQDB_REFRESH_ROUTES".into(), Some(docs_routes())),
+                ("PARQDB_REFRESH_CONCURRENCY".into(), Some("0".into())),
+            ],
+        ),
+    ];
     let cases = cases
         .into_iter()
         .map(|(case, env)| (case, "load", env))
-        .chain(gc_cases.into_iter().map(|(case, env)| (case, "gc", env)));
+        .chain(gc_cases.into_iter().map(|(case, env)| (case, "gc", env)))
+        .chain(
+            refresh_cases
+                .into_iter()
+                .map(|(case, env)| (case, "refresh", env)),
+        );
     for (case, binary, env) in cases {
         let mut function = Function::start(binary, &env).await;
         let status = function.exit_status().await;
@@ -670,7 +712,186 @@ async fn gc_collects_a_claimed_warehouse_within_its_deadline() {
     assert_eq!(run["Status"], "dry-run");
 }
 
-/// `publish` and `gc` go through the same invocation plumbing as the catalog operations:
+/// The index the refresh tests route `s3://lake/docs/` to.
+fn docs_index() -> Value {
+    json!({"namespace": ["search"], "name": "docs"})
+}
+
+/// `PARQDB_REFRESH_ROUTES`: `s3://lake/docs/` refreshes search/docs.
+fn docs_routes() -> String {
+    json!([{"source": "s3://lake/docs/", "index": docs_index()}]).to_string()
+}
+
+fn refresh_env(backend: &Backend) -> Env {
+    backend
+        .env
+        .iter()
+        .cloned()
+        .chain([("PARQDB_REFRESH_ROUTES".into(), Some(docs_routes()))])
+        .collect()
+}
+
+/// An EventBridge `Object Created` event for `s3://lake/<key>`, written at `sequencer`.
+fn object_created(event_id: &str, key: &str, sequencer: &str) -> Value {
+    json!({
+        "version": "0", "id": event_id, "detail-type": "Object Created", "source": "aws.s3",
+        "account": "123456789012", "time": "2025-06-15T12:00:00Z", "region": "us-east-1",
+        "resources": ["arn:aws:s3:::lake"],
+        "detail": {"version": "0", "bucket": {"name": "lake"},
+                   "object": {"key": key, "size": 8192, "sequencer": sequencer},
+                   "request-id": "R", "requester": "123456789012", "reason": "PutObject"}
+    })
+}
+
+/// An SQS batch as the event source mapping delivers it: (message id, body) pairs.
+fn sqs_batch(messages: &[(&str, String)]) -> Value {
+    let records: Vec<Value> = messages
+        .iter()
+        .map(|(id, body)| {
+            json!({"messageId": id, "receiptHandle": format!("rh-{id}"), "body": body,
+                   "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
+                   "md5OfBody": "", "eventSource": "aws:sqs",
+                   "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:refresh",
+                   "awsRegion": "us-east-1"})
+        })
+        .collect();
+    json!({ "Records": records })
+}
+
+fn failed_ids(response: &Value) -> Vec<String> {
+    response["batchItemFailures"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a partial-batch response: {response}"))
+        .iter()
+        .map(|failure| {
+            failure["itemIdentifier"]
+                .as_str()
+                .expect("an id")
+                .to_owned()
+        })
+        .collect()
+}
+
+/// `refresh` as its SQS event source mapping drives it: a burst (shuffled, one write
+/// delivered twice) collapses to one build and one commit of the newest write; a message
+/// that is not an S3 event and a change no route contains are the only batch item
+/// failures; the redelivered batch builds and commits nothing; the index is created on
+/// first use and loads through the catalog with the newest source state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refresh_collapses_an_sqs_batch_and_reports_only_its_failed_messages() {
+    let backend = local_files();
+    let mut refresh = Function::start("refresh", &refresh_env(&backend)).await;
+    refresh.api.set_deadline(Duration::from_secs(60));
+    let burst = [
+        (
+            "m1",
+            object_created("e1", "docs/part-1.parquet", "0A").to_string(),
+        ),
+        (
+            "m2",
+            object_created("e3", "docs/part-3.parquet", "0C").to_string(),
+        ),
+        ("m3", "not an event".to_owned()),
+        (
+            "m4",
+            object_created("e2", "docs/part-2.parquet", "0B").to_string(),
+        ),
+        (
+            "m5",
+            object_created("e9", "other/part-1.parquet", "0D").to_string(),
+        ),
+        // The write of m2, delivered again as another EventBridge event.
+        (
+            "m6",
+            object_created("e3-again", "docs/part-3.parquet", "0C").to_string(),
+        ),
+    ];
+    let response = refresh.invoke(&sqs_batch(&burst)).await.response();
+    assert_eq!(failed_ids(&response), ["m3", "m5"], "{response}");
+
+    let catalog = CatalogConfig::new(Some(backend.env[0].1.clone().expect("warehouse")), None)
+        .build()
+        .await
+        .expect("catalog");
+    let docs = parqdb_catalog::IndexIdentifier::new(
+        parqdb_catalog::Namespace::new(["search"]).expect("namespace"),
+        "docs",
+    )
+    .expect("identifier");
+    let pointer = parqdb_catalog::catalog::IndexCatalog::load(&catalog, &docs)
+        .await
+        .expect("created by the first batch");
+    let metadata = catalog
+        .read_metadata(&pointer.metadata_location)
+        .await
+        .expect("metadata");
+    assert_eq!(metadata.snapshots().len(), 1, "one commit for the burst");
+    let current = metadata.current_snapshot();
+    assert_eq!(
+        current.source_table().properties()["changed-object"],
+        "docs/part-3.parquet"
+    );
+    assert_eq!(
+        current.source_table().properties()["location"],
+        "s3://lake/docs/"
+    );
+
+    // The batch again (SQS redelivers at least once): nothing to build or commit.
+    let again: Vec<(&str, String)> = burst
+        .iter()
+        .filter(|(id, _)| !["m3", "m5"].contains(id))
+        .cloned()
+        .collect();
+    let response = refresh.invoke(&sqs_batch(&again)).await.response();
+    assert_eq!(failed_ids(&response), Vec::<String>::new(), "{response}");
+    let still = parqdb_catalog::catalog::IndexCatalog::load(&catalog, &docs)
+        .await
+        .expect("loaded");
+    assert_eq!(still.metadata_location, pointer.metadata_location);
+
+    // One batch metric line per invocation, besides the outcome line.
+    let metrics = parse_lines(&refresh.stdout.wait_until(|lines| lines.len() >= 4).await);
+    let batches: Vec<&Value> = metrics
+        .iter()
+        .filter(|line| line.get("Builds").is_some())
+        .collect();
+    assert_eq!(batches.len(), 2, "{metrics:#?}");
+    assert_eq!(
+        (
+            &batches[0]["Changes"],
+            &batches[0]["Builds"],
+            &batches[0]["Commits"]
+        ),
+        (&json!(5), &json!(1), &json!(1)),
+        "{}",
+        batches[0]
+    );
+    assert_eq!(batches[0]["UnroutedChanges"], 1);
+    assert_eq!(batches[0]["RejectedMessages"], 1);
+    assert_eq!(
+        (&batches[1]["Builds"], &batches[1]["Commits"]),
+        (&json!(0), &json!(0))
+    );
+
+    // A newer write, delivered by EventBridge directly (no queue): the runner's report.
+    let report = refresh
+        .invoke(&object_created("e4", "docs/part-4.parquet", "0E"))
+        .await
+        .response();
+    assert_eq!(
+        (&report["builds"], &report["commits"]),
+        (&json!(1), &json!(1)),
+        "{report}"
+    );
+    // ... and one no route contains: a typed error, so Lambda's retries take over.
+    let unrouted = refresh
+        .invoke(&object_created("e5", "elsewhere/x.parquet", "0F"))
+        .await;
+    assert_eq!(unrouted.error_type(), "INVALID_REQUEST", "{unrouted:?}");
+    assert!(refresh.is_running());
+}
+
+/// `publish`, `gc` and `refresh` go through the same invocation plumbing as the catalog operations:
 /// one metric line per invocation (`Operation` is the function), one outcome log line in
 /// the invocation's span, and typed errors for malformed events.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -685,7 +906,11 @@ async fn publish_and_gc_are_observed_like_every_function() {
             ("PARQDB_GC_GRACE".into(), Some("1h".into())),
         ])
         .collect();
-    for (name, env) in [("publish", backend.env.clone()), ("gc", gc_env)] {
+    for (name, env) in [
+        ("publish", backend.env.clone()),
+        ("gc", gc_env),
+        ("refresh", refresh_env(&backend)),
+    ] {
         let mut function = Function::start(name, &env).await;
         let outcome = function.invoke(&json!([])).await;
         assert_eq!(
@@ -739,10 +964,11 @@ async fn publish_and_gc_are_observed_like_every_function() {
 async fn time_from_start_to_first_poll() {
     let backend = local_files();
     let mut report = Vec::new();
-    for name in FUNCTIONS.into_iter().chain(["publish", "gc"]) {
+    let env = refresh_env(&backend);
+    for name in FUNCTIONS.into_iter().chain(["publish", "gc", "refresh"]) {
         let mut samples = Vec::new();
         for _ in 0..5 {
-            let mut function = Function::start(name, &backend.env).await;
+            let mut function = Function::start(name, &env).await;
             samples.push(function.time_to_first_poll().await);
         }
         samples.sort();

@@ -287,13 +287,16 @@ fn is_reincarnation(record: &PointerRecord) -> bool {
     )
 }
 
-/// Read every pointer record; `visit` gets each (key, value) once.
+/// Read every pointer record; `visit` gets each (key, value) once, in listing order. Records
+/// a listing returns without their values (S3 pages carry no bodies) are read `concurrency`
+/// at a time.
 async fn for_each_record(
     store: &dyn PointerStore,
+    concurrency: usize,
     visit: &mut (dyn FnMut(&StoreKey, &[u8]) -> Result<()> + Send),
 ) -> Result<()> {
     let everything = StoreKey::new("i")?;
-    match list_prefix(store, &everything, &mut |key, value| {
+    match list_prefix(store, &everything, concurrency, &mut |key, value| {
         if key.as_str().starts_with("i/") {
             visit(key, value)
         } else {
@@ -311,7 +314,7 @@ async fn for_each_record(
     let mut prefixes = VecDeque::from([Namespace::top_level_prefix()]);
     while let Some(prefix) = prefixes.pop_front() {
         let mut namespaces = Vec::new();
-        list_prefix(store, &prefix, &mut |key, _| {
+        list_prefix(store, &prefix, concurrency, &mut |key, _| {
             namespaces.push(Namespace::from_store_key(key.as_str()).map_err(|err| {
                 Error::new(
                     ErrorKind::CorruptRecord,
@@ -324,7 +327,7 @@ async fn for_each_record(
         .map_err(|failure| failure.into_error(store))?;
         for namespace in namespaces {
             prefixes.push_back(namespace.children_prefix());
-            list_prefix(store, &namespace.indexes_prefix(), visit)
+            list_prefix(store, &namespace.indexes_prefix(), concurrency, visit)
                 .await
                 .map_err(|failure| failure.into_error(store))?;
         }
@@ -349,6 +352,7 @@ impl Failure {
 async fn list_prefix(
     store: &dyn PointerStore,
     prefix: &StoreKey,
+    concurrency: usize,
     visit: &mut (dyn FnMut(&StoreKey, &[u8]) -> Result<()> + Send),
 ) -> std::result::Result<(), Failure> {
     let mut after: Option<StoreKey> = None;
@@ -357,15 +361,21 @@ async fn list_prefix(
             .list(prefix, after.as_ref(), PAGE)
             .await
             .map_err(Failure::Store)?;
-        for entry in page.entries {
-            let value: Option<Versioned> = match entry.value {
-                Some(value) => Some(value),
-                None => store.get(&entry.key).await.map_err(Failure::Store)?,
-            };
+        let mut values = futures::stream::iter(page.entries)
+            .map(|entry| async move {
+                let value: Option<Versioned> = match entry.value {
+                    Some(value) => Some(value),
+                    None => store.get(&entry.key).await?,
+                };
+                Ok::<_, StoreError>((entry.key, value))
+            })
+            .buffered(concurrency.max(1));
+        while let Some(read) = values.next().await {
+            let (key, value) = read.map_err(Failure::Store)?;
             if let Some(value) = value {
-                visit(&entry.key, &value.value).map_err(Failure::Visit)?;
+                visit(&key, &value.value).map_err(Failure::Visit)?;
             }
-            after = Some(entry.key);
+            after = Some(key);
         }
         if !page.more {
             return Ok(());
@@ -467,7 +477,7 @@ pub(crate) async fn observe(
             }
             Ok(())
         };
-        for_each_record(catalog.store().as_ref(), &mut visit).await?;
+        for_each_record(catalog.store().as_ref(), concurrency, &mut visit).await?;
     }
 
     // The closure over root metadata, layer by layer.

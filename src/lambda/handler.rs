@@ -7,7 +7,7 @@
 //! any front end. [`Invocations`] adds what every invocation of every function needs —
 //! the deadline ([`Deadline`]), a span carrying the request id, one outcome log line, one
 //! EMF metric ([`observe`]) — for [`Handler::invoke`] and for the functions outside
-//! [`Operation`] ([`publish`] and [`gc`]).
+//! [`Operation`] ([`publish`], [`gc`] and [`refresh`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -30,6 +30,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::gc::GarbageCollector;
 use crate::publish::Publisher;
+use crate::refresh::{Delivery, IndexBuilder, RefreshOutcome, RefreshRunner};
 
 /// `load {identifier}` → the current pointer, or `INDEX_NOT_FOUND`.
 pub async fn load(catalog: &dyn IndexCatalog, event: LambdaEvent<Value>) -> Result<IndexPointer> {
@@ -172,6 +173,94 @@ pub async fn gc(collector: &GarbageCollector, event: LambdaEvent<Value>) -> Resu
         tracing::warn!(warning = %warning.as_str().unwrap_or_default(), "gc run");
     }
     Ok(report)
+}
+
+/// One delivery of source changes (an SQS batch, an EventBridge `Object Created` event or
+/// an S3 notification; see [`crate::refresh::Delivery`]) → one build and at most one
+/// commit per index ([`RefreshRunner::run`]): the `refresh` function.
+///
+/// An SQS batch is answered with the partial-batch response
+/// (`{"batchItemFailures": [{"itemIdentifier": <message id>}, ...]}`, for an event source
+/// mapping with `ReportBatchItemFailures`): the messages whose body carries no usable S3
+/// write, and those with a change whose index failed or that no route contains, are
+/// delivered again; the rest are done. Any other event is answered with the runner's
+/// report, or fails with the first failed index's error code (`INVALID_REQUEST` for an
+/// unrouted change), so Lambda's retries and on-failure destination take over.
+///
+/// Every batch prints its metric line ([`super::metrics::refresh_emf_line`]) and logs
+/// each rejected message, failed index and unrouted change as a warning.
+pub async fn refresh<B: IndexBuilder>(
+    runner: &RefreshRunner<B>,
+    event: LambdaEvent<Value>,
+) -> Result<Value> {
+    let started_ms = SystemClock.now_ms();
+    let delivery = Delivery::parse(event.payload)?;
+    for (message_id, why) in delivery.rejected() {
+        tracing::warn!(
+            message_id,
+            error_type = why.code(),
+            error = %why.full_message(),
+            "refresh: the message carries no usable S3 write; it is delivered again until the dead-letter queue takes it"
+        );
+    }
+    let report = runner.run(delivery.changes().to_vec()).await;
+    println!(
+        "{}",
+        super::metrics::refresh_emf_line(started_ms, &report, delivery.rejected().count())
+    );
+    for &n in &report.unrouted {
+        tracing::warn!(
+            change = %delivery.changes()[n].uri(),
+            "refresh: no route contains the changed object (PARQDB_REFRESH_ROUTES)"
+        );
+    }
+    let mut first_failure = None;
+    for index in &report.indexes {
+        match &index.outcome {
+            RefreshOutcome::Failed {
+                code,
+                message,
+                retryable,
+            } => {
+                tracing::warn!(
+                    index = %index.index,
+                    error_type = %code,
+                    error = %message,
+                    retryable,
+                    "refresh failed; its changes are delivered again"
+                );
+                first_failure.get_or_insert((code, message));
+            }
+            outcome => {
+                tracing::info!(index = %index.index, changes = index.changes.len(), outcome = ?outcome, "refreshed")
+            }
+        }
+    }
+    if delivery.is_sqs() {
+        return serde_json::to_value(delivery.batch_item_failures(&report)).map_err(|err| {
+            Error::with_source(
+                ErrorKind::InvalidRequest,
+                "the response cannot be written",
+                err,
+            )
+        });
+    }
+    if let Some((code, message)) = first_failure {
+        return Err(Error::new(
+            ErrorKind::from_code(code).unwrap_or(ErrorKind::StoreUnavailable),
+            message.clone(),
+        ));
+    }
+    if let Some(&n) = report.unrouted.first() {
+        return Err(Error::new(
+            ErrorKind::InvalidRequest,
+            format!(
+                "no route contains `{}` (PARQDB_REFRESH_ROUTES)",
+                delivery.changes()[n].uri()
+            ),
+        ));
+    }
+    Ok(report.to_json())
 }
 
 /// The scan budget of a `gc` invocation whose deadline is `deadline_ms`, at `now_ms`: half

@@ -140,6 +140,56 @@ pub fn gc_emf_line(timestamp_ms: i64, report: &Value) -> String {
     .to_string()
 }
 
+/// The metric line of one `refresh` batch, under the `Operation` dimension `refresh`:
+/// source changes delivered, changes no route contains, messages whose body carried no
+/// usable S3 write, indexes the batch named, builds run, snapshots committed, and indexes
+/// whose refresh failed (their messages are delivered again). `Builds` and `Commits`
+/// against `Changes` is what a burst collapsed to.
+pub fn refresh_emf_line(
+    timestamp_ms: i64,
+    report: &crate::refresh::RefreshReport,
+    rejected_messages: usize,
+) -> String {
+    let failed = report
+        .indexes
+        .iter()
+        .filter(|index| !index.outcome.is_done())
+        .count();
+    let changes = report
+        .indexes
+        .iter()
+        .map(|index| index.changes.len())
+        .sum::<usize>()
+        + report.unrouted.len();
+    json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": NAMESPACE,
+                "Dimensions": [["Operation"]],
+                "Metrics": [
+                    {"Name": "Changes", "Unit": "Count"},
+                    {"Name": "UnroutedChanges", "Unit": "Count"},
+                    {"Name": "RejectedMessages", "Unit": "Count"},
+                    {"Name": "Indexes", "Unit": "Count"},
+                    {"Name": "Builds", "Unit": "Count"},
+                    {"Name": "Commits", "Unit": "Count"},
+                    {"Name": "FailedIndexes", "Unit": "Count"},
+                ],
+            }],
+        },
+        "Operation": "refresh",
+        "Changes": changes,
+        "UnroutedChanges": report.unrouted.len(),
+        "RejectedMessages": rejected_messages,
+        "Indexes": report.indexes.len(),
+        "Builds": report.builds,
+        "Commits": report.commits,
+        "FailedIndexes": failed,
+    })
+    .to_string()
+}
+
 /// Where metric lines go.
 #[derive(Debug, Clone)]
 enum Sink {

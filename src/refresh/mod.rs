@@ -62,6 +62,8 @@
 
 mod builder;
 mod change;
+#[cfg(feature = "lambda")]
+mod events;
 mod routes;
 
 use std::collections::BTreeMap;
@@ -72,6 +74,8 @@ use serde_json::Value;
 
 pub use builder::{BuildRequest, IndexBuilder, PlaceholderBuilder};
 pub use change::{SourceChange, SourcePosition};
+#[cfg(feature = "lambda")]
+pub use events::Delivery;
 pub use routes::{Route, Routes};
 
 use crate::error::{Error, ErrorKind, Result};

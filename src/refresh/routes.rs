@@ -95,6 +95,58 @@ impl Routes {
         self
     }
 
+    /// Routes from a JSON document, as the `refresh` function reads them from
+    /// `PARQDB_REFRESH_ROUTES`: an array of `{"source": "s3://<bucket>/<prefix>/",
+    /// "index": {"namespace": [...], "name": "..."}}`. Strict: `INVALID_CONFIGURATION` for
+    /// anything else (unknown or duplicate fields, an invalid identifier or location, a
+    /// location routed twice, no route at all), naming the JSON path.
+    ///
+    /// ```
+    /// use parqdb_catalog::refresh::{Routes, SourceChange};
+    ///
+    /// let routes = Routes::from_json(
+    ///     r#"[{"source": "s3://lake/docs/", "index": {"namespace": ["search"], "name": "docs"}}]"#,
+    /// )?;
+    /// let change = SourceChange::new("lake", "docs/part-1.parquet", "0A")?;
+    /// assert_eq!(routes.find(&change).expect("routed").index().name(), "docs");
+    /// assert_eq!(Routes::from_json("[]").unwrap_err().code(), "INVALID_CONFIGURATION");
+    /// # Ok::<(), parqdb_catalog::Error>(())
+    /// ```
+    pub fn from_json(text: &str) -> Result<Routes> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Wire {
+            source: String,
+            index: IndexIdentifier,
+        }
+        let configuration = |why: String| Error::new(ErrorKind::Configuration, why);
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        let wires: Vec<Wire> =
+            serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
+                configuration(format!(
+                    "refresh routes: at `{}`: {}",
+                    err.path(),
+                    err.inner()
+                ))
+            })?;
+        deserializer
+            .end()
+            .map_err(|err| configuration(format!("refresh routes: {err}")))?;
+        if wires.is_empty() {
+            return Err(configuration(
+                "refresh routes: no route; give at least one {\"source\", \"index\"}".into(),
+            ));
+        }
+        wires
+            .into_iter()
+            .enumerate()
+            .try_fold(Routes::new(), |routes, (n, wire)| {
+                routes.route(&wire.source, wire.index).map_err(|err| {
+                    configuration(format!("refresh routes: at `[{n}]`: {}", err.message()))
+                })
+            })
+    }
+
     /// The route of `change`: the longest containing prefix, else the fallback.
     pub fn find(&self, change: &SourceChange) -> Option<Route> {
         let uri = change.uri();
@@ -149,5 +201,31 @@ mod tests {
                 .and_then(|r| r.route("s3://b/t", id("y")))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn route_documents_are_strict() {
+        let one = r#"{"source": "s3://b/t/", "index": {"namespace": ["n"], "name": "x"}}"#;
+        let routes = Routes::from_json(&format!("[{one}]")).expect("routes");
+        let change = SourceChange::new("b", "t/part.parquet", "1").expect("change");
+        assert_eq!(
+            routes.find(&change).map(|r| r.index().clone()),
+            Some(id("x"))
+        );
+        for (bad, path) in [
+            ("[]".to_owned(), ""),
+            ("{}".to_owned(), "."),
+            (format!("[{one}] trailing"), ""),
+            (format!("[{one}, {one}]"), "[1]"),
+            (r#"[{"source": "s3://b/t/", "index": {"namespace": ["n"], "name": "x"}, "x": 1}]"#.to_owned(), "[0]"),
+            (r#"[{"source": "s3://b/t/", "source": "s3://b/u/", "index": {"namespace": ["n"], "name": "x"}}]"#.to_owned(), "[0]"),
+            (r#"[{"source": "s3://b/t/", "index": {"namespace": [], "name": "x"}}]"#.to_owned(), "[0].index"),
+            (r#"[{"source": "file:///t/", "index": {"namespace": ["n"], "name": "x"}}]"#.to_owned(), "[0]"),
+            (r#"[{"source": 1, "index": {"namespace": ["n"], "name": "x"}}]"#.to_owned(), "[0].source"),
+        ] {
+            let err = Routes::from_json(&bad).expect_err(&bad);
+            assert_eq!(err.code(), "INVALID_CONFIGURATION", "{bad}");
+            assert!(err.message().contains(&format!("at `{path}")) || path.is_empty(), "{bad}: {}", err.message());
+        }
     }
 }

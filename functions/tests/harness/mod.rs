@@ -426,6 +426,7 @@ pub fn binary(name: &str) -> PathBuf {
         "namespace" => env!("CARGO_BIN_EXE_namespace"),
         "publish" => env!("CARGO_BIN_EXE_publish"),
         "gc" => env!("CARGO_BIN_EXE_gc"),
+        "refresh" => env!("CARGO_BIN_EXE_refresh"),
         other => panic!("no function binary `{other}`"),
     })
 }
