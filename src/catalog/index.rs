@@ -411,10 +411,15 @@ impl Catalog {
         let mut after = decode_page_token(&prefix, page_token)?;
         let mut identifiers = Vec::with_capacity(size);
         loop {
-            let page = self
-                .scan(&prefix, after.as_ref(), size - identifiers.len())
-                .await?;
+            let page = self.scan(&prefix, after.as_ref(), size).await?;
             for (key, value) in page.records {
+                if identifiers.len() == size {
+                    // Full, with listed records left over: the next page starts here.
+                    return Ok(IdentifierPage {
+                        identifiers,
+                        next_page_token: after.map(|key| key.as_str().to_owned()),
+                    });
+                }
                 let visible = match value {
                     // The store's class says live.
                     None => true,
@@ -444,6 +449,8 @@ impl Catalog {
                     next_page_token: None,
                 });
             }
+            // Past the hidden records at the end of the page, too.
+            after = page.last.or(after);
             if identifiers.len() == size {
                 return Ok(IdentifierPage {
                     identifiers,

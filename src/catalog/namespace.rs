@@ -134,10 +134,15 @@ impl Catalog {
         let mut after = decode_page_token(&prefix, page_token)?;
         let mut namespaces = Vec::with_capacity(size);
         loop {
-            let page = self
-                .scan(&prefix, after.as_ref(), size - namespaces.len())
-                .await?;
+            let page = self.scan(&prefix, after.as_ref(), size).await?;
             for (key, value) in page.records {
+                if namespaces.len() == size {
+                    // Full, with listed records left over: the next page starts here.
+                    return Ok(NamespacePage {
+                        namespaces,
+                        next_page_token: after.map(|key| key.as_str().to_owned()),
+                    });
+                }
                 let exists = match value {
                     None => true,
                     Some(value) => NamespaceRecord::from_bytes(&value.value)?.exists,
@@ -158,6 +163,8 @@ impl Catalog {
                     next_page_token: None,
                 });
             }
+            // Past the hidden records at the end of the page, too.
+            after = page.last.or(after);
             if namespaces.len() == size {
                 return Ok(NamespacePage {
                     namespaces,
@@ -172,7 +179,7 @@ impl Catalog {
         let mut after = None;
         loop {
             let page = self.scan(prefix, after.as_ref(), 100).await?;
-            for (key, value) in &page.records {
+            for (_, value) in &page.records {
                 let visible = match value {
                     None => true,
                     Some(value) if indexes => {
@@ -188,11 +195,13 @@ impl Catalog {
                 if visible {
                     return Ok(true);
                 }
-                after = Some(key.clone());
             }
             if !page.more {
                 return Ok(false);
             }
+            // Past every listed record, hidden ones included (a page of tombstones only
+            // lists no record at all).
+            after = page.last;
         }
     }
 

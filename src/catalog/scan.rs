@@ -23,11 +23,20 @@ pub(crate) type Listed = (StoreKey, Option<Versioned>);
 /// One page of records under a prefix.
 pub(crate) struct RecordPage {
     pub records: Vec<Listed>,
+    /// The last key the store listed (hidden records included): where the next page
+    /// starts after.
+    pub last: Option<StoreKey>,
     pub more: bool,
 }
 
 impl Catalog {
-    /// Records under `prefix` after `start_after` that may be visible, at most `limit`.
+    /// Records under `prefix` after `start_after` that may be visible, from one store
+    /// page of at most `limit` keys.
+    ///
+    /// Listings ask for a whole page (`limit` = the page size) even when fewer entries are
+    /// missing, and stop early (the page token is the last consumed key): asking for only
+    /// the missing ones would shrink every request as tombstones are skipped, turning one
+    /// page into a geometric series of store requests.
     pub(crate) async fn scan(
         &self,
         prefix: &StoreKey,
@@ -39,6 +48,7 @@ impl Catalog {
             .list_shown(prefix, start_after, limit)
             .await
             .map_err(|err| store_error(store, err))?;
+        let last = page.entries.last().map(|entry| entry.key.clone());
         let records: Vec<Option<Listed>> = futures::stream::iter(page.entries)
             .map(|entry| async move {
                 match (entry.value, entry.listing) {
@@ -58,6 +68,7 @@ impl Catalog {
             .await?;
         Ok(RecordPage {
             records: records.into_iter().flatten().collect(),
+            last,
             more: page.more,
         })
     }

@@ -290,7 +290,7 @@ fn is_reincarnation(record: &PointerRecord) -> bool {
 /// Read every pointer record; `visit` gets each (key, value) once, in listing order. Records
 /// a listing returns without their values (S3 pages carry no bodies) are read `concurrency`
 /// at a time.
-async fn for_each_record(
+pub(crate) async fn for_each_record(
     store: &dyn PointerStore,
     concurrency: usize,
     visit: &mut (dyn FnMut(&StoreKey, &[u8]) -> Result<()> + Send),

@@ -121,7 +121,7 @@ impl Publisher {
                 }
                 _ => return Err(err),
             }
-            self.back_off(attempt).await;
+            self.back_off(attempt, std::time::Duration::ZERO).await;
         }
     }
 }

@@ -81,10 +81,11 @@ fn retryable(err: &Error) -> bool {
 }
 
 impl Publisher {
-    /// Sleep before the attempt after `failed` failed ones.
-    pub(super) async fn back_off(&self, failed: u32) {
+    /// Sleep before the attempt after `failed` failed ones, the last of which took
+    /// `attempt` ([`super::PublishPolicy::delay_after`]).
+    pub(super) async fn back_off(&self, failed: u32, attempt: std::time::Duration) {
         let random = self.inner.ids.positive_id() as u64;
-        tokio::time::sleep(self.inner.policy.delay(failed, random)).await;
+        tokio::time::sleep(self.inner.policy.delay_after(failed, attempt, random)).await;
     }
 
     /// Run attempts until one commits, the planner finishes, or attempts run out.
@@ -100,6 +101,7 @@ impl Publisher {
         let mut attempt = 0;
         loop {
             attempt += 1;
+            let started = std::time::Instant::now();
             let err = match self.attempt(identifier, attempt, &mut plan).await {
                 Ok(Run::Failed(err)) => return Err(err),
                 Ok(run) => return Ok(run),
@@ -116,7 +118,15 @@ impl Publisher {
                 ));
             }
             tracing::debug!(%identifier, attempt, code = err.code(), "publication attempt failed; backing off");
-            self.back_off(attempt).await;
+            // A lost race spreads contenders over attempt-lengths; a store failure's attempt
+            // may have lasted a whole timeout, which says nothing about contention.
+            let contended = err.kind() != ErrorKind::StoreUnavailable;
+            let took = if contended {
+                started.elapsed()
+            } else {
+                std::time::Duration::ZERO
+            };
+            self.back_off(attempt, took).await;
         }
     }
 
@@ -244,7 +254,7 @@ impl Publisher {
         let mut last = String::from("the catalog could not be reloaded");
         for round in 1..=RESOLVE_ROUNDS {
             if round > 1 {
-                self.back_off(round - 1).await;
+                self.back_off(round - 1, std::time::Duration::ZERO).await;
             }
             let current = match self.inner.catalog.load(identifier).await {
                 Ok(current) => current,

@@ -21,7 +21,12 @@ pub enum Jitter {
 /// compare-and-swap (`COMMIT_CONFLICT`) or a store failure that did not apply
 /// (`STORE_UNAVAILABLE`) the publisher waits before attempt `n + 1` for a delay drawn
 /// from the window `min(max_delay, base_delay × 2^(n-1))` according to `jitter`, then
-/// reloads and re-applies. After `max_attempts` attempts it gives up with the last
+/// reloads and re-applies. On a store where an attempt takes longer than `base_delay`,
+/// the window's unit is the failed attempt's duration instead, and the cap at least
+/// [`SLOW_STORE_SLOTS`] attempt-lengths ([`PublishPolicy::window_after`]): contenders
+/// spread over as many attempt-lengths on an S3 round trip of tens of milliseconds as on a
+/// local file of one, which is what keeps 16 writers on one index near the single-writer
+/// rate. After `max_attempts` attempts it gives up with the last
 /// error. The defaults (20 attempts, 10 ms doubling up to 1 s, full jitter) follow
 /// Lance's 20 attempts with randomised, widening slots; with them a publisher sleeps at
 /// most about 13.3 s in total (6.6 s on average) over 19 retries before giving up.
@@ -48,18 +53,48 @@ impl Default for PublishPolicy {
     }
 }
 
+/// The fewest attempt-lengths the largest window spans on a slow store.
+pub const SLOW_STORE_SLOTS: u32 = 32;
+
 impl PublishPolicy {
-    /// The backoff window after `failed` failed attempts (`failed >= 1`).
+    /// The backoff window after `failed` failed attempts (`failed >= 1`) that were quick
+    /// (no longer than `base_delay` each).
     pub fn window(&self, failed: u32) -> Duration {
-        let doublings = failed.saturating_sub(1).min(30);
-        self.base_delay
-            .saturating_mul(1u32 << doublings)
-            .min(self.max_delay)
+        self.window_after(failed, Duration::ZERO)
     }
 
-    /// The delay after `failed` failed attempts, drawn with the random number `random`.
+    /// The backoff window after `failed` failed attempts, the last of which took
+    /// `attempt`: `min(cap, unit × 2^(failed-1))` with `unit = max(base_delay, attempt)`
+    /// and `cap = max(max_delay, SLOW_STORE_SLOTS × unit)`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use parqdb_catalog::publish::PublishPolicy;
+    ///
+    /// let policy = PublishPolicy::default(); // 10 ms doubling up to 1 s
+    /// assert_eq!(policy.window_after(3, Duration::from_millis(2)), Duration::from_millis(40));
+    /// // A 25 ms attempt (an S3 round trip or three): the unit is the attempt.
+    /// assert_eq!(policy.window_after(3, Duration::from_millis(25)), Duration::from_millis(100));
+    /// // A 100 ms attempt: the cap grows to 32 attempt-lengths.
+    /// assert_eq!(policy.window_after(9, Duration::from_millis(100)), Duration::from_millis(3200));
+    /// ```
+    pub fn window_after(&self, failed: u32, attempt: Duration) -> Duration {
+        let unit = self.base_delay.max(attempt);
+        let cap = self.max_delay.max(unit.saturating_mul(SLOW_STORE_SLOTS));
+        let doublings = failed.saturating_sub(1).min(30);
+        unit.saturating_mul(1u32 << doublings).min(cap)
+    }
+
+    /// The delay after `failed` quick failed attempts, drawn with the random number
+    /// `random`.
     pub fn delay(&self, failed: u32, random: u64) -> Duration {
-        let window = self.window(failed);
+        self.delay_after(failed, Duration::ZERO, random)
+    }
+
+    /// The delay after `failed` failed attempts, the last of which took `attempt`, drawn
+    /// from [`PublishPolicy::window_after`] with the random number `random`.
+    pub fn delay_after(&self, failed: u32, attempt: Duration, random: u64) -> Duration {
+        let window = self.window_after(failed, attempt);
         let nanos = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
         let pick = |span: u64| random % span.saturating_add(1);
         match self.jitter {

@@ -681,7 +681,10 @@ impl S3Store {
         let mut page = ListPage::default();
         let mut page_token = None;
         loop {
-            let wanted = limit.saturating_add(1).saturating_sub(page.entries.len());
+            // Always a whole page (`limit + 1`: one more tells whether more follow), never
+            // only the entries still missing: skipped tombstones would shrink every request
+            // and turn one page into a geometric series of requests.
+            let wanted = limit.saturating_add(1);
             let options = PaginatedListOptions {
                 offset: offset.clone(),
                 max_keys: Some(wanted.clamp(1, MAX_KEYS_PER_REQUEST)),

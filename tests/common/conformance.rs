@@ -511,6 +511,63 @@ pub async fn rename_semantics(env: TestEnv) {
     assert_eq!(listed, vec![taken]);
 }
 
+/// Pages over runs of dropped indexes longer than a page, at the start, the middle and
+/// the end of the namespace: every page size lists exactly the live identifiers, in order,
+/// each once, and every page but the last is full.
+pub async fn list_pagination_across_tombstones(env: TestEnv) {
+    let catalog = &env.catalog;
+    let namespace = env.namespace("runs").await;
+    let (_, location) = env.new_index().await;
+    let names: Vec<String> = (0..24).map(|n| format!("n{n:02}")).collect();
+    for name in &names {
+        catalog
+            .register(&id(&namespace, name), Some(&source(1)), &location)
+            .await
+            .expect("registered");
+    }
+    let dropped = |n: usize| n < 4 || (8..17).contains(&n) || n == 19 || n >= 21;
+    for (n, name) in names.iter().enumerate() {
+        if dropped(n) {
+            catalog
+                .drop_index(&id(&namespace, name))
+                .await
+                .expect("dropped");
+        }
+    }
+    let expected: Vec<IndexIdentifier> = names
+        .iter()
+        .enumerate()
+        .filter(|(n, _)| !dropped(*n))
+        .map(|(_, name)| id(&namespace, name))
+        .collect();
+    for size in [1, 2, 3, 5, 8, 100] {
+        let (mut listed, mut token, mut pages) = (Vec::new(), None::<String>, Vec::new());
+        loop {
+            let page = catalog
+                .list(&namespace, token.as_deref(), Some(size))
+                .await
+                .expect("page");
+            pages.push(page.identifiers.len());
+            listed.extend(page.identifiers);
+            token = page.next_page_token;
+            if token.is_none() {
+                break;
+            }
+            assert!(
+                pages.len() <= expected.len() + 1,
+                "page size {size}: no end"
+            );
+        }
+        assert_eq!(listed, expected, "page size {size}");
+        let (last, full) = pages.split_last().expect("a page");
+        assert!(
+            full.iter().all(|n| *n == size),
+            "page size {size}: {pages:?}"
+        );
+        assert!(*last <= size, "page size {size}: {pages:?}");
+    }
+}
+
 pub async fn list_pagination(env: TestEnv) {
     let catalog = &env.catalog;
     let namespace = env.namespace("docs").await;
@@ -1372,6 +1429,10 @@ macro_rules! catalog_conformance {
         #[tokio::test]
         async fn conformance_list_pagination() {
             common::conformance::list_pagination($factory.await).await;
+        }
+        #[tokio::test]
+        async fn conformance_list_pagination_across_runs_of_tombstones() {
+            common::conformance::list_pagination_across_tombstones($factory.await).await;
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn conformance_sixteen_racing_commits_one_winner() {
