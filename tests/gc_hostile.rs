@@ -2021,15 +2021,16 @@ async fn redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over(
     }
 }
 
-/// Budgeted runs (issue 16) in a hostile `indexes/`: a `.done` record whose cursor was
-/// edited (past every directory, then to a directory deleted since) neither deletes
-/// anything live nor stops the cycle; a pointer store's records in a top-level directory
-/// named like a catalog structure (`indexes/n/…`), which makes all of `indexes/` nested,
-/// keep every directory of every budgeted run, whichever part of `indexes/` it scans.
+/// Runs of many steps (issue 16) in a hostile `_gc/runs/`: a page claiming a partition
+/// done before its scan, a doomed list naming live files and files of a nested
+/// warehouse, and stray files another engine wrote into a run's directory: nothing live,
+/// nested or foreign is deleted, and the next runs still collect everything.
 #[tokio::test]
-async fn redteam16_budgeted_runs_survive_forged_cursors_and_nested_roots_at_indexes() {
+async fn redteam16_forged_run_pages_never_delete_live_or_foreign_files() {
     let config = GcConfig {
-        scan_budget: Some(Duration::ZERO),
+        budget: Some(Duration::ZERO),
+        page_size: 1,
+        partitions: 2,
         ..test_config()
     };
     for backend in [Backend::Local, Backend::Memory, Backend::S3] {
@@ -2043,46 +2044,84 @@ async fn redteam16_budgeted_runs_survive_forged_cursors_and_nested_roots_at_inde
         for name in &garbage {
             env.put(name, b"garbage").await;
         }
-        let forge = async |env: &Env, resume_after: &str| {
-            let done = env
-                .objects()
-                .await
-                .into_iter()
-                .filter(|name| name.starts_with("_gc/journal/") && name.ends_with(".done"))
-                .max()
-                .expect("a finished run");
-            let body = format!("{{\"resume-after\":{}}}", serde_json::json!(resume_after));
-            env.warehouse
-                .object_store()
-                .put(
-                    &env.warehouse.path(&done).expect("name"),
-                    object_store::PutPayload::from(body.into_bytes()),
-                )
-                .await
-                .expect("forged");
-        };
+        env.put("indexes/z/wh/_catalog-owner.json", b"nested").await;
+        env.put("indexes/z/wh/data/part-0", b"nested").await;
         env.advance(10 * MINUTE);
-        env.collect(&config).await;
-        forge(&env, "indexes/zzzz").await;
-        env.advance(10 * MINUTE);
-        env.collect(&config).await;
-        forge(&env, "indexes/b").await;
-        env.warehouse
-            .object_store()
-            .delete(&env.warehouse.path(&garbage[1]).expect("name"))
+        // Plan a run, then forge its pages before its scan begins.
+        let report = env.collect(&config).await;
+        let run = report.run_id;
+        let run_dir = env
+            .objects()
             .await
-            .expect("the cursor's directory is gone");
-        let until = env.now() + 10 * HOUR;
+            .into_iter()
+            .find(|name| name.starts_with("_gc/runs/") && name.ends_with("/plan.json"))
+            .map(|plan| plan.trim_end_matches("/plan.json").to_owned())
+            .expect("a planned run");
+        let mut doomed = Vec::new();
+        for name in files(&live)
+            .into_iter()
+            .chain(["indexes/z/wh/data/part-0".to_owned()])
+        {
+            doomed.push(serde_json::json!({
+                "name": name, "size": 1, "clock-ms": 0, "uuid": null,
+                "ledger-files": [name.clone(), "_gc/lease/00000000000000000001.json"],
+                "reason": "forged",
+            }));
+        }
+        let forged = serde_json::json!({
+            "seq": 0, "after": null, "done": true, "totals": {}, "doomed": doomed, "doomed-total": 9,
+        });
+        env.warehouse
+            .put_if_absent(
+                &format!("{run_dir}/scan/1/0000000000.json"),
+                Bytes::from(forged.to_string()),
+            )
+            .await
+            .expect("forged");
+        for stray in [
+            "notes.txt",
+            "scan/x/0000000000.json",
+            "scan/0/part-0.parquet",
+        ] {
+            env.warehouse
+                .put_if_absent(&format!("{run_dir}/{stray}"), Bytes::from_static(b"stray"))
+                .await
+                .expect("stray");
+        }
+        let until = env.now() + 12 * HOUR;
+        let mut finished = std::collections::BTreeSet::new();
         while env.now() < until {
-            env.advance(10 * MINUTE);
-            env.collect(&config).await;
+            env.advance(2 * MINUTE);
+            let report = env.collect(&config).await;
+            if report.status == gc::GcStatus::Completed {
+                finished.insert(report.run_id);
+            }
             for name in files(&live) {
                 assert!(
                     env.exists(&name).await,
                     "{backend:?}: live `{name}` deleted"
                 );
             }
+            assert!(
+                env.exists("indexes/z/wh/data/part-0").await,
+                "{backend:?}: nested data deleted"
+            );
+            for stray in [
+                "notes.txt",
+                "scan/x/0000000000.json",
+                "scan/0/part-0.parquet",
+            ] {
+                assert!(
+                    env.exists(&format!("{run_dir}/{stray}")).await,
+                    "{backend:?}: stray {stray} in a run's directory deleted"
+                );
+            }
         }
+        assert!(
+            finished.contains(&run),
+            "{backend:?}: the forged run finished"
+        );
+        assert!(finished.len() >= 3, "{backend:?}: {finished:?}");
         for name in &garbage {
             assert!(
                 !env.exists(name).await,
@@ -2090,19 +2129,22 @@ async fn redteam16_budgeted_runs_survive_forged_cursors_and_nested_roots_at_inde
             );
         }
 
+        // A pointer store's records in a top-level directory named like a catalog
+        // structure make all of `indexes/` nested, whichever partition and page they fall
+        // in and whichever step of which run deletes.
         let env = Env::open(backend, 1606).await;
         let kept = [
-            "indexes/n/ns/=idx",
             "indexes/a/1/part-0.parquet",
-            "indexes/zz/1/part-0.parquet",
+            "indexes/n/ns/=idx",
             "indexes/stray.parquet",
+            "indexes/zz/1/part-0.parquet",
         ];
         for name in kept {
             env.put(name, b"kept").await;
         }
         let until = env.now() + 10 * HOUR;
         while env.now() < until {
-            env.advance(10 * MINUTE);
+            env.advance(2 * MINUTE);
             env.collect(&config).await;
         }
         for name in kept {
@@ -2114,16 +2156,15 @@ async fn redteam16_budgeted_runs_survive_forged_cursors_and_nested_roots_at_inde
     }
 }
 
-/// Budgeted runs resume after the directory the *latest* finished run recorded. Runs
-/// whose times tie (one millisecond, a coarse clock, a state machine invoking the next
-/// run at once) or go backwards (an NTP step, invocations on hosts whose clocks differ)
-/// must still go round `indexes/`: ordering the finished runs by their start time alone
-/// made the next run resume from an earlier run's cursor, scanning the same directories
-/// again and never reaching the others.
+/// Runs whose calls all happen at one time (a coarse clock, a state machine invoking the
+/// next step at once) or at times that go backwards (an NTP step, workers on hosts whose
+/// clocks differ) still finish, one page at a time, and collect.
 #[tokio::test]
-async fn redteam16_liveness_budgeted_runs_go_round_when_run_times_tie_or_go_backwards() {
+async fn redteam16_liveness_runs_finish_when_call_times_tie_or_go_backwards() {
     let config = GcConfig {
-        scan_budget: Some(Duration::ZERO),
+        budget: Some(Duration::ZERO),
+        page_size: 1,
+        partitions: 3,
         ..test_config()
     };
     for backend in [Backend::Local, Backend::Memory] {
@@ -2133,31 +2174,26 @@ async fn redteam16_liveness_budgeted_runs_go_round_when_run_times_tie_or_go_back
             env.put(&format!("indexes/{dir}/1/part-0.parquet"), b"garbage")
                 .await;
         }
-        let expected: Vec<Option<String>> = dirs
-            .iter()
-            .take(dirs.len() - 1)
-            .map(|dir| Some(format!("indexes/{dir}")))
-            .chain([None])
-            .collect();
-        // Every run at the same time.
         env.advance(10 * MINUTE);
         let now = env.now();
-        let mut stopped = Vec::new();
-        for _ in dirs {
-            let report = env.gc(config.clone()).collect(now).await.expect("run");
-            stopped.push(report.scan.and_then(|scan| scan.stopped_after));
+        for (label, times) in [
+            ("at one time", vec![now; 200]),
+            (
+                "going backwards",
+                (0..200)
+                    .map(|n| now + HOUR - n * 10_000)
+                    .collect::<Vec<i64>>(),
+            ),
+        ] {
+            let mut finished = 0;
+            for at in times {
+                let report = env.gc(config.clone()).collect(at).await.expect("run");
+                finished += u32::from(report.status == gc::GcStatus::Completed);
+            }
+            assert!(
+                finished >= 2,
+                "{backend:?}: runs {label} finished {finished} times"
+            );
         }
-        assert_eq!(stopped, expected, "{backend:?}: runs at one time");
-        // Each run a little earlier than the one before.
-        let mut stopped = Vec::new();
-        for (n, _) in dirs.iter().enumerate() {
-            let report = env
-                .gc(config.clone())
-                .collect(now + HOUR - n as i64 * MINUTE)
-                .await
-                .expect("run");
-            stopped.push(report.scan.and_then(|scan| scan.stopped_after));
-        }
-        assert_eq!(stopped, expected, "{backend:?}: a clock going backwards");
     }
 }

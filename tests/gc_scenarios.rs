@@ -625,13 +625,22 @@ async fn a_run_that_dies_mid_delete_is_resumed_safely() {
             .expect_err("died");
         assert_eq!(err.kind(), ErrorKind::StoreUnavailable, "{backend:?}");
         assert!(all_exist(&env, &live_files).await);
-        // A failed run releases its lease but never finished: the next run restarts every
-        // tracked clock (it cannot know what the dead run saw reachable), then resumes.
+        // The failed run is unfinished: the next call goes on with it from its last
+        // checkpoint (no retention clock restarts) and finishes it.
+        let state = gc::status(&env.catalog, env.now(), false)
+            .await
+            .expect("status");
+        let failed = state.current_run.expect("the failed run is unfinished");
+        assert!(
+            matches!(failed.phase, gc::GcPhase::Verify | gc::GcPhase::Delete),
+            "{backend:?}: {failed:?}"
+        );
         env.sim.fail_deletes_after(None);
         let report = env.collect(&config).await;
         assert_eq!(report.status, GcStatus::Completed);
+        assert_eq!(report.run_id, failed.run.run_id, "{backend:?}: resumed");
         assert!(
-            report.warnings.iter().any(|w| w.contains("did not finish")),
+            !report.warnings.iter().any(|w| w.contains("did not finish")),
             "{:?}",
             report.warnings
         );
@@ -764,7 +773,7 @@ async fn unsafe_settings_are_refused() {
 }
 
 #[tokio::test]
-async fn a_killed_run_holds_its_lease_until_it_expires() {
+async fn a_killed_run_is_resumed_by_the_next_call_without_restarting_clocks() {
     let env = claimed(Backend::Local, 15).await;
     let config = test_config();
     let live = Layout::under("live/1");
@@ -791,34 +800,38 @@ async fn a_killed_run_holds_its_lease_until_it_expires() {
         result = gc.collect(env.now()) => panic!("the run was not killed: {result:?}"),
     }
     drop(gc);
-    let report = env.collect(&config).await;
-    assert_eq!(report.status, GcStatus::Skipped);
-    assert!(
-        report
-            .skipped_reason
-            .expect("reason")
-            .contains("holds the lease")
-    );
-    env.advance(16 * MINUTE);
+    let killed = gc::status(&env.catalog, env.now(), false)
+        .await
+        .expect("status")
+        .current_run
+        .expect("the killed run is unfinished");
+    // The next call holds the same run's lease at once and finishes it.
     let report = env.collect(&config).await;
     assert_eq!(report.status, GcStatus::Completed);
+    assert_eq!(report.run_id, killed.run.run_id);
     assert!(
-        report.warnings.iter().any(|w| w.contains("did not finish")),
+        !report.warnings.iter().any(|w| w.contains("did not finish")),
         "{:?}",
         report.warnings
     );
+    let state = gc::status(&env.catalog, env.now(), false)
+        .await
+        .expect("status");
+    assert!(state.current_run.is_none(), "{state:?}");
+    assert!(state.unfinished_runs.is_empty(), "{state:?}");
     run_until(&env, &config, env.now() + 4 * HOUR, &[]).await;
     assert!(all_exist(&env, &files(&live)).await);
     assert!(none_exist(&env, &files(&dead)).await);
 }
 
-/// Budgeted runs (issue 16): a run with a scan budget scans `indexes/` one top-level
-/// directory at a time from where the previous finished run stopped, finishes (no
-/// retention clock restarts), and over a few cycles collects everything a full run would —
-/// never a live file, never inside a nested catalog structure that a budget split from
-/// the objects next to it.
+/// Runs stopped by their budget (issue 16): with a zero budget every call does one page
+/// of one step (pages of two objects, three partitions), checkpointed, and the next call
+/// goes on where it stopped — through many calls and many runs no retention clock
+/// restarts, nothing live or nested is deleted (a nested warehouse whose marker sorts
+/// after some of its data, in another page), and everything a whole run would collect is
+/// collected.
 #[tokio::test]
-async fn budgeted_runs_resume_where_the_last_one_stopped_and_collect_everything() {
+async fn runs_stopped_by_their_budget_go_on_page_by_page_and_collect_everything() {
     for backend in [Backend::Local, Backend::Memory] {
         let env = claimed(backend, 31).await;
         let live = Layout::under("m-live/1");
@@ -831,73 +844,71 @@ async fn budgeted_runs_resume_where_the_last_one_stopped_and_collect_everything(
             let name: &'static str = Box::leak(name.clone().into_boxed_str());
             env.put(name, b"garbage").await;
         }
-        // A nested warehouse below `indexes/c/`: its marker sorts after some of its data.
-        for name in [
+        let nested = [
             "indexes/c/wh/0-data/part-0",
+            "indexes/c/wh/0-data/part-1",
             "indexes/c/wh/_catalog-owner.json",
             "indexes/c/wh/z-data/part-0",
-        ] {
+        ];
+        for name in nested {
             env.put(name, b"nested").await;
         }
         let config = GcConfig {
-            scan_budget: Some(Duration::ZERO), // one directory per run
+            budget: Some(Duration::ZERO),
+            page_size: 2,
+            partitions: 3,
             ..test_config()
         };
-        let mut ranges = Vec::new();
         let mut restarted = false;
+        let mut calls = 0;
+        let mut finished = std::collections::BTreeSet::new();
+        let mut phases = std::collections::BTreeSet::new();
         let until = env.now() + 8 * HOUR;
         while env.now() < until {
-            env.advance(10 * MINUTE);
+            env.advance(2 * MINUTE);
             let report = env.collect(&config).await;
+            calls += 1;
             restarted |= report.warnings.iter().any(|w| w.contains("did not finish"));
-            ranges.push(report.scan.clone());
+            match report.status {
+                GcStatus::Completed => {
+                    finished.insert(report.run_id);
+                }
+                GcStatus::InProgress => {
+                    phases.insert(format!("{:?}", report.progress.expect("progress").phase));
+                }
+                other => panic!("{backend:?}: {other:?}"),
+            }
             for name in files(&live) {
                 assert!(
                     env.exists(&name).await,
                     "{backend:?}: live `{name}` deleted"
                 );
             }
-            for name in [
-                "indexes/c/wh/0-data/part-0",
-                "indexes/c/wh/_catalog-owner.json",
-                "indexes/c/wh/z-data/part-0",
-            ] {
+            for name in nested {
                 assert!(
                     env.exists(name).await,
                     "{backend:?}: nested `{name}` deleted"
                 );
             }
         }
-        assert!(!restarted, "{backend:?}: a budgeted run is a finished run");
-        // The runs walked the directories in order and started over at the end.
-        let first: Vec<Option<String>> = ranges
-            .iter()
-            .take(8)
-            .map(|range| range.as_ref().and_then(|r| r.stopped_after.clone()))
-            .collect();
-        assert_eq!(
-            first,
-            [
-                Some("indexes/a"),
-                Some("indexes/b"),
-                Some("indexes/c"),
-                Some("indexes/d"),
-                Some("indexes/e"),
-                Some("indexes/f"),
-                None,
-                Some("indexes/a")
-            ]
-            .map(|dir| dir.map(str::to_owned)),
-            "{backend:?}: {ranges:?}"
+        assert!(!restarted, "{backend:?}: a resumed run restarts no clock");
+        assert!(
+            finished.len() >= 3,
+            "{backend:?}: {calls} calls finished {finished:?}"
         );
+        for phase in ["ScanMetadata", "ScanIndexes", "Delete"] {
+            assert!(
+                phases.contains(phase),
+                "{backend:?}: never stopped in {phase}: {phases:?}"
+            );
+        }
         for name in &garbage {
             assert!(!env.exists(name).await, "{backend:?}: `{name}` collected");
         }
         let state = gc::status(&env.catalog, env.now(), true)
             .await
             .expect("status");
-        assert!(state.unfinished_runs.is_empty(), "{state:?}");
         assert!(state.last_finished_run.is_some());
-        assert!(!state.running);
+        assert!(!state.running || state.current_run.is_some());
     }
 }

@@ -12,8 +12,10 @@
 //! * **liveness**: garbage unreachable since `L` is gone by
 //!   `L + retention + condemn delay + 3 GC periods + lease` (later if evidence of a newer
 //!   incarnation moved its clock, or while an existing metadata file references it) —
-//!   checked in the histories whose runs have no scan budget (a third have one: each run
-//!   then scans one top-level directory of `indexes/`, and only safety is checked).
+//!   checked in the histories whose runs have no budget (a third have a zero budget:
+//!   each `collect` call then does one page of one step, the run going on in the next
+//!   call, and only safety is checked). Pages are small and runs have a few partitions,
+//!   so runs checkpoint, fan out and resume all the time.
 //!
 //! # The hostile-layout generator
 //! The second test, `hostile_layouts_never_delete_live_foreign_or_outside_data`, runs the
@@ -121,10 +123,15 @@ fn config(rng: &mut StdRng) -> GcConfig {
         lease_duration: Duration::from_millis(LEASE as u64),
         io_concurrency: rng.random_range(1..6),
         delete_batch_size: rng.random_range(1..5),
-        // A third of the histories collect with budgeted runs (one top-level directory of
-        // `indexes/` per run): every safety check holds; the liveness bound, written for
-        // full runs, is checked for the others (budgeted liveness: gc_scenarios).
-        scan_budget: rng.random_bool(0.3).then_some(Duration::ZERO),
+        // Small pages and a few partitions: runs checkpoint, fan out and resume often.
+        page_size: rng.random_range(1..40),
+        partitions: rng.random_range(1..6),
+        workers: rng.random_range(1..4),
+        // A third of the histories collect with a zero budget: every `collect` call does
+        // one step of one page and the run goes on in the next call. Every safety check
+        // holds; the liveness bound, written for whole runs per call, is checked for the
+        // others (budgeted liveness: gc_scenarios, gc_state_machine).
+        budget: rng.random_bool(0.3).then_some(Duration::ZERO),
         ..GcConfig::default()
     }
 }
@@ -360,7 +367,7 @@ impl Sim {
     fn new(backend: Backend, seed: u64, hostile: bool) -> Sim {
         let mut rng = StdRng::seed_from_u64(seed);
         let config = config(&mut rng);
-        let budgeted = config.scan_budget.is_some();
+        let budgeted = config.budget.is_some();
         let env = Env::new(backend, seed);
         let now = env.now();
         let hostile = hostile.then(|| Hostile {
@@ -2211,9 +2218,9 @@ impl Sim {
         // Quiesce: stop writing, keep collecting; everything unreachable goes.
         self.settle_pending(true).await;
         let end = self.now() + RETENTION + DELAY + 4 * PERIOD + LEASE;
-        // Budgeted histories quiesce with full runs: what budgeted runs left behind must
+        // Budgeted histories quiesce with whole runs: what budgeted runs left behind must
         // converge too (budgeted liveness is gc_scenarios' and gc_state_machine's).
-        self.config.scan_budget = None;
+        self.config.budget = None;
         while self.now() < end {
             self.env.advance(PERIOD / 2);
             self.gc(false).await;

@@ -286,7 +286,7 @@ fn holds(rule: &Value, data: &Value) -> bool {
 
 fn budgeted() -> GcConfig {
     GcConfig {
-        scan_budget: Some(Duration::ZERO),
+        budget: Some(Duration::ZERO),
         ..test_config()
     }
 }

@@ -4,7 +4,8 @@
 //! parqdb-catalog init                      # once: claim the warehouse for this catalog
 //! parqdb-catalog gc --dry-run              # what would be deleted, and why
 //! parqdb-catalog gc --retention 7d --grace 1h
-//! parqdb-catalog gc status [--ledger]      # the lease, the last finished run, runs that died
+//! parqdb-catalog gc --budget 10m --resume  # go on with an unfinished run for at most 10 minutes
+//! parqdb-catalog gc status [--ledger]      # the lease, the unfinished run per partition, the last finished run
 //! ```
 //!
 //! Prints the [`GcReport`](crate::gc::GcReport) as JSON on stdout; a progress bar goes to
@@ -56,10 +57,23 @@ pub struct GcArgs {
     /// How long the run lease lasts without renewal.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg, default_value = "15m")]
     pub lease: Duration,
-    /// Stop scanning `indexes/` after this long (at a directory boundary), finish the run
-    /// and let the next run resume there (default: scan everything).
+    /// Stop after this long (at the next page boundary, checkpointed) with the run
+    /// unfinished; the next `gc` goes on where it stopped (default: run to the end).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
-    pub scan_budget: Option<Duration>,
+    pub budget: Option<Duration>,
+    /// Only go on with an unfinished run (one stopped by its budget, a failure or a
+    /// kill); start none.
+    #[arg(long)]
+    pub resume: bool,
+    /// How many partitions of `indexes/` a new run is split into.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1000), default_value_t = 16)]
+    pub partitions: u64,
+    /// How many partitions are scanned and deleted at once.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), default_value_t = 4)]
+    pub workers: u64,
+    /// Objects per listing page (the unit of checkpointed work).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), default_value_t = 1000)]
+    pub page_size: u64,
 }
 
 /// What `gc` does instead of a run.
@@ -72,6 +86,22 @@ pub enum GcCommand {
         #[arg(long)]
         ledger: bool,
     },
+    /// Do one step of a run as the `gc` Lambda function would for EVENT (`{"step":
+    /// "plan"}`, `{"step": "scan", "run": "<id>", "partition": 0}`, ... or `{}` for as much
+    /// of a whole run as fits), configured like the function by the `PARQDB_GC_*`
+    /// environment variables; prints the function's answer.
+    Step {
+        /// The event (JSON).
+        event: String,
+        /// Stop at the first page boundary after this long (the function derives it from
+        /// its deadline; default: until the step is done).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+        budget: Option<Duration>,
+    },
+    /// Give up the unfinished run: it is never resumed, and the next run restarts every
+    /// tracked retention clock once (conservative). For a run that cannot go on (its state
+    /// was lost or damaged); `gc status` shows it.
+    Abandon,
 }
 
 impl Default for GcArgs {
@@ -87,7 +117,11 @@ impl Default for GcArgs {
             delete_batch_size: 1000,
             io_concurrency: 16,
             lease: crate::gc::config::DEFAULT_LEASE,
-            scan_budget: None,
+            budget: None,
+            resume: false,
+            partitions: 16,
+            workers: 4,
+            page_size: 1000,
         }
     }
 }
@@ -105,7 +139,10 @@ impl GcArgs {
             delete_batch_size: usize::try_from(self.delete_batch_size).unwrap_or(usize::MAX),
             io_concurrency: usize::try_from(self.io_concurrency).unwrap_or(usize::MAX),
             lease_duration: self.lease,
-            scan_budget: self.scan_budget,
+            budget: self.budget,
+            partitions: usize::try_from(self.partitions).unwrap_or(usize::MAX),
+            workers: usize::try_from(self.workers).unwrap_or(usize::MAX),
+            page_size: usize::try_from(self.page_size).unwrap_or(usize::MAX),
             ..GcConfig::default()
         }
     }
@@ -131,9 +168,27 @@ fn phase_name(phase: GcPhase) -> &'static str {
 
 /// Run `gc` against `catalog` and return the report as JSON.
 pub async fn run(args: &GcArgs, catalog: &Catalog) -> Result<serde_json::Value> {
-    if let Some(GcCommand::Status { ledger }) = &args.command {
-        let state = gc::status(catalog, catalog.clock().now_ms(), *ledger).await?;
-        return Ok(serde_json::to_value(state).unwrap_or_default());
+    match &args.command {
+        Some(GcCommand::Status { ledger }) => {
+            let state = gc::status(catalog, catalog.clock().now_ms(), *ledger).await?;
+            return Ok(serde_json::to_value(state).unwrap_or_default());
+        }
+        Some(GcCommand::Step { event, budget }) => {
+            let event: serde_json::Value = serde_json::from_str(event).map_err(|err| {
+                crate::error::Error::new(
+                    crate::error::ErrorKind::InvalidRequest,
+                    format!("the gc step event is not JSON: {err}"),
+                )
+            })?;
+            let collector = GarbageCollector::new(catalog.clone(), GcConfig::from_env()?)?;
+            return gc::run_scheduled_within(&collector, event, *budget).await;
+        }
+        Some(GcCommand::Abandon) => {
+            let collector = GarbageCollector::new(catalog.clone(), args.config())?;
+            let abandoned = collector.abandon().await?;
+            return Ok(serde_json::json!({ "abandoned": abandoned }));
+        }
+        None => {}
     }
     let bar = ProgressBar::new_spinner();
     bar.set_style(
@@ -154,7 +209,12 @@ pub async fn run(args: &GcArgs, catalog: &Catalog) -> Result<serde_json::Value> 
                 }
             }
         });
-    let result = collector.collect(catalog.clock().now_ms()).await;
+    let now = catalog.clock().now_ms();
+    let result = if args.resume {
+        collector.resume(now).await
+    } else {
+        collector.collect(now).await
+    };
     bar.finish_and_clear();
     Ok(result?.to_json())
 }
@@ -186,13 +246,19 @@ mod tests {
                 cli.max_deletes_per_run,
                 cli.delete_batch_size,
                 cli.io_concurrency,
-                cli.lease_duration
+                cli.lease_duration,
+                cli.partitions,
+                cli.workers,
+                cli.page_size
             ),
             (
                 library.max_deletes_per_run,
                 library.delete_batch_size,
                 library.io_concurrency,
-                library.lease_duration
+                library.lease_duration,
+                library.partitions,
+                library.workers,
+                library.page_size
             ),
             "the CLI's defaults are the library's"
         );

@@ -22,6 +22,14 @@ pub const MIN_GRACE: Duration = Duration::from_secs(5 * MINUTE);
 pub const DEFAULT_MAX_CLOCK_SKEW: Duration = Duration::from_secs(5 * MINUTE);
 /// Default lease duration: how long a run may go without renewing its lease.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(15 * MINUTE);
+/// Default objects per listing page (one S3 `ListObjectsV2` response).
+pub const DEFAULT_PAGE_SIZE: usize = 1000;
+/// Default partitions of `indexes/` per run.
+pub const DEFAULT_PARTITIONS: usize = 16;
+/// Default concurrent partitions of one `collect`.
+pub const DEFAULT_WORKERS: usize = 4;
+/// Most partitions a run may have (a state machine `Map` iterates over them).
+pub const MAX_PARTITIONS: usize = 1000;
 
 /// How the collector decides and acts. See the [module docs](super) for what each bound
 /// protects.
@@ -64,12 +72,21 @@ pub struct GcConfig {
     /// How long the run lease lasts without renewal.
     #[serde(serialize_with = "as_millis")]
     pub lease_duration: Duration,
-    /// How long a run may scan `indexes/` (run time from its start) before it stops at
-    /// the next directory boundary, finishes (verify, delete, sweep) and records where the
-    /// next run resumes; `None` scans all of it. The `gc` Lambda function sets it from its
-    /// deadline. A stopped run is a finished run: no retention clock restarts for it.
+    /// How long one call (a [`collect`](super::GarbageCollector::collect) or a
+    /// [`step`](super::GarbageCollector::step)) may work before it stops at the next page
+    /// boundary, its progress checkpointed; the next call goes on where it stopped. `None`:
+    /// until the run is complete. The `gc` Lambda function sets it from its deadline.
     #[serde(serialize_with = "opt_as_millis")]
-    pub scan_budget: Option<Duration>,
+    pub budget: Option<Duration>,
+    /// Objects per listing page: the unit of checkpointed work (a killed invocation loses
+    /// at most one page) and what bounds a worker's memory besides the reachable set.
+    pub page_size: usize,
+    /// How many partitions a run splits `indexes/` into (at its subdirectories): the
+    /// units the scan and delete steps fan out over.
+    pub partitions: usize,
+    /// How many partitions one `collect` works on at once (the `gc-cycle` state machine's
+    /// `Map` concurrency is its own parameter).
+    pub workers: usize,
 }
 
 impl Default for GcConfig {
@@ -87,7 +104,10 @@ impl Default for GcConfig {
             max_deletes_per_run: 100_000,
             max_reported_actions: 1000,
             lease_duration: DEFAULT_LEASE,
-            scan_budget: None,
+            budget: None,
+            page_size: DEFAULT_PAGE_SIZE,
+            partitions: DEFAULT_PARTITIONS,
+            workers: DEFAULT_WORKERS,
         }
     }
 }
@@ -103,10 +123,13 @@ impl GcConfig {
     /// | `PARQDB_GC_CONDEMN_DELAY` | [`condemn_delay`](GcConfig::condemn_delay) | duration |
     /// | `PARQDB_GC_MAX_CLOCK_SKEW` | [`max_clock_skew`](GcConfig::max_clock_skew) | duration |
     /// | `PARQDB_GC_LEASE` | [`lease_duration`](GcConfig::lease_duration) | duration |
-    /// | `PARQDB_GC_SCAN_BUDGET` | [`scan_budget`](GcConfig::scan_budget) | duration |
+    /// | `PARQDB_GC_BUDGET` | [`budget`](GcConfig::budget) | duration |
     /// | `PARQDB_GC_IO_CONCURRENCY` | [`io_concurrency`](GcConfig::io_concurrency) | positive integer |
     /// | `PARQDB_GC_DELETE_BATCH_SIZE` | [`delete_batch_size`](GcConfig::delete_batch_size) | positive integer |
     /// | `PARQDB_GC_MAX_DELETES` | [`max_deletes_per_run`](GcConfig::max_deletes_per_run) | positive integer |
+    /// | `PARQDB_GC_PAGE_SIZE` | [`page_size`](GcConfig::page_size) | positive integer |
+    /// | `PARQDB_GC_PARTITIONS` | [`partitions`](GcConfig::partitions) | positive integer |
+    /// | `PARQDB_GC_WORKERS` | [`workers`](GcConfig::workers) | positive integer |
     /// | `PARQDB_GC_DRY_RUN`, `PARQDB_GC_FORCE`, `PARQDB_GC_STRICT_REINCARNATION` | flags | `true`/`false` |
     ///
     /// A malformed value is `INVALID_CONFIGURATION` naming the variable.
@@ -135,9 +158,9 @@ impl GcConfig {
                 parse_duration(&value).map_err(|err| invalid("PARQDB_GC_CONDEMN_DELAY", err))?,
             );
         }
-        if let Some(value) = lookup("PARQDB_GC_SCAN_BUDGET") {
-            config.scan_budget =
-                Some(parse_duration(&value).map_err(|err| invalid("PARQDB_GC_SCAN_BUDGET", err))?);
+        if let Some(value) = lookup("PARQDB_GC_BUDGET") {
+            config.budget =
+                Some(parse_duration(&value).map_err(|err| invalid("PARQDB_GC_BUDGET", err))?);
         }
         for (name, slot) in [
             ("PARQDB_GC_MAX_CLOCK_SKEW", &mut config.max_clock_skew),
@@ -151,6 +174,9 @@ impl GcConfig {
             ("PARQDB_GC_IO_CONCURRENCY", &mut config.io_concurrency),
             ("PARQDB_GC_DELETE_BATCH_SIZE", &mut config.delete_batch_size),
             ("PARQDB_GC_MAX_DELETES", &mut config.max_deletes_per_run),
+            ("PARQDB_GC_PAGE_SIZE", &mut config.page_size),
+            ("PARQDB_GC_PARTITIONS", &mut config.partitions),
+            ("PARQDB_GC_WORKERS", &mut config.workers),
         ] {
             if let Some(value) = lookup(name) {
                 *slot = value
@@ -165,6 +191,12 @@ impl GcConfig {
                         )
                     })?;
             }
+        }
+        if config.partitions > MAX_PARTITIONS {
+            return Err(Error::new(
+                ErrorKind::Configuration,
+                format!("PARQDB_GC_PARTITIONS: at most {MAX_PARTITIONS}"),
+            ));
         }
         for (name, slot) in [
             ("PARQDB_GC_DRY_RUN", &mut config.dry_run),
@@ -224,12 +256,23 @@ impl GcConfig {
                 format_duration(floor)
             ));
         }
-        if self.io_concurrency == 0 || self.delete_batch_size == 0 || self.max_deletes_per_run == 0
+        if self.io_concurrency == 0
+            || self.delete_batch_size == 0
+            || self.max_deletes_per_run == 0
+            || self.page_size == 0
+            || self.partitions == 0
+            || self.workers == 0
         {
             return refuse(
-                "gc io-concurrency, delete-batch-size and max-deletes-per-run must be positive"
+                "gc io-concurrency, delete-batch-size, max-deletes-per-run, page-size, partitions and workers must be positive"
                     .into(),
             );
+        }
+        if self.partitions > MAX_PARTITIONS {
+            return refuse(format!(
+                "gc partitions {} is more than {MAX_PARTITIONS}",
+                self.partitions
+            ));
         }
         if self.lease_duration < Duration::from_secs(1) {
             return refuse("gc lease duration must be at least 1s".into());
@@ -421,10 +464,17 @@ mod tests {
             ("PARQDB_GC_DELETE_BATCH_SIZE", "500"),
             ("PARQDB_GC_MAX_DELETES", "20000"),
             ("PARQDB_GC_STRICT_REINCARNATION", "false"),
-            ("PARQDB_GC_SCAN_BUDGET", "5m"),
+            ("PARQDB_GC_BUDGET", "5m"),
+            ("PARQDB_GC_PAGE_SIZE", "250"),
+            ("PARQDB_GC_PARTITIONS", "64"),
+            ("PARQDB_GC_WORKERS", "8"),
         ]))
         .expect("valid limits");
-        assert_eq!(limits.scan_budget, Some(Duration::from_secs(5 * MINUTE)));
+        assert_eq!(limits.budget, Some(Duration::from_secs(5 * MINUTE)));
+        assert_eq!(
+            (limits.page_size, limits.partitions, limits.workers),
+            (250, 64, 8)
+        );
         assert_eq!(limits.condemn_delay, Some(Duration::from_secs(10 * MINUTE)));
         assert_eq!(limits.max_clock_skew, Duration::from_secs(MINUTE));
         assert_eq!(limits.lease_duration, Duration::from_secs(20 * MINUTE));
@@ -437,8 +487,11 @@ mod tests {
             (4, 500, 20000)
         );
         assert!(!limits.strict_reincarnation);
-        static BAD: [(&str, &str); 4] = [
+        static BAD: [(&str, &str); 7] = [
             ("PARQDB_GC_MAX_DELETES", "0"),
+            ("PARQDB_GC_PAGE_SIZE", "0"),
+            ("PARQDB_GC_PARTITIONS", "1001"),
+            ("PARQDB_GC_WORKERS", "lots"),
             ("PARQDB_GC_IO_CONCURRENCY", "-1"),
             ("PARQDB_GC_DELETE_BATCH_SIZE", "many"),
             ("PARQDB_GC_LEASE", "1"),

@@ -6,19 +6,27 @@
 //! replace-if-version). The highest generation is the lease's state, and the generation
 //! number is the run's **fencing token**: it only ever grows.
 //!
+//! The holder is a **run**, not a process: a run's many invocations and its concurrent
+//! workers (the partitions of one run scanned at once) all hold the lease as that run.
+//!
 //! * **acquire**: read the highest generation `g`; if it is held by another run and not
 //!   expired, the lease is busy; otherwise create `g + 1` naming this run. Of several runs
-//!   racing for `g + 1`, exactly one create succeeds.
+//!   racing for `g + 1`, exactly one create succeeds (a sibling worker that loses the race
+//!   to its own run holds the lease through the winner's generation).
 //! * **renew** (before every destructive batch, and before the scan records a ledger
-//!   fact once half the lease has passed): create the next generation `h + 1` after
-//!   this run's own `h`, then list the generations: the run still holds the lease only if
-//!   `h + 1` is the highest one. If another run took the lease over after it expired, either
-//!   the create fails or a higher generation exists, and this run stops before deleting
-//!   anything more. Listing matters: old generations are pruned, so a run paused past its
-//!   expiry (SIGSTOP, a long GC pause, a slow store) could otherwise re-create a pruned
-//!   `h + 1` and believe it still held the lease — a fence must never go backwards.
-//! * **release**: create a final generation marked released; prune generations older than
-//!   the last few (never the highest).
+//!   fact once half the lease has passed): list the generations and read the highest:
+//!   the run still holds the lease only if it names the run and is not released. If less
+//!   than half of the lease is left, extend it by creating the next generation. If another
+//!   run took the lease over after it expired, the highest generation names that run (or
+//!   the create loses to it), and this run stops before deleting anything more. Listing
+//!   matters: old generations are pruned, so a run paused past its expiry (SIGSTOP, a long
+//!   GC pause, a slow store) could otherwise re-create a pruned generation and believe it
+//!   still held the lease — a fence must never go backwards.
+//! * **release** (when the run finishes): create a final generation marked released;
+//!   every worker of the run still under way stops at its next renewal.
+//!
+//! Every eighth generation written prunes the generations older than the last few (never
+//! the highest).
 //!
 //! A renewal also proves the run is on time: a held lease is only used within half its
 //! duration of the renewal that proved it ([`Lease::fresh`]), on the monotonic clock and
@@ -46,6 +54,9 @@ pub const LEASE_DIR: &str = "_gc/lease";
 
 /// How many old generations are kept for inspection.
 const KEEP_GENERATIONS: u64 = 8;
+
+/// How often a renewal looks again after losing a generation to a sibling worker.
+const RENEW_ATTEMPTS: usize = 32;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -104,9 +115,14 @@ async fn generations(warehouse: &Warehouse) -> Result<Vec<u64>> {
         .await
 }
 
+/// The highest generation number, if any.
+async fn newest(warehouse: &Warehouse) -> Result<Option<u64>> {
+    Ok(generations(warehouse).await?.into_iter().max())
+}
+
 /// The highest generation and its content, if any.
 async fn latest(warehouse: &Warehouse) -> Result<Option<(u64, Generation)>> {
-    let Some(generation) = generations(warehouse).await?.into_iter().max() else {
+    let Some(generation) = newest(warehouse).await? else {
         return Ok(None);
     };
     let bytes = match warehouse
@@ -216,6 +232,7 @@ impl Lease {
         };
         let proved_at = Instant::now();
         if create(warehouse, next, &content).await? {
+            prune(warehouse, next).await?;
             Ok(Acquired::Held(Lease {
                 warehouse: warehouse.clone(),
                 generation: next,
@@ -226,8 +243,20 @@ impl Lease {
                 proved_at,
             }))
         } else {
-            // Another run won generation `next`.
+            // Another run won generation `next` — or a sibling worker of this run, whose
+            // generation holds the lease for this one too.
             match latest(warehouse).await? {
+                Some((generation, current)) if current.holder == holder && !current.released => {
+                    Ok(Acquired::Held(Lease {
+                        warehouse: warehouse.clone(),
+                        generation,
+                        holder,
+                        acquired_ms: now_ms,
+                        duration_ms,
+                        expires_ms: current.expires_ms,
+                        proved_at,
+                    }))
+                }
                 Some((_, current)) => Ok(Acquired::Busy {
                     holder: current.holder,
                     expires_ms: current.expires_ms,
@@ -240,28 +269,47 @@ impl Lease {
         }
     }
 
-    /// Extend the lease from `now_ms` and prove this run still holds the newest
-    /// generation, or fail if another run has taken it over.
+    /// Prove this run still holds the lease at `now_ms`, extending it if less than half
+    /// of it is left, or fail if another run has taken it over.
+    ///
+    /// The lease is this run's while its newest generation names the run and is not
+    /// released; the workers of one run share it, so a generation a sibling worker wrote
+    /// proves it as well as this worker's own. A generation is only written when the
+    /// lease must be extended: the next after the newest, with create-if-absent, so of a
+    /// renewal and a takeover racing for it exactly one wins (a takeover needs the lease
+    /// expired, and a proof is only used within half the lease of it).
     pub(crate) async fn renew(&mut self, now_ms: i64) -> Result<()> {
         let started = Instant::now();
-        let content = Generation {
-            holder: self.holder,
-            acquired_ms: self.acquired_ms,
-            expires_ms: now_ms.saturating_add(self.duration_ms),
-            released: false,
-        };
-        let next = successor(self.generation)?;
-        if !create(&self.warehouse, next, &content).await? {
-            return Err(lost());
+        for _ in 0..RENEW_ATTEMPTS {
+            let Some((newest, current)) = latest(&self.warehouse).await? else {
+                return Err(lost());
+            };
+            if current.holder != self.holder || current.released {
+                return Err(lost());
+            }
+            if current.expires_ms > now_ms.saturating_add(self.duration_ms / 2) {
+                self.generation = newest;
+                self.expires_ms = current.expires_ms;
+                self.proved_at = started;
+                return Ok(());
+            }
+            let content = Generation {
+                holder: self.holder,
+                acquired_ms: self.acquired_ms,
+                expires_ms: now_ms.saturating_add(self.duration_ms),
+                released: false,
+            };
+            let next = successor(newest)?;
+            if create(&self.warehouse, next, &content).await? {
+                prune(&self.warehouse, next).await?;
+                self.generation = next;
+                self.expires_ms = content.expires_ms;
+                self.proved_at = started;
+                return Ok(());
+            }
+            // A sibling worker (or another run) wrote that generation first: look again.
         }
-        self.generation = next;
-        let newest = generations(&self.warehouse).await?.into_iter().max();
-        if newest != Some(next) {
-            return Err(lost());
-        }
-        self.expires_ms = content.expires_ms;
-        self.proved_at = started;
-        Ok(())
+        Err(lost())
     }
 
     /// Whether the lease must be renewed before the run acts on it at `now_ms` (run
@@ -288,22 +336,32 @@ impl Lease {
             released: true,
         };
         let last = successor(self.generation)?;
-        let released = create(&self.warehouse, last, &content).await?;
-        if released {
-            let keep_from = last.saturating_sub(KEEP_GENERATIONS);
-            let all = generations(&self.warehouse).await?;
-            let newest = all.iter().copied().max().unwrap_or(0);
-            let old: Vec<String> = all
-                .into_iter()
-                .filter(|g| *g < keep_from && *g < newest)
-                .map(generation_name)
-                .collect();
-            for (_, outcome) in self.warehouse.delete(old).await {
-                if let crate::warehouse::Deletion::Failed(err) = outcome {
-                    return Err(err);
-                }
-            }
+        if create(&self.warehouse, last, &content).await? {
+            prune(&self.warehouse, last).await?;
         }
         Ok(())
     }
+}
+
+/// Every [`KEEP_GENERATIONS`]th generation written, remove the generations older than the
+/// last few before it (never the newest): a run of many invocations writes one or more
+/// generations in each, and each acquisition and renewal lists them.
+async fn prune(warehouse: &Warehouse, written: u64) -> Result<()> {
+    let keep_from = written.saturating_sub(KEEP_GENERATIONS);
+    if keep_from == 0 || !written.is_multiple_of(KEEP_GENERATIONS) {
+        return Ok(());
+    }
+    let all = generations(warehouse).await?;
+    let newest = all.iter().copied().max().unwrap_or(0);
+    let old: Vec<String> = all
+        .into_iter()
+        .filter(|g| *g < keep_from && *g < newest)
+        .map(generation_name)
+        .collect();
+    for (_, outcome) in warehouse.delete(old).await {
+        if let crate::warehouse::Deletion::Failed(err) = outcome {
+            return Err(err);
+        }
+    }
+    Ok(())
 }

@@ -45,7 +45,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::warehouse::{Fetched, ListItem, Listed, Warehouse};
+use crate::warehouse::{Fetched, ListItem, ListRange, Listed, Positioned, Warehouse};
 
 /// The ledger directory under the warehouse root.
 pub const LEDGER_DIR: &str = "_gc/ledger";
@@ -53,15 +53,27 @@ pub const LEDGER_DIR: &str = "_gc/ledger";
 const LEDGER_VERSION: i32 = 1;
 
 /// The journal of one run: its time and id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub(crate) struct JournalRef {
     pub run_ms: i64,
     pub run_id: Uuid,
 }
 
 impl JournalRef {
-    fn suffix(&self) -> String {
+    /// `<run-ms>-<run>`: how the run's files are named.
+    pub(crate) fn suffix(&self) -> String {
         format!("{}-{}", self.run_ms.max(0), self.run_id.simple())
+    }
+
+    /// The journal a suffix names, if it is one this collector writes.
+    pub(crate) fn parse_suffix(stem: &str) -> Option<JournalRef> {
+        let (run_ms, run) = stem.split_once('-')?;
+        let journal = JournalRef {
+            run_ms: run_ms.parse().ok()?,
+            run_id: Uuid::try_parse(run).ok()?,
+        };
+        (journal.suffix() == stem).then_some(journal)
     }
 }
 
@@ -72,27 +84,14 @@ pub(crate) struct JournalState {
     pub previous: Option<JournalRef>,
     /// Runs that wrote a journal but never finished.
     pub dead: Vec<JournalRef>,
+    /// Runs that finished (or were acknowledged as dead by a finished run).
+    pub finished: HashSet<JournalRef>,
     /// The latest time of any journal, finished or not.
     pub latest_ms: Option<i64>,
 }
 
 /// The journal directory under the warehouse root.
 pub const JOURNAL_DIR: &str = "_gc/journal";
-
-/// The directory of the scan cursors of budgeted runs.
-pub const CURSOR_DIR: &str = "_gc/cursor";
-
-/// How many cursor files are kept (the newest counts).
-const KEEP_CURSORS: usize = 4;
-
-#[derive(Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-struct Cursor {
-    cursor_version: i32,
-    /// The directory of `indexes/` after which the next run's scan resumes.
-    #[serde(default)]
-    resume_after: Option<String>,
-}
 
 #[derive(Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -186,12 +185,7 @@ fn parse_journal_file(name: &str) -> Option<(JournalRef, bool)> {
         Some(stem) => (stem, false),
         None => (file.strip_suffix(".done")?, true),
     };
-    let (run_ms, run) = stem.split_once('-')?;
-    let journal = JournalRef {
-        run_ms: run_ms.parse().ok()?,
-        run_id: Uuid::try_parse(run).ok()?,
-    };
-    (journal.suffix() == stem).then_some((journal, done))
+    JournalRef::parse_suffix(stem).map(|journal| (journal, done))
 }
 
 fn file_name(name: &str) -> &str {
@@ -295,6 +289,15 @@ impl Ledger {
             .map(|_| ())
     }
 
+    /// Whether a run's journal exists.
+    pub(crate) async fn journal_exists(&self, journal: JournalRef) -> Result<bool> {
+        Ok(self
+            .warehouse
+            .head(&self.journal_name(journal))
+            .await?
+            .is_some())
+    }
+
     /// The incarnations a run's journal lists (empty if it is gone: conservative).
     pub(crate) async fn read_journal(&self, journal: JournalRef) -> Result<HashSet<Uuid>> {
         let bytes = match self
@@ -324,86 +327,6 @@ impl Ledger {
             .put_if_absent(&self.done_name(journal), Bytes::from_static(b"{}"))
             .await
             .map(|_| ())
-    }
-
-    /// Record where the next budgeted run's scan of `indexes/` resumes: after the
-    /// directory `after`, or (`None`) at the beginning. Each finished run writes its own
-    /// immutable cursor file `_gc/cursor/<run-ms>-<run>.json` (create-if-absent, as every
-    /// write under `_gc/`; journal times only grow), and the newest one counts; older ones
-    /// are pruned. A cursor that is lost, stale or forged only changes which directories
-    /// the next run scans, never what a scan may delete (see the module docs of
-    /// [`crate::gc`], "Budgeted runs").
-    pub(crate) async fn write_cursor(
-        &self,
-        journal: JournalRef,
-        after: Option<&str>,
-    ) -> Result<()> {
-        let body = Cursor {
-            cursor_version: LEDGER_VERSION,
-            resume_after: after.map(str::to_owned),
-        };
-        self.warehouse
-            .put_if_absent(
-                &format!("{CURSOR_DIR}/{}.json", journal.suffix()),
-                Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
-            )
-            .await?;
-        let mut cursors = self.cursor_files().await?;
-        cursors.sort_by_key(|(journal, _)| (journal.run_ms, journal.run_id));
-        let keep = cursors.len().saturating_sub(KEEP_CURSORS);
-        let old: Vec<String> = cursors
-            .into_iter()
-            .take(keep)
-            .map(|(_, name)| name)
-            .collect();
-        self.delete(old).await.map(|_| ())
-    }
-
-    /// Where the scan of `indexes/` resumes: the newest cursor's directory, or the
-    /// beginning (also for a cursor that cannot be read, which only costs a rescan).
-    pub(crate) async fn read_cursor(&self) -> Result<Option<String>> {
-        let Some((_, name)) = self
-            .cursor_files()
-            .await?
-            .into_iter()
-            .max_by_key(|(journal, _)| (journal.run_ms, journal.run_id))
-        else {
-            return Ok(None);
-        };
-        Ok(match self.warehouse.get(&name, 64 * 1024).await? {
-            Fetched::Object(bytes, _) => serde_json::from_slice::<Cursor>(&bytes)
-                .ok()
-                .and_then(|cursor| cursor.resume_after),
-            Fetched::Missing | Fetched::TooLarge(_) => None,
-        })
-    }
-
-    /// The cursor files (only names this collector writes), by run.
-    async fn cursor_files(&self) -> Result<Vec<(JournalRef, String)>> {
-        self.warehouse
-            .list(CURSOR_DIR)
-            .try_filter_map(|item| async move {
-                Ok(match item {
-                    ListItem::Object(listed) => {
-                        let stem = listed
-                            .name
-                            .strip_prefix(CURSOR_DIR)
-                            .and_then(|rest| rest.strip_prefix('/'))
-                            .and_then(|file| file.strip_suffix(".json"));
-                        stem.and_then(|stem| {
-                            let (run_ms, run) = stem.split_once('-')?;
-                            let journal = JournalRef {
-                                run_ms: run_ms.parse().ok()?,
-                                run_id: Uuid::try_parse(run).ok()?,
-                            };
-                            (journal.suffix() == stem).then_some((journal, listed.name.clone()))
-                        })
-                    }
-                    ListItem::Skipped { .. } => None,
-                })
-            })
-            .try_collect()
-            .await
     }
 
     /// Every file of the journal directory.
@@ -450,6 +373,7 @@ impl Ledger {
             previous,
             dead,
             latest_ms,
+            finished: done,
         })
     }
 
@@ -474,6 +398,17 @@ impl Ledger {
         self.warehouse.list(LEDGER_DIR)
     }
 
+    /// The ledger entries of the objects of `range` (a range of a managed prefix), after
+    /// the position `after`: the same bounds below the ledger's mirror of that prefix.
+    pub(crate) fn list_range(
+        &self,
+        range: &ListRange,
+        after: Option<&str>,
+    ) -> BoxStream<'static, Result<Positioned>> {
+        let mirrored = range.under(&format!("{LEDGER_DIR}/{}", range.prefix));
+        self.warehouse.list_range(&mirrored, after)
+    }
+
     /// The object a ledger file belongs to; `None` for a file this collector does not
     /// write (the sweep never deletes those).
     pub(crate) fn object_of(&self, file: &str) -> Option<String> {
@@ -483,25 +418,39 @@ impl Ledger {
         Some(object.to_owned())
     }
 
-    /// Delete ledger files (missing ones are fine); returns how many are gone.
+    /// Delete ledger entry files and journals (missing ones are fine); returns how many
+    /// are gone. Only names of files this collector writes there are deleted, whoever
+    /// passes them (a name read back from a run's state included).
     pub(crate) async fn delete(&self, files: Vec<String>) -> Result<usize> {
-        if files.is_empty() {
-            return Ok(0);
+        let (own, foreign): (Vec<String>, Vec<String>) = files
+            .into_iter()
+            .partition(|name| self.object_of(name).is_some() || parse_journal_file(name).is_some());
+        for name in foreign {
+            tracing::warn!(file = %name, "gc: not deleting a file that is no ledger entry or journal");
         }
-        let mut deleted = 0;
-        for (name, outcome) in self.warehouse.delete(files).await {
-            match outcome {
-                crate::warehouse::Deletion::Deleted | crate::warehouse::Deletion::Missing => {
-                    deleted += 1
-                }
-                crate::warehouse::Deletion::Refused(why) => {
-                    tracing::warn!(file = %name, reason = %why, "gc ledger file not deleted");
-                }
-                crate::warehouse::Deletion::Failed(err) => return Err(err),
-            }
-        }
-        Ok(deleted)
+        delete_own(&self.warehouse, own).await
     }
+}
+
+/// Delete files the collector wrote under `_gc/` (missing ones are fine); how many are
+/// gone.
+pub(crate) async fn delete_own(warehouse: &Warehouse, files: Vec<String>) -> Result<usize> {
+    if files.is_empty() {
+        return Ok(0);
+    }
+    let mut deleted = 0;
+    for (name, outcome) in warehouse.delete(files).await {
+        match outcome {
+            crate::warehouse::Deletion::Deleted | crate::warehouse::Deletion::Missing => {
+                deleted += 1
+            }
+            crate::warehouse::Deletion::Refused(why) => {
+                tracing::warn!(file = %name, reason = %why, "gc file not deleted");
+            }
+            crate::warehouse::Deletion::Failed(err) => return Err(err),
+        }
+    }
+    Ok(deleted)
 }
 
 #[cfg(test)]

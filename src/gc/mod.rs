@@ -250,27 +250,38 @@
 //! See the `nested` submodule docs for the catalog structures that mark a subtree of the
 //! managed prefixes as somebody else's.
 
+mod assess;
 mod collect;
 pub mod config;
+mod delete;
+mod finish;
+mod job;
 mod lease;
 pub mod ledger;
 mod nested;
+mod plan;
 pub mod reachability;
 mod refs;
 pub mod report;
+mod scan;
 mod scheduled;
 pub mod status;
+mod step;
 
 use std::sync::Arc;
 
 pub use crate::catalog::ownership::{MARKER, OwnershipMarker, adopt, claim, verify_ownership};
 pub use crate::warehouse::MANAGED_PREFIXES;
 pub use config::{GcConfig, format_duration, parse_duration};
+pub use job::PartitionProgress;
 pub use lease::LeaseState;
 pub use reachability::RootStats;
-pub use report::{ActionKind, GcAction, GcPhase, GcProgress, GcReport, GcStatus, ScanRange, Tally};
+pub use report::{
+    ActionKind, Counts, GcAction, GcPhase, GcProgress, GcReport, GcStatus, RunProgress, Tally,
+};
 pub use scheduled::{run_scheduled, run_scheduled_within};
 pub use status::{GcState, status};
+pub use step::{GcStep, StepOutcome};
 
 use crate::catalog::Catalog;
 use crate::error::Result;
@@ -284,6 +295,10 @@ pub struct GarbageCollector {
     catalog: Catalog,
     config: GcConfig,
     progress: Option<ProgressFn>,
+    /// Where a dry run keeps its run's state (it writes nothing to the warehouse).
+    scratch: Option<crate::warehouse::Warehouse>,
+    /// What this collector's steps have scanned, for [`GcProgress::Scanned`].
+    scanned: Arc<std::sync::Mutex<Tally>>,
 }
 
 impl std::fmt::Debug for GarbageCollector {
@@ -305,6 +320,8 @@ impl GarbageCollector {
             catalog,
             config,
             progress: None,
+            scratch: None,
+            scanned: Arc::default(),
         })
     }
 
@@ -324,24 +341,68 @@ impl GarbageCollector {
         &self.catalog
     }
 
-    /// Run once at logical time `now_ms` (Unix epoch milliseconds). See the module docs.
+    pub(crate) fn emit(&self, event: GcProgress) {
+        if let Some(progress) = &self.progress {
+            progress(&event);
+        }
+    }
+
+    /// Note `page` more objects scanned and report the total so far.
+    pub(crate) fn scanned(&self, page: Tally) {
+        let total = {
+            let mut total = self.scanned.lock().unwrap_or_else(|err| err.into_inner());
+            total.merge(page);
+            *total
+        };
+        self.emit(GcProgress::Scanned {
+            objects: total.objects,
+            bytes: total.bytes,
+        });
+    }
+
+    /// Run once at logical time `now_ms` (Unix epoch milliseconds): go on with the
+    /// unfinished run if there is one, else start one, and take it to its end in this
+    /// process (see [runs](self#runs)). With a [`budget`](GcConfig::budget) the call may
+    /// stop with the run unfinished (status `in-progress`); the next call goes on.
     ///
     /// Errors: `WAREHOUSE_NOT_OWNED` if the warehouse is owned by another catalog,
     /// `INVALID_CONFIGURATION` if it has no owner or is nested in another warehouse; the
     /// error of the failing read if a root metadata file cannot be read or parsed (nothing
-    /// is deleted); `STORE_UNAVAILABLE` if the store fails mid-run (a rerun resumes safely).
+    /// is deleted); `STORE_UNAVAILABLE` if the store fails mid-run (the next call goes on
+    /// from the last checkpoint).
     pub async fn collect(&self, now_ms: i64) -> Result<GcReport> {
         self.run(now_ms).await
     }
 
-    /// This collector with a scan budget of at most `budget` (the smaller of it and the
-    /// configured one): what an invocation with a deadline runs (see
-    /// [budgeted runs](self#budgeted-runs)).
+    /// Go on with the unfinished run, if there is one (`skipped` with a reason if not).
+    pub async fn resume(&self, now_ms: i64) -> Result<GcReport> {
+        if self.config.dry_run || self.unfinished().await?.is_some() {
+            return self.run(now_ms).await;
+        }
+        let mut report = GcReport::new(self.catalog.ids().uuid(), now_ms, &self.config);
+        report.status = GcStatus::Skipped;
+        report.skipped_reason = Some("no gc run is unfinished".to_owned());
+        Ok(report)
+    }
+
+    /// Give up the unfinished run, if there is one: it is never resumed, and the next run
+    /// restarts every tracked retention clock once (its journal counts as a dead run's).
+    /// Returns the run's id.
+    pub async fn abandon(&self) -> Result<Option<uuid::Uuid>> {
+        let Some((job, plan)) = self.unfinished().await? else {
+            return Ok(None);
+        };
+        job.abandon().await?;
+        Ok(Some(plan.run_id))
+    }
+
+    /// This collector with a budget of at most `budget` (the smaller of it and the
+    /// configured one): what an invocation with a deadline runs.
     pub fn within(&self, budget: std::time::Duration) -> GarbageCollector {
         let mut within = self.clone();
-        within.config.scan_budget = Some(
+        within.config.budget = Some(
             self.config
-                .scan_budget
+                .budget
                 .map_or(budget, |configured| configured.min(budget)),
         );
         within

@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::refs::{RefMap, normalize};
@@ -48,8 +48,8 @@ use crate::warehouse::{Fetched, aliases};
 const PAGE: usize = 1000;
 
 /// What the walk found among the pointer records.
-#[derive(Debug, Default, Clone, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct RootStats {
     /// Pointer records read.
     pub pointer_records: u64,
@@ -68,7 +68,8 @@ pub struct RootStats {
 }
 
 /// One incarnation of an identifier, as seen by a walk.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub(crate) struct Incarnation {
     /// The register or rename that created it (stable across its commits).
     pub created_by: Uuid,
@@ -81,7 +82,8 @@ pub(crate) struct Incarnation {
 }
 
 /// Evidence about when unreachable objects lost reachability.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub(crate) struct Evidence {
     /// The latest `updated-ms` of any pointer record: every record has been in its current
     /// state since then, so an object unreachable now was unreachable since then too.
@@ -118,7 +120,8 @@ impl Evidence {
 }
 
 /// One walk's result.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub(crate) struct Observation {
     pub reachable: RefMap,
     pub roots: RootStats,

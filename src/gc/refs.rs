@@ -12,6 +12,8 @@
 
 use std::collections::HashMap;
 
+use serde::{Deserialize, Serialize};
+
 use crate::warehouse::{aliases, object_name};
 
 /// The name of a warehouse-relative location as written in metadata, if it is one.
@@ -28,10 +30,30 @@ fn self_and_ancestors(relative: &str) -> impl Iterator<Item = &str> {
 }
 
 /// A set of references, each covering itself and its subtree, with a timestamp per
-/// reference (the largest one recorded); plain sets use `0`.
-#[derive(Debug, Default, Clone)]
+/// reference (the largest one recorded); plain sets use `0`. Stored (in a run's state) as
+/// a list of `[name, ms]` pairs sorted by name.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct RefMap {
     refs: HashMap<String, i64>,
+}
+
+impl Serialize for RefMap {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut sorted: Vec<(&String, &i64)> = self.refs.iter().collect();
+        sorted.sort_unstable();
+        serializer.collect_seq(sorted)
+    }
+}
+
+impl<'de> Deserialize<'de> for RefMap {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let pairs: Vec<(String, i64)> = Vec::deserialize(deserializer)?;
+        let mut map = RefMap::default();
+        for (name, ms) in pairs {
+            map.insert(name, ms);
+        }
+        Ok(map)
+    }
 }
 
 impl RefMap {
@@ -74,6 +96,11 @@ impl RefMap {
     /// How many references.
     pub(crate) fn len(&self) -> usize {
         self.refs.len()
+    }
+
+    /// The references, unordered.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &String> {
+        self.refs.keys()
     }
 }
 

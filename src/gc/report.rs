@@ -1,13 +1,14 @@
 //! What a run did (or, dry, would do), and the progress events it emits.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::config::GcConfig;
 use super::reachability::RootStats;
 
 /// A count of objects and their bytes.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Tally {
     /// Objects.
     pub objects: u64,
@@ -21,6 +22,71 @@ impl Tally {
         self.objects += 1;
         self.bytes += bytes;
     }
+
+    /// Add another count.
+    pub fn merge(&mut self, other: Tally) {
+        self.objects += other.objects;
+        self.bytes += other.bytes;
+    }
+}
+
+/// The counts of a run (or of part of one: a page, a partition), as [`GcReport`] reports
+/// them; see there for what each means.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
+pub struct Counts {
+    /// Objects listed under the managed prefixes.
+    pub scanned: Tally,
+    /// Reachable from a root.
+    pub reachable: Tally,
+    /// Inside a nested warehouse or pointer store.
+    pub kept_nested: Tally,
+    /// Metadata of a format version this collector does not understand.
+    pub kept_unknown_format: Tally,
+    /// Listing entries that are no objects the collector may touch.
+    pub skipped: u64,
+    /// Younger than the grace period.
+    pub kept_by_grace: Tally,
+    /// Unreachable for less than the retention period.
+    pub kept_by_retention: Tally,
+    /// Condemned less than the condemnation delay ago.
+    pub kept_by_condemn_delay: Tally,
+    /// Named by an unreachable metadata file that still exists.
+    pub kept_by_reference: Tally,
+    /// Reachable again (or newly evidenced) at the verification walk.
+    pub kept_at_verification: Tally,
+    /// Over the deletion limit.
+    pub deferred: Tally,
+    /// Deleted (dry run: would be).
+    pub deleted: Tally,
+    /// Retention clocks started.
+    pub tracked: Tally,
+    /// Condemnations made.
+    pub condemned: Tally,
+    /// Ledger files removed.
+    pub ledger_files_cleared: u64,
+}
+
+impl Counts {
+    /// Add `other` to these counts.
+    pub fn merge(&mut self, other: &Counts) {
+        self.scanned.merge(other.scanned);
+        self.reachable.merge(other.reachable);
+        self.kept_nested.merge(other.kept_nested);
+        self.kept_unknown_format.merge(other.kept_unknown_format);
+        self.skipped += other.skipped;
+        self.kept_by_grace.merge(other.kept_by_grace);
+        self.kept_by_retention.merge(other.kept_by_retention);
+        self.kept_by_condemn_delay
+            .merge(other.kept_by_condemn_delay);
+        self.kept_by_reference.merge(other.kept_by_reference);
+        self.kept_at_verification.merge(other.kept_at_verification);
+        self.deferred.merge(other.deferred);
+        self.deleted.merge(other.deleted);
+        self.tracked.merge(other.tracked);
+        self.condemned.merge(other.condemned);
+        self.ledger_files_cleared += other.ledger_files_cleared;
+    }
 }
 
 /// How a run ended.
@@ -33,6 +99,9 @@ pub enum GcStatus {
     DryRun,
     /// Another run holds the lease; this one did nothing.
     Skipped,
+    /// The invocation stopped at its deadline (or budget) with the run unfinished; the
+    /// next invocation goes on where it stopped.
+    InProgress,
 }
 
 /// What a run did to one object.
@@ -127,22 +196,21 @@ pub struct GcReport {
     pub actions_truncated: bool,
     /// Things an operator should know (dangling references, invalid dropped metadata).
     pub warnings: Vec<String>,
-    /// The part of `indexes/` this run scanned, when it was not all of it (a run with a
-    /// scan budget); `null` for a run that scanned everything.
-    pub scan: Option<ScanRange>,
+    /// Where the run stands: its phase and, per partition of `indexes/`, its progress
+    /// (`null` for a dry run, which keeps no state).
+    pub progress: Option<RunProgress>,
 }
 
-/// The top-level directories of `indexes/` a budgeted run scanned (its own files and the
-/// directories named like catalog structures are scanned by every run).
+/// Where a run stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub struct ScanRange {
-    /// It began after this directory (where the previous finished run stopped); `None`:
-    /// at the first.
-    pub resumed_after: Option<String>,
-    /// It stopped after this directory, where the next run resumes; `None`: it reached the
-    /// last one, and the next run starts over.
-    pub stopped_after: Option<String>,
+pub struct RunProgress {
+    /// The phase the run is in (`done` once finished).
+    pub phase: GcPhase,
+    /// How many partitions `indexes/` is split into.
+    pub partitions: usize,
+    /// How many steps (invocations) this report covers.
+    pub steps: u64,
 }
 
 impl GcReport {
@@ -177,8 +245,55 @@ impl GcReport {
             actions: Vec::new(),
             actions_truncated: false,
             warnings: Vec::new(),
-            scan: None,
+            progress: None,
         }
+    }
+
+    /// The counts of this report.
+    pub fn counts(&self) -> Counts {
+        Counts {
+            scanned: self.scanned,
+            reachable: self.reachable,
+            kept_nested: self.kept_nested,
+            kept_unknown_format: self.kept_unknown_format,
+            skipped: self.skipped,
+            kept_by_grace: self.kept_by_grace,
+            kept_by_retention: self.kept_by_retention,
+            kept_by_condemn_delay: self.kept_by_condemn_delay,
+            kept_by_reference: self.kept_by_reference,
+            kept_at_verification: self.kept_at_verification,
+            deferred: self.deferred,
+            deleted: self.deleted,
+            tracked: self.tracked,
+            condemned: self.condemned,
+            ledger_files_cleared: self.ledger_files_cleared,
+        }
+    }
+
+    /// Replace this report's counts.
+    pub(crate) fn set_counts(&mut self, counts: &Counts) {
+        self.scanned = counts.scanned;
+        self.reachable = counts.reachable;
+        self.kept_nested = counts.kept_nested;
+        self.kept_unknown_format = counts.kept_unknown_format;
+        self.skipped = counts.skipped;
+        self.kept_by_grace = counts.kept_by_grace;
+        self.kept_by_retention = counts.kept_by_retention;
+        self.kept_by_condemn_delay = counts.kept_by_condemn_delay;
+        self.kept_by_reference = counts.kept_by_reference;
+        self.kept_at_verification = counts.kept_at_verification;
+        self.deferred = counts.deferred;
+        self.deleted = counts.deleted;
+        self.tracked = counts.tracked;
+        self.condemned = counts.condemned;
+        self.ledger_files_cleared = counts.ledger_files_cleared;
+    }
+
+    /// Add `counts` to this report's.
+    pub(crate) fn add_counts(&mut self, counts: &Counts) {
+        let mut all = self.counts();
+        all.merge(counts);
+        self.set_counts(&all);
     }
 
     pub(crate) fn act(&mut self, path: &str, size: u64, action: ActionKind, reason: String) {
@@ -201,7 +316,7 @@ impl GcReport {
 }
 
 /// A phase of a run, in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum GcPhase {
     /// Checking the warehouse's ownership marker.

@@ -1,46 +1,61 @@
-//! The scheduled run: what the `gc` Lambda function (an EventBridge schedule) does.
+//! The `gc` Lambda function's events: one step of a run (what the `gc-cycle` state
+//! machine sends), or a whole run within the invocation's budget (a scheduled event).
 
 use serde_json::Value;
 
 use super::GarbageCollector;
+use super::step::GcStep;
 use crate::error::{Error, ErrorKind, Result};
 
-/// Run `collector` once for a scheduled event at the catalog clock's current time and
-/// return the report as JSON.
+/// Answer one event at the catalog clock's current time.
 ///
-/// The event is the raw EventBridge scheduled event (`{"source": "aws.events",
-/// "detail-type": "Scheduled Event", ...}`); its content is not interpreted beyond being a
-/// JSON object, so a manual invocation with `{}` works too. A run skipped because another
-/// run holds the lease is a success (`"status": "skipped"`), not an error: overlapping
-/// schedules are expected.
-pub async fn run_scheduled(collector: &GarbageCollector, event: Value) -> Result<Value> {
-    run_scheduled_within(collector, event, None).await
-}
-
-/// Like [`run_scheduled`], scanning for at most `budget` (an invocation's time to its
-/// deadline, less what verifying, deleting and sweeping need): a warehouse too large for
-/// one invocation is collected over several, each a finished run (see
-/// [budgeted runs](super#budgeted-runs)).
+/// * `{"step": "plan"}`, `{"step": "scan", "run": "<id>", "partition": 0}`, ... (see
+///   [`GcStep`]): that step, stopping at the first page boundary after `budget`; the
+///   answer is the [`StepOutcome`](super::StepOutcome) (`done`, `partitions`, `status`
+///   and the step's report).
+/// * any other JSON object (the raw EventBridge scheduled event, `{}` for a manual run):
+///   as much of a whole run as fits in `budget` ([`GarbageCollector::collect`]); the next
+///   event goes on where it stopped. The answer is the report, with `done` set once the
+///   run has finished.
+///
+/// A run skipped because another run holds the lease is a success (`"status":
+/// "skipped"`), not an error: overlapping schedules are expected.
 pub async fn run_scheduled_within(
     collector: &GarbageCollector,
     event: Value,
     budget: Option<std::time::Duration>,
 ) -> Result<Value> {
-    let budgeted;
-    let collector = match budget {
-        Some(budget) => {
-            budgeted = collector.within(budget);
-            &budgeted
-        }
-        None => collector,
-    };
     if !event.is_object() {
         return Err(Error::new(
             ErrorKind::InvalidRequest,
-            "the gc function expects a JSON object (an EventBridge scheduled event or {})",
+            "the gc function expects a JSON object (a step such as {\"step\": \"plan\"}, an EventBridge scheduled event or {})",
         ));
     }
+    let collector = match budget {
+        Some(budget) => collector.within(budget),
+        None => collector.clone(),
+    };
     let now = collector.catalog().clock().now_ms();
+    if event.get("step").is_some() {
+        let step: GcStep = serde_json::from_value(event).map_err(|err| {
+            Error::new(
+                ErrorKind::InvalidRequest,
+                format!("the gc step event is invalid: {err}"),
+            )
+        })?;
+        let outcome = collector.step(step, now, collector.config().budget).await?;
+        return Ok(outcome.to_json());
+    }
     let report = collector.collect(now).await?;
-    Ok(report.to_json())
+    let mut value = report.to_json();
+    if let Some(object) = value.as_object_mut() {
+        let done = report.status != super::GcStatus::InProgress;
+        object.insert("done".into(), done.into());
+    }
+    Ok(value)
+}
+
+/// [`run_scheduled_within`] without a budget.
+pub async fn run_scheduled(collector: &GarbageCollector, event: Value) -> Result<Value> {
+    run_scheduled_within(collector, event, None).await
 }

@@ -4,8 +4,10 @@ use futures::TryStreamExt;
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::job::{Job, PartitionProgress, Seq};
 use super::lease::{self, LeaseState};
 use super::ledger::{JournalRef, Ledger};
+use super::report::GcPhase;
 use crate::catalog::Catalog;
 use crate::catalog::ownership::{OwnershipMarker, read_marker};
 use crate::error::Result;
@@ -25,12 +27,14 @@ pub struct GcState {
     pub running: bool,
     /// The latest run that finished (sweep included).
     pub last_finished_run: Option<RunState>,
-    /// Runs that recorded a journal but did not finish: the one running now (if any), and
-    /// runs that died; the next run restarts every tracked retention clock once for them.
+    /// Runs that recorded a journal but did not finish: the unfinished run (see
+    /// `current-run`; it is resumed, never restarted), and runs that were abandoned or
+    /// died under an earlier version, for which the next new run restarts every tracked
+    /// retention clock once.
     pub unfinished_runs: Vec<RunState>,
-    /// Where the next budgeted run resumes its scan of `indexes/` (after this top-level
-    /// directory; `None`: at the beginning).
-    pub scan_cursor: Option<String>,
+    /// The unfinished run (the one the next `gc` or plan step goes on with): its phase
+    /// and each partition's progress.
+    pub current_run: Option<CurrentRun>,
     /// Ledger totals (only with `ledger: true`: it lists the whole ledger).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ledger: Option<LedgerState>,
@@ -46,6 +50,24 @@ pub struct RunState {
     pub run_ms: i64,
     /// How long ago that was.
     pub age_ms: i64,
+}
+
+/// Where the unfinished run stands.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct CurrentRun {
+    /// The run.
+    pub run: RunState,
+    /// Its phase.
+    pub phase: GcPhase,
+    /// Metadata files listed (pass 1) so far.
+    pub metadata_listed: u64,
+    /// Whether `metadata/` has been read and decided.
+    pub metadata_done: bool,
+    /// Whether the verification walk and the metadata deletions are complete.
+    pub verified: bool,
+    /// Each partition of `indexes/`.
+    pub partitions: Vec<PartitionProgress>,
 }
 
 /// What the ledger tracks.
@@ -111,7 +133,64 @@ pub async fn status(catalog: &Catalog, now_ms: i64, ledger: bool) -> Result<GcSt
         running,
         last_finished_run: journals.previous.as_ref().map(run),
         unfinished_runs: journals.dead.iter().map(run).collect(),
-        scan_cursor: journal.read_cursor().await?,
+        current_run: current_run(catalog, now_ms).await?,
         ledger,
     })
+}
+
+/// The unfinished run's progress, from its pages.
+async fn current_run(catalog: &Catalog, now_ms: i64) -> Result<Option<CurrentRun>> {
+    let collector = super::GarbageCollector::new(catalog.clone(), super::GcConfig::default())?;
+    let Some((job, plan)) = collector.unfinished().await? else {
+        return Ok(None);
+    };
+    let last = |seq: Seq, job: &Job| {
+        let job = job.clone();
+        async move { job.last_page(&seq).await }
+    };
+    let metadata = last(Seq::Metadata, &job).await?;
+    let metadata_done = last(Seq::Assessed, &job)
+        .await?
+        .is_some_and(|page| page.done);
+    let verified = last(Seq::DeletedMetadata, &job)
+        .await?
+        .is_some_and(|page| page.done);
+    let mut partitions = Vec::new();
+    for partition in 0..plan.partitions.len() {
+        let scan = last(Seq::Scan(partition), &job).await?;
+        let deleted = last(Seq::Deleted(partition), &job).await?;
+        let swept = last(Seq::Swept(partition), &job).await?;
+        partitions.push(PartitionProgress {
+            partition,
+            scanned_pages: scan.as_ref().map_or(0, |page| page.seq + 1),
+            scanned: scan.as_ref().is_some_and(|page| page.done),
+            deleted_pages: deleted.as_ref().map_or(0, |page| page.seq + 1),
+            deleted: deleted.as_ref().is_some_and(|page| page.done),
+            swept: swept.as_ref().is_some_and(|page| page.done),
+            objects: scan.as_ref().map_or(0, |page| page.totals.scanned.objects),
+        });
+    }
+    let phase = if !metadata_done {
+        GcPhase::ScanMetadata
+    } else if !partitions.iter().all(|p| p.scanned) {
+        GcPhase::ScanIndexes
+    } else if !verified {
+        GcPhase::Verify
+    } else if !partitions.iter().all(|p| p.swept) {
+        GcPhase::Delete
+    } else {
+        GcPhase::SweepLedger
+    };
+    Ok(Some(CurrentRun {
+        run: RunState {
+            run_id: plan.run_id,
+            run_ms: plan.run_ms,
+            age_ms: now_ms.saturating_sub(plan.run_ms),
+        },
+        phase,
+        metadata_listed: metadata.map_or(0, |page| page.totals.scanned.objects),
+        metadata_done,
+        verified,
+        partitions,
+    }))
 }

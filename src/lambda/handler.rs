@@ -155,16 +155,16 @@ pub async fn publish(publisher: &Publisher, event: LambdaEvent<Value>) -> Result
     crate::publish::request::handle_publish_json(publisher, &payload).await
 }
 
-/// One garbage-collection run for a scheduled event (any JSON object; `{}` for a manual
-/// run) → the run's report (see [`crate::gc::run_scheduled_within`]): the `gc` function.
+/// One gc event → one step of a run, or as much of a whole run as fits (see
+/// [`crate::gc::run_scheduled_within`]): the `gc` function.
 ///
-/// The run scans `indexes/` for at most [`gc_scan_budget`] of the invocation's time (or
-/// the collector's configured `scan_budget`, if smaller), so that it finishes — verifies,
-/// deletes, sweeps and records where the next run resumes — before the deadline instead of
-/// being cut off by it (see the collector's budgeted runs).
+/// The invocation works for at most [`gc_budget`] of its time (or the collector's
+/// configured budget, if smaller) and then stops at the next page boundary, its progress
+/// checkpointed, so it answers before its deadline instead of being cut off by it; the
+/// next invocation goes on where it stopped.
 pub async fn gc(collector: &GarbageCollector, event: LambdaEvent<Value>) -> Result<Value> {
     let started_ms = SystemClock.now_ms();
-    let budget = gc_scan_budget(event.context.deadline, started_ms);
+    let budget = gc_budget(event.context.deadline, started_ms);
     let report = crate::gc::run_scheduled_within(collector, event.payload, budget).await?;
     // The run's own numbers, besides the invocation's outcome line (never dropped by the
     // log level: metric lines are printed, not logged).
@@ -263,23 +263,24 @@ pub async fn refresh<B: IndexBuilder>(
     Ok(report.to_json())
 }
 
-/// The scan budget of a `gc` invocation whose deadline is `deadline_ms`, at `now_ms`: half
-/// of the time the invocation has ([`Deadline`]'s budget: to the deadline, less the
-/// margin); the other half is for verifying, deleting and sweeping, which every run does
-/// in full. `None` without a deadline (`Context::default()`): scan everything.
+/// The working budget of a `gc` invocation whose deadline is `deadline_ms`, at `now_ms`:
+/// three quarters of the time the invocation has ([`Deadline`]'s budget: to the deadline,
+/// less the margin); the rest is for the page that is under way when it is spent (a page
+/// is at most `PARQDB_GC_PAGE_SIZE` objects). `None` without a deadline
+/// (`Context::default()`): work until the run is complete.
 ///
 /// ```
 /// use std::time::Duration;
-/// use parqdb_catalog::lambda::handler::gc_scan_budget;
+/// use parqdb_catalog::lambda::handler::gc_budget;
 ///
-/// // 900 s to the deadline: scan for 449.75 s.
-/// assert_eq!(gc_scan_budget(900_000, 0), Some(Duration::from_millis(449_750)));
-/// assert_eq!(gc_scan_budget(0, 0), None);
+/// // 900 s to the deadline: work for 674.625 s.
+/// assert_eq!(gc_budget(900_000, 0), Some(Duration::from_millis(674_625)));
+/// assert_eq!(gc_budget(0, 0), None);
 /// ```
-pub fn gc_scan_budget(deadline_ms: u64, now_ms: i64) -> Option<std::time::Duration> {
+pub fn gc_budget(deadline_ms: u64, now_ms: i64) -> Option<std::time::Duration> {
     Deadline::default()
         .budget(deadline_ms, now_ms)
-        .map(|left| left / 2)
+        .map(|left| left * 3 / 4)
 }
 
 /// Any operation's response (serialized without a tag: each is the operation's JSON).

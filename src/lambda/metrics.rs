@@ -96,48 +96,63 @@ pub fn emf_line(
     .to_string()
 }
 
-/// The EMF line of one gc run, from its report (`report` as the `gc` function returns
-/// it): objects scanned, reachable, condemned and deleted, bytes deleted, bytes past
-/// retention still kept (waiting for their condemnation delay, for the metadata naming
-/// them to go, or over the run's deletion limit), and whether the scan covered all of
-/// `indexes/` (`ScanComplete` 1; a budgeted run that stopped early: 0), under the
-/// `Operation` dimension `gc`.
+/// The EMF line of one gc invocation, from its answer (`report` as the `gc` function
+/// returns it), under the `Operation` dimension `gc`: what this invocation did (objects
+/// scanned, reachable, condemned and deleted, bytes deleted; `PartitionsDone` 1 when it
+/// completed a partition's scan or deletion), and once a run has finished
+/// (`RunsCompleted` 1) the run's `RunDurationMs` and the bytes past retention it still kept
+/// (waiting for their condemnation delay, for the metadata naming them to go, or over the
+/// run's deletion limit). The step and status are properties of the line.
 pub fn gc_emf_line(timestamp_ms: i64, report: &Value) -> String {
     let count = |field: &str, unit: &str| report[field][unit].as_u64().unwrap_or(0);
+    let finished = report["status"] == "completed"
+        && report["progress"]["phase"]
+            .as_str()
+            .is_none_or(|phase| phase == "done");
     let kept_past_retention = ["kept-by-condemn-delay", "kept-by-reference", "deferred"]
         .iter()
         .map(|field| count(field, "bytes"))
         .sum::<u64>();
-    let scan_complete = u64::from(report["scan"]["stopped-after"].as_str().is_none());
-    json!({
-        "_aws": {
-            "Timestamp": timestamp_ms,
-            "CloudWatchMetrics": [{
-                "Namespace": NAMESPACE,
-                "Dimensions": [["Operation"]],
-                "Metrics": [
-                    {"Name": "ObjectsScanned", "Unit": "Count"},
-                    {"Name": "ObjectsReachable", "Unit": "Count"},
-                    {"Name": "ObjectsCondemned", "Unit": "Count"},
-                    {"Name": "ObjectsDeleted", "Unit": "Count"},
-                    {"Name": "BytesDeleted", "Unit": "Bytes"},
-                    {"Name": "BytesKeptPastRetention", "Unit": "Bytes"},
-                    {"Name": "ScanComplete", "Unit": "Count"},
-                ],
-            }],
-        },
+    let partition_step = matches!(report["step"].as_str(), Some("scan" | "delete"));
+    let partitions_done = u64::from(partition_step && report["done"] == true);
+    let mut metrics = vec![
+        json!({"Name": "ObjectsScanned", "Unit": "Count"}),
+        json!({"Name": "ObjectsReachable", "Unit": "Count"}),
+        json!({"Name": "ObjectsCondemned", "Unit": "Count"}),
+        json!({"Name": "ObjectsDeleted", "Unit": "Count"}),
+        json!({"Name": "BytesDeleted", "Unit": "Bytes"}),
+        json!({"Name": "PartitionsDone", "Unit": "Count"}),
+        json!({"Name": "RunsCompleted", "Unit": "Count"}),
+    ];
+    let mut line = json!({
         "Operation": "gc",
         "Status": report["status"],
+        "Step": report["step"].as_str().unwrap_or("run"),
         "RunId": report["run-id"],
         "ObjectsScanned": count("scanned", "objects"),
         "ObjectsReachable": count("reachable", "objects"),
         "ObjectsCondemned": count("condemned", "objects"),
         "ObjectsDeleted": count("deleted", "objects"),
         "BytesDeleted": count("deleted", "bytes"),
-        "BytesKeptPastRetention": kept_past_retention,
-        "ScanComplete": scan_complete,
-    })
-    .to_string()
+        "PartitionsDone": partitions_done,
+        "RunsCompleted": u64::from(finished),
+    });
+    if finished {
+        metrics.push(json!({"Name": "BytesKeptPastRetention", "Unit": "Bytes"}));
+        metrics.push(json!({"Name": "RunDurationMs", "Unit": "Milliseconds"}));
+        line["BytesKeptPastRetention"] = kept_past_retention.into();
+        let started = report["now-ms"].as_i64().unwrap_or(timestamp_ms);
+        line["RunDurationMs"] = timestamp_ms.saturating_sub(started).max(0).into();
+    }
+    line["_aws"] = json!({
+        "Timestamp": timestamp_ms,
+        "CloudWatchMetrics": [{
+            "Namespace": NAMESPACE,
+            "Dimensions": [["Operation"]],
+            "Metrics": metrics,
+        }],
+    });
+    line.to_string()
 }
 
 /// The metric line of one `refresh` batch, under the `Operation` dimension `refresh`:
@@ -267,9 +282,10 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn a_gc_run_becomes_one_emf_line() {
-        let report = serde_json::json!({
-            "status": "completed", "run-id": "r",
+    fn a_gc_invocation_becomes_one_emf_line() {
+        let finish = serde_json::json!({
+            "status": "completed", "run-id": "r", "step": "finish", "done": true,
+            "now-ms": 2, "progress": {"phase": "done", "partitions": 4, "steps": 1},
             "scanned": {"objects": 10, "bytes": 1000},
             "reachable": {"objects": 6, "bytes": 600},
             "condemned": {"objects": 1, "bytes": 10},
@@ -277,22 +293,41 @@ mod tests {
             "kept-by-condemn-delay": {"objects": 1, "bytes": 10},
             "kept-by-reference": {"objects": 1, "bytes": 30},
             "deferred": {"objects": 0, "bytes": 0},
-            "scan": {"resumed-after": null, "stopped-after": "indexes/a"},
         });
-        let line: Value = serde_json::from_str(&gc_emf_line(5, &report)).expect("JSON");
+        let line: Value = serde_json::from_str(&gc_emf_line(5, &finish)).expect("JSON");
         assert_eq!(line["Operation"], "gc");
+        assert_eq!(line["Step"], "finish");
         assert_eq!(line["ObjectsDeleted"], 2);
         assert_eq!(line["BytesDeleted"], 200);
         assert_eq!(line["BytesKeptPastRetention"], 40);
-        assert_eq!(line["ScanComplete"], 0);
-        let names: Vec<&str> = line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
-            .as_array()
-            .expect("metrics")
-            .iter()
-            .filter_map(|metric| metric["Name"].as_str())
-            .collect();
-        for name in names {
-            assert!(line[name].is_u64(), "{name} has a value");
+        assert_eq!(line["RunsCompleted"], 1);
+        assert_eq!(line["RunDurationMs"], 3);
+        assert_eq!(line["PartitionsDone"], 0);
+        let names = |line: &Value| -> Vec<String> {
+            line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+                .as_array()
+                .expect("metrics")
+                .iter()
+                .filter_map(|metric| metric["Name"].as_str().map(str::to_owned))
+                .collect()
+        };
+        for name in names(&line) {
+            assert!(line[&name].is_u64(), "{name} has a value");
+        }
+        // A partition's scan completing: counted, and no run totals.
+        let scan = serde_json::json!({
+            "status": "in-progress", "run-id": "r", "step": "scan", "done": true,
+            "progress": {"phase": "scan-indexes", "partitions": 4, "steps": 1},
+            "scanned": {"objects": 1000, "bytes": 1},
+            "kept-by-reference": {"objects": 1, "bytes": 30},
+        });
+        let line: Value = serde_json::from_str(&gc_emf_line(5, &scan)).expect("JSON");
+        assert_eq!(line["PartitionsDone"], 1);
+        assert_eq!(line["RunsCompleted"], 0);
+        assert!(line.get("BytesKeptPastRetention").is_none());
+        assert!(!names(&line).contains(&"BytesKeptPastRetention".to_owned()));
+        for name in names(&line) {
+            assert!(line[&name].is_u64(), "{name} has a value");
         }
     }
 

@@ -185,6 +185,156 @@ pub(crate) fn children(root: &Path, prefix: &str) -> Result<(Vec<ListItem>, Vec<
     Ok((items, dirs))
 }
 
+/// The subdirectories directly in `root/<prefix>`, in file-name order (the walk's order),
+/// without those whose name is not UTF-8 (they are never boundaries, only members).
+pub(crate) fn segments(root: &Path, prefix: &str) -> Result<Vec<String>> {
+    let start = match start_of(root, prefix) {
+        Ok(Some(start)) => start,
+        Ok(None) | Err(Ok(_)) => return Ok(Vec::new()),
+        Err(Err(err)) => return Err(err),
+    };
+    let mut segments = Vec::new();
+    for entry in walker(&start).max_depth(1) {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(err) => match walk_error(&start, err) {
+                None => continue,
+                Some(err) => return Err(err),
+            },
+        };
+        if entry.file_type().is_dir()
+            && let Some(name) = entry.file_name().to_str()
+        {
+            segments.push(name.to_owned());
+        }
+    }
+    Ok(segments)
+}
+
+/// The bytes of a path's components below `root`.
+fn components(root: &Path, path: &Path) -> Vec<Vec<u8>> {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .components()
+        .map(|component| component.as_os_str().as_encoded_bytes().to_vec())
+        .collect()
+}
+
+/// Bytes that stand for themselves in a position; everything else is `%XX`.
+const POSITION: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'/');
+
+/// A walk position: the entry's component bytes, percent-encoded and joined by `/`.
+fn position_of(parts: &[Vec<u8>]) -> String {
+    parts
+        .iter()
+        .map(|part| percent_encoding::percent_encode(part, POSITION).to_string())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The component bytes of a position (`None` for one this module did not write).
+fn parse_position(position: &str) -> Vec<Vec<u8>> {
+    position
+        .split('/')
+        .map(|part| percent_encoding::percent_decode_str(part).collect())
+        .collect()
+}
+
+/// The entries of `range` below `root` after the position `after`, in walk order (see
+/// the `range` module): subtrees sorting entirely before `after`, and first-level entries
+/// outside the range, are not descended into.
+pub(crate) fn list_range(
+    root: PathBuf,
+    range: super::ListRange,
+    after: Option<String>,
+) -> BoxStream<'static, Result<super::Positioned>> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<super::Positioned>>(256);
+    tokio::task::spawn_blocking(move || walk_range(&root, &range, after.as_deref(), &tx));
+    futures::stream::unfold(rx, |mut rx| async move {
+        let item = rx.recv().await?;
+        Some((item, rx))
+    })
+    .boxed()
+}
+
+fn walk_range(
+    root: &Path,
+    range: &super::ListRange,
+    after: Option<&str>,
+    tx: &tokio::sync::mpsc::Sender<Result<super::Positioned>>,
+) {
+    let send = |item| tx.blocking_send(item).is_ok();
+    let start = match start_of(root, &range.prefix) {
+        Ok(Some(start)) => start,
+        Ok(None) => return,
+        Err(Ok(item)) => {
+            let position = position_of(&components(root, &root.join(&range.prefix)));
+            if after.is_none_or(|after| position.as_str() > after) {
+                send(Ok(super::Positioned { position, item }));
+            }
+            return;
+        }
+        Err(Err(err)) => {
+            send(Err(err));
+            return;
+        }
+    };
+    let depth = components(root, &start).len();
+    let after = after.map(parse_position);
+    let (from, to) = (
+        range.from.as_ref().map(|s| s.as_bytes().to_vec()),
+        range.to.as_ref().map(|s| s.as_bytes().to_vec()),
+    );
+    let keep = |parts: &[Vec<u8>]| {
+        if parts.len() <= depth {
+            return true; // the prefix itself
+        }
+        let first = &parts[depth];
+        if from.as_ref().is_some_and(|from| first < from)
+            || to.as_ref().is_some_and(|to| first >= to)
+        {
+            return false;
+        }
+        match &after {
+            // An ancestor of the position, or an entry after it.
+            Some(after) => {
+                after.starts_with(parts) && after.len() > parts.len() || parts > after.as_slice()
+            }
+            None => true,
+        }
+    };
+    let entries = walker(&start)
+        .into_iter()
+        .filter_entry(|entry| keep(&components(root, entry.path())));
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(err) => match walk_error(&start, err) {
+                None => continue, // removed while listing
+                Some(err) => {
+                    send(Err(err));
+                    return;
+                }
+            },
+        };
+        if entry.file_type().is_dir() {
+            continue;
+        }
+        let Some(item) = item_of(root, &entry) else {
+            continue; // removed while listing
+        };
+        let position = position_of(&components(root, entry.path()));
+        if !send(Ok(super::Positioned { position, item })) {
+            return;
+        }
+    }
+}
+
 /// Whether the last segment of `name` ends in `#<digits>`: object_store's
 /// `LocalFileSystem` stages multipart uploads under such names and refuses to address
 /// them (every get, head or delete fails), so they are not objects.

@@ -27,6 +27,7 @@
 
 mod local;
 mod names;
+mod range;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,6 +41,7 @@ use url::Url;
 
 pub use names::object_name;
 pub(crate) use names::{aliases, is_within};
+pub use range::{ListRange, Positioned};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::metadata::MAX_METADATA_BYTES;
@@ -409,16 +411,21 @@ impl Warehouse {
         self.store
             .list(Some(&self.key(prefix)))
             .map(move |meta| match meta {
-                Ok(meta) => Ok(match this.name_of(&meta.location) {
-                    Some(name) => ListItem::Object(this.listed(&meta, &name)),
-                    None => ListItem::Skipped {
-                        name: meta.location.to_string(),
-                        reason: "not below the warehouse root".to_owned(),
-                    },
-                }),
+                Ok(meta) => Ok(this.item_of(&meta)),
                 Err(err) => Err(unavailable(&what, err)),
             })
             .boxed()
+    }
+
+    /// The listing entry of an object the store listed.
+    fn item_of(&self, meta: &ObjectMeta) -> ListItem {
+        match self.name_of(&meta.location) {
+            Some(name) => ListItem::Object(self.listed(meta, &name)),
+            None => ListItem::Skipped {
+                name: meta.location.to_string(),
+                reason: "not below the warehouse root".to_owned(),
+            },
+        }
     }
 
     /// The entries directly in the directory `dir`: its objects (as [`Warehouse::list`]
@@ -444,13 +451,7 @@ impl Warehouse {
         let items = listed
             .objects
             .iter()
-            .map(|meta| match self.name_of(&meta.location) {
-                Some(name) => ListItem::Object(self.listed(meta, &name)),
-                None => ListItem::Skipped {
-                    name: meta.location.to_string(),
-                    reason: "not below the warehouse root".to_owned(),
-                },
-            })
+            .map(|meta| self.item_of(meta))
             .collect();
         let mut dirs: Vec<String> = listed
             .common_prefixes

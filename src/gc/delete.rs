@@ -1,0 +1,409 @@
+//! The verify and delete steps: walk the catalog again right before deleting, delete
+//! what is still doomed (metadata files first, in the verify step; then each partition of
+//! `indexes/`), and sweep the ledger of what is reachable again or gone.
+//!
+//! Deletion pages mirror the pages that doomed their objects (`deleted/m/<k>` covers
+//! `assessed/<k>`, `deleted/<p>/<k>` covers `scan/<p>/<k>`); the lease is proved before
+//! every batch. Deleting an object that is already gone is a success, so a page redone
+//! after a crash deletes nothing twice.
+
+use std::collections::HashMap;
+
+use futures::{StreamExt, TryStreamExt};
+
+use super::assess::Judge;
+use super::job::{Doomed, Page, Seq, Walk};
+use super::ledger::Ledger;
+use super::refs::RefMap;
+use super::report::{ActionKind, Counts, GcPhase, GcProgress};
+use super::scan::Nested;
+use super::step::{GcStep, Invocation, StepOutcome};
+use crate::error::{Error, ErrorKind, Result};
+use crate::warehouse::{Deletion, ListItem, ListRange, METADATA_DIR};
+
+impl Invocation<'_> {
+    /// The verify step: the verification walk (once per run), then the doomed metadata
+    /// files.
+    pub(crate) async fn verify(mut self) -> Result<StepOutcome> {
+        let step = GcStep::Verify {
+            run: self.plan.run_id,
+        };
+        for partition in 0..self.plan.partitions.len() {
+            self.require_done(
+                &Seq::Scan(partition),
+                &format!("the scan of partition {partition}"),
+            )
+            .await?;
+        }
+        let verified = self.verification_walk().await?;
+        let done = self
+            .delete_pages(&Seq::Assessed, &Seq::DeletedMetadata, &verified)
+            .await?;
+        Ok(self.outcome(step, done))
+    }
+
+    /// The delete step for partition `partition`: its doomed objects, then its ledger.
+    pub(crate) async fn delete(mut self, partition: usize) -> Result<StepOutcome> {
+        let step = GcStep::Delete {
+            run: self.plan.run_id,
+            partition,
+        };
+        let range = self.partition(partition)?.clone();
+        self.require_done(&Seq::DeletedMetadata, "the verify step (metadata files)")
+            .await?;
+        let verified = self
+            .job
+            .verified()
+            .await?
+            .ok_or_else(|| self.missing("verified.json"))?;
+        if !self
+            .delete_pages(&Seq::Scan(partition), &Seq::Deleted(partition), &verified)
+            .await?
+        {
+            return Ok(self.outcome(step, false));
+        }
+        let observed = self
+            .job
+            .observed()
+            .await?
+            .ok_or_else(|| self.missing("observed.json"))?;
+        let done = self
+            .sweep(&range, &Seq::Swept(partition), &observed, &verified)
+            .await?;
+        Ok(self.outcome(step, done))
+    }
+
+    /// The verification walk: written once (`verified.json`, with every nested root the
+    /// scans found), after proving the lease.
+    async fn verification_walk(&mut self) -> Result<Walk> {
+        if let Some(walk) = self.job.verified().await? {
+            return Ok(walk);
+        }
+        self.gc.emit(GcProgress::Phase {
+            phase: GcPhase::Verify,
+        });
+        let mut nested =
+            Nested::from(self.job.last_page(&Seq::Metadata).await?.as_ref()).into_roots();
+        for partition in 0..self.plan.partitions.len() {
+            if let Some(page) = self.job.last_page(&Seq::Scan(partition)).await? {
+                nested.extend(page.nested);
+            }
+        }
+        for root in &nested {
+            self.report.warnings.push(format!(
+                "`{root}` holds another warehouse's ownership marker or a pointer store's records; nothing below it is ever collected. Move that warehouse or pointer store out of this warehouse's managed prefixes"
+            ));
+        }
+        let rules = self.plan.rules;
+        let mut doomed = 0;
+        for seq in
+            std::iter::once(Seq::Assessed).chain((0..self.plan.partitions.len()).map(Seq::Scan))
+        {
+            doomed += self
+                .job
+                .last_page(&seq)
+                .await?
+                .map_or(0, |page| page.doomed_total);
+        }
+        let walk = if self.gc.config.dry_run || doomed == 0 {
+            // Nothing to delete (or a dry run, which deletes nothing): the first walk
+            // stands in for the verification walk, as the sweep's second reachable set.
+            let observed = self
+                .job
+                .observed()
+                .await?
+                .ok_or_else(|| self.missing("observed.json"))?;
+            Walk {
+                observation: observed.observation,
+                nested,
+            }
+        } else {
+            self.fence().await?;
+            let observation = super::reachability::observe(
+                &self.gc.catalog,
+                self.plan.now_ms,
+                rules.retention_ms,
+                rules.skew_ms,
+                self.gc.config.io_concurrency.max(1),
+            )
+            .await?;
+            Walk {
+                observation,
+                nested,
+            }
+        };
+        self.job.write_verified(&walk).await?;
+        // Another worker may have written its walk first: use the stored one.
+        self.job
+            .verified()
+            .await?
+            .ok_or_else(|| self.missing("verified.json"))
+    }
+
+    /// Delete the doomed objects of every page of `input` not yet covered by a page of
+    /// `output`; `true` once all are.
+    async fn delete_pages(&mut self, input: &Seq, output: &Seq, verified: &Walk) -> Result<bool> {
+        let numbers = self.job.page_numbers(input).await?;
+        let covered = self.job.page_numbers(output).await?;
+        let Some(&last_number) = numbers.last() else {
+            return Err(self.missing("the pages to delete from"));
+        };
+        let mut previous = match covered.last() {
+            Some(number) => self.job.page(output, *number).await?,
+            None => None,
+        };
+        if previous.as_ref().is_some_and(|page| page.done) {
+            return Ok(true);
+        }
+        let nested = Nested::of(verified.nested.clone());
+        let known = self.known().await?;
+        for number in numbers {
+            if covered.contains(&number) {
+                continue;
+            }
+            if self.out_of_time() {
+                return Ok(false);
+            }
+            let doomed = self
+                .job
+                .page(input, number)
+                .await?
+                .ok_or_else(|| self.missing("a page of doomed objects"))?
+                .doomed;
+            let counts = self
+                .delete_doomed(doomed, verified, &nested, &known)
+                .await?;
+            let mut totals = previous
+                .as_ref()
+                .map(|page| page.totals)
+                .unwrap_or_default();
+            totals.merge(&counts);
+            let page = Page {
+                seq: number,
+                done: number == last_number,
+                totals,
+                ..Page::default()
+            };
+            let page = self.write_page(output, page).await?;
+            self.report.add_counts(&counts);
+            previous = Some(page);
+        }
+        Ok(true)
+    }
+
+    /// Delete the still-doomed objects of one page: anything in a nested subtree, reachable
+    /// again at the verification walk or with newer evidence of reachability is kept.
+    async fn delete_doomed(
+        &mut self,
+        doomed: Vec<Doomed>,
+        verified: &Walk,
+        nested: &Nested,
+        known: &std::collections::HashSet<uuid::Uuid>,
+    ) -> Result<Counts> {
+        let mut counts = Counts::default();
+        let ledger = Ledger::new(self.gc.catalog.warehouse());
+        let mut deletable = Vec::new();
+        {
+            let clock = self.clock();
+            let judge = Judge::new(
+                self.gc,
+                &self.plan,
+                &self.lease,
+                &clock,
+                known.clone(),
+                self.now_ms,
+            );
+            for item in doomed {
+                if nested.covers(&item.name) {
+                    counts.kept_nested.add(item.size);
+                    continue;
+                }
+                let again = &verified.observation;
+                let newer = judge
+                    .evidence_floor(again, &item.name, item.uuid, Some(item.clock_ms))
+                    .is_some_and(|(floor, _)| floor > item.clock_ms);
+                let reachable_again = again.reachable.covers_any_spelling(&item.name);
+                if reachable_again || newer {
+                    counts.kept_at_verification.add(item.size);
+                    if reachable_again && !self.gc.config.dry_run {
+                        counts.ledger_files_cleared +=
+                            ledger.delete(item.ledger_files).await? as u64;
+                    }
+                    continue;
+                }
+                deletable.push(item);
+            }
+        }
+        if self.gc.config.dry_run {
+            for item in deletable {
+                counts.deleted.add(item.size);
+                self.report.act(
+                    &item.name,
+                    item.size,
+                    ActionKind::Delete,
+                    format!("would delete: {}", item.reason),
+                );
+            }
+            return Ok(counts);
+        }
+        self.gc.emit(GcProgress::Phase {
+            phase: GcPhase::Delete,
+        });
+        let mut items = deletable.into_iter().peekable();
+        while items.peek().is_some() {
+            let batch: Vec<Doomed> = items
+                .by_ref()
+                .take(self.gc.config.delete_batch_size)
+                .collect();
+            self.fence().await?;
+            self.delete_batch(&ledger, &mut counts, batch).await?;
+        }
+        Ok(counts)
+    }
+
+    /// Delete one batch; then clear the deleted objects' ledger entries. An object already
+    /// gone counts as deleted (idempotent reruns); one the warehouse refuses to delete (a
+    /// symbolic link on its path) is kept and reported.
+    async fn delete_batch(
+        &mut self,
+        ledger: &Ledger,
+        counts: &mut Counts,
+        batch: Vec<Doomed>,
+    ) -> Result<()> {
+        let warehouse = self.gc.catalog.warehouse();
+        let names: Vec<String> = batch.iter().map(|item| item.name.clone()).collect();
+        let mut outcomes: HashMap<String, Deletion> =
+            warehouse.delete(names).await.into_iter().collect();
+        let mut failure = None;
+        let mut ledger_files = Vec::new();
+        for item in batch {
+            match outcomes.remove(&item.name) {
+                Some(Deletion::Deleted | Deletion::Missing) => {
+                    counts.deleted.add(item.size);
+                    self.report
+                        .act(&item.name, item.size, ActionKind::Delete, item.reason);
+                    ledger_files.extend(item.ledger_files);
+                }
+                Some(Deletion::Refused(why)) => {
+                    counts.kept_nested.add(item.size);
+                    self.report
+                        .warnings
+                        .push(format!("`{}` was not deleted: {why}", item.name));
+                }
+                Some(Deletion::Failed(err)) => {
+                    failure.get_or_insert(err);
+                }
+                None => {}
+            }
+        }
+        counts.ledger_files_cleared += ledger.delete(ledger_files).await? as u64;
+        match failure {
+            None => Ok(()),
+            Some(err) => Err(Error::new(
+                ErrorKind::StoreUnavailable,
+                format!(
+                    "gc stopped: deleting from the warehouse failed; a rerun resumes safely: {}",
+                    err.message()
+                ),
+            )),
+        }
+    }
+
+    /// Sweep the ledger entries of `range`'s objects, page by page: clear those of
+    /// objects reachable at either walk, or gone; `true` once the sweep is complete.
+    pub(crate) async fn sweep(
+        &mut self,
+        range: &ListRange,
+        seq: &Seq,
+        observed: &Walk,
+        verified: &Walk,
+    ) -> Result<bool> {
+        if self.gc.config.dry_run {
+            // A dry run clears nothing: its sweep is complete at once.
+            if self.job.last_page(seq).await?.is_none() {
+                let page = Page {
+                    done: true,
+                    ..Page::default()
+                };
+                self.write_page(seq, page).await?;
+            }
+            return Ok(true);
+        }
+        let ledger = Ledger::new(self.gc.catalog.warehouse());
+        let warehouse = self.gc.catalog.warehouse();
+        let mut last = self.job.last_page(seq).await?;
+        let (first, second) = (
+            &observed.observation.reachable,
+            &verified.observation.reachable,
+        );
+        self.fence().await?;
+        loop {
+            if let Some(page) = &last {
+                if page.done {
+                    return Ok(true);
+                }
+                if self.out_of_time() {
+                    return Ok(false);
+                }
+            }
+            self.keep_lease().await?;
+            let after = last.as_ref().and_then(|page| page.after.clone());
+            let listed: Vec<_> = ledger
+                .list_range(range, after.as_deref())
+                .take(self.gc.config.page_size)
+                .try_collect()
+                .await?;
+            let done = listed.len() < self.gc.config.page_size;
+            let position = listed.last().map(|entry| entry.position.clone()).or(after);
+            let stale: Vec<String> = futures::stream::iter(listed)
+                .map(|entry| {
+                    let ledger = &ledger;
+                    async move {
+                        let ListItem::Object(file) = entry.item else {
+                            return Ok::<_, Error>(None);
+                        };
+                        let Some(object) = ledger.object_of(&file.name) else {
+                            return Ok(None);
+                        };
+                        if covered(first, second, &object) {
+                            return Ok(Some(file.name));
+                        }
+                        match warehouse.head(&object).await {
+                            Ok(None) => Ok(Some(file.name)),
+                            Ok(Some(_)) => Ok(None),
+                            // Not a valid object name: keep the ledger file.
+                            Err(err) if err.kind() == ErrorKind::InvalidIndexMetadata => Ok(None),
+                            Err(err) => Err(err),
+                        }
+                    }
+                })
+                .buffer_unordered(self.gc.config.io_concurrency.max(1))
+                .try_filter_map(|file| async move { Ok(file) })
+                .try_collect()
+                .await?;
+            let mut counts = Counts::default();
+            counts.ledger_files_cleared = ledger.delete(stale).await? as u64;
+            let mut totals = last.as_ref().map(|page| page.totals).unwrap_or_default();
+            totals.merge(&counts);
+            let page = Page {
+                seq: last.as_ref().map_or(0, |page| page.seq + 1),
+                after: position,
+                done,
+                totals,
+                ..Page::default()
+            };
+            let page = self.write_page(seq, page).await?;
+            self.report.add_counts(&counts);
+            last = Some(page);
+        }
+    }
+
+    /// The ledger's `metadata/` entries: what the finish step sweeps.
+    pub(crate) fn metadata_range() -> ListRange {
+        ListRange::whole(METADATA_DIR)
+    }
+}
+
+fn covered(first: &RefMap, second: &RefMap, object: &str) -> bool {
+    first.covers_any_spelling(object) || second.covers_any_spelling(object)
+}

@@ -1,0 +1,145 @@
+//! The finish step: sweep the ledger of `metadata/`, then mark the run finished.
+//!
+//! A finished run has looked at every ledger entry (each partition's delete step swept
+//! its part of `indexes/`), so its journal may serve the next run as "the previous
+//! finished run" (see the ledger docs). It acknowledges the dead runs its plan listed
+//! (it restarted their clocks), prunes old journals and old runs' files, and releases the
+//! lease; its report holds the whole run's counts.
+
+use super::job::{Job, Seq, planned_runs};
+use super::ledger::{JournalRef, Ledger};
+use super::report::{Counts, GcPhase, GcProgress};
+use super::step::{GcStep, Invocation, StepOutcome};
+use crate::error::Result;
+
+/// How many finished runs keep their files (for `gc status` and post-mortems).
+const KEEP_RUNS: usize = 2;
+
+impl Invocation<'_> {
+    /// The finish step.
+    pub(crate) async fn finish(mut self) -> Result<StepOutcome> {
+        let step = GcStep::Finish {
+            run: self.plan.run_id,
+        };
+        for partition in 0..self.plan.partitions.len() {
+            self.require_done(
+                &Seq::Swept(partition),
+                &format!("the delete step of partition {partition}"),
+            )
+            .await?;
+        }
+        let observed = self
+            .job
+            .observed()
+            .await?
+            .ok_or_else(|| self.missing("observed.json"))?;
+        let verified = self
+            .job
+            .verified()
+            .await?
+            .ok_or_else(|| self.missing("verified.json"))?;
+        self.gc.emit(GcProgress::Phase {
+            phase: GcPhase::SweepLedger,
+        });
+        if !self
+            .sweep(
+                &Self::metadata_range(),
+                &Seq::SweptMetadata,
+                &observed,
+                &verified,
+            )
+            .await?
+        {
+            return Ok(self.outcome(step, false));
+        }
+        let totals = self.totals().await?;
+        if !self.gc.config.dry_run {
+            self.fence().await?;
+            let ledger = Ledger::new(self.gc.catalog.warehouse());
+            // Journals outlive every clock that refers to them by far; a clock whose journal
+            // is gone reads it as empty, which only delays deletion.
+            let rules = self.plan.rules;
+            let keep_ms = rules.retention_ms.saturating_mul(4).max(7 * 24 * 3_600_000);
+            ledger
+                .prune_journals(self.plan.now_ms.saturating_sub(keep_ms))
+                .await?;
+            let journal = self.plan.journal();
+            for dead in &self.plan.dead {
+                if *dead != journal {
+                    ledger.mark_done(*dead).await?;
+                }
+            }
+            ledger.mark_done(journal).await?;
+            self.prune_runs(journal).await?;
+            if let Some(lease) = self.lease.lock().await.take()
+                && let Err(err) = lease.release(self.elapsed_now()).await
+            {
+                tracing::warn!(error = %err, "releasing the gc lease failed; it will expire");
+            }
+        }
+        self.report.set_counts(&totals);
+        self.report.roots = observed.observation.roots.clone();
+        self.report
+            .warnings
+            .extend(observed.observation.warnings.iter().cloned());
+        self.gc.emit(GcProgress::Phase {
+            phase: GcPhase::Done,
+        });
+        Ok(self.outcome(step, true))
+    }
+
+    /// The whole run's counts: the sum of every sequence's newest page.
+    pub(crate) async fn totals(&self) -> Result<Counts> {
+        let mut sequences = vec![
+            Seq::Metadata,
+            Seq::Assessed,
+            Seq::DeletedMetadata,
+            Seq::SweptMetadata,
+        ];
+        for partition in 0..self.plan.partitions.len() {
+            sequences.extend([
+                Seq::Scan(partition),
+                Seq::Deleted(partition),
+                Seq::Swept(partition),
+            ]);
+        }
+        let mut totals = Counts::default();
+        for seq in &sequences {
+            if let Some(page) = self.job.last_page(seq).await? {
+                totals.merge(&page.totals);
+            }
+        }
+        Ok(totals)
+    }
+
+    /// Delete the files of finished runs but the newest few, and of runs that never got a
+    /// plan, older than this one. Only files under `_gc/runs/` are touched.
+    async fn prune_runs(&self, current: JournalRef) -> Result<()> {
+        let store = self.job.store();
+        let finished = Ledger::new(self.gc.catalog.warehouse())
+            .journal_state()
+            .await?
+            .finished;
+        let mut older: Vec<JournalRef> = planned_runs(store)
+            .await?
+            .into_iter()
+            .filter(|run| (run.run_ms, run.run_id) < (current.run_ms, current.run_id))
+            .collect();
+        older.sort_by_key(|run| std::cmp::Reverse((run.run_ms, run.run_id)));
+        let mut kept = 0;
+        for run in older {
+            let job = Job::new(store, run);
+            let planned = job.plan().await.ok().flatten().is_some();
+            if planned && finished.contains(&run) && kept < KEEP_RUNS {
+                kept += 1;
+                continue;
+            }
+            if planned && !finished.contains(&run) {
+                continue; // an abandoned run's files stay for inspection
+            }
+            let files = job.own_files().await?;
+            super::ledger::delete_own(store, files).await?;
+        }
+        Ok(())
+    }
+}

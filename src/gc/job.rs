@@ -1,0 +1,451 @@
+//! A run's durable state: what lets a run that spans many invocations (and many workers)
+//! stop anywhere and go on where it stopped.
+//!
+//! Every file lives under `_gc/runs/<run-ms>-<run>/` (the run's journal suffix) and is
+//! written once, with create-if-absent, like everything the collector writes under
+//! `_gc/`:
+//!
+//! ```text
+//! plan.json                 the run's decision time, rules, partitions, previous and dead runs
+//! observed.json             the first walk: the reachable set R (sorted) and the evidence
+//! metadata/<seq>.json       `metadata/`, page by page: candidates and what they reference
+//! referenced.json           everything unreachable metadata names (rule (P)), once pass 1 is done
+//! assessed/<seq>.json       the candidates of metadata page <seq>, decided: doomed files
+//! scan/<p>/<seq>.json       partition <p> of `indexes/`, page by page: doomed objects
+//! verified.json             the verification walk (R again) and every nested root found
+//! deleted/<m|p>/<seq>.json  deletion progress: one page of doomed objects each
+//! swept/<m|p>/<seq>.json    ledger sweep progress, page by page
+//! ```
+//!
+//! A sequence's files are numbered from 0; each carries the position after which its
+//! listing resumes, whether the sequence is done, and the sequence's running totals, so
+//! the newest file of a sequence is its whole state. A worker that loses the race to
+//! write a page (two workers on one partition) reads the winner's page and goes on from
+//! it. A dry run keeps the same files in a scratch in-memory warehouse.
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::ledger::JournalRef;
+use super::reachability::Observation;
+use super::report::Counts;
+use crate::error::{Error, ErrorKind, Result};
+use crate::warehouse::{Fetched, ListItem, ListRange, Warehouse};
+
+/// The runs directory under the warehouse root.
+pub const RUNS_DIR: &str = "_gc/runs";
+
+const JOB_VERSION: i32 = 1;
+
+/// The rules a run decides by, fixed when it is planned; a resumed run takes, for each,
+/// the more conservative of these and its resumer's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub(crate) struct Rules {
+    pub retention_ms: i64,
+    pub grace_ms: i64,
+    pub delay_ms: i64,
+    pub skew_ms: i64,
+    pub strict_reincarnation: bool,
+}
+
+impl Rules {
+    /// The more conservative of two rule sets.
+    pub(crate) fn strictest(self, other: Rules) -> Rules {
+        Rules {
+            retention_ms: self.retention_ms.max(other.retention_ms),
+            grace_ms: self.grace_ms.max(other.grace_ms),
+            delay_ms: self.delay_ms.max(other.delay_ms),
+            skew_ms: self.skew_ms.max(other.skew_ms),
+            strict_reincarnation: self.strict_reincarnation || other.strict_reincarnation,
+        }
+    }
+}
+
+/// What a run fixed when it was planned.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub(crate) struct Plan {
+    pub plan_version: i32,
+    pub run_id: Uuid,
+    /// The run's journal time (its files' directory).
+    pub run_ms: i64,
+    /// The decision time: grace, retention and condemnation delays are measured against
+    /// it in every invocation (a later invocation judges by this earlier time, which only
+    /// keeps more).
+    pub now_ms: i64,
+    /// When the first walk had finished.
+    pub observed_ms: i64,
+    pub rules: Rules,
+    /// The latest run that finished before this one.
+    pub previous: Option<JournalRef>,
+    /// Runs that wrote a journal but never finished (every clock restarts once for them;
+    /// this run acknowledges them when it finishes).
+    pub dead: Vec<JournalRef>,
+    /// The partitions of `indexes/`.
+    pub partitions: Vec<ListRange>,
+    /// Most objects one partition (or `metadata/`) deletes in this run.
+    pub max_doomed: u64,
+    pub catalog_id: Uuid,
+}
+
+impl Plan {
+    pub(crate) fn journal(&self) -> JournalRef {
+        JournalRef {
+            run_ms: self.run_ms,
+            run_id: self.run_id,
+        }
+    }
+}
+
+/// An object listed by a scan, as the checkpoints keep it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub(crate) struct Object {
+    pub name: String,
+    pub size: u64,
+    pub last_modified_ms: i64,
+    /// The index uuid of a metadata file.
+    pub uuid: Option<Uuid>,
+}
+
+/// An object a run will delete unless verification says otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub(crate) struct Doomed {
+    pub name: String,
+    pub size: u64,
+    pub clock_ms: i64,
+    pub uuid: Option<Uuid>,
+    pub ledger_files: Vec<String>,
+    pub reason: String,
+}
+
+/// One page of a sequence.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub(crate) struct Page {
+    /// Its number in the sequence.
+    pub seq: u64,
+    /// The listing position after which the next page begins (listing sequences; a
+    /// deletion page covers the input page of its own number).
+    pub after: Option<String>,
+    /// Whether the sequence is complete with this page.
+    pub done: bool,
+    /// The sequence's totals up to and including this page.
+    pub totals: Counts,
+    /// Metadata pass 1: unreachable metadata files to decide.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<Object>,
+    /// Metadata pass 1: what they reference (rule (P)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub referenced: Vec<String>,
+    /// Objects to delete, decided on this page.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub doomed: Vec<Doomed>,
+    /// How many objects the sequence doomed up to and including this page.
+    #[serde(default)]
+    pub doomed_total: u64,
+    /// Nested catalog structures found so far in the sequence.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nested: Vec<String>,
+    /// Warnings of this page.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// A walk, as stored.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub(crate) struct Walk {
+    pub observation: Observation,
+    /// Every nested root the scans found (verification walk only).
+    #[serde(default)]
+    pub nested: Vec<String>,
+}
+
+/// `referenced.json`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub(crate) struct Referenced {
+    pub names: Vec<String>,
+    pub totals: Counts,
+}
+
+/// A sequence of pages: `metadata`, `assessed`, `scan/<p>`, `deleted/<p>`, `swept/<p>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Seq {
+    Metadata,
+    Assessed,
+    Scan(usize),
+    DeletedMetadata,
+    Deleted(usize),
+    SweptMetadata,
+    Swept(usize),
+}
+
+impl Seq {
+    fn dir(&self) -> String {
+        match self {
+            Seq::Metadata => "metadata".into(),
+            Seq::Assessed => "assessed".into(),
+            Seq::Scan(p) => format!("scan/{p}"),
+            Seq::DeletedMetadata => "deleted/m".into(),
+            Seq::Deleted(p) => format!("deleted/{p}"),
+            Seq::SweptMetadata => "swept/m".into(),
+            Seq::Swept(p) => format!("swept/{p}"),
+        }
+    }
+}
+
+/// The files of one run.
+#[derive(Debug, Clone)]
+pub(crate) struct Job {
+    /// Where the files live: the warehouse, or a scratch one for a dry run.
+    store: Warehouse,
+    dir: String,
+}
+
+fn corrupt(name: &str, why: impl std::fmt::Display) -> Error {
+    Error::new(
+        ErrorKind::CorruptRecord,
+        format!("gc run state `{name}` is invalid: {why}"),
+    )
+}
+
+/// The runs that have a plan, by journal (unordered).
+pub(crate) async fn planned_runs(warehouse: &Warehouse) -> Result<Vec<JournalRef>> {
+    let segments = warehouse.segments(RUNS_DIR).await?;
+    Ok(segments
+        .iter()
+        .filter_map(|segment| JournalRef::parse_suffix(segment))
+        .collect())
+}
+
+impl Page {
+    /// This page, counting its doomed objects after the `before` of earlier pages.
+    pub(crate) fn counting_doomed(mut self, before: u64) -> Page {
+        self.doomed_total = before + self.doomed.len() as u64;
+        self
+    }
+}
+
+impl Job {
+    /// The files of the run with journal `journal` in `store`.
+    pub(crate) fn new(store: &Warehouse, journal: JournalRef) -> Job {
+        Job {
+            store: store.clone(),
+            dir: format!("{RUNS_DIR}/{}", journal.suffix()),
+        }
+    }
+
+    /// The directory of the run's files (a name).
+    pub(crate) fn dir(&self) -> &str {
+        &self.dir
+    }
+
+    async fn read<T: DeserializeOwned>(&self, file: &str) -> Result<Option<T>> {
+        let name = format!("{}/{file}", self.dir);
+        match self.store.get(&name, u64::MAX).await? {
+            Fetched::Object(bytes, _) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|err| corrupt(&name, err)),
+            Fetched::Missing => Ok(None),
+            Fetched::TooLarge(_) => Err(corrupt(&name, "too large")),
+        }
+    }
+
+    /// Write `value` to `file` unless it exists; `false` if it did.
+    async fn write<T: Serialize>(&self, file: &str, value: &T) -> Result<bool> {
+        let name = format!("{}/{file}", self.dir);
+        let bytes = serde_json::to_vec(value).map_err(|err| corrupt(&name, err))?;
+        self.store.put_if_absent(&name, Bytes::from(bytes)).await
+    }
+
+    pub(crate) async fn plan(&self) -> Result<Option<Plan>> {
+        let plan: Option<Plan> = self.read("plan.json").await?;
+        match plan {
+            Some(plan) if plan.plan_version != JOB_VERSION => Err(corrupt(
+                &format!("{}/plan.json", self.dir),
+                format!("version {} is not {JOB_VERSION}", plan.plan_version),
+            )),
+            other => Ok(other),
+        }
+    }
+
+    pub(crate) async fn write_plan(&self, plan: &Plan) -> Result<bool> {
+        self.write("plan.json", plan).await
+    }
+
+    /// Mark the run abandoned: it is never resumed.
+    pub(crate) async fn abandon(&self) -> Result<()> {
+        self.write("abandoned.json", &serde_json::json!({"abandoned": true}))
+            .await
+            .map(|_| ())
+    }
+
+    /// Whether the run was abandoned.
+    pub(crate) async fn abandoned(&self) -> Result<bool> {
+        Ok(self
+            .store
+            .head(&format!("{}/abandoned.json", self.dir))
+            .await?
+            .is_some())
+    }
+
+    pub(crate) async fn observed(&self) -> Result<Option<Walk>> {
+        self.read("observed.json").await
+    }
+
+    pub(crate) async fn write_observed(&self, walk: &Walk) -> Result<bool> {
+        self.write("observed.json", walk).await
+    }
+
+    pub(crate) async fn verified(&self) -> Result<Option<Walk>> {
+        self.read("verified.json").await
+    }
+
+    pub(crate) async fn write_verified(&self, walk: &Walk) -> Result<bool> {
+        self.write("verified.json", walk).await
+    }
+
+    pub(crate) async fn referenced(&self) -> Result<Option<Referenced>> {
+        self.read("referenced.json").await
+    }
+
+    pub(crate) async fn write_referenced(&self, referenced: &Referenced) -> Result<bool> {
+        self.write("referenced.json", referenced).await
+    }
+
+    fn page_file(seq: &Seq, number: u64) -> String {
+        format!("{}/{number:010}.json", seq.dir())
+    }
+
+    /// The numbers of a sequence's pages, ascending.
+    pub(crate) async fn page_numbers(&self, seq: &Seq) -> Result<Vec<u64>> {
+        let dir = format!("{}/{}", self.dir, seq.dir());
+        let mut numbers: Vec<u64> = self
+            .store
+            .list_files(&dir)
+            .await?
+            .into_iter()
+            .filter_map(|listed| {
+                let file = listed.name.rsplit('/').next()?;
+                let number: u64 = file.strip_suffix(".json")?.parse().ok()?;
+                (file == format!("{number:010}.json")).then_some(number)
+            })
+            .collect();
+        numbers.sort_unstable();
+        Ok(numbers)
+    }
+
+    /// Page `number` of a sequence.
+    pub(crate) async fn page(&self, seq: &Seq, number: u64) -> Result<Option<Page>> {
+        self.read(&Self::page_file(seq, number)).await
+    }
+
+    /// The newest page of a sequence.
+    pub(crate) async fn last_page(&self, seq: &Seq) -> Result<Option<Page>> {
+        match self.page_numbers(seq).await?.last() {
+            Some(number) => self.page(seq, *number).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Write `page` (its `seq` is its number); if another worker wrote that page first,
+    /// return theirs instead.
+    pub(crate) async fn write_page(&self, seq: &Seq, page: Page) -> Result<Page> {
+        let file = Self::page_file(seq, page.seq);
+        if self.write(&file, &page).await? {
+            return Ok(page);
+        }
+        self.read(&file)
+            .await?
+            .ok_or_else(|| corrupt(&format!("{}/{file}", self.dir), "vanished after a write"))
+    }
+
+    /// Every file of the run (names) that the collector writes there, for pruning:
+    /// nothing else under the directory is ever deleted.
+    pub(crate) async fn own_files(&self) -> Result<Vec<String>> {
+        let dir = self.dir.clone();
+        self.store
+            .list(&self.dir)
+            .try_filter_map(|item| {
+                let dir = dir.clone();
+                async move {
+                    Ok(match item {
+                        ListItem::Object(listed) if is_own_file(&dir, &listed.name) => {
+                            Some(listed.name)
+                        }
+                        _ => None,
+                    })
+                }
+            })
+            .try_collect()
+            .await
+    }
+
+    /// The store the files live in.
+    pub(crate) fn store(&self) -> &Warehouse {
+        &self.store
+    }
+}
+
+/// Whether `name` is a file a run writes in its directory `dir`.
+fn is_own_file(dir: &str, name: &str) -> bool {
+    let Some(file) = name
+        .strip_prefix(dir)
+        .and_then(|rest| rest.strip_prefix('/'))
+    else {
+        return false;
+    };
+    if [
+        "plan.json",
+        "observed.json",
+        "referenced.json",
+        "verified.json",
+        "abandoned.json",
+    ]
+    .contains(&file)
+    {
+        return true;
+    }
+    let parts: Vec<&str> = file.split('/').collect();
+    let page = parts.last().is_some_and(|page| {
+        page.strip_suffix(".json")
+            .is_some_and(|digits| digits.len() == 10 && digits.bytes().all(|b| b.is_ascii_digit()))
+    });
+    let numbered =
+        |part: &str| part == "m" || part.parse::<usize>().is_ok_and(|n| n.to_string() == part);
+    page && match parts.as_slice() {
+        ["metadata" | "assessed", _] => true,
+        ["scan", partition, _] => partition
+            .parse::<usize>()
+            .is_ok_and(|n| n.to_string() == *partition),
+        ["deleted" | "swept", sequence, _] => numbered(sequence),
+        _ => false,
+    }
+}
+
+/// What a run's pages say about one partition (for `gc status`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct PartitionProgress {
+    /// The partition's number.
+    pub partition: usize,
+    /// Pages scanned.
+    pub scanned_pages: u64,
+    /// Whether its scan is complete.
+    pub scanned: bool,
+    /// Pages of doomed objects processed.
+    pub deleted_pages: u64,
+    /// Whether its deletions are complete.
+    pub deleted: bool,
+    /// Whether its ledger sweep is complete.
+    pub swept: bool,
+    /// Objects listed so far.
+    pub objects: u64,
+}

@@ -1,0 +1,480 @@
+//! The plan step: start a run (or resume the unfinished one), then read `metadata/`.
+//!
+//! A new run checks ownership, takes the lease, walks the catalog (the reachable set `R`
+//! and the evidence, stored in `observed.json`), splits `indexes/` into partitions at its
+//! subdirectories and writes its plan, then its journal. Only then does anything write
+//! ledger facts, so a run killed before its plan leaves no trace but an unused directory,
+//! and one killed after it is resumed by the next plan step: an unfinished run with a
+//! readable plan is always resumed, never abandoned, so no retention clock restarts for
+//! it. (A run whose plan cannot be read is abandoned: its journal counts as a dead run's.)
+//!
+//! `metadata/` is read in two passes, page by page: pass 1 reads every unreachable
+//! metadata file and records what it names (rule (P)); pass 2 decides each candidate once
+//! everything (P) needs is known (a metadata file may name another).
+
+use futures::{StreamExt, TryStreamExt};
+
+use super::GarbageCollector;
+use super::assess::{Judge, PageTally};
+use super::job::{Job, Object, Page, Plan, Referenced, Seq, Walk, planned_runs};
+use super::ledger::{JournalRef, Ledger};
+use super::nested::nested_root;
+use super::reachability::{Parsed, observe, read_parsed, references_of};
+use super::refs::RefMap;
+use super::report::{Counts, GcReport};
+use super::scan::{Nested, skip};
+use super::step::{Found, GcStep, Invocation, StepOutcome};
+use crate::catalog::ownership::verify_ownership;
+use crate::error::{Error, Result};
+use crate::warehouse::{
+    INDEXES_DIR, ListItem, ListRange, MANAGED_PREFIXES, METADATA_DIR, is_within,
+};
+
+impl GarbageCollector {
+    /// The plan step at `now_ms`.
+    pub(crate) async fn plan_step(
+        &self,
+        now_ms: i64,
+        budget: Option<std::time::Duration>,
+    ) -> Result<StepOutcome> {
+        let marker = verify_ownership(&self.catalog).await?;
+        let mut invocation = match self.unfinished().await? {
+            Some((job, plan)) => {
+                let report = GcReport::new(plan.run_id, plan.now_ms, &self.config);
+                match self.hold(job, plan, report, now_ms, budget).await? {
+                    Found::Open(invocation) => *invocation,
+                    Found::Busy(report) | Found::Finished(report) => {
+                        return Ok(StepOutcome {
+                            step: GcStep::Plan,
+                            done: true,
+                            partitions: 0,
+                            report,
+                        });
+                    }
+                }
+            }
+            None => match self.start(marker.catalog_id, now_ms, budget).await? {
+                Found::Open(invocation) => *invocation,
+                Found::Busy(report) | Found::Finished(report) => {
+                    return Ok(StepOutcome {
+                        step: GcStep::Plan,
+                        done: true,
+                        partitions: 0,
+                        report,
+                    });
+                }
+            },
+        };
+        invocation.report.catalog_id = Some(marker.catalog_id);
+        let done = invocation.plan_metadata().await?;
+        Ok(invocation.outcome(GcStep::Plan, done))
+    }
+
+    /// The unfinished run with a readable plan, if any (the newest one).
+    pub(crate) async fn unfinished(&self) -> Result<Option<(Job, Plan)>> {
+        let finished = Ledger::new(self.catalog.warehouse())
+            .journal_state()
+            .await?
+            .finished;
+        let mut planned: Vec<JournalRef> = planned_runs(self.job_store())
+            .await?
+            .into_iter()
+            .filter(|journal| !finished.contains(journal))
+            .collect();
+        planned.sort_by_key(|journal| (journal.run_ms, journal.run_id));
+        for journal in planned.into_iter().rev() {
+            let job = Job::new(self.job_store(), journal);
+            if job.abandoned().await? {
+                continue;
+            }
+            match job.plan().await {
+                Ok(Some(plan)) if plan.journal() == journal => return Ok(Some((job, plan))),
+                // Killed before its plan was written: nothing of it counts.
+                Ok(_) => continue,
+                Err(err) if err.kind() == crate::error::ErrorKind::CorruptRecord => {
+                    tracing::warn!(run = %journal.run_id, error = %err, "gc: abandoning a run whose plan cannot be read; the next run restarts every retention clock once");
+                    continue;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Start a new run at `now_ms`: lease, walk, plan, journal.
+    async fn start(
+        &self,
+        catalog_id: uuid::Uuid,
+        now_ms: i64,
+        budget: Option<std::time::Duration>,
+    ) -> Result<Found<'_>> {
+        let catalog = &self.catalog;
+        let warehouse = catalog.warehouse();
+        let run_id = catalog.ids().uuid();
+        let ledger = Ledger::new(warehouse);
+        let journals = ledger.journal_state().await?;
+        // Journals are ordered by their time: a run's journal sorts after every earlier
+        // run's (runs are serialised by the lease), even when the run times tie or the
+        // clock went backwards.
+        let run_ms = journals
+            .latest_ms
+            .map_or(now_ms, |latest| now_ms.max(latest.saturating_add(1)));
+        let rules = super::collect::rules_of(&self.config);
+        let placeholder = Plan {
+            plan_version: 1,
+            run_id,
+            run_ms,
+            now_ms,
+            observed_ms: now_ms,
+            rules,
+            previous: journals.previous,
+            dead: journals.dead.clone(),
+            partitions: Vec::new(),
+            max_doomed: 0,
+            catalog_id,
+        };
+        let journal = placeholder.journal();
+        let job = Job::new(self.job_store(), journal);
+        let report = GcReport::new(run_id, now_ms, &self.config);
+        let mut invocation = match self.hold(job, placeholder, report, now_ms, budget).await? {
+            Found::Open(invocation) => invocation,
+            other => return Ok(other),
+        };
+        self.emit(super::report::GcProgress::Phase {
+            phase: super::report::GcPhase::ComputeReachability,
+        });
+        let observation = observe(
+            catalog,
+            now_ms,
+            rules.retention_ms,
+            rules.skew_ms,
+            self.config.io_concurrency.max(1),
+        )
+        .await?;
+        let observed_ms = invocation.elapsed_now().max(now_ms);
+        let segments = warehouse.segments(INDEXES_DIR).await?;
+        let partitions = ListRange::split(INDEXES_DIR, &segments, self.config.partitions);
+        let sequences = partitions.len() as u64 + 1;
+        let max_doomed = (self.config.max_deletes_per_run as u64).div_ceil(sequences);
+        let incarnations = observation.evidence.all_incarnations.clone();
+        let walk = Walk {
+            observation,
+            nested: Vec::new(),
+        };
+        let job = &invocation.job;
+        job.write_observed(&walk).await?;
+        let plan = Plan {
+            observed_ms,
+            partitions,
+            max_doomed,
+            ..invocation.plan.clone()
+        };
+        if !job.write_plan(&plan).await? {
+            return Err(Error::new(
+                crate::error::ErrorKind::CommitConflict,
+                format!("gc run {run_id} was planned twice"),
+            ));
+        }
+        if !self.config.dry_run {
+            ledger.write_journal(journal, &incarnations).await?;
+        }
+        if !plan.dead.is_empty() {
+            invocation.report.warnings.push(format!(
+                "{} earlier gc run(s) did not finish and will never be resumed (abandoned, or of an earlier version); every tracked object's retention clock restarts now",
+                plan.dead.len()
+            ));
+        }
+        invocation.plan = plan;
+        invocation.report.roots = walk.observation.roots.clone();
+        invocation
+            .report
+            .warnings
+            .extend(walk.observation.warnings.iter().cloned());
+        Ok(Found::Open(invocation))
+    }
+}
+
+impl Invocation<'_> {
+    /// Ensure the journal exists (a run killed between its plan and its journal), then
+    /// both passes over `metadata/`; `true` once they are complete.
+    async fn plan_metadata(&mut self) -> Result<bool> {
+        let walk = self
+            .job
+            .observed()
+            .await?
+            .ok_or_else(|| self.missing("observed.json"))?;
+        if !self.gc.config.dry_run {
+            let ledger = Ledger::new(self.gc.catalog.warehouse());
+            let journal = self.plan.journal();
+            if !ledger.journal_exists(journal).await? {
+                ledger
+                    .write_journal(journal, &walk.observation.evidence.all_incarnations)
+                    .await?;
+            }
+        }
+        self.gc.emit(super::report::GcProgress::Phase {
+            phase: super::report::GcPhase::ScanMetadata,
+        });
+        if !self.read_metadata(&walk).await? {
+            return Ok(false);
+        }
+        let referenced = self.referenced().await?;
+        self.assess_metadata(&walk, &referenced).await
+    }
+
+    pub(crate) fn missing(&self, file: &str) -> Error {
+        Error::new(
+            crate::error::ErrorKind::CorruptRecord,
+            format!(
+                "gc run {} lost `{}/{file}`; give it up (`parqdb-catalog gc abandon`) to start over",
+                self.plan.run_id,
+                self.job.dir()
+            ),
+        )
+    }
+
+    /// Pass 1: page by page, read every unreachable metadata file and record what it
+    /// names; `true` once the listing is complete.
+    async fn read_metadata(&mut self, walk: &Walk) -> Result<bool> {
+        let gc = self.gc;
+        let warehouse = gc.catalog.warehouse();
+        let registry = gc.catalog.registry();
+        let reachable = &walk.observation.reachable;
+        let range = ListRange::whole(METADATA_DIR);
+        let mut last = self.job.last_page(&Seq::Metadata).await?;
+        loop {
+            if let Some(page) = &last {
+                if page.done {
+                    return Ok(true);
+                }
+                if self.out_of_time() {
+                    return Ok(false);
+                }
+            }
+            let after = last.as_ref().and_then(|page| page.after.clone());
+            let listed: Vec<_> = warehouse
+                .list_range(&range, after.as_deref())
+                .take(gc.config.page_size)
+                .try_collect()
+                .await?;
+            let done = listed.len() < gc.config.page_size;
+            let position = listed.last().map(|entry| entry.position.clone()).or(after);
+            let mut nested = Nested::from(last.as_ref());
+            let mut counts = Counts::default();
+            let mut candidates = Vec::new();
+            let mut referenced = Vec::new();
+            let mut warnings = Vec::new();
+            let mut read = futures::stream::iter(listed)
+                .map(|entry| async move {
+                    let ListItem::Object(listed) = entry.item else {
+                        return Ok::<_, Error>((entry.item, None));
+                    };
+                    if reachable.covers_any_spelling(&listed.name)
+                        || nested_root(&listed.name).is_some()
+                    {
+                        return Ok((ListItem::Object(listed), None));
+                    }
+                    let parsed = read_parsed(warehouse, registry, &listed.name).await?;
+                    Ok((ListItem::Object(listed), Some(parsed)))
+                })
+                .buffered(gc.config.io_concurrency.max(1));
+            while let Some((item, parsed)) = read.try_next().await? {
+                let listed = match item {
+                    ListItem::Object(listed) => listed,
+                    skipped => {
+                        skip(&mut counts, &mut warnings, skipped);
+                        continue;
+                    }
+                };
+                counts.scanned.add(listed.size);
+                if nested.note(&listed.name) {
+                    counts.kept_nested.add(listed.size);
+                    continue;
+                }
+                let object = Object {
+                    name: listed.name.clone(),
+                    size: listed.size,
+                    last_modified_ms: listed.last_modified_ms,
+                    uuid: None,
+                };
+                match parsed {
+                    None => counts.reachable.add(listed.size),
+                    Some(Parsed::Missing) => {} // deleted since it was listed
+                    Some(Parsed::Metadata(metadata)) => {
+                        let refs = references_of(&metadata, registry, warehouse);
+                        for reference in refs.direct.into_iter().chain(refs.family) {
+                            // (P) keeps what a file names, never the file itself.
+                            if !is_within(&listed.name, &reference) {
+                                referenced.push(reference);
+                            }
+                        }
+                        candidates.push(Object {
+                            uuid: Some(metadata.index_uuid()),
+                            ..object
+                        });
+                    }
+                    Some(Parsed::Opaque {
+                        why,
+                        foreign_format,
+                        references,
+                    }) => {
+                        for reference in references {
+                            // Never the file itself; and a file of no known format that
+                            // merely contains the string `indexes` or `metadata` does not
+                            // hold a whole managed prefix (one of a newer format does).
+                            let whole_prefix = MANAGED_PREFIXES.contains(&reference.as_str());
+                            if !is_within(&listed.name, &reference)
+                                && (foreign_format || !whole_prefix)
+                            {
+                                referenced.push(reference);
+                            }
+                        }
+                        if foreign_format {
+                            counts.kept_unknown_format.add(listed.size);
+                            warnings.push(format!(
+                                "`{}` is index metadata of a format this collector does not understand ({why}); it is never deleted, nor is anything it names: remove it by hand if it is a stray",
+                                listed.name
+                            ));
+                        } else {
+                            candidates.push(object);
+                        }
+                    }
+                }
+            }
+            drop(read);
+            let mut totals = last.as_ref().map(|page| page.totals).unwrap_or_default();
+            totals.merge(&counts);
+            let page = Page {
+                seq: last.as_ref().map_or(0, |page| page.seq + 1),
+                after: position,
+                done,
+                totals,
+                candidates,
+                referenced,
+                nested: nested.into_roots(),
+                warnings,
+                ..Page::default()
+            };
+            let page = self.write_page(&Seq::Metadata, page).await?;
+            self.report.add_counts(&counts);
+            gc.scanned(counts.scanned);
+            self.report.warnings.extend(page.warnings.iter().cloned());
+            last = Some(page);
+        }
+    }
+
+    /// What unreachable metadata names (rule (P)): `referenced.json`, written once pass 1
+    /// is complete from all its pages.
+    pub(crate) async fn referenced(&self) -> Result<RefMap> {
+        let mut map = RefMap::default();
+        if let Some(referenced) = self.job.referenced().await? {
+            for name in referenced.names {
+                map.insert(name, 0);
+            }
+            return Ok(map);
+        }
+        let mut totals = Counts::default();
+        for number in self.job.page_numbers(&Seq::Metadata).await? {
+            let page = self
+                .job
+                .page(&Seq::Metadata, number)
+                .await?
+                .ok_or_else(|| self.missing("metadata"))?;
+            for name in page.referenced {
+                map.insert(name, 0);
+            }
+            totals = page.totals;
+        }
+        let mut names: Vec<String> = map.names().cloned().collect();
+        names.sort_unstable();
+        self.job
+            .write_referenced(&Referenced { names, totals })
+            .await?;
+        Ok(map)
+    }
+
+    /// Pass 2: decide the candidates of every pass-1 page; `true` once all are decided.
+    async fn assess_metadata(&mut self, walk: &Walk, referenced: &RefMap) -> Result<bool> {
+        let numbers = self.job.page_numbers(&Seq::Metadata).await?;
+        let done_pages = self.job.page_numbers(&Seq::Assessed).await?;
+        let Some(&last_number) = numbers.last() else {
+            return Err(self.missing("metadata"));
+        };
+        let final_nested = self
+            .job
+            .page(&Seq::Metadata, last_number)
+            .await?
+            .ok_or_else(|| self.missing("metadata"))?
+            .nested;
+        let nested = Nested::of(final_nested);
+        let known = self.known().await?;
+        let clock = self.clock();
+        let mut previous = match done_pages.last() {
+            Some(number) => self.job.page(&Seq::Assessed, *number).await?,
+            None => None,
+        };
+        for number in numbers {
+            if done_pages.contains(&number) {
+                continue;
+            }
+            if self.out_of_time() {
+                return Ok(false);
+            }
+            let candidates = self
+                .job
+                .page(&Seq::Metadata, number)
+                .await?
+                .ok_or_else(|| self.missing("metadata"))?
+                .candidates;
+            let doomed_so_far = previous.as_ref().map_or(0, |page| page.doomed_total);
+            let mut tally =
+                PageTally::with_room(self.plan.max_doomed.saturating_sub(doomed_so_far));
+            let judge = Judge::new(
+                self.gc,
+                &self.plan,
+                &self.lease,
+                &clock,
+                known.clone(),
+                self.now_ms,
+            );
+            let mut assessed = futures::stream::iter(candidates.into_iter().filter(|candidate| {
+                if nested.covers(&candidate.name) {
+                    tally.counts.kept_nested.add(candidate.size);
+                    false
+                } else {
+                    true
+                }
+            }))
+            .map(|candidate| {
+                let (judge, observation) = (&judge, &walk.observation);
+                async move { judge.assess(observation, referenced, &candidate).await }
+            })
+            .buffer_unordered(self.gc.config.io_concurrency.max(1));
+            let mut decided = Vec::new();
+            while let Some(item) = assessed.try_next().await? {
+                decided.push(item);
+            }
+            drop(assessed);
+            for item in decided {
+                tally.record(item, &mut self.report);
+            }
+            let mut totals = previous
+                .as_ref()
+                .map(|page| page.totals)
+                .unwrap_or_default();
+            totals.merge(&tally.counts);
+            let page = Page {
+                seq: number,
+                done: number == last_number,
+                totals,
+                doomed: tally.doomed,
+                ..Page::default()
+            }
+            .counting_doomed(doomed_so_far);
+            let page = self.write_page(&Seq::Assessed, page).await?;
+            self.report.add_counts(&tally.counts);
+            previous = Some(page);
+        }
+        Ok(true)
+    }
+}

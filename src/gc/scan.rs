@@ -1,0 +1,226 @@
+//! The scan step: list one partition of `indexes/` page by page and decide what is
+//! unreachable, checkpointing every page (`scan/<p>/<seq>.json`).
+//!
+//! A partition is scanned whole by the run before anything of the run is deleted, and so
+//! is every other: the nested roots a page finds are kept with the partition's pages, and
+//! the deletion steps keep whatever lies below any nested root any partition found (an
+//! ownership marker directly in `indexes/` marks all of it).
+
+use futures::{StreamExt, TryStreamExt};
+
+use super::assess::{Judge, PageTally};
+use super::job::{Object, Page, Seq};
+use super::nested::nested_root;
+use super::refs::RefMap;
+use super::report::Counts;
+use super::step::{GcStep, Invocation, StepOutcome};
+use crate::error::{Error, Result};
+use crate::warehouse::ListItem;
+
+/// How many skipped listing entries one page names in its warnings.
+const MAX_SKIP_WARNINGS: usize = 5;
+
+/// The nested catalog structures found so far in a sequence.
+#[derive(Default)]
+pub(crate) struct Nested {
+    map: RefMap,
+    roots: Vec<String>,
+}
+
+impl Nested {
+    /// The nested roots a sequence's newest page recorded.
+    pub(crate) fn from(page: Option<&Page>) -> Nested {
+        Nested::of(page.map(|page| page.nested.clone()).unwrap_or_default())
+    }
+
+    /// These roots.
+    pub(crate) fn of(roots: Vec<String>) -> Nested {
+        let mut nested = Nested::default();
+        for root in roots {
+            nested.add(root);
+        }
+        nested
+    }
+
+    fn add(&mut self, root: String) {
+        if !self.map.covers(&root) {
+            self.roots.push(root.clone());
+        }
+        self.map.insert(root, 0);
+    }
+
+    /// Note a listed object; `true` if it shows a nested catalog structure.
+    pub(crate) fn note(&mut self, name: &str) -> bool {
+        match nested_root(name) {
+            Some(root) => {
+                self.add(root);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether `name` lies in a nested subtree found so far.
+    pub(crate) fn covers(&self, name: &str) -> bool {
+        self.map.covers(name)
+    }
+
+    pub(crate) fn into_roots(self) -> Vec<String> {
+        self.roots
+    }
+}
+
+/// Count (and, for the first few of a page, name) a skipped listing entry.
+pub(crate) fn skip(counts: &mut Counts, warnings: &mut Vec<String>, item: ListItem) {
+    let ListItem::Skipped { name, reason } = item else {
+        return;
+    };
+    counts.skipped += 1;
+    if warnings.len() < MAX_SKIP_WARNINGS {
+        warnings.push(format!("skipped `{name}`: {reason}; it is never deleted"));
+    }
+}
+
+/// One entry of a scanned page, decided.
+enum Scanned {
+    Skipped(ListItem),
+    Reachable(u64),
+    Nested(String, u64),
+    Assessed(super::assess::Assessed),
+}
+
+impl Invocation<'_> {
+    /// The scan step for partition `partition`.
+    pub(crate) async fn scan(mut self, partition: usize) -> Result<StepOutcome> {
+        let step = GcStep::Scan {
+            run: self.plan.run_id,
+            partition,
+        };
+        let range = self.partition(partition)?.clone();
+        self.require_done(&Seq::Assessed, "the plan step (metadata/)")
+            .await?;
+        let seq = Seq::Scan(partition);
+        let mut last = self.job.last_page(&seq).await?;
+        if last.as_ref().is_some_and(|page| page.done) {
+            return Ok(self.outcome(step, true));
+        }
+        let walk = self
+            .job
+            .observed()
+            .await?
+            .ok_or_else(|| self.missing("observed.json"))?;
+        let referenced = self.referenced().await?;
+        let known = self.known().await?;
+        let clock = self.clock();
+        let gc = self.gc;
+        let warehouse = gc.catalog.warehouse();
+        loop {
+            if let Some(page) = &last {
+                if page.done {
+                    return Ok(self.outcome(step, true));
+                }
+                if self.out_of_time() {
+                    return Ok(self.outcome(step, false));
+                }
+            }
+            let after = last.as_ref().and_then(|page| page.after.clone());
+            let listed: Vec<_> = warehouse
+                .list_range(&range, after.as_deref())
+                .take(gc.config.page_size)
+                .try_collect()
+                .await?;
+            let done = listed.len() < gc.config.page_size;
+            let position = listed.last().map(|entry| entry.position.clone()).or(after);
+            let doomed_so_far = last.as_ref().map_or(0, |page| page.doomed_total);
+            let mut tally =
+                PageTally::with_room(self.plan.max_doomed.saturating_sub(doomed_so_far));
+            let mut nested = Nested::from(last.as_ref());
+            let mut warnings = Vec::new();
+            {
+                let judge = Judge::new(
+                    gc,
+                    &self.plan,
+                    &self.lease,
+                    &clock,
+                    known.clone(),
+                    self.now_ms,
+                );
+                let (judge, observation, referenced) = (&judge, &walk.observation, &referenced);
+                let mut decided = futures::stream::iter(listed)
+                    .map(|entry| async move {
+                        let ListItem::Object(listed) = entry.item else {
+                            return Ok::<_, Error>(Scanned::Skipped(entry.item));
+                        };
+                        if observation.reachable.covers_any_spelling(&listed.name) {
+                            return Ok(Scanned::Reachable(listed.size));
+                        }
+                        if nested_root(&listed.name).is_some() {
+                            return Ok(Scanned::Nested(listed.name, listed.size));
+                        }
+                        let object = Object {
+                            name: listed.name,
+                            size: listed.size,
+                            last_modified_ms: listed.last_modified_ms,
+                            uuid: None,
+                        };
+                        Ok(Scanned::Assessed(
+                            judge.assess(observation, referenced, &object).await?,
+                        ))
+                    })
+                    .buffer_unordered(gc.config.io_concurrency.max(1));
+                while let Some(item) = decided.try_next().await? {
+                    match item {
+                        Scanned::Skipped(skipped) => {
+                            skip(&mut tally.counts, &mut warnings, skipped)
+                        }
+                        Scanned::Reachable(size) => {
+                            tally.counts.scanned.add(size);
+                            tally.counts.reachable.add(size);
+                        }
+                        Scanned::Nested(name, size) => {
+                            tally.counts.scanned.add(size);
+                            tally.counts.kept_nested.add(size);
+                            nested.note(&name);
+                        }
+                        Scanned::Assessed(assessed) => {
+                            tally.counts.scanned.add(assessed.size);
+                            tally.record(assessed, &mut self.report);
+                        }
+                    }
+                }
+            }
+            let mut totals = last.as_ref().map(|page| page.totals).unwrap_or_default();
+            totals.merge(&tally.counts);
+            let page = Page {
+                seq: last.as_ref().map_or(0, |page| page.seq + 1),
+                after: position,
+                done,
+                totals,
+                doomed: tally.doomed,
+                nested: nested.into_roots(),
+                warnings,
+                ..Page::default()
+            }
+            .counting_doomed(doomed_so_far);
+            let page = self.write_page(&seq, page).await?;
+            self.report.add_counts(&tally.counts);
+            self.report.warnings.extend(page.warnings.iter().cloned());
+            gc.scanned(tally.counts.scanned);
+            last = Some(page);
+        }
+    }
+
+    /// The range of partition `partition`.
+    pub(crate) fn partition(&self, partition: usize) -> Result<&crate::warehouse::ListRange> {
+        self.plan.partitions.get(partition).ok_or_else(|| {
+            Error::new(
+                crate::error::ErrorKind::InvalidRequest,
+                format!(
+                    "gc run {} has partitions 0..{}; there is no partition {partition}",
+                    self.plan.run_id,
+                    self.plan.partitions.len()
+                ),
+            )
+        })
+    }
+}

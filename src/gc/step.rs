@@ -1,0 +1,337 @@
+//! Steps: the units of work one invocation does for a run, and what each one needs.
+//!
+//! A run proceeds through five steps; each can stop at a page boundary (its deadline)
+//! and be called again, and the per-partition steps can run on many workers at once:
+//!
+//! | step | work | workers |
+//! |---|---|---|
+//! | [`GcStep::Plan`] | start a run (or resume the unfinished one): ownership, lease, journal, the first walk, the partitions; then `metadata/` in two passes (read what unreachable metadata names, then decide each file) | one |
+//! | [`GcStep::Scan`] | list and decide partition `p` of `indexes/` | one per partition |
+//! | [`GcStep::Verify`] | the verification walk; delete the doomed metadata files | one |
+//! | [`GcStep::Delete`] | delete partition `p`'s doomed objects; sweep its ledger entries | one per partition |
+//! | [`GcStep::Finish`] | sweep the ledger of `metadata/`; mark the run finished; release the lease | one |
+//!
+//! The [`GarbageCollector::collect`](super::GarbageCollector::collect) driver runs them
+//! in this order in one process; the `gc-cycle` state machine runs them as Lambda
+//! invocations (a `Map` over the partitions for `scan` and `delete`).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::GarbageCollector;
+use super::assess::SharedLease;
+use super::config::millis;
+use super::job::{Job, Plan, RUNS_DIR, Seq, planned_runs};
+use super::lease::{Acquired, Lease};
+use super::ledger::{JournalRef, Ledger};
+use super::report::{GcPhase, GcReport, GcStatus, RunProgress};
+use crate::error::{Error, ErrorKind, Result};
+
+/// One step of a run: what one invocation of the `gc` function does (see the
+/// [module docs](self)). As an event: `{"step": "plan"}`,
+/// `{"step": "scan", "run": "<run id>", "partition": 3}`, ...
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum GcStep {
+    /// Start a run, or resume the unfinished one, and read `metadata/`.
+    Plan,
+    /// Scan one partition of `indexes/`.
+    Scan {
+        /// The run (from the plan step's outcome).
+        run: Uuid,
+        /// The partition, `0..partitions`.
+        partition: usize,
+    },
+    /// Walk the catalog again; delete doomed metadata files.
+    Verify {
+        /// The run.
+        run: Uuid,
+    },
+    /// Delete one partition's doomed objects and sweep its ledger entries.
+    Delete {
+        /// The run.
+        run: Uuid,
+        /// The partition.
+        partition: usize,
+    },
+    /// Finish the run.
+    Finish {
+        /// The run.
+        run: Uuid,
+    },
+}
+
+impl GcStep {
+    /// The step's name (`plan`, `scan`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            GcStep::Plan => "plan",
+            GcStep::Scan { .. } => "scan",
+            GcStep::Verify { .. } => "verify",
+            GcStep::Delete { .. } => "delete",
+            GcStep::Finish { .. } => "finish",
+        }
+    }
+}
+
+/// What one step did.
+#[derive(Debug, Clone)]
+pub struct StepOutcome {
+    /// The step.
+    pub step: GcStep,
+    /// Whether the step's work for its run (and partition) is complete; if not, call the
+    /// same step again.
+    pub done: bool,
+    /// The run's partitions of `indexes/` (`0..n`; from the plan step).
+    pub partitions: usize,
+    /// This invocation's report: its counts, actions and warnings. The finish step's is
+    /// the whole run's counts.
+    pub report: GcReport,
+}
+
+impl StepOutcome {
+    /// The outcome as the `gc` function answers: the report's fields plus `step`, `done`
+    /// and `partitions` (a list `[0, 1, ...]` a state machine `Map` iterates over).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut value = self.report.to_json();
+        if let Some(object) = value.as_object_mut() {
+            object.insert("step".into(), self.step.name().into());
+            object.insert("done".into(), self.done.into());
+            object.insert(
+                "partitions".into(),
+                (0..self.partitions).collect::<Vec<_>>().into(),
+            );
+        }
+        value
+    }
+}
+
+/// What a step works in: one invocation's view of one run.
+pub(crate) struct Invocation<'g> {
+    pub gc: &'g GarbageCollector,
+    pub job: Job,
+    pub plan: Plan,
+    pub lease: SharedLease,
+    /// The invocation's time (what it was called with).
+    pub now_ms: i64,
+    clock_origin: i64,
+    /// How long the invocation may work before it stops at the next page boundary.
+    budget: Option<Duration>,
+    /// Pages this invocation has written.
+    pages: u64,
+    pub report: GcReport,
+}
+
+impl<'g> Invocation<'g> {
+    /// The current time: the invocation's time plus what has elapsed since it started.
+    pub(crate) fn elapsed_now(&self) -> i64 {
+        elapsed(self.gc, self.now_ms, self.clock_origin)
+    }
+
+    /// A boxed clock for the judge.
+    pub(crate) fn clock(&self) -> impl Fn() -> i64 + Send + Sync + 'g {
+        let (gc, now_ms, origin) = (self.gc, self.now_ms, self.clock_origin);
+        move || elapsed(gc, now_ms, origin)
+    }
+
+    /// Whether the invocation should stop at this page boundary: its budget is spent and
+    /// it has done at least one page (so every invocation makes progress).
+    pub(crate) fn out_of_time(&self) -> bool {
+        self.pages > 0
+            && self.budget.is_some_and(|budget| {
+                self.elapsed_now().saturating_sub(self.now_ms) >= millis(budget)
+            })
+    }
+
+    /// Write `page` of `seq` (see [`Job::write_page`]), counting it as this invocation's
+    /// work.
+    pub(crate) async fn write_page(
+        &mut self,
+        seq: &super::job::Seq,
+        page: super::job::Page,
+    ) -> Result<super::job::Page> {
+        let page = self.job.write_page(seq, page).await?;
+        self.pages += 1;
+        Ok(page)
+    }
+
+    /// The incarnations the previous finished run listed.
+    pub(crate) async fn known(&self) -> Result<HashSet<Uuid>> {
+        match self.plan.previous {
+            Some(previous) => {
+                Ledger::new(self.gc.catalog.warehouse())
+                    .read_journal(previous)
+                    .await
+            }
+            None => Ok(HashSet::new()),
+        }
+    }
+
+    /// Renew and prove the lease right before a destructive step.
+    pub(crate) async fn fence(&self) -> Result<()> {
+        let mut lease = self.lease.lock().await;
+        super::collect::fence(lease.as_mut(), self.elapsed_now()).await
+    }
+
+    /// Renew the lease if half of it has passed (a long sweep keeps it alive).
+    pub(crate) async fn keep_lease(&self) -> Result<()> {
+        let mut lease = self.lease.lock().await;
+        let now = self.elapsed_now();
+        if let Some(lease) = lease.as_mut()
+            && lease.needs_renewal(now)
+        {
+            return super::collect::fence(Some(lease), now).await;
+        }
+        Ok(())
+    }
+
+    /// The outcome of this step.
+    pub(crate) fn outcome(mut self, step: GcStep, done: bool) -> StepOutcome {
+        let finished = done && matches!(step, GcStep::Finish { .. });
+        if !finished && self.report.status == GcStatus::Completed {
+            self.report.status = GcStatus::InProgress;
+        }
+        let phase = match (step, done) {
+            (GcStep::Plan, false) => GcPhase::ScanMetadata,
+            (GcStep::Plan, true) | (GcStep::Scan { .. }, _) => GcPhase::ScanIndexes,
+            (GcStep::Verify { .. }, _) => GcPhase::Verify,
+            (GcStep::Delete { .. }, _) => GcPhase::Delete,
+            (GcStep::Finish { .. }, false) => GcPhase::SweepLedger,
+            (GcStep::Finish { .. }, true) => GcPhase::Done,
+        };
+        self.report.progress = Some(RunProgress {
+            phase,
+            partitions: self.plan.partitions.len(),
+            steps: 1,
+        });
+        StepOutcome {
+            step,
+            done,
+            partitions: self.plan.partitions.len(),
+            report: self.report,
+        }
+    }
+
+    /// An error unless the newest page of `seq` says it is complete.
+    pub(crate) async fn require_done(&self, seq: &Seq, what: &str) -> Result<()> {
+        match self.job.last_page(seq).await? {
+            Some(page) if page.done => Ok(()),
+            _ => Err(Error::new(
+                ErrorKind::InvalidRequest,
+                format!(
+                    "gc run {} is not ready for this step: {what} is not complete; run the steps in order (plan, scan, verify, delete, finish)",
+                    self.plan.run_id
+                ),
+            )),
+        }
+    }
+}
+
+fn elapsed(gc: &GarbageCollector, now_ms: i64, origin: i64) -> i64 {
+    now_ms.saturating_add(gc.catalog.clock().now_ms().saturating_sub(origin).max(0))
+}
+
+/// Where a step's run is found.
+pub(crate) enum Found<'g> {
+    /// The run, its lease held (none for a dry run).
+    Open(Box<Invocation<'g>>),
+    /// Another run holds the lease: nothing to do now.
+    Busy(GcReport),
+    /// The run has finished.
+    Finished(GcReport),
+}
+
+impl GarbageCollector {
+    /// Where the files of runs live: the warehouse, or for a dry run the collector's
+    /// scratch store (a dry run writes nothing).
+    pub(crate) fn job_store(&self) -> &crate::warehouse::Warehouse {
+        self.scratch.as_ref().unwrap_or(self.catalog.warehouse())
+    }
+
+    /// The run `run` (by id), if it has a plan, and whether it has finished.
+    pub(crate) async fn find_run(&self, run: Uuid) -> Result<Option<(JournalRef, bool)>> {
+        let planned = planned_runs(self.job_store()).await?;
+        let Some(journal) = planned.into_iter().find(|journal| journal.run_id == run) else {
+            return Ok(None);
+        };
+        let finished = Ledger::new(self.catalog.warehouse())
+            .journal_state()
+            .await?
+            .finished
+            .contains(&journal);
+        Ok(Some((journal, finished)))
+    }
+
+    /// Open the run `run` for a step at `now_ms`: read its plan and hold its lease.
+    pub(crate) async fn open(
+        &self,
+        run: Uuid,
+        now_ms: i64,
+        budget: Option<Duration>,
+    ) -> Result<Found<'_>> {
+        let unknown = || {
+            Error::new(
+                ErrorKind::InvalidRequest,
+                format!("there is no planned gc run {run} in this warehouse (under {RUNS_DIR}/)"),
+            )
+        };
+        let (journal, finished) = self.find_run(run).await?.ok_or_else(unknown)?;
+        let job = Job::new(self.job_store(), journal);
+        let plan = job.plan().await?.ok_or_else(unknown)?;
+        let mut report = GcReport::new(run, plan.now_ms, &self.config);
+        report.catalog_id = Some(plan.catalog_id);
+        if finished {
+            return Ok(Found::Finished(report));
+        }
+        self.hold(job, plan, report, now_ms, budget).await
+    }
+
+    /// Hold `plan`'s lease for an invocation at `now_ms`.
+    pub(crate) async fn hold(
+        &self,
+        job: Job,
+        plan: Plan,
+        mut report: GcReport,
+        now_ms: i64,
+        budget: Option<Duration>,
+    ) -> Result<Found<'_>> {
+        let clock_origin = self.catalog.clock().now_ms();
+        let mut lease = None;
+        if !self.config.dry_run {
+            self.emit(super::report::GcProgress::Phase {
+                phase: super::report::GcPhase::AcquireLease,
+            });
+            match Lease::acquire(
+                self.catalog.warehouse(),
+                plan.run_id,
+                now_ms,
+                millis(self.config.lease_duration),
+            )
+            .await?
+            {
+                Acquired::Held(held) => lease = Some(held),
+                Acquired::Busy { holder, expires_ms } => {
+                    report.status = GcStatus::Skipped;
+                    report.skipped_reason = Some(format!(
+                        "another gc run ({holder}) holds the lease until {expires_ms}"
+                    ));
+                    return Ok(Found::Busy(report));
+                }
+            }
+        }
+        Ok(Found::Open(Box::new(Invocation {
+            gc: self,
+            job,
+            plan,
+            lease: tokio::sync::Mutex::new(lease),
+            now_ms,
+            clock_origin,
+            budget,
+            pages: 0,
+            report,
+        })))
+    }
+}
