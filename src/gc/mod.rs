@@ -22,36 +22,50 @@
 //! ```
 //!
 //! # What a run does
-//! [`GarbageCollector::collect`]`(now)` (the SlateDB shape: time is an argument, never read
-//! from the system clock) runs these steps; each is idempotent and a run may stop anywhere:
+//! A run is a durable job: its plan, its walks and a checkpoint of every page of work live
+//! in the warehouse under `_gc/runs/<run>/` (see the `job` submodule), so a run may span
+//! many invocations and many workers, stop anywhere — at its deadline, on a store error,
+//! killed at any instruction — and go on where it stopped. It proceeds in five **steps**
+//! ([`GcStep`]; each stops at a page boundary once its budget is spent, and the next call of
+//! the same step goes on from the last checkpoint):
 //!
-//! 1. **Ownership** ([`verify_ownership`]): the warehouse's `_catalog-owner.json` must name
-//!    this catalog's id (else `WAREHOUSE_NOT_OWNED`, or `INVALID_CONFIGURATION` without a
-//!    marker), and the warehouse must not lie inside another warehouse's managed prefixes.
-//! 2. **Lease** ([`lease`](self#the-run-lease)): one run at a time; a busy lease makes the
-//!    run return [`GcStatus::Skipped`].
-//! 3. **Observe** ([`reachability`]): read every pointer record; the metadata of every
-//!    `live` and `moving` record (and of tombstones younger than the clock-skew
-//!    allowance) is a root; everything reachable from the roots is the reachable set `R`
-//!    (metadata files, index-table directory prefixes, family references such as
+//! 1. **Plan** — **ownership** ([`verify_ownership`]): the warehouse's `_catalog-owner.json`
+//!    must name this catalog's id (else `WAREHOUSE_NOT_OWNED`, or `INVALID_CONFIGURATION`
+//!    without a marker), and the warehouse must not lie inside another warehouse's managed
+//!    prefixes. The unfinished run, if there is one, is resumed; else a new run takes the
+//!    **lease** ([`lease`](self#the-run-lease); a busy lease makes the step answer
+//!    [`GcStatus::Skipped`]), **observes** ([`reachability`]): reads every pointer record;
+//!    the metadata of every `live` and `moving` record (and of tombstones younger than the
+//!    clock-skew allowance) is a root; everything reachable from the roots is the reachable
+//!    set `R` (metadata files, index-table directory prefixes, family references such as
 //!    `ivf_centroids_metadata_location` and what they reference, source-table locations).
-//!    A root metadata file that cannot be read or parsed aborts the run. The run then
-//!    writes its journal (the identifier incarnations it saw; see [`ledger`]).
-//! 4. **Scan** only `metadata/` and `indexes/` (the managed prefixes), streaming, through
-//!    the warehouse's listing (on the local file system: never following symbolic links).
-//!    Every unreachable metadata file is read first; then for each unreachable object (see
-//!    the rules below) the run starts or reads its retention clock in the [`ledger`], and
-//!    condemns it once retention has elapsed.
-//! 5. **Verify**: walk the catalog again right before deleting; anything reachable again
-//!    (or with newer evidence of reachability) is kept.
-//! 6. **Delete** in batches, metadata files before index tables, renewing and proving the
-//!    lease before every batch; then clear the ledger entries of the deleted objects.
-//! 7. **Sweep** the ledger: clear entries whose object is reachable again or gone; then
-//!    mark the run finished.
+//!    A root metadata file that cannot be read or parsed aborts the step. It stores `R` and
+//!    the evidence, splits `indexes/` into partitions at its subdirectories, writes its plan
+//!    and then its journal (the identifier incarnations it saw; see [`ledger`]). Then
+//!    `metadata/`, page by page, in two passes: read every unreachable metadata file and
+//!    record what it names; then decide each (the rules below).
+//! 2. **Scan** each partition of `indexes/` (workers in parallel), page by page, streaming,
+//!    through the warehouse's listing (on the local file system: never following symbolic
+//!    links): for each unreachable object the run starts or reads its retention clock in
+//!    the [`ledger`], condemns it once retention has elapsed, and records the doomed ones in
+//!    the page's checkpoint.
+//! 3. **Verify**: walk the catalog again, once every partition is scanned and right before
+//!    deleting; anything reachable again (or with newer evidence of reachability) is kept.
+//!    Then delete the doomed metadata files.
+//! 4. **Delete** each partition's doomed objects in batches (workers in parallel), proving
+//!    the lease before every batch, and clear their ledger entries; then **sweep** the
+//!    partition's ledger entries: clear those whose object is reachable again or gone.
+//! 5. **Finish**: sweep the ledger of `metadata/`; acknowledge the dead runs the plan
+//!    listed; mark the run finished; release the lease.
 //!
-//! Memory holds the reachable set (proportional to live data), the evidence of recently
-//! dropped indexes, the unreachable metadata files' references, and at most
-//! [`GcConfig::max_deletes_per_run`] doomed objects; everything else is streamed.
+//! [`GarbageCollector::collect`] runs the steps in one process with
+//! [`GcConfig::workers`] partitions at a time (the CLI); the `gc` Lambda function runs one
+//! step per invocation for the `gc-cycle` state machine ([`GcStep`],
+//! [`run_scheduled_within`]).
+//!
+//! Memory holds the reachable sets of the two walks and what unreachable metadata names
+//! (proportional to live data and to metadata, not to the warehouse), the evidence of
+//! recently dropped indexes, and one page of objects; everything else is streamed.
 //!
 //! # Names
 //! Every object is compared by its **name**: its raw key below the warehouse root, exactly
@@ -191,7 +205,8 @@
 //!
 //! *Concurrency, pauses and crashes.* All ledger writes are create-if-absent of immutable
 //! files that combine by maximum, so two runs never lose each other's facts and a crashed
-//! run leaves only facts that delay deletion. Deletion of an already-deleted object is a
+//! invocation leaves only facts that delay deletion (and its run goes on from its last
+//! checkpoint). Deletion of an already-deleted object is a
 //! success; a run killed mid-delete leaves ledger entries of gone objects, which the sweep
 //! clears. Metadata files are deleted before tables, so a crash between the two leaves
 //! garbage tables (collected later), never metadata naming deleted tables. The lease
@@ -205,41 +220,42 @@
 //! A stray file under `metadata/` that does not parse never stops a run (see (P)); a root
 //! whose metadata is missing or invalid does, because `R` would be incomplete.
 //!
-//! # Budgeted runs
-//! A run with a [`scan_budget`](GcConfig::scan_budget) (the `gc` Lambda function sets one
-//! from its deadline) scans only part of `indexes/` and is still a **finished** run: it
-//! verifies, deletes, sweeps the whole ledger and records `.done`, so no retention clock
-//! restarts for it; and it records in a cursor file (`_gc/cursor/<run>.json`, the newest
-//! counts) the top-level directory of `indexes/` after which the next budgeted run
-//! resumes. The cursor only decides which
-//! directories a run scans, never what a scan may delete: a lost, stale or forged cursor
-//! costs progress, not safety. Warehouses of
-//! any size therefore progress one budget at a time. It is sound because everything a
-//! decision needs beyond the object itself is still seen in full by every run:
+//! # Runs of many invocations
+//! A run is decided at its plan: its decision time (grace, retention and condemnation
+//! delays are measured against it in every later invocation, and an invocation whose clock
+//! is behind judges by its own, earlier time), its rules (a resumer takes for each the more
+//! conservative of the plan's and its own configuration), its walk `R`, its evidence. It is
+//! sound to go on with it much later because:
 //!
-//! * all of `metadata/` is scanned and assessed by every run, so (P) knows every existing
-//!   metadata file, and every metadata file meets its lineage evidence every run (index
-//!   tables need none: (P) keeps them while a metadata file naming them exists);
-//! * `indexes/` is split at its top-level directories, each scanned whole by one run, so
-//!   a nested catalog structure below `indexes/<dir>/` is seen by the run that would
-//!   delete next to it; the files directly in `indexes/` and the directories named like
-//!   catalog structures (`_catalog`, `_gc`, `_meta`, `i`, `n`, which could make all of
-//!   `indexes/` nested) are scanned by every run;
-//! * (U) still takes two walks of the same run, and the sweep still visits every ledger
-//!   entry.
+//! * what the run judges unreachable was so at its walk; the clock it starts is the end of
+//!   that walk (or the quiet time), never later than the real loss; anything modified
+//!   after the decision time less the grace is kept by (G), so objects written after the
+//!   walk are never judged by it;
+//! * deletion needs a condemnation made by an **earlier** run at least `B` before the
+//!   decision time, and the verification walk starts after every scan, so after `c + B`;
+//!   a publication that checked before `c` is visible to it, one after was refused — however
+//!   long the run paused in between (a condemned object stays unpublishable);
+//! * every partition is scanned whole before anything of the run is deleted, so a nested
+//!   catalog structure found anywhere (an ownership marker in another page, at `indexes/`
+//!   itself) keeps everything below it ([`nested`](self#nested-roots));
+//! * an unfinished run is always resumed, never restarted: the retention clocks it
+//!   recorded, its condemnations and its journal stay what they were, and the next run's
+//!   lineage evidence trusts its journal only once it finished (swept every ledger entry).
+//!   Only a run that cannot be resumed (its plan lost or damaged, or given up with `gc
+//!   abandon`) counts as dead: the next new run restarts every tracked clock once for it.
 //!
-//! A run always scans at least one directory past where the previous one stopped, and
-//! stops at the first directory boundary after its budget is spent; the `scan` field of
-//! its report says where it began and stopped. The liveness bound below then holds with
-//! `P` the time a full cycle over `indexes/` takes.
+//! Every file of a run is written once with create-if-absent; two workers that do the same
+//! page (a retried invocation, a paused one that wakes) agree on the first one written, and
+//! every step is idempotent, so a crash loses at most the page under way.
 //!
 //! # Liveness
-//! With a successful run at least every `P`: garbage unreachable since `L` is deleted by
+//! With a run finishing at least every `P` (a run's duration counts into `P`: it decides
+//! by its plan's time): garbage unreachable since `L` is deleted by
 //! `max(L, last_modified + grace + skew) + retention + B + 3P`, plus one `P` per level of
 //! existing metadata that references it (P); evidence moves that start later (a new
 //! incarnation of its index or, strict, any re-incarnation: to its latest change seen by the
-//! next run; a run that died: to the next finished run). The simulation test checks this
-//! bound after every step.
+//! next run; a run abandoned as dead: to the next finished run). The simulation test
+//! checks this bound after every step.
 //!
 //! # The run lease
 //! See the `lease` submodule docs: generations `_gc/lease/<gen>.json` written with

@@ -51,6 +51,13 @@ struct SimState {
     /// Deletes still allowed before every delete fails (`-1`: unlimited).
     delete_budget: AtomicI64,
     deletions: Mutex<Vec<Deletion>>,
+    /// Requests still answered before the process "dies" (`-1`: never): the request that
+    /// finds it at zero never completes (a write is applied first, its answer lost).
+    kill_budget: AtomicI64,
+    /// Notified when a request found the kill point.
+    killed: tokio::sync::Notify,
+    /// How many times each object was returned by a listing.
+    listed: Mutex<HashMap<String, u32>>,
 }
 
 /// An object store that stamps every written object with the simulated clock's time
@@ -75,8 +82,70 @@ impl SimStore {
                 mtimes: Mutex::new(HashMap::new()),
                 delete_budget: AtomicI64::new(-1),
                 deletions: Mutex::new(Vec::new()),
+                kill_budget: AtomicI64::new(-1),
+                killed: tokio::sync::Notify::new(),
+                listed: Mutex::new(HashMap::new()),
             }),
         }
+    }
+
+    /// Answer `n` more requests, then let every request hang forever (the process died
+    /// there; a write that finds the kill point is applied first). `None`: never.
+    pub fn kill_after(&self, n: Option<usize>) {
+        let budget = n.map_or(-1, |n| n as i64);
+        self.state.kill_budget.store(budget, Ordering::SeqCst);
+    }
+
+    /// Wait until a request finds the kill point.
+    pub async fn killed(&self) {
+        self.state.killed.notified().await;
+    }
+
+    /// How many times each object was returned by a listing so far.
+    pub fn listed(&self) -> HashMap<String, u32> {
+        self.state.listed.lock().expect("lock").clone()
+    }
+
+    /// Forget the listing counts.
+    pub fn reset_listed(&self) {
+        self.state.listed.lock().expect("lock").clear();
+    }
+
+    /// Count one request against the kill budget: `false` if this request dies.
+    fn answer(&self) -> bool {
+        let budget = &self.state.kill_budget;
+        let outcome = budget.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| match b {
+            -1 => Some(-1),
+            0 => Some(-2),
+            -2 => None,
+            b => Some(b - 1),
+        });
+        match outcome {
+            Ok(-1) => true,
+            Ok(0) | Err(_) => {
+                self.state.killed.notify_waiters();
+                self.state.killed.notify_one();
+                false
+            }
+            Ok(_) => true,
+        }
+    }
+
+    /// Die here if the kill point is reached.
+    async fn gate(&self) {
+        if !self.answer() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    fn count_listed(&self, meta: &ObjectMeta) {
+        *self
+            .state
+            .listed
+            .lock()
+            .expect("lock")
+            .entry(meta.location.to_string())
+            .or_default() += 1;
     }
 
     /// Let `n` more deletes succeed, then fail every one (`None`: unlimited).
@@ -107,6 +176,34 @@ impl SimStore {
     }
 }
 
+impl SimStore {
+    /// A listing, stamped and counted, one request per page of 1000 against the kill
+    /// budget.
+    fn counted(
+        &self,
+        listing: BoxStream<'static, object_store::Result<ObjectMeta>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let this = self.clone();
+        let mut seen = 0u64;
+        listing
+            .then(move |meta| {
+                let this = this.clone();
+                let first_of_page = seen % 1000 == 0;
+                seen += 1;
+                async move {
+                    if first_of_page {
+                        this.gate().await;
+                    }
+                    let mut meta = meta?;
+                    this.stamp(&mut meta);
+                    this.count_listed(&meta);
+                    Ok(meta)
+                }
+            })
+            .boxed()
+    }
+}
+
 impl fmt::Display for SimStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "SimStore({})", self.state.inner)
@@ -121,15 +218,18 @@ impl ObjectStore for SimStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
-        let result = self.state.inner.put_opts(location, payload, opts).await?;
-        let now = self.state.clock.now_ms();
-        self.state
-            .mtimes
-            .lock()
-            .expect("lock")
-            .insert(location.clone(), now);
-        self.touch(location, now);
-        Ok(result)
+        let result = self.state.inner.put_opts(location, payload, opts).await;
+        if result.is_ok() {
+            let now = self.state.clock.now_ms();
+            self.state
+                .mtimes
+                .lock()
+                .expect("lock")
+                .insert(location.clone(), now);
+            self.touch(location, now);
+        }
+        self.gate().await;
+        result
     }
 
     async fn put_multipart_opts(
@@ -150,6 +250,7 @@ impl ObjectStore for SimStore {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
+        self.gate().await;
         let mut result = self.state.inner.get_opts(location, options).await?;
         self.stamp(&mut result.meta);
         Ok(result)
@@ -165,6 +266,7 @@ impl ObjectStore for SimStore {
                 let this = this.clone();
                 async move {
                     let location = location?;
+                    this.gate().await;
                     let budget = &this.state.delete_budget;
                     let allowed = budget
                         .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| match b {
@@ -192,18 +294,19 @@ impl ObjectStore for SimStore {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        let this = self.clone();
-        self.state
-            .inner
-            .list(prefix)
-            .map_ok(move |mut meta| {
-                this.stamp(&mut meta);
-                meta
-            })
-            .boxed()
+        self.counted(self.state.inner.list(prefix))
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.counted(self.state.inner.list_with_offset(prefix, offset))
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.gate().await;
         let mut result = self.state.inner.list_with_delimiter(prefix).await?;
         for meta in &mut result.objects {
             self.stamp(meta);
