@@ -125,7 +125,7 @@ check_state_machines() {
     local definition name
     for definition in infra/statemachines/*.asl.json; do
         name="$(basename "$definition")"
-        sed -e 's/\${MaxRuns}/20/g' \
+        sed -e 's/\${Workers}/4/g' \
             -e 's/\${GcFunctionArn}/arn:aws:lambda:us-east-1:123456789012:function:gc/g' \
             "$definition" >"$OUT/$name"
         if grep -q '\${' "$OUT/$name"; then

@@ -16,7 +16,12 @@
 //! * the writing functions may claim the warehouse (create-only) and nothing else may write
 //!   its ownership marker;
 //! * every delivery path of pointer-change events has retries and a dead-letter queue,
-//!   every queue a redrive policy, and the alarms watch what the issue tracker asked for.
+//!   every queue a redrive policy, and the alarms watch what the issue tracker asked for;
+//! * the gc cycle: its state machine's substitutions are its definition's placeholders,
+//!   its parameters (`GcWorkers`, `GcPartitions`, `GcPageSize`) reach the Map states and the
+//!   gc function within the collector's bounds, the function reserves the Map's
+//!   concurrency, failed, timed-out and aborted executions reach an encrypted queue only
+//!   their rule may write, and its alarms watch the metrics the gc function emits.
 //!
 //! The template is read with `serde_norway` into a `serde_norway::Value`; CloudFormation
 //! short-form tags (`!Sub`, `!If`, ...) arrive as `Value::Tagged`. `scripts/check-infra.sh`
@@ -725,6 +730,16 @@ fn every_delivery_path_retries_and_ends_in_a_dead_letter_queue() {
             );
         }
     }
+    // Queues that are where a path ends: dead-letter queues (a redrive-allow policy, no
+    // redrive policy of their own).
+    let terminal: BTreeSet<String> = queues
+        .iter()
+        .filter(|(_, queue)| {
+            property(queue, "RedrivePolicy").is_none()
+                && property(queue, "RedriveAllowPolicy").is_some()
+        })
+        .map(|(name, _)| format!("{name}.Arn"))
+        .collect();
     for (name, rule) in resources_of_type(&template, "AWS::Events::Rule") {
         if property(rule, "EventPattern").is_none() {
             continue;
@@ -732,10 +747,17 @@ fn every_delivery_path_retries_and_ends_in_a_dead_letter_queue() {
         for target in property(rule, "Targets")
             .and_then(Value::as_sequence)
             .unwrap_or_else(|| panic!("{name}: Targets"))
+            .iter()
+            .flat_map(branches)
         {
+            let into_dead_letters = target
+                .get("Arn")
+                .and_then(|arn| tagged(arn, "!GetAtt"))
+                .and_then(Value::as_str)
+                .is_some_and(|arn| terminal.contains(arn));
             assert!(
-                target.get("DeadLetterConfig").is_some(),
-                "{name}: a dead-letter queue"
+                target.get("DeadLetterConfig").is_some() || into_dead_letters,
+                "{name}: a dead-letter queue (or the target is one)"
             );
             assert!(
                 target.get("RetryPolicy").is_some(),
@@ -980,4 +1002,342 @@ fn the_refresh_component_is_gated_batched_and_routed() {
     let route = routes.find(&change).expect("routed");
     assert_eq!(route.index().name(), "docs");
     assert_eq!(route.table_location(&change), "s3://lake/tables/docs/");
+}
+
+fn parameter<'a>(template: &'a Value, name: &str) -> &'a Value {
+    template
+        .get("Parameters")
+        .and_then(|p| p.get(name))
+        .unwrap_or_else(|| panic!("a parameter {name}"))
+}
+
+fn resource<'a>(template: &'a Value, name: &str) -> &'a Value {
+    resources(template)
+        .into_iter()
+        .find(|(id, _)| *id == name)
+        .map(|(_, resource)| resource)
+        .unwrap_or_else(|| panic!("a resource {name}"))
+}
+
+/// The gc cycle: the state machine's substitutions are exactly its definition's
+/// placeholders; `GcWorkers`, `GcPartitions` and `GcPageSize` reach the Map states and the
+/// gc function as the collector's defaults and bounds (`src/gc/config.rs`); the function
+/// reserves what the Map states run at once; every `PARQDB_GC_*` variable it gets is one
+/// `GcConfig::from_lookup` reads, and accepts with the parameters' defaults.
+#[test]
+fn the_gc_cycle_fans_out_over_the_configured_partitions() {
+    use parqdb_catalog::gc::config::{
+        DEFAULT_PAGE_SIZE, DEFAULT_PARTITIONS, DEFAULT_WORKERS, MAX_PARTITIONS,
+    };
+    let template = template();
+    let bounds = |name: &str| {
+        let p = parameter(&template, name);
+        assert_eq!(
+            p.get("Type").and_then(Value::as_str),
+            Some("Number"),
+            "{name}"
+        );
+        let number = |field: &str| {
+            p.get(field)
+                .and_then(Value::as_u64)
+                .unwrap_or_else(|| panic!("{name}: {field}"))
+        };
+        (number("Default"), number("MinValue"), number("MaxValue"))
+    };
+    // Inline Map states run at most 40 iterations at once; a run has at most
+    // MAX_PARTITIONS partitions; S3 lists at most 1000 keys per request.
+    assert_eq!(bounds("GcWorkers"), (DEFAULT_WORKERS as u64, 1, 40));
+    assert_eq!(
+        bounds("GcPartitions"),
+        (DEFAULT_PARTITIONS as u64, 1, MAX_PARTITIONS as u64)
+    );
+    assert_eq!(bounds("GcPageSize"), (DEFAULT_PAGE_SIZE as u64, 1, 1000));
+    assert!(
+        template
+            .get("Parameters")
+            .and_then(|p| p.get("GcMaxRunsPerCycle"))
+            .is_none(),
+        "a cycle is one run: no bound on runs per cycle"
+    );
+
+    // The definition's placeholders are exactly the substitutions.
+    let definition = std::fs::read_to_string(root().join("infra/statemachines/gc-cycle.asl.json"))
+        .expect("read the definition");
+    let placeholders: BTreeSet<&str> = definition
+        .split("${")
+        .skip(1)
+        .map(|rest| rest.split('}').next().expect("a closing brace"))
+        .collect();
+    let machine = resource(&template, "GcCycleStateMachine");
+    assert_eq!(
+        property(machine, "DefinitionUri").and_then(Value::as_str),
+        Some("statemachines/gc-cycle.asl.json")
+    );
+    let substitutions = property(machine, "DefinitionSubstitutions")
+        .and_then(Value::as_mapping)
+        .expect("DefinitionSubstitutions");
+    let substituted: BTreeSet<&str> = substitutions
+        .keys()
+        .map(|key| key.as_str().expect("a name"))
+        .collect();
+    assert_eq!(substituted, placeholders);
+    let substitution = |name: &str| {
+        substitutions
+            .get(name)
+            .unwrap_or_else(|| panic!("substitution {name}"))
+    };
+    assert_eq!(reference(Some(substitution("Workers"))), Some("GcWorkers"));
+    assert_eq!(
+        tagged(substitution("GcFunctionArn"), "!GetAtt").and_then(Value::as_str),
+        Some("GcFunction.Arn")
+    );
+    let definition: serde_json::Value =
+        serde_json::from_str(&definition.replace("${Workers}", "4")).expect("JSON");
+    let maps: Vec<&str> = definition["States"]
+        .as_object()
+        .expect("States")
+        .iter()
+        .filter(|(_, state)| state["Type"] == "Map")
+        .map(|(name, state)| {
+            assert_eq!(state["MaxConcurrencyPath"], "$.cycle.workers", "{name}");
+            name.as_str()
+        })
+        .collect();
+    assert_eq!(maps, ["Delete", "Scan"]);
+    assert_eq!(
+        definition["States"]["Start"]["Parameters"]["workers.$"],
+        "States.StringToJson('4')"
+    );
+
+    // The function: the parameters as its configuration, GcWorkers reserved.
+    let function = resource(&template, "GcFunction");
+    let variables = property(function, "Environment")
+        .and_then(|e| e.get("Variables"))
+        .and_then(Value::as_mapping)
+        .expect("GcFunction variables");
+    let gc_variable = |name: &str| reference(variables.get(name));
+    assert_eq!(gc_variable("PARQDB_GC_PARTITIONS"), Some("GcPartitions"));
+    assert_eq!(gc_variable("PARQDB_GC_PAGE_SIZE"), Some("GcPageSize"));
+    assert_eq!(gc_variable("PARQDB_GC_WORKERS"), Some("GcWorkers"));
+    let config_source =
+        std::fs::read_to_string(root().join("src/gc/config.rs")).expect("read src/gc/config.rs");
+    let mut sample = BTreeMap::new();
+    for (name, value) in variables {
+        let name = name.as_str().expect("a name");
+        if !name.starts_with("PARQDB_GC_") {
+            continue;
+        }
+        assert!(
+            config_source.contains(&format!("lookup(\"{name}\")"))
+                || config_source.contains(&format!("(\"{name}\", &mut")),
+            "GcConfig::from_lookup does not read {name}"
+        );
+        let parameter_name = reference(Some(value)).expect("!Ref <parameter>");
+        let default = parameter(&template, parameter_name)
+            .get("Default")
+            .expect("a default");
+        let text = match default {
+            Value::Number(n) => n.to_string(),
+            other => other.as_str().expect("a scalar").to_owned(),
+        };
+        sample.insert(name.to_owned(), text);
+    }
+    let config = parqdb_catalog::gc::GcConfig::from_lookup(|name| sample.get(name).cloned())
+        .expect("the defaults are a valid configuration");
+    assert_eq!(
+        (config.partitions, config.page_size, config.workers),
+        (DEFAULT_PARTITIONS, DEFAULT_PAGE_SIZE, DEFAULT_WORKERS)
+    );
+    let reserved = property(function, "ReservedConcurrentExecutions")
+        .and_then(|r| tagged(r, "!If"))
+        .and_then(Value::as_sequence)
+        .expect("ReservedConcurrentExecutions: !If [...]");
+    assert_eq!(reserved[0].as_str(), Some("ReserveGcConcurrency"));
+    assert_eq!(
+        reference(reserved.get(1)),
+        Some("GcWorkers"),
+        "the Map states run GcWorkers steps at once; plan, verify and finish run alone"
+    );
+    assert_eq!(reference(reserved.get(2)), Some("AWS::NoValue"));
+}
+
+/// Every execution that fails, times out or is aborted reaches an encrypted queue that
+/// keeps it (and the alarm topic when there is one), through a rule for this state
+/// machine only, and only that rule may send to the queue.
+#[test]
+fn failed_gc_cycles_reach_their_destination() {
+    let template = template();
+    let rule = resource(&template, "GcCycleFailureRule");
+    let pattern = property(rule, "EventPattern").expect("EventPattern");
+    assert_eq!(scalars(&pattern["source"]), ["aws.states"]);
+    assert_eq!(
+        scalars(&pattern["detail-type"]),
+        ["Step Functions Execution Status Change"]
+    );
+    let statuses: BTreeSet<&str> = scalars(&pattern["detail"]["status"]).into_iter().collect();
+    assert_eq!(statuses, BTreeSet::from(["ABORTED", "FAILED", "TIMED_OUT"]));
+    let machines = pattern["detail"]["stateMachineArn"]
+        .as_sequence()
+        .expect("stateMachineArn");
+    assert_eq!(machines.len(), 1);
+    assert_eq!(reference(machines.first()), Some("GcCycleStateMachine"));
+
+    let targets: Vec<&Value> = property(rule, "Targets")
+        .and_then(Value::as_sequence)
+        .expect("Targets")
+        .iter()
+        .collect();
+    let queue_target = targets
+        .iter()
+        .find(|t| {
+            tagged(&t["Arn"], "!GetAtt").and_then(Value::as_str) == Some("GcCycleFailureQueue.Arn")
+        })
+        .expect("the failure queue is a target");
+    assert!(queue_target.get("RetryPolicy").is_some());
+    // The alarm topic only when one is given, with the queue as its dead-letter queue.
+    let topic = targets
+        .iter()
+        .find_map(|t| tagged(t, "!If").and_then(Value::as_sequence))
+        .expect("the alarm topic target, conditionally");
+    assert_eq!(topic[0].as_str(), Some("HasAlarmTopic"));
+    assert_eq!(reference(topic[1].get("Arn")), Some("AlarmTopicArn"));
+    assert_eq!(
+        tagged(&topic[1]["DeadLetterConfig"]["Arn"], "!GetAtt").and_then(Value::as_str),
+        Some("GcCycleFailureQueue.Arn")
+    );
+    assert_eq!(reference(topic.get(2)), Some("AWS::NoValue"));
+
+    let queue = resource(&template, "GcCycleFailureQueue");
+    assert_eq!(
+        property(queue, "SqsManagedSseEnabled").and_then(Value::as_bool),
+        Some(true),
+        "encrypted at rest"
+    );
+    assert_eq!(
+        property(queue, "MessageRetentionPeriod").and_then(Value::as_u64),
+        Some(1_209_600),
+        "kept 14 days"
+    );
+    // Least privilege: one statement sends to the queue, for EventBridge, from this rule.
+    let statements = statements(&template);
+    let senders: Vec<&Statement<'_>> = statements
+        .iter()
+        .filter(|s| {
+            s.resources
+                .iter()
+                .any(|r| resource_text(r) == "!GetAtt GcCycleFailureQueue.Arn")
+        })
+        .collect();
+    let [sender] = senders.as_slice() else {
+        panic!("one statement names the queue: {senders:?}");
+    };
+    assert_eq!(sender.owner, "GcCycleFailureQueuePolicy");
+    assert_eq!(
+        (sender.effect, sender.actions.as_slice()),
+        ("Allow", ["sqs:SendMessage"].as_slice())
+    );
+    assert_eq!(sender.resources.len(), 1);
+    let policy = resource(&template, "GcCycleFailureQueuePolicy");
+    let statement = &property(policy, "PolicyDocument").expect("document")["Statement"][0];
+    assert_eq!(
+        statement["Principal"]["Service"].as_str(),
+        Some("events.amazonaws.com")
+    );
+    assert_eq!(
+        tagged(
+            &sender.condition.expect("a condition")["ArnEquals"]["aws:SourceArn"],
+            "!GetAtt"
+        )
+        .and_then(Value::as_str),
+        Some("GcCycleFailureRule.Arn")
+    );
+}
+
+/// The gc alarms: a failed execution (Step Functions' metric), a run not completed in
+/// `GcCycleAlarmHours` and the bytes finished runs keep past retention (the metrics of the
+/// gc function's EMF line, which `gc_emf_line` writes under `Operation=gc`).
+#[test]
+fn gc_alarms_watch_executions_and_the_runs_metrics() {
+    let template = template();
+    let alarm = |name: &str| {
+        let alarm = resource(&template, name);
+        let field = |f: &str| property(alarm, f).unwrap_or_else(|| panic!("{name}: {f}"));
+        (
+            alarm,
+            field("Namespace").as_str(),
+            field("MetricName").as_str(),
+        )
+    };
+    let (failed, namespace, metric) = alarm("GcCycleFailedAlarm");
+    assert_eq!(
+        (namespace, metric),
+        (Some("AWS/States"), Some("ExecutionsFailed"))
+    );
+    let dimension = &property(failed, "Dimensions").expect("Dimensions")[0];
+    assert_eq!(dimension["Name"].as_str(), Some("StateMachineArn"));
+    assert_eq!(
+        reference(dimension.get("Value")),
+        Some("GcCycleStateMachine")
+    );
+
+    // What a finished run's line carries.
+    let finish = serde_json::json!({
+        "step": "finish", "status": "completed", "done": true, "run-id": "r", "now-ms": 1,
+        "progress": {"phase": "done", "partitions": 1, "steps": 1},
+        "deleted": {"objects": 1, "bytes": 10}, "kept-by-reference": {"objects": 1, "bytes": 5},
+    });
+    let line: serde_json::Value =
+        serde_json::from_str(&parqdb_catalog::lambda::metrics::gc_emf_line(2, &finish))
+            .expect("an EMF line");
+    let emitted: BTreeSet<&str> = line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .filter_map(|m| m["Name"].as_str())
+        .collect();
+    let namespace_of_line = line["_aws"]["CloudWatchMetrics"][0]["Namespace"].as_str();
+    assert_eq!(line["RunsCompleted"], 1);
+    for (name, metric, statistic) in [
+        ("GcCycleOverdueAlarm", "RunsCompleted", "Sum"),
+        ("GcKeptBytesAlarm", "BytesKeptPastRetention", "Minimum"),
+    ] {
+        let (alarm, namespace, watched) = alarm(name);
+        assert_eq!(namespace, namespace_of_line, "{name}");
+        assert_eq!(watched, Some(metric), "{name}");
+        assert!(emitted.contains(metric), "the gc function emits {metric}");
+        assert_eq!(
+            property(alarm, "Statistic").and_then(Value::as_str),
+            Some(statistic),
+            "{name}"
+        );
+        let dimensions = property(alarm, "Dimensions")
+            .and_then(Value::as_sequence)
+            .expect("Dimensions");
+        assert_eq!(dimensions.len(), 1, "{name}");
+        assert_eq!(dimensions[0]["Name"].as_str(), Some("Operation"));
+        assert_eq!(dimensions[0]["Value"].as_str(), Some("gc"));
+    }
+    // Overdue: fewer than one completed run in each of GcCycleAlarmHours hours, and no
+    // data at all (nothing ran) counts as overdue.
+    let (overdue, _, _) = alarm("GcCycleOverdueAlarm");
+    let field = |f: &str| property(overdue, f).unwrap_or_else(|| panic!("{f}"));
+    assert_eq!(field("Period").as_u64(), Some(3600));
+    assert_eq!(
+        reference(Some(field("EvaluationPeriods"))),
+        Some("GcCycleAlarmHours")
+    );
+    assert_eq!(field("Threshold").as_u64(), Some(1));
+    assert_eq!(
+        field("ComparisonOperator").as_str(),
+        Some("LessThanThreshold")
+    );
+    assert_eq!(field("TreatMissingData").as_str(), Some("breaching"));
+    // CloudWatch evaluates at most seven days.
+    let hours = parameter(&template, "GcCycleAlarmHours");
+    assert!(
+        hours
+            .get("MaxValue")
+            .and_then(Value::as_u64)
+            .is_some_and(|h| h * 3600 <= 604_800)
+    );
 }
