@@ -1310,12 +1310,74 @@ async fn configuration_errors_fail_the_execution_at_once() {
     assert_eq!(lambda.calls.len(), 1, "not retried");
 }
 
-/// A plan step that finds another run's lease ends the execution quietly: here the run of
-/// a stopped execution was abandoned (`gc abandon`) while it still held the lease, so the
-/// next run cannot start until the lease expires.
+/// A plan step that finds another run's lease ends the execution quietly: here a run of
+/// another collector (an earlier version, say) holds it. Once it has expired, the next
+/// execution goes on with the unfinished run of the stopped execution and finishes it.
 #[tokio::test]
 async fn a_skipped_plan_ends_the_execution_quietly() {
     let fixture = fixture(Backend::Memory, 52).await;
+    let env = &fixture.env;
+    env.advance(30 * MINUTE);
+    let collector = env.gc(config());
+    let mut lambda = Lambda::new(&collector, env);
+    let stopped = Machine::new(4)
+        .abort_after(6)
+        .execute(json!({}), &mut lambda)
+        .await;
+    assert_eq!(stopped.ending, Ending::Aborted);
+    let unfinished = lambda.planned(0);
+    assert_eq!(unfinished.len(), 1);
+    // Another holder takes the lease (the stopped execution's has expired).
+    env.advance(16 * MINUTE);
+    let newest = env
+        .objects()
+        .await
+        .into_iter()
+        .filter_map(|name| {
+            name.strip_prefix("_gc/lease/")?
+                .strip_suffix(".json")?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+        .expect("a lease generation");
+    let foreign = json!({
+        "holder": uuid::Uuid::from_u128(77), "acquired-ms": env.now(),
+        "expires-ms": env.now() + 15 * MINUTE, "released": false,
+    });
+    env.warehouse
+        .put_if_absent(
+            &format!("_gc/lease/{:020}.json", newest + 1),
+            bytes::Bytes::from(foreign.to_string()),
+        )
+        .await
+        .expect("written");
+
+    let from = lambda.calls.len();
+    let execution = Machine::new(4).execute(json!({}), &mut lambda).await;
+    let Ending::Succeeded(output) = &execution.ending else {
+        panic!("{execution:?}");
+    };
+    assert_eq!(output["plan"]["status"], "skipped", "{output}");
+    assert_eq!(execution.trace, ["Start", "Plan", "Planned", "Done"]);
+    assert_eq!(lambda.calls.len(), from + 1);
+
+    // Once that lease has expired, the next execution resumes the unfinished run.
+    env.advance(16 * MINUTE);
+    let from = lambda.calls.len();
+    let execution = Machine::new(4).execute(json!({}), &mut lambda).await;
+    let Ending::Succeeded(output) = &execution.ending else {
+        panic!("{execution:?}");
+    };
+    assert_eq!(output["last"]["status"], "completed");
+    assert_eq!(lambda.planned(from), unfinished, "the same run, resumed");
+}
+
+/// An abandoned run (`gc abandon`) is never resumed: its lease is released, and the next
+/// execution plans a new run at once.
+#[tokio::test]
+async fn an_abandoned_run_gives_way_to_a_new_one() {
+    let fixture = fixture(Backend::Memory, 54).await;
     let env = &fixture.env;
     env.advance(30 * MINUTE);
     let collector = env.gc(config());
@@ -1330,18 +1392,15 @@ async fn a_skipped_plan_ends_the_execution_quietly() {
         .await
         .expect("abandoned")
         .expect("a run");
-
-    let from = lambda.calls.len();
-    let execution = Machine::new(4).execute(json!({}), &mut lambda).await;
-    let Ending::Succeeded(output) = &execution.ending else {
-        panic!("{execution:?}");
-    };
-    assert_eq!(output["plan"]["status"], "skipped", "{output}");
-    assert_eq!(execution.trace, ["Start", "Plan", "Planned", "Done"]);
-    assert_eq!(lambda.calls.len(), from + 1);
-
-    // Once the lease has expired, the next execution starts a new run and finishes it.
-    env.advance(16 * MINUTE);
+    // A step of the abandoned run is refused.
+    let err = run_scheduled_within(
+        &collector,
+        json!({"step": "finish", "run": abandoned.to_string()}),
+        None,
+    )
+    .await
+    .expect_err("abandoned");
+    assert_eq!(err.code(), "INVALID_REQUEST");
     let from = lambda.calls.len();
     let execution = Machine::new(4).execute(json!({}), &mut lambda).await;
     let Ending::Succeeded(output) = &execution.ending else {

@@ -2,6 +2,7 @@
 //! this run may delete it (the rules (G), (R), (C) and (P) of the [module docs](super)).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -51,7 +52,7 @@ pub(crate) struct Judge<'a> {
     pub clock: &'a (dyn Fn() -> i64 + Send + Sync),
     pub journal: JournalRef,
     /// Incarnations of the previous finished run's journal.
-    pub known: HashSet<Uuid>,
+    pub known: Arc<HashSet<Uuid>>,
     /// Set when a run died since the previous finished run: every existing clock is raised
     /// to this run's observation (`observed_ms`).
     pub dead_run_reset: bool,
@@ -75,7 +76,7 @@ impl<'a> Judge<'a> {
         plan: &Plan,
         lease: &'a SharedLease,
         clock: &'a (dyn Fn() -> i64 + Send + Sync),
-        known: HashSet<Uuid>,
+        known: Arc<HashSet<Uuid>>,
         now_ms: i64,
     ) -> Judge<'a> {
         let rules = plan.rules.strictest(super::collect::rules_of(&gc.config));

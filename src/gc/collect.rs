@@ -11,7 +11,9 @@ use super::config::{GcConfig, millis};
 use super::job::Rules;
 use super::lease::Lease;
 use super::report::{Counts, GcPhase, GcProgress, GcReport, GcStatus};
-use super::step::{Found, GcStep, StepOutcome};
+use std::sync::Arc;
+
+use super::step::{Found, GcStep, Invocation, RunContext, StepOutcome};
 use crate::error::{Error, ErrorKind, Result};
 
 /// The rules `config` decides by.
@@ -74,38 +76,39 @@ impl GarbageCollector {
         budget: Option<Duration>,
     ) -> Result<StepOutcome> {
         let run = match step {
-            GcStep::Plan => return Box::pin(self.plan_step(now_ms, budget)).await,
+            GcStep::Plan => return Ok(Box::pin(self.plan_step(now_ms, budget)).await?.0),
             GcStep::Scan { run, .. }
             | GcStep::Verify { run }
             | GcStep::Delete { run, .. }
             | GcStep::Finish { run } => run,
         };
-        let invocation = match self.open(run, now_ms, budget).await? {
-            Found::Open(invocation) => *invocation,
-            Found::Busy(report) => {
-                return Ok(StepOutcome {
-                    step,
-                    done: false,
-                    partitions: 0,
-                    report,
-                });
-            }
-            Found::Finished(report) => {
-                return Ok(StepOutcome {
-                    step,
-                    done: true,
-                    partitions: 0,
-                    report,
-                });
-            }
-        };
-        match step {
-            GcStep::Plan => unreachable!("handled above"),
-            GcStep::Scan { partition, .. } => Box::pin(invocation.scan(partition)).await,
-            GcStep::Verify { .. } => Box::pin(invocation.verify()).await,
-            GcStep::Delete { partition, .. } => Box::pin(invocation.delete(partition)).await,
-            GcStep::Finish { .. } => Box::pin(invocation.finish()).await,
+        match self.open(run, now_ms, budget).await? {
+            Found::Open(invocation) => Box::pin(dispatch(*invocation, step)).await,
+            Found::Busy(report) => Ok(StepOutcome {
+                step,
+                done: false,
+                partitions: 0,
+                report,
+            }),
+            Found::Finished(report) => Ok(StepOutcome {
+                step,
+                done: true,
+                partitions: 0,
+                report,
+            }),
         }
+    }
+
+    /// `step` of a run this process holds open (its lease held, its state read once).
+    async fn step_in(
+        &self,
+        run: &Arc<RunContext>,
+        step: GcStep,
+        now_ms: i64,
+        budget: Option<Duration>,
+    ) -> Result<StepOutcome> {
+        let invocation = self.invoke(run.clone(), self.report_of(&run.plan), now_ms, budget);
+        Box::pin(dispatch(invocation, step)).await
     }
 
     /// Run (or go on with) a run in this process: the plan step, then the scan of every
@@ -132,59 +135,63 @@ impl GarbageCollector {
         self.emit(GcProgress::Phase {
             phase: GcPhase::CheckOwnership,
         });
-        let plan = self.until_done(GcStep::Plan, &budget, &mut merged).await?;
-        if !plan.done || plan.report.status == GcStatus::Skipped {
+        let (plan, run) = Box::pin(self.plan_step(budget.now(), budget.left())).await?;
+        merged.add(&plan);
+        let Some(run) = run else {
+            return Ok(merged.report(plan.report));
+        };
+        let id = run.plan.run_id;
+        let partitions = run.plan.partitions.len();
+        let plan = if plan.done || budget.spent() {
+            plan
+        } else {
+            self.until_done(&run, GcStep::Plan, &budget, &mut merged)
+                .await?
+        };
+        if !plan.done {
             return Ok(merged.report(plan.report));
         }
-        let (run, partitions) = (plan.report.run_id, plan.partitions);
         self.emit(GcProgress::Phase {
             phase: GcPhase::ScanIndexes,
         });
+        let scan = |partition| GcStep::Scan { run: id, partition };
         if let Some(stopped) = self
-            .fan_out(
-                partitions,
-                |partition| GcStep::Scan { run, partition },
-                &budget,
-                &mut merged,
-            )
+            .fan_out(&run, partitions, scan, &budget, &mut merged)
             .await?
         {
             return Ok(merged.report(stopped));
         }
         let verify = self
-            .until_done(GcStep::Verify { run }, &budget, &mut merged)
+            .until_done(&run, GcStep::Verify { run: id }, &budget, &mut merged)
             .await?;
         if !verify.done {
             return Ok(merged.report(verify.report));
         }
+        let delete = |partition| GcStep::Delete { run: id, partition };
         if let Some(stopped) = self
-            .fan_out(
-                partitions,
-                |partition| GcStep::Delete { run, partition },
-                &budget,
-                &mut merged,
-            )
+            .fan_out(&run, partitions, delete, &budget, &mut merged)
             .await?
         {
             return Ok(merged.report(stopped));
         }
         let finish = self
-            .until_done(GcStep::Finish { run }, &budget, &mut merged)
+            .until_done(&run, GcStep::Finish { run: id }, &budget, &mut merged)
             .await?;
         Ok(merged.report(finish.report))
     }
 
-    /// Call `step` until it is done, skipped or out of budget; its last outcome.
+    /// Call `step` until it is done or out of budget (at least once); its last outcome.
     async fn until_done(
         &self,
+        run: &Arc<RunContext>,
         step: GcStep,
         budget: &Budget<'_>,
         merged: &mut Merged,
     ) -> Result<StepOutcome> {
         loop {
-            let outcome = self.step_within(step, budget.now(), budget.left()).await?;
+            let outcome = self.step_in(run, step, budget.now(), budget.left()).await?;
             merged.add(&outcome);
-            if outcome.done || outcome.report.status == GcStatus::Skipped || budget.spent() {
+            if outcome.done || budget.spent() {
                 return Ok(outcome);
             }
         }
@@ -192,9 +199,10 @@ impl GarbageCollector {
 
     /// Run the step `make(p)` of every partition `p` to completion, [`GcConfig::workers`]
     /// partitions at a time; the report of a partition that did not complete, if one did
-    /// not (its budget was spent, or another run's lease blocks it).
+    /// not (its budget was spent).
     async fn fan_out(
         &self,
+        run: &Arc<RunContext>,
         partitions: usize,
         make: impl Fn(usize) -> GcStep,
         budget: &Budget<'_>,
@@ -206,11 +214,9 @@ impl GarbageCollector {
                 let mut outcomes = Vec::new();
                 loop {
                     let outcome = self
-                        .step_within(make(partition), budget.now(), budget.left())
+                        .step_in(run, make(partition), budget.now(), budget.left())
                         .await?;
-                    let stop = outcome.done
-                        || outcome.report.status == GcStatus::Skipped
-                        || budget.spent();
+                    let stop = outcome.done || budget.spent();
                     outcomes.push(outcome);
                     if stop {
                         return Ok(outcomes);
@@ -233,6 +239,20 @@ impl GarbageCollector {
             }
         }
         Ok(stopped)
+    }
+}
+
+/// Do `step` in `invocation`.
+async fn dispatch(mut invocation: Invocation<'_>, step: GcStep) -> Result<StepOutcome> {
+    match step {
+        GcStep::Plan => {
+            let done = invocation.plan_metadata().await?;
+            Ok(invocation.outcome(step, done))
+        }
+        GcStep::Scan { partition, .. } => invocation.scan(partition).await,
+        GcStep::Verify { .. } => invocation.verify().await,
+        GcStep::Delete { partition, .. } => invocation.delete(partition).await,
+        GcStep::Finish { .. } => invocation.finish().await,
     }
 }
 

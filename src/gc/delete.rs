@@ -8,6 +8,7 @@
 //! after a crash deletes nothing twice.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 
@@ -52,7 +53,7 @@ impl Invocation<'_> {
         self.require_done(&Seq::DeletedMetadata, "the verify step (metadata files)")
             .await?;
         let verified = self
-            .job
+            .run
             .verified()
             .await?
             .ok_or_else(|| self.missing("verified.json"))?;
@@ -62,11 +63,7 @@ impl Invocation<'_> {
         {
             return Ok(self.outcome(step, false));
         }
-        let observed = self
-            .job
-            .observed()
-            .await?
-            .ok_or_else(|| self.missing("observed.json"))?;
+        let observed = self.observed().await?;
         let done = self
             .sweep(&range, &Seq::Swept(partition), &observed, &verified)
             .await?;
@@ -75,8 +72,8 @@ impl Invocation<'_> {
 
     /// The verification walk: written once (`verified.json`, with every nested root the
     /// scans found), after proving the lease.
-    async fn verification_walk(&mut self) -> Result<Walk> {
-        if let Some(walk) = self.job.verified().await? {
+    async fn verification_walk(&mut self) -> Result<Arc<Walk>> {
+        if let Some(walk) = self.run.verified().await? {
             return Ok(walk);
         }
         self.gc.emit(GcProgress::Phase {
@@ -134,7 +131,7 @@ impl Invocation<'_> {
         };
         self.job.write_verified(&walk).await?;
         // Another worker may have written its walk first: use the stored one.
-        self.job
+        self.run
             .verified()
             .await?
             .ok_or_else(|| self.missing("verified.json"))
@@ -198,7 +195,7 @@ impl Invocation<'_> {
         doomed: Vec<Doomed>,
         verified: &Walk,
         nested: &Nested,
-        known: &std::collections::HashSet<uuid::Uuid>,
+        known: &Arc<std::collections::HashSet<uuid::Uuid>>,
     ) -> Result<Counts> {
         let mut counts = Counts::default();
         let ledger = Ledger::new(self.gc.catalog.warehouse());
@@ -381,8 +378,10 @@ impl Invocation<'_> {
                 .try_filter_map(|file| async move { Ok(file) })
                 .try_collect()
                 .await?;
-            let mut counts = Counts::default();
-            counts.ledger_files_cleared = ledger.delete(stale).await? as u64;
+            let counts = Counts {
+                ledger_files_cleared: ledger.delete(stale).await? as u64,
+                ..Counts::default()
+            };
             let mut totals = last.as_ref().map(|page| page.totals).unwrap_or_default();
             totals.merge(&counts);
             let page = Page {

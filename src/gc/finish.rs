@@ -28,13 +28,9 @@ impl Invocation<'_> {
             )
             .await?;
         }
-        let observed = self
-            .job
-            .observed()
-            .await?
-            .ok_or_else(|| self.missing("observed.json"))?;
+        let observed = self.observed().await?;
         let verified = self
-            .job
+            .run
             .verified()
             .await?
             .ok_or_else(|| self.missing("verified.json"))?;

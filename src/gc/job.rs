@@ -33,7 +33,7 @@ use super::ledger::JournalRef;
 use super::reachability::Observation;
 use super::report::Counts;
 use crate::error::{Error, ErrorKind, Result};
-use crate::warehouse::{Fetched, ListItem, ListRange, Warehouse};
+use crate::warehouse::{Fetched, ListItem, ListRange, Listed, Positioned, Warehouse};
 
 /// The runs directory under the warehouse root.
 pub const RUNS_DIR: &str = "_gc/runs";
@@ -155,6 +155,66 @@ pub(crate) struct Page {
     /// Warnings of this page.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+}
+
+/// One listed entry, as a page's listing keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub(crate) struct Entry {
+    pub position: String,
+    pub name: String,
+    pub size: u64,
+    pub last_modified_ms: i64,
+    /// Why the listing skipped it (not an object the collector may touch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+impl Entry {
+    pub(crate) fn of(entry: Positioned) -> Entry {
+        let position = entry.position;
+        match entry.item {
+            ListItem::Object(listed) => Entry {
+                position,
+                name: listed.name,
+                size: listed.size,
+                last_modified_ms: listed.last_modified_ms,
+                skipped: None,
+            },
+            ListItem::Skipped { name, reason } => Entry {
+                position,
+                name,
+                size: 0,
+                last_modified_ms: 0,
+                skipped: Some(reason),
+            },
+        }
+    }
+
+    /// The listing item it was.
+    pub(crate) fn item(&self) -> ListItem {
+        match &self.skipped {
+            None => ListItem::Object(Listed {
+                name: self.name.clone(),
+                size: self.size,
+                last_modified_ms: self.last_modified_ms,
+            }),
+            Some(reason) => ListItem::Skipped {
+                name: self.name.clone(),
+                reason: reason.clone(),
+            },
+        }
+    }
+}
+
+/// What one page listed, kept before the page is worked on: a page redone after a crash
+/// works on this listing instead of listing again, so a run lists each object once.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub(crate) struct Listing {
+    pub entries: Vec<Entry>,
+    /// Whether the listing reached the end of its range.
+    pub done: bool,
 }
 
 /// A walk, as stored.
@@ -355,6 +415,31 @@ impl Job {
         }
     }
 
+    fn listing_file(seq: &Seq, number: u64) -> String {
+        format!("{}/{number:010}.listed.json", seq.dir())
+    }
+
+    /// The listing of page `number` of a sequence, if it was kept.
+    pub(crate) async fn listing(&self, seq: &Seq, number: u64) -> Result<Option<Listing>> {
+        self.read(&Self::listing_file(seq, number)).await
+    }
+
+    /// Keep the listing of page `number`; if another worker kept one first, theirs.
+    pub(crate) async fn write_listing(
+        &self,
+        seq: &Seq,
+        number: u64,
+        listing: Listing,
+    ) -> Result<Listing> {
+        let file = Self::listing_file(seq, number);
+        if self.write(&file, &listing).await? {
+            return Ok(listing);
+        }
+        self.read(&file)
+            .await?
+            .ok_or_else(|| corrupt(&format!("{}/{file}", self.dir), "vanished after a write"))
+    }
+
     /// Write `page` (its `seq` is its number); if another worker wrote that page first,
     /// return theirs instead.
     pub(crate) async fn write_page(&self, seq: &Seq, page: Page) -> Result<Page> {
@@ -415,8 +500,9 @@ fn is_own_file(dir: &str, name: &str) -> bool {
     }
     let parts: Vec<&str> = file.split('/').collect();
     let page = parts.last().is_some_and(|page| {
-        page.strip_suffix(".json")
-            .is_some_and(|digits| digits.len() == 10 && digits.bytes().all(|b| b.is_ascii_digit()))
+        let stem = page.strip_suffix(".json");
+        let stem = stem.map(|stem| stem.strip_suffix(".listed").unwrap_or(stem));
+        stem.is_some_and(|digits| digits.len() == 10 && digits.bytes().all(|b| b.is_ascii_digit()))
     });
     let numbered =
         |part: &str| part == "m" || part.parse::<usize>().is_ok_and(|n| n.to_string() == part);

@@ -343,6 +343,25 @@ impl Lease {
     }
 }
 
+/// Release the lease if its newest generation names `holder` (a run given up with
+/// `gc abandon`): every worker of that run still under way stops at its next renewal, and
+/// the next run may take the lease at once.
+pub(crate) async fn release_for(warehouse: &Warehouse, holder: Uuid, now_ms: i64) -> Result<()> {
+    if let Some((generation, current)) = latest(warehouse).await?
+        && current.holder == holder
+        && !current.released
+    {
+        let content = Generation {
+            holder,
+            acquired_ms: current.acquired_ms,
+            expires_ms: now_ms,
+            released: true,
+        };
+        create(warehouse, successor(generation)?, &content).await?;
+    }
+    Ok(())
+}
+
 /// Every [`KEEP_GENERATIONS`]th generation written, remove the generations older than the
 /// last few before it (never the newest): a run of many invocations writes one or more
 /// generations in each, and each acquisition and renewal lists them.

@@ -409,6 +409,10 @@ impl GarbageCollector {
             return Ok(None);
         };
         job.abandon().await?;
+        if !self.config.dry_run {
+            let now = self.catalog.clock().now_ms();
+            lease::release_for(self.catalog.warehouse(), plan.run_id, now).await?;
+        }
         Ok(Some(plan.run_id))
     }
 

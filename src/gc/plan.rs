@@ -23,7 +23,7 @@ use super::reachability::{Parsed, observe, read_parsed, references_of};
 use super::refs::RefMap;
 use super::report::{Counts, GcReport};
 use super::scan::{Nested, skip};
-use super::step::{Found, GcStep, Invocation, StepOutcome};
+use super::step::{Found, GcStep, Invocation, RunContext, StepOutcome};
 use crate::catalog::ownership::verify_ownership;
 use crate::error::{Error, Result};
 use crate::warehouse::{
@@ -31,43 +31,36 @@ use crate::warehouse::{
 };
 
 impl GarbageCollector {
-    /// The plan step at `now_ms`.
+    /// The plan step at `now_ms`, and the run it opened (none if it was skipped).
     pub(crate) async fn plan_step(
         &self,
         now_ms: i64,
         budget: Option<std::time::Duration>,
-    ) -> Result<StepOutcome> {
+    ) -> Result<(StepOutcome, Option<std::sync::Arc<RunContext>>)> {
         let marker = verify_ownership(&self.catalog).await?;
-        let mut invocation = match self.unfinished().await? {
+        let found = match self.unfinished().await? {
             Some((job, plan)) => {
-                let report = GcReport::new(plan.run_id, plan.now_ms, &self.config);
-                match self.hold(job, plan, report, now_ms, budget).await? {
-                    Found::Open(invocation) => *invocation,
-                    Found::Busy(report) | Found::Finished(report) => {
-                        return Ok(StepOutcome {
-                            step: GcStep::Plan,
-                            done: true,
-                            partitions: 0,
-                            report,
-                        });
-                    }
-                }
+                let report = self.report_of(&plan);
+                self.hold(job, plan, report, now_ms, budget).await?
             }
-            None => match self.start(marker.catalog_id, now_ms, budget).await? {
-                Found::Open(invocation) => *invocation,
-                Found::Busy(report) | Found::Finished(report) => {
-                    return Ok(StepOutcome {
-                        step: GcStep::Plan,
-                        done: true,
-                        partitions: 0,
-                        report,
-                    });
-                }
-            },
+            None => self.start(marker.catalog_id, now_ms, budget).await?,
+        };
+        let mut invocation = match found {
+            Found::Open(invocation) => *invocation,
+            Found::Busy(report) | Found::Finished(report) => {
+                let outcome = StepOutcome {
+                    step: GcStep::Plan,
+                    done: true,
+                    partitions: 0,
+                    report,
+                };
+                return Ok((outcome, None));
+            }
         };
         invocation.report.catalog_id = Some(marker.catalog_id);
+        let run = invocation.run.clone();
         let done = invocation.plan_metadata().await?;
-        Ok(invocation.outcome(GcStep::Plan, done))
+        Ok((invocation.outcome(GcStep::Plan, done), Some(run)))
     }
 
     /// The unfinished run with a readable plan, if any (the newest one).
@@ -111,6 +104,17 @@ impl GarbageCollector {
         let catalog = &self.catalog;
         let warehouse = catalog.warehouse();
         let run_id = catalog.ids().uuid();
+        let mut report = GcReport::new(run_id, now_ms, &self.config);
+        report.catalog_id = Some(catalog_id);
+        let started = catalog.clock().now_ms();
+        let lease = match self.acquire(run_id, now_ms).await? {
+            Ok(lease) => lease,
+            Err(busy) => {
+                report.status = super::report::GcStatus::Skipped;
+                report.skipped_reason = Some(busy);
+                return Ok(Found::Busy(report));
+            }
+        };
         let ledger = Ledger::new(warehouse);
         let journals = ledger.journal_state().await?;
         // Journals are ordered by their time: a run's journal sorts after every earlier
@@ -120,26 +124,6 @@ impl GarbageCollector {
             .latest_ms
             .map_or(now_ms, |latest| now_ms.max(latest.saturating_add(1)));
         let rules = super::collect::rules_of(&self.config);
-        let placeholder = Plan {
-            plan_version: 1,
-            run_id,
-            run_ms,
-            now_ms,
-            observed_ms: now_ms,
-            rules,
-            previous: journals.previous,
-            dead: journals.dead.clone(),
-            partitions: Vec::new(),
-            max_doomed: 0,
-            catalog_id,
-        };
-        let journal = placeholder.journal();
-        let job = Job::new(self.job_store(), journal);
-        let report = GcReport::new(run_id, now_ms, &self.config);
-        let mut invocation = match self.hold(job, placeholder, report, now_ms, budget).await? {
-            Found::Open(invocation) => invocation,
-            other => return Ok(other),
-        };
         self.emit(super::report::GcProgress::Phase {
             phase: super::report::GcPhase::ComputeReachability,
         });
@@ -151,24 +135,35 @@ impl GarbageCollector {
             self.config.io_concurrency.max(1),
         )
         .await?;
-        let observed_ms = invocation.elapsed_now().max(now_ms);
+        // What the walk found unreachable was reachable at most until it had finished.
+        let walked_ms = catalog.clock().now_ms().saturating_sub(started).max(0);
+        let observed_ms = now_ms.saturating_add(walked_ms);
         let segments = warehouse.segments(INDEXES_DIR).await?;
         let partitions = ListRange::split(INDEXES_DIR, &segments, self.config.partitions);
         let sequences = partitions.len() as u64 + 1;
-        let max_doomed = (self.config.max_deletes_per_run as u64).div_ceil(sequences);
+        let plan = Plan {
+            plan_version: 1,
+            run_id,
+            run_ms,
+            now_ms,
+            observed_ms,
+            rules,
+            previous: journals.previous,
+            dead: journals.dead.clone(),
+            partitions,
+            max_doomed: (self.config.max_deletes_per_run as u64).div_ceil(sequences),
+            catalog_id,
+        };
+        let journal = plan.journal();
         let incarnations = observation.evidence.all_incarnations.clone();
+        report.roots = observation.roots.clone();
+        report.warnings.extend(observation.warnings.iter().cloned());
         let walk = Walk {
             observation,
             nested: Vec::new(),
         };
-        let job = &invocation.job;
+        let job = Job::new(self.job_store(), journal);
         job.write_observed(&walk).await?;
-        let plan = Plan {
-            observed_ms,
-            partitions,
-            max_doomed,
-            ..invocation.plan.clone()
-        };
         if !job.write_plan(&plan).await? {
             return Err(Error::new(
                 crate::error::ErrorKind::CommitConflict,
@@ -179,30 +174,23 @@ impl GarbageCollector {
             ledger.write_journal(journal, &incarnations).await?;
         }
         if !plan.dead.is_empty() {
-            invocation.report.warnings.push(format!(
+            report.warnings.push(format!(
                 "{} earlier gc run(s) did not finish and will never be resumed (abandoned, or of an earlier version); every tracked object's retention clock restarts now",
                 plan.dead.len()
             ));
         }
-        invocation.plan = plan;
-        invocation.report.roots = walk.observation.roots.clone();
-        invocation
-            .report
-            .warnings
-            .extend(walk.observation.warnings.iter().cloned());
-        Ok(Found::Open(invocation))
+        let run = std::sync::Arc::new(super::step::RunContext::new(job, plan, lease));
+        Ok(Found::Open(Box::new(
+            self.invoke(run, report, now_ms, budget),
+        )))
     }
 }
 
 impl Invocation<'_> {
     /// Ensure the journal exists (a run killed between its plan and its journal), then
     /// both passes over `metadata/`; `true` once they are complete.
-    async fn plan_metadata(&mut self) -> Result<bool> {
-        let walk = self
-            .job
-            .observed()
-            .await?
-            .ok_or_else(|| self.missing("observed.json"))?;
+    pub(crate) async fn plan_metadata(&mut self) -> Result<bool> {
+        let walk = self.observed().await?;
         if !self.gc.config.dry_run {
             let ledger = Ledger::new(self.gc.catalog.warehouse());
             let journal = self.plan.journal();
@@ -241,6 +229,7 @@ impl Invocation<'_> {
         let registry = gc.catalog.registry();
         let reachable = &walk.observation.reachable;
         let range = ListRange::whole(METADATA_DIR);
+        let seq = Seq::Metadata;
         let mut last = self.job.last_page(&Seq::Metadata).await?;
         loop {
             if let Some(page) = &last {
@@ -252,13 +241,15 @@ impl Invocation<'_> {
                 }
             }
             let after = last.as_ref().and_then(|page| page.after.clone());
-            let listed: Vec<_> = warehouse
-                .list_range(&range, after.as_deref())
-                .take(gc.config.page_size)
-                .try_collect()
-                .await?;
-            let done = listed.len() < gc.config.page_size;
-            let position = listed.last().map(|entry| entry.position.clone()).or(after);
+            let number = last.as_ref().map_or(0, |page| page.seq + 1);
+            let listing = self.list_page(&seq, number, &range, after.as_deref()).await?;
+            let done = listing.done;
+            let position = listing
+                .entries
+                .last()
+                .map(|entry| entry.position.clone())
+                .or(after);
+            let listed = listing.entries;
             let mut nested = Nested::from(last.as_ref());
             let mut counts = Counts::default();
             let mut candidates = Vec::new();
@@ -266,8 +257,8 @@ impl Invocation<'_> {
             let mut warnings = Vec::new();
             let mut read = futures::stream::iter(listed)
                 .map(|entry| async move {
-                    let ListItem::Object(listed) = entry.item else {
-                        return Ok::<_, Error>((entry.item, None));
+                    let ListItem::Object(listed) = entry.item() else {
+                        return Ok::<_, Error>((entry.item(), None));
                     };
                     if reachable.covers_any_spelling(&listed.name)
                         || nested_root(&listed.name).is_some()
@@ -365,7 +356,11 @@ impl Invocation<'_> {
 
     /// What unreachable metadata names (rule (P)): `referenced.json`, written once pass 1
     /// is complete from all its pages.
-    pub(crate) async fn referenced(&self) -> Result<RefMap> {
+    pub(crate) async fn referenced(&self) -> Result<std::sync::Arc<RefMap>> {
+        self.run.referenced_with(self.read_referenced()).await
+    }
+
+    async fn read_referenced(&self) -> Result<RefMap> {
         let mut map = RefMap::default();
         if let Some(referenced) = self.job.referenced().await? {
             for name in referenced.names {
@@ -431,8 +426,8 @@ impl Invocation<'_> {
                 PageTally::with_room(self.plan.max_doomed.saturating_sub(doomed_so_far));
             let judge = Judge::new(
                 self.gc,
-                &self.plan,
-                &self.lease,
+                &self.run.plan,
+                &self.run.lease,
                 &clock,
                 known.clone(),
                 self.now_ms,

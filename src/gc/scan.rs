@@ -104,16 +104,11 @@ impl Invocation<'_> {
         if last.as_ref().is_some_and(|page| page.done) {
             return Ok(self.outcome(step, true));
         }
-        let walk = self
-            .job
-            .observed()
-            .await?
-            .ok_or_else(|| self.missing("observed.json"))?;
+        let walk = self.observed().await?;
         let referenced = self.referenced().await?;
         let known = self.known().await?;
         let clock = self.clock();
         let gc = self.gc;
-        let warehouse = gc.catalog.warehouse();
         loop {
             if let Some(page) = &last {
                 if page.done {
@@ -124,13 +119,15 @@ impl Invocation<'_> {
                 }
             }
             let after = last.as_ref().and_then(|page| page.after.clone());
-            let listed: Vec<_> = warehouse
-                .list_range(&range, after.as_deref())
-                .take(gc.config.page_size)
-                .try_collect()
-                .await?;
-            let done = listed.len() < gc.config.page_size;
-            let position = listed.last().map(|entry| entry.position.clone()).or(after);
+            let number = last.as_ref().map_or(0, |page| page.seq + 1);
+            let listing = self.list_page(&seq, number, &range, after.as_deref()).await?;
+            let done = listing.done;
+            let position = listing
+                .entries
+                .last()
+                .map(|entry| entry.position.clone())
+                .or(after);
+            let listed = listing.entries;
             let doomed_so_far = last.as_ref().map_or(0, |page| page.doomed_total);
             let mut tally =
                 PageTally::with_room(self.plan.max_doomed.saturating_sub(doomed_so_far));
@@ -139,8 +136,8 @@ impl Invocation<'_> {
             {
                 let judge = Judge::new(
                     gc,
-                    &self.plan,
-                    &self.lease,
+                    &self.run.plan,
+                    &self.run.lease,
                     &clock,
                     known.clone(),
                     self.now_ms,
@@ -148,8 +145,8 @@ impl Invocation<'_> {
                 let (judge, observation, referenced) = (&judge, &walk.observation, &referenced);
                 let mut decided = futures::stream::iter(listed)
                     .map(|entry| async move {
-                        let ListItem::Object(listed) = entry.item else {
-                            return Ok::<_, Error>(Scanned::Skipped(entry.item));
+                        let ListItem::Object(listed) = entry.item() else {
+                            return Ok::<_, Error>(Scanned::Skipped(entry.item()));
                         };
                         if observation.reachable.covers_any_spelling(&listed.name) {
                             return Ok(Scanned::Reachable(listed.size));

@@ -24,9 +24,12 @@ use uuid::Uuid;
 use super::GarbageCollector;
 use super::assess::SharedLease;
 use super::config::millis;
-use super::job::{Job, Plan, RUNS_DIR, Seq, planned_runs};
+use std::sync::Arc;
+
+use super::job::{Job, Plan, RUNS_DIR, Seq, Walk, planned_runs};
 use super::lease::{Acquired, Lease};
 use super::ledger::{JournalRef, Ledger};
+use super::refs::RefMap;
 use super::report::{GcPhase, GcReport, GcStatus, RunProgress};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -77,6 +80,9 @@ impl GcStep {
     }
 }
 
+/// Most per-object actions (and warnings) a step's answer names.
+pub const STEP_ACTIONS: usize = 20;
+
 /// What one step did.
 #[derive(Debug, Clone)]
 pub struct StepOutcome {
@@ -96,7 +102,21 @@ impl StepOutcome {
     /// The outcome as the `gc` function answers: the report's fields plus `step`, `done`
     /// and `partitions` (a list `[0, 1, ...]` a state machine `Map` iterates over).
     pub fn to_json(&self) -> serde_json::Value {
-        let mut value = self.report.to_json();
+        let mut report = self.report.clone();
+        // A state machine task's result is at most 256 KiB: the answer names a few
+        // actions (every one is in the counts, and the CLI's `collect` lists them all).
+        if report.actions.len() > STEP_ACTIONS {
+            report.actions.truncate(STEP_ACTIONS);
+            report.actions_truncated = true;
+        }
+        if report.warnings.len() > STEP_ACTIONS {
+            let more = report.warnings.len() - STEP_ACTIONS;
+            report.warnings.truncate(STEP_ACTIONS);
+            report.warnings.push(format!(
+                "... and {more} more warnings (in the function's log)"
+            ));
+        }
+        let mut value = report.to_json();
         if let Some(object) = value.as_object_mut() {
             object.insert("step".into(), self.step.name().into());
             object.insert("done".into(), self.done.into());
@@ -109,12 +129,102 @@ impl StepOutcome {
     }
 }
 
-/// What a step works in: one invocation's view of one run.
-pub(crate) struct Invocation<'g> {
-    pub gc: &'g GarbageCollector,
+/// One run as a process sees it: its files, its plan, its lease (shared by every
+/// invocation and worker of the process), and what it has read of its state once.
+pub(crate) struct RunContext {
     pub job: Job,
     pub plan: Plan,
     pub lease: SharedLease,
+    observed: tokio::sync::OnceCell<Arc<Walk>>,
+    verified: tokio::sync::OnceCell<Arc<Walk>>,
+    referenced: tokio::sync::OnceCell<Arc<RefMap>>,
+    known: tokio::sync::OnceCell<Arc<HashSet<Uuid>>>,
+}
+
+impl RunContext {
+    pub(crate) fn new(job: Job, plan: Plan, lease: Option<Lease>) -> RunContext {
+        RunContext {
+            job,
+            plan,
+            lease: tokio::sync::Mutex::new(lease),
+            observed: tokio::sync::OnceCell::new(),
+            verified: tokio::sync::OnceCell::new(),
+            referenced: tokio::sync::OnceCell::new(),
+            known: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    fn lost(&self, file: &str) -> Error {
+        Error::new(
+            ErrorKind::CorruptRecord,
+            format!(
+                "gc run {} lost `{}/{file}`; give it up (`parqdb-catalog gc abandon`) to start over",
+                self.plan.run_id,
+                self.job.dir()
+            ),
+        )
+    }
+
+    /// The first walk (`observed.json`).
+    pub(crate) async fn observed(&self) -> Result<Arc<Walk>> {
+        self.observed
+            .get_or_try_init(|| async {
+                let walk = self.job.observed().await?;
+                walk.map(Arc::new).ok_or_else(|| self.lost("observed.json"))
+            })
+            .await
+            .cloned()
+    }
+
+    /// The verification walk, once it has been written.
+    pub(crate) async fn verified(&self) -> Result<Option<Arc<Walk>>> {
+        if let Some(walk) = self.verified.get() {
+            return Ok(Some(walk.clone()));
+        }
+        let Some(walk) = self.job.verified().await? else {
+            return Ok(None);
+        };
+        Ok(Some(
+            self.verified
+                .get_or_init(|| async { Arc::new(walk) })
+                .await
+                .clone(),
+        ))
+    }
+
+    /// What unreachable metadata names, once computed (see [`Invocation::referenced`]).
+    pub(crate) async fn referenced_with<F>(&self, compute: F) -> Result<Arc<RefMap>>
+    where
+        F: std::future::Future<Output = Result<RefMap>>,
+    {
+        self.referenced
+            .get_or_try_init(|| async { compute.await.map(Arc::new) })
+            .await
+            .cloned()
+    }
+
+    /// The incarnations the previous finished run listed.
+    pub(crate) async fn known(
+        &self,
+        warehouse: &crate::warehouse::Warehouse,
+    ) -> Result<Arc<HashSet<Uuid>>> {
+        self.known
+            .get_or_try_init(|| async {
+                let known = match self.plan.previous {
+                    Some(previous) => Ledger::new(warehouse).read_journal(previous).await?,
+                    None => HashSet::new(),
+                };
+                Ok::<_, Error>(Arc::new(known))
+            })
+            .await
+            .cloned()
+    }
+}
+
+/// What a step works in: one invocation's view of one run.
+pub(crate) struct Invocation<'g> {
+    pub gc: &'g GarbageCollector,
+    pub run: Arc<RunContext>,
     /// The invocation's time (what it was called with).
     pub now_ms: i64,
     clock_origin: i64,
@@ -123,6 +233,14 @@ pub(crate) struct Invocation<'g> {
     /// Pages this invocation has written.
     pages: u64,
     pub report: GcReport,
+}
+
+impl std::ops::Deref for Invocation<'_> {
+    type Target = RunContext;
+
+    fn deref(&self) -> &RunContext {
+        &self.run
+    }
 }
 
 impl<'g> Invocation<'g> {
@@ -146,6 +264,35 @@ impl<'g> Invocation<'g> {
             })
     }
 
+    /// The entries of page `number` of `seq` over `range`, after `after`: the listing kept
+    /// for it (a page redone after a crash), else a new listing of at most a page, kept
+    /// before it is worked on.
+    pub(crate) async fn list_page(
+        &self,
+        seq: &super::job::Seq,
+        number: u64,
+        range: &crate::warehouse::ListRange,
+        after: Option<&str>,
+    ) -> Result<super::job::Listing> {
+        use futures::{StreamExt, TryStreamExt};
+        if let Some(listing) = self.job.listing(seq, number).await? {
+            return Ok(listing);
+        }
+        let page_size = self.gc.config.page_size;
+        let entries: Vec<super::job::Entry> = self
+            .gc
+            .catalog
+            .warehouse()
+            .list_range(range, after)
+            .take(page_size)
+            .map_ok(super::job::Entry::of)
+            .try_collect()
+            .await?;
+        let done = entries.len() < page_size;
+        let listing = super::job::Listing { entries, done };
+        self.job.write_listing(seq, number, listing).await
+    }
+
     /// Write `page` of `seq` (see [`Job::write_page`]), counting it as this invocation's
     /// work.
     pub(crate) async fn write_page(
@@ -159,15 +306,8 @@ impl<'g> Invocation<'g> {
     }
 
     /// The incarnations the previous finished run listed.
-    pub(crate) async fn known(&self) -> Result<HashSet<Uuid>> {
-        match self.plan.previous {
-            Some(previous) => {
-                Ledger::new(self.gc.catalog.warehouse())
-                    .read_journal(previous)
-                    .await
-            }
-            None => Ok(HashSet::new()),
-        }
+    pub(crate) async fn known(&self) -> Result<Arc<HashSet<Uuid>>> {
+        self.run.known(self.gc.catalog.warehouse()).await
     }
 
     /// Renew and prove the lease right before a destructive step.
@@ -280,13 +420,27 @@ impl GarbageCollector {
         };
         let (journal, finished) = self.find_run(run).await?.ok_or_else(unknown)?;
         let job = Job::new(self.job_store(), journal);
+        if !finished && job.abandoned().await? {
+            return Err(Error::new(
+                ErrorKind::InvalidRequest,
+                format!(
+                    "gc run {run} was abandoned (`gc abandon`); the next plan step starts a new run"
+                ),
+            ));
+        }
         let plan = job.plan().await?.ok_or_else(unknown)?;
-        let mut report = GcReport::new(run, plan.now_ms, &self.config);
-        report.catalog_id = Some(plan.catalog_id);
+        let report = self.report_of(&plan);
         if finished {
             return Ok(Found::Finished(report));
         }
         self.hold(job, plan, report, now_ms, budget).await
+    }
+
+    /// A fresh report of `plan`'s run.
+    pub(crate) fn report_of(&self, plan: &Plan) -> GcReport {
+        let mut report = GcReport::new(plan.run_id, plan.now_ms, &self.config);
+        report.catalog_id = Some(plan.catalog_id);
+        report
     }
 
     /// Hold `plan`'s lease for an invocation at `now_ms`.
@@ -294,44 +448,71 @@ impl GarbageCollector {
         &self,
         job: Job,
         plan: Plan,
-        mut report: GcReport,
+        report: GcReport,
         now_ms: i64,
         budget: Option<Duration>,
     ) -> Result<Found<'_>> {
-        let clock_origin = self.catalog.clock().now_ms();
-        let mut lease = None;
-        if !self.config.dry_run {
-            self.emit(super::report::GcProgress::Phase {
-                phase: super::report::GcPhase::AcquireLease,
-            });
+        let lease = match self.acquire(plan.run_id, now_ms).await? {
+            Ok(lease) => lease,
+            Err(busy) => {
+                let mut report = report;
+                report.status = GcStatus::Skipped;
+                report.skipped_reason = Some(busy);
+                return Ok(Found::Busy(report));
+            }
+        };
+        let run = Arc::new(RunContext::new(job, plan, lease));
+        Ok(Found::Open(Box::new(
+            self.invoke(run, report, now_ms, budget),
+        )))
+    }
+
+    /// The lease for run `holder` at `now_ms` (none for a dry run), or why another run's
+    /// lease keeps it.
+    pub(crate) async fn acquire(
+        &self,
+        holder: Uuid,
+        now_ms: i64,
+    ) -> Result<std::result::Result<Option<Lease>, String>> {
+        if self.config.dry_run {
+            return Ok(Ok(None));
+        }
+        self.emit(super::report::GcProgress::Phase {
+            phase: super::report::GcPhase::AcquireLease,
+        });
+        Ok(
             match Lease::acquire(
                 self.catalog.warehouse(),
-                plan.run_id,
+                holder,
                 now_ms,
                 millis(self.config.lease_duration),
             )
             .await?
             {
-                Acquired::Held(held) => lease = Some(held),
-                Acquired::Busy { holder, expires_ms } => {
-                    report.status = GcStatus::Skipped;
-                    report.skipped_reason = Some(format!(
-                        "another gc run ({holder}) holds the lease until {expires_ms}"
-                    ));
-                    return Ok(Found::Busy(report));
-                }
-            }
-        }
-        Ok(Found::Open(Box::new(Invocation {
+                Acquired::Held(held) => Ok(Some(held)),
+                Acquired::Busy { holder, expires_ms } => Err(format!(
+                    "another gc run ({holder}) holds the lease until {expires_ms}"
+                )),
+            },
+        )
+    }
+
+    /// An invocation at `now_ms` on a run this process holds open.
+    pub(crate) fn invoke(
+        &self,
+        run: Arc<RunContext>,
+        report: GcReport,
+        now_ms: i64,
+        budget: Option<Duration>,
+    ) -> Invocation<'_> {
+        Invocation {
             gc: self,
-            job,
-            plan,
-            lease: tokio::sync::Mutex::new(lease),
+            run,
             now_ms,
-            clock_origin,
+            clock_origin: self.catalog.clock().now_ms(),
             budget,
             pages: 0,
             report,
-        })))
+        }
     }
 }

@@ -105,10 +105,9 @@ pub fn emf_line(
 /// run's deletion limit). The step and status are properties of the line.
 pub fn gc_emf_line(timestamp_ms: i64, report: &Value) -> String {
     let count = |field: &str, unit: &str| report[field][unit].as_u64().unwrap_or(0);
-    let finished = report["status"] == "completed"
-        && report["progress"]["phase"]
-            .as_str()
-            .is_none_or(|phase| phase == "done");
+    // A run's end: the finish step's (or a whole run's) answer, not a repeated step of a
+    // run that had finished already (whose answer carries no progress).
+    let finished = report["status"] == "completed" && report["progress"]["phase"] == "done";
     let kept_past_retention = ["kept-by-condemn-delay", "kept-by-reference", "deferred"]
         .iter()
         .map(|field| count(field, "bytes"))

@@ -152,7 +152,11 @@ impl Warehouse {
         let mut segments: Vec<String> = listed
             .common_prefixes
             .iter()
-            .filter_map(|path| path.parts().last().map(|part| part.as_ref().to_owned()))
+            .filter_map(|path| {
+                path.parts()
+                    .next_back()
+                    .map(|part| part.as_ref().to_owned())
+            })
             .collect();
         // `<prefix>/d/` is where `d`'s keys begin: order by that.
         segments.sort_by(|a, b| format!("{a}/").cmp(&format!("{b}/")));

@@ -197,6 +197,9 @@ impl SimStore {
                     let mut meta = meta?;
                     this.stamp(&mut meta);
                     this.count_listed(&meta);
+                    if std::env::var_os("PARQDB_SIM_TRACE_LIST").is_some() {
+                        eprintln!("  listed {}", meta.location);
+                    }
                     Ok(meta)
                 }
             })
@@ -294,6 +297,9 @@ impl ObjectStore for SimStore {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        if std::env::var_os("PARQDB_SIM_TRACE_LIST").is_some() {
+            eprintln!("list {prefix:?}");
+        }
         self.counted(self.state.inner.list(prefix))
     }
 
@@ -302,6 +308,9 @@ impl ObjectStore for SimStore {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        if std::env::var_os("PARQDB_SIM_TRACE_LIST").is_some() {
+            eprintln!("list {prefix:?} after {offset}");
+        }
         self.counted(self.state.inner.list_with_offset(prefix, offset))
     }
 
