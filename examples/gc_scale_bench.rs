@@ -55,6 +55,7 @@ struct Args {
     server_threads: usize,
     timeout: Duration,
     json: Option<PathBuf>,
+    scan_partitions: Option<usize>,
 }
 
 fn parse_args() -> Args {
@@ -79,6 +80,7 @@ fn parse_args() -> Args {
         server_threads: 2,
         timeout: Duration::from_secs(6 * 3600),
         json: None,
+        scan_partitions: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -113,9 +115,12 @@ fn parse_args() -> Args {
                 args.timeout = Duration::from_secs(value().parse().expect("--timeout-s"))
             }
             "--json" => args.json = Some(PathBuf::from(value())),
+            "--scan-partitions" => {
+                args.scan_partitions = Some(value().parse().expect("--scan-partitions"))
+            }
             "--help" | "-h" => {
                 eprintln!(
-                    "gc_scale_bench [--objects N] [--per-dir N] [--reachable F] [--latency-ms N] [--budget D] [--workers K[,K..]] [--kills N] [--kill-probability P] [--runs N] [--partitions N] [--page-size N] [--io-concurrency N] [--lease D] [--faketime] [--advance-hours H] [--seed N] [--bin PATH] [--server-threads N] [--timeout-s N] [--json FILE]"
+                    "gc_scale_bench [--objects N] [--per-dir N] [--reachable F] [--latency-ms N] [--budget D] [--workers K[,K..]] [--kills N] [--kill-probability P] [--runs N] [--partitions N] [--page-size N] [--io-concurrency N] [--lease D] [--faketime] [--advance-hours H] [--seed N] [--bin PATH] [--server-threads N] [--timeout-s N] [--json FILE] [--scan-partitions N]"
                 );
                 std::process::exit(0);
             }
@@ -202,6 +207,7 @@ fn main() {
             killer: Killer::new(args.kills, args.kill_probability, args.seed),
             lease,
             verbose: true,
+            scan_limit: args.scan_partitions,
         };
         if !args.faketime {
             std::thread::sleep(Duration::from_millis(1200));

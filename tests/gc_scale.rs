@@ -98,10 +98,12 @@ fn killed_anywhere_the_runs_complete_and_delete_only_garbage() {
         killer: Killer::new(10, 0.15, 16),
         lease: LEASE,
         verbose: false,
+        scan_limit: None,
     };
     let mut runs = Vec::new();
     for _ in 0..4 {
         let stats = driver.run(Duration::from_secs(300));
+        eprintln!("{}", stats.to_json());
         check_run(&stats);
         runs.push(stats);
         let census = setup.server.census();
@@ -146,6 +148,7 @@ fn one_or_four_workers_decide_the_same() {
             killer: Killer::none(),
             lease: LEASE,
             verbose: false,
+            scan_limit: None,
         };
         let stats = driver.run(Duration::from_secs(300));
         check_run(&stats);

@@ -42,7 +42,10 @@ pub struct Invoked {
     pub killed: bool,
     pub exit: String,
     pub wall: Duration,
-    /// The process's peak resident set (kB).
+    /// The process's peak resident set (kB): its `VmHWM`, sampled every few milliseconds
+    /// while it runs. (`ru_maxrss` from `wait4` would not do: Linux carries the parent's
+    /// high-water mark over `exec`, so every child would report at least the harness's
+    /// own size, server included.)
     pub max_rss_kb: i64,
     pub stderr: String,
 }
@@ -262,23 +265,31 @@ impl Workers {
         let started = Instant::now();
         let child = command.spawn().expect("spawn parqdb-catalog");
         let pid = child.id() as libc::pid_t;
-        // Reaped here with wait4 (for its rusage), never by `Child::wait`.
+        // Reaped here with waitpid (polling, so it can be killed and sampled), never by
+        // `Child::wait`.
         std::mem::forget(child);
         let mut killed = false;
+        let mut max_rss_kb = 0;
+        let status_file = format!("/proc/{pid}/status");
         let mut status: libc::c_int = 0;
-        // SAFETY: rusage is plain data; wait4 and kill act on our own unreaped child.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
         loop {
-            let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+            // SAFETY: waitpid and kill act on our own child, not yet reaped.
+            let reaped = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
             if reaped == pid {
                 break;
             }
-            assert!(reaped == 0, "wait4 failed: {}", std::io::Error::last_os_error());
+            assert!(reaped == 0, "waitpid failed: {}", std::io::Error::last_os_error());
+            if let Some(hwm) = std::fs::read_to_string(&status_file)
+                .ok()
+                .and_then(|status| vm_hwm_kb(&status))
+            {
+                max_rss_kb = max_rss_kb.max(hwm);
+            }
             if !killed && kill_after.is_some_and(|after| started.elapsed() >= after) {
                 unsafe { libc::kill(pid, libc::SIGKILL) };
                 killed = true;
             }
-            std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(Duration::from_millis(3));
         }
         let wall = started.elapsed();
         let signalled = libc::WIFSIGNALED(status);
@@ -299,10 +310,16 @@ impl Workers {
             killed: killed && signalled,
             exit,
             wall,
-            max_rss_kb: usage.ru_maxrss,
+            max_rss_kb,
             stderr,
         }
     }
+}
+
+/// `VmHWM` of a `/proc/<pid>/status` text, in kB.
+fn vm_hwm_kb(status: &str) -> Option<i64> {
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Drives runs.
@@ -316,6 +333,9 @@ pub struct Driver<'a> {
     pub lease: Duration,
     /// Print progress to stderr.
     pub verbose: bool,
+    /// Scan only this many partitions, then stop the run there (a partial measurement of
+    /// a warehouse too large to collect whole here).
+    pub scan_limit: Option<usize>,
 }
 
 struct Shared {
@@ -442,13 +462,25 @@ impl Driver<'_> {
         self.fan_out(
             &shared,
             "scan",
-            partitions,
+            self.scan_limit.map_or(partitions, |limit| limit.min(partitions)),
             |partition| json!({"step": "scan", "run": run, "partition": partition}),
             deadline,
         );
         self.server.stop_counting();
         let listed = self.server.listing_histogram();
         phase("scan", &mut phases);
+        if self.scan_limit.is_some() {
+            let mut stats = shared.stats.into_inner().expect("lock");
+            stats.run_id = run;
+            stats.partitions = partitions;
+            stats.wall = started.elapsed();
+            stats.phases = phases;
+            stats.requests = self.server.requests().since(&before);
+            stats.listed = listed;
+            stats.violations = self.server.violations();
+            stats.census = self.server.census();
+            return stats;
+        }
         self.until_done(
             &shared,
             "verify",
