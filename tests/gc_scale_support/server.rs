@@ -966,7 +966,11 @@ impl State {
         drop(stored);
         if delimiter.is_none() && prefix.starts_with(&indexes_prefix[..indexes_prefix.len() - 1])
         {
-            self.count_listed(&listed_virtual);
+            let start = query
+                .start_after
+                .clone()
+                .unwrap_or_else(|| prefix.to_owned());
+            self.count_listed(&start, &listed_virtual);
         }
         let mut xml = String::with_capacity(256 + contents.len() * 200);
         xml.push_str(
@@ -1006,13 +1010,17 @@ impl State {
         xml
     }
 
-    fn count_listed(&self, listed: &[u64]) {
+    /// Count the virtual objects a listing that started after `start` returned, up to
+    /// the end of the partition it started in: the first boundary after `start` (a
+    /// partition's first listing starts after `indexes/<from>`, just before its own lower
+    /// boundary `indexes/<from>/`, which does not end it).
+    fn count_listed(&self, start: &str, listed: &[u64]) {
         if !self.counting.load(Ordering::SeqCst) || listed.is_empty() {
             return;
         }
-        let first = self.shape.key(listed[0]);
+        let own = format!("{start}/");
         let bounds = self.bounds.read().expect("lock");
-        let bound = bounds.iter().find(|bound| bound.as_str() > first.as_str());
+        let bound = bounds.iter().find(|bound| bound.as_str() > own.as_str());
         for i in listed {
             if let Some(bound) = bound
                 && self.shape.key(*i).as_str() >= bound.as_str()
