@@ -149,6 +149,8 @@ pub struct RunStats {
     /// Listing counts of the objects that existed during the scan: listed 0, 1, 2, >2
     /// times.
     pub listed: [u64; 4],
+    /// Listings beyond each object's first in the scan.
+    pub relisted: u64,
     pub violations: Violations,
     pub census: Census,
     /// Error messages seen (first few).
@@ -217,6 +219,7 @@ impl RunStats {
             "counts": counts,
             "ledger-files-cleared": self.report["ledger-files-cleared"],
             "listed-0-1-2-more": self.listed,
+            "relisted": self.relisted,
             "violations": {
                 "live-deleted": self.violations.live_deleted,
                 "clock-restarts": self.violations.clock_restarts,
@@ -468,6 +471,7 @@ impl Driver<'_> {
         );
         self.server.stop_counting();
         let listed = self.server.listing_histogram();
+        let relisted = self.server.relisted();
         phase("scan", &mut phases);
         if self.scan_limit.is_some() {
             let mut stats = shared.stats.into_inner().expect("lock");
@@ -477,6 +481,7 @@ impl Driver<'_> {
             stats.phases = phases;
             stats.requests = self.server.requests().since(&before);
             stats.listed = listed;
+            stats.relisted = relisted;
             stats.violations = self.server.violations();
             stats.census = self.server.census();
             return stats;
@@ -511,6 +516,7 @@ impl Driver<'_> {
         stats.requests = self.server.requests().since(&before);
         stats.report = report;
         stats.listed = listed;
+        stats.relisted = relisted;
         stats.violations = self.server.violations();
         stats.census = self.server.census();
         stats

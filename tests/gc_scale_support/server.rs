@@ -471,6 +471,15 @@ impl Server {
         histogram
     }
 
+    /// Listings beyond the first of each object since [`Server::start_counting`] (what
+    /// killed invocations cost: at most one page each).
+    pub fn relisted(&self) -> u64 {
+        (0..self.state.shape.objects)
+            .map(|i| u64::from(self.state.listed[i as usize].load(Ordering::Relaxed)))
+            .map(|n| n.saturating_sub(1))
+            .sum()
+    }
+
     /// The final state of the virtual objects.
     pub fn census(&self) -> Census {
         let state = &self.state;
