@@ -254,7 +254,12 @@ fn main() {
     let walls: Vec<(u64, f64)> = summary
         .iter()
         .filter(|l| l["run"] == 1)
-        .map(|l| (l["k"].as_u64().unwrap_or(0), l["wall-seconds"].as_f64().unwrap_or(0.0)))
+        .map(|l| {
+            (
+                l["k"].as_u64().unwrap_or(0),
+                l["wall-seconds"].as_f64().unwrap_or(0.0),
+            )
+        })
         .collect();
     if walls.len() > 1 {
         let (k0, base) = walls[0];

@@ -69,8 +69,14 @@ fn workers(setup: &Setup, partitions: usize) -> Workers {
 
 fn check_run(stats: &RunStats) {
     let json = stats.to_json();
-    assert_eq!(stats.violations.live_deleted, 0, "live objects deleted: {json}");
-    assert_eq!(stats.violations.clock_restarts, 0, "a clock restarted: {json}");
+    assert_eq!(
+        stats.violations.live_deleted, 0,
+        "live objects deleted: {json}"
+    );
+    assert_eq!(
+        stats.violations.clock_restarts, 0,
+        "a clock restarted: {json}"
+    );
     assert_eq!(stats.violations.recondemned, 0, "condemned twice: {json}");
     assert_eq!(stats.census.live_deleted, 0, "{json}");
     assert_eq!(stats.census.live_tracked, 0, "live objects tracked: {json}");

@@ -281,7 +281,11 @@ impl Workers {
             if reaped == pid {
                 break;
             }
-            assert!(reaped == 0, "waitpid failed: {}", std::io::Error::last_os_error());
+            assert!(
+                reaped == 0,
+                "waitpid failed: {}",
+                std::io::Error::last_os_error()
+            );
             if let Some(hwm) = std::fs::read_to_string(&status_file)
                 .ok()
                 .and_then(|status| vm_hwm_kb(&status))
@@ -465,7 +469,8 @@ impl Driver<'_> {
         self.fan_out(
             &shared,
             "scan",
-            self.scan_limit.map_or(partitions, |limit| limit.min(partitions)),
+            self.scan_limit
+                .map_or(partitions, |limit| limit.min(partitions)),
             |partition| json!({"step": "scan", "run": run, "partition": partition}),
             deadline,
         );
@@ -603,8 +608,7 @@ fn register_live(server: &Server, catalog_uri: &str) -> usize {
     use parqdb_catalog::config::CatalogConfig;
     use parqdb_catalog::family::FamilyRegistry;
     use parqdb_catalog::metadata::{
-        IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents,
-        TableDefinition,
+        IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
     };
     use parqdb_catalog::{IndexIdentifier, Namespace, RandomIds, SystemClock};
 

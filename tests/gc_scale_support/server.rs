@@ -60,7 +60,7 @@ impl Shape {
 
     /// Whether directory `dir` is live.
     pub fn live_dir(&self, dir: u64) -> bool {
-        dir % self.live_every == 0
+        dir.is_multiple_of(self.live_every)
     }
 
     /// Whether virtual object `i` is live.
@@ -124,7 +124,11 @@ impl Shape {
 
     /// The ledger directory key of virtual object `i` (ends with `/`).
     pub fn ledger_dir(&self, i: u64) -> String {
-        format!("{}{}/", self.ledger_prefix(), &self.key(i)[self.root.len() + 1..])
+        format!(
+            "{}{}/",
+            self.ledger_prefix(),
+            &self.key(i)[self.root.len() + 1..]
+        )
     }
 }
 
@@ -203,7 +207,7 @@ impl Requests {
     }
 
     /// As JSON: kind → count (zeros left out), plus `total`.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub fn to_json(self) -> serde_json::Value {
         let mut map = serde_json::Map::new();
         for (at, name) in KIND_NAMES.iter().enumerate() {
             if self.0[at] > 0 {
@@ -546,7 +550,7 @@ pub struct Census {
 
 impl Census {
     /// As JSON.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub fn to_json(self) -> serde_json::Value {
         serde_json::json!({
             "live": self.live, "live-deleted": self.live_deleted, "live-tracked": self.live_tracked,
             "garbage": self.garbage, "deleted": self.deleted,
@@ -650,7 +654,9 @@ impl State {
         }
         let (run_ms, run) = suffix.split_once('-')?;
         let run_ok = run.len() == 32
-            && run.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            && run
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
             && run_ms.parse::<i64>().is_ok_and(|v| v.to_string() == run_ms);
         run_ok.then_some((i, condemned, value, suffix))
     }
@@ -926,13 +932,14 @@ impl State {
                     1,
                 )
             });
-            let ledger_entry = ledger
-                .as_mut()
-                .and_then(|cursor| cursor.peek(self))
-                .map(|(key, written)| {
-                    let size = self.ledger_body(&key).map_or(0, |b| b.len() as u64);
-                    (key, size, written, format!("\"l{written:x}\""), 2)
-                });
+            let ledger_entry =
+                ledger
+                    .as_mut()
+                    .and_then(|cursor| cursor.peek(self))
+                    .map(|(key, written)| {
+                        let size = self.ledger_body(&key).map_or(0, |b| b.len() as u64);
+                        (key, size, written, format!("\"l{written:x}\""), 2)
+                    });
             let next = [real, virtual_entry, ledger_entry]
                 .into_iter()
                 .flatten()
@@ -973,8 +980,7 @@ impl State {
             contents.push((key, size, modified, etag));
         }
         drop(stored);
-        if delimiter.is_none() && prefix.starts_with(&indexes_prefix[..indexes_prefix.len() - 1])
-        {
+        if delimiter.is_none() && prefix.starts_with(&indexes_prefix[..indexes_prefix.len() - 1]) {
             let start = query
                 .start_after
                 .clone()
@@ -1037,7 +1043,8 @@ impl State {
                 break;
             }
             let counter = &self.listed[*i as usize];
-            let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1));
+            let _ =
+                counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1));
         }
     }
 }
@@ -1052,7 +1059,7 @@ impl VirtualCursor {
     fn peek(&mut self, state: &State) -> Option<u64> {
         while self.next < self.end {
             let word = state.deleted[(self.next / 64) as usize].load(Ordering::Relaxed);
-            if self.next % 64 == 0 && word == u64::MAX {
+            if self.next.is_multiple_of(64) && word == u64::MAX {
                 self.next += 64;
                 continue;
             }
@@ -1464,7 +1471,11 @@ async fn serve_connection(state: Arc<State>, stream: TcpStream) -> std::io::Resu
         }
         let is_head = request.method == "HEAD";
         let response = handle(&state, &request);
-        let mut head = format!("HTTP/1.1 {} {}\r\n", response.status, reason(response.status));
+        let mut head = format!(
+            "HTTP/1.1 {} {}\r\n",
+            response.status,
+            reason(response.status)
+        );
         for (name, value) in &response.headers {
             let _ = write!(head, "{name}: {value}\r\n");
         }
@@ -1553,7 +1564,9 @@ fn handle(state: &State, request: &Request) -> Response {
             match state.get(key) {
                 Some((body, modified, etag)) => {
                     let mut response = Response::new(200);
-                    response.headers.push(("Last-Modified", http_date(modified)));
+                    response
+                        .headers
+                        .push(("Last-Modified", http_date(modified)));
                     response.headers.push(("ETag", etag));
                     response
                         .headers
@@ -1569,7 +1582,9 @@ fn handle(state: &State, request: &Request) -> Response {
             match state.head(key) {
                 Some((size, modified, etag)) => {
                     let mut response = Response::new(200);
-                    response.headers.push(("Last-Modified", http_date(modified)));
+                    response
+                        .headers
+                        .push(("Last-Modified", http_date(modified)));
                     response.headers.push(("ETag", etag));
                     response.head_length = Some(size);
                     response
