@@ -4,12 +4,16 @@
 //!
 //! ```sh
 //! cargo build --release --bin parqdb-catalog --example gc_scale_bench
-//! # a 10 M-object warehouse, 1 % reachable, 60 s budgets, 4 workers, tracking run only
-//! target/release/examples/gc_scale_bench --objects 10000000 --reachable 0.01 --budget 60s --workers 4 --runs 1
+//! X=target/release/examples/gc_scale_bench
+//! # 10 M objects, 1 % reachable, 60 s budgets, 4 workers: the tracking run (BENCHMARKS.md)
+//! $X --objects 10000000 --per-dir 1000 --workers 4 --partitions 16 --runs 1 --faketime --budget 60s
 //! # scale-out: 20 ms per request, K = 1, 4, 16 (a fresh warehouse each)
-//! target/release/examples/gc_scale_bench --objects 200000 --latency-ms 20 --workers 1,4,16 --runs 1
-//! # kill anywhere: 100 kills over three runs (the clock moved forward between runs)
-//! target/release/examples/gc_scale_bench --objects 200000 --kills 100 --runs 3 --faketime
+//! $X --objects 32000 --per-dir 100 --latency-ms 20 --workers 1,4,16 --partitions 16 --runs 1 --faketime
+//! # kill anywhere: 100 kills over three runs (track, condemn, delete)
+//! $X --objects 200000 --workers 4 --partitions 8 --runs 3 --faketime --budget 2s \
+//!    --kills 100 --kill-probability 0.5 --lease 20s --seed 16
+//! # part of a run: plan, then the scan of the first 2 partitions only
+//! $X --objects 10000000 --runs 1 --faketime --scan-partitions 2
 //! ```
 //!
 //! Each run is driven exactly as the `gc-cycle` state machine does: the plan step until
@@ -18,8 +22,9 @@
 //! workers, finish. It prints one JSON line per run (invocations, wall time, requests by
 //! kind, peak RSS per worker, listing counts, the invariants) and a summary.
 //!
-//! Time: with `--faketime` the workers of run `r` run `r × --advance` in the future
-//! (libfaketime, `apt-get install faketime`), so a retention of 1h passes between runs:
+//! Time: with `--faketime` the workers of run `r` (from 0) run `r × --advance-hours`
+//! (default 2) ahead (libfaketime, `apt-get install faketime`), so a retention of 1h
+//! passes between runs:
 //! run 1 tracks, run 2 condemns, run 3 deletes. Without it, retention, grace and the
 //! condemnation delay are 1s (forced) and the retention clock starts at the catalog's
 //! quiet time: run 1 tracks and condemns, run 2 deletes.
