@@ -101,7 +101,7 @@ fn killed_anywhere_the_runs_complete_and_delete_only_garbage() {
         server: &setup.server,
         workers: workers(&setup, 4),
         k: 4,
-        killer: Killer::new(10, 0.15, 16),
+        killer: Killer::new(10, 0.3, 16),
         lease: LEASE,
         verbose: false,
         scan_limit: None,
