@@ -20,6 +20,12 @@
 //! The server counts requests by kind and watches the invariants: live virtual objects
 //! deleted (must stay 0) and retention clocks restarted (a second, different `u-` file
 //! for one object).
+//!
+//! HTTP/1.1 (keep-alive, `Content-Length` and chunked bodies, `Expect: 100-continue`) is
+//! spoken directly over tokio with `httparse`, not with hyper's server: that needs hyper's
+//! `server` feature, which brings a crate the lock does not have (`httpdate`) and, by
+//! changing hyper's features, rebuilds hyper's whole dependent graph (reqwest,
+//! object_store, the AWS SDK) for every test and example build.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
