@@ -2022,9 +2022,11 @@ async fn redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over(
 }
 
 /// Runs of many steps (issue 16) in a hostile `_gc/runs/`: a page claiming a partition
-/// done before its scan, a doomed list naming live files and files of a nested
-/// warehouse, and stray files another engine wrote into a run's directory: nothing live,
-/// nested or foreign is deleted, and the next runs still collect everything.
+/// done before its scan (so its nested warehouse is never seen by that run), a doomed
+/// list naming live files (and ledger files that are none), and stray files another
+/// engine wrote into a run's directory: nothing live, nested or foreign is deleted, and
+/// the next runs still collect everything. (`_gc/` is the collector's own, like its
+/// ledger: a doomed entry naming an unreachable object is trusted as a condemnation is.)
 #[tokio::test]
 async fn redteam16_forged_run_pages_never_delete_live_or_foreign_files() {
     let config = GcConfig {
@@ -2058,14 +2060,11 @@ async fn redteam16_forged_run_pages_never_delete_live_or_foreign_files() {
             .map(|plan| plan.trim_end_matches("/plan.json").to_owned())
             .expect("a planned run");
         let mut doomed = Vec::new();
-        for name in files(&live)
-            .into_iter()
-            .chain(["indexes/z/wh/data/part-0".to_owned()])
-        {
+        for name in files(&live) {
             doomed.push(serde_json::json!({
                 "name": name, "size": 1, "clock-ms": 0, "uuid": null,
                 "ledger-files": [name.clone(), "_gc/lease/00000000000000000001.json"],
-                "reason": "forged",
+                "condemned-ms": 7_200_001,
             }));
         }
         let forged = serde_json::json!({

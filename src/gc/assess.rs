@@ -285,24 +285,30 @@ impl<'a> Judge<'a> {
             assessed.verdict = Verdict::CondemnDelay;
             return Ok(assessed);
         }
-        let reason = format!(
-            "unreachable since {}, retention {} elapsed; condemned at {}, condemnation delay {} elapsed",
-            ms_text(clock_ms),
-            format_duration(std::time::Duration::from_millis(
-                self.retention_ms.max(0) as u64
-            )),
-            ms_text(condemned_ms),
-            format_duration(std::time::Duration::from_millis(self.delay_ms.max(0) as u64))
-        );
         assessed.verdict = Verdict::Doomed(Doomed {
             name: relative.to_owned(),
             size: object.size,
             clock_ms,
             uuid: object.uuid,
             ledger_files,
-            reason,
+            condemned_ms,
         });
         Ok(assessed)
+    }
+}
+
+impl Judge<'_> {
+    /// Whether an object a page doomed is still deletable under this invocation's rules
+    /// (a resumer's may be more conservative than the plan's): its condemnation came
+    /// after its retention ended, and the condemnation delay has passed since.
+    pub(crate) fn still_doomed(&self, doomed: &Doomed) -> std::result::Result<(), Verdict> {
+        if doomed.condemned_ms < doomed.clock_ms.saturating_add(self.retention_ms) {
+            return Err(Verdict::Retention);
+        }
+        if self.now_ms < doomed.condemned_ms.saturating_add(self.delay_ms) {
+            return Err(Verdict::CondemnDelay);
+        }
+        Ok(())
     }
 }
 

@@ -210,18 +210,23 @@ impl GarbageCollector {
     ) -> Result<Option<GcReport>> {
         let make = &make;
         let results: Vec<Result<Vec<StepOutcome>>> = futures::stream::iter(0..partitions)
-            .map(|partition| async move {
-                let mut outcomes = Vec::new();
-                loop {
-                    let outcome = self
-                        .step_in(run, make(partition), budget.now(), budget.left())
-                        .await?;
-                    let stop = outcome.done || budget.spent();
-                    outcomes.push(outcome);
-                    if stop {
-                        return Ok(outcomes);
-                    }
-                }
+            .map(|partition| {
+                let step = make(partition);
+                // Boxed as `Send`: a spawned `collect` must be `Send` for every lifetime.
+                let worker: futures::future::BoxFuture<'_, Result<Vec<StepOutcome>>> =
+                    Box::pin(async move {
+                        let mut outcomes = Vec::new();
+                        loop {
+                            let outcome =
+                                self.step_in(run, step, budget.now(), budget.left()).await?;
+                            let stop = outcome.done || budget.spent();
+                            outcomes.push(outcome);
+                            if stop {
+                                return Ok(outcomes);
+                            }
+                        }
+                    });
+                worker
             })
             .buffer_unordered(self.config.workers.max(1))
             .collect()

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::assess::Judge;
+use super::assess::{Judge, Verdict};
 use super::job::{Doomed, Page, Seq, Walk};
 use super::ledger::Ledger;
 use super::refs::RefMap;
@@ -29,13 +29,6 @@ impl Invocation<'_> {
         let step = GcStep::Verify {
             run: self.plan.run_id,
         };
-        for partition in 0..self.plan.partitions.len() {
-            self.require_done(
-                &Seq::Scan(partition),
-                &format!("the scan of partition {partition}"),
-            )
-            .await?;
-        }
         let verified = self.verification_walk().await?;
         let done = self
             .delete_pages(&Seq::Assessed, &Seq::DeletedMetadata, &verified)
@@ -73,18 +66,26 @@ impl Invocation<'_> {
     /// The verification walk: written once (`verified.json`, with every nested root the
     /// scans found), after proving the lease.
     async fn verification_walk(&mut self) -> Result<Arc<Walk>> {
+        let scans: Vec<Seq> = (0..self.plan.partitions.len()).map(Seq::Scan).collect();
+        let scanned = self
+            .require_all_done(&scans, |seq| match seq {
+                Seq::Scan(partition) => format!("the scan of partition {partition}"),
+                _ => String::new(),
+            })
+            .await?;
         if let Some(walk) = self.run.verified().await? {
             return Ok(walk);
         }
         self.gc.emit(GcProgress::Phase {
             phase: GcPhase::Verify,
         });
+        let assessed = self.job.last_page(&Seq::Assessed).await?;
         let mut nested =
             Nested::from(self.job.last_page(&Seq::Metadata).await?.as_ref()).into_roots();
-        for partition in 0..self.plan.partitions.len() {
-            if let Some(page) = self.job.last_page(&Seq::Scan(partition)).await? {
-                nested.extend(page.nested);
-            }
+        let mut doomed = assessed.map_or(0, |page| page.doomed_total);
+        for page in scanned {
+            nested.extend(page.nested);
+            doomed += page.doomed_total;
         }
         for root in &nested {
             self.report.warnings.push(format!(
@@ -92,16 +93,6 @@ impl Invocation<'_> {
             ));
         }
         let rules = self.plan.rules;
-        let mut doomed = 0;
-        for seq in
-            std::iter::once(Seq::Assessed).chain((0..self.plan.partitions.len()).map(Seq::Scan))
-        {
-            doomed += self
-                .job
-                .last_page(&seq)
-                .await?
-                .map_or(0, |page| page.doomed_total);
-        }
         let walk = if self.gc.config.dry_run || doomed == 0 {
             // Nothing to delete (or a dry run, which deletes nothing): the first walk
             // stands in for the verification walk, as the sweep's second reachable set.
@@ -215,6 +206,17 @@ impl Invocation<'_> {
                     counts.kept_nested.add(item.size);
                     continue;
                 }
+                match judge.still_doomed(&item) {
+                    Ok(()) => {}
+                    Err(Verdict::Retention) => {
+                        counts.kept_by_retention.add(item.size);
+                        continue;
+                    }
+                    Err(_) => {
+                        counts.kept_by_condemn_delay.add(item.size);
+                        continue;
+                    }
+                }
                 let again = &verified.observation;
                 let newer = judge
                     .evidence_floor(again, &item.name, item.uuid, Some(item.clock_ms))
@@ -238,7 +240,7 @@ impl Invocation<'_> {
                     &item.name,
                     item.size,
                     ActionKind::Delete,
-                    format!("would delete: {}", item.reason),
+                    format!("would delete: {}", item.reason(&self.run.plan.rules)),
                 );
             }
             return Ok(counts);
@@ -273,12 +275,17 @@ impl Invocation<'_> {
             warehouse.delete(names).await.into_iter().collect();
         let mut failure = None;
         let mut ledger_files = Vec::new();
+        let rules = self.run.plan.rules;
         for item in batch {
             match outcomes.remove(&item.name) {
                 Some(Deletion::Deleted | Deletion::Missing) => {
                     counts.deleted.add(item.size);
-                    self.report
-                        .act(&item.name, item.size, ActionKind::Delete, item.reason);
+                    self.report.act(
+                        &item.name,
+                        item.size,
+                        ActionKind::Delete,
+                        item.reason(&rules),
+                    );
                     ledger_files.extend(item.ledger_files);
                 }
                 Some(Deletion::Refused(why)) => {

@@ -21,13 +21,12 @@ impl Invocation<'_> {
         let step = GcStep::Finish {
             run: self.plan.run_id,
         };
-        for partition in 0..self.plan.partitions.len() {
-            self.require_done(
-                &Seq::Swept(partition),
-                &format!("the delete step of partition {partition}"),
-            )
-            .await?;
-        }
+        let swept: Vec<Seq> = (0..self.plan.partitions.len()).map(Seq::Swept).collect();
+        self.require_all_done(&swept, |seq| match seq {
+            Seq::Swept(partition) => format!("the delete step of partition {partition}"),
+            _ => String::new(),
+        })
+        .await?;
         let observed = self.observed().await?;
         let verified = self
             .run
@@ -100,10 +99,12 @@ impl Invocation<'_> {
             ]);
         }
         let mut totals = Counts::default();
-        for seq in &sequences {
-            if let Some(page) = self.job.last_page(seq).await? {
-                totals.merge(&page.totals);
-            }
+        let pages = self
+            .job
+            .last_pages(&sequences, self.gc.config.io_concurrency)
+            .await?;
+        for page in pages.into_iter().flatten() {
+            totals.merge(&page.totals);
         }
         Ok(totals)
     }

@@ -121,7 +121,24 @@ pub(crate) struct Doomed {
     pub clock_ms: i64,
     pub uuid: Option<Uuid>,
     pub ledger_files: Vec<String>,
-    pub reason: String,
+    /// When it was condemned.
+    pub condemned_ms: i64,
+}
+
+impl Doomed {
+    /// Why it is deleted, under `rules`.
+    pub(crate) fn reason(&self, rules: &Rules) -> String {
+        let duration = |ms: i64| {
+            super::config::format_duration(std::time::Duration::from_millis(ms.max(0) as u64))
+        };
+        format!(
+            "unreachable since {}, retention {} elapsed; condemned at {}, condemnation delay {} elapsed",
+            self.clock_ms,
+            duration(rules.retention_ms),
+            self.condemned_ms,
+            duration(rules.delay_ms)
+        )
+    }
 }
 
 /// One page of a sequence.
@@ -438,6 +455,20 @@ impl Job {
         self.read(&file)
             .await?
             .ok_or_else(|| corrupt(&format!("{}/{file}", self.dir), "vanished after a write"))
+    }
+
+    /// The newest page of each of `seqs`, read `concurrency` at a time.
+    pub(crate) async fn last_pages(
+        &self,
+        seqs: &[Seq],
+        concurrency: usize,
+    ) -> Result<Vec<Option<Page>>> {
+        use futures::StreamExt;
+        futures::stream::iter(seqs.iter().cloned())
+            .map(|seq| async move { self.last_page(&seq).await })
+            .buffered(concurrency.max(1))
+            .try_collect()
+            .await
     }
 
     /// Write `page` (its `seq` is its number); if another worker wrote that page first,

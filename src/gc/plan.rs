@@ -102,7 +102,6 @@ impl GarbageCollector {
         budget: Option<std::time::Duration>,
     ) -> Result<Found<'_>> {
         let catalog = &self.catalog;
-        let warehouse = catalog.warehouse();
         let run_id = catalog.ids().uuid();
         let mut report = GcReport::new(run_id, now_ms, &self.config);
         report.catalog_id = Some(catalog_id);
@@ -115,6 +114,40 @@ impl GarbageCollector {
                 return Ok(Found::Busy(report));
             }
         };
+        match self
+            .plan_run(run_id, catalog_id, now_ms, started, report)
+            .await
+        {
+            Ok((job, plan, report)) => {
+                let run = std::sync::Arc::new(RunContext::new(job, plan, lease));
+                Ok(Found::Open(Box::new(
+                    self.invoke(run, report, now_ms, budget),
+                )))
+            }
+            Err(err) => {
+                // A run that failed before its plan was written is never resumed: its
+                // lease need not stand until it expires.
+                if let Some(lease) = lease
+                    && let Err(release) = lease.release(catalog.clock().now_ms()).await
+                {
+                    tracing::warn!(error = %release, "releasing the gc lease failed; it will expire");
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// Walk the catalog and write the new run's plan, then its journal.
+    async fn plan_run(
+        &self,
+        run_id: uuid::Uuid,
+        catalog_id: uuid::Uuid,
+        now_ms: i64,
+        started: i64,
+        mut report: GcReport,
+    ) -> Result<(Job, Plan, GcReport)> {
+        let catalog = &self.catalog;
+        let warehouse = catalog.warehouse();
         let ledger = Ledger::new(warehouse);
         let journals = ledger.journal_state().await?;
         // Journals are ordered by their time: a run's journal sorts after every earlier
@@ -179,10 +212,7 @@ impl GarbageCollector {
                 plan.dead.len()
             ));
         }
-        let run = std::sync::Arc::new(super::step::RunContext::new(job, plan, lease));
-        Ok(Found::Open(Box::new(
-            self.invoke(run, report, now_ms, budget),
-        )))
+        Ok((job, plan, report))
     }
 }
 
@@ -242,7 +272,9 @@ impl Invocation<'_> {
             }
             let after = last.as_ref().and_then(|page| page.after.clone());
             let number = last.as_ref().map_or(0, |page| page.seq + 1);
-            let listing = self.list_page(&seq, number, &range, after.as_deref()).await?;
+            let listing = self
+                .list_page(&seq, number, &range, after.as_deref())
+                .await?;
             let done = listing.done;
             let position = listing
                 .entries

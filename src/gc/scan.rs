@@ -120,7 +120,9 @@ impl Invocation<'_> {
             }
             let after = last.as_ref().and_then(|page| page.after.clone());
             let number = last.as_ref().map_or(0, |page| page.seq + 1);
-            let listing = self.list_page(&seq, number, &range, after.as_deref()).await?;
+            let listing = self
+                .list_page(&seq, number, &range, after.as_deref())
+                .await?;
             let done = listing.done;
             let position = listing
                 .entries

@@ -355,17 +355,41 @@ impl<'g> Invocation<'g> {
         }
     }
 
+    /// The newest page of each of `seqs` (concurrently), or an error naming `what` of the
+    /// first sequence that is not complete.
+    pub(crate) async fn require_all_done(
+        &self,
+        seqs: &[Seq],
+        what: impl Fn(&Seq) -> String,
+    ) -> Result<Vec<super::job::Page>> {
+        let pages = self
+            .job
+            .last_pages(seqs, self.gc.config.io_concurrency)
+            .await?;
+        seqs.iter()
+            .zip(pages)
+            .map(|(seq, page)| match page {
+                Some(page) if page.done => Ok(page),
+                _ => Err(self.not_ready(&what(seq))),
+            })
+            .collect()
+    }
+
+    fn not_ready(&self, what: &str) -> Error {
+        Error::new(
+            ErrorKind::InvalidRequest,
+            format!(
+                "gc run {} is not ready for this step: {what} is not complete; run the steps in order (plan, scan, verify, delete, finish)",
+                self.plan.run_id
+            ),
+        )
+    }
+
     /// An error unless the newest page of `seq` says it is complete.
     pub(crate) async fn require_done(&self, seq: &Seq, what: &str) -> Result<()> {
         match self.job.last_page(seq).await? {
             Some(page) if page.done => Ok(()),
-            _ => Err(Error::new(
-                ErrorKind::InvalidRequest,
-                format!(
-                    "gc run {} is not ready for this step: {what} is not complete; run the steps in order (plan, scan, verify, delete, finish)",
-                    self.plan.run_id
-                ),
-            )),
+            _ => Err(self.not_ready(what)),
         }
     }
 }
