@@ -1314,6 +1314,11 @@ impl Sim {
                         actions
                     );
                 }
+                // A call that stopped at its (zero) budget did its part of the run: the
+                // next call goes on with it.
+                if report.status == GcStatus::InProgress {
+                    self.last_gc = self.now();
+                }
                 if report.status == GcStatus::Completed {
                     self.last_gc = self.now();
                     self.gc_runs += 1;

@@ -108,7 +108,22 @@ impl GarbageCollector {
         budget: Option<Duration>,
     ) -> Result<StepOutcome> {
         let invocation = self.invoke(run.clone(), self.report_of(&run.plan), now_ms, budget);
-        Box::pin(dispatch(invocation, step)).await
+        match Box::pin(dispatch(invocation, step)).await {
+            Ok(outcome) => Ok(outcome),
+            // This process paused long enough for another to go on with the run and
+            // finish it (its files may be pruned since): stop, as a run whose lease was
+            // taken over does.
+            Err(err) => match self.find_run(run.plan.run_id).await {
+                Ok(Some((_, false))) | Err(_) => Err(err),
+                Ok(_) => Err(Error::new(
+                    ErrorKind::CommitConflict,
+                    format!(
+                        "gc run {} was finished by another process while this one was paused; stopping",
+                        run.plan.run_id
+                    ),
+                )),
+            },
+        }
     }
 
     /// Run (or go on with) a run in this process: the plan step, then the scan of every
