@@ -188,7 +188,7 @@ impl SimStore {
         listing
             .then(move |meta| {
                 let this = this.clone();
-                let first_of_page = seen % 1000 == 0;
+                let first_of_page = seen.is_multiple_of(1000);
                 seen += 1;
                 async move {
                     if first_of_page {

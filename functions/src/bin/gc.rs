@@ -1,12 +1,16 @@
-//! The `gc` Lambda function: one garbage-collection run per EventBridge scheduled event.
+//! The `gc` Lambda function: one step of a garbage-collection run per invocation (the
+//! `gc-cycle` state machine's events), or as much of a whole run as fits for any other
+//! event (an EventBridge scheduled event, `{}` for a manual run).
 //!
-//! Event: the raw scheduled event (any JSON object; `{}` for a manual run). Environment:
-//! `PARQDB_WAREHOUSE`, `PARQDB_CATALOG` (the catalog), `PARQDB_GC_RETENTION`,
-//! `PARQDB_GC_GRACE` (durations such as `7d`, `1h`), optional `PARQDB_GC_DRY_RUN` and
-//! `PARQDB_GC_FORCE`; a bad value is reported to `/init/error` as `INVALID_CONFIGURATION`
-//! before the first poll. Returns the GC report as JSON; a failure's `errorType` is the
-//! error code (`INVALID_CONFIGURATION` for a warehouse this catalog does not own, ...). A
-//! run skipped because another run holds the lease returns `"status": "skipped"`.
+//! Events: `{"step": "plan"}`, `{"step": "scan", "run": "<id>", "partition": 0}`,
+//! `{"step": "verify", "run": ...}`, `{"step": "delete", ...}`, `{"step": "finish", ...}`
+//! (see `parqdb_catalog::gc::GcStep`). Environment: `PARQDB_WAREHOUSE`, `PARQDB_CATALOG`
+//! (the catalog) and the `PARQDB_GC_*` limits (`GcConfig::from_env`); a bad value is
+//! reported to `/init/error` as `INVALID_CONFIGURATION` before the first poll. Each
+//! invocation stops at a page boundary before its deadline (its progress checkpointed)
+//! and answers with the step's report and `done`; a failure's `errorType` is the error
+//! code (`INVALID_CONFIGURATION` for a warehouse this catalog does not own, ...). A step
+//! that finds another run's lease answers `"status": "skipped"`.
 
 use std::process::ExitCode;
 
