@@ -12,7 +12,7 @@ use super::report::{Counts, GcPhase, GcProgress};
 use super::step::{GcStep, Invocation, StepOutcome};
 use crate::error::Result;
 
-/// How many finished runs keep their files (for `gc status` and post-mortems).
+/// How many runs older than the finishing one keep their files.
 const KEEP_RUNS: usize = 2;
 
 impl Invocation<'_> {
@@ -109,14 +109,13 @@ impl Invocation<'_> {
         Ok(totals)
     }
 
-    /// Delete the files of finished runs but the newest few, and of runs that never got a
-    /// plan, older than this one. Only files under `_gc/runs/` are touched.
+    /// Delete the files of the runs older than this one but the newest few with a plan
+    /// (kept for `gc status` and post-mortems). Every older run has finished or can never
+    /// go on (this run finished after it was planned: [`super::job::Plan::superseded`]),
+    /// and what the ledger needs of it is its journal, not its files. Only files under
+    /// `_gc/runs/` are touched.
     async fn prune_runs(&self, current: JournalRef) -> Result<()> {
         let store = self.job.store();
-        let finished = Ledger::new(self.gc.catalog.warehouse())
-            .journal_state()
-            .await?
-            .finished;
         let mut older: Vec<JournalRef> = planned_runs(store)
             .await?
             .into_iter()
@@ -126,13 +125,9 @@ impl Invocation<'_> {
         let mut kept = 0;
         for run in older {
             let job = Job::new(store, run);
-            let planned = job.plan().await.ok().flatten().is_some();
-            if planned && finished.contains(&run) && kept < KEEP_RUNS {
+            if kept < KEEP_RUNS && job.plan().await.ok().flatten().is_some() {
                 kept += 1;
                 continue;
-            }
-            if planned && !finished.contains(&run) {
-                continue; // an abandoned run's files stay for inspection
             }
             let files = job.own_files().await?;
             super::ledger::delete_own(store, files).await?;

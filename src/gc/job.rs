@@ -29,7 +29,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::ledger::JournalRef;
+use super::ledger::{JournalRef, JournalState};
 use super::reachability::Observation;
 use super::report::Counts;
 use crate::error::{Error, ErrorKind, Result};
@@ -99,6 +99,45 @@ impl Plan {
             run_id: self.run_id,
         }
     }
+
+    /// Why this run may no longer go on, if it may not: it was planned for another
+    /// catalog (its files were copied here), or a run it did not know of has finished
+    /// since it was planned (a planner that paused past its lease wrote its plan behind
+    /// that run, or this run finished long ago and its journal was pruned). Such a run's
+    /// walk is older than facts a finished run has established, so it is never resumed;
+    /// its journal counts as a dead run's and the next run restarts every clock once.
+    ///
+    /// Only runs serialised behind this one's lease can finish while it is unfinished,
+    /// and this run acknowledges the dead runs of its plan itself, so a run that goes on
+    /// legitimately is never superseded.
+    pub(crate) fn superseded(&self, journals: &JournalState, owner: Uuid) -> Option<String> {
+        if self.catalog_id != owner {
+            return Some(format!(
+                "gc run {} was planned by catalog {}, not by this warehouse's owner {owner}",
+                self.run_id, self.catalog_id
+            ));
+        }
+        let known = |journal: &JournalRef| {
+            *journal == self.journal()
+                || self.dead.contains(journal)
+                || self
+                    .previous
+                    .is_some_and(|previous| order(journal) <= order(&previous))
+        };
+        let newer = journals
+            .finished
+            .iter()
+            .filter(|journal| !known(journal))
+            .max_by_key(|journal| order(journal))?;
+        Some(format!(
+            "gc run {} was superseded: run {} finished after it was planned",
+            self.run_id, newer.run_id
+        ))
+    }
+}
+
+fn order(journal: &JournalRef) -> (i64, Uuid) {
+    (journal.run_ms, journal.run_id)
 }
 
 /// An object listed by a scan, as the checkpoints keep it.

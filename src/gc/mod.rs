@@ -404,12 +404,14 @@ impl GarbageCollector {
     /// Give up the unfinished run, if there is one: it is never resumed, and the next run
     /// restarts every tracked retention clock once (its journal counts as a dead run's).
     /// Returns the run's id.
+    ///
+    /// A dry run writes nothing: it only names the run it would give up.
     pub async fn abandon(&self) -> Result<Option<uuid::Uuid>> {
         let Some((job, plan)) = self.unfinished().await? else {
             return Ok(None);
         };
-        job.abandon().await?;
         if !self.config.dry_run {
+            job.abandon().await?;
             let now = self.catalog.clock().now_ms();
             lease::release_for(self.catalog.warehouse(), plan.run_id, now).await?;
         }

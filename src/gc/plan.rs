@@ -24,7 +24,7 @@ use super::refs::RefMap;
 use super::report::{Counts, GcReport};
 use super::scan::{Nested, skip};
 use super::step::{Found, GcStep, Invocation, RunContext, StepOutcome};
-use crate::catalog::ownership::verify_ownership;
+use crate::catalog::ownership::{read_marker, verify_ownership};
 use crate::error::{Error, Result};
 use crate::warehouse::{
     INDEXES_DIR, ListItem, ListRange, MANAGED_PREFIXES, METADATA_DIR, is_within,
@@ -63,16 +63,19 @@ impl GarbageCollector {
         Ok((invocation.outcome(GcStep::Plan, done), Some(run)))
     }
 
-    /// The unfinished run with a readable plan, if any (the newest one).
+    /// The unfinished run with a readable plan that may go on, if any (the newest one):
+    /// not abandoned, planned by this warehouse's owner, and not superseded by a run that
+    /// finished after it was planned ([`Plan::superseded`]).
     pub(crate) async fn unfinished(&self) -> Result<Option<(Job, Plan)>> {
-        let finished = Ledger::new(self.catalog.warehouse())
-            .journal_state()
-            .await?
-            .finished;
+        let warehouse = self.catalog.warehouse();
+        let Some(marker) = read_marker(warehouse).await? else {
+            return Ok(None);
+        };
+        let journals = Ledger::new(warehouse).journal_state().await?;
         let mut planned: Vec<JournalRef> = planned_runs(self.job_store())
             .await?
             .into_iter()
-            .filter(|journal| !finished.contains(journal))
+            .filter(|journal| !journals.finished.contains(journal))
             .collect();
         planned.sort_by_key(|journal| (journal.run_ms, journal.run_id));
         for journal in planned.into_iter().rev() {
@@ -81,7 +84,12 @@ impl GarbageCollector {
                 continue;
             }
             match job.plan().await {
-                Ok(Some(plan)) if plan.journal() == journal => return Ok(Some((job, plan))),
+                Ok(Some(plan)) if plan.journal() == journal => {
+                    match plan.superseded(&journals, marker.catalog_id) {
+                        None => return Ok(Some((job, plan))),
+                        Some(reason) => tracing::debug!(%reason, "gc: not resuming a run"),
+                    }
+                }
                 // Killed before its plan was written: nothing of it counts.
                 Ok(_) => continue,
                 Err(err) if err.kind() == crate::error::ErrorKind::CorruptRecord => {
@@ -106,7 +114,7 @@ impl GarbageCollector {
         let mut report = GcReport::new(run_id, now_ms, &self.config);
         report.catalog_id = Some(catalog_id);
         let started = catalog.clock().now_ms();
-        let lease = match self.acquire(run_id, now_ms).await? {
+        let mut lease = match self.acquire(run_id, now_ms).await? {
             Ok(lease) => lease,
             Err(busy) => {
                 report.status = super::report::GcStatus::Skipped;
@@ -115,7 +123,13 @@ impl GarbageCollector {
             }
         };
         match self
-            .plan_run(run_id, catalog_id, now_ms, started, report)
+            .plan_run(
+                run_id,
+                catalog_id,
+                (now_ms, started),
+                lease.as_mut(),
+                report,
+            )
             .await
         {
             Ok((job, plan, report)) => {
@@ -137,13 +151,14 @@ impl GarbageCollector {
         }
     }
 
-    /// Walk the catalog and write the new run's plan, then its journal.
+    /// Walk the catalog and write the new run's plan, then its journal. `times` is the
+    /// run's time and the clock's reading when it started.
     async fn plan_run(
         &self,
         run_id: uuid::Uuid,
         catalog_id: uuid::Uuid,
-        now_ms: i64,
-        started: i64,
+        (now_ms, started): (i64, i64),
+        lease: Option<&mut super::lease::Lease>,
         mut report: GcReport,
     ) -> Result<(Job, Plan, GcReport)> {
         let catalog = &self.catalog;
@@ -171,6 +186,9 @@ impl GarbageCollector {
         // What the walk found unreachable was reachable at most until it had finished.
         let walked_ms = catalog.clock().now_ms().saturating_sub(started).max(0);
         let observed_ms = now_ms.saturating_add(walked_ms);
+        // A walk slower than half the lease (or a pause in it) must not be planned behind
+        // a run that took the lease over meanwhile.
+        super::collect::fence(lease, observed_ms).await?;
         let segments = warehouse.segments(INDEXES_DIR).await?;
         let partitions = ListRange::split(INDEXES_DIR, &segments, self.config.partitions);
         let sequences = partitions.len() as u64 + 1;

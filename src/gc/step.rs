@@ -485,10 +485,35 @@ impl GarbageCollector {
                 return Ok(Found::Busy(report));
             }
         };
+        if let Some(reason) = self.superseded(&plan).await? {
+            if let Some(lease) = lease
+                && let Err(err) = lease.release(self.catalog.clock().now_ms()).await
+            {
+                tracing::warn!(error = %err, "releasing the gc lease failed; it will expire");
+            }
+            return Err(Error::new(
+                ErrorKind::CommitConflict,
+                format!("{reason}; it never goes on (the next plan step starts a new run)"),
+            ));
+        }
         let run = Arc::new(RunContext::new(job, plan, lease));
         Ok(Found::Open(Box::new(
             self.invoke(run, report, now_ms, budget),
         )))
+    }
+
+    /// Why `plan`'s run may not go on, if it may not (checked under its lease).
+    async fn superseded(&self, plan: &Plan) -> Result<Option<String>> {
+        let warehouse = self.catalog.warehouse();
+        let Some(marker) = crate::catalog::ownership::read_marker(warehouse).await? else {
+            return Ok(Some(format!(
+                "the warehouse `{}` lost its ownership marker while gc run {} was under way",
+                warehouse.root(),
+                plan.run_id
+            )));
+        };
+        let journals = Ledger::new(warehouse).journal_state().await?;
+        Ok(plan.superseded(&journals, marker.catalog_id))
     }
 
     /// The lease for run `holder` at `now_ms` (none for a dry run), or why another run's
