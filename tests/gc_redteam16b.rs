@@ -15,10 +15,10 @@ use object_store::{
 };
 
 use gc_support::{Backend, Env, HOUR, Layout, MINUTE, test_config};
+use parqdb_catalog::SeededIds;
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcStatus, GcStep};
 use parqdb_catalog::warehouse::Warehouse;
-use parqdb_catalog::SeededIds;
 
 const DAY: i64 = 24 * HOUR;
 
@@ -101,7 +101,11 @@ impl ObjectStore for Hooked {
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
         self.inner.put_multipart_opts(location, opts).await
     }
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
         self.inner.get_opts(location, options).await
     }
     fn delete_stream(
@@ -123,15 +127,30 @@ impl ObjectStore for Hooked {
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
         self.inner.list_with_delimiter(prefix).await
     }
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
         self.inner.copy_opts(from, to, options).await
     }
-    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> object_store::Result<()> {
+    async fn rename_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: RenameOptions,
+    ) -> object_store::Result<()> {
         self.inner.rename_opts(from, to, options).await
     }
 }
 
-fn process_over(env: &Env, store: Arc<dyn ObjectStore>, seed: u64, config: &GcConfig) -> GarbageCollector {
+fn process_over(
+    env: &Env,
+    store: Arc<dyn ObjectStore>,
+    seed: u64,
+    config: &GcConfig,
+) -> GarbageCollector {
     let warehouse = Warehouse::new(env.warehouse.root(), store, env.warehouse.prefix().clone())
         .expect("warehouse");
     let catalog = Catalog::builder(env.pointer_store.clone(), warehouse)
@@ -172,7 +191,8 @@ async fn a_late_clock_write_behind_finished_runs_does_not_backdate_retention() {
     // Process 1 plans run S (the file is unreachable) and stops right at the put of the
     // file's retention clock, after its lease check.
     let entry = format!("_gc/ledger/{watched}/u-");
-    let hooked = Arc::new(Hooked::new(Arc::new(env.sim.clone())).pause_on(move |key| key.contains(&entry)));
+    let hooked =
+        Arc::new(Hooked::new(Arc::new(env.sim.clone())).pause_on(move |key| key.contains(&entry)));
     let slow = process_over(&env, hooked.clone(), 7101, &config);
     let at = env.now();
     let process1 = tokio::spawn(async move { slow.collect(at).await });
@@ -199,7 +219,10 @@ async fn a_late_clock_write_behind_finished_runs_does_not_backdate_retention() {
     // Process 1's put lands now.
     hooked.resume.notify_one();
     let woke = process1.await.expect("joined");
-    eprintln!("process 1: {:?}", woke.as_ref().map(|r| (r.run_id, r.status)));
+    eprintln!(
+        "process 1: {:?}",
+        woke.as_ref().map(|r| (r.run_id, r.status))
+    );
     let ledger: Vec<String> = env
         .ledger_files()
         .await
@@ -210,7 +233,9 @@ async fn a_late_clock_write_behind_finished_runs_does_not_backdate_retention() {
 
     // The file loses reachability now, by a commit.
     env.advance(MINUTE);
-    let (_, successor) = env.successor(&metadata, &Layout::under("again/2"), None).await;
+    let (_, successor) = env
+        .successor(&metadata, &Layout::under("again/2"), None)
+        .await;
     env.catalog
         .commit(&again, Some(&layout.source), &location, &successor)
         .await
@@ -234,22 +259,33 @@ async fn a_late_clock_write_behind_finished_runs_does_not_backdate_retention() {
 
 /// Sets up: run D abandoned; 8 days later run F acknowledges D (pruning D's journal first)
 /// and fails writing its own `.done`. Returns F's id.
-async fn finish_fails_after_acknowledging(env: &Env, config: &GcConfig) -> (uuid::Uuid, uuid::Uuid) {
+async fn finish_fails_after_acknowledging(
+    env: &Env,
+    config: &GcConfig,
+) -> (uuid::Uuid, uuid::Uuid) {
     env.register("keep", &Layout::under("keep/1")).await;
     env.advance(10 * MINUTE);
     let d = env
-        .collect(&GcConfig { budget: Some(Duration::ZERO), ..config.clone() })
+        .collect(&GcConfig {
+            budget: Some(Duration::ZERO),
+            ..config.clone()
+        })
         .await;
     assert_eq!(d.status, GcStatus::InProgress);
-    assert_eq!(env.gc(config.clone()).abandon().await.expect("abandon"), Some(d.run_id));
+    assert_eq!(
+        env.gc(config.clone()).abandon().await.expect("abandon"),
+        Some(d.run_id)
+    );
     env.advance(8 * DAY);
     let d_id = d.run_id.simple().to_string();
-    let hooked = Arc::new(
-        Hooked::new(Arc::new(env.sim.clone()))
-            .fail_on(move |key| key.contains("_gc/journal/") && key.ends_with(".done") && !key.contains(&d_id)),
-    );
+    let hooked = Arc::new(Hooked::new(Arc::new(env.sim.clone())).fail_on(move |key| {
+        key.contains("_gc/journal/") && key.ends_with(".done") && !key.contains(&d_id)
+    }));
     let failing = process_over(env, hooked, 7201, config);
-    let err = failing.collect(env.now()).await.expect_err("finish fails on its own .done");
+    let err = failing
+        .collect(env.now())
+        .await
+        .expect_err("finish fails on its own .done");
     eprintln!("F failed: {err}");
     eprintln!("journals: {:?}", journal_files(env).await);
     let state = parqdb_catalog::gc::status(&env.catalog, env.now(), false)
@@ -269,10 +305,18 @@ async fn a_finish_retried_after_acknowledging_dead_runs_completes() {
     let retried = env.collect(&config).await;
     assert_eq!((retried.run_id, retried.status), (f, GcStatus::Completed));
     env.advance(MINUTE);
-    let next = env.collect(&GcConfig { budget: Some(Duration::ZERO), ..config.clone() }).await;
+    let next = env
+        .collect(&GcConfig {
+            budget: Some(Duration::ZERO),
+            ..config.clone()
+        })
+        .await;
     env.advance(MINUTE);
     let resumed = env.collect(&config).await;
-    assert_eq!((resumed.run_id, resumed.status), (next.run_id, GcStatus::Completed));
+    assert_eq!(
+        (resumed.run_id, resumed.status),
+        (next.run_id, GcStatus::Completed)
+    );
 }
 
 /// GC in step mode (the `gc-cycle` state machine) keeps completing runs after an operator
@@ -283,7 +327,10 @@ async fn step_mode_completes_after_abandoning_a_run_whose_finish_failed() {
     let env = Env::open(Backend::Memory, 16103).await;
     let config = test_config();
     let (_, f) = finish_fails_after_acknowledging(&env, &config).await;
-    assert_eq!(env.gc(config.clone()).abandon().await.expect("abandon"), Some(f));
+    assert_eq!(
+        env.gc(config.clone()).abandon().await.expect("abandon"),
+        Some(f)
+    );
     eprintln!("journals after abandon: {:?}", journal_files(&env).await);
     for cycle in 0..3 {
         env.advance(HOUR);
@@ -300,11 +347,21 @@ async fn step_mode_completes_after_abandoning_a_run_whose_finish_failed() {
                 scan.err().map(|e| e.to_string())
             );
         }
-        gc.step(GcStep::Verify { run }, now, None).await.expect("verify");
+        gc.step(GcStep::Verify { run }, now, None)
+            .await
+            .expect("verify");
         for partition in 0..plan.partitions {
-            gc.step(GcStep::Delete { run, partition }, now, None).await.expect("delete");
+            gc.step(GcStep::Delete { run, partition }, now, None)
+                .await
+                .expect("delete");
         }
-        let finish = gc.step(GcStep::Finish { run }, now, None).await.expect("finish");
-        assert!(finish.done && finish.report.status == GcStatus::Completed, "cycle {cycle}");
+        let finish = gc
+            .step(GcStep::Finish { run }, now, None)
+            .await
+            .expect("finish");
+        assert!(
+            finish.done && finish.report.status == GcStatus::Completed,
+            "cycle {cycle}"
+        );
     }
 }

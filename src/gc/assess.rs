@@ -19,6 +19,61 @@ use crate::error::Result;
 /// The run's lease (none for a dry run), shared by a step's concurrent assessments.
 pub(crate) type SharedLease = tokio::sync::Mutex<Option<Lease>>;
 
+/// The incarnations that cannot move a recorded retention clock: those listed both by the
+/// previous finished run's journal and by the journal of the run that recorded the clock.
+///
+/// The previous finished run looked at every ledger entry that existed during its sweep,
+/// so an incarnation it listed cannot have published an object that entry tracked. A
+/// clock written later than that sweep (its run's process paused between its lease check
+/// and the write, and the write landed behind finished runs) was never looked at; the
+/// journal of the run that wrote it bounds what that run's walk knew, so an incarnation
+/// newer than that walk still moves the clock. Shared by a run's invocations; journals
+/// are read once.
+pub(crate) struct Known {
+    ledger: Ledger,
+    previous: Option<JournalRef>,
+    of_previous: Arc<HashSet<Uuid>>,
+    by_clock: tokio::sync::Mutex<std::collections::HashMap<JournalRef, Arc<HashSet<Uuid>>>>,
+}
+
+impl Known {
+    /// What the previous finished run `previous` listed (nothing for the first run).
+    pub(crate) async fn read(ledger: Ledger, previous: Option<JournalRef>) -> Result<Known> {
+        let of_previous = match previous {
+            Some(previous) => ledger.read_journal(previous).await?,
+            None => HashSet::new(),
+        };
+        Ok(Known {
+            ledger,
+            previous,
+            of_previous: Arc::new(of_previous),
+            by_clock: tokio::sync::Mutex::new(std::collections::HashMap::new()),
+        })
+    }
+
+    /// The incarnations the previous finished run listed.
+    pub(crate) fn of_previous(&self) -> &HashSet<Uuid> {
+        &self.of_previous
+    }
+
+    /// The incarnations that cannot move a clock the run `clock` recorded (a journal that
+    /// is gone reads as empty, which only delays deletion).
+    pub(crate) async fn for_clock(&self, clock: Option<JournalRef>) -> Result<Arc<HashSet<Uuid>>> {
+        let Some(clock) = clock.filter(|clock| Some(*clock) != self.previous) else {
+            return Ok(self.of_previous.clone());
+        };
+        let mut cache = self.by_clock.lock().await;
+        if let Some(known) = cache.get(&clock) {
+            return Ok(known.clone());
+        }
+        let listed = self.ledger.read_journal(clock).await?;
+        let known: Arc<HashSet<Uuid>> =
+            Arc::new(listed.intersection(&self.of_previous).copied().collect());
+        cache.insert(clock, known.clone());
+        Ok(known)
+    }
+}
+
 /// Where an unreachable object stands.
 pub(crate) enum Verdict {
     Grace,
@@ -51,8 +106,8 @@ pub(crate) struct Judge<'a> {
     /// The current time (the invocation's time plus what has elapsed since it started).
     pub clock: &'a (dyn Fn() -> i64 + Send + Sync),
     pub journal: JournalRef,
-    /// Incarnations of the previous finished run's journal.
-    pub known: Arc<HashSet<Uuid>>,
+    /// The incarnations that cannot move a recorded clock.
+    pub known: Arc<Known>,
     /// Set when a run died since the previous finished run: every existing clock is raised
     /// to this run's observation (`observed_ms`).
     pub dead_run_reset: bool,
@@ -76,7 +131,7 @@ impl<'a> Judge<'a> {
         plan: &Plan,
         lease: &'a SharedLease,
         clock: &'a (dyn Fn() -> i64 + Send + Sync),
-        known: Arc<HashSet<Uuid>>,
+        known: Arc<Known>,
         now_ms: i64,
     ) -> Judge<'a> {
         let rules = plan.rules.strictest(super::collect::rules_of(&gc.config));
@@ -125,6 +180,7 @@ impl<'a> Judge<'a> {
         relative: &str,
         uuid: Option<Uuid>,
         recorded: Option<i64>,
+        known: &HashSet<Uuid>,
     ) -> Option<(i64, String)> {
         let evidence = &observation.evidence;
         let mut floor: Option<(i64, String)> = evidence
@@ -142,7 +198,7 @@ impl<'a> Judge<'a> {
         }
         if let Some(uuid) = uuid {
             for incarnation in evidence.lineage_after(uuid, clock_ms, self.strict_reincarnation) {
-                if !self.known.contains(&incarnation.created_by)
+                if !known.contains(&incarnation.created_by)
                     && floor
                         .as_ref()
                         .is_none_or(|(at, _)| incarnation.updated_ms > *at)
@@ -187,8 +243,14 @@ impl<'a> Judge<'a> {
         }
         let entry = self.ledger.read(relative).await?;
         let mut ledger_files = entry.files.clone();
-        let evidence =
-            self.evidence_floor(observation, relative, object.uuid, entry.clock_start_ms);
+        let known = self.known.for_clock(entry.clock_journal).await?;
+        let evidence = self.evidence_floor(
+            observation,
+            relative,
+            object.uuid,
+            entry.clock_start_ms,
+            &known,
+        );
         let (evidence, evidence_why) = match evidence {
             Some((at, why)) => (Some(at), why),
             None => (None, String::new()),

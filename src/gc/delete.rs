@@ -186,7 +186,7 @@ impl Invocation<'_> {
         doomed: Vec<Doomed>,
         verified: &Walk,
         nested: &Nested,
-        known: &Arc<std::collections::HashSet<uuid::Uuid>>,
+        known: &Arc<super::assess::Known>,
     ) -> Result<Counts> {
         let mut counts = Counts::default();
         let ledger = Ledger::new(self.gc.catalog.warehouse());
@@ -217,9 +217,18 @@ impl Invocation<'_> {
                         continue;
                     }
                 }
+                // Against the second walk, the previous run's incarnations: an incarnation
+                // that moved the clock at assessment already did (`item.clock_ms`), and one
+                // that could publish the object again is new since the plan.
                 let again = &verified.observation;
                 let newer = judge
-                    .evidence_floor(again, &item.name, item.uuid, Some(item.clock_ms))
+                    .evidence_floor(
+                        again,
+                        &item.name,
+                        item.uuid,
+                        Some(item.clock_ms),
+                        known.of_previous(),
+                    )
                     .is_some_and(|(floor, _)| floor > item.clock_ms);
                 let reachable_again = again.reachable.covers_any_spelling(&item.name);
                 if reachable_again || newer {

@@ -51,6 +51,14 @@ impl Invocation<'_> {
         if !self.gc.config.dry_run {
             self.fence().await?;
             let ledger = Ledger::new(self.gc.catalog.warehouse());
+            // The dead runs' marks first: pruning then takes a mark with its journal, and
+            // never leaves one behind without it.
+            let journal = self.plan.journal();
+            for dead in &self.plan.dead {
+                if *dead != journal {
+                    ledger.mark_done(*dead).await?;
+                }
+            }
             // Journals outlive every clock that refers to them by far; a clock whose journal
             // is gone reads it as empty, which only delays deletion.
             let rules = self.plan.rules;
@@ -58,12 +66,6 @@ impl Invocation<'_> {
             ledger
                 .prune_journals(self.plan.now_ms.saturating_sub(keep_ms))
                 .await?;
-            let journal = self.plan.journal();
-            for dead in &self.plan.dead {
-                if *dead != journal {
-                    ledger.mark_done(*dead).await?;
-                }
-            }
             ledger.mark_done(journal).await?;
             self.prune_runs(journal).await?;
             if let Some(lease) = self.lease.lock().await.take()

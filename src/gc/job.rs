@@ -120,6 +120,8 @@ impl Plan {
         let known = |journal: &JournalRef| {
             *journal == self.journal()
                 || self.dead.contains(journal)
+                // A mark left without its journal (pruned) by a run older than this one.
+                || (!journals.journaled.contains(journal) && order(journal) < order(&self.journal()))
                 || self
                     .previous
                     .is_some_and(|previous| order(journal) <= order(&previous))

@@ -86,6 +86,8 @@ pub(crate) struct JournalState {
     pub dead: Vec<JournalRef>,
     /// Runs that finished (or were acknowledged as dead by a finished run).
     pub finished: HashSet<JournalRef>,
+    /// Runs whose journal exists (a `.done` mark may outlive its journal).
+    pub journaled: HashSet<JournalRef>,
     /// The latest time of any journal, finished or not.
     pub latest_ms: Option<i64>,
 }
@@ -366,14 +368,18 @@ impl Ledger {
             .filter(|j| done.contains(*j))
             .max_by_key(|j| (j.run_ms, j.run_id))
             .copied();
-        let mut dead: Vec<JournalRef> =
-            journals.into_iter().filter(|j| !done.contains(j)).collect();
+        let mut dead: Vec<JournalRef> = journals
+            .iter()
+            .filter(|j| !done.contains(j))
+            .copied()
+            .collect();
         dead.sort_by_key(|j| (j.run_ms, j.run_id));
         Ok(JournalState {
             previous,
             dead,
             latest_ms,
             finished: done,
+            journaled: journals,
         })
     }
 

@@ -134,9 +134,10 @@ impl GarbageCollector {
         {
             Ok((job, plan, report)) => {
                 let run = std::sync::Arc::new(RunContext::new(job, plan, lease));
-                Ok(Found::Open(Box::new(
-                    self.invoke(run, report, now_ms, budget),
-                )))
+                let invocation = self.invoke(run, report, now_ms, budget);
+                Ok(Found::Open(Box::new(Self::counted_from(
+                    invocation, started,
+                ))))
             }
             Err(err) => {
                 // A run that failed before its plan was written is never resumed: its

@@ -15,14 +15,13 @@
 //! in this order in one process; the `gc-cycle` state machine runs them as Lambda
 //! invocations (a `Map` over the partitions for `scan` and `delete`).
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::GarbageCollector;
-use super::assess::SharedLease;
+use super::assess::{Known, SharedLease};
 use super::config::millis;
 use std::sync::Arc;
 
@@ -138,7 +137,7 @@ pub(crate) struct RunContext {
     observed: tokio::sync::OnceCell<Arc<Walk>>,
     verified: tokio::sync::OnceCell<Arc<Walk>>,
     referenced: tokio::sync::OnceCell<Arc<RefMap>>,
-    known: tokio::sync::OnceCell<Arc<HashSet<Uuid>>>,
+    known: tokio::sync::OnceCell<Arc<Known>>,
 }
 
 impl RunContext {
@@ -203,18 +202,16 @@ impl RunContext {
             .cloned()
     }
 
-    /// The incarnations the previous finished run listed.
+    /// The incarnations that cannot move a recorded clock ([`Known`]).
     pub(crate) async fn known(
         &self,
         warehouse: &crate::warehouse::Warehouse,
-    ) -> Result<Arc<HashSet<Uuid>>> {
+    ) -> Result<Arc<Known>> {
         self.known
             .get_or_try_init(|| async {
-                let known = match self.plan.previous {
-                    Some(previous) => Ledger::new(warehouse).read_journal(previous).await?,
-                    None => HashSet::new(),
-                };
-                Ok::<_, Error>(Arc::new(known))
+                Known::read(Ledger::new(warehouse), self.plan.previous)
+                    .await
+                    .map(Arc::new)
             })
             .await
             .cloned()
@@ -306,7 +303,7 @@ impl<'g> Invocation<'g> {
     }
 
     /// The incarnations the previous finished run listed.
-    pub(crate) async fn known(&self) -> Result<Arc<HashSet<Uuid>>> {
+    pub(crate) async fn known(&self) -> Result<Arc<Known>> {
         self.run.known(self.gc.catalog.warehouse()).await
     }
 
@@ -563,5 +560,12 @@ impl GarbageCollector {
             pages: 0,
             report,
         }
+    }
+
+    /// `invocation` with its run time counted from the clock reading `origin` instead of
+    /// from its creation (a new run's first invocation began with its walk).
+    pub(crate) fn counted_from<'g>(mut invocation: Invocation<'g>, origin: i64) -> Invocation<'g> {
+        invocation.clock_origin = origin;
+        invocation
     }
 }
