@@ -134,7 +134,11 @@
 //!   incarnation that replaced a tombstone (that key's earlier incarnations are hidden).
 //!   Incarnations the previous finished run listed cannot: they existed while `o` was
 //!   unreachable, and within an incarnation commits only move forward (a commit needs
-//!   `last-sequence-number` and `last-updated-ms` not to decrease and the same uuid);
+//!   `last-sequence-number` and `last-updated-ms` not to decrease and the same uuid). That
+//!   holds for the entries the previous run swept; a clock written later (a process paused
+//!   between its lease check and the write, landing behind finished runs) was never looked
+//!   at, so an incarnation moves a clock unless the journal of the run that recorded the
+//!   clock lists it too (`assess::Known`);
 //! * a run that wrote its journal but never finished may have seen `o` reachable without
 //!   clearing its entry: the next run restarts every recorded clock at the end of its walk.
 //!
@@ -243,6 +247,10 @@
 //!   lineage evidence trusts its journal only once it finished (swept every ledger entry).
 //!   Only a run that cannot be resumed (its plan lost or damaged, or given up with `gc
 //!   abandon`) counts as dead: the next new run restarts every tracked clock once for it.
+//!   Nor is a run resumed whose walk is older than facts a finished run established: one
+//!   planned by another catalog (its files copied here), or one a run that finished after
+//!   its plan supersedes (a planner that paused past its lease wrote its plan behind that
+//!   run): it counts as dead too (`Plan::superseded`).
 //!
 //! Every file of a run is written once with create-if-absent; two workers that do the same
 //! page (a retried invocation, a paused one that wakes) agree on the first one written, and
