@@ -1,0 +1,422 @@
+//! Red team 16c: attacks on commits 2fed28c and a4be2e9 (`Known` = previous ∩ clock
+//! journal; superseded runs). Late `u-`/`c-` writes by the previous run's own paused
+//! process, late table clocks, reincarnation churn. A failing test is a bug; it is kept
+//! as it is.
+mod gc_support;
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+};
+
+use gc_support::{Backend, Env, HOUR, Layout, MINUTE, test_config};
+use parqdb_catalog::SeededIds;
+use parqdb_catalog::catalog::{Catalog, IndexCatalog};
+use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcStatus};
+use parqdb_catalog::warehouse::Warehouse;
+
+const DAY: i64 = 24 * HOUR;
+
+type Pred = Box<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// A store that pauses (once) or fails (always) the puts whose key matches.
+struct Hooked {
+    inner: Arc<dyn ObjectStore>,
+    pause: Mutex<Option<Pred>>,
+    fail: Mutex<Option<Pred>>,
+    paused: tokio::sync::Notify,
+    resume: tokio::sync::Notify,
+}
+
+impl fmt::Debug for Hooked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Hooked")
+    }
+}
+
+impl fmt::Display for Hooked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Hooked({})", self.inner)
+    }
+}
+
+impl Hooked {
+    fn new(inner: Arc<dyn ObjectStore>) -> Hooked {
+        Hooked {
+            inner,
+            pause: Mutex::new(None),
+            fail: Mutex::new(None),
+            paused: tokio::sync::Notify::new(),
+            resume: tokio::sync::Notify::new(),
+        }
+    }
+    fn pause_on(self, pred: impl Fn(&str) -> bool + Send + Sync + 'static) -> Hooked {
+        *self.pause.lock().unwrap() = Some(Box::new(pred));
+        self
+    }
+    fn fail_on(self, pred: impl Fn(&str) -> bool + Send + Sync + 'static) -> Hooked {
+        *self.fail.lock().unwrap() = Some(Box::new(pred));
+        self
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Hooked {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        let key = location.as_ref().to_owned();
+        if self.fail.lock().unwrap().as_ref().is_some_and(|p| p(&key)) {
+            return Err(object_store::Error::Generic {
+                store: "hooked",
+                source: format!("injected failure writing {key}").into(),
+            });
+        }
+        let hit = {
+            let mut armed = self.pause.lock().unwrap();
+            let hit = armed.as_ref().is_some_and(|p| p(&key));
+            if hit {
+                *armed = None;
+            }
+            hit
+        };
+        if hit {
+            self.paused.notify_one();
+            self.resume.notified().await;
+        }
+        self.inner.put_opts(location, payload, opts).await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+    async fn rename_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: RenameOptions,
+    ) -> object_store::Result<()> {
+        self.inner.rename_opts(from, to, options).await
+    }
+}
+
+fn process_over(
+    env: &Env,
+    store: Arc<dyn ObjectStore>,
+    seed: u64,
+    config: &GcConfig,
+) -> GarbageCollector {
+    let warehouse = Warehouse::new(env.warehouse.root(), store, env.warehouse.prefix().clone())
+        .expect("warehouse");
+    let catalog = Catalog::builder(env.pointer_store.clone(), warehouse)
+        .clock(env.clock.clone())
+        .ids(Arc::new(SeededIds::new(seed)))
+        .build();
+    GarbageCollector::new(catalog, config.clone()).expect("valid config")
+}
+
+async fn journal_files(env: &Env) -> Vec<String> {
+    env.objects()
+        .await
+        .into_iter()
+        .filter(|n| n.starts_with("_gc/journal/"))
+        .collect()
+}
+
+async fn entry_of(env: &Env, object: &str) -> Vec<String> {
+    env.ledger_files()
+        .await
+        .into_iter()
+        .filter(|f| f.contains(&format!("_gc/ledger/{object}/")))
+        .collect()
+}
+
+/// When the paused process's late put lands, relative to the run it belongs to (which
+/// another process goes on with and finishes).
+#[derive(Debug, Clone, Copy)]
+enum Land {
+    /// After the run's `.done` mark (no later run finished: the clock's journal is the
+    /// previous finished run itself — `Known::for_clock`'s shortcut).
+    AfterDone,
+    /// After the run's sweep, before its `.done` mark.
+    BeforeDone,
+}
+
+/// Process 1 plans run S while the old metadata file of `again/1` is unreachable and
+/// pauses at the put of a ledger file whose key contains `pause_key`; its lease expires,
+/// the file is registered, and process 2 goes on with S and finishes it (the late put
+/// lands as `land` says). Then the file loses reachability by a commit, and for the
+/// retention window (2 h) every object in `watched` must stay.
+async fn late_write_by_the_previous_runs_own_process(
+    seed: u64,
+    pause_key: impl Fn(&str) -> String,
+    watched_of: impl Fn(&str) -> Vec<String>,
+    land: Land,
+    warm_up: bool,
+) {
+    let env = Env::open(Backend::Memory, seed).await;
+    let config = test_config();
+    env.register("keep", &Layout::under("keep/1")).await;
+    let layout = Layout::under("again/1");
+    let (metadata, location) = env.new_index(&layout).await;
+    let md = env.relative(&location);
+    env.advance(HOUR);
+    if warm_up {
+        // A first run tracks the file; retention elapses (the next run condemns).
+        let r = env.collect(&config).await;
+        assert_eq!(r.status, GcStatus::Completed);
+        env.advance(3 * HOUR);
+    }
+    let key = pause_key(&md);
+    let hooked =
+        Arc::new(Hooked::new(Arc::new(env.sim.clone())).pause_on(move |k| k.contains(&key)));
+    let slow = process_over(&env, hooked.clone(), seed + 1000, &config);
+    let at = env.now();
+    let process1 = tokio::spawn(async move { slow.collect(at).await });
+    hooked.paused.notified().await;
+
+    env.advance(20 * MINUTE);
+    let again = env.id("again").await;
+    env.catalog
+        .register(&again, Some(&layout.source), &location)
+        .await
+        .expect("registered (nothing condemned it yet)");
+    env.advance(MINUTE);
+    match land {
+        Land::AfterDone => {
+            let s = env.collect(&config).await;
+            assert_eq!(s.status, GcStatus::Completed, "{s:?}");
+            hooked.resume.notify_one();
+            let woke = process1.await.expect("joined");
+            eprintln!("process 1: {:?}", woke.map(|r| (r.run_id, r.status)));
+        }
+        Land::BeforeDone => {
+            let hooked2 = Arc::new(
+                Hooked::new(Arc::new(env.sim.clone()))
+                    .pause_on(|k| k.contains("_gc/journal/") && k.ends_with(".done")),
+            );
+            let second = process_over(&env, hooked2.clone(), seed + 2000, &config);
+            let at = env.now();
+            let process2 = tokio::spawn(async move { second.collect(at).await });
+            hooked2.paused.notified().await;
+            hooked.resume.notify_one();
+            let woke = process1.await.expect("joined");
+            eprintln!("process 1: {:?}", woke.map(|r| (r.run_id, r.status)));
+            hooked2.resume.notify_one();
+            let s = process2.await.expect("joined").expect("process 2 finishes S");
+            assert_eq!(s.status, GcStatus::Completed, "{s:?}");
+        }
+    }
+    let watched = watched_of(&md);
+    for object in &watched {
+        eprintln!("entry of {object} after the late write: {:?}", entry_of(&env, object).await);
+    }
+    eprintln!("journals: {:?}", journal_files(&env).await);
+
+    env.advance(MINUTE);
+    let (_, successor) = env
+        .successor(&metadata, &Layout::under("again/2"), None)
+        .await;
+    env.catalog
+        .commit(&again, Some(&layout.source), &location, &successor)
+        .await
+        .expect("committed");
+    let lost_at = env.now();
+    while env.now() < lost_at + 2 * HOUR - MINUTE {
+        env.advance(5 * MINUTE);
+        env.collect(&config).await;
+        for object in &watched {
+            assert!(
+                env.exists(object).await,
+                "{object} deleted {} min after losing reachability (retention 2 h)",
+                (env.now() - lost_at) / MINUTE
+            );
+        }
+    }
+}
+
+fn clock_of(object: &str) -> String {
+    format!("_gc/ledger/{object}/u-")
+}
+
+const TABLE: &str = "indexes/again/1/ivf_postings/part-0.parquet";
+
+// 1. Late `u-` of a metadata file by the previous run's own paused process.
+
+#[tokio::test]
+async fn late_metadata_clock_of_the_previous_run_landing_after_its_done() {
+    late_write_by_the_previous_runs_own_process(
+        16201,
+        |md| clock_of(md),
+        |md| vec![md.to_owned()],
+        Land::AfterDone,
+        false,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn late_metadata_clock_of_the_previous_run_landing_before_its_done() {
+    late_write_by_the_previous_runs_own_process(
+        16202,
+        |md| clock_of(md),
+        |md| vec![md.to_owned()],
+        Land::BeforeDone,
+        false,
+    )
+    .await;
+}
+
+// 2. Late `u-` of an index table (no uuid: no incarnation check; rule (P) only).
+
+#[tokio::test]
+async fn late_table_clock_of_the_previous_run_landing_after_its_done() {
+    late_write_by_the_previous_runs_own_process(
+        16203,
+        |_| clock_of(TABLE),
+        |md| vec![md.to_owned(), TABLE.to_owned()],
+        Land::AfterDone,
+        false,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn late_table_clock_of_the_previous_run_landing_before_its_done() {
+    late_write_by_the_previous_runs_own_process(
+        16204,
+        |_| clock_of(TABLE),
+        |md| vec![md.to_owned(), TABLE.to_owned()],
+        Land::BeforeDone,
+        false,
+    )
+    .await;
+}
+
+// 3. Late `c-` (a condemnation written after the object was published again and its
+//    entry swept).
+
+#[tokio::test]
+async fn late_condemnation_of_the_previous_run_landing_after_its_done() {
+    late_write_by_the_previous_runs_own_process(
+        16205,
+        |md| format!("_gc/ledger/{md}/c-"),
+        |md| vec![md.to_owned(), TABLE.to_owned()],
+        Land::AfterDone,
+        true,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn late_condemnation_of_the_previous_run_landing_before_its_done() {
+    late_write_by_the_previous_runs_own_process(
+        16206,
+        |md| format!("_gc/ledger/{md}/c-"),
+        |md| vec![md.to_owned(), TABLE.to_owned()],
+        Land::BeforeDone,
+        true,
+    )
+    .await;
+}
+
+// 4. Liveness: with `strict_reincarnation` (the default), a name that is dropped and
+//    registered again between every two runs raises every unreachable metadata file's
+//    clock in the whole warehouse, every run: nothing under `metadata/` (nor the tables
+//    its files name, rule (P)) is ever collected.
+
+async fn name_reuse(seed: u64, churn: bool) {
+    let env = Env::open(Backend::Memory, seed).await;
+    let config = test_config();
+    assert!(config.strict_reincarnation, "the default");
+    env.register("keep", &Layout::under("keep/1")).await;
+    let (old, metadata, location) = env.register("old", &Layout::under("old/1")).await;
+    let old_md = env.relative(&location);
+    let (_, successor) = env
+        .successor(&metadata, &Layout::under("old/2"), None)
+        .await;
+    env.catalog
+        .commit(&old, Some(&Layout::under("old/1").source), &location, &successor)
+        .await
+        .expect("committed");
+    let lost_at = env.now();
+    let scratch = env.id("scratch").await;
+    env.register("scratch", &Layout::under("scratch/0")).await;
+    for cycle in 1..=12 {
+        env.advance(30 * MINUTE);
+        // A nightly-rebuild style job: drop the scratch index and create it again.
+        if churn {
+            env.catalog.drop_index(&scratch).await.expect("dropped");
+            env.register("scratch", &Layout::under(&format!("scratch/{cycle}")))
+                .await;
+        }
+        env.advance(30 * MINUTE);
+        let report = env.collect(&config).await;
+        assert_eq!(report.status, GcStatus::Completed);
+    }
+    eprintln!("entry: {:?}", entry_of(&env, &old_md).await);
+    assert!(
+        !env.exists(&old_md).await,
+        "{} h after losing reachability (retention 2 h, hourly runs) the old metadata file \
+         is still there: every run's reincarnation raised its clock again",
+        (env.now() - lost_at) / HOUR
+    );
+}
+
+#[tokio::test]
+async fn a_name_reused_between_every_two_runs_stops_collection_forever() {
+    name_reuse(16207, true).await;
+}
+
+/// Control: the same history without the reuse collects the file.
+#[tokio::test]
+async fn control_without_name_reuse_the_old_metadata_file_is_collected() {
+    name_reuse(16208, false).await;
+}
