@@ -250,13 +250,19 @@ async fn late_write_by_the_previous_runs_own_process(
             let woke = process1.await.expect("joined");
             eprintln!("process 1: {:?}", woke.map(|r| (r.run_id, r.status)));
             hooked2.resume.notify_one();
-            let s = process2.await.expect("joined").expect("process 2 finishes S");
+            let s = process2
+                .await
+                .expect("joined")
+                .expect("process 2 finishes S");
             assert_eq!(s.status, GcStatus::Completed, "{s:?}");
         }
     }
     let watched = watched_of(&md);
     for object in &watched {
-        eprintln!("entry of {object} after the late write: {:?}", entry_of(&env, object).await);
+        eprintln!(
+            "entry of {object} after the late write: {:?}",
+            entry_of(&env, object).await
+        );
     }
     eprintln!("journals: {:?}", journal_files(&env).await);
 
@@ -383,7 +389,12 @@ async fn name_reuse(seed: u64, churn: bool) {
         .successor(&metadata, &Layout::under("old/2"), None)
         .await;
     env.catalog
-        .commit(&old, Some(&Layout::under("old/1").source), &location, &successor)
+        .commit(
+            &old,
+            Some(&Layout::under("old/1").source),
+            &location,
+            &successor,
+        )
         .await
         .expect("committed");
     let lost_at = env.now();

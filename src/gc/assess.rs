@@ -1,7 +1,6 @@
 //! Deciding one unreachable object: its retention clock, its condemnation, and whether
 //! this run may delete it (the rules (G), (R), (C) and (P) of the [module docs](super)).
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use uuid::Uuid;
@@ -10,7 +9,7 @@ use super::GarbageCollector;
 use super::config::format_duration;
 use super::job::{Doomed, Object, Plan};
 use super::lease::Lease;
-use super::ledger::{JournalRef, Kind, Ledger};
+use super::ledger::{JournalFacts, JournalRef, Kind, Ledger};
 use super::reachability::Observation;
 use super::refs::RefMap;
 use super::report::{ActionKind, Counts, GcReport};
@@ -19,21 +18,23 @@ use crate::error::Result;
 /// The run's lease (none for a dry run), shared by a step's concurrent assessments.
 pub(crate) type SharedLease = tokio::sync::Mutex<Option<Lease>>;
 
-/// The incarnations that cannot move a recorded retention clock: those listed both by the
-/// previous finished run's journal and by the journal of the run that recorded the clock.
+/// What cannot move a recorded retention clock: the incarnations (and the record states,
+/// for re-incarnations) listed both by the previous finished run's journal and by the
+/// journal of the run that recorded the clock.
 ///
 /// The previous finished run looked at every ledger entry that existed during its sweep,
 /// so an incarnation it listed cannot have published an object that entry tracked. A
-/// clock written later than that sweep (its run's process paused between its lease check
-/// and the write, and the write landed behind finished runs) was never looked at; the
-/// journal of the run that wrote it bounds what that run's walk knew, so an incarnation
-/// newer than that walk still moves the clock. Shared by a run's invocations; journals
-/// are read once.
+/// clock written after that run started (more than the clock skew after, by the store's
+/// time) may have been written after its sweep (its run's process paused between its
+/// lease check and the write, and the write landed behind finished runs) and was then
+/// never looked at; the journal of the run that wrote it bounds what that run's walk
+/// knew, so an incarnation newer than that walk still moves the clock. Shared by a run's
+/// invocations; journals are read once.
 pub(crate) struct Known {
     ledger: Ledger,
     previous: Option<JournalRef>,
-    of_previous: Arc<HashSet<Uuid>>,
-    by_clock: tokio::sync::Mutex<std::collections::HashMap<JournalRef, Arc<HashSet<Uuid>>>>,
+    of_previous: Arc<JournalFacts>,
+    by_clock: tokio::sync::Mutex<std::collections::HashMap<JournalRef, Arc<JournalFacts>>>,
 }
 
 impl Known {
@@ -41,7 +42,7 @@ impl Known {
     pub(crate) async fn read(ledger: Ledger, previous: Option<JournalRef>) -> Result<Known> {
         let of_previous = match previous {
             Some(previous) => ledger.read_journal(previous).await?,
-            None => HashSet::new(),
+            None => JournalFacts::default(),
         };
         Ok(Known {
             ledger,
@@ -51,15 +52,26 @@ impl Known {
         })
     }
 
-    /// The incarnations the previous finished run listed.
-    pub(crate) fn of_previous(&self) -> &HashSet<Uuid> {
+    /// What the previous finished run listed.
+    pub(crate) fn of_previous(&self) -> &JournalFacts {
         &self.of_previous
     }
 
-    /// The incarnations that cannot move a clock the run `clock` recorded (a journal that
-    /// is gone reads as empty, which only delays deletion).
-    pub(crate) async fn for_clock(&self, clock: Option<JournalRef>) -> Result<Arc<HashSet<Uuid>>> {
-        let Some(clock) = clock.filter(|clock| Some(*clock) != self.previous) else {
+    /// What cannot move the clock of `entry` (a journal that is gone reads as listing
+    /// nothing, which only delays deletion).
+    pub(crate) async fn for_clock(
+        &self,
+        entry: &super::ledger::Entry,
+        skew_ms: i64,
+    ) -> Result<Arc<JournalFacts>> {
+        let swept_by_previous = match (self.previous, entry.clock_written_ms) {
+            (Some(previous), Some(written)) => written.saturating_add(skew_ms) < previous.run_ms,
+            _ => false,
+        };
+        let Some(clock) = entry
+            .clock_journal
+            .filter(|clock| Some(*clock) != self.previous && !swept_by_previous)
+        else {
             return Ok(self.of_previous.clone());
         };
         let mut cache = self.by_clock.lock().await;
@@ -67,8 +79,7 @@ impl Known {
             return Ok(known.clone());
         }
         let listed = self.ledger.read_journal(clock).await?;
-        let known: Arc<HashSet<Uuid>> =
-            Arc::new(listed.intersection(&self.of_previous).copied().collect());
+        let known = Arc::new(listed.intersection(&self.of_previous));
         cache.insert(clock, known.clone());
         Ok(known)
     }
@@ -180,7 +191,7 @@ impl<'a> Judge<'a> {
         relative: &str,
         uuid: Option<Uuid>,
         recorded: Option<i64>,
-        known: &HashSet<Uuid>,
+        known: &JournalFacts,
     ) -> Option<(i64, String)> {
         let evidence = &observation.evidence;
         let mut floor: Option<(i64, String)> = evidence
@@ -197,8 +208,10 @@ impl<'a> Judge<'a> {
             ));
         }
         if let Some(uuid) = uuid {
-            for incarnation in evidence.lineage_after(uuid, clock_ms, self.strict_reincarnation) {
-                if !known.contains(&incarnation.created_by)
+            let lineage =
+                evidence.lineage_after(uuid, clock_ms, self.strict_reincarnation, &known.writes);
+            for incarnation in lineage {
+                if !known.incarnations.contains(&incarnation.created_by)
                     && floor
                         .as_ref()
                         .is_none_or(|(at, _)| incarnation.updated_ms > *at)
@@ -243,7 +256,7 @@ impl<'a> Judge<'a> {
         }
         let entry = self.ledger.read(relative).await?;
         let mut ledger_files = entry.files.clone();
-        let known = self.known.for_clock(entry.clock_journal).await?;
+        let known = self.known.for_clock(&entry, self.skew_ms).await?;
         let evidence = self.evidence_floor(
             observation,
             relative,

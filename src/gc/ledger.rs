@@ -102,6 +102,39 @@ struct Journal {
     run_id: Uuid,
     now_ms: i64,
     incarnations: Vec<Uuid>,
+    /// The latest write (`commit-id`) of every pointer record; absent in journals of
+    /// earlier versions (read as none: conservative).
+    #[serde(default)]
+    writes: Vec<Uuid>,
+}
+
+/// What a run's journal says its walk saw.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct JournalFacts {
+    /// The `created-by` of every pointer record: the incarnations that existed.
+    pub incarnations: HashSet<Uuid>,
+    /// The `commit-id` of every pointer record: each record's state as the walk saw it.
+    pub writes: HashSet<Uuid>,
+}
+
+impl JournalFacts {
+    /// What both journals list.
+    pub(crate) fn intersection(&self, other: &JournalFacts) -> JournalFacts {
+        JournalFacts {
+            incarnations: self
+                .incarnations
+                .intersection(&other.incarnations)
+                .copied()
+                .collect(),
+            writes: self.writes.intersection(&other.writes).copied().collect(),
+        }
+    }
+}
+
+fn sorted(ids: &HashSet<Uuid>) -> Vec<Uuid> {
+    let mut ids: Vec<Uuid> = ids.iter().copied().collect();
+    ids.sort();
+    ids
 }
 
 /// One object's ledger entry as read.
@@ -111,6 +144,8 @@ pub(crate) struct Entry {
     pub clock_start_ms: Option<i64>,
     /// The journal of the run that recorded that clock.
     pub clock_journal: Option<JournalRef>,
+    /// When that clock's file was written (the store's time).
+    pub clock_written_ms: Option<i64>,
     /// When the object was last condemned (largest recorded).
     pub condemned_ms: Option<i64>,
     /// The entry's files (names).
@@ -216,6 +251,7 @@ impl Ledger {
                 {
                     entry.clock_start_ms = Some(ms);
                     entry.clock_journal = Some(journal);
+                    entry.clock_written_ms = Some(file.last_modified_ms);
                 }
                 // A condemnation counts from when it became visible: its stamp, or the store's
                 // time of the write if that is later (a slow or retried write must not let
@@ -270,19 +306,18 @@ impl Ledger {
         format!("{JOURNAL_DIR}/{}.json", journal.suffix())
     }
 
-    /// Write this run's journal: the incarnations that exist now.
+    /// Write this run's journal: the incarnations and record states that exist now.
     pub(crate) async fn write_journal(
         &self,
         journal: JournalRef,
-        incarnations: &HashSet<Uuid>,
+        facts: &JournalFacts,
     ) -> Result<()> {
-        let mut ids: Vec<Uuid> = incarnations.iter().copied().collect();
-        ids.sort();
         let body = Journal {
             journal_version: LEDGER_VERSION,
             run_id: journal.run_id,
             now_ms: journal.run_ms,
-            incarnations: ids,
+            incarnations: sorted(&facts.incarnations),
+            writes: sorted(&facts.writes),
         };
         let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
         self.warehouse
@@ -300,15 +335,15 @@ impl Ledger {
             .is_some())
     }
 
-    /// The incarnations a run's journal lists (empty if it is gone: conservative).
-    pub(crate) async fn read_journal(&self, journal: JournalRef) -> Result<HashSet<Uuid>> {
+    /// What a run's journal lists (nothing if it is gone: conservative).
+    pub(crate) async fn read_journal(&self, journal: JournalRef) -> Result<JournalFacts> {
         let bytes = match self
             .warehouse
             .get(&self.journal_name(journal), u64::MAX)
             .await?
         {
             Fetched::Object(bytes, _) => bytes,
-            Fetched::Missing | Fetched::TooLarge(_) => return Ok(HashSet::new()),
+            Fetched::Missing | Fetched::TooLarge(_) => return Ok(JournalFacts::default()),
         };
         let body: Journal = serde_json::from_slice(&bytes).map_err(|err| {
             Error::new(
@@ -316,7 +351,10 @@ impl Ledger {
                 format!("gc journal {} is invalid: {err}", journal.suffix()),
             )
         })?;
-        Ok(body.incarnations.into_iter().collect())
+        Ok(JournalFacts {
+            incarnations: body.incarnations.into_iter().collect(),
+            writes: body.writes.into_iter().collect(),
+        })
     }
 
     fn done_name(&self, journal: JournalRef) -> String {
@@ -587,25 +625,30 @@ mod tests {
             run_ms: 200,
             run_id: Uuid::from_u128(2),
         };
-        let ids: HashSet<Uuid> = [Uuid::from_u128(9), Uuid::from_u128(8)]
-            .into_iter()
-            .collect();
-        ledger.write_journal(old, &ids).await.expect("written");
+        let facts = JournalFacts {
+            incarnations: [Uuid::from_u128(9), Uuid::from_u128(8)].into(),
+            writes: [Uuid::from_u128(7)].into(),
+        };
+        ledger.write_journal(old, &facts).await.expect("written");
         ledger
-            .write_journal(new, &HashSet::new())
+            .write_journal(new, &JournalFacts::default())
             .await
             .expect("written");
-        assert_eq!(ledger.read_journal(old).await.expect("read"), ids);
+        assert_eq!(ledger.read_journal(old).await.expect("read"), facts);
         let state = ledger.journal_state().await.expect("state");
         assert_eq!((state.previous, state.dead.clone()), (None, vec![old, new]));
         ledger.mark_done(old).await.expect("done");
         let state = ledger.journal_state().await.expect("state");
         assert_eq!((state.previous, state.dead), (Some(old), vec![new]));
         assert_eq!(ledger.prune_journals(150).await.expect("pruned"), 2);
-        assert!(
-            ledger.read_journal(old).await.expect("read").is_empty(),
-            "a missing journal is empty"
+        assert_eq!(
+            ledger.read_journal(old).await.expect("read"),
+            JournalFacts::default(),
+            "a missing journal lists nothing"
         );
-        assert!(ledger.read_journal(new).await.expect("read").is_empty());
+        assert_eq!(
+            ledger.read_journal(new).await.expect("read"),
+            JournalFacts::default()
+        );
     }
 }

@@ -131,7 +131,10 @@
 //!   creates one; commits keep it) that the previous *finished* run's journal does not list
 //!   and whose record changed after the clock — with uuid `X` (it may have re-registered
 //!   `o` and committed away since), or, with [`GcConfig::strict_reincarnation`], any
-//!   incarnation that replaced a tombstone (that key's earlier incarnations are hidden).
+//!   incarnation that replaced a tombstone (that key's earlier incarnations are hidden)
+//!   other than the tombstone the previous finished run saw (journals keep every record's
+//!   latest `commit-id`): an identifier dropped and registered again between every two
+//!   runs moves no clock, since that run saw every incarnation before it.
 //!   Incarnations the previous finished run listed cannot: they existed while `o` was
 //!   unreachable, and within an incarnation commits only move forward (a commit needs
 //!   `last-sequence-number` and `last-updated-ms` not to decrease and the same uuid). That

@@ -17,7 +17,7 @@ use futures::{StreamExt, TryStreamExt};
 use super::GarbageCollector;
 use super::assess::{Judge, PageTally};
 use super::job::{Job, Object, Page, Plan, Referenced, Seq, Walk, planned_runs};
-use super::ledger::{JournalRef, Ledger};
+use super::ledger::{JournalFacts, JournalRef, Ledger};
 use super::nested::nested_root;
 use super::reachability::{Parsed, observe, read_parsed, references_of};
 use super::refs::RefMap;
@@ -207,7 +207,7 @@ impl GarbageCollector {
             catalog_id,
         };
         let journal = plan.journal();
-        let incarnations = observation.evidence.all_incarnations.clone();
+        let facts = journal_facts(&observation);
         report.roots = observation.roots.clone();
         report.warnings.extend(observation.warnings.iter().cloned());
         let walk = Walk {
@@ -223,7 +223,7 @@ impl GarbageCollector {
             ));
         }
         if !self.config.dry_run {
-            ledger.write_journal(journal, &incarnations).await?;
+            ledger.write_journal(journal, &facts).await?;
         }
         if !plan.dead.is_empty() {
             report.warnings.push(format!(
@@ -245,7 +245,7 @@ impl Invocation<'_> {
             let journal = self.plan.journal();
             if !ledger.journal_exists(journal).await? {
                 ledger
-                    .write_journal(journal, &walk.observation.evidence.all_incarnations)
+                    .write_journal(journal, &journal_facts(&walk.observation))
                     .await?;
             }
         }
@@ -522,5 +522,13 @@ impl Invocation<'_> {
             previous = Some(page);
         }
         Ok(true)
+    }
+}
+
+/// What a run's journal keeps of its walk.
+fn journal_facts(observation: &super::reachability::Observation) -> JournalFacts {
+    JournalFacts {
+        incarnations: observation.evidence.all_incarnations.clone(),
+        writes: observation.evidence.all_writes.clone(),
     }
 }

@@ -79,6 +79,10 @@ pub(crate) struct Incarnation {
     pub updated_ms: i64,
     /// Whether it replaced a tombstone (earlier incarnations of the key are hidden).
     pub reincarnation: bool,
+    /// The writes just before its creation, newest first, as far as the chain shows them:
+    /// the drop it replaced, and the write that drop replaced.
+    #[serde(default)]
+    pub replaced: Vec<Uuid>,
 }
 
 /// Evidence about when unreachable objects lost reachability.
@@ -98,21 +102,31 @@ pub(crate) struct Evidence {
     pub reincarnations: Vec<Incarnation>,
     /// The `created-by` of every record (the run's journal).
     pub all_incarnations: HashSet<Uuid>,
+    /// The `commit-id` of every record (the run's journal).
+    #[serde(default)]
+    pub all_writes: HashSet<Uuid>,
     /// References of recently dropped metadata, each with its tombstone's `updated-ms`.
     pub tombstone_refs: RefMap,
 }
 
 impl Evidence {
     /// Incarnations that changed after `after_ms` and may have published the metadata
-    /// file of index `uuid` (same uuid; or, when `strict`, any re-incarnation).
+    /// file of index `uuid` (same uuid; or, when `strict`, any re-incarnation but one
+    /// whose replaced drop, or the write that drop replaced, is in `seen`: between a state
+    /// a finished run saw and the re-incarnation there was at most the drop, so the only
+    /// incarnation it hides is one that run saw).
     pub(crate) fn lineage_after(
         &self,
         uuid: Uuid,
         after_ms: i64,
         strict: bool,
+        seen: &HashSet<Uuid>,
     ) -> Vec<&Incarnation> {
         let same = self.by_uuid.get(&uuid).into_iter().flatten();
-        let reused = self.reincarnations.iter().filter(|_| strict);
+        let reused = self
+            .reincarnations
+            .iter()
+            .filter(|inc| strict && !inc.replaced.iter().any(|write| seen.contains(write)));
         same.chain(reused)
             .filter(|inc| inc.updated_ms > after_ms)
             .collect()
@@ -290,6 +304,21 @@ fn is_reincarnation(record: &PointerRecord) -> bool {
     )
 }
 
+/// The two writes before a re-incarnation's creation in its commit-id chain, newest
+/// first (fewer when the chain does not show them).
+fn replaced_writes(record: &PointerRecord) -> Vec<Uuid> {
+    let chain = &record.previous_commit_ids;
+    let created = if record.created_by == record.commit_id {
+        chain.len()
+    } else {
+        match chain.iter().position(|id| *id == record.created_by) {
+            Some(position) => position,
+            None => return Vec::new(),
+        }
+    };
+    chain[..created].iter().rev().take(2).copied().collect()
+}
+
 /// Read every pointer record; `visit` gets each (key, value) once, in listing order. Records
 /// a listing returns without their values (S3 pages carry no bodies) are read `concurrency`
 /// at a time.
@@ -433,6 +462,7 @@ pub(crate) async fn observe(
                     .map_or(record.updated_ms, |q| q.max(record.updated_ms)),
             );
             evidence.all_incarnations.insert(record.created_by);
+            evidence.all_writes.insert(record.commit_id);
             if record.updated_ms > horizon {
                 incarnations
                     .entry(record.metadata_location.clone())
@@ -442,6 +472,7 @@ pub(crate) async fn observe(
                         index_uuid: None,
                         updated_ms: record.updated_ms,
                         reincarnation: is_reincarnation(&record),
+                        replaced: replaced_writes(&record),
                     });
             }
             for location in source_locations(&record.source, warehouse) {
