@@ -6,7 +6,6 @@ mod gc_support;
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
@@ -22,15 +21,12 @@ use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcStatus};
 use parqdb_catalog::warehouse::Warehouse;
 
-const DAY: i64 = 24 * HOUR;
-
 type Pred = Box<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// A store that pauses (once) or fails (always) the puts whose key matches.
 struct Hooked {
     inner: Arc<dyn ObjectStore>,
     pause: Mutex<Option<Pred>>,
-    fail: Mutex<Option<Pred>>,
     paused: tokio::sync::Notify,
     resume: tokio::sync::Notify,
 }
@@ -52,17 +48,12 @@ impl Hooked {
         Hooked {
             inner,
             pause: Mutex::new(None),
-            fail: Mutex::new(None),
             paused: tokio::sync::Notify::new(),
             resume: tokio::sync::Notify::new(),
         }
     }
     fn pause_on(self, pred: impl Fn(&str) -> bool + Send + Sync + 'static) -> Hooked {
         *self.pause.lock().unwrap() = Some(Box::new(pred));
-        self
-    }
-    fn fail_on(self, pred: impl Fn(&str) -> bool + Send + Sync + 'static) -> Hooked {
-        *self.fail.lock().unwrap() = Some(Box::new(pred));
         self
     }
 }
@@ -76,12 +67,6 @@ impl ObjectStore for Hooked {
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
         let key = location.as_ref().to_owned();
-        if self.fail.lock().unwrap().as_ref().is_some_and(|p| p(&key)) {
-            return Err(object_store::Error::Generic {
-                store: "hooked",
-                source: format!("injected failure writing {key}").into(),
-            });
-        }
         let hit = {
             let mut armed = self.pause.lock().unwrap();
             let hit = armed.as_ref().is_some_and(|p| p(&key));
@@ -300,7 +285,7 @@ const TABLE: &str = "indexes/again/1/ivf_postings/part-0.parquet";
 async fn late_metadata_clock_of_the_previous_run_landing_after_its_done() {
     late_write_by_the_previous_runs_own_process(
         16201,
-        |md| clock_of(md),
+        clock_of,
         |md| vec![md.to_owned()],
         Land::AfterDone,
         false,
@@ -312,7 +297,7 @@ async fn late_metadata_clock_of_the_previous_run_landing_after_its_done() {
 async fn late_metadata_clock_of_the_previous_run_landing_before_its_done() {
     late_write_by_the_previous_runs_own_process(
         16202,
-        |md| clock_of(md),
+        clock_of,
         |md| vec![md.to_owned()],
         Land::BeforeDone,
         false,
