@@ -23,13 +23,14 @@ pub(crate) type SharedLease = tokio::sync::Mutex<Option<Lease>>;
 /// journal of the run that recorded the clock.
 ///
 /// The previous finished run looked at every ledger entry that existed during its sweep,
-/// so an incarnation it listed cannot have published an object that entry tracked. A
-/// clock written after that run started (more than the clock skew after, by the store's
-/// time) may have been written after its sweep (its run's process paused between its
-/// lease check and the write, and the write landed behind finished runs) and was then
-/// never looked at; the journal of the run that wrote it bounds what that run's walk
-/// knew, so an incarnation newer than that walk still moves the clock. Shared by a run's
-/// invocations; journals are read once.
+/// so an incarnation it listed cannot have published an object that entry tracked. But a
+/// clock written by an earlier run may have landed after that sweep (its run's process
+/// paused between its lease check and the write, and the write landed behind finished
+/// runs; the store's time of such a write may be when it began) and was then never looked
+/// at; the journal of the run that wrote it bounds what that run's walk knew, so an
+/// incarnation newer than that walk still moves the clock. (Runs therefore re-record the
+/// clocks of metadata files while re-incarnations are about: see [`Judge::assess`].)
+/// Shared by a run's invocations; journals are read once.
 pub(crate) struct Known {
     ledger: Ledger,
     previous: Option<JournalRef>,
@@ -59,19 +60,8 @@ impl Known {
 
     /// What cannot move the clock of `entry` (a journal that is gone reads as listing
     /// nothing, which only delays deletion).
-    pub(crate) async fn for_clock(
-        &self,
-        entry: &super::ledger::Entry,
-        skew_ms: i64,
-    ) -> Result<Arc<JournalFacts>> {
-        let swept_by_previous = match (self.previous, entry.clock_written_ms) {
-            (Some(previous), Some(written)) => written.saturating_add(skew_ms) < previous.run_ms,
-            _ => false,
-        };
-        let Some(clock) = entry
-            .clock_journal
-            .filter(|clock| Some(*clock) != self.previous && !swept_by_previous)
-        else {
+    pub(crate) async fn for_clock(&self, clock: Option<JournalRef>) -> Result<Arc<JournalFacts>> {
+        let Some(clock) = clock.filter(|clock| Some(*clock) != self.previous) else {
             return Ok(self.of_previous.clone());
         };
         let mut cache = self.by_clock.lock().await;
@@ -234,6 +224,22 @@ impl<'a> Judge<'a> {
         floor
     }
 
+    /// Whether to record the standing clock of `object` again under this run's journal: a
+    /// metadata file (the only objects the lineage evidence concerns) whose clock another
+    /// run recorded, while strict re-incarnation evidence is about.
+    fn restamps(
+        &self,
+        observation: &Observation,
+        object: &Object,
+        clock: Option<JournalRef>,
+    ) -> bool {
+        !self.dry_run
+            && self.strict_reincarnation
+            && object.uuid.is_some()
+            && !observation.evidence.reincarnations.is_empty()
+            && clock.is_some_and(|clock| clock != self.journal)
+    }
+
     /// Decide one unreachable object, writing the ledger transitions (unless dry).
     pub(crate) async fn assess(
         &self,
@@ -256,7 +262,7 @@ impl<'a> Judge<'a> {
         }
         let entry = self.ledger.read(relative).await?;
         let mut ledger_files = entry.files.clone();
-        let known = self.known.for_clock(&entry, self.skew_ms).await?;
+        let known = self.known.for_clock(entry.clock_journal).await?;
         let evidence = self.evidence_floor(
             observation,
             relative,
@@ -311,6 +317,23 @@ impl<'a> Judge<'a> {
                 );
             }
             assessed.tracked = Some(reason);
+        } else if self.restamps(observation, object, entry.clock_journal) {
+            // The same clock, recorded again under this run's journal: a name dropped and
+            // registered again between every two runs then moves it only when this run's
+            // successor cannot vouch for what replaced it (see [`Known`]). A clock this
+            // run writes is as sound as any it raises: its walk and its evidence decided it.
+            self.hold_lease().await?;
+            ledger_files.push(
+                self.ledger
+                    .record(
+                        relative,
+                        Kind::Clock,
+                        clock_ms,
+                        self.journal,
+                        "the retention clock stands (recorded again by this run)",
+                    )
+                    .await?,
+            );
         }
         let retention_ends = clock_ms.saturating_add(self.retention_ms);
         if self.now_ms < retention_ends {

@@ -144,8 +144,6 @@ pub(crate) struct Entry {
     pub clock_start_ms: Option<i64>,
     /// The journal of the run that recorded that clock.
     pub clock_journal: Option<JournalRef>,
-    /// When that clock's file was written (the store's time).
-    pub clock_written_ms: Option<i64>,
     /// When the object was last condemned (largest recorded).
     pub condemned_ms: Option<i64>,
     /// The entry's files (names).
@@ -246,12 +244,17 @@ impl Ledger {
         let mut entry = Entry::default();
         for file in listed {
             match parse_name(file_name(&file.name)) {
+                // The largest clock; of equal ones, the one the latest run recorded (it
+                // knew the most).
                 Some((Kind::Clock, ms, journal))
-                    if entry.clock_start_ms.is_none_or(|current| ms > current) =>
+                    if entry.clock_start_ms.zip(entry.clock_journal).is_none_or(
+                        |(current, by)| {
+                            (ms, journal.run_ms, journal.run_id) > (current, by.run_ms, by.run_id)
+                        },
+                    ) =>
                 {
                     entry.clock_start_ms = Some(ms);
                     entry.clock_journal = Some(journal);
-                    entry.clock_written_ms = Some(file.last_modified_ms);
                 }
                 // A condemnation counts from when it became visible: its stamp, or the store's
                 // time of the write if that is later (a slow or retried write must not let

@@ -206,9 +206,9 @@
 //! below these floors void this argument.)
 //!
 //! *Retention from loss.* The clock is the largest of sound bounds on the real loss
-//! (above). Residual gaps: a re-incarnation followed by more than 16 commits before the
-//! next run (its commit-id chain no longer shows it replaced a tombstone), and clock skew
-//! beyond [`GcConfig::max_clock_skew`] between writers, the store and the collector.
+//! (above). Residual gap: clock skew beyond [`GcConfig::max_clock_skew`] between writers,
+//! the store and the collector. (An incarnation whose commit-id chain no longer shows its
+//! creation counts as a possible re-incarnation until a finished run has listed it.)
 //!
 //! *Concurrency, pauses and crashes.* All ledger writes are create-if-absent of immutable
 //! files that combine by maximum, so two runs never lose each other's facts and a crashed

@@ -291,17 +291,20 @@ fn string_references(bytes: &[u8], warehouse: &Warehouse) -> Vec<String> {
     out
 }
 
-/// Whether a record's incarnation replaced a tombstone (register or rename over a dropped
-/// key), judged from its commit-id chain. A chain truncated past the incarnation's
-/// creation (more than 16 commits since) is not counted (see the module docs).
+/// Whether a record's incarnation may have replaced a tombstone (register or rename over a
+/// dropped key), judged from its commit-id chain. A chain that no longer shows the
+/// incarnation's creation, or shows it first of a full chain (more than
+/// [`HISTORY`](crate::catalog::record::HISTORY) writes since), may hide one: it counts.
+/// (Once a finished run and the clock's run list the incarnation, it moves no clock.)
 fn is_reincarnation(record: &PointerRecord) -> bool {
+    let chain = &record.previous_commit_ids;
     if record.created_by == record.commit_id {
-        return !record.previous_commit_ids.is_empty();
+        return !chain.is_empty();
     }
-    matches!(
-        record.previous_commit_ids.iter().position(|id| *id == record.created_by),
-        Some(position) if position > 0
-    )
+    match chain.iter().position(|id| *id == record.created_by) {
+        Some(position) => position > 0 || chain.len() >= crate::catalog::record::HISTORY,
+        None => true,
+    }
 }
 
 /// The two writes before a re-incarnation's creation in its commit-id chain, newest
@@ -737,6 +740,17 @@ mod tests {
             is_reincarnation(&record(a, c, vec![b, a])),
             "reused key, one commit"
         );
-        assert!(!is_reincarnation(&record(a, c, vec![b])), "truncated chain");
+        assert!(
+            is_reincarnation(&record(a, c, vec![b])),
+            "a chain truncated past the creation may hide a tombstone"
+        );
+        let full: Vec<Uuid> = std::iter::once(a)
+            .chain((10..25).map(Uuid::from_u128))
+            .collect();
+        assert_eq!(full.len(), crate::catalog::record::HISTORY);
+        assert!(
+            is_reincarnation(&record(a, c, full)),
+            "a full chain starting at the creation may have lost the tombstone before it"
+        );
     }
 }
