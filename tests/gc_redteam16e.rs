@@ -179,7 +179,6 @@ async fn entry_of(env: &Env, object: &str) -> Vec<String> {
         .collect()
 }
 
-
 // 1. A re-stamp put that stalls and lands behind finished runs.
 //
 // P0 tracks metadata file `o` (index X); a re-incarnation of key `r` is about, so the
@@ -237,7 +236,10 @@ async fn stalled_restamp(seed: u64, backdate: bool, strict_reincarnation_about: 
         // No re-stamp was attempted (nothing to attack).
         *store.pause.lock().unwrap() = None;
         let r = process1.await.expect("joined").expect("J");
-        assert!(!strict_reincarnation_about, "no re-stamp was written: {r:?}");
+        assert!(
+            !strict_reincarnation_about,
+            "no re-stamp was written: {r:?}"
+        );
         return;
     }
     env.advance(20 * MINUTE);
