@@ -450,8 +450,12 @@ impl GarbageCollector {
             ));
         }
         let plan = job.plan().await?.ok_or_else(unknown)?;
-        let report = self.report_of(&plan);
+        let mut report = self.report_of(&plan);
         if finished {
+            // A step retried after the finish step wrote its mark (killed before it
+            // answered) reports the whole run, as the finish step did.
+            let totals = super::finish::run_totals(&job, &plan, self.config.io_concurrency).await?;
+            report.set_counts(&totals);
             return Ok(Found::Finished(report));
         }
         self.hold(job, plan, report, now_ms, budget).await
