@@ -19,11 +19,6 @@ impl Samples {
         self.total += latency;
     }
 
-    /// How many samples.
-    pub fn len(&self) -> usize {
-        self.nanos.len()
-    }
-
     /// Every sample, in recording order.
     pub fn raw(&self) -> impl Iterator<Item = Duration> + '_ {
         self.nanos.iter().map(|&n| Duration::from_nanos(n))

@@ -1,4 +1,4 @@
 //! The `parqdb-catalog` command.
 fn main() -> std::process::ExitCode {
-    parqdb_catalog::cli::main()
+    parqdb_catalog::run_command()
 }

@@ -67,10 +67,13 @@ mod namespace;
 pub mod ownership;
 pub mod probe_memo;
 mod publication;
+#[cfg(feature = "test-util")]
 pub mod record;
-pub mod rename;
+#[cfg(not(feature = "test-util"))]
+pub(crate) mod record;
+mod rename;
 mod scan;
-pub mod write;
+pub(crate) mod write;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -22,7 +22,6 @@
 //! had been sent: if so the mutation may have applied (`COMMIT_STATE_UNKNOWN`), if not it
 //! certainly did not.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -42,24 +41,17 @@ tokio::task_local! {
 /// Tells whether a future sent a pointer write — a conditional put or an atomic multi-key
 /// write of catalog records — even if the future was dropped before it finished.
 ///
-/// Capability-probe writes do not count: they never change a catalog record.
-///
-/// ```
-/// use parqdb_catalog::catalog::write::WriteWitness;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let witness = WriteWitness::default();
-/// witness.watch(async { /* a read-only operation */ }).await;
-/// assert!(!witness.sent());
-/// # }
-/// ```
+/// Capability-probe writes do not count: they never change a catalog record. The Lambda
+/// deadline guard uses it to tell a mutation that may have applied from one that cannot
+/// have.
+#[cfg(feature = "lambda")]
 #[derive(Debug, Clone, Default)]
 pub struct WriteWitness(Arc<AtomicBool>);
 
+#[cfg(feature = "lambda")]
 impl WriteWitness {
     /// Run `future`, recording any pointer write it sends (on this task).
-    pub async fn watch<F: Future>(&self, future: F) -> F::Output {
+    pub async fn watch<F: std::future::Future>(&self, future: F) -> F::Output {
         WITNESS.scope(self.0.clone(), future).await
     }
 
@@ -315,4 +307,20 @@ fn unknown(store: &dyn PointerStore, detail: String) -> Error {
             store.describe()
         ),
     )
+}
+
+#[cfg(all(test, feature = "lambda"))]
+mod witness_tests {
+    use super::{WriteWitness, note_pointer_write};
+
+    #[tokio::test]
+    async fn a_witness_sees_the_writes_of_the_future_it_watches_only() {
+        let witness = WriteWitness::default();
+        witness.watch(async { /* a read-only operation */ }).await;
+        assert!(!witness.sent());
+        note_pointer_write(); // outside any watched future: nobody is told
+        assert!(!witness.sent());
+        witness.watch(async { note_pointer_write() }).await;
+        assert!(witness.sent());
+    }
 }

@@ -28,6 +28,7 @@
 
 #[cfg(feature = "dynamodb")]
 pub mod dynamodb;
+#[cfg(feature = "test-util")]
 pub mod faulty;
 pub mod local;
 pub mod memory;
