@@ -128,13 +128,27 @@ fn walk(root: &Path, prefix: &str, tx: &tokio::sync::mpsc::Sender<Result<ListIte
             return;
         }
     };
-    for entry in walker(&start) {
+    for_each_item(root, &start, walker(&start), |found| {
+        send(found.map(|(_, item)| item))
+    });
+}
+
+/// Hand each non-directory entry of a walk over `start` to `emit` with its listing item,
+/// leaving out the entries removed while listing; the first walk error is handed to
+/// `emit` and ends the walk, as does `emit` answering `false` (the listing was dropped).
+fn for_each_item(
+    root: &Path,
+    start: &Path,
+    entries: impl IntoIterator<Item = walkdir::Result<walkdir::DirEntry>>,
+    mut emit: impl FnMut(Result<(walkdir::DirEntry, ListItem)>) -> bool,
+) {
+    for entry in entries {
         let entry = match entry {
             Ok(entry) => entry,
-            Err(err) => match walk_error(&start, err) {
+            Err(err) => match walk_error(start, err) {
                 None => continue, // removed while listing
                 Some(err) => {
-                    send(Err(err));
+                    emit(Err(err));
                     return;
                 }
             },
@@ -145,7 +159,7 @@ fn walk(root: &Path, prefix: &str, tx: &tokio::sync::mpsc::Sender<Result<ListIte
         let Some(item) = item_of(root, &entry) else {
             continue; // removed while listing
         };
-        if !send(Ok(item)) {
+        if !emit(Ok((entry, item))) {
             return;
         }
     }
@@ -311,28 +325,12 @@ fn walk_range(
     let entries = walker(&start)
         .into_iter()
         .filter_entry(|entry| keep(&components(root, entry.path())));
-    for entry in entries {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(err) => match walk_error(&start, err) {
-                None => continue, // removed while listing
-                Some(err) => {
-                    send(Err(err));
-                    return;
-                }
-            },
-        };
-        if entry.file_type().is_dir() {
-            continue;
-        }
-        let Some(item) = item_of(root, &entry) else {
-            continue; // removed while listing
-        };
-        let position = position_of(&components(root, entry.path()));
-        if !send(Ok(super::Positioned { position, item })) {
-            return;
-        }
-    }
+    for_each_item(root, &start, entries, |found| {
+        send(found.map(|(entry, item)| {
+            let position = position_of(&components(root, entry.path()));
+            super::Positioned { position, item }
+        }))
+    });
 }
 
 /// Whether the last segment of `name` ends in `#<digits>`: object_store's
