@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::create_table::CreateTableError;
+use aws_sdk_dynamodb::operation::describe_table::{DescribeTableError, DescribeTableOutput};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, LocalSecondaryIndex, Projection,
     ProjectionType, ScalarAttributeType, TableStatus,
@@ -93,20 +96,14 @@ impl DynamoStore {
         let deadline = tokio::time::Instant::now() + TABLE_ACTIVE_TIMEOUT;
         let mut pause = Duration::from_millis(100);
         loop {
-            let described = self
-                .client
-                .describe_table()
-                .table_name(&self.table)
-                .send()
-                .await
-                .map_err(|err| {
-                    let failure = classify(&err, |_| None);
-                    self.admin_error(
-                        "describing the table failed",
-                        DynamoError::new("DescribeTable", &self.table, &err),
-                        failure,
-                    )
-                })?;
+            let described = self.describe_table().await.map_err(|err| {
+                let failure = classify(&err, |_| None);
+                self.admin_error(
+                    "describing the table failed",
+                    DynamoError::new("DescribeTable", &self.table, &err),
+                    failure,
+                )
+            })?;
             let table = described.table.ok_or_else(|| {
                 Error::new(
                     ErrorKind::StoreUnavailable,
@@ -187,20 +184,25 @@ impl DynamoStore {
         )
     }
 
+    /// The table's description (`DescribeTable`).
+    async fn describe_table(
+        &self,
+    ) -> std::result::Result<DescribeTableOutput, SdkError<DescribeTableError, HttpResponse>> {
+        self.client
+            .describe_table()
+            .table_name(&self.table)
+            .send()
+            .await
+    }
+
     /// Whether the table has the `shown` index with the documented schema; asked once.
     pub(super) async fn has_shown_index(&self) -> Result<bool, StoreError> {
         self.shown_index
             .get_or_try_init(|| async {
-                let described = self
-                    .client
-                    .describe_table()
-                    .table_name(&self.table)
-                    .send()
-                    .await
-                    .map_err(|err| {
-                        let failure = classify(&err, describe_failure);
-                        self.error("DescribeTable", &err, failure, false)
-                    })?;
+                let described = self.describe_table().await.map_err(|err| {
+                    let failure = classify(&err, describe_failure);
+                    self.error("DescribeTable", &err, failure, false)
+                })?;
                 let found = described.table.is_some_and(|table| {
                     table.local_secondary_indexes().iter().any(|index| {
                         let keys: Vec<(&str, &KeyType)> = index

@@ -5,7 +5,7 @@ use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 
 use super::DynamoStore;
 use super::errors::{Failure, classify, transact_failure};
-use crate::store::{PutMode, StoreError, StoreKey, TxWrite, Version};
+use crate::store::{PutMode, StoreError, TxWrite, Version};
 
 /// DynamoDB's limit on the actions of one transaction.
 const MAX_TRANSACTION_WRITES: usize = 100;
@@ -26,14 +26,7 @@ impl DynamoStore {
                 writes.len()
             )));
         }
-        let mut keys: Vec<&StoreKey> = writes.iter().map(|w| &w.key).collect();
-        keys.sort();
-        keys.dedup();
-        if keys.len() != writes.len() {
-            return Err(StoreError::fatal(
-                "a transaction writes each key at most once",
-            ));
-        }
+        TxWrite::check_distinct(&writes)?;
         let token = request_token(&self.table, &writes);
         let mut items = Vec::with_capacity(writes.len());
         let mut versions = Vec::with_capacity(writes.len());
@@ -119,7 +112,7 @@ mod tests {
     use bytes::Bytes;
 
     use super::*;
-    use crate::store::Listing;
+    use crate::store::{Listing, StoreKey};
 
     #[test]
     fn request_tokens_are_deterministic_and_fit_dynamodb() {
