@@ -68,6 +68,17 @@ fn walker(start: &Path) -> walkdir::WalkDir {
         .sort_by_file_name()
 }
 
+/// The entries of a walk over `start`, without those removed while listing.
+fn present(
+    start: &Path,
+    entries: impl IntoIterator<Item = walkdir::Result<walkdir::DirEntry>>,
+) -> impl Iterator<Item = Result<walkdir::DirEntry>> {
+    entries.into_iter().filter_map(move |entry| match entry {
+        Ok(entry) => Some(Ok(entry)),
+        Err(err) => walk_error(start, err).map(Err),
+    })
+}
+
 /// What a walker error means: `None` for an entry removed while listing.
 fn walk_error(start: &Path, err: walkdir::Error) -> Option<Error> {
     let missing = err
@@ -142,16 +153,13 @@ fn for_each_item(
     entries: impl IntoIterator<Item = walkdir::Result<walkdir::DirEntry>>,
     mut emit: impl FnMut(Result<(walkdir::DirEntry, ListItem)>) -> bool,
 ) {
-    for entry in entries {
+    for entry in present(start, entries) {
         let entry = match entry {
             Ok(entry) => entry,
-            Err(err) => match walk_error(start, err) {
-                None => continue, // removed while listing
-                Some(err) => {
-                    emit(Err(err));
-                    return;
-                }
-            },
+            Err(err) => {
+                emit(Err(err));
+                return;
+            }
         };
         if entry.file_type().is_dir() {
             continue;
@@ -175,14 +183,8 @@ pub(crate) fn children(root: &Path, prefix: &str) -> Result<(Vec<ListItem>, Vec<
         Err(item) => return Ok((vec![item?], Vec::new())),
     };
     let (mut items, mut dirs) = (Vec::new(), Vec::new());
-    for entry in walker(&start).max_depth(1) {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(err) => match walk_error(&start, err) {
-                None => continue,
-                Some(err) => return Err(err),
-            },
-        };
+    for entry in present(&start, walker(&start).max_depth(1)) {
+        let entry = entry?;
         if entry.file_type().is_dir() {
             match name_of(root, entry.path()) {
                 Ok(name) => dirs.push(name),
@@ -208,14 +210,8 @@ pub(crate) fn segments(root: &Path, prefix: &str) -> Result<Vec<String>> {
         Err(Err(err)) => return Err(err),
     };
     let mut segments = Vec::new();
-    for entry in walker(&start).max_depth(1) {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(err) => match walk_error(&start, err) {
-                None => continue,
-                Some(err) => return Err(err),
-            },
-        };
+    for entry in present(&start, walker(&start).max_depth(1)) {
+        let entry = entry?;
         if entry.file_type().is_dir()
             && let Some(name) = entry.file_name().to_str()
         {
