@@ -100,10 +100,7 @@ impl Catalog {
                 WriteOutcome::Lost => continue,
             }
         }
-        Err(Error::new(
-            ErrorKind::ConcurrentModification,
-            format!("namespace {namespace} kept changing under concurrent writers; retry"),
-        ))
+        Err(contended(namespace))
     }
 
     pub(crate) async fn namespace_properties_of(
@@ -210,9 +207,14 @@ impl Catalog {
                 WriteOutcome::Lost => continue,
             }
         }
-        Err(Error::new(
-            ErrorKind::ConcurrentModification,
-            format!("namespace {namespace} kept changing under concurrent writers; retry"),
-        ))
+        Err(contended(namespace))
     }
+}
+
+/// The error of a namespace mutation that kept losing races to other writers.
+fn contended(namespace: &Namespace) -> Error {
+    Error::new(
+        ErrorKind::ConcurrentModification,
+        format!("namespace {namespace} kept changing under concurrent writers; retry"),
+    )
 }
