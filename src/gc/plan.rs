@@ -293,15 +293,9 @@ impl Invocation<'_> {
         let warehouse = gc.catalog.warehouse();
         let registry = gc.catalog.registry();
         let reachable = &walk.observation.reachable;
-        let PageListing {
-            number,
-            entries: listed,
-            done,
-            after: position,
-        } = listing;
         let mut nested = Nested::from(last);
         let mut read_page = MetadataPage::default();
-        let mut read = futures::stream::iter(listed)
+        let mut read = futures::stream::iter(listing.entries)
             .map(|entry| async move {
                 let ListItem::Object(listed) = entry.item() else {
                     return Ok::<_, Error>((entry.item(), None));
@@ -328,9 +322,9 @@ impl Invocation<'_> {
         let mut totals = last.map(|page| page.totals).unwrap_or_default();
         totals.merge(&counts);
         let page = Page {
-            seq: number,
-            after: position,
-            done,
+            seq: listing.number,
+            after: listing.after,
+            done: listing.done,
             totals,
             candidates,
             referenced,

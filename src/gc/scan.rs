@@ -154,12 +154,6 @@ impl Invocation<'_> {
             known,
             clock,
         } = basis;
-        let PageListing {
-            number,
-            entries: listed,
-            done,
-            after: position,
-        } = listing;
         let doomed_so_far = last.map_or(0, |page| page.doomed_total);
         let mut tally = PageTally::with_room(self.plan.max_doomed.saturating_sub(doomed_so_far));
         let mut nested = Nested::from(last);
@@ -174,7 +168,7 @@ impl Invocation<'_> {
                 self.now_ms,
             );
             let (judge, observation) = (&judge, &walk.observation);
-            let mut decided = futures::stream::iter(listed)
+            let mut decided = futures::stream::iter(listing.entries)
                 .map(|entry| async move {
                     let ListItem::Object(listed) = entry.item() else {
                         return Ok::<_, Error>(Scanned::Skipped(entry.item()));
@@ -218,9 +212,9 @@ impl Invocation<'_> {
         let mut totals = last.map(|page| page.totals).unwrap_or_default();
         totals.merge(&tally.counts);
         let page = Page {
-            seq: number,
-            after: position,
-            done,
+            seq: listing.number,
+            after: listing.after,
+            done: listing.done,
             totals,
             doomed: tally.doomed,
             nested: nested.into_roots(),
