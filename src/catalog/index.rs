@@ -5,13 +5,12 @@ use uuid::Uuid;
 
 use super::publication::{Publication, PublishWindow};
 use super::record::{PointerRecord, PointerState};
-use super::scan::decode_page_token;
 use super::write::{Basis, WriteOutcome, conditional_write_listed, read_with_retry};
 use super::{Catalog, CommitResult, IdentifierPage, IndexPointer, LoadIfChanged, page_size};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::{IndexIdentifier, Namespace};
 use crate::metadata::TableDefinition;
-use crate::store::{Changed, PutMode, Version};
+use crate::store::{Changed, PutMode, Version, Versioned};
 
 /// How often a mutation re-reads and retries after losing a race to another writer of the
 /// same record before reporting the conflict.
@@ -172,12 +171,11 @@ impl Catalog {
         source: Option<&TableDefinition>,
         metadata_location: &str,
     ) -> Result<IndexPointer> {
-        let publishing = self.warehouse().relative(metadata_location).ok();
-        self.ensure_writable(publishing.as_deref()).await?;
-        let window = PublishWindow::open(self.inner.publish_window);
-        window
-            .run(self.register_within(&window, identifier, source, metadata_location))
-            .await
+        self.publish_in_window(metadata_location, async |window| {
+            self.register_within(window, identifier, source, metadata_location)
+                .await
+        })
+        .await
     }
 
     /// register in the order of checks (see the module docs of [`crate::catalog`]):
@@ -260,12 +258,11 @@ impl Catalog {
         base: &str,
         new: &str,
     ) -> Result<CommitResult> {
-        let publishing = self.warehouse().relative(new).ok();
-        self.ensure_writable(publishing.as_deref()).await?;
-        let window = PublishWindow::open(self.inner.publish_window);
-        window
-            .run(self.commit_within(&window, identifier, source, base, new))
-            .await
+        self.publish_in_window(new, async |window| {
+            self.commit_within(window, identifier, source, base, new)
+                .await
+        })
+        .await
     }
 
     /// commit in the order of checks (see the module docs of [`crate::catalog`]):
@@ -408,56 +405,32 @@ impl Catalog {
         let size = page_size(requested)?;
         self.require_namespace(namespace).await?;
         let prefix = namespace.indexes_prefix();
-        let mut after = decode_page_token(&prefix, page_token)?;
-        let mut identifiers = Vec::with_capacity(size);
-        loop {
-            let page = self.scan(&prefix, after.as_ref(), size).await?;
-            for (key, value) in page.records {
-                if identifiers.len() == size {
-                    // Full, with listed records left over: the next page starts here.
-                    return Ok(IdentifierPage {
-                        identifiers,
-                        next_page_token: after.map(|key| key.as_str().to_owned()),
-                    });
+        let visible = |value: Option<Versioned>| async move {
+            Ok(match value {
+                // The store's class says live.
+                None => true,
+                Some(value) => {
+                    let stored = Stored {
+                        record: PointerRecord::from_bytes(&value.value)?,
+                        version: value.version,
+                    };
+                    matches!(self.visibility(Some(stored)).await?, Visibility::Visible(_))
                 }
-                let visible = match value {
-                    // The store's class says live.
-                    None => true,
-                    Some(value) => {
-                        let stored = Stored {
-                            record: PointerRecord::from_bytes(&value.value)?,
-                            version: value.version,
-                        };
-                        matches!(self.visibility(Some(stored)).await?, Visibility::Visible(_))
-                    }
-                };
-                if visible {
-                    identifiers.push(IndexIdentifier::from_store_key(key.as_str()).map_err(
-                        |err| {
-                            Error::new(
-                                ErrorKind::CorruptRecord,
-                                format!("stored key `{key}`: {}", err.message()),
-                            )
-                        },
-                    )?);
-                }
-                after = Some(key);
-            }
-            if !page.more {
-                return Ok(IdentifierPage {
-                    identifiers,
-                    next_page_token: None,
-                });
-            }
-            // Past the hidden records at the end of the page, too.
-            after = page.last.or(after);
-            if identifiers.len() == size {
-                return Ok(IdentifierPage {
-                    identifiers,
-                    next_page_token: after.map(|key| key.as_str().to_owned()),
-                });
-            }
-        }
+            })
+        };
+        let (identifiers, next_page_token) = self
+            .list_visible(
+                &prefix,
+                page_token,
+                size,
+                visible,
+                IndexIdentifier::from_store_key,
+            )
+            .await?;
+        Ok(IdentifierPage {
+            identifiers,
+            next_page_token,
+        })
     }
 }
 

@@ -14,12 +14,11 @@ use bytes::Bytes;
 
 use super::index::{MAX_REEVALUATIONS, Visibility};
 use super::record::{NamespaceRecord, PointerRecord};
-use super::scan::decode_page_token;
 use super::write::{Basis, WriteOutcome, conditional_write_listed, read_with_retry};
 use super::{Catalog, NamespacePage, page_size};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::Namespace;
-use crate::store::{PutMode, StoreKey, Version};
+use crate::store::{PutMode, StoreKey, Version, Versioned};
 
 fn namespace_not_found(namespace: &Namespace) -> Error {
     Error::new(
@@ -101,10 +100,7 @@ impl Catalog {
                 WriteOutcome::Lost => continue,
             }
         }
-        Err(Error::new(
-            ErrorKind::ConcurrentModification,
-            format!("namespace {namespace} kept changing under concurrent writers; retry"),
-        ))
+        Err(contended(namespace))
     }
 
     pub(crate) async fn namespace_properties_of(
@@ -131,47 +127,19 @@ impl Catalog {
             }
             None => Namespace::top_level_prefix(),
         };
-        let mut after = decode_page_token(&prefix, page_token)?;
-        let mut namespaces = Vec::with_capacity(size);
-        loop {
-            let page = self.scan(&prefix, after.as_ref(), size).await?;
-            for (key, value) in page.records {
-                if namespaces.len() == size {
-                    // Full, with listed records left over: the next page starts here.
-                    return Ok(NamespacePage {
-                        namespaces,
-                        next_page_token: after.map(|key| key.as_str().to_owned()),
-                    });
-                }
-                let exists = match value {
-                    None => true,
-                    Some(value) => NamespaceRecord::from_bytes(&value.value)?.exists,
-                };
-                if exists {
-                    namespaces.push(Namespace::from_store_key(key.as_str()).map_err(|err| {
-                        Error::new(
-                            ErrorKind::CorruptRecord,
-                            format!("stored key `{key}`: {}", err.message()),
-                        )
-                    })?);
-                }
-                after = Some(key);
-            }
-            if !page.more {
-                return Ok(NamespacePage {
-                    namespaces,
-                    next_page_token: None,
-                });
-            }
-            // Past the hidden records at the end of the page, too.
-            after = page.last.or(after);
-            if namespaces.len() == size {
-                return Ok(NamespacePage {
-                    namespaces,
-                    next_page_token: after.map(|key| key.as_str().to_owned()),
-                });
-            }
-        }
+        let exists = |value: Option<Versioned>| async move {
+            Ok(match value {
+                None => true,
+                Some(value) => NamespaceRecord::from_bytes(&value.value)?.exists,
+            })
+        };
+        let (namespaces, next_page_token) = self
+            .list_visible(&prefix, page_token, size, exists, Namespace::from_store_key)
+            .await?;
+        Ok(NamespacePage {
+            namespaces,
+            next_page_token,
+        })
     }
 
     /// Whether any visible index or live namespace is stored under `prefix`.
@@ -239,9 +207,14 @@ impl Catalog {
                 WriteOutcome::Lost => continue,
             }
         }
-        Err(Error::new(
-            ErrorKind::ConcurrentModification,
-            format!("namespace {namespace} kept changing under concurrent writers; retry"),
-        ))
+        Err(contended(namespace))
     }
+}
+
+/// The error of a namespace mutation that kept losing races to other writers.
+fn contended(namespace: &Namespace) -> Error {
+    Error::new(
+        ErrorKind::ConcurrentModification,
+        format!("namespace {namespace} kept changing under concurrent writers; retry"),
+    )
 }

@@ -111,6 +111,19 @@ impl PublishWindow {
 }
 
 impl Catalog {
+    /// Publish the metadata `location` (a register's, or a commit's new one): once the
+    /// catalog may be written for it, run `publish` within one publish window.
+    pub(crate) async fn publish_in_window<T>(
+        &self,
+        location: &str,
+        publish: impl AsyncFnOnce(&PublishWindow) -> Result<T>,
+    ) -> Result<T> {
+        let publishing = self.warehouse().relative(location).ok();
+        self.ensure_writable(publishing.as_deref()).await?;
+        let window = PublishWindow::open(self.inner.publish_window);
+        window.run(publish(&window)).await
+    }
+
     /// Check a metadata location for publication (place, condemnation) and read it.
     pub(crate) async fn prepare_publication(&self, location: &str) -> Result<Publication> {
         let warehouse = self.warehouse();

@@ -6,6 +6,8 @@
 //! from its class when that is [`Listing::Shown`] (live: visible, nothing to read), and is
 //! read otherwise (a `moving` record, or a store that cannot tell).
 
+use std::future::Future;
+
 use futures::{StreamExt, TryStreamExt};
 
 use super::Catalog;
@@ -74,11 +76,55 @@ impl Catalog {
     }
 }
 
+impl Catalog {
+    /// One page of what is visible under `prefix`: at most `size` items after the
+    /// position `page_token` names, and the token of the next page (`None` at the end).
+    /// `visible` judges a listed record (its value, or `None` when the store's class says
+    /// it is shown); `decode` reads the key of a visible one.
+    pub(crate) async fn list_visible<T, Judged>(
+        &self,
+        prefix: &StoreKey,
+        page_token: Option<&str>,
+        size: usize,
+        visible: impl Fn(Option<Versioned>) -> Judged,
+        decode: impl Fn(&str) -> Result<T>,
+    ) -> Result<(Vec<T>, Option<String>)>
+    where
+        Judged: Future<Output = Result<bool>>,
+    {
+        let mut after = decode_page_token(prefix, page_token)?;
+        let mut items = Vec::with_capacity(size);
+        loop {
+            let page = self.scan(prefix, after.as_ref(), size).await?;
+            for (key, value) in page.records {
+                if items.len() == size {
+                    // Full, with listed records left over: the next page starts here.
+                    return Ok((items, after.map(|key| key.as_str().to_owned())));
+                }
+                if visible(value).await? {
+                    items.push(decode(key.as_str()).map_err(|err| {
+                        Error::new(
+                            ErrorKind::CorruptRecord,
+                            format!("stored key `{key}`: {}", err.message()),
+                        )
+                    })?);
+                }
+                after = Some(key);
+            }
+            if !page.more {
+                return Ok((items, None));
+            }
+            // Past the hidden records at the end of the page, too.
+            after = page.last.or(after);
+            if items.len() == size {
+                return Ok((items, after.map(|key| key.as_str().to_owned())));
+            }
+        }
+    }
+}
+
 /// The listing position encoded in a page token: a key under `prefix`.
-pub(crate) fn decode_page_token(
-    prefix: &StoreKey,
-    token: Option<&str>,
-) -> Result<Option<StoreKey>> {
+fn decode_page_token(prefix: &StoreKey, token: Option<&str>) -> Result<Option<StoreKey>> {
     let Some(token) = token else {
         return Ok(None);
     };

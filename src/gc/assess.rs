@@ -9,7 +9,7 @@ use super::GarbageCollector;
 use super::config::format_duration;
 use super::job::{Doomed, Object, Plan};
 use super::lease::Lease;
-use super::ledger::{JournalFacts, JournalRef, Kind, Ledger};
+use super::ledger::{Entry, JournalFacts, JournalRef, Kind, Ledger};
 use super::reachability::Observation;
 use super::refs::RefMap;
 use super::report::{ActionKind, Counts, GcReport};
@@ -263,12 +263,74 @@ impl<'a> Judge<'a> {
         let entry = self.ledger.read(relative).await?;
         let mut ledger_files = entry.files.clone();
         let known = self.known.for_clock(entry.clock_journal).await?;
+        let (clock_ms, evidence_why) =
+            self.clock_of(observation, object, &entry, past_grace_ms, &known);
+        assessed.tracked = self
+            .record_clock(
+                observation,
+                object,
+                &entry,
+                (clock_ms, &evidence_why),
+                &mut ledger_files,
+            )
+            .await?;
+        let retention_ends = clock_ms.saturating_add(self.retention_ms);
+        if self.now_ms < retention_ends {
+            assessed.verdict = Verdict::Retention;
+            return Ok(assessed);
+        }
+        // A condemnation counts only if made after this clock's retention window passed.
+        // It is stamped with the time it is written (not the run's start), so register
+        // and commit, which refuse condemned objects, are bounded against it.
+        let condemned_ms = match entry.condemned_ms.filter(|at| *at >= retention_ends) {
+            Some(at) => at,
+            None => {
+                let (condemned_at, reason) =
+                    self.condemn(relative, clock_ms, &mut ledger_files).await?;
+                assessed.condemned = Some(reason);
+                condemned_at
+            }
+        };
+        // The same matching as reachability: an object another spelling of which an
+        // existing metadata file names stays while that file exists.
+        if referenced.covers_any_spelling(relative) {
+            assessed.verdict = Verdict::Referenced;
+            return Ok(assessed);
+        }
+        if self.now_ms < condemned_ms.saturating_add(self.delay_ms) {
+            assessed.verdict = Verdict::CondemnDelay;
+            return Ok(assessed);
+        }
+        assessed.verdict = Verdict::Doomed(Doomed {
+            name: relative.to_owned(),
+            size: object.size,
+            clock_ms,
+            uuid: object.uuid,
+            ledger_files,
+            condemned_ms,
+        });
+        Ok(assessed)
+    }
+
+    /// The retention clock of `object` (rule (R)) whose ledger `entry` this is, past grace
+    /// at `past_grace_ms`, and why evidence moved it (empty if none did): the recorded
+    /// clock raised by evidence, or for an object first seen unreachable the walk's time
+    /// (or the catalog's quiet time) raised by evidence. `known` is what cannot move it.
+    fn clock_of(
+        &self,
+        observation: &Observation,
+        object: &Object,
+        entry: &Entry,
+        past_grace_ms: i64,
+        known: &JournalFacts,
+    ) -> (i64, String) {
+        let relative = object.name.as_str();
         let evidence = self.evidence_floor(
             observation,
             relative,
             object.uuid,
             entry.clock_start_ms,
-            &known,
+            known,
         );
         let (evidence, evidence_why) = match evidence {
             Some((at, why)) => (Some(at), why),
@@ -296,6 +358,22 @@ impl<'a> Judge<'a> {
                     .max(evidence.unwrap_or(i64::MIN))
             }
         };
+        (clock_ms, evidence_why)
+    }
+
+    /// Record the retention clock `clock_ms` of `object` (moved by `evidence_why`) in the
+    /// ledger when it differs from the one `entry` holds (unless dry), or record it again
+    /// under this run's journal when [`Judge::restamps`] says so; the new ledger file goes
+    /// to `ledger_files`. The reason of a new or moved clock, for the report.
+    async fn record_clock(
+        &self,
+        observation: &Observation,
+        object: &Object,
+        entry: &Entry,
+        (clock_ms, evidence_why): (i64, &str),
+        ledger_files: &mut Vec<String>,
+    ) -> Result<Option<String>> {
+        let relative = object.name.as_str();
         if entry.clock_start_ms != Some(clock_ms) {
             let reason = match entry.clock_start_ms {
                 None => format!(
@@ -316,8 +394,9 @@ impl<'a> Judge<'a> {
                         .await?,
                 );
             }
-            assessed.tracked = Some(reason);
-        } else if self.restamps(observation, object, entry.clock_journal) {
+            return Ok(Some(reason));
+        }
+        if self.restamps(observation, object, entry.clock_journal) {
             // The same clock, recorded again under this run's journal: a name dropped and
             // registered again between every two runs then moves it only when this run's
             // successor cannot vouch for what replaced it (see [`Known`]). A clock this
@@ -335,63 +414,42 @@ impl<'a> Judge<'a> {
                     .await?,
             );
         }
-        let retention_ends = clock_ms.saturating_add(self.retention_ms);
-        if self.now_ms < retention_ends {
-            assessed.verdict = Verdict::Retention;
-            return Ok(assessed);
+        Ok(None)
+    }
+
+    /// Condemn `relative`, unreachable since `clock_ms` (rule (C)): now, on the current
+    /// clock, written to the ledger (unless dry) with the new file going to
+    /// `ledger_files`. The condemnation's time and its reason, for the report.
+    async fn condemn(
+        &self,
+        relative: &str,
+        clock_ms: i64,
+        ledger_files: &mut Vec<String>,
+    ) -> Result<(i64, String)> {
+        let condemned_at = (self.clock)();
+        let reason = format!(
+            "unreachable since {} and retention {} elapsed; deleted by a run at least {} from now if still unreachable",
+            ms_text(clock_ms),
+            format_duration(std::time::Duration::from_millis(
+                self.retention_ms.max(0) as u64
+            )),
+            format_duration(std::time::Duration::from_millis(self.delay_ms.max(0) as u64))
+        );
+        if !self.dry_run {
+            self.hold_lease().await?;
+            ledger_files.push(
+                self.ledger
+                    .record(
+                        relative,
+                        Kind::Condemned,
+                        condemned_at,
+                        self.journal,
+                        &reason,
+                    )
+                    .await?,
+            );
         }
-        // A condemnation counts only if made after this clock's retention window passed.
-        // It is stamped with the time it is written (not the run's start), so register
-        // and commit, which refuse condemned objects, are bounded against it.
-        let condemned_ms = match entry.condemned_ms.filter(|at| *at >= retention_ends) {
-            Some(at) => at,
-            None => {
-                let condemned_at = (self.clock)();
-                let reason = format!(
-                    "unreachable since {} and retention {} elapsed; deleted by a run at least {} from now if still unreachable",
-                    ms_text(clock_ms),
-                    format_duration(std::time::Duration::from_millis(
-                        self.retention_ms.max(0) as u64
-                    )),
-                    format_duration(std::time::Duration::from_millis(self.delay_ms.max(0) as u64))
-                );
-                if !self.dry_run {
-                    self.hold_lease().await?;
-                    ledger_files.push(
-                        self.ledger
-                            .record(
-                                relative,
-                                Kind::Condemned,
-                                condemned_at,
-                                self.journal,
-                                &reason,
-                            )
-                            .await?,
-                    );
-                }
-                assessed.condemned = Some(reason);
-                condemned_at
-            }
-        };
-        // The same matching as reachability: an object another spelling of which an
-        // existing metadata file names stays while that file exists.
-        if referenced.covers_any_spelling(relative) {
-            assessed.verdict = Verdict::Referenced;
-            return Ok(assessed);
-        }
-        if self.now_ms < condemned_ms.saturating_add(self.delay_ms) {
-            assessed.verdict = Verdict::CondemnDelay;
-            return Ok(assessed);
-        }
-        assessed.verdict = Verdict::Doomed(Doomed {
-            name: relative.to_owned(),
-            size: object.size,
-            clock_ms,
-            uuid: object.uuid,
-            ledger_files,
-            condemned_ms,
-        });
-        Ok(assessed)
+        Ok((condemned_at, reason))
     }
 }
 

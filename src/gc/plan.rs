@@ -23,11 +23,12 @@ use super::reachability::{Parsed, observe, read_parsed, references_of};
 use super::refs::RefMap;
 use super::report::{Counts, GcReport};
 use super::scan::{Nested, skip};
-use super::step::{Found, GcStep, Invocation, RunContext, StepOutcome};
+use super::step::{Found, GcStep, Invocation, NextPage, PageListing, RunContext, StepOutcome};
 use crate::catalog::ownership::{read_marker, verify_ownership};
 use crate::error::{Error, Result};
+use crate::family::FamilyRegistry;
 use crate::warehouse::{
-    INDEXES_DIR, ListItem, ListRange, MANAGED_PREFIXES, METADATA_DIR, is_within,
+    INDEXES_DIR, ListItem, ListRange, MANAGED_PREFIXES, METADATA_DIR, Warehouse, is_within,
 };
 
 impl GarbageCollector {
@@ -259,150 +260,83 @@ impl Invocation<'_> {
         self.assess_metadata(&walk, &referenced).await
     }
 
-    pub(crate) fn missing(&self, file: &str) -> Error {
-        Error::new(
-            crate::error::ErrorKind::CorruptRecord,
-            format!(
-                "gc run {} lost `{}/{file}`; give it up (`parqdb-catalog gc abandon`) to start over",
-                self.plan.run_id,
-                self.job.dir()
-            ),
-        )
-    }
-
     /// Pass 1: page by page, read every unreachable metadata file and record what it
     /// names; `true` once the listing is complete.
     async fn read_metadata(&mut self, walk: &Walk) -> Result<bool> {
+        let range = ListRange::whole(METADATA_DIR);
+        let mut last = self.job.last_page(&Seq::Metadata).await?;
+        loop {
+            let listing = match self
+                .next_page(&Seq::Metadata, &range, last.as_ref())
+                .await?
+            {
+                NextPage::Done => return Ok(true),
+                NextPage::OutOfTime => return Ok(false),
+                NextPage::Listed(listing) => listing,
+            };
+            last = Some(
+                self.read_metadata_page(walk, listing, last.as_ref())
+                    .await?,
+            );
+        }
+    }
+
+    /// One page of pass 1 after `last`: read what of `listing` is unreachable, and write
+    /// the page (its candidates, what they name, the nested roots found so far).
+    async fn read_metadata_page(
+        &mut self,
+        walk: &Walk,
+        listing: PageListing,
+        last: Option<&Page>,
+    ) -> Result<Page> {
         let gc = self.gc;
         let warehouse = gc.catalog.warehouse();
         let registry = gc.catalog.registry();
         let reachable = &walk.observation.reachable;
-        let range = ListRange::whole(METADATA_DIR);
-        let seq = Seq::Metadata;
-        let mut last = self.job.last_page(&Seq::Metadata).await?;
-        loop {
-            if let Some(page) = &last {
-                if page.done {
-                    return Ok(true);
-                }
-                if self.out_of_time() {
-                    return Ok(false);
-                }
-            }
-            let after = last.as_ref().and_then(|page| page.after.clone());
-            let number = last.as_ref().map_or(0, |page| page.seq + 1);
-            let listing = self
-                .list_page(&seq, number, &range, after.as_deref())
-                .await?;
-            let done = listing.done;
-            let position = listing
-                .entries
-                .last()
-                .map(|entry| entry.position.clone())
-                .or(after);
-            let listed = listing.entries;
-            let mut nested = Nested::from(last.as_ref());
-            let mut counts = Counts::default();
-            let mut candidates = Vec::new();
-            let mut referenced = Vec::new();
-            let mut warnings = Vec::new();
-            let mut read = futures::stream::iter(listed)
-                .map(|entry| async move {
-                    let ListItem::Object(listed) = entry.item() else {
-                        return Ok::<_, Error>((entry.item(), None));
-                    };
-                    if reachable.covers_any_spelling(&listed.name)
-                        || nested_root(&listed.name).is_some()
-                    {
-                        return Ok((ListItem::Object(listed), None));
-                    }
-                    let parsed = read_parsed(warehouse, registry, &listed.name).await?;
-                    Ok((ListItem::Object(listed), Some(parsed)))
-                })
-                .buffered(gc.config.io_concurrency.max(1));
-            while let Some((item, parsed)) = read.try_next().await? {
-                let listed = match item {
-                    ListItem::Object(listed) => listed,
-                    skipped => {
-                        skip(&mut counts, &mut warnings, skipped);
-                        continue;
-                    }
+        let mut nested = Nested::from(last);
+        let mut read_page = MetadataPage::default();
+        let mut read = futures::stream::iter(listing.entries)
+            .map(|entry| async move {
+                let ListItem::Object(listed) = entry.item() else {
+                    return Ok::<_, Error>((entry.item(), None));
                 };
-                counts.scanned.add(listed.size);
-                if nested.note(&listed.name) {
-                    counts.kept_nested.add(listed.size);
-                    continue;
+                if reachable.covers_any_spelling(&listed.name)
+                    || nested_root(&listed.name).is_some()
+                {
+                    return Ok((ListItem::Object(listed), None));
                 }
-                let object = Object {
-                    name: listed.name.clone(),
-                    size: listed.size,
-                    last_modified_ms: listed.last_modified_ms,
-                    uuid: None,
-                };
-                match parsed {
-                    None => counts.reachable.add(listed.size),
-                    Some(Parsed::Missing) => {} // deleted since it was listed
-                    Some(Parsed::Metadata(metadata)) => {
-                        let refs = references_of(&metadata, registry, warehouse);
-                        for reference in refs.direct.into_iter().chain(refs.family) {
-                            // (P) keeps what a file names, never the file itself.
-                            if !is_within(&listed.name, &reference) {
-                                referenced.push(reference);
-                            }
-                        }
-                        candidates.push(Object {
-                            uuid: Some(metadata.index_uuid()),
-                            ..object
-                        });
-                    }
-                    Some(Parsed::Opaque {
-                        why,
-                        foreign_format,
-                        references,
-                    }) => {
-                        for reference in references {
-                            // Never the file itself; and a file of no known format that
-                            // merely contains the string `indexes` or `metadata` does not
-                            // hold a whole managed prefix (one of a newer format does).
-                            let whole_prefix = MANAGED_PREFIXES.contains(&reference.as_str());
-                            if !is_within(&listed.name, &reference)
-                                && (foreign_format || !whole_prefix)
-                            {
-                                referenced.push(reference);
-                            }
-                        }
-                        if foreign_format {
-                            counts.kept_unknown_format.add(listed.size);
-                            warnings.push(format!(
-                                "`{}` is index metadata of a format this collector does not understand ({why}); it is never deleted, nor is anything it names: remove it by hand if it is a stray",
-                                listed.name
-                            ));
-                        } else {
-                            candidates.push(object);
-                        }
-                    }
-                }
-            }
-            drop(read);
-            let mut totals = last.as_ref().map(|page| page.totals).unwrap_or_default();
-            totals.merge(&counts);
-            let page = Page {
-                seq: last.as_ref().map_or(0, |page| page.seq + 1),
-                after: position,
-                done,
-                totals,
-                candidates,
-                referenced,
-                nested: nested.into_roots(),
-                warnings,
-                ..Page::default()
-            };
-            let page = self.write_page(&Seq::Metadata, page).await?;
-            self.report.add_counts(&counts);
-            gc.scanned(counts.scanned);
-            self.report.warnings.extend(page.warnings.iter().cloned());
-            last = Some(page);
+                let parsed = read_parsed(warehouse, registry, &listed.name).await?;
+                Ok((ListItem::Object(listed), Some(parsed)))
+            })
+            .buffered(gc.config.io_concurrency.max(1));
+        while let Some((item, parsed)) = read.try_next().await? {
+            read_page.note(&mut nested, item, parsed, registry, warehouse);
         }
+        drop(read);
+        let MetadataPage {
+            counts,
+            candidates,
+            referenced,
+            warnings,
+        } = read_page;
+        let mut totals = last.map(|page| page.totals).unwrap_or_default();
+        totals.merge(&counts);
+        let page = Page {
+            seq: listing.number,
+            after: listing.after,
+            done: listing.done,
+            totals,
+            candidates,
+            referenced,
+            nested: nested.into_roots(),
+            warnings,
+            ..Page::default()
+        };
+        let page = self.write_page(&Seq::Metadata, page).await?;
+        self.report.add_counts(&counts);
+        gc.scanned(counts.scanned);
+        self.report.warnings.extend(page.warnings.iter().cloned());
+        Ok(page)
     }
 
     /// What unreachable metadata names (rule (P)): `referenced.json`, written once pass 1
@@ -522,6 +456,90 @@ impl Invocation<'_> {
             previous = Some(page);
         }
         Ok(true)
+    }
+}
+
+/// What pass 1 learns from one page of `metadata/`.
+#[derive(Default)]
+struct MetadataPage {
+    counts: Counts,
+    /// The unreachable metadata files that may be deleted.
+    candidates: Vec<Object>,
+    /// What they (and the files never deleted) name (rule (P)).
+    referenced: Vec<String>,
+    warnings: Vec<String>,
+}
+
+impl MetadataPage {
+    /// Note one listed entry, and what reading it found (`None`: reachable or nested, not
+    /// read).
+    fn note(
+        &mut self,
+        nested: &mut Nested,
+        item: ListItem,
+        parsed: Option<Parsed>,
+        registry: &FamilyRegistry,
+        warehouse: &Warehouse,
+    ) {
+        let listed = match item {
+            ListItem::Object(listed) => listed,
+            skipped => {
+                skip(&mut self.counts, &mut self.warnings, skipped);
+                return;
+            }
+        };
+        self.counts.scanned.add(listed.size);
+        if nested.note(&listed.name) {
+            self.counts.kept_nested.add(listed.size);
+            return;
+        }
+        let object = Object {
+            name: listed.name.clone(),
+            size: listed.size,
+            last_modified_ms: listed.last_modified_ms,
+            uuid: None,
+        };
+        match parsed {
+            None => self.counts.reachable.add(listed.size),
+            Some(Parsed::Missing) => {} // deleted since it was listed
+            Some(Parsed::Metadata(metadata)) => {
+                let refs = references_of(&metadata, registry, warehouse);
+                for reference in refs.direct.into_iter().chain(refs.family) {
+                    // (P) keeps what a file names, never the file itself.
+                    if !is_within(&listed.name, &reference) {
+                        self.referenced.push(reference);
+                    }
+                }
+                self.candidates.push(Object {
+                    uuid: Some(metadata.index_uuid()),
+                    ..object
+                });
+            }
+            Some(Parsed::Opaque {
+                why,
+                foreign_format,
+                references,
+            }) => {
+                for reference in references {
+                    // Never the file itself; and a file of no known format that
+                    // merely contains the string `indexes` or `metadata` does not
+                    // hold a whole managed prefix (one of a newer format does).
+                    let whole_prefix = MANAGED_PREFIXES.contains(&reference.as_str());
+                    if !is_within(&listed.name, &reference) && (foreign_format || !whole_prefix) {
+                        self.referenced.push(reference);
+                    }
+                }
+                if foreign_format {
+                    self.counts.kept_unknown_format.add(listed.size);
+                    self.warnings.push(format!(
+                        "`{}` is index metadata of a format this collector does not understand ({why}); it is never deleted, nor is anything it names: remove it by hand if it is a stray",
+                        listed.name
+                    ));
+                } else {
+                    self.candidates.push(object);
+                }
+            }
+        }
     }
 }
 

@@ -418,7 +418,9 @@ async fn list_prefix(
     }
 }
 
-/// Walk the catalog at `now_ms`.
+/// Walk the catalog at `now_ms`: the pointer records (the roots and the evidence they
+/// carry), the closure over root metadata, the metadata of recent tombstones, then each
+/// incarnation attached to the index uuid of its metadata.
 pub(crate) async fn observe(
     catalog: &Catalog,
     now_ms: i64,
@@ -426,26 +428,57 @@ pub(crate) async fn observe(
     skew_ms: i64,
     concurrency: usize,
 ) -> Result<Observation> {
-    let warehouse = catalog.warehouse();
-    let registry = catalog.registry();
-    let mut observation = Observation {
-        evidence: Evidence {
-            quiet_usable: true,
-            ..Evidence::default()
+    let mut walker = Walker {
+        catalog,
+        concurrency,
+        observation: Observation {
+            evidence: Evidence {
+                quiet_usable: true,
+                ..Evidence::default()
+            },
+            ..Observation::default()
         },
-        ..Observation::default()
+        uuids: HashMap::new(),
+        names: HashMap::new(),
     };
-    // Absolute metadata location -> the latest `updated-ms` of a root record naming it.
-    let mut roots: BTreeMap<String, i64> = BTreeMap::new();
-    // Tombstone metadata within the retention horizon -> the latest drop time.
-    let mut tombstones: BTreeMap<String, i64> = BTreeMap::new();
-    // Absolute metadata location -> incarnations naming it (roots and horizon tombstones).
-    let mut incarnations: HashMap<String, Vec<Incarnation>> = HashMap::new();
-    let mut seen_keys: HashSet<StoreKey> = HashSet::new();
-    let recent_after = now_ms.saturating_sub(skew_ms);
-    let horizon = now_ms.saturating_sub(retention_ms.saturating_add(skew_ms));
-    {
-        let obs = &mut observation;
+    let records = walker.read_records(now_ms, retention_ms, skew_ms).await?;
+    walker.close_over_roots(&records.roots).await?;
+    walker.read_tombstones(records.tombstones).await?;
+    walker.attach_incarnations(records.incarnations);
+    let mut observation = walker.observation;
+    observation.roots.references = observation.reachable.len() as u64;
+    Ok(observation)
+}
+
+/// One walk of the catalog: where it reads, and what it has found so far.
+struct Walker<'a> {
+    catalog: &'a Catalog,
+    /// How many reads at once.
+    concurrency: usize,
+    observation: Observation,
+    /// Canonical metadata name -> its index uuid (roots and tombstones).
+    uuids: HashMap<String, Uuid>,
+    /// Absolute location -> canonical name.
+    names: HashMap<String, String>,
+}
+
+impl Walker<'_> {
+    /// Read every pointer record once (see "Roots" in the module docs): count it, note its
+    /// evidence and its source locations in `observation`, and keep what the walk over
+    /// metadata needs.
+    async fn read_records(
+        &mut self,
+        now_ms: i64,
+        retention_ms: i64,
+        skew_ms: i64,
+    ) -> Result<Records> {
+        let (catalog, concurrency) = (self.catalog, self.concurrency);
+        let observation = &mut self.observation;
+        let warehouse = catalog.warehouse();
+        let mut records = Records::default();
+        let mut seen_keys: HashSet<StoreKey> = HashSet::new();
+        let recent_after = now_ms.saturating_sub(skew_ms);
+        let horizon = now_ms.saturating_sub(retention_ms.saturating_add(skew_ms));
         let mut visit = |key: &StoreKey, value: &[u8]| -> Result<()> {
             if !seen_keys.insert(key.clone()) {
                 return Ok(());
@@ -456,220 +489,281 @@ pub(crate) async fn observe(
                     format!("gc aborted: record `{key}`: {}", err.message()),
                 )
             })?;
-            let stats = &mut obs.roots;
-            stats.pointer_records += 1;
-            let evidence = &mut obs.evidence;
-            evidence.quiet_since_ms = Some(
-                evidence
-                    .quiet_since_ms
-                    .map_or(record.updated_ms, |q| q.max(record.updated_ms)),
-            );
-            evidence.all_incarnations.insert(record.created_by);
-            evidence.all_writes.insert(record.commit_id);
-            if record.updated_ms > horizon {
-                incarnations
-                    .entry(record.metadata_location.clone())
-                    .or_default()
-                    .push(Incarnation {
-                        created_by: record.created_by,
-                        index_uuid: None,
-                        updated_ms: record.updated_ms,
-                        reincarnation: is_reincarnation(&record),
-                        replaced: replaced_writes(&record),
-                    });
-            }
-            for location in source_locations(&record.source, warehouse) {
-                obs.reachable.insert(location, 0);
-            }
-            let root = match record.state {
-                PointerState::Live => {
-                    stats.live += 1;
-                    true
-                }
-                PointerState::Moving => {
-                    stats.moving += 1;
-                    true
-                }
-                PointerState::Dropped => {
-                    stats.tombstones += 1;
-                    if record.updated_ms >= recent_after {
-                        stats.recent_tombstone_roots += 1;
-                        true
-                    } else {
-                        if record.updated_ms > horizon {
-                            let at = tombstones
-                                .entry(record.metadata_location.clone())
-                                .or_insert(record.updated_ms);
-                            *at = (*at).max(record.updated_ms);
-                        }
-                        false
-                    }
-                }
-            };
-            if root {
-                let at = roots
-                    .entry(record.metadata_location.clone())
-                    .or_insert(record.updated_ms);
-                *at = (*at).max(record.updated_ms);
-            }
+            records.note(observation, &record, warehouse, horizon, recent_after);
             Ok(())
         };
         for_each_record(catalog.store().as_ref(), concurrency, &mut visit).await?;
+        Ok(records)
     }
 
-    // The closure over root metadata, layer by layer.
-    let mut visited: HashSet<String> = HashSet::new();
-    // Canonical metadata name -> its index uuid (roots and tombstones).
-    let mut uuids: HashMap<String, Uuid> = HashMap::new();
-    // Absolute location -> canonical name.
-    let mut names: HashMap<String, String> = HashMap::new();
-    let mut frontier: Vec<(String, Option<i64>)> = Vec::new();
-    for (location, updated_ms) in &roots {
-        let name = warehouse.relative(location).map_err(|err| {
-            Error::new(
-                err.kind(),
-                format!(
-                    "gc aborted: a root names a metadata file outside the warehouse: {}",
-                    err.message()
-                ),
-            )
-        })?;
-        names.insert(location.clone(), name.clone());
-        if visited.insert(name.clone()) {
-            frontier.push((name, Some(*updated_ms)));
+    /// The closure over root metadata, layer by layer (see "Closure" in the module docs):
+    /// everything the `roots` reach is reachable; a root metadata file that is missing or
+    /// invalid aborts the walk.
+    async fn close_over_roots(&mut self, roots: &BTreeMap<String, i64>) -> Result<()> {
+        let (catalog, concurrency) = (self.catalog, self.concurrency);
+        let (warehouse, registry) = (catalog.warehouse(), catalog.registry());
+        let Walker {
+            observation,
+            uuids,
+            names,
+            ..
+        } = self;
+        let mut visited: HashSet<String> = HashSet::new();
+        let mut frontier: Vec<(String, Option<i64>)> = Vec::new();
+        for (location, updated_ms) in roots {
+            let name = warehouse.relative(location).map_err(|err| {
+                Error::new(
+                    err.kind(),
+                    format!(
+                        "gc aborted: a root names a metadata file outside the warehouse: {}",
+                        err.message()
+                    ),
+                )
+            })?;
+            names.insert(location.clone(), name.clone());
+            if visited.insert(name.clone()) {
+                frontier.push((name, Some(*updated_ms)));
+            }
         }
-    }
-    while !frontier.is_empty() {
-        let layer = std::mem::take(&mut frontier);
-        let results: Vec<(String, Option<i64>, Parsed)> = futures::stream::iter(layer)
-            .map(|(name, root_updated)| async move {
-                let parsed = read_parsed(warehouse, registry, &name).await?;
-                Ok::<_, Error>((name, root_updated, parsed))
-            })
-            .buffer_unordered(concurrency.max(1))
-            .try_collect()
-            .await?;
-        for (name, root_updated, parsed) in results {
-            observation.reachable.insert(name.clone(), 0);
-            match parsed {
-                Parsed::Metadata(metadata) => {
-                    observation.roots.metadata_files_read += 1;
-                    if root_updated.is_some() {
-                        uuids.insert(name.clone(), metadata.index_uuid());
+        while !frontier.is_empty() {
+            let layer = std::mem::take(&mut frontier);
+            let results: Vec<(String, Option<i64>, Parsed)> = futures::stream::iter(layer)
+                .map(|(name, root_updated)| async move {
+                    let parsed = read_parsed(warehouse, registry, &name).await?;
+                    Ok::<_, Error>((name, root_updated, parsed))
+                })
+                .buffer_unordered(concurrency.max(1))
+                .try_collect()
+                .await?;
+            for (name, root_updated, parsed) in results {
+                observation.reachable.insert(name.clone(), 0);
+                match parsed {
+                    Parsed::Metadata(metadata) => {
+                        observation.roots.metadata_files_read += 1;
+                        if root_updated.is_some() {
+                            uuids.insert(name.clone(), metadata.index_uuid());
+                        }
+                        let refs = references_of(&metadata, registry, warehouse);
+                        for reference in refs.direct {
+                            observation.reachable.insert(reference, 0);
+                        }
+                        for reference in refs.family {
+                            if visited.insert(reference.clone()) {
+                                frontier.push((reference, None));
+                            }
+                        }
                     }
-                    let refs = references_of(&metadata, registry, warehouse);
-                    for reference in refs.direct {
-                        observation.reachable.insert(reference, 0);
+                    Parsed::Missing if root_updated.is_some() => {
+                        return Err(Error::new(
+                            ErrorKind::InvalidIndexMetadata,
+                            format!(
+                                "gc aborted: the metadata file `{}` of a catalog pointer does not exist; nothing is deleted until this is repaired",
+                                warehouse.absolute(&name)
+                            ),
+                        ));
                     }
-                    for reference in refs.family {
-                        if visited.insert(reference.clone()) {
-                            frontier.push((reference, None));
+                    Parsed::Opaque { why, .. } if root_updated.is_some() => {
+                        return Err(Error::new(
+                            ErrorKind::InvalidIndexMetadata,
+                            format!(
+                                "gc aborted: the metadata file `{}` of a catalog pointer is invalid: {why}",
+                                warehouse.absolute(&name)
+                            ),
+                        ));
+                    }
+                    Parsed::Missing => {
+                        observation.evidence.quiet_usable = false;
+                        observation.warnings.push(format!(
+                            "a family parameter references `{name}`, which does not exist"
+                        ));
+                    }
+                    Parsed::Opaque { references, .. } => {
+                        // A referenced object in another format: reachable itself, and so is
+                        // whatever it may name.
+                        for reference in references {
+                            observation.reachable.insert(reference, 0);
                         }
                     }
                 }
-                Parsed::Missing if root_updated.is_some() => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidIndexMetadata,
-                        format!(
-                            "gc aborted: the metadata file `{}` of a catalog pointer does not exist; nothing is deleted until this is repaired",
-                            warehouse.absolute(&name)
-                        ),
-                    ));
-                }
-                Parsed::Opaque { why, .. } if root_updated.is_some() => {
-                    return Err(Error::new(
-                        ErrorKind::InvalidIndexMetadata,
-                        format!(
-                            "gc aborted: the metadata file `{}` of a catalog pointer is invalid: {why}",
-                            warehouse.absolute(&name)
-                        ),
-                    ));
-                }
-                Parsed::Missing => {
-                    observation.evidence.quiet_usable = false;
-                    observation.warnings.push(format!(
-                        "a family parameter references `{name}`, which does not exist"
-                    ));
-                }
-                Parsed::Opaque { references, .. } => {
-                    // A referenced object in another format: reachable itself, and so is
-                    // whatever it may name.
-                    for reference in references {
-                        observation.reachable.insert(reference, 0);
-                    }
-                }
             }
         }
+        Ok(())
     }
 
-    // Evidence from recently dropped metadata.
-    let tombstone_list: Vec<(String, i64)> = tombstones.into_iter().collect();
-    let parsed: Vec<(String, String, i64, Option<Parsed>)> = futures::stream::iter(tombstone_list)
-        .map(|(location, dropped_ms)| async move {
-            let Ok(name) = warehouse.relative(&location) else {
-                return Ok::<_, Error>((location.clone(), location, dropped_ms, None));
-            };
-            let parsed = read_parsed(warehouse, registry, &name).await?;
-            Ok((location, name, dropped_ms, Some(parsed)))
-        })
-        .buffer_unordered(concurrency.max(1))
-        .try_collect()
-        .await?;
-    for (location, name, dropped_ms, parsed) in parsed {
-        let evidence = &mut observation.evidence;
-        match parsed {
-            Some(Parsed::Metadata(metadata)) => {
-                names.insert(location, name.clone());
-                uuids.insert(name.clone(), metadata.index_uuid());
-                evidence.tombstone_refs.insert(name, dropped_ms);
-                let refs = references_of(&metadata, registry, warehouse);
-                for reference in refs.direct.into_iter().chain(refs.family) {
-                    evidence.tombstone_refs.insert(reference, dropped_ms);
+    /// Evidence from recently dropped metadata: whatever the metadata of a tombstone within
+    /// the retention horizon references lost reachability no earlier than its drop.
+    async fn read_tombstones(&mut self, tombstones: BTreeMap<String, i64>) -> Result<()> {
+        let (catalog, concurrency) = (self.catalog, self.concurrency);
+        let (warehouse, registry) = (catalog.warehouse(), catalog.registry());
+        let Walker {
+            observation,
+            uuids,
+            names,
+            ..
+        } = self;
+        let tombstone_list: Vec<(String, i64)> = tombstones.into_iter().collect();
+        let parsed: Vec<(String, String, i64, Option<Parsed>)> =
+            futures::stream::iter(tombstone_list)
+                .map(|(location, dropped_ms)| async move {
+                    let Ok(name) = warehouse.relative(&location) else {
+                        return Ok::<_, Error>((location.clone(), location, dropped_ms, None));
+                    };
+                    let parsed = read_parsed(warehouse, registry, &name).await?;
+                    Ok((location, name, dropped_ms, Some(parsed)))
+                })
+                .buffer_unordered(concurrency.max(1))
+                .try_collect()
+                .await?;
+        for (location, name, dropped_ms, parsed) in parsed {
+            let evidence = &mut observation.evidence;
+            match parsed {
+                Some(Parsed::Metadata(metadata)) => {
+                    names.insert(location, name.clone());
+                    uuids.insert(name.clone(), metadata.index_uuid());
+                    evidence.tombstone_refs.insert(name, dropped_ms);
+                    let refs = references_of(&metadata, registry, warehouse);
+                    for reference in refs.direct.into_iter().chain(refs.family) {
+                        evidence.tombstone_refs.insert(reference, dropped_ms);
+                    }
                 }
-            }
-            Some(Parsed::Missing) => {}
-            Some(Parsed::Opaque {
-                why, references, ..
-            }) => {
-                evidence.tombstone_refs.insert(name.clone(), dropped_ms);
-                for reference in references {
-                    evidence.tombstone_refs.insert(reference, dropped_ms);
+                Some(Parsed::Missing) => {}
+                Some(Parsed::Opaque {
+                    why, references, ..
+                }) => {
+                    evidence.tombstone_refs.insert(name.clone(), dropped_ms);
+                    for reference in references {
+                        evidence.tombstone_refs.insert(reference, dropped_ms);
+                    }
+                    observation.warnings.push(format!(
+                        "the metadata of a dropped index, `{name}`, is invalid: {why}"
+                    ));
                 }
-                observation.warnings.push(format!(
-                    "the metadata of a dropped index, `{name}`, is invalid: {why}"
-                ));
-            }
-            None => observation.warnings.push(format!(
-                "a dropped index names `{name}`, outside the warehouse"
-            )),
-        }
-    }
-    // Attach each incarnation to the index uuid of its metadata.
-    for (location, list) in incarnations {
-        let uuid = names
-            .get(&location)
-            .and_then(|name| uuids.get(name))
-            .copied();
-        for mut incarnation in list {
-            incarnation.index_uuid = uuid;
-            if incarnation.reincarnation {
-                observation
-                    .evidence
-                    .reincarnations
-                    .push(incarnation.clone());
-            }
-            if let Some(uuid) = uuid {
-                observation
-                    .evidence
-                    .by_uuid
-                    .entry(uuid)
-                    .or_default()
-                    .push(incarnation);
+                None => observation.warnings.push(format!(
+                    "a dropped index names `{name}`, outside the warehouse"
+                )),
             }
         }
+        Ok(())
     }
-    observation.roots.references = observation.reachable.len() as u64;
-    Ok(observation)
+
+    /// Attach each incarnation to the index uuid of its metadata.
+    fn attach_incarnations(&mut self, incarnations: HashMap<String, Vec<Incarnation>>) {
+        let Walker {
+            observation,
+            uuids,
+            names,
+            ..
+        } = self;
+        for (location, list) in incarnations {
+            let uuid = names
+                .get(&location)
+                .and_then(|name| uuids.get(name))
+                .copied();
+            for mut incarnation in list {
+                incarnation.index_uuid = uuid;
+                if incarnation.reincarnation {
+                    observation
+                        .evidence
+                        .reincarnations
+                        .push(incarnation.clone());
+                }
+                if let Some(uuid) = uuid {
+                    observation
+                        .evidence
+                        .by_uuid
+                        .entry(uuid)
+                        .or_default()
+                        .push(incarnation);
+                }
+            }
+        }
+    }
+}
+
+/// What the walk over the pointer records leaves for the walk over metadata.
+#[derive(Default)]
+struct Records {
+    /// Absolute metadata location -> the latest `updated-ms` of a root record naming it.
+    roots: BTreeMap<String, i64>,
+    /// Tombstone metadata within the retention horizon -> the latest drop time.
+    tombstones: BTreeMap<String, i64>,
+    /// Absolute metadata location -> incarnations naming it (roots and horizon tombstones).
+    incarnations: HashMap<String, Vec<Incarnation>>,
+}
+
+impl Records {
+    /// Note one pointer record: a root if `live`, `moving` or dropped at `recent_after`
+    /// or later; evidence if dropped after `horizon`.
+    fn note(
+        &mut self,
+        obs: &mut Observation,
+        record: &PointerRecord,
+        warehouse: &Warehouse,
+        horizon: i64,
+        recent_after: i64,
+    ) {
+        let Records {
+            roots,
+            tombstones,
+            incarnations,
+        } = self;
+        let stats = &mut obs.roots;
+        stats.pointer_records += 1;
+        let evidence = &mut obs.evidence;
+        evidence.quiet_since_ms = Some(
+            evidence
+                .quiet_since_ms
+                .map_or(record.updated_ms, |q| q.max(record.updated_ms)),
+        );
+        evidence.all_incarnations.insert(record.created_by);
+        evidence.all_writes.insert(record.commit_id);
+        if record.updated_ms > horizon {
+            incarnations
+                .entry(record.metadata_location.clone())
+                .or_default()
+                .push(Incarnation {
+                    created_by: record.created_by,
+                    index_uuid: None,
+                    updated_ms: record.updated_ms,
+                    reincarnation: is_reincarnation(record),
+                    replaced: replaced_writes(record),
+                });
+        }
+        for location in source_locations(&record.source, warehouse) {
+            obs.reachable.insert(location, 0);
+        }
+        let root = match record.state {
+            PointerState::Live => {
+                stats.live += 1;
+                true
+            }
+            PointerState::Moving => {
+                stats.moving += 1;
+                true
+            }
+            PointerState::Dropped => {
+                stats.tombstones += 1;
+                if record.updated_ms >= recent_after {
+                    stats.recent_tombstone_roots += 1;
+                    true
+                } else {
+                    if record.updated_ms > horizon {
+                        let at = tombstones
+                            .entry(record.metadata_location.clone())
+                            .or_insert(record.updated_ms);
+                        *at = (*at).max(record.updated_ms);
+                    }
+                    false
+                }
+            }
+        };
+        if root {
+            let at = roots
+                .entry(record.metadata_location.clone())
+                .or_insert(record.updated_ms);
+            *at = (*at).max(record.updated_ms);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -6,14 +6,16 @@
 //! the deletion steps keep whatever lies below any nested root any partition found (an
 //! ownership marker directly in `indexes/` marks all of it).
 
+use std::sync::Arc;
+
 use futures::{StreamExt, TryStreamExt};
 
-use super::assess::{Judge, PageTally};
-use super::job::{Object, Page, Seq};
+use super::assess::{Judge, Known, PageTally};
+use super::job::{Object, Page, Seq, Walk};
 use super::nested::nested_root;
 use super::refs::RefMap;
 use super::report::Counts;
-use super::step::{GcStep, Invocation, StepOutcome};
+use super::step::{GcStep, Invocation, NextPage, PageListing, StepOutcome};
 use crate::error::{Error, Result};
 use crate::warehouse::ListItem;
 
@@ -89,6 +91,18 @@ enum Scanned {
     Assessed(super::assess::Assessed),
 }
 
+/// What a scan decides its pages by, read once per invocation.
+struct ScanBasis<'a> {
+    /// The run's first walk.
+    walk: &'a Walk,
+    /// What unreachable metadata names (rule (P)).
+    referenced: &'a RefMap,
+    /// The incarnations that cannot move a recorded clock.
+    known: &'a Arc<Known>,
+    /// The invocation's clock.
+    clock: &'a (dyn Fn() -> i64 + Send + Sync),
+}
+
 impl Invocation<'_> {
     /// The scan step for partition `partition`.
     pub(crate) async fn scan(mut self, partition: usize) -> Result<StepOutcome> {
@@ -108,105 +122,111 @@ impl Invocation<'_> {
         let referenced = self.referenced().await?;
         let known = self.known().await?;
         let clock = self.clock();
-        let gc = self.gc;
         loop {
-            if let Some(page) = &last {
-                if page.done {
-                    return Ok(self.outcome(step, true));
-                }
-                if self.out_of_time() {
-                    return Ok(self.outcome(step, false));
-                }
-            }
-            let after = last.as_ref().and_then(|page| page.after.clone());
-            let number = last.as_ref().map_or(0, |page| page.seq + 1);
-            let listing = self
-                .list_page(&seq, number, &range, after.as_deref())
-                .await?;
-            let done = listing.done;
-            let position = listing
-                .entries
-                .last()
-                .map(|entry| entry.position.clone())
-                .or(after);
-            let listed = listing.entries;
-            let doomed_so_far = last.as_ref().map_or(0, |page| page.doomed_total);
-            let mut tally =
-                PageTally::with_room(self.plan.max_doomed.saturating_sub(doomed_so_far));
-            let mut nested = Nested::from(last.as_ref());
-            let mut warnings = Vec::new();
-            {
-                let judge = Judge::new(
-                    gc,
-                    &self.run.plan,
-                    &self.run.lease,
-                    &clock,
-                    known.clone(),
-                    self.now_ms,
-                );
-                let (judge, observation, referenced) = (&judge, &walk.observation, &referenced);
-                let mut decided = futures::stream::iter(listed)
-                    .map(|entry| async move {
-                        let ListItem::Object(listed) = entry.item() else {
-                            return Ok::<_, Error>(Scanned::Skipped(entry.item()));
-                        };
-                        if observation.reachable.covers_any_spelling(&listed.name) {
-                            return Ok(Scanned::Reachable(listed.size));
-                        }
-                        if nested_root(&listed.name).is_some() {
-                            return Ok(Scanned::Nested(listed.name, listed.size));
-                        }
-                        let object = Object {
-                            name: listed.name,
-                            size: listed.size,
-                            last_modified_ms: listed.last_modified_ms,
-                            uuid: None,
-                        };
-                        Ok(Scanned::Assessed(
-                            judge.assess(observation, referenced, &object).await?,
-                        ))
-                    })
-                    .buffer_unordered(gc.config.io_concurrency.max(1));
-                while let Some(item) = decided.try_next().await? {
-                    match item {
-                        Scanned::Skipped(skipped) => {
-                            skip(&mut tally.counts, &mut warnings, skipped)
-                        }
-                        Scanned::Reachable(size) => {
-                            tally.counts.scanned.add(size);
-                            tally.counts.reachable.add(size);
-                        }
-                        Scanned::Nested(name, size) => {
-                            tally.counts.scanned.add(size);
-                            tally.counts.kept_nested.add(size);
-                            nested.note(&name);
-                        }
-                        Scanned::Assessed(assessed) => {
-                            tally.counts.scanned.add(assessed.size);
-                            tally.record(assessed, &mut self.report);
-                        }
+            let listing = match self.next_page(&seq, &range, last.as_ref()).await? {
+                NextPage::Done => return Ok(self.outcome(step, true)),
+                NextPage::OutOfTime => return Ok(self.outcome(step, false)),
+                NextPage::Listed(listing) => listing,
+            };
+            let basis = ScanBasis {
+                walk: &walk,
+                referenced: &referenced,
+                known: &known,
+                clock: &clock,
+            };
+            last = Some(self.scan_page(&seq, listing, last.as_ref(), basis).await?);
+        }
+    }
+
+    /// One page of a partition's scan after `last`: decide every object of `listing`, and
+    /// write the page (its doomed objects, the nested roots found so far).
+    async fn scan_page(
+        &mut self,
+        seq: &Seq,
+        listing: PageListing,
+        last: Option<&Page>,
+        basis: ScanBasis<'_>,
+    ) -> Result<Page> {
+        let gc = self.gc;
+        let ScanBasis {
+            walk,
+            referenced,
+            known,
+            clock,
+        } = basis;
+        let doomed_so_far = last.map_or(0, |page| page.doomed_total);
+        let mut tally = PageTally::with_room(self.plan.max_doomed.saturating_sub(doomed_so_far));
+        let mut nested = Nested::from(last);
+        let mut warnings = Vec::new();
+        {
+            let judge = Judge::new(
+                gc,
+                &self.run.plan,
+                &self.run.lease,
+                clock,
+                known.clone(),
+                self.now_ms,
+            );
+            let (judge, observation) = (&judge, &walk.observation);
+            let mut decided = futures::stream::iter(listing.entries)
+                .map(|entry| async move {
+                    let ListItem::Object(listed) = entry.item() else {
+                        return Ok::<_, Error>(Scanned::Skipped(entry.item()));
+                    };
+                    if observation.reachable.covers_any_spelling(&listed.name) {
+                        return Ok(Scanned::Reachable(listed.size));
+                    }
+                    if nested_root(&listed.name).is_some() {
+                        return Ok(Scanned::Nested(listed.name, listed.size));
+                    }
+                    let object = Object {
+                        name: listed.name,
+                        size: listed.size,
+                        last_modified_ms: listed.last_modified_ms,
+                        uuid: None,
+                    };
+                    Ok(Scanned::Assessed(
+                        judge.assess(observation, referenced, &object).await?,
+                    ))
+                })
+                .buffer_unordered(gc.config.io_concurrency.max(1));
+            while let Some(item) = decided.try_next().await? {
+                match item {
+                    Scanned::Skipped(skipped) => skip(&mut tally.counts, &mut warnings, skipped),
+                    Scanned::Reachable(size) => {
+                        tally.counts.scanned.add(size);
+                        tally.counts.reachable.add(size);
+                    }
+                    Scanned::Nested(name, size) => {
+                        tally.counts.scanned.add(size);
+                        tally.counts.kept_nested.add(size);
+                        nested.note(&name);
+                    }
+                    Scanned::Assessed(assessed) => {
+                        tally.counts.scanned.add(assessed.size);
+                        tally.record(assessed, &mut self.report);
                     }
                 }
             }
-            let mut totals = last.as_ref().map(|page| page.totals).unwrap_or_default();
-            totals.merge(&tally.counts);
-            let page = Page {
-                seq: last.as_ref().map_or(0, |page| page.seq + 1),
-                after: position,
-                done,
-                totals,
-                doomed: tally.doomed,
-                nested: nested.into_roots(),
-                warnings,
-                ..Page::default()
-            }
-            .counting_doomed(doomed_so_far);
-            let page = self.write_page(&seq, page).await?;
-            self.report.add_counts(&tally.counts);
-            self.report.warnings.extend(page.warnings.iter().cloned());
-            gc.scanned(tally.counts.scanned);
-            last = Some(page);
         }
+        let mut totals = last.map(|page| page.totals).unwrap_or_default();
+        totals.merge(&tally.counts);
+        let page = Page {
+            seq: listing.number,
+            after: listing.after,
+            done: listing.done,
+            totals,
+            doomed: tally.doomed,
+            nested: nested.into_roots(),
+            warnings,
+            ..Page::default()
+        }
+        .counting_doomed(doomed_so_far);
+        let page = self.write_page(seq, page).await?;
+        self.report.add_counts(&tally.counts);
+        self.report.warnings.extend(page.warnings.iter().cloned());
+        gc.scanned(tally.counts.scanned);
+        Ok(page)
     }
 
     /// The range of partition `partition`.

@@ -153,7 +153,8 @@ impl RunContext {
         }
     }
 
-    fn lost(&self, file: &str) -> Error {
+    /// The error of a run whose file `file` (under its directory) is gone.
+    pub(crate) fn missing(&self, file: &str) -> Error {
         Error::new(
             ErrorKind::CorruptRecord,
             format!(
@@ -169,7 +170,8 @@ impl RunContext {
         self.observed
             .get_or_try_init(|| async {
                 let walk = self.job.observed().await?;
-                walk.map(Arc::new).ok_or_else(|| self.lost("observed.json"))
+                walk.map(Arc::new)
+                    .ok_or_else(|| self.missing("observed.json"))
             })
             .await
             .cloned()
@@ -290,6 +292,39 @@ impl<'g> Invocation<'g> {
         self.job.write_listing(seq, number, listing).await
     }
 
+    /// What follows `last`, the newest page of `seq` over `range`: nothing once the
+    /// sequence is complete, a stop at this page boundary once the budget is spent (never
+    /// before the first page), else the next page's listing ([`Invocation::list_page`]).
+    pub(crate) async fn next_page(
+        &self,
+        seq: &Seq,
+        range: &crate::warehouse::ListRange,
+        last: Option<&super::job::Page>,
+    ) -> Result<NextPage> {
+        if let Some(page) = last {
+            if page.done {
+                return Ok(NextPage::Done);
+            }
+            if self.out_of_time() {
+                return Ok(NextPage::OutOfTime);
+            }
+        }
+        let after = last.and_then(|page| page.after.clone());
+        let number = last.map_or(0, |page| page.seq + 1);
+        let listing = self.list_page(seq, number, range, after.as_deref()).await?;
+        let after = listing
+            .entries
+            .last()
+            .map(|entry| entry.position.clone())
+            .or(after);
+        Ok(NextPage::Listed(PageListing {
+            number,
+            entries: listing.entries,
+            done: listing.done,
+            after,
+        }))
+    }
+
     /// Write `page` of `seq` (see [`Job::write_page`]), counting it as this invocation's
     /// work.
     pub(crate) async fn write_page(
@@ -389,6 +424,29 @@ impl<'g> Invocation<'g> {
             _ => Err(self.not_ready(what)),
         }
     }
+}
+
+/// What follows the newest page of a listed sequence ([`Invocation::next_page`]).
+pub(crate) enum NextPage {
+    /// The sequence is complete.
+    Done,
+    /// The invocation's budget is spent: stop at this page boundary.
+    OutOfTime,
+    /// The next page to work on.
+    Listed(PageListing),
+}
+
+/// The listing of a sequence's next page.
+pub(crate) struct PageListing {
+    /// The page's number in its sequence.
+    pub number: u64,
+    /// Its entries.
+    pub entries: Vec<super::job::Entry>,
+    /// Whether the listing ends with this page.
+    pub done: bool,
+    /// Where the listing stands after this page: its last entry's position, else the
+    /// previous page's.
+    pub after: Option<String>,
 }
 
 fn elapsed(gc: &GarbageCollector, now_ms: i64, origin: i64) -> i64 {

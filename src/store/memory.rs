@@ -168,14 +168,7 @@ impl PointerStore for MemoryStore {
                 .check(&write.key, &write.mode)
                 .map_err(|_| StoreError::Precondition)?;
         }
-        let mut keys: Vec<&StoreKey> = writes.iter().map(|w| &w.key).collect();
-        keys.sort();
-        keys.dedup();
-        if keys.len() != writes.len() {
-            return Err(StoreError::fatal(
-                "a transaction writes each key at most once",
-            ));
-        }
+        TxWrite::check_distinct(&writes)?;
         Ok(writes
             .into_iter()
             .map(|write| state.write(write.key, write.value, write.listing))

@@ -181,6 +181,21 @@ pub struct TxWrite {
     pub listing: Listing,
 }
 
+impl TxWrite {
+    /// Refuse a transaction that writes a key more than once (a caller's bug, so fatal).
+    pub(crate) fn check_distinct(writes: &[TxWrite]) -> Result<(), StoreError> {
+        let mut keys: Vec<&StoreKey> = writes.iter().map(|w| &w.key).collect();
+        keys.sort();
+        keys.dedup();
+        if keys.len() != writes.len() {
+            return Err(StoreError::fatal(
+                "a transaction writes each key at most once",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// One entry of a listing.
 #[derive(Debug, Clone)]
 pub struct ListEntry {

@@ -68,6 +68,17 @@ fn walker(start: &Path) -> walkdir::WalkDir {
         .sort_by_file_name()
 }
 
+/// The entries of a walk over `start`, without those removed while listing.
+fn present(
+    start: &Path,
+    entries: impl IntoIterator<Item = walkdir::Result<walkdir::DirEntry>>,
+) -> impl Iterator<Item = Result<walkdir::DirEntry>> {
+    entries.into_iter().filter_map(move |entry| match entry {
+        Ok(entry) => Some(Ok(entry)),
+        Err(err) => walk_error(start, err).map(Err),
+    })
+}
+
 /// What a walker error means: `None` for an entry removed while listing.
 fn walk_error(start: &Path, err: walkdir::Error) -> Option<Error> {
     let missing = err
@@ -128,16 +139,27 @@ fn walk(root: &Path, prefix: &str, tx: &tokio::sync::mpsc::Sender<Result<ListIte
             return;
         }
     };
-    for entry in walker(&start) {
+    for_each_item(root, &start, walker(&start), |found| {
+        send(found.map(|(_, item)| item))
+    });
+}
+
+/// Hand each non-directory entry of a walk over `start` to `emit` with its listing item,
+/// leaving out the entries removed while listing; the first walk error is handed to
+/// `emit` and ends the walk, as does `emit` answering `false` (the listing was dropped).
+fn for_each_item(
+    root: &Path,
+    start: &Path,
+    entries: impl IntoIterator<Item = walkdir::Result<walkdir::DirEntry>>,
+    mut emit: impl FnMut(Result<(walkdir::DirEntry, ListItem)>) -> bool,
+) {
+    for entry in present(start, entries) {
         let entry = match entry {
             Ok(entry) => entry,
-            Err(err) => match walk_error(&start, err) {
-                None => continue, // removed while listing
-                Some(err) => {
-                    send(Err(err));
-                    return;
-                }
-            },
+            Err(err) => {
+                emit(Err(err));
+                return;
+            }
         };
         if entry.file_type().is_dir() {
             continue;
@@ -145,7 +167,7 @@ fn walk(root: &Path, prefix: &str, tx: &tokio::sync::mpsc::Sender<Result<ListIte
         let Some(item) = item_of(root, &entry) else {
             continue; // removed while listing
         };
-        if !send(Ok(item)) {
+        if !emit(Ok((entry, item))) {
             return;
         }
     }
@@ -161,14 +183,8 @@ pub(crate) fn children(root: &Path, prefix: &str) -> Result<(Vec<ListItem>, Vec<
         Err(item) => return Ok((vec![item?], Vec::new())),
     };
     let (mut items, mut dirs) = (Vec::new(), Vec::new());
-    for entry in walker(&start).max_depth(1) {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(err) => match walk_error(&start, err) {
-                None => continue,
-                Some(err) => return Err(err),
-            },
-        };
+    for entry in present(&start, walker(&start).max_depth(1)) {
+        let entry = entry?;
         if entry.file_type().is_dir() {
             match name_of(root, entry.path()) {
                 Ok(name) => dirs.push(name),
@@ -194,14 +210,8 @@ pub(crate) fn segments(root: &Path, prefix: &str) -> Result<Vec<String>> {
         Err(Err(err)) => return Err(err),
     };
     let mut segments = Vec::new();
-    for entry in walker(&start).max_depth(1) {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(err) => match walk_error(&start, err) {
-                None => continue,
-                Some(err) => return Err(err),
-            },
-        };
+    for entry in present(&start, walker(&start).max_depth(1)) {
+        let entry = entry?;
         if entry.file_type().is_dir()
             && let Some(name) = entry.file_name().to_str()
         {
@@ -311,28 +321,12 @@ fn walk_range(
     let entries = walker(&start)
         .into_iter()
         .filter_entry(|entry| keep(&components(root, entry.path())));
-    for entry in entries {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(err) => match walk_error(&start, err) {
-                None => continue, // removed while listing
-                Some(err) => {
-                    send(Err(err));
-                    return;
-                }
-            },
-        };
-        if entry.file_type().is_dir() {
-            continue;
-        }
-        let Some(item) = item_of(root, &entry) else {
-            continue; // removed while listing
-        };
-        let position = position_of(&components(root, entry.path()));
-        if !send(Ok(super::Positioned { position, item })) {
-            return;
-        }
-    }
+    for_each_item(root, &start, entries, |found| {
+        send(found.map(|(entry, item)| {
+            let position = position_of(&components(root, entry.path()));
+            super::Positioned { position, item }
+        }))
+    });
 }
 
 /// Whether the last segment of `name` ends in `#<digits>`: object_store's

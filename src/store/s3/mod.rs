@@ -1,0 +1,357 @@
+//! The S3 pointer store (AWS S3, MinIO, any S3-compatible server with conditional writes).
+//!
+//! Each key is one object `<prefix>/<key>` in a bucket, written through object_store's
+//! [`AmazonS3`] client:
+//!
+//! | primitive                | request                                               |
+//! |--------------------------|-------------------------------------------------------|
+//! | `get`                    | `GET`; the ETag is the [`Version`]                    |
+//! | `put(Create)`            | `PUT` with `If-None-Match: *`                         |
+//! | `put(Update(etag))`      | `PUT` with `If-Match: <etag>` (never `If-Match: *`)   |
+//! | `list`                   | `ListObjectsV2` with `prefix`, `start-after`, `max-keys` |
+//! | `get_if_changed`         | `GET` with `If-None-Match: <etag>` (304 = unchanged)  |
+//!
+//! Listings carry no bodies, so [`ListEntry::value`] is always `None`. There is no atomic
+//! multi-key write ([`Capabilities`] default).
+//!
+//! # Listing classes in the object size
+//! A namespace's listing holds its tombstones too (records are never deleted), and
+//! `ListObjectsV2` returns no bodies, so a listing that had to tell live records from
+//! tombstones would read every record: 8.7–15× a raw listing on the S3-compatible server.
+//! The one thing a writer controls that every S3 listing returns is the object's **size**,
+//! so the store keeps each value's [`Listing`] class there. An object is the value, then
+//! `p` zero bytes, then a 5-byte trailer `FF 'p' 'q' <class code> <p>`, with `p` in `0..4`
+//! chosen so that `size % 4` is the class code (1 hidden, 2 shown, 3 check; never 0).
+//! Reads strip the frame; an object without the trailer (written before classes existed)
+//! reads as it is (no UTF-8 text, hence no catalog record, contains the byte `FF`).
+//! [`PointerStore::list_shown`] then leaves out hidden objects and classifies the others
+//! from the same `ListObjectsV2` pages a raw listing makes: no extra request.
+//!
+//! Sizes are only meaningful if every object under the prefix was written framed. The
+//! store therefore trusts them only when the marker object `<prefix>/.listing-classes`
+//! exists, and creates that marker itself, before its first write, if the prefix holds no
+//! store key yet (a new catalog). A prefix that already holds records written by an older
+//! version has no marker: its listings report no class and the catalog reads every listed
+//! record as before (a warning says so once per process). Do not let versions older than
+//! this one write to a catalog that has the marker: their unframed records would list with
+//! a meaningless class.
+//!
+//! Alternatives weighed, and why not:
+//! - **Delete tombstones** with a conditional `DeleteObject` (`If-Match`; real S3 and moto
+//!   support it, object_store does not expose it, MinIO's support would need a probe). A
+//!   tombstone must outlive every operation that could still act on the key (a stalled
+//!   create retried with the same commit id; a crashed rename's `moving` source, which may
+//!   be settled at any later time and would resurrect a destination whose tombstone is
+//!   gone) and the garbage collector's retention window, whose clock it starts. So deleted
+//!   tombstones are old ones, and the bench's case — half a namespace dropped recently —
+//!   would still read every tombstone.
+//! - **A per-namespace live listing** (a marker object per live identifier) is a second
+//!   object per record, written non-atomically with it: after a crash between the two, only
+//!   reading the record tells which is right, which is the cost this removes.
+//! - **The class in the key** cannot work: a record's compare-and-swap lives in one object,
+//!   and its state changes under the same key.
+//!
+//! # Configuration
+//! The object_store way: [`amazon_s3_builder`] starts from the `AWS_*` environment
+//! (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_S3`, `AWS_REGION`/`AWS_DEFAULT_REGION`,
+//! `AWS_ALLOW_HTTP`, `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN`,
+//! `AWS_VIRTUAL_HOSTED_STYLE_REQUEST`, ...; profiles are not read), then applies
+//! [`S3Options`], whose explicit values win. Conditional put is always
+//! `S3ConditionalPut::ETagMatch`: a store without it cannot hold pointers. The region
+//! defaults to `us-east-1` and requests are path-style unless configured otherwise.
+//!
+//! # Conditional-write outcomes
+//! - Create: object_store reports `412`, `304` and `409` as `AlreadyExists`; so does this
+//!   store. Real S3 answers `409 ConditionalRequestConflict` when conditional writes on one
+//!   key collide, which does not prove that the key exists: the catalog never concludes
+//!   from `AlreadyExists` alone but reads the key back.
+//! - Update: `412` is `Precondition`; `If-Match` on a missing key is `404` on S3, MinIO and
+//!   moto but `412` elsewhere, and both become [`StoreError::Precondition`]. object_store
+//!   retries a `409` on `If-Match` itself; if the conflict persists it is reported as
+//!   `Precondition` too.
+//! - object_store retries internally (5xx, throttling, dropped connections; see
+//!   [`S3Options::max_retries`]). A retried conditional put whose first attempt applied
+//!   comes back as `AlreadyExists` or `Precondition` although the write is ours. That is
+//!   fine because the generic catalog reads back its unique commit id after either error;
+//!   this store reports what the server said.
+//! - Any other failure of a `PUT` is [`StoreError::Ambiguous`], unless no attempt can have
+//!   reached the server: the store counts, per operation, the HTTP attempts that got past
+//!   connection set-up (a private HTTP connector wraps object_store's reqwest one), and a
+//!   failure with zero such attempts (connection refused, DNS failure, missing
+//!   credentials) is [`StoreError::Unavailable`]. An authentication or permission refusal
+//!   of the only attempt is fatal (`Unavailable { retryable: false }`).
+//! - Read failures are `Unavailable { retryable: true }`, except authentication and
+//!   permission refusals, which are fatal.
+//!
+//! A missing bucket reads as an empty store (`404` on `GET` is "no key"); the capability
+//! probe's first create fails on it with a fatal error, so the catalog refuses the store.
+//!
+//! object_store and SDK types stay in this module, except the [`AmazonS3Builder`] returned by
+//! [`amazon_s3_builder`], which the warehouse uses to read and write metadata objects with
+//! the same configuration.
+//!
+//! The submodules: `options` (the builder and [`S3Options`]), `classes` (the listing-class
+//! frame and its marker), `list` (paginated listings), `connector` (the attempt-counting
+//! HTTP connector), `errors` (object_store errors as store errors) and, with the `admin`
+//! feature, `bucket` ([`create_bucket`]).
+
+#[cfg(feature = "admin")]
+mod bucket;
+mod classes;
+mod connector;
+mod errors;
+mod list;
+mod options;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::path::Path;
+use object_store::{GetOptions, ObjectStore, PutOptions, PutPayload, UpdateVersion};
+
+use self::classes::{Classes, frame, unframe};
+use self::connector::{Attempts, CountingConnector};
+use self::errors::{put_error, read_error};
+use self::options::{normalise_prefix, parse_uri};
+use super::{
+    Changed, ListPage, Listing, PointerStore, PutMode, StoreError, StoreKey, Version, Versioned,
+};
+use crate::error::{Error, ErrorKind};
+
+#[cfg(feature = "admin")]
+pub use self::bucket::create_bucket;
+pub use self::options::{S3Options, amazon_s3_builder};
+
+/// A pointer store in an S3 bucket under a key prefix.
+#[derive(Debug, Clone)]
+pub struct S3Store {
+    client: Arc<AmazonS3>,
+    bucket: String,
+    prefix: String,
+    classes: Arc<Classes>,
+}
+
+impl S3Store {
+    /// A store on the bucket of `builder` (see [`amazon_s3_builder`]), with keys under
+    /// `prefix` (`""` for the bucket root; leading and trailing `/` are ignored).
+    ///
+    /// The store installs its own HTTP connector (object_store's reqwest connector, wrapped
+    /// to tell requests that never left the machine from those that may have applied).
+    pub fn new(builder: AmazonS3Builder, prefix: &str) -> Result<S3Store, Error> {
+        let prefix = normalise_prefix(prefix)?;
+        let bucket = builder
+            .get_config_value(&AmazonS3ConfigKey::Bucket)
+            .unwrap_or_default();
+        let client = builder
+            .with_http_connector(CountingConnector)
+            .build()
+            .map_err(|err| {
+                Error::with_source(
+                    ErrorKind::Configuration,
+                    format!("invalid S3 configuration for bucket `{bucket}`"),
+                    err,
+                )
+            })?;
+        Ok(S3Store {
+            client: Arc::new(client),
+            bucket,
+            prefix,
+            classes: Arc::new(Classes::default()),
+        })
+    }
+
+    /// A store at `s3://bucket/prefix`, configured from the environment and `options`.
+    pub fn from_uri(uri: &str, options: &S3Options) -> Result<S3Store, Error> {
+        let (bucket, prefix) = parse_uri(uri)?;
+        S3Store::new(amazon_s3_builder(&bucket, options)?, &prefix)
+    }
+
+    /// The bucket.
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// The key prefix, without leading or trailing `/` (empty for the bucket root).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The object name of a key or key prefix.
+    fn object_name(&self, key: &str) -> String {
+        if self.prefix.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{}/{key}", self.prefix)
+        }
+    }
+
+    fn path(&self, key: &StoreKey) -> Result<Path, StoreError> {
+        // Keys and the prefix are valid object_store paths by construction; `parse` keeps
+        // them verbatim where `Path::from` would percent-encode `~`.
+        Path::parse(self.object_name(key.as_str())).map_err(StoreError::fatal)
+    }
+
+    /// The store key of a listed object, `None` for foreign objects.
+    fn store_key(&self, object: &str) -> Option<StoreKey> {
+        let key = if self.prefix.is_empty() {
+            object
+        } else {
+            object.strip_prefix(&self.prefix)?.strip_prefix('/')?
+        };
+        StoreKey::new(key).ok()
+    }
+
+    async fn get_with(
+        &self,
+        path: &Path,
+        options: GetOptions,
+    ) -> Result<Versioned, object_store::Error> {
+        let result = self.client.get_opts(path, options).await?;
+        let e_tag = result.meta.e_tag.clone();
+        let value = unframe(result.bytes().await?);
+        let e_tag = e_tag.ok_or_else(|| object_store::Error::NotSupported {
+            source: format!("{} returned no ETag for {path}", self.describe()).into(),
+        })?;
+        Ok(Versioned {
+            value,
+            version: Version::new(e_tag),
+        })
+    }
+}
+
+#[async_trait]
+impl PointerStore for S3Store {
+    fn describe(&self) -> String {
+        if self.prefix.is_empty() {
+            format!("s3://{}", self.bucket)
+        } else {
+            format!("s3://{}/{}", self.bucket, self.prefix)
+        }
+    }
+
+    fn location(&self) -> Option<String> {
+        Some(self.describe())
+    }
+
+    async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
+        let path = self.path(key)?;
+        match self.get_with(&path, GetOptions::default()).await {
+            Ok(versioned) => Ok(Some(versioned)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(err) => Err(read_error(err)),
+        }
+    }
+
+    async fn put(
+        &self,
+        key: &StoreKey,
+        value: Bytes,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        self.put_listed(key, value, mode, Listing::Check).await
+    }
+
+    async fn put_listed(
+        &self,
+        key: &StoreKey,
+        value: Bytes,
+        mode: PutMode,
+        listing: Listing,
+    ) -> Result<Version, StoreError> {
+        let path = self.path(key)?;
+        // Never fails the write, which reports the store's state itself (a missing bucket,
+        // a refused credential).
+        self.check_classes().await?;
+        let value = frame(&value, listing);
+        let attempts = Attempts::default();
+        let mut options = PutOptions {
+            mode: match &mode {
+                PutMode::Create => object_store::PutMode::Create,
+                PutMode::Update(version) => object_store::PutMode::Update(UpdateVersion {
+                    e_tag: Some(version.as_str().to_owned()),
+                    version: None,
+                }),
+            },
+            ..PutOptions::default()
+        };
+        options.extensions.insert(attempts.clone());
+        match self
+            .client
+            .put_opts(&path, PutPayload::from_bytes(value), options)
+            .await
+        {
+            Ok(result) => result.e_tag.map(Version::new).ok_or_else(|| {
+                // The write applied but we cannot name its version: let the catalog read
+                // back its commit id.
+                StoreError::ambiguous(format!("{} returned no ETag for {path}", self.describe()))
+            }),
+            Err(err) => Err(put_error(err, &mode, attempts.count())),
+        }
+    }
+
+    async fn list(
+        &self,
+        prefix: &StoreKey,
+        start_after: Option<&StoreKey>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError> {
+        self.list_classified(prefix, start_after, limit, false)
+            .await
+    }
+
+    async fn list_shown(
+        &self,
+        prefix: &StoreKey,
+        start_after: Option<&StoreKey>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError> {
+        self.list_classified(prefix, start_after, limit, true).await
+    }
+
+    async fn get_if_changed(
+        &self,
+        key: &StoreKey,
+        version: &Version,
+    ) -> Result<Changed, StoreError> {
+        let options = GetOptions {
+            if_none_match: Some(version.as_str().to_owned()),
+            ..GetOptions::default()
+        };
+        let path = self.path(key)?;
+        match self.get_with(&path, options).await {
+            Ok(current) if current.version == *version => Ok(Changed::Unchanged),
+            Ok(current) => Ok(Changed::Changed(current)),
+            Err(object_store::Error::NotModified { .. }) => Ok(Changed::Unchanged),
+            Err(object_store::Error::NotFound { .. }) => Ok(Changed::Missing),
+            Err(err) => Err(read_error(err)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_map_to_objects_under_the_prefix() {
+        let options = S3Options {
+            endpoint: Some("http://127.0.0.1:1".into()),
+            access_key_id: Some("id".into()),
+            secret_access_key: Some("secret".into()),
+            allow_http: Some(true),
+            ..S3Options::default()
+        };
+        let store = S3Store::from_uri("s3://bucket/cat/", &options).expect("store");
+        assert_eq!(store.describe(), "s3://bucket/cat");
+        let key = StoreKey::new("i/a~2e/=x+y").expect("key");
+        assert_eq!(store.path(&key).expect("path").as_ref(), "cat/i/a~2e/=x+y");
+        assert_eq!(store.store_key("cat/i/a~2e/=x+y"), Some(key));
+        assert_eq!(store.store_key("cat2/i/=x"), None);
+        assert_eq!(store.store_key("cat/i/x.json"), None);
+        let root = S3Store::from_uri("s3://bucket", &options).expect("store");
+        assert_eq!(root.describe(), "s3://bucket");
+        assert_eq!(root.object_name("n/=a"), "n/=a");
+    }
+}

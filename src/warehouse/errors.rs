@@ -1,0 +1,49 @@
+//! object_store errors as the crate's: refused for good, or unavailable.
+
+use crate::error::{Error, ErrorKind};
+
+/// The public error of a failed warehouse call: [`ErrorKind::StoreRefused`] when retrying
+/// cannot fix it (access denied, an unusable path or configuration, a local path component
+/// that is no directory), else [`ErrorKind::StoreUnavailable`].
+pub(super) fn unavailable(what: &str, err: object_store::Error) -> Error {
+    if is_permanent(&err) {
+        return Error::with_source(
+            ErrorKind::StoreRefused,
+            format!(
+                "the warehouse refused access to `{what}`; retrying cannot help until the store or its permissions are fixed"
+            ),
+            err,
+        );
+    }
+    Error::with_source(
+        ErrorKind::StoreUnavailable,
+        format!("reading or writing `{what}` failed"),
+        err,
+    )
+}
+
+/// Whether an object-store failure is permanent: a refusal by the server or the file
+/// system, or a request that can never be valid.
+fn is_permanent(err: &object_store::Error) -> bool {
+    use object_store::Error as E;
+    if matches!(
+        err,
+        E::PermissionDenied { .. }
+            | E::Unauthenticated { .. }
+            | E::NotImplemented { .. }
+            | E::NotSupported { .. }
+            | E::InvalidPath { .. }
+            | E::UnknownConfigurationKey { .. }
+    ) {
+        return true;
+    }
+    // The local file system reports its I/O errors as `Generic`.
+    let mut cause = std::error::Error::source(err);
+    while let Some(inner) = cause {
+        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            return crate::store::local::is_permanent(io.kind());
+        }
+        cause = inner.source();
+    }
+    false
+}

@@ -1,0 +1,169 @@
+//! One object at a time: reading (bounded), heads, create-if-absent and the deliberate
+//! overwrite of the ownership marker.
+
+use bytes::Bytes;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+
+use super::{Listed, Warehouse, unavailable};
+use crate::error::{Error, ErrorKind, Result};
+use crate::metadata::MAX_METADATA_BYTES;
+
+impl Warehouse {
+    /// Read a metadata file by absolute location: [`ErrorKind::InvalidIndexMetadata`] if
+    /// it is outside the warehouse, missing or too large.
+    pub async fn read_metadata(&self, location: &str) -> Result<Bytes> {
+        let name = self.relative(location)?;
+        match self.get(&name, MAX_METADATA_BYTES as u64).await? {
+            Fetched::Object(bytes, _) => Ok(bytes),
+            Fetched::Missing => Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!("metadata file `{location}` does not exist"),
+            )),
+            Fetched::TooLarge(size) => Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!(
+                    "metadata file `{location}` has {size} bytes, more than the limit of {MAX_METADATA_BYTES}"
+                ),
+            )),
+        }
+    }
+
+    /// Write a new immutable object at the warehouse-relative location `name` with
+    /// create-if-absent, and return its absolute location.
+    pub async fn write_new(&self, name: &str, bytes: Bytes) -> Result<String> {
+        let path = self.path(name)?;
+        let location = self.absolute(name);
+        match self.put_if_absent_at(&path, bytes).await {
+            Ok(true) => Ok(location),
+            Ok(false) => Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!("`{location}` already exists; metadata files are immutable"),
+            )),
+            // A create cannot miss its key: the bucket (or root) is missing.
+            Err(err @ object_store::Error::NotFound { .. }) => Err(Error::with_source(
+                ErrorKind::StoreRefused,
+                format!("writing `{location}` failed: the warehouse's bucket or root is missing"),
+                err,
+            )),
+            Err(err) => Err(unavailable(&location, err)),
+        }
+    }
+
+    /// Read the object `name` unless it is larger than `max_bytes` (one GET: the size is
+    /// checked from the response head before the body is read).
+    pub async fn get(&self, name: &str, max_bytes: u64) -> Result<Fetched> {
+        let path = self.path(name)?;
+        let result = match self.store.get(&path).await {
+            Ok(result) => result,
+            Err(object_store::Error::NotFound { .. }) => return Ok(Fetched::Missing),
+            Err(err) => return Err(unavailable(name, err)),
+        };
+        if result.meta.size > max_bytes {
+            return Ok(Fetched::TooLarge(result.meta.size));
+        }
+        let listed = self.listed(&result.meta, name);
+        match result.bytes().await {
+            Ok(bytes) => Ok(Fetched::Object(bytes, listed)),
+            Err(object_store::Error::NotFound { .. }) => Ok(Fetched::Missing),
+            Err(err) => Err(unavailable(name, err)),
+        }
+    }
+
+    /// The object `name`'s size and time, if it exists.
+    pub async fn head(&self, name: &str) -> Result<Option<Listed>> {
+        let path = self.path(name)?;
+        match self.store.head(&path).await {
+            Ok(meta) => Ok(Some(self.listed(&meta, name))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(err) => Err(unavailable(name, err)),
+        }
+    }
+
+    /// Create the object `name` unless it exists; `false` if it did.
+    pub async fn put_if_absent(&self, name: &str, bytes: Bytes) -> Result<bool> {
+        let path = self.path(name)?;
+        self.put_if_absent_at(&path, bytes)
+            .await
+            .map_err(|err| unavailable(name, err))
+    }
+
+    /// Replace the object `name` unconditionally. Only for what an operator does
+    /// deliberately (re-homing the ownership marker); data objects are immutable.
+    pub(crate) async fn overwrite(&self, name: &str, bytes: Bytes) -> Result<()> {
+        let path = self.path(name)?;
+        self.store
+            .put(&path, PutPayload::from_bytes(bytes))
+            .await
+            .map(|_| ())
+            .map_err(|err| unavailable(name, err))
+    }
+
+    async fn put_if_absent_at(&self, path: &Path, bytes: Bytes) -> object_store::Result<bool> {
+        let options = PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        };
+        match self
+            .store
+            .put_opts(path, PutPayload::from_bytes(bytes), options)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+/// What [`Warehouse::get`] found.
+#[derive(Debug)]
+pub enum Fetched {
+    /// The object's bytes and listing entry.
+    Object(Bytes, Listed),
+    /// It is larger than the limit (its size).
+    TooLarge(u64),
+    /// It does not exist.
+    Missing,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use object_store::memory::InMemory;
+
+    use super::*;
+
+    fn warehouse(root: &str) -> Warehouse {
+        Warehouse::new(root, Arc::new(InMemory::new()), Path::from("wh")).expect("valid root")
+    }
+
+    #[tokio::test]
+    async fn metadata_files_are_written_once_and_read_back() {
+        let wh = warehouse("memory://test/wh");
+        let location = wh
+            .write_new("metadata/x/1.metadata.json", Bytes::from_static(b"{}"))
+            .await
+            .expect("written");
+        assert_eq!(location, "memory://test/wh/metadata/x/1.metadata.json");
+        assert_eq!(
+            wh.read_metadata(&location).await.expect("read").as_ref(),
+            b"{}"
+        );
+        let again = wh
+            .write_new("metadata/x/1.metadata.json", Bytes::from_static(b"[]"))
+            .await;
+        assert_eq!(
+            again.expect_err("immutable").kind(),
+            ErrorKind::AlreadyExists
+        );
+        let missing = wh
+            .read_metadata("memory://test/wh/metadata/none.json")
+            .await;
+        assert_eq!(
+            missing.expect_err("missing").kind(),
+            ErrorKind::InvalidIndexMetadata
+        );
+    }
+}
