@@ -22,6 +22,7 @@ pub mod publish;
 pub mod refresh;
 #[cfg(feature = "remote")]
 pub mod remote;
+mod retry;
 pub mod store;
 pub mod warehouse;
 

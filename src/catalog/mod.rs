@@ -81,12 +81,13 @@ use tokio::sync::OnceCell;
 
 pub use cache::MetadataCache;
 pub use publication::PUBLISH_WINDOW;
-pub use write::RetryPolicy;
+pub use crate::retry::RetryPolicy;
 
 use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
 use crate::identifier::{IndexIdentifier, Namespace};
+use crate::retry::Retry;
 use crate::metadata::{IndexMetadata, TableDefinition};
 use crate::store::PointerStore;
 use crate::store::probe::{ProbeReport, probe};
@@ -277,7 +278,8 @@ impl CatalogBuilder {
         self
     }
 
-    /// Use this id generator (default: random).
+    /// Use this id generator for commit ids, record ids and backoff jitter (default:
+    /// random).
     pub fn ids(mut self, ids: Arc<dyn IdGenerator>) -> Self {
         self.ids = ids;
         self
@@ -442,6 +444,14 @@ impl Catalog {
 
     fn now_ms(&self) -> i64 {
         self.inner.clock.now_ms()
+    }
+
+    /// The retry policy of store calls, its jitter drawn from the id generator.
+    pub(crate) fn retry(&self) -> Retry<'_> {
+        Retry {
+            policy: &self.inner.retry,
+            random: self.inner.ids.as_ref(),
+        }
     }
 }
 

@@ -82,10 +82,11 @@ fn retryable(err: &Error) -> bool {
 
 impl Publisher {
     /// Sleep before the attempt after `failed` failed ones, the last of which took
-    /// `attempt` ([`super::PublishPolicy::delay_after`]).
+    /// `attempt` ([`super::PublishPolicy::delay_after`]), with the jitter of the id
+    /// generator.
     pub(super) async fn back_off(&self, failed: u32, attempt: std::time::Duration) {
-        let random = self.inner.ids.positive_id() as u64;
-        tokio::time::sleep(self.inner.policy.delay_after(failed, attempt, random)).await;
+        let ids = self.inner.ids.as_ref();
+        self.inner.policy.back_off(failed, attempt, ids).await;
     }
 
     /// Run attempts until one commits, the planner finishes, or attempts run out.

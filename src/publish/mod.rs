@@ -91,7 +91,6 @@ mod engine;
 mod expire;
 mod idempotent;
 mod outcome;
-mod policy;
 pub mod request;
 
 use std::fmt;
@@ -101,7 +100,7 @@ use uuid::Uuid;
 
 pub use idempotent::find_published;
 pub use outcome::{Declined, Expired, PublishOutcome, Published};
-pub use policy::{Jitter, PublishPolicy};
+pub use crate::retry::{Jitter, PublishPolicy};
 
 use crate::catalog::{Catalog, IndexCatalog, IndexPointer, MetadataCache};
 use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
