@@ -79,16 +79,16 @@ use async_trait::async_trait;
 use serde::Serialize;
 use tokio::sync::OnceCell;
 
+pub use crate::retry::RetryPolicy;
 pub use cache::MetadataCache;
 pub use publication::PUBLISH_WINDOW;
-pub use crate::retry::RetryPolicy;
 
 use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
 use crate::identifier::{IndexIdentifier, Namespace};
-use crate::retry::Retry;
 use crate::metadata::{IndexMetadata, TableDefinition};
+use crate::retry::Retry;
 use crate::store::PointerStore;
 use crate::store::probe::{ProbeReport, probe};
 use crate::warehouse::Warehouse;
@@ -419,27 +419,22 @@ impl Catalog {
 
     /// Read, parse and validate a metadata file (cached by location).
     pub async fn read_metadata(&self, location: &str) -> Result<Arc<IndexMetadata>> {
-        if let Some(cached) = self.inner.cache.get(location) {
-            return Ok(cached);
-        }
-        self.read_metadata_from_warehouse(location).await
+        let inner = &self.inner;
+        inner
+            .cache
+            .get_or_read(&inner.warehouse, &inner.registry, location)
+            .await
     }
 
     /// Read, parse and validate a metadata file from the warehouse, bypassing the cache
     /// (and refreshing it). register and commit read the file they are about to publish
     /// this way, so a file the garbage collector has deleted is never published.
     pub async fn read_metadata_from_warehouse(&self, location: &str) -> Result<Arc<IndexMetadata>> {
-        let bytes = self.inner.warehouse.read_metadata(location).await?;
-        let metadata =
-            IndexMetadata::from_json_slice(&bytes, &self.inner.registry).map_err(|err| {
-                Error::new(
-                    err.kind(),
-                    format!("metadata file `{location}`: {}", err.message()),
-                )
-            })?;
-        let metadata = Arc::new(metadata);
-        self.inner.cache.insert(location, metadata.clone());
-        Ok(metadata)
+        let inner = &self.inner;
+        inner
+            .cache
+            .read(&inner.warehouse, &inner.registry, location)
+            .await
     }
 
     fn now_ms(&self) -> i64 {

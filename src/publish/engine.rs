@@ -6,11 +6,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use uuid::Uuid;
 
-use super::{Published, Publisher, metadata_path, parse};
+use super::{Published, Publisher, metadata_path};
 use crate::catalog::IndexPointer;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::IndexIdentifier;
-use crate::metadata::{IndexMetadata, Snapshot};
+use crate::metadata::{IndexMetadata, Snapshot, read_index_metadata};
 
 /// How many reload rounds resolve one ambiguous commit before giving up.
 const RESOLVE_ROUNDS: u32 = 5;
@@ -232,8 +232,8 @@ impl Publisher {
                 ),
                 _ => err,
             })?;
-        let read_back = self.inner.warehouse.read_metadata(&location).await?;
-        let parsed = parse(&read_back, &self.inner.registry, &location)?;
+        let inner = &self.inner;
+        let parsed = read_index_metadata(&inner.warehouse, &location, &inner.registry).await?;
         if parsed != *metadata {
             return Err(Error::new(
                 ErrorKind::InvalidIndexMetadata,

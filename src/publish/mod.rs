@@ -98,13 +98,13 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+pub use crate::retry::{Jitter, PublishPolicy};
 pub use idempotent::find_published;
 pub use outcome::{Declined, Expired, PublishOutcome, Published};
-pub use crate::retry::{Jitter, PublishPolicy};
 
 use crate::catalog::{Catalog, IndexCatalog, IndexPointer, MetadataCache};
 use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::family::FamilyRegistry;
 use crate::identifier::IndexIdentifier;
 use crate::metadata::{IndexMetadata, SnapshotContents};
@@ -333,13 +333,11 @@ impl Publisher {
 
     /// Read, parse and validate a metadata file (cached by location: files are immutable).
     async fn read_metadata(&self, location: &str) -> Result<Arc<IndexMetadata>> {
-        if let Some(cached) = self.inner.cache.get(location) {
-            return Ok(cached);
-        }
-        let bytes = self.inner.warehouse.read_metadata(location).await?;
-        let metadata = Arc::new(parse(&bytes, &self.inner.registry, location)?);
-        self.inner.cache.insert(location, metadata.clone());
-        Ok(metadata)
+        let inner = &self.inner;
+        inner
+            .cache
+            .get_or_read(&inner.warehouse, &inner.registry, location)
+            .await
     }
 }
 
@@ -355,13 +353,4 @@ fn record_location(contents: &mut SnapshotContents, relative: &str) {
             .summary
             .insert(METADATA_LOCATION.to_owned(), relative.to_owned());
     }
-}
-
-fn parse(bytes: &[u8], registry: &FamilyRegistry, location: &str) -> Result<IndexMetadata> {
-    IndexMetadata::from_json_slice(bytes, registry).map_err(|err| {
-        Error::new(
-            err.kind(),
-            format!("metadata file `{location}`: {}", err.message()),
-        )
-    })
 }
