@@ -15,6 +15,7 @@ pub mod error;
 pub mod family;
 pub mod gc;
 pub mod identifier;
+mod json;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 pub mod metadata;
