@@ -85,7 +85,7 @@ impl Publisher {
     /// `attempt` ([`super::PublishPolicy::delay_after`]), with the jitter of the id
     /// generator.
     pub(super) async fn back_off(&self, failed: u32, attempt: std::time::Duration) {
-        let ids = self.inner.ids.as_ref();
+        let ids = self.inner.injected.ids.as_ref();
         self.inner.policy.back_off(failed, attempt, ids).await;
     }
 
@@ -143,7 +143,7 @@ impl Publisher {
     {
         let pointer = self.inner.catalog.load(identifier).await?;
         let base = self.read_metadata(&pointer.metadata_location).await?;
-        let file_id = self.inner.ids.uuid();
+        let file_id = self.inner.injected.ids.uuid();
         let step = match plan(&Base {
             location: &pointer.metadata_location,
             metadata: &base,
@@ -233,7 +233,8 @@ impl Publisher {
                 _ => err,
             })?;
         let inner = &self.inner;
-        let parsed = read_index_metadata(&inner.warehouse, &location, &inner.registry).await?;
+        let parsed =
+            read_index_metadata(&inner.warehouse, &location, &inner.injected.registry).await?;
         if parsed != *metadata {
             return Err(Error::new(
                 ErrorKind::InvalidIndexMetadata,
