@@ -11,6 +11,7 @@
 //! delivered to `--workers` concurrent workers (each its own runner and publisher over the
 //! same catalog). A batch whose index failed is delivered again, as SQS would. Prints one
 //! JSON object with the runner's and the baseline's numbers and the checks.
+#![allow(clippy::disallowed_methods)] // an example may read the wall clock and draw random ids (unique names)
 
 use std::collections::VecDeque;
 use std::sync::Arc;

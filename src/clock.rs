@@ -1,7 +1,9 @@
 //! Injected time and identifier generation.
 //!
-//! Core logic never calls `SystemTime::now` or `Uuid::new_v4` directly: it asks a
-//! [`Clock`] and an [`IdGenerator`], so simulations and tests can run deterministically.
+//! Core logic never calls `SystemTime::now`, `Uuid::new_v4` or `rand::rng` directly: it
+//! asks a [`Clock`] and an [`IdGenerator`] (backoff jitter included), so simulations and
+//! tests can run deterministically. `clippy.toml` bans those calls everywhere but in
+//! [`SystemClock`] and [`RandomIds`].
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -21,6 +23,8 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
 pub struct SystemClock;
 
 impl Clock for SystemClock {
+    // The one reading of the wall clock (clippy.toml bans it everywhere else).
+    #[allow(clippy::disallowed_methods)]
     fn now_ms(&self) -> i64 {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -77,6 +81,8 @@ pub trait IdGenerator: Send + Sync + std::fmt::Debug {
 pub struct RandomIds;
 
 impl IdGenerator for RandomIds {
+    // The one use of the operating system's randomness (clippy.toml bans it elsewhere).
+    #[allow(clippy::disallowed_methods)]
     fn uuid(&self) -> Uuid {
         Uuid::new_v4()
     }

@@ -234,7 +234,7 @@ impl<'de> Deserialize<'de> for IndexIdentifier {
             namespace: Namespace,
             name: String,
         }
-        let wire = Wire::deserialize(deserializer)?;
+        let crate::json::Object(wire) = crate::json::Object::<Wire>::deserialize(deserializer)?;
         IndexIdentifier::new(wire.namespace, wire.name).map_err(serde::de::Error::custom)
     }
 }

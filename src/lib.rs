@@ -115,6 +115,7 @@ pub mod error;
 pub mod family;
 pub mod gc;
 pub mod identifier;
+mod json;
 #[cfg(feature = "lambda")]
 pub mod lambda;
 pub mod metadata;
@@ -122,6 +123,7 @@ pub mod publish;
 pub mod refresh;
 #[cfg(feature = "remote")]
 pub mod remote;
+mod retry;
 pub mod store;
 pub mod warehouse;
 

@@ -16,6 +16,7 @@
 //!   failure (`COMMIT_CONFLICT`, `STORE_UNAVAILABLE`) hides a landed write.
 //!
 //! Also here: targeted, scripted faults at exact store calls (minimal reproductions).
+#![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

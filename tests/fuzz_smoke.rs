@@ -14,6 +14,7 @@
 //! cargo +nightly fuzz run metadata_parse fuzz/corpus/metadata_parse \
 //!     tests/fixtures/metadata/valid tests/fixtures/metadata/invalid
 //! ```
+#![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 
 #[path = "../fuzz/fuzz_targets/bodies.rs"]
 mod bodies;

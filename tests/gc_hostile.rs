@@ -6,6 +6,7 @@
 //!
 //! Time is simulated (a `ManualClock`; every written object is stamped with it, also as
 //! the real modification time of local files), so "days later" is one call.
+#![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 mod gc_support;
 
 use std::collections::BTreeMap;

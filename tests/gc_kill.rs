@@ -7,6 +7,7 @@
 //! end lists the next partition's first objects once more).
 //!
 //! `PARQDB_GC_KILLS` sets how many kills (default 100).
+#![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 
 mod gc_support;
 

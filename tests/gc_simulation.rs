@@ -82,6 +82,7 @@
 //! PARQDB_GC_SIM_HOSTILE_SEED=4711 PARQDB_GC_SIM_HOSTILE_HISTORIES=1 PARQDB_GC_SIM_VERBOSE=1 \
 //!     cargo test --test gc_simulation hostile -- --nocapture
 //! ```
+#![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 mod gc_support;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -5,6 +5,7 @@
 //! Faults are injected by the local Lambda host (`common::lambda_host`), so every failure
 //! is one the Lambda service can produce, and "did the mutation apply" is decided by the
 //! real functions and store.
+#![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 mod common;
 
 use std::collections::BTreeMap;

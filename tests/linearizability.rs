@@ -12,6 +12,7 @@
 //!
 //! The S3 and DynamoDB cases need `PARQDB_TEST_S3_ENDPOINT` / `PARQDB_TEST_DYNAMODB_ENDPOINT`
 //! (`scripts/test.sh` starts both).
+#![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 mod common;
 
 use std::collections::BTreeSet;

@@ -3,6 +3,7 @@
 //! final snapshot is the newest write, with no state lost and none published twice; on
 //! local files and on the S3-compatible server. Full-size numbers:
 //! `cargo run --release --example refresh_burst` (BENCHMARKS.md).
+#![allow(clippy::int_plus_one)] // `deliveries + workers - 1` spells out the bound it checks
 
 #[path = "../examples/refresh_burst.rs"]
 #[allow(dead_code)]

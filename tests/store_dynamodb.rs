@@ -2,6 +2,7 @@
 //!
 //! `scripts/test.sh` starts DynamoDB Local (`scripts/services/dynamodb.sh`) and sets
 //! `PARQDB_TEST_DYNAMODB_ENDPOINT`. Each test gets a fresh table.
+#![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 mod common;
 
 use std::sync::Arc;

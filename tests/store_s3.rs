@@ -2,6 +2,7 @@
 //! serialised requests, `scripts/services/moto.sh`) at `PARQDB_TEST_S3_ENDPOINT`.
 //!
 //! Every test makes its own bucket, so the tests run in parallel on one server.
+#![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 mod common;
 
 use std::sync::Arc;

@@ -2,9 +2,10 @@
 //!
 //! Every function binary in `src/bin/` does the same three things: [`init`] (or
 //! [`init_with`]) once per container (JSON logging, the Lambda environment, the catalog
-//! configuration, the catalog with its clients and metadata cache), then
-//! `lambda_runtime::run` over the shared handler of `parqdb_catalog::lambda`, then
-//! [`finish`] to turn the runtime's result into the exit status. A bad configuration is
+//! configuration, the catalog with its clients and metadata cache), then [`run`] over the
+//! shared handler of `parqdb_catalog::lambda` (the `lambda_runtime` loop, handing the
+//! handler each invocation's whole body), then [`finish`] to turn the runtime's result
+//! into the exit status. A bad configuration is
 //! logged, reported to the Runtime API's `/init/error` endpoint with `errorType`
 //! `INVALID_CONFIGURATION`, and ends the process with a non-zero status before it polls
 //! for an event.
@@ -14,16 +15,25 @@
 //! template's default, when unset). See [`store_timeouts`].
 #![deny(missing_docs)]
 
+use std::borrow::Cow;
+use std::future::Future;
 use std::process::ExitCode;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
+use lambda_runtime::layers::TracingLayer;
+use lambda_runtime::tower::{Service, layer::layer_fn};
+use lambda_runtime::{LambdaEvent, LambdaInvocation, Runtime, service_fn};
 use lambda_runtime_api_client::body::Body;
 use lambda_runtime_api_client::{PooledClient, build_request};
 use parqdb_catalog::catalog::Catalog;
 use parqdb_catalog::config::CatalogConfig;
+use parqdb_catalog::lambda::RawEvent;
 use parqdb_catalog::lambda::deadline::DEFAULT_MARGIN;
 use parqdb_catalog::store::timeouts::StoreTimeouts;
 use parqdb_catalog::{Error, ErrorKind};
+use serde::{Deserialize, Serialize};
 
 /// Variables the Lambda service sets and the runtime client needs (it panics without
 /// them, so they are checked first).
@@ -128,6 +138,78 @@ fn as_configuration_error(err: Error) -> Error {
     )
 }
 
+/// Serve `handler` until the Runtime API fails: `lambda_runtime::run` (with its tracing
+/// layer), except that the handler gets each invocation's whole body as an event
+/// ([`RawEvent::from_body`]). The runtime alone would read the body's first JSON value and
+/// drop what follows; this way trailing data is `INVALID_REQUEST` like malformed JSON and
+/// duplicate keys, in every function.
+pub async fn run<F, Fut, R>(handler: F) -> Result<(), lambda_runtime::Error>
+where
+    F: Fn(LambdaEvent<RawEvent>) -> Fut,
+    Fut: Future<Output = parqdb_catalog::Result<R>>,
+    R: Serialize,
+{
+    let service = service_fn(|event: LambdaEvent<Frame<'static>>| {
+        let LambdaEvent { payload, context } = event;
+        handler(LambdaEvent::new(payload.into_event(), context))
+    });
+    Runtime::new(service)
+        .layer(TracingLayer::new())
+        .layer(layer_fn(WholeBody))
+        .run()
+        .await
+}
+
+/// An invocation body, framed as JSON by [`WholeBody`] so that the runtime's deserializer
+/// hands it over untouched: a string if it is UTF-8, its bytes otherwise.
+#[derive(Debug, Serialize, Deserialize)]
+enum Frame<'a> {
+    Text(Cow<'a, str>),
+    Bytes(Cow<'a, [u8]>),
+}
+
+impl Frame<'_> {
+    /// `body` framed as JSON. A string or a list of bytes always serializes; were it ever
+    /// refused (`None`), the body would go on unframed and the runtime would refuse it with
+    /// its own error.
+    fn encode(body: &[u8]) -> Option<Bytes> {
+        let frame = match std::str::from_utf8(body) {
+            Ok(text) => Frame::Text(Cow::Borrowed(text)),
+            Err(_) => Frame::Bytes(Cow::Borrowed(body)),
+        };
+        serde_json::to_vec(&frame).ok().map(Bytes::from)
+    }
+
+    /// The event the framed body holds.
+    fn into_event(self) -> RawEvent {
+        match self {
+            Frame::Text(text) => RawEvent::from_body(text.as_bytes()),
+            Frame::Bytes(bytes) => RawEvent::from_body(&bytes),
+        }
+    }
+}
+
+/// The runtime layer that frames each invocation's body ([`Frame`]) before the runtime
+/// deserializes it.
+struct WholeBody<S>(S);
+
+impl<S: Service<LambdaInvocation>> Service<LambdaInvocation> for WholeBody<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut invocation: LambdaInvocation) -> S::Future {
+        if let Some(framed) = Frame::encode(&invocation.body) {
+            invocation.body = framed;
+        }
+        self.0.call(invocation)
+    }
+}
+
 /// The exit status for the runtime's result (it only returns on a Runtime API failure).
 pub fn finish(result: Result<(), lambda_runtime::Error>) -> ExitCode {
     match result {
@@ -196,5 +278,45 @@ async fn report_init_error(err: Error) {
         }
         Ok(Err(err)) => tracing::warn!(error = %err, "cannot report the init error"),
         Err(_) => tracing::warn!("the init error report timed out"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// What the handler gets for `body`: framed by the layer, then deserialized the way the
+    /// runtime deserializes every payload.
+    fn through_the_layer(body: &[u8]) -> parqdb_catalog::Result<serde_json::Value> {
+        let framed = Frame::encode(body).expect("frames");
+        let frame: Frame<'static> = serde_json::from_slice(&framed).expect("a frame");
+        frame.into_event().into_value()
+    }
+
+    #[test]
+    fn handlers_get_the_whole_body() {
+        let event = json!({"identifier": {"namespace": ["a"], "name": "x\"y"}});
+        let body = serde_json::to_vec(&event).expect("json");
+        assert_eq!(through_the_layer(&body).expect("valid"), event);
+        for (body, mentions) in [
+            (
+                &br#"{"identifier": {}} trailing"#[..],
+                "trailing characters",
+            ),
+            (
+                br#"{"identifier": {}}{"identifier": {}}"#,
+                "trailing characters",
+            ),
+            (br#"{"a": 1, "a": 2}"#, "duplicate key"),
+            (&[0xff, 0xfe, b'{'], "not valid JSON"),
+            (b"{\"a\": \"\xff\"}", "not valid JSON"),
+            (b"", "not valid JSON"),
+        ] {
+            let err = through_the_layer(body).expect_err("refused");
+            assert_eq!(err.code(), "INVALID_REQUEST");
+            assert!(err.message().contains(mentions), "{mentions}: {err}");
+        }
     }
 }

@@ -304,9 +304,8 @@ impl Bench {
                         {
                             Ok(_) => break,
                             Err(err) if err.kind() == ErrorKind::CommitConflict => {
-                                let random = rand::random::<u64>();
-                                let delay = backoff.delay_after(tries, attempt.elapsed(), random);
-                                tokio::time::sleep(delay).await
+                                let ids = bench.catalog.ids().as_ref();
+                                backoff.back_off(tries, attempt.elapsed(), ids).await
                             }
                             Err(err) => return Err(err),
                         }

@@ -6,7 +6,10 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use crate::metadata::IndexMetadata;
+use crate::error::Result;
+use crate::family::FamilyRegistry;
+use crate::metadata::{IndexMetadata, read_index_metadata};
+use crate::warehouse::Warehouse;
 
 /// How many parsed metadata files a catalog keeps by default.
 pub const DEFAULT_CAPACITY: usize = 128;
@@ -37,6 +40,33 @@ impl MetadataCache {
     pub fn get(&self, location: &str) -> Option<Arc<IndexMetadata>> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries.by_location.get(location).cloned()
+    }
+
+    /// The parse of the metadata file `location`: the cached one, or read from `warehouse`
+    /// and validated against `registry` ([`MetadataCache::read`]).
+    pub(crate) async fn get_or_read(
+        &self,
+        warehouse: &Warehouse,
+        registry: &FamilyRegistry,
+        location: &str,
+    ) -> Result<Arc<IndexMetadata>> {
+        match self.get(location) {
+            Some(cached) => Ok(cached),
+            None => self.read(warehouse, registry, location).await,
+        }
+    }
+
+    /// Read, parse and validate the metadata file `location` from `warehouse`, bypassing
+    /// the cache, and remember the parse.
+    pub(crate) async fn read(
+        &self,
+        warehouse: &Warehouse,
+        registry: &FamilyRegistry,
+        location: &str,
+    ) -> Result<Arc<IndexMetadata>> {
+        let metadata = Arc::new(read_index_metadata(warehouse, location, registry).await?);
+        self.insert(location, metadata.clone());
+        Ok(metadata)
     }
 
     /// Remember the parse of `location`.

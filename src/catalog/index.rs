@@ -57,12 +57,8 @@ impl Catalog {
         &self,
         identifier: &IndexIdentifier,
     ) -> Result<Option<Stored>> {
-        let stored = read_with_retry(
-            self.store().as_ref(),
-            &identifier.store_key(),
-            &self.inner.retry,
-        )
-        .await?;
+        let stored =
+            read_with_retry(self.store().as_ref(), &identifier.store_key(), self.retry()).await?;
         stored
             .map(|stored| {
                 Ok(Stored {
@@ -112,7 +108,7 @@ impl Catalog {
             record.listing(),
             basis,
             record.commit_id,
-            &self.inner.retry,
+            self.retry(),
         )
         .await
     }

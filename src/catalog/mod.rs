@@ -82,15 +82,16 @@ use async_trait::async_trait;
 use serde::Serialize;
 use tokio::sync::OnceCell;
 
+pub use crate::retry::RetryPolicy;
 pub use cache::MetadataCache;
 pub use publication::PUBLISH_WINDOW;
-pub use write::RetryPolicy;
 
 use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
 use crate::identifier::{IndexIdentifier, Namespace};
 use crate::metadata::{IndexMetadata, TableDefinition};
+use crate::retry::Retry;
 use crate::store::PointerStore;
 use crate::store::probe::{ProbeReport, probe};
 use crate::warehouse::Warehouse;
@@ -241,9 +242,7 @@ pub struct Catalog {
 struct Inner {
     store: Arc<dyn PointerStore>,
     warehouse: Warehouse,
-    registry: FamilyRegistry,
-    clock: Arc<dyn Clock>,
-    ids: Arc<dyn IdGenerator>,
+    injected: Injected,
     cache: MetadataCache,
     retry: RetryPolicy,
     publish_window: std::time::Duration,
@@ -258,33 +257,61 @@ struct Inner {
 pub struct CatalogBuilder {
     store: Arc<dyn PointerStore>,
     warehouse: Warehouse,
-    registry: FamilyRegistry,
-    clock: Arc<dyn Clock>,
-    ids: Arc<dyn IdGenerator>,
+    injected: Injected,
     cache_capacity: usize,
     retry: RetryPolicy,
     publish_window: std::time::Duration,
     probe_on_first_write: bool,
 }
 
+/// What a catalog (and a publisher) is given rather than builds: the index families and
+/// providers metadata is validated against, the clock and the id generator.
+#[derive(Debug, Clone)]
+pub(crate) struct Injected {
+    pub registry: FamilyRegistry,
+    pub clock: Arc<dyn Clock>,
+    pub ids: Arc<dyn IdGenerator>,
+}
+
+impl Default for Injected {
+    /// The built-in families, the system clock and random ids.
+    fn default() -> Self {
+        Injected {
+            registry: FamilyRegistry::builtin(),
+            clock: Arc::new(SystemClock),
+            ids: Arc::new(RandomIds),
+        }
+    }
+}
+
+/// The setters of a builder's [`Injected`] field `injected` ([`CatalogBuilder`] and
+/// [`PublisherBuilder`](crate::publish::PublisherBuilder)); `$ids` says what the ids are
+/// for.
+macro_rules! injection_setters {
+    ($ids:literal) => {
+        /// Use these index families and providers (default: the built-ins).
+        pub fn registry(mut self, registry: $crate::family::FamilyRegistry) -> Self {
+            self.injected.registry = registry;
+            self
+        }
+
+        /// Use this clock (default: the system clock).
+        pub fn clock(mut self, clock: std::sync::Arc<dyn $crate::clock::Clock>) -> Self {
+            self.injected.clock = clock;
+            self
+        }
+
+        #[doc = concat!("Use this id generator for ", $ids, " and backoff jitter (default: random).")]
+        pub fn ids(mut self, ids: std::sync::Arc<dyn $crate::clock::IdGenerator>) -> Self {
+            self.injected.ids = ids;
+            self
+        }
+    };
+}
+pub(crate) use injection_setters;
+
 impl CatalogBuilder {
-    /// Use these index families and providers (default: the built-ins).
-    pub fn registry(mut self, registry: FamilyRegistry) -> Self {
-        self.registry = registry;
-        self
-    }
-
-    /// Use this clock (default: the system clock).
-    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// Use this id generator (default: random).
-    pub fn ids(mut self, ids: Arc<dyn IdGenerator>) -> Self {
-        self.ids = ids;
-        self
-    }
+    injection_setters!("commit ids, record ids");
 
     /// Cache at most this many parsed metadata files (default 128).
     pub fn cache_capacity(mut self, capacity: usize) -> Self {
@@ -319,9 +346,7 @@ impl CatalogBuilder {
             inner: Arc::new(Inner {
                 store: self.store,
                 warehouse: self.warehouse,
-                registry: self.registry,
-                clock: self.clock,
-                ids: self.ids,
+                injected: self.injected,
                 cache: MetadataCache::new(self.cache_capacity),
                 retry: self.retry,
                 publish_window: self.publish_window,
@@ -340,9 +365,7 @@ impl Catalog {
         CatalogBuilder {
             store,
             warehouse,
-            registry: FamilyRegistry::builtin(),
-            clock: Arc::new(SystemClock),
-            ids: Arc::new(RandomIds),
+            injected: Injected::default(),
             cache_capacity: cache::DEFAULT_CAPACITY,
             retry: RetryPolicy::default(),
             publish_window: PUBLISH_WINDOW,
@@ -362,22 +385,27 @@ impl Catalog {
 
     /// The index families and providers.
     pub fn registry(&self) -> &FamilyRegistry {
-        &self.inner.registry
+        &self.inner.injected.registry
     }
 
     /// The clock.
     pub fn clock(&self) -> &Arc<dyn Clock> {
-        &self.inner.clock
+        &self.inner.injected.clock
     }
 
     /// The id generator.
     pub fn ids(&self) -> &Arc<dyn IdGenerator> {
-        &self.inner.ids
+        &self.inner.injected.ids
+    }
+
+    /// The families, clock and id generator, together.
+    pub(crate) fn injected(&self) -> &Injected {
+        &self.inner.injected
     }
 
     /// Run the capability probe now and return its report (also when it fails).
     pub async fn probe(&self) -> Result<ProbeReport> {
-        probe(self.inner.store.as_ref(), self.inner.ids.as_ref()).await
+        probe(self.inner.store.as_ref(), self.inner.injected.ids.as_ref()).await
     }
 
     /// Make sure this catalog owns its warehouse: claim it if it is unclaimed and unused,
@@ -420,31 +448,34 @@ impl Catalog {
 
     /// Read, parse and validate a metadata file (cached by location).
     pub async fn read_metadata(&self, location: &str) -> Result<Arc<IndexMetadata>> {
-        if let Some(cached) = self.inner.cache.get(location) {
-            return Ok(cached);
-        }
-        self.read_metadata_from_warehouse(location).await
+        let inner = &self.inner;
+        inner
+            .cache
+            .get_or_read(&inner.warehouse, &inner.injected.registry, location)
+            .await
     }
 
     /// Read, parse and validate a metadata file from the warehouse, bypassing the cache
     /// (and refreshing it). register and commit read the file they are about to publish
     /// this way, so a file the garbage collector has deleted is never published.
     pub async fn read_metadata_from_warehouse(&self, location: &str) -> Result<Arc<IndexMetadata>> {
-        let bytes = self.inner.warehouse.read_metadata(location).await?;
-        let metadata =
-            IndexMetadata::from_json_slice(&bytes, &self.inner.registry).map_err(|err| {
-                Error::new(
-                    err.kind(),
-                    format!("metadata file `{location}`: {}", err.message()),
-                )
-            })?;
-        let metadata = Arc::new(metadata);
-        self.inner.cache.insert(location, metadata.clone());
-        Ok(metadata)
+        let inner = &self.inner;
+        inner
+            .cache
+            .read(&inner.warehouse, &inner.injected.registry, location)
+            .await
     }
 
     fn now_ms(&self) -> i64 {
-        self.inner.clock.now_ms()
+        self.inner.injected.clock.now_ms()
+    }
+
+    /// The retry policy of store calls, its jitter drawn from the id generator.
+    pub(crate) fn retry(&self) -> Retry<'_> {
+        Retry {
+            policy: &self.inner.retry,
+            random: self.inner.injected.ids.as_ref(),
+        }
     }
 }
 

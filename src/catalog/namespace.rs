@@ -32,14 +32,10 @@ impl Catalog {
         &self,
         namespace: &Namespace,
     ) -> Result<Option<(NamespaceRecord, Version)>> {
-        read_with_retry(
-            self.store().as_ref(),
-            &namespace.store_key(),
-            &self.inner.retry,
-        )
-        .await?
-        .map(|stored| Ok((NamespaceRecord::from_bytes(&stored.value)?, stored.version)))
-        .transpose()
+        read_with_retry(self.store().as_ref(), &namespace.store_key(), self.retry())
+            .await?
+            .map(|stored| Ok((NamespaceRecord::from_bytes(&stored.value)?, stored.version)))
+            .transpose()
     }
 
     async fn write_namespace(
@@ -63,7 +59,7 @@ impl Catalog {
             record.listing(),
             basis,
             record.commit_id,
-            &self.inner.retry,
+            self.retry(),
         )
         .await
     }

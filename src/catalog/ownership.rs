@@ -48,6 +48,7 @@ use uuid::Uuid;
 use super::Catalog;
 use super::write::{Basis, WriteOutcome, conditional_write, read_with_retry, store_error};
 use crate::error::{Error, ErrorKind, Result};
+use crate::retry::{Retry, RetryPolicy};
 use crate::store::{PutMode as StorePutMode, StoreKey};
 use crate::warehouse::{Fetched, GC_DIR, ListItem, METADATA_DIR, Warehouse};
 
@@ -96,8 +97,11 @@ fn refuse(message: String) -> Error {
 /// The catalog's id, if it has one.
 pub async fn catalog_id(catalog: &Catalog) -> Result<Option<Uuid>> {
     let key = StoreKey::new(CATALOG_ID_KEY)?;
-    let Some(stored) = read_with_retry(catalog.store().as_ref(), &key, &Default::default()).await?
-    else {
+    let retry = Retry {
+        policy: &RetryPolicy::default(),
+        random: catalog.ids().as_ref(),
+    };
+    let Some(stored) = read_with_retry(catalog.store().as_ref(), &key, retry).await? else {
         return Ok(None);
     };
     let record: CatalogIdRecord = serde_json::from_slice(&stored.value).map_err(|err| {
@@ -131,7 +135,10 @@ async fn ensure_catalog_id(catalog: &Catalog, now_ms: i64) -> Result<Uuid> {
         StorePutMode::Create,
         Basis::Absent,
         id,
-        &Default::default(),
+        Retry {
+            policy: &RetryPolicy::default(),
+            random: catalog.ids().as_ref(),
+        },
     )
     .await?
     {

@@ -345,9 +345,9 @@ impl Catalog {
             },
         ];
         let store = self.store().as_ref();
-        let policy = &self.inner.retry;
+        let retry = self.retry();
         let mut ambiguous = false;
-        for attempt in 1..=policy.max_attempts {
+        for attempt in 1..=retry.max_attempts() {
             super::write::note_pointer_write();
             match store.transact(writes.clone()).await {
                 Ok(_) => return Ok(true),
@@ -356,13 +356,13 @@ impl Catalog {
                 Err(StoreError::Unavailable {
                     retryable: true, ..
                 }) => {
-                    policy.backoff(attempt).await;
+                    retry.back_off(attempt).await;
                     continue;
                 }
                 Err(err) => return Err(super::write::store_error(store, err)),
             }
             // The transaction may have landed: a failed read-back leaves it unknown.
-            let read = read_with_retry(store, &intent.to.store_key(), policy)
+            let read = read_with_retry(store, &intent.to.store_key(), retry)
                 .await
                 .map_err(|err| {
                     Error::with_source(
@@ -384,7 +384,7 @@ impl Catalog {
             if !ambiguous {
                 return Ok(false);
             }
-            policy.backoff(attempt).await;
+            retry.back_off(attempt).await;
         }
         Err(Error::new(
             ErrorKind::CommitStateUnknown,

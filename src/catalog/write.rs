@@ -14,8 +14,9 @@
 //!   can land at most once), a bounded number of times, and if the outcome is still open
 //!   the result is [`ErrorKind::CommitStateUnknown`]. Nothing the writer wrote is deleted.
 //!
-//! Throttling and other failures that certainly did not apply are retried with jittered
-//! exponential backoff.
+//! Throttling and other failures that certainly did not apply are retried with the jittered
+//! exponential backoff of the catalog's [`RetryPolicy`](crate::catalog::RetryPolicy), its
+//! jitter drawn from the catalog's id generator.
 //!
 //! A caller that may abandon a mutation half-way (the Lambda handler layer, when an
 //! invocation reaches its deadline) learns from a [`WriteWitness`] whether a pointer write
@@ -24,14 +25,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use bytes::Bytes;
-use rand::Rng;
 use uuid::Uuid;
 
 use super::record::CommitChain;
 use crate::error::{Error, ErrorKind, Result};
+use crate::retry::Retry;
 use crate::store::{Listing, PointerStore, PutMode, StoreError, StoreKey, Version};
 
 tokio::task_local! {
@@ -65,40 +65,6 @@ impl WriteWitness {
 /// about to be sent.
 pub(crate) fn note_pointer_write() {
     let _ = WITNESS.try_with(|sent| sent.store(true, Ordering::SeqCst));
-}
-
-/// Bounded attempts and jittered exponential backoff for store calls.
-#[derive(Debug, Clone)]
-pub struct RetryPolicy {
-    /// Attempts of one store write (or read) before giving up.
-    pub max_attempts: u32,
-    /// First backoff.
-    pub base_delay: Duration,
-    /// Largest backoff.
-    pub max_delay: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            max_attempts: 6,
-            base_delay: Duration::from_millis(20),
-            max_delay: Duration::from_secs(2),
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// Sleep before attempt `attempt` (1-based): full jitter over an exponential window.
-    pub async fn backoff(&self, attempt: u32) {
-        let window = self
-            .base_delay
-            .saturating_mul(1u32 << attempt.min(16))
-            .min(self.max_delay);
-        let millis = window.as_millis().max(1) as u64;
-        let delay = rand::rng().random_range(0..=millis);
-        tokio::time::sleep(Duration::from_millis(delay)).await;
-    }
 }
 
 /// The outcome of a conditional write.
@@ -152,7 +118,7 @@ pub(crate) fn store_error(store: &dyn PointerStore, err: StoreError) -> Error {
 pub(crate) async fn read_with_retry(
     store: &dyn PointerStore,
     key: &StoreKey,
-    policy: &RetryPolicy,
+    retry: Retry<'_>,
 ) -> Result<Option<crate::store::Versioned>> {
     let mut attempt = 0;
     loop {
@@ -163,9 +129,9 @@ pub(crate) async fn read_with_retry(
                 retryable: true, ..
             })
             | Err(StoreError::Ambiguous(_))
-                if attempt < policy.max_attempts =>
+                if attempt < retry.max_attempts() =>
             {
-                policy.backoff(attempt).await;
+                retry.back_off(attempt).await;
             }
             Err(err) => return Err(store_error(store, err)),
         }
@@ -174,14 +140,14 @@ pub(crate) async fn read_with_retry(
 
 /// Write `value` (a record carrying `commit_id`) to `key` under `mode`, resolving every
 /// answer that is not a plain success by reading back. See the module docs.
-pub async fn conditional_write(
+pub(crate) async fn conditional_write(
     store: &dyn PointerStore,
     key: &StoreKey,
     value: Bytes,
     mode: PutMode,
     basis: Basis,
     commit_id: Uuid,
-    policy: &RetryPolicy,
+    retry: Retry<'_>,
 ) -> Result<WriteOutcome> {
     conditional_write_listed(
         store,
@@ -191,14 +157,14 @@ pub async fn conditional_write(
         Listing::Check,
         basis,
         commit_id,
-        policy,
+        retry,
     )
     .await
 }
 
 /// [`conditional_write`] of a value with its [`Listing`] class.
 #[allow(clippy::too_many_arguments)]
-pub async fn conditional_write_listed(
+pub(crate) async fn conditional_write_listed(
     store: &dyn PointerStore,
     key: &StoreKey,
     value: Bytes,
@@ -206,7 +172,7 @@ pub async fn conditional_write_listed(
     listing: Listing,
     basis: Basis,
     commit_id: Uuid,
-    policy: &RetryPolicy,
+    retry: Retry<'_>,
 ) -> Result<WriteOutcome> {
     let mut attempt = 0;
     let mut ambiguous = false;
@@ -222,10 +188,10 @@ pub async fn conditional_write_listed(
                 retryable: true,
                 source,
             }) => {
-                if attempt >= policy.max_attempts {
+                if attempt >= retry.max_attempts() {
                     return Err(unresolved(store, ambiguous, source.to_string()));
                 }
-                policy.backoff(attempt).await;
+                retry.back_off(attempt).await;
                 continue;
             }
             Err(StoreError::Ambiguous(_)) => ambiguous = true,
@@ -240,7 +206,7 @@ pub async fn conditional_write_listed(
         }
 
         // Not a plain success: read back and decide.
-        let current = match read_with_retry(store, key, policy).await {
+        let current = match read_with_retry(store, key, retry).await {
             Ok(current) => current,
             Err(err) => return Err(unknown(store, err.to_string())),
         };
@@ -273,14 +239,14 @@ pub async fn conditional_write_listed(
                 return Err(unknown(store, "the record disappeared".into()));
             }
         }
-        if attempt >= policy.max_attempts {
+        if attempt >= retry.max_attempts() {
             return Err(unresolved(
                 store,
                 ambiguous,
                 "the condition kept failing".into(),
             ));
         }
-        policy.backoff(attempt).await;
+        retry.back_off(attempt).await;
     }
 }
 

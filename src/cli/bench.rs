@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::publish::parse_duration;
 use crate::bench::{self, BenchConfig, BenchOp};
 use crate::config::CatalogConfig;
 use crate::error::Result;
@@ -17,8 +16,8 @@ pub(crate) struct BenchArgs {
     /// Writers racing in the contention scenario.
     #[arg(long, default_value_t = 16)]
     writers: usize,
-    /// Measuring time per scenario, e.g. `5s`, `500ms`, `1m`.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    /// Measuring time per scenario, e.g. `5s`, `500ms`, `1m30s`.
+    #[arg(long, default_value = "5s", value_parser = crate::gc::parse_duration)]
     duration: Duration,
     /// Identifiers in the listed namespace.
     #[arg(long, default_value_t = 100_000)]
@@ -93,4 +92,34 @@ pub(crate) async fn run(
         print!("\n{}", bench::backend_report(&reports));
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    #[test]
+    fn the_duration_takes_the_crate_duration_syntax() {
+        let duration = |text: &str| {
+            Cli::try_parse_from(["bench", "--duration", text]).map(|cli| cli.bench.duration)
+        };
+        assert_eq!(duration("1h30m").ok(), Some(Duration::from_secs(5_400)));
+        assert_eq!(duration("2w").ok(), Some(Duration::from_secs(14 * 86_400)));
+        assert_eq!(duration("90s").ok(), Some(Duration::from_secs(90)));
+        assert_eq!(duration("500ms").ok(), Some(Duration::from_millis(500)));
+        let err = duration("5").expect_err("no unit");
+        assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+        let source = std::error::Error::source(&err)
+            .and_then(|source| source.downcast_ref::<crate::Error>())
+            .expect("the typed error");
+        assert_eq!(source.kind(), crate::ErrorKind::InvalidRequest);
+    }
 }

@@ -32,15 +32,15 @@ pub struct GcArgs {
     /// Report what would be deleted and why; write and delete nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// How long an object must stay unreachable before it is deleted (e.g. 7d, 36h, 90m).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg, default_value = "7d")]
+    /// How long an object must stay unreachable before it is deleted (e.g. 7d, 36h, 1h30m).
+    #[arg(long, value_name = "DURATION", value_parser = gc::parse_duration, default_value = "7d")]
     pub retention: Duration,
     /// Never touch objects younger than this: they may belong to a commit in flight.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg, default_value = "1h")]
+    #[arg(long, value_name = "DURATION", value_parser = gc::parse_duration, default_value = "1h")]
     pub grace: Duration,
     /// How long a condemnation stands before the object is deleted (default: the grace;
     /// at least 2m, twice the catalog's publish window, unless forced).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = gc::parse_duration)]
     pub condemn_delay: Option<Duration>,
     /// Accept a retention under 1h, a grace under 5m or a condemnation delay under 2m.
     #[arg(long)]
@@ -55,11 +55,11 @@ pub struct GcArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), default_value_t = 16)]
     pub io_concurrency: u64,
     /// How long the run lease lasts without renewal.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg, default_value = "15m")]
+    #[arg(long, value_name = "DURATION", value_parser = gc::parse_duration, default_value = "15m")]
     pub lease: Duration,
     /// Stop after this long (at the next page boundary, checkpointed) with the run
     /// unfinished; the next `gc` goes on where it stopped (default: run to the end).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = gc::parse_duration)]
     pub budget: Option<Duration>,
     /// Only go on with an unfinished run (one stopped by its budget, a failure or a
     /// kill); start none.
@@ -95,7 +95,7 @@ pub enum GcCommand {
         event: String,
         /// Stop at the first page boundary after this long (the function derives it from
         /// its deadline; default: until the step is done).
-        #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+        #[arg(long, value_name = "DURATION", value_parser = gc::parse_duration)]
         budget: Option<Duration>,
     },
     /// Give up the unfinished run: it is never resumed, and the next run restarts every
@@ -146,10 +146,6 @@ impl GcArgs {
             ..GcConfig::default()
         }
     }
-}
-
-fn parse_duration_arg(text: &str) -> std::result::Result<Duration, String> {
-    gc::parse_duration(text).map_err(|err| err.message().to_owned())
 }
 
 fn phase_name(phase: GcPhase) -> &'static str {
@@ -237,6 +233,38 @@ mod tests {
         assert!(cli.gc.dry_run);
         assert_eq!(cli.gc.retention, Duration::from_secs(36 * 3600));
         assert_eq!(cli.gc.grace, Duration::from_secs(90 * 60));
+        let compound = Cli::try_parse_from([
+            "gc",
+            "--retention",
+            "2w",
+            "--grace",
+            "1h30m",
+            "--condemn-delay",
+            "90s",
+            "--budget",
+            "500ms",
+        ])
+        .expect("parsed");
+        assert_eq!(
+            (
+                compound.gc.retention,
+                compound.gc.grace,
+                compound.gc.condemn_delay,
+                compound.gc.budget
+            ),
+            (
+                Duration::from_secs(14 * 86_400),
+                Duration::from_secs(90 * 60),
+                Some(Duration::from_secs(90)),
+                Some(Duration::from_millis(500))
+            )
+        );
+        let err = Cli::try_parse_from(["gc", "--lease", "15"]).expect_err("no unit");
+        assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+        let source = std::error::Error::source(&err)
+            .and_then(|source| source.downcast_ref::<crate::Error>())
+            .expect("the typed error");
+        assert_eq!(source.kind(), crate::ErrorKind::InvalidRequest);
         let defaults = Cli::try_parse_from(["gc"]).expect("parsed");
         assert_eq!(defaults.gc.retention, DEFAULT_RETENTION);
         assert!(!defaults.gc.force);

@@ -52,9 +52,9 @@ pub struct ExpireArgs {
     /// Keep the N snapshots with the highest sequence numbers.
     #[arg(long, value_name = "N", group = "retention")]
     pub keep_last: Option<usize>,
-    /// Expire snapshots older than this (e.g. `7d`, `12h`, `30m`, `90s`, `500ms`);
+    /// Expire snapshots older than this (e.g. `7d`, `12h`, `1h30m`, `90s`, `500ms`);
     /// snapshots kept by --keep-last stay.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, group = "retention")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::gc::parse_duration, group = "retention")]
     pub older_than: Option<Duration>,
 }
 
@@ -151,47 +151,49 @@ pub async fn run_expire(
     Ok(json(&expired))
 }
 
-/// Parse `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d`.
-pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("`{text}` needs a unit: ms, s, m, h or d"))?;
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` does not start with a number"))?;
-    let millis_per_unit: u64 = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => {
-            return Err(format!(
-                "`{text}`: unknown unit `{unit}` (use ms, s, m, h or d)"
-            ));
-        }
-    };
-    number
-        .checked_mul(millis_per_unit)
-        .map(Duration::from_millis)
-        .ok_or_else(|| format!("`{text}` is too long"))
-}
-
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     use super::*;
 
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        expire: ExpireArgs,
+    }
+
+    fn older_than(text: &str) -> std::result::Result<Option<Duration>, clap::Error> {
+        let args = [
+            "expire",
+            "--namespace",
+            "a",
+            "--name",
+            "x",
+            "--older-than",
+            text,
+        ];
+        Cli::try_parse_from(args).map(|cli| cli.expire.older_than)
+    }
+
     #[test]
-    fn durations_need_a_number_and_a_unit() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1800)));
-        assert_eq!(parse_duration("12h"), Ok(Duration::from_secs(43_200)));
-        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(604_800)));
-        for bad in ["", "7", "d", "7w", "-1d", "1.5h", "99999999999999999999d"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
+    fn older_than_takes_the_crate_duration_syntax() {
+        for (text, expected) in [
+            ("1h30m", Duration::from_secs(5_400)),
+            ("2w", Duration::from_secs(14 * 86_400)),
+            ("90s", Duration::from_secs(90)),
+            ("500ms", Duration::from_millis(500)),
+            ("7d", Duration::from_secs(604_800)),
+        ] {
+            assert_eq!(older_than(text).expect(text), Some(expected), "{text}");
+        }
+        for bad in ["7", "1h30", "7x", "soon"] {
+            let err = older_than(bad).expect_err(bad);
+            assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
+            let source = std::error::Error::source(&err)
+                .and_then(|source| source.downcast_ref::<Error>())
+                .expect("the typed error");
+            assert_eq!(source.kind(), ErrorKind::InvalidRequest, "{bad}");
         }
     }
 }

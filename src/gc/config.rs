@@ -1,4 +1,5 @@
-//! The collector's configuration, its safety floors, and duration parsing (`7d`, `36h`).
+//! The collector's configuration, its safety floors, and the crate's duration syntax
+//! ([`parse_duration`]: `7d`, `36h`, `1h30m`).
 
 use std::time::Duration;
 
@@ -118,7 +119,7 @@ impl GcConfig {
     ///
     /// | variable | field | form |
     /// |---|---|---|
-    /// | `PARQDB_GC_RETENTION` | [`retention`](GcConfig::retention) | duration (`7d`, `36h`) |
+    /// | `PARQDB_GC_RETENTION` | [`retention`](GcConfig::retention) | duration ([`parse_duration`]: `7d`, `36h`, `1h30m`) |
     /// | `PARQDB_GC_GRACE` | [`grace`](GcConfig::grace) | duration |
     /// | `PARQDB_GC_CONDEMN_DELAY` | [`condemn_delay`](GcConfig::condemn_delay) | duration |
     /// | `PARQDB_GC_MAX_CLOCK_SKEW` | [`max_clock_skew`](GcConfig::max_clock_skew) | duration |
@@ -281,7 +282,14 @@ impl GcConfig {
     }
 }
 
-/// Parse a duration such as `7d`, `36h`, `90m`, `45s`, `1h30m` or `250ms`.
+/// Parse a duration: the one duration syntax of the crate's CLI flags (`--retention`,
+/// `--older-than`, `--duration`, ...), environment variables (`PARQDB_GC_*`) and Lambda
+/// configuration. It is [`humantime`]'s: one or more `<integer><unit>` spans, optionally
+/// separated by spaces, such as `7d`, `36h`, `90m`, `45s`, `500ms`, `2w` or `1h30m`
+/// (units `ns`, `us`, `ms`, `s`, `m`, `h`, `d`, `w`, `M` = 30.44 days, `y` = 365.25
+/// days, and their long forms `sec`, `min`, `hours`, `days`, ...). Surrounding whitespace
+/// is ignored. Anything else — a bare number, a negative one, an unknown unit, an
+/// overflow — is [`ErrorKind::InvalidRequest`] naming the text and the reason.
 ///
 /// ```
 /// use std::time::Duration;
@@ -289,50 +297,20 @@ impl GcConfig {
 ///
 /// assert_eq!(parse_duration("7d")?, Duration::from_secs(7 * 86_400));
 /// assert_eq!(parse_duration("1h30m")?, Duration::from_secs(5_400));
+/// assert_eq!(parse_duration("2w")?, Duration::from_secs(14 * 86_400));
+/// assert_eq!(parse_duration("500ms")?, Duration::from_millis(500));
 /// assert!(parse_duration("7").is_err());
 /// # Ok::<(), parqdb_catalog::Error>(())
 /// ```
 pub fn parse_duration(text: &str) -> Result<Duration> {
-    let invalid = || {
+    humantime::parse_duration(text.trim()).map_err(|err| {
         Error::new(
             ErrorKind::InvalidRequest,
-            format!("`{text}` is not a duration; use e.g. 7d, 36h, 90m, 45s or 1h30m"),
+            format!(
+                "`{text}` is not a duration ({err}); use e.g. 7d, 36h, 90m, 45s, 500ms or 1h30m"
+            ),
         )
-    };
-    let text = text.trim();
-    if text.is_empty() {
-        return Err(invalid());
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .ok_or_else(invalid)?;
-        if digits == 0 {
-            return Err(invalid());
-        }
-        let value: u64 = rest[..digits].parse().map_err(|_| invalid())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let millis_per_unit: u64 = match &rest[..unit_len] {
-            "ms" => 1,
-            "s" => 1000,
-            "m" => MINUTE * 1000,
-            "h" => HOUR * 1000,
-            "d" => DAY * 1000,
-            "w" => 7 * DAY * 1000,
-            _ => return Err(invalid()),
-        };
-        rest = &rest[unit_len..];
-        let millis = value.checked_mul(millis_per_unit).ok_or_else(invalid)?;
-        total = total
-            .checked_add(Duration::from_millis(millis))
-            .ok_or_else(invalid)?;
-    }
-    Ok(total)
+    })
 }
 
 /// A duration in the largest exact unit (`7d`, `36h`, `90m`, `1500ms`).
@@ -377,41 +355,40 @@ mod tests {
 
     #[test]
     fn durations_parse_and_format() {
-        assert_eq!(
-            parse_duration("7d").ok(),
-            Some(Duration::from_secs(7 * DAY))
-        );
-        assert_eq!(
-            parse_duration("36h").ok(),
-            Some(Duration::from_secs(36 * HOUR))
-        );
-        assert_eq!(
-            parse_duration("90m").ok(),
-            Some(Duration::from_secs(90 * MINUTE))
-        );
-        assert_eq!(
-            parse_duration("1h30m").ok(),
-            Some(Duration::from_secs(90 * MINUTE))
-        );
-        assert_eq!(
-            parse_duration("250ms").ok(),
-            Some(Duration::from_millis(250))
-        );
-        assert_eq!(
-            parse_duration("2w").ok(),
-            Some(Duration::from_secs(14 * DAY))
-        );
+        for (text, expected) in [
+            ("7d", Duration::from_secs(7 * DAY)),
+            ("36h", Duration::from_secs(36 * HOUR)),
+            ("90m", Duration::from_secs(90 * MINUTE)),
+            ("1h30m", Duration::from_secs(90 * MINUTE)),
+            ("1h 30m", Duration::from_secs(90 * MINUTE)),
+            ("1.5h", Duration::from_secs(90 * MINUTE)),
+            ("90min", Duration::from_secs(90 * MINUTE)),
+            (" 90s ", Duration::from_secs(90)),
+            ("500ms", Duration::from_millis(500)),
+            ("250ms", Duration::from_millis(250)),
+            ("2w", Duration::from_secs(14 * DAY)),
+            ("0s", Duration::ZERO),
+        ] {
+            assert_eq!(parse_duration(text).ok(), Some(expected), "{text:?}");
+        }
         for bad in [
             "",
             "7",
             "d",
             "7x",
             "-1h",
-            "1.5h",
             "h7",
+            "1h30",
             "99999999999999999999d",
         ] {
-            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+            let err = parse_duration(bad).expect_err(bad);
+            assert_eq!(err.kind(), ErrorKind::InvalidRequest, "{bad:?}");
+            assert!(
+                err.message()
+                    .contains(&format!("`{bad}` is not a duration")),
+                "{}",
+                err.message()
+            );
         }
         assert_eq!(format_duration(Duration::from_secs(7 * DAY)), "7d");
         assert_eq!(format_duration(Duration::from_secs(36 * HOUR)), "36h");
@@ -434,6 +411,27 @@ mod tests {
         ]))
         .expect("valid");
         assert_eq!(config.retention, Duration::from_secs(36 * HOUR));
+        let compound = GcConfig::from_lookup(env(&[
+            ("PARQDB_GC_RETENTION", "2w"),
+            ("PARQDB_GC_GRACE", "1h30m"),
+            ("PARQDB_GC_MAX_CLOCK_SKEW", "90s"),
+            ("PARQDB_GC_BUDGET", "500ms"),
+        ]))
+        .expect("valid");
+        assert_eq!(
+            (
+                compound.retention,
+                compound.grace,
+                compound.max_clock_skew,
+                compound.budget
+            ),
+            (
+                Duration::from_secs(14 * DAY),
+                Duration::from_secs(90 * MINUTE),
+                Duration::from_secs(90),
+                Some(Duration::from_millis(500))
+            )
+        );
         assert_eq!(config.grace, DEFAULT_GRACE);
         assert!(config.dry_run);
         let err =

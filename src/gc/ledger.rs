@@ -588,10 +588,8 @@ mod tests {
             .record(object, Kind::Clock, 30, second, "again")
             .await
             .expect("idempotent");
-        let before_condemning = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("after the epoch")
-            .as_millis() as i64;
+        // The in-memory store stamps last-modified times from the wall clock.
+        let before_condemning = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
         ledger
             .record(object, Kind::Condemned, 50, second, "condemned")
             .await

@@ -129,7 +129,9 @@ mod tests {
     use bytes::Bytes;
 
     use super::*;
-    use crate::catalog::write::{Basis, RetryPolicy, conditional_write};
+    use crate::catalog::write::{Basis, conditional_write};
+    use crate::clock::SeededIds;
+    use crate::retry::{Retry, RetryPolicy};
     use crate::store::memory::MemoryStore;
     use crate::store::{PointerStore, PutMode, StoreKey};
 
@@ -220,7 +222,10 @@ mod tests {
                 PutMode::Create,
                 Basis::Absent,
                 uuid::Uuid::nil(),
-                &RetryPolicy::default(),
+                Retry {
+                    policy: &RetryPolicy::default(),
+                    random: &SeededIds::new(1),
+                },
             )
             .await
             .map(|_| ())

@@ -38,17 +38,17 @@
 //! causes. Callers (and Step Functions `Retry`/`Catch` rules) branch on `errorType`.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::marker::PhantomData;
 
 use lambda_runtime::Diagnostic;
-use serde::de::{self, DeserializeOwned, MapAccess, Visitor};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::{IndexIdentifier, Namespace};
+use crate::json::{self, Object, StrictValue};
 use crate::metadata::TableDefinition;
+use crate::publish::request::PublishRequest;
 
 /// Largest event a function accepts, in bytes of compact JSON. Catalog events are a few
 /// hundred bytes; the bound keeps a hostile event from reaching the pointer store (whose
@@ -65,17 +65,53 @@ impl From<Error> for Diagnostic {
     }
 }
 
-/// The event payload as the runtime hands it over: parsed JSON, or the reason it is not
-/// JSON. Unlike a plain `serde_json::Value` payload (which the runtime would reject with
-/// its own, untyped error), a malformed body here becomes an `INVALID_REQUEST` answer.
+/// The event payload of one invocation: one strict JSON document, or the reason it is not
+/// one. Unlike a plain `serde_json::Value` payload (which the runtime would reject with
+/// its own, untyped error, and which keeps the last of duplicate keys), a body that is not
+/// JSON, or an object with a duplicate key at any depth, here becomes an `INVALID_REQUEST`
+/// answer.
+///
+/// [`RawEvent::from_body`] reads a whole invocation body, so trailing data after the
+/// document is refused too; the function binaries hand every body over that way. When
+/// `lambda_runtime` deserializes a `RawEvent` itself, it reads the body's first JSON value
+/// only and ignores what follows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RawEvent(Result<Value, String>);
 
 impl RawEvent {
-    /// The JSON value, or `INVALID_REQUEST` if the body was not JSON.
+    /// The event of the invocation body `body`: exactly one JSON document (UTF-8, no
+    /// trailing data) whose objects have unique keys.
+    ///
+    /// ```
+    /// use parqdb_catalog::lambda::RawEvent;
+    ///
+    /// assert!(RawEvent::from_body(br#"{"namespace": ["a"]}"#).into_value().is_ok());
+    /// for body in [&br#"{"namespace": ["a"]} {}"#[..], br#"{"a": 1, "a": 2}"#, b"{"] {
+    ///     let err = RawEvent::from_body(body).into_value().unwrap_err();
+    ///     assert_eq!(err.code(), "INVALID_REQUEST");
+    /// }
+    /// ```
+    pub fn from_body(body: &[u8]) -> RawEvent {
+        RawEvent(
+            json::from_slice(body)
+                .map(|StrictValue(value)| value)
+                .map_err(|err| refusal(err.path().unwrap_or("."), err.inner())),
+        )
+    }
+
+    /// The JSON value, or `INVALID_REQUEST` if the body was not one strict JSON document.
     pub fn into_value(self) -> Result<Value> {
         self.0
             .map_err(|reason| invalid(format!("the event is not valid JSON: {reason}")))
+    }
+}
+
+/// Why a body is not one strict JSON document, with the JSON path of the violation.
+fn refusal(path: &str, reason: impl std::fmt::Display) -> String {
+    if path == "." {
+        reason.to_string()
+    } else {
+        format!("at `{path}`: {reason}")
     }
 }
 
@@ -87,14 +123,22 @@ impl From<Value> for RawEvent {
 
 impl<'de> Deserialize<'de> for RawEvent {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        // Never fails: a syntax error (or serde_json's nesting limit) is kept as data.
+        // Never fails: a syntax error, a duplicate key (or serde_json's nesting limit) is
+        // kept as data.
         Ok(RawEvent(
-            Value::deserialize(deserializer).map_err(|err| err.to_string()),
+            serde_path_to_error::deserialize(deserializer)
+                .map(|StrictValue(value)| value)
+                .map_err(|err| refusal(&err.path().to_string(), err.inner())),
         ))
     }
 }
 
 /// A request type of the contract: parsed strictly from an event, serialized by clients.
+///
+/// Every event is parsed the same way (the `publish` function's too, see
+/// [`PublishRequest::from_event`]): a JSON object (`INVALID_REQUEST` for anything else), at
+/// most [`MAX_EVENT_BYTES`] of compact JSON, with the JSON path of the first violation in
+/// the message.
 pub trait Request: Sized + Serialize {
     /// The function that serves this request.
     const OPERATION: super::Operation;
@@ -263,7 +307,7 @@ fn invalid(message: impl Into<String>) -> Error {
 
 /// Parse `event` into the wire struct `T`: objects only, with the JSON path of the first
 /// violation in the message.
-fn parse<T: DeserializeOwned>(operation: super::Operation, event: Value) -> Result<T> {
+fn parse<T: DeserializeOwned>(operation: &str, event: Value) -> Result<T> {
     check_size(&event)?;
     let shape = match &event {
         Value::Object(_) => None,
@@ -278,14 +322,12 @@ fn parse<T: DeserializeOwned>(operation: super::Operation, event: Value) -> Resu
             "a `{operation}` event must be a JSON object, got {shape}"
         )));
     }
-    serde_path_to_error::deserialize(event).map_err(|err| {
-        let path = err.path().to_string();
-        let err = err.into_inner();
-        if path == "." {
-            invalid(format!("invalid `{operation}` event: {err}"))
-        } else {
-            invalid(format!("invalid `{operation}` event at `{path}`: {err}"))
-        }
+    json::from_value(event).map_err(|err| match err.path() {
+        None => invalid(format!("invalid `{operation}` event: {}", err.inner())),
+        Some(path) => invalid(format!(
+            "invalid `{operation}` event at `{path}`: {}",
+            err.inner()
+        )),
     })
 }
 
@@ -311,32 +353,6 @@ fn check_size(event: &Value) -> Result<()> {
         Err(_) => Err(invalid(format!(
             "the event is larger than {MAX_EVENT_BYTES} bytes"
         ))),
-    }
-}
-
-/// A wire value that deserializes from JSON objects only (serde's derive also accepts a
-/// positional array in place of a struct).
-struct Object<T>(T);
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ObjectVisitor<T>(PhantomData<T>);
-
-        impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectVisitor<T> {
-            type Value = T;
-
-            fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-                formatter.write_str("a JSON object")
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-                T::deserialize(de::value::MapAccessDeserializer::new(map))
-            }
-        }
-
-        deserializer
-            .deserialize_map(ObjectVisitor(PhantomData))
-            .map(Object)
     }
 }
 
@@ -373,14 +389,20 @@ struct IdentifierEvent {
     identifier: Object<IdentifierWire>,
 }
 
+impl IdentifierEvent {
+    /// The validated identifier of an identifier-only event of `operation`.
+    fn parse(operation: super::Operation, event: Value) -> Result<IndexIdentifier> {
+        let wire: IdentifierEvent = parse(operation.name(), event)?;
+        wire.identifier.validate("identifier")
+    }
+}
+
 impl Request for LoadRequest {
     const OPERATION: super::Operation = super::Operation::Load;
 
     fn from_event(event: Value) -> Result<Self> {
-        let wire: IdentifierEvent = parse(Self::OPERATION, event)?;
-        Ok(LoadRequest {
-            identifier: wire.identifier.validate("identifier")?,
-        })
+        let identifier = IdentifierEvent::parse(Self::OPERATION, event)?;
+        Ok(LoadRequest { identifier })
     }
 }
 
@@ -388,54 +410,45 @@ impl Request for DropRequest {
     const OPERATION: super::Operation = super::Operation::Drop;
 
     fn from_event(event: Value) -> Result<Self> {
-        let wire: IdentifierEvent = parse(Self::OPERATION, event)?;
-        Ok(DropRequest {
-            identifier: wire.identifier.validate("identifier")?,
-        })
+        let identifier = IdentifierEvent::parse(Self::OPERATION, event)?;
+        Ok(DropRequest { identifier })
     }
 }
 
-impl Request for RegisterRequest {
-    const OPERATION: super::Operation = super::Operation::Register;
+/// `impl Request` for an event of an identifier, an optional source binding and the
+/// operation's metadata locations (`register`, `commit`): one wire struct of those fields,
+/// then the identifier validated.
+macro_rules! sourced_request {
+    ($request:ident, $operation:ident, $($location:ident),+) => {
+        impl Request for $request {
+            const OPERATION: super::Operation = super::Operation::$operation;
 
-    fn from_event(event: Value) -> Result<Self> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-        struct Wire {
-            identifier: Object<IdentifierWire>,
-            source: Option<TableDefinition>,
-            metadata_location: String,
+            fn from_event(event: Value) -> Result<Self> {
+                #[derive(Deserialize)]
+                #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+                struct Wire {
+                    identifier: Object<IdentifierWire>,
+                    source: Option<TableDefinition>,
+                    $($location: String,)+
+                }
+                let wire: Wire = parse(Self::OPERATION.name(), event)?;
+                Ok($request {
+                    identifier: wire.identifier.validate("identifier")?,
+                    source: wire.source,
+                    $($location: wire.$location,)+
+                })
+            }
         }
-        let wire: Wire = parse(Self::OPERATION, event)?;
-        Ok(RegisterRequest {
-            identifier: wire.identifier.validate("identifier")?,
-            source: wire.source,
-            metadata_location: wire.metadata_location,
-        })
-    }
+    };
 }
 
-impl Request for CommitRequest {
-    const OPERATION: super::Operation = super::Operation::Commit;
-
-    fn from_event(event: Value) -> Result<Self> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-        struct Wire {
-            identifier: Object<IdentifierWire>,
-            source: Option<TableDefinition>,
-            base_metadata_location: String,
-            new_metadata_location: String,
-        }
-        let wire: Wire = parse(Self::OPERATION, event)?;
-        Ok(CommitRequest {
-            identifier: wire.identifier.validate("identifier")?,
-            source: wire.source,
-            base_metadata_location: wire.base_metadata_location,
-            new_metadata_location: wire.new_metadata_location,
-        })
-    }
-}
+sourced_request!(RegisterRequest, Register, metadata_location);
+sourced_request!(
+    CommitRequest,
+    Commit,
+    base_metadata_location,
+    new_metadata_location
+);
 
 impl Request for RenameRequest {
     const OPERATION: super::Operation = super::Operation::Rename;
@@ -447,7 +460,7 @@ impl Request for RenameRequest {
             from: Object<IdentifierWire>,
             to: Object<IdentifierWire>,
         }
-        let wire: Wire = parse(Self::OPERATION, event)?;
+        let wire: Wire = parse(Self::OPERATION.name(), event)?;
         Ok(RenameRequest {
             from: wire.from.validate("from")?,
             to: wire.to.validate("to")?,
@@ -466,7 +479,7 @@ impl Request for ListRequest {
             page_token: Option<String>,
             page_size: Option<usize>,
         }
-        let wire: Wire = parse(Self::OPERATION, event)?;
+        let wire: Wire = parse(Self::OPERATION.name(), event)?;
         Ok(ListRequest {
             namespace: namespace("namespace", wire.namespace)?,
             page_token: wire.page_token,
@@ -501,7 +514,7 @@ impl Request for NamespaceRequest {
             page_token: Option<String>,
             page_size: Option<usize>,
         }
-        let wire: Wire = parse(Self::OPERATION, event)?;
+        let wire: Wire = parse(Self::OPERATION.name(), event)?;
         let not_allowed = |field: &str, present: bool| {
             if present {
                 Err(invalid(format!(
@@ -549,6 +562,17 @@ impl Request for NamespaceRequest {
                 namespace: required(wire.namespace)?,
             },
         })
+    }
+}
+
+impl PublishRequest {
+    /// Parse the `publish` function's event, `{identifier, idempotency-key, snapshot}`
+    /// (see [`crate::publish::request`]), under the contract of every [`Request`]: the same
+    /// size limit, strictness and messages (``invalid `publish` event at `<path>`: ...``).
+    /// The function is not a catalog operation (no [`Operation`](super::Operation)), so
+    /// the type is no `Request` itself.
+    pub fn from_event(event: Value) -> Result<Self> {
+        parse("publish", event)
     }
 }
 
@@ -756,6 +780,87 @@ pub(crate) mod tests {
         }
         let raw = as_the_runtime_would(br#"{"a": 1}"#);
         assert_eq!(raw.into_value().expect("json"), json!({"a": 1}));
+    }
+
+    #[test]
+    fn bodies_are_one_document_with_unique_keys() {
+        let body = br#"{"identifier": {"namespace": ["a"], "name": "x"}}"#;
+        assert_eq!(
+            RawEvent::from_body(body).into_value().expect("valid"),
+            json!({"identifier": {"namespace": ["a"], "name": "x"}})
+        );
+        for (body, mentions) in [
+            (
+                &br#"{"identifier": {"namespace": ["a"], "name": "x"}} {}"#[..],
+                "trailing",
+            ),
+            (
+                br#"{"identifier": {"namespace": ["a"], "name": "x", "name": "y"}}"#,
+                "`identifier`",
+            ),
+            (
+                br#"{"identifier": {}, "identifier": {}}"#,
+                "duplicate key \"identifier\"",
+            ),
+            (br#"{"a": [{"k": 1, "k": 1}]}"#, "`a[0]`"),
+            (b"{\"a\": \"\xff\"}", "not valid JSON"),
+            (b"", "EOF"),
+        ] {
+            let err = RawEvent::from_body(body).into_value().expect_err("refused");
+            assert_eq!(err.code(), "INVALID_REQUEST");
+            assert!(err.message().contains(mentions), "{mentions}: {err}");
+        }
+        // What the runtime reads itself: duplicate keys are refused there too.
+        let raw = as_the_runtime_would(br#"{"identifier": {}, "identifier": {}}"#);
+        let err = raw.into_value().expect_err("refused");
+        assert!(err.message().contains("duplicate key"), "{err}");
+    }
+
+    fn snapshot() -> Value {
+        json!({
+            "source-table": source(),
+            "vector-field": "embedding", "source-key-fields": ["id"], "indexed-rows": 1,
+            "index-family": "ivf", "index-schema-version": 1, "metric": "cosine",
+            "parameters": {}, "index-provider": {"provider": "parquet", "properties": {}},
+            "index-tables": {
+                "ivf_centroids": {"definition-version": 1, "properties": {"location": "c/"}},
+                "ivf_postings": {"definition-version": 1, "properties": {"location": "p/"}}
+            }
+        })
+    }
+
+    #[test]
+    fn publish_events_follow_the_same_contract() {
+        let event = json!({"identifier": id(), "idempotency-key": "k", "snapshot": snapshot()});
+        let request = PublishRequest::from_event(event.clone()).expect("valid");
+        assert_eq!(request.identifier.name(), "x");
+        assert_eq!(request.idempotency_key, "k");
+
+        let err = PublishRequest::from_event(json!([event.clone()])).expect_err("array");
+        assert_eq!(err.code(), "INVALID_REQUEST");
+        assert!(
+            err.message()
+                .contains("a `publish` event must be a JSON object, got an array"),
+            "{err}"
+        );
+        let mut unknown = event.clone();
+        unknown["snapshot"]["surprise"] = json!(true);
+        let err = PublishRequest::from_event(unknown).expect_err("unknown field");
+        assert!(
+            err.message()
+                .starts_with("invalid `publish` event at `snapshot.surprise`: unknown field"),
+            "{err}"
+        );
+        let mut positional = event.clone();
+        positional["identifier"] = json!([["a", "b"], "x"]);
+        assert_eq!(
+            code(PublishRequest::from_event(positional)),
+            "INVALID_REQUEST"
+        );
+        let mut huge = event;
+        huge["idempotency-key"] = json!("k".repeat(MAX_EVENT_BYTES));
+        let err = PublishRequest::from_event(huge).expect_err("too large");
+        assert!(err.message().contains("larger than"), "{err}");
     }
 
     #[test]

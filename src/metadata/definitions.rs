@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::parse::parse_strict;
-use super::strict::{self, strict_object};
+use super::strict;
+use crate::json::strict_object;
 use crate::{Error, ErrorKind, Result};
 
 fn invalid(message: String) -> Error {
@@ -117,7 +118,7 @@ pub struct TableDefinition {
     identifier: Option<TableIdentifierRef>,
     #[serde(deserialize_with = "strict::non_empty")]
     provider: String,
-    #[serde(deserialize_with = "strict::map")]
+    #[serde(deserialize_with = "crate::json::unique_map")]
     properties: BTreeMap<String, String>,
 }
 
@@ -177,7 +178,7 @@ impl TableDefinition {
 pub struct ProviderDefinition {
     #[serde(deserialize_with = "strict::non_empty")]
     provider: String,
-    #[serde(deserialize_with = "strict::map")]
+    #[serde(deserialize_with = "crate::json::unique_map")]
     properties: BTreeMap<String, String>,
 }
 
@@ -212,7 +213,7 @@ impl ProviderDefinition {
 pub struct IndexTableDefinition {
     #[serde(deserialize_with = "strict::positive_i32")]
     definition_version: i32,
-    #[serde(deserialize_with = "strict::map")]
+    #[serde(deserialize_with = "crate::json::unique_map")]
     properties: BTreeMap<String, String>,
 }
 

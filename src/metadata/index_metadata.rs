@@ -10,7 +10,26 @@ use super::parse::{check_format_version, check_text, deserialize_text};
 use super::snapshot::{Snapshot, SnapshotLogEntry};
 use super::wire::{WireMetadata, WireSnapshot};
 use crate::family::FamilyRegistry;
+use crate::warehouse::Warehouse;
 use crate::{Error, ErrorKind, Result};
+
+/// Read the metadata file at the absolute `location` from `warehouse`, then parse and
+/// validate it ([`IndexMetadata::from_json_slice`]). Every error names the file: reading
+/// ([`Warehouse::read_metadata`]: outside the warehouse, missing, too large) and parsing
+/// (the parse error's kind, its message prefixed with ``metadata file `LOCATION`: ``).
+pub(crate) async fn read_index_metadata(
+    warehouse: &Warehouse,
+    location: &str,
+    registry: &FamilyRegistry,
+) -> Result<IndexMetadata> {
+    let bytes = warehouse.read_metadata(location).await?;
+    IndexMetadata::from_json_slice(&bytes, registry).map_err(|err| {
+        Error::new(
+            err.kind(),
+            format!("metadata file `{location}`: {}", err.message()),
+        )
+    })
+}
 
 /// One immutable, valid index metadata file.
 ///

@@ -8,6 +8,8 @@
 //!   [`IndexMetadata::expire_snapshots`] build new metadata with an injected
 //!   [`Clock`](crate::Clock) and [`IdGenerator`](crate::IdGenerator).
 //! * [`IndexMetadata::check_successor_of`] holds the rules a commit checks.
+//! * `read_index_metadata` reads one metadata file from the warehouse and parses it, its
+//!   errors naming the file: the catalog, the publisher and their caches read through it.
 //!
 //! Parsing is strict at every level: unknown fields, duplicate keys (in objects and in
 //! every map), missing required fields, `null`, wrong types, out-of-range or non-integral
@@ -41,6 +43,7 @@ pub use definitions::{
     IndexTableDefinition, ProviderDefinition, TableDefinition, TableIdentifierRef,
 };
 pub use index_metadata::IndexMetadata;
+pub(crate) use index_metadata::read_index_metadata;
 pub use parse::MAX_METADATA_BYTES;
 pub use snapshot::{Snapshot, SnapshotContents, SnapshotLogEntry};
 

@@ -7,6 +7,7 @@ use std::fmt;
 use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::FORMAT_VERSION;
+use crate::json;
 use crate::{Error, ErrorKind, Result};
 
 /// The largest metadata document (or definition) accepted, in bytes: 64 MiB. Larger
@@ -79,27 +80,20 @@ fn negative_zero_as_integer(text: &str) -> Cow<'_, str> {
     }
 }
 
-/// Strictly deserialize one JSON document. Data errors are prefixed with their JSON path
-/// (`snapshots[0].metric: ...`, or `<what>: ...` at the root); syntax errors are
-/// `<what>: malformed JSON: ... at line L column C`.
+/// Strictly deserialize one JSON document ([`crate::json::from_str`]). Data errors are
+/// prefixed with their JSON path (`snapshots[0].metric: ...`, or `<what>: ...` at the
+/// root); syntax errors (trailing data included) are `<what>: malformed JSON: ... at line
+/// L column C`.
 pub(super) fn deserialize_text<T: DeserializeOwned>(text: &str, what: &str) -> Result<T> {
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
-        let path = err.path().to_string();
-        let inner = err.into_inner();
-        if !inner.is_data() {
+    json::from_str(text).map_err(|err| {
+        let inner = err.inner();
+        match err.path() {
             // Syntax errors and EOF: the line and column locate the problem.
-            invalid(format!("{what}: malformed JSON: {inner}"))
-        } else if path == "." {
-            invalid(format!("{what}: {inner}"))
-        } else {
-            invalid(format!("{path}: {inner}"))
+            _ if err.is_syntax() => invalid(format!("{what}: malformed JSON: {inner}")),
+            None => invalid(format!("{what}: {inner}")),
+            Some(path) => invalid(format!("{path}: {inner}")),
         }
-    })?;
-    deserializer
-        .end()
-        .map_err(|err| invalid(format!("{what}: malformed JSON: {err}")))?;
-    Ok(value)
+    })
 }
 
 /// Size cap, UTF-8 and strict deserialization of a whole document.
@@ -180,63 +174,29 @@ mod tests {
 
     #[test]
     fn prescan_decides_format_version_first() {
-        assert_eq!(
-            kind(r#"{"format-version": 1, "x": [1, {"y": null}]}"#),
-            None
-        );
-        assert_eq!(kind(r#"{"x": 1}"#), None);
-        assert_eq!(
-            kind(r#"{"bogus": [], "format-version": 2}"#),
-            Some(ErrorKind::UnsupportedFormatVersion)
-        );
-        assert_eq!(
-            kind(r#"{"format-version": 0}"#),
-            Some(ErrorKind::UnsupportedFormatVersion)
-        );
-        assert_eq!(
-            kind(r#"{"format-version": -1}"#),
-            Some(ErrorKind::UnsupportedFormatVersion)
-        );
-        assert_eq!(
-            kind(r#"{"format-version": 18446744073709551615}"#),
-            Some(ErrorKind::InvalidIndexMetadata)
-        );
-        assert_eq!(
-            kind(r#"{"format-version": 2147483648}"#),
-            Some(ErrorKind::InvalidIndexMetadata)
-        );
-        assert_eq!(
-            kind(r#"{"format-version": -2147483649}"#),
-            Some(ErrorKind::InvalidIndexMetadata)
-        );
-        assert_eq!(
-            kind(r#"{"format-version": 2147483647}"#),
-            Some(ErrorKind::UnsupportedFormatVersion)
-        );
-        assert_eq!(
-            kind(r#"{"format-version": -2147483648}"#),
-            Some(ErrorKind::UnsupportedFormatVersion)
-        );
-        assert_eq!(
-            kind(r#"{"format-version": 2} trailing"#),
-            Some(ErrorKind::UnsupportedFormatVersion)
-        );
-        assert_eq!(
-            kind(r#"{"format-version": "1"}"#),
-            Some(ErrorKind::InvalidIndexMetadata)
-        );
-        assert_eq!(
-            kind(r#"{"format-version": 1.0}"#),
-            Some(ErrorKind::InvalidIndexMetadata)
-        );
-        assert_eq!(
-            kind(r#"{"format-version": null}"#),
-            Some(ErrorKind::InvalidIndexMetadata)
-        );
-        // Unreadable documents are left to the full parse.
-        assert_eq!(kind(r#"[{"format-version": 2}]"#), None);
-        assert_eq!(kind(r#"{"format-version": 2, "format-version": 2}"#), None);
-        assert_eq!(kind(r#"{"format-version": 2"#), None);
+        use ErrorKind::{InvalidIndexMetadata as Invalid, UnsupportedFormatVersion as Unsupported};
+        for (text, expected) in [
+            (r#"{"format-version": 1, "x": [1, {"y": null}]}"#, None),
+            (r#"{"x": 1}"#, None),
+            (r#"{"bogus": [], "format-version": 2}"#, Some(Unsupported)),
+            (r#"{"format-version": 0}"#, Some(Unsupported)),
+            (r#"{"format-version": -1}"#, Some(Unsupported)),
+            (r#"{"format-version": 18446744073709551615}"#, Some(Invalid)),
+            (r#"{"format-version": 2147483648}"#, Some(Invalid)),
+            (r#"{"format-version": -2147483649}"#, Some(Invalid)),
+            (r#"{"format-version": 2147483647}"#, Some(Unsupported)),
+            (r#"{"format-version": -2147483648}"#, Some(Unsupported)),
+            (r#"{"format-version": 2} trailing"#, Some(Unsupported)),
+            (r#"{"format-version": "1"}"#, Some(Invalid)),
+            (r#"{"format-version": 1.0}"#, Some(Invalid)),
+            (r#"{"format-version": null}"#, Some(Invalid)),
+            // Unreadable documents are left to the full parse.
+            (r#"[{"format-version": 2}]"#, None),
+            (r#"{"format-version": 2, "format-version": 2}"#, None),
+            (r#"{"format-version": 2"#, None),
+        ] {
+            assert_eq!(kind(text), expected, "{text}");
+        }
     }
 
     #[test]

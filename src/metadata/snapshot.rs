@@ -6,8 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use super::definitions::{IndexTableDefinition, ProviderDefinition, TableDefinition};
 use super::parse::parse_strict;
-use super::strict::{self, strict_object};
+use super::strict;
 use crate::Result;
+use crate::json::strict_object;
 
 /// The content of one snapshot, without its `snapshot-id`, `sequence-number` and
 /// `timestamp-ms` (which the builders allocate): the input of
@@ -41,15 +42,15 @@ pub struct SnapshotContents {
     #[serde(deserialize_with = "strict::non_empty")]
     pub metric: String,
     /// Family-defined parameters.
-    #[serde(deserialize_with = "strict::map")]
+    #[serde(deserialize_with = "crate::json::unique_map")]
     pub parameters: BTreeMap<String, String>,
     /// The provider of the physical index tables.
     pub index_provider: ProviderDefinition,
     /// Family roles to immutable provider-defined tables.
-    #[serde(deserialize_with = "strict::map")]
+    #[serde(deserialize_with = "crate::json::unique_map")]
     pub index_tables: BTreeMap<String, IndexTableDefinition>,
     /// Non-semantic provenance; may be empty.
-    #[serde(default, deserialize_with = "strict::map")]
+    #[serde(default, deserialize_with = "crate::json::unique_map")]
     pub summary: BTreeMap<String, String>,
 }
 

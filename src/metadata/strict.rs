@@ -1,103 +1,13 @@
-//! Strict serde building blocks for the metadata wire format.
+//! Strict field rules of the metadata wire format.
 //!
-//! serde's derived `Deserialize` rejects duplicate fields but is lenient elsewhere: it
-//! accepts a JSON array in place of an object (positional fields), and `BTreeMap`
-//! silently keeps the last of duplicate keys. The helpers here close those gaps:
-//! [`strict_object!`] makes a `#[serde(remote = "Self")]` struct deserialize from JSON
-//! objects only, [`map`] rejects duplicate keys, and the field functions reject empty
-//! strings, non-positive numbers and non-canonical UUIDs at the field, so
-//! `serde_path_to_error` reports the exact JSON path.
+//! Objects only and unique keys come from [`crate::json`] (`strict_object!`,
+//! `unique_map`); the field functions here reject empty strings, non-positive numbers and
+//! non-canonical UUIDs at the field, so the error names the exact JSON path.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
-use std::marker::PhantomData;
+use std::collections::BTreeSet;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
+use serde::de::{self, Deserialize, Deserializer};
 use uuid::Uuid;
-
-/// A type deserialized from the entries of one JSON object.
-pub(crate) trait FromObject<'de>: Sized {
-    /// Read the fields from `map` (the object's entries).
-    fn from_object<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error>;
-}
-
-/// A visitor that accepts JSON objects only (no positional arrays).
-pub(crate) struct ObjectVisitor<T>(PhantomData<T>);
-
-impl<T> ObjectVisitor<T> {
-    pub(crate) fn new() -> Self {
-        ObjectVisitor(PhantomData)
-    }
-}
-
-impl<'de, T: FromObject<'de>> Visitor<'de> for ObjectVisitor<T> {
-    type Value = T;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("a JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-        T::from_object(map)
-    }
-}
-
-/// Implement `Deserialize` (objects only) and `Serialize` for a struct that derives both
-/// with `#[serde(remote = "Self")]` (which turns the derived code into inherent
-/// functions that the trait impls forward to).
-macro_rules! strict_object {
-    ($ty:ident) => {
-        impl<'de> $crate::metadata::strict::FromObject<'de> for $ty {
-            fn from_object<A: serde::de::MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
-                $ty::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-            }
-        }
-
-        impl<'de> serde::Deserialize<'de> for $ty {
-            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                deserializer.deserialize_map($crate::metadata::strict::ObjectVisitor::<Self>::new())
-            }
-        }
-
-        impl serde::Serialize for $ty {
-            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                $ty::serialize(self, serializer)
-            }
-        }
-    };
-}
-pub(crate) use strict_object;
-
-/// A JSON object as a map with unique string keys.
-pub(crate) fn map<'de, D, V>(deserializer: D) -> Result<BTreeMap<String, V>, D::Error>
-where
-    D: Deserializer<'de>,
-    V: Deserialize<'de>,
-{
-    struct UniqueKeys<V>(PhantomData<V>);
-
-    impl<'de, V: Deserialize<'de>> Visitor<'de> for UniqueKeys<V> {
-        type Value = BTreeMap<String, V>;
-
-        fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-            formatter.write_str("a JSON object with unique keys")
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut entries = BTreeMap::new();
-            while let Some(key) = map.next_key::<String>()? {
-                if entries.contains_key(&key) {
-                    return Err(de::Error::custom(format_args!("duplicate key {key:?}")));
-                }
-                let value = map.next_value()?;
-                entries.insert(key, value);
-            }
-            Ok(entries)
-        }
-    }
-
-    deserializer.deserialize_map(UniqueKeys(PhantomData))
-}
 
 /// A non-empty string.
 pub(crate) fn non_empty<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
@@ -244,19 +154,5 @@ mod tests {
         assert!(check_key_fields(&list(&[])).is_err());
         assert!(check_key_fields(&list(&["a", "a"])).is_err());
         assert!(check_key_fields(&list(&[""])).is_err());
-    }
-
-    #[test]
-    fn strict_map_rejects_duplicates() {
-        let mut de = serde_json::Deserializer::from_str(r#"{"a": "1", "a": "2"}"#);
-        let err = map::<_, String>(&mut de).expect_err("duplicate");
-        assert!(err.to_string().contains("duplicate key \"a\""), "{err}");
-
-        let mut de = serde_json::Deserializer::from_str(r#"{"a": "1", "b": "2"}"#);
-        let ok = map::<_, String>(&mut de).expect("unique");
-        assert_eq!(ok.len(), 2);
-
-        let mut de = serde_json::Deserializer::from_str(r#"[["a", "1"]]"#);
-        assert!(map::<_, String>(&mut de).is_err());
     }
 }

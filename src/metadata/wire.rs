@@ -9,7 +9,8 @@ use uuid::Uuid;
 
 use super::definitions::{IndexTableDefinition, ProviderDefinition, TableDefinition};
 use super::snapshot::{Snapshot, SnapshotContents, SnapshotLogEntry};
-use super::strict::{self, strict_object};
+use super::strict;
+use crate::json::strict_object;
 
 /// The root object.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -23,7 +24,7 @@ pub(super) struct WireMetadata {
     pub(super) current_snapshot_id: i64,
     pub(super) snapshots: Vec<WireSnapshot>,
     pub(super) snapshot_log: Vec<SnapshotLogEntry>,
-    #[serde(default, deserialize_with = "strict::map")]
+    #[serde(default, deserialize_with = "crate::json::unique_map")]
     pub(super) properties: BTreeMap<String, String>,
 }
 
@@ -38,7 +39,7 @@ pub(super) struct WireSnapshot {
     #[serde(deserialize_with = "strict::positive_i64")]
     sequence_number: i64,
     timestamp_ms: i64,
-    #[serde(deserialize_with = "strict::map")]
+    #[serde(deserialize_with = "crate::json::unique_map")]
     summary: BTreeMap<String, String>,
     source_table: TableDefinition,
     #[serde(deserialize_with = "strict::non_empty")]
@@ -52,10 +53,10 @@ pub(super) struct WireSnapshot {
     index_schema_version: i32,
     #[serde(deserialize_with = "strict::non_empty")]
     metric: String,
-    #[serde(deserialize_with = "strict::map")]
+    #[serde(deserialize_with = "crate::json::unique_map")]
     parameters: BTreeMap<String, String>,
     index_provider: ProviderDefinition,
-    #[serde(deserialize_with = "strict::map")]
+    #[serde(deserialize_with = "crate::json::unique_map")]
     index_tables: BTreeMap<String, IndexTableDefinition>,
 }
 

@@ -27,7 +27,7 @@ impl Publisher {
         contents: SnapshotContents,
         properties: BTreeMap<String, String>,
     ) -> Result<Published> {
-        let index_uuid = self.inner.ids.uuid();
+        let index_uuid = self.inner.injected.ids.uuid();
         self.create_index_with_uuid(identifier, index_uuid, contents, properties)
             .await
     }
@@ -42,18 +42,18 @@ impl Publisher {
         mut contents: SnapshotContents,
         properties: BTreeMap<String, String>,
     ) -> Result<Published> {
-        let file_id = self.inner.ids.uuid();
+        let file_id = self.inner.injected.ids.uuid();
         record_location(&mut contents, &metadata_path(index_uuid, 1, file_id));
         let ids = PresetUuid {
             first: Mutex::new(Some(index_uuid)),
-            inner: self.inner.ids.as_ref(),
+            inner: self.inner.injected.ids.as_ref(),
         };
         let metadata = IndexMetadata::create(
             contents,
             properties,
-            self.inner.clock.as_ref(),
+            self.inner.injected.clock.as_ref(),
             &ids,
-            &self.inner.registry,
+            &self.inner.injected.registry,
         )?;
         if metadata.index_uuid() != index_uuid {
             return Err(Error::new(

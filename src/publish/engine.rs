@@ -6,11 +6,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use uuid::Uuid;
 
-use super::{Published, Publisher, metadata_path, parse};
+use super::{Published, Publisher, metadata_path};
 use crate::catalog::IndexPointer;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::IndexIdentifier;
-use crate::metadata::{IndexMetadata, Snapshot};
+use crate::metadata::{IndexMetadata, Snapshot, read_index_metadata};
 
 /// How many reload rounds resolve one ambiguous commit before giving up.
 const RESOLVE_ROUNDS: u32 = 5;
@@ -82,10 +82,11 @@ fn retryable(err: &Error) -> bool {
 
 impl Publisher {
     /// Sleep before the attempt after `failed` failed ones, the last of which took
-    /// `attempt` ([`super::PublishPolicy::delay_after`]).
+    /// `attempt` ([`super::PublishPolicy::delay_after`]), with the jitter of the id
+    /// generator.
     pub(super) async fn back_off(&self, failed: u32, attempt: std::time::Duration) {
-        let random = self.inner.ids.positive_id() as u64;
-        tokio::time::sleep(self.inner.policy.delay_after(failed, attempt, random)).await;
+        let ids = self.inner.injected.ids.as_ref();
+        self.inner.policy.back_off(failed, attempt, ids).await;
     }
 
     /// Run attempts until one commits, the planner finishes, or attempts run out.
@@ -142,7 +143,7 @@ impl Publisher {
     {
         let pointer = self.inner.catalog.load(identifier).await?;
         let base = self.read_metadata(&pointer.metadata_location).await?;
-        let file_id = self.inner.ids.uuid();
+        let file_id = self.inner.injected.ids.uuid();
         let step = match plan(&Base {
             location: &pointer.metadata_location,
             metadata: &base,
@@ -231,8 +232,9 @@ impl Publisher {
                 ),
                 _ => err,
             })?;
-        let read_back = self.inner.warehouse.read_metadata(&location).await?;
-        let parsed = parse(&read_back, &self.inner.registry, &location)?;
+        let inner = &self.inner;
+        let parsed =
+            read_index_metadata(&inner.warehouse, &location, &inner.injected.registry).await?;
         if parsed != *metadata {
             return Err(Error::new(
                 ErrorKind::InvalidIndexMetadata,

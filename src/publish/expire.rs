@@ -28,7 +28,7 @@ impl Publisher {
         keep_last: Option<usize>,
         newer_than_ms: Option<i64>,
     ) -> Result<Expired> {
-        let clock = self.inner.clock.clone();
+        let clock = self.inner.injected.clock.clone();
         let run = self
             .run(identifier, |base| {
                 let expired =

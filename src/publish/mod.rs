@@ -8,7 +8,7 @@
 //! 2. ask the caller what to publish on top of it (a closure, called again after every
 //!    lost race, which may decline: [`PublishOutcome::Declined`]);
 //! 3. build the successor with [`IndexMetadata::successor`] (new snapshot id, sequence
-//!    `last-sequence-number + 1`, log entry), using the injected [`Clock`] and
+//!    `last-sequence-number + 1`, log entry), using the injected [`Clock`](crate::Clock) and
 //!    [`IdGenerator`];
 //! 4. write it with create-if-absent to a fresh, never reused location
 //!    `metadata/<index-uuid>/<sequence:05>-<uuid>.metadata.json` in the warehouse, and
@@ -91,7 +91,6 @@ mod engine;
 mod expire;
 mod idempotent;
 mod outcome;
-mod policy;
 pub mod request;
 
 use std::fmt;
@@ -99,14 +98,13 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+pub use crate::retry::{Jitter, PublishPolicy};
 pub use idempotent::find_published;
 pub use outcome::{Declined, Expired, PublishOutcome, Published};
-pub use policy::{Jitter, PublishPolicy};
 
-use crate::catalog::{Catalog, IndexCatalog, IndexPointer, MetadataCache};
-use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
-use crate::error::{Error, Result};
-use crate::family::FamilyRegistry;
+use crate::catalog::{Catalog, IndexCatalog, IndexPointer, Injected, MetadataCache};
+use crate::clock::IdGenerator;
+use crate::error::Result;
 use crate::identifier::IndexIdentifier;
 use crate::metadata::{IndexMetadata, SnapshotContents};
 use crate::warehouse::Warehouse;
@@ -140,9 +138,7 @@ pub struct Publisher {
 struct Inner {
     catalog: Arc<dyn IndexCatalog>,
     warehouse: Warehouse,
-    registry: FamilyRegistry,
-    clock: Arc<dyn Clock>,
-    ids: Arc<dyn IdGenerator>,
+    injected: Injected,
     policy: PublishPolicy,
     cache: MetadataCache,
 }
@@ -160,9 +156,7 @@ impl fmt::Debug for Publisher {
 pub struct PublisherBuilder {
     catalog: Arc<dyn IndexCatalog>,
     warehouse: Warehouse,
-    registry: FamilyRegistry,
-    clock: Arc<dyn Clock>,
-    ids: Arc<dyn IdGenerator>,
+    injected: Injected,
     policy: PublishPolicy,
 }
 
@@ -176,24 +170,7 @@ impl fmt::Debug for PublisherBuilder {
 }
 
 impl PublisherBuilder {
-    /// Validate metadata against these families and providers (default: the built-ins).
-    pub fn registry(mut self, registry: FamilyRegistry) -> Self {
-        self.registry = registry;
-        self
-    }
-
-    /// Use this clock (default: the system clock).
-    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// Use this id generator for index UUIDs, snapshot ids, file names and backoff
-    /// jitter (default: random).
-    pub fn ids(mut self, ids: Arc<dyn IdGenerator>) -> Self {
-        self.ids = ids;
-        self
-    }
+    crate::catalog::injection_setters!("index UUIDs, snapshot ids, file names");
 
     /// Use this retry policy (default: [`PublishPolicy::default`]).
     pub fn policy(mut self, policy: PublishPolicy) -> Self {
@@ -207,9 +184,7 @@ impl PublisherBuilder {
             inner: Arc::new(Inner {
                 catalog: self.catalog,
                 warehouse: self.warehouse,
-                registry: self.registry,
-                clock: self.clock,
-                ids: self.ids,
+                injected: self.injected,
                 policy: self.policy,
                 cache: MetadataCache::new(CACHE_CAPACITY),
             }),
@@ -224,9 +199,7 @@ impl Publisher {
         PublisherBuilder {
             catalog,
             warehouse,
-            registry: FamilyRegistry::builtin(),
-            clock: Arc::new(SystemClock),
-            ids: Arc::new(RandomIds),
+            injected: Injected::default(),
             policy: PublishPolicy::default(),
         }
     }
@@ -238,11 +211,11 @@ impl Publisher {
 
     /// A publisher for an embedded catalog, sharing its warehouse, registry, clock and ids.
     pub fn for_catalog(catalog: &Catalog) -> Publisher {
-        Publisher::builder(Arc::new(catalog.clone()), catalog.warehouse().clone())
-            .registry(catalog.registry().clone())
-            .clock(catalog.clock().clone())
-            .ids(catalog.ids().clone())
-            .build()
+        PublisherBuilder {
+            injected: catalog.injected().clone(),
+            ..Publisher::builder(Arc::new(catalog.clone()), catalog.warehouse().clone())
+        }
+        .build()
     }
 
     /// The catalog.
@@ -257,7 +230,7 @@ impl Publisher {
 
     /// The id generator (e.g. for unique index-table locations).
     pub fn ids(&self) -> &Arc<dyn IdGenerator> {
-        &self.inner.ids
+        &self.inner.injected.ids
     }
 
     /// The retry policy.
@@ -315,9 +288,9 @@ impl Publisher {
         );
         base.metadata.successor(
             contents,
-            self.inner.clock.as_ref(),
-            self.inner.ids.as_ref(),
-            &self.inner.registry,
+            self.inner.injected.clock.as_ref(),
+            self.inner.injected.ids.as_ref(),
+            &self.inner.injected.registry,
         )
     }
 
@@ -334,13 +307,11 @@ impl Publisher {
 
     /// Read, parse and validate a metadata file (cached by location: files are immutable).
     async fn read_metadata(&self, location: &str) -> Result<Arc<IndexMetadata>> {
-        if let Some(cached) = self.inner.cache.get(location) {
-            return Ok(cached);
-        }
-        let bytes = self.inner.warehouse.read_metadata(location).await?;
-        let metadata = Arc::new(parse(&bytes, &self.inner.registry, location)?);
-        self.inner.cache.insert(location, metadata.clone());
-        Ok(metadata)
+        let inner = &self.inner;
+        inner
+            .cache
+            .get_or_read(&inner.warehouse, &inner.injected.registry, location)
+            .await
     }
 }
 
@@ -356,13 +327,4 @@ fn record_location(contents: &mut SnapshotContents, relative: &str) {
             .summary
             .insert(METADATA_LOCATION.to_owned(), relative.to_owned());
     }
-}
-
-fn parse(bytes: &[u8], registry: &FamilyRegistry, location: &str) -> Result<IndexMetadata> {
-    IndexMetadata::from_json_slice(bytes, registry).map_err(|err| {
-        Error::new(
-            err.kind(),
-            format!("metadata file `{location}`: {}", err.message()),
-        )
-    })
 }

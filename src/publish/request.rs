@@ -15,22 +15,30 @@
 //! Response: [`Published`] as JSON, `{"metadata-location", "snapshot-id",
 //! "sequence-number", "attempts", "already-published"}`.
 //!
-//! A request that is not such an object — malformed JSON, an array, a missing,
-//! duplicate, unknown or ill-typed field at any depth, an invalid identifier — is
-//! `INVALID_REQUEST`, with the JSON path of the problem in the message. Contents that
-//! parse but break a metadata rule (an unknown family, a changed identity field, ...)
-//! are `INVALID_INDEX_METADATA` from the publication itself.
+//! A request that is not such an object — malformed JSON, an array, trailing data, a
+//! missing, duplicate, unknown or ill-typed field at any depth, a duplicate key in a map,
+//! an invalid identifier — is `INVALID_REQUEST`, with the JSON path of the problem in the
+//! message. Contents that parse but break a metadata rule (an unknown family, a changed
+//! identity field, ...) are `INVALID_INDEX_METADATA` from the publication itself.
+//!
+//! Two transports read it. [`PublishRequest::from_json_slice`] parses bytes (messages
+//! `request: ...`, `request.<path>: ...`; at most [`MAX_METADATA_BYTES`]). The `publish`
+//! Lambda function parses its event under the contract of every catalog function
+//! (`parqdb_catalog::lambda::event`, with the `lambda` feature): at most 256 KiB of
+//! compact JSON, duplicate keys and trailing data refused, messages `invalid `publish`
+//! event at `<path>`: ...`.
 
 use serde::Deserialize;
 
 use super::{Published, Publisher};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::IndexIdentifier;
+use crate::json::{self, strict_object};
 use crate::metadata::{MAX_METADATA_BYTES, SnapshotContents};
 
 /// One idempotent publication request.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[serde(remote = "Self", deny_unknown_fields, rename_all = "kebab-case")]
 pub struct PublishRequest {
     /// The index to publish to.
     pub identifier: IndexIdentifier,
@@ -40,8 +48,11 @@ pub struct PublishRequest {
     pub snapshot: SnapshotContents,
 }
 
+strict_object!(deserialize PublishRequest);
+
 impl PublishRequest {
-    /// Parse a request strictly (`INVALID_REQUEST` naming the JSON path).
+    /// Parse a request from bytes strictly: one JSON object, nothing after it
+    /// (`INVALID_REQUEST` naming the JSON path).
     pub fn from_json_slice(bytes: &[u8]) -> Result<PublishRequest> {
         let invalid = |message: String| Error::new(ErrorKind::InvalidRequest, message);
         if bytes.len() > MAX_METADATA_BYTES {
@@ -50,38 +61,25 @@ impl PublishRequest {
                 bytes.len()
             )));
         }
-        // Derived structs also accept positional arrays; a request must be an object.
-        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-            return Err(invalid("request: expected a JSON object".into()));
-        }
-        let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-        let request: PublishRequest =
-            serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
-                let path = err.path().to_string();
-                let inner = err.into_inner();
-                if path == "." || !inner.is_data() {
-                    invalid(format!("request: {inner}"))
-                } else {
-                    invalid(format!("request.{path}: {inner}"))
-                }
-            })?;
-        deserializer
-            .end()
-            .map_err(|err| invalid(format!("request: {err}")))?;
-        Ok(request)
+        json::from_slice(bytes).map_err(|err| match err.path() {
+            None => invalid(format!("request: {}", err.inner())),
+            Some(path) => invalid(format!("request.{path}: {}", err.inner())),
+        })
+    }
+
+    /// Publish the request's snapshot with [`Publisher::publish_idempotent`].
+    pub async fn publish(self, publisher: &Publisher) -> Result<Published> {
+        publisher
+            .publish_idempotent(&self.identifier, &self.idempotency_key, self.snapshot)
+            .await
     }
 }
 
 /// Parse `payload` as a [`PublishRequest`], publish it with
 /// [`Publisher::publish_idempotent`] and return the [`Published`] result.
 pub async fn handle_publish(publisher: &Publisher, payload: &[u8]) -> Result<Published> {
-    let request = PublishRequest::from_json_slice(payload)?;
-    publisher
-        .publish_idempotent(
-            &request.identifier,
-            &request.idempotency_key,
-            request.snapshot,
-        )
+    PublishRequest::from_json_slice(payload)?
+        .publish(publisher)
         .await
 }
 

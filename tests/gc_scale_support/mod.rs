@@ -3,6 +3,7 @@
 //! step as worker processes, as the `gc-cycle` state machine does (see [`driver`]).
 //! Shared by `tests/gc_scale.rs` (CI size) and `examples/gc_scale_bench.rs` (full size).
 #![allow(dead_code)]
+#![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 
 pub mod driver;
 pub mod server;

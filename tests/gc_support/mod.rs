@@ -1,6 +1,7 @@
 //! Shared harness of the garbage-collector tests: a warehouse object store wrapper that
 //! stamps objects with simulated time and can fail deletes, plus index fixtures.
 #![allow(dead_code)]
+#![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;

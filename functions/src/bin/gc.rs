@@ -14,9 +14,8 @@
 
 use std::process::ExitCode;
 
-use lambda_runtime::{LambdaEvent, service_fn};
 use parqdb_catalog::gc::{GarbageCollector, GcConfig};
-use parqdb_catalog::lambda::{Invocations, RawEvent, handler};
+use parqdb_catalog::lambda::{Invocations, handler};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
@@ -30,9 +29,9 @@ async fn main() -> ExitCode {
         Err(code) => return code,
     };
     let invocations = Invocations::new("gc");
-    let result = lambda_runtime::run(service_fn(|event: LambdaEvent<RawEvent>| {
+    let result = parqdb_catalog_functions::run(|event| {
         invocations.serve(event, |event| handler::gc(&collector, event))
-    }))
+    })
     .await;
     parqdb_catalog_functions::finish(result)
 }

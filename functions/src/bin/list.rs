@@ -6,8 +6,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use lambda_runtime::{LambdaEvent, service_fn};
-use parqdb_catalog::lambda::{Handler, Operation, RawEvent};
+use parqdb_catalog::lambda::{Handler, Operation};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
@@ -17,9 +16,6 @@ async fn main() -> ExitCode {
         Err(code) => return code,
     };
     let handler = Handler::new(Operation::List, Arc::new(catalog));
-    let result = lambda_runtime::run(service_fn(|event: LambdaEvent<RawEvent>| {
-        handler.invoke(event)
-    }))
-    .await;
+    let result = parqdb_catalog_functions::run(|event| handler.invoke(event)).await;
     parqdb_catalog_functions::finish(result)
 }

@@ -1,7 +1,8 @@
 //! The `publish` Lambda function: idempotent successor publication for refresh jobs,
 //! with the publisher's bounded, jittered retries on `COMMIT_CONFLICT`.
 //!
-//! Event (unknown fields at any depth are `INVALID_REQUEST`):
+//! Event, under the contract of every function (`functions/README.md`: unknown fields,
+//! duplicate keys and trailing data are `INVALID_REQUEST`, at most 256 KiB):
 //! `{"identifier": {"namespace": [...], "name": "..."}, "idempotency-key": "...",
 //! "snapshot": {...snapshot contents...}}`.
 //!
@@ -15,8 +16,7 @@
 
 use std::process::ExitCode;
 
-use lambda_runtime::{LambdaEvent, service_fn};
-use parqdb_catalog::lambda::{Invocations, RawEvent, handler};
+use parqdb_catalog::lambda::{Invocations, handler};
 use parqdb_catalog::publish::Publisher;
 
 #[tokio::main(flavor = "current_thread")]
@@ -30,9 +30,9 @@ async fn main() -> ExitCode {
             Err(code) => return code,
         };
     let invocations = Invocations::new("publish");
-    let result = lambda_runtime::run(service_fn(|event: LambdaEvent<RawEvent>| {
+    let result = parqdb_catalog_functions::run(|event| {
         invocations.serve(event, |event| handler::publish(&publisher, event))
-    }))
+    })
     .await;
     parqdb_catalog_functions::finish(result)
 }

@@ -22,8 +22,7 @@
 
 use std::process::ExitCode;
 
-use lambda_runtime::{LambdaEvent, service_fn};
-use parqdb_catalog::lambda::{Invocations, RawEvent, handler};
+use parqdb_catalog::lambda::{Invocations, handler};
 use parqdb_catalog::publish::Publisher;
 use parqdb_catalog::refresh::{PlaceholderBuilder, RefreshRunner, Routes};
 use parqdb_catalog::{Error, ErrorKind};
@@ -67,9 +66,9 @@ async fn main() -> ExitCode {
         Err(code) => return code,
     };
     let invocations = Invocations::new("refresh");
-    let result = lambda_runtime::run(service_fn(|event: LambdaEvent<RawEvent>| {
+    let result = parqdb_catalog_functions::run(|event| {
         invocations.serve(event, |event| handler::refresh(&runner, event))
-    }))
+    })
     .await;
     parqdb_catalog_functions::finish(result)
 }

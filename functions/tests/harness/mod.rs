@@ -13,7 +13,7 @@
 //! [`RuntimeApi::set_deadline`]) and turns an answer that comes after it into the error
 //! `Sandbox.Timedout`: a test sees whether a function answered in time by the answer's
 //! type, without timing anything itself.
-
+#![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 #![allow(dead_code)]
 
 use std::collections::HashMap;

@@ -28,7 +28,8 @@ use crate::catalog::{CommitResult, IdentifierPage, IndexCatalog, IndexPointer};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::gc::GarbageCollector;
-use crate::publish::Publisher;
+use crate::publish::request::PublishRequest;
+use crate::publish::{Published, Publisher};
 use crate::refresh::{Delivery, IndexBuilder, RefreshOutcome, RefreshRunner};
 
 pub use self::invocation::{Handler, Invocations, observe};
@@ -149,11 +150,9 @@ pub async fn namespace(
 
 /// `publish {identifier, idempotency-key, snapshot}` → the publication (see
 /// [`crate::publish::request`]): the `publish` function of refresh jobs.
-pub async fn publish(publisher: &Publisher, event: LambdaEvent<Value>) -> Result<Value> {
-    let payload = serde_json::to_vec(&event.payload).map_err(|err| {
-        Error::with_source(ErrorKind::InvalidRequest, "the event cannot be read", err)
-    })?;
-    crate::publish::request::handle_publish_json(publisher, &payload).await
+pub async fn publish(publisher: &Publisher, event: LambdaEvent<Value>) -> Result<Published> {
+    let request = PublishRequest::from_event(event.payload)?;
+    request.publish(publisher).await
 }
 
 /// One gc event → one step of a run, or as much of a whole run as fits (see

@@ -35,6 +35,7 @@ use serde_json::Value;
 
 use super::names::FunctionNames;
 use crate::catalog::RetryPolicy;
+use crate::clock::IdGenerator;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lambda::Operation;
 use crate::lambda::event::Request;
@@ -74,6 +75,8 @@ pub(super) struct Invoker {
     pub client: Client,
     pub names: FunctionNames,
     pub retry: RetryPolicy,
+    /// The source of the backoff's jitter.
+    pub ids: Arc<dyn IdGenerator>,
 }
 
 impl Invoker {
@@ -112,7 +115,7 @@ impl Invoker {
                     ),
                 )));
             }
-            self.retry.backoff(attempt).await;
+            self.retry.back_off(attempt, self.ids.as_ref()).await;
         }
     }
 

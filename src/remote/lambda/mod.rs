@@ -54,6 +54,7 @@ mod names;
 mod wire;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -70,6 +71,7 @@ use crate::catalog::{
     CommitResult, IdentifierPage, IndexCatalog, IndexPointer, LoadIfChanged, NamespacePage,
     RetryPolicy,
 };
+use crate::clock::{IdGenerator, RandomIds};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::{IndexIdentifier, Namespace};
 use crate::lambda::Operation;
@@ -97,6 +99,7 @@ pub struct LambdaCatalogBuilder {
     client: Option<Client>,
     endpoint: Option<String>,
     retry: RetryPolicy,
+    ids: Arc<dyn IdGenerator>,
     attempt_timeout: Duration,
     connect_timeout: Duration,
 }
@@ -121,6 +124,12 @@ impl LambdaCatalogBuilder {
     /// [`RetryPolicy::default`]).
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
+        self
+    }
+
+    /// Draw the backoff's jitter from this id generator (default: random).
+    pub fn ids(mut self, ids: Arc<dyn IdGenerator>) -> Self {
+        self.ids = ids;
         self
     }
 
@@ -166,6 +175,7 @@ impl LambdaCatalogBuilder {
                 client: Client::from_conf(config),
                 names: self.names,
                 retry: self.retry,
+                ids: self.ids,
             },
         })
     }
@@ -179,6 +189,7 @@ impl LambdaCatalog {
             client: None,
             endpoint: None,
             retry: RetryPolicy::default(),
+            ids: Arc::new(RandomIds),
             attempt_timeout: DEFAULT_ATTEMPT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         }
