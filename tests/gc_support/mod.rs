@@ -20,14 +20,13 @@ use object_store::{
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcReport};
-use parqdb_catalog::metadata::{
-    IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
-};
+use parqdb_catalog::metadata::{IndexMetadata, SnapshotContents, TableDefinition};
 use parqdb_catalog::store::PointerStore;
 use parqdb_catalog::store::local::LocalStore;
 use parqdb_catalog::store::memory::MemoryStore;
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{Clock, IndexIdentifier, ManualClock, Namespace, SeededIds};
+use parqdb_catalog_testkit::fixture;
 
 pub const MINUTE: i64 = 60_000;
 pub const HOUR: i64 = 60 * MINUTE;
@@ -713,37 +712,19 @@ impl Layout {
     }
 }
 
+/// The sample snapshot contents with the layout's source, tables and centroids metadata.
 pub fn contents(layout: &Layout) -> SnapshotContents {
-    let table = |location: &str| {
-        IndexTableDefinition::new(
-            1,
-            BTreeMap::from([("location".to_owned(), location.to_owned())]),
-        )
-        .expect("valid table")
+    let mut contents = SnapshotContents {
+        source_table: layout.source.clone(),
+        ..fixture::contents_at(&layout.centroids, &layout.postings)
     };
-    let mut parameters = BTreeMap::from([("nlist".to_owned(), "16".to_owned())]);
     if let Some(location) = &layout.centroids_metadata {
-        parameters.insert(
+        contents.parameters.insert(
             "ivf_centroids_metadata_location".to_owned(),
             location.clone(),
         );
     }
-    SnapshotContents {
-        source_table: layout.source.clone(),
-        vector_field: "embedding".into(),
-        source_key_fields: vec!["document_id".into()],
-        indexed_rows: 1000,
-        index_family: "ivf".into(),
-        index_schema_version: 1,
-        metric: "l2_squared".into(),
-        parameters,
-        index_provider: ProviderDefinition::new("parquet", BTreeMap::new()).expect("provider"),
-        index_tables: BTreeMap::from([
-            ("ivf_centroids".to_owned(), table(&layout.centroids)),
-            ("ivf_postings".to_owned(), table(&layout.postings)),
-        ]),
-        summary: BTreeMap::new(),
-    }
+    contents
 }
 
 impl Env {
