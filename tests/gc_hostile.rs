@@ -20,6 +20,7 @@ use parqdb_catalog::config::CatalogConfig;
 use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcPhase, GcProgress, GcReport};
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
+use parqdb_catalog_testkit::store::{Call, Hook, Hooked};
 
 /// Characters object_store's `PathPart` percent-encodes that metadata validation accepts.
 const HOSTILE_SEGMENTS: [&str; 6] = ["ü", "a b", "~x", "[1]", "{c}^|`", "\"q\"<>*"];
@@ -1168,49 +1169,30 @@ async fn class6_a_run_that_lost_its_lease_records_no_clock_from_its_stale_walk()
 // 7. The register/delete race
 // ---------------------------------------------------------------------------------------
 
-/// A pointer store whose writes (or reads) never answer.
-#[derive(Debug)]
+/// A pointer store hook: writes of index records (or reads) never answer.
 struct Hanging {
-    inner: Arc<dyn parqdb_catalog::store::PointerStore>,
     hang_puts: bool,
     hang_gets: std::sync::atomic::AtomicBool,
 }
 
 #[async_trait::async_trait]
-impl parqdb_catalog::store::PointerStore for Hanging {
-    fn describe(&self) -> String {
-        "hanging".into()
-    }
-    fn capabilities(&self) -> parqdb_catalog::store::Capabilities {
-        self.inner.capabilities()
-    }
-    async fn get(
+impl Hook for Hanging {
+    async fn before(
         &self,
-        key: &parqdb_catalog::store::StoreKey,
-    ) -> Result<Option<parqdb_catalog::store::Versioned>, parqdb_catalog::store::StoreError> {
-        if self.hang_gets.load(std::sync::atomic::Ordering::SeqCst) {
+        _inner: &Arc<dyn parqdb_catalog::store::PointerStore>,
+        call: Call<'_>,
+    ) -> Result<(), parqdb_catalog::store::StoreError> {
+        let hang = match call {
+            Call::Get { .. } | Call::GetIfChanged { .. } => {
+                self.hang_gets.load(std::sync::atomic::Ordering::SeqCst)
+            }
+            Call::Put { key, .. } => self.hang_puts && key.as_str().starts_with("i/"),
+            Call::List { .. } | Call::Transact { .. } => false,
+        };
+        if hang {
             futures::future::pending::<()>().await;
         }
-        self.inner.get(key).await
-    }
-    async fn put(
-        &self,
-        key: &parqdb_catalog::store::StoreKey,
-        value: Bytes,
-        mode: parqdb_catalog::store::PutMode,
-    ) -> Result<parqdb_catalog::store::Version, parqdb_catalog::store::StoreError> {
-        if self.hang_puts && key.as_str().starts_with("i/") {
-            futures::future::pending::<()>().await;
-        }
-        self.inner.put(key, value, mode).await
-    }
-    async fn list(
-        &self,
-        prefix: &parqdb_catalog::store::StoreKey,
-        after: Option<&parqdb_catalog::store::StoreKey>,
-        limit: usize,
-    ) -> Result<parqdb_catalog::store::ListPage, parqdb_catalog::store::StoreError> {
-        self.inner.list(prefix, after, limit).await
+        Ok(())
     }
 }
 
@@ -1225,11 +1207,13 @@ async fn class7_publications_are_bounded_by_the_publish_window() {
     let setup = env.catalog.clone();
 
     // The write never answers: the outcome is unknown at the end of the window.
-    let hanging = Arc::new(Hanging {
-        inner: raw.clone(),
-        hang_puts: true,
-        hang_gets: false.into(),
-    });
+    let hanging = Arc::new(Hooked::new(
+        raw.clone(),
+        Hanging {
+            hang_puts: true,
+            hang_gets: false.into(),
+        },
+    ));
     let catalog = Catalog::builder(hanging.clone(), warehouse.clone())
         .probe_on_first_write(false)
         .publish_window(Duration::from_millis(300))
@@ -1242,17 +1226,20 @@ async fn class7_publications_are_bounded_by_the_publish_window() {
     assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
 
     // Reads never answer: nothing is written, the operation fails within the window.
-    let hanging = Arc::new(Hanging {
-        inner: raw.clone(),
-        hang_puts: false,
-        hang_gets: false.into(),
-    });
+    let hanging = Arc::new(Hooked::new(
+        raw.clone(),
+        Hanging {
+            hang_puts: false,
+            hang_gets: false.into(),
+        },
+    ));
     let catalog = Catalog::builder(hanging.clone(), warehouse.clone())
         .probe_on_first_write(false)
         .publish_window(Duration::from_millis(300))
         .build();
     catalog.claim_warehouse().await.expect("owned");
     hanging
+        .hook()
         .hang_gets
         .store(true, std::sync::atomic::Ordering::SeqCst);
     let started = std::time::Instant::now();

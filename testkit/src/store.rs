@@ -91,7 +91,9 @@ pub trait Hook: Send + Sync + 'static {
     async fn before(&self, inner: &Arc<dyn PointerStore>, call: Call<'_>)
     -> Result<(), StoreError>;
 
-    /// The capabilities the store reports, given the inner store's (default: those).
+    /// The capabilities the store reports, given the inner store's (default: those). A
+    /// store that reports no `atomic_multi_key_write` refuses `transact` with
+    /// `NotSupported`, without running the hook, as the trait asks.
     fn capabilities(&self, inner: Capabilities) -> Capabilities {
         inner
     }
@@ -200,6 +202,9 @@ impl<H: Hook> PointerStore for Hooked<H> {
     }
 
     async fn transact(&self, writes: Vec<TxWrite>) -> Result<Vec<Version>, StoreError> {
+        if !self.capabilities().atomic_multi_key_write {
+            return Err(StoreError::NotSupported("atomic multi-key write".into()));
+        }
         let call = Call::Transact { writes: &writes };
         self.hook.before(&self.inner, call).await?;
         self.inner.transact(writes).await
