@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use common::fixture::{TestEnv, source};
-use common::history::catalog_over;
+use common::history::backends::catalog_over;
 use futures::TryStreamExt;
 use parqdb_catalog::catalog::record::{PointerRecord, PointerState};
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
