@@ -1,6 +1,9 @@
 //! Shared harness of the garbage-collector tests: a warehouse object store wrapper that
-//! stamps objects with simulated time and can fail deletes, plus index fixtures.
+//! stamps objects with simulated time and can fail deletes, plus index fixtures; and, in
+//! [`hooked_store`], the store of a second collector process that pauses or fails writes.
 #![allow(dead_code)]
+
+pub mod hooked_store;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -589,6 +592,57 @@ impl Env {
         }
     }
 
+    /// Which of the objects `names` no longer exist.
+    pub async fn missing(&self, names: &[String]) -> Vec<String> {
+        let mut gone = Vec::new();
+        for name in names {
+            if !self.exists(name).await {
+                gone.push(name.clone());
+            }
+        }
+        gone
+    }
+
+    /// Whether every object of `names` exists (asking up to the first that does not).
+    pub async fn all_exist(&self, names: &[String]) -> bool {
+        for name in names {
+            if !self.exists(name).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Whether no object of `names` exists (asking up to the first that does).
+    pub async fn none_exist(&self, names: &[String]) -> bool {
+        for name in names {
+            if self.exists(name).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// [`Env::all_exist`] of raw keys.
+    pub async fn all_exist_raw(&self, names: &[String]) -> bool {
+        for name in names {
+            if !self.exists_raw(name).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// [`Env::none_exist`] of raw keys.
+    pub async fn none_exist_raw(&self, names: &[String]) -> bool {
+        for name in names {
+            if self.exists_raw(name).await {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Every object path under the warehouse (relative), sorted.
     pub async fn objects(&self) -> Vec<String> {
         let prefix = self.warehouse.prefix().clone();
@@ -629,6 +683,24 @@ impl Env {
             .await
             .into_iter()
             .filter(|p| p.starts_with("_gc/ledger/"))
+            .collect()
+    }
+
+    /// The ledger files of `object`'s entry.
+    pub async fn entry_of(&self, object: &str) -> Vec<String> {
+        self.ledger_files()
+            .await
+            .into_iter()
+            .filter(|f| f.contains(&format!("_gc/ledger/{object}/")))
+            .collect()
+    }
+
+    /// Journal files.
+    pub async fn journal_files(&self) -> Vec<String> {
+        self.objects()
+            .await
+            .into_iter()
+            .filter(|n| n.starts_with("_gc/journal/"))
             .collect()
     }
 
@@ -710,6 +782,19 @@ impl Layout {
             source: source(),
         }
     }
+
+    /// The data files [`Env::write_tables`] writes (two per table).
+    pub fn files(&self) -> Vec<String> {
+        [&self.centroids, &self.postings]
+            .into_iter()
+            .flat_map(|dir| {
+                [
+                    format!("{dir}part-0.parquet"),
+                    format!("{dir}part-1.parquet"),
+                ]
+            })
+            .collect()
+    }
 }
 
 /// The sample snapshot contents with the layout's source, tables and centroids metadata.
@@ -730,11 +815,8 @@ pub fn contents(layout: &Layout) -> SnapshotContents {
 impl Env {
     /// Write the data files of a layout (two per table).
     pub async fn write_tables(&self, layout: &Layout) {
-        for dir in [&layout.centroids, &layout.postings] {
-            self.put(&format!("{dir}part-0.parquet"), b"0123456789")
-                .await;
-            self.put(&format!("{dir}part-1.parquet"), b"0123456789")
-                .await;
+        for name in layout.files() {
+            self.put(&name, b"0123456789").await;
         }
     }
 
