@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use object_store::{ObjectStoreExt, PutPayload};
 
-use gc_support::hooked_store::{HookedStore, process_over};
+use gc_support::hooked_store::{HookedStore, collect_in_background, process_over, resume_and_join};
 use gc_support::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::catalog::IndexCatalog;
@@ -42,29 +42,18 @@ async fn retention_starts_at_loss_even_after_a_stale_planner_wakes_behind_a_fini
     let pausing = Arc::new(
         HookedStore::new(Arc::new(env.sim.clone())).pause_on(|key| key.ends_with("/observed.json")),
     );
-    let stale = process_over(&env, pausing.clone(), 7001, &config);
-    let planned_at = env.now();
-    let process1 = tokio::spawn(async move { stale.collect(planned_at).await });
+    let process1 = collect_in_background(&env, process_over(&env, pausing.clone(), 7001, &config));
     pausing.paused().await;
 
     // Its lease expires; the file is published; another run plans, walks and finishes.
     env.advance(30 * MINUTE);
-    let again = env.id("again").await;
-    env.catalog
-        .register(&again, Some(&layout.source), &location)
-        .await
-        .expect("registered");
+    let again = env.publish("again", &layout, &location).await;
     env.advance(MINUTE);
     let fresh = env.collect(&config).await;
     assert_eq!(fresh.status, GcStatus::Completed, "{fresh:?}");
 
     // Process 1 wakes up and goes on (it may stop when it finds its lease taken).
-    pausing.resume();
-    let woke = process1.await.expect("joined");
-    eprintln!(
-        "process 1 woke: {:?}",
-        woke.as_ref().map(|r| (r.run_id, r.status))
-    );
+    resume_and_join(&pausing, process1).await;
     env.advance(MINUTE);
     let next = env.collect(&config).await;
     eprintln!(
@@ -74,26 +63,15 @@ async fn retention_starts_at_loss_even_after_a_stale_planner_wakes_behind_a_fini
 
     // The file loses reachability now, by a commit.
     env.advance(MINUTE);
-    let (_, successor) = env
-        .successor(&metadata, &Layout::under("again/2"), None)
+    let lost_at = env
+        .commit_away(&again, &metadata, &location, &Layout::under("again/2"))
         .await;
-    env.catalog
-        .commit(&again, Some(&layout.source), &location, &successor)
-        .await
-        .expect("committed");
-    let lost_at = env.now();
     // The superseded metadata file (its tables stay reachable through the successor).
     let watched = vec![env.relative(&location)];
-    while env.now() < lost_at + 2 * HOUR - MINUTE {
-        env.advance(5 * MINUTE);
+    env.assert_kept_through_retention(lost_at, 5 * MINUTE, &watched, "", async || {
         env.collect(&config).await;
-        let gone = env.missing(&watched).await;
-        assert!(
-            gone.is_empty(),
-            "deleted {} min after losing reachability (retention 2 h): {gone:?}",
-            (env.now() - lost_at) / MINUTE
-        );
-    }
+    })
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -671,23 +649,12 @@ async fn a_run_copied_from_another_catalogs_warehouse_never_starts_clocks_here()
     );
     // The live file loses reachability now.
     here.advance(MINUTE);
-    let (_, successor) = here
-        .successor(&metadata, &Layout::under("again/2"), None)
+    let lost_at = here
+        .commit_away(&id, &metadata, &location, &Layout::under("again/2"))
         .await;
-    here.catalog
-        .commit(&id, Some(&layout.source), &location, &successor)
-        .await
-        .expect("committed");
-    let lost_at = here.now();
     let watched = vec![here.relative(&location)];
-    while here.now() < lost_at + 2 * HOUR - MINUTE {
-        here.advance(5 * MINUTE);
+    here.assert_kept_through_retention(lost_at, 5 * MINUTE, &watched, "", async || {
         here.collect(&config).await;
-        let gone = here.missing(&watched).await;
-        assert!(
-            gone.is_empty(),
-            "deleted {} min after losing reachability (retention 2 h): {gone:?}",
-            (here.now() - lost_at) / MINUTE
-        );
-    }
+    })
+    .await;
 }

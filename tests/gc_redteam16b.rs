@@ -5,9 +5,8 @@ mod gc_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gc_support::hooked_store::{HookedStore, process_over};
+use gc_support::hooked_store::{HookedStore, collect_in_background, process_over, resume_and_join};
 use gc_support::{Backend, Env, HOUR, Layout, MINUTE, test_config};
-use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::gc::{GcConfig, GcStatus, GcStep};
 
 const DAY: i64 = 24 * HOUR;
@@ -38,19 +37,13 @@ async fn a_late_clock_write_behind_finished_runs_does_not_backdate_retention() {
     let hooked = Arc::new(
         HookedStore::new(Arc::new(env.sim.clone())).pause_on(move |key| key.contains(&entry)),
     );
-    let slow = process_over(&env, hooked.clone(), 7101, &config);
-    let at = env.now();
-    let process1 = tokio::spawn(async move { slow.collect(at).await });
+    let process1 = collect_in_background(&env, process_over(&env, hooked.clone(), 7101, &config));
     hooked.paused().await;
 
     // Its lease expires; the file is published; another process goes on with S and
     // finishes it (S's verification walk sees the file reachable: its entry is cleared).
     env.advance(20 * MINUTE);
-    let again = env.id("again").await;
-    env.catalog
-        .register(&again, Some(&layout.source), &location)
-        .await
-        .expect("registered");
+    let again = env.publish("again", &layout, &location).await;
     env.advance(MINUTE);
     let s = env.collect(&config).await;
     assert_eq!(s.status, GcStatus::Completed, "{s:?}");
@@ -62,12 +55,7 @@ async fn a_late_clock_write_behind_finished_runs_does_not_backdate_retention() {
     eprintln!("S {} X {}", s.run_id, x.run_id);
 
     // Process 1's put lands now.
-    hooked.resume();
-    let woke = process1.await.expect("joined");
-    eprintln!(
-        "process 1: {:?}",
-        woke.as_ref().map(|r| (r.run_id, r.status))
-    );
+    resume_and_join(&hooked, process1).await;
     let ledger: Vec<String> = env
         .ledger_files()
         .await
@@ -78,23 +66,13 @@ async fn a_late_clock_write_behind_finished_runs_does_not_backdate_retention() {
 
     // The file loses reachability now, by a commit.
     env.advance(MINUTE);
-    let (_, successor) = env
-        .successor(&metadata, &Layout::under("again/2"), None)
+    let lost_at = env
+        .commit_away(&again, &metadata, &location, &Layout::under("again/2"))
         .await;
-    env.catalog
-        .commit(&again, Some(&layout.source), &location, &successor)
-        .await
-        .expect("committed");
-    let lost_at = env.now();
-    while env.now() < lost_at + 2 * HOUR - MINUTE {
-        env.advance(5 * MINUTE);
+    env.assert_kept_through_retention(lost_at, 5 * MINUTE, &[watched], "", async || {
         env.collect(&config).await;
-        assert!(
-            env.exists(&watched).await,
-            "deleted {} min after losing reachability (retention 2 h)",
-            (env.now() - lost_at) / MINUTE
-        );
-    }
+    })
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ mod gc_support;
 
 use std::sync::Arc;
 
-use gc_support::hooked_store::{HookedStore, process_over};
+use gc_support::hooked_store::{HookedStore, collect_in_background, process_over, resume_and_join};
 use gc_support::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::gc::GcStatus;
@@ -51,24 +51,17 @@ async fn late_write_by_the_previous_runs_own_process(
     let hooked =
         Arc::new(HookedStore::new(Arc::new(env.sim.clone())).pause_on(move |k| k.contains(&key)));
     let slow = process_over(&env, hooked.clone(), seed + 1000, &config);
-    let at = env.now();
-    let process1 = tokio::spawn(async move { slow.collect(at).await });
+    let process1 = collect_in_background(&env, slow);
     hooked.paused().await;
 
     env.advance(20 * MINUTE);
-    let again = env.id("again").await;
-    env.catalog
-        .register(&again, Some(&layout.source), &location)
-        .await
-        .expect("registered (nothing condemned it yet)");
+    let again = env.publish("again", &layout, &location).await;
     env.advance(MINUTE);
     match land {
         Land::AfterDone => {
             let s = env.collect(&config).await;
             assert_eq!(s.status, GcStatus::Completed, "{s:?}");
-            hooked.resume();
-            let woke = process1.await.expect("joined");
-            eprintln!("process 1: {:?}", woke.map(|r| (r.run_id, r.status)));
+            resume_and_join(&hooked, process1).await;
         }
         Land::BeforeDone => {
             let hooked2 = Arc::new(
@@ -76,12 +69,9 @@ async fn late_write_by_the_previous_runs_own_process(
                     .pause_on(|k| k.contains("_gc/journal/") && k.ends_with(".done")),
             );
             let second = process_over(&env, hooked2.clone(), seed + 2000, &config);
-            let at = env.now();
-            let process2 = tokio::spawn(async move { second.collect(at).await });
+            let process2 = collect_in_background(&env, second);
             hooked2.paused().await;
-            hooked.resume();
-            let woke = process1.await.expect("joined");
-            eprintln!("process 1: {:?}", woke.map(|r| (r.run_id, r.status)));
+            resume_and_join(&hooked, process1).await;
             hooked2.resume();
             let s = process2
                 .await
@@ -100,25 +90,13 @@ async fn late_write_by_the_previous_runs_own_process(
     eprintln!("journals: {:?}", env.journal_files().await);
 
     env.advance(MINUTE);
-    let (_, successor) = env
-        .successor(&metadata, &Layout::under("again/2"), None)
+    let lost_at = env
+        .commit_away(&again, &metadata, &location, &Layout::under("again/2"))
         .await;
-    env.catalog
-        .commit(&again, Some(&layout.source), &location, &successor)
-        .await
-        .expect("committed");
-    let lost_at = env.now();
-    while env.now() < lost_at + 2 * HOUR - MINUTE {
-        env.advance(5 * MINUTE);
+    env.assert_kept_through_retention(lost_at, 5 * MINUTE, &watched, "", async || {
         env.collect(&config).await;
-        for object in &watched {
-            assert!(
-                env.exists(object).await,
-                "{object} deleted {} min after losing reachability (retention 2 h)",
-                (env.now() - lost_at) / MINUTE
-            );
-        }
-    }
+    })
+    .await;
 }
 
 fn clock_of(object: &str) -> String {

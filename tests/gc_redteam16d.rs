@@ -6,7 +6,7 @@ mod gc_support;
 
 use std::sync::Arc;
 
-use gc_support::hooked_store::{HookedStore, process_over};
+use gc_support::hooked_store::{HookedStore, collect_in_background, process_over, resume_and_join};
 use gc_support::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::gc::GcStatus;
@@ -38,17 +38,11 @@ async fn stalled_clock_put(seed: u64, backdate: bool) {
     let key = format!("_gc/ledger/{md}/u-");
     store.arm(move |k| k.contains(key.as_str()));
     env.advance(HOUR);
-    let slow = run(&env);
-    let at = env.now();
-    let process1 = tokio::spawn(async move { slow.collect(at).await });
+    let process1 = collect_in_background(&env, run(&env));
     store.paused().await;
 
     env.advance(20 * MINUTE);
-    let again = env.id("again").await;
-    env.catalog
-        .register(&again, Some(&layout.source), &location)
-        .await
-        .expect("registered");
+    let again = env.publish("again", &layout, &location).await;
     env.advance(MINUTE);
     let s = run(&env).collect(env.now()).await.expect("S finished");
     assert_eq!(s.status, GcStatus::Completed, "{s:?}");
@@ -60,30 +54,18 @@ async fn stalled_clock_put(seed: u64, backdate: bool) {
         "P saw o reachable: no entry"
     );
     env.advance(MINUTE);
-    store.resume();
-    let woke = process1.await.expect("joined");
-    eprintln!("process 1: {:?}", woke.map(|r| (r.run_id, r.status)));
+    resume_and_join(&store, process1).await;
     eprintln!("entry after the late put: {:?}", env.entry_of(&md).await);
 
     env.advance(MINUTE);
-    let (_, successor) = env
-        .successor(&metadata, &Layout::under("again/2"), None)
+    let lost_at = env
+        .commit_away(&again, &metadata, &location, &Layout::under("again/2"))
         .await;
-    env.catalog
-        .commit(&again, Some(&layout.source), &location, &successor)
-        .await
-        .expect("committed");
-    let lost_at = env.now();
-    while env.now() < lost_at + 2 * HOUR - MINUTE {
-        env.advance(5 * MINUTE);
+    env.assert_kept_through_retention(lost_at, 5 * MINUTE, &[md], "", async || {
         let r = run(&env).collect(env.now()).await.expect("gc run");
         assert_eq!(r.status, GcStatus::Completed, "{r:?}");
-        assert!(
-            env.exists(&md).await,
-            "{md} deleted {} min after losing reachability (retention 2 h)",
-            (env.now() - lost_at) / MINUTE
-        );
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -201,16 +183,12 @@ async fn exemption(seed: u64, churn: Churn) {
             env.register("k3", &Layout::under("c3/1")).await;
         }
     }
-    while env.now() < lost_at + 2 * HOUR - MINUTE {
-        env.advance(5 * MINUTE);
+    let context = format!("; {churn:?}");
+    env.assert_kept_through_retention(lost_at, 5 * MINUTE, &[o], &context, async || {
         let r = env.collect(&config).await;
         assert_eq!(r.status, GcStatus::Completed, "{r:?}");
-        assert!(
-            env.exists(&o).await,
-            "{o} deleted {} min after losing reachability (retention 2 h); {churn:?}",
-            (env.now() - lost_at) / MINUTE
-        );
-    }
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ mod gc_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gc_support::hooked_store::{HookedStore, process_over};
+use gc_support::hooked_store::{HookedStore, collect_in_background, process_over, resume_and_join};
 use gc_support::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::gc::{GcConfig, GcStatus};
@@ -53,9 +53,7 @@ async fn stalled_restamp(seed: u64, backdate: bool, strict_reincarnation_about: 
     env.advance(5 * MINUTE);
     let key = format!("_gc/ledger/{md}/u-");
     store.arm(move |k| k.contains(key.as_str()));
-    let slow = run(&env);
-    let at = env.now();
-    let process1 = tokio::spawn(async move { slow.collect(at).await });
+    let process1 = collect_in_background(&env, run(&env));
     let stalled = tokio::time::timeout(Duration::from_secs(5), store.paused())
         .await
         .is_ok();
@@ -70,11 +68,7 @@ async fn stalled_restamp(seed: u64, backdate: bool, strict_reincarnation_about: 
         return;
     }
     env.advance(20 * MINUTE);
-    let again = env.id("again").await;
-    env.catalog
-        .register(&again, Some(&layout.source), &location)
-        .await
-        .expect("registered");
+    let again = env.publish("again", &layout, &location).await;
     env.advance(MINUTE);
     let j = run(&env).collect(env.now()).await.expect("J finished");
     assert_eq!(j.status, GcStatus::Completed, "{j:?}");
@@ -83,30 +77,18 @@ async fn stalled_restamp(seed: u64, backdate: bool, strict_reincarnation_about: 
     assert_eq!(p.status, GcStatus::Completed, "{p:?}");
     eprintln!("entry after P: {:?}", env.entry_of(&md).await);
     env.advance(MINUTE);
-    store.resume();
-    let woke = process1.await.expect("joined");
-    eprintln!("process 1: {:?}", woke.map(|r| (r.run_id, r.status)));
+    resume_and_join(&store, process1).await;
     eprintln!("entry after the late put: {:?}", env.entry_of(&md).await);
 
     env.advance(MINUTE);
-    let (_, successor) = env
-        .successor(&metadata, &Layout::under("again/2"), None)
+    let lost_at = env
+        .commit_away(&again, &metadata, &location, &Layout::under("again/2"))
         .await;
-    env.catalog
-        .commit(&again, Some(&layout.source), &location, &successor)
-        .await
-        .expect("committed");
-    let lost_at = env.now();
-    while env.now() < lost_at + 2 * HOUR - MINUTE {
-        env.advance(5 * MINUTE);
+    env.assert_kept_through_retention(lost_at, 5 * MINUTE, &[md], "", async || {
         let r = run(&env).collect(env.now()).await.expect("gc run");
         assert_eq!(r.status, GcStatus::Completed, "{r:?}");
-        assert!(
-            env.exists(&md).await,
-            "{md} deleted {} min after losing reachability (retention 2 h)",
-            (env.now() - lost_at) / MINUTE
-        );
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -170,16 +152,11 @@ async fn churn_between_restamps(seed: u64, dry_between: bool) {
         assert!(env.exists(&o).await, "round {round}");
         eprintln!("round {round}: {:?}", env.entry_of(&o).await);
     }
-    while env.now() < last_loss + 2 * HOUR - MINUTE {
-        env.advance(10 * MINUTE);
+    env.assert_kept_through_retention(last_loss, 10 * MINUTE, &[o], "", async || {
         let r = env.collect(&config).await;
         assert_eq!(r.status, GcStatus::Completed, "{r:?}");
-        assert!(
-            env.exists(&o).await,
-            "{o} deleted {} min after losing reachability (retention 2 h)",
-            (env.now() - last_loss) / MINUTE
-        );
-    }
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -19,9 +19,10 @@ use object_store::{
     PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
 };
 use parqdb_catalog::catalog::Catalog;
-use parqdb_catalog::gc::{GarbageCollector, GcConfig};
+use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcReport};
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{Clock, ManualClock, SeededIds};
+use tokio::task::JoinHandle;
 
 use super::Env;
 
@@ -249,4 +250,27 @@ pub fn process_over(
         .ids(Arc::new(SeededIds::new(seed)))
         .build();
     GarbageCollector::new(catalog, config.clone()).expect("valid config")
+}
+
+/// A collection by `gc` at `env`'s current time, in a task of its own: a process.
+pub fn collect_in_background(
+    env: &Env,
+    gc: GarbageCollector,
+) -> JoinHandle<parqdb_catalog::Result<GcReport>> {
+    let at = env.now();
+    tokio::spawn(async move { gc.collect(at).await })
+}
+
+/// Let `store`'s paused put go on and wait for the end of `process` (the collection the
+/// put belongs to; it may fail, its lease gone); prints how it ended.
+pub async fn resume_and_join(
+    store: &HookedStore,
+    process: JoinHandle<parqdb_catalog::Result<GcReport>>,
+) {
+    store.resume();
+    let woke = process.await.expect("joined");
+    eprintln!(
+        "process 1: {:?}",
+        woke.as_ref().map(|r| (r.run_id, r.status))
+    );
 }

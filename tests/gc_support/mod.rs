@@ -603,44 +603,40 @@ impl Env {
         gone
     }
 
-    /// Whether every object of `names` exists (asking up to the first that does not).
-    pub async fn all_exist(&self, names: &[String]) -> bool {
+    /// Whether one of `names` (raw keys if `raw`) exists (`present`) or is missing
+    /// (`!present`), asking up to the first that does.
+    async fn any(&self, names: &[String], raw: bool, present: bool) -> bool {
         for name in names {
-            if !self.exists(name).await {
-                return false;
+            let exists = if raw {
+                self.exists_raw(name).await
+            } else {
+                self.exists(name).await
+            };
+            if exists == present {
+                return true;
             }
         }
-        true
+        false
+    }
+
+    /// Whether every object of `names` exists (asking up to the first that does not).
+    pub async fn all_exist(&self, names: &[String]) -> bool {
+        !self.any(names, false, false).await
     }
 
     /// Whether no object of `names` exists (asking up to the first that does).
     pub async fn none_exist(&self, names: &[String]) -> bool {
-        for name in names {
-            if self.exists(name).await {
-                return false;
-            }
-        }
-        true
+        !self.any(names, false, true).await
     }
 
     /// [`Env::all_exist`] of raw keys.
     pub async fn all_exist_raw(&self, names: &[String]) -> bool {
-        for name in names {
-            if !self.exists_raw(name).await {
-                return false;
-            }
-        }
-        true
+        !self.any(names, true, false).await
     }
 
     /// [`Env::none_exist`] of raw keys.
     pub async fn none_exist_raw(&self, names: &[String]) -> bool {
-        for name in names {
-            if self.exists_raw(name).await {
-                return false;
-            }
-        }
-        true
+        !self.any(names, true, true).await
     }
 
     /// Every object path under the warehouse (relative), sorted.
@@ -874,6 +870,59 @@ impl Env {
             .await
             .expect("registered");
         (id, metadata, location)
+    }
+
+    /// Register the metadata file at `location` (written for `layout`) as `name`: it is
+    /// published now.
+    pub async fn publish(&self, name: &str, layout: &Layout, location: &str) -> IndexIdentifier {
+        let id = self.id(name).await;
+        self.catalog
+            .register(&id, Some(&layout.source), location)
+            .await
+            .expect("registered");
+        id
+    }
+
+    /// Commit `id` from `location` (holding `metadata`) to a successor whose tables are at
+    /// `next`: `location` loses catalog reachability now, the time returned.
+    pub async fn commit_away(
+        &self,
+        id: &IndexIdentifier,
+        metadata: &IndexMetadata,
+        location: &str,
+        next: &Layout,
+    ) -> i64 {
+        let (_, successor) = self.successor(metadata, next, None).await;
+        self.catalog
+            .commit(id, Some(&next.source), location, &successor)
+            .await
+            .expect("committed");
+        self.now()
+    }
+
+    /// The promise the red teams attack: objects that lost catalog reachability at
+    /// `lost_at` outlive the retention of [`test_config`] (2 h). Every `every` ms until a
+    /// minute before it has passed, `pass` runs (a collection), then each of `watched` must
+    /// still exist (`context` goes into the failure message).
+    pub async fn assert_kept_through_retention(
+        &self,
+        lost_at: i64,
+        every: i64,
+        watched: &[String],
+        context: &str,
+        mut pass: impl AsyncFnMut(),
+    ) {
+        while self.now() < lost_at + 2 * HOUR - MINUTE {
+            self.advance(every);
+            pass().await;
+            for object in watched {
+                assert!(
+                    self.exists(object).await,
+                    "{object} deleted {} min after losing reachability (retention 2 h){context}",
+                    (self.now() - lost_at) / MINUTE
+                );
+            }
+        }
     }
 }
 
