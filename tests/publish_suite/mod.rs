@@ -768,40 +768,24 @@ macro_rules! publish_suite {
             eprintln!("{stats}");
         }
 
-        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-        async fn idempotent_replay() {
-            let (catalog, warehouse) = $fresh.await;
-            publish_suite::idempotent_replay(catalog, warehouse).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn declined_after_conflict() {
-            let (catalog, warehouse) = $fresh.await;
-            publish_suite::declined_after_conflict(catalog, warehouse).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn expire_keeps_last() {
-            let (catalog, warehouse) = $fresh.await;
-            publish_suite::expire_keeps_last(catalog, warehouse).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn ambiguous_commits() {
-            let (catalog, warehouse) = $fresh.await;
-            publish_suite::ambiguous_commits(catalog, warehouse).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn bounded_attempts() {
-            let (catalog, warehouse) = $fresh.await;
-            publish_suite::bounded_attempts(catalog, warehouse).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn publish_requests() {
-            let (catalog, warehouse) = $fresh.await;
-            publish_suite::publish_requests(catalog, warehouse).await;
-        }
+        publish_suite!(@cases $fresh;
+            4 => idempotent_replay,
+            2 => declined_after_conflict,
+            2 => expire_keeps_last,
+            2 => ambiguous_commits,
+            2 => bounded_attempts,
+            2 => publish_requests
+        );
+    };
+    // One test per case: `publish_suite::$case(catalog, warehouse)` on a fresh backend,
+    // with `$threads` worker threads.
+    (@cases $fresh:expr; $($threads:literal => $case:ident),+) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = $threads)]
+            async fn $case() {
+                let (catalog, warehouse) = $fresh.await;
+                publish_suite::$case(catalog, warehouse).await;
+            }
+        )+
     };
 }
