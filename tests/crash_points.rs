@@ -1,6 +1,6 @@
 //! The reliability proof, part 3: crash points.
 //!
-//! A [`CrashStore`] lets an operation make `N` store calls and then "crashes" it: call
+//! A [`Crash`] hook lets an operation make `N` store calls and then "crashes" it: call
 //! `N + 1` panics inside the operation's spawned task, or never answers and the task is
 //! cancelled — every later call of that process fails the same way. For every `N` from 0
 //! to the number of calls the operation makes, inside `register`, `commit`, `drop` and
@@ -22,26 +22,22 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use common::fixture::{TestEnv, source};
-use common::history::catalog_over;
+use common::history::backends::catalog_over;
 use futures::TryStreamExt;
 use parqdb_catalog::catalog::record::{PointerRecord, PointerState};
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::metadata::IndexMetadata;
 use parqdb_catalog::store::local::LocalStore;
 use parqdb_catalog::store::memory::MemoryStore;
-use parqdb_catalog::store::{
-    Capabilities, Changed, ListPage, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version,
-    Versioned,
-};
+use parqdb_catalog::store::{Capabilities, PointerStore, StoreError};
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{ErrorKind, IndexIdentifier};
+use parqdb_catalog_testkit::store::{Call, Hook, Hooked};
 use tokio::sync::Notify;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,9 +48,8 @@ enum CrashMode {
     Hang,
 }
 
-/// A store whose caller crashes at its `budget + 1`-th call.
-struct CrashStore {
-    inner: Arc<dyn PointerStore>,
+/// A store hook whose caller crashes at its `budget + 1`-th call.
+struct Crash {
     budget: usize,
     mode: CrashMode,
     hide_transact: bool,
@@ -63,21 +58,9 @@ struct CrashStore {
     notify: Notify,
 }
 
-impl fmt::Debug for CrashStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "CrashStore(after {} calls)", self.budget)
-    }
-}
-
-impl CrashStore {
-    fn new(
-        inner: Arc<dyn PointerStore>,
-        budget: usize,
-        mode: CrashMode,
-        hide_transact: bool,
-    ) -> Self {
-        CrashStore {
-            inner,
+impl Crash {
+    fn new(budget: usize, mode: CrashMode, hide_transact: bool) -> Self {
+        Crash {
             budget,
             mode,
             hide_transact,
@@ -86,75 +69,34 @@ impl CrashStore {
             notify: Notify::new(),
         }
     }
+}
 
-    async fn gate(&self) {
+#[async_trait]
+impl Hook for Crash {
+    async fn before(
+        &self,
+        _inner: &Arc<dyn PointerStore>,
+        _call: Call<'_>,
+    ) -> Result<(), StoreError> {
         let call = self.calls.fetch_add(1, Ordering::SeqCst);
         if call < self.budget {
-            return;
+            return Ok(());
         }
         self.crashed.store(true, Ordering::SeqCst);
         self.notify.notify_waiters();
         match self.mode {
             CrashMode::Panic => panic!("crash point: store call {call}"),
-            CrashMode::Hang => std::future::pending::<()>().await,
+            CrashMode::Hang => std::future::pending().await,
         }
     }
-}
 
-#[async_trait]
-impl PointerStore for CrashStore {
-    fn describe(&self) -> String {
-        format!("{} (crashing)", self.inner.describe())
-    }
-
-    async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
-        self.gate().await;
-        self.inner.get(key).await
-    }
-
-    async fn put(
-        &self,
-        key: &StoreKey,
-        value: Bytes,
-        mode: PutMode,
-    ) -> Result<Version, StoreError> {
-        self.gate().await;
-        self.inner.put(key, value, mode).await
-    }
-
-    async fn list(
-        &self,
-        prefix: &StoreKey,
-        start_after: Option<&StoreKey>,
-        limit: usize,
-    ) -> Result<ListPage, StoreError> {
-        self.gate().await;
-        self.inner.list(prefix, start_after, limit).await
-    }
-
-    fn capabilities(&self) -> Capabilities {
+    /// Without its transaction when hidden (the store then refuses `transact`).
+    fn capabilities(&self, inner: Capabilities) -> Capabilities {
         if self.hide_transact {
             Capabilities::default()
         } else {
-            self.inner.capabilities()
+            inner
         }
-    }
-
-    async fn get_if_changed(
-        &self,
-        key: &StoreKey,
-        version: &Version,
-    ) -> Result<Changed, StoreError> {
-        self.gate().await;
-        self.inner.get_if_changed(key, version).await
-    }
-
-    async fn transact(&self, writes: Vec<TxWrite>) -> Result<Vec<Version>, StoreError> {
-        if self.hide_transact {
-            return Err(StoreError::NotSupported("atomic multi-key write".into()));
-        }
-        self.gate().await;
-        self.inner.transact(writes).await
     }
 }
 
@@ -343,21 +285,19 @@ async fn crash_run(
     budget: usize,
     mode: CrashMode,
 ) -> (Option<parqdb_catalog::Result<()>>, usize) {
-    let store = Arc::new(CrashStore::new(
+    let store = Arc::new(Hooked::new(
         world.raw.clone(),
-        budget,
-        mode,
-        flavor.hide_transact(),
+        Crash::new(budget, mode, flavor.hide_transact()),
     ));
     let catalog = catalog_over(store.clone(), &world.env.warehouse, false);
     let task = {
         let world = world.clone();
         tokio::spawn(async move { world.run(&catalog, operation).await })
     };
-    let crashed = store.notify.notified();
+    let crashed = store.hook().notify.notified();
     tokio::pin!(crashed);
     crashed.as_mut().enable();
-    let result = if store.crashed.load(Ordering::SeqCst) {
+    let result = if store.hook().crashed.load(Ordering::SeqCst) {
         None
     } else {
         let mut task = task;
@@ -374,7 +314,7 @@ async fn crash_run(
             }
         }
     };
-    (result, store.calls.load(Ordering::SeqCst))
+    (result, store.hook().calls.load(Ordering::SeqCst))
 }
 
 async fn calls_of(flavor: Flavor, operation: Operation) -> usize {

@@ -20,24 +20,22 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use common::fixture::{TestEnv, source};
-use common::history::{Backend, assert_applied_once, catalog_over, env_seeds, env_usize};
+use common::history::backends::{Backend, assert_applied_once, catalog_over};
+use common::history::{env_seeds, env_usize};
 use parqdb_catalog::catalog::record::{NamespaceRecord, PointerRecord, PointerState};
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::metadata::IndexMetadata;
 use parqdb_catalog::store::faulty::{Fault, FaultConfig, FaultyStore};
-use parqdb_catalog::store::{
-    Capabilities, Changed, ListPage, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version,
-    Versioned,
-};
+use parqdb_catalog::store::{PointerStore, PutMode, StoreError, StoreKey};
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, SystemClock};
+use parqdb_catalog_testkit::store::{Call, Hook, Hooked};
 
 // ---------------------------------------------------------------------------------------
 // Racing writers under random faults
@@ -248,72 +246,27 @@ async fn memory_chain_under_heavy_faults() {
 // Scripted faults and interference at exact store calls
 // ---------------------------------------------------------------------------------------
 
-type Hook =
+type Interference =
     Box<dyn Fn(Arc<dyn PointerStore>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
-/// Runs a hook against the inner store right before the call numbered `at`.
+/// Runs `interfere` against the inner store right before the call numbered `at`.
 struct Interfere {
-    inner: Arc<dyn PointerStore>,
     calls: AtomicUsize,
     at: usize,
-    hook: Hook,
-}
-
-impl fmt::Debug for Interfere {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Interfere(before call {})", self.at)
-    }
-}
-
-impl Interfere {
-    async fn before(&self) {
-        if self.calls.fetch_add(1, Ordering::SeqCst) == self.at {
-            (self.hook)(self.inner.clone()).await;
-        }
-    }
+    interfere: Interference,
 }
 
 #[async_trait]
-impl PointerStore for Interfere {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
-        self.before().await;
-        self.inner.get(key).await
-    }
-    async fn put(
+impl Hook for Interfere {
+    async fn before(
         &self,
-        key: &StoreKey,
-        value: Bytes,
-        mode: PutMode,
-    ) -> Result<Version, StoreError> {
-        self.before().await;
-        self.inner.put(key, value, mode).await
-    }
-    async fn list(
-        &self,
-        prefix: &StoreKey,
-        after: Option<&StoreKey>,
-        limit: usize,
-    ) -> Result<ListPage, StoreError> {
-        self.before().await;
-        self.inner.list(prefix, after, limit).await
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    async fn get_if_changed(
-        &self,
-        key: &StoreKey,
-        version: &Version,
-    ) -> Result<Changed, StoreError> {
-        self.before().await;
-        self.inner.get_if_changed(key, version).await
-    }
-    async fn transact(&self, writes: Vec<TxWrite>) -> Result<Vec<Version>, StoreError> {
-        self.before().await;
-        self.inner.transact(writes).await
+        inner: &Arc<dyn PointerStore>,
+        _call: Call<'_>,
+    ) -> Result<(), StoreError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == self.at {
+            (self.interfere)(inner.clone()).await;
+        }
+        Ok(())
     }
 }
 
@@ -364,15 +317,17 @@ async fn commit_survives_a_rewrite_that_keeps_its_base() {
     let (raw, env) = memory_env().await;
     let (id, metadata, base) = env.registered("rewritten").await;
     let (_, new) = env.successor(&metadata, 2).await;
-    let hooked = Arc::new(Interfere {
-        inner: raw.clone(),
-        calls: AtomicUsize::new(0),
-        at: 1, // the commit's put (call 0 reads the pointer)
-        hook: Box::new({
-            let id = id.clone();
-            move |store| Box::pin(rewrite_in_place(store, id.clone()))
-        }),
-    });
+    let hooked = Arc::new(Hooked::new(
+        raw.clone(),
+        Interfere {
+            calls: AtomicUsize::new(0),
+            at: 1, // the commit's put (call 0 reads the pointer)
+            interfere: Box::new({
+                let id = id.clone();
+                move |store| Box::pin(rewrite_in_place(store, id.clone()))
+            }),
+        },
+    ));
     let catalog = catalog_over(hooked, &env.warehouse, false);
     let done = catalog
         .commit(&id, Some(&source(2)), &base, &new)
@@ -569,21 +524,23 @@ async fn rename_reports_already_exists_only_if_both_existed_at_once() {
     let (from, _, _) = env.registered("coexist").await;
     let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
     let warehouse = env.warehouse.clone();
-    let hooked = Arc::new(Interfere {
-        inner: raw.clone(),
-        calls: AtomicUsize::new(0),
-        at: 2, // 0 reads the source, 1 the namespace, 2 the destination
-        hook: Box::new({
-            let (from, to) = (from.clone(), to.clone());
-            move |store| {
-                let (from, to, warehouse) = (from.clone(), to.clone(), warehouse.clone());
-                Box::pin(async move {
-                    let other = catalog_over(store, &warehouse, false);
-                    other.rename(&from, &to).await.expect("the other rename");
-                })
-            }
-        }),
-    });
+    let hooked = Arc::new(Hooked::new(
+        raw.clone(),
+        Interfere {
+            calls: AtomicUsize::new(0),
+            at: 2, // 0 reads the source, 1 the namespace, 2 the destination
+            interfere: Box::new({
+                let (from, to) = (from.clone(), to.clone());
+                move |store| {
+                    let (from, to, warehouse) = (from.clone(), to.clone(), warehouse.clone());
+                    Box::pin(async move {
+                        let other = catalog_over(store, &warehouse, false);
+                        other.rename(&from, &to).await.expect("the other rename");
+                    })
+                }
+            }),
+        },
+    ));
     let catalog = catalog_over(hooked, &env.warehouse, false);
     let err = catalog
         .rename(&from, &to)
@@ -616,42 +573,44 @@ async fn stale_renamer(at: usize) {
         raw.clone(),
         FaultConfig::none(1).hiding_transact(),
     ));
-    let hooked = Arc::new(Interfere {
-        inner: hidden.clone(),
-        calls: AtomicUsize::new(0),
-        // 0 source, 1 namespace, 2 destination, 3 step 1, 4 destination again, then
-        // (before the fix: 5 step 2) 5 the claim of the source, 6 step 2.
-        at,
-        hook: Box::new({
-            let (from, to) = (from.clone(), to.clone());
-            move |store| {
-                let (from, to, warehouse, rival) = (
-                    from.clone(),
-                    to.clone(),
-                    warehouse.clone(),
-                    rival_metadata.clone(),
-                );
-                Box::pin(async move {
-                    let other = catalog_over(store, &warehouse, false);
-                    other
-                        .register(&to, Some(&source(1)), &rival)
-                        .await
-                        .expect("the rival takes the destination");
-                    // Touching the source settles the rename: the destination is taken, so
-                    // it rolls back (the rename onto itself then finds it existing).
-                    let settled = other.rename(&from, &from).await;
-                    assert_eq!(
-                        settled.map_err(|e| e.kind()).err(),
-                        Some(ErrorKind::AlreadyExists)
+    let hooked = Arc::new(Hooked::new(
+        hidden.clone(),
+        Interfere {
+            calls: AtomicUsize::new(0),
+            // 0 source, 1 namespace, 2 destination, 3 step 1, 4 destination again, then
+            // (before the fix: 5 step 2) 5 the claim of the source, 6 step 2.
+            at,
+            interfere: Box::new({
+                let (from, to) = (from.clone(), to.clone());
+                move |store| {
+                    let (from, to, warehouse, rival) = (
+                        from.clone(),
+                        to.clone(),
+                        warehouse.clone(),
+                        rival_metadata.clone(),
                     );
-                    other
-                        .drop_index(&to)
-                        .await
-                        .expect("the rival drops it again");
-                })
-            }
-        }),
-    });
+                    Box::pin(async move {
+                        let other = catalog_over(store, &warehouse, false);
+                        other
+                            .register(&to, Some(&source(1)), &rival)
+                            .await
+                            .expect("the rival takes the destination");
+                        // Touching the source settles the rename: the destination is taken, so
+                        // it rolls back (the rename onto itself then finds it existing).
+                        let settled = other.rename(&from, &from).await;
+                        assert_eq!(
+                            settled.map_err(|e| e.kind()).err(),
+                            Some(ErrorKind::AlreadyExists)
+                        );
+                        other
+                            .drop_index(&to)
+                            .await
+                            .expect("the rival drops it again");
+                    })
+                }
+            }),
+        },
+    ));
     let catalog = catalog_over(hooked, &env.warehouse, false);
     let renamed = catalog.rename(&from, &to).await;
     let fresh = catalog_over(raw.clone(), &env.warehouse, false);
@@ -688,54 +647,56 @@ async fn renamer_outlived_by_its_destination_history_still_reports_success() {
         raw.clone(),
         FaultConfig::none(1).hiding_transact(),
     ));
-    let hooked = Arc::new(Interfere {
-        inner: hidden.clone(),
-        calls: AtomicUsize::new(0),
-        // 0 source, 1 namespace, 2 destination, 3 step 1, 4 destination, 5 claim,
-        // 6 create the destination, 7 destination (landed), 8 step 3, 9 the confirmation.
-        at: 9,
-        hook: Box::new({
-            let to = to.clone();
-            move |store| {
+    let hooked = Arc::new(Hooked::new(
+        hidden.clone(),
+        Interfere {
+            calls: AtomicUsize::new(0),
+            // 0 source, 1 namespace, 2 destination, 3 step 1, 4 destination, 5 claim,
+            // 6 create the destination, 7 destination (landed), 8 step 3, 9 the confirmation.
+            at: 9,
+            interfere: Box::new({
                 let to = to.clone();
-                Box::pin(async move {
-                    // Others drop the destination, register it again and commit to it
-                    // more times than it remembers.
-                    let key = to.store_key();
-                    let current = store.get(&key).await.expect("read").expect("present");
-                    let record = PointerRecord::from_bytes(&current.value).expect("record");
-                    let tombstone =
-                        record.successor(PointerState::Dropped, uuid::Uuid::new_v4(), 1);
-                    let version = store
-                        .put(
-                            &key,
-                            Bytes::from(tombstone.to_bytes()),
-                            PutMode::Update(current.version),
-                        )
-                        .await
-                        .expect("dropped");
-                    let again = PointerRecord::created(
-                        Some(&tombstone),
-                        record.metadata_location.clone(),
-                        record.source.clone(),
-                        uuid::Uuid::new_v4(),
-                        2,
-                    );
-                    store
-                        .put(
-                            &key,
-                            Bytes::from(again.to_bytes()),
-                            PutMode::Update(version),
-                        )
-                        .await
-                        .expect("registered again");
-                    for _ in 0..parqdb_catalog::catalog::record::HISTORY {
-                        rewrite_in_place(store.clone(), to.clone()).await;
-                    }
-                })
-            }
-        }),
-    });
+                move |store| {
+                    let to = to.clone();
+                    Box::pin(async move {
+                        // Others drop the destination, register it again and commit to it
+                        // more times than it remembers.
+                        let key = to.store_key();
+                        let current = store.get(&key).await.expect("read").expect("present");
+                        let record = PointerRecord::from_bytes(&current.value).expect("record");
+                        let tombstone =
+                            record.successor(PointerState::Dropped, uuid::Uuid::new_v4(), 1);
+                        let version = store
+                            .put(
+                                &key,
+                                Bytes::from(tombstone.to_bytes()),
+                                PutMode::Update(current.version),
+                            )
+                            .await
+                            .expect("dropped");
+                        let again = PointerRecord::created(
+                            Some(&tombstone),
+                            record.metadata_location.clone(),
+                            record.source.clone(),
+                            uuid::Uuid::new_v4(),
+                            2,
+                        );
+                        store
+                            .put(
+                                &key,
+                                Bytes::from(again.to_bytes()),
+                                PutMode::Update(version),
+                            )
+                            .await
+                            .expect("registered again");
+                        for _ in 0..parqdb_catalog::catalog::record::HISTORY {
+                            rewrite_in_place(store.clone(), to.clone()).await;
+                        }
+                    })
+                }
+            }),
+        },
+    ));
     let catalog = catalog_over(hooked, &env.warehouse, false);
     let pointer = catalog
         .rename(&from, &to)
@@ -750,15 +711,14 @@ async fn renamer_outlived_by_its_destination_history_still_reports_success() {
     );
 }
 
-/// A store where another writer rewrites a record in place (same content, a new commit id,
+/// A store hook: another writer rewrites a record in place (same content, a new commit id,
 /// as a rename that rolled back does) just before every conditional update of it: every
 /// update loses, and the record keeps changing.
-#[derive(Debug)]
-struct Rival(Arc<dyn PointerStore>);
+struct Rival;
 
 impl Rival {
-    async fn rewrite(&self, key: &StoreKey) {
-        let Ok(Some(current)) = self.0.get(key).await else {
+    async fn rewrite(store: &Arc<dyn PointerStore>, key: &StoreKey) {
+        let Ok(Some(current)) = store.get(key).await else {
             return;
         };
         let value = if key.as_str().starts_with("i/") {
@@ -779,7 +739,7 @@ impl Rival {
         } else {
             return;
         };
-        self.0
+        store
             .put(key, Bytes::from(value), PutMode::Update(current.version))
             .await
             .expect("the rival's write");
@@ -787,47 +747,26 @@ impl Rival {
 }
 
 #[async_trait]
-impl PointerStore for Rival {
-    fn describe(&self) -> String {
-        format!("rival({})", self.0.describe())
-    }
-
-    async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
-        self.0.get(key).await
-    }
-
-    async fn put(
+impl Hook for Rival {
+    async fn before(
         &self,
-        key: &StoreKey,
-        value: Bytes,
-        mode: PutMode,
-    ) -> Result<Version, StoreError> {
-        if matches!(mode, PutMode::Update(_)) {
-            self.rewrite(key).await;
-        }
-        self.0.put(key, value, mode).await
-    }
-
-    async fn list(
-        &self,
-        prefix: &StoreKey,
-        start_after: Option<&StoreKey>,
-        limit: usize,
-    ) -> Result<ListPage, StoreError> {
-        self.0.list(prefix, start_after, limit).await
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.0.capabilities()
-    }
-
-    async fn transact(&self, writes: Vec<TxWrite>) -> Result<Vec<Version>, StoreError> {
-        for write in &writes {
-            if matches!(write.mode, PutMode::Update(_)) {
-                self.rewrite(&write.key).await;
+        inner: &Arc<dyn PointerStore>,
+        call: Call<'_>,
+    ) -> Result<(), StoreError> {
+        match call {
+            Call::Put { key, mode } if matches!(mode, PutMode::Update(_)) => {
+                Rival::rewrite(inner, key).await;
             }
+            Call::Transact { writes } => {
+                for write in writes {
+                    if matches!(write.mode, PutMode::Update(_)) {
+                        Rival::rewrite(inner, &write.key).await;
+                    }
+                }
+            }
+            _ => {}
         }
-        self.0.transact(writes).await
+        Ok(())
     }
 }
 
@@ -844,7 +783,11 @@ async fn operations_that_keep_losing_give_up_with_concurrent_modification() {
         .create_namespace(&child, BTreeMap::new())
         .await
         .expect("child");
-    let contended = catalog_over(Arc::new(Rival(raw.clone())), &env.warehouse, false);
+    let contended = catalog_over(
+        Arc::new(Hooked::new(raw.clone(), Rival)),
+        &env.warehouse,
+        false,
+    );
     let to = IndexIdentifier::new(index.namespace().clone(), "to").expect("valid");
     let results = [
         ("drop", contended.drop_index(&index).await.err()),

@@ -21,45 +21,16 @@ use parqdb_catalog::config::CatalogConfig;
 use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcPhase, GcProgress, GcReport};
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
+use parqdb_catalog_testkit::store::{Call, Hook, Hooked};
 
 /// Characters object_store's `PathPart` percent-encodes that metadata validation accepts.
 const HOSTILE_SEGMENTS: [&str; 6] = ["ü", "a b", "~x", "[1]", "{c}^|`", "\"q\"<>*"];
 
-fn files(layout: &Layout) -> Vec<String> {
-    [&layout.centroids, &layout.postings]
-        .into_iter()
-        .flat_map(|dir| {
-            [
-                format!("{dir}part-0.parquet"),
-                format!("{dir}part-1.parquet"),
-            ]
-        })
-        .collect()
-}
-
 /// Write a layout's files the way another engine does: at the raw keys.
 async fn write_raw_tables(env: &Env, layout: &Layout) {
-    for name in files(layout) {
+    for name in layout.files() {
         env.put_raw(&name, b"0123456789").await;
     }
-}
-
-async fn all_exist_raw(env: &Env, names: &[String]) -> bool {
-    for name in names {
-        if !env.exists_raw(name).await {
-            return false;
-        }
-    }
-    true
-}
-
-async fn none_exist_raw(env: &Env, names: &[String]) -> bool {
-    for name in names {
-        if env.exists_raw(name).await {
-            return false;
-        }
-    }
-    true
 }
 
 /// How often the passes run: twice per condemnation delay and grace (10 min) would be
@@ -121,14 +92,14 @@ async fn class1_files_written_raw_at_encoded_locations_are_kept_while_live_and_c
                 ..Layout::under("unused")
             };
             let (id, location) = register_raw(&env, &format!("enc-{n}"), &layout).await;
-            all.extend(files(&layout));
+            all.extend(layout.files());
             all.push(env.relative(&location));
             ids.push(id);
         }
         let reports = passes(&env, &config, 6).await;
         assert_eq!(deleted(&reports), 0, "{backend:?}: a live file was deleted");
         assert!(
-            all_exist_raw(&env, &all).await,
+            env.all_exist_raw(&all).await,
             "{backend:?}: live files lost"
         );
 
@@ -137,10 +108,7 @@ async fn class1_files_written_raw_at_encoded_locations_are_kept_while_live_and_c
             env.catalog.drop_index(id).await.expect("dropped");
         }
         passes(&env, &config, 5).await;
-        assert!(
-            none_exist_raw(&env, &all).await,
-            "{backend:?}: garbage left"
-        );
+        assert!(env.none_exist_raw(&all).await, "{backend:?}: garbage left");
     }
 }
 
@@ -180,7 +148,7 @@ fn class1_any_accepted_location_covers_what_another_engine_wrote_there() {
                     register_raw(&env, "p", &layout).await;
                     let reports = passes(&env, &test_config(), 3).await;
                     assert_eq!(deleted(&reports), 0, "{backend:?} {relative:?}");
-                    assert!(all_exist_raw(&env, &files(&layout)).await, "{relative:?}");
+                    assert!(env.all_exist_raw(&layout.files()).await, "{relative:?}");
                 });
             }
             Ok(())
@@ -375,7 +343,7 @@ async fn class2_a_first_register_may_find_the_file_it_publishes() {
     let second = Warehouse::in_memory("memory://second/wh").expect("warehouse");
     let catalog = Catalog::builder(first.pointer_store.clone(), second.clone()).build();
     let layout = Layout::under("x/1");
-    for name in files(&layout) {
+    for name in layout.files() {
         second
             .put_if_absent(&name, Bytes::from_static(b"0123456789"))
             .await
@@ -602,7 +570,7 @@ async fn class3_nested_warehouses_and_pointer_stores_are_never_collected() {
         let reports = passes(&env, &config, 8).await;
         let nested: Vec<String> = nested.iter().map(|s| s.to_string()).collect();
         assert!(
-            all_exist_raw(&env, &nested).await,
+            env.all_exist_raw(&nested).await,
             "{backend:?}: nested data deleted"
         );
         assert!(
@@ -615,7 +583,7 @@ async fn class3_nested_warehouses_and_pointer_stores_are_never_collected() {
             !env.exists_raw("indexes/garbage/1/part-0").await,
             "{backend:?}"
         );
-        assert!(all_exist_raw(&env, &files(&live)).await);
+        assert!(env.all_exist_raw(&live.files()).await);
 
         // A warehouse rooted at `indexes/` itself (its `_gc/` shows it): nothing below
         // `indexes/` is collected any more, and the run says why.
@@ -935,7 +903,7 @@ async fn class6_a_paused_run_whose_lease_was_taken_over_stops_before_deleting() 
         let (id, _, location) = env.register("dead", &dead).await;
         env.advance(HOUR);
         env.catalog.drop_index(&id).await.expect("dropped");
-        let mut doomed = files(&dead);
+        let mut doomed = dead.files();
         doomed.push(env.relative(&location));
         // Condemn everything, with a dry run telling when a real run would delete.
         for _ in 0..40 {
@@ -999,7 +967,7 @@ async fn class6_a_paused_run_whose_lease_was_taken_over_stops_before_deleting() 
             before,
             "{backend:?}: the stale run deleted"
         );
-        assert!(all_exist_raw(&env, &doomed).await);
+        assert!(env.all_exist_raw(&doomed).await);
     }
 }
 
@@ -1169,49 +1137,30 @@ async fn class6_a_run_that_lost_its_lease_records_no_clock_from_its_stale_walk()
 // 7. The register/delete race
 // ---------------------------------------------------------------------------------------
 
-/// A pointer store whose writes (or reads) never answer.
-#[derive(Debug)]
+/// A pointer store hook: writes of index records (or reads) never answer.
 struct Hanging {
-    inner: Arc<dyn parqdb_catalog::store::PointerStore>,
     hang_puts: bool,
     hang_gets: std::sync::atomic::AtomicBool,
 }
 
 #[async_trait::async_trait]
-impl parqdb_catalog::store::PointerStore for Hanging {
-    fn describe(&self) -> String {
-        "hanging".into()
-    }
-    fn capabilities(&self) -> parqdb_catalog::store::Capabilities {
-        self.inner.capabilities()
-    }
-    async fn get(
+impl Hook for Hanging {
+    async fn before(
         &self,
-        key: &parqdb_catalog::store::StoreKey,
-    ) -> Result<Option<parqdb_catalog::store::Versioned>, parqdb_catalog::store::StoreError> {
-        if self.hang_gets.load(std::sync::atomic::Ordering::SeqCst) {
+        _inner: &Arc<dyn parqdb_catalog::store::PointerStore>,
+        call: Call<'_>,
+    ) -> Result<(), parqdb_catalog::store::StoreError> {
+        let hang = match call {
+            Call::Get { .. } | Call::GetIfChanged { .. } => {
+                self.hang_gets.load(std::sync::atomic::Ordering::SeqCst)
+            }
+            Call::Put { key, .. } => self.hang_puts && key.as_str().starts_with("i/"),
+            Call::List { .. } | Call::Transact { .. } => false,
+        };
+        if hang {
             futures::future::pending::<()>().await;
         }
-        self.inner.get(key).await
-    }
-    async fn put(
-        &self,
-        key: &parqdb_catalog::store::StoreKey,
-        value: Bytes,
-        mode: parqdb_catalog::store::PutMode,
-    ) -> Result<parqdb_catalog::store::Version, parqdb_catalog::store::StoreError> {
-        if self.hang_puts && key.as_str().starts_with("i/") {
-            futures::future::pending::<()>().await;
-        }
-        self.inner.put(key, value, mode).await
-    }
-    async fn list(
-        &self,
-        prefix: &parqdb_catalog::store::StoreKey,
-        after: Option<&parqdb_catalog::store::StoreKey>,
-        limit: usize,
-    ) -> Result<parqdb_catalog::store::ListPage, parqdb_catalog::store::StoreError> {
-        self.inner.list(prefix, after, limit).await
+        Ok(())
     }
 }
 
@@ -1226,11 +1175,13 @@ async fn class7_publications_are_bounded_by_the_publish_window() {
     let setup = env.catalog.clone();
 
     // The write never answers: the outcome is unknown at the end of the window.
-    let hanging = Arc::new(Hanging {
-        inner: raw.clone(),
-        hang_puts: true,
-        hang_gets: false.into(),
-    });
+    let hanging = Arc::new(Hooked::new(
+        raw.clone(),
+        Hanging {
+            hang_puts: true,
+            hang_gets: false.into(),
+        },
+    ));
     let catalog = Catalog::builder(hanging.clone(), warehouse.clone())
         .probe_on_first_write(false)
         .publish_window(Duration::from_millis(300))
@@ -1243,17 +1194,20 @@ async fn class7_publications_are_bounded_by_the_publish_window() {
     assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
 
     // Reads never answer: nothing is written, the operation fails within the window.
-    let hanging = Arc::new(Hanging {
-        inner: raw.clone(),
-        hang_puts: false,
-        hang_gets: false.into(),
-    });
+    let hanging = Arc::new(Hooked::new(
+        raw.clone(),
+        Hanging {
+            hang_puts: false,
+            hang_gets: false.into(),
+        },
+    ));
     let catalog = Catalog::builder(hanging.clone(), warehouse.clone())
         .probe_on_first_write(false)
         .publish_window(Duration::from_millis(300))
         .build();
     catalog.claim_warehouse().await.expect("owned");
     hanging
+        .hook()
         .hang_gets
         .store(true, std::sync::atomic::Ordering::SeqCst);
     let started = std::time::Instant::now();
@@ -1514,7 +1468,8 @@ async fn redteam_p_tables_in_an_earlier_writers_spelling_outlive_the_metadata_na
                 postings: "indexes/t~1/ivf_postings/".into(),
                 ..Layout::under("unused")
             };
-            let stored: Vec<String> = files(&old)
+            let stored: Vec<String> = old
+                .files()
                 .into_iter()
                 .map(|name| {
                     if encoded {
@@ -1570,7 +1525,7 @@ async fn redteam_p_tables_in_an_earlier_writers_spelling_outlive_the_metadata_na
             checked_passes(&env, &config, 8, &what, async |_| {
                 if env.exists_raw(&m1_name).await {
                     assert!(
-                        all_exist_raw(&env, &stored).await,
+                        env.all_exist_raw(&stored).await,
                         "{what}: tables were deleted while the metadata file naming them \
                          still exists (and, not condemned yet, can be registered again)"
                     );
@@ -1597,7 +1552,7 @@ async fn redteam_live_tables_under_the_collectors_own_directory_are_never_delete
         // Iceberg/Spark-style data file names start with digits and a dash.
         env.put("_gc/journal/t/ivf_postings/00000-0-data.parquet", b"x")
             .await;
-        let mut live = files(&layout);
+        let mut live = layout.files();
         live.push("_gc/journal/t/ivf_postings/00000-0-data.parquet".into());
         let id = env.id("gcdir").await;
         let (_, location) = env.new_index(&layout).await;
@@ -1675,7 +1630,7 @@ async fn redteam_a_warehouse_that_lost_its_marker_is_not_taken_over_by_a_strange
         let config = test_config();
         let live = Layout::under("live/1");
         let (id, _, location) = env.register("live", &live).await;
-        let mut owned = files(&live);
+        let mut owned = live.files();
         owned.push(env.relative(&location));
         env.warehouse
             .object_store()
@@ -1757,7 +1712,7 @@ async fn redteam_a_copy_of_the_pointer_store_does_not_pass_as_the_owner() {
     }
     passes(&env, &config, 8).await;
     clone.load(&id).await.expect("live in the copy");
-    let mut live = files(&layout);
+    let mut live = layout.files();
     live.push(env.relative(&location));
     for name in &live {
         assert!(
@@ -1810,7 +1765,7 @@ async fn redteam_metadata_behind_a_link_under_metadata_keeps_its_tables() {
     }
     env.advance(HOUR);
     env.catalog.drop_index(&id).await.expect("dropped");
-    let tables = files(&layout);
+    let tables = layout.files();
     checked_passes(&env, &config, 8, "linked", async |_| {
         if shared.join("m.metadata.json").exists() {
             for name in &tables {
@@ -1873,7 +1828,7 @@ async fn redteam_liveness_a_stray_json_naming_a_managed_prefix_does_not_stop_col
             !env.exists_raw("metadata/notes.json").await,
             "{backend:?}: the stray file keeps itself forever"
         );
-        assert!(all_exist_raw(&env, &files(&live)).await, "{backend:?}");
+        assert!(env.all_exist_raw(&live.files()).await, "{backend:?}");
     }
 }
 
@@ -1942,7 +1897,7 @@ async fn redteam16_a_copy_of_the_pointer_store_does_not_reclaim_a_warehouse_that
     // The owner goes on publishing after the copy was taken.
     let newer = Layout::under("newer/1");
     let (newer_id, _, location) = env.register("newer", &newer).await;
-    let mut owned = files(&newer);
+    let mut owned = newer.files();
     owned.push(env.relative(&location));
     std::fs::remove_file(root.join(gc::MARKER)).expect("marker lost");
     let clone = Catalog::builder(Arc::new(LocalStore::new(&staging)), env.warehouse.clone())
@@ -1992,7 +1947,7 @@ async fn redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over(
         }
         let live = Layout::under("live/1");
         let (id, _, location) = env.register("live", &live).await;
-        let mut owned = files(&live);
+        let mut owned = live.files();
         owned.push(env.relative(&location));
         env.advance(HOUR);
         env.warehouse
@@ -2067,7 +2022,7 @@ async fn redteam16_forged_run_pages_never_delete_live_or_foreign_files() {
             .map(|plan| plan.trim_end_matches("/plan.json").to_owned())
             .expect("a planned run");
         let mut doomed = Vec::new();
-        for name in files(&live) {
+        for name in live.files() {
             doomed.push(serde_json::json!({
                 "name": name, "size": 1, "clock-ms": 0, "uuid": null,
                 "ledger-files": [name.clone(), "_gc/lease/00000000000000000001.json"],
@@ -2102,7 +2057,7 @@ async fn redteam16_forged_run_pages_never_delete_live_or_foreign_files() {
             if report.status == gc::GcStatus::Completed {
                 finished.insert(report.run_id);
             }
-            for name in files(&live) {
+            for name in live.files() {
                 assert!(
                     env.exists(&name).await,
                     "{backend:?}: live `{name}` deleted"

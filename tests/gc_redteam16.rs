@@ -6,179 +6,19 @@
 mod gc_support;
 
 use std::collections::BTreeSet;
-use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use bytes::Bytes;
-use futures::stream::BoxStream;
-use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
-};
+use object_store::{ObjectStoreExt, PutPayload};
 
+use gc_support::hooked_store::{HookedStore, collect_in_background, process_over, resume_and_join};
 use gc_support::{Backend, Env, HOUR, Layout, MINUTE, test_config};
-use parqdb_catalog::catalog::{Catalog, IndexCatalog};
+use parqdb_catalog::ErrorKind;
+use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcStatus, GcStep};
-use parqdb_catalog::warehouse::Warehouse;
-use parqdb_catalog::{ErrorKind, SeededIds};
 
 const DAY: i64 = 24 * HOUR;
-
-fn files(layout: &Layout) -> Vec<String> {
-    [&layout.centroids, &layout.postings]
-        .into_iter()
-        .flat_map(|dir| {
-            [
-                format!("{dir}part-0.parquet"),
-                format!("{dir}part-1.parquet"),
-            ]
-        })
-        .collect()
-}
-
-async fn missing(env: &Env, names: &[String]) -> Vec<String> {
-    let mut gone = Vec::new();
-    for name in names {
-        if !env.exists(name).await {
-            gone.push(name.clone());
-        }
-    }
-    gone
-}
-
-// ---------------------------------------------------------------------------------------
-// A store that pauses one write: a process stopped (SIGSTOP, a hung request, a long GC
-// pause) right before that write, woken up later.
-// ---------------------------------------------------------------------------------------
-
-#[derive(Debug)]
-struct Pausing {
-    inner: Arc<dyn ObjectStore>,
-    /// Pause before the first put whose key ends with this.
-    armed: Mutex<Option<String>>,
-    paused: tokio::sync::Notify,
-    resume: tokio::sync::Notify,
-}
-
-impl Pausing {
-    fn new(inner: Arc<dyn ObjectStore>, suffix: &str) -> Pausing {
-        Pausing {
-            inner,
-            armed: Mutex::new(Some(suffix.to_owned())),
-            paused: tokio::sync::Notify::new(),
-            resume: tokio::sync::Notify::new(),
-        }
-    }
-}
-
-impl fmt::Display for Pausing {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Pausing({})", self.inner)
-    }
-}
-
-#[async_trait]
-impl ObjectStore for Pausing {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        let hit = {
-            let mut armed = self.armed.lock().expect("lock");
-            let hit = armed
-                .as_deref()
-                .is_some_and(|suffix| location.as_ref().ends_with(suffix));
-            if hit {
-                *armed = None;
-            }
-            hit
-        };
-        if hit {
-            self.paused.notify_one();
-            self.resume.notified().await;
-        }
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-
-    async fn rename_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: RenameOptions,
-    ) -> object_store::Result<()> {
-        self.inner.rename_opts(from, to, options).await
-    }
-}
-
-/// A second collector process over `env`'s warehouse and pointer store whose warehouse
-/// requests go through `store`.
-fn process_over(
-    env: &Env,
-    store: Arc<dyn ObjectStore>,
-    seed: u64,
-    config: &GcConfig,
-) -> GarbageCollector {
-    let warehouse = Warehouse::new(env.warehouse.root(), store, env.warehouse.prefix().clone())
-        .expect("warehouse");
-    let catalog = Catalog::builder(env.pointer_store.clone(), warehouse)
-        .clock(env.clock.clone())
-        .ids(Arc::new(SeededIds::new(seed)))
-        .build();
-    GarbageCollector::new(catalog, config.clone()).expect("valid config")
-}
 
 // ---------------------------------------------------------------------------------------
 // 1. A planner paused between its walk and its plan wakes after another run finished.
@@ -199,30 +39,21 @@ async fn retention_starts_at_loss_even_after_a_stale_planner_wakes_behind_a_fini
     env.advance(HOUR);
 
     // Process 1 walks (the file is unreachable) and stops right before writing its walk.
-    let pausing = Arc::new(Pausing::new(Arc::new(env.sim.clone()), "/observed.json"));
-    let stale = process_over(&env, pausing.clone(), 7001, &config);
-    let planned_at = env.now();
-    let process1 = tokio::spawn(async move { stale.collect(planned_at).await });
-    pausing.paused.notified().await;
+    let pausing = Arc::new(
+        HookedStore::new(Arc::new(env.sim.clone())).pause_on(|key| key.ends_with("/observed.json")),
+    );
+    let process1 = collect_in_background(&env, process_over(&env, pausing.clone(), 7001, &config));
+    pausing.paused().await;
 
     // Its lease expires; the file is published; another run plans, walks and finishes.
     env.advance(30 * MINUTE);
-    let again = env.id("again").await;
-    env.catalog
-        .register(&again, Some(&layout.source), &location)
-        .await
-        .expect("registered");
+    let again = env.publish("again", &layout, &location).await;
     env.advance(MINUTE);
     let fresh = env.collect(&config).await;
     assert_eq!(fresh.status, GcStatus::Completed, "{fresh:?}");
 
     // Process 1 wakes up and goes on (it may stop when it finds its lease taken).
-    pausing.resume.notify_one();
-    let woke = process1.await.expect("joined");
-    eprintln!(
-        "process 1 woke: {:?}",
-        woke.as_ref().map(|r| (r.run_id, r.status))
-    );
+    resume_and_join(&pausing, process1).await;
     env.advance(MINUTE);
     let next = env.collect(&config).await;
     eprintln!(
@@ -232,26 +63,15 @@ async fn retention_starts_at_loss_even_after_a_stale_planner_wakes_behind_a_fini
 
     // The file loses reachability now, by a commit.
     env.advance(MINUTE);
-    let (_, successor) = env
-        .successor(&metadata, &Layout::under("again/2"), None)
+    let lost_at = env
+        .commit_away(&again, &metadata, &location, &Layout::under("again/2"))
         .await;
-    env.catalog
-        .commit(&again, Some(&layout.source), &location, &successor)
-        .await
-        .expect("committed");
-    let lost_at = env.now();
     // The superseded metadata file (its tables stay reachable through the successor).
     let watched = vec![env.relative(&location)];
-    while env.now() < lost_at + 2 * HOUR - MINUTE {
-        env.advance(5 * MINUTE);
+    env.assert_kept_through_retention(lost_at, 5 * MINUTE, &watched, "", async || {
         env.collect(&config).await;
-        let gone = missing(&env, &watched).await;
-        assert!(
-            gone.is_empty(),
-            "deleted {} min after losing reachability (retention 2 h): {gone:?}",
-            (env.now() - lost_at) / MINUTE
-        );
-    }
+    })
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -291,7 +111,7 @@ async fn step_events_for_unknown_runs_partitions_or_out_of_order_are_refused() {
     let config = test_config();
     let live = Layout::under("live/1");
     let (_, _, live_location) = env.register("live", &live).await;
-    let mut kept = files(&live);
+    let mut kept = live.files();
     kept.push(env.relative(&live_location));
     env.advance(10 * MINUTE);
     let gc = env.gc(config.clone());
@@ -333,7 +153,7 @@ async fn step_events_for_unknown_runs_partitions_or_out_of_order_are_refused() {
             .expect_err(&format!("{step:?} is refused"));
         assert_eq!(err.kind(), ErrorKind::InvalidRequest, "{step:?}: {err}");
     }
-    assert!(missing(&env, &kept).await.is_empty());
+    assert!(env.missing(&kept).await.is_empty());
     // Out-of-range partitions of the delete step, once the run is ready for it.
     for partition in 0..partitions {
         gc.step(GcStep::Scan { run, partition }, now, None)
@@ -355,7 +175,7 @@ async fn step_events_for_unknown_runs_partitions_or_out_of_order_are_refused() {
         .await
         .expect_err("no such partition");
     assert_eq!(err.kind(), ErrorKind::InvalidRequest, "{err}");
-    assert!(missing(&env, &kept).await.is_empty());
+    assert!(env.missing(&kept).await.is_empty());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -425,7 +245,7 @@ async fn a_late_step_of_a_finished_run_is_a_no_op_and_takes_no_lease() {
         "{:?}",
         scan.report.skipped_reason
     );
-    assert!(missing(&env, &files(&live)).await.is_empty());
+    assert!(env.missing(&live.files()).await.is_empty());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -441,7 +261,7 @@ async fn a_run_resumed_with_shorter_windows_keeps_the_plans_rules() {
     let layout = Layout::under("gone/1");
     let (id, _, location) = env.register("gone", &layout).await;
     env.register("live", &Layout::under("live/1")).await;
-    let mut watched = files(&layout);
+    let mut watched = layout.files();
     watched.push(env.relative(&location));
     env.advance(HOUR);
     env.catalog.drop_index(&id).await.expect("dropped");
@@ -477,7 +297,7 @@ async fn a_run_resumed_with_shorter_windows_keeps_the_plans_rules() {
         env.advance(30 * MINUTE);
         let report = env.collect(&short).await;
         assert_eq!(report.run_id, run, "the planned run is resumed first");
-        let gone = missing(&env, &watched).await;
+        let gone = env.missing(&watched).await;
         assert!(
             env.now() >= dropped_at + 2 * HOUR || gone.is_empty(),
             "{} min after the drop, the resumed run deleted {gone:?}",
@@ -523,7 +343,7 @@ async fn steps_with_clocks_behind_or_ahead_of_the_plan_delete_nothing_early() {
     let layout = Layout::under("gone/1");
     let (id, _, location) = env.register("gone", &layout).await;
     env.register("live", &Layout::under("live/1")).await;
-    let mut watched = files(&layout);
+    let mut watched = layout.files();
     watched.push(env.relative(&location));
     env.advance(HOUR);
     env.catalog.drop_index(&id).await.expect("dropped");
@@ -553,7 +373,7 @@ async fn steps_with_clocks_behind_or_ahead_of_the_plan_delete_nothing_early() {
             .await;
         }
         step_until_done(&gc, GcStep::Finish { run }, now).await;
-        let gone = missing(&env, &watched).await;
+        let gone = env.missing(&watched).await;
         assert!(
             gone.is_empty() || env.now() >= dropped_at + 2 * HOUR,
             "{} min after the drop (steps {behind} ms behind / {ahead} ms ahead): deleted {gone:?}",
@@ -587,11 +407,11 @@ async fn odd_names_at_partition_and_page_boundaries_keep_live_tables() {
         for (at, tag) in tags.iter().enumerate() {
             let layout = Layout::under(&format!("{tag}/1"));
             let (_, _, location) = env.register(&format!("live{at}"), &layout).await;
-            live.extend(files(&layout));
+            live.extend(layout.files());
             live.push(env.relative(&location));
             let doomed = Layout::under(&format!("{tag}/2"));
             let (id, _, location) = env.register(&format!("gone{at}"), &doomed).await;
-            garbage.extend(files(&doomed));
+            garbage.extend(doomed.files());
             garbage.push(env.relative(&location));
             env.catalog.drop_index(&id).await.expect("dropped");
         }
@@ -615,13 +435,13 @@ async fn odd_names_at_partition_and_page_boundaries_keep_live_tables() {
                     report.deleted.objects
                 );
             }
-            let gone = missing(&env, &live).await;
+            let gone = env.missing(&live).await;
             assert!(
                 gone.is_empty(),
                 "{backend:?}: live objects deleted: {gone:?}"
             );
             if env.now() < dropped_at + 2 * HOUR {
-                let gone = missing(&env, &garbage).await;
+                let gone = env.missing(&garbage).await;
                 assert!(
                     gone.is_empty(),
                     "{backend:?}: deleted before retention: {gone:?}"
@@ -659,9 +479,9 @@ async fn a_truncated_plan_neither_stops_collection_nor_shortens_retention() {
     let (id, _, location) = env.register("gone", &layout).await;
     let live = Layout::under("live/1");
     let (_, _, live_location) = env.register("live", &live).await;
-    let mut watched = files(&layout);
+    let mut watched = layout.files();
     watched.push(env.relative(&location));
-    let mut kept = files(&live);
+    let mut kept = live.files();
     kept.push(env.relative(&live_location));
     env.advance(HOUR);
     env.catalog.drop_index(&id).await.expect("dropped");
@@ -710,7 +530,7 @@ async fn a_truncated_plan_neither_stops_collection_nor_shortens_retention() {
         if report.status == GcStatus::Completed {
             completed.insert(report.run_id);
         }
-        let gone = missing(&env, &watched).await;
+        let gone = env.missing(&watched).await;
         assert!(
             gone.is_empty(),
             "{} min after the drop: deleted {gone:?}",
@@ -722,9 +542,9 @@ async fn a_truncated_plan_neither_stops_collection_nor_shortens_retention() {
         env.advance(10 * MINUTE);
         env.collect(&config).await;
     }
-    assert!(missing(&env, &kept).await.is_empty(), "live files deleted");
+    assert!(env.missing(&kept).await.is_empty(), "live files deleted");
     assert_eq!(
-        missing(&env, &watched).await.len(),
+        env.missing(&watched).await.len(),
         watched.len(),
         "garbage left"
     );
@@ -829,23 +649,12 @@ async fn a_run_copied_from_another_catalogs_warehouse_never_starts_clocks_here()
     );
     // The live file loses reachability now.
     here.advance(MINUTE);
-    let (_, successor) = here
-        .successor(&metadata, &Layout::under("again/2"), None)
+    let lost_at = here
+        .commit_away(&id, &metadata, &location, &Layout::under("again/2"))
         .await;
-    here.catalog
-        .commit(&id, Some(&layout.source), &location, &successor)
-        .await
-        .expect("committed");
-    let lost_at = here.now();
     let watched = vec![here.relative(&location)];
-    while here.now() < lost_at + 2 * HOUR - MINUTE {
-        here.advance(5 * MINUTE);
+    here.assert_kept_through_retention(lost_at, 5 * MINUTE, &watched, "", async || {
         here.collect(&config).await;
-        let gone = missing(&here, &watched).await;
-        assert!(
-            gone.is_empty(),
-            "deleted {} min after losing reachability (retention 2 h): {gone:?}",
-            (here.now() - lost_at) / MINUTE
-        );
-    }
+    })
+    .await;
 }

@@ -4,164 +4,12 @@
 //! as it is.
 mod gc_support;
 
-use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use async_trait::async_trait;
-use futures::stream::BoxStream;
-use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
-};
-
+use gc_support::hooked_store::{HookedStore, collect_in_background, process_over, resume_and_join};
 use gc_support::{Backend, Env, HOUR, Layout, MINUTE, test_config};
-use parqdb_catalog::SeededIds;
-use parqdb_catalog::catalog::{Catalog, IndexCatalog};
-use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcStatus};
-use parqdb_catalog::warehouse::Warehouse;
-
-type Pred = Box<dyn Fn(&str) -> bool + Send + Sync>;
-
-/// A store that pauses (once) or fails (always) the puts whose key matches.
-struct Hooked {
-    inner: Arc<dyn ObjectStore>,
-    pause: Mutex<Option<Pred>>,
-    paused: tokio::sync::Notify,
-    resume: tokio::sync::Notify,
-}
-
-impl fmt::Debug for Hooked {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Hooked")
-    }
-}
-
-impl fmt::Display for Hooked {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Hooked({})", self.inner)
-    }
-}
-
-impl Hooked {
-    fn new(inner: Arc<dyn ObjectStore>) -> Hooked {
-        Hooked {
-            inner,
-            pause: Mutex::new(None),
-            paused: tokio::sync::Notify::new(),
-            resume: tokio::sync::Notify::new(),
-        }
-    }
-    fn pause_on(self, pred: impl Fn(&str) -> bool + Send + Sync + 'static) -> Hooked {
-        *self.pause.lock().unwrap() = Some(Box::new(pred));
-        self
-    }
-}
-
-#[async_trait]
-impl ObjectStore for Hooked {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        let key = location.as_ref().to_owned();
-        let hit = {
-            let mut armed = self.pause.lock().unwrap();
-            let hit = armed.as_ref().is_some_and(|p| p(&key));
-            if hit {
-                *armed = None;
-            }
-            hit
-        };
-        if hit {
-            self.paused.notify_one();
-            self.resume.notified().await;
-        }
-        self.inner.put_opts(location, payload, opts).await
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    fn list_with_offset(
-        &self,
-        prefix: Option<&Path>,
-        offset: &Path,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list_with_offset(prefix, offset)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-    async fn rename_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: RenameOptions,
-    ) -> object_store::Result<()> {
-        self.inner.rename_opts(from, to, options).await
-    }
-}
-
-fn process_over(
-    env: &Env,
-    store: Arc<dyn ObjectStore>,
-    seed: u64,
-    config: &GcConfig,
-) -> GarbageCollector {
-    let warehouse = Warehouse::new(env.warehouse.root(), store, env.warehouse.prefix().clone())
-        .expect("warehouse");
-    let catalog = Catalog::builder(env.pointer_store.clone(), warehouse)
-        .clock(env.clock.clone())
-        .ids(Arc::new(SeededIds::new(seed)))
-        .build();
-    GarbageCollector::new(catalog, config.clone()).expect("valid config")
-}
-
-async fn journal_files(env: &Env) -> Vec<String> {
-    env.objects()
-        .await
-        .into_iter()
-        .filter(|n| n.starts_with("_gc/journal/"))
-        .collect()
-}
-
-async fn entry_of(env: &Env, object: &str) -> Vec<String> {
-    env.ledger_files()
-        .await
-        .into_iter()
-        .filter(|f| f.contains(&format!("_gc/ledger/{object}/")))
-        .collect()
-}
+use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::gc::GcStatus;
 
 /// When the paused process's late put lands, relative to the run it belongs to (which
 /// another process goes on with and finishes).
@@ -201,40 +49,30 @@ async fn late_write_by_the_previous_runs_own_process(
     }
     let key = pause_key(&md);
     let hooked =
-        Arc::new(Hooked::new(Arc::new(env.sim.clone())).pause_on(move |k| k.contains(&key)));
+        Arc::new(HookedStore::new(Arc::new(env.sim.clone())).pause_on(move |k| k.contains(&key)));
     let slow = process_over(&env, hooked.clone(), seed + 1000, &config);
-    let at = env.now();
-    let process1 = tokio::spawn(async move { slow.collect(at).await });
-    hooked.paused.notified().await;
+    let process1 = collect_in_background(&env, slow);
+    hooked.paused().await;
 
     env.advance(20 * MINUTE);
-    let again = env.id("again").await;
-    env.catalog
-        .register(&again, Some(&layout.source), &location)
-        .await
-        .expect("registered (nothing condemned it yet)");
+    let again = env.publish("again", &layout, &location).await;
     env.advance(MINUTE);
     match land {
         Land::AfterDone => {
             let s = env.collect(&config).await;
             assert_eq!(s.status, GcStatus::Completed, "{s:?}");
-            hooked.resume.notify_one();
-            let woke = process1.await.expect("joined");
-            eprintln!("process 1: {:?}", woke.map(|r| (r.run_id, r.status)));
+            resume_and_join(&hooked, process1).await;
         }
         Land::BeforeDone => {
             let hooked2 = Arc::new(
-                Hooked::new(Arc::new(env.sim.clone()))
+                HookedStore::new(Arc::new(env.sim.clone()))
                     .pause_on(|k| k.contains("_gc/journal/") && k.ends_with(".done")),
             );
             let second = process_over(&env, hooked2.clone(), seed + 2000, &config);
-            let at = env.now();
-            let process2 = tokio::spawn(async move { second.collect(at).await });
-            hooked2.paused.notified().await;
-            hooked.resume.notify_one();
-            let woke = process1.await.expect("joined");
-            eprintln!("process 1: {:?}", woke.map(|r| (r.run_id, r.status)));
-            hooked2.resume.notify_one();
+            let process2 = collect_in_background(&env, second);
+            hooked2.paused().await;
+            resume_and_join(&hooked, process1).await;
+            hooked2.resume();
             let s = process2
                 .await
                 .expect("joined")
@@ -246,31 +84,19 @@ async fn late_write_by_the_previous_runs_own_process(
     for object in &watched {
         eprintln!(
             "entry of {object} after the late write: {:?}",
-            entry_of(&env, object).await
+            env.entry_of(object).await
         );
     }
-    eprintln!("journals: {:?}", journal_files(&env).await);
+    eprintln!("journals: {:?}", env.journal_files().await);
 
     env.advance(MINUTE);
-    let (_, successor) = env
-        .successor(&metadata, &Layout::under("again/2"), None)
+    let lost_at = env
+        .commit_away(&again, &metadata, &location, &Layout::under("again/2"))
         .await;
-    env.catalog
-        .commit(&again, Some(&layout.source), &location, &successor)
-        .await
-        .expect("committed");
-    let lost_at = env.now();
-    while env.now() < lost_at + 2 * HOUR - MINUTE {
-        env.advance(5 * MINUTE);
+    env.assert_kept_through_retention(lost_at, 5 * MINUTE, &watched, "", async || {
         env.collect(&config).await;
-        for object in &watched {
-            assert!(
-                env.exists(object).await,
-                "{object} deleted {} min after losing reachability (retention 2 h)",
-                (env.now() - lost_at) / MINUTE
-            );
-        }
-    }
+    })
+    .await;
 }
 
 fn clock_of(object: &str) -> String {
@@ -397,7 +223,7 @@ async fn name_reuse(seed: u64, churn: bool) {
         let report = env.collect(&config).await;
         assert_eq!(report.status, GcStatus::Completed);
     }
-    eprintln!("entry: {:?}", entry_of(&env, &old_md).await);
+    eprintln!("entry: {:?}", env.entry_of(&old_md).await);
     assert!(
         !env.exists(&old_md).await,
         "{} h after losing reachability (retention 2 h, hourly runs) the old metadata file \

@@ -17,36 +17,6 @@ async fn claimed(backend: Backend, seed: u64) -> Env {
     env
 }
 
-fn files(layout: &Layout) -> Vec<String> {
-    [&layout.centroids, &layout.postings]
-        .into_iter()
-        .flat_map(|dir| {
-            [
-                format!("{dir}part-0.parquet"),
-                format!("{dir}part-1.parquet"),
-            ]
-        })
-        .collect()
-}
-
-async fn all_exist(env: &Env, paths: &[String]) -> bool {
-    for path in paths {
-        if !env.exists(path).await {
-            return false;
-        }
-    }
-    true
-}
-
-async fn none_exist(env: &Env, paths: &[String]) -> bool {
-    for path in paths {
-        if env.exists(path).await {
-            return false;
-        }
-    }
-    true
-}
-
 /// Run GC every 10 minutes until `until`; return the time of the first deletion of any
 /// of `watched` (if any).
 async fn run_until(env: &Env, config: &GcConfig, until: i64, watched: &[String]) -> Option<i64> {
@@ -54,7 +24,7 @@ async fn run_until(env: &Env, config: &GcConfig, until: i64, watched: &[String])
     while env.now() < until {
         env.advance(10 * MINUTE);
         env.collect(config).await;
-        if first.is_none() && !all_exist(env, watched).await {
+        if first.is_none() && !env.all_exist(watched).await {
             first = Some(env.now());
         }
     }
@@ -70,9 +40,9 @@ async fn a_dropped_index_is_collected_only_after_retention() {
         let (id, _, location) = env.register("dropped", &layout).await;
         let keep = Layout::under("kept/1");
         let (_, _, kept_location) = env.register("kept", &keep).await;
-        let mut doomed = files(&layout);
+        let mut doomed = layout.files();
         doomed.push(env.relative(&location));
-        let mut live = files(&keep);
+        let mut live = keep.files();
         live.push(env.relative(&kept_location));
 
         env.advance(HOUR);
@@ -82,7 +52,7 @@ async fn a_dropped_index_is_collected_only_after_retention() {
         // Before the retention window has passed, nothing is deleted (but the clock runs).
         let first = run_until(&env, &config, dropped_at + 2 * HOUR - MINUTE, &doomed).await;
         assert_eq!(first, None, "{backend:?}: deleted before retention");
-        assert!(all_exist(&env, &doomed).await);
+        assert!(env.all_exist(&doomed).await);
         let report = env.collect(&config).await;
         assert_eq!(report.deleted.objects, 0);
         assert!(report.kept_by_retention.objects + report.kept_by_condemn_delay.objects > 0);
@@ -95,9 +65,9 @@ async fn a_dropped_index_is_collected_only_after_retention() {
             first >= dropped_at + 2 * HOUR,
             "{backend:?}: deleted at {first}, dropped at {dropped_at}"
         );
-        assert!(none_exist(&env, &doomed).await, "{backend:?}: garbage left");
+        assert!(env.none_exist(&doomed).await, "{backend:?}: garbage left");
         assert!(
-            all_exist(&env, &live).await,
+            env.all_exist(&live).await,
             "{backend:?}: live files deleted"
         );
         assert_eq!(
@@ -120,7 +90,7 @@ async fn orphans_of_a_crashed_commit_wait_for_grace_plus_retention() {
     let orphan_layout = Layout::under("idx/2");
     let (_, orphan_location) = env.successor(&base, &orphan_layout, None).await;
     let written_at = env.now();
-    let mut orphans = files(&orphan_layout);
+    let mut orphans = orphan_layout.files();
     orphans.push(env.relative(&orphan_location));
 
     // In grace: untouched and not even tracked.
@@ -140,10 +110,10 @@ async fn orphans_of_a_crashed_commit_wait_for_grace_plus_retention() {
     let first = run_until(&env, &config, written_at + 3 * HOUR + 30 * MINUTE, &orphans).await;
     let first = first.expect("orphans collected");
     assert!(first >= written_at + 10 * MINUTE + 2 * HOUR);
-    assert!(none_exist(&env, &orphans).await);
-    let mut live = files(&layout);
+    assert!(env.none_exist(&orphans).await);
+    let mut live = layout.files();
     live.push(env.relative(&location));
-    assert!(all_exist(&env, &live).await);
+    assert!(env.all_exist(&live).await);
     assert_eq!(
         env.catalog.load(&id).await.expect("live").metadata_location,
         location
@@ -166,7 +136,7 @@ async fn shared_centroids_stay_while_any_index_references_them() {
     };
     let (a, _, a_location) = env.register("a", &sharing("a/1")).await;
     let (b, _, _) = env.register("b", &sharing("b/1")).await;
-    let mut shared = files(&centroids);
+    let mut shared = centroids.files();
     shared.push(centroids_relative.clone());
 
     env.advance(HOUR);
@@ -176,13 +146,10 @@ async fn shared_centroids_stay_while_any_index_references_them() {
         .map(|f| format!("indexes/a/1/ivf_postings/{f}"))
         .collect();
     run_until(&env, &config, env.now() + 4 * HOUR, &[]).await;
-    assert!(
-        none_exist(&env, &a_postings).await,
-        "a's own files collected"
-    );
+    assert!(env.none_exist(&a_postings).await, "a's own files collected");
     assert!(!env.exists(&env.relative(&a_location)).await);
     assert!(
-        all_exist(&env, &shared).await,
+        env.all_exist(&shared).await,
         "shared centroids kept while b references them"
     );
 
@@ -191,7 +158,7 @@ async fn shared_centroids_stay_while_any_index_references_them() {
     let first = run_until(&env, &config, dropped_b + 5 * HOUR, &shared).await;
     assert!(first.expect("centroids collected") >= dropped_b + 2 * HOUR);
     assert!(
-        none_exist(&env, &shared).await,
+        env.none_exist(&shared).await,
         "centroids collected once nobody references them"
     );
     assert_eq!(env.managed_objects().await, Vec::<String>::new());
@@ -288,7 +255,7 @@ async fn foreign_or_unmarked_warehouses_are_refused() {
     // it owns the marker, so it runs, but only on its own empty catalog... which is exactly
     // why a warehouse has one owner. Nothing was deleted by the refused runs.
     assert!(env.exists("indexes/garbage/part-0").await);
-    assert!(all_exist(&env, &files(&layout)).await);
+    assert!(env.all_exist(&layout.files()).await);
 
     // Claiming is idempotent for the owner.
     let owner = Env::new(Backend::Memory, 6);
@@ -346,7 +313,7 @@ async fn re_registering_an_old_metadata_file_before_it_is_condemned_keeps_it() {
     let config = test_config();
     let layout = Layout::under("old/1");
     let (id, _, location) = env.register("old", &layout).await;
-    let mut objects = files(&layout);
+    let mut objects = layout.files();
     objects.push(env.relative(&location));
     env.advance(HOUR);
     env.catalog.drop_index(&id).await.expect("dropped");
@@ -383,7 +350,7 @@ async fn re_registering_an_old_metadata_file_before_it_is_condemned_keeps_it() {
     );
     run_until(&env, &config, env.now() + 6 * HOUR, &[]).await;
     assert!(
-        all_exist(&env, &objects).await,
+        env.all_exist(&objects).await,
         "a re-registered index lost files"
     );
     assert!(env.ledger_files().await.is_empty());
@@ -406,7 +373,7 @@ async fn a_condemned_metadata_file_cannot_be_registered_again_and_is_collected()
     let config = test_config();
     let layout = Layout::under("gone/1");
     let (id, _, location) = env.register("gone", &layout).await;
-    let mut objects = files(&layout);
+    let mut objects = layout.files();
     objects.push(env.relative(&location));
     env.advance(HOUR);
     env.catalog.drop_index(&id).await.expect("dropped");
@@ -419,7 +386,7 @@ async fn a_condemned_metadata_file_cannot_be_registered_again_and_is_collected()
         }
     }
     assert!(condemned, "never condemned");
-    assert!(all_exist(&env, &objects).await, "deleted at condemnation");
+    assert!(env.all_exist(&objects).await, "deleted at condemnation");
 
     let again = env.id("gone-again").await;
     let err = env
@@ -446,7 +413,7 @@ async fn a_condemned_metadata_file_cannot_be_registered_again_and_is_collected()
     assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
 
     run_until(&env, &config, env.now() + 3 * HOUR, &[]).await;
-    assert!(none_exist(&env, &objects).await, "garbage left behind");
+    assert!(env.none_exist(&objects).await, "garbage left behind");
     assert!(env.catalog.load(&again).await.is_err());
 }
 
@@ -474,7 +441,7 @@ async fn race_at(backend: Backend, phase: gc::GcPhase, seed: u64) {
     let config = test_config();
     let layout = Layout::under("race/1");
     let (id, _, location) = env.register("race", &layout).await;
-    let mut objects = files(&layout);
+    let mut objects = layout.files();
     objects.push(env.relative(&location));
     env.advance(HOUR);
     env.catalog.drop_index(&id).await.expect("dropped");
@@ -564,7 +531,7 @@ async fn concurrent_runs_never_delete_live_files() {
     let (id, _, dead_location) = env.register("dead", &dead).await;
     env.advance(HOUR);
     env.catalog.drop_index(&id).await.expect("dropped");
-    let mut garbage = files(&dead);
+    let mut garbage = dead.files();
     garbage.push(env.relative(&dead_location));
     let mut statuses = Vec::new();
     while env.now() < START + 6 * HOUR {
@@ -574,12 +541,12 @@ async fn concurrent_runs_never_delete_live_files() {
         statuses.push(a.expect("run a").status);
         statuses.push(b.expect("run b").status);
         assert!(
-            all_exist(&env, &files(&live)).await,
+            env.all_exist(&live.files()).await,
             "a live file was deleted"
         );
     }
     assert!(statuses.contains(&GcStatus::Completed));
-    assert!(none_exist(&env, &garbage).await, "garbage left behind");
+    assert!(env.none_exist(&garbage).await, "garbage left behind");
 }
 
 const START: i64 = gc_support::START_MS;
@@ -594,14 +561,14 @@ async fn a_run_that_dies_mid_delete_is_resumed_safely() {
         };
         let live = Layout::under("live/1");
         let (_, _, live_location) = env.register("live", &live).await;
-        let mut live_files = files(&live);
+        let mut live_files = live.files();
         live_files.push(env.relative(&live_location));
         let mut garbage = Vec::new();
         for n in 0..3 {
             let layout = Layout::under(&format!("dead/{n}"));
             let (id, _, location) = env.register(&format!("dead{n}"), &layout).await;
             env.catalog.drop_index(&id).await.expect("dropped");
-            garbage.extend(files(&layout));
+            garbage.extend(layout.files());
             garbage.push(env.relative(&location));
         }
         // Let everything become deletable, as seen by a dry run.
@@ -624,7 +591,7 @@ async fn a_run_that_dies_mid_delete_is_resumed_safely() {
             .await
             .expect_err("died");
         assert_eq!(err.kind(), ErrorKind::StoreUnavailable, "{backend:?}");
-        assert!(all_exist(&env, &live_files).await);
+        assert!(env.all_exist(&live_files).await);
         // The failed run is unfinished: the next call goes on with it from its last
         // checkpoint (no retention clock restarts) and finishes it.
         let state = gc::status(&env.catalog, env.now(), false)
@@ -645,12 +612,9 @@ async fn a_run_that_dies_mid_delete_is_resumed_safely() {
             report.warnings
         );
         run_until(&env, &config, env.now() + 3 * HOUR, &[]).await;
+        assert!(env.none_exist(&garbage).await, "{backend:?}: garbage left");
         assert!(
-            none_exist(&env, &garbage).await,
-            "{backend:?}: garbage left"
-        );
-        assert!(
-            all_exist(&env, &live_files).await,
+            env.all_exist(&live_files).await,
             "{backend:?}: live files deleted"
         );
         assert!(
@@ -744,7 +708,7 @@ async fn an_unreadable_root_aborts_the_run() {
         "{}",
         err.message()
     );
-    assert!(all_exist(&env, &files(&layout)).await);
+    assert!(env.all_exist(&layout.files()).await);
     assert!(
         env.exists("indexes/garbage/part-0").await,
         "deleted on incomplete knowledge"
@@ -820,8 +784,8 @@ async fn a_killed_run_is_resumed_by_the_next_call_without_restarting_clocks() {
     assert!(state.current_run.is_none(), "{state:?}");
     assert!(state.unfinished_runs.is_empty(), "{state:?}");
     run_until(&env, &config, env.now() + 4 * HOUR, &[]).await;
-    assert!(all_exist(&env, &files(&live)).await);
-    assert!(none_exist(&env, &files(&dead)).await);
+    assert!(env.all_exist(&live.files()).await);
+    assert!(env.none_exist(&dead.files()).await);
 }
 
 /// Runs stopped by their budget (issue 16): with a zero budget every call does one page
@@ -878,7 +842,7 @@ async fn runs_stopped_by_their_budget_go_on_page_by_page_and_collect_everything(
                 }
                 other => panic!("{backend:?}: {other:?}"),
             }
-            for name in files(&live) {
+            for name in live.files() {
                 assert!(
                     env.exists(&name).await,
                     "{backend:?}: live `{name}` deleted"

@@ -2,7 +2,7 @@
 //! crashes before and after the function ran, lost responses, refused connections, and
 //! the CLI's `--catalog lambda://PREFIX`.
 //!
-//! Faults are injected by the local Lambda host (`common::lambda_host`), so every failure
+//! Faults are injected by the test kit's local Lambda host (`LambdaHost`), so every failure
 //! is one the Lambda service can produce, and "did the mutation apply" is decided by the
 //! real functions and store.
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
@@ -13,12 +13,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::fixture::{TestEnv, source};
-use common::lambda_host::{Fault, LambdaHost, local_deployment};
+use common::lambda_host::{Clients, local_deployment};
 use parqdb_catalog::catalog::{IndexCatalog, RetryPolicy};
 use parqdb_catalog::lambda::Operation;
 use parqdb_catalog::remote::{FunctionNames, LambdaCatalog};
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{ErrorKind, IndexIdentifier};
+use parqdb_catalog_testkit::lambda::{Fault, LambdaHost};
 
 fn fast_retries() -> RetryPolicy {
     RetryPolicy {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::fixture::{TestEnv, source};
-use common::lambda_host::{Deployment, dynamodb_deployment, local_deployment};
+use common::lambda_host::{Clients, Deployment, dynamodb_deployment, local_deployment};
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::{IndexIdentifier, Namespace};
 

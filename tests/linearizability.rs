@@ -20,10 +20,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use common::fixture::TestEnv;
-use common::history::{
-    Backend, Call, History, Op, Ret, Universe, Workload, assert_applied_once, catalog_over, check,
-    env_seeds, final_loads, mix, run_workload,
-};
+use common::history::backends::{Backend, assert_applied_once, catalog_over};
+use common::history::checker::check;
+use common::history::workload::{Workload, final_loads, run_workload};
+use common::history::{Call, History, Op, Ret, Universe, env_seeds, mix};
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::store::faulty::{FaultConfig, FaultStats, FaultyStore};

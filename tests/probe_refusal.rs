@@ -5,59 +5,49 @@ mod common;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use common::fixture::{TestEnv, source};
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::store::memory::MemoryStore;
-use parqdb_catalog::store::{
-    ListPage, PointerStore, PutMode, StoreError, StoreKey, Version, Versioned,
-};
+use parqdb_catalog::store::{Capabilities, PointerStore, PutMode, StoreError, StoreKey};
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace, RandomIds};
+use parqdb_catalog_testkit::store::{Call, Hook, Hooked};
 
-/// Accepts `Update` with any version, and `Update` on a missing key (like MinIO once did).
-#[derive(Debug, Clone, Default)]
-struct IgnoresIfMatch(MemoryStore);
+/// Accepts `Update` with any version, and `Update` on a missing key (like MinIO once did):
+/// every update becomes one of the current version, or a create. No transactions.
+struct IgnoresIfMatch;
 
 #[async_trait]
-impl PointerStore for IgnoresIfMatch {
-    fn describe(&self) -> String {
-        "ignores-if-match".into()
-    }
-    async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
-        self.0.get(key).await
-    }
-    async fn put(
+impl Hook for IgnoresIfMatch {
+    async fn before(
         &self,
-        key: &StoreKey,
-        value: Bytes,
-        mode: PutMode,
-    ) -> Result<Version, StoreError> {
-        match mode {
-            PutMode::Create => self.0.put(key, value, PutMode::Create).await,
-            PutMode::Update(_) => match self.0.get(key).await? {
-                Some(current) => {
-                    self.0
-                        .put(key, value, PutMode::Update(current.version))
-                        .await
-                }
-                None => self.0.put(key, value, PutMode::Create).await,
-            },
+        inner: &Arc<dyn PointerStore>,
+        call: Call<'_>,
+    ) -> Result<(), StoreError> {
+        if let Call::Put { key, mode } = call
+            && matches!(mode, PutMode::Update(_))
+        {
+            *mode = match inner.get(key).await? {
+                Some(current) => PutMode::Update(current.version),
+                None => PutMode::Create,
+            };
         }
+        Ok(())
     }
-    async fn list(
-        &self,
-        prefix: &StoreKey,
-        after: Option<&StoreKey>,
-        limit: usize,
-    ) -> Result<ListPage, StoreError> {
-        self.0.list(prefix, after, limit).await
+
+    fn capabilities(&self, _inner: Capabilities) -> Capabilities {
+        Capabilities::default()
     }
+}
+
+/// A memory store that ignores its write conditions.
+fn ignores_if_match() -> Arc<Hooked<IgnoresIfMatch>> {
+    Arc::new(Hooked::new(Arc::new(MemoryStore::new()), IgnoresIfMatch))
 }
 
 #[tokio::test]
 async fn probe_fails_on_a_store_that_ignores_if_match() {
-    let report = parqdb_catalog::store::probe::probe(&IgnoresIfMatch::default(), &RandomIds)
+    let report = parqdb_catalog::store::probe::probe(ignores_if_match().as_ref(), &RandomIds)
         .await
         .expect("probe ran");
     assert!(!report.passed());
@@ -83,9 +73,9 @@ async fn probe_fails_on_a_store_that_ignores_if_match() {
 
 #[tokio::test]
 async fn the_catalog_refuses_to_write_to_such_a_store() {
-    let store = IgnoresIfMatch::default();
+    let store = ignores_if_match();
     let warehouse = Warehouse::in_memory("memory://probe/wh").expect("warehouse");
-    let catalog = Catalog::builder(Arc::new(store.clone()), warehouse.clone()).build();
+    let catalog = Catalog::builder(store.clone(), warehouse.clone()).build();
     let env = TestEnv {
         catalog: Arc::new(catalog.clone()),
         warehouse,

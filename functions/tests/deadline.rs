@@ -4,18 +4,13 @@
 //! The store is a local TCP server that accepts connections and never answers
 //! ([`Silent`]); the functions reach it as their S3 endpoint (pointers and warehouse) or as
 //! their DynamoDB endpoint (pointers; the warehouse is local). Each invocation gets a short
-//! deadline from the harness's Runtime API, which, like Lambda, turns an answer after the
+//! deadline from the test kit's Runtime API, which, like Lambda, turns an answer after the
 //! deadline into `Sandbox.Timedout`: the assertions are on answer types, not on times.
 
-mod harness;
-
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use harness::{Env, Function, TIMED_OUT};
-use parqdb_catalog::metadata::{
-    IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
-};
+use parqdb_catalog_testkit::fixture;
+use parqdb_catalog_testkit::lambda::{Env, Function, TIMED_OUT};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
@@ -91,34 +86,7 @@ fn source() -> Value {
 
 /// Valid snapshot contents for `publish` (which parses them before it needs the store).
 fn snapshot() -> Value {
-    let table = |role: &str| {
-        IndexTableDefinition::new(
-            1,
-            BTreeMap::from([("location".to_owned(), format!("indexes/x/{role}/"))]),
-        )
-        .expect("valid table")
-    };
-    let contents = SnapshotContents {
-        source_table: TableDefinition::new(
-            "parquet",
-            BTreeMap::from([("location".to_owned(), "s3://example/documents/".to_owned())]),
-        )
-        .expect("valid source"),
-        vector_field: "embedding".into(),
-        source_key_fields: vec!["document_id".into()],
-        indexed_rows: 100,
-        index_family: "ivf".into(),
-        index_schema_version: 1,
-        metric: "cosine".into(),
-        parameters: BTreeMap::new(),
-        index_provider: ProviderDefinition::new("parquet", BTreeMap::new()).expect("valid"),
-        index_tables: BTreeMap::from([
-            ("ivf_centroids".to_owned(), table("ivf_centroids")),
-            ("ivf_postings".to_owned(), table("ivf_postings")),
-        ]),
-        summary: BTreeMap::new(),
-    };
-    serde_json::to_value(contents).expect("json")
+    serde_json::to_value(fixture::contents("x")).expect("json")
 }
 
 /// One event per function, each of which needs the store.

@@ -1,28 +1,26 @@
 //! The function binaries, run as real processes against a local Lambda Runtime API.
 //!
 //! Each test starts compiled binaries (`CARGO_BIN_EXE_*`, or `PARQDB_FUNCTIONS_BIN_DIR`)
-//! with the variables the Lambda service sets, feeds them events through the harness in
-//! `harness/` and checks responses, `errorType`s, metric lines and log lines.
+//! with the variables the Lambda service sets, feeds them events through the test kit's
+//! Runtime API (`parqdb_catalog_testkit::lambda`) and checks responses, `errorType`s,
+//! metric lines and log lines.
 //!
 //! Backends: the lifecycle runs once per [`Backend`]; adding a backend is one function
 //! that returns the environment and a writable warehouse.
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 
-mod harness;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use harness::{Env, Function, Outcome};
 use parqdb_catalog::config::CatalogConfig;
 use parqdb_catalog::family::FamilyRegistry;
-use parqdb_catalog::metadata::{
-    IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
-};
+use parqdb_catalog::metadata::IndexMetadata;
 use parqdb_catalog::store::dynamodb::DynamoStore;
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{RandomIds, SystemClock};
+use parqdb_catalog_testkit::fixture::{contents, source};
+use parqdb_catalog_testkit::lambda::{Env, Function, Outcome};
 use serde_json::{Value, json};
 
 /// The functions of the catalog.
@@ -81,7 +79,7 @@ fn separate_local_pointer_store() -> Backend {
 }
 
 /// Pointers in a fresh DynamoDB Local table (`PARQDB_CATALOG=dynamodb://TABLE`), metadata
-/// in a local warehouse. The harness clears the functions' environment, so the endpoint,
+/// in a local warehouse. A [`Function`] starts with a clean environment, so the endpoint,
 /// region and dummy credentials are passed explicitly.
 async fn dynamodb_local() -> Backend {
     use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
@@ -119,43 +117,6 @@ async fn dynamodb_local() -> Backend {
             .open_warehouse()
             .expect("warehouse"),
         _dirs: vec![warehouse],
-    }
-}
-
-/// The source table of the fixture indexes.
-fn source() -> TableDefinition {
-    let properties = BTreeMap::from([
-        ("location".to_owned(), "s3://example/documents/".to_owned()),
-        ("table-version".to_owned(), "1".to_owned()),
-    ]);
-    TableDefinition::new("parquet", properties).expect("valid source")
-}
-
-/// ivf/parquet snapshot contents with index tables under `tag`.
-fn contents(tag: &str) -> SnapshotContents {
-    let table = |role: &str| {
-        IndexTableDefinition::new(
-            1,
-            BTreeMap::from([("location".to_owned(), format!("indexes/{tag}/{role}/"))]),
-        )
-        .expect("valid table")
-    };
-    SnapshotContents {
-        source_table: source(),
-        vector_field: "embedding".into(),
-        source_key_fields: vec!["document_id".into()],
-        indexed_rows: 1000,
-        index_family: "ivf".into(),
-        index_schema_version: 1,
-        metric: "l2_squared".into(),
-        parameters: BTreeMap::from([("nlist".to_owned(), "16".to_owned())]),
-        index_provider: ProviderDefinition::new("parquet", BTreeMap::new())
-            .expect("valid provider"),
-        index_tables: BTreeMap::from([
-            ("ivf_centroids".to_owned(), table("ivf_centroids")),
-            ("ivf_postings".to_owned(), table("ivf_postings")),
-        ]),
-        summary: BTreeMap::new(),
     }
 }
 
@@ -217,7 +178,7 @@ async fn lifecycle(backend: Backend) {
     let ns = json!(["docs", "v1"]);
     let id = json!({"namespace": ns, "name": "embeddings"});
     let renamed = json!({"namespace": ns, "name": "embeddings-2"});
-    let source = source().to_json_value();
+    let source = source(1).to_json_value();
 
     let namespace = f(&mut functions, "namespace");
     let created = namespace
@@ -485,11 +446,11 @@ fn valid_event(name: &str) -> Value {
     match name {
         "load" | "drop" => json!({"identifier": id}),
         "register" => {
-            json!({"identifier": id, "source": source().to_json_value(), "metadata-location": "file:///nowhere.json"})
+            json!({"identifier": id, "source": source(1).to_json_value(), "metadata-location": "file:///nowhere.json"})
         }
         "commit" => json!({
             "identifier": id,
-            "source": source().to_json_value(),
+            "source": source(1).to_json_value(),
             "base-metadata-location": "file:///a.json",
             "new-metadata-location": "file:///b.json",
         }),

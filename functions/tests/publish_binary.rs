@@ -1,65 +1,30 @@
-//! The `publish` function binary, run as a real process against the local Lambda
-//! Runtime API of `harness/`, on the default deployment (pointers under the warehouse's
-//! own `_catalog/` in a local directory).
-
-mod harness;
+//! The `publish` function binary, run as a real process against the test kit's local
+//! Lambda Runtime API, on the default deployment (pointers under the warehouse's own
+//! `_catalog/` in a local directory).
 
 use std::collections::BTreeMap;
 
-use harness::Function;
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::config::CatalogConfig;
-use parqdb_catalog::metadata::{
-    IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
-};
+use parqdb_catalog::metadata::SnapshotContents;
 use parqdb_catalog::publish::Publisher;
 use parqdb_catalog::{IndexIdentifier, Namespace};
+use parqdb_catalog_testkit::fixture;
+use parqdb_catalog_testkit::lambda::Function;
 use serde_json::{Value, json};
 
+/// The sample contents of source version `version` (`cosine`: a successor with another
+/// metric is invalid).
 fn contents(version: &str) -> SnapshotContents {
-    let table = |role: &str| {
-        IndexTableDefinition::new(
-            1,
-            BTreeMap::from([("location".to_owned(), format!("indexes/{version}/{role}/"))]),
-        )
-        .expect("valid table")
-    };
     SnapshotContents {
-        source_table: TableDefinition::new(
-            "parquet",
-            BTreeMap::from([
-                ("location".to_owned(), "s3://example/documents/".to_owned()),
-                ("table-version".to_owned(), version.to_owned()),
-            ]),
-        )
-        .expect("valid source"),
-        vector_field: "embedding".into(),
-        source_key_fields: vec!["document_id".into()],
-        indexed_rows: 100,
-        index_family: "ivf".into(),
-        index_schema_version: 1,
+        source_table: fixture::source(version),
         metric: "cosine".into(),
-        parameters: BTreeMap::new(),
-        index_provider: ProviderDefinition::new("parquet", BTreeMap::new()).expect("valid"),
-        index_tables: BTreeMap::from([
-            ("ivf_centroids".to_owned(), table("ivf_centroids")),
-            ("ivf_postings".to_owned(), table("ivf_postings")),
-        ]),
-        summary: BTreeMap::new(),
+        ..fixture::contents(version)
     }
 }
 
 #[tokio::test(flavor = "current_thread")]
 async fn publish_function_publishes_once_per_key() {
-    // The harness finds binaries it does not list through this variable; every binary
-    // of the package is in the same directory. SAFETY: set before any other thread
-    // (the runtime is single-threaded and nothing has been spawned yet).
-    let dir = std::path::Path::new(env!("CARGO_BIN_EXE_publish"))
-        .parent()
-        .expect("bin dir")
-        .to_owned();
-    unsafe { std::env::set_var("PARQDB_FUNCTIONS_BIN_DIR", &dir) };
-
     let warehouse_dir = tempfile::tempdir().expect("temp dir");
     let uri = format!("file://{}", warehouse_dir.path().display());
     let catalog = CatalogConfig::new(Some(uri.clone()), None)

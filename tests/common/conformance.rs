@@ -1364,26 +1364,6 @@ pub async fn operations_without_a_base_never_report_commit_conflict(env: TestEnv
 macro_rules! catalog_conformance {
     ($factory:expr, refusing: $refusing:expr) => {
         #[tokio::test]
-        async fn conformance_commit_publishes_only_successors() {
-            common::conformance::commit_publishes_only_successors($factory.await).await;
-        }
-        #[tokio::test]
-        async fn conformance_commit_replay_requires_the_same_request() {
-            common::conformance::commit_replay_requires_the_same_request($factory.await).await;
-        }
-        #[tokio::test]
-        async fn conformance_order_of_checks_with_and_without_source() {
-            common::conformance::order_of_checks_with_and_without_source($factory.await).await;
-        }
-        #[tokio::test]
-        async fn conformance_metadata_locations_are_uris() {
-            common::conformance::metadata_locations_are_uris($factory.await).await;
-        }
-        #[tokio::test]
-        async fn conformance_integers_follow_json() {
-            common::conformance::integers_follow_json($factory.await).await;
-        }
-        #[tokio::test]
         async fn conformance_store_refusal_is_permanent() {
             common::conformance::store_refusal_is_permanent($refusing.await).await;
         }
@@ -1394,46 +1374,6 @@ macro_rules! catalog_conformance {
             )
             .await;
         }
-        #[tokio::test]
-        async fn conformance_namespaces_lifecycle() {
-            common::conformance::namespaces_lifecycle($factory.await).await;
-        }
-        #[tokio::test]
-        async fn conformance_register_and_load() {
-            common::conformance::register_and_load($factory.await).await;
-        }
-        #[tokio::test]
-        async fn conformance_register_error_precedence() {
-            common::conformance::register_error_precedence($factory.await).await;
-        }
-        #[tokio::test]
-        async fn conformance_commit_chain() {
-            common::conformance::commit_chain($factory.await).await;
-        }
-        #[tokio::test]
-        async fn conformance_commit_errors_and_precedence() {
-            common::conformance::commit_errors_and_precedence($factory.await).await;
-        }
-        #[tokio::test]
-        async fn conformance_load_if_changed() {
-            common::conformance::load_if_changed($factory.await).await;
-        }
-        #[tokio::test]
-        async fn conformance_drop_and_reregister() {
-            common::conformance::drop_and_reregister($factory.await).await;
-        }
-        #[tokio::test]
-        async fn conformance_rename_semantics() {
-            common::conformance::rename_semantics($factory.await).await;
-        }
-        #[tokio::test]
-        async fn conformance_list_pagination() {
-            common::conformance::list_pagination($factory.await).await;
-        }
-        #[tokio::test]
-        async fn conformance_list_pagination_across_runs_of_tombstones() {
-            common::conformance::list_pagination_across_tombstones($factory.await).await;
-        }
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn conformance_sixteen_racing_commits_one_winner() {
             common::conformance::racing_commits_one_winner($factory.await, 16).await;
@@ -1442,6 +1382,32 @@ macro_rules! catalog_conformance {
         async fn conformance_eight_writers_fifty_successors_none_lost() {
             common::conformance::contended_chain_loses_nothing($factory.await, 8, 50).await;
         }
+        catalog_conformance!(@cases $factory;
+            conformance_commit_publishes_only_successors => commit_publishes_only_successors,
+            conformance_commit_replay_requires_the_same_request => commit_replay_requires_the_same_request,
+            conformance_order_of_checks_with_and_without_source => order_of_checks_with_and_without_source,
+            conformance_metadata_locations_are_uris => metadata_locations_are_uris,
+            conformance_integers_follow_json => integers_follow_json,
+            conformance_namespaces_lifecycle => namespaces_lifecycle,
+            conformance_register_and_load => register_and_load,
+            conformance_register_error_precedence => register_error_precedence,
+            conformance_commit_chain => commit_chain,
+            conformance_commit_errors_and_precedence => commit_errors_and_precedence,
+            conformance_load_if_changed => load_if_changed,
+            conformance_drop_and_reregister => drop_and_reregister,
+            conformance_rename_semantics => rename_semantics,
+            conformance_list_pagination => list_pagination,
+            conformance_list_pagination_across_runs_of_tombstones => list_pagination_across_tombstones
+        );
+    };
+    // One test per case: `$test` runs `common::conformance::$case` on a fresh environment.
+    (@cases $factory:expr; $($test:ident => $case:ident),+) => {
+        $(
+            #[tokio::test]
+            async fn $test() {
+                common::conformance::$case($factory.await).await;
+            }
+        )+
     };
 }
 

@@ -7,14 +7,14 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::family::FamilyRegistry;
-use parqdb_catalog::metadata::{
-    IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
-};
+use parqdb_catalog::metadata::{IndexMetadata, SnapshotContents};
 use parqdb_catalog::store::{
     ListPage, PointerStore, PutMode, StoreError, StoreKey, Version, Versioned,
 };
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{IndexIdentifier, Namespace, RandomIds, SystemClock};
+use parqdb_catalog_testkit::fixture;
+pub use parqdb_catalog_testkit::fixture::source;
 
 /// What a conformance test needs: the catalog interface and direct warehouse access.
 #[derive(Clone)]
@@ -25,41 +25,13 @@ pub struct TestEnv {
     pub warehouse: Warehouse,
 }
 
-/// The source table every fixture index is built from (`version` makes distinct states).
-pub fn source(version: u32) -> TableDefinition {
-    let properties = BTreeMap::from([
-        ("definition-version".to_owned(), "1".to_owned()),
-        ("location".to_owned(), "s3://example/documents/".to_owned()),
-        ("table-version".to_owned(), version.to_string()),
-    ]);
-    TableDefinition::new("parquet", properties).expect("valid source")
-}
-
-/// Snapshot contents of the built-in ivf family with parquet index tables under `tag`.
-pub fn contents(source_version: u32, rows: i64, tag: &str) -> SnapshotContents {
-    let table = |role: &str| {
-        IndexTableDefinition::new(
-            1,
-            BTreeMap::from([("location".to_owned(), format!("indexes/{tag}/{role}/"))]),
-        )
-        .expect("valid table")
-    };
+/// The sample snapshot contents of source version `source_version`, with `rows` rows and
+/// index tables under `tag`.
+fn contents(source_version: u32, rows: i64, tag: &str) -> SnapshotContents {
     SnapshotContents {
         source_table: source(source_version),
-        vector_field: "embedding".into(),
-        source_key_fields: vec!["document_id".into()],
         indexed_rows: rows,
-        index_family: "ivf".into(),
-        index_schema_version: 1,
-        metric: "l2_squared".into(),
-        parameters: BTreeMap::from([("nlist".to_owned(), "16".to_owned())]),
-        index_provider: ProviderDefinition::new("parquet", BTreeMap::new())
-            .expect("valid provider"),
-        index_tables: BTreeMap::from([
-            ("ivf_centroids".to_owned(), table("ivf_centroids")),
-            ("ivf_postings".to_owned(), table("ivf_postings")),
-        ]),
-        summary: BTreeMap::new(),
+        ..fixture::contents(tag)
     }
 }
 

@@ -607,10 +607,9 @@ fn register_live(server: &Server, catalog_uri: &str) -> usize {
     use parqdb_catalog::catalog::IndexCatalog;
     use parqdb_catalog::config::CatalogConfig;
     use parqdb_catalog::family::FamilyRegistry;
-    use parqdb_catalog::metadata::{
-        IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
-    };
+    use parqdb_catalog::metadata::IndexMetadata;
     use parqdb_catalog::{IndexIdentifier, Namespace, RandomIds, SystemClock};
+    use parqdb_catalog_testkit::fixture;
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -630,42 +629,11 @@ fn register_live(server: &Server, catalog_uri: &str) -> usize {
             .create_namespace(&namespace, BTreeMap::new())
             .await
             .expect("namespace created");
-        let source = TableDefinition::new(
-            "parquet",
-            BTreeMap::from([
-                ("definition-version".to_owned(), "1".to_owned()),
-                ("location".to_owned(), "s3://example/documents/".to_owned()),
-                ("table-version".to_owned(), "1".to_owned()),
-            ]),
-        )
-        .expect("source");
+        let source = fixture::source(1);
         let mut registered = 0;
         for dir in (0..shape.dirs()).filter(|dir| shape.live_dir(*dir)) {
             let name = Shape::dir_name(dir);
-            let table = |role: &str| {
-                IndexTableDefinition::new(
-                    1,
-                    BTreeMap::from([("location".to_owned(), format!("indexes/{name}/{role}/"))]),
-                )
-                .expect("table")
-            };
-            let contents = SnapshotContents {
-                source_table: source.clone(),
-                vector_field: "embedding".into(),
-                source_key_fields: vec!["document_id".into()],
-                indexed_rows: 1000,
-                index_family: "ivf".into(),
-                index_schema_version: 1,
-                metric: "l2_squared".into(),
-                parameters: BTreeMap::from([("nlist".to_owned(), "16".to_owned())]),
-                index_provider: ProviderDefinition::new("parquet", BTreeMap::new())
-                    .expect("provider"),
-                index_tables: BTreeMap::from([
-                    ("ivf_centroids".to_owned(), table("ivf_centroids")),
-                    ("ivf_postings".to_owned(), table("ivf_postings")),
-                ]),
-                summary: BTreeMap::new(),
-            };
+            let contents = fixture::contents(&name);
             let metadata = IndexMetadata::create(
                 contents,
                 BTreeMap::new(),

@@ -1,7 +1,10 @@
 //! Shared harness of the garbage-collector tests: a warehouse object store wrapper that
-//! stamps objects with simulated time and can fail deletes, plus index fixtures.
+//! stamps objects with simulated time and can fail deletes, plus index fixtures; and, in
+//! [`hooked_store`], the store of a second collector process that pauses or fails writes.
 #![allow(dead_code)]
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
+
+pub mod hooked_store;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -21,14 +24,13 @@ use object_store::{
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcReport};
-use parqdb_catalog::metadata::{
-    IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
-};
+use parqdb_catalog::metadata::{IndexMetadata, SnapshotContents, TableDefinition};
 use parqdb_catalog::store::PointerStore;
 use parqdb_catalog::store::local::LocalStore;
 use parqdb_catalog::store::memory::MemoryStore;
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{Clock, IndexIdentifier, ManualClock, Namespace, SeededIds};
+use parqdb_catalog_testkit::fixture;
 
 pub const MINUTE: i64 = 60_000;
 pub const HOUR: i64 = 60 * MINUTE;
@@ -591,6 +593,53 @@ impl Env {
         }
     }
 
+    /// Which of the objects `names` no longer exist.
+    pub async fn missing(&self, names: &[String]) -> Vec<String> {
+        let mut gone = Vec::new();
+        for name in names {
+            if !self.exists(name).await {
+                gone.push(name.clone());
+            }
+        }
+        gone
+    }
+
+    /// Whether one of `names` (raw keys if `raw`) exists (`present`) or is missing
+    /// (`!present`), asking up to the first that does.
+    async fn any(&self, names: &[String], raw: bool, present: bool) -> bool {
+        for name in names {
+            let exists = if raw {
+                self.exists_raw(name).await
+            } else {
+                self.exists(name).await
+            };
+            if exists == present {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether every object of `names` exists (asking up to the first that does not).
+    pub async fn all_exist(&self, names: &[String]) -> bool {
+        !self.any(names, false, false).await
+    }
+
+    /// Whether no object of `names` exists (asking up to the first that does).
+    pub async fn none_exist(&self, names: &[String]) -> bool {
+        !self.any(names, false, true).await
+    }
+
+    /// [`Env::all_exist`] of raw keys.
+    pub async fn all_exist_raw(&self, names: &[String]) -> bool {
+        !self.any(names, true, false).await
+    }
+
+    /// [`Env::none_exist`] of raw keys.
+    pub async fn none_exist_raw(&self, names: &[String]) -> bool {
+        !self.any(names, true, true).await
+    }
+
     /// Every object path under the warehouse (relative), sorted.
     pub async fn objects(&self) -> Vec<String> {
         let prefix = self.warehouse.prefix().clone();
@@ -631,6 +680,24 @@ impl Env {
             .await
             .into_iter()
             .filter(|p| p.starts_with("_gc/ledger/"))
+            .collect()
+    }
+
+    /// The ledger files of `object`'s entry.
+    pub async fn entry_of(&self, object: &str) -> Vec<String> {
+        self.ledger_files()
+            .await
+            .into_iter()
+            .filter(|f| f.contains(&format!("_gc/ledger/{object}/")))
+            .collect()
+    }
+
+    /// Journal files.
+    pub async fn journal_files(&self) -> Vec<String> {
+        self.objects()
+            .await
+            .into_iter()
+            .filter(|n| n.starts_with("_gc/journal/"))
             .collect()
     }
 
@@ -712,49 +779,41 @@ impl Layout {
             source: source(),
         }
     }
+
+    /// The data files [`Env::write_tables`] writes (two per table).
+    pub fn files(&self) -> Vec<String> {
+        [&self.centroids, &self.postings]
+            .into_iter()
+            .flat_map(|dir| {
+                [
+                    format!("{dir}part-0.parquet"),
+                    format!("{dir}part-1.parquet"),
+                ]
+            })
+            .collect()
+    }
 }
 
+/// The sample snapshot contents with the layout's source, tables and centroids metadata.
 pub fn contents(layout: &Layout) -> SnapshotContents {
-    let table = |location: &str| {
-        IndexTableDefinition::new(
-            1,
-            BTreeMap::from([("location".to_owned(), location.to_owned())]),
-        )
-        .expect("valid table")
+    let mut contents = SnapshotContents {
+        source_table: layout.source.clone(),
+        ..fixture::contents_at(&layout.centroids, &layout.postings)
     };
-    let mut parameters = BTreeMap::from([("nlist".to_owned(), "16".to_owned())]);
     if let Some(location) = &layout.centroids_metadata {
-        parameters.insert(
+        contents.parameters.insert(
             "ivf_centroids_metadata_location".to_owned(),
             location.clone(),
         );
     }
-    SnapshotContents {
-        source_table: layout.source.clone(),
-        vector_field: "embedding".into(),
-        source_key_fields: vec!["document_id".into()],
-        indexed_rows: 1000,
-        index_family: "ivf".into(),
-        index_schema_version: 1,
-        metric: "l2_squared".into(),
-        parameters,
-        index_provider: ProviderDefinition::new("parquet", BTreeMap::new()).expect("provider"),
-        index_tables: BTreeMap::from([
-            ("ivf_centroids".to_owned(), table(&layout.centroids)),
-            ("ivf_postings".to_owned(), table(&layout.postings)),
-        ]),
-        summary: BTreeMap::new(),
-    }
+    contents
 }
 
 impl Env {
     /// Write the data files of a layout (two per table).
     pub async fn write_tables(&self, layout: &Layout) {
-        for dir in [&layout.centroids, &layout.postings] {
-            self.put(&format!("{dir}part-0.parquet"), b"0123456789")
-                .await;
-            self.put(&format!("{dir}part-1.parquet"), b"0123456789")
-                .await;
+        for name in layout.files() {
+            self.put(&name, b"0123456789").await;
         }
     }
 
@@ -812,6 +871,59 @@ impl Env {
             .await
             .expect("registered");
         (id, metadata, location)
+    }
+
+    /// Register the metadata file at `location` (written for `layout`) as `name`: it is
+    /// published now.
+    pub async fn publish(&self, name: &str, layout: &Layout, location: &str) -> IndexIdentifier {
+        let id = self.id(name).await;
+        self.catalog
+            .register(&id, Some(&layout.source), location)
+            .await
+            .expect("registered");
+        id
+    }
+
+    /// Commit `id` from `location` (holding `metadata`) to a successor whose tables are at
+    /// `next`: `location` loses catalog reachability now, the time returned.
+    pub async fn commit_away(
+        &self,
+        id: &IndexIdentifier,
+        metadata: &IndexMetadata,
+        location: &str,
+        next: &Layout,
+    ) -> i64 {
+        let (_, successor) = self.successor(metadata, next, None).await;
+        self.catalog
+            .commit(id, Some(&next.source), location, &successor)
+            .await
+            .expect("committed");
+        self.now()
+    }
+
+    /// The promise the red teams attack: objects that lost catalog reachability at
+    /// `lost_at` outlive the retention of [`test_config`] (2 h). Every `every` ms until a
+    /// minute before it has passed, `pass` runs (a collection), then each of `watched` must
+    /// still exist (`context` goes into the failure message).
+    pub async fn assert_kept_through_retention(
+        &self,
+        lost_at: i64,
+        every: i64,
+        watched: &[String],
+        context: &str,
+        mut pass: impl AsyncFnMut(),
+    ) {
+        while self.now() < lost_at + 2 * HOUR - MINUTE {
+            self.advance(every);
+            pass().await;
+            for object in watched {
+                assert!(
+                    self.exists(object).await,
+                    "{object} deleted {} min after losing reachability (retention 2 h){context}",
+                    (self.now() - lost_at) / MINUTE
+                );
+            }
+        }
     }
 }
 

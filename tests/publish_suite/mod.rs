@@ -19,15 +19,14 @@ use std::time::{Duration, Instant};
 
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::family::FamilyRegistry;
-use parqdb_catalog::metadata::{
-    IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
-};
+use parqdb_catalog::metadata::{IndexMetadata, SnapshotContents};
 use parqdb_catalog::publish::request::handle_publish_json;
 use parqdb_catalog::publish::{
     IDEMPOTENCY_KEY, Jitter, PublishOutcome, PublishPolicy, Published, Publisher,
 };
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
+use parqdb_catalog_testkit::fixture;
 use serde_json::json;
 
 use hooked::{Action, Hooked};
@@ -35,43 +34,17 @@ use hooked::{Action, Hooked};
 /// The summary key naming the writer of a test snapshot.
 pub const WRITER: &str = "writer";
 
-/// Snapshot contents of the built-in ivf family, distinct per `writer`.
+/// The sample snapshot contents, distinct per `writer`: its source version, its tables'
+/// directory and its summary's [`WRITER`].
 pub fn contents(writer: &str) -> SnapshotContents {
     let tag: String = writer
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
-    let table = |role: &str| {
-        IndexTableDefinition::new(
-            1,
-            BTreeMap::from([("location".to_owned(), format!("indexes/{tag}/{role}/"))]),
-        )
-        .expect("valid table")
-    };
     SnapshotContents {
-        source_table: TableDefinition::new(
-            "parquet",
-            BTreeMap::from([
-                ("definition-version".to_owned(), "1".to_owned()),
-                ("location".to_owned(), "s3://example/documents/".to_owned()),
-                ("table-version".to_owned(), writer.to_owned()),
-            ]),
-        )
-        .expect("valid source"),
-        vector_field: "embedding".into(),
-        source_key_fields: vec!["document_id".into()],
-        indexed_rows: 1000,
-        index_family: "ivf".into(),
-        index_schema_version: 1,
-        metric: "l2_squared".into(),
-        parameters: BTreeMap::from([("nlist".to_owned(), "16".to_owned())]),
-        index_provider: ProviderDefinition::new("parquet", BTreeMap::new())
-            .expect("valid provider"),
-        index_tables: BTreeMap::from([
-            ("ivf_centroids".to_owned(), table("ivf_centroids")),
-            ("ivf_postings".to_owned(), table("ivf_postings")),
-        ]),
+        source_table: fixture::source(writer),
         summary: BTreeMap::from([(WRITER.to_owned(), writer.to_owned())]),
+        ..fixture::contents(&tag)
     }
 }
 
@@ -796,40 +769,24 @@ macro_rules! publish_suite {
             eprintln!("{stats}");
         }
 
-        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-        async fn idempotent_replay() {
-            let (catalog, warehouse) = $fresh.await;
-            publish_suite::idempotent_replay(catalog, warehouse).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn declined_after_conflict() {
-            let (catalog, warehouse) = $fresh.await;
-            publish_suite::declined_after_conflict(catalog, warehouse).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn expire_keeps_last() {
-            let (catalog, warehouse) = $fresh.await;
-            publish_suite::expire_keeps_last(catalog, warehouse).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn ambiguous_commits() {
-            let (catalog, warehouse) = $fresh.await;
-            publish_suite::ambiguous_commits(catalog, warehouse).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn bounded_attempts() {
-            let (catalog, warehouse) = $fresh.await;
-            publish_suite::bounded_attempts(catalog, warehouse).await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn publish_requests() {
-            let (catalog, warehouse) = $fresh.await;
-            publish_suite::publish_requests(catalog, warehouse).await;
-        }
+        publish_suite!(@cases $fresh;
+            4 => idempotent_replay,
+            2 => declined_after_conflict,
+            2 => expire_keeps_last,
+            2 => ambiguous_commits,
+            2 => bounded_attempts,
+            2 => publish_requests
+        );
+    };
+    // One test per case: `publish_suite::$case(catalog, warehouse)` on a fresh backend,
+    // with `$threads` worker threads.
+    (@cases $fresh:expr; $($threads:literal => $case:ident),+) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = $threads)]
+            async fn $case() {
+                let (catalog, warehouse) = $fresh.await;
+                publish_suite::$case(catalog, warehouse).await;
+            }
+        )+
     };
 }

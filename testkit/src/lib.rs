@@ -1,0 +1,12 @@
+//! What the test suites of the ParqDB catalog share (`publish = false`, a dev-dependency
+//! of the library and of the functions):
+//!
+//! * [`fixture`]: the sample index's source table and snapshot contents;
+//! * [`store`]: [`store::Hooked`], a pointer store that runs a test's hook before every
+//!   call it forwards;
+//! * [`lambda`]: the function binaries as Lambda runs them — a Runtime API, single
+//!   processes, and a local Lambda service with fault injection.
+
+pub mod fixture;
+pub mod lambda;
+pub mod store;

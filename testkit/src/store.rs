@@ -1,0 +1,212 @@
+//! [`Hooked`]: a pointer store that forwards every call to an inner store and runs a
+//! test's [`Hook`] before each — to count calls, crash or hang at one of them, let a
+//! rival write first, or change what the call asks for.
+//!
+//! The wrapper forwards every method of [`PointerStore`], provided ones included
+//! (`location`, `put_listed`, `list_shown`, `get_if_changed`, `transact`), so the inner
+//! store serves each call as it would serve the catalog directly; a hook sees
+//! `put`/`put_listed` as one [`Call::Put`] and `list`/`list_shown` as one [`Call::List`].
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//!
+//! use parqdb_catalog::store::memory::MemoryStore;
+//! use parqdb_catalog::store::{PointerStore, StoreError, StoreKey};
+//! use parqdb_catalog_testkit::store::{Call, Hook, Hooked};
+//!
+//! /// Counts the calls.
+//! #[derive(Default)]
+//! struct Count(AtomicUsize);
+//!
+//! #[async_trait::async_trait]
+//! impl Hook for Count {
+//!     async fn before(
+//!         &self,
+//!         _inner: &Arc<dyn PointerStore>,
+//!         _call: Call<'_>,
+//!     ) -> Result<(), StoreError> {
+//!         self.0.fetch_add(1, Ordering::SeqCst);
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let store = Hooked::new(Arc::new(MemoryStore::new()), Count::default());
+//! let key = StoreKey::new("n/=docs").unwrap();
+//! assert!(store.get(&key).await.unwrap().is_none());
+//! assert_eq!(store.hook().0.load(Ordering::SeqCst), 1);
+//! # });
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use parqdb_catalog::store::{
+    Capabilities, Changed, ListPage, Listing, PointerStore, PutMode, StoreError, StoreKey, TxWrite,
+    Version, Versioned,
+};
+
+/// One store call, as a hook sees it before it is forwarded.
+#[derive(Debug)]
+pub enum Call<'a> {
+    /// `get`.
+    Get {
+        /// The key read.
+        key: &'a StoreKey,
+    },
+    /// `get_if_changed`.
+    GetIfChanged {
+        /// The key read.
+        key: &'a StoreKey,
+        /// The version the caller has.
+        version: &'a Version,
+    },
+    /// `put` or `put_listed`. The hook may change the mode the inner store is asked for.
+    Put {
+        /// The key written.
+        key: &'a StoreKey,
+        /// The write's condition.
+        mode: &'a mut PutMode,
+    },
+    /// `list` or `list_shown`.
+    List {
+        /// The listed prefix.
+        prefix: &'a StoreKey,
+    },
+    /// `transact`.
+    Transact {
+        /// The writes, in order.
+        writes: &'a [TxWrite],
+    },
+}
+
+/// What a test does around the calls of a [`Hooked`] store.
+#[async_trait]
+pub trait Hook: Send + Sync + 'static {
+    /// Runs before `call` is forwarded to `inner`; an error is the call's answer, and the
+    /// call is not forwarded. A hook that never returns hangs the call.
+    async fn before(&self, inner: &Arc<dyn PointerStore>, call: Call<'_>)
+    -> Result<(), StoreError>;
+
+    /// The capabilities the store reports, given the inner store's (default: those). A
+    /// store that reports no `atomic_multi_key_write` refuses `transact` with
+    /// `NotSupported`, without running the hook, as the trait asks.
+    fn capabilities(&self, inner: Capabilities) -> Capabilities {
+        inner
+    }
+}
+
+/// See the module docs.
+pub struct Hooked<H> {
+    inner: Arc<dyn PointerStore>,
+    hook: H,
+}
+
+impl<H: Hook> Hooked<H> {
+    /// `inner`, with `hook` run before every call.
+    pub fn new(inner: Arc<dyn PointerStore>, hook: H) -> Hooked<H> {
+        Hooked { inner, hook }
+    }
+
+    /// The hook (and whatever it counted).
+    pub fn hook(&self) -> &H {
+        &self.hook
+    }
+}
+
+impl<H> fmt::Debug for Hooked<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Hooked({:?})", self.inner)
+    }
+}
+
+#[async_trait]
+impl<H: Hook> PointerStore for Hooked<H> {
+    fn describe(&self) -> String {
+        format!("{} (hooked)", self.inner.describe())
+    }
+
+    fn location(&self) -> Option<String> {
+        self.inner.location()
+    }
+
+    async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
+        self.hook.before(&self.inner, Call::Get { key }).await?;
+        self.inner.get(key).await
+    }
+
+    async fn put(
+        &self,
+        key: &StoreKey,
+        value: Bytes,
+        mut mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        let call = Call::Put {
+            key,
+            mode: &mut mode,
+        };
+        self.hook.before(&self.inner, call).await?;
+        self.inner.put(key, value, mode).await
+    }
+
+    async fn list(
+        &self,
+        prefix: &StoreKey,
+        start_after: Option<&StoreKey>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError> {
+        self.hook.before(&self.inner, Call::List { prefix }).await?;
+        self.inner.list(prefix, start_after, limit).await
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.hook.capabilities(self.inner.capabilities())
+    }
+
+    async fn put_listed(
+        &self,
+        key: &StoreKey,
+        value: Bytes,
+        mut mode: PutMode,
+        listing: Listing,
+    ) -> Result<Version, StoreError> {
+        let call = Call::Put {
+            key,
+            mode: &mut mode,
+        };
+        self.hook.before(&self.inner, call).await?;
+        self.inner.put_listed(key, value, mode, listing).await
+    }
+
+    async fn list_shown(
+        &self,
+        prefix: &StoreKey,
+        start_after: Option<&StoreKey>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError> {
+        self.hook.before(&self.inner, Call::List { prefix }).await?;
+        self.inner.list_shown(prefix, start_after, limit).await
+    }
+
+    async fn get_if_changed(
+        &self,
+        key: &StoreKey,
+        version: &Version,
+    ) -> Result<Changed, StoreError> {
+        let call = Call::GetIfChanged { key, version };
+        self.hook.before(&self.inner, call).await?;
+        self.inner.get_if_changed(key, version).await
+    }
+
+    async fn transact(&self, writes: Vec<TxWrite>) -> Result<Vec<Version>, StoreError> {
+        if !self.capabilities().atomic_multi_key_write {
+            return Err(StoreError::NotSupported("atomic multi-key write".into()));
+        }
+        let call = Call::Transact { writes: &writes };
+        self.hook.before(&self.inner, call).await?;
+        self.inner.transact(writes).await
+    }
+}

@@ -1,0 +1,276 @@
+//! A warehouse object store for the red-team tests' second collector process: it stops
+//! (once) at the put whose key matches — a process paused (SIGSTOP, a hung request, a long
+//! GC pause) right before that write, woken up later — fails every put whose key matches,
+//! and can report the paused object's last-modified as the time its put *began* (S3 and
+//! others stamp an object with the start of its upload; a put stalled mid-request lands
+//! later than its stamp says). Every other request is forwarded as it is.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+};
+use parqdb_catalog::catalog::Catalog;
+use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcReport};
+use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::{Clock, ManualClock, SeededIds};
+use tokio::task::JoinHandle;
+
+use super::Env;
+
+type Pred = Box<dyn Fn(&str) -> bool + Send + Sync>;
+type Stamps = Arc<Mutex<HashMap<Path, i64>>>;
+
+/// See the module docs.
+pub struct HookedStore {
+    inner: Arc<dyn ObjectStore>,
+    pause: Mutex<Option<Pred>>,
+    fail: Mutex<Option<Pred>>,
+    /// Stamps the paused put's object with this clock's time when the put began.
+    backdate: Option<Arc<ManualClock>>,
+    stamps: Stamps,
+    paused: tokio::sync::Notify,
+    resume: tokio::sync::Notify,
+}
+
+impl HookedStore {
+    /// Forwards everything to `inner` until told otherwise.
+    pub fn new(inner: Arc<dyn ObjectStore>) -> HookedStore {
+        HookedStore {
+            inner,
+            pause: Mutex::new(None),
+            fail: Mutex::new(None),
+            backdate: None,
+            stamps: Arc::new(Mutex::new(HashMap::new())),
+            paused: tokio::sync::Notify::new(),
+            resume: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Stamp the paused put's object with `clock`'s time when its put began (`None`: when
+    /// it lands, as every other object).
+    pub fn backdating(self, clock: Option<Arc<ManualClock>>) -> HookedStore {
+        HookedStore {
+            backdate: clock,
+            ..self
+        }
+    }
+
+    /// Pause at the first put whose key matches `pred`.
+    pub fn pause_on(self, pred: impl Fn(&str) -> bool + Send + Sync + 'static) -> HookedStore {
+        self.arm(pred);
+        self
+    }
+
+    /// Fail every put whose key matches `pred`.
+    pub fn fail_on(self, pred: impl Fn(&str) -> bool + Send + Sync + 'static) -> HookedStore {
+        *self.fail.lock().expect("lock") = Some(Box::new(pred));
+        self
+    }
+
+    /// From now on, pause at the first put whose key matches `pred`.
+    pub fn arm(&self, pred: impl Fn(&str) -> bool + Send + Sync + 'static) {
+        *self.pause.lock().expect("lock") = Some(Box::new(pred));
+    }
+
+    /// Pause at no put.
+    pub fn disarm(&self) {
+        *self.pause.lock().expect("lock") = None;
+    }
+
+    /// Wait until a put paused.
+    pub async fn paused(&self) {
+        self.paused.notified().await;
+    }
+
+    /// Let the paused put go on.
+    pub fn resume(&self) {
+        self.resume.notify_one();
+    }
+
+    fn restamp(stamps: &Stamps, mut meta: ObjectMeta) -> ObjectMeta {
+        if let Some(ms) = stamps.lock().expect("lock").get(&meta.location) {
+            meta.last_modified = (UNIX_EPOCH + Duration::from_millis(*ms as u64)).into();
+        }
+        meta
+    }
+}
+
+impl fmt::Debug for HookedStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HookedStore")
+    }
+}
+
+impl fmt::Display for HookedStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HookedStore({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for HookedStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        let key = location.as_ref();
+        if self
+            .fail
+            .lock()
+            .expect("lock")
+            .as_ref()
+            .is_some_and(|pred| pred(key))
+        {
+            return Err(object_store::Error::Generic {
+                store: "hooked",
+                source: format!("injected failure writing {key}").into(),
+            });
+        }
+        let hit = {
+            let mut armed = self.pause.lock().expect("lock");
+            let hit = armed.as_ref().is_some_and(|pred| pred(key));
+            if hit {
+                *armed = None;
+            }
+            hit
+        };
+        if !hit {
+            return self.inner.put_opts(location, payload, opts).await;
+        }
+        let began = self.backdate.as_ref().map(|clock| clock.now_ms());
+        self.paused.notify_one();
+        self.resume.notified().await;
+        let result = self.inner.put_opts(location, payload, opts).await;
+        if let (Ok(_), Some(began)) = (&result, began) {
+            self.stamps
+                .lock()
+                .expect("lock")
+                .insert(location.clone(), began);
+        }
+        result
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        let mut result = self.inner.get_opts(location, options).await?;
+        result.meta = Self::restamp(&self.stamps, result.meta);
+        Ok(result)
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let stamps = self.stamps.clone();
+        self.inner
+            .list(prefix)
+            .map_ok(move |meta| Self::restamp(&stamps, meta))
+            .boxed()
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let stamps = self.stamps.clone();
+        self.inner
+            .list_with_offset(prefix, offset)
+            .map_ok(move |meta| Self::restamp(&stamps, meta))
+            .boxed()
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        let mut listed = self.inner.list_with_delimiter(prefix).await?;
+        listed.objects = listed
+            .objects
+            .into_iter()
+            .map(|meta| Self::restamp(&self.stamps, meta))
+            .collect();
+        Ok(listed)
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: RenameOptions,
+    ) -> object_store::Result<()> {
+        self.inner.rename_opts(from, to, options).await
+    }
+}
+
+/// A second collector process over `env`'s warehouse and pointer store whose warehouse
+/// requests go through `store`.
+pub fn process_over(
+    env: &Env,
+    store: Arc<dyn ObjectStore>,
+    seed: u64,
+    config: &GcConfig,
+) -> GarbageCollector {
+    let warehouse = Warehouse::new(env.warehouse.root(), store, env.warehouse.prefix().clone())
+        .expect("warehouse");
+    let catalog = Catalog::builder(env.pointer_store.clone(), warehouse)
+        .clock(env.clock.clone())
+        .ids(Arc::new(SeededIds::new(seed)))
+        .build();
+    GarbageCollector::new(catalog, config.clone()).expect("valid config")
+}
+
+/// A collection by `gc` at `env`'s current time, in a task of its own: a process.
+pub fn collect_in_background(
+    env: &Env,
+    gc: GarbageCollector,
+) -> JoinHandle<parqdb_catalog::Result<GcReport>> {
+    let at = env.now();
+    tokio::spawn(async move { gc.collect(at).await })
+}
+
+/// Let `store`'s paused put go on and wait for the end of `process` (the collection the
+/// put belongs to; it may fail, its lease gone); prints how it ended.
+pub async fn resume_and_join(
+    store: &HookedStore,
+    process: JoinHandle<parqdb_catalog::Result<GcReport>>,
+) {
+    store.resume();
+    let woke = process.await.expect("joined");
+    eprintln!(
+        "process 1: {:?}",
+        woke.as_ref().map(|r| (r.run_id, r.status))
+    );
+}
