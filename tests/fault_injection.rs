@@ -754,7 +754,10 @@ impl Hook for Rival {
         call: Call<'_>,
     ) -> Result<(), StoreError> {
         match call {
-            Call::Put { key, mode } if matches!(mode, PutMode::Update(_)) => {
+            Call::Put {
+                key,
+                mode: PutMode::Update(_),
+            } => {
                 Rival::rewrite(inner, key).await;
             }
             Call::Transact { writes } => {

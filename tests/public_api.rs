@@ -228,15 +228,18 @@ impl Crate {
                         continue;
                     };
                     for member in &i.items {
-                        if let ImplItem::Fn(f) = member
-                            && is_pub(&f.vis)
-                            && gates(&f.attrs).is_some()
-                        {
-                            self.methods
-                                .entry(last.ident.to_string())
-                                .or_default()
-                                .insert((prefix.clone(), format!("::{}", tokens(&f.sig))));
-                        }
+                        let line = match member {
+                            ImplItem::Fn(f) if is_pub(&f.vis) && gates(&f.attrs).is_some() => {
+                                format!("::{}", tokens(&f.sig))
+                            }
+                            // Methods a macro writes (e.g. shared builder setters).
+                            ImplItem::Macro(m) => format!("::{}", tokens(&m.mac)),
+                            _ => continue,
+                        };
+                        self.methods
+                            .entry(last.ident.to_string())
+                            .or_default()
+                            .insert((prefix.clone(), line));
                     }
                 }
                 _ => {
@@ -395,6 +398,23 @@ impl Crate {
         }
     }
 
+    /// Item `name` of `module`: defined there, or re-exported there by a `pub use` (followed
+    /// a few levels); with the name it was defined under.
+    fn find(&self, module: &str, name: &str, depth: usize) -> Option<(String, &[Line])> {
+        let m = self.modules.get(module)?;
+        if let Some(lines) = m.items.get(name) {
+            return Some((name.to_owned(), lines));
+        }
+        if depth > 4 {
+            return None;
+        }
+        m.uses.iter().find_map(|(_, tree)| {
+            let (prefix, original) = leaf(tree, name, &mut Vec::new())?;
+            let from = self.resolve(module, &prefix)?;
+            self.find(&from, &original, depth + 1)
+        })
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn emit_reexport(
         &self,
@@ -410,10 +430,9 @@ impl Crate {
         let path = format!("{shown}::{visible}");
         let found = self
             .resolve(module, prefix)
-            .and_then(|from| self.modules.get(&from))
-            .and_then(|from| from.items.get(name));
+            .and_then(|from| self.find(&from, name, 0));
         match found {
-            Some(lines) => self.emit_item(&path, name, lines, gates, out),
+            Some((original, lines)) => self.emit_item(&path, &original, lines, gates, out),
             None => {
                 let target = if prefix.is_empty() {
                     name.to_owned()
@@ -424,6 +443,22 @@ impl Crate {
                 out.insert(format!("{gate} {path}: pub use {target}").trim().to_owned());
             }
         }
+    }
+}
+
+/// The path and original name of the leaf of `tree` that makes `name` visible.
+fn leaf(tree: &UseTree, name: &str, prefix: &mut Vec<String>) -> Option<(Vec<String>, String)> {
+    match tree {
+        UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            let found = leaf(&p.tree, name, prefix);
+            prefix.pop();
+            found
+        }
+        UseTree::Group(g) => g.items.iter().find_map(|tree| leaf(tree, name, prefix)),
+        UseTree::Name(n) if n.ident == name => Some((prefix.clone(), name.to_owned())),
+        UseTree::Rename(r) if r.rename == name => Some((prefix.clone(), r.ident.to_string())),
+        _ => None,
     }
 }
 
