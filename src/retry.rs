@@ -147,7 +147,7 @@ impl RetryPolicy {
 /// from the window `min(max_delay, base_delay × 2^(n-1))` according to `jitter`, then
 /// reloads and re-applies. On a store where an attempt takes longer than `base_delay`,
 /// the window's unit is the failed attempt's duration instead, and the cap at least
-/// [`SLOW_STORE_SLOTS`] attempt-lengths ([`PublishPolicy::window_after`]): contenders
+/// `SLOW_STORE_SLOTS` (32) attempt-lengths ([`PublishPolicy::window_after`]): contenders
 /// spread over as many attempt-lengths on an S3 round trip of tens of milliseconds as on a
 /// local file of one, which is what keeps 16 writers on one index near the single-writer
 /// rate. After `max_attempts` attempts it gives up with the last

@@ -1,7 +1,7 @@
 //! One conditional write, with retries and ambiguous-outcome resolution.
 //!
 //! Every catalog mutation is a conditional put of a record that carries a fresh commit id.
-//! [`conditional_write`] issues it and decides, from the store's answer and — whenever the
+//! `conditional_write` issues it and decides, from the store's answer and — whenever the
 //! answer is not a plain success — from reading the key back, which of three things is true:
 //!
 //! - **applied**: the record read back was written by our commit id, or remembers it among

@@ -25,8 +25,8 @@
 //! `request: ...`, `request.<path>: ...`; at most [`MAX_METADATA_BYTES`]). The `publish`
 //! Lambda function parses its event under the contract of every catalog function
 //! (`parqdb_catalog::lambda::event`, with the `lambda` feature): at most 256 KiB of
-//! compact JSON, duplicate keys and trailing data refused, messages `invalid `publish`
-//! event at `<path>`: ...`.
+//! compact JSON, duplicate keys and trailing data refused, messages
+//! ``invalid `publish` event at `<path>`: ...``.
 
 use serde::Deserialize;
 
