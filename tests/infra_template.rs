@@ -7,7 +7,7 @@
 //!   policy);
 //! * every function knows its timeout (`PARQDB_FUNCTION_TIMEOUT`) and filters its own logs,
 //!   with Lambda's log-level filter open so that metric lines are never dropped;
-//! * the DynamoDB pointer table's key schema is the one `src/store/dynamodb.rs` uses and
+//! * the DynamoDB pointer table's key schema is the one `src/store/dynamodb/mod.rs` uses and
 //!   documents (its attribute-name constants and its rustdoc schema table);
 //! * only the garbage collector's role may delete objects, and only under `metadata/` and
 //!   `indexes/` (the managed prefixes) and its own ledger `_gc/`; no role allows a wildcard
@@ -242,10 +242,10 @@ fn functions_know_their_timeout_and_never_let_lambda_drop_metrics() {
 }
 
 /// The store's key attributes (`PARTITION_KEY`, `SORT_KEY`) and the types its rustdoc
-/// schema table in `src/store/dynamodb.rs` gives them.
+/// schema table in `src/store/dynamodb/mod.rs` gives them.
 fn documented_key_schema() -> [(String, String); 2] {
-    let path = root().join("src/store/dynamodb.rs");
-    let source = std::fs::read_to_string(&path).expect("read src/store/dynamodb.rs");
+    let path = root().join("src/store/dynamodb/mod.rs");
+    let source = std::fs::read_to_string(&path).expect("read src/store/dynamodb/mod.rs");
     let documented_type = |attribute: &str, role: &str| -> String {
         source
             .lines()
@@ -257,7 +257,7 @@ fn documented_key_schema() -> [(String, String); 2] {
             .map(|cells| cells[1].to_owned())
             .unwrap_or_else(|| {
                 panic!(
-                    "the schema table of src/store/dynamodb.rs has no {role} row for `{attribute}`"
+                    "the schema table of src/store/dynamodb/mod.rs has no {role} row for `{attribute}`"
                 )
             })
     };
@@ -334,7 +334,7 @@ fn pointer_table_key_schema_is_the_dynamodb_stores() {
             (sk.clone(), sk_type),
             (shown_sk.clone(), "S".to_owned())
         ]),
-        "{name}: AttributeDefinitions must be exactly the key attributes of src/store/dynamodb.rs"
+        "{name}: AttributeDefinitions must be exactly the key attributes of src/store/dynamodb/mod.rs"
     );
     assert_eq!(
         pairs("KeySchema", "AttributeName", "KeyType"),
@@ -361,7 +361,7 @@ fn pointer_table_key_schema_is_the_dynamodb_stores() {
         "the store forbids TTL"
     );
     assert!(property(table, "GlobalSecondaryIndexes").is_none());
-    // The one local index of src/store/dynamodb.rs: sparse on `shown_sk`, strongly
+    // The one local index of src/store/dynamodb/mod.rs: sparse on `shown_sk`, strongly
     // consistent (a global index is not).
     let indexes = branch("LocalSecondaryIndexes", true)
         .and_then(Value::as_sequence)
@@ -608,7 +608,7 @@ fn writers_may_claim_the_warehouse_create_only_and_nobody_else_may_write_the_mar
     let marker = "!Sub ${WarehouseBucket.Arn}/${WarehousePrefix}/_catalog-owner.json";
     let catalog_id = "!Sub ${WarehouseBucket.Arn}/${WarehousePrefix}/_catalog/_meta/=catalog-id";
     // The S3 store's first write into an empty `_catalog/` creates its listing-classes
-    // marker (src/store/s3.rs); without the grant it warns and `list` reads every record.
+    // marker (src/store/s3/mod.rs); without the grant it warns and `list` reads every record.
     let classes = "!Sub ${WarehouseBucket.Arn}/${WarehousePrefix}/_catalog/.listing-classes";
     // ... and every claim leaves a copy of the marker under `_gc/claims/`
     // (src/catalog/ownership.rs).
