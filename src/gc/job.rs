@@ -31,6 +31,7 @@ use uuid::Uuid;
 
 use super::ledger::{JournalRef, JournalState};
 use super::reachability::Observation;
+use super::refs::SelfCovering;
 use super::report::Counts;
 use crate::error::{Error, ErrorKind, Result};
 use crate::warehouse::{Fetched, ListItem, ListRange, Listed, Positioned, Warehouse};
@@ -201,6 +202,9 @@ pub(crate) struct Page {
     /// Metadata pass 1: what they reference (rule (P)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub referenced: Vec<String>,
+    /// Metadata pass 1: references covering the file that names them (rule (P)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub self_covering: Vec<SelfCovering>,
     /// Objects to delete, decided on this page.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub doomed: Vec<Doomed>,
@@ -290,6 +294,8 @@ pub(crate) struct Walk {
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub(crate) struct Referenced {
     pub names: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub self_covering: Vec<SelfCovering>,
     pub totals: Counts,
 }
 

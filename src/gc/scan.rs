@@ -13,7 +13,7 @@ use futures::{StreamExt, TryStreamExt};
 use super::assess::{Judge, Known, PageTally};
 use super::job::{Object, Page, Seq, Walk};
 use super::nested::nested_root;
-use super::refs::RefMap;
+use super::refs::{Protected, RefMap};
 use super::report::Counts;
 use super::step::{GcStep, Invocation, NextPage, PageListing, StepOutcome};
 use crate::error::{Error, Result};
@@ -96,7 +96,7 @@ struct ScanBasis<'a> {
     /// The run's first walk.
     walk: &'a Walk,
     /// What unreachable metadata names (rule (P)).
-    referenced: &'a RefMap,
+    referenced: &'a Protected,
     /// The incarnations that cannot move a recorded clock.
     known: &'a Arc<Known>,
     /// The invocation's clock.
