@@ -41,8 +41,8 @@ async fn metadata_at(env: &Env, layout: &Layout, name: &str) -> (IndexMetadata, 
 }
 
 /// Index `x` keeps its centroids table in `metadata/shared/`, where its first metadata
-/// file `m1` lives too; it commits to a successor that keeps those centroids but expires
-/// the snapshot whose postings are in `indexes/v1/`. `m1` stays (the live centroids
+/// file `m1` lives too; it commits twice, keeping those centroids, and expires the first
+/// snapshot whose postings are in `indexes/v1/`. `m1` stays (the live centroids
 /// directory covers it), so the postings it names stay with it, and registering `m1`
 /// again gives a complete index.
 async fn covered_metadata_keeps_what_it_names(backend: Backend, seed: u64) {
@@ -58,9 +58,18 @@ async fn covered_metadata_keeps_what_it_names(backend: Backend, seed: u64) {
         centroids: "metadata/shared/".to_owned(),
         ..Layout::under("v2")
     };
-    let (_, m2) = env.successor(&m1_meta, &second, Some(1)).await;
+    let (m2_meta, m2) = env.successor(&m1_meta, &second, None).await;
     env.catalog
         .commit(&x, None, &m1, &m2)
+        .await
+        .expect("x moves on");
+    let third = Layout {
+        centroids: "metadata/shared/".to_owned(),
+        ..Layout::under("v3")
+    };
+    let (_, m3) = env.successor(&m2_meta, &third, Some(2)).await;
+    env.catalog
+        .commit(&x, None, &m2, &m3)
         .await
         .expect("x moves on, expiring the snapshot with indexes/v1");
     let postings: Vec<String> = first
@@ -132,19 +141,37 @@ async fn self_covering_reference_keeps_tables_until_the_file_goes(backend: Backe
         .write_new(m, Bytes::from(metadata.to_json_vec()))
         .await
         .expect("metadata written");
+    // A successor naming the same tables, in the same directory: the two files do not
+    // keep each other.
+    let next = metadata
+        .successor(
+            contents(&layout),
+            env.clock.as_ref(),
+            env.catalog.ids().as_ref(),
+            &FamilyRegistry::builtin(),
+        )
+        .expect("valid successor");
+    let m2 = "metadata/i/00002.metadata.json";
+    env.warehouse
+        .write_new(m2, Bytes::from(next.to_json_vec()))
+        .await
+        .expect("metadata written");
     let start = env.now();
     let mut all_gone_at = None;
     while env.now() < start + 8 * HOUR {
         env.advance(PASS_EVERY);
         env.collect(&config).await;
         let gone = env.missing(&layout.files()).await;
-        if env.exists(m).await {
-            assert!(
-                gone.is_empty(),
-                "{} min after `{m}` was written it exists, but tables it names are gone: {gone:?}",
-                (env.now() - start) / MINUTE
-            );
-        } else if gone.len() == layout.files().len() {
+        for file in [m, m2] {
+            if env.exists(file).await {
+                assert!(
+                    gone.is_empty(),
+                    "{} min after `{file}` was written it exists, but tables it names are gone: {gone:?}",
+                    (env.now() - start) / MINUTE
+                );
+            }
+        }
+        if gone.len() == layout.files().len() && env.none_exist(&[m.into(), m2.into()]).await {
             all_gone_at = Some(env.now());
             break;
         }
@@ -233,7 +260,10 @@ async fn keys_no_metadata_can_name_are_left_alone_and_collection_goes_on() {
     let config = test_config();
     env.register("live", &Layout::under("live/1")).await;
     env.put("indexes/garbage/1/part-0", b"x").await;
-    let odd = ["indexes/odd\u{85}name/part-0", "metadata/odd\u{9b}.metadata.json"];
+    let odd = [
+        "indexes/odd\u{85}name/part-0",
+        "metadata/odd\u{9b}.metadata.json",
+    ];
     for name in odd {
         env.put_raw(name, b"{}").await;
     }
@@ -250,5 +280,31 @@ async fn keys_no_metadata_can_name_are_left_alone_and_collection_goes_on() {
     );
     for name in odd {
         assert!(env.exists_raw(name).await, "{name:?} is never deleted");
+    }
+}
+
+/// A metadata file at a name the collector takes for another catalog's structure (it
+/// never reads those, so it could not keep what the file names) is not published.
+#[tokio::test]
+async fn metadata_at_a_nested_catalog_structure_is_never_published() {
+    let env = Env::open(Backend::Memory, 9308).await;
+    let layout = Layout::under("n/1");
+    for (tag, name) in [
+        ("gc", "metadata/a/_gc/00001.metadata.json"),
+        ("records", "metadata/x/i/ns/=m"),
+        ("marker", "metadata/b/_catalog/00001.metadata.json"),
+    ] {
+        let (_, location) = metadata_at(&env, &layout, name).await;
+        let err = env
+            .catalog
+            .register(&env.id(tag).await, Some(&layout.source), &location)
+            .await
+            .expect_err("refused");
+        assert_eq!(
+            err.kind(),
+            parqdb_catalog::error::ErrorKind::InvalidIndexMetadata,
+            "{name}: {err}"
+        );
+        assert!(err.message().contains("another catalog"), "{name}: {err}");
     }
 }

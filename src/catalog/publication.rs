@@ -5,8 +5,9 @@
 //!
 //! 1. **Place.** The file's name lies under `metadata/` of the warehouse: the garbage
 //!    collector parses unreachable metadata only there, which is what keeps the tables a
-//!    metadata file names until the file itself is gone. A file elsewhere is
-//!    [`ErrorKind::InvalidIndexMetadata`]. The location is stored in its canonical form
+//!    metadata file names until the file itself is gone. A file elsewhere, or at a name
+//!    the collector takes for another catalog's structure (`…/_gc/…`, `…/i/…/=x`: see
+//!    `gc::nested`), is [`ErrorKind::InvalidIndexMetadata`]. The location is stored in its canonical form
 //!    ([`Warehouse::canonical_location`](crate::warehouse::Warehouse::canonical_location)).
 //! 2. **Not condemned.** The collector's ledger holds no condemnation of the file, nor of
 //!    a family reference (`ivf_centroids_metadata_location`) the base did not already
@@ -110,7 +111,7 @@ impl PublishWindow {
 
     /// Whether the window has ended on either clock: monotonic time at the deadline, or
     /// the wall clock a window's length past (or before) the start.
-    fn ended(&self) -> bool {
+    pub(crate) fn ended(&self) -> bool {
         let length_ms = i64::try_from(self.length.as_millis()).unwrap_or(i64::MAX);
         let wall_elapsed_ms = SystemClock.now_ms().saturating_sub(self.opened_ms);
         Instant::now() >= self.deadline || wall_elapsed_ms.saturating_abs() >= length_ms
@@ -149,6 +150,15 @@ impl Catalog {
                 ErrorKind::InvalidIndexMetadata,
                 format!(
                     "metadata file `{location}` is not under `{METADATA_DIR}/` of the warehouse; metadata files must live there (the garbage collector keeps what a metadata file names only while it can find that file)"
+                ),
+            ));
+        }
+        if let Some(root) = crate::gc::nested::nested_root(&name) {
+            return Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!(
+                    "metadata file `{location}` lies in what looks like another catalog's structure under `{}` (an ownership marker, `_catalog/`, `_gc/` or pointer records); the garbage collector never reads there, so it could not keep what the file names",
+                    warehouse.absolute(&root)
                 ),
             ));
         }

@@ -362,15 +362,22 @@ impl<'a> Judge<'a> {
         (clock_ms, evidence_why)
     }
 
-    /// The earliest retention clock of an object first seen by this run: one that keeps
-    /// it at least the grace period from now, whatever its last-modified time says. Its
+    /// The earliest retention clock of an object first seen now: one that keeps it at
+    /// least the grace period from now, whatever its last-modified time says. Its
     /// deletion needs the retention from the clock, then the condemnation delay `B`; when
     /// `B` is shorter than the grace, a file copied in with an old modification time
     /// (`cp -p`, `rsync -a`, `aws s3 sync`) would otherwise go `B` after it was first
     /// seen, under a writer that has not published it yet.
     fn first_sight_floor_ms(&self) -> i64 {
         let short_delay_ms = self.grace_ms.saturating_sub(self.delay_ms).max(0);
-        self.now_ms
+        if short_delay_ms == 0 {
+            return i64::MIN;
+        }
+        // Now, not the run's decision time: a run's later invocations list files copied
+        // in after it was planned.
+        (self.clock)()
+            .max(self.now_ms)
+            .saturating_add(self.skew_ms)
             .saturating_add(short_delay_ms)
             .saturating_sub(self.retention_ms)
     }

@@ -117,7 +117,7 @@
 //! unreachable (and past grace) it records the largest of:
 //!
 //! * `last_modified + grace`: before that `o` may belong to a writer in flight;
-//! * `now + grace - B - retention` when `B` is shorter than the grace: so `o` stays at
+//! * `now + skew + grace - B - retention` when `B` is shorter than the grace: so `o` stays at
 //!   least the grace period after a run first saw it even when its last-modified time is
 //!   older than it is (a file copied in with its times kept);
 //! * the time the run's walk finished (the run's time plus what elapsed since it was
@@ -293,7 +293,7 @@ mod finish;
 mod job;
 mod lease;
 pub mod ledger;
-mod nested;
+pub(crate) mod nested;
 mod plan;
 pub mod reachability;
 mod refs;

@@ -16,7 +16,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::GarbageCollector;
 use super::assess::{Judge, PageTally};
-use super::job::{Job, Object, Page, Plan, Referenced, Seq, Walk, planned_runs};
+use super::job::{JOB_VERSION, Job, Object, Page, Plan, Referenced, Seq, Walk, planned_runs};
 use super::ledger::{JournalFacts, JournalRef, Ledger};
 use super::nested::nested_root;
 use super::reachability::{Parsed, observe, read_parsed, references_of};
@@ -195,7 +195,7 @@ impl GarbageCollector {
         let partitions = ListRange::split(INDEXES_DIR, &segments, self.config.partitions);
         let sequences = partitions.len() as u64 + 1;
         let plan = Plan {
-            plan_version: 1,
+            plan_version: JOB_VERSION,
             run_id,
             run_ms,
             now_ms,
@@ -306,6 +306,17 @@ impl Invocation<'_> {
                 // what it names is kept by (P), like any existing metadata's.
                 if walked.contains(&listed.name) || nested_root(&listed.name).is_some() {
                     return Ok((ListItem::Object(listed), None));
+                }
+                // A covered file that is no JSON document (a table file) names nothing.
+                if reachable.covers_any_spelling(&listed.name)
+                    && !warehouse.may_be_json(&listed.name, listed.size).await
+                {
+                    let opaque = Parsed::Opaque {
+                        why: "not a JSON document".to_owned(),
+                        foreign_format: false,
+                        references: Vec::new(),
+                    };
+                    return Ok((ListItem::Object(listed), Some(opaque)));
                 }
                 let parsed = read_parsed(warehouse, registry, &listed.name).await?;
                 Ok((ListItem::Object(listed), Some(parsed)))
@@ -510,17 +521,13 @@ impl MetadataPage {
             }
         };
         self.counts.scanned.add(listed.size);
-        if nested.note(&listed.name) {
-            self.counts.kept_nested.add(listed.size);
-            return;
-        }
-        let object = Object {
-            name: listed.name.clone(),
-            size: listed.size,
-            last_modified_ms: listed.last_modified_ms,
-            uuid: None,
-        };
-        let uuid = match parsed {
+        // What an existing file names is kept (P) wherever it lies, nested or not.
+        let nested_here = nested.note(&listed.name);
+        let (uuid, foreign) = match parsed {
+            None if nested_here => {
+                self.counts.kept_nested.add(listed.size);
+                return;
+            }
             None => {
                 self.counts.reachable.add(listed.size);
                 return;
@@ -531,7 +538,7 @@ impl MetadataPage {
                 for reference in refs.direct.into_iter().chain(refs.family) {
                     self.keep(&listed.name, reference);
                 }
-                Some(metadata.index_uuid())
+                (Some(metadata.index_uuid()), None)
             }
             Some(Parsed::Opaque {
                 why,
@@ -546,21 +553,26 @@ impl MetadataPage {
                         self.keep(&listed.name, reference);
                     }
                 }
-                if foreign_format {
-                    self.counts.kept_unknown_format.add(listed.size);
-                    self.warnings.push(format!(
-                        "`{}` is index metadata of a format this collector does not understand ({why}); it is never deleted, nor is anything it names: remove it by hand if it is a stray",
-                        listed.name
-                    ));
-                    return;
-                }
-                None
+                (None, foreign_format.then_some(why))
             }
         };
-        if covered {
+        if nested_here {
+            self.counts.kept_nested.add(listed.size);
+        } else if let Some(why) = foreign {
+            self.counts.kept_unknown_format.add(listed.size);
+            self.warnings.push(format!(
+                "`{}` is index metadata of a format this collector does not understand ({why}); it is never deleted, nor is anything it names: remove it by hand if it is a stray",
+                listed.name
+            ));
+        } else if covered {
             self.counts.reachable.add(listed.size);
         } else {
-            self.candidates.push(Object { uuid, ..object });
+            self.candidates.push(Object {
+                name: listed.name,
+                size: listed.size,
+                last_modified_ms: listed.last_modified_ms,
+                uuid,
+            });
         }
     }
 

@@ -97,16 +97,11 @@ impl RefMap {
     pub(crate) fn len(&self) -> usize {
         self.refs.len()
     }
-
-    /// The references, unordered.
-    pub(crate) fn names(&self) -> impl Iterator<Item = &String> {
-        self.refs.keys()
-    }
 }
 
 /// A reference that covers the very metadata file naming it (index tables under the
 /// file's own directory, a directory-valued family parameter): it keeps its subtree except
-/// that file, so the file can still go first and what it names after it.
+/// the files naming it, so they can still go first and what they name after them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub(crate) struct SelfCovering {
@@ -142,23 +137,20 @@ impl Protected {
 
     /// Whether `name`, or another spelling of it, is kept (see
     /// [`RefMap::covers_any_spelling`]). A self-covering reference keeps every name below
-    /// it but the one file naming it, unless another file names it too.
+    /// it but the files naming it: several metadata files in one directory that each
+    /// name it do not keep one another (they are not its tables), so they can go, and
+    /// what they name after them.
     pub(crate) fn covers_any_spelling(&self, name: &str) -> bool {
         self.refs.covers_any_spelling(name)
             || std::iter::once(name.to_owned())
                 .chain(aliases(name))
                 .any(|spelling| {
                     self_and_ancestors(&spelling).any(|reference| {
-                        self.beside.get(reference).is_some_and(|files| {
-                            files.len() > 1 || !files.contains(name)
-                        })
+                        self.beside
+                            .get(reference)
+                            .is_some_and(|files| !files.contains(name))
                     })
                 })
-    }
-
-    /// How many references.
-    pub(crate) fn len(&self) -> usize {
-        self.refs.len() + self.beside.len()
     }
 }
 
@@ -217,17 +209,17 @@ mod tests {
         assert!(kept.covers_any_spelling("metadata/i/part-0.parquet"));
         assert!(kept.covers_any_spelling("metadata/i/2.metadata.json"));
         assert!(!kept.covers_any_spelling("metadata/other/part-0.parquet"));
-        // A second file naming the same directory keeps the first one, and itself.
+        // Files naming the same directory do not keep one another.
         kept.insert_self_covering(SelfCovering {
             reference: "metadata/i".into(),
             file: "metadata/i/2.metadata.json".into(),
         });
-        assert!(kept.covers_any_spelling("metadata/i/1.metadata.json"));
-        assert!(kept.covers_any_spelling("metadata/i/2.metadata.json"));
+        assert!(!kept.covers_any_spelling("metadata/i/1.metadata.json"));
+        assert!(!kept.covers_any_spelling("metadata/i/2.metadata.json"));
+        assert!(kept.covers_any_spelling("metadata/i/part-0.parquet"));
         // Plain references keep everything below them, the files naming them included.
         let mut plain = Protected::default();
         plain.insert("metadata/j".into());
         assert!(plain.covers_any_spelling("metadata/j/1.metadata.json"));
-        assert_eq!(kept.len() + plain.len(), 2);
     }
 }

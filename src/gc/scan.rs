@@ -79,7 +79,20 @@ pub(crate) fn skip(counts: &mut Counts, warnings: &mut Vec<String>, item: ListIt
     };
     counts.skipped += 1;
     if warnings.len() < MAX_SKIP_WARNINGS {
-        warnings.push(format!("skipped `{name}`: {reason}; it is never deleted"));
+        // Control characters are shown escaped (a terminal must not act on them).
+        let shown = |text: &str| -> String {
+            text.chars()
+                .map(|c| match c.is_control() {
+                    true => c.escape_default().to_string(),
+                    false => c.to_string(),
+                })
+                .collect()
+        };
+        warnings.push(format!(
+            "skipped `{}`: {}; it is never deleted",
+            shown(&name),
+            shown(&reason)
+        ));
     }
 }
 

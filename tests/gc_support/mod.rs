@@ -92,8 +92,6 @@ impl SimStore {
         }
     }
 
-    /// Answer `n` more requests, then let every request hang forever (the process died
-    /// there; a write that finds the kill point is applied first). `None`: never.
     /// Give the object at `location` the last-modified time `ms`, as a copy that kept
     /// its times (`cp -p`, `rsync -a`, `aws s3 sync`) would.
     pub fn set_last_modified(&self, location: &Path, ms: i64) {
@@ -105,6 +103,8 @@ impl SimStore {
         self.touch(location, ms);
     }
 
+    /// Answer `n` more requests, then let every request hang forever (the process died
+    /// there; a write that finds the kill point is applied first). `None`: never.
     pub fn kill_after(&self, n: Option<usize>) {
         let budget = n.map_or(-1, |n| n as i64);
         self.state.kill_budget.store(budget, Ordering::SeqCst);
