@@ -20,6 +20,7 @@
 //! windows stop doubling after 31 doublings instead of 16, which only matters for a
 //! `max_delay` above `65 536 × base_delay` (no policy in this crate comes near).
 
+use std::fmt;
 use std::time::Duration;
 
 use crate::clock::IdGenerator;
@@ -244,15 +245,39 @@ impl PublishPolicy {
 
 /// A [`RetryPolicy`] with the source of its randomness: what a retry loop over store calls
 /// needs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub(crate) struct Retry<'a> {
     /// Attempts and windows.
     pub policy: &'a RetryPolicy,
     /// Where the jitter comes from (the catalog's id generator).
     pub random: &'a dyn IdGenerator,
+    /// When set and it says so, no further attempt is issued (a publish window ended).
+    pub stop: Option<&'a (dyn Fn() -> bool + Send + Sync)>,
 }
 
-impl Retry<'_> {
+impl fmt::Debug for Retry<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Retry")
+            .field("policy", self.policy)
+            .field("stops", &self.stop.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Retry<'a> {
+    /// The same retries, issuing no further attempt once `stop` says so.
+    pub fn until(self, stop: &'a (dyn Fn() -> bool + Send + Sync)) -> Retry<'a> {
+        Retry {
+            stop: Some(stop),
+            ..self
+        }
+    }
+
+    /// Whether no further attempt may be issued.
+    pub fn stopped(&self) -> bool {
+        self.stop.is_some_and(|stop| stop())
+    }
+
     /// Attempts of one call before giving up.
     pub fn max_attempts(&self) -> u32 {
         self.policy.max_attempts

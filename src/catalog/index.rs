@@ -10,6 +10,7 @@ use super::{Catalog, CommitResult, IdentifierPage, IndexPointer, LoadIfChanged, 
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::{IndexIdentifier, Namespace};
 use crate::metadata::TableDefinition;
+use crate::retry::Retry;
 use crate::store::{Changed, PutMode, Version, Versioned};
 
 /// How often a mutation re-reads and retries after losing a race to another writer of the
@@ -93,6 +94,37 @@ impl Catalog {
         previous: Option<&Stored>,
         record: &PointerRecord,
     ) -> Result<WriteOutcome> {
+        self.write_pointer_with(identifier, previous, record, self.retry())
+            .await
+    }
+
+    /// [`Catalog::write_pointer`] within a publish window: no attempt is issued, the
+    /// first or a retry, once the window has ended.
+    async fn write_pointer_within(
+        &self,
+        window: &PublishWindow,
+        identifier: &IndexIdentifier,
+        previous: Option<&Stored>,
+        record: &PointerRecord,
+    ) -> Result<WriteOutcome> {
+        let ended = || window.ended();
+        window
+            .write(self.write_pointer_with(
+                identifier,
+                previous,
+                record,
+                self.retry().until(&ended),
+            ))
+            .await
+    }
+
+    async fn write_pointer_with(
+        &self,
+        identifier: &IndexIdentifier,
+        previous: Option<&Stored>,
+        record: &PointerRecord,
+        retry: Retry<'_>,
+    ) -> Result<WriteOutcome> {
         let (mode, basis) = match previous {
             None => (PutMode::Create, Basis::Absent),
             Some(previous) => (
@@ -108,7 +140,7 @@ impl Catalog {
             record.listing(),
             basis,
             record.commit_id,
-            self.retry(),
+            retry,
         )
         .await
     }
@@ -229,8 +261,8 @@ impl Catalog {
                 commit_id,
                 self.now_ms(),
             );
-            match window
-                .write(self.write_pointer(identifier, previous.as_ref(), &record))
+            match self
+                .write_pointer_within(window, identifier, previous.as_ref(), &record)
                 .await?
             {
                 WriteOutcome::Applied(version) => {
@@ -333,8 +365,8 @@ impl Catalog {
             record.source = source.clone();
             record.previous_location = Some(location.clone());
             let new = &publication.location;
-            match window
-                .write(self.write_pointer(identifier, Some(&current), &record))
+            match self
+                .write_pointer_within(window, identifier, Some(&current), &record)
                 .await?
             {
                 WriteOutcome::Applied(version) => {

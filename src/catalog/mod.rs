@@ -475,6 +475,7 @@ impl Catalog {
         Retry {
             policy: &self.inner.retry,
             random: self.inner.injected.ids.as_ref(),
+            stop: None,
         }
     }
 }

@@ -100,6 +100,7 @@ pub async fn catalog_id(catalog: &Catalog) -> Result<Option<Uuid>> {
     let retry = Retry {
         policy: &RetryPolicy::default(),
         random: catalog.ids().as_ref(),
+        stop: None,
     };
     let Some(stored) = read_with_retry(catalog.store().as_ref(), &key, retry).await? else {
         return Ok(None);
@@ -138,6 +139,7 @@ async fn ensure_catalog_id(catalog: &Catalog, now_ms: i64) -> Result<Uuid> {
         Retry {
             policy: &RetryPolicy::default(),
             random: catalog.ids().as_ref(),
+            stop: None,
         },
     )
     .await?

@@ -5,8 +5,9 @@
 //!
 //! 1. **Place.** The file's name lies under `metadata/` of the warehouse: the garbage
 //!    collector parses unreachable metadata only there, which is what keeps the tables a
-//!    metadata file names until the file itself is gone. A file elsewhere is
-//!    [`ErrorKind::InvalidIndexMetadata`]. The location is stored in its canonical form
+//!    metadata file names until the file itself is gone. A file elsewhere, or at a name
+//!    the collector takes for another catalog's structure (`…/_gc/…`, `…/i/…/=x`: see
+//!    `gc::nested`), is [`ErrorKind::InvalidIndexMetadata`]. The location is stored in its canonical form
 //!    ([`Warehouse::canonical_location`](crate::warehouse::Warehouse::canonical_location)).
 //! 2. **Not condemned.** The collector's ledger holds no condemnation of the file, nor of
 //!    a family reference (`ivf_centroids_metadata_location`) the base did not already
@@ -17,7 +18,10 @@
 //!    of its compare-and-swap happens within [`PUBLISH_WINDOW`]. An operation that has
 //!    not issued its write by then fails without writing (`STORE_UNAVAILABLE`); one whose
 //!    write has not answered by then reports [`ErrorKind::CommitStateUnknown`] (reload
-//!    to find out) rather than publishing later.
+//!    to find out) rather than publishing later. The window is measured on two clocks and
+//!    ends with the first: the monotonic clock, which no clock step moves but which stops
+//!    while the machine is suspended (a laptop's sleep, a paused VM), and the wall clock,
+//!    which goes on. A wall clock stepped ahead costs a retry, never a late write.
 //!
 //! Why this closes the race between a register and a deletion: a deleting collector run
 //! starts at least the condemnation delay `B` after the condemnation `c`, and walks every
@@ -34,6 +38,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Catalog;
+use crate::clock::{Clock, SystemClock};
 use crate::config::CATALOG_DIR;
 use crate::error::{Error, ErrorKind, Result};
 use crate::gc::ledger;
@@ -59,6 +64,9 @@ pub(crate) struct Publication {
 #[derive(Debug)]
 pub(crate) struct PublishWindow {
     deadline: Instant,
+    /// The real wall clock's reading at the start (never an injected clock: the window
+    /// bounds real time, as the collector's condemnation delay does).
+    opened_ms: i64,
     length: Duration,
     /// Whether a pointer write was issued (its outcome may be unknown).
     wrote: AtomicBool,
@@ -68,6 +76,7 @@ impl PublishWindow {
     pub(crate) fn open(length: Duration) -> Self {
         PublishWindow {
             deadline: Instant::now() + length,
+            opened_ms: SystemClock.now_ms(),
             length,
             wrote: AtomicBool::new(false),
         }
@@ -100,9 +109,17 @@ impl PublishWindow {
         }
     }
 
+    /// Whether the window has ended on either clock: monotonic time at the deadline, or
+    /// the wall clock a window's length past (or before) the start.
+    pub(crate) fn ended(&self) -> bool {
+        let length_ms = i64::try_from(self.length.as_millis()).unwrap_or(i64::MAX);
+        let wall_elapsed_ms = SystemClock.now_ms().saturating_sub(self.opened_ms);
+        Instant::now() >= self.deadline || wall_elapsed_ms.saturating_abs() >= length_ms
+    }
+
     /// Issue a pointer write: only within the window.
     pub(crate) async fn write<T>(&self, write: impl Future<Output = Result<T>>) -> Result<T> {
-        if Instant::now() >= self.deadline {
+        if self.ended() {
             return Err(self.overrun());
         }
         self.wrote.store(true, Ordering::SeqCst);
@@ -133,6 +150,15 @@ impl Catalog {
                 ErrorKind::InvalidIndexMetadata,
                 format!(
                     "metadata file `{location}` is not under `{METADATA_DIR}/` of the warehouse; metadata files must live there (the garbage collector keeps what a metadata file names only while it can find that file)"
+                ),
+            ));
+        }
+        if let Some(root) = crate::gc::nested::nested_root(&name) {
+            return Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!(
+                    "metadata file `{location}` lies in what looks like another catalog's structure under `{}` (an ownership marker, `_catalog/`, `_gc/` or pointer records); the garbage collector never reads there, so it could not keep what the file names",
+                    warehouse.absolute(&root)
                 ),
             ));
         }
@@ -261,5 +287,34 @@ async fn refuse_condemned(catalog: &Catalog, name: &str, what: &str) -> Result<(
                 catalog.warehouse().absolute(name)
             ),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_window_ends_when_the_wall_clock_says_so_though_the_monotonic_one_stood_still() {
+        let within = PublishWindow::open(Duration::from_secs(60));
+        within
+            .write(async { Ok(()) })
+            .await
+            .expect("a write within the window is issued");
+        // The machine slept for two minutes during the operation: the monotonic clock
+        // stood still, the wall clock did not.
+        let mut slept = PublishWindow::open(Duration::from_secs(60));
+        slept.opened_ms -= 120_000;
+        let issued = AtomicBool::new(false);
+        let err = slept
+            .write(async {
+                issued.store(true, Ordering::SeqCst);
+                Ok(())
+            })
+            .await
+            .expect_err("no write after the window");
+        assert_eq!(err.kind(), ErrorKind::StoreUnavailable);
+        assert!(!issued.load(Ordering::SeqCst), "the write was never issued");
+        assert!(!slept.wrote.load(Ordering::SeqCst));
     }
 }

@@ -177,6 +177,13 @@ pub(crate) async fn conditional_write_listed(
     let mut attempt = 0;
     let mut ambiguous = false;
     loop {
+        if attempt > 0 && retry.stopped() {
+            return Err(unresolved(
+                store,
+                ambiguous,
+                "the publish window ended before the write could be tried again".into(),
+            ));
+        }
         attempt += 1;
         note_pointer_write();
         match store
@@ -288,5 +295,92 @@ mod witness_tests {
         assert!(!witness.sent());
         witness.watch(async { note_pointer_write() }).await;
         assert!(witness.sent());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU32;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::clock::SeededIds;
+    use crate::retry::RetryPolicy;
+    use crate::store::{ListPage, Versioned};
+
+    /// A store whose writes always fail before applying (retryable), counting them.
+    #[derive(Debug, Default)]
+    struct Down {
+        puts: AtomicU32,
+    }
+
+    #[async_trait]
+    impl PointerStore for Down {
+        fn describe(&self) -> String {
+            "down".to_owned()
+        }
+
+        async fn get(&self, _: &StoreKey) -> Result<Option<Versioned>, StoreError> {
+            Ok(None)
+        }
+
+        async fn put(&self, _: &StoreKey, _: Bytes, _: PutMode) -> Result<Version, StoreError> {
+            self.puts.fetch_add(1, Ordering::SeqCst);
+            Err(StoreError::unavailable("down"))
+        }
+
+        async fn list(
+            &self,
+            _: &StoreKey,
+            _: Option<&StoreKey>,
+            _: usize,
+        ) -> Result<ListPage, StoreError> {
+            Ok(ListPage::default())
+        }
+    }
+
+    async fn attempts_until(stop: bool) -> (u32, ErrorKind) {
+        let store = Down::default();
+        let policy = RetryPolicy {
+            max_attempts: 4,
+            base_delay: std::time::Duration::from_millis(1),
+            max_delay: std::time::Duration::from_millis(1),
+        };
+        let ids = SeededIds::new(1);
+        let stopped = move || stop;
+        let retry = Retry {
+            policy: &policy,
+            random: &ids,
+            stop: None,
+        }
+        .until(&stopped);
+        let err = conditional_write_listed(
+            &store,
+            &StoreKey::new("k").expect("key"),
+            Bytes::from_static(b"x"),
+            PutMode::Create,
+            Listing::Check,
+            Basis::Absent,
+            Uuid::nil(),
+            retry,
+        )
+        .await
+        .expect_err("the store is down");
+        (store.puts.load(Ordering::SeqCst), err.kind())
+    }
+
+    #[tokio::test]
+    async fn no_retry_is_issued_once_the_publish_window_has_ended() {
+        assert_eq!(
+            attempts_until(true).await,
+            (1, ErrorKind::StoreUnavailable),
+            "one attempt, then the window's end stops the retries"
+        );
+        assert_eq!(
+            attempts_until(false).await,
+            (4, ErrorKind::StoreUnavailable),
+            "every attempt of the policy within the window"
+        );
     }
 }

@@ -11,7 +11,7 @@ use super::job::{Doomed, Object, Plan};
 use super::lease::Lease;
 use super::ledger::{Entry, JournalFacts, JournalRef, Kind, Ledger};
 use super::reachability::Observation;
-use super::refs::RefMap;
+use super::refs::Protected;
 use super::report::{ActionKind, Counts, GcReport};
 use crate::error::Result;
 
@@ -244,7 +244,7 @@ impl<'a> Judge<'a> {
     pub(crate) async fn assess(
         &self,
         observation: &Observation,
-        referenced: &RefMap,
+        referenced: &Protected,
         object: &Object,
     ) -> Result<Assessed> {
         let mut assessed = Assessed {
@@ -355,10 +355,31 @@ impl<'a> Judge<'a> {
                 };
                 observed
                     .max(past_grace_ms)
+                    .max(self.first_sight_floor_ms())
                     .max(evidence.unwrap_or(i64::MIN))
             }
         };
         (clock_ms, evidence_why)
+    }
+
+    /// The earliest retention clock of an object first seen now: one that keeps it at
+    /// least the grace period from now, whatever its last-modified time says. Its
+    /// deletion needs the retention from the clock, then the condemnation delay `B`; when
+    /// `B` is shorter than the grace, a file copied in with an old modification time
+    /// (`cp -p`, `rsync -a`, `aws s3 sync`) would otherwise go `B` after it was first
+    /// seen, under a writer that has not published it yet.
+    fn first_sight_floor_ms(&self) -> i64 {
+        let short_delay_ms = self.grace_ms.saturating_sub(self.delay_ms).max(0);
+        if short_delay_ms == 0 {
+            return i64::MIN;
+        }
+        // Now, not the run's decision time: a run's later invocations list files copied
+        // in after it was planned.
+        (self.clock)()
+            .max(self.now_ms)
+            .saturating_add(self.skew_ms)
+            .saturating_add(short_delay_ms)
+            .saturating_sub(self.retention_ms)
     }
 
     /// Record the retention clock `clock_ms` of `object` (moved by `evidence_why`) in the

@@ -31,6 +31,7 @@ use uuid::Uuid;
 
 use super::ledger::{JournalRef, JournalState};
 use super::reachability::Observation;
+use super::refs::SelfCovering;
 use super::report::Counts;
 use crate::error::{Error, ErrorKind, Result};
 use crate::warehouse::{Fetched, ListItem, ListRange, Listed, Positioned, Warehouse};
@@ -38,7 +39,10 @@ use crate::warehouse::{Fetched, ListItem, ListRange, Listed, Positioned, Warehou
 /// The runs directory under the warehouse root.
 pub const RUNS_DIR: &str = "_gc/runs";
 
-const JOB_VERSION: i32 = 1;
+/// The version of a run's files. A run of another version is given up (its journal then
+/// counts as a dead run's: the next run restarts every retention clock once). Version 2
+/// added what (P) keeps of covered and self-covering references.
+pub(crate) const JOB_VERSION: i32 = 2;
 
 /// The rules a run decides by, fixed when it is planned; a resumed run takes, for each,
 /// the more conservative of these and its resumer's configuration.
@@ -201,6 +205,9 @@ pub(crate) struct Page {
     /// Metadata pass 1: what they reference (rule (P)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub referenced: Vec<String>,
+    /// Metadata pass 1: references covering the file that names them (rule (P)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub self_covering: Vec<SelfCovering>,
     /// Objects to delete, decided on this page.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub doomed: Vec<Doomed>,
@@ -252,11 +259,18 @@ impl Entry {
     /// The listing item it was.
     pub(crate) fn item(&self) -> ListItem {
         match &self.skipped {
-            None => ListItem::Object(Listed {
-                name: self.name.clone(),
-                size: self.size,
-                last_modified_ms: self.last_modified_ms,
-            }),
+            // A name kept by an earlier version that no metadata can name is left alone.
+            None => match crate::warehouse::object_name(&self.name) {
+                Ok(_) => ListItem::Object(Listed {
+                    name: self.name.clone(),
+                    size: self.size,
+                    last_modified_ms: self.last_modified_ms,
+                }),
+                Err(why) => ListItem::Skipped {
+                    name: self.name.clone(),
+                    reason: format!("not an object name the catalog can address: {why}"),
+                },
+            },
             Some(reason) => ListItem::Skipped {
                 name: self.name.clone(),
                 reason: reason.clone(),
@@ -290,6 +304,8 @@ pub(crate) struct Walk {
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub(crate) struct Referenced {
     pub names: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub self_covering: Vec<SelfCovering>,
     pub totals: Counts,
 }
 

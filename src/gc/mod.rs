@@ -101,6 +101,11 @@
 //!   index tables and centroids it names, and an old metadata file that someone registers
 //!   again is complete or absent, never half-deleted. Register and commit only publish
 //!   metadata under `metadata/`, so every publishable metadata file is seen by this rule.
+//!   Every file there is read but the ones the walk read (whatever they name is in `R`):
+//!   a file `R` covers only because a reference names a directory holding it is read too,
+//!   and what it names is kept. A reference that covers the very file naming it (index
+//!   tables in that file's own directory) keeps everything below it but that file, so
+//!   the file still goes first.
 //!
 //! A file under `metadata/` that is index metadata of a format version this collector does
 //! not understand is never deleted (a newer writer may own it), and everything it may name
@@ -112,6 +117,9 @@
 //! unreachable (and past grace) it records the largest of:
 //!
 //! * `last_modified + grace`: before that `o` may belong to a writer in flight;
+//! * `now + skew + grace - B - retention` when `B` is shorter than the grace: so `o` stays at
+//!   least the grace period after a run first saw it even when its last-modified time is
+//!   older than it is (a file copied in with its times kept);
 //! * the time the run's walk finished (the run's time plus what elapsed since it was
 //!   called: a run paused before or during its walk never dates what changed meanwhile
 //!   back to its start) — or, earlier, the catalog's *quiet time* `Q + skew`, where `Q` is the
@@ -285,7 +293,7 @@ mod finish;
 mod job;
 mod lease;
 pub mod ledger;
-mod nested;
+pub(crate) mod nested;
 mod plan;
 pub mod reachability;
 mod refs;

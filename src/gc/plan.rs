@@ -16,11 +16,11 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::GarbageCollector;
 use super::assess::{Judge, PageTally};
-use super::job::{Job, Object, Page, Plan, Referenced, Seq, Walk, planned_runs};
+use super::job::{JOB_VERSION, Job, Object, Page, Plan, Referenced, Seq, Walk, planned_runs};
 use super::ledger::{JournalFacts, JournalRef, Ledger};
 use super::nested::nested_root;
 use super::reachability::{Parsed, observe, read_parsed, references_of};
-use super::refs::RefMap;
+use super::refs::{Protected, SelfCovering};
 use super::report::{Counts, GcReport};
 use super::scan::{Nested, skip};
 use super::step::{Found, GcStep, Invocation, NextPage, PageListing, RunContext, StepOutcome};
@@ -195,7 +195,7 @@ impl GarbageCollector {
         let partitions = ListRange::split(INDEXES_DIR, &segments, self.config.partitions);
         let sequences = partitions.len() as u64 + 1;
         let plan = Plan {
-            plan_version: 1,
+            plan_version: JOB_VERSION,
             run_id,
             run_ms,
             now_ms,
@@ -292,6 +292,7 @@ impl Invocation<'_> {
         let gc = self.gc;
         let warehouse = gc.catalog.warehouse();
         let registry = gc.catalog.registry();
+        let walked = &walk.observation.walked;
         let reachable = &walk.observation.reachable;
         let mut nested = Nested::from(last);
         let mut read_page = MetadataPage::default();
@@ -300,23 +301,40 @@ impl Invocation<'_> {
                 let ListItem::Object(listed) = entry.item() else {
                     return Ok::<_, Error>((entry.item(), None));
                 };
-                if reachable.covers_any_spelling(&listed.name)
-                    || nested_root(&listed.name).is_some()
-                {
+                // What the walk read is reachable with everything it names. A file
+                // reachable only as part of a referenced directory is read all the same:
+                // what it names is kept by (P), like any existing metadata's.
+                if walked.contains(&listed.name) || nested_root(&listed.name).is_some() {
                     return Ok((ListItem::Object(listed), None));
+                }
+                // A covered file that is no JSON document (a table file) names nothing.
+                if reachable.covers_any_spelling(&listed.name)
+                    && !warehouse.may_be_json(&listed.name, listed.size).await
+                {
+                    let opaque = Parsed::Opaque {
+                        why: "not a JSON document".to_owned(),
+                        foreign_format: false,
+                        references: Vec::new(),
+                    };
+                    return Ok((ListItem::Object(listed), Some(opaque)));
                 }
                 let parsed = read_parsed(warehouse, registry, &listed.name).await?;
                 Ok((ListItem::Object(listed), Some(parsed)))
             })
             .buffered(gc.config.io_concurrency.max(1));
         while let Some((item, parsed)) = read.try_next().await? {
-            read_page.note(&mut nested, item, parsed, registry, warehouse);
+            let covered = match &item {
+                ListItem::Object(listed) => reachable.covers_any_spelling(&listed.name),
+                ListItem::Skipped { .. } => false,
+            };
+            read_page.note(&mut nested, item, parsed, covered, (registry, warehouse));
         }
         drop(read);
         let MetadataPage {
             counts,
             candidates,
             referenced,
+            self_covering,
             warnings,
         } = read_page;
         let mut totals = last.map(|page| page.totals).unwrap_or_default();
@@ -328,6 +346,7 @@ impl Invocation<'_> {
             totals,
             candidates,
             referenced,
+            self_covering,
             nested: nested.into_roots(),
             warnings,
             ..Page::default()
@@ -341,18 +360,29 @@ impl Invocation<'_> {
 
     /// What unreachable metadata names (rule (P)): `referenced.json`, written once pass 1
     /// is complete from all its pages.
-    pub(crate) async fn referenced(&self) -> Result<std::sync::Arc<RefMap>> {
+    pub(crate) async fn referenced(&self) -> Result<std::sync::Arc<Protected>> {
         self.run.referenced_with(self.read_referenced()).await
     }
 
-    async fn read_referenced(&self) -> Result<RefMap> {
-        let mut map = RefMap::default();
-        if let Some(referenced) = self.job.referenced().await? {
-            for name in referenced.names {
-                map.insert(name, 0);
-            }
-            return Ok(map);
+    async fn read_referenced(&self) -> Result<Protected> {
+        let referenced = match self.job.referenced().await? {
+            Some(referenced) => referenced,
+            None => self.collect_referenced().await?,
+        };
+        let mut kept = Protected::default();
+        for name in referenced.names {
+            kept.insert(name);
         }
+        for named in referenced.self_covering {
+            kept.insert_self_covering(named);
+        }
+        Ok(kept)
+    }
+
+    /// `referenced.json` from the pages of pass 1, written once.
+    async fn collect_referenced(&self) -> Result<Referenced> {
+        let mut names = std::collections::BTreeSet::new();
+        let mut self_covering = Vec::new();
         let mut totals = Counts::default();
         for number in self.job.page_numbers(&Seq::Metadata).await? {
             let page = self
@@ -360,21 +390,21 @@ impl Invocation<'_> {
                 .page(&Seq::Metadata, number)
                 .await?
                 .ok_or_else(|| self.missing("metadata"))?;
-            for name in page.referenced {
-                map.insert(name, 0);
-            }
+            names.extend(page.referenced);
+            self_covering.extend(page.self_covering);
             totals = page.totals;
         }
-        let mut names: Vec<String> = map.names().cloned().collect();
-        names.sort_unstable();
-        self.job
-            .write_referenced(&Referenced { names, totals })
-            .await?;
-        Ok(map)
+        let referenced = Referenced {
+            names: names.into_iter().collect(),
+            self_covering,
+            totals,
+        };
+        self.job.write_referenced(&referenced).await?;
+        Ok(referenced)
     }
 
     /// Pass 2: decide the candidates of every pass-1 page; `true` once all are decided.
-    async fn assess_metadata(&mut self, walk: &Walk, referenced: &RefMap) -> Result<bool> {
+    async fn assess_metadata(&mut self, walk: &Walk, referenced: &Protected) -> Result<bool> {
         let numbers = self.job.page_numbers(&Seq::Metadata).await?;
         let done_pages = self.job.page_numbers(&Seq::Assessed).await?;
         let Some(&last_number) = numbers.last() else {
@@ -465,21 +495,23 @@ struct MetadataPage {
     counts: Counts,
     /// The unreachable metadata files that may be deleted.
     candidates: Vec<Object>,
-    /// What they (and the files never deleted) name (rule (P)).
+    /// What the listed files that exist name (rule (P)).
     referenced: Vec<String>,
+    /// What they name that covers the very file naming it (rule (P)).
+    self_covering: Vec<SelfCovering>,
     warnings: Vec<String>,
 }
 
 impl MetadataPage {
-    /// Note one listed entry, and what reading it found (`None`: reachable or nested, not
-    /// read).
+    /// Note one listed entry, what reading it found (`None`: read by the walk, or nested:
+    /// not read), and whether the walk's `R` covers it.
     fn note(
         &mut self,
         nested: &mut Nested,
         item: ListItem,
         parsed: Option<Parsed>,
-        registry: &FamilyRegistry,
-        warehouse: &Warehouse,
+        covered: bool,
+        (registry, warehouse): (&FamilyRegistry, &Warehouse),
     ) {
         let listed = match item {
             ListItem::Object(listed) => listed,
@@ -489,31 +521,24 @@ impl MetadataPage {
             }
         };
         self.counts.scanned.add(listed.size);
-        if nested.note(&listed.name) {
-            self.counts.kept_nested.add(listed.size);
-            return;
-        }
-        let object = Object {
-            name: listed.name.clone(),
-            size: listed.size,
-            last_modified_ms: listed.last_modified_ms,
-            uuid: None,
-        };
-        match parsed {
-            None => self.counts.reachable.add(listed.size),
-            Some(Parsed::Missing) => {} // deleted since it was listed
+        // What an existing file names is kept (P) wherever it lies, nested or not.
+        let nested_here = nested.note(&listed.name);
+        let (uuid, foreign) = match parsed {
+            None if nested_here => {
+                self.counts.kept_nested.add(listed.size);
+                return;
+            }
+            None => {
+                self.counts.reachable.add(listed.size);
+                return;
+            }
+            Some(Parsed::Missing) => return, // deleted since it was listed
             Some(Parsed::Metadata(metadata)) => {
                 let refs = references_of(&metadata, registry, warehouse);
                 for reference in refs.direct.into_iter().chain(refs.family) {
-                    // (P) keeps what a file names, never the file itself.
-                    if !is_within(&listed.name, &reference) {
-                        self.referenced.push(reference);
-                    }
+                    self.keep(&listed.name, reference);
                 }
-                self.candidates.push(Object {
-                    uuid: Some(metadata.index_uuid()),
-                    ..object
-                });
+                (Some(metadata.index_uuid()), None)
             }
             Some(Parsed::Opaque {
                 why,
@@ -521,24 +546,46 @@ impl MetadataPage {
                 references,
             }) => {
                 for reference in references {
-                    // Never the file itself; and a file of no known format that
-                    // merely contains the string `indexes` or `metadata` does not
-                    // hold a whole managed prefix (one of a newer format does).
-                    let whole_prefix = MANAGED_PREFIXES.contains(&reference.as_str());
-                    if !is_within(&listed.name, &reference) && (foreign_format || !whole_prefix) {
-                        self.referenced.push(reference);
+                    // A file of no known format that merely contains the string `indexes`
+                    // or `metadata` does not hold a whole managed prefix (one of a newer
+                    // format does).
+                    if foreign_format || !MANAGED_PREFIXES.contains(&reference.as_str()) {
+                        self.keep(&listed.name, reference);
                     }
                 }
-                if foreign_format {
-                    self.counts.kept_unknown_format.add(listed.size);
-                    self.warnings.push(format!(
-                        "`{}` is index metadata of a format this collector does not understand ({why}); it is never deleted, nor is anything it names: remove it by hand if it is a stray",
-                        listed.name
-                    ));
-                } else {
-                    self.candidates.push(object);
-                }
+                (None, foreign_format.then_some(why))
             }
+        };
+        if nested_here {
+            self.counts.kept_nested.add(listed.size);
+        } else if let Some(why) = foreign {
+            self.counts.kept_unknown_format.add(listed.size);
+            self.warnings.push(format!(
+                "`{}` is index metadata of a format this collector does not understand ({why}); it is never deleted, nor is anything it names: remove it by hand if it is a stray",
+                listed.name
+            ));
+        } else if covered {
+            self.counts.reachable.add(listed.size);
+        } else {
+            self.candidates.push(Object {
+                name: listed.name,
+                size: listed.size,
+                last_modified_ms: listed.last_modified_ms,
+                uuid,
+            });
+        }
+    }
+
+    /// Keep what the existing file `file` names (rule (P)): all of `reference`, or all of
+    /// it but `file` if it covers `file` itself.
+    fn keep(&mut self, file: &str, reference: String) {
+        if is_within(file, &reference) {
+            self.self_covering.push(SelfCovering {
+                reference,
+                file: file.to_owned(),
+            });
+        } else {
+            self.referenced.push(reference);
         }
     }
 }

@@ -26,7 +26,7 @@
 //! are never owned, hence never deleted). A root metadata file that cannot be read or parsed
 //! aborts the run: nothing is deleted on incomplete knowledge.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -138,6 +138,11 @@ impl Evidence {
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub(crate) struct Observation {
     pub reachable: RefMap,
+    /// The metadata files the walk read (roots and what their family references reach):
+    /// everything they name is in `reachable`. (A file `reachable` covers only as part of
+    /// a referenced directory is not among them.)
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub walked: BTreeSet<String>,
     pub roots: RootStats,
     pub evidence: Evidence,
     pub warnings: Vec<String>,
@@ -537,6 +542,9 @@ impl Walker<'_> {
                 .await?;
             for (name, root_updated, parsed) in results {
                 observation.reachable.insert(name.clone(), 0);
+                if !matches!(parsed, Parsed::Missing) {
+                    observation.walked.insert(name.clone());
+                }
                 match parsed {
                     Parsed::Metadata(metadata) => {
                         observation.roots.metadata_files_read += 1;

@@ -10,7 +10,7 @@
 //! `indexes/a/1/ivf_postings` covers `indexes/a/1/ivf_postings/part-0` but never
 //! `indexes/a/1/ivf_postings_old/part-0` (Iceberg #17448).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -97,10 +97,60 @@ impl RefMap {
     pub(crate) fn len(&self) -> usize {
         self.refs.len()
     }
+}
 
-    /// The references, unordered.
-    pub(crate) fn names(&self) -> impl Iterator<Item = &String> {
-        self.refs.keys()
+/// A reference that covers the very metadata file naming it (index tables under the
+/// file's own directory, a directory-valued family parameter): it keeps its subtree except
+/// the files naming it, so they can still go first and what they name after them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub(crate) struct SelfCovering {
+    /// The reference.
+    pub reference: String,
+    /// The file that names it, which it does not keep.
+    pub file: String,
+}
+
+/// What rule (P) keeps: everything existing metadata files name. A reference covers its
+/// subtree like a [`RefMap`]'s; one that covers the file naming it covers its subtree but
+/// that file ([`SelfCovering`]).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Protected {
+    refs: RefMap,
+    /// Self-covering references, with the files naming them.
+    beside: HashMap<String, BTreeSet<String>>,
+}
+
+impl Protected {
+    /// Keep `reference` and its subtree.
+    pub(crate) fn insert(&mut self, reference: String) {
+        self.refs.insert(reference, 0);
+    }
+
+    /// Keep the subtree of a reference that covers the file naming it, but that file.
+    pub(crate) fn insert_self_covering(&mut self, named: SelfCovering) {
+        self.beside
+            .entry(named.reference)
+            .or_default()
+            .insert(named.file);
+    }
+
+    /// Whether `name`, or another spelling of it, is kept (see
+    /// [`RefMap::covers_any_spelling`]). A self-covering reference keeps every name below
+    /// it but the files naming it: several metadata files in one directory that each
+    /// name it do not keep one another (they are not its tables), so they can go, and
+    /// what they name after them.
+    pub(crate) fn covers_any_spelling(&self, name: &str) -> bool {
+        self.refs.covers_any_spelling(name)
+            || std::iter::once(name.to_owned())
+                .chain(aliases(name))
+                .any(|spelling| {
+                    self_and_ancestors(&spelling).any(|reference| {
+                        self.beside
+                            .get(reference)
+                            .is_some_and(|files| !files.contains(name))
+                    })
+                })
     }
 }
 
@@ -147,5 +197,29 @@ mod tests {
             Some("indexes/ü b/~x")
         );
         assert_eq!(normalize("indexes//x"), None);
+    }
+    #[test]
+    fn a_self_covering_reference_keeps_its_subtree_but_the_file_naming_it() {
+        let mut kept = Protected::default();
+        kept.insert_self_covering(SelfCovering {
+            reference: "metadata/i".into(),
+            file: "metadata/i/1.metadata.json".into(),
+        });
+        assert!(!kept.covers_any_spelling("metadata/i/1.metadata.json"));
+        assert!(kept.covers_any_spelling("metadata/i/part-0.parquet"));
+        assert!(kept.covers_any_spelling("metadata/i/2.metadata.json"));
+        assert!(!kept.covers_any_spelling("metadata/other/part-0.parquet"));
+        // Files naming the same directory do not keep one another.
+        kept.insert_self_covering(SelfCovering {
+            reference: "metadata/i".into(),
+            file: "metadata/i/2.metadata.json".into(),
+        });
+        assert!(!kept.covers_any_spelling("metadata/i/1.metadata.json"));
+        assert!(!kept.covers_any_spelling("metadata/i/2.metadata.json"));
+        assert!(kept.covers_any_spelling("metadata/i/part-0.parquet"));
+        // Plain references keep everything below them, the files naming them included.
+        let mut plain = Protected::default();
+        plain.insert("metadata/j".into());
+        assert!(plain.covers_any_spelling("metadata/j/1.metadata.json"));
     }
 }

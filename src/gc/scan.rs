@@ -13,7 +13,7 @@ use futures::{StreamExt, TryStreamExt};
 use super::assess::{Judge, Known, PageTally};
 use super::job::{Object, Page, Seq, Walk};
 use super::nested::nested_root;
-use super::refs::RefMap;
+use super::refs::{Protected, RefMap};
 use super::report::Counts;
 use super::step::{GcStep, Invocation, NextPage, PageListing, StepOutcome};
 use crate::error::{Error, Result};
@@ -79,7 +79,20 @@ pub(crate) fn skip(counts: &mut Counts, warnings: &mut Vec<String>, item: ListIt
     };
     counts.skipped += 1;
     if warnings.len() < MAX_SKIP_WARNINGS {
-        warnings.push(format!("skipped `{name}`: {reason}; it is never deleted"));
+        // Control characters are shown escaped (a terminal must not act on them).
+        let shown = |text: &str| -> String {
+            text.chars()
+                .map(|c| match c.is_control() {
+                    true => c.escape_default().to_string(),
+                    false => c.to_string(),
+                })
+                .collect()
+        };
+        warnings.push(format!(
+            "skipped `{}`: {}; it is never deleted",
+            shown(&name),
+            shown(&reason)
+        ));
     }
 }
 
@@ -96,7 +109,7 @@ struct ScanBasis<'a> {
     /// The run's first walk.
     walk: &'a Walk,
     /// What unreachable metadata names (rule (P)).
-    referenced: &'a RefMap,
+    referenced: &'a Protected,
     /// The incarnations that cannot move a recorded clock.
     known: &'a Arc<Known>,
     /// The invocation's clock.

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use super::job::{Job, Plan, RUNS_DIR, Seq, Walk, planned_runs};
 use super::lease::{Acquired, Lease};
 use super::ledger::{JournalRef, Ledger};
-use super::refs::RefMap;
+use super::refs::Protected;
 use super::report::{GcPhase, GcReport, GcStatus, RunProgress};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -136,7 +136,7 @@ pub(crate) struct RunContext {
     pub lease: SharedLease,
     observed: tokio::sync::OnceCell<Arc<Walk>>,
     verified: tokio::sync::OnceCell<Arc<Walk>>,
-    referenced: tokio::sync::OnceCell<Arc<RefMap>>,
+    referenced: tokio::sync::OnceCell<Arc<Protected>>,
     known: tokio::sync::OnceCell<Arc<Known>>,
 }
 
@@ -194,9 +194,9 @@ impl RunContext {
     }
 
     /// What unreachable metadata names, once computed (see [`Invocation::referenced`]).
-    pub(crate) async fn referenced_with<F>(&self, compute: F) -> Result<Arc<RefMap>>
+    pub(crate) async fn referenced_with<F>(&self, compute: F) -> Result<Arc<Protected>>
     where
-        F: std::future::Future<Output = Result<RefMap>>,
+        F: std::future::Future<Output = Result<Protected>>,
     {
         self.referenced
             .get_or_try_init(|| async { compute.await.map(Arc::new) })

@@ -225,6 +225,7 @@ mod tests {
                 Retry {
                     policy: &RetryPolicy::default(),
                     random: &SeededIds::new(1),
+                    stop: None,
                 },
             )
             .await

@@ -220,7 +220,15 @@ impl Warehouse {
     /// The listing entry of an object the store listed.
     fn item_of(&self, meta: &ObjectMeta) -> ListItem {
         match self.name_of(&meta.location) {
-            Some(name) => ListItem::Object(self.listed(meta, &name)),
+            // A key the store holds but no metadata can name (a control character another
+            // engine wrote, say) is reported and left alone, never read or deleted.
+            Some(name) => match object_name(&name) {
+                Ok(_) => ListItem::Object(self.listed(meta, &name)),
+                Err(why) => ListItem::Skipped {
+                    name,
+                    reason: format!("not an object name the catalog can address: {why}"),
+                },
+            },
             None => ListItem::Skipped {
                 name: meta.location.to_string(),
                 reason: "not below the warehouse root".to_owned(),

@@ -70,6 +70,27 @@ impl Warehouse {
         }
     }
 
+    /// Whether the object `name`, `size` bytes long as listed, may be a JSON document: its
+    /// first bytes (after white space) open an object. Reads at most 64 bytes; a file
+    /// whose start cannot be read that way (gone, changed since it was listed, the store
+    /// failing) may be.
+    pub(crate) async fn may_be_json(&self, name: &str, size: u64) -> bool {
+        if size == 0 {
+            return false;
+        }
+        let Ok(path) = self.path(name) else {
+            return true;
+        };
+        match self.store.get_range(&path, 0..size.min(64)).await {
+            Ok(start) => start
+                .iter()
+                .find(|byte| !byte.is_ascii_whitespace())
+                .is_none_or(|byte| *byte == b'{'),
+            // Gone, changed or failing: a whole read decides (and reports the failure).
+            Err(_) => true,
+        }
+    }
+
     /// The object `name`'s size and time, if it exists.
     pub async fn head(&self, name: &str) -> Result<Option<Listed>> {
         let path = self.path(name)?;

@@ -92,6 +92,17 @@ impl SimStore {
         }
     }
 
+    /// Give the object at `location` the last-modified time `ms`, as a copy that kept
+    /// its times (`cp -p`, `rsync -a`, `aws s3 sync`) would.
+    pub fn set_last_modified(&self, location: &Path, ms: i64) {
+        self.state
+            .mtimes
+            .lock()
+            .expect("lock")
+            .insert(location.clone(), ms);
+        self.touch(location, ms);
+    }
+
     /// Answer `n` more requests, then let every request hang forever (the process died
     /// there; a write that finds the kill point is applied first). `None`: never.
     pub fn kill_after(&self, n: Option<usize>) {
@@ -544,6 +555,14 @@ impl Env {
             )
             .await
             .expect("object written");
+    }
+
+    /// Write one small object whose last-modified time says `ms` (a copy that kept its
+    /// times).
+    pub async fn put_dated(&self, relative: &str, bytes: &'static [u8], ms: i64) {
+        self.put(relative, bytes).await;
+        self.sim
+            .set_last_modified(&self.warehouse.path(relative).expect("valid name"), ms);
     }
 
     /// Write an object the way another engine would: at the raw key `name` (no
