@@ -127,6 +127,11 @@ async fn self_covering_reference_keeps_tables_until_the_file_goes(backend: Backe
         ..Layout::under("unused")
     };
     env.write_tables(&layout).await;
+    // One of the tables is a JSON manifest that names its own directory too.
+    let manifest = "metadata/i/manifest.json";
+    env.put(manifest, br#"{"location": "metadata/i/"}"#).await;
+    let mut tables = layout.files();
+    tables.push(manifest.to_owned());
     env.advance(30 * MINUTE);
     let metadata = IndexMetadata::create(
         contents(&layout),
@@ -161,7 +166,7 @@ async fn self_covering_reference_keeps_tables_until_the_file_goes(backend: Backe
     while env.now() < start + 8 * HOUR {
         env.advance(PASS_EVERY);
         env.collect(&config).await;
-        let gone = env.missing(&layout.files()).await;
+        let gone = env.missing(&tables).await;
         for file in [m, m2] {
             if env.exists(file).await {
                 assert!(
@@ -171,7 +176,7 @@ async fn self_covering_reference_keeps_tables_until_the_file_goes(backend: Backe
                 );
             }
         }
-        if gone.len() == layout.files().len() && env.none_exist(&[m.into(), m2.into()]).await {
+        if gone.len() == tables.len() && env.none_exist(&[m.into(), m2.into()]).await {
             all_gone_at = Some(env.now());
             break;
         }

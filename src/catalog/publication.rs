@@ -21,7 +21,10 @@
 //!    to find out) rather than publishing later. The window is measured on two clocks and
 //!    ends with the first: the monotonic clock, which no clock step moves but which stops
 //!    while the machine is suspended (a laptop's sleep, a paused VM), and the wall clock,
-//!    which goes on. A wall clock stepped ahead costs a retry, never a late write.
+//!    which goes on. A wall clock stepped ahead costs a retry. No attempt, first or
+//!    retried, is issued after the window; a request already sent when the machine
+//!    sleeps may still land late, which no client-side clock can prevent. (A rename
+//!    settled on the way writes no new metadata location and keeps its source a root.)
 //!
 //! Why this closes the race between a register and a deletion: a deleting collector run
 //! starts at least the condemnation delay `B` after the condemnation `c`, and walks every
@@ -217,6 +220,15 @@ impl Catalog {
                     "family reference",
                     &name,
                     "in the catalog's own bookkeeping",
+                );
+            }
+            // A family reference names metadata: never at a name the collector takes for
+            // another catalog's structure and never reads (see `prepare_publication`).
+            if crate::gc::nested::nested_root(&name).is_some() {
+                return refuse(
+                    "family reference",
+                    &name,
+                    "in what looks like another catalog's structure, which the garbage collector never reads",
                 );
             }
         }

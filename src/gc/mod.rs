@@ -101,11 +101,13 @@
 //!   index tables and centroids it names, and an old metadata file that someone registers
 //!   again is complete or absent, never half-deleted. Register and commit only publish
 //!   metadata under `metadata/`, so every publishable metadata file is seen by this rule.
-//!   Every file there is read but the ones the walk read (whatever they name is in `R`):
-//!   a file `R` covers only because a reference names a directory holding it is read too,
-//!   and what it names is kept. A reference that covers the very file naming it (index
-//!   tables in that file's own directory) keeps everything below it but that file, so
-//!   the file still goes first.
+//!   Every publishable file there is read but the ones the walk read (whatever they name
+//!   is in `R`): a file `R` covers only because a reference names a directory holding it
+//!   is read too, unless it does not start like JSON (a table file), and what it names is
+//!   kept. (Names of nested catalog structures and keys no metadata can name are never
+//!   read, and never published.) A reference that covers the very file naming it (index
+//!   tables in that file's own directory) keeps everything below it but the metadata
+//!   files naming it, so they still go first.
 //!
 //! A file under `metadata/` that is index metadata of a format version this collector does
 //! not understand is never deleted (a newer writer may own it), and everything it may name

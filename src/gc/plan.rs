@@ -25,10 +25,10 @@ use super::report::{Counts, GcReport};
 use super::scan::{Nested, skip};
 use super::step::{Found, GcStep, Invocation, NextPage, PageListing, RunContext, StepOutcome};
 use crate::catalog::ownership::{read_marker, verify_ownership};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
 use crate::warehouse::{
-    INDEXES_DIR, ListItem, ListRange, MANAGED_PREFIXES, METADATA_DIR, Warehouse, is_within,
+    INDEXES_DIR, ListItem, ListRange, MANAGED_PREFIXES, METADATA_DIR, Warehouse, aliases, is_within,
 };
 
 impl GarbageCollector {
@@ -299,30 +299,46 @@ impl Invocation<'_> {
         let mut read = futures::stream::iter(listing.entries)
             .map(|entry| async move {
                 let ListItem::Object(listed) = entry.item() else {
-                    return Ok::<_, Error>((entry.item(), None));
+                    return Ok::<_, Error>((entry.item(), None, None));
                 };
                 // What the walk read is reachable with everything it names. A file
                 // reachable only as part of a referenced directory is read all the same:
                 // what it names is kept by (P), like any existing metadata's.
                 if walked.contains(&listed.name) || nested_root(&listed.name).is_some() {
-                    return Ok((ListItem::Object(listed), None));
+                    return Ok((ListItem::Object(listed), None, None));
                 }
-                // A covered file that is no JSON document (a table file) names nothing.
-                if reachable.covers_any_spelling(&listed.name)
-                    && !warehouse.may_be_json(&listed.name, listed.size).await
-                {
-                    let opaque = Parsed::Opaque {
-                        why: "not a JSON document".to_owned(),
-                        foreign_format: false,
-                        references: Vec::new(),
-                    };
-                    return Ok((ListItem::Object(listed), Some(opaque)));
+                let names_nothing = |why: String| Parsed::Opaque {
+                    why,
+                    foreign_format: false,
+                    references: Vec::new(),
+                };
+                // A covered file is kept whatever it is: one that is no JSON document (a
+                // table file) names nothing, and one the store refuses to give (archived,
+                // its key denied) cannot be published either, so it does not stop the run.
+                if reachable.covers_any_spelling(&listed.name) {
+                    if !warehouse.may_be_json(&listed.name, listed.size).await {
+                        let opaque = names_nothing("not a JSON document".to_owned());
+                        return Ok((ListItem::Object(listed), Some(opaque), None));
+                    }
+                    match read_parsed(warehouse, registry, &listed.name).await {
+                        Err(err) if err.kind() == ErrorKind::StoreRefused => {
+                            let warning = format!(
+                                "`{}` (reachable) could not be read, so what it may name is not known: {}",
+                                listed.name,
+                                err.message()
+                            );
+                            let opaque = names_nothing(err.message().to_owned());
+                            return Ok((ListItem::Object(listed), Some(opaque), Some(warning)));
+                        }
+                        result => return Ok((ListItem::Object(listed), Some(result?), None)),
+                    }
                 }
                 let parsed = read_parsed(warehouse, registry, &listed.name).await?;
-                Ok((ListItem::Object(listed), Some(parsed)))
+                Ok((ListItem::Object(listed), Some(parsed), None))
             })
             .buffered(gc.config.io_concurrency.max(1));
-        while let Some((item, parsed)) = read.try_next().await? {
+        while let Some((item, parsed, warning)) = read.try_next().await? {
+            read_page.warnings.extend(warning);
             let covered = match &item {
                 ListItem::Object(listed) => reachable.covers_any_spelling(&listed.name),
                 ListItem::Skipped { .. } => false,
@@ -521,13 +537,12 @@ impl MetadataPage {
             }
         };
         self.counts.scanned.add(listed.size);
-        // What an existing file names is kept (P) wherever it lies, nested or not.
-        let nested_here = nested.note(&listed.name);
+        // A name that shows a nested catalog structure is never read (nor published).
+        if nested.note(&listed.name) {
+            self.counts.kept_nested.add(listed.size);
+            return;
+        }
         let (uuid, foreign) = match parsed {
-            None if nested_here => {
-                self.counts.kept_nested.add(listed.size);
-                return;
-            }
             None => {
                 self.counts.reachable.add(listed.size);
                 return;
@@ -536,7 +551,7 @@ impl MetadataPage {
             Some(Parsed::Metadata(metadata)) => {
                 let refs = references_of(&metadata, registry, warehouse);
                 for reference in refs.direct.into_iter().chain(refs.family) {
-                    self.keep(&listed.name, reference);
+                    self.keep(&listed.name, true, reference);
                 }
                 (Some(metadata.index_uuid()), None)
             }
@@ -550,15 +565,13 @@ impl MetadataPage {
                     // or `metadata` does not hold a whole managed prefix (one of a newer
                     // format does).
                     if foreign_format || !MANAGED_PREFIXES.contains(&reference.as_str()) {
-                        self.keep(&listed.name, reference);
+                        self.keep(&listed.name, foreign_format, reference);
                     }
                 }
                 (None, foreign_format.then_some(why))
             }
         };
-        if nested_here {
-            self.counts.kept_nested.add(listed.size);
-        } else if let Some(why) = foreign {
+        if let Some(why) = foreign {
             self.counts.kept_unknown_format.add(listed.size);
             self.warnings.push(format!(
                 "`{}` is index metadata of a format this collector does not understand ({why}); it is never deleted, nor is anything it names: remove it by hand if it is a stray",
@@ -576,13 +589,18 @@ impl MetadataPage {
         }
     }
 
-    /// Keep what the existing file `file` names (rule (P)): all of `reference`, or all of
-    /// it but `file` if it covers `file` itself.
-    fn keep(&mut self, file: &str, reference: String) {
-        if is_within(file, &reference) {
+    /// Keep what the existing file `file` (index metadata or not) names (rule (P)): all
+    /// of `reference`, or, if it covers `file` itself in any spelling, all of it but
+    /// `file` ([`SelfCovering`]).
+    fn keep(&mut self, file: &str, metadata: bool, reference: String) {
+        let covers_file = std::iter::once(file.to_owned())
+            .chain(aliases(file))
+            .any(|spelling| is_within(&spelling, &reference));
+        if covers_file {
             self.self_covering.push(SelfCovering {
                 reference,
                 file: file.to_owned(),
+                metadata,
             });
         } else {
             self.referenced.push(reference);

@@ -99,26 +99,49 @@ impl RefMap {
     }
 }
 
-/// A reference that covers the very metadata file naming it (index tables under the
-/// file's own directory, a directory-valued family parameter): it keeps its subtree except
-/// the files naming it, so they can still go first and what they name after them.
+/// A reference that covers the very file naming it (index tables under a metadata file's
+/// own directory, a directory-valued family parameter, a stray JSON file naming its own
+/// directory).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub(crate) struct SelfCovering {
     /// The reference.
     pub reference: String,
-    /// The file that names it, which it does not keep.
+    /// The file that names it.
     pub file: String,
+    /// Whether that file is index metadata (then it is never one of the reference's
+    /// tables).
+    #[serde(default)]
+    pub metadata: bool,
+}
+
+/// Who names one self-covering reference.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Naming {
+    metadata: BTreeSet<String>,
+    other: BTreeSet<String>,
+}
+
+impl Naming {
+    /// Whether the reference keeps `name`: every name below it but the metadata files
+    /// naming it, and but a file of another kind when it alone names it. So metadata files
+    /// in one directory they each name do not keep one another (they can go, and what
+    /// they name after them), while a file that merely names its own directory stays
+    /// while a metadata file names that directory too (it may be one of its tables).
+    fn keeps(&self, name: &str) -> bool {
+        let alone = self.metadata.is_empty() && self.other.len() == 1;
+        !(self.metadata.contains(name) || (alone && self.other.contains(name)))
+    }
 }
 
 /// What rule (P) keeps: everything existing metadata files name. A reference covers its
-/// subtree like a [`RefMap`]'s; one that covers the file naming it covers its subtree but
-/// that file ([`SelfCovering`]).
+/// subtree like a [`RefMap`]'s; one that covers a file naming it covers its subtree but
+/// some of the files naming it ([`SelfCovering`]).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Protected {
     refs: RefMap,
     /// Self-covering references, with the files naming them.
-    beside: HashMap<String, BTreeSet<String>>,
+    beside: HashMap<String, Naming>,
 }
 
 impl Protected {
@@ -127,19 +150,17 @@ impl Protected {
         self.refs.insert(reference, 0);
     }
 
-    /// Keep the subtree of a reference that covers the file naming it, but that file.
+    /// Keep the subtree of a reference that covers a file naming it (see [`Naming`]).
     pub(crate) fn insert_self_covering(&mut self, named: SelfCovering) {
-        self.beside
-            .entry(named.reference)
-            .or_default()
-            .insert(named.file);
+        let naming = self.beside.entry(named.reference).or_default();
+        match named.metadata {
+            true => naming.metadata.insert(named.file),
+            false => naming.other.insert(named.file),
+        };
     }
 
     /// Whether `name`, or another spelling of it, is kept (see
-    /// [`RefMap::covers_any_spelling`]). A self-covering reference keeps every name below
-    /// it but the files naming it: several metadata files in one directory that each
-    /// name it do not keep one another (they are not its tables), so they can go, and
-    /// what they name after them.
+    /// [`RefMap::covers_any_spelling`] and [`Naming`]).
     pub(crate) fn covers_any_spelling(&self, name: &str) -> bool {
         self.refs.covers_any_spelling(name)
             || std::iter::once(name.to_owned())
@@ -148,7 +169,7 @@ impl Protected {
                     self_and_ancestors(&spelling).any(|reference| {
                         self.beside
                             .get(reference)
-                            .is_some_and(|files| !files.contains(name))
+                            .is_some_and(|naming| naming.keeps(name))
                     })
                 })
     }
@@ -198,25 +219,33 @@ mod tests {
         );
         assert_eq!(normalize("indexes//x"), None);
     }
+
     #[test]
-    fn a_self_covering_reference_keeps_its_subtree_but_the_file_naming_it() {
-        let mut kept = Protected::default();
-        kept.insert_self_covering(SelfCovering {
+    fn a_self_covering_reference_keeps_its_subtree_but_the_metadata_naming_it() {
+        let named = |file: &str, metadata: bool| SelfCovering {
             reference: "metadata/i".into(),
-            file: "metadata/i/1.metadata.json".into(),
-        });
+            file: file.into(),
+            metadata,
+        };
+        let mut kept = Protected::default();
+        kept.insert_self_covering(named("metadata/i/1.metadata.json", true));
         assert!(!kept.covers_any_spelling("metadata/i/1.metadata.json"));
         assert!(kept.covers_any_spelling("metadata/i/part-0.parquet"));
         assert!(kept.covers_any_spelling("metadata/i/2.metadata.json"));
         assert!(!kept.covers_any_spelling("metadata/other/part-0.parquet"));
-        // Files naming the same directory do not keep one another.
-        kept.insert_self_covering(SelfCovering {
-            reference: "metadata/i".into(),
-            file: "metadata/i/2.metadata.json".into(),
-        });
+        // Metadata files naming the same directory do not keep one another.
+        kept.insert_self_covering(named("metadata/i/2.metadata.json", true));
         assert!(!kept.covers_any_spelling("metadata/i/1.metadata.json"));
         assert!(!kept.covers_any_spelling("metadata/i/2.metadata.json"));
         assert!(kept.covers_any_spelling("metadata/i/part-0.parquet"));
+        // A JSON table naming its own directory stays with the metadata naming it.
+        kept.insert_self_covering(named("metadata/i/manifest.json", false));
+        assert!(kept.covers_any_spelling("metadata/i/manifest.json"));
+        // Alone, a stray naming its own directory keeps all of it but itself.
+        let mut stray = Protected::default();
+        stray.insert_self_covering(named("metadata/i/notes.json", false));
+        assert!(!stray.covers_any_spelling("metadata/i/notes.json"));
+        assert!(stray.covers_any_spelling("metadata/i/part-0.parquet"));
         // Plain references keep everything below them, the files naming them included.
         let mut plain = Protected::default();
         plain.insert("metadata/j".into());

@@ -507,7 +507,19 @@ impl GarbageCollector {
                 ),
             ));
         }
-        let plan = job.plan().await?.ok_or_else(unknown)?;
+        let plan = match job.plan().await {
+            // Planned by another version (or torn): the next plan step gives it up.
+            Err(err) if err.kind() == ErrorKind::CorruptRecord => {
+                return Err(Error::new(
+                    ErrorKind::InvalidRequest,
+                    format!(
+                        "gc run {run} cannot go on ({}); the next plan step starts a new run",
+                        err.message()
+                    ),
+                ));
+            }
+            plan => plan?.ok_or_else(unknown)?,
+        };
         let mut report = self.report_of(&plan);
         if finished {
             // A step retried after the finish step wrote its mark (killed before it
