@@ -3,8 +3,8 @@
 //! [`Catalog`] implements every operation of the catalog spec — `load`, `register`,
 //! `commit`, `drop`, `rename`, `list` — plus explicit namespaces, on any pointer store. All
 //! semantics live here: identifier and metadata validation, the order of checks, the
-//! compare-and-swap, ambiguous-outcome resolution ([`mod@write`]), the rename protocol
-//! ([`mod@rename`]) and the capability probe. Backends only store bytes under conditions.
+//! compare-and-swap, ambiguous-outcome resolution (`write`), the rename protocol
+//! (`rename`) and the capability probe. Backends only store bytes under conditions.
 //!
 //! # The order of checks
 //! Every entry point — this library's [`IndexCatalog`], the CLI, the Lambda functions and
@@ -37,7 +37,7 @@
 //! # Idempotent replay
 //! A commit whose `new` is already current succeeds with `already_applied: true` only if
 //! it is a retry of the commit that made `new` current: the pointer record keeps the
-//! location that commit replaced (`previous-location`, see [`record`]), which must equal
+//! location that commit replaced (`previous-location`, see `record`), which must equal
 //! `base`, and the requested source binding (by default `new`'s `source-table`) must equal
 //! the stored one. Any other request whose `base` is not current is `COMMIT_CONFLICT`,
 //! including a replay against a record written before `previous-location` existed (or one

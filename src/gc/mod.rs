@@ -173,6 +173,12 @@
 //! *One spelling.* A reference and a listed object are compared as names (above), so a
 //! file another engine wrote at a location with `ü`, `~` or a space is covered by the
 //! metadata naming it; the other spellings an earlier writer might have used are kept too.
+//! **Not defended:** a local warehouse on a file system that ignores case or Unicode
+//! normalisation (macOS HFS+, casefolded ext4 directories, SMB shares). There metadata
+//! naming `indexes/ABC/` reads the files the file system lists as `indexes/abc/`, and the
+//! collector, comparing names byte for byte, takes those for garbage: keep local
+//! warehouses on case- and normalisation-sensitive file systems, and metadata locations
+//! spelled as the files are.
 //!
 //! *Foreign writers.* A catalog only writes to a warehouse it owns: its first write claims
 //! an unclaimed warehouse (create-if-absent, so of two catalogs racing for a fresh

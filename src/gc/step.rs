@@ -33,7 +33,7 @@ use super::report::{GcPhase, GcReport, GcStatus, RunProgress};
 use crate::error::{Error, ErrorKind, Result};
 
 /// One step of a run: what one invocation of the `gc` function does (see the
-/// [module docs](self)). As an event: `{"step": "plan"}`,
+/// module docs). As an event: `{"step": "plan"}`,
 /// `{"step": "scan", "run": "<run id>", "partition": 3}`, ...
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "step", rename_all = "kebab-case", deny_unknown_fields)]

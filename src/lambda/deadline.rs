@@ -12,7 +12,7 @@
 //! | a mutation after it sent a pointer write (it may have applied)  | `COMMIT_STATE_UNKNOWN` |
 //!
 //! Whether a pointer write was sent comes from the catalog itself
-//! ([`WriteWitness`](crate::catalog::write::WriteWitness)): capability-probe writes and
+//! (`WriteWitness`): capability-probe writes and
 //! metadata files do not count, since neither changes what the catalog points to. The
 //! work in flight is dropped, as Lambda's own timeout would have dropped it; that is safe
 //! because every pointer write is conditional and carries a fresh commit id, and nothing

@@ -34,7 +34,7 @@ use super::snapshot::{Snapshot, SnapshotLogEntry};
 use crate::{Error, ErrorKind, Result};
 
 impl IndexMetadata {
-    /// Check that `self` may replace `base` in a commit (see the [module docs](self)).
+    /// Check that `self` may replace `base` in a commit (see the module docs).
     ///
     /// Errors: `INDEX_UUID_MISMATCH` if `index-uuid` differs; otherwise
     /// `INVALID_INDEX_METADATA`, naming the JSON path in `self`, if (in this order)

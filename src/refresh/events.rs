@@ -67,7 +67,7 @@ struct Message {
 
 impl Delivery {
     /// Parse an invocation's event. Outside SQS, `INVALID_REQUEST` for an event that is
-    /// none of the shapes of the [module docs](self); inside an SQS batch, such a message is
+    /// none of the shapes of the module docs; inside an SQS batch, such a message is
     /// kept as rejected (see [`Delivery::rejected`]) and the others are used.
     pub fn parse(event: Value) -> Result<Delivery> {
         if event["Records"][0]["eventSource"] == "aws:sqs" {

@@ -13,7 +13,7 @@
 //! 2. **skips** the batch if the index already has a snapshot built from that position
 //!    or a later one (every snapshot the runner publishes records its position under
 //!    [`SOURCE_POSITION`] and the state's idempotency key under
-//!    [`IDEMPOTENCY_KEY`](crate::publish::IDEMPOTENCY_KEY): `s3://<bucket>/<key>#<sequencer>`
+//!    [`IDEMPOTENCY_KEY`]: `s3://<bucket>/<key>#<sequencer>`
 //!    of the newest write, derived from the source state, never from event ids);
 //! 3. **builds once** with the user's [`IndexBuilder`];
 //! 4. **publishes once** through the [`Publisher`] (bounded, jittered retries on lost

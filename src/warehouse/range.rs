@@ -165,7 +165,7 @@ impl Warehouse {
     }
 
     /// Every entry of `range` after the position `after` (from the start of the range
-    /// when `None`), in listing order; see the [module docs](self).
+    /// when `None`), in listing order; see the module docs.
     pub fn list_range(
         &self,
         range: &ListRange,

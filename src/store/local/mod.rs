@@ -44,11 +44,11 @@
 //! - `<dir>/.names.index`, a sorted snapshot: a header (`parqdb-names`, the journal length
 //!   it covers, the count), a table of offsets, then the names. A listing binary-searches it
 //!   (`O(log n)` small reads), reads the page's names, merges the journal's tail (the names
-//!   appended since the snapshot, at most [`JOURNAL_TAIL`] bytes), and reads each record
+//!   appended since the snapshot, at most `JOURNAL_TAIL` (256 KiB) bytes), and reads each record
 //!   of the page. When the tail outgrows that bound, or the snapshot is missing (a
 //!   directory written before the index existed), the lister rebuilds the snapshot under
 //!   the journal's lock from the old snapshot (or a directory scan) and the journal: an
-//!   `O(n)` step every [`JOURNAL_TAIL`] bytes of new names, not per page.
+//!   `O(n)` step every `JOURNAL_TAIL` (256 KiB) bytes of new names, not per page.
 //!
 //! Other prefixes (the garbage collector lists the whole `i` tree) scan the directories.
 //!

@@ -11,8 +11,8 @@
 //! | `list`                   | `ListObjectsV2` with `prefix`, `start-after`, `max-keys` |
 //! | `get_if_changed`         | `GET` with `If-None-Match: <etag>` (304 = unchanged)  |
 //!
-//! Listings carry no bodies, so [`ListEntry::value`] is always `None`. There is no atomic
-//! multi-key write ([`Capabilities`] default).
+//! Listings carry no bodies, so [`ListEntry::value`](crate::store::ListEntry::value) is always `None`. There is no atomic
+//! multi-key write ([`Capabilities`](crate::store::Capabilities) default).
 //!
 //! # Listing classes in the object size
 //! A namespace's listing holds its tombstones too (records are never deleted), and
