@@ -25,7 +25,7 @@ use super::report::{Counts, GcReport};
 use super::scan::{Nested, skip};
 use super::step::{Found, GcStep, Invocation, NextPage, PageListing, RunContext, StepOutcome};
 use crate::catalog::ownership::{read_marker, verify_ownership};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::family::FamilyRegistry;
 use crate::warehouse::{
     INDEXES_DIR, ListItem, ListRange, MANAGED_PREFIXES, METADATA_DIR, Warehouse, aliases, is_within,
@@ -299,46 +299,32 @@ impl Invocation<'_> {
         let mut read = futures::stream::iter(listing.entries)
             .map(|entry| async move {
                 let ListItem::Object(listed) = entry.item() else {
-                    return Ok::<_, Error>((entry.item(), None, None));
+                    return Ok::<_, Error>((entry.item(), None));
                 };
                 // What the walk read is reachable with everything it names. A file
                 // reachable only as part of a referenced directory is read all the same:
                 // what it names is kept by (P), like any existing metadata's.
                 if walked.contains(&listed.name) || nested_root(&listed.name).is_some() {
-                    return Ok((ListItem::Object(listed), None, None));
+                    return Ok((ListItem::Object(listed), None));
                 }
-                let names_nothing = |why: String| Parsed::Opaque {
-                    why,
-                    foreign_format: false,
-                    references: Vec::new(),
-                };
-                // A covered file is kept whatever it is: one that is no JSON document (a
-                // table file) names nothing, and one the store refuses to give (archived,
-                // its key denied) cannot be published either, so it does not stop the run.
-                if reachable.covers_any_spelling(&listed.name) {
-                    if !warehouse.may_be_json(&listed.name, listed.size).await {
-                        let opaque = names_nothing("not a JSON document".to_owned());
-                        return Ok((ListItem::Object(listed), Some(opaque), None));
-                    }
-                    match read_parsed(warehouse, registry, &listed.name).await {
-                        Err(err) if err.kind() == ErrorKind::StoreRefused => {
-                            let warning = format!(
-                                "`{}` (reachable) could not be read, so what it may name is not known: {}",
-                                listed.name,
-                                err.message()
-                            );
-                            let opaque = names_nothing(err.message().to_owned());
-                            return Ok((ListItem::Object(listed), Some(opaque), Some(warning)));
-                        }
-                        result => return Ok((ListItem::Object(listed), Some(result?), None)),
-                    }
+                // A covered file that is no JSON document (a table file) names nothing.
+                // (One the store refuses to give stops the run, as any unreadable file
+                // under `metadata/` does: it may be metadata someone registers again.)
+                if reachable.covers_any_spelling(&listed.name)
+                    && !warehouse.may_be_json(&listed.name, listed.size).await
+                {
+                    let opaque = Parsed::Opaque {
+                        why: "not a JSON document".to_owned(),
+                        foreign_format: false,
+                        references: Vec::new(),
+                    };
+                    return Ok((ListItem::Object(listed), Some(opaque)));
                 }
                 let parsed = read_parsed(warehouse, registry, &listed.name).await?;
-                Ok((ListItem::Object(listed), Some(parsed), None))
+                Ok((ListItem::Object(listed), Some(parsed)))
             })
             .buffered(gc.config.io_concurrency.max(1));
-        while let Some((item, parsed, warning)) = read.try_next().await? {
-            read_page.warnings.extend(warning);
+        while let Some((item, parsed)) = read.try_next().await? {
             let covered = match &item {
                 ListItem::Object(listed) => reachable.covers_any_spelling(&listed.name),
                 ListItem::Skipped { .. } => false,
