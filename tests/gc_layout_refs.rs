@@ -11,8 +11,6 @@
 //!   shorter than the grace.
 mod gc_support;
 
-use std::collections::BTreeMap;
-
 use bytes::Bytes;
 use gc_support::{Backend, Env, HOUR, Layout, MINUTE, contents, test_config};
 use parqdb_catalog::catalog::IndexCatalog;
@@ -24,14 +22,7 @@ const PASS_EVERY: i64 = 10 * MINUTE;
 /// A new index's metadata for `layout`, written at the warehouse-relative `name`.
 async fn metadata_at(env: &Env, layout: &Layout, name: &str) -> (IndexMetadata, String) {
     env.write_tables(layout).await;
-    let metadata = IndexMetadata::create(
-        contents(layout),
-        BTreeMap::new(),
-        env.clock.as_ref(),
-        env.catalog.ids().as_ref(),
-        &FamilyRegistry::builtin(),
-    )
-    .expect("valid metadata");
+    let metadata = env.metadata_for(layout);
     let location = env
         .warehouse
         .write_new(name, Bytes::from(metadata.to_json_vec()))
@@ -133,14 +124,7 @@ async fn self_covering_reference_keeps_tables_until_the_file_goes(backend: Backe
     let mut tables = layout.files();
     tables.push(manifest.to_owned());
     env.advance(30 * MINUTE);
-    let metadata = IndexMetadata::create(
-        contents(&layout),
-        BTreeMap::new(),
-        env.clock.as_ref(),
-        env.catalog.ids().as_ref(),
-        &FamilyRegistry::builtin(),
-    )
-    .expect("valid metadata");
+    let metadata = env.metadata_for(&layout);
     let m = "metadata/i/00001.metadata.json";
     env.warehouse
         .write_new(m, Bytes::from(metadata.to_json_vec()))
@@ -226,14 +210,7 @@ async fn copied_tables_keep_their_grace(backend: Backend, seed: u64) {
             (env.now() - copied_at) / MINUTE
         );
     }
-    let metadata = IndexMetadata::create(
-        contents(&copied),
-        BTreeMap::new(),
-        env.clock.as_ref(),
-        env.catalog.ids().as_ref(),
-        &FamilyRegistry::builtin(),
-    )
-    .expect("valid metadata");
+    let metadata = env.metadata_for(&copied);
     let location = env.write_metadata(&metadata).await;
     env.publish("copied", &copied, &location).await;
     for _ in 0..10 {

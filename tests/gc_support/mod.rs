@@ -836,17 +836,22 @@ impl Env {
         }
     }
 
-    /// A new index's files and metadata (not registered).
-    pub async fn new_index(&self, layout: &Layout) -> (IndexMetadata, String) {
-        self.write_tables(layout).await;
-        let metadata = IndexMetadata::create(
+    /// A new index's metadata for `layout` (nothing written).
+    pub fn metadata_for(&self, layout: &Layout) -> IndexMetadata {
+        IndexMetadata::create(
             contents(layout),
             BTreeMap::new(),
             self.clock.as_ref(),
             self.catalog.ids().as_ref(),
             &FamilyRegistry::builtin(),
         )
-        .expect("valid metadata");
+        .expect("valid metadata")
+    }
+
+    /// A new index's files and metadata (not registered).
+    pub async fn new_index(&self, layout: &Layout) -> (IndexMetadata, String) {
+        self.write_tables(layout).await;
+        let metadata = self.metadata_for(layout);
         let location = self.write_metadata(&metadata).await;
         (metadata, location)
     }
