@@ -37,7 +37,7 @@ async fn raised_clocks(env: &Env) -> Vec<String> {
         let Some((object, file)) = rest.rsplit_once('/') else {
             continue;
         };
-        if file.starts_with("u-") {
+        if file.starts_with("o-") {
             *clocks.entry(object.to_owned()).or_default() += 1;
         }
     }

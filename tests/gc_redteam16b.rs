@@ -33,7 +33,7 @@ async fn a_late_clock_write_behind_finished_runs_does_not_backdate_retention() {
 
     // Process 1 plans run S (the file is unreachable) and stops right at the put of the
     // file's retention clock, after its lease check.
-    let entry = format!("_gc/ledger/{watched}/u-");
+    let entry = format!("_gc/ledger/{watched}/o-");
     let hooked = Arc::new(
         HookedStore::new(Arc::new(env.sim.clone())).pause_on(move |key| key.contains(&entry)),
     );

@@ -100,7 +100,7 @@ async fn late_write_by_the_previous_runs_own_process(
 }
 
 fn clock_of(object: &str) -> String {
-    format!("_gc/ledger/{object}/u-")
+    format!("_gc/ledger/{object}/o-")
 }
 
 const TABLE: &str = "indexes/again/1/ivf_postings/part-0.parquet";
@@ -192,7 +192,6 @@ async fn late_condemnation_of_the_previous_run_landing_before_its_done() {
 async fn name_reuse(seed: u64, churn: bool) {
     let env = Env::open(Backend::Memory, seed).await;
     let config = test_config();
-    assert!(config.strict_reincarnation, "the default");
     env.register("keep", &Layout::under("keep/1")).await;
     let (old, metadata, location) = env.register("old", &Layout::under("old/1")).await;
     let old_md = env.relative(&location);

@@ -95,7 +95,7 @@ fn killed_anywhere_the_runs_complete_and_delete_only_garbage() {
     let dir = tempfile::tempdir().expect("dir");
     let setup = setup(shape(5_000), &bin(), dir.path(), 2);
     assert_eq!(setup.indexes, 2);
-    // Retention counts from the catalog's last change (its quiet time).
+    // Retention counts from the first walk that finds an object unreachable.
     std::thread::sleep(Duration::from_millis(1200));
     let driver = Driver {
         server: &setup.server,

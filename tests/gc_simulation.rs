@@ -105,7 +105,6 @@ use parqdb_catalog::store::{PointerStore, StoreKey};
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace, SeededIds};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use uuid::Uuid;
 
 const RETENTION: i64 = 2 * HOUR;
 const GRACE: i64 = 10 * MINUTE;
@@ -267,6 +266,15 @@ struct Hostile {
     stats: Stats,
 }
 
+/// One pointer record as an operator's backup saved it: its raw bytes and the model's
+/// view of it.
+struct SavedRecord {
+    key: StoreKey,
+    bytes: bytes::Bytes,
+    name: String,
+    live: Option<Live>,
+}
+
 /// What a history did.
 #[derive(Debug, Default, Clone)]
 struct Outcome {
@@ -291,14 +299,18 @@ struct Sim {
     /// Roots of nested catalog structures: nothing below them may ever be deleted.
     nested_roots: Vec<String>,
     hostile: Option<Hostile>,
-    /// Index uuid -> the latest time an incarnation with it was created.
-    incarnated: HashMap<Uuid, i64>,
-    /// The latest register or rename over a tombstone.
-    reincarnated: i64,
+    /// Metadata file (relative) -> the location it was written as a successor of: a
+    /// commit from there may publish it at any later time (an identifier catching up
+    /// through old metadata, a commit retried late).
+    bases: HashMap<String, String>,
+    /// A copy of every pointer record (raw bytes) and the model's view of it, taken by an
+    /// operator's backup.
+    backup: Option<Vec<SavedRecord>>,
     /// Object -> when the last existing metadata file referencing it was deleted.
     unprotected_since: HashMap<String, i64>,
     counter: u64,
-    /// A GC run died; the next finished run restarts every tracked clock.
+    /// The records changed without the catalog (a restored backup): the next finished run
+    /// restarts every tracked clock.
     crashed: bool,
     /// When a finished run last restarted every tracked clock.
     restarted: i64,
@@ -407,8 +419,8 @@ impl Sim {
             strays: BTreeMap::new(),
             nested_roots: Vec::new(),
             hostile,
-            incarnated: HashMap::new(),
-            reincarnated: i64::MIN,
+            bases: HashMap::new(),
+            backup: None,
             unprotected_since: HashMap::new(),
             counter: 0,
             crashed: false,
@@ -659,7 +671,7 @@ impl Sim {
                 .last_reachable
                 .unwrap_or(obj.created)
                 .max(obj.created + GRACE + SKEW);
-            let mut base = lost
+            let base = lost
                 .max(
                     self.unprotected_since
                         .get(path)
@@ -667,18 +679,6 @@ impl Sim {
                         .unwrap_or(i64::MIN),
                 )
                 .max(self.restarted);
-            if let Some(metadata) = self.metadata.get(path) {
-                // A new incarnation moves the clock to its latest change seen by the next
-                // run (at most a period later).
-                let incarnated = self
-                    .incarnated
-                    .get(&metadata.index_uuid())
-                    .copied()
-                    .unwrap_or(i64::MIN);
-                base = base
-                    .max(incarnated.saturating_add(PERIOD))
-                    .max(self.reincarnated.saturating_add(PERIOD));
-            }
             let deadline = base + RETENTION + DELAY + 3 * PERIOD + LEASE + 2 * MINUTE;
             assert!(
                 self.budgeted || now <= deadline,
@@ -997,14 +997,6 @@ impl Sim {
 
     // ----- catalog operations (model updates after success) -----
 
-    fn incarnate(&mut self, name: &str, uuid: Uuid) {
-        let now = self.now();
-        self.incarnated.insert(uuid, now);
-        if self.tombstoned.contains(name) {
-            self.reincarnated = now;
-        }
-    }
-
     fn apply(&mut self, op: &Op) {
         if std::env::var_os("PARQDB_GC_SIM_TRACE").is_some() {
             eprintln!("op at {}: {op:?}", self.now());
@@ -1012,7 +1004,6 @@ impl Sim {
         match op {
             Op::Register { name, location } => {
                 let metadata = self.metadata[&self.env.relative(location)].clone();
-                self.incarnate(name, metadata.index_uuid());
                 self.live.insert(
                     name.clone(),
                     Live {
@@ -1027,7 +1018,6 @@ impl Sim {
             }
             Op::Rename { from, to } => {
                 let live = self.live.remove(from).expect("renamed index");
-                self.incarnate(to, live.metadata.index_uuid());
                 self.tombstoned.insert(from.clone());
                 self.live.insert(to.clone(), live);
             }
@@ -1078,7 +1068,7 @@ impl Sim {
 
     /// A random operation, with its files written (not yet applied).
     async fn prepare(&mut self) -> Option<Op> {
-        match self.rng.random_range(0..10) {
+        match self.rng.random_range(0..12) {
             0..=2 => {
                 let (_, location, _) = self.write_index(None).await;
                 Some(Op::Register {
@@ -1090,6 +1080,8 @@ impl Sim {
                 let name = self.pick_live()?;
                 let live = self.live[&name].clone();
                 let (_, new, _) = self.write_index(Some(&live.metadata)).await;
+                self.bases
+                    .insert(self.env.relative(&new), live.location.clone());
                 Some(Op::Commit {
                     name,
                     base: live.location,
@@ -1104,6 +1096,45 @@ impl Sim {
                 Some(Op::Rename {
                     from,
                     to: self.free_name(),
+                })
+            }
+            10 => {
+                // Another identifier on the very file a live one points at.
+                let shared = self.pick_live()?;
+                let location = self.live[&shared].location.clone();
+                Some(Op::Register {
+                    name: self.free_name(),
+                    location,
+                })
+            }
+            11 => {
+                // An identifier catches up through a file written long ago as a successor
+                // of its current one (another identifier may have committed it and moved
+                // on since, or its writer's commit comes only now).
+                let name = self.pick_live()?;
+                let base = self.live[&name].location.clone();
+                let current = self.env.relative(&base);
+                let mut later: Vec<String> = self
+                    .bases
+                    .iter()
+                    .filter(|(file, from)| {
+                        self.env.relative(from) == current
+                            && self
+                                .objects
+                                .get(*file)
+                                .is_some_and(|o| o.deleted.is_none() && !o.in_flight)
+                    })
+                    .map(|(file, _)| file.clone())
+                    .collect();
+                later.sort();
+                if later.is_empty() {
+                    return None;
+                }
+                let pick = later[self.rng.random_range(0..later.len())].clone();
+                Some(Op::Commit {
+                    name,
+                    base,
+                    new: self.spell_uri(&pick),
                 })
             }
             _ => {
@@ -1162,6 +1193,8 @@ impl Sim {
             return; // orphans
         }
         if let Some((name, live)) = base {
+            self.bases
+                .insert(self.env.relative(&location), live.location.clone());
             for file in &files {
                 self.objects.get_mut(file).expect("written").in_flight = true;
             }
@@ -1330,8 +1363,16 @@ impl Sim {
                 }
             }
             Err(err) => {
-                assert!(crash, "gc failed without an injected failure: {err}");
-                self.crashed = true;
+                // A run that fails mid-delete is resumed by the next call: no clock of it
+                // restarts.
+                assert!(
+                    crash,
+                    "gc failed without an injected failure: {}",
+                    std::iter::successors(Some(&err as &dyn std::error::Error), |e| e.source())
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(": ")
+                );
             }
         }
         self.check_deletions();
@@ -1356,6 +1397,9 @@ impl Sim {
             45..=52 => self.writer(true).await,
             53..=62 => self.writer(false).await,
             63..=79 => self.gc(true).await,
+            80 => self.backup_or_restore().await,
+            81 => self.long_key().await,
+            82 => self.prefix_stray().await,
             _ => {
                 let delta = if self.rng.random_bool(0.7) {
                     self.rng.random_range(1..6) * MINUTE
@@ -1365,6 +1409,129 @@ impl Sim {
                 self.advance(delta).await;
             }
         }
+    }
+
+    /// An operator backs up every pointer record, or restores the backup in place: the
+    /// records go back (as far as their metadata still exists), without the catalog.
+    async fn backup_or_restore(&mut self) {
+        let store = self.env.pointer_store.clone();
+        let Some(backup) = self.backup.take() else {
+            let mut saved = Vec::new();
+            let page = store
+                .list(&StoreKey::new("i").expect("key"), None, 1000)
+                .await
+                .expect("listing records");
+            for entry in page.entries {
+                let Some(value) = store.get(&entry.key).await.expect("record") else {
+                    continue;
+                };
+                let Ok(id) = IndexIdentifier::from_store_key(entry.key.as_str()) else {
+                    continue;
+                };
+                let name = id.name().to_owned();
+                let live = self.live.get(&name).cloned();
+                saved.push(SavedRecord {
+                    key: entry.key,
+                    bytes: value.value,
+                    name,
+                    live,
+                });
+            }
+            self.backup = Some(saved);
+            return;
+        };
+        let mut restored = false;
+        for SavedRecord {
+            key,
+            bytes,
+            name,
+            live,
+        } in backup
+        {
+            if let Some(live) = &live {
+                let mut refs = BTreeSet::from([self.env.relative(&live.location)]);
+                self.refs_of(&live.metadata, &mut refs);
+                if refs
+                    .iter()
+                    .any(|r| self.objects.get(r).is_some_and(|o| o.deleted.is_some()))
+                {
+                    continue; // its files are gone: restoring it would dangle
+                }
+            }
+            let Some(current) = store.get(&key).await.expect("record") else {
+                continue;
+            };
+            store
+                .put(
+                    &key,
+                    bytes,
+                    parqdb_catalog::store::PutMode::Update(current.version),
+                )
+                .await
+                .expect("restored");
+            restored = true;
+            match live {
+                Some(live) => {
+                    self.live.insert(name, live);
+                }
+                None => {
+                    self.live.remove(&name);
+                }
+            }
+        }
+        if restored {
+            self.crashed = true;
+        }
+        self.mark();
+    }
+
+    /// Garbage whose name is too long for the ledger's mirror: kept, and collection goes
+    /// on around it.
+    async fn long_key(&mut self) {
+        let n = self.next();
+        let limit = self.env.warehouse.max_name_len();
+        let len = limit.saturating_sub(40);
+        let mut name = format!("indexes/long{n}");
+        while name.len() + 201 < len {
+            name.push('/');
+            name.push_str(&"k".repeat(200));
+        }
+        name.push('/');
+        name.push_str(&"k".repeat(len.saturating_sub(name.len() + 1).max(1)));
+        match &self.env.local_dir {
+            Some(dir) => {
+                let path = dir.join(&name);
+                std::fs::create_dir_all(path.parent().expect("parent")).expect("dirs");
+                std::fs::write(&path, b"long").expect("long file");
+                set_mtime(&path, self.now());
+            }
+            None => self.put_raw(&name, b"long".to_vec()).await,
+        }
+        self.track(&name, false);
+        self.objects.get_mut(&name).expect("tracked").never =
+            Some("its name is too long for the ledger");
+    }
+
+    /// A stray note under `metadata/` naming the managed prefixes as a whole: it is kept
+    /// (a format this collector does not understand), and keeps nothing whole.
+    async fn prefix_stray(&mut self) {
+        let path = format!("metadata/notes{}.json", self.next());
+        let bytes = serde_json::to_vec(&serde_json::json!({
+            "format-version": 2,
+            "n": ["indexes", "metadata", "indexes/", "metadata/"],
+        }))
+        .expect("json");
+        self.put_raw(&path, bytes).await;
+        self.track(&path, false);
+        self.objects.get_mut(&path).expect("tracked").never =
+            Some("metadata of a format version this collector does not understand");
+        self.strays.insert(
+            path,
+            Stray {
+                names: Vec::new(),
+                named: BTreeSet::new(),
+            },
+        );
     }
 
     async fn step(&mut self) {

@@ -10,6 +10,9 @@ sees it: such a bucket behaves like a server that accepts conditional replaces a
 them (MinIO issue #21526, s3s-fs, garage). The capability-probe tests use it. Only
 path-style requests (`http://host:port/<bucket>/<key>`) are recognised.
 
+Writes of a key longer than 1,024 bytes are refused with `400 KeyTooLongError`, as S3
+refuses them (moto itself accepts any length).
+
 Usage: python moto_serialised.py PORT   (listens on 127.0.0.1:PORT)
 """
 
@@ -18,6 +21,11 @@ import sys
 import threading
 
 LYING_PREFIX = "lying-"
+MAX_KEY_BYTES = 1024
+KEY_TOO_LONG = (
+    b'<?xml version="1.0" encoding="UTF-8"?>'
+    b"<Error><Code>KeyTooLongError</Code><Message>Your key is too long</Message></Error>"
+)
 
 
 class Serialised:
@@ -32,6 +40,14 @@ class Serialised:
         bucket = path.lstrip("/").split("/", 1)[0]
         if bucket.startswith(LYING_PREFIX):
             environ.pop("HTTP_IF_MATCH", None)
+        # PATH_INFO holds the decoded path's bytes as latin-1 characters.
+        key = path.lstrip("/").split("/", 1)[1] if "/" in path.lstrip("/") else ""
+        if environ.get("REQUEST_METHOD") == "PUT" and len(key.encode("latin-1", "replace")) > MAX_KEY_BYTES:
+            start_response(
+                "400 Bad Request",
+                [("Content-Type", "application/xml"), ("Content-Length", str(len(KEY_TOO_LONG)))],
+            )
+            return [KEY_TOO_LONG]
         with self.lock:
             result = self.app(environ, start_response)
             try:

@@ -3,6 +3,7 @@
 use bytes::Bytes;
 use uuid::Uuid;
 
+use super::changelog::{LoggedWrite, Prelogged};
 use super::publication::{Publication, PublishWindow};
 use super::record::{PointerRecord, PointerState};
 use super::write::{Basis, WriteOutcome, conditional_write_listed, read_with_retry};
@@ -87,26 +88,32 @@ impl Catalog {
         })
     }
 
-    /// Write `record` to `identifier`'s key, replacing `previous` (or creating it).
+    /// Write `record` to `identifier`'s key, replacing `previous` (or creating it): log it
+    /// in the change log, then write it.
     pub(crate) async fn write_pointer(
         &self,
         identifier: &IndexIdentifier,
         previous: Option<&Stored>,
         record: &PointerRecord,
     ) -> Result<WriteOutcome> {
+        self.log_writes(vec![LoggedWrite::of(identifier, record)])
+            .await?;
         self.write_pointer_with(identifier, previous, record, self.retry())
             .await
     }
 
-    /// [`Catalog::write_pointer`] within a publish window: no attempt is issued, the
-    /// first or a retry, once the window has ended.
+    /// Write the record of a register or commit, whose commit id its change-log entry
+    /// (`ids`) announced already, within a publish window: no attempt is issued, the first
+    /// or a retry, once the window has ended, nor before the entry is stored.
     async fn write_pointer_within(
         &self,
         window: &PublishWindow,
+        ids: &mut Prelogged,
         identifier: &IndexIdentifier,
         previous: Option<&Stored>,
         record: &PointerRecord,
     ) -> Result<WriteOutcome> {
+        ids.logged()?;
         let ended = || window.ended();
         window
             .write(self.write_pointer_with(
@@ -200,8 +207,14 @@ impl Catalog {
         metadata_location: &str,
     ) -> Result<IndexPointer> {
         self.publish_in_window(metadata_location, async |window| {
-            self.register_within(window, identifier, source, metadata_location)
-                .await
+            let mut ids = Prelogged::draw(self, MAX_REEVALUATIONS);
+            let result = self
+                .register_within(window, &mut ids, identifier, source, metadata_location)
+                .await;
+            if result.is_err() && !window.wrote() {
+                ids.withdraw(self).await;
+            }
+            result
         })
         .await
     }
@@ -211,16 +224,19 @@ impl Catalog {
     async fn register_within(
         &self,
         window: &PublishWindow,
+        ids: &mut Prelogged,
         identifier: &IndexIdentifier,
         source: Option<&TableDefinition>,
         metadata_location: &str,
     ) -> Result<IndexPointer> {
         self.require_namespace(identifier.namespace()).await?;
-        // The first pointer read and the metadata's read and checks run concurrently;
-        // their errors are reported in the order of checks (the pointer's first).
-        let (first_read, publication) = futures::join!(
+        // The first pointer read, the metadata's read and checks, and the change-log
+        // entry run concurrently; errors are reported in the order of checks (the
+        // pointer's first), the entry's just before the write.
+        let (first_read, publication, ()) = futures::join!(
             self.read_pointer(identifier),
-            self.prepare_publication(metadata_location)
+            self.prepare_publication(metadata_location),
+            ids.log(self, identifier, metadata_location)
         );
         let mut first_read = Some(first_read);
         let mut checked: Option<(Publication, TableDefinition)> = None;
@@ -253,7 +269,9 @@ impl Catalog {
             let Some((publication, source)) = &checked else {
                 continue; // unreachable: the first absent round checks the publication
             };
-            let commit_id = self.fresh_commit_id();
+            let Some(commit_id) = ids.next_id() else {
+                break;
+            };
             let record = PointerRecord::created(
                 previous.as_ref().map(|p| &p.record),
                 publication.location.clone(),
@@ -262,7 +280,7 @@ impl Catalog {
                 self.now_ms(),
             );
             match self
-                .write_pointer_within(window, identifier, previous.as_ref(), &record)
+                .write_pointer_within(window, ids, identifier, previous.as_ref(), &record)
                 .await?
             {
                 WriteOutcome::Applied(version) => {
@@ -287,8 +305,14 @@ impl Catalog {
         new: &str,
     ) -> Result<CommitResult> {
         self.publish_in_window(new, async |window| {
-            self.commit_within(window, identifier, source, base, new)
-                .await
+            let mut ids = Prelogged::draw(self, MAX_REEVALUATIONS);
+            let result = self
+                .commit_within(window, &mut ids, identifier, source, base, new)
+                .await;
+            if result.is_err() && !window.wrote() {
+                ids.withdraw(self).await;
+            }
+            result
         })
         .await
     }
@@ -299,6 +323,7 @@ impl Catalog {
     async fn commit_within(
         &self,
         window: &PublishWindow,
+        ids: &mut Prelogged,
         identifier: &IndexIdentifier,
         source: Option<&TableDefinition>,
         base: &str,
@@ -311,10 +336,14 @@ impl Catalog {
             .canonical_location(base)
             .unwrap_or_else(|_| base.to_owned());
         let new_location = warehouse.canonical_location(new).ok();
-        // The first pointer read and the new metadata's read and checks run concurrently;
-        // their errors are reported in the order of checks (the pointer's first).
-        let (first_read, publication) =
-            futures::join!(self.read_pointer(identifier), self.prepare_publication(new));
+        // The first pointer read, the new metadata's read and checks, and the change-log
+        // entry run concurrently; errors are reported in the order of checks (the
+        // pointer's first), the entry's just before the write.
+        let (first_read, publication, ()) = futures::join!(
+            self.read_pointer(identifier),
+            self.prepare_publication(new),
+            ids.log(self, identifier, new)
+        );
         let mut first_read = Some(first_read);
         for _ in 0..MAX_REEVALUATIONS {
             let stored = match first_read.take() {
@@ -357,7 +386,9 @@ impl Catalog {
             self.check_new_references(publication, Some(&base_metadata))
                 .await?;
 
-            let commit_id = self.fresh_commit_id();
+            let Some(commit_id) = ids.next_id() else {
+                break;
+            };
             let mut record = current
                 .record
                 .successor(PointerState::Live, commit_id, self.now_ms());
@@ -366,7 +397,7 @@ impl Catalog {
             record.previous_location = Some(location.clone());
             let new = &publication.location;
             match self
-                .write_pointer_within(window, identifier, Some(&current), &record)
+                .write_pointer_within(window, ids, identifier, Some(&current), &record)
                 .await?
             {
                 WriteOutcome::Applied(version) => {

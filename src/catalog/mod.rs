@@ -62,6 +62,7 @@
 //! ```
 
 mod cache;
+pub(crate) mod changelog;
 mod index;
 mod namespace;
 pub mod ownership;

@@ -21,12 +21,14 @@
 //!   [`OWNERSHIP_TTL`], then checked again.
 //! * **An unclaimed warehouse that holds data** (anything under `_gc/` — every claim also
 //!   writes a record `_gc/claims/<catalog-id>.json`, so a warehouse whose marker was lost
-//!   still shows it was claimed —, or a metadata file
+//!   still shows it was claimed —, or an object under `metadata/` or `indexes/`
 //!   older than [`UNCLAIMED_METADATA_AGE`] other than the one a first register publishes;
-//!   younger files may be the first writer's own preparation) is never claimed implicitly: its
-//!   owner's marker was lost, or an earlier version wrote it, and a stranger's first write
-//!   must not take it over. The operator adopts it deliberately ([`adopt`],
-//!   `parqdb-catalog init --adopt`).
+//!   younger files may be the first writer's own preparation) is never claimed, neither
+//!   implicitly nor by `init`: its owner's marker was lost, or another system wrote it, and
+//!   the collector would take it for garbage. The operator adopts it deliberately
+//!   ([`adopt`], `parqdb-catalog init --adopt`); the marker's `created-ms` is the
+//!   adoption, and no retention clock dates from before it (see `gc::rules`), so nothing
+//!   that was there is deleted sooner than one full retention after the adoption.
 //! * **A copy of a pointer store** (restored or cloned elsewhere) carries its catalog id;
 //!   the marker also records the store's location ([`PointerStore::location`](crate::store::PointerStore::location)), and a
 //!   store with the right id at another location is refused too (a deliberate move is
@@ -50,7 +52,7 @@ use super::write::{Basis, WriteOutcome, conditional_write, read_with_retry, stor
 use crate::error::{Error, ErrorKind, Result};
 use crate::retry::{Retry, RetryPolicy};
 use crate::store::{PutMode as StorePutMode, StoreKey};
-use crate::warehouse::{Fetched, GC_DIR, ListItem, METADATA_DIR, Warehouse};
+use crate::warehouse::{Fetched, GC_DIR, INDEXES_DIR, ListItem, METADATA_DIR, Warehouse};
 
 pub use crate::warehouse::OWNER_MARKER as MARKER;
 
@@ -200,9 +202,10 @@ pub const UNCLAIMED_METADATA_AGE: std::time::Duration = std::time::Duration::fro
 
 /// Evidence that a warehouse without a marker has been used: an object under `_gc/` (a
 /// catalog claimed it — every claim leaves a record in `_gc/claims/` — or a collector ran
-/// there), or a metadata file other than `publishing`
-/// (the file a first register is about to publish) written more than
-/// [`UNCLAIMED_METADATA_AGE`] before `now_ms`. `None` if it looks unused.
+/// there), or an object under `metadata/` or `indexes/` other than `publishing` (the file
+/// a first register is about to publish) written more than [`UNCLAIMED_METADATA_AGE`]
+/// before `now_ms` (another system's data, or an owner's whose marker was lost: the
+/// collector would take it for garbage). `None` if it looks unused.
 async fn earlier_use(
     warehouse: &Warehouse,
     publishing: Option<&str>,
@@ -225,12 +228,12 @@ async fn earlier_use(
         None => None,
     };
     let young_after = now_ms.saturating_sub(UNCLAIMED_METADATA_AGE.as_millis() as i64);
-    for dir in [GC_DIR, METADATA_DIR] {
+    for dir in [GC_DIR, METADATA_DIR, INDEXES_DIR] {
         let mut listed = warehouse.list(dir);
         while let Some(item) = listed.next().await {
             let name = match item? {
                 ListItem::Object(listed) => {
-                    if dir == METADATA_DIR && listed.last_modified_ms > young_after {
+                    if dir != GC_DIR && listed.last_modified_ms > young_after {
                         continue;
                     }
                     listed.name

@@ -120,6 +120,11 @@ impl PublishWindow {
         Instant::now() >= self.deadline || wall_elapsed_ms.saturating_abs() >= length_ms
     }
 
+    /// Whether a pointer write was issued (its outcome may be unknown).
+    pub(crate) fn wrote(&self) -> bool {
+        self.wrote.load(Ordering::SeqCst)
+    }
+
     /// Issue a pointer write: only within the window.
     pub(crate) async fn write<T>(&self, write: impl Future<Output = Result<T>>) -> Result<T> {
         if self.ended() {
@@ -165,6 +170,7 @@ impl Catalog {
                 ),
             ));
         }
+        refuse_unmirrorable(warehouse, &name, "metadata file")?;
         let location = warehouse.absolute(&name);
         let (metadata, (), ()) = futures::try_join!(
             self.read_metadata_from_warehouse(&location),
@@ -247,13 +253,23 @@ impl Catalog {
     }
 
     /// Refuse a publication whose family references (objects that may be metadata, such
-    /// as centroids) are condemned, unless the base already referenced them.
+    /// as centroids) are condemned, unless the base already referenced them; and, on a
+    /// local warehouse, one whose index tables or family references lie behind a
+    /// symbolic link (the collector lists files under their real names: it resolves links
+    /// in references too, but a layout that depends on that is refused up front).
     pub(crate) async fn check_new_references(
         &self,
         publication: &Publication,
         base: Option<&IndexMetadata>,
     ) -> Result<()> {
         let registry = self.registry();
+        let tables = table_locations(&publication.metadata, registry);
+        futures::future::try_join_all(
+            tables
+                .iter()
+                .map(|name| self.warehouse().refuse_links(name)),
+        )
+        .await?;
         let known: Vec<String> = base
             .map(|base| family_references(base, registry))
             .unwrap_or_default();
@@ -262,12 +278,35 @@ impl Catalog {
             .filter(|name| !known.contains(name))
             .collect();
         futures::future::try_join_all(new.iter().map(|name| async move {
+            refuse_unmirrorable(self.warehouse(), name, "referenced object")?;
             refuse_condemned(self, name, "referenced object").await?;
             self.warehouse().refuse_links(name).await
         }))
         .await
         .map(|_| ())
     }
+}
+
+/// The names of every index-table location of `metadata`.
+fn table_locations(
+    metadata: &IndexMetadata,
+    registry: &crate::family::FamilyRegistry,
+) -> Vec<String> {
+    let mut names = Vec::new();
+    for snapshot in metadata.snapshots() {
+        if let Some(provider) = registry.provider(snapshot.index_provider().provider()) {
+            for table in snapshot.index_tables().values() {
+                if let Some(name) = provider
+                    .table_location(table.properties())
+                    .and_then(|location| object_name(location).ok())
+                    && !names.contains(&name)
+                {
+                    names.push(name);
+                }
+            }
+        }
+    }
+    names
 }
 
 fn family_references(
@@ -287,6 +326,25 @@ fn family_references(
         }
     }
     names
+}
+
+/// Refuse to publish a file whose name is too long for the collector's ledger: it could
+/// never be tracked, nor checked for a condemnation.
+fn refuse_unmirrorable(
+    warehouse: &crate::warehouse::Warehouse,
+    name: &str,
+    what: &str,
+) -> Result<()> {
+    if ledger::mirrors(warehouse, name) {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::InvalidIndexMetadata,
+        format!(
+            "the {what} `{}` has a name too long for the garbage collector's bookkeeping (the store's key limit); use a shorter name",
+            warehouse.absolute(name)
+        ),
+    ))
 }
 
 async fn refuse_condemned(catalog: &Catalog, name: &str, what: &str) -> Result<()> {

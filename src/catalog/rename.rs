@@ -38,6 +38,7 @@
 
 use bytes::Bytes;
 
+use super::changelog::LoggedWrite;
 use super::index::{MAX_REEVALUATIONS, Stored, Visibility, not_found};
 use super::record::{PointerRecord, PointerState, RenameIntent};
 use super::write::{WriteOutcome, read_with_retry};
@@ -344,6 +345,11 @@ impl Catalog {
                 },
             },
         ];
+        self.log_writes(vec![
+            LoggedWrite::of(from, &tombstone),
+            LoggedWrite::of(&intent.to, &created),
+        ])
+        .await?;
         let store = self.store().as_ref();
         let retry = self.retry();
         let mut ambiguous = false;

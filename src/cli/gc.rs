@@ -98,9 +98,11 @@ pub enum GcCommand {
         #[arg(long, value_name = "DURATION", value_parser = gc::parse_duration)]
         budget: Option<Duration>,
     },
-    /// Give up the unfinished run: it is never resumed, and the next run restarts every
-    /// tracked retention clock once (conservative). For a run that cannot go on (its state
-    /// was lost or damaged); `gc status` shows it.
+    /// Give up the unfinished run (it is never resumed; the retention clocks it recorded
+    /// start again), and break the run lease whoever holds it (a run killed before its
+    /// plan, or one whose clock ran far ahead, leaves one nothing else releases; a run
+    /// still under way stops before its next delete batch). For a run that cannot go on
+    /// (its state was lost or damaged) or a wedged lease; `gc status` shows both.
     Abandon,
 }
 
@@ -182,7 +184,11 @@ pub async fn run(args: &GcArgs, catalog: &Catalog) -> Result<serde_json::Value> 
         Some(GcCommand::Abandon) => {
             let collector = GarbageCollector::new(catalog.clone(), args.config())?;
             let abandoned = collector.abandon().await?;
-            return Ok(serde_json::json!({ "abandoned": abandoned }));
+            let lease_broken_for = collector.break_lease().await?;
+            return Ok(serde_json::json!({
+                "abandoned": abandoned,
+                "lease-broken-for": lease_broken_for,
+            }));
         }
         None => {}
     }

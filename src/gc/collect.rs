@@ -10,6 +10,7 @@ use super::GarbageCollector;
 use super::config::{GcConfig, millis};
 use super::job::Rules;
 use super::lease::Lease;
+use super::ledger::Ledger;
 use super::report::{Counts, GcPhase, GcProgress, GcReport, GcStatus};
 use std::sync::Arc;
 
@@ -23,7 +24,8 @@ pub(crate) fn rules_of(config: &GcConfig) -> Rules {
         grace_ms: millis(config.grace),
         delay_ms: millis(config.effective_condemn_delay()),
         skew_ms: millis(config.max_clock_skew),
-        strict_reincarnation: config.strict_reincarnation,
+        settle_ms: millis(crate::catalog::PUBLISH_WINDOW)
+            .saturating_add(millis(config.max_clock_skew).saturating_mul(2)),
     }
 }
 
@@ -83,7 +85,14 @@ impl GarbageCollector {
             | GcStep::Finish { run } => run,
         };
         match self.open(run, now_ms, budget).await? {
-            Found::Open(invocation) => Box::pin(dispatch(*invocation, step)).await,
+            Found::Open(invocation) => {
+                let plan = invocation.run.plan.clone();
+                let job = invocation.run.job.clone();
+                match Box::pin(dispatch(*invocation, step)).await {
+                    Ok(outcome) => Ok(outcome),
+                    Err(err) => self.unless_finished(&job, &plan, step, err).await,
+                }
+            }
             Found::Busy(report) => Ok(StepOutcome {
                 step,
                 done: false,
@@ -110,19 +119,54 @@ impl GarbageCollector {
         let invocation = self.invoke(run.clone(), self.report_of(&run.plan), now_ms, budget);
         match Box::pin(dispatch(invocation, step)).await {
             Ok(outcome) => Ok(outcome),
-            // This process paused long enough for another to go on with the run and
-            // finish it (its files may be pruned since): stop, as a run whose lease was
-            // taken over does.
-            Err(err) => match self.find_run(run.plan.run_id).await {
-                Ok(Some((_, false))) | Err(_) => Err(err),
-                Ok(_) => Err(Error::new(
-                    ErrorKind::CommitConflict,
-                    format!(
-                        "gc run {} was finished by another process while this one was paused; stopping",
-                        run.plan.run_id
-                    ),
-                )),
-            },
+            Err(err) => self.unless_finished(&run.job, &run.plan, step, err).await,
+        }
+    }
+
+    /// The outcome of a step of `plan`'s run that failed with `err`: if the run has
+    /// finished meanwhile (another invocation of it — a retried one, or one that was
+    /// paused and woke up — went on and finished it, and this one then stopped at its
+    /// fence), the step's work is done: its outcome is the finished run's, with a warning,
+    /// not a failure. Otherwise `err`.
+    async fn unless_finished(
+        &self,
+        job: &super::job::Job,
+        plan: &super::job::Plan,
+        step: GcStep,
+        err: Error,
+    ) -> Result<StepOutcome> {
+        // A run that is gone was finished and tidied away (or given up by an operator), and
+        // one a newer finished run superseded can never go on: either way nothing of it is
+        // left to do.
+        let finished = match self.find_run(plan.run_id).await {
+            Ok(Some((_, true)) | None) => true,
+            Ok(Some((_, false))) => Ledger::new(self.catalog.warehouse())
+                .journal_state()
+                .await
+                .is_ok_and(|journals| plan.superseded(&journals, plan.catalog_id).is_some()),
+            Err(_) => false,
+        };
+        match finished {
+            true => {
+                let mut report = self.report_of(plan);
+                if let Ok(totals) =
+                    super::finish::run_totals(job, plan, self.config.io_concurrency).await
+                {
+                    report.set_counts(&totals);
+                }
+                report.warnings.push(format!(
+                    "gc run {} was finished (or given up) by another invocation while this one was under way; this one stopped ({})",
+                    plan.run_id,
+                    err.message()
+                ));
+                Ok(StepOutcome {
+                    step,
+                    done: true,
+                    partitions: plan.partitions.len(),
+                    report,
+                })
+            }
+            false => Err(err),
         }
     }
 

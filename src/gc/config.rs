@@ -23,6 +23,9 @@ pub const MIN_GRACE: Duration = Duration::from_secs(5 * MINUTE);
 pub const DEFAULT_MAX_CLOCK_SKEW: Duration = Duration::from_secs(5 * MINUTE);
 /// Default lease duration: how long a run may go without renewing its lease.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(15 * MINUTE);
+/// Longest lease duration accepted: a run renews its lease before every destructive
+/// batch, so a longer one only keeps other runs out after a crash.
+pub const MAX_LEASE: Duration = Duration::from_secs(6 * HOUR);
 /// Default objects per listing page (one S3 `ListObjectsV2` response).
 pub const DEFAULT_PAGE_SIZE: usize = 1000;
 /// Default partitions of `indexes/` per run.
@@ -58,10 +61,6 @@ pub struct GcConfig {
     pub dry_run: bool,
     /// Accept a retention or grace below the safety floors.
     pub force: bool,
-    /// Treat a re-incarnated identifier (register or rename over a tombstone) as possibly
-    /// having re-published any metadata file; see the module docs. Turning it off trades a
-    /// rare reader-safety gap for faster collection in catalogs that reuse names.
-    pub strict_reincarnation: bool,
     /// Concurrent object-store requests while scanning.
     pub io_concurrency: usize,
     /// Objects per delete batch.
@@ -99,7 +98,6 @@ impl Default for GcConfig {
             max_clock_skew: DEFAULT_MAX_CLOCK_SKEW,
             dry_run: false,
             force: false,
-            strict_reincarnation: true,
             io_concurrency: 16,
             delete_batch_size: 1000,
             max_deletes_per_run: 100_000,
@@ -131,7 +129,7 @@ impl GcConfig {
     /// | `PARQDB_GC_PAGE_SIZE` | [`page_size`](GcConfig::page_size) | positive integer |
     /// | `PARQDB_GC_PARTITIONS` | [`partitions`](GcConfig::partitions) | positive integer |
     /// | `PARQDB_GC_WORKERS` | [`workers`](GcConfig::workers) | positive integer |
-    /// | `PARQDB_GC_DRY_RUN`, `PARQDB_GC_FORCE`, `PARQDB_GC_STRICT_REINCARNATION` | flags | `true`/`false` |
+    /// | `PARQDB_GC_DRY_RUN`, `PARQDB_GC_FORCE` | flags | `true`/`false` |
     ///
     /// A malformed value is `INVALID_CONFIGURATION` naming the variable.
     pub fn from_env() -> Result<GcConfig> {
@@ -202,10 +200,6 @@ impl GcConfig {
         for (name, slot) in [
             ("PARQDB_GC_DRY_RUN", &mut config.dry_run),
             ("PARQDB_GC_FORCE", &mut config.force),
-            (
-                "PARQDB_GC_STRICT_REINCARNATION",
-                &mut config.strict_reincarnation,
-            ),
         ] {
             if let Some(value) = lookup(name) {
                 *slot = match value.as_str() {
@@ -275,8 +269,12 @@ impl GcConfig {
                 self.partitions
             ));
         }
-        if self.lease_duration < Duration::from_secs(1) {
-            return refuse("gc lease duration must be at least 1s".into());
+        if self.lease_duration < Duration::from_secs(1) || self.lease_duration > MAX_LEASE {
+            return refuse(format!(
+                "gc lease duration {} is outside 1s..{}: a run renews its lease before every destructive batch, so a longer lease only locks other runs out after a crash",
+                format_duration(self.lease_duration),
+                format_duration(MAX_LEASE)
+            ));
         }
         Ok(())
     }
@@ -461,7 +459,6 @@ mod tests {
             ("PARQDB_GC_IO_CONCURRENCY", "4"),
             ("PARQDB_GC_DELETE_BATCH_SIZE", "500"),
             ("PARQDB_GC_MAX_DELETES", "20000"),
-            ("PARQDB_GC_STRICT_REINCARNATION", "false"),
             ("PARQDB_GC_BUDGET", "5m"),
             ("PARQDB_GC_PAGE_SIZE", "250"),
             ("PARQDB_GC_PARTITIONS", "64"),
@@ -484,7 +481,6 @@ mod tests {
             ),
             (4, 500, 20000)
         );
-        assert!(!limits.strict_reincarnation);
         static BAD: [(&str, &str); 7] = [
             ("PARQDB_GC_MAX_DELETES", "0"),
             ("PARQDB_GC_PAGE_SIZE", "0"),
@@ -500,6 +496,10 @@ mod tests {
             assert_eq!(err.kind(), ErrorKind::Configuration, "{name}");
             assert!(err.message().starts_with(name), "{}", err.message());
         }
+        // A lease no crash should leave standing for long (`gc --lease 3650d`).
+        let err = GcConfig::from_lookup(env(&[("PARQDB_GC_LEASE", "3650d")])).expect_err("long");
+        assert_eq!(err.kind(), ErrorKind::Configuration);
+        assert!(err.message().contains("lease"), "{}", err.message());
         let err = GcConfig::from_lookup(env(&[("PARQDB_GC_CONDEMN_DELAY", "30s")]))
             .expect_err("below twice the publish window");
         assert_eq!(err.kind(), ErrorKind::Configuration);

@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::assess::{Judge, Verdict};
+use super::assess::Judge;
 use super::job::{Doomed, Page, Seq, Walk};
-use super::ledger::Ledger;
+use super::ledger::{Ledger, Trust};
 use super::refs::RefMap;
 use super::report::{ActionKind, Counts, GcPhase, GcProgress};
 use super::scan::Nested;
@@ -107,12 +107,33 @@ impl Invocation<'_> {
             }
         } else {
             self.fence().await?;
-            let observation = super::reachability::observe(
-                &self.gc.catalog,
+            let catalog = &self.gc.catalog;
+            let concurrency = self.gc.config.io_concurrency.max(1);
+            let previous = match self.plan.previous {
+                Some(previous) => {
+                    Ledger::new(catalog.warehouse())
+                        .read_journal(previous)
+                        .await?
+                }
+                None => super::ledger::JournalFacts::default(),
+            };
+            let mut observation = super::reachability::observe(
+                catalog,
                 self.plan.now_ms,
-                rules.retention_ms,
                 rules.skew_ms,
-                self.gc.config.io_concurrency.max(1),
+                &previous,
+                concurrency,
+            )
+            .await?;
+            // The change log after the walk: anything published since the run's plan keeps
+            // what it names, and records the log cannot explain keep everything.
+            observation.history = super::history::read(
+                catalog,
+                &observation.records,
+                &observation.changed,
+                &previous,
+                &rules.timing(),
+                concurrency,
             )
             .await?;
             Walk {
@@ -144,7 +165,7 @@ impl Invocation<'_> {
             return Ok(true);
         }
         let nested = Nested::of(verified.nested.clone());
-        let known = self.known().await?;
+        let trust = self.trust().await?;
         for number in numbers {
             if covered.contains(&number) {
                 continue;
@@ -159,7 +180,7 @@ impl Invocation<'_> {
                 .ok_or_else(|| self.missing("a page of doomed objects"))?
                 .doomed;
             let counts = self
-                .delete_doomed(doomed, verified, &nested, &known)
+                .delete_doomed(doomed, verified, &nested, &trust)
                 .await?;
             let mut totals = previous
                 .as_ref()
@@ -180,13 +201,14 @@ impl Invocation<'_> {
     }
 
     /// Delete the still-doomed objects of one page: anything in a nested subtree, reachable
-    /// again at the verification walk or with newer evidence of reachability is kept.
+    /// again at the verification walk, or whose clock no longer stands against the change
+    /// log read after that walk, is kept.
     async fn delete_doomed(
         &mut self,
         doomed: Vec<Doomed>,
         verified: &Walk,
         nested: &Nested,
-        known: &Arc<super::assess::Known>,
+        trust: &Arc<Trust>,
     ) -> Result<Counts> {
         let mut counts = Counts::default();
         let ledger = Ledger::new(self.gc.catalog.warehouse());
@@ -198,40 +220,24 @@ impl Invocation<'_> {
                 &self.plan,
                 &self.lease,
                 &clock,
-                known.clone(),
+                trust.clone(),
                 self.now_ms,
             );
+            let again = &verified.observation;
+            // Records the change log cannot explain at the verification walk: every clock
+            // dated before it is void.
+            let floor_ms = if again.history.unexplained.is_empty() {
+                i64::MIN
+            } else {
+                i64::MAX
+            };
             for item in doomed {
                 if nested.covers(&item.name) {
                     counts.kept_nested.add(item.size);
                     continue;
                 }
-                match judge.still_doomed(&item) {
-                    Ok(()) => {}
-                    Err(Verdict::Retention) => {
-                        counts.kept_by_retention.add(item.size);
-                        continue;
-                    }
-                    Err(_) => {
-                        counts.kept_by_condemn_delay.add(item.size);
-                        continue;
-                    }
-                }
-                // Against the second walk, the previous run's incarnations: an incarnation
-                // that moved the clock at assessment already did (`item.clock_ms`), and one
-                // that could publish the object again is new since the plan.
-                let again = &verified.observation;
-                let newer = judge
-                    .evidence_floor(
-                        again,
-                        &item.name,
-                        item.uuid,
-                        Some(item.clock_ms),
-                        known.of_previous(),
-                    )
-                    .is_some_and(|(floor, _)| floor > item.clock_ms);
                 let reachable_again = again.reachable.covers_any_spelling(&item.name);
-                if reachable_again || newer {
+                if reachable_again || !judge.still_doomed(&item, again, floor_ms) {
                     counts.kept_at_verification.add(item.size);
                     if reachable_again && !self.gc.config.dry_run {
                         counts.ledger_files_cleared +=

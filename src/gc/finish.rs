@@ -2,7 +2,7 @@
 //!
 //! A finished run has looked at every ledger entry (each partition's delete step swept
 //! its part of `indexes/`), so its journal may serve the next run as "the previous
-//! finished run" (see the ledger docs). It acknowledges the dead runs its plan listed
+//! finished run" (see the ledger docs). It marks the dead runs its plan listed dead
 //! (it restarted their clocks), prunes old journals and old runs' files, and releases the
 //! lease; its report holds the whole run's counts.
 
@@ -56,23 +56,20 @@ impl Invocation<'_> {
             let journal = self.plan.journal();
             for dead in &self.plan.dead {
                 if *dead != journal {
-                    ledger.mark_done(*dead).await?;
+                    ledger.mark_dead(*dead).await?;
                 }
             }
-            // Journals outlive every clock that refers to them by far; a clock whose journal
-            // is gone reads it as empty, which only delays deletion.
+            // Journals outlive every clock that refers to them by far; a clock whose run's
+            // marks are gone is not trusted, which only delays deletion.
             let rules = self.plan.rules;
             let keep_ms = rules.retention_ms.saturating_mul(4).max(7 * 24 * 3_600_000);
             ledger
                 .prune_journals(self.plan.now_ms.saturating_sub(keep_ms))
                 .await?;
             ledger.mark_done(journal).await?;
-            self.prune_runs(journal).await?;
-            if let Some(lease) = self.lease.lock().await.take()
-                && let Err(err) = lease.release(self.elapsed_now()).await
-            {
-                tracing::warn!(error = %err, "releasing the gc lease failed; it will expire");
-            }
+            // The run is finished: what follows is housekeeping, and its failure leaves
+            // only files the next run prunes (it never fails a finished run).
+            self.tidy_up(journal).await;
         }
         self.report.set_counts(&totals);
         self.report.roots = observed.observation.roots.clone();
@@ -83,6 +80,27 @@ impl Invocation<'_> {
             phase: GcPhase::Done,
         });
         Ok(self.outcome(step, true))
+    }
+
+    /// After the run's finish mark: prune the change-log entries every later walk sees
+    /// settled (logged `settle` before this run's walk started: this run's journal holds
+    /// what they wrote, or what replaced it), the files of older runs, and release the
+    /// lease. A failure is a warning: the next run does it again.
+    async fn tidy_up(&mut self, journal: JournalRef) {
+        let warehouse = self.gc.catalog.warehouse();
+        let (walk_start_ms, timing) = (self.plan.walk_start_ms, self.plan.rules.timing());
+        let settled = |at_ms| super::rules::settled(at_ms, walk_start_ms, &timing);
+        if let Err(err) = crate::catalog::changelog::prune(warehouse, settled).await {
+            tracing::warn!(error = %err, "gc: pruning the change log failed; the next run prunes it");
+        }
+        if let Err(err) = self.prune_runs(journal).await {
+            tracing::warn!(error = %err, "gc: pruning older runs' files failed; the next run prunes them");
+        }
+        if let Some(lease) = self.lease.lock().await.take()
+            && let Err(err) = lease.release(self.elapsed_now()).await
+        {
+            tracing::warn!(error = %err, "releasing the gc lease failed; it will expire");
+        }
     }
 
     /// The whole run's counts: the sum of every sequence's newest page.

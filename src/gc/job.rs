@@ -39,10 +39,10 @@ use crate::warehouse::{Fetched, ListItem, ListRange, Listed, Positioned, Warehou
 /// The runs directory under the warehouse root.
 pub const RUNS_DIR: &str = "_gc/runs";
 
-/// The version of a run's files. A run of another version is given up (its journal then
-/// counts as a dead run's: the next run restarts every retention clock once). Version 2
-/// added what (P) keeps of covered and self-covering references.
-pub(crate) const JOB_VERSION: i32 = 2;
+/// The version of a run's files. A run of another version is given up (marked dead: none
+/// of its ledger facts is trusted, so the clocks it recorded start again). Version 3 dates
+/// every loss from walks and the change log (see [`rules`](super::rules)).
+pub(crate) const JOB_VERSION: i32 = 3;
 
 /// The rules a run decides by, fixed when it is planned; a resumed run takes, for each,
 /// the more conservative of these and its resumer's configuration.
@@ -53,7 +53,9 @@ pub(crate) struct Rules {
     pub grace_ms: i64,
     pub delay_ms: i64,
     pub skew_ms: i64,
-    pub strict_reincarnation: bool,
+    /// How long after its change-log entry a publication has landed or failed, as every
+    /// walk sees it: the publish window plus twice the skew.
+    pub settle_ms: i64,
 }
 
 impl Rules {
@@ -64,7 +66,18 @@ impl Rules {
             grace_ms: self.grace_ms.max(other.grace_ms),
             delay_ms: self.delay_ms.max(other.delay_ms),
             skew_ms: self.skew_ms.max(other.skew_ms),
-            strict_reincarnation: self.strict_reincarnation || other.strict_reincarnation,
+            settle_ms: self.settle_ms.max(other.settle_ms),
+        }
+    }
+
+    /// The same bounds, as the decision rules take them.
+    pub(crate) fn timing(&self) -> super::rules::Timing {
+        super::rules::Timing {
+            retention_ms: self.retention_ms,
+            grace_ms: self.grace_ms,
+            delay_ms: self.delay_ms,
+            skew_ms: self.skew_ms,
+            settle_ms: self.settle_ms,
         }
     }
 }
@@ -81,13 +94,19 @@ pub(crate) struct Plan {
     /// it in every invocation (a later invocation judges by this earlier time, which only
     /// keeps more).
     pub now_ms: i64,
+    /// When the first walk started (no later than its first read).
+    pub walk_start_ms: i64,
     /// When the first walk had finished.
     pub observed_ms: i64,
+    /// The earliest walk any retention clock may come from: the warehouse's ownership
+    /// epoch, or this run's walk when the change log cannot explain the catalog's records
+    /// (see [`history`](super::history)).
+    pub floor_ms: i64,
     pub rules: Rules,
     /// The latest run that finished before this one.
     pub previous: Option<JournalRef>,
-    /// Runs that wrote a journal but never finished (every clock restarts once for them;
-    /// this run acknowledges them when it finishes).
+    /// Runs that wrote a journal but never finished (none of their ledger facts is
+    /// trusted; this run marks them dead when it finishes).
     pub dead: Vec<JournalRef>,
     /// The partitions of `indexes/`.
     pub partitions: Vec<ListRange>,
@@ -153,8 +172,6 @@ pub(crate) struct Object {
     pub name: String,
     pub size: u64,
     pub last_modified_ms: i64,
-    /// The index uuid of a metadata file.
-    pub uuid: Option<Uuid>,
 }
 
 /// An object a run will delete unless verification says otherwise.
@@ -163,14 +180,24 @@ pub(crate) struct Object {
 pub(crate) struct Doomed {
     pub name: String,
     pub size: u64,
+    /// Its retention clock.
     pub clock_ms: i64,
-    pub uuid: Option<Uuid>,
+    /// When the walk that started the clock began.
+    pub clock_walk_ms: i64,
     pub ledger_files: Vec<String>,
     /// When it was condemned.
     pub condemned_ms: i64,
 }
 
 impl Doomed {
+    /// Its retention clock.
+    pub(crate) fn clock(&self) -> super::rules::Clock {
+        super::rules::Clock {
+            start_ms: self.clock_ms,
+            walk_ms: self.clock_walk_ms,
+        }
+    }
+
     /// Why it is deleted, under `rules`.
     pub(crate) fn reason(&self, rules: &Rules) -> String {
         let duration = |ms: i64| {

@@ -46,6 +46,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::config::MAX_LEASE;
 use crate::error::{Error, ErrorKind, Result};
 use crate::warehouse::{Fetched, ListItem, Warehouse};
 
@@ -213,13 +214,24 @@ impl Lease {
         duration_ms: i64,
     ) -> Result<Acquired> {
         let next = match latest(warehouse).await? {
-            Some((_, current))
+            Some((generation, current))
                 if !current.released && current.holder != holder && current.expires_ms > now_ms =>
             {
-                return Ok(Acquired::Busy {
-                    holder: current.holder,
-                    expires_ms: current.expires_ms,
-                });
+                if plausible(&current, now_ms) {
+                    return Ok(Acquired::Busy {
+                        holder: current.holder,
+                        expires_ms: current.expires_ms,
+                    });
+                }
+                // No holder on a sane clock writes an expiry this far ahead (a run with
+                // its clock years ahead, a lease of an earlier version without a bound):
+                // take it over; the holder's next renewal finds the newer generation.
+                tracing::warn!(
+                    holder = %current.holder,
+                    expires_ms = current.expires_ms,
+                    "gc: taking over a lease that expires implausibly far ahead"
+                );
+                successor(generation)?
             }
             Some((generation, _)) => successor(generation)?,
             None => 1,
@@ -343,23 +355,39 @@ impl Lease {
     }
 }
 
-/// Release the lease if its newest generation names `holder` (a run given up with
-/// `gc abandon`): every worker of that run still under way stops at its next renewal, and
-/// the next run may take the lease at once.
-pub(crate) async fn release_for(warehouse: &Warehouse, holder: Uuid, now_ms: i64) -> Result<()> {
-    if let Some((generation, current)) = latest(warehouse).await?
-        && current.holder == holder
-        && !current.released
-    {
+/// Whether a held generation's expiry is one a holder could have written: no more than
+/// the longest lease (plus an hour of clock skew) after `now_ms`.
+fn plausible(current: &Generation, now_ms: i64) -> bool {
+    let longest = i64::try_from(MAX_LEASE.as_millis()).unwrap_or(i64::MAX);
+    current.expires_ms <= now_ms.saturating_add(longest).saturating_add(3_600_000)
+}
+
+/// Break the lease, whoever holds it (`gc abandon`): write a newer generation marked
+/// released, so every worker of the holder stops at its next renewal (the fencing token
+/// only grows) and the next run may take the lease at once. The holder, if the lease was
+/// held.
+pub(crate) async fn break_lease(warehouse: &Warehouse, now_ms: i64) -> Result<Option<Uuid>> {
+    for _ in 0..RENEW_ATTEMPTS {
+        let Some((generation, current)) = latest(warehouse).await? else {
+            return Ok(None);
+        };
+        if current.released {
+            return Ok(None);
+        }
         let content = Generation {
-            holder,
+            holder: current.holder,
             acquired_ms: current.acquired_ms,
             expires_ms: now_ms,
             released: true,
         };
-        create(warehouse, successor(generation)?, &content).await?;
+        if create(warehouse, successor(generation)?, &content).await? {
+            return Ok(Some(current.holder));
+        }
     }
-    Ok(())
+    Err(Error::new(
+        ErrorKind::ConcurrentModification,
+        "the gc lease kept changing while breaking it; retry",
+    ))
 }
 
 /// Every [`KEEP_GENERATIONS`]th generation written, remove the generations older than the

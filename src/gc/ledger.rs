@@ -1,5 +1,5 @@
-//! The durable GC ledger: when each unreachable object was first known unreachable, and
-//! when it was condemned.
+//! The durable GC ledger: when each unreachable object's retention clock started, and when
+//! it was condemned.
 //!
 //! The ledger mirrors the managed tree under `<root>/_gc/ledger/`: the entry of object
 //! `indexes/a/1/ivf_postings/part-0` is the directory
@@ -8,35 +8,35 @@
 //! never also a directory). An entry is a set of immutable files, each written with
 //! create-if-absent, whose names carry the facts so one listing reads a whole entry:
 //!
-//! * `u-<ms>-<run-ms>-<run>.json` — the retention clock of the object starts at `<ms>`;
-//!   run `<run>` (at `<run-ms>`) wrote it, and its journal lists the identifier
-//!   incarnations that existed then (see below);
-//! * `c-<ms>-<run-ms>-<run>.json` — the object was condemned at `<ms>`.
+//! * `o-<clock>-<walk>-<run-ms>-<run>.json` — the walk that started at `<walk>` and ended
+//!   at `<clock>` found the object unreachable: its retention clock starts at `<clock>`
+//!   (see [`rules`](super::rules) for when it stands). Run `<run>` (at `<run-ms>`) wrote
+//!   it; it is **trusted** only while it is that run's own, or once the run has finished
+//!   and if it landed before the run's finish mark (the store's times): a fact of a run
+//!   that died, or written by an invocation of a run that landed after the run finished,
+//!   was never looked at by the runs that came after, and counts for nothing;
+//! * `c-<ms>-<run-ms>-<run>.json` — the object was condemned at `<ms>` (or when the file
+//!   landed, if later);
+//! * `u-<ms>-<run-ms>-<run>.json` — a clock of an earlier version (dated by rules that
+//!   could date a loss too early): never trusted, cleared by the sweep.
 //!
 //! # The journal
 //! Every run that writes the ledger first writes `_gc/journal/<run-ms>-<run>.json`: the
-//! `created-by` id of every pointer record's incarnation at its walk; when it has finished
-//! (sweep included) it writes `<run-ms>-<run>.done`. Every completed run has looked at
-//! every ledger entry, cleared those of reachable objects and raised the clocks evidence
-//! demanded; so an incarnation listed by the previous completed run's journal existed while
-//! every tracked object was unreachable, and cannot publish one later (within an
-//! incarnation, commits only move forward). Only incarnations missing from that journal
-//! can move a metadata file's clock (see the module docs of [`crate::gc`]).
+//! commit id of every pointer record at its walk (the next run's
+//! [`history`](super::history) explains the records it finds from these and the change
+//! log). When it has finished (sweep included) it writes `<run-ms>-<run>.done`; a run that
+//! gives up a dead run (killed for good, abandoned) marks it `.dead`, which trusts none of
+//! its facts.
 //!
-//! A journal without `.done` belongs to a run that died (or failed) after it may have seen
-//! tracked objects reachable without clearing their entries. The next run therefore
-//! treats every existing entry as seen reachable at its own start (raising the clocks),
-//! and acknowledges the dead run with a `.done` once it has finished itself.
-//!
-//! Several files of a kind (two runs raced, or new evidence raised the clock) combine by
-//! taking the **largest** value, which is always the conservative reading: a later clock
-//! start and a later condemnation both delay deletion. A condemnation counts only if it was
-//! made after the retention window of the current clock had passed, so raising the clock
-//! voids older condemnations without rewriting them. An entry is cleared (its files
-//! deleted) when its object is reachable again or gone. A lost entry (a crash between
-//! deleting its files) is harmless: the next run starts a fresh, later clock.
+//! Several files of a kind combine by taking the **largest** value, which is always the
+//! conservative reading: a later clock start and a later condemnation both delay
+//! deletion. A condemnation counts only if it was made after the retention window of the
+//! current clock had passed, so a new clock voids older condemnations without rewriting
+//! them. An entry is cleared (its files deleted) when its object is reachable again or
+//! gone. A lost entry (a crash between deleting its files) is harmless: the next run
+//! starts a fresh, later clock.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -44,13 +44,14 @@ use futures::stream::BoxStream;
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::rules::Clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::warehouse::{Fetched, ListItem, ListRange, Listed, Positioned, Warehouse};
 
 /// The ledger directory under the warehouse root.
 pub const LEDGER_DIR: &str = "_gc/ledger";
 
-const LEDGER_VERSION: i32 = 1;
+const LEDGER_VERSION: i32 = 2;
 
 /// The journal of one run: its time and id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
@@ -82,11 +83,13 @@ impl JournalRef {
 pub(crate) struct JournalState {
     /// The latest finished run.
     pub previous: Option<JournalRef>,
-    /// Runs that wrote a journal but never finished.
+    /// Runs that wrote a journal but never finished (nor were marked dead).
     pub dead: Vec<JournalRef>,
-    /// Runs that finished (or were acknowledged as dead by a finished run).
+    /// Runs that finished or were marked dead.
     pub finished: HashSet<JournalRef>,
-    /// Runs whose journal exists (a `.done` mark may outlive its journal).
+    /// Runs that finished, with when their finish mark landed (the store's time).
+    pub done_at: HashMap<JournalRef, i64>,
+    /// Runs whose journal exists (a mark may outlive its journal).
     pub journaled: HashSet<JournalRef>,
     /// The latest time of any journal, finished or not.
     pub latest_ms: Option<i64>,
@@ -95,15 +98,19 @@ pub(crate) struct JournalState {
 /// The journal directory under the warehouse root.
 pub const JOURNAL_DIR: &str = "_gc/journal";
 
+/// The journal's version: 2 keeps each record's store key with its commit id.
+const JOURNAL_VERSION: i32 = 2;
+
 #[derive(Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 struct Journal {
     journal_version: i32,
     run_id: Uuid,
     now_ms: i64,
-    incarnations: Vec<Uuid>,
-    /// The latest write (`commit-id`) of every pointer record; absent in journals of
-    /// earlier versions (read as none: conservative).
+    /// Every pointer record's store key and commit id (version 2).
+    #[serde(default)]
+    records: BTreeMap<String, Uuid>,
+    /// The commit ids of version 1 (no keys).
     #[serde(default)]
     writes: Vec<Uuid>,
 }
@@ -111,61 +118,101 @@ struct Journal {
 /// What a run's journal says its walk saw.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct JournalFacts {
-    /// The `created-by` of every pointer record: the incarnations that existed.
-    pub incarnations: HashSet<Uuid>,
-    /// The `commit-id` of every pointer record: each record's state as the walk saw it.
+    /// Every record's store key and commit id.
+    pub records: BTreeMap<String, Uuid>,
+    /// Commit ids without keys (a journal of version 1).
     pub writes: HashSet<Uuid>,
 }
 
-impl JournalFacts {
-    /// What both journals list.
-    pub(crate) fn intersection(&self, other: &JournalFacts) -> JournalFacts {
-        JournalFacts {
-            incarnations: self
-                .incarnations
-                .intersection(&other.incarnations)
-                .copied()
-                .collect(),
-            writes: self.writes.intersection(&other.writes).copied().collect(),
+/// What the previous finished run saw at one key.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Seen<'a> {
+    /// This commit id.
+    At(Uuid),
+    /// Any of these (a journal of version 1, without keys).
+    AnyOf(&'a HashSet<Uuid>),
+}
+
+impl Seen<'_> {
+    /// Whether the run saw `commit`.
+    pub(crate) fn is(self, commit: Uuid) -> bool {
+        match self {
+            Seen::At(seen) => seen == commit,
+            Seen::AnyOf(seen) => seen.contains(&commit),
         }
     }
 }
 
-fn sorted(ids: &HashSet<Uuid>) -> Vec<Uuid> {
-    let mut ids: Vec<Uuid> = ids.iter().copied().collect();
-    ids.sort();
-    ids
+impl JournalFacts {
+    /// What the run saw at `key`.
+    pub(crate) fn seen(&self, key: &str) -> Seen<'_> {
+        match self.records.get(key) {
+            Some(commit) => Seen::At(*commit),
+            None => Seen::AnyOf(&self.writes),
+        }
+    }
+}
+
+/// A clock fact of an entry, as read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ClockFile {
+    pub clock: Clock,
+    /// The run that wrote it.
+    pub journal: JournalRef,
+    /// When it landed (the store's time).
+    pub landed_ms: i64,
 }
 
 /// One object's ledger entry as read.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Entry {
-    /// When the object's retention clock started (largest recorded).
-    pub clock_start_ms: Option<i64>,
-    /// The journal of the run that recorded that clock.
-    pub clock_journal: Option<JournalRef>,
+    /// Its clock facts (current format).
+    pub clocks: Vec<ClockFile>,
     /// When the object was last condemned (largest recorded).
     pub condemned_ms: Option<i64>,
     /// The entry's files (names).
     pub files: Vec<String>,
 }
 
+impl Entry {
+    /// The latest clock that `trust` trusts.
+    pub(crate) fn trusted_clock(&self, trust: &Trust) -> Option<Clock> {
+        self.clocks
+            .iter()
+            .filter(|file| trust.trusts(file))
+            .map(|file| file.clock)
+            .max_by_key(|clock| (clock.start_ms, clock.walk_ms))
+    }
+}
+
+/// Which runs' clock facts count: the current run's, and those of finished runs that
+/// landed before their run's finish mark.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Trust {
+    pub current: Option<JournalRef>,
+    pub done_at: HashMap<JournalRef, i64>,
+}
+
+impl Trust {
+    /// Whether the clock fact `file` counts.
+    pub(crate) fn trusts(&self, file: &ClockFile) -> bool {
+        super::rules::trusts(
+            Some(file.journal) == self.current,
+            file.landed_ms,
+            self.done_at.get(&file.journal).copied(),
+        )
+    }
+}
+
 /// The kind of an entry file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// `u-<ms>`: the retention clock starts at `ms`.
-    Clock,
+    /// `o-<clock>-<walk>`: a walk found the object unreachable.
+    Clock(Clock),
     /// `c-<ms>`: condemned at `ms`.
-    Condemned,
-}
-
-impl Kind {
-    fn tag(self) -> &'static str {
-        match self {
-            Kind::Clock => "u",
-            Kind::Condemned => "c",
-        }
-    }
+    Condemned(i64),
+    /// `u-<ms>`: a clock of an earlier version (never trusted).
+    Legacy,
 }
 
 #[derive(Serialize)]
@@ -185,42 +232,71 @@ pub(crate) struct Ledger {
     warehouse: Warehouse,
 }
 
+/// The longest name of an entry's file: `o-<clock>-<walk>-<run-ms>-<run>.json`.
+const LONGEST_FACT: usize = "o-".len() + 3 * 20 + 3 + 32 + ".json".len();
+
+/// Whether the ledger of `warehouse` can hold an entry for `object` (see
+/// [`Ledger::mirrors`]).
+pub(crate) fn mirrors(warehouse: &Warehouse, object: &str) -> bool {
+    LEDGER_DIR.len() + 1 + object.len() + 1 + LONGEST_FACT <= warehouse.max_name_len()
+}
+
 /// The latest condemnation of the object `name`, if its ledger entry holds any. Register
 /// and commit refuse to publish a condemned object (see `catalog::publication`).
 pub(crate) async fn condemnation(warehouse: &Warehouse, name: &str) -> Result<Option<i64>> {
     Ok(Ledger::new(warehouse).read(name).await?.condemned_ms)
 }
 
-/// Parse an entry file name: `<u|c>-<ms>-<run-ms>-<run>.json`.
-fn parse_name(name: &str) -> Option<(Kind, i64, JournalRef)> {
+/// Parse an entry file name: `o-<clock>-<walk>-<run-ms>-<run>.json`,
+/// `c-<ms>-<run-ms>-<run>.json` or `u-<ms>-<run-ms>-<run>.json`.
+fn parse_name(name: &str) -> Option<(Kind, JournalRef)> {
     let stem = name.strip_suffix(".json")?;
     let mut parts = stem.split('-');
-    let kind = match parts.next()? {
-        "u" => Kind::Clock,
-        "c" => Kind::Condemned,
+    let tag = parts.next()?;
+    let ms: i64 = parts.next()?.parse().ok()?;
+    let kind = match tag {
+        "o" => Kind::Clock(Clock {
+            start_ms: ms,
+            walk_ms: parts.next()?.parse().ok()?,
+        }),
+        "c" => Kind::Condemned(ms),
+        "u" => Kind::Legacy,
         _ => return None,
     };
-    let ms = parts.next()?.parse().ok()?;
     let run_ms = parts.next()?.parse().ok()?;
     let run_id = Uuid::try_parse(parts.next()?).ok()?;
     if parts.next().is_some() {
         return None;
     }
-    Some((kind, ms, JournalRef { run_ms, run_id }))
+    Some((kind, JournalRef { run_ms, run_id }))
 }
 
-/// Parse a journal file's name (`_gc/journal/<run-ms>-<run>.json` or `.done`, directly in
-/// the journal directory): the journal and whether it is the `.done` mark.
-fn parse_journal_file(name: &str) -> Option<(JournalRef, bool)> {
+/// How a journal file marks its run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    /// `<run-ms>-<run>.json`: the journal itself.
+    Journal,
+    /// `.done`: the run finished.
+    Done,
+    /// `.dead`: the run was given up.
+    Dead,
+}
+
+/// Parse a journal file's name (`_gc/journal/<run-ms>-<run>.json`, `.done` or `.dead`,
+/// directly in the journal directory).
+fn parse_journal_file(name: &str) -> Option<(JournalRef, Mark)> {
     let file = name.strip_prefix(JOURNAL_DIR)?.strip_prefix('/')?;
     if file.contains('/') {
         return None;
     }
-    let (stem, done) = match file.strip_suffix(".json") {
-        Some(stem) => (stem, false),
-        None => (file.strip_suffix(".done")?, true),
+    let (stem, mark) = if let Some(stem) = file.strip_suffix(".json") {
+        (stem, Mark::Journal)
+    } else if let Some(stem) = file.strip_suffix(".done") {
+        (stem, Mark::Done)
+    } else {
+        (file.strip_suffix(".dead")?, Mark::Dead)
     };
-    JournalRef::parse_suffix(stem).map(|journal| (journal, done))
+    JournalRef::parse_suffix(stem).map(|journal| (journal, mark))
 }
 
 fn file_name(name: &str) -> &str {
@@ -238,35 +314,32 @@ impl Ledger {
         format!("{LEDGER_DIR}/{object}")
     }
 
+    /// Whether the ledger can hold an entry for `object`: its mirror, plus the longest
+    /// fact's name, fits the store's key limit.
+    pub(crate) fn mirrors(&self, object: &str) -> bool {
+        mirrors(&self.warehouse, object)
+    }
+
     /// The entry of the object `object` (empty if none).
     pub(crate) async fn read(&self, object: &str) -> Result<Entry> {
         let listed = self.warehouse.list_files(&self.dir(object)).await?;
         let mut entry = Entry::default();
         for file in listed {
             match parse_name(file_name(&file.name)) {
-                // The largest clock; of equal ones, the one the latest run recorded (it
-                // knew the most).
-                Some((Kind::Clock, ms, journal))
-                    if entry.clock_start_ms.zip(entry.clock_journal).is_none_or(
-                        |(current, by)| {
-                            (ms, journal.run_ms, journal.run_id) > (current, by.run_ms, by.run_id)
-                        },
-                    ) =>
-                {
-                    entry.clock_start_ms = Some(ms);
-                    entry.clock_journal = Some(journal);
+                Some((Kind::Clock(clock), journal)) => entry.clocks.push(ClockFile {
+                    clock,
+                    journal,
+                    landed_ms: file.last_modified_ms,
+                }),
+                // A condemnation counts from when it became visible: its stamp, or the
+                // store's time of the write if that is later (a slow or retried write must
+                // not let the condemnation delay start before anyone could see it).
+                Some((Kind::Condemned(ms), _)) => {
+                    let visible = ms.max(file.last_modified_ms);
+                    entry.condemned_ms =
+                        Some(entry.condemned_ms.map_or(visible, |c| c.max(visible)));
                 }
-                // A condemnation counts from when it became visible: its stamp, or the store's
-                // time of the write if that is later (a slow or retried write must not let
-                // the condemnation delay start before anyone could see it).
-                Some((Kind::Condemned, ms, _))
-                    if entry
-                        .condemned_ms
-                        .is_none_or(|current| ms.max(file.last_modified_ms) > current) =>
-                {
-                    entry.condemned_ms = Some(ms.max(file.last_modified_ms));
-                }
-                Some(_) => {}
+                Some((Kind::Legacy, _)) => {}
                 // Not a file this collector writes: never part of an entry, never deleted.
                 None => continue,
             }
@@ -275,28 +348,53 @@ impl Ledger {
         Ok(entry)
     }
 
-    /// Record a fact about `object` (create-if-absent; an identical fact is a no-op) and
-    /// return the file that holds it.
-    pub(crate) async fn record(
+    /// Record that the walk `clock` found `object` unreachable (create-if-absent; the same
+    /// fact twice is a no-op) and return the file that holds it.
+    pub(crate) async fn record_clock(
         &self,
         object: &str,
-        kind: Kind,
+        clock: Clock,
+        journal: JournalRef,
+        reason: &str,
+    ) -> Result<String> {
+        let name = format!(
+            "o-{}-{}-{}.json",
+            clock.start_ms.max(0),
+            clock.walk_ms.max(0),
+            journal.suffix()
+        );
+        self.write_fact(object, name, "clock", clock.start_ms, journal, reason)
+            .await
+    }
+
+    /// Record that `object` was condemned at `ms` and return the file that holds it.
+    pub(crate) async fn record_condemnation(
+        &self,
+        object: &str,
         ms: i64,
         journal: JournalRef,
         reason: &str,
     ) -> Result<String> {
-        let ms = ms.max(0);
-        let file = format!(
-            "{}/{}-{ms}-{}.json",
-            self.dir(object),
-            kind.tag(),
-            journal.suffix()
-        );
+        let name = format!("c-{}-{}.json", ms.max(0), journal.suffix());
+        self.write_fact(object, name, "condemned", ms, journal, reason)
+            .await
+    }
+
+    async fn write_fact(
+        &self,
+        object: &str,
+        name: String,
+        kind: &'static str,
+        ms: i64,
+        journal: JournalRef,
+        reason: &str,
+    ) -> Result<String> {
+        let file = format!("{}/{name}", self.dir(object));
         let body = EntryFile {
             ledger_version: LEDGER_VERSION,
             object,
-            kind: kind.tag(),
-            ms,
+            kind,
+            ms: ms.max(0),
             run_id: journal.run_id,
             reason,
         };
@@ -309,18 +407,18 @@ impl Ledger {
         format!("{JOURNAL_DIR}/{}.json", journal.suffix())
     }
 
-    /// Write this run's journal: the incarnations and record states that exist now.
+    /// Write this run's journal: every record's commit id at its walk.
     pub(crate) async fn write_journal(
         &self,
         journal: JournalRef,
-        facts: &JournalFacts,
+        records: &BTreeMap<String, Uuid>,
     ) -> Result<()> {
         let body = Journal {
-            journal_version: LEDGER_VERSION,
+            journal_version: JOURNAL_VERSION,
             run_id: journal.run_id,
             now_ms: journal.run_ms,
-            incarnations: sorted(&facts.incarnations),
-            writes: sorted(&facts.writes),
+            records: records.clone(),
+            writes: Vec::new(),
         };
         let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
         self.warehouse
@@ -355,19 +453,27 @@ impl Ledger {
             )
         })?;
         Ok(JournalFacts {
-            incarnations: body.incarnations.into_iter().collect(),
+            records: body.records,
             writes: body.writes.into_iter().collect(),
         })
     }
 
-    fn done_name(&self, journal: JournalRef) -> String {
-        format!("{JOURNAL_DIR}/{}.done", journal.suffix())
+    fn mark_name(&self, journal: JournalRef, mark: &str) -> String {
+        format!("{JOURNAL_DIR}/{}.{mark}", journal.suffix())
     }
 
-    /// Mark a run finished (its own, or a dead one acknowledged).
+    /// Mark this run finished.
     pub(crate) async fn mark_done(&self, journal: JournalRef) -> Result<()> {
         self.warehouse
-            .put_if_absent(&self.done_name(journal), Bytes::from_static(b"{}"))
+            .put_if_absent(&self.mark_name(journal, "done"), Bytes::from_static(b"{}"))
+            .await
+            .map(|_| ())
+    }
+
+    /// Mark a dead run given up: none of its facts is ever trusted.
+    pub(crate) async fn mark_dead(&self, journal: JournalRef) -> Result<()> {
+        self.warehouse
+            .put_if_absent(&self.mark_name(journal, "dead"), Bytes::from_static(b"{}"))
             .await
             .map(|_| ())
     }
@@ -386,19 +492,24 @@ impl Ledger {
             .await
     }
 
-    /// The latest finished run's journal, and the runs that wrote a journal but never
-    /// finished.
+    /// The latest finished run's journal, the finished runs, and the runs that wrote a
+    /// journal but never finished.
     pub(crate) async fn journal_state(&self) -> Result<JournalState> {
         let listed = self.journal_files().await?;
         let mut journals = HashSet::new();
-        let mut done = HashSet::new();
+        let mut done_at = HashMap::new();
+        let mut finished = HashSet::new();
         for file in &listed {
             match parse_journal_file(&file.name) {
-                Some((journal, false)) => {
+                Some((journal, Mark::Journal)) => {
                     journals.insert(journal);
                 }
-                Some((journal, true)) => {
-                    done.insert(journal);
+                Some((journal, Mark::Done)) => {
+                    done_at.insert(journal, file.last_modified_ms);
+                    finished.insert(journal);
+                }
+                Some((journal, Mark::Dead)) => {
+                    finished.insert(journal);
                 }
                 None => {}
             }
@@ -406,26 +517,28 @@ impl Ledger {
         let latest_ms = journals.iter().map(|j| j.run_ms).max();
         let previous = journals
             .iter()
-            .filter(|j| done.contains(*j))
+            .filter(|j| done_at.contains_key(*j))
             .max_by_key(|j| (j.run_ms, j.run_id))
             .copied();
         let mut dead: Vec<JournalRef> = journals
             .iter()
-            .filter(|j| !done.contains(j))
+            .filter(|j| !finished.contains(j))
             .copied()
             .collect();
         dead.sort_by_key(|j| (j.run_ms, j.run_id));
         Ok(JournalState {
             previous,
             dead,
-            latest_ms,
-            finished: done,
+            finished,
+            done_at,
             journaled: journals,
+            latest_ms,
         })
     }
 
     /// Delete journals of runs before `before_ms`; returns how many. Only files this
-    /// collector writes there (`<run-ms>-<run>.json` and `.done`) are ever deleted.
+    /// collector writes there (`<run-ms>-<run>.json`, `.done` and `.dead`) are ever
+    /// deleted.
     pub(crate) async fn prune_journals(&self, before_ms: i64) -> Result<usize> {
         let old: Vec<String> = self
             .journal_files()
@@ -504,40 +617,61 @@ pub(crate) async fn delete_own(warehouse: &Warehouse, files: Vec<String>) -> Res
 mod tests {
     use super::*;
 
+    fn journal(run_ms: i64, id: u128) -> JournalRef {
+        JournalRef {
+            run_ms,
+            run_id: Uuid::from_u128(id),
+        }
+    }
+
     #[test]
     fn entry_file_names_parse() {
-        let run = Uuid::from_u128(7);
-        let journal = JournalRef {
-            run_ms: 5,
-            run_id: run,
+        let journal = journal(5, 7);
+        let clock = Clock {
+            start_ms: 17,
+            walk_ms: 12,
         };
-        let name = format!("u-17-{}.json", journal.suffix());
-        assert_eq!(parse_name(&name), Some((Kind::Clock, 17, journal)));
+        assert_eq!(
+            parse_name(&format!("o-17-12-{}.json", journal.suffix())),
+            Some((Kind::Clock(clock), journal))
+        );
         assert_eq!(
             parse_name(&format!("c-0-{}.json", journal.suffix())),
-            Some((Kind::Condemned, 0, journal))
+            Some((Kind::Condemned(0), journal))
         );
         assert_eq!(
-            parse_name("x-1-5-00000000000000000000000000000007.json"),
-            None
+            parse_name(&format!("u-17-{}.json", journal.suffix())),
+            Some((Kind::Legacy, journal))
         );
-        assert_eq!(parse_name("u-1.json"), None);
-        assert_eq!(
-            parse_name("u-a-5-00000000000000000000000000000007.json"),
-            None
-        );
+        for foreign in [
+            "x-1-5-00000000000000000000000000000007.json",
+            "u-1.json",
+            "u-a-5-00000000000000000000000000000007.json",
+            "o-1-5-00000000000000000000000000000007.json",
+        ] {
+            assert_eq!(parse_name(foreign), None, "{foreign}");
+        }
     }
 
     #[test]
     fn only_the_collectors_own_files_are_recognised() {
-        let journal = JournalRef {
-            run_ms: 5,
-            run_id: Uuid::from_u128(7),
-        };
-        let json = format!("{JOURNAL_DIR}/{}.json", journal.suffix());
-        let done = format!("{JOURNAL_DIR}/{}.done", journal.suffix());
-        assert_eq!(parse_journal_file(&json), Some((journal, false)));
-        assert_eq!(parse_journal_file(&done), Some((journal, true)));
+        let journal = journal(5, 7);
+        for (file, mark) in [
+            (
+                format!("{JOURNAL_DIR}/{}.json", journal.suffix()),
+                Mark::Journal,
+            ),
+            (
+                format!("{JOURNAL_DIR}/{}.done", journal.suffix()),
+                Mark::Done,
+            ),
+            (
+                format!("{JOURNAL_DIR}/{}.dead", journal.suffix()),
+                Mark::Dead,
+            ),
+        ] {
+            assert_eq!(parse_journal_file(&file), Some((journal, mark)));
+        }
         for foreign in [
             format!("{JOURNAL_DIR}/t/{}.json", journal.suffix()),
             format!("{JOURNAL_DIR}/t/ivf_postings/00000-0-data.parquet"),
@@ -556,52 +690,62 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn entries_combine_by_the_largest_value() {
+    async fn clocks_count_only_for_their_own_run_or_once_it_finished_before_they_landed() {
         let warehouse = Warehouse::in_memory("memory://ledger/wh").expect("warehouse");
         let ledger = Ledger::new(&warehouse);
-        let first = JournalRef {
-            run_ms: 1,
-            run_id: Uuid::from_u128(1),
-        };
-        let second = JournalRef {
-            run_ms: 2,
-            run_id: Uuid::from_u128(2),
-        };
+        let (first, second) = (journal(1, 1), journal(2, 2));
         let object = "indexes/a/1/ivf_postings/part-0";
-        assert!(
-            ledger
-                .read(object)
-                .await
-                .expect("read")
-                .clock_start_ms
-                .is_none()
-        );
+        assert!(ledger.read(object).await.expect("read").clocks.is_empty());
+        let early = Clock {
+            start_ms: 10,
+            walk_ms: 8,
+        };
+        let late = Clock {
+            start_ms: 30,
+            walk_ms: 28,
+        };
         ledger
-            .record(object, Kind::Clock, 10, first, "seen")
+            .record_clock(object, early, first, "seen")
             .await
             .expect("clock");
         ledger
-            .record(object, Kind::Clock, 30, second, "raised")
+            .record_clock(object, late, second, "seen again")
             .await
             .expect("clock");
         ledger
-            .record(object, Kind::Clock, 30, second, "again")
+            .record_clock(object, late, second, "again")
             .await
             .expect("idempotent");
         // The in-memory store stamps last-modified times from the wall clock.
         let before_condemning = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
         ledger
-            .record(object, Kind::Condemned, 50, second, "condemned")
+            .record_condemnation(object, 50, second, "condemned")
             .await
             .expect("condemn");
         // A child object's entry is not part of its parent's.
         ledger
-            .record(&format!("{object}/x"), Kind::Clock, 99, first, "child")
+            .record_clock(&format!("{object}/x"), early, first, "child")
             .await
             .expect("child");
         let entry = ledger.read(object).await.expect("read");
-        assert_eq!(entry.clock_start_ms, Some(30));
-        assert_eq!(entry.clock_journal, Some(second));
+        assert_eq!(entry.clocks.len(), 2);
+        let nobody = Trust::default();
+        assert_eq!(entry.trusted_clock(&nobody), None, "no run finished");
+        let own = Trust {
+            current: Some(second),
+            ..Trust::default()
+        };
+        assert_eq!(entry.trusted_clock(&own), Some(late));
+        let finished_first = Trust {
+            current: None,
+            done_at: HashMap::from([(first, i64::MAX)]),
+        };
+        assert_eq!(entry.trusted_clock(&finished_first), Some(early));
+        let landed_after_finish = Trust {
+            current: None,
+            done_at: HashMap::from([(first, 0)]),
+        };
+        assert_eq!(entry.trusted_clock(&landed_after_finish), None);
         // A condemnation counts from when it became visible (the file's last-modified
         // time), never from an earlier stamp.
         assert!(
@@ -618,38 +762,47 @@ mod tests {
     async fn journals_round_trip_and_are_pruned() {
         let warehouse = Warehouse::in_memory("memory://journal/wh").expect("warehouse");
         let ledger = Ledger::new(&warehouse);
-        let old = JournalRef {
-            run_ms: 100,
-            run_id: Uuid::from_u128(1),
-        };
-        let new = JournalRef {
-            run_ms: 200,
-            run_id: Uuid::from_u128(2),
-        };
-        let facts = JournalFacts {
-            incarnations: [Uuid::from_u128(9), Uuid::from_u128(8)].into(),
-            writes: [Uuid::from_u128(7)].into(),
-        };
-        ledger.write_journal(old, &facts).await.expect("written");
+        let (old, new, given_up) = (journal(100, 1), journal(200, 2), journal(150, 3));
+        let records = BTreeMap::from([
+            ("i/a".to_owned(), Uuid::from_u128(9)),
+            ("i/b".to_owned(), Uuid::from_u128(8)),
+        ]);
+        ledger.write_journal(old, &records).await.expect("written");
         ledger
-            .write_journal(new, &JournalFacts::default())
+            .write_journal(new, &BTreeMap::new())
             .await
             .expect("written");
-        assert_eq!(ledger.read_journal(old).await.expect("read"), facts);
+        ledger
+            .write_journal(given_up, &BTreeMap::new())
+            .await
+            .expect("written");
+        assert_eq!(
+            ledger.read_journal(old).await.expect("read"),
+            JournalFacts {
+                records: records.clone(),
+                writes: HashSet::new()
+            }
+        );
         let state = ledger.journal_state().await.expect("state");
-        assert_eq!((state.previous, state.dead.clone()), (None, vec![old, new]));
+        assert_eq!(
+            (state.previous, state.dead.clone()),
+            (None, vec![old, given_up, new])
+        );
         ledger.mark_done(old).await.expect("done");
+        ledger.mark_dead(given_up).await.expect("dead");
         let state = ledger.journal_state().await.expect("state");
         assert_eq!((state.previous, state.dead), (Some(old), vec![new]));
-        assert_eq!(ledger.prune_journals(150).await.expect("pruned"), 2);
+        assert!(state.done_at.contains_key(&old));
+        assert!(
+            !state.done_at.contains_key(&given_up),
+            "a dead run is not trusted"
+        );
+        assert!(state.finished.contains(&given_up));
+        assert_eq!(ledger.prune_journals(180).await.expect("pruned"), 4);
         assert_eq!(
             ledger.read_journal(old).await.expect("read"),
             JournalFacts::default(),
             "a missing journal lists nothing"
-        );
-        assert_eq!(
-            ledger.read_journal(new).await.expect("read"),
-            JournalFacts::default()
         );
     }
 }

@@ -33,39 +33,39 @@
 //!    must name this catalog's id (else `WAREHOUSE_NOT_OWNED`, or `INVALID_CONFIGURATION`
 //!    without a marker), and the warehouse must not lie inside another warehouse's managed
 //!    prefixes. The unfinished run, if there is one, is resumed; else a new run takes the
-//!    **lease** ([`lease`](self#the-run-lease); a busy lease makes the step answer
-//!    [`GcStatus::Skipped`]), **observes** ([`reachability`]): reads every pointer record;
-//!    the metadata of every `live` and `moving` record (and of tombstones younger than the
-//!    clock-skew allowance) is a root; everything reachable from the roots is the reachable
-//!    set `R` (metadata files, index-table directory prefixes, family references such as
-//!    `ivf_centroids_metadata_location` and what they reference, source-table locations).
-//!    A root metadata file that cannot be read or parsed aborts the step. It stores `R` and
-//!    the evidence, splits `indexes/` into partitions at its subdirectories, writes its plan
-//!    and then its journal (the identifier incarnations it saw; see [`ledger`]). Then
+//!    **lease** (a busy lease makes the step answer [`GcStatus::Skipped`]), **walks** the
+//!    catalog ([`reachability`]: every pointer record; the metadata of every `live` and
+//!    `moving` record, and of tombstones younger than the clock-skew allowance, is a root;
+//!    everything reachable from the roots, through symbolic links too, is the reachable set
+//!    `R`), then reads the **change log** (`history`: what the catalog published around
+//!    the walk, and whether it explains every record). It splits `indexes/` into
+//!    partitions, writes its plan and its journal (every record's commit id). Then
 //!    `metadata/`, page by page, in two passes: read every unreachable metadata file and
-//!    record what it names; then decide each (the rules below).
+//!    record what it names (rule P); then decide each.
 //! 2. **Scan** each partition of `indexes/` (workers in parallel), page by page, streaming,
-//!    through the warehouse's listing (on the local file system: never following symbolic
-//!    links): for each unreachable object the run starts or reads its retention clock in
-//!    the [`ledger`], condemns it once retention has elapsed, and records the doomed ones in
-//!    the page's checkpoint.
-//! 3. **Verify**: walk the catalog again, once every partition is scanned and right before
-//!    deleting; anything reachable again (or with newer evidence of reachability) is kept.
-//!    Then delete the doomed metadata files.
+//!    through the warehouse's listing (never following symbolic links): for each
+//!    unreachable object the run decides its retention clock ([`rules`]), records it in
+//!    the [`ledger`] if this walk starts it, condemns it once retention has elapsed, and
+//!    records the doomed ones in the page's checkpoint.
+//! 3. **Verify**: walk the catalog and read the change log again, once every partition is
+//!    scanned and right before deleting; anything reachable again, published since, or in
+//!    a catalog whose records the log cannot explain is kept. Then delete the doomed
+//!    metadata files.
 //! 4. **Delete** each partition's doomed objects in batches (workers in parallel), proving
-//!    the lease before every batch, and clear their ledger entries; then **sweep** the
-//!    partition's ledger entries: clear those whose object is reachable again or gone.
-//! 5. **Finish**: sweep the ledger of `metadata/`; acknowledge the dead runs the plan
-//!    listed; mark the run finished; release the lease.
+//!    the lease before every batch; then **sweep** the partition's ledger: clear the
+//!    entries of objects reachable again or gone.
+//! 5. **Finish**: sweep the ledger of `metadata/`; mark the dead runs its plan listed
+//!    dead; mark the run finished; prune the change-log entries settled for its walk;
+//!    release the lease.
 //!
 //! [`GarbageCollector::collect`] runs the steps in one process with
 //! [`GcConfig::workers`] partitions at a time (the CLI); the `gc` Lambda function runs one
 //! step per invocation for the `gc-cycle` state machine ([`GcStep`],
 //! [`run_scheduled_within`]).
 //!
-//! Memory holds the reachable sets of the two walks and what unreachable metadata names
-//! (proportional to live data and to metadata, not to the warehouse), the evidence of
-//! recently dropped indexes, and one page of objects; everything else is streamed.
+//! Memory holds the reachable sets of the two walks, what the change log republished, and
+//! what unreachable metadata names (proportional to live data, metadata and recent
+//! commits, not to the warehouse), and one page of objects; everything else is streamed.
 //!
 //! # Names
 //! Every object is compared by its **name**: its raw key below the warehouse root, exactly
@@ -75,201 +75,83 @@
 //! percent-encoding applied or removed; a metadata location URI is decoded once into its
 //! name ([`Warehouse::relative`](crate::warehouse::Warehouse::relative)) and stored in one
 //! canonical form. A listed name that could be another spelling of a reachable name (an
-//! earlier version of this crate percent-encoded some characters) is kept.
+//! earlier version of this crate percent-encoded some characters) is kept. A source-table
+//! location, written by another engine, counts in every spelling an engine may use
+//! ([`Warehouse::names_of_location`](crate::warehouse::Warehouse::names_of_location)), and
+//! register refuses one inside the managed prefixes in any of them.
 //!
-//! # When an object is deleted
-//! An object `o` under a managed prefix is deleted by a run at time `now` only if all hold:
+//! # The safety argument
+//! The spec starts retention "when a published object loses catalog reachability". The
+//! collector therefore never estimates when a loss happened: **a retention clock is the
+//! end of a walk that found the object unreachable**, and it stands only while no durable
+//! evidence the catalog wrote says the object may have been reachable after that walk
+//! began. The evidence, and nothing else: the walks themselves, the **change log** the
+//! catalog writes before every pointer write (`catalog::changelog`), the journal of record
+//! states of the previous finished run, the ownership marker's epoch, and the ledger's own
+//! facts. Each rule is one function; the model check (`tests/gc_model.rs`) drives the same
+//! functions through every interleaving of writers, operators, crashes and runs of a small
+//! configuration.
 //!
-//! * **(O) ours**: `o` is a regular file reached without a symbolic link (local warehouses:
-//!   listings do not follow links and a deletion re-checks every component of the path),
-//!   and no listed object shows that `o` lies in a **nested** catalog structure — another
-//!   warehouse's ownership marker, `_catalog/` or `_gc/`, a pointer store's records or
-//!   catalog id ([`nested`](self#nested-roots)): such a subtree is never collected;
-//! * **(U) unreachable**: no spelling of `o` is covered by `R` of this run's first walk nor
-//!   of its verification walk. A reference covers itself and its subtree on a segment
-//!   boundary: `indexes/a/1/ivf_postings` never covers `indexes/a/1/ivf_postings_old/…`;
-//! * **(G) grace**: `last_modified(o) + grace + skew <= now`;
-//! * **(R) retention**: `clock(o) + retention <= now`, where `clock(o)` is the retention
-//!   clock (below);
-//! * **(C) condemned**: a condemnation `c` of `o` with `c >= clock(o) + retention` is in the
-//!   ledger and `c + B <= now` (`B` = [`GcConfig::condemn_delay`], by default the grace);
-//!   `c` is the time the condemnation was written;
-//! * **(P) not referenced by existing metadata**: no file under `metadata/` that exists
-//!   (was listed in this run) references `o`. A valid metadata file references its tables,
-//!   centroids and source locations; a file that does not parse references every string in
-//!   it that names a warehouse object. So a metadata file is always deleted before the
-//!   index tables and centroids it names, and an old metadata file that someone registers
-//!   again is complete or absent, never half-deleted. Register and commit only publish
-//!   metadata under `metadata/`, so every publishable metadata file is seen by this rule.
-//!   Every publishable file there is read but the ones the walk read (whatever they name
-//!   is in `R`): a file `R` covers only because a reference names a directory holding it
-//!   is read too, unless it does not start like JSON (a table file), and what it names is
-//!   kept. (Names of nested catalog structures and keys no metadata can name are never
-//!   read, and never published.) A reference that covers the very file naming it (index
-//!   tables in that file's own directory) keeps everything below it but the metadata
-//!   files naming it, so they still go first.
+//! An object `o` under a managed prefix is deleted by a run at time `now` only if all
+//! hold:
 //!
-//! A file under `metadata/` that is index metadata of a format version this collector does
-//! not understand is never deleted (a newer writer may own it), and everything it may name
-//! is kept by (P); it is reported, and collection goes on around it.
+//! | rule | statement | enforced by | model | tests |
+//! |---|---|---|---|---|
+//! | **O** ours | `o` is a regular file reached without a symbolic link and not on another file system, and no listed object shows it lies in a nested catalog structure (an ownership marker, `_catalog/`, `_gc/`, pointer records) | `warehouse::local::deletable`, `gc::nested`, `scan::Nested` | — (layout, not protocol) | `gc_hostile` classes 3–4, `gc_simulation` hostile layouts |
+//! | **U** unreachable | no spelling of `o`, nor of any path a symbolic link leads it to, is covered by `R` of the run's first walk nor of its verification walk; a reference covers itself and its subtree on a segment boundary | `reachability::observe`, `RefMap::covers_any_spelling`, `Warehouse::link_targets`, `Warehouse::names_of_location` | `Run::reachable`, `reachable_again` | `gc_durable_evidence::class1_*`, `class4_*`, `gc_scenarios::sibling_prefixes_are_not_confused` |
+//! | **G** grace | `last_modified(o) + grace + skew <= now`: in-flight writers own young files | `rules::decide` | `TIMING.grace_ms` | `gc_scenarios::orphans_of_a_crashed_commit_wait_for_grace_plus_retention`, `gc_layout_refs::tables_copied_in_with_old_times_*` |
+//! | **W** walks date losses | a clock is the end of a walk that found `o` unreachable; nothing (a record's time, a quiet catalog, a first sighting) dates a loss earlier | `rules::retention_clock` | `Assess` | `gc_durable_evidence::class3_*`, `class5_*` |
+//! | **L** republication restarts | a clock stands only if its walk started at least `settle` (the publish window plus twice the skew) after every change-log entry whose publication names `o`: a register or commit logs its entry before its write and lands within its window, so a later walk saw it | `rules::earliest_walk`, `history::read`, `catalog::changelog` | `Publish`, `Land`, `State::read_log` | `gc_durable_evidence::class2_*` |
+//! | **X** unexplained records restart every clock | a record whose commit id neither the previous finished run's journal lists at that key nor the change log announces (a restored backup, a hand edit, a stale store re-homed, a writer of an earlier version), or a record that run saw and that is gone, voids every clock from walks before the current one | `rules::explained`, `rules::floor`, `history::read` | `Restore`, `HandEdit` | `gc_durable_evidence::class3_*` |
+//! | **E** ownership epoch | no clock from a walk before the ownership marker's `created-ms`: adopting a warehouse (or re-homing its store) restarts every clock; `init` and a first write refuse a warehouse that holds another system's data | `rules::floor`, `ownership::adopt`, `ownership::earlier_use` | `Adopt` | `gc_durable_evidence::class3_adopting_*`, `class5_*` |
+//! | **T** trusted facts | a clock fact counts only if it is the current run's, or its run finished and the fact landed no later than the run's finish mark (a dead run's facts, and a write that landed after its run finished, were never looked at by later runs) | `rules::trusts`, `ledger::Trust` | `LandInFlight`, `Crash` | `gc_redteam16b::a_late_clock_write_behind_finished_runs_does_not_backdate_retention` |
+//! | **R** retention | `clock(o) + retention <= now` | `rules::decide` | `TIMING.retention_ms` | `gc_scenarios::a_dropped_index_is_collected_only_after_retention` |
+//! | **C** condemned | a condemnation `c >= clock(o) + retention` is in the ledger and `c + B <= now` (`B` = [`GcConfig::condemn_delay`], at least twice the publish window); register and commit refuse a condemned metadata file or new family reference, and an entry logged `settle` after the condemnation belongs to a refused publication | `rules::decide`, `rules::refused`, `catalog::publication`, [`GcConfig::validate`] | `Publish` (refused) | `gc_scenarios::a_re_registration_racing_the_run_never_leaves_a_dangling_pointer`, `a_condemned_metadata_file_cannot_be_registered_again_and_is_collected` |
+//! | **V** verified | right before deleting, the verification walk and a fresh read of the change log: reachable again, published since the clock's walk, or records unexplained → kept | `delete::verification_walk`, `rules::still_deletable` | `Verify`, `Delete` | `gc_scenarios::concurrent_runs_never_delete_live_files` |
+//! | **P** named by existing metadata | no file under `metadata/` that exists names `o` (a valid file: its tables, centroids and sources; any other: every string in it that names an object, but never a whole managed prefix): metadata is deleted before what it names | `plan::MetadataPage::keep`, `refs::Protected`, `reachability::read_parsed` | `State::referenced` | `gc_layout_refs`, `gc_durable_evidence::class8_*` |
+//! | **S** log settles | a finished run prunes only the change-log entries settled for its own walk, after its finish mark: every entry a later decision needs is still there, or its effect is in that run's journal | `rules::settled`, `finish` | `Finish` | `catalog::changelog` unit tests |
+//! | **F** fenced | every delete batch and every ledger write comes after a fresh proof that the run holds the newest lease generation; a lease is bounded ([`config::MAX_LEASE`]), an implausibly distant expiry is taken over, and `gc abandon` breaks one (fenced: the holder stops at its next renewal) | `lease`, `collect::fence` | one current run; `Crash` | `gc_durable_evidence::class6_*`, `gc_hostile` paused runs |
 //!
-//! # The retention clock
-//! The spec starts retention "when a published object loses catalog reachability", so
-//! `clock(o)` must never be earlier than the real loss. When a run first finds `o`
-//! unreachable (and past grace) it records the largest of:
+//! Objects the ledger cannot track (a name whose mirror would exceed the store's key
+//! limit) are kept and reported ([`Counts::kept_unmirrorable`]), and collection goes on
+//! around them. A step that fails because another invocation finished its run meanwhile
+//! reports the finished run, with a warning, not a failure.
 //!
-//! * `last_modified + grace`: before that `o` may belong to a writer in flight;
-//! * `now + skew + grace - B - retention` when `B` is shorter than the grace: so `o` stays at
-//!   least the grace period after a run first saw it even when its last-modified time is
-//!   older than it is (a file copied in with its times kept);
-//! * the time the run's walk finished (the run's time plus what elapsed since it was
-//!   called: a run paused before or during its walk never dates what changed meanwhile
-//!   back to its start) — or, earlier, the catalog's *quiet time* `Q + skew`, where `Q` is the
-//!   latest `updated-ms` of any pointer record: every record has been in its current state
-//!   since `Q`, so whatever no record reaches now was unreachable since `Q` already. A
-//!   tombstone's `updated-ms` therefore starts the clock early exactly when nothing changed
-//!   after the drop (the common "drop, then GC much later" case); it never starts it
-//!   before the real loss, because a later change anywhere moves `Q`;
-//! * evidence (below).
+//! **Assumptions** (what no collector-side rule can check):
+//! 1. Clocks of writers, the store and the collector differ by at most
+//!    [`GcConfig::max_clock_skew`].
+//! 2. Every writer of the pointer store is this catalog (of this version): anything else
+//!    is an unexplained record (X), which is only seen if it persists until a walk. A
+//!    change undone before the next walk (a backup restored and restored back) is
+//!    invisible.
+//! 3. A register or commit completes within the grace period of the first file it wrote;
+//!    writers never reuse an object path; index tables a writer publishes were written by
+//!    it or reachable when it started (an index table unreachable for the whole retention
+//!    may be deleted under a writer that picks it up again; metadata files and family
+//!    references cannot: C).
+//! 4. A request already sent when a machine sleeps may land after its publish window; no
+//!    client-side clock can prevent it (see `catalog::publication`).
+//! 5. A local warehouse lives on a case- and normalisation-sensitive file system (on
+//!    macOS HFS+, casefolded ext4 or SMB, metadata naming `indexes/ABC/` reads files the
+//!    collector lists as `indexes/abc/`), and nobody swaps a symbolic link into a path
+//!    while a run deletes there.
 //!
-//! Every later run re-checks a recorded clock against **evidence of later reachability**,
-//! which only moves it later:
-//!
-//! * a tombstone dropped within the retention horizon whose metadata references `o` (`o`
-//!   was reachable until that drop);
-//! * for a metadata file of index uuid `X`: an identifier incarnation (a register or rename
-//!   creates one; commits keep it) that the previous *finished* run's journal does not list
-//!   and whose record changed after the clock — with uuid `X` (it may have re-registered
-//!   `o` and committed away since), or, with [`GcConfig::strict_reincarnation`], any
-//!   incarnation that replaced a tombstone (that key's earlier incarnations are hidden)
-//!   other than the tombstone the previous finished run saw (journals keep every record's
-//!   latest `commit-id`): an identifier dropped and registered again between every two
-//!   runs moves no clock, since that run saw every incarnation before it.
-//!   Incarnations the previous finished run listed cannot: they existed while `o` was
-//!   unreachable, and within an incarnation commits only move forward (a commit needs
-//!   `last-sequence-number` and `last-updated-ms` not to decrease and the same uuid). That
-//!   holds for the entries the previous run swept; a clock written later (a process paused
-//!   between its lease check and the write, landing behind finished runs) was never looked
-//!   at, so an incarnation moves a clock unless the journal of the run that recorded the
-//!   clock lists it too (`assess::Known`);
-//! * a run that wrote its journal but never finished may have seen `o` reachable without
-//!   clearing its entry: the next run restarts every recorded clock at the end of its walk.
-//!
-//! The ledger keeps the largest clock ever computed, so evidence that later disappears (a
-//! tombstone overwritten by a new register) is not forgotten, and raising the clock voids
-//! older condemnations. An object seen reachable has its entry cleared by the run's sweep.
-//! Index tables need no lineage check: they can only be published through a metadata file,
-//! and (P) keeps them while any such file exists.
-//!
-//! # Why no live object is deleted
-//! *Reachable objects.* (U) is checked against two walks of this run, the second one
-//! immediately before deleting. Walks are not atomic snapshots, but a pointer value only
-//! moves between keys by rename, which leaves the source as a tombstone written after the
-//! walk began: such tombstones are roots. A value seen nowhere was reachable from no record
-//! at the moment each record was read; for a live object to be missed, a mutation must race
-//! every walk of every run between its clock start and its deletion (at least two walks,
-//! at least `retention` apart, each clearing the entry if it sees the object).
-//!
-//! *One spelling.* A reference and a listed object are compared as names (above), so a
-//! file another engine wrote at a location with `ü`, `~` or a space is covered by the
-//! metadata naming it; the other spellings an earlier writer might have used are kept too.
-//! **Not defended:** a local warehouse on a file system that ignores case or Unicode
-//! normalisation (macOS HFS+, casefolded ext4 directories, SMB shares). There metadata
-//! naming `indexes/ABC/` reads the files the file system lists as `indexes/abc/`, and the
-//! collector, comparing names byte for byte, takes those for garbage: keep local
-//! warehouses on case- and normalisation-sensitive file systems, and metadata locations
-//! spelled as the files are.
-//!
-//! *Foreign writers.* A catalog only writes to a warehouse it owns: its first write claims
-//! an unclaimed warehouse (create-if-absent, so of two catalogs racing for a fresh
-//! warehouse exactly one wins) and refuses one whose marker names another catalog
-//! (`WAREHOUSE_NOT_OWNED`). So every pointer naming a file of this warehouse is in this
-//! catalog's store, which the walks read; a second pointer store (a forgotten `--catalog`)
-//! cannot publish files this collector would take for garbage.
-//!
-//! *Nested roots.* Opening a catalog refuses a pointer store inside its warehouse's
-//! `metadata/`, `indexes/` or `_gc/`, and ownership refuses a warehouse inside another
-//! warehouse's (both where they can be seen: local directories, S3 prefixes of one bucket).
-//! What is there anyway — made by hand, by an earlier version, or through a store this
-//! crate cannot see — is caught by (O): every warehouse that was ever written to holds its
-//! marker, every pointer store its records, and the scan never deletes below them.
-//!
-//! *Outside the warehouse.* Names never contain `.`/`..` or empty segments, every deletion
-//! is of a name below the root, and on the local file system no symbolic link is followed
-//! by a listing or traversed by a deletion. (A link swapped in *during* a run, between the
-//! check and the deletion, is not defended against: the collector assumes nobody rewires
-//! the warehouse while it deletes.)
-//!
-//! *In-flight writers.* A writer writes index tables and a metadata file, then registers or
-//! commits. (G) keeps all of it until it is `grace` old, and (P) keeps the tables as long
-//! as the metadata file exists. **Assumption: a register or commit completes within the
-//! grace period of the first file it wrote**; writers never reuse an object path; and new
-//! index tables a writer publishes were written by it or reachable when it started — an
-//! index table unreachable for the whole retention period may be deleted under a writer
-//! that picks it up again (metadata files and family references cannot: see below).
-//!
-//! *Publishing a condemned object.* Registering an old metadata file (allowed by the spec)
-//! makes it and what it references reachable again, and the next walk sees it. Register
-//! and commit refuse to publish a metadata file — or a family reference the base did not
-//! have — whose ledger entry holds a condemnation, and they finish (or fail) within the
-//! catalog's [`PUBLISH_WINDOW`](crate::catalog::PUBLISH_WINDOW), measured from before that
-//! check to the outcome of their compare-and-swap (a write not answered in time is
-//! `COMMIT_STATE_UNKNOWN`, never published later). A condemnation `c` is deleted only by a
-//! run starting at `c + B` or later, whose verification walk starts after that, and
-//! [`GcConfig::validate`] requires `B >= 2 × PUBLISH_WINDOW`: a publication that checked
-//! before `c` is visible to that walk (and the object kept), one that checked after `c`
-//! was refused. So no pointer ever names a deleted metadata file. (With `force`, windows
-//! below these floors void this argument.)
-//!
-//! *Retention from loss.* The clock is the largest of sound bounds on the real loss
-//! (above). Residual gap: clock skew beyond [`GcConfig::max_clock_skew`] between writers,
-//! the store and the collector. (An incarnation whose commit-id chain no longer shows its
-//! creation counts as a possible re-incarnation until a finished run has listed it.)
-//!
-//! *Concurrency, pauses and crashes.* All ledger writes are create-if-absent of immutable
-//! files that combine by maximum, so two runs never lose each other's facts and a crashed
-//! invocation leaves only facts that delay deletion (and its run goes on from its last
-//! checkpoint). Deletion of an already-deleted object is a
-//! success; a run killed mid-delete leaves ledger entries of gone objects, which the sweep
-//! clears. Metadata files are deleted before tables, so a crash between the two leaves
-//! garbage tables (collected later), never metadata naming deleted tables. The lease
-//! serialises runs with a fencing token that never goes backwards: before every batch a
-//! run proves it holds the newest lease generation (and that the proof is fresh), so a run
-//! paused past its lease stops when it wakes. Renewals come before every delete batch and
-//! the sweep, and before the scan records a ledger fact once half the lease has passed (in
-//! run time or on the monotonic clock): a run paused past its lease records no clock from
-//! its stale walk after another run took over. Even a run that deletes after a long pause
-//! only deletes condemned objects, which nobody could publish since their condemnation.
-//! A stray file under `metadata/` that does not parse never stops a run (see (P)); a root
-//! whose metadata is missing or invalid does, because `R` would be incomplete.
+//! The history of the attacks that shaped these rules is in `docs/gc-attacks.md`.
 //!
 //! # Runs of many invocations
 //! A run is decided at its plan: its decision time (grace, retention and condemnation
 //! delays are measured against it in every later invocation, and an invocation whose clock
 //! is behind judges by its own, earlier time), its rules (a resumer takes for each the more
-//! conservative of the plan's and its own configuration), its walk `R`, its evidence. It is
-//! sound to go on with it much later because:
-//!
-//! * what the run judges unreachable was so at its walk; the clock it starts is the end of
-//!   that walk (or the quiet time), never later than the real loss; anything modified
-//!   after the decision time less the grace is kept by (G), so objects written after the
-//!   walk are never judged by it;
-//! * deletion needs a condemnation made by an **earlier** run at least `B` before the
-//!   decision time, and the verification walk starts after every scan, so after `c + B`;
-//!   a publication that checked before `c` is visible to it, one after was refused — however
-//!   long the run paused in between (a condemned object stays unpublishable);
-//! * every partition is scanned whole before anything of the run is deleted, so a nested
-//!   catalog structure found anywhere (an ownership marker in another page, at `indexes/`
-//!   itself) keeps everything below it ([`nested`](self#nested-roots));
-//! * an unfinished run is always resumed, never restarted: the retention clocks it
-//!   recorded, its condemnations and its journal stay what they were, and the next run's
-//!   lineage evidence trusts its journal only once it finished (swept every ledger entry).
-//!   Only a run that cannot be resumed (its plan lost or damaged, or given up with `gc
-//!   abandon`) counts as dead: the next new run restarts every tracked clock once for it.
-//!   Nor is a run resumed whose walk is older than facts a finished run established: one
-//!   planned by another catalog (its files copied here), or one a run that finished after
-//!   its plan supersedes (a planner that paused past its lease wrote its plan behind that
-//!   run): it counts as dead too (`Plan::superseded`).
+//! conservative of the plan's and its own configuration), its walk and what the change log
+//! said then. It is sound to go on with it much later: its clocks are its walk's end, which
+//! stays true; deletion needs a condemnation made by an earlier run at least `B` before the
+//! decision time, and the verification walk and log read come after every scan; and every
+//! partition is scanned whole before anything of the run is deleted, so a nested catalog
+//! structure found anywhere keeps everything below it. An unfinished run is always resumed,
+//! never restarted. Only a run that cannot be resumed (its plan lost or damaged, planned by
+//! another version or catalog, superseded by a run that finished after it was planned, or
+//! given up with `gc abandon`) is dead: the next finished run marks it so, and none of its
+//! facts is trusted (T).
 //!
 //! Every file of a run is written once with create-if-absent; two workers that do the same
 //! page (a retried invocation, a paused one that wakes) agree on the first one written, and
@@ -279,15 +161,15 @@
 //! With a run finishing at least every `P` (a run's duration counts into `P`: it decides
 //! by its plan's time): garbage unreachable since `L` is deleted by
 //! `max(L, last_modified + grace + skew) + retention + B + 3P`, plus one `P` per level of
-//! existing metadata that references it (P); evidence moves that start later (a new
-//! incarnation of its index or, strict, any re-incarnation: to its latest change seen by the
-//! next run; a run abandoned as dead: to the next finished run). The simulation test
-//! checks this bound after every step.
+//! existing metadata that references it (P); a publication logged at `t` naming it moves
+//! `L` to `t + settle`; records the log cannot explain move it to the next finished run.
+//! Killed invocations cost at most the page under way; only a run given up as dead restarts
+//! the clocks it recorded. The simulation test checks this bound after every step.
 //!
 //! # The run lease
 //! See the `lease` submodule docs: generations `_gc/lease/<gen>.json` written with
 //! create-if-absent; expiry plus renewal (with proof of holding the newest generation)
-//! before each delete batch.
+//! before each delete batch and ledger write; at most [`config::MAX_LEASE`].
 //!
 //! # Nested roots
 //! See the `nested` submodule docs for the catalog structures that mark a subtree of the
@@ -298,6 +180,7 @@ mod collect;
 pub mod config;
 mod delete;
 mod finish;
+mod history;
 mod job;
 mod lease;
 pub mod ledger;
@@ -306,6 +189,10 @@ mod plan;
 pub mod reachability;
 mod refs;
 pub mod report;
+#[cfg(feature = "test-util")]
+pub mod rules;
+#[cfg(not(feature = "test-util"))]
+pub(crate) mod rules;
 mod scan;
 mod scheduled;
 pub mod status;
@@ -428,21 +315,40 @@ impl GarbageCollector {
         Ok(report)
     }
 
-    /// Give up the unfinished run, if there is one: it is never resumed, and the next run
-    /// restarts every tracked retention clock once (its journal counts as a dead run's).
-    /// Returns the run's id.
+    /// Give up the unfinished run, if there is one: it is never resumed, and the clocks
+    /// it recorded count for nothing (its journal counts as a dead run's); and break the
+    /// run lease, whoever holds it ([`GarbageCollector::break_lease`]). Returns the run's
+    /// id.
     ///
     /// A dry run writes nothing: it only names the run it would give up.
     pub async fn abandon(&self) -> Result<Option<uuid::Uuid>> {
-        let Some((job, plan)) = self.unfinished().await? else {
-            return Ok(None);
-        };
-        if !self.config.dry_run {
-            job.abandon().await?;
-            let now = self.catalog.clock().now_ms();
-            lease::release_for(self.catalog.warehouse(), plan.run_id, now).await?;
+        let unfinished = self.unfinished().await?;
+        if self.config.dry_run {
+            return Ok(unfinished.map(|(_, plan)| plan.run_id));
         }
-        Ok(Some(plan.run_id))
+        if let Some((job, _)) = &unfinished {
+            job.abandon().await?;
+        }
+        self.break_lease().await?;
+        Ok(unfinished.map(|(_, plan)| plan.run_id))
+    }
+
+    /// Break the run lease, whoever holds it (a run killed before its plan, or one whose
+    /// clock ran far ahead, leaves a lease nothing else releases): the holder's workers
+    /// stop at their next renewal, before their next delete batch, and the next run may
+    /// start at once. Safe while a run is under way: deletion is fenced by the lease's
+    /// generation, and a broken run is resumed by the next one. Returns the holder.
+    ///
+    /// A dry run writes nothing: it only names the holder.
+    pub async fn break_lease(&self) -> Result<Option<uuid::Uuid>> {
+        let warehouse = self.catalog.warehouse();
+        if self.config.dry_run {
+            return Ok(lease::state(warehouse)
+                .await?
+                .filter(|state| !state.released)
+                .map(|state| state.holder));
+        }
+        lease::break_lease(warehouse, self.catalog.clock().now_ms()).await
     }
 
     /// This collector with a budget of at most `budget` (the smaller of it and the

@@ -17,18 +17,18 @@ use futures::{StreamExt, TryStreamExt};
 use super::GarbageCollector;
 use super::assess::{Judge, PageTally};
 use super::job::{JOB_VERSION, Job, Object, Page, Plan, Referenced, Seq, Walk, planned_runs};
-use super::ledger::{JournalFacts, JournalRef, Ledger};
+use super::ledger::{JournalRef, Ledger};
 use super::nested::nested_root;
 use super::reachability::{Parsed, observe, read_parsed, references_of};
 use super::refs::{Protected, SelfCovering};
 use super::report::{Counts, GcReport};
 use super::scan::{Nested, skip};
 use super::step::{Found, GcStep, Invocation, NextPage, PageListing, RunContext, StepOutcome};
-use crate::catalog::ownership::{read_marker, verify_ownership};
+use crate::catalog::ownership::{OwnershipMarker, read_marker, verify_ownership};
 use crate::error::{Error, Result};
 use crate::family::FamilyRegistry;
 use crate::warehouse::{
-    INDEXES_DIR, ListItem, ListRange, MANAGED_PREFIXES, METADATA_DIR, Warehouse, aliases, is_within,
+    INDEXES_DIR, ListItem, ListRange, METADATA_DIR, Warehouse, aliases, is_within,
 };
 
 impl GarbageCollector {
@@ -44,7 +44,7 @@ impl GarbageCollector {
                 let report = self.report_of(&plan);
                 self.hold(job, plan, report, now_ms, budget).await?
             }
-            None => self.start(marker.catalog_id, now_ms, budget).await?,
+            None => self.start(&marker, now_ms, budget).await?,
         };
         let mut invocation = match found {
             Found::Open(invocation) => *invocation,
@@ -106,10 +106,11 @@ impl GarbageCollector {
     /// Start a new run at `now_ms`: lease, walk, plan, journal.
     async fn start(
         &self,
-        catalog_id: uuid::Uuid,
+        marker: &OwnershipMarker,
         now_ms: i64,
         budget: Option<std::time::Duration>,
     ) -> Result<Found<'_>> {
+        let catalog_id = marker.catalog_id;
         let catalog = &self.catalog;
         let run_id = catalog.ids().uuid();
         let mut report = GcReport::new(run_id, now_ms, &self.config);
@@ -124,13 +125,7 @@ impl GarbageCollector {
             }
         };
         match self
-            .plan_run(
-                run_id,
-                catalog_id,
-                (now_ms, started),
-                lease.as_mut(),
-                report,
-            )
+            .plan_run(run_id, marker, (now_ms, started), lease.as_mut(), report)
             .await
         {
             Ok((job, plan, report)) => {
@@ -153,12 +148,12 @@ impl GarbageCollector {
         }
     }
 
-    /// Walk the catalog and write the new run's plan, then its journal. `times` is the
-    /// run's time and the clock's reading when it started.
+    /// Walk the catalog, read the change log, and write the new run's plan, then its
+    /// journal. `times` is the run's time and the clock's reading when it started.
     async fn plan_run(
         &self,
         run_id: uuid::Uuid,
-        catalog_id: uuid::Uuid,
+        marker: &OwnershipMarker,
         (now_ms, started): (i64, i64),
         lease: Option<&mut super::lease::Lease>,
         mut report: GcReport,
@@ -177,17 +172,39 @@ impl GarbageCollector {
         self.emit(super::report::GcProgress::Phase {
             phase: super::report::GcPhase::ComputeReachability,
         });
-        let observation = observe(
+        // The walk starts no later than either clock says (the run's time may be ahead
+        // of the catalog's), and ends no earlier.
+        let walk_start_ms = now_ms.min(started);
+        let previous = match journals.previous {
+            Some(previous) => ledger.read_journal(previous).await?,
+            None => super::ledger::JournalFacts::default(),
+        };
+        let mut observation = observe(
             catalog,
             now_ms,
-            rules.retention_ms,
             rules.skew_ms,
+            &previous,
             self.config.io_concurrency.max(1),
         )
         .await?;
         // What the walk found unreachable was reachable at most until it had finished.
-        let walked_ms = catalog.clock().now_ms().saturating_sub(started).max(0);
-        let observed_ms = now_ms.saturating_add(walked_ms);
+        let ended = catalog.clock().now_ms();
+        let observed_ms = now_ms
+            .saturating_add(ended.saturating_sub(started).max(0))
+            .max(ended);
+        // Then the change log: what the catalog published around the walk, and whether
+        // it explains every record the walk found.
+        observation.history = super::history::read(
+            catalog,
+            &observation.records,
+            &observation.changed,
+            &previous,
+            &rules.timing(),
+            self.config.io_concurrency.max(1),
+        )
+        .await?;
+        let epoch_ms = marker.created_ms.saturating_add(rules.skew_ms);
+        let floor_ms = observation.history.floor(epoch_ms, walk_start_ms);
         // A walk slower than half the lease (or a pause in it) must not be planned behind
         // a run that took the lease over meanwhile.
         super::collect::fence(lease, observed_ms).await?;
@@ -199,18 +216,25 @@ impl GarbageCollector {
             run_id,
             run_ms,
             now_ms,
+            walk_start_ms,
             observed_ms,
+            floor_ms,
             rules,
             previous: journals.previous,
             dead: journals.dead.clone(),
             partitions,
             max_doomed: (self.config.max_deletes_per_run as u64).div_ceil(sequences),
-            catalog_id,
+            catalog_id: marker.catalog_id,
         };
         let journal = plan.journal();
-        let facts = journal_facts(&observation);
         report.roots = observation.roots.clone();
         report.warnings.extend(observation.warnings.iter().cloned());
+        if !observation.history.unexplained.is_empty() {
+            report.warnings.push(format!(
+                "the catalog's records changed in ways the change log does not explain (a restored backup, a hand edit, a writer of an earlier version): every retention clock starts again at this run. {}",
+                observation.history.unexplained.join("; ")
+            ));
+        }
         let walk = Walk {
             observation,
             nested: Vec::new(),
@@ -224,11 +248,13 @@ impl GarbageCollector {
             ));
         }
         if !self.config.dry_run {
-            ledger.write_journal(journal, &facts).await?;
+            ledger
+                .write_journal(journal, &walk.observation.records)
+                .await?;
         }
         if !plan.dead.is_empty() {
             report.warnings.push(format!(
-                "{} earlier gc run(s) did not finish and will never be resumed (abandoned, or of an earlier version); every tracked object's retention clock restarts now",
+                "{} earlier gc run(s) did not finish and will never be resumed (abandoned, or of an earlier version); the retention clocks they recorded start again",
                 plan.dead.len()
             ));
         }
@@ -246,7 +272,7 @@ impl Invocation<'_> {
             let journal = self.plan.journal();
             if !ledger.journal_exists(journal).await? {
                 ledger
-                    .write_journal(journal, &journal_facts(&walk.observation))
+                    .write_journal(journal, &walk.observation.records)
                     .await?;
             }
         }
@@ -396,6 +422,14 @@ impl Invocation<'_> {
             self_covering.extend(page.self_covering);
             totals = page.totals;
         }
+        // What the names reach through symbolic links (a local warehouse) is named too.
+        let linked = self
+            .gc
+            .catalog
+            .warehouse()
+            .link_targets(names.iter().cloned().collect())
+            .await?;
+        names.extend(linked.into_iter().map(|(_, target)| target));
         let referenced = Referenced {
             names: names.into_iter().collect(),
             self_covering,
@@ -419,7 +453,7 @@ impl Invocation<'_> {
             .ok_or_else(|| self.missing("metadata"))?
             .nested;
         let nested = Nested::of(final_nested);
-        let known = self.known().await?;
+        let trust = self.trust().await?;
         let clock = self.clock();
         let mut previous = match done_pages.last() {
             Some(number) => self.job.page(&Seq::Assessed, *number).await?,
@@ -446,7 +480,7 @@ impl Invocation<'_> {
                 &self.run.plan,
                 &self.run.lease,
                 &clock,
-                known.clone(),
+                trust.clone(),
                 self.now_ms,
             );
             let mut assessed = futures::stream::iter(candidates.into_iter().filter(|candidate| {
@@ -528,7 +562,7 @@ impl MetadataPage {
             self.counts.kept_nested.add(listed.size);
             return;
         }
-        let (uuid, foreign) = match parsed {
+        let foreign = match parsed {
             None => {
                 self.counts.reachable.add(listed.size);
                 return;
@@ -539,22 +573,18 @@ impl MetadataPage {
                 for reference in refs.direct.into_iter().chain(refs.family) {
                     self.keep(&listed.name, true, reference);
                 }
-                (Some(metadata.index_uuid()), None)
+                None
             }
             Some(Parsed::Opaque {
                 why,
                 foreign_format,
                 references,
             }) => {
+                // What it may name (never a whole managed prefix: see `read_parsed`).
                 for reference in references {
-                    // A file of no known format that merely contains the string `indexes`
-                    // or `metadata` does not hold a whole managed prefix (one of a newer
-                    // format does).
-                    if foreign_format || !MANAGED_PREFIXES.contains(&reference.as_str()) {
-                        self.keep(&listed.name, foreign_format, reference);
-                    }
+                    self.keep(&listed.name, foreign_format, reference);
                 }
-                (None, foreign_format.then_some(why))
+                foreign_format.then_some(why)
             }
         };
         if let Some(why) = foreign {
@@ -570,7 +600,6 @@ impl MetadataPage {
                 name: listed.name,
                 size: listed.size,
                 last_modified_ms: listed.last_modified_ms,
-                uuid,
             });
         }
     }
@@ -591,13 +620,5 @@ impl MetadataPage {
         } else {
             self.referenced.push(reference);
         }
-    }
-}
-
-/// What a run's journal keeps of its walk.
-fn journal_facts(observation: &super::reachability::Observation) -> JournalFacts {
-    JournalFacts {
-        incarnations: observation.evidence.all_incarnations.clone(),
-        writes: observation.evidence.all_writes.clone(),
     }
 }

@@ -1,5 +1,5 @@
 //! Reachability: the roots (every pointer record of the catalog) and everything they
-//! reference, plus the evidence the retention clock may use.
+//! reference.
 //!
 //! # Roots
 //! Every pointer record is read: by listing the store's whole `i` tree where the store
@@ -13,10 +13,10 @@
 //!   of the run is also a root: it was dropped or renamed away while the walk was running,
 //!   and the record that took its metadata over (a rename destination) may have been read
 //!   before it was written. Treating it as a root closes the rename race of a non-atomic
-//!   walk.
-//! * Older tombstones are not roots but **evidence**: whatever their metadata references
-//!   lost reachability no earlier than the tombstone's `updated-ms`, so that time is a
-//!   lower bound for the retention clock.
+//!   walk. (The change log closes it too: a rename's steps are logged publications.)
+//!
+//! The walk also keeps every record's commit id (the run's journal, and what the next
+//! run's [`history`](super::history) compares with).
 //!
 //! # Closure
 //! From each root metadata file: every retained snapshot's index-table locations
@@ -26,13 +26,15 @@
 //! are never owned, hence never deleted). A root metadata file that cannot be read or parsed
 //! aborts the run: nothing is deleted on incomplete knowledge.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::history::History;
+use super::ledger::{JournalFacts, Seen};
 use super::refs::{RefMap, normalize};
 use crate::catalog::Catalog;
 use crate::catalog::record::{PointerRecord, PointerState};
@@ -43,7 +45,7 @@ use crate::identifier::Namespace;
 use crate::metadata::{IndexMetadata, MAX_METADATA_BYTES, TableDefinition};
 use crate::store::{PointerStore, StoreError, StoreKey, Versioned};
 use crate::warehouse::Warehouse;
-use crate::warehouse::{Fetched, aliases};
+use crate::warehouse::{Fetched, MANAGED_PREFIXES, aliases};
 
 const PAGE: usize = 1000;
 
@@ -67,72 +69,6 @@ pub struct RootStats {
     pub references: u64,
 }
 
-/// One incarnation of an identifier, as seen by a walk.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-pub(crate) struct Incarnation {
-    /// The register or rename that created it (stable across its commits).
-    pub created_by: Uuid,
-    /// The index uuid of its current metadata, if readable.
-    pub index_uuid: Option<Uuid>,
-    /// When its record last changed.
-    pub updated_ms: i64,
-    /// Whether it replaced a tombstone (earlier incarnations of the key are hidden).
-    pub reincarnation: bool,
-    /// The writes just before its creation, newest first, as far as the chain shows them:
-    /// the drop it replaced, and the write that drop replaced.
-    #[serde(default)]
-    pub replaced: Vec<Uuid>,
-}
-
-/// Evidence about when unreachable objects lost reachability.
-#[derive(Debug, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-pub(crate) struct Evidence {
-    /// The latest `updated-ms` of any pointer record: every record has been in its current
-    /// state since then, so an object unreachable now was unreachable since then too.
-    /// `None` when there are no records.
-    pub quiet_since_ms: Option<i64>,
-    /// Whether `quiet_since_ms` may be used (no dangling references were seen).
-    pub quiet_usable: bool,
-    /// Incarnations of roots and of tombstones within the retention horizon, by the
-    /// index uuid of their metadata.
-    pub by_uuid: HashMap<Uuid, Vec<Incarnation>>,
-    /// Incarnations within the horizon that replaced a tombstone.
-    pub reincarnations: Vec<Incarnation>,
-    /// The `created-by` of every record (the run's journal).
-    pub all_incarnations: HashSet<Uuid>,
-    /// The `commit-id` of every record (the run's journal).
-    #[serde(default)]
-    pub all_writes: HashSet<Uuid>,
-    /// References of recently dropped metadata, each with its tombstone's `updated-ms`.
-    pub tombstone_refs: RefMap,
-}
-
-impl Evidence {
-    /// Incarnations that changed after `after_ms` and may have published the metadata
-    /// file of index `uuid` (same uuid; or, when `strict`, any re-incarnation but one
-    /// whose replaced drop, or the write that drop replaced, is in `seen`: between a state
-    /// a finished run saw and the re-incarnation there was at most the drop, so the only
-    /// incarnation it hides is one that run saw).
-    pub(crate) fn lineage_after(
-        &self,
-        uuid: Uuid,
-        after_ms: i64,
-        strict: bool,
-        seen: &HashSet<Uuid>,
-    ) -> Vec<&Incarnation> {
-        let same = self.by_uuid.get(&uuid).into_iter().flatten();
-        let reused = self
-            .reincarnations
-            .iter()
-            .filter(|inc| strict && !inc.replaced.iter().any(|write| seen.contains(write)));
-        same.chain(reused)
-            .filter(|inc| inc.updated_ms > after_ms)
-            .collect()
-    }
-}
-
 /// One walk's result.
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
@@ -144,7 +80,17 @@ pub(crate) struct Observation {
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub walked: BTreeSet<String>,
     pub roots: RootStats,
-    pub evidence: Evidence,
+    /// Every pointer record's store key and commit id.
+    #[serde(default)]
+    pub records: BTreeMap<String, Uuid>,
+    /// The writes of each record since the previous finished run's walk, newest first, as
+    /// far as the record's commit chain shows them (empty for a record that run saw as it
+    /// is): each must be one the change log announces (see [`history`](super::history)).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub changed: BTreeMap<String, Vec<Uuid>>,
+    /// What the change log says about this walk (read after it).
+    #[serde(default)]
+    pub history: History,
     pub warnings: Vec<String>,
 }
 
@@ -183,33 +129,15 @@ pub(crate) fn references_of(
     refs
 }
 
-/// Source-table properties naming a location inside the warehouse. Source bindings are
-/// written by other engines, so the common other spellings of a warehouse URI count too:
-/// Hadoop's `file:/dir` for `file:///dir`, and S3A/S3N's `s3a://` and `s3n://` for `s3://`
-/// (when unsure whether a source names warehouse objects, keep them).
+/// Every name of the warehouse a source-table property may denote, in any engine's
+/// spelling ([`Warehouse::names_of_location`]): source bindings are written by other
+/// engines, and when unsure whether a source names warehouse objects, keep them.
 pub(crate) fn source_locations(source: &TableDefinition, warehouse: &Warehouse) -> Vec<String> {
     source
         .properties()
         .values()
-        .flat_map(|value| source_spellings(value.trim_end_matches('/')))
-        .filter_map(|value| warehouse.relative(&value).ok())
+        .flat_map(|value| warehouse.names_of_location(value))
         .collect()
-}
-
-/// `value` and the spellings other engines use for the same location.
-fn source_spellings(value: &str) -> Vec<String> {
-    let mut out = vec![value.to_owned()];
-    for scheme in ["s3a://", "s3n://"] {
-        if let Some(rest) = value.strip_prefix(scheme) {
-            out.push(format!("s3://{rest}"));
-        }
-    }
-    if let Some(rest) = value.strip_prefix("file:/")
-        && !rest.starts_with('/')
-    {
-        out.push(format!("file:///{rest}"));
-    }
-    out
 }
 
 /// What reading a possibly-metadata object gave.
@@ -263,7 +191,8 @@ pub(crate) async fn read_parsed(
     }
 }
 
-/// Every string value in a JSON document that names a warehouse object: a
+/// Every string value in a JSON document that names a warehouse object (but a managed
+/// prefix as a whole): a
 /// warehouse-relative location or an absolute location inside the warehouse. A superset
 /// of whatever an unparseable metadata file could reference: a relative string is taken
 /// as it is, even with characters this catalog's metadata may not contain (another
@@ -277,54 +206,74 @@ fn string_references(bytes: &[u8], warehouse: &Warehouse) -> Vec<String> {
     let mut stack = vec![&value];
     while let Some(value) = stack.pop() {
         match value {
-            serde_json::Value::String(text) => match warehouse.relative(text.trim_end_matches('/'))
-            {
-                Ok(name) => out.push(name),
-                Err(_) if !text.contains("://") => {
-                    if let Some(name) = normalize(text) {
-                        out.extend(aliases(&name));
-                        out.push(name);
-                    }
+            serde_json::Value::String(text) => {
+                out.extend(warehouse.names_of_location(text));
+                if !text.contains("://")
+                    && let Some(name) = normalize(text)
+                {
+                    out.extend(aliases(&name));
+                    out.push(name);
                 }
-                Err(_) => {}
-            },
+            }
             serde_json::Value::Array(items) => stack.extend(items),
             serde_json::Value::Object(fields) => stack.extend(fields.values()),
             _ => {}
         }
     }
+    // A location in metadata of any version names a table or a file, never a whole
+    // managed prefix: a stray note naming `indexes` must not stop collection.
+    out.retain(|name| !MANAGED_PREFIXES.contains(&name.as_str()));
     out
 }
 
-/// Whether a record's incarnation may have replaced a tombstone (register or rename over a
-/// dropped key), judged from its commit-id chain. A chain that no longer shows the
-/// incarnation's creation, or shows it first of a full chain (more than
-/// [`HISTORY`](crate::catalog::record::HISTORY) writes since), may hide one: it counts.
-/// (Once a finished run and the clock's run list the incarnation, it moves no clock.)
-fn is_reincarnation(record: &PointerRecord) -> bool {
-    let chain = &record.previous_commit_ids;
-    if record.created_by == record.commit_id {
-        return !chain.is_empty();
+/// Everything the metadata file `name` names, itself included, following family
+/// references to the metadata they name: what a logged publication of it may have made
+/// reachable. Unlike the walk's closure, a file that is missing or does not parse is no
+/// error: it names itself, and (not parsing) every string in it that names an object.
+pub(crate) async fn names_of_metadata(
+    warehouse: &Warehouse,
+    registry: &FamilyRegistry,
+    name: &str,
+) -> Result<Vec<String>> {
+    let mut names = vec![name.to_owned()];
+    let mut visited: HashSet<String> = HashSet::from([name.to_owned()]);
+    let mut frontier = vec![name.to_owned()];
+    while let Some(file) = frontier.pop() {
+        match read_parsed(warehouse, registry, &file).await? {
+            Parsed::Metadata(metadata) => {
+                let refs = references_of(&metadata, registry, warehouse);
+                names.extend(refs.direct);
+                for reference in refs.family {
+                    if visited.insert(reference.clone()) {
+                        names.push(reference.clone());
+                        frontier.push(reference);
+                    }
+                }
+            }
+            Parsed::Opaque { references, .. } => names.extend(references),
+            Parsed::Missing => {}
+        }
     }
-    match chain.iter().position(|id| *id == record.created_by) {
-        Some(position) => position > 0 || chain.len() >= crate::catalog::record::HISTORY,
-        None => true,
-    }
+    Ok(names)
 }
 
-/// The two writes before a re-incarnation's creation in its commit-id chain, newest
-/// first (fewer when the chain does not show them).
-fn replaced_writes(record: &PointerRecord) -> Vec<Uuid> {
-    let chain = &record.previous_commit_ids;
-    let created = if record.created_by == record.commit_id {
-        chain.len()
-    } else {
-        match chain.iter().position(|id| *id == record.created_by) {
-            Some(position) => position,
-            None => return Vec::new(),
+/// The writes of `record` after `seen` (the commit the previous finished run saw at its
+/// key, if any), newest first: its commit id and its chain back to `seen`, or as far as
+/// the chain goes. A record written since by this catalog shows only writes the change log
+/// announced; a restored backup overwritten again before a walk shows its own commit id
+/// in the chain.
+fn writes_since(record: &PointerRecord, seen: Seen) -> Vec<Uuid> {
+    if seen.is(record.commit_id) {
+        return Vec::new();
+    }
+    let mut writes = vec![record.commit_id];
+    for id in record.previous_commit_ids.iter().rev() {
+        if seen.is(*id) {
+            break;
         }
-    };
-    chain[..created].iter().rev().take(2).copied().collect()
+        writes.push(*id);
+    }
+    writes
 }
 
 /// Read every pointer record; `visit` gets each (key, value) once, in listing order. Records
@@ -423,34 +372,27 @@ async fn list_prefix(
     }
 }
 
-/// Walk the catalog at `now_ms`: the pointer records (the roots and the evidence they
-/// carry), the closure over root metadata, the metadata of recent tombstones, then each
-/// incarnation attached to the index uuid of its metadata.
+/// Walk the catalog at `now_ms`: the pointer records (the roots), then the closure over
+/// root metadata. `previous` is what the previous finished run's walk saw.
 pub(crate) async fn observe(
     catalog: &Catalog,
     now_ms: i64,
-    retention_ms: i64,
     skew_ms: i64,
+    previous: &JournalFacts,
     concurrency: usize,
 ) -> Result<Observation> {
     let mut walker = Walker {
         catalog,
         concurrency,
-        observation: Observation {
-            evidence: Evidence {
-                quiet_usable: true,
-                ..Evidence::default()
-            },
-            ..Observation::default()
-        },
-        uuids: HashMap::new(),
-        names: HashMap::new(),
+        observation: Observation::default(),
     };
-    let records = walker.read_records(now_ms, retention_ms, skew_ms).await?;
-    walker.close_over_roots(&records.roots).await?;
-    walker.read_tombstones(records.tombstones).await?;
-    walker.attach_incarnations(records.incarnations);
+    let roots = walker.read_records(now_ms, skew_ms, previous).await?;
+    walker.close_over_roots(&roots).await?;
     let mut observation = walker.observation;
+    observation
+        .reachable
+        .add_link_targets(catalog.warehouse())
+        .await?;
     observation.roots.references = observation.reachable.len() as u64;
     Ok(observation)
 }
@@ -461,31 +403,24 @@ struct Walker<'a> {
     /// How many reads at once.
     concurrency: usize,
     observation: Observation,
-    /// Canonical metadata name -> its index uuid (roots and tombstones).
-    uuids: HashMap<String, Uuid>,
-    /// Absolute location -> canonical name.
-    names: HashMap<String, String>,
 }
 
 impl Walker<'_> {
-    /// Read every pointer record once (see "Roots" in the module docs): count it, note its
-    /// evidence and its source locations in `observation`, and keep what the walk over
-    /// metadata needs.
+    /// Read every pointer record once (see "Roots" in the module docs): count it, keep its
+    /// commit id and its source locations in `observation`; the root metadata locations.
     async fn read_records(
         &mut self,
         now_ms: i64,
-        retention_ms: i64,
         skew_ms: i64,
-    ) -> Result<Records> {
+        previous: &JournalFacts,
+    ) -> Result<BTreeSet<String>> {
         let (catalog, concurrency) = (self.catalog, self.concurrency);
         let observation = &mut self.observation;
         let warehouse = catalog.warehouse();
-        let mut records = Records::default();
-        let mut seen_keys: HashSet<StoreKey> = HashSet::new();
+        let mut roots = BTreeSet::new();
         let recent_after = now_ms.saturating_sub(skew_ms);
-        let horizon = now_ms.saturating_sub(retention_ms.saturating_add(skew_ms));
         let mut visit = |key: &StoreKey, value: &[u8]| -> Result<()> {
-            if !seen_keys.insert(key.clone()) {
+            if observation.records.contains_key(key.as_str()) {
                 return Ok(());
             }
             let record = PointerRecord::from_bytes(value).map_err(|err| {
@@ -494,28 +429,55 @@ impl Walker<'_> {
                     format!("gc aborted: record `{key}`: {}", err.message()),
                 )
             })?;
-            records.note(observation, &record, warehouse, horizon, recent_after);
+            observation
+                .records
+                .insert(key.as_str().to_owned(), record.commit_id);
+            let changed = writes_since(&record, previous.seen(key.as_str()));
+            if !changed.is_empty() {
+                observation.changed.insert(key.as_str().to_owned(), changed);
+            }
+            let stats = &mut observation.roots;
+            stats.pointer_records += 1;
+            for location in source_locations(&record.source, warehouse) {
+                observation.reachable.insert(location, 0);
+            }
+            let root = match record.state {
+                PointerState::Live => {
+                    stats.live += 1;
+                    true
+                }
+                PointerState::Moving => {
+                    stats.moving += 1;
+                    true
+                }
+                PointerState::Dropped => {
+                    stats.tombstones += 1;
+                    let recent = record.updated_ms >= recent_after;
+                    if recent {
+                        stats.recent_tombstone_roots += 1;
+                    }
+                    recent
+                }
+            };
+            if root {
+                roots.insert(record.metadata_location);
+            }
             Ok(())
         };
         for_each_record(catalog.store().as_ref(), concurrency, &mut visit).await?;
-        Ok(records)
+        Ok(roots)
     }
 
     /// The closure over root metadata, layer by layer (see "Closure" in the module docs):
     /// everything the `roots` reach is reachable; a root metadata file that is missing or
     /// invalid aborts the walk.
-    async fn close_over_roots(&mut self, roots: &BTreeMap<String, i64>) -> Result<()> {
+    async fn close_over_roots(&mut self, roots: &BTreeSet<String>) -> Result<()> {
         let (catalog, concurrency) = (self.catalog, self.concurrency);
         let (warehouse, registry) = (catalog.warehouse(), catalog.registry());
-        let Walker {
-            observation,
-            uuids,
-            names,
-            ..
-        } = self;
+        let observation = &mut self.observation;
         let mut visited: HashSet<String> = HashSet::new();
-        let mut frontier: Vec<(String, Option<i64>)> = Vec::new();
-        for (location, updated_ms) in roots {
+        let mut frontier: Vec<(String, bool)> = Vec::new();
+        for location in roots {
             let name = warehouse.relative(location).map_err(|err| {
                 Error::new(
                     err.kind(),
@@ -525,22 +487,21 @@ impl Walker<'_> {
                     ),
                 )
             })?;
-            names.insert(location.clone(), name.clone());
             if visited.insert(name.clone()) {
-                frontier.push((name, Some(*updated_ms)));
+                frontier.push((name, true));
             }
         }
         while !frontier.is_empty() {
             let layer = std::mem::take(&mut frontier);
-            let results: Vec<(String, Option<i64>, Parsed)> = futures::stream::iter(layer)
-                .map(|(name, root_updated)| async move {
+            let results: Vec<(String, bool, Parsed)> = futures::stream::iter(layer)
+                .map(|(name, root)| async move {
                     let parsed = read_parsed(warehouse, registry, &name).await?;
-                    Ok::<_, Error>((name, root_updated, parsed))
+                    Ok::<_, Error>((name, root, parsed))
                 })
                 .buffer_unordered(concurrency.max(1))
                 .try_collect()
                 .await?;
-            for (name, root_updated, parsed) in results {
+            for (name, root, parsed) in results {
                 observation.reachable.insert(name.clone(), 0);
                 if !matches!(parsed, Parsed::Missing) {
                     observation.walked.insert(name.clone());
@@ -548,20 +509,17 @@ impl Walker<'_> {
                 match parsed {
                     Parsed::Metadata(metadata) => {
                         observation.roots.metadata_files_read += 1;
-                        if root_updated.is_some() {
-                            uuids.insert(name.clone(), metadata.index_uuid());
-                        }
                         let refs = references_of(&metadata, registry, warehouse);
                         for reference in refs.direct {
                             observation.reachable.insert(reference, 0);
                         }
                         for reference in refs.family {
                             if visited.insert(reference.clone()) {
-                                frontier.push((reference, None));
+                                frontier.push((reference, false));
                             }
                         }
                     }
-                    Parsed::Missing if root_updated.is_some() => {
+                    Parsed::Missing if root => {
                         return Err(Error::new(
                             ErrorKind::InvalidIndexMetadata,
                             format!(
@@ -570,7 +528,7 @@ impl Walker<'_> {
                             ),
                         ));
                     }
-                    Parsed::Opaque { why, .. } if root_updated.is_some() => {
+                    Parsed::Opaque { why, .. } if root => {
                         return Err(Error::new(
                             ErrorKind::InvalidIndexMetadata,
                             format!(
@@ -580,7 +538,6 @@ impl Walker<'_> {
                         ));
                     }
                     Parsed::Missing => {
-                        observation.evidence.quiet_usable = false;
                         observation.warnings.push(format!(
                             "a family parameter references `{name}`, which does not exist"
                         ));
@@ -597,200 +554,12 @@ impl Walker<'_> {
         }
         Ok(())
     }
-
-    /// Evidence from recently dropped metadata: whatever the metadata of a tombstone within
-    /// the retention horizon references lost reachability no earlier than its drop.
-    async fn read_tombstones(&mut self, tombstones: BTreeMap<String, i64>) -> Result<()> {
-        let (catalog, concurrency) = (self.catalog, self.concurrency);
-        let (warehouse, registry) = (catalog.warehouse(), catalog.registry());
-        let Walker {
-            observation,
-            uuids,
-            names,
-            ..
-        } = self;
-        let tombstone_list: Vec<(String, i64)> = tombstones.into_iter().collect();
-        let parsed: Vec<(String, String, i64, Option<Parsed>)> =
-            futures::stream::iter(tombstone_list)
-                .map(|(location, dropped_ms)| async move {
-                    let Ok(name) = warehouse.relative(&location) else {
-                        return Ok::<_, Error>((location.clone(), location, dropped_ms, None));
-                    };
-                    let parsed = read_parsed(warehouse, registry, &name).await?;
-                    Ok((location, name, dropped_ms, Some(parsed)))
-                })
-                .buffer_unordered(concurrency.max(1))
-                .try_collect()
-                .await?;
-        for (location, name, dropped_ms, parsed) in parsed {
-            let evidence = &mut observation.evidence;
-            match parsed {
-                Some(Parsed::Metadata(metadata)) => {
-                    names.insert(location, name.clone());
-                    uuids.insert(name.clone(), metadata.index_uuid());
-                    evidence.tombstone_refs.insert(name, dropped_ms);
-                    let refs = references_of(&metadata, registry, warehouse);
-                    for reference in refs.direct.into_iter().chain(refs.family) {
-                        evidence.tombstone_refs.insert(reference, dropped_ms);
-                    }
-                }
-                Some(Parsed::Missing) => {}
-                Some(Parsed::Opaque {
-                    why, references, ..
-                }) => {
-                    evidence.tombstone_refs.insert(name.clone(), dropped_ms);
-                    for reference in references {
-                        evidence.tombstone_refs.insert(reference, dropped_ms);
-                    }
-                    observation.warnings.push(format!(
-                        "the metadata of a dropped index, `{name}`, is invalid: {why}"
-                    ));
-                }
-                None => observation.warnings.push(format!(
-                    "a dropped index names `{name}`, outside the warehouse"
-                )),
-            }
-        }
-        Ok(())
-    }
-
-    /// Attach each incarnation to the index uuid of its metadata.
-    fn attach_incarnations(&mut self, incarnations: HashMap<String, Vec<Incarnation>>) {
-        let Walker {
-            observation,
-            uuids,
-            names,
-            ..
-        } = self;
-        for (location, list) in incarnations {
-            let uuid = names
-                .get(&location)
-                .and_then(|name| uuids.get(name))
-                .copied();
-            for mut incarnation in list {
-                incarnation.index_uuid = uuid;
-                if incarnation.reincarnation {
-                    observation
-                        .evidence
-                        .reincarnations
-                        .push(incarnation.clone());
-                }
-                if let Some(uuid) = uuid {
-                    observation
-                        .evidence
-                        .by_uuid
-                        .entry(uuid)
-                        .or_default()
-                        .push(incarnation);
-                }
-            }
-        }
-    }
-}
-
-/// What the walk over the pointer records leaves for the walk over metadata.
-#[derive(Default)]
-struct Records {
-    /// Absolute metadata location -> the latest `updated-ms` of a root record naming it.
-    roots: BTreeMap<String, i64>,
-    /// Tombstone metadata within the retention horizon -> the latest drop time.
-    tombstones: BTreeMap<String, i64>,
-    /// Absolute metadata location -> incarnations naming it (roots and horizon tombstones).
-    incarnations: HashMap<String, Vec<Incarnation>>,
-}
-
-impl Records {
-    /// Note one pointer record: a root if `live`, `moving` or dropped at `recent_after`
-    /// or later; evidence if dropped after `horizon`.
-    fn note(
-        &mut self,
-        obs: &mut Observation,
-        record: &PointerRecord,
-        warehouse: &Warehouse,
-        horizon: i64,
-        recent_after: i64,
-    ) {
-        let Records {
-            roots,
-            tombstones,
-            incarnations,
-        } = self;
-        let stats = &mut obs.roots;
-        stats.pointer_records += 1;
-        let evidence = &mut obs.evidence;
-        evidence.quiet_since_ms = Some(
-            evidence
-                .quiet_since_ms
-                .map_or(record.updated_ms, |q| q.max(record.updated_ms)),
-        );
-        evidence.all_incarnations.insert(record.created_by);
-        evidence.all_writes.insert(record.commit_id);
-        if record.updated_ms > horizon {
-            incarnations
-                .entry(record.metadata_location.clone())
-                .or_default()
-                .push(Incarnation {
-                    created_by: record.created_by,
-                    index_uuid: None,
-                    updated_ms: record.updated_ms,
-                    reincarnation: is_reincarnation(record),
-                    replaced: replaced_writes(record),
-                });
-        }
-        for location in source_locations(&record.source, warehouse) {
-            obs.reachable.insert(location, 0);
-        }
-        let root = match record.state {
-            PointerState::Live => {
-                stats.live += 1;
-                true
-            }
-            PointerState::Moving => {
-                stats.moving += 1;
-                true
-            }
-            PointerState::Dropped => {
-                stats.tombstones += 1;
-                if record.updated_ms >= recent_after {
-                    stats.recent_tombstone_roots += 1;
-                    true
-                } else {
-                    if record.updated_ms > horizon {
-                        let at = tombstones
-                            .entry(record.metadata_location.clone())
-                            .or_insert(record.updated_ms);
-                        *at = (*at).max(record.updated_ms);
-                    }
-                    false
-                }
-            }
-        };
-        if root {
-            let at = roots
-                .entry(record.metadata_location.clone())
-                .or_insert(record.updated_ms);
-            *at = (*at).max(record.updated_ms);
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::metadata::TableDefinition;
-
-    fn record(created_by: Uuid, commit_id: Uuid, previous: Vec<Uuid>) -> PointerRecord {
-        let source = TableDefinition::new(
-            "parquet",
-            std::collections::BTreeMap::from([("definition-version".to_owned(), "1".to_owned())]),
-        )
-        .expect("source");
-        let mut record =
-            PointerRecord::created(None, "memory://x/m.json".into(), source, created_by, 1);
-        record.commit_id = commit_id;
-        record.previous_commit_ids = previous;
-        record
-    }
 
     #[test]
     fn sources_in_other_engines_spellings_are_inside_the_warehouse() {
@@ -809,50 +578,13 @@ mod tests {
             "s3://b/wh/indexes/src/",
             "s3a://b/wh/indexes/src",
             "s3n://b/wh/indexes/src/",
+            "S3://b/wh/./indexes/src",
         ] {
-            assert_eq!(
-                source_locations(&source(spelling), &warehouse),
-                vec!["indexes/src".to_owned()],
+            assert!(
+                source_locations(&source(spelling), &warehouse).contains(&"indexes/src".to_owned()),
                 "{spelling}"
             );
         }
         assert!(source_locations(&source("s3a://other/wh/indexes/src"), &warehouse).is_empty());
-        assert_eq!(
-            source_spellings("file:/data/wh/indexes/src"),
-            vec![
-                "file:/data/wh/indexes/src".to_owned(),
-                "file:///data/wh/indexes/src".to_owned()
-            ]
-        );
-    }
-
-    #[test]
-    fn reincarnations_are_recognised_from_the_chain() {
-        let (a, b, c) = (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3));
-        assert!(!is_reincarnation(&record(a, a, vec![])), "fresh register");
-        assert!(
-            is_reincarnation(&record(a, a, vec![b])),
-            "register over a tombstone"
-        );
-        assert!(
-            !is_reincarnation(&record(a, c, vec![a])),
-            "fresh register, one commit"
-        );
-        assert!(
-            is_reincarnation(&record(a, c, vec![b, a])),
-            "reused key, one commit"
-        );
-        assert!(
-            is_reincarnation(&record(a, c, vec![b])),
-            "a chain truncated past the creation may hide a tombstone"
-        );
-        let full: Vec<Uuid> = std::iter::once(a)
-            .chain((10..25).map(Uuid::from_u128))
-            .collect();
-        assert_eq!(full.len(), crate::catalog::record::HISTORY);
-        assert!(
-            is_reincarnation(&record(a, c, full)),
-            "a full chain starting at the creation may have lost the tombstone before it"
-        );
     }
 }

@@ -14,7 +14,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::warehouse::{aliases, object_name};
+use crate::warehouse::{Warehouse, aliases, object_name};
 
 /// The name of a warehouse-relative location as written in metadata, if it is one.
 pub(crate) fn normalize(location: &str) -> Option<String> {
@@ -96,6 +96,20 @@ impl RefMap {
     /// How many references.
     pub(crate) fn len(&self) -> usize {
         self.refs.len()
+    }
+
+    /// Add what the references reach through symbolic links of `warehouse` (see
+    /// [`Warehouse::link_targets`]), each with its reference's timestamp.
+    pub(crate) async fn add_link_targets(
+        &mut self,
+        warehouse: &Warehouse,
+    ) -> crate::error::Result<()> {
+        let names: Vec<String> = self.refs.keys().cloned().collect();
+        for (name, target) in warehouse.link_targets(names).await? {
+            let ms = self.refs.get(&name).copied().unwrap_or(0);
+            self.insert(target, ms);
+        }
+        Ok(())
     }
 }
 

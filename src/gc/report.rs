@@ -49,6 +49,10 @@ pub struct Counts {
     pub kept_by_grace: Tally,
     /// Unreachable for less than the retention period.
     pub kept_by_retention: Tally,
+    /// Named by a publication logged too recently for this run's walk to date its loss.
+    pub kept_recently_published: Tally,
+    /// Whose name is too long for the ledger to mirror: kept, never tracked.
+    pub kept_unmirrorable: Tally,
     /// Condemned less than the condemnation delay ago.
     pub kept_by_condemn_delay: Tally,
     /// Named by an unreachable metadata file that still exists.
@@ -77,6 +81,9 @@ impl Counts {
         self.skipped += other.skipped;
         self.kept_by_grace.merge(other.kept_by_grace);
         self.kept_by_retention.merge(other.kept_by_retention);
+        self.kept_recently_published
+            .merge(other.kept_recently_published);
+        self.kept_unmirrorable.merge(other.kept_unmirrorable);
         self.kept_by_condemn_delay
             .merge(other.kept_by_condemn_delay);
         self.kept_by_reference.merge(other.kept_by_reference);
@@ -173,6 +180,12 @@ pub struct GcReport {
     pub kept_by_grace: Tally,
     /// Unreachable for less than the retention period.
     pub kept_by_retention: Tally,
+    /// Unreachable, but named by a publication the catalog logged too recently for this
+    /// run's walk to date the loss (a later run starts its clock).
+    pub kept_recently_published: Tally,
+    /// Unreachable, but its name is too long for the ledger to mirror (the store's key
+    /// limit): never tracked, so never deleted. Remove such objects by hand.
+    pub kept_unmirrorable: Tally,
     /// Condemned less than the condemnation delay ago.
     pub kept_by_condemn_delay: Tally,
     /// Past retention, but referenced by an unreachable metadata file that still exists
@@ -234,6 +247,8 @@ impl GcReport {
             skipped: 0,
             kept_by_grace: Tally::default(),
             kept_by_retention: Tally::default(),
+            kept_recently_published: Tally::default(),
+            kept_unmirrorable: Tally::default(),
             kept_by_condemn_delay: Tally::default(),
             kept_by_reference: Tally::default(),
             kept_at_verification: Tally::default(),
@@ -259,6 +274,8 @@ impl GcReport {
             skipped: self.skipped,
             kept_by_grace: self.kept_by_grace,
             kept_by_retention: self.kept_by_retention,
+            kept_recently_published: self.kept_recently_published,
+            kept_unmirrorable: self.kept_unmirrorable,
             kept_by_condemn_delay: self.kept_by_condemn_delay,
             kept_by_reference: self.kept_by_reference,
             kept_at_verification: self.kept_at_verification,
@@ -279,6 +296,8 @@ impl GcReport {
         self.skipped = counts.skipped;
         self.kept_by_grace = counts.kept_by_grace;
         self.kept_by_retention = counts.kept_by_retention;
+        self.kept_recently_published = counts.kept_recently_published;
+        self.kept_unmirrorable = counts.kept_unmirrorable;
         self.kept_by_condemn_delay = counts.kept_by_condemn_delay;
         self.kept_by_reference = counts.kept_by_reference;
         self.kept_at_verification = counts.kept_at_verification;

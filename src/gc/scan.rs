@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::assess::{Judge, Known, PageTally};
+use super::assess::{Judge, PageTally};
 use super::job::{Object, Page, Seq, Walk};
+use super::ledger::Trust;
 use super::nested::nested_root;
 use super::refs::{Protected, RefMap};
 use super::report::Counts;
@@ -110,8 +111,8 @@ struct ScanBasis<'a> {
     walk: &'a Walk,
     /// What unreachable metadata names (rule (P)).
     referenced: &'a Protected,
-    /// The incarnations that cannot move a recorded clock.
-    known: &'a Arc<Known>,
+    /// Whose ledger facts count.
+    trust: &'a Arc<Trust>,
     /// The invocation's clock.
     clock: &'a (dyn Fn() -> i64 + Send + Sync),
 }
@@ -133,7 +134,7 @@ impl Invocation<'_> {
         }
         let walk = self.observed().await?;
         let referenced = self.referenced().await?;
-        let known = self.known().await?;
+        let trust = self.trust().await?;
         let clock = self.clock();
         loop {
             let listing = match self.next_page(&seq, &range, last.as_ref()).await? {
@@ -144,7 +145,7 @@ impl Invocation<'_> {
             let basis = ScanBasis {
                 walk: &walk,
                 referenced: &referenced,
-                known: &known,
+                trust: &trust,
                 clock: &clock,
             };
             last = Some(self.scan_page(&seq, listing, last.as_ref(), basis).await?);
@@ -164,7 +165,7 @@ impl Invocation<'_> {
         let ScanBasis {
             walk,
             referenced,
-            known,
+            trust,
             clock,
         } = basis;
         let doomed_so_far = last.map_or(0, |page| page.doomed_total);
@@ -177,7 +178,7 @@ impl Invocation<'_> {
                 &self.run.plan,
                 &self.run.lease,
                 clock,
-                known.clone(),
+                trust.clone(),
                 self.now_ms,
             );
             let (judge, observation) = (&judge, &walk.observation);
@@ -196,7 +197,6 @@ impl Invocation<'_> {
                         name: listed.name,
                         size: listed.size,
                         last_modified_ms: listed.last_modified_ms,
-                        uuid: None,
                     };
                     Ok(Scanned::Assessed(
                         judge.assess(observation, referenced, &object).await?,

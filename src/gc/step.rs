@@ -21,13 +21,13 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::GarbageCollector;
-use super::assess::{Known, SharedLease};
+use super::assess::SharedLease;
 use super::config::millis;
 use std::sync::Arc;
 
 use super::job::{Job, Plan, RUNS_DIR, Seq, Walk, planned_runs};
 use super::lease::{Acquired, Lease};
-use super::ledger::{JournalRef, Ledger};
+use super::ledger::{JournalRef, Ledger, Trust};
 use super::refs::Protected;
 use super::report::{GcPhase, GcReport, GcStatus, RunProgress};
 use crate::error::{Error, ErrorKind, Result};
@@ -137,7 +137,7 @@ pub(crate) struct RunContext {
     observed: tokio::sync::OnceCell<Arc<Walk>>,
     verified: tokio::sync::OnceCell<Arc<Walk>>,
     referenced: tokio::sync::OnceCell<Arc<Protected>>,
-    known: tokio::sync::OnceCell<Arc<Known>>,
+    trust: tokio::sync::OnceCell<Arc<Trust>>,
 }
 
 impl RunContext {
@@ -149,7 +149,7 @@ impl RunContext {
             observed: tokio::sync::OnceCell::new(),
             verified: tokio::sync::OnceCell::new(),
             referenced: tokio::sync::OnceCell::new(),
-            known: tokio::sync::OnceCell::new(),
+            trust: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -204,16 +204,19 @@ impl RunContext {
             .cloned()
     }
 
-    /// The incarnations that cannot move a recorded clock ([`Known`]).
-    pub(crate) async fn known(
+    /// Whose ledger facts count ([`Trust`]): this run's, and those of runs that finished
+    /// before they landed (read once).
+    pub(crate) async fn trust(
         &self,
         warehouse: &crate::warehouse::Warehouse,
-    ) -> Result<Arc<Known>> {
-        self.known
+    ) -> Result<Arc<Trust>> {
+        self.trust
             .get_or_try_init(|| async {
-                Known::read(Ledger::new(warehouse), self.plan.previous)
-                    .await
-                    .map(Arc::new)
+                let journals = Ledger::new(warehouse).journal_state().await?;
+                Ok::<_, Error>(Arc::new(Trust {
+                    current: Some(self.plan.journal()),
+                    done_at: journals.done_at,
+                }))
             })
             .await
             .cloned()
@@ -338,8 +341,8 @@ impl<'g> Invocation<'g> {
     }
 
     /// The incarnations the previous finished run listed.
-    pub(crate) async fn known(&self) -> Result<Arc<Known>> {
-        self.run.known(self.gc.catalog.warehouse()).await
+    pub(crate) async fn trust(&self) -> Result<Arc<Trust>> {
+        self.run.trust(self.gc.catalog.warehouse()).await
     }
 
     /// Renew and prove the lease right before a destructive step.

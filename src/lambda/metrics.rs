@@ -100,9 +100,11 @@ pub fn emf_line(
 /// returns it), under the `Operation` dimension `gc`: what this invocation did (objects
 /// scanned, reachable, condemned and deleted, bytes deleted; `PartitionsDone` 1 when it
 /// completed a partition's scan or deletion), and once a run has finished
-/// (`RunsCompleted` 1) the run's `RunDurationMs` and the bytes past retention it still kept
+/// (`RunsCompleted` 1) the run's `RunDurationMs`, the bytes past retention it still kept
 /// (waiting for their condemnation delay, for the metadata naming them to go, or over the
-/// run's deletion limit). The step and status are properties of the line.
+/// run's deletion limit), and `ObjectsKeptForOperator`: objects it keeps until an operator
+/// looks (files under `metadata/` of a format it does not understand, names too long for
+/// its ledger). The step and status are properties of the line.
 pub fn gc_emf_line(timestamp_ms: i64, report: &Value) -> String {
     let count = |field: &str, unit: &str| report[field][unit].as_u64().unwrap_or(0);
     // A run's end: the finish step's (or a whole run's) answer, not a repeated step of a
@@ -138,8 +140,12 @@ pub fn gc_emf_line(timestamp_ms: i64, report: &Value) -> String {
     });
     if finished {
         metrics.push(json!({"Name": "BytesKeptPastRetention", "Unit": "Bytes"}));
+        metrics.push(json!({"Name": "ObjectsKeptForOperator", "Unit": "Count"}));
         metrics.push(json!({"Name": "RunDurationMs", "Unit": "Milliseconds"}));
         line["BytesKeptPastRetention"] = kept_past_retention.into();
+        line["ObjectsKeptForOperator"] = (count("kept-unknown-format", "objects")
+            + count("kept-unmirrorable", "objects"))
+        .into();
         let started = report["now-ms"].as_i64().unwrap_or(timestamp_ms);
         line["RunDurationMs"] = timestamp_ms.saturating_sub(started).max(0).into();
     }
@@ -292,8 +298,11 @@ mod tests {
             "kept-by-condemn-delay": {"objects": 1, "bytes": 10},
             "kept-by-reference": {"objects": 1, "bytes": 30},
             "deferred": {"objects": 0, "bytes": 0},
+            "kept-unknown-format": {"objects": 1, "bytes": 5},
+            "kept-unmirrorable": {"objects": 2, "bytes": 7},
         });
         let line: Value = serde_json::from_str(&gc_emf_line(5, &finish)).expect("JSON");
+        assert_eq!(line["ObjectsKeptForOperator"], 3);
         assert_eq!(line["Operation"], "gc");
         assert_eq!(line["Step"], "finish");
         assert_eq!(line["ObjectsDeleted"], 2);

@@ -36,6 +36,41 @@ impl Warehouse {
             )),
         }
     }
+    /// The names that `names` reach through symbolic links, on a local warehouse: for a
+    /// name whose path passes through a link (`indexes/u/current -> 7`, `tables ->
+    /// indexes`), the name of the path the link leads to, if that lies inside the
+    /// warehouse. A listing never follows links, so it lists those objects under their real
+    /// names; the collector keeps them by these. Each is paired with the name it came
+    /// from. Empty on other stores.
+    pub async fn link_targets(&self, names: Vec<String>) -> Result<Vec<(String, String)>> {
+        let Some(dir) = &self.local else {
+            return Ok(Vec::new());
+        };
+        let dir = dir.as_ref().clone();
+        tokio::task::spawn_blocking(move || {
+            let mut targets = Vec::new();
+            for name in names {
+                if local::linked(&dir, &name).is_some() {
+                    let path = dir.join(&name);
+                    if let Some(path) = path.to_str() {
+                        for target in super::recognise::linked_names(&dir, path) {
+                            targets.push((name.clone(), target));
+                        }
+                    }
+                }
+            }
+            targets
+        })
+        .await
+        .map_err(|err| {
+            Error::with_source(
+                ErrorKind::StoreUnavailable,
+                "resolving links in the warehouse failed",
+                err,
+            )
+        })
+    }
+
     /// The warehouse root this one is nested in, if any: an ancestor directory holding
     /// an ownership marker whose `metadata/`, `indexes/` or `_gc/` contains this root.
     /// Such a warehouse would have its objects collected by the outer one.

@@ -39,6 +39,7 @@ mod location;
 mod names;
 mod objects;
 mod range;
+mod recognise;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -188,6 +189,19 @@ impl Warehouse {
     /// The root URI, without a trailing `/`.
     pub fn root(&self) -> &str {
         self.root.as_str().trim_end_matches('/')
+    }
+
+    /// The longest name an object of this warehouse may have: the store's key limit less
+    /// the root (S3 and the other object stores: 1,024 bytes of key; local files: 4,095
+    /// bytes of path).
+    pub fn max_name_len(&self) -> usize {
+        match &self.local {
+            Some(dir) => 4095usize.saturating_sub(dir.as_os_str().len() + 1),
+            None => {
+                let prefix = self.prefix.as_ref().len();
+                1024usize.saturating_sub(if prefix == 0 { 0 } else { prefix + 1 })
+            }
+        }
     }
 
     /// The object store holding the warehouse.

@@ -572,7 +572,8 @@ pub fn aws_env(server: &Server) -> Vec<(String, String)> {
     .collect()
 }
 
-/// Start the server for `shape`, claim the warehouse with `parqdb-catalog init`, and
+/// Start the server for `shape`, claim the warehouse with `parqdb-catalog init --adopt`
+/// (the generated objects are old: the warehouse holds data before any catalog), and
 /// register one index per live directory (its metadata written into the server through
 /// the library), so that the collector's reachability covers exactly the live objects.
 pub fn setup(shape: Shape, bin: &Path, dir: &Path, server_threads: usize) -> Setup {
@@ -586,6 +587,7 @@ pub fn setup(shape: Shape, bin: &Path, dir: &Path, server_threads: usize) -> Set
         .arg("--catalog")
         .arg(&catalog)
         .arg("init")
+        .arg("--adopt")
         .envs(aws_env(&server))
         .output()
         .expect("run init");

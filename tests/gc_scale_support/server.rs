@@ -13,12 +13,12 @@
 //! object but a deletion bit and a listing counter is kept). Every `live_every`-th
 //! directory is live (the harness registers indexes naming it); everything else is
 //! garbage. The ledger files the collector writes for virtual objects
-//! (`_gc/ledger/<object>/u-…` and `c-…`) are kept compactly per object (time, run, write
+//! (`_gc/ledger/<object>/o-…` and `c-…`) are kept compactly per object (time, run, write
 //! time) and served from there; everything else written (metadata, the ownership marker,
 //! the collector's run state) lives in a map merged into listings in key order.
 //!
 //! The server counts requests by kind and watches the invariants: live virtual objects
-//! deleted (must stay 0) and retention clocks restarted (a second, different `u-` file
+//! deleted (must stay 0) and retention clocks restarted (a second, different `o-` file
 //! for one object).
 //!
 //! HTTP/1.1 (keep-alive, `Content-Length` and chunked bodies, `Expect: 100-continue`) is
@@ -237,6 +237,8 @@ struct Stored {
 struct Slot {
     /// The file's `<ms>` (`-1`: none).
     ms: Vec<AtomicI64>,
+    /// A clock file's `<walk>` (the walk that started the clock).
+    walk: Vec<AtomicI64>,
     /// The writing run (index into `runs`, plus one; 0: none).
     run: Vec<AtomicU8>,
     /// When the file was written.
@@ -247,6 +249,7 @@ impl Slot {
     fn new(n: usize) -> Slot {
         Slot {
             ms: (0..n).map(|_| AtomicI64::new(-1)).collect(),
+            walk: (0..n).map(|_| AtomicI64::new(-1)).collect(),
             run: (0..n).map(|_| AtomicU8::new(0)).collect(),
             written_ms: (0..n).map(|_| AtomicI64::new(0)).collect(),
         }
@@ -258,7 +261,7 @@ impl Slot {
 pub struct Violations {
     /// Live virtual objects deleted.
     pub live_deleted: u64,
-    /// Second, different `u-` files written for one virtual object (a retention clock
+    /// Second, different `o-` files written for one virtual object (a retention clock
     /// raised or restarted).
     pub clock_restarts: u64,
     /// Second, different `c-` files written for one virtual object.
@@ -619,7 +622,7 @@ impl State {
     fn ledger_files(&self, i: u64) -> Vec<(String, i64)> {
         let at = i as usize;
         let mut files = Vec::new();
-        for (tag, slot) in [("c", &self.condemned), ("u", &self.clock)] {
+        for (condemned, slot) in [(true, &self.condemned), (false, &self.clock)] {
             let ms = slot.ms[at].load(Ordering::SeqCst);
             if ms < 0 {
                 continue;
@@ -628,8 +631,13 @@ impl State {
             if run == 0 {
                 continue;
             }
+            let name = if condemned {
+                format!("c-{ms}")
+            } else {
+                format!("o-{ms}-{}", slot.walk[at].load(Ordering::SeqCst))
+            };
             let key = format!(
-                "{}{tag}-{ms}-{}.json",
+                "{}{name}-{}.json",
                 self.shape.ledger_dir(i),
                 self.run_suffix(run)
             );
@@ -639,8 +647,10 @@ impl State {
         files
     }
 
-    /// A compact ledger file named by `key`: (object, slot is condemned, ms, run suffix).
-    fn parse_ledger_key<'k>(&self, key: &'k str) -> Option<(u64, bool, i64, &'k str)> {
+    /// A compact ledger file named by `key`: (object, slot is condemned, ms, walk (`-1` for
+    /// a condemnation), run suffix). Clock files are `o-<clock>-<walk>-…`, condemnations
+    /// `c-<ms>-…`.
+    fn parse_ledger_key<'k>(&self, key: &'k str) -> Option<(u64, bool, i64, i64, &'k str)> {
         let rest = key.strip_prefix(&self.shape.ledger_prefix())?;
         let (object, file) = rest.rsplit_once('/')?;
         let i = self
@@ -649,26 +659,28 @@ impl State {
         let stem = file.strip_suffix(".json")?;
         let (tag, rest) = stem.split_once('-')?;
         let condemned = match tag {
-            "u" => false,
+            "o" => false,
             "c" => true,
             _ => return None,
         };
-        let (ms, suffix) = rest.split_once('-')?;
-        let value: i64 = ms.parse().ok()?;
-        if value < 0 || value.to_string() != ms {
-            return None;
-        }
+        let number = |rest: &'k str| -> Option<(i64, &'k str)> {
+            let (ms, rest) = rest.split_once('-')?;
+            let value: i64 = ms.parse().ok()?;
+            (value >= 0 && value.to_string() == ms).then_some((value, rest))
+        };
+        let (value, rest) = number(rest)?;
+        let (walk, suffix) = if condemned { (-1, rest) } else { number(rest)? };
         let (run_ms, run) = suffix.split_once('-')?;
         let run_ok = run.len() == 32
             && run
                 .bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
             && run_ms.parse::<i64>().is_ok_and(|v| v.to_string() == run_ms);
-        run_ok.then_some((i, condemned, value, suffix))
+        run_ok.then_some((i, condemned, value, walk, suffix))
     }
 
     fn ledger_body(&self, key: &str) -> Option<Bytes> {
-        let (i, condemned, ms, suffix) = self.parse_ledger_key(key)?;
+        let (i, condemned, ms, _, suffix) = self.parse_ledger_key(key)?;
         let run = suffix.split_once('-')?.1;
         let run = format!(
             "{}-{}-{}-{}-{}",
@@ -680,7 +692,8 @@ impl State {
         );
         let object = &self.shape.key(i)[self.shape.root.len() + 1..];
         let body = serde_json::json!({
-            "ledger-version": 1, "object": object, "kind": if condemned { "c" } else { "u" },
+            "ledger-version": 2, "object": object,
+            "kind": if condemned { "condemned" } else { "clock" },
             "ms": ms, "run-id": run, "reason": "(not kept by the synthetic server)",
         });
         Some(Bytes::from(body.to_string()))
@@ -688,14 +701,16 @@ impl State {
 
     /// The compact ledger file `key` if it exists: (written, size).
     fn ledger_file(&self, key: &str) -> Option<(i64, u64)> {
-        let (i, condemned, ms, suffix) = self.parse_ledger_key(key)?;
+        let (i, condemned, ms, walk, suffix) = self.parse_ledger_key(key)?;
         let slot = if condemned {
             &self.condemned
         } else {
             &self.clock
         };
         let at = i as usize;
-        if slot.ms[at].load(Ordering::SeqCst) != ms {
+        if slot.ms[at].load(Ordering::SeqCst) != ms
+            || (!condemned && slot.walk[at].load(Ordering::SeqCst) != walk)
+        {
             return None;
         }
         let run = slot.run[at].load(Ordering::SeqCst);
@@ -760,7 +775,7 @@ impl State {
             return Err("virtual objects cannot be written");
         }
         let now = now_ms();
-        if let Some((i, condemned, ms, suffix)) = self.parse_ledger_key(key) {
+        if let Some((i, condemned, ms, walk, suffix)) = self.parse_ledger_key(key) {
             let slot = if condemned {
                 &self.condemned
             } else {
@@ -772,10 +787,12 @@ impl State {
             if slot.ms[at].load(Ordering::SeqCst) < 0 {
                 slot.written_ms[at].store(now, Ordering::SeqCst);
                 slot.run[at].store(run, Ordering::SeqCst);
+                slot.walk[at].store(walk, Ordering::SeqCst);
                 slot.ms[at].store(ms, Ordering::SeqCst);
                 return Ok(true);
             }
             let same = slot.ms[at].load(Ordering::SeqCst) == ms
+                && slot.walk[at].load(Ordering::SeqCst) == walk
                 && slot.run[at].load(Ordering::SeqCst) == run;
             if same {
                 if create {
@@ -827,7 +844,7 @@ impl State {
             self.delete_virtual(i);
             return;
         }
-        if let Some((i, condemned, _, _)) = self.parse_ledger_key(key)
+        if let Some((i, condemned, _, _, _)) = self.parse_ledger_key(key)
             && self.ledger_file(key).is_some()
         {
             let slot = if condemned {

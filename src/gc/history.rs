@@ -1,0 +1,154 @@
+//! What the catalog did around a walk, from durable evidence only: the change log (see
+//! `catalog::changelog`), read after the walk, against the records the walk found and the
+//! records the previous finished run's walk found (its journal).
+//!
+//! * **Republished**: everything a logged register, commit or rename step names, with the
+//!   time it was logged. A walk that started less than `settle` after that time may have
+//!   missed the publication, so no retention clock of those objects may come from it
+//!   (see [`rules`](super::rules)).
+//! * **Unexplained**: a record whose commit id the previous finished run did not see at
+//!   that key and no log entry announces, or a record that run saw and that is gone. The
+//!   catalog wrote neither (a restored backup, a hand edit, a stale copy re-homed with
+//!   `init --adopt`, a writer of an earlier version); what such records named before may
+//!   have been reachable at any time since the previous run, so every retention clock
+//!   restarts at this walk.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use futures::{StreamExt, TryStreamExt};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::ledger::{self, JournalFacts};
+use super::reachability::names_of_metadata;
+use super::refs::RefMap;
+use super::rules::{self, Timing};
+use crate::catalog::Catalog;
+use crate::catalog::changelog;
+use crate::error::{Error, Result};
+
+/// What the change log says about a walk.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub(crate) struct History {
+    /// Everything a logged publication names, with the latest time it was logged.
+    pub republished: RefMap,
+    /// Why the catalog's records cannot be explained by the log, if they cannot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unexplained: Vec<String>,
+    /// How many log entries were read.
+    #[serde(default)]
+    pub changes: u64,
+}
+
+/// How many unexplained records are named in a report before the rest are counted.
+const NAMED: usize = 5;
+
+/// Read the change log after a walk that found `records` (store key → commit id) and
+/// `changed` (the writes of each record since the previous finished run's walk), given
+/// what that walk found (`previous`), under the collector's `timing`.
+pub(crate) async fn read(
+    catalog: &Catalog,
+    records: &BTreeMap<String, Uuid>,
+    changed: &BTreeMap<String, Vec<Uuid>>,
+    previous: &JournalFacts,
+    timing: &Timing,
+    concurrency: usize,
+) -> Result<History> {
+    let warehouse = catalog.warehouse();
+    let log = changelog::read(warehouse, concurrency).await?;
+    let mut history = History {
+        changes: log.changes.len() as u64,
+        ..History::default()
+    };
+    for name in &log.unreadable {
+        history.unexplained.push(format!(
+            "`{}` under the change log is no entry this catalog wrote, or does not parse; what it announced is unknown",
+            warehouse.absolute(name)
+        ));
+    }
+    let mut logged: HashSet<Uuid> = HashSet::new();
+    let mut published: HashMap<String, Vec<i64>> = HashMap::new();
+    for change in &log.changes {
+        for write in &change.writes {
+            logged.extend(write.commit_ids.iter().copied());
+            if let Some(location) = &write.publishes {
+                published
+                    .entry(location.clone())
+                    .or_default()
+                    .push(change.at_ms);
+            }
+        }
+    }
+    let mut unexplained = Vec::new();
+    for (key, writes) in changed {
+        // Every write since the previous finished run's walk, as far as the record's
+        // chain shows them: the catalog logged each before writing it.
+        if let Some(commit) = writes
+            .iter()
+            .find(|commit| !rules::explained(false, logged.contains(commit)))
+        {
+            unexplained.push(format!(
+                "record `{key}` holds (or went through) commit {commit}, which the previous finished gc run did not see there and the change log does not announce"
+            ));
+        }
+    }
+    for key in previous.records.keys() {
+        if !records.contains_key(key) {
+            unexplained.push(format!(
+                "record `{key}`, which the previous finished gc run saw, is gone"
+            ));
+        }
+    }
+    let count = unexplained.len();
+    history
+        .unexplained
+        .extend(unexplained.into_iter().take(NAMED));
+    if count > NAMED {
+        history
+            .unexplained
+            .push(format!("and {} more such records", count - NAMED));
+    }
+    let registry = catalog.registry();
+    let named: Vec<Option<(i64, Vec<String>)>> = futures::stream::iter(published)
+        .map(|(location, times)| async move {
+            let Ok(name) = warehouse.relative(&location) else {
+                return Ok::<_, Error>(None);
+            };
+            // An entry logged `settle` after the file's condemnation became visible
+            // belongs to a publication that checked after it, and was refused: it
+            // published nothing (a retried register of a condemned file must not delay
+            // its collection).
+            let condemned = ledger::condemnation(warehouse, &name).await?;
+            let Some(at) = times
+                .into_iter()
+                .filter(|at| !rules::refused(*at, condemned, timing))
+                .max()
+            else {
+                return Ok(None);
+            };
+            Ok(Some((
+                at,
+                names_of_metadata(warehouse, registry, &name).await?,
+            )))
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect()
+        .await?;
+    for (at, names) in named.into_iter().flatten() {
+        for name in names {
+            history.republished.insert(name, at);
+        }
+    }
+    history.republished.add_link_targets(warehouse).await?;
+    Ok(history)
+}
+
+impl History {
+    /// The earliest walk a retention clock may come from, given the ownership epoch
+    /// `epoch_ms` and this history's walk starting at `walk_start_ms`: that walk itself
+    /// when the records cannot be explained.
+    pub(crate) fn floor(&self, epoch_ms: i64, walk_start_ms: i64) -> i64 {
+        rules::floor(epoch_ms, !self.unexplained.is_empty(), walk_start_ms)
+    }
+}

@@ -1,0 +1,373 @@
+//! Recognising the warehouse in locations other engines wrote: every spelling of a
+//! location that may denote objects of this warehouse.
+//!
+//! A source table's location is written by whatever engine owns the table, in whatever
+//! spelling it uses: a plain absolute path (`/data/wh/indexes/src/`, DataFusion's usual
+//! form), `file:/`, `file:///` or `file://localhost/` URIs in any case of the scheme,
+//! Hadoop's `s3a://` and `s3n://`, S3's HTTPS URLs (virtual-hosted and path-style, a
+//! local server's `http://127.0.0.1:9000/bucket/...`), doubled slashes, `.` and `..`
+//! segments, percent-escapes, and on the local file system symbolic links to the
+//! warehouse. Publication (which refuses a source table inside the warehouse's managed or
+//! bookkeeping prefixes) and reachability (which keeps everything a source names) both ask
+//! [`Warehouse::names_of_location`], so what one refuses the other keeps.
+//!
+//! When a spelling may mean two things (a doubled slash is a distinct S3 key to S3 itself
+//! but the same directory to Hadoop; a `%41` is an escape in a URI but two characters in
+//! a path), every reading counts: the answer is the set of names any reading denotes.
+//! Locations under another scheme (`gs://`, `hdfs://`, `abfss://`), another bucket, or
+//! outside the root denote nothing here. Relative paths denote nothing either: an engine
+//! resolves them against its own working directory, which no catalog knows.
+
+use std::path::{Path, PathBuf};
+
+use percent_encoding::percent_decode_str;
+
+use super::{Warehouse, object_name};
+
+/// One reading of a location: where it is, and the path (or key) below that.
+enum Reading {
+    /// A path on the local file system.
+    Local(String),
+    /// A key in an S3 bucket.
+    Bucket { bucket: String, key: String },
+    /// A path under another URI authority (`memory://`, ...), compared as the root URI is.
+    Other {
+        scheme: String,
+        authority: String,
+        path: String,
+    },
+}
+
+impl Warehouse {
+    /// Every name of this warehouse that `location` may denote in some engine's reading
+    /// (see the [module docs](self)); empty if it denotes nothing inside the root.
+    pub fn names_of_location(&self, location: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        for reading in readings(location.trim()) {
+            for path in spellings(&reading) {
+                if let Some(name) = self.name_below_root(&reading, &path)
+                    && !names.contains(&name)
+                {
+                    names.push(name);
+                }
+            }
+            if let (Reading::Local(path), Some(dir)) = (&reading, &self.local) {
+                for name in linked_names(dir, path) {
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
+                }
+            }
+        }
+        names
+    }
+
+    /// The name of `path` (one spelling of `reading`), if it lies strictly below the root.
+    fn name_below_root(&self, reading: &Reading, path: &str) -> Option<String> {
+        let root = &self.root;
+        let same_place = match reading {
+            Reading::Local(_) => root.scheme() == "file",
+            Reading::Bucket { bucket, .. } => {
+                root.scheme() == "s3"
+                    && root
+                        .host_str()
+                        .is_some_and(|host| host.eq_ignore_ascii_case(bucket))
+            }
+            Reading::Other {
+                scheme, authority, ..
+            } => {
+                root.scheme() == scheme
+                    && root.host_str().unwrap_or("") == authority
+                    && root.scheme() != "file"
+                    && root.scheme() != "s3"
+            }
+        };
+        if !same_place {
+            return None;
+        }
+        let mut segments = path.split('/').filter(|s| !s.is_empty());
+        for root_segment in &self.root_segments {
+            if segments.next()? != root_segment {
+                return None;
+            }
+        }
+        let rest: Vec<&str> = segments.collect();
+        if rest.is_empty() {
+            return None;
+        }
+        object_name(&rest.join("/")).ok()
+    }
+}
+
+/// The readings of a location: what place and path it names.
+fn readings(location: &str) -> Vec<Reading> {
+    let Some((scheme, rest)) = split_scheme(location) else {
+        // No scheme: an absolute path is a local file path; a relative one is resolved
+        // against an engine's working directory, which nobody here knows.
+        return if location.starts_with('/') {
+            vec![Reading::Local(location.to_owned())]
+        } else {
+            Vec::new()
+        };
+    };
+    match scheme.as_str() {
+        "file" => {
+            // `file:/p`, `file:///p`, `file://localhost/p`; another host is elsewhere.
+            let path = match rest.strip_prefix("//") {
+                Some(after) => match after.find('/') {
+                    Some(at)
+                        if after[..at].is_empty()
+                            || after[..at].eq_ignore_ascii_case("localhost") =>
+                    {
+                        &after[at..]
+                    }
+                    _ => return Vec::new(),
+                },
+                None if rest.starts_with('/') => rest,
+                None => return Vec::new(),
+            };
+            vec![Reading::Local(strip_query(path).to_owned())]
+        }
+        "s3" | "s3a" | "s3n" => match rest.strip_prefix("//") {
+            Some(after) => {
+                let (bucket, key) = after.split_once('/').unwrap_or((after, ""));
+                vec![Reading::Bucket {
+                    bucket: bucket.to_owned(),
+                    key: strip_query(key).to_owned(),
+                }]
+            }
+            None => Vec::new(),
+        },
+        "http" | "https" => {
+            let Some(after) = rest.strip_prefix("//") else {
+                return Vec::new();
+            };
+            let (host, path) = after.split_at(after.find('/').unwrap_or(after.len()));
+            let host = host.rsplit('@').next().unwrap_or(host);
+            let host = host.split(':').next().unwrap_or(host);
+            let path = strip_query(path);
+            let mut readings = Vec::new();
+            // Virtual-hosted style: the bucket is the host's first label.
+            if let Some((bucket, _)) = host.split_once('.') {
+                readings.push(Reading::Bucket {
+                    bucket: bucket.to_owned(),
+                    key: path.trim_start_matches('/').to_owned(),
+                });
+            }
+            // Path style (S3, MinIO, a local server): the bucket is the first segment.
+            let trimmed = path.trim_start_matches('/');
+            let (bucket, key) = trimmed.split_once('/').unwrap_or((trimmed, ""));
+            readings.push(Reading::Bucket {
+                bucket: bucket.to_owned(),
+                key: key.to_owned(),
+            });
+            readings
+        }
+        _ => match rest.strip_prefix("//") {
+            Some(after) => {
+                let (authority, path) = after.split_at(after.find('/').unwrap_or(after.len()));
+                vec![Reading::Other {
+                    scheme,
+                    authority: authority.to_owned(),
+                    path: strip_query(path).to_owned(),
+                }]
+            }
+            None => Vec::new(),
+        },
+    }
+}
+
+/// `scheme` (lower-cased) and the rest, if `location` starts with a URI scheme.
+fn split_scheme(location: &str) -> Option<(String, &str)> {
+    let (scheme, rest) = location.split_once(':')?;
+    let mut chars = scheme.chars();
+    let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        // A one-letter "scheme" is a Windows drive, not a URI.
+        && scheme.len() > 1;
+    valid.then(|| (scheme.to_ascii_lowercase(), rest))
+}
+
+fn strip_query(path: &str) -> &str {
+    path.split(['?', '#']).next().unwrap_or(path)
+}
+
+/// Every spelling of a reading's path worth comparing: as written and percent-decoded,
+/// each with doubled slashes and `.` segments dropped and `..` resolved (and, for S3
+/// keys, also exactly as written: a doubled slash is a key of its own there).
+fn spellings(reading: &Reading) -> Vec<String> {
+    let path = match reading {
+        Reading::Local(path) => path,
+        Reading::Bucket { key, .. } => key,
+        Reading::Other { path, .. } => path,
+    };
+    let mut out = Vec::new();
+    let decoded = percent_decode_str(path)
+        .decode_utf8()
+        .ok()
+        .map(|d| d.into_owned());
+    for written in std::iter::once(path.clone()).chain(decoded) {
+        if let Some(normal) = resolve_dots(&written)
+            && !out.contains(&normal)
+        {
+            out.push(normal);
+        }
+        if matches!(reading, Reading::Bucket { .. }) && !out.contains(&written) {
+            out.push(written);
+        }
+    }
+    out
+}
+
+/// `path` with empty and `.` segments dropped and `..` resolved; `None` if `..` climbs
+/// above the start.
+fn resolve_dots(path: &str) -> Option<String> {
+    let mut segments: Vec<&str> = Vec::new();
+    for segment in path.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                segments.pop()?;
+            }
+            other => segments.push(other),
+        }
+    }
+    Some(segments.join("/"))
+}
+
+/// The names a local path reaches through symbolic links: the path with its longest
+/// existing prefix resolved (`canonicalize`), if that lies below the warehouse directory
+/// `dir` (itself resolved).
+pub(super) fn linked_names(dir: &Path, path: &str) -> Vec<String> {
+    let Ok(root) = std::fs::canonicalize(dir) else {
+        return Vec::new();
+    };
+    let mut existing = PathBuf::from(path);
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    let resolved = loop {
+        if let Ok(resolved) = std::fs::canonicalize(&existing) {
+            break resolved;
+        }
+        match (existing.file_name(), existing.parent()) {
+            (Some(last), Some(parent)) => {
+                rest.push(last.to_owned());
+                existing = parent.to_path_buf();
+            }
+            _ => return Vec::new(),
+        }
+    };
+    let mut full = resolved;
+    for part in rest.iter().rev() {
+        full.push(part);
+    }
+    let Ok(below) = full.strip_prefix(&root) else {
+        return Vec::new();
+    };
+    let Some(below) = below.to_str() else {
+        return Vec::new();
+    };
+    resolve_dots(below)
+        .filter(|name| !name.is_empty())
+        .and_then(|name| object_name(&name).ok())
+        .into_iter()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use object_store::memory::InMemory;
+    use object_store::path::Path as StorePath;
+
+    use super::*;
+
+    fn s3() -> Warehouse {
+        Warehouse::new(
+            "s3://b/wh",
+            Arc::new(InMemory::new()),
+            StorePath::from("wh"),
+        )
+        .expect("warehouse")
+    }
+
+    #[test]
+    fn every_s3_spelling_of_a_location_inside_is_recognised() {
+        let wh = s3();
+        for spelling in [
+            "s3://b/wh/indexes/src/",
+            "S3://b/wh/indexes/src",
+            "s3a://b/wh/indexes/src",
+            "S3N://B/wh/indexes/src/",
+            "s3://b/wh//indexes/src",
+            "s3://b/wh/./indexes/src",
+            "s3://b/wh/x/../indexes/src",
+            "s3://b/wh/%69ndexes/src",
+            "https://b.s3.us-east-1.amazonaws.com/wh/indexes/src/",
+            "https://s3.us-east-1.amazonaws.com/b/wh/indexes/src/",
+            "http://127.0.0.1:9000/b/wh/indexes/src",
+        ] {
+            assert!(
+                wh.names_of_location(spelling)
+                    .contains(&"indexes/src".to_owned()),
+                "{spelling}: {:?}",
+                wh.names_of_location(spelling)
+            );
+        }
+        for outside in [
+            "s3://other/wh/indexes/src",
+            "s3://b/wh2/indexes/src",
+            "s3://b/wh",
+            "gs://b/wh/indexes/src",
+            "file:///b/wh/indexes/src",
+            "/b/wh/indexes/src",
+            "wh/indexes/src",
+            "indexes/src",
+            "s3://b/wh/../indexes/src",
+        ] {
+            assert!(
+                wh.names_of_location(outside).is_empty(),
+                "{outside}: {:?}",
+                wh.names_of_location(outside)
+            );
+        }
+    }
+
+    #[test]
+    fn every_local_spelling_of_a_location_inside_is_recognised() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path().join("wh");
+        std::fs::create_dir_all(root.join("indexes/src")).expect("dirs");
+        let wh = Warehouse::local(&root).expect("warehouse");
+        let abs = std::fs::canonicalize(&root).expect("root");
+        let abs = abs.display();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&root, &link).expect("link");
+        let link = link.display();
+        for spelling in [
+            format!("{abs}/indexes/src/"),
+            format!("{abs}//indexes/./src"),
+            format!("file://{abs}/indexes/src"),
+            format!("FILE://{abs}/indexes/src"),
+            format!("file:{abs}/indexes/src"),
+            format!("file://localhost{abs}/indexes/src"),
+            format!("{abs}/indexes/x/../src"),
+            format!("{link}/indexes/src"),
+            format!("file://{link}/indexes/src/not-yet"),
+        ] {
+            let names = wh.names_of_location(&spelling);
+            assert!(
+                names.iter().any(|n| n.starts_with("indexes/src")),
+                "{spelling}: {names:?}"
+            );
+        }
+        for outside in [
+            format!("{abs}2/indexes/src"),
+            format!("file://host{abs}/indexes/src"),
+            format!("s3://b{abs}/indexes/src"),
+            "indexes/src".to_owned(),
+        ] {
+            assert!(wh.names_of_location(&outside).is_empty(), "{outside}");
+        }
+    }
+}

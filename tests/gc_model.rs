@@ -1,0 +1,795 @@
+//! The garbage-collection protocol as a model, checked exhaustively with `stateright` over
+//! small configurations (issue 26).
+//!
+//! The model is the protocol of `src/gc` and `src/catalog/changelog.rs` with the storage
+//! abstracted away: identifiers whose records point at metadata files, metadata files that
+//! name tables, a change log, a ledger of clock facts and condemnations, and collector runs
+//! that walk, read the log, assess each object, verify and delete, one step at a time. Every
+//! decision a run takes comes from the **same functions the collector calls**
+//! ([`parqdb_catalog::gc::rules`]): when a clock starts or stands, when an object is
+//! condemned or doomed, whether it may still be deleted, which facts are trusted, which
+//! records are explained, when a log entry has settled or was refused.
+//!
+//! Between any two steps of a run, anything else may happen: writers log and land
+//! publications (registers and commits of any file at any identifier — an identifier
+//! catching up through old metadata, a commit retried long after its file was written, a
+//! refused publication that leaves its entry), drop identifiers; an operator backs up and
+//! restores the records, edits a record by hand or adopts the warehouse (records it
+//! restores name files a pointer reached within the retention: a backup older than that
+//! may name collected files, which no collector can prevent); time passes; the run crashes
+//! (and a write it had in flight lands later, as a paused process's would).
+//!
+//! **Safety** (`always`): no object is deleted while a pointer reached it within the
+//! retention before, nor while an existing metadata file names it; no pointer ever names a
+//! deleted file. **Liveness** (`sometimes`, plus the bound the random simulation checks):
+//! garbage that lost reachability is collected.
+//!
+//! `PARQDB_GC_MODEL_TIME`, `_PUBLISHES`, `_OPERATOR`, `_CRASHES` and `_RUNS` widen the
+//! configuration (BENCHMARKS.md reports a larger run).
+
+use std::collections::BTreeMap;
+
+use parqdb_catalog::gc::rules::{self, Clock, ClockDecision, Facts, Timing, Verdict, Walk};
+use stateright::{Checker, Model, Property};
+
+/// Metadata files `0..FILES`; tables `FILES..OBJECTS`.
+const FILES: usize = 2;
+const OBJECTS: usize = FILES + 2;
+/// Which tables each metadata file names (a successor: v0 names t0, v1 names t0 and t1).
+const NAMES: [[bool; OBJECTS]; FILES] = [[false, false, true, false], [false, false, true, true]];
+const KEYS: usize = 2;
+
+/// Model time: one tick is one publish window.
+const TIMING: Timing = Timing {
+    retention_ms: 3,
+    grace_ms: 0,
+    delay_ms: 2,
+    skew_ms: 0,
+    settle_ms: 1,
+};
+
+/// A pointer record: its commit id and the one it replaced (the chain, one deep).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Record {
+    Absent,
+    Live {
+        file: usize,
+        commit: (u8, Option<u8>),
+    },
+    Dropped {
+        file: usize,
+        commit: (u8, Option<u8>),
+    },
+}
+
+impl Record {
+    /// Its commit id and the previous one.
+    fn commit(self) -> Option<(u8, Option<u8>)> {
+        match self {
+            Record::Absent => None,
+            Record::Live { commit, .. } | Record::Dropped { commit, .. } => Some(commit),
+        }
+    }
+
+    /// A successor of this record with commit id `commit`.
+    fn chain(self, commit: u8) -> (u8, Option<u8>) {
+        (commit, self.commit().map(|(id, _)| id))
+    }
+}
+
+/// A change-log entry.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Logged {
+    at: i64,
+    commit: u8,
+    publishes: Option<usize>,
+}
+
+/// A publication logged and not yet landed: it lands within the window of its entry.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Pending {
+    key: usize,
+    file: usize,
+    commit: u8,
+    deadline: i64,
+}
+
+/// A clock fact in the ledger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Fact {
+    clock: (i64, i64),
+    run: u8,
+    landed: i64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+struct Entry {
+    clocks: Vec<Fact>,
+    condemned: Option<i64>,
+}
+
+/// The phase of the collector's current run.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Phase {
+    /// Walked: the log is read next.
+    Walked,
+    /// The log is read: assessing next.
+    Read,
+    /// All assessed; verification next.
+    Assessed,
+    /// Verified; deleting next.
+    Verified,
+    /// Deleted; sweep and finish next.
+    Deleted,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Run {
+    id: u8,
+    phase: Phase,
+    walk: i64,
+    reachable: [bool; OBJECTS],
+    records: [Option<(u8, Option<u8>)>; KEYS],
+    republished: [Option<i64>; OBJECTS],
+    floor: i64,
+    doomed: [Option<(Clock, i64)>; OBJECTS],
+    reachable_again: [bool; OBJECTS],
+    republished_again: [Option<i64>; OBJECTS],
+    unexplained_again: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct State {
+    now: i64,
+    records: [Record; KEYS],
+    next_commit: u8,
+    log: Vec<Logged>,
+    pending: Vec<Pending>,
+    deleted: [bool; OBJECTS],
+    /// The latest time a pointer reached each object.
+    last_reachable: [Option<i64>; OBJECTS],
+    ledger: [Entry; OBJECTS],
+    /// A clock fact a crashed run had in flight: it lands at any later step.
+    in_flight: Option<(usize, Fact)>,
+    /// Finished runs, with when they finished.
+    done_at: BTreeMap<u8, i64>,
+    /// What the latest finished run's walk saw.
+    journal: Option<[Option<u8>; KEYS]>,
+    next_run: u8,
+    run: Option<Run>,
+    epoch: i64,
+    /// The records an operator backed up, and when.
+    backup: Option<([Record; KEYS], i64)>,
+    /// Budgets that keep the model finite.
+    publishes_left: u8,
+    drops_left: u8,
+    operator_left: u8,
+    crashes_left: u8,
+    runs_left: u8,
+    /// The first safety violation seen, if any.
+    violation: Option<String>,
+    /// Whether anything has been collected.
+    collected: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Action {
+    Tick,
+    /// A register or commit of `file` at `key` logs its entry; `refused`: its check found
+    /// the file condemned (the entry stays, as a crashed writer's would).
+    Publish {
+        key: usize,
+        file: usize,
+    },
+    Land(usize),
+    Expire(usize),
+    Drop(usize),
+    Backup,
+    Restore,
+    HandEdit {
+        key: usize,
+        file: usize,
+    },
+    Adopt,
+    StartRun,
+    ReadLog,
+    /// Assess every unreachable object (each assessment reads only the run's walk and log
+    /// and that object's ledger entry, so writers' steps commute with them); `late`: the
+    /// first clock it starts is written but lands only later, and the run crashes.
+    Assess {
+        late: bool,
+    },
+    Verify,
+    /// Delete every object still doomed (metadata first, as the delete steps do).
+    Delete,
+    Finish,
+    Crash,
+    LandInFlight,
+}
+
+/// The configuration checked.
+struct GcModel {
+    max_time: i64,
+    publishes: u8,
+    operator: u8,
+    crashes: u8,
+    runs: u8,
+}
+
+/// What a set of records reaches: their files (live records) and the tables they name.
+fn closure(files: impl Iterator<Item = usize>) -> [bool; OBJECTS] {
+    let mut reached = [false; OBJECTS];
+    for file in files {
+        reached[file] = true;
+        for (object, named) in NAMES[file].iter().enumerate() {
+            reached[object] |= *named;
+        }
+    }
+    reached
+}
+
+fn live_files(records: &[Record; KEYS]) -> impl Iterator<Item = usize> + '_ {
+    records.iter().filter_map(|record| match record {
+        Record::Live { file, .. } => Some(*file),
+        _ => None,
+    })
+}
+
+impl State {
+    /// What the change log says after a walk that saw `records`: the latest entry that
+    /// may have published each object (refused entries excluded), and whether a record
+    /// is unexplained.
+    fn read_log(
+        &self,
+        records: &[Option<(u8, Option<u8>)>; KEYS],
+    ) -> ([Option<i64>; OBJECTS], bool) {
+        let mut republished = [None; OBJECTS];
+        for entry in &self.log {
+            let Some(file) = entry.publishes else {
+                continue;
+            };
+            if rules::refused(entry.at, self.ledger[file].condemned, &TIMING) {
+                continue;
+            }
+            for (object, named) in closure(std::iter::once(file)).iter().enumerate() {
+                if *named {
+                    republished[object] = republished[object].max(Some(entry.at));
+                }
+            }
+        }
+        let mut unexplained = false;
+        let logged = |commit: u8| self.log.iter().any(|entry| entry.commit == commit);
+        for (key, record) in records.iter().enumerate() {
+            let seen = self.journal.and_then(|journal| journal[key]);
+            match record {
+                Some((commit, previous)) => {
+                    // Every write since the previous finished run's walk, as far as the
+                    // chain shows them, must be logged.
+                    for write in [Some(*commit), *previous].into_iter().flatten() {
+                        if Some(write) == seen {
+                            break;
+                        }
+                        unexplained |= !rules::explained(false, logged(write));
+                    }
+                }
+                None => unexplained |= seen.is_some(),
+            }
+        }
+        (republished, unexplained)
+    }
+
+    fn trusted_clock(&self, object: usize, run: u8) -> Option<Clock> {
+        self.ledger[object]
+            .clocks
+            .iter()
+            .filter(|fact| {
+                rules::trusts(
+                    fact.run == run,
+                    fact.landed,
+                    self.done_at.get(&fact.run).copied(),
+                )
+            })
+            .map(|fact| Clock {
+                start_ms: fact.clock.0,
+                walk_ms: fact.clock.1,
+            })
+            .max_by_key(|clock| (clock.start_ms, clock.walk_ms))
+    }
+
+    /// Whether existing metadata names `object` (rule (P)).
+    fn referenced(&self, object: usize) -> bool {
+        (0..FILES).any(|file| !self.deleted[file] && NAMES[file][object])
+    }
+
+    fn fresh_commit(&mut self) -> u8 {
+        self.next_commit += 1;
+        self.next_commit
+    }
+
+    /// After every step: what pointers reach now, and whether any names a deleted file.
+    fn observe(&mut self) {
+        let reached = closure(live_files(&self.records));
+        for (object, &reached) in reached.iter().enumerate() {
+            if reached {
+                self.last_reachable[object] = Some(self.now);
+                if self.deleted[object] && self.violation.is_none() {
+                    self.violation = Some(format!("a pointer names deleted object {object}"));
+                }
+            }
+        }
+    }
+
+    fn delete(&mut self, object: usize) {
+        if let Some(last) = self.last_reachable[object]
+            && self.now - last < TIMING.retention_ms
+            && self.violation.is_none()
+        {
+            self.violation = Some(format!(
+                "object {object} deleted at {} though reachable at {last}",
+                self.now
+            ));
+        }
+        if self.referenced(object) && self.violation.is_none() {
+            self.violation = Some(format!("object {object} deleted while metadata names it"));
+        }
+        self.collected = true;
+        self.deleted[object] = true;
+    }
+}
+
+impl Model for GcModel {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        // Identifier 0 is registered on file 0 (logged at time 0).
+        let mut state = State {
+            now: 0,
+            records: [
+                Record::Live {
+                    file: 0,
+                    commit: (1, None),
+                },
+                Record::Absent,
+            ],
+            next_commit: 1,
+            log: vec![Logged {
+                at: 0,
+                commit: 1,
+                publishes: Some(0),
+            }],
+            pending: Vec::new(),
+            deleted: [false; OBJECTS],
+            last_reachable: [None; OBJECTS],
+            ledger: Default::default(),
+            in_flight: None,
+            done_at: BTreeMap::new(),
+            journal: None,
+            next_run: 1,
+            run: None,
+            epoch: 0,
+            backup: None,
+            publishes_left: self.publishes,
+            drops_left: 1,
+            operator_left: self.operator,
+            crashes_left: self.crashes,
+            runs_left: self.runs,
+            violation: None,
+            collected: false,
+        };
+        state.observe();
+        vec![state]
+    }
+
+    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
+        if state.violation.is_some() {
+            return;
+        }
+        if state.now < self.max_time {
+            actions.push(Action::Tick);
+        }
+        if state.publishes_left > 0 {
+            for key in 0..KEYS {
+                for file in 0..FILES {
+                    if !state.deleted[file] {
+                        actions.push(Action::Publish { key, file });
+                    }
+                }
+            }
+        }
+        for (at, pending) in state.pending.iter().enumerate() {
+            if state.now <= pending.deadline {
+                actions.push(Action::Land(at));
+            } else {
+                actions.push(Action::Expire(at));
+            }
+        }
+        if state.drops_left > 0 {
+            for key in 0..KEYS {
+                if matches!(state.records[key], Record::Live { .. }) {
+                    actions.push(Action::Drop(key));
+                }
+            }
+        }
+        if state.operator_left > 0 {
+            match state.backup {
+                None => actions.push(Action::Backup),
+                // A backup older than the retention cannot be restored: what it names may
+                // be collected (the reader-safety period is all a collector promises).
+                Some((_, taken)) if state.now - taken < TIMING.retention_ms => {
+                    actions.push(Action::Restore)
+                }
+                Some(_) => {}
+            }
+            // An operator points a record at a file as a backup younger than the
+            // retention would: one a pointer reached within the retention.
+            if state.last_reachable[0].is_some_and(|at| state.now - at < TIMING.retention_ms) {
+                actions.push(Action::HandEdit { key: 0, file: 0 });
+            }
+            actions.push(Action::Adopt);
+        }
+        if state.in_flight.is_some() {
+            actions.push(Action::LandInFlight);
+        }
+        let Some(run) = &state.run else {
+            if state.runs_left > 0 {
+                actions.push(Action::StartRun);
+            }
+            return;
+        };
+        match run.phase {
+            Phase::Walked => actions.push(Action::ReadLog),
+            Phase::Read => {
+                actions.push(Action::Assess { late: false });
+                if state.crashes_left > 0 && state.in_flight.is_none() {
+                    actions.push(Action::Assess { late: true });
+                }
+            }
+            Phase::Assessed => actions.push(Action::Verify),
+            Phase::Verified => actions.push(Action::Delete),
+            Phase::Deleted => actions.push(Action::Finish),
+        }
+        if state.crashes_left > 0 {
+            actions.push(Action::Crash);
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut state = last.clone();
+        match action {
+            Action::Tick => state.now += 1,
+            Action::Publish { key, file } => {
+                state.publishes_left -= 1;
+                let commit = state.fresh_commit();
+                state.log.push(Logged {
+                    at: state.now,
+                    commit,
+                    publishes: Some(file),
+                });
+                // The check for condemnations runs in the same window: a condemned file
+                // is refused (its entry stays: the writer crashed before withdrawing it).
+                let condemned = state.ledger[file].condemned.is_some_and(|c| c <= state.now);
+                if !condemned {
+                    state.pending.push(Pending {
+                        key,
+                        file,
+                        commit,
+                        deadline: state.now + 1,
+                    });
+                }
+            }
+            Action::Land(at) => {
+                let pending = state.pending.remove(at);
+                state.records[pending.key] = Record::Live {
+                    file: pending.file,
+                    commit: state.records[pending.key].chain(pending.commit),
+                };
+            }
+            Action::Expire(at) => {
+                state.pending.remove(at);
+            }
+            Action::Drop(key) => {
+                state.drops_left -= 1;
+                let Record::Live { file, .. } = state.records[key] else {
+                    return None;
+                };
+                let commit = state.fresh_commit();
+                state.log.push(Logged {
+                    at: state.now,
+                    commit,
+                    publishes: None,
+                });
+                state.records[key] = Record::Dropped {
+                    file,
+                    commit: state.records[key].chain(commit),
+                };
+            }
+            Action::Backup => state.backup = Some((state.records, state.now)),
+            Action::Restore => {
+                state.operator_left -= 1;
+                state.records = state.backup?.0;
+            }
+            Action::HandEdit { key, file } => {
+                state.operator_left -= 1;
+                let commit = state.fresh_commit();
+                state.records[key] = Record::Live {
+                    file,
+                    commit: state.records[key].chain(commit),
+                };
+            }
+            Action::Adopt => {
+                state.operator_left -= 1;
+                state.epoch = state.now;
+            }
+            Action::StartRun => {
+                state.runs_left -= 1;
+                let id = state.next_run;
+                state.next_run += 1;
+                let mut records = [None; KEYS];
+                for (key, record) in state.records.iter().enumerate() {
+                    records[key] = record.commit();
+                }
+                state.run = Some(Run {
+                    id,
+                    phase: Phase::Walked,
+                    walk: state.now,
+                    reachable: closure(live_files(&state.records)),
+                    records,
+                    republished: [None; OBJECTS],
+                    floor: 0,
+                    doomed: [None; OBJECTS],
+                    reachable_again: [false; OBJECTS],
+                    republished_again: [None; OBJECTS],
+                    unexplained_again: false,
+                });
+            }
+            Action::ReadLog => {
+                let run = state.run.as_ref()?;
+                let (republished, unexplained) = state.read_log(&run.records);
+                let floor = rules::floor(state.epoch, unexplained, run.walk);
+                let run = state.run.as_mut()?;
+                run.republished = republished;
+                run.floor = floor;
+                run.phase = Phase::Read;
+            }
+            Action::Assess { late } => {
+                let run = state.run.clone()?;
+                let walk = Walk {
+                    start_ms: run.walk,
+                    end_ms: run.walk,
+                };
+                let mut late_written = false;
+                for object in 0..OBJECTS {
+                    if state.deleted[object] || run.reachable[object] {
+                        continue;
+                    }
+                    let facts = Facts {
+                        last_modified_ms: 0,
+                        republished_ms: run.republished[object],
+                        clock: state.trusted_clock(object, run.id),
+                        condemned_ms: state.ledger[object].condemned,
+                    };
+                    // Decided at the run's time (its walk's start), as every invocation of
+                    // a run decides by its plan's time; facts are stamped when written.
+                    let (decision, verdict) = rules::decide(
+                        &facts,
+                        walk,
+                        run.floor,
+                        run.walk,
+                        state.referenced(object),
+                        &TIMING,
+                    );
+                    if let ClockDecision::Starts(clock) = decision {
+                        let fact = Fact {
+                            clock: (clock.start_ms, clock.walk_ms),
+                            run: run.id,
+                            landed: state.now,
+                        };
+                        if late && !late_written {
+                            // The write is in flight when the run crashes.
+                            late_written = true;
+                            state.crashes_left -= 1;
+                            state.in_flight = Some((object, fact));
+                            state.run = None;
+                            break;
+                        }
+                        state.ledger[object].clocks.push(fact);
+                        state.ledger[object].clocks.sort();
+                    }
+                    match verdict {
+                        Verdict::Condemn => state.ledger[object].condemned = Some(state.now),
+                        Verdict::Delete => {
+                            let clock = decision.clock()?;
+                            let condemned = facts.condemned_ms?;
+                            state.run.as_mut()?.doomed[object] = Some((clock, condemned));
+                        }
+                        _ => {}
+                    }
+                }
+                if late && !late_written {
+                    return None;
+                }
+                if let Some(run) = state.run.as_mut() {
+                    run.phase = Phase::Assessed;
+                }
+            }
+            Action::Verify => {
+                let mut records = [None; KEYS];
+                for (key, record) in state.records.iter().enumerate() {
+                    records[key] = record.commit();
+                }
+                let (republished, unexplained) = state.read_log(&records);
+                let reachable = closure(live_files(&state.records));
+                let run = state.run.as_mut()?;
+                run.reachable_again = reachable;
+                run.republished_again = republished;
+                run.unexplained_again = unexplained;
+                run.phase = Phase::Verified;
+            }
+            Action::Delete => {
+                let run = state.run.clone()?;
+                for object in 0..OBJECTS {
+                    let Some((clock, condemned)) = run.doomed[object] else {
+                        continue;
+                    };
+                    let facts = Facts {
+                        last_modified_ms: i64::MIN,
+                        republished_ms: run.republished_again[object],
+                        clock: Some(clock),
+                        condemned_ms: Some(condemned),
+                    };
+                    let floor = if run.unexplained_again {
+                        i64::MAX
+                    } else {
+                        run.floor
+                    };
+                    if !run.reachable_again[object]
+                        && rules::still_deletable(
+                            clock, condemned, &facts, floor, run.walk, &TIMING,
+                        )
+                    {
+                        state.delete(object);
+                    }
+                }
+                state.run.as_mut()?.phase = Phase::Deleted;
+            }
+            Action::Finish => {
+                let run = state.run.take()?;
+                // The sweep: entries of objects either walk reached, or gone.
+                for object in 0..OBJECTS {
+                    if run.reachable[object] || run.reachable_again[object] || state.deleted[object]
+                    {
+                        state.ledger[object] = Entry::default();
+                    }
+                }
+                state.done_at.insert(run.id, state.now);
+                state.journal = Some(run.records.map(|record| record.map(|(commit, _)| commit)));
+                state
+                    .log
+                    .retain(|entry| !rules::settled(entry.at, run.walk, &TIMING));
+            }
+            Action::Crash => {
+                state.crashes_left -= 1;
+                state.run = None;
+            }
+            Action::LandInFlight => {
+                let (object, mut fact) = state.in_flight.take()?;
+                fact.landed = state.now;
+                state.ledger[object].clocks.push(fact);
+                state.ledger[object].clocks.sort();
+            }
+        }
+        state.observe();
+        Some(state)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::always(
+                "nothing live, retained or named is deleted",
+                |_, state: &State| state.violation.is_none(),
+            ),
+            Property::sometimes("garbage is collected", |_, state: &State| state.collected),
+        ]
+    }
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Check every property over every interleaving of `model` (depth-first: memory holds
+/// the visited states' fingerprints and one path); the states explored.
+fn check(model: GcModel) -> (usize, usize, usize) {
+    let checker = model
+        .checker()
+        .threads(1)
+        .timeout(std::time::Duration::from_secs(env_number(
+            "PARQDB_GC_MODEL_TIMEOUT_SECS",
+            3600,
+        )))
+        .spawn_dfs()
+        .join();
+    checker.assert_properties();
+    (
+        checker.state_count(),
+        checker.unique_state_count(),
+        checker.max_depth(),
+    )
+}
+
+/// `default`, unless `PARQDB_GC_MODEL_*` widen it (a deeper run: BENCHMARKS.md).
+fn configured(default: GcModel) -> GcModel {
+    GcModel {
+        max_time: env_number("PARQDB_GC_MODEL_TIME", default.max_time as u64) as i64,
+        publishes: env_number("PARQDB_GC_MODEL_PUBLISHES", default.publishes.into()) as u8,
+        operator: env_number("PARQDB_GC_MODEL_OPERATOR", default.operator.into()) as u8,
+        crashes: env_number("PARQDB_GC_MODEL_CRASHES", default.crashes.into()) as u8,
+        runs: env_number("PARQDB_GC_MODEL_RUNS", default.runs.into()) as u8,
+    }
+}
+
+fn check_configured(name: &str, default: GcModel) {
+    let model = configured(default);
+    let described = format!(
+        "{name}: time {}, publications {}, operator actions {}, crashes {}, runs {}",
+        model.max_time, model.publishes, model.operator, model.crashes, model.runs
+    );
+    let started = std::time::Instant::now();
+    let (states, unique, depth) = check(model);
+    eprintln!(
+        "gc model ({described}): {states} states explored ({unique} unique, depth {depth}) in {:?}",
+        started.elapsed()
+    );
+}
+
+/// Writers register and commit any file at any identifier, publications land late or
+/// fail, identifiers drop, while runs come and go.
+#[test]
+fn publications_never_let_a_run_delete_within_retention() {
+    check_configured(
+        "publications",
+        GcModel {
+            max_time: 5,
+            publishes: 1,
+            operator: 0,
+            crashes: 0,
+            runs: 3,
+        },
+    );
+}
+
+/// An operator backs up and restores the records, edits one by hand, or adopts the
+/// warehouse, between any two steps of any run.
+#[test]
+fn restores_hand_edits_and_adoption_never_let_a_run_delete_within_retention() {
+    check_configured(
+        "operator",
+        GcModel {
+            max_time: 5,
+            publishes: 0,
+            operator: 1,
+            crashes: 0,
+            runs: 3,
+        },
+    );
+}
+
+/// A run crashes at any step, one of its clock writes landing at any later time (after
+/// later runs finished).
+#[test]
+fn crashes_and_late_writes_never_let_a_run_delete_within_retention() {
+    check_configured(
+        "crashes",
+        GcModel {
+            max_time: 6,
+            publishes: 0,
+            operator: 0,
+            crashes: 1,
+            runs: 3,
+        },
+    );
+}
