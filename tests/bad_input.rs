@@ -119,6 +119,7 @@ impl Cli {
         TestEnv {
             catalog: Arc::new(Catalog::builder(Arc::new(store), warehouse.clone()).build()),
             warehouse,
+            with_registry: None,
         }
     }
 
@@ -606,4 +607,57 @@ async fn validate_checks_the_successor_rules_against_a_base() {
         ],
         "INVALID_INDEX_METADATA",
     );
+}
+
+/// Issue 27, item 1, through the binary: `publish --keep-last 1` publishes the new
+/// snapshot and expires every other one, the old current snapshot included, in one
+/// commit.
+#[tokio::test]
+async fn cli_publish_with_keep_last_is_one_commit() {
+    let cli = Cli::new();
+    let env = cli.env();
+    cli.succeeds(["namespace", "create", "--namespace", "docs"]);
+    let (initial, _) = env.new_index().await;
+    let contents: serde_json::Value = serde_json::from_slice(&initial.to_json_vec()).expect("JSON");
+    let snapshot = |rows: i64| {
+        let mut snapshot = contents["snapshots"][0].clone();
+        let fields = snapshot.as_object_mut().expect("object");
+        for field in ["snapshot-id", "sequence-number", "timestamp-ms"] {
+            fields.remove(field);
+        }
+        snapshot["indexed-rows"] = rows.into();
+        snapshot.to_string()
+    };
+    let publish = |extra: &[&str], rows: i64| {
+        let mut args = with(&["publish"], &id_args(&["docs"], "x"));
+        args.extend(extra.iter().map(|arg| s(arg)));
+        args.extend([s("--snapshot"), snapshot(rows)]);
+        args
+    };
+    cli.succeeds(publish(&["--create"], 1000));
+    cli.succeeds(publish(&[], 1001));
+    let two = cli.succeeds(with(&["load"], &id_args(&["docs"], "x")));
+    let two = env
+        .read(two["metadata-location"].as_str().expect("location"))
+        .await;
+    assert_eq!(two.snapshots().len(), 2);
+
+    let published = cli.succeeds(publish(&["--keep-last", "1"], 1002));
+    assert_eq!(published["attempts"], 1, "one commit: {published}");
+    assert_eq!(published["sequence-number"], 3);
+    let loaded = cli.succeeds(with(&["load"], &id_args(&["docs"], "x")));
+    assert_eq!(loaded["metadata-location"], published["metadata-location"]);
+    let metadata = env
+        .read(published["metadata-location"].as_str().expect("location"))
+        .await;
+    assert_eq!(metadata.snapshots().len(), 1, "only the new snapshot");
+    assert_eq!(
+        metadata.current_snapshot_id(),
+        published["snapshot-id"].as_i64().expect("id")
+    );
+    assert_eq!(metadata.last_sequence_number(), 3);
+    // The old current snapshot went in the same commit as the new one came.
+    metadata
+        .check_successor_of(&two)
+        .expect("a successor of the two-snapshot metadata");
 }

@@ -350,7 +350,7 @@ impl Catalog {
                 Ok(ref publication) => publication,
                 Err(err) => return Err(err),
             };
-            let base_metadata = self.read_metadata(&base).await?;
+            let base_metadata = self.read_base_metadata(&base).await?;
             publication.metadata.check_successor_of(&base_metadata)?;
             let source = bound_source(source, publication)?;
             self.check_places(publication, &source)?;

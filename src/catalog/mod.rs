@@ -466,6 +466,20 @@ impl Catalog {
             .await
     }
 
+    /// Read a commit's base metadata: the cached parse if there is one (valid metadata is
+    /// a valid base), else parsed as a base only
+    /// ([`IndexMetadata::from_json_slice_as_base`], not cached): of the base, the
+    /// successor rules use only identity fields, ids, sequence numbers and the log, and
+    /// today's rules judge the new metadata, not the base.
+    pub(crate) async fn read_base_metadata(&self, location: &str) -> Result<Arc<IndexMetadata>> {
+        if let Some(cached) = self.inner.cache.get(location) {
+            return Ok(cached);
+        }
+        crate::metadata::read_base_metadata(&self.inner.warehouse, location)
+            .await
+            .map(Arc::new)
+    }
+
     fn now_ms(&self) -> i64 {
         self.inner.injected.clock.now_ms()
     }
