@@ -383,6 +383,13 @@ async fn register_and_commit_reject_bad_input_and_write_nothing() {
             "INVALID_REQUEST",
         );
     }
+    // The catalog's state before the request's content (issue 27, item 4).
+    for size in ["0", "1001"] {
+        cli.fails(
+            ["list", "--namespace", "nope", "--page-size", size],
+            "NAMESPACE_NOT_FOUND",
+        );
+    }
     for size in ["-1", "ten", "1e3", "99999999999999999999999999"] {
         cli.usage_error(["list", "--namespace", "docs", "--page-size", size]);
     }
@@ -660,4 +667,53 @@ async fn cli_publish_with_keep_last_is_one_commit() {
     metadata
         .check_successor_of(&two)
         .expect("a successor of the two-snapshot metadata");
+}
+
+/// Issue 27, item 3, through the binary: a malformed `--source` is judged where the
+/// catalog checks the binding, after the catalog's state, with the code of every other
+/// path (`INVALID_INDEX_METADATA`).
+#[tokio::test]
+async fn cli_malformed_source_binding_comes_after_the_catalogs_state() {
+    let cli = Cli::new();
+    let env = cli.env();
+    cli.succeeds(["namespace", "create", "--namespace", "docs"]);
+    let (base, base_location) = env.new_index().await;
+    let (_, next_location) = env.successor(&base, 2).await;
+    let (_, stale_location) = env.successor(&base, 3).await;
+    let register = |name: &str, source: &str| {
+        let mut args = with(&["register"], &id_args(&["docs"], name));
+        args.extend([
+            s("--metadata"),
+            base_location.clone(),
+            s("--source"),
+            s(source),
+        ]);
+        args
+    };
+    cli.succeeds(with(
+        &["register", "--metadata", &base_location],
+        &id_args(&["docs"], "x"),
+    ));
+    for malformed in [r#"{"provider": ""}"#, "{not json"] {
+        cli.fails(register("x", malformed), "ALREADY_EXISTS");
+        cli.fails(register("absent", malformed), "INVALID_INDEX_METADATA");
+        cli.fails(
+            with(&["load"], &id_args(&["docs"], "absent")),
+            "INDEX_NOT_FOUND",
+        );
+        let commit = |base: &str| {
+            let mut args = with(&["commit"], &id_args(&["docs"], "x"));
+            args.extend([
+                s("--base"),
+                base.to_owned(),
+                s("--new"),
+                next_location.clone(),
+                s("--source"),
+                s(malformed),
+            ]);
+            args
+        };
+        cli.fails(commit(&stale_location), "COMMIT_CONFLICT");
+        cli.fails(commit(&base_location), "INVALID_INDEX_METADATA");
+    }
 }

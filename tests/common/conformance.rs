@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use parqdb_catalog::catalog::{IndexCatalog, LoadIfChanged};
+use parqdb_catalog::catalog::{IndexCatalog, LoadIfChanged, SourceBinding};
 use parqdb_catalog::family::{FamilyRegistry, IndexFamily};
 use parqdb_catalog::metadata::IndexMetadata;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
@@ -657,6 +657,43 @@ pub async fn list_pagination(env: TestEnv) {
     );
 }
 
+/// Issue 27, item 4: the listings check the catalog's state before the request's
+/// content: a missing namespace is `NAMESPACE_NOT_FOUND` whatever the page size or token;
+/// an existing one with a bad page size or token is `INVALID_REQUEST`.
+pub async fn listings_check_the_namespace_before_the_page(env: TestEnv) {
+    let catalog = &env.catalog;
+    let existing = env.namespace("pages").await;
+    let missing =
+        Namespace::new([format!("missing-{}", uuid::Uuid::new_v4().simple())]).expect("valid");
+    for (token, size) in [
+        (None, Some(0)),
+        (None, Some(1001)),
+        (Some("not/a/token"), None),
+        (Some("not/a/token"), Some(0)),
+    ] {
+        assert_eq!(
+            kind(catalog.list(&missing, token, size).await),
+            ErrorKind::NamespaceNotFound,
+            "list {token:?} {size:?}"
+        );
+        assert_eq!(
+            kind(catalog.list_namespaces(Some(&missing), token, size).await),
+            ErrorKind::NamespaceNotFound,
+            "list_namespaces {token:?} {size:?}"
+        );
+        assert_eq!(
+            kind(catalog.list(&existing, token, size).await),
+            ErrorKind::InvalidRequest,
+            "list {token:?} {size:?}"
+        );
+        assert_eq!(
+            kind(catalog.list_namespaces(Some(&existing), token, size).await),
+            ErrorKind::InvalidRequest,
+            "list_namespaces {token:?} {size:?}"
+        );
+    }
+}
+
 pub async fn racing_commits_one_winner(env: TestEnv, writers: usize) {
     let (index, base, base_location) = env.registered("race").await;
     let mut candidates = Vec::new();
@@ -1150,6 +1187,113 @@ pub async fn a_base_written_under_earlier_rules_takes_a_successor(env: TestEnv) 
     }
 }
 
+/// Issue 27, item 3: a malformed source binding has one code, `INVALID_INDEX_METADATA`,
+/// at one place in the order of checks — where the binding is checked, after the
+/// catalog's state, the metadata and the successor rules — on every path.
+pub async fn malformed_source_bindings_follow_the_order_of_checks(env: TestEnv) {
+    let catalog = &env.catalog;
+    let malformed = SourceBinding::from_json_slice(br#"{"provider": ""}"#);
+    assert!(matches!(malformed, SourceBinding::Malformed(_)));
+    let (existing, base, base_location) = env.registered("bound").await;
+    let namespace = existing.namespace().clone();
+    let missing_ns =
+        Namespace::new([format!("missing-{}", uuid::Uuid::new_v4().simple())]).expect("valid");
+    let absent = id(&namespace, "absent");
+    let future = env.write_raw(br#"{"format-version": 2, "x": 1}"#).await;
+    let register = |identifier: IndexIdentifier, location: String| {
+        let malformed = malformed.clone();
+        async move {
+            catalog
+                .register_with_binding(&identifier, &malformed, &location)
+                .await
+        }
+    };
+    assert_eq!(
+        kind(register(id(&missing_ns, "x"), base_location.clone()).await),
+        ErrorKind::NamespaceNotFound
+    );
+    assert_eq!(
+        kind(register(existing.clone(), base_location.clone()).await),
+        ErrorKind::AlreadyExists,
+        "the catalog's state before the binding"
+    );
+    assert_eq!(
+        kind(register(absent.clone(), future.clone()).await),
+        ErrorKind::UnsupportedFormatVersion,
+        "the metadata before the binding"
+    );
+    let err = register(absent.clone(), base_location.clone())
+        .await
+        .expect_err("malformed binding");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+    assert!(err.message().contains("not a table-definition"), "{err}");
+    assert_eq!(
+        kind(catalog.load(&absent).await),
+        ErrorKind::IndexNotFound,
+        "nothing registered"
+    );
+
+    let (_, next_location) = env.successor(&base, 2).await;
+    let (_, foreign) = env.new_index().await;
+    let commit = |identifier: IndexIdentifier, base: String, new: String| {
+        let malformed = malformed.clone();
+        async move {
+            catalog
+                .commit_with_binding(&identifier, &malformed, &base, &new)
+                .await
+        }
+    };
+    assert_eq!(
+        kind(commit(absent.clone(), base_location.clone(), next_location.clone()).await),
+        ErrorKind::IndexNotFound
+    );
+    assert_eq!(
+        kind(commit(existing.clone(), foreign.clone(), next_location.clone()).await),
+        ErrorKind::CommitConflict,
+        "a stale base before the binding"
+    );
+    assert_eq!(
+        kind(commit(existing.clone(), base_location.clone(), future.clone()).await),
+        ErrorKind::UnsupportedFormatVersion,
+        "the metadata before the binding"
+    );
+    assert_eq!(
+        kind(commit(existing.clone(), base_location.clone(), foreign.clone()).await),
+        ErrorKind::IndexUuidMismatch,
+        "the successor rules before the binding"
+    );
+    let err = commit(
+        existing.clone(),
+        base_location.clone(),
+        next_location.clone(),
+    )
+    .await
+    .expect_err("malformed binding");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+    assert!(err.message().contains("not a table-definition"), "{err}");
+    assert_eq!(
+        current(&env, &existing).await,
+        base_location,
+        "nothing landed"
+    );
+    // Once the commit landed, a request with a malformed binding is not its replay.
+    catalog
+        .commit(&existing, None, &base_location, &next_location)
+        .await
+        .expect("commit");
+    assert_eq!(
+        kind(
+            commit(
+                existing.clone(),
+                base_location.clone(),
+                next_location.clone()
+            )
+            .await
+        ),
+        ErrorKind::CommitConflict
+    );
+}
+
 /// Issue 17, item 2: a commit whose `new` is already current succeeds (`already-applied`)
 /// only as a retry of the commit that made it current: same base, same source binding.
 pub async fn commit_replay_requires_the_same_request(env: TestEnv) {
@@ -1586,6 +1730,7 @@ macro_rules! catalog_conformance {
             conformance_a_base_written_under_earlier_rules_takes_a_successor => a_base_written_under_earlier_rules_takes_a_successor,
             conformance_commit_replay_requires_the_same_request => commit_replay_requires_the_same_request,
             conformance_order_of_checks_with_and_without_source => order_of_checks_with_and_without_source,
+            conformance_malformed_source_bindings_follow_the_order_of_checks => malformed_source_bindings_follow_the_order_of_checks,
             conformance_metadata_locations_are_uris => metadata_locations_are_uris,
             conformance_integers_follow_json => integers_follow_json,
             conformance_namespaces_lifecycle => namespaces_lifecycle,
@@ -1597,6 +1742,7 @@ macro_rules! catalog_conformance {
             conformance_drop_and_reregister => drop_and_reregister,
             conformance_rename_semantics => rename_semantics,
             conformance_list_pagination => list_pagination,
+            conformance_listings_check_the_namespace_before_the_page => listings_check_the_namespace_before_the_page,
             conformance_list_pagination_across_runs_of_tombstones => list_pagination_across_tombstones
         );
     };
