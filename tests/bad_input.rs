@@ -119,6 +119,7 @@ impl Cli {
         TestEnv {
             catalog: Arc::new(Catalog::builder(Arc::new(store), warehouse.clone()).build()),
             warehouse,
+            with_registry: None,
         }
     }
 
@@ -382,6 +383,13 @@ async fn register_and_commit_reject_bad_input_and_write_nothing() {
             "INVALID_REQUEST",
         );
     }
+    // The catalog's state before the request's content (issue 27, item 4).
+    for size in ["0", "1001"] {
+        cli.fails(
+            ["list", "--namespace", "nope", "--page-size", size],
+            "NAMESPACE_NOT_FOUND",
+        );
+    }
     for size in ["-1", "ten", "1e3", "99999999999999999999999999"] {
         cli.usage_error(["list", "--namespace", "docs", "--page-size", size]);
     }
@@ -606,4 +614,106 @@ async fn validate_checks_the_successor_rules_against_a_base() {
         ],
         "INVALID_INDEX_METADATA",
     );
+}
+
+/// Issue 27, item 1, through the binary: `publish --keep-last 1` publishes the new
+/// snapshot and expires every other one, the old current snapshot included, in one
+/// commit.
+#[tokio::test]
+async fn cli_publish_with_keep_last_is_one_commit() {
+    let cli = Cli::new();
+    let env = cli.env();
+    cli.succeeds(["namespace", "create", "--namespace", "docs"]);
+    let (initial, _) = env.new_index().await;
+    let contents: serde_json::Value = serde_json::from_slice(&initial.to_json_vec()).expect("JSON");
+    let snapshot = |rows: i64| {
+        let mut snapshot = contents["snapshots"][0].clone();
+        let fields = snapshot.as_object_mut().expect("object");
+        for field in ["snapshot-id", "sequence-number", "timestamp-ms"] {
+            fields.remove(field);
+        }
+        snapshot["indexed-rows"] = rows.into();
+        snapshot.to_string()
+    };
+    let publish = |extra: &[&str], rows: i64| {
+        let mut args = with(&["publish"], &id_args(&["docs"], "x"));
+        args.extend(extra.iter().map(|arg| s(arg)));
+        args.extend([s("--snapshot"), snapshot(rows)]);
+        args
+    };
+    cli.succeeds(publish(&["--create"], 1000));
+    cli.succeeds(publish(&[], 1001));
+    let two = cli.succeeds(with(&["load"], &id_args(&["docs"], "x")));
+    let two = env
+        .read(two["metadata-location"].as_str().expect("location"))
+        .await;
+    assert_eq!(two.snapshots().len(), 2);
+
+    let published = cli.succeeds(publish(&["--keep-last", "1"], 1002));
+    assert_eq!(published["attempts"], 1, "one commit: {published}");
+    assert_eq!(published["sequence-number"], 3);
+    let loaded = cli.succeeds(with(&["load"], &id_args(&["docs"], "x")));
+    assert_eq!(loaded["metadata-location"], published["metadata-location"]);
+    let metadata = env
+        .read(published["metadata-location"].as_str().expect("location"))
+        .await;
+    assert_eq!(metadata.snapshots().len(), 1, "only the new snapshot");
+    assert_eq!(
+        metadata.current_snapshot_id(),
+        published["snapshot-id"].as_i64().expect("id")
+    );
+    assert_eq!(metadata.last_sequence_number(), 3);
+    // The old current snapshot went in the same commit as the new one came.
+    metadata
+        .check_successor_of(&two)
+        .expect("a successor of the two-snapshot metadata");
+}
+
+/// Issue 27, item 3, through the binary: a malformed `--source` is judged where the
+/// catalog checks the binding, after the catalog's state, with the code of every other
+/// path (`INVALID_INDEX_METADATA`).
+#[tokio::test]
+async fn cli_malformed_source_binding_comes_after_the_catalogs_state() {
+    let cli = Cli::new();
+    let env = cli.env();
+    cli.succeeds(["namespace", "create", "--namespace", "docs"]);
+    let (base, base_location) = env.new_index().await;
+    let (_, next_location) = env.successor(&base, 2).await;
+    let (_, stale_location) = env.successor(&base, 3).await;
+    let register = |name: &str, source: &str| {
+        let mut args = with(&["register"], &id_args(&["docs"], name));
+        args.extend([
+            s("--metadata"),
+            base_location.clone(),
+            s("--source"),
+            s(source),
+        ]);
+        args
+    };
+    cli.succeeds(with(
+        &["register", "--metadata", &base_location],
+        &id_args(&["docs"], "x"),
+    ));
+    for malformed in [r#"{"provider": ""}"#, "{not json"] {
+        cli.fails(register("x", malformed), "ALREADY_EXISTS");
+        cli.fails(register("absent", malformed), "INVALID_INDEX_METADATA");
+        cli.fails(
+            with(&["load"], &id_args(&["docs"], "absent")),
+            "INDEX_NOT_FOUND",
+        );
+        let commit = |base: &str| {
+            let mut args = with(&["commit"], &id_args(&["docs"], "x"));
+            args.extend([
+                s("--base"),
+                base.to_owned(),
+                s("--new"),
+                next_location.clone(),
+                s("--source"),
+                s(malformed),
+            ]);
+            args
+        };
+        cli.fails(commit(&stale_location), "COMMIT_CONFLICT");
+        cli.fails(commit(&base_location), "INVALID_INDEX_METADATA");
+    }
 }

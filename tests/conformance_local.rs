@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 
 use common::conformance::SharedCatalog;
-use common::fixture::TestEnv;
+use common::fixture::{TestEnv, same_store};
 use parqdb_catalog::catalog::Catalog;
 use parqdb_catalog::store::local::LocalStore;
 use parqdb_catalog::warehouse::Warehouse;
@@ -16,6 +16,7 @@ async fn fresh() -> TestEnv {
     let store = LocalStore::new(dir.join("warehouse").join("_catalog"));
     let catalog = Catalog::builder(Arc::new(store), warehouse.clone()).build();
     TestEnv {
+        with_registry: Some(same_store(&catalog)),
         catalog: Arc::new(catalog),
         warehouse,
     }

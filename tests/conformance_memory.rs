@@ -4,7 +4,7 @@ mod common;
 use std::sync::Arc;
 
 use common::conformance::SharedCatalog;
-use common::fixture::{RefusingStore, TestEnv};
+use common::fixture::{RefusingStore, TestEnv, same_store};
 use parqdb_catalog::catalog::Catalog;
 use parqdb_catalog::store::memory::MemoryStore;
 use parqdb_catalog::warehouse::Warehouse;
@@ -13,6 +13,7 @@ async fn fresh() -> TestEnv {
     let warehouse = Warehouse::in_memory("memory://conformance/wh").expect("warehouse");
     let catalog = Catalog::builder(Arc::new(MemoryStore::new()), warehouse.clone()).build();
     TestEnv {
+        with_registry: Some(same_store(&catalog)),
         catalog: Arc::new(catalog),
         warehouse,
     }

@@ -159,6 +159,7 @@ impl World {
         let env = TestEnv {
             catalog: Arc::new(setup),
             warehouse,
+            with_registry: None,
         };
         let a = env.namespace("crash-a").await;
         let b = env.namespace("crash-b").await;

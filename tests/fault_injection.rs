@@ -71,6 +71,7 @@ async fn chain_under_faults(
     let env = TestEnv {
         catalog: Arc::new(catalog_over(faulty.clone(), &warehouse, true)),
         warehouse: warehouse.clone(),
+        with_registry: None,
     };
     let (index, initial, root) = env.registered("chain").await;
     let metadata: Arc<Mutex<HashMap<String, IndexMetadata>>> =
@@ -284,6 +285,7 @@ async fn memory_env() -> (Arc<dyn PointerStore>, TestEnv) {
     let env = TestEnv {
         catalog: Arc::new(catalog_over(raw.clone(), &warehouse, true)),
         warehouse,
+        with_registry: None,
     };
     (raw, env)
 }

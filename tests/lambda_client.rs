@@ -39,6 +39,7 @@ async fn setup() -> (LambdaHost, TestEnv, tempfile::TempDir) {
     let env = TestEnv {
         catalog: Arc::new(catalog),
         warehouse,
+        with_registry: None,
     };
     (host, env, dir)
 }

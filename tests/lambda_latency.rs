@@ -60,6 +60,7 @@ impl Route {
         let env = TestEnv {
             catalog,
             warehouse: deployment.warehouse.clone(),
+            with_registry: None,
         };
         let namespace = env.namespace(tag).await;
         Route {

@@ -58,6 +58,7 @@ async fn run(case: Case) {
         let env = TestEnv {
             catalog: Arc::new(setup),
             warehouse: warehouse.clone(),
+            with_registry: None,
         };
         let workload = Workload::sized(case.clients, case.ops, seed);
         // One catalog per client, as separate processes would have.

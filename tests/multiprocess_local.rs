@@ -23,6 +23,7 @@ async fn racing_processes_one_winner_per_round() {
     let env = TestEnv {
         catalog: Arc::new(Catalog::builder(Arc::new(store), warehouse.clone()).build()),
         warehouse,
+        with_registry: None,
     };
     let (index, mut base, mut base_location) = env.registered("race").await;
     let warehouse_uri = env.warehouse.root().to_owned();

@@ -79,6 +79,7 @@ async fn the_catalog_refuses_to_write_to_such_a_store() {
     let env = TestEnv {
         catalog: Arc::new(catalog.clone()),
         warehouse,
+        with_registry: None,
     };
     let namespace = Namespace::new(["ns"]).expect("valid");
     let err = catalog

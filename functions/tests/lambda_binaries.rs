@@ -236,6 +236,38 @@ async fn lifecycle(backend: Backend) {
     );
     let twice = f(&mut functions, "register").invoke(&register).await;
     assert_eq!(twice.error_type(), "ALREADY_EXISTS");
+    // A malformed source binding: the catalog's state first, then INVALID_INDEX_METADATA
+    // where the binding is checked, as in the CLI and the library (issue 27, item 3).
+    let malformed = json!({"provider": ""});
+    let existing = f(&mut functions, "register")
+        .invoke(
+            &json!({"identifier": id, "source": malformed, "metadata-location": first_location}),
+        )
+        .await;
+    assert_eq!(existing.error_type(), "ALREADY_EXISTS");
+    let absent = json!({"namespace": ns, "name": "absent"});
+    let refused = f(&mut functions, "register")
+        .invoke(&json!({"identifier": absent, "source": malformed, "metadata-location": first_location}))
+        .await;
+    assert_eq!(refused.error_type(), "INVALID_INDEX_METADATA");
+    let stale = f(&mut functions, "commit")
+        .invoke(&json!({
+            "identifier": id,
+            "source": malformed,
+            "base-metadata-location": losing_location,
+            "new-metadata-location": second_location,
+        }))
+        .await;
+    assert_eq!(stale.error_type(), "COMMIT_CONFLICT");
+    let refused = f(&mut functions, "commit")
+        .invoke(&json!({
+            "identifier": id,
+            "source": malformed,
+            "base-metadata-location": first_location,
+            "new-metadata-location": second_location,
+        }))
+        .await;
+    assert_eq!(refused.error_type(), "INVALID_INDEX_METADATA");
 
     let commit = |base: &str, new: &str| {
         json!({
@@ -293,6 +325,11 @@ async fn lifecycle(backend: Backend) {
         .invoke(&json!({"namespace": ns, "page-size": 0}))
         .await;
     assert_eq!(bad_size.error_type(), "INVALID_REQUEST");
+    // The catalog's state before the request's content (issue 27, item 4).
+    let missing_bad_size = f(&mut functions, "list")
+        .invoke(&json!({"namespace": ["nope"], "page-size": 0}))
+        .await;
+    assert_eq!(missing_bad_size.error_type(), "NAMESPACE_NOT_FOUND");
 
     let dropped = f(&mut functions, "drop")
         .invoke(&json!({"identifier": renamed}))

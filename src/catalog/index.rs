@@ -7,7 +7,9 @@ use super::changelog::{LoggedWrite, Prelogged};
 use super::publication::{Publication, PublishWindow};
 use super::record::{PointerRecord, PointerState};
 use super::write::{Basis, WriteOutcome, conditional_write_listed, read_with_retry};
-use super::{Catalog, CommitResult, IdentifierPage, IndexPointer, LoadIfChanged, page_size};
+use super::{
+    Catalog, CommitResult, IdentifierPage, IndexPointer, LoadIfChanged, SourceBinding, page_size,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::{IndexIdentifier, Namespace};
 use crate::metadata::TableDefinition;
@@ -203,7 +205,7 @@ impl Catalog {
     pub(crate) async fn register_pointer(
         &self,
         identifier: &IndexIdentifier,
-        source: Option<&TableDefinition>,
+        source: &SourceBinding,
         metadata_location: &str,
     ) -> Result<IndexPointer> {
         self.publish_in_window(metadata_location, async |window| {
@@ -226,7 +228,7 @@ impl Catalog {
         window: &PublishWindow,
         ids: &mut Prelogged,
         identifier: &IndexIdentifier,
-        source: Option<&TableDefinition>,
+        source: &SourceBinding,
         metadata_location: &str,
     ) -> Result<IndexPointer> {
         self.require_namespace(identifier.namespace()).await?;
@@ -300,7 +302,7 @@ impl Catalog {
     pub(crate) async fn commit_pointer(
         &self,
         identifier: &IndexIdentifier,
-        source: Option<&TableDefinition>,
+        source: &SourceBinding,
         base: &str,
         new: &str,
     ) -> Result<CommitResult> {
@@ -325,7 +327,7 @@ impl Catalog {
         window: &PublishWindow,
         ids: &mut Prelogged,
         identifier: &IndexIdentifier,
-        source: Option<&TableDefinition>,
+        source: &SourceBinding,
         base: &str,
         new: &str,
     ) -> Result<CommitResult> {
@@ -379,7 +381,7 @@ impl Catalog {
                 Ok(ref publication) => publication,
                 Err(err) => return Err(err),
             };
-            let base_metadata = self.read_metadata(&base).await?;
+            let base_metadata = self.read_base_metadata(&base).await?;
             publication.metadata.check_successor_of(&base_metadata)?;
             let source = bound_source(source, publication)?;
             self.check_places(publication, &source)?;
@@ -461,8 +463,9 @@ impl Catalog {
         page_token: Option<&str>,
         requested: Option<usize>,
     ) -> Result<IdentifierPage> {
-        let size = page_size(requested)?;
+        // The catalog's state before the request's content (see the module docs).
         self.require_namespace(namespace).await?;
+        let size = page_size(requested)?;
         let prefix = namespace.indexes_prefix();
         let visible = |value: Option<Versioned>| async move {
             Ok(match value {
@@ -496,12 +499,9 @@ impl Catalog {
 /// The source binding a register or commit publishes: the requested one, which must
 /// equal the metadata's current snapshot's `source-table`, or by default that
 /// `source-table`.
-fn bound_source(
-    requested: Option<&TableDefinition>,
-    publication: &Publication,
-) -> Result<TableDefinition> {
+fn bound_source(requested: &SourceBinding, publication: &Publication) -> Result<TableDefinition> {
     let snapshot_source = publication.metadata.current_snapshot().source_table();
-    match requested {
+    match requested.checked()? {
         None => Ok(snapshot_source.clone()),
         Some(source) if source == snapshot_source => Ok(source.clone()),
         Some(_) => Err(Error::new(
@@ -523,7 +523,7 @@ fn check_replay(
     identifier: &IndexIdentifier,
     record: &PointerRecord,
     base: &str,
-    source: Option<&TableDefinition>,
+    source: &SourceBinding,
     publication: &Result<Publication>,
 ) -> Result<()> {
     let current = &record.metadata_location;
@@ -547,13 +547,15 @@ fn check_replay(
         }
     }
     let requested = match source {
-        Some(source) => source,
-        None => match publication {
-            Ok(publication) => publication.metadata.current_snapshot().source_table(),
+        SourceBinding::Table(source) => Some(source),
+        SourceBinding::Snapshot => match publication {
+            Ok(publication) => Some(publication.metadata.current_snapshot().source_table()),
             Err(err) => return Err(Error::new(err.kind(), err.message())),
         },
+        // No stored binding is malformed: not the request that produced the current state.
+        SourceBinding::Malformed(_) => None,
     };
-    if *requested != record.source {
+    if requested != Some(&record.source) {
         return Err(Error::new(
             ErrorKind::CommitConflict,
             format!(

@@ -20,7 +20,7 @@
 //! | 3 | the identifier is absent (`ALREADY_EXISTS`) | `base` is current (`COMMIT_CONFLICT`), unless the request is a [replay](#idempotent-replay) |
 //! | 4 | the metadata file: inside the warehouse, under `metadata/`, not condemned, readable; its `format-version` (`UNSUPPORTED_FORMAT_VERSION`), then its format and invariants (`INVALID_INDEX_METADATA`) | same, for `new` |
 //! | 5 | — | the successor rules against `base` (`INDEX_UUID_MISMATCH`, then `INVALID_INDEX_METADATA`; see [`IndexMetadata::check_successor_of`]) |
-//! | 6 | the source binding: an explicit `source` must equal the current snapshot's `source-table`; none binds that `source-table` (`INVALID_INDEX_METADATA`) | same |
+//! | 6 | the source binding: an explicit `source` must be a table-definition equal to the current snapshot's `source-table`; none binds that `source-table` (`INVALID_INDEX_METADATA`, also for a malformed `source`: see [`SourceBinding`]) | same |
 //! | 7 | family references the collector condemned (`INVALID_INDEX_METADATA`) | same, for references `base` did not have |
 //! | 8 | the conditional write; lost to another register: `ALREADY_EXISTS`; the record kept changing: `CONCURRENT_MODIFICATION` | lost: re-evaluated from 2 (so a lost race is `COMMIT_CONFLICT`); the record kept changing with `base` current: `CONCURRENT_MODIFICATION` |
 //!
@@ -29,7 +29,9 @@
 //! (transient, retry after backing off) or `STORE_REFUSED` (permanent), and a write whose
 //! outcome cannot be determined is `COMMIT_STATE_UNKNOWN`. drop, rename and the namespace
 //! operations check existence first and give up under contention with
-//! `CONCURRENT_MODIFICATION` too.
+//! `CONCURRENT_MODIFICATION` too. `list` and the namespace listing check that the
+//! namespace (the parent) exists (`NAMESPACE_NOT_FOUND`) before the page size and the page
+//! token (`INVALID_REQUEST`).
 //!
 //! The source binding defaults **in the catalog**, not at the entry point: a request
 //! without a source costs the same checks in the same order as one with it.
@@ -61,6 +63,7 @@
 //! # Ok(()) }
 //! ```
 
+mod binding;
 mod cache;
 pub(crate) mod changelog;
 mod index;
@@ -84,6 +87,7 @@ use serde::Serialize;
 use tokio::sync::OnceCell;
 
 pub use crate::retry::RetryPolicy;
+pub use binding::SourceBinding;
 pub use cache::MetadataCache;
 pub use publication::PUBLISH_WINDOW;
 
@@ -177,6 +181,19 @@ pub trait IndexCatalog: Send + Sync {
         identifier: &IndexIdentifier,
         source: Option<&TableDefinition>,
         metadata_location: &str,
+    ) -> Result<IndexPointer> {
+        self.register_with_binding(identifier, &SourceBinding::from(source), metadata_location)
+            .await
+    }
+
+    /// [`IndexCatalog::register`] with the source binding as the request gave it, which
+    /// may be malformed: the catalog judges it in the order of checks (a malformed one is
+    /// `INVALID_INDEX_METADATA` where the binding is checked, after the catalog's state).
+    async fn register_with_binding(
+        &self,
+        identifier: &IndexIdentifier,
+        source: &SourceBinding,
+        metadata_location: &str,
     ) -> Result<IndexPointer>;
 
     /// Replace the current location with `new` only if it equals `base`. `source` is the
@@ -188,6 +205,19 @@ pub trait IndexCatalog: Send + Sync {
         &self,
         identifier: &IndexIdentifier,
         source: Option<&TableDefinition>,
+        base: &str,
+        new: &str,
+    ) -> Result<CommitResult> {
+        self.commit_with_binding(identifier, &SourceBinding::from(source), base, new)
+            .await
+    }
+
+    /// [`IndexCatalog::commit`] with the source binding as the request gave it (see
+    /// [`IndexCatalog::register_with_binding`]).
+    async fn commit_with_binding(
+        &self,
+        identifier: &IndexIdentifier,
+        source: &SourceBinding,
         base: &str,
         new: &str,
     ) -> Result<CommitResult>;
@@ -467,6 +497,20 @@ impl Catalog {
             .await
     }
 
+    /// Read a commit's base metadata: the cached parse if there is one (valid metadata is
+    /// a valid base), else parsed as a base only
+    /// ([`IndexMetadata::from_json_slice_as_base`], not cached): of the base, the
+    /// successor rules use only identity fields, ids, sequence numbers and the log, and
+    /// today's rules judge the new metadata, not the base.
+    pub(crate) async fn read_base_metadata(&self, location: &str) -> Result<Arc<IndexMetadata>> {
+        if let Some(cached) = self.inner.cache.get(location) {
+            return Ok(cached);
+        }
+        crate::metadata::read_base_metadata(&self.inner.warehouse, location)
+            .await
+            .map(Arc::new)
+    }
+
     fn now_ms(&self) -> i64 {
         self.inner.injected.clock.now_ms()
     }
@@ -506,20 +550,20 @@ impl IndexCatalog for Catalog {
         self.load_pointer_if_changed(identifier, version).await
     }
 
-    async fn register(
+    async fn register_with_binding(
         &self,
         identifier: &IndexIdentifier,
-        source: Option<&TableDefinition>,
+        source: &SourceBinding,
         metadata_location: &str,
     ) -> Result<IndexPointer> {
         self.register_pointer(identifier, source, metadata_location)
             .await
     }
 
-    async fn commit(
+    async fn commit_with_binding(
         &self,
         identifier: &IndexIdentifier,
-        source: Option<&TableDefinition>,
+        source: &SourceBinding,
         base: &str,
         new: &str,
     ) -> Result<CommitResult> {

@@ -115,7 +115,7 @@ impl Catalog {
         page_token: Option<&str>,
         requested: Option<usize>,
     ) -> Result<NamespacePage> {
-        let size = page_size(requested)?;
+        // The catalog's state before the request's content (see the module docs).
         let prefix = match parent {
             Some(parent) => {
                 self.require_namespace(parent).await?;
@@ -123,6 +123,7 @@ impl Catalog {
             }
             None => Namespace::top_level_prefix(),
         };
+        let size = page_size(requested)?;
         let exists = |value: Option<Versioned>| async move {
             Ok(match value {
                 None => true,

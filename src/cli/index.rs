@@ -4,10 +4,9 @@ use clap::Args;
 use serde_json::json;
 
 use super::source::json_argument;
-use crate::catalog::IndexCatalog;
+use crate::catalog::{IndexCatalog, SourceBinding};
 use crate::error::Result;
 use crate::identifier::{IndexIdentifier, Namespace};
-use crate::metadata::TableDefinition;
 
 #[derive(Debug, Args)]
 pub(crate) struct IdentifierArgs {
@@ -78,12 +77,15 @@ pub(crate) struct ListArgs {
     page_token: Option<String>,
 }
 
-/// The source binding given on the command line, if any. Without one the catalog binds
-/// the metadata's current snapshot's `source-table` itself, after the same checks in the
-/// same order as with one (see [`crate::catalog`]).
-fn source_binding(arg: Option<&str>) -> Result<Option<TableDefinition>> {
-    arg.map(|arg| TableDefinition::from_json_slice(&json_argument(arg, "source")?))
-        .transpose()
+/// The source binding given on the command line, as given (a file that cannot be read is
+/// `INVALID_REQUEST`). The catalog judges it in its order of checks, a malformed one too;
+/// without one it binds the metadata's current snapshot's `source-table` itself, after
+/// the same checks in the same order (see [`crate::catalog`]).
+fn source_binding(arg: Option<&str>) -> Result<SourceBinding> {
+    Ok(match arg {
+        None => SourceBinding::Snapshot,
+        Some(arg) => SourceBinding::from_json_slice(&json_argument(arg, "source")?),
+    })
 }
 
 pub(crate) async fn register(
@@ -93,7 +95,7 @@ pub(crate) async fn register(
     let identifier = args.identifier.identifier()?;
     let source = source_binding(args.source.as_deref())?;
     let pointer = catalog
-        .register(&identifier, source.as_ref(), &args.metadata)
+        .register_with_binding(&identifier, &source, &args.metadata)
         .await?;
     Ok(serde_json::to_value(pointer).unwrap_or_default())
 }
@@ -113,7 +115,7 @@ pub(crate) async fn commit(
     let identifier = args.identifier.identifier()?;
     let source = source_binding(args.source.as_deref())?;
     let result = catalog
-        .commit(&identifier, source.as_ref(), &args.base, &args.new)
+        .commit_with_binding(&identifier, &source, &args.base, &args.new)
         .await?;
     Ok(serde_json::to_value(result).unwrap_or_default())
 }

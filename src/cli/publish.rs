@@ -13,7 +13,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::{IndexIdentifier, Namespace};
 use crate::metadata::SnapshotContents;
-use crate::publish::{IDEMPOTENCY_KEY, PublishOutcome, Published, Publisher};
+use crate::publish::{IDEMPOTENCY_KEY, PublishOutcome, Published, Publisher, Retention};
 use crate::warehouse::Warehouse;
 
 /// Arguments of `publish`: publish new snapshot contents as the current snapshot.
@@ -37,6 +37,14 @@ pub struct PublishArgs {
     /// becomes its first, with the snapshot's `source-table` as the source binding.
     #[arg(long)]
     pub create: bool,
+    /// Also expire, in the same commit, all but the N snapshots with the highest sequence
+    /// numbers (the new one counts: `--keep-last 1` keeps only the new snapshot).
+    #[arg(long, value_name = "N")]
+    pub keep_last: Option<usize>,
+    /// Also expire, in the same commit, the snapshots older than this (e.g. `7d`, `1h30m`);
+    /// snapshots kept by --keep-last stay.
+    #[arg(long, value_name = "DURATION", value_parser = crate::gc::parse_duration)]
+    pub older_than: Option<Duration>,
 }
 
 /// Arguments of `expire`: remove old snapshots (the current one is always kept).
@@ -72,7 +80,14 @@ pub async fn run_publish(
 ) -> Result<serde_json::Value> {
     let identifier = identifier(&args.namespace, &args.name)?;
     let contents = SnapshotContents::from_json_slice(&json_argument(&args.snapshot, "snapshot")?)?;
-    let publisher = Publisher::new(catalog, warehouse.clone());
+    let mut publisher = Publisher::builder(catalog, warehouse.clone());
+    if args.keep_last.is_some() || args.older_than.is_some() {
+        publisher = publisher.retention(Retention {
+            keep_last: args.keep_last,
+            max_age: args.older_than,
+        });
+    }
+    let publisher = publisher.build();
     // Two rounds: if `--create` loses the creation race, publish on top of the winner.
     for _ in 0..2 {
         let published = publish(&publisher, &identifier, args, &contents).await;

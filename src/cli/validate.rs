@@ -21,6 +21,10 @@ pub(crate) struct ValidateArgs {
 }
 
 fn read(path: &Path) -> Result<IndexMetadata> {
+    IndexMetadata::from_json_slice(&read_bytes(path)?, &FamilyRegistry::builtin())
+}
+
+fn read_bytes(path: &Path) -> Result<Vec<u8>> {
     let unreadable = |err: std::io::Error| {
         Error::with_source(
             ErrorKind::InvalidRequest,
@@ -34,19 +38,22 @@ fn read(path: &Path) -> Result<IndexMetadata> {
     file.take(MAX_METADATA_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
         .map_err(unreadable)?;
-    IndexMetadata::from_json_slice(&bytes, &FamilyRegistry::builtin())
+    Ok(bytes)
 }
 
 pub(crate) fn run(args: &ValidateArgs) -> Result<serde_json::Value> {
     let metadata = read(&args.file)?;
     let mut summary = metadata.summary_json();
     if let Some(base) = &args.base {
-        let base = read(base).map_err(|err| {
-            Error::new(
-                err.kind(),
-                format!("base metadata `{}`: {}", base.display(), err.message()),
-            )
-        })?;
+        // Read as a commit reads its base: today's rules judge FILE, not the base.
+        let base = read_bytes(base)
+            .and_then(|bytes| IndexMetadata::from_json_slice_as_base(&bytes))
+            .map_err(|err| {
+                Error::new(
+                    err.kind(),
+                    format!("base metadata `{}`: {}", base.display(), err.message()),
+                )
+            })?;
         metadata.check_successor_of(&base)?;
         summary["successor-of-base"] = serde_json::Value::Bool(true);
     }

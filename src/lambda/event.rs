@@ -8,7 +8,10 @@
 //! ([`RawEvent`]). The `publish` function's event follows the same contract
 //! ([`PublishRequest::from_event`]). Identifiers are `{"namespace": ["a", "b"], "name": "x"}` and namespaces
 //! are `["a", "b"]`; a segment or name the catalog cannot store is `INVALID_IDENTIFIER`.
-//! The `source` binding is a strict `table-definition` object; omitted (or `null`), the
+//! The `source` binding is any JSON value, passed to the catalog as given
+//! ([`SourceBinding`]): the catalog judges it in its order of checks, after the catalog's
+//! state and the metadata, and a value that is not a strict `table-definition` object is
+//! `INVALID_INDEX_METADATA` there (as in the CLI and the library). Omitted (or `null`), the
 //! catalog binds the metadata's current snapshot's `source-table`, with the same order of
 //! checks as an explicit source (see [`crate::catalog`]). Optional fields may be omitted
 //! or `null`.
@@ -46,10 +49,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use crate::catalog::SourceBinding;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::{IndexIdentifier, Namespace};
 use crate::json::{self, Object, StrictValue};
-use crate::metadata::TableDefinition;
 use crate::publish::request::PublishRequest;
 
 /// Largest event a function accepts, in bytes of compact JSON. Catalog events are a few
@@ -164,10 +167,10 @@ pub struct LoadRequest {
 pub struct RegisterRequest {
     /// The absent identifier to register.
     pub identifier: IndexIdentifier,
-    /// The source binding (must equal the current snapshot's `source-table`; `None`: that
+    /// The source binding (must equal the current snapshot's `source-table`; none: that
     /// `source-table`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<TableDefinition>,
+    #[serde(skip_serializing_if = "SourceBinding::is_snapshot")]
+    pub source: SourceBinding,
     /// The absolute URI of the metadata file.
     pub metadata_location: String,
 }
@@ -178,10 +181,10 @@ pub struct RegisterRequest {
 pub struct CommitRequest {
     /// The index.
     pub identifier: IndexIdentifier,
-    /// The source binding of the new metadata (`None`: its current snapshot's
+    /// The source binding of the new metadata (none: its current snapshot's
     /// `source-table`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<TableDefinition>,
+    #[serde(skip_serializing_if = "SourceBinding::is_snapshot")]
+    pub source: SourceBinding,
     /// The location the new metadata was based on.
     pub base_metadata_location: String,
     /// The new metadata's location.
@@ -430,13 +433,14 @@ macro_rules! sourced_request {
                 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
                 struct Wire {
                     identifier: Object<IdentifierWire>,
-                    source: Option<TableDefinition>,
+                    source: Option<Value>,
                     $($location: String,)+
                 }
                 let wire: Wire = parse(Self::OPERATION.name(), event)?;
                 Ok($request {
                     identifier: wire.identifier.validate("identifier")?,
-                    source: wire.source,
+                    // Judged by the catalog, in its order of checks.
+                    source: wire.source.map_or(SourceBinding::Snapshot, SourceBinding::from_json_value),
                     $($location: wire.$location,)+
                 })
             }

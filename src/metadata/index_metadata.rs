@@ -31,6 +31,22 @@ pub(crate) async fn read_index_metadata(
     })
 }
 
+/// Read the metadata file at the absolute `location` as the base of a commit
+/// ([`IndexMetadata::from_json_slice_as_base`]); errors name the file as
+/// [`read_index_metadata`]'s do.
+pub(crate) async fn read_base_metadata(
+    warehouse: &Warehouse,
+    location: &str,
+) -> Result<IndexMetadata> {
+    let bytes = warehouse.read_metadata(location).await?;
+    IndexMetadata::from_json_slice_as_base(&bytes).map_err(|err| {
+        Error::new(
+            err.kind(),
+            format!("base metadata file `{location}`: {}", err.message()),
+        )
+    })
+}
+
 /// One immutable, valid index metadata file.
 ///
 /// A value can only be obtained from [`IndexMetadata::from_json_slice`] or the builders
@@ -92,6 +108,29 @@ impl IndexMetadata {
             ));
         }
         Unchecked::from(wire).validate(FamilyRules::Check(registry))
+    }
+
+    /// Parse one metadata document as the **base** of a commit: in the format (the
+    /// `format-version` and the strict JSON layout, as [`IndexMetadata::from_json_slice`]),
+    /// but of the invariants only what the successor rules read — unique snapshot ids and
+    /// a `current-snapshot-id` naming a retained snapshot. The base's other invariants and
+    /// its family and provider rules are not judged again: metadata published under an
+    /// earlier version of a rule stays a base a successor can build on (and fix).
+    ///
+    /// Crate-private on purpose: the value may break today's rules, so it is only ever
+    /// compared against, never published or handed out.
+    pub(crate) fn from_json_slice_as_base(bytes: &[u8]) -> Result<IndexMetadata> {
+        const WHAT: &str = "index metadata";
+        let text = check_text(bytes, WHAT)?;
+        check_format_version(&text)?;
+        let wire: WireMetadata = deserialize_text(&text, WHAT)?;
+        if wire.format_version != FORMAT_VERSION {
+            return Err(Error::new(
+                ErrorKind::UnsupportedFormatVersion,
+                format!("format-version: {} is not supported", wire.format_version),
+            ));
+        }
+        Unchecked::from(wire).into_base()
     }
 
     /// The canonical JSON form (pretty-printed, fields in spec order, maps sorted by key,

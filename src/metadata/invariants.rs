@@ -92,6 +92,42 @@ impl Unchecked {
         })
     }
 
+    /// Produce the base of a commit: only what the successor rules read must hold —
+    /// unique snapshot ids (so an id names one snapshot) and a `current-snapshot-id`
+    /// naming a retained snapshot (whose identity fields the new metadata keeps). The
+    /// other invariants and the family and provider rules are not checked again: the base
+    /// met them under the rules of the version that published it, and the new metadata is
+    /// judged by today's ([`IndexMetadata::check_successor_of`] compares the two).
+    ///
+    /// The result is a base only, never published or handed out of the crate.
+    pub(super) fn into_base(self) -> Result<IndexMetadata> {
+        let mut ids = BTreeMap::new();
+        for (position, snapshot) in self.snapshots.iter().enumerate() {
+            if let Some(first) = ids.insert(snapshot.snapshot_id, position) {
+                return Err(invalid(format!(
+                    "snapshots[{position}].snapshot-id: {} is also the id of snapshots[{first}]",
+                    snapshot.snapshot_id
+                )));
+            }
+        }
+        let current_index = ids.get(&self.current_snapshot_id).copied().ok_or_else(|| {
+            invalid(format!(
+                "current-snapshot-id: {} does not name a retained snapshot",
+                self.current_snapshot_id
+            ))
+        })?;
+        Ok(IndexMetadata {
+            index_uuid: self.index_uuid,
+            last_updated_ms: self.last_updated_ms,
+            last_sequence_number: self.last_sequence_number,
+            current_snapshot_id: self.current_snapshot_id,
+            current_index,
+            snapshots: self.snapshots,
+            snapshot_log: self.snapshot_log,
+            properties: self.properties,
+        })
+    }
+
     /// Unique snapshot ids; unique sequence numbers no greater than
     /// `last-sequence-number`.
     fn check_snapshot_ids(&self) -> Result<()> {

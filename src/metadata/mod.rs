@@ -43,7 +43,7 @@ pub use definitions::{
     IndexTableDefinition, ProviderDefinition, TableDefinition, TableIdentifierRef,
 };
 pub use index_metadata::IndexMetadata;
-pub(crate) use index_metadata::read_index_metadata;
+pub(crate) use index_metadata::{read_base_metadata, read_index_metadata};
 pub use parse::MAX_METADATA_BYTES;
 pub use snapshot::{Snapshot, SnapshotContents, SnapshotLogEntry};
 

@@ -10,21 +10,24 @@
 //!   advances `last-sequence-number` and `current-snapshot-id`; appends one snapshot-log
 //!   entry".
 //!
-//! A commit's new metadata must be the base with (a) zero or more non-current snapshots
-//! and their log entries removed, then (b) zero or one snapshot published by those steps,
-//! and nothing else changed except `last-updated-ms` (never earlier than the base's) and
-//! `properties` (non-semantic). At least one of (a) and (b) must happen: a commit that
-//! changes nothing (or only `last-updated-ms` and `properties`) is refused.
+//! **A successor is the base, plus at most one snapshot published by (b), minus any
+//! snapshots that are non-current in the result (with their log entries), with
+//! `last-sequence-number` preserved unless (b) advanced it**; nothing else changes except
+//! `last-updated-ms` (never earlier than the base's) and `properties` (non-semantic). At
+//! least one snapshot must be published or removed: a commit that changes nothing (or only
+//! `last-updated-ms` and `properties`) is refused.
+//!
+//! "Non-current" is judged in the result, the metadata the update produces: a commit that
+//! publishes a snapshot may remove the base's current snapshot, which the publication made
+//! non-current (a writer that keeps only the newest snapshot publishes and expires in one
+//! commit). Without a publication the current snapshot stays current, so it is never
+//! removed.
 //!
 //! **Rollback is refused.** Moving `current-snapshot-id` back to a retained snapshot is
 //! neither step: (a) preserves the current snapshot and (b) makes a *new* snapshot
 //! current. The spec defines no other update, so such metadata is
 //! `INVALID_INDEX_METADATA`. To return to an earlier state, publish a new snapshot with the
 //! earlier snapshot's contents (it gets a new id and sequence number, as step (b) says).
-//!
-//! Removal of the base's current snapshot is refused in the same commit that publishes
-//! its replacement, because (a) comes first and removes only non-current snapshots; expire
-//! it in a later commit.
 
 use std::collections::BTreeSet;
 
@@ -41,7 +44,8 @@ impl IndexMetadata {
     /// - the current snapshot's identity fields differ from the base's current snapshot;
     /// - a snapshot retained from `base` changed, or a snapshot id of `base` names a
     ///   different snapshot;
-    /// - more than one snapshot is new, or the base's current snapshot was removed;
+    /// - more than one snapshot is new, or the base's current snapshot was removed
+    ///   without a new snapshot taking its place;
     /// - a new snapshot's sequence number is not `base.last-sequence-number + 1`, its
     ///   identity fields differ from the base's current snapshot, or it is not made
     ///   current with `last-sequence-number` advanced to it;
@@ -78,9 +82,9 @@ impl IndexMetadata {
             .map(|snapshot| snapshot.snapshot_id)
             .filter(|id| base.snapshot(*id).is_some())
             .collect();
-        if !retained.contains(&base.current_snapshot_id) {
+        if new.is_none() && !retained.contains(&base.current_snapshot_id) {
             return Err(invalid(format!(
-                "snapshots: the base metadata's current snapshot {} was removed; only non-current snapshots may be removed (expire it in a later commit)",
+                "snapshots: the base metadata's current snapshot {} was removed without publishing a new one; only snapshots that are non-current in the new metadata may be removed",
                 base.current_snapshot_id
             )));
         }

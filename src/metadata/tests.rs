@@ -499,8 +499,19 @@ fn successor_rules_each_rejected() {
     a3.check_successor_of(&a2).expect("forward");
     // Two snapshots at once: a commit publishes at most one.
     expect_kind(a3.check_successor_of(&a), invalid, "second new snapshot");
-    // Backwards: the base's current snapshot is gone.
-    expect_kind(a2.check_successor_of(&a3), invalid, "was removed");
+    // Backwards: the base's current snapshot is gone, and nothing replaced it.
+    expect_kind(
+        a2.check_successor_of(&a3),
+        invalid,
+        "was removed without publishing a new one",
+    );
+    // Publishing makes the base's current snapshot non-current, so the same update may
+    // remove it, alone or with every older snapshot (issue 27).
+    let newest_only = a3.expire_snapshots(None, None, &clock).expect("expire");
+    assert_eq!(newest_only.snapshots().len(), 1);
+    newest_only
+        .check_successor_of(&a2)
+        .expect("publish and expire the old current snapshot in one update");
 
     // last-updated-ms decreases.
     let mut early = a2.clone();
@@ -524,8 +535,9 @@ fn successor_rules_each_rejected() {
             &registry,
         )
         .expect("successor");
-    // A sibling successor of the same base replaces the base's current snapshot.
-    expect_kind(late.check_successor_of(&a2), invalid, "was removed");
+    // A sibling successor of the same base replaces the base's current snapshot, with a
+    // sequence number the base already allocated.
+    expect_kind(late.check_successor_of(&a2), invalid, "already allocated");
 
     // A sequence number that jumps, or one the base already allocated.
     let mut jump = a2.clone();
@@ -583,6 +595,61 @@ fn successor_rules_each_rejected() {
     let mut renamed = a.clone();
     renamed.properties.insert("owner".into(), "me".into());
     expect_kind(renamed.check_successor_of(&a), invalid, "no-op");
+}
+
+/// Issue 27, item 2: a base is read for what the successor rules compare, not judged by
+/// today's rules; the new metadata is.
+#[test]
+fn a_base_is_not_judged_by_todays_rules() {
+    let clock = ManualClock::new(5_000);
+    let ids = SeededIds::new(81);
+    let a = create(1, 1_000, contents(10, 1));
+    let b = a
+        .successor(contents(20, 2), &clock, &ids, &registry())
+        .expect("successor");
+    // `a`'s snapshot as an earlier rule allowed it: centroids outside `metadata/`.
+    let mut earlier: serde_json::Value = serde_json::from_slice(&b.to_json_vec()).expect("JSON");
+    earlier["snapshots"][0]["parameters"]["ivf_centroids_metadata_location"] =
+        serde_json::json!("centroids/v1.json");
+    let earlier = serde_json::to_vec(&earlier).expect("JSON");
+    expect_kind(
+        IndexMetadata::from_json_slice(&earlier, &registry()),
+        ErrorKind::InvalidIndexMetadata,
+        "snapshots[0].parameters: ivf_centroids_metadata_location",
+    );
+    let base = IndexMetadata::from_json_slice_as_base(&earlier).expect("a base");
+    // Expiring the old snapshot, or publishing and expiring it, fixes the index.
+    let expired = b.expire_snapshots(None, None, &clock).expect("expire");
+    expired
+        .check_successor_of(&base)
+        .expect("expiry over the base");
+    let c = b
+        .successor(contents(30, 3), &clock, &ids, &registry())
+        .expect("successor");
+    let newest = c.expire_snapshots(Some(1), None, &clock).expect("expire");
+    newest
+        .check_successor_of(&base)
+        .expect("publication and expiry over the base");
+    // What the successor rules read must still hold of a base.
+    let mut no_current: serde_json::Value = serde_json::from_slice(&earlier).expect("JSON");
+    no_current["current-snapshot-id"] = serde_json::json!(999);
+    expect_kind(
+        IndexMetadata::from_json_slice_as_base(&serde_json::to_vec(&no_current).expect("JSON")),
+        ErrorKind::InvalidIndexMetadata,
+        "current-snapshot-id: 999 does not name a retained snapshot",
+    );
+    let mut twice: serde_json::Value = serde_json::from_slice(&earlier).expect("JSON");
+    twice["snapshots"][1]["snapshot-id"] = twice["snapshots"][0]["snapshot-id"].clone();
+    expect_kind(
+        IndexMetadata::from_json_slice_as_base(&serde_json::to_vec(&twice).expect("JSON")),
+        ErrorKind::InvalidIndexMetadata,
+        "snapshots[1].snapshot-id",
+    );
+    expect_kind(
+        IndexMetadata::from_json_slice_as_base(br#"{"format-version": 2}"#),
+        ErrorKind::UnsupportedFormatVersion,
+        "format-version",
+    );
 }
 
 #[test]

@@ -140,7 +140,24 @@ struct Inner {
     warehouse: Warehouse,
     injected: Injected,
     policy: PublishPolicy,
+    retention: Option<Retention>,
     cache: MetadataCache,
+}
+
+/// Which snapshots a publication keeps when it also expires the others in the same commit
+/// ([`PublisherBuilder::retention`]).
+///
+/// The new current snapshot is always kept; so is a snapshot among the `keep_last` with
+/// the highest sequence numbers (the new one counts), or one whose `timestamp-ms` is
+/// within `max_age` of the publisher's clock. With both `None` only the new snapshot is
+/// kept. The old current snapshot is non-current once the new one is published, so it may
+/// go too: `keep_last: Some(1)` keeps exactly the newest snapshot, in one commit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    /// Keep the N snapshots with the highest sequence numbers.
+    pub keep_last: Option<usize>,
+    /// Keep the snapshots at most this old.
+    pub max_age: Option<std::time::Duration>,
 }
 
 impl fmt::Debug for Publisher {
@@ -158,6 +175,7 @@ pub struct PublisherBuilder {
     warehouse: Warehouse,
     injected: Injected,
     policy: PublishPolicy,
+    retention: Option<Retention>,
 }
 
 impl fmt::Debug for PublisherBuilder {
@@ -178,6 +196,15 @@ impl PublisherBuilder {
         self
     }
 
+    /// Expire, in the commit of every publication ([`Publisher::publish`],
+    /// [`Publisher::publish_idempotent`]), the snapshots `retention` does not keep
+    /// (default: none are expired). One commit instead of a publication and an
+    /// [`expire`](Publisher::expire).
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = Some(retention);
+        self
+    }
+
     /// The publisher.
     pub fn build(self) -> Publisher {
         Publisher {
@@ -186,6 +213,7 @@ impl PublisherBuilder {
                 warehouse: self.warehouse,
                 injected: self.injected,
                 policy: self.policy,
+                retention: self.retention,
                 cache: MetadataCache::new(CACHE_CAPACITY),
             }),
         }
@@ -201,6 +229,7 @@ impl Publisher {
             warehouse,
             injected: Injected::default(),
             policy: PublishPolicy::default(),
+            retention: None,
         }
     }
 
@@ -275,7 +304,8 @@ impl Publisher {
         })
     }
 
-    /// The successor of `base` with `contents` as the new current snapshot.
+    /// The successor of `base` with `contents` as the new current snapshot, without the
+    /// snapshots the [`Retention`] (if any) does not keep.
     fn successor(
         &self,
         base: &engine::Base<'_>,
@@ -286,12 +316,23 @@ impl Publisher {
             &mut contents,
             &metadata_path(base.metadata.index_uuid(), sequence, base.file_id),
         );
-        base.metadata.successor(
+        let clock = self.inner.injected.clock.as_ref();
+        let successor = base.metadata.successor(
             contents,
-            self.inner.injected.clock.as_ref(),
+            clock,
             self.inner.injected.ids.as_ref(),
             &self.inner.injected.registry,
-        )
+        )?;
+        match self.inner.retention {
+            None => Ok(successor),
+            Some(retention) => {
+                let newer_than_ms = retention.max_age.map(|age| {
+                    let age_ms = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+                    clock.now_ms().saturating_sub(age_ms)
+                });
+                successor.expire_snapshots(retention.keep_last, newer_than_ms, clock)
+            }
+        }
     }
 
     /// The current pointer of `identifier` and its parsed, validated metadata (e.g. to

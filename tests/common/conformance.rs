@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use parqdb_catalog::catalog::{IndexCatalog, LoadIfChanged};
+use parqdb_catalog::catalog::{IndexCatalog, LoadIfChanged, SourceBinding};
+use parqdb_catalog::family::{FamilyRegistry, IndexFamily};
 use parqdb_catalog::metadata::IndexMetadata;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
 use serde_json::{Value, json};
@@ -656,6 +657,43 @@ pub async fn list_pagination(env: TestEnv) {
     );
 }
 
+/// Issue 27, item 4: the listings check the catalog's state before the request's
+/// content: a missing namespace is `NAMESPACE_NOT_FOUND` whatever the page size or token;
+/// an existing one with a bad page size or token is `INVALID_REQUEST`.
+pub async fn listings_check_the_namespace_before_the_page(env: TestEnv) {
+    let catalog = &env.catalog;
+    let existing = env.namespace("pages").await;
+    let missing =
+        Namespace::new([format!("missing-{}", uuid::Uuid::new_v4().simple())]).expect("valid");
+    for (token, size) in [
+        (None, Some(0)),
+        (None, Some(1001)),
+        (Some("not/a/token"), None),
+        (Some("not/a/token"), Some(0)),
+    ] {
+        assert_eq!(
+            kind(catalog.list(&missing, token, size).await),
+            ErrorKind::NamespaceNotFound,
+            "list {token:?} {size:?}"
+        );
+        assert_eq!(
+            kind(catalog.list_namespaces(Some(&missing), token, size).await),
+            ErrorKind::NamespaceNotFound,
+            "list_namespaces {token:?} {size:?}"
+        );
+        assert_eq!(
+            kind(catalog.list(&existing, token, size).await),
+            ErrorKind::InvalidRequest,
+            "list {token:?} {size:?}"
+        );
+        assert_eq!(
+            kind(catalog.list_namespaces(Some(&existing), token, size).await),
+            ErrorKind::InvalidRequest,
+            "list_namespaces {token:?} {size:?}"
+        );
+    }
+}
+
 pub async fn racing_commits_one_winner(env: TestEnv, writers: usize) {
     let (index, base, base_location) = env.registered("race").await;
     let mut candidates = Vec::new();
@@ -950,6 +988,310 @@ pub async fn commit_publishes_only_successors(env: TestEnv) {
         .await
         .expect("publication after expiry commits");
     assert_eq!(fourth.last_sequence_number(), 3);
+}
+
+/// Issue 27, item 1: publishing makes the base's current snapshot non-current, so one
+/// commit may publish a snapshot and remove the old current one (and every other old
+/// snapshot): a writer that keeps only the newest snapshot commits once per refresh.
+pub async fn publish_and_expire_the_old_current_in_one_commit(env: TestEnv) {
+    let catalog = &env.catalog;
+    let (index, base, base_location) = env.registered("newest-only").await;
+    // From the one-snapshot base: publish the second snapshot, remove the first.
+    let (next, _) = env.successor(&base, 2).await;
+    let newest = next
+        .expire_snapshots(Some(1), None, &parqdb_catalog::SystemClock)
+        .expect("expire");
+    assert_eq!(newest.snapshots().len(), 1);
+    let newest_location = env.write(&newest).await;
+    let committed = catalog
+        .commit(&index, None, &base_location, &newest_location)
+        .await
+        .expect("publish and expire the old current snapshot in one commit");
+    assert_eq!(committed.pointer.metadata_location, newest_location);
+    // And again from there.
+    let (third, _) = env.successor(&newest, 3).await;
+    let kept = third
+        .expire_snapshots(Some(1), None, &parqdb_catalog::SystemClock)
+        .expect("expire");
+    let kept_location = env.write(&kept).await;
+    catalog
+        .commit(&index, None, &newest_location, &kept_location)
+        .await
+        .expect("again");
+    let loaded = env.read(&current(&env, &index).await).await;
+    assert_eq!(loaded, kept);
+    assert_eq!(
+        loaded.last_sequence_number(),
+        3,
+        "sequence numbers preserved"
+    );
+    assert_eq!(
+        loaded
+            .snapshot_log()
+            .iter()
+            .map(|entry| entry.snapshot_id())
+            .collect::<Vec<_>>(),
+        [kept.current_snapshot_id()],
+        "the removed snapshots' log entries went with them"
+    );
+    // Removing the current snapshot without publishing is still refused.
+    let (fifth, _) = env.successor(&kept, 4).await;
+    let fifth_location = env.write(&fifth).await;
+    catalog
+        .commit(&index, None, &kept_location, &fifth_location)
+        .await
+        .expect("a plain publication");
+    let previous = kept.current_snapshot_id();
+    let rolled_back = edited(&env, &fifth, |v| {
+        let now = fifth.current_snapshot_id();
+        v["snapshots"]
+            .as_array_mut()
+            .expect("snapshots")
+            .retain(|s| s["snapshot-id"] != json!(now));
+        v["snapshot-log"]
+            .as_array_mut()
+            .expect("log")
+            .retain(|e| e["snapshot-id"] != json!(now));
+        v["current-snapshot-id"] = json!(previous);
+    })
+    .await;
+    assert_eq!(
+        kind(
+            catalog
+                .commit(&index, None, &fifth_location, &rolled_back)
+                .await
+        ),
+        ErrorKind::InvalidIndexMetadata
+    );
+    assert_eq!(current(&env, &index).await, fifth_location);
+}
+
+/// The `ivf` family as an earlier version had it: its centroids metadata could lie
+/// anywhere in the warehouse (today it must lie under `metadata/`).
+#[derive(Debug)]
+struct EarlierIvf;
+
+static IVF: parqdb_catalog::family::IvfFamily = parqdb_catalog::family::IvfFamily;
+
+impl IndexFamily for EarlierIvf {
+    fn name(&self) -> &str {
+        IVF.name()
+    }
+    fn schema_versions(&self) -> &[i32] {
+        IVF.schema_versions()
+    }
+    fn roles(&self) -> &[&str] {
+        IVF.roles()
+    }
+    fn metrics(&self) -> &[&str] {
+        IVF.metrics()
+    }
+    fn validate_parameters(&self, parameters: &BTreeMap<String, String>) -> Result<(), String> {
+        match parameters.get(CENTROIDS) {
+            Some(location) => parqdb_catalog::family::validate_relative_location(location),
+            None => Ok(()),
+        }
+    }
+    fn warehouse_references<'a>(&self, parameters: &'a BTreeMap<String, String>) -> Vec<&'a str> {
+        IVF.warehouse_references(parameters)
+    }
+}
+
+const CENTROIDS: &str = "ivf_centroids_metadata_location";
+
+/// Issue 27, item 2: a commit judges the new metadata by today's rules and reads of the
+/// base only what the successor rules compare, so an index whose current metadata an
+/// earlier version accepted under a rule since tightened takes a successor that fixes it.
+pub async fn a_base_written_under_earlier_rules_takes_a_successor(env: TestEnv) {
+    let earlier_registry = FamilyRegistry::builtin().with_family(Arc::new(EarlierIvf));
+    let earlier = (env
+        .with_registry
+        .as_ref()
+        .expect("a catalog of another version"))(earlier_registry.clone());
+    let namespace = env.namespace("earlier").await;
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let mut old_contents = parqdb_catalog_testkit::fixture::contents(&tag);
+    old_contents.parameters.insert(
+        CENTROIDS.to_owned(),
+        format!("indexes/{tag}/centroids.json"),
+    );
+    let clock = parqdb_catalog::SystemClock;
+    let ids = parqdb_catalog::RandomIds;
+    let registry = FamilyRegistry::builtin();
+    for (round, keep_old_current) in [(0, true), (1, false)] {
+        let index = id(&namespace, &format!("x{round}"));
+        // The old snapshot, under the earlier rule; for round 0 a fixed one on top.
+        let old = IndexMetadata::create(
+            old_contents.clone(),
+            BTreeMap::new(),
+            &clock,
+            &ids,
+            &earlier_registry,
+        )
+        .expect("valid under the earlier rule");
+        let fixed = |rows: i64| {
+            let mut fixed = parqdb_catalog_testkit::fixture::contents(&format!("{tag}-{rows}"));
+            fixed.indexed_rows = rows;
+            fixed
+        };
+        let base = if keep_old_current {
+            old.successor(fixed(1001), &clock, &ids, &earlier_registry)
+                .expect("valid under the earlier rule")
+        } else {
+            old
+        };
+        let base_location = env.write(&base).await;
+        assert_eq!(
+            kind(env.catalog.register(&index, None, &base_location).await),
+            ErrorKind::InvalidIndexMetadata,
+            "round {round}: today's rules refuse the base itself"
+        );
+        earlier
+            .register(&index, None, &base_location)
+            .await
+            .expect("registered by the earlier version");
+
+        // Keeping the old snapshot keeps what today's rules refuse: the new metadata is
+        // judged fully.
+        let kept = base
+            .successor(fixed(1002), &clock, &ids, &earlier_registry)
+            .expect("valid under the earlier rule");
+        let kept_location = env.write(&kept).await;
+        assert_eq!(
+            kind(
+                env.catalog
+                    .commit(&index, None, &base_location, &kept_location)
+                    .await
+            ),
+            ErrorKind::InvalidIndexMetadata,
+            "round {round}: the new metadata is judged by today's rules"
+        );
+        // Removing the old snapshot (round 0: expiry; round 1: publication and expiry in
+        // one commit) is a successor of the base.
+        let new = if keep_old_current {
+            base.expire_snapshots(None, None, &clock).expect("expire")
+        } else {
+            kept.expire_snapshots(Some(1), None, &clock)
+                .expect("expire")
+        };
+        IndexMetadata::from_json_slice(&new.to_json_vec(), &registry)
+            .expect("valid under today's rules");
+        let new_location = env.write(&new).await;
+        let committed = env
+            .catalog
+            .commit(&index, None, &base_location, &new_location)
+            .await
+            .unwrap_or_else(|err| panic!("round {round}: {err}"));
+        assert_eq!(committed.pointer.metadata_location, new_location);
+        assert_eq!(current(&env, &index).await, new_location);
+    }
+}
+
+/// Issue 27, item 3: a malformed source binding has one code, `INVALID_INDEX_METADATA`,
+/// at one place in the order of checks — where the binding is checked, after the
+/// catalog's state, the metadata and the successor rules — on every path.
+pub async fn malformed_source_bindings_follow_the_order_of_checks(env: TestEnv) {
+    let catalog = &env.catalog;
+    let malformed = SourceBinding::from_json_slice(br#"{"provider": ""}"#);
+    assert!(matches!(malformed, SourceBinding::Malformed(_)));
+    let (existing, base, base_location) = env.registered("bound").await;
+    let namespace = existing.namespace().clone();
+    let missing_ns =
+        Namespace::new([format!("missing-{}", uuid::Uuid::new_v4().simple())]).expect("valid");
+    let absent = id(&namespace, "absent");
+    let future = env.write_raw(br#"{"format-version": 2, "x": 1}"#).await;
+    let register = |identifier: IndexIdentifier, location: String| {
+        let malformed = malformed.clone();
+        async move {
+            catalog
+                .register_with_binding(&identifier, &malformed, &location)
+                .await
+        }
+    };
+    assert_eq!(
+        kind(register(id(&missing_ns, "x"), base_location.clone()).await),
+        ErrorKind::NamespaceNotFound
+    );
+    assert_eq!(
+        kind(register(existing.clone(), base_location.clone()).await),
+        ErrorKind::AlreadyExists,
+        "the catalog's state before the binding"
+    );
+    assert_eq!(
+        kind(register(absent.clone(), future.clone()).await),
+        ErrorKind::UnsupportedFormatVersion,
+        "the metadata before the binding"
+    );
+    let err = register(absent.clone(), base_location.clone())
+        .await
+        .expect_err("malformed binding");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+    assert!(err.message().contains("not a table-definition"), "{err}");
+    assert_eq!(
+        kind(catalog.load(&absent).await),
+        ErrorKind::IndexNotFound,
+        "nothing registered"
+    );
+
+    let (_, next_location) = env.successor(&base, 2).await;
+    let (_, foreign) = env.new_index().await;
+    let commit = |identifier: IndexIdentifier, base: String, new: String| {
+        let malformed = malformed.clone();
+        async move {
+            catalog
+                .commit_with_binding(&identifier, &malformed, &base, &new)
+                .await
+        }
+    };
+    assert_eq!(
+        kind(commit(absent.clone(), base_location.clone(), next_location.clone()).await),
+        ErrorKind::IndexNotFound
+    );
+    assert_eq!(
+        kind(commit(existing.clone(), foreign.clone(), next_location.clone()).await),
+        ErrorKind::CommitConflict,
+        "a stale base before the binding"
+    );
+    assert_eq!(
+        kind(commit(existing.clone(), base_location.clone(), future.clone()).await),
+        ErrorKind::UnsupportedFormatVersion,
+        "the metadata before the binding"
+    );
+    assert_eq!(
+        kind(commit(existing.clone(), base_location.clone(), foreign.clone()).await),
+        ErrorKind::IndexUuidMismatch,
+        "the successor rules before the binding"
+    );
+    let err = commit(
+        existing.clone(),
+        base_location.clone(),
+        next_location.clone(),
+    )
+    .await
+    .expect_err("malformed binding");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+    assert!(err.message().contains("not a table-definition"), "{err}");
+    assert_eq!(
+        current(&env, &existing).await,
+        base_location,
+        "nothing landed"
+    );
+    // Once the commit landed, a request with a malformed binding is not its replay.
+    catalog
+        .commit(&existing, None, &base_location, &next_location)
+        .await
+        .expect("commit");
+    assert_eq!(
+        kind(
+            commit(
+                existing.clone(),
+                base_location.clone(),
+                next_location.clone()
+            )
+            .await
+        ),
+        ErrorKind::CommitConflict
+    );
 }
 
 /// Issue 17, item 2: a commit whose `new` is already current succeeds (`already-applied`)
@@ -1384,8 +1726,11 @@ macro_rules! catalog_conformance {
         }
         catalog_conformance!(@cases $factory;
             conformance_commit_publishes_only_successors => commit_publishes_only_successors,
+            conformance_publish_and_expire_the_old_current_in_one_commit => publish_and_expire_the_old_current_in_one_commit,
+            conformance_a_base_written_under_earlier_rules_takes_a_successor => a_base_written_under_earlier_rules_takes_a_successor,
             conformance_commit_replay_requires_the_same_request => commit_replay_requires_the_same_request,
             conformance_order_of_checks_with_and_without_source => order_of_checks_with_and_without_source,
+            conformance_malformed_source_bindings_follow_the_order_of_checks => malformed_source_bindings_follow_the_order_of_checks,
             conformance_metadata_locations_are_uris => metadata_locations_are_uris,
             conformance_integers_follow_json => integers_follow_json,
             conformance_namespaces_lifecycle => namespaces_lifecycle,
@@ -1397,6 +1742,7 @@ macro_rules! catalog_conformance {
             conformance_drop_and_reregister => drop_and_reregister,
             conformance_rename_semantics => rename_semantics,
             conformance_list_pagination => list_pagination,
+            conformance_listings_check_the_namespace_before_the_page => listings_check_the_namespace_before_the_page,
             conformance_list_pagination_across_runs_of_tombstones => list_pagination_across_tombstones
         );
     };

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::metadata::{IndexMetadata, SnapshotContents};
 use parqdb_catalog::store::{
@@ -23,6 +23,24 @@ pub struct TestEnv {
     pub catalog: Arc<dyn IndexCatalog>,
     /// The warehouse the catalog reads metadata from.
     pub warehouse: Warehouse,
+    /// Embedded catalogs over the same pointer store and warehouse with other index
+    /// families: another version of the catalog, whose rules differ (the conformance
+    /// environments have one).
+    pub with_registry: Option<WithRegistry>,
+}
+
+/// Builds an embedded catalog over an environment's pointer store and warehouse that
+/// validates metadata against the given families.
+pub type WithRegistry = Arc<dyn Fn(FamilyRegistry) -> Catalog + Send + Sync>;
+
+/// [`WithRegistry`] over `catalog`'s pointer store and warehouse.
+pub fn same_store(catalog: &Catalog) -> WithRegistry {
+    let (store, warehouse) = (catalog.store().clone(), catalog.warehouse().clone());
+    Arc::new(move |registry| {
+        Catalog::builder(store.clone(), warehouse.clone())
+            .registry(registry)
+            .build()
+    })
 }
 
 /// The sample snapshot contents of source version `source_version`, with `rows` rows and

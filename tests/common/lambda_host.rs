@@ -16,7 +16,7 @@ use parqdb_catalog::store::local::LocalStore;
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog_testkit::lambda::LambdaHost;
 
-use super::fixture::TestEnv;
+use super::fixture::{TestEnv, same_store};
 
 /// The clients of a [`LambdaHost`].
 pub trait Clients {
@@ -80,6 +80,7 @@ impl Deployment {
         TestEnv {
             catalog: Arc::new(catalog),
             warehouse: self.warehouse,
+            with_registry: Some(same_store(&self.embedded)),
         }
     }
 }

@@ -12,7 +12,7 @@ use parqdb_catalog::store::dynamodb::DynamoStore;
 use parqdb_catalog::store::s3::{S3Options, S3Store, amazon_s3_builder, create_bucket};
 use parqdb_catalog::warehouse::Warehouse;
 
-use super::fixture::TestEnv;
+use super::fixture::{TestEnv, same_store};
 
 fn required(variable: &str, service: &str) -> String {
     match std::env::var(variable) {
@@ -93,8 +93,10 @@ pub async fn s3_env() -> TestEnv {
     let warehouse = s3_warehouse(&bucket, "wh");
     let store =
         S3Store::from_uri(&format!("s3://{bucket}/wh/_catalog"), &s3_options()).expect("store");
+    let catalog = Catalog::builder(Arc::new(store), warehouse.clone()).build();
     TestEnv {
-        catalog: Arc::new(Catalog::builder(Arc::new(store), warehouse.clone()).build()),
+        with_registry: Some(same_store(&catalog)),
+        catalog: Arc::new(catalog),
         warehouse,
     }
 }
@@ -105,8 +107,10 @@ pub async fn dynamodb_env() -> TestEnv {
     let bucket = new_bucket().await;
     let warehouse = s3_warehouse(&bucket, "wh");
     let store = dynamodb_store().await;
+    let catalog = Catalog::builder(Arc::new(store), warehouse.clone()).build();
     TestEnv {
-        catalog: Arc::new(Catalog::builder(Arc::new(store), warehouse.clone()).build()),
+        with_registry: Some(same_store(&catalog)),
+        catalog: Arc::new(catalog),
         warehouse,
     }
 }

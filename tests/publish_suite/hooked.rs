@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use parqdb_catalog::catalog::{
     CommitResult, IdentifierPage, IndexCatalog, IndexPointer, LoadIfChanged, NamespacePage,
+    SourceBinding,
 };
-use parqdb_catalog::metadata::TableDefinition;
 use parqdb_catalog::{Error, ErrorKind, IndexIdentifier, Namespace, Result};
 
 /// What a hooked commit does after its hook ran.
@@ -81,21 +81,21 @@ impl IndexCatalog for Hooked {
         self.inner.load_if_changed(identifier, version).await
     }
 
-    async fn register(
+    async fn register_with_binding(
         &self,
         identifier: &IndexIdentifier,
-        source: Option<&TableDefinition>,
+        source: &SourceBinding,
         metadata_location: &str,
     ) -> Result<IndexPointer> {
         self.inner
-            .register(identifier, source, metadata_location)
+            .register_with_binding(identifier, source, metadata_location)
             .await
     }
 
-    async fn commit(
+    async fn commit_with_binding(
         &self,
         identifier: &IndexIdentifier,
-        source: Option<&TableDefinition>,
+        source: &SourceBinding,
         base: &str,
         new: &str,
     ) -> Result<CommitResult> {
@@ -105,9 +105,15 @@ impl IndexCatalog for Hooked {
             .expect("lock")
             .push(new.to_owned());
         match (self.hook)(call).await {
-            Action::Forward => self.inner.commit(identifier, source, base, new).await,
+            Action::Forward => {
+                self.inner
+                    .commit_with_binding(identifier, source, base, new)
+                    .await
+            }
             Action::ForwardThenUnknown => {
-                self.inner.commit(identifier, source, base, new).await?;
+                self.inner
+                    .commit_with_binding(identifier, source, base, new)
+                    .await?;
                 Err(unknown())
             }
             Action::Unknown => Err(unknown()),

@@ -22,7 +22,7 @@ use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::metadata::{IndexMetadata, SnapshotContents};
 use parqdb_catalog::publish::request::handle_publish_json;
 use parqdb_catalog::publish::{
-    IDEMPOTENCY_KEY, Jitter, PublishOutcome, PublishPolicy, Published, Publisher,
+    IDEMPOTENCY_KEY, Jitter, PublishOutcome, PublishPolicy, Published, Publisher, Retention,
 };
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
@@ -442,6 +442,71 @@ pub async fn expire_keeps_last(catalog: Arc<dyn IndexCatalog>, warehouse: Wareho
     assert_eq!(again.sequence_number, 9);
 }
 
+/// Issue 27, item 1: a publisher with a [`Retention`] publishes and expires in one commit;
+/// `keep_last: Some(1)` keeps only the newest snapshot, the old current one included.
+pub async fn publish_keeping_only_the_newest(catalog: Arc<dyn IndexCatalog>, warehouse: Warehouse) {
+    let publisher = Publisher::builder(catalog.clone(), warehouse.clone())
+        .retention(Retention {
+            keep_last: Some(1),
+            max_age: None,
+        })
+        .build();
+    let (id, _) = created(&publisher, "newest-only").await;
+    for i in 0..3 {
+        let published = publisher
+            .publish(&id, |_| Ok(Some(contents(&format!("n{i}")))))
+            .await
+            .expect("published")
+            .published()
+            .expect("not declined");
+        assert_eq!(published.attempts, 1, "one commit");
+        let (location, metadata) = current(catalog.as_ref(), &warehouse, &id).await;
+        assert_eq!(location, published.metadata_location);
+        assert_eq!(metadata.snapshots().len(), 1, "only the new snapshot");
+        assert_eq!(metadata.current_snapshot_id(), published.snapshot_id);
+        assert_eq!(metadata.last_sequence_number(), i + 2);
+        assert_eq!(metadata.snapshot_log().len(), 1);
+    }
+    // An idempotent publication keeps its replay detection for the newest snapshot.
+    let keyed = publisher
+        .publish_idempotent(&id, "event-1", contents("keyed"))
+        .await
+        .expect("published");
+    let replay = publisher
+        .publish_idempotent(&id, "event-1", contents("keyed"))
+        .await
+        .expect("replayed");
+    assert!(replay.already_published);
+    assert_eq!(replay.snapshot_id, keyed.snapshot_id);
+    // By age: with a zero maximum age only the new snapshot stays, as with keep_last 1.
+    let aged = Publisher::builder(catalog.clone(), warehouse.clone())
+        .retention(Retention {
+            keep_last: None,
+            max_age: Some(Duration::ZERO),
+        })
+        .build();
+    let plain = Publisher::new(catalog.clone(), warehouse.clone());
+    plain
+        .publish(&id, |_| Ok(Some(contents("plain"))))
+        .await
+        .expect("published");
+    assert_eq!(
+        current(catalog.as_ref(), &warehouse, &id)
+            .await
+            .1
+            .snapshots()
+            .len(),
+        2
+    );
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    aged.publish(&id, |_| Ok(Some(contents("aged"))))
+        .await
+        .expect("published");
+    let (_, metadata) = current(catalog.as_ref(), &warehouse, &id).await;
+    assert_eq!(metadata.snapshots().len(), 1);
+    assert_eq!(metadata.last_sequence_number(), 7);
+}
+
 /// Ambiguous commits: landed → success; not landed and base unchanged → re-issued;
 /// lost to a rival → reapplied; unresolvable → `COMMIT_STATE_UNKNOWN` with the file kept.
 pub async fn ambiguous_commits(catalog: Arc<dyn IndexCatalog>, warehouse: Warehouse) {
@@ -773,6 +838,7 @@ macro_rules! publish_suite {
             4 => idempotent_replay,
             2 => declined_after_conflict,
             2 => expire_keeps_last,
+            2 => publish_keeping_only_the_newest,
             2 => ambiguous_commits,
             2 => bounded_attempts,
             2 => publish_requests

@@ -43,7 +43,7 @@ fn requests_round_trip_through_their_json() {
     let mut defaulted = commit.clone();
     defaulted.as_object_mut().expect("object").remove("source");
     let request = CommitRequest::from_event(defaulted.clone()).expect("valid");
-    assert_eq!(request.source, None);
+    assert_eq!(request.source, SourceBinding::Snapshot);
     assert_eq!(
         serde_json::to_value(&request).expect("serializes"),
         defaulted
@@ -51,7 +51,7 @@ fn requests_round_trip_through_their_json() {
     let mut null = register.clone();
     null["source"] = Value::Null;
     let request = RegisterRequest::from_event(null).expect("valid");
-    assert_eq!(request.source, None);
+    assert_eq!(request.source, SourceBinding::Snapshot);
 
     let rename = json!({"from": id(), "to": {"namespace": ["c"], "name": "y"}});
     let request = RenameRequest::from_event(rename.clone()).expect("valid");
@@ -133,17 +133,25 @@ fn unstorable_names_are_invalid_identifiers() {
     );
 }
 
+/// A source that is not a strict table-definition is passed to the catalog as given
+/// (issue 27, item 3), which judges it in its order of checks.
 #[test]
-fn sources_are_strict() {
+fn sources_are_passed_on_as_given() {
     for bad in [
         json!({"provider": "parquet"}),
         json!({"provider": "parquet", "properties": {}, "extra": 1}),
         json!({"provider": "", "properties": {}}),
         json!({"provider": "parquet", "properties": {"a": 1}}),
         json!(["parquet", {}]),
+        json!("parquet"),
     ] {
         let event = json!({"identifier": id(), "source": bad, "metadata-location": "file:///m"});
-        assert_eq!(code(RegisterRequest::from_event(event)), "INVALID_REQUEST");
+        let request = RegisterRequest::from_event(event.clone()).expect("parsed");
+        assert_eq!(request.source, SourceBinding::Malformed(bad.clone()));
+        assert_eq!(serde_json::to_value(&request).expect("JSON"), event);
+        let event = json!({"identifier": id(), "source": bad, "base-metadata-location": "file:///a", "new-metadata-location": "file:///b"});
+        let request = CommitRequest::from_event(event).expect("parsed");
+        assert_eq!(request.source, SourceBinding::Malformed(bad));
     }
 }
 

@@ -47,9 +47,9 @@ pub async fn register(
 ) -> Result<IndexPointer> {
     let request = RegisterRequest::from_event(event.payload)?;
     catalog
-        .register(
+        .register_with_binding(
             &request.identifier,
-            request.source.as_ref(),
+            &request.source,
             &request.metadata_location,
         )
         .await
@@ -60,9 +60,9 @@ pub async fn register(
 pub async fn commit(catalog: &dyn IndexCatalog, event: LambdaEvent<Value>) -> Result<CommitResult> {
     let request = CommitRequest::from_event(event.payload)?;
     catalog
-        .commit(
+        .commit_with_binding(
             &request.identifier,
-            request.source.as_ref(),
+            &request.source,
             &request.base_metadata_location,
             &request.new_metadata_location,
         )

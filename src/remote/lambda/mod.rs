@@ -69,7 +69,7 @@ use self::invoke::{Failure, Idempotence, Invoker};
 use self::wire::{Answer, NamespaceDropped, NamespaceExists, NamespaceProperties};
 use crate::catalog::{
     CommitResult, IdentifierPage, IndexCatalog, IndexPointer, LoadIfChanged, NamespacePage,
-    RetryPolicy,
+    RetryPolicy, SourceBinding,
 };
 use crate::clock::{IdGenerator, RandomIds};
 use crate::error::{Error, ErrorKind, Result};
@@ -322,17 +322,17 @@ impl IndexCatalog for LambdaCatalog {
         })
     }
 
-    /// The source is sent as given; `None` lets the function's catalog default it, in the
-    /// same order of checks as the embedded catalog.
-    async fn register(
+    /// The source binding is sent as given (a malformed one too); none lets the
+    /// function's catalog default it, in the same order of checks as the embedded catalog.
+    async fn register_with_binding(
         &self,
         identifier: &IndexIdentifier,
-        source: Option<&TableDefinition>,
+        source: &SourceBinding,
         metadata_location: &str,
     ) -> Result<IndexPointer> {
         let request = RegisterRequest {
             identifier: identifier.clone(),
-            source: source.cloned(),
+            source: source.clone(),
             metadata_location: metadata_location.to_owned(),
         };
         match self.mutate(&request).await? {
@@ -341,7 +341,7 @@ impl IndexCatalog for LambdaCatalog {
                 self.resolve(Operation::Register, detail, async {
                     Ok(self.load_optional(identifier).await?.filter(|pointer| {
                         same_location(&pointer.metadata_location, metadata_location)
-                            && source.is_none_or(|source| pointer.source == *source)
+                            && bound(source, &pointer.source)
                     }))
                 })
                 .await
@@ -349,16 +349,16 @@ impl IndexCatalog for LambdaCatalog {
         }
     }
 
-    async fn commit(
+    async fn commit_with_binding(
         &self,
         identifier: &IndexIdentifier,
-        source: Option<&TableDefinition>,
+        source: &SourceBinding,
         base: &str,
         new: &str,
     ) -> Result<CommitResult> {
         let request = CommitRequest {
             identifier: identifier.clone(),
-            source: source.cloned(),
+            source: source.clone(),
             base_metadata_location: base.to_owned(),
             new_metadata_location: new.to_owned(),
         };
@@ -370,7 +370,7 @@ impl IndexCatalog for LambdaCatalog {
                     Ok(pointer
                         .filter(|pointer| {
                             same_location(&pointer.metadata_location, new)
-                                && source.is_none_or(|source| pointer.source == *source)
+                                && bound(source, &pointer.source)
                         })
                         .map(|pointer| CommitResult {
                             pointer,
@@ -519,5 +519,15 @@ impl IndexCatalog for LambdaCatalog {
                 .await
             }
         }
+    }
+}
+
+/// Whether a pointer's stored source is the one a request asked for: any, without a
+/// binding; the given one; never, for a malformed binding (which nothing can store).
+fn bound(requested: &SourceBinding, stored: &TableDefinition) -> bool {
+    match requested {
+        SourceBinding::Snapshot => true,
+        SourceBinding::Table(table) => table == stored,
+        SourceBinding::Malformed(_) => false,
     }
 }
