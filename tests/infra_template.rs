@@ -997,8 +997,9 @@ fn the_refresh_component_is_gated_batched_and_routed() {
         .replace("${RefreshIndexNamespace}", "search")
         .replace("${RefreshIndexName}", "docs");
     let routes = parqdb_catalog::refresh::Routes::from_json(&routes).expect("valid routes");
-    let change = parqdb_catalog::refresh::SourceChange::new("lake", "tables/docs/p.parquet", "0A")
-        .expect("change");
+    let change =
+        parqdb_catalog::refresh::SourceChange::new("lake", "tables/docs/p.parquet", "0A", 0)
+            .expect("change");
     let route = routes.find(&change).expect("routed");
     assert_eq!(route.index().name(), "docs");
     assert_eq!(route.table_location(&change), "s3://lake/tables/docs/");

@@ -103,7 +103,7 @@ pub use idempotent::find_published;
 pub use outcome::{Declined, Expired, PublishOutcome, Published};
 
 use crate::catalog::{Catalog, IndexCatalog, IndexPointer, Injected, MetadataCache};
-use crate::clock::IdGenerator;
+use crate::clock::{Clock, IdGenerator};
 use crate::error::Result;
 use crate::identifier::IndexIdentifier;
 use crate::metadata::{IndexMetadata, SnapshotContents};
@@ -231,6 +231,11 @@ impl Publisher {
     /// The id generator (e.g. for unique index-table locations).
     pub fn ids(&self) -> &Arc<dyn IdGenerator> {
         &self.inner.injected.ids
+    }
+
+    /// The clock (snapshot times; a refresh's read start).
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.injected.clock
     }
 
     /// The retry policy.

@@ -4,9 +4,10 @@
 //! `Object Created` events (infra/template.yaml, `RefreshSourceBucket`), it turns each
 //! batch into one build and at most one commit per index with
 //! [`parqdb_catalog::refresh::RefreshRunner`]: changes are grouped per index by the
-//! routes, collapsed to the newest write in S3's order (`sequencer`), skipped if a
-//! snapshot of that state or a newer one exists, built once and published once; a build
-//! overtaken by a newer state is discarded. The response is SQS's partial-batch response:
+//! routes, skipped if a retained snapshot already contains them (by the ordering rule of
+//! `parqdb_catalog::refresh`: event times against the snapshot's read start, with a
+//! clock-skew allowance), built once and published once; a build overtaken by a snapshot
+//! that contains its batch too is discarded. The response is SQS's partial-batch response:
 //! only the messages of failed indexes, unrouted changes and unreadable bodies are
 //! delivered again (see `parqdb_catalog::lambda::handler::refresh`).
 //!
