@@ -60,6 +60,13 @@ pub trait IndexBuilder: Send + Sync {
     async fn build(&self, request: &BuildRequest<'_>) -> Result<SnapshotContents>;
 }
 
+#[async_trait]
+impl<T: IndexBuilder + ?Sized> IndexBuilder for Box<T> {
+    async fn build(&self, request: &BuildRequest<'_>) -> Result<SnapshotContents> {
+        (**self).build(request).await
+    }
+}
+
 /// The index-table roles of the `ivf` family.
 const IVF_ROLES: [&str; 2] = ["ivf_centroids", "ivf_postings"];
 

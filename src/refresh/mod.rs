@@ -26,6 +26,11 @@
 //! An index that does not exist yet is created (and its namespace) by the first batch
 //! that names it; concurrent creators settle on one and the others publish on top of it.
 //!
+//! The builder runs in the runner's process ([`PlaceholderBuilder`], or your own
+//! [`IndexBuilder`]), or in a Lambda function of its own under a versioned JSON contract
+//! ([`contract`]; `LambdaBuilder`, with the `builder-function` feature): how the deployed
+//! `refresh` function runs a real build without being recompiled.
+//!
 //! # Ordering: is a write already in a snapshot?
 //!
 //! S3's `sequencer` orders the events **of one object key** only; across keys it gives no
@@ -107,8 +112,11 @@
 
 mod builder;
 mod change;
+pub mod contract;
 #[cfg(feature = "lambda")]
 mod events;
+#[cfg(feature = "builder-function")]
+mod function;
 mod routes;
 
 use std::collections::BTreeMap;
@@ -122,6 +130,8 @@ pub use builder::{BuildRequest, IndexBuilder, PlaceholderBuilder};
 pub use change::{SourceChange, SourcePosition};
 #[cfg(feature = "lambda")]
 pub use events::Delivery;
+#[cfg(feature = "builder-function")]
+pub use function::LambdaBuilder;
 pub use routes::{Route, Routes};
 
 use crate::error::{Error, ErrorKind, Result};
