@@ -8,7 +8,7 @@
 //! 2. ask the caller what to publish on top of it (a closure, called again after every
 //!    lost race, which may decline: [`PublishOutcome::Declined`]);
 //! 3. build the successor with [`IndexMetadata::successor`] (new snapshot id, sequence
-//!    `last-sequence-number + 1`, log entry), using the injected [`Clock`](crate::Clock) and
+//!    `last-sequence-number + 1`, log entry), using the injected [`Clock`] and
 //!    [`IdGenerator`];
 //! 4. write it with create-if-absent to a fresh, never reused location
 //!    `metadata/<index-uuid>/<sequence:05>-<uuid>.metadata.json` in the warehouse, and

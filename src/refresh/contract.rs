@@ -397,7 +397,10 @@ mod tests {
         let mut other = valid.clone();
         other["build-id"] = json!(Uuid::from_u128(8).to_string());
         cases.push((other, "build-id"));
-        cases.push((json!({"errorType": "x", "errorMessage": "y"}), "unknown field"));
+        cases.push((
+            json!({"errorType": "x", "errorMessage": "y"}),
+            "unknown field",
+        ));
         for (bad, mentions) in cases {
             let err = BuildFunctionResponse::from_json_slice(
                 bad.to_string().as_bytes(),

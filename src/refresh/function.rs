@@ -1,24 +1,4 @@
-//! [`LambdaBuilder`]: an [`IndexBuilder`] that invokes a Lambda function (the user's
-//! builder) under the [build contract](super::contract), so the deployed `refresh`
-//! function runs a real build without being recompiled.
-//!
-//! One synchronous `Invoke` (RequestResponse) per index and batch, bounded by the
-//! builder timeout and never retried by the client: a build that fails or times out fails
-//! the index (its messages are reported in `batchItemFailures`, SQS delivers them again
-//! after the queue's visibility timeout, and after `RefreshMaxReceiveCount` deliveries
-//! they move to the dead-letter queue). A builder still running when the timeout fires
-//! may finish and write its tables, but only the refresh publishes, so they stay
-//! unreferenced orphans for the garbage collector.
-//!
-//! | what happened | error |
-//! |---|---|
-//! | the answer breaks the contract (unknown or ill-typed field, other version, other build id) | `INVALID_CONFIGURATION` |
-//! | a function error `INVALID_REQUEST` (the builder refused the request: the two sides disagree on the contract) | `INVALID_CONFIGURATION` |
-//! | any other function error (`Runtime.ExitError`, `Sandbox.Timedout`, the builder's own types and codes) | `STORE_UNAVAILABLE` (retryable) |
-//! | no answer within the builder timeout | `STORE_UNAVAILABLE` (retryable) |
-//! | throttled, or the request failed in transit | `STORE_UNAVAILABLE` (retryable) |
-//! | no such function, access denied | `INVALID_CONFIGURATION` |
-//! | the request is larger than Lambda accepts | `INVALID_REQUEST` |
+//! [`LambdaBuilder`]: the refresh's builder as a Lambda function of its own.
 
 use std::time::Duration;
 
@@ -40,7 +20,27 @@ use crate::metadata::SnapshotContents;
 /// How long connecting to the Lambda API may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Builds by invoking a Lambda function (see the [module docs](self)).
+/// An [`IndexBuilder`] that invokes a Lambda function (the user's
+/// builder) under the [build contract](super::contract), so the deployed `refresh`
+/// function runs a real build without being recompiled.
+///
+/// One synchronous `Invoke` (RequestResponse) per index and batch, bounded by the
+/// builder timeout and never retried by the client: a build that fails or times out fails
+/// the index (its messages are reported in `batchItemFailures`, SQS delivers them again
+/// after the queue's visibility timeout, and after `RefreshMaxReceiveCount` deliveries
+/// they move to the dead-letter queue). A builder still running when the timeout fires
+/// may finish and write its tables, but only the refresh publishes, so they stay
+/// unreferenced orphans for the garbage collector.
+///
+/// | what happened | error |
+/// |---|---|
+/// | the answer breaks the contract (unknown or ill-typed field, other version, other build id) | `INVALID_CONFIGURATION` |
+/// | a function error `INVALID_REQUEST` (the builder refused the request: the two sides disagree on the contract) | `INVALID_CONFIGURATION` |
+/// | any other function error (`Runtime.ExitError`, `Sandbox.Timedout`, the builder's own types and codes) | `STORE_UNAVAILABLE` (retryable) |
+/// | no answer within the builder timeout | `STORE_UNAVAILABLE` (retryable) |
+/// | throttled, or the request failed in transit | `STORE_UNAVAILABLE` (retryable) |
+/// | no such function, access denied | `INVALID_CONFIGURATION` |
+/// | the request is larger than Lambda accepts | `INVALID_REQUEST` |
 #[derive(Debug, Clone)]
 pub struct LambdaBuilder {
     client: Client,
