@@ -6,27 +6,31 @@
 //! PARQDB_TEST_S3_ENDPOINT=http://127.0.0.1:9000 cargo run --release --example refresh_burst -- --backend s3
 //! ```
 //!
-//! A burst is `--events` writes to one source table (increasing sequencers), shuffled,
-//! with `--duplicates` of them delivered twice, cut into batches of `--batch` and
-//! delivered to `--workers` concurrent workers (each its own runner and publisher over the
-//! same catalog). A batch whose index failed is delivered again, as SQS would. Prints one
-//! JSON object with the runner's and the baseline's numbers and the checks.
+//! A burst is `--events` writes to one source table, made one every `--write-every-ms`
+//! while the workers run: each write is stamped with the clock when it is made (its S3 event time),
+//! and every `--batch` writes a batch is delivered, drawn at random from the writes not yet
+//! delivered (so events arrive late and out of order), with `--duplicates` of the batch's
+//! size added as second deliveries of random earlier writes; what is left is delivered at
+//! the end. `--workers` concurrent workers (each its own runner and publisher over the
+//! same catalog, with a `--clock-skew-ms` allowance) take the batches; a batch whose index
+//! failed is delivered again, as SQS would. Prints one JSON object with the runner's and
+//! the baseline's numbers and the checks.
 #![allow(clippy::disallowed_methods)] // an example may read the wall clock and draw random ids (unique names)
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use parqdb_catalog::catalog::Catalog;
 use parqdb_catalog::metadata::IndexMetadata;
 use parqdb_catalog::publish::Publisher;
 use parqdb_catalog::refresh::{
-    BuildRequest, IndexBuilder, PlaceholderBuilder, RefreshRunner, Routes, SOURCE_POSITION,
-    SourceChange, SourcePosition, published_position,
+    BuildRequest, IndexBuilder, PlaceholderBuilder, READ_START, RefreshRunner, Routes,
+    SourceChange, published_read_start, snapshot_contains,
 };
-use parqdb_catalog::{IndexIdentifier, Namespace, Result};
+use parqdb_catalog::{Clock, IndexIdentifier, Namespace, Result, SystemClock};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -51,6 +55,13 @@ pub struct Burst {
     /// Shuffle seed.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
+    /// The runners' clock-skew allowance in milliseconds (the writes are stamped with the
+    /// workers' own clock here, so any allowance is sound; a build waits up to it).
+    #[arg(long, default_value_t = 20)]
+    pub clock_skew_ms: u64,
+    /// Milliseconds between two writes of the burst (0: as fast as possible).
+    #[arg(long, default_value_t = 1)]
+    pub write_every_ms: u64,
     /// `local` (a temporary directory) or `s3` (a new bucket on PARQDB_TEST_S3_ENDPOINT).
     #[arg(long, default_value = "local")]
     pub backend: String,
@@ -71,38 +82,27 @@ pub struct Outcome {
     pub commits: usize,
     /// Wall time in milliseconds.
     pub wall_ms: u128,
-    /// Whether the final snapshot is built from the newest write.
-    pub final_is_newest: bool,
-    /// Writes newer than every published state (must be 0).
+    /// Whether the final snapshot contains every write (by the ordering rule).
+    pub final_contains_every_write: bool,
+    /// Writes the final snapshot does not contain (must be 0).
     pub lost_states: usize,
-    /// Snapshots whose position does not grow along the chain (must be 0).
+    /// Snapshots whose read start does not exceed the previous one's (must be 0).
     pub duplicate_or_stale_snapshots: usize,
+    /// The batches as delivered the first time (to deliver them again).
+    #[serde(skip)]
+    pub delivered: Vec<Vec<SourceChange>>,
 }
 
-/// The burst's changes in delivery order, and the newest position.
-pub fn changes(burst: &Burst) -> (Vec<SourceChange>, SourcePosition) {
-    let mut rng = StdRng::seed_from_u64(burst.seed);
-    let writes: Vec<SourceChange> = (0..burst.events)
-        .map(|n| {
-            SourceChange::new(
-                "lake",
-                format!("docs/part-{n:05}.parquet"),
-                format!("{:018X}", 0x0061_F082_9932_9D00_u64 + 3 * n as u64),
-            )
-            .expect("change")
-            .with_size(Some(1 << 20))
-        })
-        .collect();
-    let newest = writes
-        .iter()
-        .map(SourceChange::position)
-        .max()
-        .expect("events");
-    let mut delivered = writes.clone();
-    let duplicates = (burst.events as f64 * burst.duplicates).round() as usize;
-    delivered.extend((0..duplicates).map(|_| writes[rng.random_range(0..writes.len())].clone()));
-    delivered.shuffle(&mut rng);
-    (delivered, newest)
+/// The burst's `n`th write, made at `time_ms`.
+fn write(n: usize, time_ms: i64) -> SourceChange {
+    SourceChange::new(
+        "lake",
+        format!("docs/part-{n:05}.parquet"),
+        format!("{:018X}", 0x0061_F082_9932_9D00_u64 + 3 * n as u64),
+        time_ms,
+    )
+    .expect("change")
+    .with_size(Some(1 << 20))
 }
 
 /// Counts builds while delegating to the placeholder builder.
@@ -119,21 +119,91 @@ impl IndexBuilder for Counting<'_> {
     }
 }
 
-/// Deliver the burst to concurrent runners over `catalog` (which must be empty of the
-/// index `search.docs`).
+/// Where the batches come from: made while the workers run ([`with_runner`]), or given.
+enum Source<'a> {
+    Burst(&'a Burst),
+    Batches(Vec<Vec<SourceChange>>),
+}
+
+/// Make the burst's writes while the workers run and deliver them to concurrent runners
+/// over `catalog` (which must be empty of the index `search.docs`, or hold it from an
+/// earlier burst).
 pub async fn with_runner(catalog: &Catalog, burst: &Burst) -> Outcome {
-    let (delivered, newest) = changes(burst);
+    deliver(catalog, burst, Source::Burst(burst)).await
+}
+
+/// Deliver `batches` (an earlier outcome's `delivered`) again, as SQS or EventBridge may.
+pub async fn redeliver(
+    catalog: &Catalog,
+    burst: &Burst,
+    batches: Vec<Vec<SourceChange>>,
+) -> Outcome {
+    deliver(catalog, burst, Source::Batches(batches)).await
+}
+
+async fn deliver(catalog: &Catalog, burst: &Burst, source: Source<'_>) -> Outcome {
     let index = docs();
-    let queue: Mutex<VecDeque<Vec<SourceChange>>> = Mutex::new(
-        delivered
-            .chunks(burst.batch.max(1))
-            .map(<[SourceChange]>::to_vec)
-            .collect(),
-    );
+    let queue: Mutex<VecDeque<Vec<SourceChange>>> = Mutex::new(VecDeque::new());
+    let producing = AtomicUsize::new(1);
+    let delivered: Mutex<Vec<Vec<SourceChange>>> = Mutex::new(Vec::new());
+    let writes: Mutex<Vec<SourceChange>> = Mutex::new(Vec::new());
     let builds = AtomicUsize::new(0);
     let deliveries = AtomicUsize::new(0);
     let commits = AtomicUsize::new(0);
     let started = Instant::now();
+    let skew = Duration::from_millis(burst.clock_skew_ms);
+    let producer = async {
+        match source {
+            Source::Batches(batches) => {
+                writes
+                    .lock()
+                    .await
+                    .extend(batches.iter().flatten().cloned());
+                queue.lock().await.extend(batches);
+            }
+            Source::Burst(burst) => {
+                let mut rng = StdRng::seed_from_u64(burst.seed);
+                let size = burst.batch.max(1);
+                let mut pending: Vec<SourceChange> = Vec::new();
+                let mut made: Vec<SourceChange> = Vec::new();
+                let push = |batch: Vec<SourceChange>| async {
+                    delivered.lock().await.push(batch.clone());
+                    queue.lock().await.push_back(batch);
+                };
+                for n in 0..burst.events {
+                    if burst.write_every_ms > 0 {
+                        tokio::time::sleep(Duration::from_millis(burst.write_every_ms)).await;
+                    }
+                    let change = write(n, SystemClock.now_ms());
+                    made.push(change.clone());
+                    pending.push(change);
+                    if pending.len() >= 2 * size || n + 1 == burst.events {
+                        while pending.len() >= size
+                            || (n + 1 == burst.events && !pending.is_empty())
+                        {
+                            pending.shuffle(&mut rng);
+                            let take = size.min(pending.len());
+                            let mut batch: Vec<SourceChange> =
+                                pending.split_off(pending.len() - take);
+                            let duplicates = (take as f64 * burst.duplicates).round() as usize;
+                            for _ in 0..duplicates {
+                                batch.push(made[rng.random_range(0..made.len())].clone());
+                            }
+                            batch.shuffle(&mut rng);
+                            push(batch).await;
+                            if n + 1 != burst.events {
+                                break;
+                            }
+                        }
+                        // Let the workers take the batch while the next writes are made.
+                        tokio::task::yield_now().await;
+                    }
+                }
+                writes.lock().await.extend(made);
+            }
+        }
+        producing.store(0, Ordering::SeqCst);
+    };
     let workers = (0..burst.workers.max(1)).map(|_| async {
         let runner = RefreshRunner::new(
             Publisher::for_catalog(catalog),
@@ -141,10 +211,17 @@ pub async fn with_runner(catalog: &Catalog, burst: &Burst) -> Outcome {
                 .route("s3://lake/docs/", index.clone())
                 .expect("route"),
             Counting(&builds),
-        );
+        )
+        .with_clock_skew(skew)
+        .expect("allowance");
         loop {
-            let Some(batch) = queue.lock().await.pop_front() else {
-                break;
+            let next = queue.lock().await.pop_front();
+            let Some(batch) = next else {
+                if producing.load(Ordering::SeqCst) == 0 && queue.lock().await.is_empty() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                continue;
             };
             deliveries.fetch_add(1, Ordering::Relaxed);
             let report = runner.run(batch.clone()).await;
@@ -154,39 +231,44 @@ pub async fn with_runner(catalog: &Catalog, burst: &Burst) -> Outcome {
             }
         }
     });
-    futures::future::join_all(workers).await;
+    futures::future::join(producer, futures::future::join_all(workers)).await;
     let wall_ms = started.elapsed().as_millis();
     let (_, metadata) = Publisher::for_catalog(catalog)
         .load_current(&index)
         .await
         .expect("the index exists");
-    let (duplicate_or_stale_snapshots, final_is_newest) = chain_checks(&metadata, &newest);
-    let published = published_position(&metadata);
+    let writes = writes.into_inner();
+    let (duplicate_or_stale_snapshots, lost_states) = chain_checks(&metadata, &writes, skew);
     Outcome {
         deliveries: deliveries.into_inner(),
         builds: builds.into_inner(),
         commits: commits.into_inner(),
         wall_ms,
-        final_is_newest,
-        lost_states: usize::from(published.is_none_or(|p| p < newest)),
+        final_contains_every_write: lost_states == 0,
+        lost_states,
         duplicate_or_stale_snapshots,
+        delivered: delivered.into_inner(),
     }
 }
 
 /// The one-publish-per-event baseline: every delivered event rebuilds and publishes
 /// (idempotent per write), by the same concurrent workers.
-pub async fn per_event(catalog: &Catalog, burst: &Burst) -> Outcome {
-    let (delivered, newest) = changes(burst);
+pub async fn per_event(
+    catalog: &Catalog,
+    burst: &Burst,
+    delivered: &[Vec<SourceChange>],
+) -> Outcome {
     let index = docs();
     let publisher = Publisher::for_catalog(catalog);
-    let queue = Mutex::new(delivered.into_iter().collect::<VecDeque<_>>());
+    let writes: Vec<SourceChange> = delivered.iter().flatten().cloned().collect();
+    let queue = Mutex::new(writes.iter().cloned().collect::<VecDeque<_>>());
     let (builds, deliveries, commits) = (
         AtomicUsize::new(0),
         AtomicUsize::new(0),
         AtomicUsize::new(0),
     );
-    // The index exists before the burst, created from its oldest write.
-    let first = SourceChange::new("lake", "docs/part-init.parquet", "0").expect("change");
+    // The index exists before the burst, created from a write before it.
+    let first = SourceChange::new("lake", "docs/part-init.parquet", "0", 0).expect("change");
     RefreshRunner::new(
         publisher.clone(),
         Routes::new()
@@ -206,11 +288,14 @@ pub async fn per_event(catalog: &Catalog, burst: &Burst) -> Outcome {
             deliveries.fetch_add(1, Ordering::Relaxed);
             let outcome: Result<bool> = async {
                 let (_, current) = publisher.load_current(&index).await?;
+                let read_start_ms = publisher.clock().now_ms();
                 let request = BuildRequest {
                     index: &index,
                     index_uuid: current.index_uuid(),
                     build_id: publisher.ids().uuid(),
+                    read_start_ms,
                     newest: &change,
+                    changed: std::slice::from_ref(&change),
                     changes: 1,
                     source_table: current.current_snapshot().source_table().clone(),
                     current: Some(&current),
@@ -220,7 +305,7 @@ pub async fn per_event(catalog: &Catalog, burst: &Burst) -> Outcome {
                 let mut contents = PlaceholderBuilder.build(&request).await?;
                 contents
                     .summary
-                    .insert(SOURCE_POSITION.to_owned(), change.position().to_string());
+                    .insert(READ_START.to_owned(), read_start_ms.to_string());
                 let published = publisher
                     .publish_idempotent(&index, &change.state_key(), contents)
                     .await?;
@@ -238,46 +323,57 @@ pub async fn per_event(catalog: &Catalog, burst: &Burst) -> Outcome {
     futures::future::join_all(workers).await;
     let wall_ms = started.elapsed().as_millis();
     let (_, metadata) = publisher.load_current(&index).await.expect("index");
-    let (_, final_is_newest) = chain_checks(&metadata, &newest);
+    let (duplicate_or_stale_snapshots, lost_states) = chain_checks(
+        &metadata,
+        &writes,
+        Duration::from_millis(burst.clock_skew_ms),
+    );
     Outcome {
         deliveries: deliveries.into_inner(),
         builds: builds.into_inner(),
         commits: commits.into_inner(),
         wall_ms,
-        final_is_newest,
-        // Arrival order decides the final state: whatever came last wins.
-        lost_states: usize::from(!final_is_newest),
-        duplicate_or_stale_snapshots: chain_checks(&metadata, &newest).0,
+        final_contains_every_write: lost_states == 0,
+        lost_states,
+        duplicate_or_stale_snapshots,
+        delivered: Vec::new(),
     }
 }
 
-/// Snapshots (by sequence number) whose recorded position does not exceed the previous
-/// one's, and whether the current snapshot's position is `newest`.
-pub fn chain_checks(metadata: &IndexMetadata, newest: &SourcePosition) -> (usize, bool) {
+/// Snapshots (by sequence number) whose read start does not exceed the previous one's,
+/// and how many of `writes` the newest read start of the retained snapshots does not
+/// contain (the ordering rule with allowance `skew`).
+pub fn chain_checks(
+    metadata: &IndexMetadata,
+    writes: &[SourceChange],
+    skew: Duration,
+) -> (usize, usize) {
     let mut snapshots: Vec<_> = metadata.snapshots().iter().collect();
     snapshots.sort_by_key(|snapshot| snapshot.sequence_number());
-    let mut previous: Option<SourcePosition> = None;
+    let mut previous: Option<i64> = None;
     let mut bad = 0;
     for snapshot in snapshots {
-        let position = snapshot
+        let read_start = snapshot
             .summary()
-            .get(SOURCE_POSITION)
-            .and_then(|text| SourcePosition::from_text(text));
-        if let (Some(previous), Some(position)) = (&previous, &position)
-            && position <= previous
+            .get(READ_START)
+            .and_then(|text| text.parse::<i64>().ok());
+        if let (Some(previous), Some(read_start)) = (previous, read_start)
+            && read_start <= previous
         {
             bad += 1;
         }
-        if position.is_some() {
-            previous = position;
+        if read_start.is_some() {
+            previous = read_start;
         }
     }
-    let current = metadata
-        .current_snapshot()
-        .summary()
-        .get(SOURCE_POSITION)
-        .and_then(|text| SourcePosition::from_text(text));
-    (bad, current.as_ref() == Some(newest))
+    let lost = match published_read_start(metadata) {
+        None => writes.len(),
+        Some(read_start) => writes
+            .iter()
+            .filter(|write| !snapshot_contains(read_start, write, skew))
+            .count(),
+    };
+    (bad, lost)
 }
 
 /// The burst's index.
@@ -344,7 +440,7 @@ async fn main() {
     let baseline = if burst.no_baseline {
         None
     } else {
-        Some(per_event(&catalog(&burst.backend).await, &burst).await)
+        Some(per_event(&catalog(&burst.backend).await, &burst, &runner.delivered).await)
     };
     let ratio = |f: fn(&Outcome) -> f64| baseline.as_ref().map(|b| f(b) / f(&runner).max(1.0));
     println!(
@@ -353,6 +449,7 @@ async fn main() {
             "burst": {
                 "events": burst.events, "duplicates": burst.duplicates,
                 "batch": burst.batch, "workers": burst.workers, "backend": burst.backend,
+                "clock-skew-ms": burst.clock_skew_ms, "write-every-ms": burst.write_every_ms,
             },
             "runner": runner,
             "one-publish-per-event": baseline,

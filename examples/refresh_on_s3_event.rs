@@ -8,8 +8,8 @@
 //! (`examples/s3_object_created.json`), an S3 event notification, or an SQS batch of
 //! either (`examples/s3_object_created_sqs.json`). Every change refreshes one index
 //! (`--namespace`, `--name`), the source table being the changed object's directory; the
-//! runner collapses the changes to the newest write (S3's `sequencer`), skips a state
-//! already published (a redelivery), builds once with the demonstration
+//! runner skips changes a published snapshot already contains (a redelivery: its build
+//! started reading after the write's event time plus the clock-skew allowance), builds once with the demonstration
 //! [`PlaceholderBuilder`] (placeholder `ivf` tables under
 //! `indexes/<index-uuid>/<build-id>/`) and publishes once, creating the namespace and the
 //! index on first use.

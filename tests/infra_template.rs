@@ -76,7 +76,8 @@ fn tagged<'a>(value: &'a Value, tag: &str) -> Option<&'a Value> {
     }
 }
 
-/// The function binaries: `functions/src/bin/<name>.rs`.
+/// The function binaries: `functions/src/bin/<name>.rs`, but the examples (`example-*`, not
+/// part of a deployment).
 fn binaries() -> BTreeSet<String> {
     let dir = root().join("functions/src/bin");
     std::fs::read_dir(&dir)
@@ -89,6 +90,7 @@ fn binaries() -> BTreeSet<String> {
                 .to_string_lossy()
                 .into_owned()
         })
+        .filter(|name| !name.starts_with("example-"))
         .collect()
 }
 
@@ -1009,11 +1011,89 @@ fn the_refresh_component_is_gated_batched_and_routed() {
         .replace("${RefreshIndexNamespace}", "search")
         .replace("${RefreshIndexName}", "docs");
     let routes = parqdb_catalog::refresh::Routes::from_json(&routes).expect("valid routes");
-    let change = parqdb_catalog::refresh::SourceChange::new("lake", "tables/docs/p.parquet", "0A")
-        .expect("change");
+    let change =
+        parqdb_catalog::refresh::SourceChange::new("lake", "tables/docs/p.parquet", "0A", 0)
+            .expect("change");
     let route = routes.find(&change).expect("routed");
     assert_eq!(route.index().name(), "docs");
     assert_eq!(route.table_location(&change), "s3://lake/tables/docs/");
+}
+
+/// The refresh's external builder (issue 28): `RefreshBuilderFunctionArn` is optional
+/// (empty: the placeholder builder, no permission); set, it reaches the function as
+/// `PARQDB_REFRESH_BUILDER_FUNCTION` and the refresh role may invoke exactly that ARN,
+/// with one gated statement, and no other role may invoke it.
+#[test]
+fn the_refresh_builder_function_is_gated_and_least_privilege() {
+    let template = template();
+    let parameter = &template["Parameters"]["RefreshBuilderFunctionArn"];
+    assert_eq!(parameter["Default"].as_str(), Some(""));
+    let pattern = parameter["AllowedPattern"].as_str().expect("a pattern");
+    assert!(
+        pattern.starts_with("^$|^arn:")
+            && pattern.contains(":lambda:")
+            && pattern.contains(":function:"),
+        "{pattern}"
+    );
+    let condition = serde_norway::to_string(&template["Conditions"]["RefreshUsesBuilderFunction"])
+        .expect("yaml");
+    assert!(
+        condition.contains("RefreshEnabled") && condition.contains("RefreshBuilderFunctionArn"),
+        "{condition}"
+    );
+    let uses_builder = |value: &Value| -> Option<(Value, Value)> {
+        let operands = tagged(value, "!If")?.as_sequence()?;
+        (operands.first()?.as_str() == Some("RefreshUsesBuilderFunction"))
+            .then(|| (operands[1].clone(), operands[2].clone()))
+    };
+    let function = resources(&template)
+        .into_iter()
+        .find(|(name, _)| *name == "RefreshFunction")
+        .expect("RefreshFunction")
+        .1;
+    let variable = &property(function, "Environment").expect("environment")["Variables"]["PARQDB_REFRESH_BUILDER_FUNCTION"];
+    let (set, unset) = uses_builder(variable).expect("!If RefreshUsesBuilderFunction");
+    assert_eq!(reference(Some(&set)), Some("RefreshBuilderFunctionArn"));
+    assert_eq!(reference(Some(&unset)), Some("AWS::NoValue"));
+
+    // Every statement of every role that names lambda:InvokeFunction.
+    let mut invoking = Vec::new();
+    for (role, resource) in resources_of_type(&template, "AWS::IAM::Role") {
+        for policy in property(resource, "Policies")
+            .and_then(Value::as_sequence)
+            .into_iter()
+            .flatten()
+        {
+            for statement in policy["PolicyDocument"]["Statement"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+            {
+                let text = serde_norway::to_string(statement).expect("yaml");
+                if text.contains("RefreshBuilderFunctionArn") {
+                    invoking.push((role, statement.clone()));
+                }
+            }
+        }
+    }
+    assert_eq!(invoking.len(), 1, "{invoking:#?}");
+    let (role, statement) = &invoking[0];
+    assert_eq!(*role, "RefreshRole");
+    let (granted, absent) = uses_builder(statement).expect("gated on RefreshUsesBuilderFunction");
+    assert_eq!(reference(Some(&absent)), Some("AWS::NoValue"));
+    assert_eq!(granted["Effect"].as_str(), Some("Allow"));
+    let actions: Vec<&str> = granted["Action"]
+        .as_sequence()
+        .expect("actions")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(actions, ["lambda:InvokeFunction"]);
+    assert_eq!(
+        reference(granted.get("Resource")),
+        Some("RefreshBuilderFunctionArn")
+    );
+    assert!(granted.get("Condition").is_none());
 }
 
 fn parameter<'a>(template: &'a Value, name: &str) -> &'a Value {

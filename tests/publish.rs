@@ -59,19 +59,28 @@ const EVENT: &str = r#"{
              "request-id": "R1", "requester": "123456789012", "reason": "PutObject"}
 }"#;
 
-fn event(id: &str, key: &str, sequencer: &str) -> Vec<u8> {
+fn event(id: &str, key: &str, sequencer: &str, time: &str) -> Vec<u8> {
     EVENT
         .replace("evt-1", id)
+        .replace("2025-06-15T12:00:00Z", time)
         .replace("documents/part-1.parquet", key)
         .replace("\"01\"", &format!("\"{sequencer}\""))
         .into_bytes()
+}
+
+/// The wall clock as S3 stamps an event's time (the writes of this test happen now).
+#[allow(clippy::disallowed_methods)]
+fn now() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
 /// The one publication of a report (one index).
 fn published(report: &RefreshReport) -> (&Published, bool) {
     assert_eq!(report.indexes.len(), 1, "{report:?}");
     match &report.indexes[0].outcome {
-        RefreshOutcome::Published { published, created } => (published, *created),
+        RefreshOutcome::Published {
+            published, created, ..
+        } => (published, *created),
         other => panic!("not published: {other:?}"),
     }
 }
@@ -88,7 +97,7 @@ async fn refresh_example_end_to_end_on_local_files() {
     let runner = refresh_example::runner(Publisher::for_catalog(&catalog), id.clone());
 
     // The first event creates the namespace and the index.
-    let first = event("evt-1", "documents/part-1.parquet", "01");
+    let first = event("evt-1", "documents/part-1.parquet", "01", &now());
     let report = refresh_example::refresh(&runner, &first)
         .await
         .expect("created");
@@ -96,7 +105,8 @@ async fn refresh_example_end_to_end_on_local_files() {
     assert_eq!(created.sequence_number, 1);
     assert!(was_created);
     // The next event publishes a successor; its redelivery publishes nothing.
-    let second = event("evt-2", "documents/part-2.parquet", "02");
+    let second_time = now();
+    let second = event("evt-2", "documents/part-2.parquet", "02", &second_time);
     let report = refresh_example::refresh(&runner, &second)
         .await
         .expect("refreshed");
@@ -104,9 +114,14 @@ async fn refresh_example_end_to_end_on_local_files() {
     assert_eq!(refreshed.sequence_number, 2);
     let files_before = count_files(&warehouse).await;
     // A redelivery, the same S3 write delivered as another event (another EventBridge
-    // id), and an older write arriving late: the source position names the write, so
-    // nothing is built or published again.
-    let second_again = event("evt-2-redelivered", "documents/part-2.parquet", "02");
+    // id, the same S3 time), and an older write arriving late: the published snapshot's
+    // read start contains them, so nothing is built or published again.
+    let second_again = event(
+        "evt-2-redelivered",
+        "documents/part-2.parquet",
+        "02",
+        &second_time,
+    );
     for replayed in [&first, &second, &second_again] {
         let replay = refresh_example::refresh(&runner, replayed)
             .await
@@ -158,7 +173,7 @@ async fn refresh_example_end_to_end_on_local_files() {
     }
 
     // Concurrent deliveries of one new event publish it once.
-    let third = event("evt-3", "documents/part-3.parquet", "03");
+    let third = event("evt-3", "documents/part-3.parquet", "03", &now());
     let reports =
         futures::future::join_all((0..4).map(|_| refresh_example::refresh(&runner, &third))).await;
     let reports: Vec<_> = reports.into_iter().map(|r| r.expect("refreshed")).collect();

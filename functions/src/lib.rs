@@ -107,23 +107,27 @@ pub async fn init_with<T>(
 /// margin. A value that is not a whole number of seconds between 1 and 900 (Lambda's
 /// range) is `INVALID_CONFIGURATION`.
 pub fn store_timeouts() -> parqdb_catalog::Result<StoreTimeouts> {
-    let timeout = match std::env::var(FUNCTION_TIMEOUT_VARIABLE) {
-        Err(_) => DEFAULT_FUNCTION_TIMEOUT,
-        Ok(value) => match value.parse::<u64>() {
-            Ok(seconds @ 1..=900) => Duration::from_secs(seconds),
-            _ => {
-                return Err(Error::new(
-                    ErrorKind::Configuration,
-                    format!(
-                        "{FUNCTION_TIMEOUT_VARIABLE} `{value}` is not the function's timeout in whole seconds (1 to 900)"
-                    ),
-                ));
-            }
-        },
-    };
     Ok(StoreTimeouts::within(
-        timeout.saturating_sub(DEFAULT_MARGIN),
+        function_timeout()?.saturating_sub(DEFAULT_MARGIN),
     ))
+}
+
+/// The function's timeout: [`FUNCTION_TIMEOUT_VARIABLE`], default
+/// [`DEFAULT_FUNCTION_TIMEOUT`]; `INVALID_CONFIGURATION` unless a whole number of seconds
+/// between 1 and 900 (Lambda's range).
+pub fn function_timeout() -> parqdb_catalog::Result<Duration> {
+    match std::env::var(FUNCTION_TIMEOUT_VARIABLE) {
+        Err(_) => Ok(DEFAULT_FUNCTION_TIMEOUT),
+        Ok(value) => match value.parse::<u64>() {
+            Ok(seconds @ 1..=900) => Ok(Duration::from_secs(seconds)),
+            _ => Err(Error::new(
+                ErrorKind::Configuration,
+                format!(
+                    "{FUNCTION_TIMEOUT_VARIABLE} `{value}` is not the function's timeout in whole seconds (1 to 900)"
+                ),
+            )),
+        },
+    }
 }
 
 /// Errors found while building what a function serves are configuration errors, whatever

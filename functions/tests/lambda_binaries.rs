@@ -637,6 +637,49 @@ async fn a_bad_configuration_is_reported_before_polling() {
                 ("PARQDB_REFRESH_CONCURRENCY".into(), Some("0".into())),
             ],
         ),
+        (
+            "refresh clock skew not a duration",
+            vec![
+                ("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir))),
+                ("PARQDB_REFRESH_ROUTES".into(), Some(docs_routes())),
+                ("PARQDB_REFRESH_CLOCK_SKEW".into(), Some("a bit".into())),
+            ],
+        ),
+        (
+            "refresh clock skew above its ceiling",
+            vec![
+                ("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir))),
+                ("PARQDB_REFRESH_ROUTES".into(), Some(docs_routes())),
+                ("PARQDB_REFRESH_CLOCK_SKEW".into(), Some("1h".into())),
+            ],
+        ),
+        (
+            "refresh builder timeout beyond the function's",
+            vec![
+                ("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir))),
+                ("PARQDB_REFRESH_ROUTES".into(), Some(docs_routes())),
+                (
+                    "PARQDB_REFRESH_BUILDER_FUNCTION".into(),
+                    Some("builder".into()),
+                ),
+                ("PARQDB_FUNCTION_TIMEOUT".into(), Some("60".into())),
+                ("PARQDB_REFRESH_BUILDER_TIMEOUT".into(), Some("60s".into())),
+                ("AWS_REGION".into(), Some("us-east-1".into())),
+                ("AWS_ACCESS_KEY_ID".into(), Some("dummy".into())),
+                ("AWS_SECRET_ACCESS_KEY".into(), Some("dummy".into())),
+            ],
+        ),
+        (
+            "refresh builder function without a region",
+            vec![
+                ("PARQDB_WAREHOUSE".into(), Some(file_uri(&dir))),
+                ("PARQDB_REFRESH_ROUTES".into(), Some(docs_routes())),
+                (
+                    "PARQDB_REFRESH_BUILDER_FUNCTION".into(),
+                    Some("builder".into()),
+                ),
+            ],
+        ),
     ];
     let cases = cases
         .into_iter()
@@ -730,11 +773,18 @@ fn refresh_env(backend: &Backend) -> Env {
         .collect()
 }
 
-/// An EventBridge `Object Created` event for `s3://lake/<key>`, written at `sequencer`.
-fn object_created(event_id: &str, key: &str, sequencer: &str) -> Value {
+/// An EventBridge `Object Created` event for `s3://lake/<key>`, written at `sequencer`
+/// `seconds` after 2025-06-15T12:00:00Z (the event's `time`).
+fn object_created(event_id: &str, key: &str, sequencer: &str, seconds: u32) -> Value {
+    let time = format!("2025-06-15T12:{:02}:{:02}Z", seconds / 60, seconds % 60);
+    object_created_at(event_id, key, sequencer, &time)
+}
+
+/// An EventBridge `Object Created` event for `s3://lake/<key>` at `time` (RFC 3339).
+fn object_created_at(event_id: &str, key: &str, sequencer: &str, time: &str) -> Value {
     json!({
         "version": "0", "id": event_id, "detail-type": "Object Created", "source": "aws.s3",
-        "account": "123456789012", "time": "2025-06-15T12:00:00Z", "region": "us-east-1",
+        "account": "123456789012", "time": time, "region": "us-east-1",
         "resources": ["arn:aws:s3:::lake"],
         "detail": {"version": "0", "bucket": {"name": "lake"},
                    "object": {"key": key, "size": 8192, "sequencer": sequencer},
@@ -784,25 +834,25 @@ async fn refresh_collapses_an_sqs_batch_and_reports_only_its_failed_messages() {
     let burst = [
         (
             "m1",
-            object_created("e1", "docs/part-1.parquet", "0A").to_string(),
+            object_created("e1", "docs/part-1.parquet", "0A", 1).to_string(),
         ),
         (
             "m2",
-            object_created("e3", "docs/part-3.parquet", "0C").to_string(),
+            object_created("e3", "docs/part-3.parquet", "0C", 3).to_string(),
         ),
         ("m3", "not an event".to_owned()),
         (
             "m4",
-            object_created("e2", "docs/part-2.parquet", "0B").to_string(),
+            object_created("e2", "docs/part-2.parquet", "0B", 2).to_string(),
         ),
         (
             "m5",
-            object_created("e9", "other/part-1.parquet", "0D").to_string(),
+            object_created("e9", "other/part-1.parquet", "0D", 4).to_string(),
         ),
         // The write of m2, delivered again as another EventBridge event.
         (
             "m6",
-            object_created("e3-again", "docs/part-3.parquet", "0C").to_string(),
+            object_created("e3-again", "docs/part-3.parquet", "0C", 3).to_string(),
         ),
     ];
     let response = refresh.invoke(&sqs_batch(&burst)).await.response();
@@ -872,9 +922,12 @@ async fn refresh_collapses_an_sqs_batch_and_reports_only_its_failed_messages() {
         (&json!(0), &json!(0))
     );
 
-    // A newer write, delivered by EventBridge directly (no queue): the runner's report.
+    // A newer write (made now, after the batch's build read the table), delivered by
+    // EventBridge directly (no queue): the runner's report.
+    #[allow(clippy::disallowed_methods)] // S3 stamps the write with the wall clock
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let report = refresh
-        .invoke(&object_created("e4", "docs/part-4.parquet", "0E"))
+        .invoke(&object_created_at("e4", "docs/part-4.parquet", "0E", &now))
         .await
         .response();
     assert_eq!(
@@ -884,7 +937,7 @@ async fn refresh_collapses_an_sqs_batch_and_reports_only_its_failed_messages() {
     );
     // ... and one no route contains: a typed error, so Lambda's retries take over.
     let unrouted = refresh
-        .invoke(&object_created("e5", "elsewhere/x.parquet", "0F"))
+        .invoke(&object_created("e5", "elsewhere/x.parquet", "0F", 5))
         .await;
     assert_eq!(unrouted.error_type(), "INVALID_REQUEST", "{unrouted:?}");
     assert!(refresh.is_running());

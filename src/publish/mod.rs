@@ -8,7 +8,7 @@
 //! 2. ask the caller what to publish on top of it (a closure, called again after every
 //!    lost race, which may decline: [`PublishOutcome::Declined`]);
 //! 3. build the successor with [`IndexMetadata::successor`] (new snapshot id, sequence
-//!    `last-sequence-number + 1`, log entry), using the injected [`Clock`](crate::Clock) and
+//!    `last-sequence-number + 1`, log entry), using the injected [`Clock`] and
 //!    [`IdGenerator`];
 //! 4. write it with create-if-absent to a fresh, never reused location
 //!    `metadata/<index-uuid>/<sequence:05>-<uuid>.metadata.json` in the warehouse, and
@@ -103,7 +103,7 @@ pub use idempotent::find_published;
 pub use outcome::{Declined, Expired, PublishOutcome, Published};
 
 use crate::catalog::{Catalog, IndexCatalog, IndexPointer, Injected, MetadataCache};
-use crate::clock::IdGenerator;
+use crate::clock::{Clock, IdGenerator};
 use crate::error::Result;
 use crate::identifier::IndexIdentifier;
 use crate::metadata::{IndexMetadata, SnapshotContents};
@@ -260,6 +260,11 @@ impl Publisher {
     /// The id generator (e.g. for unique index-table locations).
     pub fn ids(&self) -> &Arc<dyn IdGenerator> {
         &self.inner.injected.ids
+    }
+
+    /// The clock (snapshot times; a refresh's read start).
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.injected.clock
     }
 
     /// The retry policy.

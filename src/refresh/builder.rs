@@ -25,13 +25,21 @@ pub struct BuildRequest<'a> {
     pub index_uuid: Uuid,
     /// A fresh id for this build; never reuse an object path.
     pub build_id: Uuid,
-    /// The newest change of the burst: the build must read the source table as it is now
-    /// (at least as new as this change).
+    /// When the build starts reading the source (the runner's clock, Unix epoch
+    /// milliseconds), recorded in the snapshot: read the source table only from now on —
+    /// no listing or object cached from before — so the snapshot contains every write S3
+    /// finished before (see "Ordering" in the [module docs](super)).
+    pub read_start_ms: i64,
+    /// The change of the burst with the latest time.
     pub newest: &'a SourceChange,
-    /// How many changes the burst collapsed into this build.
+    /// Each changed object's latest write (by sequencer, among the changes of that
+    /// object), in key order: what changed since the burst began, for an incremental
+    /// build. The build must read the whole table as it is now, not only these.
+    pub changed: &'a [SourceChange],
+    /// How many changes (deliveries included) the burst collapsed into this build.
     pub changes: usize,
-    /// The source table's definition for the snapshot (`parquet`, its location, the
-    /// newest changed object and its sequencer). Use it as `source-table`.
+    /// The source table's definition for the snapshot (`parquet`, its location, the read
+    /// start, the newest changed object and its sequencer). Use it as `source-table`.
     pub source_table: TableDefinition,
     /// The index's current metadata (`None` when the runner creates the index).
     pub current: Option<&'a IndexMetadata>,
@@ -50,6 +58,13 @@ pub struct BuildRequest<'a> {
 pub trait IndexBuilder: Send + Sync {
     /// Build the index for `request` and return the new snapshot's contents.
     async fn build(&self, request: &BuildRequest<'_>) -> Result<SnapshotContents>;
+}
+
+#[async_trait]
+impl<T: IndexBuilder + ?Sized> IndexBuilder for Box<T> {
+    async fn build(&self, request: &BuildRequest<'_>) -> Result<SnapshotContents> {
+        (**self).build(request).await
+    }
 }
 
 /// The index-table roles of the `ivf` family.

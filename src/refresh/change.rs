@@ -1,4 +1,5 @@
-//! Source changes: one S3 write to a source table, and the order S3 gives them.
+//! Source changes: one S3 write to a source table, when S3 says it happened, and the order
+//! S3 gives the writes of one key.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -16,8 +17,14 @@ pub struct SourceChange {
     pub bucket: String,
     /// The object key, decoded (S3 notifications URL-encode it; EventBridge does not).
     pub key: String,
-    /// S3's ordering token for writes: a hexadecimal string, greater for later writes.
+    /// S3's ordering token for the writes of this key: a hexadecimal string, greater for a
+    /// later write of the same key. It orders nothing across keys.
     pub sequencer: String,
+    /// When S3 finished the write, in Unix epoch milliseconds: the latest instant the
+    /// event's timestamp allows (an S3 notification's `eventTime` has milliseconds, an
+    /// EventBridge event's `time` whole seconds, read as the second's last millisecond).
+    /// S3's clock, not the reader's: see "Ordering" in the [module docs](super).
+    pub time_ms: i64,
     /// The object's version id, if the bucket is versioned.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version_id: Option<String>,
@@ -27,17 +34,20 @@ pub struct SourceChange {
 }
 
 impl SourceChange {
-    /// A change; `INVALID_REQUEST` for an empty bucket or key, or a sequencer that is not a
-    /// non-empty hexadecimal string (the runner orders changes by it, never by arrival).
+    /// A write to `bucket`/`key` that S3 finished at `time_ms` (Unix epoch milliseconds,
+    /// S3's clock); `INVALID_REQUEST` for an empty bucket or key, a sequencer that is not a
+    /// non-empty hexadecimal string (it orders the writes of one key), or a negative time.
     pub fn new(
         bucket: impl Into<String>,
         key: impl Into<String>,
         sequencer: impl Into<String>,
+        time_ms: i64,
     ) -> Result<SourceChange> {
         let change = SourceChange {
             bucket: bucket.into(),
             key: key.into(),
             sequencer: sequencer.into(),
+            time_ms,
             version_id: None,
             size: None,
         };
@@ -46,6 +56,11 @@ impl SourceChange {
             return Err(invalid(
                 "a source change needs a bucket name and an object key".into(),
             ));
+        }
+        if time_ms < 0 {
+            return Err(invalid(format!(
+                "the time of a source change is before 1970 ({time_ms} ms)"
+            )));
         }
         SourcePosition::parse(&change.sequencer)?;
         Ok(change)
@@ -68,13 +83,20 @@ impl SourceChange {
         format!("s3://{}/{}", self.bucket, self.key)
     }
 
-    /// Where this change puts the source table in S3's order of writes.
+    /// Where this change is in S3's order of the writes of its key (comparable only with
+    /// the position of a change of the same bucket and key: [`SourceChange::same_object`]).
     pub fn position(&self) -> SourcePosition {
         // Checked in `new`; a hand-built change with a bad sequencer sorts first.
         SourcePosition::parse(&self.sequencer).unwrap_or(SourcePosition(String::new()))
     }
 
-    /// The idempotency key of the source state this change produced: the write itself
+    /// Whether `other` is a write of the same object (bucket and key), so that their
+    /// positions are ordered.
+    pub fn same_object(&self, other: &SourceChange) -> bool {
+        self.bucket == other.bucket && self.key == other.key
+    }
+
+    /// The idempotency key of the write: the write itself
     /// (`s3://<bucket>/<key>#<sequencer>`), never the delivery's id (an EventBridge event
     /// id or an SQS message id differ between two deliveries of one write).
     pub fn state_key(&self) -> String {
@@ -82,15 +104,14 @@ impl SourceChange {
     }
 }
 
-/// A position in S3's order of writes: a sequencer compared as a hexadecimal number
-/// (`"00A"` equals `"a"`, and `"100"` is after `"FF"`). Its text form
-/// ([`SourcePosition::as_str`]) is `<digits:03>:<HEX>`, which sorts as the numbers do;
-/// snapshots record it in their summary under
-/// [`SOURCE_POSITION`](super::SOURCE_POSITION).
+/// A position in S3's order of the writes of one object key: a sequencer compared as a
+/// hexadecimal number (`"00A"` equals `"a"`, and `"100"` is after `"FF"`). Its text form
+/// ([`SourcePosition::as_str`]) is `<digits:03>:<HEX>`, which sorts as the numbers do.
 ///
-/// S3 guarantees the order for writes of one key; writes of different keys in one bucket
-/// carry increasing sequencers in practice, which is the order the runner relies on to
-/// collapse a burst to its newest state.
+/// S3 documents the sequencer as ordering the events of **one key** only: across keys it
+/// says nothing (other S3-compatible servers use unsynchronised timestamps). The runner
+/// compares positions only between changes of the same object; whether a write is in a
+/// snapshot is decided by time (see "Ordering" in the [module docs](super)).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(transparent)]
 pub struct SourcePosition(String);
@@ -178,10 +199,11 @@ mod tests {
 
     #[test]
     fn the_state_key_names_the_write_not_the_delivery() {
-        let change = SourceChange::new("b", "t/part-1.parquet", "00061F0A").expect("change");
+        let change = SourceChange::new("b", "t/part-1.parquet", "00061F0A", 0).expect("change");
         assert_eq!(change.state_key(), "s3://b/t/part-1.parquet#61F0A");
-        assert!(SourceChange::new("", "k", "1").is_err());
-        assert!(SourceChange::new("b", "k", "not-hex").is_err());
+        assert!(SourceChange::new("", "k", "1", 0).is_err());
+        assert!(SourceChange::new("b", "k", "not-hex", 0).is_err());
+        assert!(SourceChange::new("b", "k", "1", -1).is_err());
     }
 
     proptest! {

@@ -4,12 +4,18 @@
 //! An S3 write reaches a job in one of these shapes, parsed with the
 //! [`aws_lambda_events`] types (unknown fields are ignored: AWS adds fields to its events):
 //!
-//! - an EventBridge `Object Created` event (`source` `aws.s3`), as a rule delivers it;
+//! - an EventBridge `Object Created` event (`source` `aws.s3`), as a rule delivers it; its
+//!   `time` is the write's time;
 //! - an S3 event notification (`{"Records": [...]}`): `ObjectCreated:*` records are used,
-//!   others ignored; keys arrive form-URL-encoded and are decoded (`+` is a space);
+//!   others ignored; keys arrive form-URL-encoded and are decoded (`+` is a space); a
+//!   record's `eventTime` is the write's time;
 //! - an SQS batch whose message bodies are any of the above, or an SNS notification
 //!   wrapping one (an S3 → SNS → SQS fan-out without raw delivery). S3's `s3:TestEvent`
 //!   carries no write and is ignored.
+//!
+//! The time (RFC 3339 in UTC, `Z`) is required: the runner decides by it whether a
+//! snapshot already contains the write ([`SourceChange::time_ms`] is its latest instant:
+//! `12:00:00Z` with whole seconds is read as `12:00:00.999`).
 //!
 //! A [`Delivery`] remembers which SQS message each [`SourceChange`] came in, so
 //! [`Delivery::batch_item_failures`] names the messages to redeliver: those whose body is
@@ -172,6 +178,8 @@ fn changes_of(event: Value) -> Result<Vec<SourceChange>> {
     if event["Event"] == "s3:TestEvent" {
         return Ok(Vec::new());
     }
+    // Read as written (its precision matters), before the typed parse reads it as a date.
+    let time = event["time"].as_str().map(str::to_owned);
     let event: EventBridgeEvent<Value> = serde_json::from_value(event)
         .map_err(|err| invalid(format!("not an EventBridge or S3 event: {err}")))?;
     if event.source != "aws.s3" || event.detail_type != "Object Created" {
@@ -187,6 +195,7 @@ fn changes_of(event: Value) -> Result<Vec<SourceChange>> {
         detail.bucket.name,
         object.key,
         object.sequencer.unwrap_or_default(),
+        time_ms(time.as_deref(), "time")?,
     )?
     .with_version_id(object.version_id)
     .with_size(object.size);
@@ -195,23 +204,35 @@ fn changes_of(event: Value) -> Result<Vec<SourceChange>> {
 
 /// The `ObjectCreated:*` records of an S3 event notification.
 fn notification_changes(event: Value) -> Result<Vec<SourceChange>> {
+    // Read as written (their precision matters), before the typed parse reads them as dates.
+    let times: Vec<Option<String>> = event["Records"]
+        .as_array()
+        .map(|records| {
+            records
+                .iter()
+                .map(|record| record["eventTime"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
     let event: S3Event = serde_json::from_value(event)
         .map_err(|err| invalid(format!("not an S3 event notification: {err}")))?;
     event
         .records
         .into_iter()
-        .filter(|record| {
+        .zip(times)
+        .filter(|(record, _)| {
             record
                 .event_name
                 .as_deref()
                 .is_some_and(|name| name.starts_with("ObjectCreated:"))
         })
-        .map(|record| {
+        .map(|(record, time)| {
             let object = record.s3.object;
             Ok(SourceChange::new(
                 record.s3.bucket.name.unwrap_or_default(),
                 url_decoded(object.key.as_deref().unwrap_or_default()),
                 object.sequencer.unwrap_or_default(),
+                time_ms(time.as_deref(), "eventTime")?,
             )?
             .with_version_id(object.version_id)
             .with_size(object.size.and_then(|size| u64::try_from(size).ok())))
@@ -251,6 +272,31 @@ fn url_decoded(key: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The latest instant (Unix epoch milliseconds) an event's RFC 3339 UTC timestamp allows:
+/// the stated time plus one unit of its last digit, less a millisecond (whole seconds:
+/// `.999`; milliseconds or finer: the millisecond itself). `INVALID_REQUEST` naming
+/// `field` if it is missing or not such a timestamp.
+fn time_ms(text: Option<&str>, field: &str) -> Result<i64> {
+    let text = text.ok_or_else(|| {
+        invalid(format!(
+            "the event has no `{field}`: the refresh orders writes by it"
+        ))
+    })?;
+    let refused = || invalid(format!("`{field}` `{text}` is not an RFC 3339 time in UTC"));
+    let stated = humantime::parse_rfc3339(text).map_err(|_| refused())?;
+    let since_epoch = stated
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| refused())?;
+    let digits = text.split_once('.').map_or(0, |(_, fraction)| {
+        fraction.trim_end_matches(['Z', 'z']).len()
+    });
+    let resolution_ms = 10_i64.pow(3 - digits.min(3) as u32);
+    i64::try_from(since_epoch.as_millis())
+        .ok()
+        .and_then(|ms| ms.checked_add(resolution_ms - 1))
+        .ok_or_else(refused)
+}
+
 fn invalid(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidRequest, message)
 }
@@ -266,6 +312,42 @@ mod tests {
 
     fn parse(text: &str) -> Result<Delivery> {
         Delivery::parse(serde_json::from_str(text).expect("json"))
+    }
+
+    #[test]
+    fn times_are_read_to_their_last_instant() {
+        assert_eq!(
+            time_ms(Some("1970-01-01T00:00:01Z"), "time").expect("time"),
+            1999
+        );
+        assert_eq!(
+            time_ms(Some("1970-01-01T00:00:01.5Z"), "time").expect("time"),
+            1599
+        );
+        assert_eq!(
+            time_ms(Some("1970-01-01T00:00:01.250Z"), "time").expect("time"),
+            1250
+        );
+        assert_eq!(
+            time_ms(Some("1970-01-01T00:00:01.2507Z"), "time").expect("time"),
+            1250
+        );
+        for bad in [
+            None,
+            Some(""),
+            Some("yesterday"),
+            Some("2025-06-15T12:00:00+02:00"),
+        ] {
+            let err = time_ms(bad, "eventTime").expect_err("refused");
+            assert_eq!(err.code(), "INVALID_REQUEST", "{bad:?}");
+        }
+        // An event without its time carries no usable change.
+        let mut event = notification("ObjectCreated:Put", "k", "0A");
+        event["Records"][0]
+            .as_object_mut()
+            .expect("record")
+            .remove("eventTime");
+        assert!(Delivery::parse(event).is_err());
     }
 
     fn notification(name: &str, key: &str, sequencer: &str) -> Value {
@@ -426,7 +508,7 @@ mod tests {
                     newest: delivery.changes()[1].clone(),
                     outcome: RefreshOutcome::AlreadyPublished {
                         metadata_location: "m".into(),
-                        position: delivery.changes()[1].position(),
+                        read_start_ms: 1,
                     },
                 },
             ],

@@ -2,29 +2,74 @@
 //! at most one commit per index out.
 //!
 //! Source tables change in bursts (a batch job writes hundreds of Parquet files in a
-//! minute), and S3, EventBridge, SQS and Lambda deliver every event at least once, in
-//! any order. Publishing once per event would race hundreds of rebuilds on one pointer
-//! and record hundreds of intermediate states. A [`RefreshRunner`] takes a batch of
+//! minute), and S3, EventBridge, SQS and Lambda deliver every event at least once, in any
+//! order. Publishing once per event would race hundreds of rebuilds on one pointer and
+//! record hundreds of intermediate states. A [`RefreshRunner`] takes a batch of
 //! [`SourceChange`]s and, for each index ([`Routes`] maps source tables to indexes):
 //!
-//! 1. **collapses** the index's changes to the newest one in S3's order of writes (the
-//!    `sequencer`, compared as a hexadecimal number: [`SourcePosition`]), never arrival
-//!    order;
-//! 2. **skips** the batch if the index already has a snapshot built from that position
-//!    or a later one (every snapshot the runner publishes records its position under
-//!    [`SOURCE_POSITION`] and the state's idempotency key under
-//!    [`IDEMPOTENCY_KEY`]: `s3://<bucket>/<key>#<sequencer>`
-//!    of the newest write, derived from the source state, never from event ids);
-//! 3. **builds once** with the user's [`IndexBuilder`];
-//! 4. **publishes once** through the [`Publisher`] (bounded, jittered retries on lost
-//!    races). After every lost race it looks again: if a snapshot of the same or a newer
-//!    position was published meanwhile, this build is **discarded**, not committed
-//!    ([`IndexRefresh::outcome`] `superseded`). So the positions along an index's snapshot
-//!    chain only grow: no state is published twice and no older state replaces a newer
-//!    one.
+//! 1. **skips** the batch if the index has a snapshot that already contains every change
+//!    of it (the ordering rule below): redeliveries and late older writes build nothing;
+//! 2. **waits** until its clock reads at least the batch's latest change time plus the
+//!    clock-skew allowance (usually not at all: events are seconds old), then takes that
+//!    reading as the build's **read start** and **builds once** with the user's
+//!    [`IndexBuilder`], which reads the source table from then on;
+//! 3. **publishes once** through the [`Publisher`] (bounded, jittered retries on lost
+//!    races), recording the read start in the snapshot's summary under [`READ_START`]
+//!    (and the state's idempotency key, `<table location>@<read-start-ms>`, under
+//!    [`IDEMPOTENCY_KEY`]). After every lost race it looks again: if a snapshot with the
+//!    same or a later read start, or one that contains the whole batch (a concurrent
+//!    delivery of it), was published meanwhile, this build is **discarded**, not
+//!    committed ([`RefreshOutcome::Superseded`]). So the read starts along an index's
+//!    snapshot chain only grow: no state is published twice and no older state replaces a
+//!    newer one.
 //!
 //! An index that does not exist yet is created (and its namespace) by the first batch
 //! that names it; concurrent creators settle on one and the others publish on top of it.
+//!
+//! The builder runs in the runner's process ([`PlaceholderBuilder`], or your own
+//! [`IndexBuilder`]), or in a Lambda function of its own under a versioned JSON contract
+//! ([`contract`]; `LambdaBuilder`, with the `builder-function` feature): how the deployed
+//! `refresh` function runs a real build without being recompiled.
+//!
+//! # Ordering: is a write already in a snapshot?
+//!
+//! S3's `sequencer` orders the events **of one object key** only; across keys it gives no
+//! order (and other S3-compatible servers stamp unsynchronised clocks). The runner uses it
+//! only between writes of the same key: of several changes of one object in a batch, the
+//! one with the greatest sequencer is the object's state ([`BuildRequest::changed`]), and
+//! a snapshot that contains it contains the earlier ones. Whether a snapshot contains a
+//! write is decided by time, soundly across keys:
+//!
+//! > A snapshot whose build started reading the source at `R` (its [`READ_START`], the
+//! > refresh function's clock) **contains** a write whose event time is `t` (S3's clock,
+//! > [`SourceChange::time_ms`]) if `t + skew ≤ R`, where `skew` is the clock-skew
+//! > allowance ([`RefreshRunner::with_clock_skew`], default [`DEFAULT_CLOCK_SKEW`]). A batch is
+//! > skipped if the newest read start of the index's retained snapshots
+//! > ([`published_read_start`]) contains each of its objects' newest changes.
+//!
+//! This holds under these assumptions, which the allowance must cover:
+//!
+//! - **Consistency**: S3 is strongly consistent: a read or listing that starts after a
+//!   write completed returns it (or a later write of the key). A builder reads the source
+//!   table only after the runner called it (no listing cached from before `R`).
+//! - **Event time**: the time of an S3 event (a notification's `eventTime`, "when S3
+//!   finished processing the request", or EventBridge's `time`) is taken at its latest
+//!   instant (whole seconds are read as the second's last millisecond); the write is
+//!   readable no later than that instant plus the part of the allowance not spent on
+//!   clocks.
+//! - **Clocks**: S3's clock and the clock of every refresh function differ by less than
+//!   the allowance (AWS synchronises both with the Amazon Time Sync Service, well below a
+//!   second; the default allowance is two seconds).
+//!
+//! Then `t + skew ≤ R` means the write completed before the read started, so the build saw
+//! it. The wait in step 2 makes every snapshot contain the whole batch it was built for
+//! (each change `t` of it has `t + skew ≤ R`), so a redelivered change is skipped; and a
+//! write made after the build started reading has `t + skew > R` whatever its sequencer,
+//! so it is built. A change stamped further ahead of the function's clock than twice the
+//! allowance breaks the clock assumption: its index fails (`INVALID_REQUEST`) and the
+//! changes are delivered again. Snapshots without a [`READ_START`] (committed by other
+//! writers, or by runners before this rule) contain nothing by this rule: the next batch
+//! builds.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -45,28 +90,37 @@
 //!     Routes::new().route("s3://lake/docs/", docs.clone())?,
 //!     PlaceholderBuilder,
 //! );
-//! // A burst: three files written, one delivered twice, out of order.
-//! let burst = ["0A", "0C", "0B", "0C"]
+//! // A burst (S3 finished the writes at these times): three files written, one delivered
+//! // twice, out of order.
+//! let burst = [("0A", 1_750_000_000_000), ("0C", 1_750_000_000_020), ("0B", 1_750_000_000_010)]
 //!     .iter()
 //!     .enumerate()
-//!     .map(|(n, seq)| SourceChange::new("lake", format!("docs/part-{n}.parquet"), *seq))
+//!     .map(|(n, (seq, time_ms))| {
+//!         SourceChange::new("lake", format!("docs/part-{n}.parquet"), *seq, *time_ms)
+//!     })
 //!     .collect::<parqdb_catalog::Result<Vec<_>>>()?;
-//! let report = runner.run(burst.clone()).await;
+//! let mut delivered = burst.clone();
+//! delivered.push(burst[1].clone());
+//! let report = runner.run(delivered.clone()).await;
 //! assert_eq!(report.builds, 1);
 //! assert_eq!(report.commits, 1);
 //! // Redelivered: nothing is built or committed again.
-//! let again = runner.run(burst).await;
+//! let again = runner.run(delivered).await;
 //! assert_eq!((again.builds, again.commits), (0, 0));
 //! # Ok(()) }
 //! ```
 
 mod builder;
 mod change;
+pub mod contract;
 #[cfg(feature = "lambda")]
 mod events;
+#[cfg(feature = "builder-function")]
+mod function;
 mod routes;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use futures::StreamExt;
 use serde::Serialize;
@@ -76,6 +130,8 @@ pub use builder::{BuildRequest, IndexBuilder, PlaceholderBuilder};
 pub use change::{SourceChange, SourcePosition};
 #[cfg(feature = "lambda")]
 pub use events::Delivery;
+#[cfg(feature = "builder-function")]
+pub use function::LambdaBuilder;
 pub use routes::{Route, Routes};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -83,8 +139,18 @@ use crate::identifier::IndexIdentifier;
 use crate::metadata::{IndexMetadata, SnapshotContents, TableDefinition};
 use crate::publish::{IDEMPOTENCY_KEY, PublishOutcome, Published, Publisher};
 
-/// The snapshot-summary key holding the [`SourcePosition`] a snapshot was built from.
-pub const SOURCE_POSITION: &str = "parqdb.refresh.source-position";
+/// The snapshot-summary key holding the build's read start: the refresh function's clock
+/// (Unix epoch milliseconds, decimal) when the build started reading the source table
+/// (see "Ordering" in the [module docs](self)).
+pub const READ_START: &str = "parqdb.refresh.read-start-ms";
+
+/// The default clock-skew allowance: how far S3's clock and a refresh function's clock may
+/// differ, plus how long after its event time a write may take to become readable.
+pub const DEFAULT_CLOCK_SKEW: Duration = Duration::from_secs(2);
+
+/// The largest clock-skew allowance [`RefreshRunner::with_clock_skew`] accepts (a build may
+/// wait up to twice the allowance).
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(60);
 
 /// How many indexes of one batch are refreshed concurrently by default.
 const DEFAULT_CONCURRENCY: usize = 4;
@@ -96,6 +162,7 @@ pub struct RefreshRunner<B> {
     routes: Routes,
     builder: B,
     concurrency: usize,
+    clock_skew_ms: i64,
 }
 
 /// What a batch did.
@@ -120,7 +187,8 @@ pub struct IndexRefresh {
     pub index: IndexIdentifier,
     /// The batch positions of its changes.
     pub changes: Vec<usize>,
-    /// The newest change, which the build read at least.
+    /// The change with the latest time (among equal times, the later write of one object,
+    /// else the first delivered).
     pub newest: SourceChange,
     /// The outcome.
     pub outcome: RefreshOutcome,
@@ -130,7 +198,7 @@ pub struct IndexRefresh {
 #[derive(Debug, Serialize)]
 #[serde(tag = "outcome", rename_all = "kebab-case")]
 pub enum RefreshOutcome {
-    /// A snapshot built from the newest change was committed (`created`: together with the
+    /// A snapshot containing every change was committed (`created`: together with the
     /// index).
     Published {
         /// The publication.
@@ -138,20 +206,24 @@ pub enum RefreshOutcome {
         published: Published,
         /// Whether the index was created by this batch.
         created: bool,
+        /// The build's read start ([`READ_START`]).
+        read_start_ms: i64,
     },
-    /// A snapshot of this position or a later one was already published: nothing built.
+    /// A retained snapshot already contains every change: nothing built.
     AlreadyPublished {
         /// The current metadata location.
         metadata_location: String,
-        /// The position already published.
-        position: SourcePosition,
+        /// The newest read start of the retained snapshots.
+        read_start_ms: i64,
     },
-    /// Built, but a newer state was published while this one raced: discarded.
+    /// Built, but a snapshot that contains every change too (with the same or a later read
+    /// start, or containing the whole batch) was published while this one raced:
+    /// discarded.
     Superseded {
         /// The current metadata location.
         metadata_location: String,
-        /// The position that won.
-        position: Option<SourcePosition>,
+        /// The read start that won, if it could be read.
+        read_start_ms: Option<i64>,
     },
     /// The refresh failed; the changes should be delivered again (`retryable`) or need
     /// attention.
@@ -166,7 +238,7 @@ pub enum RefreshOutcome {
 }
 
 impl RefreshOutcome {
-    /// Whether the index's changes are handled (published, or covered by a publication).
+    /// Whether the index's changes are handled (published, or contained in a publication).
     pub fn is_done(&self) -> bool {
         !matches!(self, RefreshOutcome::Failed { .. })
     }
@@ -191,14 +263,64 @@ impl RefreshReport {
     }
 }
 
-/// The newest position any retained snapshot of `metadata` was built from.
-pub fn published_position(metadata: &IndexMetadata) -> Option<SourcePosition> {
+/// The newest read start ([`READ_START`]) any retained snapshot of `metadata` records.
+pub fn published_read_start(metadata: &IndexMetadata) -> Option<i64> {
     metadata
         .snapshots()
         .iter()
-        .filter_map(|snapshot| snapshot.summary().get(SOURCE_POSITION))
-        .filter_map(|text| SourcePosition::from_text(text))
+        .filter_map(|snapshot| snapshot.summary().get(READ_START))
+        .filter_map(|text| text.parse::<i64>().ok())
+        .filter(|ms| *ms >= 0)
         .max()
+}
+
+/// The ordering rule (see the [module docs](self)): whether a build that started reading
+/// the source at `read_start_ms` contains `change`, given the clock-skew allowance.
+pub fn snapshot_contains(read_start_ms: i64, change: &SourceChange, clock_skew: Duration) -> bool {
+    change.time_ms.saturating_add(millis(clock_skew)) <= read_start_ms
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// One index's changes in a batch.
+struct Group {
+    route: Route,
+    /// Batch positions.
+    members: Vec<usize>,
+    /// The change with the latest time.
+    newest: SourceChange,
+    /// Each changed object's latest write (greatest sequencer), in key order.
+    changed: Vec<SourceChange>,
+}
+
+impl Group {
+    fn new(route: Route, members: Vec<usize>, changes: &[SourceChange]) -> Group {
+        let mut newest = changes[members[0]].clone();
+        let mut changed: BTreeMap<(&str, &str), &SourceChange> = BTreeMap::new();
+        for change in members.iter().map(|&n| &changes[n]) {
+            let later_write = change.same_object(&newest) && change.position() > newest.position();
+            if change.time_ms > newest.time_ms || (change.time_ms == newest.time_ms && later_write)
+            {
+                newest = change.clone();
+            }
+            changed
+                .entry((change.bucket.as_str(), change.key.as_str()))
+                .and_modify(|latest| {
+                    if change.position() > latest.position() {
+                        *latest = change;
+                    }
+                })
+                .or_insert(change);
+        }
+        Group {
+            route,
+            members,
+            newest,
+            changed: changed.into_values().cloned().collect(),
+        }
+    }
 }
 
 impl<B: IndexBuilder> RefreshRunner<B> {
@@ -210,6 +332,7 @@ impl<B: IndexBuilder> RefreshRunner<B> {
             routes,
             builder,
             concurrency: DEFAULT_CONCURRENCY,
+            clock_skew_ms: millis(DEFAULT_CLOCK_SKEW),
         }
     }
 
@@ -217,6 +340,28 @@ impl<B: IndexBuilder> RefreshRunner<B> {
     pub fn concurrency(mut self, concurrency: usize) -> Self {
         self.concurrency = concurrency.max(1);
         self
+    }
+
+    /// The clock-skew allowance of the ordering rule (default [`DEFAULT_CLOCK_SKEW`]; see
+    /// the [module docs](self)). `INVALID_CONFIGURATION` above [`MAX_CLOCK_SKEW`].
+    pub fn with_clock_skew(mut self, clock_skew: Duration) -> Result<Self> {
+        if clock_skew > MAX_CLOCK_SKEW {
+            return Err(Error::new(
+                ErrorKind::Configuration,
+                format!(
+                    "a clock-skew allowance of {} is more than the {} a refresh accepts",
+                    humantime::format_duration(clock_skew),
+                    humantime::format_duration(MAX_CLOCK_SKEW)
+                ),
+            ));
+        }
+        self.clock_skew_ms = millis(clock_skew);
+        Ok(self)
+    }
+
+    /// The clock-skew allowance.
+    pub fn clock_skew(&self) -> Duration {
+        Duration::from_millis(u64::try_from(self.clock_skew_ms).unwrap_or(0))
     }
 
     /// The publisher.
@@ -227,12 +372,12 @@ impl<B: IndexBuilder> RefreshRunner<B> {
     /// Refresh every index `changes` name; one index's failure does not stop the others
     /// (see [`RefreshReport::failed_changes`]).
     pub async fn run(&self, changes: Vec<SourceChange>) -> RefreshReport {
-        let mut groups: BTreeMap<String, (Route, Vec<usize>)> = BTreeMap::new();
+        let mut routed: BTreeMap<String, (Route, Vec<usize>)> = BTreeMap::new();
         let mut report = RefreshReport::default();
         for (n, change) in changes.iter().enumerate() {
             match self.routes.find(change) {
                 Some(route) => {
-                    groups
+                    routed
                         .entry(route.index().to_string())
                         .or_insert_with(|| (route, Vec::new()))
                         .1
@@ -241,21 +386,14 @@ impl<B: IndexBuilder> RefreshRunner<B> {
                 None => report.unrouted.push(n),
             }
         }
-        let changes = &changes;
-        let mut refreshed: Vec<(IndexRefresh, bool)> = futures::stream::iter(groups.into_values())
-            .map(|(route, members)| async move {
-                // Newest by position; among equal positions (redeliveries), the first.
-                let newest = members
-                    .iter()
-                    .map(|&n| &changes[n])
-                    .max_by(|a, b| a.position().cmp(&b.position()))
-                    .cloned()
-                    .unwrap_or_else(|| changes[members[0]].clone());
+        let groups: Vec<Group> = routed
+            .into_values()
+            .map(|(route, members)| Group::new(route, members, &changes))
+            .collect();
+        let mut refreshed: Vec<(IndexRefresh, bool)> = futures::stream::iter(groups)
+            .map(|group| async move {
                 let mut built = false;
-                let outcome = match self
-                    .refresh(&route, &newest, members.len(), &mut built)
-                    .await
-                {
+                let outcome = match self.refresh(&group, &mut built).await {
                     Ok(outcome) => outcome,
                     Err(err) => RefreshOutcome::Failed {
                         code: err.code().to_owned(),
@@ -265,9 +403,9 @@ impl<B: IndexBuilder> RefreshRunner<B> {
                 };
                 (
                     IndexRefresh {
-                        index: route.index().clone(),
-                        changes: members,
-                        newest,
+                        index: group.route.index().clone(),
+                        changes: group.members,
+                        newest: group.newest,
                         outcome,
                     },
                     built,
@@ -288,37 +426,47 @@ impl<B: IndexBuilder> RefreshRunner<B> {
         report
     }
 
-    /// Refresh one index to `newest`.
-    async fn refresh(
-        &self,
-        route: &Route,
-        newest: &SourceChange,
-        changes: usize,
-        built: &mut bool,
-    ) -> Result<RefreshOutcome> {
-        let index = route.index();
-        let position = newest.position();
+    /// Whether a snapshot with read start `read_start_ms` contains every change of `group`
+    /// (each object's latest write).
+    fn contains_all(&self, read_start_ms: i64, group: &Group) -> bool {
+        group
+            .changed
+            .iter()
+            .all(|change| snapshot_contains(read_start_ms, change, self.clock_skew()))
+    }
+
+    /// Refresh one index to contain `group`.
+    async fn refresh(&self, group: &Group, built: &mut bool) -> Result<RefreshOutcome> {
+        let index = group.route.index();
         // Two rounds: if a concurrent runner creates the index first, publish on top.
         for _ in 0..2 {
             match self.publisher.load_current(index).await {
                 Ok((pointer, current)) => {
-                    if let Some(published) = published_position(&current)
-                        && published >= position
+                    if let Some(published) = published_read_start(&current)
+                        && self.contains_all(published, group)
                     {
                         return Ok(RefreshOutcome::AlreadyPublished {
                             metadata_location: pointer.metadata_location,
-                            position: published,
+                            read_start_ms: published,
                         });
                     }
+                    let read_start = self.read_start(group).await?;
                     let contents = self
-                        .build(route, newest, changes, current.index_uuid(), Some(&current))
+                        .build(group, read_start, current.index_uuid(), Some(&current))
                         .await?;
                     *built = true;
                     let outcome = self
                         .publisher
                         .publish(index, |current| {
-                            Ok(match published_position(current) {
-                                Some(published) if published >= position => None,
+                            // Declined if a snapshot published meanwhile read later, or
+                            // contains the whole batch already (a concurrent delivery).
+                            Ok(match published_read_start(current) {
+                                Some(published)
+                                    if published >= read_start
+                                        || self.contains_all(published, group) =>
+                                {
+                                    None
+                                }
                                 _ => Some(contents.clone()),
                             })
                         })
@@ -327,17 +475,18 @@ impl<B: IndexBuilder> RefreshRunner<B> {
                         PublishOutcome::Published(published) => RefreshOutcome::Published {
                             published,
                             created: false,
+                            read_start_ms: read_start,
                         },
                         PublishOutcome::Declined(declined) => {
-                            let position = self
+                            let read_start_ms = self
                                 .publisher
                                 .load_current(index)
                                 .await
                                 .ok()
-                                .and_then(|(_, current)| published_position(&current));
+                                .and_then(|(_, current)| published_read_start(&current));
                             RefreshOutcome::Superseded {
                                 metadata_location: declined.metadata_location,
-                                position,
+                                read_start_ms,
                             }
                         }
                     });
@@ -354,7 +503,8 @@ impl<B: IndexBuilder> RefreshRunner<B> {
                         Err(err) => return Err(err),
                     }
                     let index_uuid = self.publisher.ids().uuid();
-                    let contents = self.build(route, newest, changes, index_uuid, None).await?;
+                    let read_start = self.read_start(group).await?;
+                    let contents = self.build(group, read_start, index_uuid, None).await?;
                     *built = true;
                     match self
                         .publisher
@@ -365,6 +515,7 @@ impl<B: IndexBuilder> RefreshRunner<B> {
                             return Ok(RefreshOutcome::Published {
                                 published,
                                 created: true,
+                                read_start_ms: read_start,
                             });
                         }
                         Err(err) if err.kind() == ErrorKind::AlreadyExists => continue,
@@ -380,45 +531,98 @@ impl<B: IndexBuilder> RefreshRunner<B> {
         ))
     }
 
+    /// The build's read start: the clock once it reads at least every change's time plus
+    /// the allowance (waiting for it if needed), so that the snapshot contains the whole
+    /// batch by the ordering rule.
+    async fn read_start(&self, group: &Group) -> Result<i64> {
+        let latest = group
+            .changed
+            .iter()
+            .map(|change| change.time_ms)
+            .max()
+            .unwrap_or(0);
+        let due = latest.saturating_add(self.clock_skew_ms);
+        let clock = self.publisher.clock();
+        let now = clock.now_ms();
+        if now >= due {
+            return Ok(now);
+        }
+        let wait = due - now;
+        if wait > self.clock_skew_ms.saturating_mul(2) {
+            return Err(Error::new(
+                ErrorKind::InvalidRequest,
+                format!(
+                    "a change of {} is stamped {} ms ahead of this function's clock, more than the clock-skew allowance ({} ms) explains; it is delivered again",
+                    group.route.index(),
+                    latest - now,
+                    self.clock_skew_ms
+                ),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))).await;
+        let now = clock.now_ms();
+        if now < due {
+            return Err(Error::new(
+                ErrorKind::StoreUnavailable,
+                format!(
+                    "the clock reads {now} ms after waiting for {due} ms (the batch's latest change plus the clock-skew allowance); try again"
+                ),
+            ));
+        }
+        Ok(now)
+    }
+
     /// Run the builder and stamp the snapshot with the state it was built from.
     async fn build(
         &self,
-        route: &Route,
-        newest: &SourceChange,
-        changes: usize,
+        group: &Group,
+        read_start_ms: i64,
         index_uuid: uuid::Uuid,
         current: Option<&IndexMetadata>,
     ) -> Result<SnapshotContents> {
         let request = BuildRequest {
-            index: route.index(),
+            index: group.route.index(),
             index_uuid,
             build_id: self.publisher.ids().uuid(),
-            newest,
-            changes,
-            source_table: source_table(route, newest)?,
+            read_start_ms,
+            newest: &group.newest,
+            changed: &group.changed,
+            changes: group.members.len(),
+            source_table: source_table(&group.route, &group.newest, read_start_ms)?,
             current,
             warehouse: self.publisher.warehouse(),
         };
         let mut contents = self.builder.build(&request).await?;
+        contents.summary.insert(
+            IDEMPOTENCY_KEY.to_owned(),
+            format!(
+                "{}@{read_start_ms}",
+                group.route.table_location(&group.newest)
+            ),
+        );
         contents
             .summary
-            .insert(IDEMPOTENCY_KEY.to_owned(), newest.state_key());
-        contents
-            .summary
-            .insert(SOURCE_POSITION.to_owned(), newest.position().to_string());
-        contents
-            .summary
-            .insert("refresh-changes".to_owned(), changes.to_string());
+            .insert(READ_START.to_owned(), read_start_ms.to_string());
+        contents.summary.insert(
+            "refresh-changes".to_owned(),
+            group.members.len().to_string(),
+        );
         Ok(contents)
     }
 }
 
-/// The source table's definition after `newest`: a `parquet` table at the route's
-/// location, naming the newest changed object and its sequencer.
-fn source_table(route: &Route, newest: &SourceChange) -> Result<TableDefinition> {
+/// The source table's definition for a build reading from `read_start_ms`: a `parquet`
+/// table at the route's location as S3 served it from then on, naming the newest changed
+/// object and its sequencer.
+fn source_table(
+    route: &Route,
+    newest: &SourceChange,
+    read_start_ms: i64,
+) -> Result<TableDefinition> {
     let mut properties = BTreeMap::from([
         ("definition-version".to_owned(), "1".to_owned()),
         ("location".to_owned(), route.table_location(newest)),
+        ("read-start-ms".to_owned(), read_start_ms.to_string()),
         ("changed-object".to_owned(), newest.key.clone()),
         (
             "changed-object-sequencer".to_owned(),

@@ -15,11 +15,11 @@ use super::SourceChange;
 ///
 /// let docs = IndexIdentifier::new(Namespace::new(["search"])?, "docs")?;
 /// let routes = Routes::new().route("s3://lake/docs/", docs.clone())?;
-/// let change = SourceChange::new("lake", "docs/part-00042.parquet", "0061F0A2")?;
+/// let change = SourceChange::new("lake", "docs/part-00042.parquet", "0061F0A2", 0)?;
 /// let route = routes.find(&change).expect("routed");
 /// assert_eq!(route.index(), &docs);
 /// assert_eq!(route.table_location(&change), "s3://lake/docs/");
-/// assert!(routes.find(&SourceChange::new("lake", "docs2/x.parquet", "01")?).is_none());
+/// assert!(routes.find(&SourceChange::new("lake", "docs2/x.parquet", "01", 0)?).is_none());
 /// # Ok::<(), parqdb_catalog::Error>(())
 /// ```
 #[derive(Debug, Clone, Default)]
@@ -107,7 +107,7 @@ impl Routes {
     /// let routes = Routes::from_json(
     ///     r#"[{"source": "s3://lake/docs/", "index": {"namespace": ["search"], "name": "docs"}}]"#,
     /// )?;
-    /// let change = SourceChange::new("lake", "docs/part-1.parquet", "0A")?;
+    /// let change = SourceChange::new("lake", "docs/part-1.parquet", "0A", 0)?;
     /// assert_eq!(routes.find(&change).expect("routed").index().name(), "docs");
     /// assert_eq!(Routes::from_json("[]").unwrap_err().code(), "INVALID_CONFIGURATION");
     /// # Ok::<(), parqdb_catalog::Error>(())
@@ -180,7 +180,7 @@ mod tests {
             .expect("route")
             .route("s3://b/t/inner/", id("inner"))
             .expect("route");
-        let change = |key: &str| SourceChange::new("b", key, "1").expect("change");
+        let change = |key: &str| SourceChange::new("b", key, "1", 0).expect("change");
         assert_eq!(
             routes.find(&change("t/inner/x")).map(|r| r.index().clone()),
             Some(id("inner"))
@@ -207,7 +207,7 @@ mod tests {
     fn route_documents_are_strict() {
         let one = r#"{"source": "s3://b/t/", "index": {"namespace": ["n"], "name": "x"}}"#;
         let routes = Routes::from_json(&format!("[{one}]")).expect("routes");
-        let change = SourceChange::new("b", "t/part.parquet", "1").expect("change");
+        let change = SourceChange::new("b", "t/part.parquet", "1", 0).expect("change");
         assert_eq!(
             routes.find(&change).map(|r| r.index().clone()),
             Some(id("x"))

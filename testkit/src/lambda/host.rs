@@ -4,7 +4,8 @@
 //! [`LambdaHost::start`] serves `POST /2015-03-31/functions/{name}/invocations` (what
 //! `aws-sdk-lambda`'s `Invoke` sends) on one port, and for every catalog function
 //! (`{prefix}load`, `{prefix}commit`, ...) runs a pool of the compiled binaries
-//! ([`binary`]), each polling its own port of the function's Runtime API. All processes of
+//! ([`binary`]), each polling its own port of the function's Runtime API;
+//! [`LambdaHost::start_functions`] does the same for any binaries under any names. All processes of
 //! one function take invocations from one queue, so concurrent invocations run
 //! concurrently, up to the pool size — like warm Lambda execution environments.
 //!
@@ -81,9 +82,35 @@ impl LambdaHost {
             .iter()
             .map(|(name, value)| ((*name).to_owned(), Some(value.clone())))
             .collect();
+        let functions: Vec<(String, PathBuf, Env)> = Operation::ALL
+            .iter()
+            .map(|operation| {
+                (
+                    format!("{prefix}{}", operation.name()),
+                    binary(operation.name()),
+                    env.clone(),
+                )
+            })
+            .collect();
+        LambdaHost::serve(prefix, functions, processes).await
+    }
+
+    /// Serve the Invoke API for `functions` only: `(function name, binary, environment)`,
+    /// `processes` processes each (e.g. a builder function the `refresh` binary invokes).
+    pub async fn start_functions(
+        functions: Vec<(String, PathBuf, Env)>,
+        processes: usize,
+    ) -> LambdaHost {
+        LambdaHost::serve(String::new(), functions, processes).await
+    }
+
+    async fn serve(
+        prefix: String,
+        functions: Vec<(String, PathBuf, Env)>,
+        processes: usize,
+    ) -> LambdaHost {
         let mut pools = HashMap::new();
-        for operation in Operation::ALL {
-            let function_name = format!("{prefix}{}", operation.name());
+        for (function_name, binary, env) in functions {
             let pool = Arc::new(Pool {
                 api: RuntimeApi::start(&function_name, processes).await,
                 function_name: function_name.clone(),
@@ -91,12 +118,7 @@ impl LambdaHost {
                 alive: AtomicUsize::new(processes),
             });
             for slot in 0..processes {
-                tokio::spawn(supervise(
-                    pool.clone(),
-                    slot,
-                    binary(operation.name()),
-                    env.clone(),
-                ));
+                tokio::spawn(supervise(pool.clone(), slot, binary.clone(), env.clone()));
             }
             pools.insert(function_name, pool);
         }
@@ -139,6 +161,21 @@ impl LambdaHost {
             .lock()
             .expect("lock")
             .extend(faults);
+    }
+
+    /// Replace the answers of the next invocations of the function `function_name` (one
+    /// of [`LambdaHost::start_functions`]) with `faults`, in order.
+    pub fn inject_into(&self, function_name: &str, faults: &[Fault]) {
+        self.pools[function_name]
+            .faults
+            .lock()
+            .expect("lock")
+            .extend(faults);
+    }
+
+    /// How many invocations of the function `function_name` reached a function process.
+    pub fn runs_of(&self, function_name: &str) -> usize {
+        self.pools[function_name].api.runs()
     }
 
     /// How many invocations of `operation` reached a function process.
