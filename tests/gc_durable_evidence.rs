@@ -444,6 +444,9 @@ async fn class4_sources_in_any_spelling_are_refused_and_kept_local() {
         format!("FILE://{abs}/indexes/src"),
         format!("file:{abs}/indexes/src"),
         format!("{}/indexes/src", link.path().join("wh").display()),
+        // Globs (DataFusion reads them as patterns): found by the attack on the result.
+        format!("{abs}/index?s/src/*.parquet"),
+        format!("{abs}/[i]ndexes/src/"),
     ];
     class4(env, spellings).await;
 }
@@ -774,4 +777,160 @@ async fn class9_an_invocation_that_wakes_after_its_run_finished_reports_success(
         resumed_by_another > 0,
         "no trial froze an invocation whose run another one then finished"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// The fresh attack on the result (issue 26): what it found, one test each.
+// ---------------------------------------------------------------------------------------
+
+/// An index whose successor expired its first tables (`l1`), condemned by the runs of a
+/// full retention: `(env, id, backup of its record, (m1, its location), l1, v2's
+/// location)`.
+async fn condemned_first_version(
+    backend: Backend,
+    seed: u64,
+) -> (
+    Env,
+    parqdb_catalog::IndexIdentifier,
+    parqdb_catalog::store::Versioned,
+    (parqdb_catalog::IndexMetadata, String),
+    Layout,
+    String,
+) {
+    let env = Env::open(backend, seed).await;
+    let config = test_config();
+    let l1 = Layout::under("old/1");
+    let (id, m1, v1) = env.register("old", &l1).await;
+    let backup = env
+        .pointer_store
+        .get(&id.store_key())
+        .await
+        .expect("read")
+        .expect("record");
+    runs_for(&env, &config, 30 * MINUTE).await;
+    let (_, v2) = env.successor(&m1, &Layout::under("old/2"), Some(1)).await;
+    env.catalog
+        .commit(&id, None, &v1, &v2)
+        .await
+        .expect("committed");
+    // Runs through the retention and the condemnation delay: v1 and l1 are condemned.
+    runs_for(&env, &config, 2 * HOUR + 5 * MINUTE).await;
+    (env, id, backup, (m1, v1), l1, v2)
+}
+
+/// A restored backup of the pointer store buried under more commits than a record's chain
+/// remembers (16) before the next walk: the commit on top of the restored record names its
+/// base, which was current until then.
+#[tokio::test]
+async fn attack_a_restored_backup_buried_under_many_commits_keeps_what_it_named() {
+    let (env, id, backup, (m1, v1), l1, _) = condemned_first_version(Backend::Local, 2620).await;
+    let config = test_config();
+    let key = id.store_key();
+    let current = env
+        .pointer_store
+        .get(&key)
+        .await
+        .expect("read")
+        .expect("record");
+    env.pointer_store
+        .put(
+            &key,
+            backup.value.clone(),
+            parqdb_catalog::store::PutMode::Update(current.version),
+        )
+        .await
+        .expect("restored");
+    let restored_at = env.now();
+    // Eighteen commits on top of the restored record before any run walks.
+    let (mut base, mut base_location) = (m1, v1.clone());
+    for n in 0..18 {
+        let (next, location) = env
+            .successor(&base, &Layout::under(&format!("old/r{n}")), Some(1))
+            .await;
+        env.catalog
+            .commit(&id, None, &base_location, &location)
+            .await
+            .expect("committed");
+        (base, base_location) = (next, location);
+    }
+    env.assert_kept_through_retention(
+        restored_at,
+        10 * MINUTE,
+        &objects(&env, &l1, &v1),
+        " (a restored record named it then)",
+        async || {
+            env.collect(&config).await;
+        },
+    )
+    .await;
+}
+
+/// A record edited back by hand to an earlier location, keeping its commit id, then
+/// committed on once: the commit names its base.
+#[tokio::test]
+async fn attack_a_hand_rollback_keeping_the_commit_id_keeps_what_it_named() {
+    let (env, id, _, (m1, v1), l1, v2) = condemned_first_version(Backend::Local, 2621).await;
+    let config = test_config();
+    let key = id.store_key();
+    let current = env
+        .pointer_store
+        .get(&key)
+        .await
+        .expect("read")
+        .expect("record");
+    let text = String::from_utf8(current.value.to_vec()).expect("utf-8");
+    assert!(text.contains(&v2), "{text}");
+    let edited = text.replace(&v2, &v1);
+    env.pointer_store
+        .put(
+            &key,
+            bytes::Bytes::from(edited),
+            parqdb_catalog::store::PutMode::Update(current.version),
+        )
+        .await
+        .expect("hand edit");
+    let rolled_back_at = env.now();
+    env.advance(10 * MINUTE);
+    // The job commits on from what it loads (v1's metadata as base).
+    let loaded = env.catalog.load(&id).await.expect("loaded");
+    assert_eq!(loaded.metadata_location, v1);
+    let (_, next) = env.successor(&m1, &Layout::under("old/3"), Some(1)).await;
+    env.catalog
+        .commit(&id, None, &v1, &next)
+        .await
+        .expect("committed");
+    env.assert_kept_through_retention(
+        rolled_back_at,
+        10 * MINUTE,
+        &objects(&env, &l1, &v1),
+        " (the record was rolled back to it then)",
+        async || {
+            env.collect(&config).await;
+        },
+    )
+    .await;
+}
+
+/// A folder marker or `.keep` under the change log (what consoles and sync tools write) is
+/// no entry: collection goes on.
+async fn stray_in_change_log(backend: Backend, seed: u64) {
+    let env = Env::open(backend, seed).await;
+    let config = test_config();
+    env.put("_gc/changes/.keep", b"").await;
+    env.put("indexes/orphan/part-0.parquet", b"rows").await;
+    runs_for(&env, &config, 3 * HOUR).await;
+    assert!(
+        !env.exists("indexes/orphan/part-0.parquet").await,
+        "a stray object under the change log stopped collection"
+    );
+}
+
+#[tokio::test]
+async fn attack_a_stray_object_under_the_change_log_does_not_stop_collection_local() {
+    stray_in_change_log(Backend::Local, 2622).await;
+}
+
+#[tokio::test]
+async fn attack_a_stray_object_under_the_change_log_does_not_stop_collection_s3() {
+    stray_in_change_log(Backend::S3, 2623).await;
 }

@@ -68,6 +68,11 @@ pub(crate) struct LoggedWrite {
     /// The metadata location it makes current at `key`; none for a tombstone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publishes: Option<String>,
+    /// The metadata location it replaces at `key`, as far as the writer knows it (a
+    /// commit's base, a dropped or moved record's location): reachable until the write,
+    /// even if no walk ever saw it there (a restored backup, a hand edit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
 }
 
 /// The name of an entry logged at `at_ms`: names sort by time.
@@ -92,6 +97,8 @@ impl LoggedWrite {
             key: identifier.store_key().as_str().to_owned(),
             commit_ids: vec![record.commit_id],
             publishes: (record.state != PointerState::Dropped)
+                .then(|| record.metadata_location.clone()),
+            replaces: (record.state == PointerState::Dropped)
                 .then(|| record.metadata_location.clone()),
         }
     }
@@ -120,19 +127,27 @@ impl Prelogged {
     }
 
     /// Log the entry: a record at `identifier` publishing `location` (a location outside
-    /// the warehouse publishes nothing: the publication's own checks refuse it).
+    /// the warehouse publishes nothing: the publication's own checks refuse it), replacing
+    /// `base` (a commit's).
     pub(crate) async fn log(
         &mut self,
         catalog: &Catalog,
         identifier: &IndexIdentifier,
         location: &str,
+        base: Option<&str>,
     ) {
-        let entry = match catalog.warehouse().canonical_location(location) {
+        let warehouse = catalog.warehouse();
+        let entry = match warehouse.canonical_location(location) {
             Ok(location) => {
                 let write = LoggedWrite {
                     key: identifier.store_key().as_str().to_owned(),
                     commit_ids: self.all.clone(),
                     publishes: Some(location),
+                    replaces: base.map(|base| {
+                        warehouse
+                            .canonical_location(base)
+                            .unwrap_or_else(|_| base.to_owned())
+                    }),
                 };
                 catalog.log_writes(vec![write]).await
             }
@@ -198,8 +213,7 @@ impl Catalog {
 pub(crate) struct ChangeLog {
     /// Every entry.
     pub changes: Vec<Change>,
-    /// Objects under the log's directory that are no entry this catalog wrote, or that do
-    /// not parse: what they announced is unknown.
+    /// Entries that do not parse: what they announced is unknown.
     pub unreadable: Vec<String>,
 }
 
@@ -213,8 +227,14 @@ pub(crate) async fn read(warehouse: &Warehouse, concurrency: usize) -> Result<Ch
             ListItem::Object(listed) if entry_time(&listed.name).is_some() => {
                 names.push(listed.name)
             }
-            ListItem::Object(listed) => log.unreadable.push(listed.name),
-            ListItem::Skipped { name, .. } => log.unreadable.push(name),
+            // No catalog writer names an object so (a console's folder marker, a sync
+            // tool's `.keep`): it announces nothing, and it must not stop collection.
+            ListItem::Object(listed) => {
+                tracing::warn!(file = %listed.name, "gc: a stray object under the change log is no entry; ignored");
+            }
+            ListItem::Skipped { name, .. } => {
+                tracing::warn!(file = %name, "gc: a stray object under the change log is no entry; ignored");
+            }
         }
     }
     let read: Vec<(String, Option<Change>)> = futures::stream::iter(names)
@@ -306,6 +326,7 @@ mod tests {
             key: "i/a".to_owned(),
             commit_ids: vec![Uuid::from_u128(1), Uuid::from_u128(2)],
             publishes: Some("memory://changes/wh/metadata/a.json".to_owned()),
+            replaces: None,
         };
         for (at, id) in [(5, 1), (20, 2)] {
             let change = Change {
@@ -334,10 +355,20 @@ mod tests {
             vec![5, 20]
         );
         assert_eq!(log.changes[0].writes, vec![write]);
-        assert_eq!(log.unreadable, vec![format!("{CHANGES_DIR}/stray.json")]);
-        assert_eq!(prune(&warehouse, |at| at < 10).await.expect("pruned"), 1);
+        assert!(log.unreadable.is_empty(), "a stray is no entry");
+        let torn = entry_name(7, Uuid::from_u128(3));
+        warehouse
+            .put_if_absent(&torn, Bytes::from_static(b"{"))
+            .await
+            .expect("torn");
+        let log = read(&warehouse, 4).await.expect("read");
+        assert_eq!(log.unreadable, vec![torn]);
+        assert_eq!(prune(&warehouse, |at| at < 10).await.expect("pruned"), 2);
         let log = read(&warehouse, 4).await.expect("read");
         assert_eq!(log.changes.len(), 1);
-        assert_eq!(log.unreadable.len(), 1, "a stray is never pruned");
+        assert!(
+            log.unreadable.is_empty(),
+            "an unreadable entry is pruned once settled"
+        );
     }
 }

@@ -238,7 +238,7 @@ impl Catalog {
         let (first_read, publication, ()) = futures::join!(
             self.read_pointer(identifier),
             self.prepare_publication(metadata_location),
-            ids.log(self, identifier, metadata_location)
+            ids.log(self, identifier, metadata_location, None)
         );
         let mut first_read = Some(first_read);
         let mut checked: Option<(Publication, TableDefinition)> = None;
@@ -344,7 +344,7 @@ impl Catalog {
         let (first_read, publication, ()) = futures::join!(
             self.read_pointer(identifier),
             self.prepare_publication(new),
-            ids.log(self, identifier, new)
+            ids.log(self, identifier, new, Some(&base))
         );
         let mut first_read = Some(first_read);
         for _ in 0..MAX_REEVALUATIONS {

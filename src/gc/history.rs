@@ -2,8 +2,10 @@
 //! `catalog::changelog`), read after the walk, against the records the walk found and the
 //! records the previous finished run's walk found (its journal).
 //!
-//! * **Republished**: everything a logged register, commit or rename step names, with the
-//!   time it was logged. A walk that started less than `settle` after that time may have
+//! * **Republished**: everything a logged register, commit or rename step names, and
+//!   everything a logged write replaces (a commit's base, a dropped or moved record's
+//!   location: current until the write, even where no walk saw it, as after a restored
+//!   backup or a hand edit), with the time it was logged. A walk that started less than `settle` after that time may have
 //!   missed the publication, so no retention clock of those objects may come from it
 //!   (see [`rules`](super::rules)).
 //! * **Unexplained**: a record whose commit id the previous finished run did not see at
@@ -68,7 +70,8 @@ pub(crate) async fn read(
         ));
     }
     let mut logged: HashSet<Uuid> = HashSet::new();
-    let mut published: HashMap<String, Vec<i64>> = HashMap::new();
+    // Location -> (times it was published, times it was replaced).
+    let mut published: HashMap<String, (Vec<i64>, Vec<i64>)> = HashMap::new();
     for change in &log.changes {
         for write in &change.writes {
             logged.extend(write.commit_ids.iter().copied());
@@ -76,6 +79,14 @@ pub(crate) async fn read(
                 published
                     .entry(location.clone())
                     .or_default()
+                    .0
+                    .push(change.at_ms);
+            }
+            if let Some(location) = &write.replaces {
+                published
+                    .entry(location.clone())
+                    .or_default()
+                    .1
                     .push(change.at_ms);
             }
         }
@@ -111,18 +122,23 @@ pub(crate) async fn read(
     }
     let registry = catalog.registry();
     let named: Vec<Option<(i64, Vec<String>)>> = futures::stream::iter(published)
-        .map(|(location, times)| async move {
+        .map(|(location, (published, replaced))| async move {
             let Ok(name) = warehouse.relative(&location) else {
                 return Ok::<_, Error>(None);
             };
             // An entry logged `settle` after the file's condemnation became visible
             // belongs to a publication that checked after it, and was refused: it
             // published nothing (a retried register of a condemned file must not delay
-            // its collection).
-            let condemned = ledger::condemnation(warehouse, &name).await?;
-            let Some(at) = times
+            // its collection). What a write replaces was current until it landed,
+            // condemned or not (a restored backup, a hand edit no walk saw).
+            let condemned = match published.is_empty() {
+                true => None,
+                false => ledger::condemnation(warehouse, &name).await?,
+            };
+            let Some(at) = published
                 .into_iter()
                 .filter(|at| !rules::refused(*at, condemned, timing))
+                .chain(replaced)
                 .max()
             else {
                 return Ok(None);

@@ -419,7 +419,18 @@ impl Walker<'_> {
         let warehouse = catalog.warehouse();
         let mut roots = BTreeSet::new();
         let recent_after = now_ms.saturating_sub(skew_ms);
+        // The records the previous finished run saw that this walk has not seen yet.
+        let unseen = std::sync::Mutex::new(
+            previous
+                .records
+                .keys()
+                .cloned()
+                .collect::<BTreeSet<String>>(),
+        );
         let mut visit = |key: &StoreKey, value: &[u8]| -> Result<()> {
+            if let Ok(mut unseen) = unseen.lock() {
+                unseen.remove(key.as_str());
+            }
             if observation.records.contains_key(key.as_str()) {
                 return Ok(());
             }
@@ -464,7 +475,27 @@ impl Walker<'_> {
             }
             Ok(())
         };
-        for_each_record(catalog.store().as_ref(), concurrency, &mut visit).await?;
+        let store = catalog.store();
+        for_each_record(store.as_ref(), concurrency, &mut visit).await?;
+        // A record the walk's listing did not return though the previous run saw it (on
+        // DynamoDB the walk goes through namespace records: an index record whose
+        // namespace record was deleted by hand or left out of a partial restore) is read
+        // directly: while it exists, it is a root like any other.
+        let unseen: Vec<String> = unseen
+            .lock()
+            .map(|unseen| unseen.iter().cloned().collect())
+            .unwrap_or_default();
+        for key in unseen {
+            let key = StoreKey::new(&key)?;
+            let value = store
+                .get(&key)
+                .await
+                .map_err(|err| store_error(store.as_ref(), err))?;
+            if let Some(value) = value {
+                tracing::warn!(record = %key, "gc: a record no listing of the catalog returns (its namespace record is missing?) is kept as a root");
+                visit(&key, &value.value)?;
+            }
+        }
         Ok(roots)
     }
 

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use percent_encoding::percent_decode_str;
 
-use super::{Warehouse, object_name};
+use super::{MANAGED_PREFIXES, Warehouse, object_name};
 
 /// One reading of a location: where it is, and the path (or key) below that.
 enum Reading {
@@ -45,10 +45,23 @@ impl Warehouse {
         let mut names = Vec::new();
         for reading in readings(location.trim()) {
             for path in spellings(&reading) {
-                if let Some(name) = self.name_below_root(&reading, &path)
-                    && !names.contains(&name)
-                {
-                    names.push(name);
+                let found = match glob_prefix(&path) {
+                    // A pattern (DataFusion reads `*`, `?`, `[` and `{` in a path as a
+                    // glob) may match anything below its literal directory: that
+                    // directory, or, if the root lies below it, every managed prefix.
+                    Some(literal) => match self.name_below_root(&reading, literal) {
+                        Some(name) => vec![name],
+                        None if self.at_or_above_root(&reading, literal) => {
+                            MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect()
+                        }
+                        None => Vec::new(),
+                    },
+                    None => self.name_below_root(&reading, &path).into_iter().collect(),
+                };
+                for name in found {
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
                 }
             }
             if let (Reading::Local(path), Some(dir)) = (&reading, &self.local) {
@@ -62,10 +75,24 @@ impl Warehouse {
         names
     }
 
-    /// The name of `path` (one spelling of `reading`), if it lies strictly below the root.
-    fn name_below_root(&self, reading: &Reading, path: &str) -> Option<String> {
+    /// Whether `path` (one spelling of `reading`) is the root or one of its ancestors.
+    fn at_or_above_root(&self, reading: &Reading, path: &str) -> bool {
+        if !self.same_place(reading) {
+            return false;
+        }
+        let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        segments.len() <= self.root_segments.len()
+            && segments
+                .iter()
+                .zip(&self.root_segments)
+                .all(|(segment, root)| segment == root)
+    }
+
+    /// Whether `reading` is in the root's store (the same bucket, file system or URI
+    /// authority).
+    fn same_place(&self, reading: &Reading) -> bool {
         let root = &self.root;
-        let same_place = match reading {
+        match reading {
             Reading::Local(_) => root.scheme() == "file",
             Reading::Bucket { bucket, .. } => {
                 root.scheme() == "s3"
@@ -81,8 +108,12 @@ impl Warehouse {
                     && root.scheme() != "file"
                     && root.scheme() != "s3"
             }
-        };
-        if !same_place {
+        }
+    }
+
+    /// The name of `path` (one spelling of `reading`), if it lies strictly below the root.
+    fn name_below_root(&self, reading: &Reading, path: &str) -> Option<String> {
+        if !self.same_place(reading) {
             return None;
         }
         let mut segments = path.split('/').filter(|s| !s.is_empty());
@@ -147,10 +178,12 @@ fn readings(location: &str) -> Vec<Reading> {
             let host = host.split(':').next().unwrap_or(host);
             let path = strip_query(path);
             let mut readings = Vec::new();
-            // Virtual-hosted style: the bucket is the host's first label.
-            if let Some((bucket, _)) = host.split_once('.') {
+            // Virtual-hosted style: the bucket is the host up to a label boundary (bucket
+            // names may hold dots: `my.bucket.s3.us-east-1.amazonaws.com`), so every such
+            // prefix is a reading.
+            for (at, _) in host.match_indices('.') {
                 readings.push(Reading::Bucket {
-                    bucket: bucket.to_owned(),
+                    bucket: host[..at].to_owned(),
                     key: path.trim_start_matches('/').to_owned(),
                 });
             }
@@ -186,6 +219,13 @@ fn split_scheme(location: &str) -> Option<(String, &str)> {
         // A one-letter "scheme" is a Windows drive, not a URI.
         && scheme.len() > 1;
     valid.then(|| (scheme.to_ascii_lowercase(), rest))
+}
+
+/// The literal directory before the first glob character of `path` (`*`, `?`, `[`, `{`),
+/// if it has one.
+fn glob_prefix(path: &str) -> Option<&str> {
+    let first = path.find(['*', '?', '[', '{'])?;
+    Some(&path[..path[..first].rfind('/').unwrap_or(0)])
 }
 
 fn strip_query(path: &str) -> &str {
@@ -369,5 +409,73 @@ mod tests {
         ] {
             assert!(wh.names_of_location(&outside).is_empty(), "{outside}");
         }
+    }
+
+    /// Found by the issue-26 attack: a glob in a source location (DataFusion reads `*`,
+    /// `?`, `[` and `{` in a path as a pattern) matches what its literal spelling does
+    /// not; one above the managed prefixes may match them all.
+    #[test]
+    fn a_glob_names_everything_its_pattern_may_match() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path().join("wh");
+        std::fs::create_dir_all(&root).expect("dirs");
+        let wh = Warehouse::local(&root).expect("warehouse");
+        let abs = std::fs::canonicalize(&root).expect("root");
+        let abs = abs.display();
+        let managed = || {
+            MANAGED_PREFIXES
+                .iter()
+                .map(|p| (*p).to_owned())
+                .collect::<Vec<_>>()
+        };
+        for (pattern, expected) in [
+            (format!("{abs}/index?s/src/*.parquet"), managed()),
+            (format!("{abs}/[i]ndexes/src/"), managed()),
+            (format!("file://{abs}/index{{es,x}}/src/"), managed()),
+            (format!("{abs}/*"), managed()),
+            (
+                format!("{}/w?/indexes/src/", dir.path().display()),
+                managed(),
+            ),
+            (
+                format!("{abs}/indexes/src/*.parquet"),
+                vec!["indexes/src".to_owned()],
+            ),
+        ] {
+            let names = wh.names_of_location(&pattern);
+            for name in &expected {
+                assert!(names.contains(name), "{pattern}: {names:?}");
+            }
+        }
+        assert!(wh.names_of_location("/elsewhere/*/src").is_empty());
+        let s3 = s3();
+        let names = s3.names_of_location("s3://b/wh/ind*/src/");
+        assert!(names.contains(&"indexes".to_owned()), "{names:?}");
+    }
+
+    /// Found by the issue-26 attack: a bucket name with dots in a virtual-hosted URL.
+    #[test]
+    fn a_virtual_hosted_url_of_a_dotted_bucket_is_recognised() {
+        let wh = Warehouse::new(
+            "s3://my.dotted.bucket/wh",
+            Arc::new(InMemory::new()),
+            StorePath::from("wh"),
+        )
+        .expect("warehouse");
+        for spelling in [
+            "https://my.dotted.bucket.s3.us-east-1.amazonaws.com/wh/indexes/src/",
+            "https://my.dotted.bucket.s3.amazonaws.com/wh/indexes/src/",
+            "https://my.dotted.bucket.s3-us-west-2.amazonaws.com/wh/indexes/src/",
+        ] {
+            assert!(
+                wh.names_of_location(spelling)
+                    .contains(&"indexes/src".to_owned()),
+                "{spelling}"
+            );
+        }
+        assert!(
+            wh.names_of_location("https://my.dotted.s3.amazonaws.com/wh/indexes/src/")
+                .is_empty()
+        );
     }
 }
