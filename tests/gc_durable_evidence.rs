@@ -934,3 +934,72 @@ async fn attack_a_stray_object_under_the_change_log_does_not_stop_collection_loc
 async fn attack_a_stray_object_under_the_change_log_does_not_stop_collection_s3() {
     stray_in_change_log(Backend::S3, 2623).await;
 }
+
+/// On DynamoDB the walk reaches index records through namespace records: a partial
+/// restore (or a hand edit) that leaves out a namespace item hides its index records from
+/// the listing, though `load` still reads them. A record the previous finished run saw is
+/// read directly, and stays a root while it exists.
+#[tokio::test]
+async fn attack_a_dynamodb_record_whose_namespace_item_is_gone_stays_a_root() {
+    use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let endpoint = std::env::var("PARQDB_TEST_DYNAMODB_ENDPOINT").expect(
+        "PARQDB_TEST_DYNAMODB_ENDPOINT is not set: this test needs DynamoDB Local; run the suite with scripts/test.sh",
+    );
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("dummy", "dummy", None, None, "tests"))
+            .endpoint_url(endpoint)
+            .build(),
+    );
+    let table = format!("parqdb-gc-{}", uuid::Uuid::new_v4().simple());
+    let store = parqdb_catalog::store::dynamodb::DynamoStore::new(client.clone(), table.clone());
+    store.create_table().await.expect("table");
+    let env = Env::open_with_pointers(Backend::Local, 2624, Arc::new(store)).await;
+    let config = test_config();
+    let l1 = Layout::under("ddb/1");
+    let (id, _, v1) = env.register("ddb", &l1).await;
+    runs_for(&env, &config, 30 * MINUTE).await;
+    // The namespace item goes (a partial restore of the `i/...` items only).
+    let namespace_key = id.namespace().store_key();
+    let (pk, sk) = match namespace_key.as_str().split_once('=') {
+        Some((head, "")) => (format!("{head}="), "!".to_owned()),
+        Some((head, leaf)) => (format!("{head}="), leaf.to_owned()),
+        None => (namespace_key.as_str().to_owned(), "!".to_owned()),
+    };
+    let deleted = client
+        .delete_item()
+        .table_name(&table)
+        .key(
+            parqdb_catalog::store::dynamodb::PARTITION_KEY,
+            AttributeValue::S(pk),
+        )
+        .key(
+            parqdb_catalog::store::dynamodb::SORT_KEY,
+            AttributeValue::S(sk),
+        )
+        .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+        .send()
+        .await
+        .expect("namespace item deleted");
+    assert!(
+        deleted.attributes.is_some(),
+        "no namespace item at that key"
+    );
+    assert_eq!(
+        env.catalog
+            .load(&id)
+            .await
+            .expect("still loads")
+            .metadata_location,
+        v1
+    );
+    runs_for(&env, &config, 3 * HOUR).await;
+    assert!(
+        env.all_exist(&objects(&env, &l1, &v1)).await,
+        "a loadable index's files were deleted: {:?}",
+        env.missing(&objects(&env, &l1, &v1)).await
+    );
+}

@@ -83,6 +83,8 @@ struct Logged {
     at: i64,
     commit: u8,
     publishes: Option<usize>,
+    /// The file the write replaces (a commit's base, a dropped record's file).
+    replaces: Option<usize>,
 }
 
 /// A publication logged and not yet landed: it lands within the window of its entry.
@@ -245,15 +247,15 @@ impl State {
     ) -> ([Option<i64>; OBJECTS], bool) {
         let mut republished = [None; OBJECTS];
         for entry in &self.log {
-            let Some(file) = entry.publishes else {
-                continue;
-            };
-            if rules::refused(entry.at, self.ledger[file].condemned, &TIMING) {
-                continue;
-            }
-            for (object, named) in closure(std::iter::once(file)).iter().enumerate() {
-                if *named {
-                    republished[object] = republished[object].max(Some(entry.at));
+            // What it published, unless refused; what it replaced, in any case.
+            let published = entry
+                .publishes
+                .filter(|file| !rules::refused(entry.at, self.ledger[*file].condemned, &TIMING));
+            for file in published.into_iter().chain(entry.replaces) {
+                for (object, named) in closure(std::iter::once(file)).iter().enumerate() {
+                    if *named {
+                        republished[object] = republished[object].max(Some(entry.at));
+                    }
                 }
             }
         }
@@ -357,6 +359,7 @@ impl Model for GcModel {
                 at: 0,
                 commit: 1,
                 publishes: Some(0),
+                replaces: None,
             }],
             pending: Vec::new(),
             deleted: [false; OBJECTS],
@@ -461,10 +464,15 @@ impl Model for GcModel {
             Action::Publish { key, file } => {
                 state.publishes_left -= 1;
                 let commit = state.fresh_commit();
+                let replaces = match state.records[key] {
+                    Record::Live { file, .. } => Some(file),
+                    _ => None,
+                };
                 state.log.push(Logged {
                     at: state.now,
                     commit,
                     publishes: Some(file),
+                    replaces,
                 });
                 // The check for condemnations runs in the same window: a condemned file
                 // is refused (its entry stays: the writer crashed before withdrawing it).
@@ -498,6 +506,7 @@ impl Model for GcModel {
                     at: state.now,
                     commit,
                     publishes: None,
+                    replaces: Some(file),
                 });
                 state.records[key] = Record::Dropped {
                     file,

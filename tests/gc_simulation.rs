@@ -305,8 +305,9 @@ struct Sim {
     bases: HashMap<String, String>,
     /// A copy of every pointer record (raw bytes) and the model's view of it, taken by an
     /// operator's backup.
-    backup: Option<Vec<SavedRecord>>,
-    /// Object -> when the last existing metadata file referencing it was deleted.
+    backup: Option<(i64, Vec<SavedRecord>)>,
+    /// Object -> when the last existing metadata file referencing it was deleted, or a
+    /// commit named it (or a metadata file naming it) as its base.
     unprotected_since: HashMap<String, i64>,
     counter: u64,
     /// The records changed without the catalog (a restored backup): the next finished run
@@ -481,6 +482,37 @@ impl Sim {
     // ----- the oracle -----
 
     /// Everything `metadata` references (transitively through centroid metadata).
+    /// A change-log entry names `location` now: a publication of it (refused or not: one
+    /// logged within the settle time of its condemnation counts), or a commit from it as
+    /// its base (current until the write, as far as the writer knows). Either restarts
+    /// the retention of the file and what it names, whether or not the write landed.
+    fn logged_naming(&mut self, location: &str) {
+        let Ok(relative) = self.env.warehouse.relative(location) else {
+            return;
+        };
+        let mut touched = BTreeSet::from([relative.clone()]);
+        if let Some(metadata) = self.metadata.get(&relative).cloned() {
+            self.refs_of(&metadata, &mut touched);
+        }
+        let now = self.now();
+        for path in touched {
+            let since = self.unprotected_since.entry(path).or_insert(now);
+            *since = (*since).max(now);
+        }
+    }
+
+    /// What the change-log entry of `op` names (see [`Sim::logged_naming`]).
+    fn logged(&mut self, op: &Op) {
+        match op {
+            Op::Register { location, .. } => self.logged_naming(location),
+            Op::Commit { base, new, .. } => {
+                self.logged_naming(base);
+                self.logged_naming(new);
+            }
+            Op::Drop { .. } | Op::Rename { .. } => {}
+        }
+    }
+
     fn refs_of(&self, metadata: &IndexMetadata, out: &mut BTreeSet<String>) {
         for snapshot in metadata.snapshots() {
             for table in snapshot.index_tables().values() {
@@ -638,7 +670,10 @@ impl Sim {
                 if let Some(obj) = self.objects.get(reference) {
                     assert!(
                         obj.deleted.is_none(),
-                        "existing metadata {path} names deleted {reference}"
+                        "existing metadata {path} (created {}, in flight {}) names deleted {reference} (deleted {:?})",
+                        self.objects[path].created,
+                        self.objects[path].in_flight,
+                        obj.deleted
                     );
                 }
             }
@@ -894,10 +929,15 @@ impl Sim {
             layout.postings = format!("{base}/{postings}/");
         }
         if self.rng.random_bool(0.3) {
+            // Shared centroids a pointer reaches now: a writer takes family references from
+            // metadata it loaded (assumption 3 of `gc`; one unreachable for the retention
+            // may be condemned and collected under a writer that picks it up later, and
+            // its publication is refused).
+            let reachable = self.reachable();
             let existing: Vec<String> = self
                 .centroids
                 .iter()
-                .filter(|c| self.objects[*c].deleted.is_none())
+                .filter(|c| self.objects[*c].deleted.is_none() && reachable.contains(*c))
                 .cloned()
                 .collect();
             let centroids = if !existing.is_empty() && self.rng.random_bool(0.6) {
@@ -1173,6 +1213,7 @@ impl Sim {
     async fn operate(&mut self) {
         self.mark();
         if let Some(op) = self.prepare().await {
+            self.logged(&op);
             let ids = self.ids_of(&op).await;
             if Sim::execute(&self.env.catalog, ids, &op).await {
                 self.apply(&op);
@@ -1223,6 +1264,8 @@ impl Sim {
             }
             if fresh {
                 self.mark();
+                self.logged_naming(&commit.base);
+                self.logged_naming(&commit.location);
                 let id = self.id(&commit.name).await;
                 let landed = self
                     .env
@@ -1288,6 +1331,9 @@ impl Sim {
         let mut collector =
             GarbageCollector::new(self.env.catalog.clone(), config).expect("config");
         let outcome: Arc<Mutex<Option<bool>>> = Arc::new(Mutex::new(None));
+        if let Some(op) = &inject {
+            self.logged(op);
+        }
         if let Some(op) = inject.clone() {
             let phases = [GcPhase::ScanMetadata, GcPhase::ScanIndexes, GcPhase::Verify];
             let phase = phases[self.rng.random_range(0..phases.len())];
@@ -1347,6 +1393,9 @@ impl Sim {
                         report.deleted.objects,
                         actions
                     );
+                    for warning in &report.warnings {
+                        eprintln!("  warning: {warning}");
+                    }
                 }
                 // A call that stopped at its (zero) budget did its part of the run: the
                 // next call goes on with it.
@@ -1415,7 +1464,12 @@ impl Sim {
     /// records go back (as far as their metadata still exists), without the catalog.
     async fn backup_or_restore(&mut self) {
         let store = self.env.pointer_store.clone();
-        let Some(backup) = self.backup.take() else {
+        // A backup older than the retention cannot be restored: what it names may have
+        // been collected (the reader-safety period is all a collector promises; see the
+        // assumptions in `gc`'s module docs). Such a backup is replaced by a new one.
+        let now = self.now();
+        let young = |(taken, _): &(i64, Vec<SavedRecord>)| now - taken < RETENTION;
+        let Some((_, backup)) = self.backup.take().filter(young) else {
             let mut saved = Vec::new();
             let page = store
                 .list(&StoreKey::new("i").expect("key"), None, 1000)
@@ -1437,7 +1491,7 @@ impl Sim {
                     live,
                 });
             }
-            self.backup = Some(saved);
+            self.backup = Some((self.now(), saved));
             return;
         };
         let mut restored = false;

@@ -101,7 +101,7 @@
 //! | **U** unreachable | no spelling of `o`, nor of any path a symbolic link leads it to, is covered by `R` of the run's first walk nor of its verification walk; a reference covers itself and its subtree on a segment boundary | `reachability::observe`, `RefMap::covers_any_spelling`, `Warehouse::link_targets`, `Warehouse::names_of_location` | `Run::reachable`, `reachable_again` | `gc_durable_evidence::class1_*`, `class4_*`, `gc_scenarios::sibling_prefixes_are_not_confused` |
 //! | **G** grace | `last_modified(o) + grace + skew <= now`: in-flight writers own young files | `rules::decide` | `TIMING.grace_ms` | `gc_scenarios::orphans_of_a_crashed_commit_wait_for_grace_plus_retention`, `gc_layout_refs::tables_copied_in_with_old_times_*` |
 //! | **W** walks date losses | a clock is the end of a walk that found `o` unreachable; nothing (a record's time, a quiet catalog, a first sighting) dates a loss earlier | `rules::retention_clock` | `Assess` | `gc_durable_evidence::class3_*`, `class5_*` |
-//! | **L** republication restarts | a clock stands only if its walk started at least `settle` (the publish window plus twice the skew) after every change-log entry whose publication names `o`: a register or commit logs its entry before its write and lands within its window, so a later walk saw it | `rules::earliest_walk`, `history::read`, `catalog::changelog` | `Publish`, `Land`, `State::read_log` | `gc_durable_evidence::class2_*` |
+//! | **L** republication restarts | a clock stands only if its walk started at least `settle` (the publish window plus twice the skew) after every change-log entry whose publication names `o`, or whose write replaces a location naming `o` (a commit's base, a dropped or moved record: current until the write, even where no walk saw it, as after a restored backup or a hand edit): a register or commit logs its entry before its write and lands within its window, so a later walk saw it | `rules::earliest_walk`, `history::read`, `catalog::changelog` | `Publish`, `Land`, `State::read_log` | `gc_durable_evidence::class2_*` |
 //! | **X** unexplained records restart every clock | a record whose commit id neither the previous finished run's journal lists at that key nor the change log announces (a restored backup, a hand edit, a stale store re-homed, a writer of an earlier version), or a record that run saw and that is gone, voids every clock from walks before the current one | `rules::explained`, `rules::floor`, `history::read` | `Restore`, `HandEdit` | `gc_durable_evidence::class3_*` |
 //! | **E** ownership epoch | no clock from a walk before the ownership marker's `created-ms`: adopting a warehouse (or re-homing its store) restarts every clock; `init` and a first write refuse a warehouse that holds another system's data | `rules::floor`, `ownership::adopt`, `ownership::earlier_use` | `Adopt` | `gc_durable_evidence::class3_adopting_*`, `class5_*` |
 //! | **T** trusted facts | a clock fact counts only if it is the current run's, or its run finished and the fact landed no later than the run's finish mark (a dead run's facts, and a write that landed after its run finished, were never looked at by later runs) | `rules::trusts`, `ledger::Trust` | `LandInFlight`, `Crash` | `gc_redteam16b::a_late_clock_write_behind_finished_runs_does_not_backdate_retention` |
@@ -121,9 +121,12 @@
 //! 1. Clocks of writers, the store and the collector differ by at most
 //!    [`GcConfig::max_clock_skew`].
 //! 2. Every writer of the pointer store is this catalog (of this version): anything else
-//!    is an unexplained record (X), which is only seen if it persists until a walk. A
-//!    change undone before the next walk (a backup restored and restored back) is
-//!    invisible.
+//!    is an unexplained record (X), which is seen if it persists until a walk or shows
+//!    in a record's chain, and whose location the next logged write on that record names
+//!    as replaced (L). A change undone by hand before the next walk (a backup restored
+//!    and restored back) is invisible. A restored backup names only files a pointer
+//!    reached within the retention: one older than that may name collected files, which
+//!    no collector can prevent.
 //! 3. A register or commit completes within the grace period of the first file it wrote;
 //!    writers never reuse an object path; index tables a writer publishes were written by
 //!    it or reachable when it started (an index table unreachable for the whole retention

@@ -45,19 +45,21 @@ impl Warehouse {
         let mut names = Vec::new();
         for reading in readings(location.trim()) {
             for path in spellings(&reading) {
-                let found = match glob_prefix(&path) {
-                    // A pattern (DataFusion reads `*`, `?`, `[` and `{` in a path as a
-                    // glob) may match anything below its literal directory: that
-                    // directory, or, if the root lies below it, every managed prefix.
-                    Some(literal) => match self.name_below_root(&reading, literal) {
-                        Some(name) => vec![name],
+                // The path as written (object names may hold `*` or `[`), and, read as a
+                // pattern (DataFusion reads `*`, `?`, `[` and `{` in a path as a glob),
+                // anything below its literal directory: that directory, or, if the root
+                // lies below it, every managed prefix.
+                let mut found: Vec<String> =
+                    self.name_below_root(&reading, &path).into_iter().collect();
+                if let Some(literal) = glob_prefix(&path) {
+                    match self.name_below_root(&reading, literal) {
+                        Some(name) => found.push(name),
                         None if self.at_or_above_root(&reading, literal) => {
-                            MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect()
+                            found.extend(MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()))
                         }
-                        None => Vec::new(),
-                    },
-                    None => self.name_below_root(&reading, &path).into_iter().collect(),
-                };
+                        None => {}
+                    }
+                }
                 for name in found {
                     if !names.contains(&name) {
                         names.push(name);
@@ -440,6 +442,11 @@ mod tests {
             (
                 format!("{abs}/indexes/src/*.parquet"),
                 vec!["indexes/src".to_owned()],
+            ),
+            // A name with a `*` is also a name: both readings count.
+            (
+                format!("{abs}/indexes/a*b/part-0"),
+                vec!["indexes/a*b/part-0".to_owned(), "indexes".to_owned()],
             ),
         ] {
             let names = wh.names_of_location(&pattern);

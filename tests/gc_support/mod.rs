@@ -518,6 +518,25 @@ impl Env {
         }
     }
 
+    /// An environment on `backend` whose pointer records live in `pointer_store` (a
+    /// DynamoDB Local table, say), its warehouse claimed.
+    pub async fn open_with_pointers(
+        backend: Backend,
+        seed: u64,
+        pointer_store: Arc<dyn PointerStore>,
+    ) -> Env {
+        let mut env = Env::open_unclaimed(backend, seed).await;
+        env.catalog = Catalog::builder(pointer_store.clone(), env.warehouse.clone())
+            .clock(env.clock.clone())
+            .ids(Arc::new(SeededIds::new(seed)))
+            .build();
+        env.pointer_store = pointer_store;
+        parqdb_catalog::gc::claim(&env.catalog, env.now())
+            .await
+            .expect("the fresh warehouse is claimed");
+        env
+    }
+
     /// Another catalog (its own pointer store) over the same warehouse.
     pub fn foreign_catalog(&self, seed: u64) -> Catalog {
         Catalog::builder(Arc::new(MemoryStore::new()), self.warehouse.clone())
