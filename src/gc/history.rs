@@ -92,6 +92,11 @@ pub(crate) async fn read(
         }
     }
     let mut unexplained = Vec::new();
+    if previous.unknown {
+        unexplained.push(
+            "the journal of the previous finished gc run is gone or unreadable: what that run saw is unknown".to_owned(),
+        );
+    }
     for (key, writes) in changed {
         // Every write since the previous finished run's walk, as far as the record's
         // chain shows them: the catalog logged each before writing it.

@@ -292,6 +292,9 @@ impl Entry {
                     name: self.name.clone(),
                     size: self.size,
                     last_modified_ms: self.last_modified_ms,
+                    // A stored listing keeps the modification time only; the scan never
+                    // asks when a data object landed.
+                    landed_ms: self.last_modified_ms,
                 }),
                 Err(why) => ListItem::Skipped {
                     name: self.name.clone(),

@@ -121,30 +121,43 @@ async fn newest(warehouse: &Warehouse) -> Result<Option<u64>> {
     Ok(generations(warehouse).await?.into_iter().max())
 }
 
-/// The highest generation and its content, if any.
+/// The highest generation and its content, if any. A generation that cannot be read as a
+/// lease (a torn write after a power loss, a hand edit) is held by an unknown run for the
+/// longest lease any run may take, from when it landed: no run is fenced out early, and
+/// none is fenced out for good.
 async fn latest(warehouse: &Warehouse) -> Result<Option<(u64, Generation)>> {
     let Some(generation) = newest(warehouse).await? else {
         return Ok(None);
     };
-    let bytes = match warehouse
-        .get(&generation_name(generation), 64 * 1024)
-        .await?
-    {
-        Fetched::Object(bytes, _) => bytes,
-        Fetched::Missing | Fetched::TooLarge(_) => {
-            return Err(Error::new(
-                ErrorKind::CorruptRecord,
-                format!("gc lease generation {generation} vanished or is not a lease"),
-            ));
-        }
+    let name = generation_name(generation);
+    let landed_ms = match warehouse.get(&name, 64 * 1024).await? {
+        Fetched::Object(bytes, listed) => match serde_json::from_slice(&bytes) {
+            Ok(content) => return Ok(Some((generation, content))),
+            Err(_) => listed.last_modified_ms,
+        },
+        Fetched::TooLarge(_) => match warehouse.head(&name).await? {
+            Some(listed) => listed.last_modified_ms,
+            None => return Err(vanished(generation)),
+        },
+        Fetched::Missing => return Err(vanished(generation)),
     };
-    let content = serde_json::from_slice(&bytes).map_err(|err| {
-        Error::new(
-            ErrorKind::CorruptRecord,
-            format!("gc lease generation {generation} is invalid: {err}"),
-        )
-    })?;
-    Ok(Some((generation, content)))
+    let longest = i64::try_from(MAX_LEASE.as_millis()).unwrap_or(i64::MAX);
+    Ok(Some((
+        generation,
+        Generation {
+            holder: Uuid::nil(),
+            acquired_ms: landed_ms,
+            expires_ms: landed_ms.saturating_add(longest),
+            released: false,
+        },
+    )))
+}
+
+fn vanished(generation: u64) -> Error {
+    Error::new(
+        ErrorKind::StoreUnavailable,
+        format!("gc lease generation {generation} vanished while it was read; try again"),
+    )
 }
 
 /// The lease as the latest generation records it (for `gc status`).

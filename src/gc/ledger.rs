@@ -24,9 +24,17 @@
 //! Every run that writes the ledger first writes `_gc/journal/<run-ms>-<run>.json`: the
 //! commit id of every pointer record at its walk (the next run's
 //! [`history`](super::history) explains the records it finds from these and the change
-//! log). When it has finished (sweep included) it writes `<run-ms>-<run>.done`; a run that
-//! gives up a dead run (killed for good, abandoned) marks it `.dead`, which trusts none of
-//! its facts.
+//! log). When it has finished (sweep included) it writes
+//! `<run-ms>-<run>.<journal-landed-ms>.done`, naming when its journal landed (the store's
+//! time); a run that gives up a dead run (killed for good, abandoned) marks it `.dead`,
+//! which trusts none of its facts.
+//!
+//! A finish mark counts only while the journal it names still carries that landing time.
+//! Every copy lands anew (an object store dates a copy when it is made; on a file system
+//! the status-change time, which nobody can set, moves), so a `_gc/` restored from a
+//! backup, copied, or rolled back with the catalog finishes none of its runs: the restored
+//! ledger's clocks are not trusted and start again at the next walk. A restore therefore
+//! never dates a loss earlier than the first run after it.
 //!
 //! Several files of a kind combine by taking the **largest** value, which is always the
 //! conservative reading: a later clock start and a later condemnation both delay
@@ -45,7 +53,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::rules::Clock;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::Result;
 use crate::warehouse::{Fetched, ListItem, ListRange, Listed, Positioned, Warehouse};
 
 /// The ledger directory under the warehouse root.
@@ -122,6 +130,9 @@ pub(crate) struct JournalFacts {
     pub records: BTreeMap<String, Uuid>,
     /// Commit ids without keys (a journal of version 1).
     pub writes: HashSet<Uuid>,
+    /// The journal is gone or unreadable (a torn write, a hand edit): what its run saw is
+    /// unknown, so no record counts as explained by it.
+    pub unknown: bool,
 }
 
 /// What the previous finished run saw at one key.
@@ -276,14 +287,19 @@ fn parse_name(name: &str) -> Option<(Kind, JournalRef)> {
 enum Mark {
     /// `<run-ms>-<run>.json`: the journal itself.
     Journal,
-    /// `.done`: the run finished.
-    Done,
+    /// `.<journal-landed-ms>.done`: the run finished, when its journal had landed (the
+    /// store's time) at this instant.
+    Done(i64),
+    /// `.done` without the journal's time (an earlier version's mark): proves nothing,
+    /// pruned with its journal.
+    Unstamped,
     /// `.dead`: the run was given up.
     Dead,
 }
 
-/// Parse a journal file's name (`_gc/journal/<run-ms>-<run>.json`, `.done` or `.dead`,
-/// directly in the journal directory).
+/// Parse a journal file's name (`_gc/journal/<run-ms>-<run>.json`,
+/// `<run-ms>-<run>.<journal-landed-ms>.done` or `<run-ms>-<run>.dead`, directly in the
+/// journal directory).
 fn parse_journal_file(name: &str) -> Option<(JournalRef, Mark)> {
     let file = name.strip_prefix(JOURNAL_DIR)?.strip_prefix('/')?;
     if file.contains('/') {
@@ -292,7 +308,17 @@ fn parse_journal_file(name: &str) -> Option<(JournalRef, Mark)> {
     let (stem, mark) = if let Some(stem) = file.strip_suffix(".json") {
         (stem, Mark::Journal)
     } else if let Some(stem) = file.strip_suffix(".done") {
-        (stem, Mark::Done)
+        match stem.rsplit_once('.') {
+            Some((stem, landed)) => {
+                let landed_ms: i64 = landed.parse().ok()?;
+                if landed_ms.to_string() != landed {
+                    return None;
+                }
+                (stem, Mark::Done(landed_ms))
+            }
+            // A mark without the journal's time (an earlier version's) proves nothing.
+            None => (stem, Mark::Unstamped),
+        }
     } else {
         (file.strip_suffix(".dead")?, Mark::Dead)
     };
@@ -329,7 +355,7 @@ impl Ledger {
                 Some((Kind::Clock(clock), journal)) => entry.clocks.push(ClockFile {
                     clock,
                     journal,
-                    landed_ms: file.last_modified_ms,
+                    landed_ms: file.landed_ms,
                 }),
                 // A condemnation counts from when it became visible: its stamp, or the
                 // store's time of the write if that is later (a slow or retried write must
@@ -436,25 +462,29 @@ impl Ledger {
             .is_some())
     }
 
-    /// What a run's journal lists (nothing if it is gone: conservative).
+    /// What a run's journal lists; [`JournalFacts::unknown`] if it is gone or unreadable (a
+    /// torn write, a hand edit): then no record counts as explained by it, and no clock
+    /// from before the reading run's walk stands.
     pub(crate) async fn read_journal(&self, journal: JournalRef) -> Result<JournalFacts> {
+        let unknown = JournalFacts {
+            unknown: true,
+            ..JournalFacts::default()
+        };
         let bytes = match self
             .warehouse
             .get(&self.journal_name(journal), u64::MAX)
             .await?
         {
             Fetched::Object(bytes, _) => bytes,
-            Fetched::Missing | Fetched::TooLarge(_) => return Ok(JournalFacts::default()),
+            Fetched::Missing | Fetched::TooLarge(_) => return Ok(unknown),
         };
-        let body: Journal = serde_json::from_slice(&bytes).map_err(|err| {
-            Error::new(
-                ErrorKind::CorruptRecord,
-                format!("gc journal {} is invalid: {err}", journal.suffix()),
-            )
-        })?;
+        let Ok(body) = serde_json::from_slice::<Journal>(&bytes) else {
+            return Ok(unknown);
+        };
         Ok(JournalFacts {
             records: body.records,
             writes: body.writes.into_iter().collect(),
+            unknown: false,
         })
     }
 
@@ -462,10 +492,22 @@ impl Ledger {
         format!("{JOURNAL_DIR}/{}.{mark}", journal.suffix())
     }
 
-    /// Mark this run finished.
+    /// Mark this run finished. The mark records when the run's journal landed (the
+    /// store's time); it counts only while the journal still has that time, so a journal
+    /// directory restored from a backup or copied (every copy lands anew) finishes no
+    /// run, and no clock of the restored ledger is trusted (see [`JournalState`]).
     pub(crate) async fn mark_done(&self, journal: JournalRef) -> Result<()> {
+        let own = self.journal_name(journal);
+        // A journal that is gone (deleted by hand) leaves a mark that proves nothing.
+        let landed_ms = self
+            .journal_files()
+            .await?
+            .into_iter()
+            .find(|file| file.name == own)
+            .map_or(-1, |file| file.landed_ms);
+        let mark = format!("{JOURNAL_DIR}/{}.{landed_ms}.done", journal.suffix());
         self.warehouse
-            .put_if_absent(&self.mark_name(journal, "done"), Bytes::from_static(b"{}"))
+            .put_if_absent(&mark, Bytes::from_static(b"{}"))
             .await
             .map(|_| ())
     }
@@ -496,24 +538,33 @@ impl Ledger {
     /// journal but never finished.
     pub(crate) async fn journal_state(&self) -> Result<JournalState> {
         let listed = self.journal_files().await?;
-        let mut journals = HashSet::new();
-        let mut done_at = HashMap::new();
+        let mut landed: HashMap<JournalRef, i64> = HashMap::new();
+        let mut done: Vec<(JournalRef, i64, i64)> = Vec::new();
         let mut finished = HashSet::new();
         for file in &listed {
             match parse_journal_file(&file.name) {
                 Some((journal, Mark::Journal)) => {
-                    journals.insert(journal);
+                    landed.insert(journal, file.landed_ms);
                 }
-                Some((journal, Mark::Done)) => {
-                    done_at.insert(journal, file.last_modified_ms);
-                    finished.insert(journal);
+                Some((journal, Mark::Done(journal_ms))) => {
+                    done.push((journal, journal_ms, file.landed_ms));
                 }
                 Some((journal, Mark::Dead)) => {
                     finished.insert(journal);
                 }
-                None => {}
+                Some((_, Mark::Unstamped)) | None => {}
             }
         }
+        // A finish mark counts only while its journal still landed when the mark says:
+        // a restored or copied journal directory lands anew, and finishes nothing.
+        let mut done_at = HashMap::new();
+        for (journal, journal_ms, mark_ms) in done {
+            if landed.get(&journal) == Some(&journal_ms) {
+                done_at.insert(journal, mark_ms);
+                finished.insert(journal);
+            }
+        }
+        let journals: HashSet<JournalRef> = landed.into_keys().collect();
         let latest_ms = journals.iter().map(|j| j.run_ms).max();
         let previous = journals
             .iter()
@@ -537,7 +588,7 @@ impl Ledger {
     }
 
     /// Delete journals of runs before `before_ms`; returns how many. Only files this
-    /// collector writes there (`<run-ms>-<run>.json`, `.done` and `.dead`) are ever
+    /// collector writes there (`<run-ms>-<run>.json`, `.<ms>.done` and `.dead`) are ever
     /// deleted.
     pub(crate) async fn prune_journals(&self, before_ms: i64) -> Result<usize> {
         let old: Vec<String> = self
@@ -662,12 +713,17 @@ mod tests {
                 Mark::Journal,
             ),
             (
-                format!("{JOURNAL_DIR}/{}.done", journal.suffix()),
-                Mark::Done,
+                format!("{JOURNAL_DIR}/{}.1700000000123.done", journal.suffix()),
+                Mark::Done(1_700_000_000_123),
             ),
             (
                 format!("{JOURNAL_DIR}/{}.dead", journal.suffix()),
                 Mark::Dead,
+            ),
+            // An earlier version's mark, without the journal's time, proves nothing.
+            (
+                format!("{JOURNAL_DIR}/{}.done", journal.suffix()),
+                Mark::Unstamped,
             ),
         ] {
             assert_eq!(parse_journal_file(&file), Some((journal, mark)));
@@ -676,6 +732,7 @@ mod tests {
             format!("{JOURNAL_DIR}/t/{}.json", journal.suffix()),
             format!("{JOURNAL_DIR}/t/ivf_postings/00000-0-data.parquet"),
             format!("{JOURNAL_DIR}/0-part.parquet"),
+            format!("{JOURNAL_DIR}/{}.01.done", journal.suffix()),
         ] {
             assert_eq!(parse_journal_file(&foreign), None, "{foreign}");
         }
@@ -758,6 +815,44 @@ mod tests {
         assert!(ledger.read(object).await.expect("read").files.is_empty());
     }
 
+    /// Found by the second issue-26 attack: a warehouse restored from a backup (catalog
+    /// and `_gc/` together) rolled the journals back with the records, so the restored
+    /// ledger's clocks stood as if nothing had happened since the backup. A restored
+    /// journal lands anew, and its run's finish mark no longer counts.
+    #[tokio::test]
+    async fn a_restored_journal_finishes_nothing() {
+        let warehouse = Warehouse::in_memory("memory://restore/wh").expect("warehouse");
+        let ledger = Ledger::new(&warehouse);
+        let (first, second) = (journal(100, 1), journal(200, 2));
+        for run in [first, second] {
+            ledger
+                .write_journal(run, &BTreeMap::new())
+                .await
+                .expect("written");
+            ledger.mark_done(run).await.expect("done");
+        }
+        let state = ledger.journal_state().await.expect("state");
+        assert_eq!(state.previous, Some(second));
+        assert!(state.done_at.contains_key(&first) && state.dead.is_empty());
+        // The backup is copied back over the journal directory: every copy lands anew.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        for file in ledger.journal_files().await.expect("listed") {
+            let Fetched::Object(bytes, _) =
+                warehouse.get(&file.name, u64::MAX).await.expect("read")
+            else {
+                panic!("{} is there", file.name);
+            };
+            warehouse
+                .overwrite(&file.name, bytes)
+                .await
+                .expect("restored");
+        }
+        let state = ledger.journal_state().await.expect("state");
+        assert_eq!(state.previous, None, "no restored run counts as finished");
+        assert!(state.done_at.is_empty(), "{:?}", state.done_at);
+        assert_eq!(state.dead, vec![first, second]);
+    }
+
     #[tokio::test]
     async fn journals_round_trip_and_are_pruned() {
         let warehouse = Warehouse::in_memory("memory://journal/wh").expect("warehouse");
@@ -780,7 +875,8 @@ mod tests {
             ledger.read_journal(old).await.expect("read"),
             JournalFacts {
                 records: records.clone(),
-                writes: HashSet::new()
+                writes: HashSet::new(),
+                unknown: false,
             }
         );
         let state = ledger.journal_state().await.expect("state");
@@ -799,10 +895,19 @@ mod tests {
         );
         assert!(state.finished.contains(&given_up));
         assert_eq!(ledger.prune_journals(180).await.expect("pruned"), 4);
-        assert_eq!(
-            ledger.read_journal(old).await.expect("read"),
-            JournalFacts::default(),
-            "a missing journal lists nothing"
+        let missing = ledger.read_journal(old).await.expect("read");
+        assert!(
+            missing.unknown && missing.records.is_empty(),
+            "a missing journal is unknown: {missing:?}"
+        );
+        ledger
+            .warehouse
+            .overwrite(&ledger.journal_name(new), Bytes::new())
+            .await
+            .expect("truncated");
+        assert!(
+            ledger.read_journal(new).await.expect("read").unknown,
+            "an empty (torn) journal is unknown, not an error"
         );
     }
 }

@@ -14,11 +14,27 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::warehouse::{Warehouse, aliases, object_name};
+use crate::warehouse::{MANAGED_PREFIXES, Warehouse, aliases, object_name};
 
 /// The name of a warehouse-relative location as written in metadata, if it is one.
 pub(crate) fn normalize(location: &str) -> Option<String> {
     object_name(location).ok()
+}
+
+/// Every name a warehouse-relative location written in metadata may denote: itself, and,
+/// since an engine may read `*`, `?`, `[` and `{` in a path as a pattern, everything below
+/// the literal directory before the first of them (every managed prefix if that is the
+/// root). Publication refuses such locations; metadata written before it did is read so.
+pub(crate) fn names_of_relative(location: &str) -> Vec<String> {
+    let mut names: Vec<String> = normalize(location).into_iter().collect();
+    if let Some(first) = location.find(['*', '?', '[', '{']) {
+        let dir = &location[..location[..first].rfind('/').unwrap_or(0)];
+        match normalize(dir) {
+            Some(dir) => names.push(dir),
+            None => names.extend(MANAGED_PREFIXES.iter().map(|p| (*p).to_owned())),
+        }
+    }
+    names
 }
 
 /// Names and every ancestor directory of a relative name, longest last.

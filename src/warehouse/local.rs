@@ -68,30 +68,50 @@ fn walker(start: &Path) -> walkdir::WalkDir {
         .sort_by_file_name()
 }
 
+/// An entry of a walk.
+enum Walked {
+    /// An entry that could be read.
+    Entry(walkdir::DirEntry),
+    /// A directory below the start that cannot be listed (its path too long for the
+    /// operating system, no permission): reported as skipped, so nothing below it is ever
+    /// collected, and the walk goes on.
+    Unreadable(PathBuf, ListItem),
+}
+
 /// The entries of a walk over `start`, without those removed while listing.
 fn present(
+    root: &Path,
     start: &Path,
     entries: impl IntoIterator<Item = walkdir::Result<walkdir::DirEntry>>,
-) -> impl Iterator<Item = Result<walkdir::DirEntry>> {
+) -> impl Iterator<Item = Result<Walked>> {
     entries.into_iter().filter_map(move |entry| match entry {
-        Ok(entry) => Some(Ok(entry)),
-        Err(err) => walk_error(start, err).map(Err),
+        Ok(entry) => Some(Ok(Walked::Entry(entry))),
+        Err(err) => walk_error(root, start, err),
     })
 }
 
-/// What a walker error means: `None` for an entry removed while listing.
-fn walk_error(start: &Path, err: walkdir::Error) -> Option<Error> {
+/// What a walker error means: `None` for an entry removed while listing, a skipped item
+/// for a directory below the start that cannot be listed, an error for the start itself.
+fn walk_error(root: &Path, start: &Path, err: walkdir::Error) -> Option<Result<Walked>> {
     let missing = err
         .io_error()
         .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound);
     if missing {
         return None;
     }
+    let depth = err.depth();
     let path = err.path().unwrap_or(start).to_path_buf();
     let io = err
         .into_io_error()
         .unwrap_or_else(|| std::io::Error::other("walk failed"));
-    Some(io_error(&path, io))
+    if depth == 0 {
+        return Some(Err(io_error(&path, io)));
+    }
+    let item = ListItem::Skipped {
+        name: name_of(root, &path).unwrap_or_else(|_| path.display().to_string()),
+        reason: format!("cannot be listed ({io}); nothing below it is collected"),
+    };
+    Some(Ok(Walked::Unreadable(path, item)))
 }
 
 /// The listing item of a non-directory entry; `None` if it vanished while listing.
@@ -119,14 +139,28 @@ fn item_of(root: &Path, entry: &walkdir::DirEntry) -> Option<ListItem> {
             ListItem::Object(Listed {
                 name,
                 size: meta.len(),
-                last_modified_ms: meta
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map_or(i64::MAX, |d| d.as_millis().min(i64::MAX as u128) as i64),
+                last_modified_ms: modified_ms(&meta),
+                landed_ms: modified_ms(&meta).max(changed_ms(&meta)),
             })
         }
     })
+}
+
+/// A file's modification time (Unix epoch milliseconds).
+fn modified_ms(meta: &std::fs::Metadata) -> i64 {
+    use std::os::unix::fs::MetadataExt;
+    epoch_ms(meta.mtime(), meta.mtime_nsec())
+}
+
+/// A file's status-change time: when its inode last changed (it was created, renamed,
+/// linked or copied in), which nobody can set.
+fn changed_ms(meta: &std::fs::Metadata) -> i64 {
+    use std::os::unix::fs::MetadataExt;
+    epoch_ms(meta.ctime(), meta.ctime_nsec())
+}
+
+fn epoch_ms(secs: i64, nanos: i64) -> i64 {
+    secs.saturating_mul(1000).saturating_add(nanos / 1_000_000)
 }
 
 fn walk(root: &Path, prefix: &str, tx: &tokio::sync::mpsc::Sender<Result<ListItem>>) {
@@ -144,30 +178,34 @@ fn walk(root: &Path, prefix: &str, tx: &tokio::sync::mpsc::Sender<Result<ListIte
     });
 }
 
-/// Hand each non-directory entry of a walk over `start` to `emit` with its listing item,
-/// leaving out the entries removed while listing; the first walk error is handed to
-/// `emit` and ends the walk, as does `emit` answering `false` (the listing was dropped).
+/// Hand each non-directory entry of a walk over `start` (and each directory that cannot
+/// be listed) to `emit` with its path and listing item, leaving out the entries removed
+/// while listing; an error listing `start` itself is handed to `emit` and ends the walk,
+/// as does `emit` answering `false` (the listing was dropped).
 fn for_each_item(
     root: &Path,
     start: &Path,
     entries: impl IntoIterator<Item = walkdir::Result<walkdir::DirEntry>>,
-    mut emit: impl FnMut(Result<(walkdir::DirEntry, ListItem)>) -> bool,
+    mut emit: impl FnMut(Result<(PathBuf, ListItem)>) -> bool,
 ) {
-    for entry in present(start, entries) {
-        let entry = match entry {
-            Ok(entry) => entry,
+    for entry in present(root, start, entries) {
+        let found = match entry {
+            Ok(Walked::Entry(entry)) => {
+                if entry.file_type().is_dir() {
+                    continue;
+                }
+                let Some(item) = item_of(root, &entry) else {
+                    continue; // removed while listing
+                };
+                (entry.into_path(), item)
+            }
+            Ok(Walked::Unreadable(path, item)) => (path, item),
             Err(err) => {
                 emit(Err(err));
                 return;
             }
         };
-        if entry.file_type().is_dir() {
-            continue;
-        }
-        let Some(item) = item_of(root, &entry) else {
-            continue; // removed while listing
-        };
-        if !emit(Ok((entry, item))) {
+        if !emit(Ok(found)) {
             return;
         }
     }
@@ -183,8 +221,14 @@ pub(crate) fn children(root: &Path, prefix: &str) -> Result<(Vec<ListItem>, Vec<
         Err(item) => return Ok((vec![item?], Vec::new())),
     };
     let (mut items, mut dirs) = (Vec::new(), Vec::new());
-    for entry in present(&start, walker(&start).max_depth(1)) {
-        let entry = entry?;
+    for entry in present(root, &start, walker(&start).max_depth(1)) {
+        let entry = match entry? {
+            Walked::Entry(entry) => entry,
+            Walked::Unreadable(_, item) => {
+                items.push(item);
+                continue;
+            }
+        };
         if entry.file_type().is_dir() {
             match name_of(root, entry.path()) {
                 Ok(name) => dirs.push(name),
@@ -210,8 +254,10 @@ pub(crate) fn segments(root: &Path, prefix: &str) -> Result<Vec<String>> {
         Err(Err(err)) => return Err(err),
     };
     let mut segments = Vec::new();
-    for entry in present(&start, walker(&start).max_depth(1)) {
-        let entry = entry?;
+    for entry in present(root, &start, walker(&start).max_depth(1)) {
+        let Walked::Entry(entry) = entry? else {
+            continue;
+        };
         if entry.file_type().is_dir()
             && let Some(name) = entry.file_name().to_str()
         {
@@ -322,8 +368,8 @@ fn walk_range(
         .into_iter()
         .filter_entry(|entry| keep(&components(root, entry.path())));
     for_each_item(root, &start, entries, |found| {
-        send(found.map(|(entry, item)| {
-            let position = position_of(&components(root, entry.path()));
+        send(found.map(|(path, item)| {
+            let position = position_of(&components(root, &path));
             super::Positioned { position, item }
         }))
     });
@@ -440,6 +486,42 @@ mod tests {
             }
         }
         (objects, skipped)
+    }
+
+    /// Found by the second issue-26 attack: a directory whose path is longer than the
+    /// operating system allows stopped every listing (and so every gc run) for good.
+    #[tokio::test]
+    async fn a_directory_that_cannot_be_listed_is_skipped_and_the_walk_goes_on() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path().join("wh");
+        std::fs::create_dir_all(root.join("indexes/b")).expect("dirs");
+        std::fs::write(root.join("indexes/b/after"), b"x").expect("file");
+        // 20 segments of 250 bytes: past PATH_MAX (4096), made one relative step at a time.
+        let deep = root.join("indexes/a");
+        std::fs::create_dir_all(&deep).expect("dir");
+        let segment = "d".repeat(250);
+        let status = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "cd \"$1\" && for i in $(seq 20); do mkdir {segment} && cd {segment} || exit 1; done && echo x > f"
+            ))
+            .arg("sh")
+            .arg(&deep)
+            .status()
+            .expect("sh");
+        assert!(status.success(), "the deep tree was made");
+        let (objects, skipped) = names(&root, "indexes").await;
+        assert_eq!(objects, vec!["indexes/b/after".to_owned()], "{skipped:?}");
+        assert_eq!(skipped.len(), 1, "{skipped:?}");
+        let ranged: Vec<super::super::Positioned> = list_range(
+            root.clone(),
+            super::super::ListRange::whole("indexes"),
+            None,
+        )
+        .try_collect()
+        .await
+        .expect("listed");
+        assert_eq!(ranged.len(), 2, "{ranged:?}");
     }
 
     #[tokio::test]

@@ -76,6 +76,12 @@ pub struct Listed {
     pub size: u64,
     /// Its last-modified time (Unix epoch milliseconds).
     pub last_modified_ms: i64,
+    /// When it landed in this store (Unix epoch milliseconds): in an object store its
+    /// last-modified time (a copy is a new object); on a file system the later of its
+    /// modification and status-change times, so a copy that keeps the original
+    /// modification time (`cp -a`, `tar`, a backup restored in place) still lands when it
+    /// is made — nobody can set a status-change time.
+    pub landed_ms: i64,
 }
 
 /// What a listing yields.
@@ -264,6 +270,7 @@ impl Warehouse {
             name: name.to_owned(),
             size: meta.size,
             last_modified_ms: meta.last_modified.timestamp_millis(),
+            landed_ms: meta.last_modified.timestamp_millis(),
         }
     }
 }

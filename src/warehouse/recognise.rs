@@ -51,6 +51,11 @@ impl Warehouse {
                 // lies below it, every managed prefix.
                 let mut found: Vec<String> =
                     self.name_below_root(&reading, &path).into_iter().collect();
+                // A table at the root or above it may read every object of the warehouse
+                // (a recursive listing of its directory).
+                if self.at_or_above_root(&reading, &path) {
+                    found.extend(MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()));
+                }
                 if let Some(literal) = glob_prefix(&path) {
                     match self.name_below_root(&reading, literal) {
                         Some(name) => found.push(name),
@@ -249,9 +254,9 @@ fn spellings(reading: &Reading) -> Vec<String> {
         .ok()
         .map(|d| d.into_owned());
     for written in std::iter::once(path.clone()).chain(decoded) {
-        if let Some(normal) = resolve_dots(&written)
-            && !out.contains(&normal)
-        {
+        // `..` past the start stays there, as on a file system (and in Hadoop's paths).
+        let normal = clamp_dots(&written);
+        if !out.contains(&normal) {
             out.push(normal);
         }
         if matches!(reading, Reading::Bucket { .. }) && !out.contains(&written) {
@@ -261,20 +266,20 @@ fn spellings(reading: &Reading) -> Vec<String> {
     out
 }
 
-/// `path` with empty and `.` segments dropped and `..` resolved; `None` if `..` climbs
-/// above the start.
-fn resolve_dots(path: &str) -> Option<String> {
+/// `path` with empty and `.` segments dropped and `..` resolved, where a `..` at the
+/// start stays at the start (`/..` is `/`).
+fn clamp_dots(path: &str) -> String {
     let mut segments: Vec<&str> = Vec::new();
     for segment in path.split('/') {
         match segment {
             "" | "." => {}
             ".." => {
-                segments.pop()?;
+                segments.pop();
             }
             other => segments.push(other),
         }
     }
-    Some(segments.join("/"))
+    segments.join("/")
 }
 
 /// The names a local path reaches through symbolic links: the path with its longest
@@ -302,17 +307,18 @@ pub(super) fn linked_names(dir: &Path, path: &str) -> Vec<String> {
     for part in rest.iter().rev() {
         full.push(part);
     }
-    let Ok(below) = full.strip_prefix(&root) else {
+    let Some(full) = full.to_str() else {
         return Vec::new();
     };
-    let Some(below) = below.to_str() else {
+    let full = Path::new("/").join(clamp_dots(full));
+    if root.starts_with(&full) {
+        // The root or one of its ancestors: a recursive listing reads every object.
+        return MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect();
+    }
+    let Some(below) = full.strip_prefix(&root).ok().and_then(Path::to_str) else {
         return Vec::new();
     };
-    resolve_dots(below)
-        .filter(|name| !name.is_empty())
-        .and_then(|name| object_name(&name).ok())
-        .into_iter()
-        .collect()
+    object_name(below).ok().into_iter().collect()
 }
 
 #[cfg(test)]
@@ -359,7 +365,6 @@ mod tests {
         for outside in [
             "s3://other/wh/indexes/src",
             "s3://b/wh2/indexes/src",
-            "s3://b/wh",
             "gs://b/wh/indexes/src",
             "file:///b/wh/indexes/src",
             "/b/wh/indexes/src",
@@ -458,6 +463,45 @@ mod tests {
         let s3 = s3();
         let names = s3.names_of_location("s3://b/wh/ind*/src/");
         assert!(names.contains(&"indexes".to_owned()), "{names:?}");
+    }
+
+    /// Found by the second issue-26 attack: a table at the warehouse root or above it (a
+    /// recursive listing of its directory reads every object), in any spelling, through a
+    /// link, or with `..` climbing past `/`, names every managed prefix.
+    #[test]
+    fn a_location_at_or_above_the_root_names_every_managed_prefix() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path().join("wh");
+        std::fs::create_dir_all(&root).expect("dirs");
+        let wh = Warehouse::local(&root).expect("warehouse");
+        let abs = std::fs::canonicalize(&root).expect("root");
+        let parent = abs.parent().expect("parent").display().to_string();
+        let abs = abs.display();
+        let link = dir.path().join("to-parent");
+        std::os::unix::fs::symlink(dir.path(), &link).expect("link");
+        let link = link.display();
+        for spelling in [
+            format!("{abs}"),
+            format!("{abs}/"),
+            format!("file://{abs}/"),
+            format!("FILE://{abs}/./"),
+            format!("{parent}/"),
+            "/".to_owned(),
+            "file:///".to_owned(),
+            format!("{link}/"),
+            format!("{link}/wh/"),
+        ] {
+            let names = wh.names_of_location(&spelling);
+            for managed in MANAGED_PREFIXES {
+                assert!(names.iter().any(|n| n == managed), "{spelling}: {names:?}");
+            }
+        }
+        // `..` past `/` stays at `/`, as the file system reads it.
+        let names = wh.names_of_location(&format!("/../..{abs}/indexes/src/"));
+        assert!(names.contains(&"indexes/src".to_owned()), "{names:?}");
+        let names = s3().names_of_location("s3://b/wh/");
+        assert!(names.contains(&"indexes".to_owned()), "{names:?}");
+        assert!(wh.names_of_location(&format!("{abs}2/")).is_empty());
     }
 
     /// Found by the issue-26 attack: a bucket name with dots in a virtual-hosted URL.
