@@ -126,7 +126,8 @@ check_state_machines() {
     for definition in infra/statemachines/*.asl.json; do
         name="$(basename "$definition")"
         sed -e 's/\${Workers}/4/g' \
-            -e 's/\${GcFunctionArn}/arn:aws:lambda:us-east-1:123456789012:function:gc/g' \
+            -e 's/\${GcFunctionArn}/arn:aws:lambda:us-east-1:123456789012:function:gc:live/g' \
+            -e 's/\${Stack}/parqdb/g' \
             "$definition" >"$OUT/$name"
         if grep -q '\${' "$OUT/$name"; then
             echo "check-infra.sh: $definition has a substitution this script does not know" >&2
