@@ -1379,7 +1379,7 @@ fn gc_alarms_watch_executions_and_the_runs_metrics() {
         "deleted": {"objects": 1, "bytes": 10}, "kept-by-reference": {"objects": 1, "bytes": 5},
     });
     let line: serde_json::Value =
-        serde_json::from_str(&parqdb_catalog::lambda::metrics::gc_emf_line(2, &finish))
+        serde_json::from_str(&parqdb_catalog::lambda::metrics::gc_emf_line("s", 2, &finish))
             .expect("an EMF line");
     let emitted: BTreeSet<&str> = line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
         .as_array()
