@@ -247,7 +247,10 @@ fn the_definition_is_what_the_template_deploys() {
     assert_eq!(definition["TimeoutSeconds"], 604_800, "a week");
     assert_eq!(definition["StartAt"], "Start");
     let states = definition["States"].as_object().expect("States");
-    assert_eq!(states["Start"]["Next"], "CheckOverlap", "no work before the check");
+    assert_eq!(
+        states["Start"]["Next"], "CheckOverlap",
+        "no work before the check"
+    );
     for (name, state) in states {
         if state["Type"] == "Map" {
             assert_eq!(state["ItemsPath"], "$.plan.partitions", "{name}");
@@ -278,7 +281,10 @@ fn the_definition_is_what_the_template_deploys() {
         "Runtime.ExitError",
     ];
     for (name, task) in tasks {
-        assert_eq!(task["Parameters"]["FunctionName"], GC_ARN, "{name}: the alias");
+        assert_eq!(
+            task["Parameters"]["FunctionName"], GC_ARN,
+            "{name}: the alias"
+        );
         let retried = errors(&task["Retry"]);
         for error in [
             "STORE_UNAVAILABLE",
@@ -322,7 +328,9 @@ fn the_definition_is_what_the_template_deploys() {
         assert_eq!(states[state]["Type"], "Fail", "{state}");
         assert_eq!(states[state]["Error"], error, "{state}");
         assert!(
-            states[state]["Cause"].as_str().is_some_and(|c| c.len() > 80),
+            states[state]["Cause"]
+                .as_str()
+                .is_some_and(|c| c.len() > 80),
             "{state}: a clear cause"
         );
     }
@@ -719,7 +727,8 @@ async fn store_outages_are_retried_with_backoff() {
 async fn configuration_errors_fail_the_execution_at_once() {
     // A warehouse nobody claimed that holds data: the plan step refuses it.
     let env = Env::new(Backend::Memory, 49);
-    env.put("indexes/legacy/part-0", b"written before ownership").await;
+    env.put("indexes/legacy/part-0", b"written before ownership")
+        .await;
     let collector = env.gc(config());
     let mut lambda = Lambda::new(&collector, &env);
     let execution = Machine::new(4).execute(json!({}), &mut lambda).await;
@@ -798,7 +807,14 @@ async fn a_skipped_plan_ends_the_execution_quietly() {
     assert_eq!(output["plan"]["status"], "skipped", "{output}");
     assert_eq!(
         execution.trace,
-        ["Start", "CheckOverlap", "Overlapping", "Plan", "Planned", "Done"]
+        [
+            "Start",
+            "CheckOverlap",
+            "Overlapping",
+            "Plan",
+            "Planned",
+            "Done"
+        ]
     );
     assert_eq!(lambda.calls.len(), from + 1);
 
@@ -947,7 +963,14 @@ async fn a_fresh_stack_s_cycles_succeed_with_nothing_to_do() {
         assert_eq!(output["plan"]["status"], "unclaimed");
         assert_eq!(
             execution.trace,
-            ["Start", "CheckOverlap", "Overlapping", "Plan", "Planned", "Done"]
+            [
+                "Start",
+                "CheckOverlap",
+                "Overlapping",
+                "Plan",
+                "Planned",
+                "Done"
+            ]
         );
         env.advance(60 * MINUTE);
     }
@@ -1109,7 +1132,11 @@ async fn a_crashed_step_is_retried_once_then_fails_clearly() {
         execution.trace
     );
     assert_eq!(
-        lambda.partitions("delete", 0).iter().filter(|&&p| p == 1).count(),
+        lambda
+            .partitions("delete", 0)
+            .iter()
+            .filter(|&&p| p == 1)
+            .count(),
         2,
         "invoked, crashed, retried once, crashed"
     );
@@ -1148,7 +1175,13 @@ async fn history_stays_small_whatever_the_partitions() {
         let children = &execution.child_events;
         assert_eq!(children.len(), 2 * partitions);
         // Started and ended (2), k × (task 5 + choice 2), the Succeed state (2).
-        assert_eq!(children.iter().filter(|&&e| e == 4 + 7 * 3).count(), partitions);
-        assert_eq!(children.iter().filter(|&&e| e == 4 + 7 * 2).count(), partitions);
+        assert_eq!(
+            children.iter().filter(|&&e| e == 4 + 7 * 3).count(),
+            partitions
+        );
+        assert_eq!(
+            children.iter().filter(|&&e| e == 4 + 7 * 2).count(),
+            partitions
+        );
     }
 }

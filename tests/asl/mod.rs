@@ -39,8 +39,10 @@ pub const GC_ARN: &str = "arn:aws:lambda:us-east-1:123456789012:function:parqdb-
 /// What the template substitutes for `${Stack}`.
 pub const STACK: &str = "parqdb";
 /// This state machine, and the execution the interpreter runs.
-pub const STATE_MACHINE_ARN: &str = "arn:aws:states:us-east-1:123456789012:stateMachine:parqdb-gc-cycle";
-pub const EXECUTION_ARN: &str = "arn:aws:states:us-east-1:123456789012:execution:parqdb-gc-cycle:test";
+pub const STATE_MACHINE_ARN: &str =
+    "arn:aws:states:us-east-1:123456789012:stateMachine:parqdb-gc-cycle";
+pub const EXECUTION_ARN: &str =
+    "arn:aws:states:us-east-1:123456789012:execution:parqdb-gc-cycle:test";
 
 const LAMBDA_INVOKE: &str = "arn:aws:states:::lambda:invoke";
 const LIST_EXECUTIONS: &str = "arn:aws:states:::aws-sdk:sfn:listExecutions";
@@ -52,7 +54,10 @@ pub enum Ending {
     Succeeded(Value),
     /// A `Fail` state (`error` is its `Error`; `data` its input, with `$.error`), or an
     /// uncaught error.
-    Failed { error: String, data: Value },
+    Failed {
+        error: String,
+        data: Value,
+    },
     /// The execution ran past its `TimeoutSeconds`.
     TimedOut,
     /// Stopped from outside (`Machine::abort_after`), as `StopExecution` would.
@@ -289,7 +294,9 @@ impl<'m, T: Tasks> Run<'m, T> {
                 }
                 let limit = parameters["MaxResults"].as_u64().unwrap_or(100) as usize;
                 let executions: Vec<Value> = std::iter::once(EXECUTION_ARN.to_owned())
-                    .chain((0..self.machine.running).map(|n| format!("{STATE_MACHINE_ARN}:other-{n}")))
+                    .chain(
+                        (0..self.machine.running).map(|n| format!("{STATE_MACHINE_ARN}:other-{n}")),
+                    )
                     .take(limit)
                     .map(|arn| json!({"ExecutionArn": arn, "Status": "RUNNING"}))
                     .collect();
@@ -736,7 +743,9 @@ fn evaluate(expression: &str, data: &Value, context: &Value) -> Result<Value, Ha
         let array = evaluate(argument, data, context)?;
         return match array.as_array() {
             Some(items) => Ok(json!(items.len())),
-            None => Err(Halt::Runtime(format!("States.ArrayLength: {array} is not an array"))),
+            None => Err(Halt::Runtime(format!(
+                "States.ArrayLength: {array} is not an array"
+            ))),
         };
     }
     assert!(
@@ -797,4 +806,3 @@ fn holds(rule: &Value, data: &Value) -> Result<bool, Halt> {
     }
     panic!("Choice operator not interpreted: {rule}");
 }
-

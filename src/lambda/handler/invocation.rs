@@ -324,8 +324,7 @@ mod tests {
         for line in lines {
             assert_eq!(line["span"]["request_id"], "req-7", "{line}");
             assert_eq!(
-                line["span"]["trace_id"],
-                "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1",
+                line["span"]["trace_id"], "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1",
                 "{line}"
             );
         }

@@ -169,7 +169,10 @@ pub async fn gc(collector: &GarbageCollector, event: LambdaEvent<Value>) -> Resu
     // The run's own numbers, besides the invocation's outcome line (never dropped by the
     // log level: metric lines are printed, not logged).
     let stack = super::metrics::stack_from_env();
-    println!("{}", super::metrics::gc_emf_line(&stack, started_ms, &report));
+    println!(
+        "{}",
+        super::metrics::gc_emf_line(&stack, started_ms, &report)
+    );
     for warning in report["warnings"].as_array().into_iter().flatten() {
         tracing::warn!(warning = %warning.as_str().unwrap_or_default(), "gc run");
     }
