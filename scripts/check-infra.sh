@@ -100,6 +100,12 @@ except InvalidDocumentException as err:
     for cause in err.causes:
         print(f"check-infra.sh: SAM transform: {cause.message}", file=sys.stderr)
     sys.exit(1)
+# SAM resolves DeploymentPreference.Type from the parameter's value while transforming
+# (CloudFormation transforms with the stack's values; offline it sees the default): put the
+# reference back, as the deployed template has the chosen value there.
+for resource in expanded["Resources"].values():
+    if resource["Type"] == "AWS::CodeDeploy::DeploymentGroup":
+        resource["Properties"]["DeploymentConfigName"]["Fn::Sub"][1]["ConfigName"] = {"Ref": "DeploymentType"}
 with open(target, "w", encoding="utf-8") as handle:
     json.dump(expanded, handle, indent=2, sort_keys=True)
     handle.write("\n")
@@ -126,7 +132,8 @@ check_state_machines() {
     for definition in infra/statemachines/*.asl.json; do
         name="$(basename "$definition")"
         sed -e 's/\${Workers}/4/g' \
-            -e 's/\${GcFunctionArn}/arn:aws:lambda:us-east-1:123456789012:function:gc/g' \
+            -e 's/\${GcFunctionArn}/arn:aws:lambda:us-east-1:123456789012:function:gc:live/g' \
+            -e 's/\${Stack}/parqdb/g' \
             "$definition" >"$OUT/$name"
         if grep -q '\${' "$OUT/$name"; then
             echo "check-infra.sh: $definition has a substitution this script does not know" >&2

@@ -1,645 +1,23 @@
-//! The gc cycle state machine (`infra/statemachines/gc-cycle.asl.json`), driven in-process.
-//!
-//! A small interpreter of the Amazon States Language subset the definition uses — `Pass`,
-//! `Task` (the `lambda:invoke` integration), `Choice` (`StringEquals`, `BooleanEquals`),
-//! `Wait`, `Map` (inline: `ItemsPath`, `ItemSelector` with `$$.Map.Item.Value`,
-//! `MaxConcurrencyPath`, `ItemProcessor`), `Succeed`, `Fail`; `Retry` (with its backoff) and
-//! `Catch`; `Parameters`, `ResultSelector`, `ResultPath`; the intrinsic
-//! `States.StringToJson`; the execution's `TimeoutSeconds` — runs the definition exactly as
-//! written, with its Lambda task calling the gc function's handler (`run_scheduled_within`)
-//! on a real warehouse. The interpreter refuses any field it does not interpret, so the
-//! definition cannot grow something these tests silently skip. A `Map` runs its iterations
-//! one after the other, or round-robin (one task attempt of each iteration in flight in
-//! turn, at most `MaxConcurrency` in flight) to mimic concurrent workers. `Wait` states and
-//! retry backoffs do not sleep: they advance the test clock.
+//! The gc cycle state machine (`infra/statemachines/gc-cycle.asl.json`), driven in-process
+//! by the interpreter of `tests/asl` exactly as written, with its Lambda task calling the
+//! gc function's handler (`run_scheduled_within`) on a real warehouse: whole cycles, cut
+//! off and resumed; retries and their backoff; waits for another run's lease; no
+//! overlapping executions; the history events of each execution at 16 and 1,000
+//! partitions.
 //!
 //! The definition's syntax is checked offline by `scripts/check-infra.sh` (asl-validator);
 //! this test checks its logic.
 
+mod asl;
 mod gc_support;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use asl::{Ending, Execution, GC_ARN, Machine, STACK, TaskResult, Tasks};
 use gc_support::{Backend, Env, Layout, MINUTE, test_config};
 use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcStep, run_scheduled_within};
-use serde_json::{Map, Value, json};
-
-const DEFINITION: &str = include_str!("../infra/statemachines/gc-cycle.asl.json");
-const GC_ARN: &str = "arn:aws:lambda:us-east-1:123456789012:function:gc";
-
-// ---------------------------------------------------------------------------------------
-// The interpreter
-// ---------------------------------------------------------------------------------------
-
-/// How an execution ended.
-#[derive(Debug, Clone, PartialEq)]
-enum Ending {
-    Succeeded(Value),
-    /// A `Fail` state (`error` is its `Error`; `data` its input, with `$.error`), or an
-    /// uncaught error.
-    Failed {
-        error: String,
-        data: Value,
-    },
-    /// The execution ran past its `TimeoutSeconds`.
-    TimedOut,
-    /// Stopped from outside (`Machine::abort_after`), as `StopExecution` would.
-    Aborted,
-}
-
-/// One task attempt's outcome: the Lambda payload, or an error name (`errorType`).
-type TaskResult = Result<Value, String>;
-
-/// What the Task states invoke, and what the execution's waits do.
-trait Tasks {
-    /// One attempt of a Task state, with the state's resolved `Parameters`.
-    async fn invoke(&mut self, parameters: Value) -> TaskResult;
-
-    /// The execution waits `seconds` (a `Wait` state, a retry's backoff).
-    fn wait(&mut self, _seconds: u64) {}
-}
-
-/// How a `Map` runs its iterations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Schedule {
-    /// One iteration after the other, each to its end.
-    Sequential,
-    /// Round-robin over at most `MaxConcurrency` iterations in flight: one task attempt
-    /// (or wait) of each in turn, a new iteration starting when one ends.
-    RoundRobin,
-}
-
-/// What became of an execution.
-#[derive(Debug)]
-struct Execution {
-    ending: Ending,
-    /// Every state entered (`Scan[2]/ScanPartition` inside an iteration), every retry
-    /// (`... retry ERROR after Ns`).
-    trace: Vec<String>,
-    /// Every wait, in seconds (`Wait` states and retry backoffs, at their upper bound).
-    waits: Vec<u64>,
-    /// The most `Map` iterations that were in flight at once.
-    max_in_flight: usize,
-}
-
-struct Machine {
-    definition: Value,
-    schedule: Schedule,
-    abort_after: Option<usize>,
-}
-
-/// Why an execution stopped before reaching a terminal state.
-enum Halt {
-    TimedOut,
-    Aborted,
-    /// `States.Runtime`: a path matched nothing, a value had the wrong type. Neither
-    /// retried nor caught.
-    Runtime(String),
-}
-
-/// Where one branch (the execution, or one `Map` iteration) stands.
-struct Branch<'d> {
-    states: &'d Map<String, Value>,
-    label: String,
-    at: String,
-    data: Value,
-    context: Value,
-    /// Retries spent per retrier of the current state.
-    attempts: Vec<u32>,
-}
-
-enum Progress {
-    Running,
-    Succeeded(Value),
-    Failed { error: String, data: Value },
-}
-
-impl Machine {
-    /// The definition with `${Workers}` = `workers`, as the template substitutes it.
-    fn new(workers: usize) -> Machine {
-        let text = DEFINITION
-            .replace("${Workers}", &workers.to_string())
-            .replace("${GcFunctionArn}", GC_ARN);
-        assert!(
-            !text.contains("${"),
-            "a substitution the template does not provide"
-        );
-        let definition: Value = serde_json::from_str(&text).expect("the definition is JSON");
-        check_subset(&definition, true);
-        Machine {
-            definition,
-            schedule: Schedule::Sequential,
-            abort_after: None,
-        }
-    }
-
-    fn round_robin(mut self) -> Machine {
-        self.schedule = Schedule::RoundRobin;
-        self
-    }
-
-    /// Stop the execution once `tasks` task attempts have been made (the last one's
-    /// invocation ran; its answer is lost).
-    fn abort_after(mut self, tasks: usize) -> Machine {
-        self.abort_after = Some(tasks);
-        self
-    }
-
-    async fn execute<T: Tasks>(&self, input: Value, tasks: &mut T) -> Execution {
-        let mut run = Run {
-            machine: self,
-            tasks,
-            trace: Vec::new(),
-            waits: Vec::new(),
-            elapsed_s: 0,
-            attempts: 0,
-            max_in_flight: 0,
-        };
-        let mut branch = Branch {
-            states: self.definition["States"].as_object().expect("States"),
-            label: String::new(),
-            at: self.definition["StartAt"]
-                .as_str()
-                .expect("StartAt")
-                .to_owned(),
-            data: input,
-            context: json!({"Execution": {"Id": "arn:aws:states:us-east-1:123456789012:execution:gc-cycle:test"}}),
-            attempts: Vec::new(),
-        };
-        let ending = loop {
-            match run.advance(&mut branch).await {
-                Ok(Progress::Running) => continue,
-                Ok(Progress::Succeeded(output)) => break Ending::Succeeded(output),
-                Ok(Progress::Failed { error, data }) => break Ending::Failed { error, data },
-                Err(Halt::TimedOut) => break Ending::TimedOut,
-                Err(Halt::Aborted) => break Ending::Aborted,
-                Err(Halt::Runtime(why)) => {
-                    break Ending::Failed {
-                        error: "States.Runtime".into(),
-                        data: json!({"cause": why}),
-                    };
-                }
-            }
-        };
-        Execution {
-            ending,
-            trace: run.trace,
-            waits: run.waits,
-            max_in_flight: run.max_in_flight,
-        }
-    }
-}
-
-struct Run<'m, T> {
-    machine: &'m Machine,
-    tasks: &'m mut T,
-    trace: Vec<String>,
-    waits: Vec<u64>,
-    elapsed_s: u64,
-    attempts: usize,
-    max_in_flight: usize,
-}
-
-impl<'m, T: Tasks> Run<'m, T> {
-    fn wait(&mut self, seconds: u64) -> Result<(), Halt> {
-        self.waits.push(seconds);
-        self.tasks.wait(seconds);
-        self.elapsed_s += seconds;
-        match self.machine.definition["TimeoutSeconds"].as_u64() {
-            Some(timeout) if self.elapsed_s > timeout => Err(Halt::TimedOut),
-            _ => Ok(()),
-        }
-    }
-
-    /// Run `branch` up to and including its next task attempt or wait (a `Map` state runs
-    /// all its iterations), or to its end.
-    async fn advance(&mut self, branch: &mut Branch<'m>) -> Result<Progress, Halt> {
-        loop {
-            let states = branch.states;
-            let state = &states[&branch.at];
-            let name = format!("{}{}", branch.label, branch.at);
-            if branch.attempts.is_empty() {
-                self.trace.push(name.clone());
-            }
-            match state["Type"].as_str().expect("Type") {
-                "Pass" => {
-                    let result = match state.get("Parameters") {
-                        Some(parameters) => resolve(parameters, &branch.data, &branch.context)?,
-                        None => branch.data.clone(),
-                    };
-                    branch.data = place(&branch.data, state.get("ResultPath"), result);
-                    branch.go(&state["Next"]);
-                }
-                "Choice" => {
-                    let mut next = &state["Default"];
-                    for rule in state["Choices"].as_array().expect("Choices") {
-                        if holds(rule, &branch.data)? {
-                            next = &rule["Next"];
-                            break;
-                        }
-                    }
-                    branch.go(next);
-                }
-                "Wait" => {
-                    branch.go(&state["Next"]);
-                    self.wait(state["Seconds"].as_u64().expect("Seconds"))?;
-                    return Ok(Progress::Running);
-                }
-                "Succeed" => return Ok(Progress::Succeeded(branch.data.clone())),
-                "Fail" => {
-                    return Ok(Progress::Failed {
-                        error: state["Error"].as_str().expect("Error").to_owned(),
-                        data: branch.data.clone(),
-                    });
-                }
-                "Task" => {
-                    if self.machine.abort_after.is_some_and(|n| self.attempts >= n) {
-                        return Err(Halt::Aborted);
-                    }
-                    let parameters = resolve(&state["Parameters"], &branch.data, &branch.context)?;
-                    self.attempts += 1;
-                    let outcome = self.tasks.invoke(parameters).await;
-                    if self.machine.abort_after.is_some_and(|n| self.attempts >= n) {
-                        return Err(Halt::Aborted);
-                    }
-                    match outcome {
-                        Ok(payload) => {
-                            let invocation = json!({"Payload": payload, "StatusCode": 200});
-                            let result = match state.get("ResultSelector") {
-                                Some(selector) => resolve(selector, &invocation, &branch.context)?,
-                                None => invocation,
-                            };
-                            branch.data = place(&branch.data, state.get("ResultPath"), result);
-                            branch.go(&state["Next"]);
-                            return Ok(Progress::Running);
-                        }
-                        Err(error) => return self.failed(branch, state, &name, error),
-                    }
-                }
-                "Map" => {
-                    let label = format!("{}{}", branch.label, branch.at);
-                    match Box::pin(self.map(state, &branch.data, &branch.context, &label)).await? {
-                        Ok(results) => {
-                            branch.data = place(&branch.data, state.get("ResultPath"), results);
-                            branch.go(&state["Next"]);
-                            return Ok(Progress::Running);
-                        }
-                        Err(error) => return self.failed(branch, state, &name, error),
-                    }
-                }
-                other => panic!("state type {other} is not interpreted"),
-            }
-        }
-    }
-
-    /// A state's error: retried (with its backoff) if a retrier matches and has attempts
-    /// left, else caught, else the branch fails.
-    fn failed(
-        &mut self,
-        branch: &mut Branch<'m>,
-        state: &'m Value,
-        name: &str,
-        error: String,
-    ) -> Result<Progress, Halt> {
-        let retriers = state["Retry"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-        if branch.attempts.len() != retriers.len() {
-            branch.attempts = vec![0; retriers.len()];
-        }
-        if let Some(at) = retriers
-            .iter()
-            .position(|retrier| matches_error(&retrier["ErrorEquals"], &error))
-        {
-            let retrier = &retriers[at];
-            let max_attempts = retrier["MaxAttempts"].as_u64().unwrap_or(3) as u32;
-            if branch.attempts[at] < max_attempts {
-                let interval = retrier["IntervalSeconds"].as_f64().unwrap_or(1.0);
-                let rate = retrier["BackoffRate"].as_f64().unwrap_or(2.0);
-                let mut delay = interval * rate.powi(branch.attempts[at] as i32);
-                if let Some(cap) = retrier["MaxDelaySeconds"].as_f64() {
-                    delay = delay.min(cap);
-                }
-                branch.attempts[at] += 1;
-                let delay = delay.round() as u64;
-                self.trace
-                    .push(format!("{name} retry {error} after {delay}s"));
-                self.wait(delay)?;
-                return Ok(Progress::Running);
-            }
-        }
-        let catcher = state["Catch"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|catcher| matches_error(&catcher["ErrorEquals"], &error));
-        match catcher {
-            Some(catcher) => {
-                branch.data = place(
-                    &branch.data,
-                    catcher.get("ResultPath"),
-                    json!({"Error": error, "Cause": ""}),
-                );
-                branch.go(&catcher["Next"]);
-                Ok(Progress::Running)
-            }
-            None => Ok(Progress::Failed {
-                error,
-                data: branch.data.clone(),
-            }),
-        }
-    }
-
-    /// Run a `Map` state over its items; the iterations' outputs, or the first error.
-    async fn map(
-        &mut self,
-        state: &'m Value,
-        data: &Value,
-        context: &Value,
-        label: &str,
-    ) -> Result<Result<Value, String>, Halt> {
-        let items = evaluate(state["ItemsPath"].as_str().unwrap_or("$"), data, context)?;
-        let items = items
-            .as_array()
-            .ok_or_else(|| Halt::Runtime(format!("{label}: ItemsPath is not an array")))?
-            .clone();
-        let limit = match state.get("MaxConcurrencyPath") {
-            Some(path) => evaluate(path.as_str().expect("a path"), data, context)?
-                .as_u64()
-                .ok_or_else(|| Halt::Runtime(format!("{label}: MaxConcurrency is not a number")))?,
-            None => state["MaxConcurrency"].as_u64().unwrap_or(0),
-        };
-        let limit = match limit {
-            0 => usize::MAX,
-            n => n as usize,
-        };
-        let processor = &state["ItemProcessor"];
-        let states = processor["States"].as_object().expect("States");
-        let start = processor["StartAt"].as_str().expect("StartAt");
-        let mut branches = Vec::new();
-        for (index, item) in items.iter().enumerate() {
-            let mut context = context.clone();
-            context["Map"] = json!({"Item": {"Index": index, "Value": item}});
-            let input = match state.get("ItemSelector") {
-                Some(selector) => resolve(selector, data, &context)?,
-                None => item.clone(),
-            };
-            branches.push(Branch {
-                states,
-                label: format!("{label}[{index}]/"),
-                at: start.to_owned(),
-                data: input,
-                context,
-                attempts: Vec::new(),
-            });
-        }
-        let mut results = vec![Value::Null; branches.len()];
-        let mut pending: VecDeque<usize> = (0..branches.len()).collect();
-        let mut active: Vec<usize> = Vec::new();
-        loop {
-            let room = match self.machine.schedule {
-                Schedule::Sequential => 1,
-                Schedule::RoundRobin => limit,
-            };
-            while active.len() < room {
-                match pending.pop_front() {
-                    Some(next) => active.push(next),
-                    None => break,
-                }
-            }
-            if active.is_empty() {
-                return Ok(Ok(Value::Array(results)));
-            }
-            self.max_in_flight = self.max_in_flight.max(active.len());
-            let mut still = Vec::new();
-            for index in active {
-                match self.advance(&mut branches[index]).await? {
-                    Progress::Running => still.push(index),
-                    Progress::Succeeded(output) => results[index] = output,
-                    // The first failed iteration fails the Map (the others are stopped).
-                    Progress::Failed { error, .. } => return Ok(Err(error)),
-                }
-            }
-            active = still;
-        }
-    }
-}
-
-impl Branch<'_> {
-    fn go(&mut self, next: &Value) {
-        self.at = next
-            .as_str()
-            .expect("a transition names a state")
-            .to_owned();
-        self.attempts.clear();
-    }
-}
-
-/// Panic unless `scope` (the definition, or a `Map`'s `ItemProcessor`) uses only what
-/// this interpreter interprets, and every transition names a state of its scope.
-fn check_subset(scope: &Value, top: bool) {
-    let allowed: &[&str] = if top {
-        &["Comment", "StartAt", "TimeoutSeconds", "States"]
-    } else {
-        &["ProcessorConfig", "StartAt", "States"]
-    };
-    keys_within(scope, allowed, "the definition");
-    let states = scope["States"].as_object().expect("States");
-    let start = scope["StartAt"].as_str().expect("StartAt");
-    assert!(states.contains_key(start), "StartAt {start}");
-    let known = |name: &str, next: &Value| {
-        let next = next.as_str().unwrap_or_else(|| panic!("{name}: Next"));
-        assert!(states.contains_key(next), "{name} goes to unknown {next}");
-    };
-    for (name, state) in states {
-        let fields: &[&str] = match state["Type"].as_str().expect("Type") {
-            "Pass" => &["Parameters", "ResultPath", "Next"],
-            "Task" => &[
-                "Resource",
-                "Parameters",
-                "ResultSelector",
-                "ResultPath",
-                "Retry",
-                "Catch",
-                "Next",
-            ],
-            "Choice" => &["Choices", "Default"],
-            "Wait" => &["Seconds", "Next"],
-            "Map" => &[
-                "ItemsPath",
-                "ItemSelector",
-                "MaxConcurrencyPath",
-                "ItemProcessor",
-                "ResultPath",
-                "Catch",
-                "Next",
-            ],
-            "Succeed" => &[],
-            "Fail" => &["Error", "Cause"],
-            other => panic!("{name}: state type {other} is not interpreted"),
-        };
-        let mut fields = fields.to_vec();
-        fields.extend(["Type", "Comment"]);
-        keys_within(state, &fields, name);
-        if let Some(next) = state.get("Next") {
-            known(name, next);
-        }
-        if let Some(default) = state.get("Default") {
-            known(name, default);
-        }
-        for rule in state["Choices"].as_array().into_iter().flatten() {
-            keys_within(
-                rule,
-                &["Variable", "StringEquals", "BooleanEquals", "Next"],
-                name,
-            );
-            known(name, &rule["Next"]);
-        }
-        for retrier in state["Retry"].as_array().into_iter().flatten() {
-            keys_within(
-                retrier,
-                &[
-                    "ErrorEquals",
-                    "IntervalSeconds",
-                    "MaxAttempts",
-                    "BackoffRate",
-                    "MaxDelaySeconds",
-                    "JitterStrategy",
-                ],
-                name,
-            );
-        }
-        for catcher in state["Catch"].as_array().into_iter().flatten() {
-            keys_within(catcher, &["ErrorEquals", "ResultPath", "Next"], name);
-            known(name, &catcher["Next"]);
-        }
-        if state["Type"] == "Task" {
-            assert_eq!(
-                state["Resource"], "arn:aws:states:::lambda:invoke",
-                "{name}"
-            );
-            assert_eq!(state["Parameters"]["FunctionName"], GC_ARN, "{name}");
-        }
-        if state["Type"] == "Map" {
-            let processor = &state["ItemProcessor"];
-            assert_eq!(processor["ProcessorConfig"]["Mode"], "INLINE", "{name}");
-            keys_within(&processor["ProcessorConfig"], &["Mode"], name);
-            check_subset(processor, false);
-        }
-    }
-}
-
-fn keys_within(value: &Value, allowed: &[&str], owner: &str) {
-    for key in value.as_object().expect("an object").keys() {
-        assert!(
-            allowed.contains(&key.as_str()),
-            "{owner}: `{key}` is not interpreted by this test"
-        );
-    }
-}
-
-fn matches_error(names: &Value, error: &str) -> bool {
-    names
-        .as_array()
-        .expect("ErrorEquals")
-        .iter()
-        .any(|name| name == "States.ALL" || name == error)
-}
-
-/// A path of the form `$`, `$.a.b` or `$$.a.b` (the context object).
-fn path<'v>(data: &'v Value, context: &'v Value, path: &str) -> Option<&'v Value> {
-    let (mut at, rest) = match path.strip_prefix("$$") {
-        Some(rest) => (context, rest),
-        None => (data, path.strip_prefix('$').expect("a path starts with $")),
-    };
-    for key in rest.split('.').filter(|k| !k.is_empty()) {
-        at = at.get(key)?;
-    }
-    Some(at)
-}
-
-/// `Parameters`, `ItemSelector`, `ResultSelector`: keys ending in `.$` are paths or
-/// intrinsics.
-fn resolve(template: &Value, data: &Value, context: &Value) -> Result<Value, Halt> {
-    Ok(match template {
-        Value::Object(fields) => {
-            let mut out = Map::new();
-            for (key, value) in fields {
-                match key.strip_suffix(".$") {
-                    Some(key) => {
-                        let expression = value.as_str().expect("a path");
-                        out.insert(key.to_owned(), evaluate(expression, data, context)?);
-                    }
-                    None => {
-                        out.insert(key.clone(), resolve(value, data, context)?);
-                    }
-                }
-            }
-            Value::Object(out)
-        }
-        other => other.clone(),
-    })
-}
-
-fn evaluate(expression: &str, data: &Value, context: &Value) -> Result<Value, Halt> {
-    if let Some(argument) = expression
-        .strip_prefix("States.StringToJson('")
-        .and_then(|rest| rest.strip_suffix("')"))
-    {
-        return serde_json::from_str(argument)
-            .map_err(|err| Halt::Runtime(format!("States.StringToJson: {err}")));
-    }
-    assert!(
-        !expression.starts_with("States."),
-        "intrinsic {expression} is not interpreted"
-    );
-    path(data, context, expression)
-        .cloned()
-        .ok_or_else(|| Halt::Runtime(format!("{expression} matches nothing in {data}")))
-}
-
-/// `ResultPath`: `$` (or none) replaces the input, `$.a.b` sets a field, null discards
-/// the result.
-fn place(data: &Value, result_path: Option<&Value>, result: Value) -> Value {
-    match result_path.map(|p| p.as_str()) {
-        None | Some(Some("$")) => result,
-        Some(None) => data.clone(),
-        Some(Some(path)) => {
-            let mut out = data.clone();
-            let keys: Vec<&str> = path
-                .strip_prefix("$.")
-                .expect("a field path")
-                .split('.')
-                .collect();
-            let mut at = &mut out;
-            for key in &keys[..keys.len() - 1] {
-                at = at
-                    .as_object_mut()
-                    .expect("an object")
-                    .entry(*key)
-                    .or_insert_with(|| json!({}));
-            }
-            at.as_object_mut()
-                .expect("an object")
-                .insert(keys[keys.len() - 1].to_owned(), result);
-            out
-        }
-    }
-}
-
-/// A Choice rule. A variable that matches nothing is `States.Runtime`; one of another
-/// type does not match.
-fn holds(rule: &Value, data: &Value) -> Result<bool, Halt> {
-    let name = rule["Variable"].as_str().expect("Variable");
-    let variable = path(data, &Value::Null, name)
-        .ok_or_else(|| Halt::Runtime(format!("Choice: {name} matches nothing in {data}")))?;
-    if let Some(expected) = rule.get("StringEquals") {
-        return Ok(variable == expected);
-    }
-    if let Some(expected) = rule.get("BooleanEquals") {
-        return Ok(variable == expected);
-    }
-    panic!("Choice operator not interpreted: {rule}");
-}
+use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------
 // The gc function, as the Lambda task invokes it
@@ -831,23 +209,12 @@ fn interleaved(calls: &[u64]) -> bool {
 // Tests
 // ---------------------------------------------------------------------------------------
 
-#[test]
-fn the_definition_is_what_the_template_deploys() {
-    let machine = Machine::new(7);
-    let definition = &machine.definition;
-    assert_eq!(definition["TimeoutSeconds"], 86_400);
-    assert_eq!(definition["States"]["Start"]["Type"], "Pass");
-    let states = definition["States"].as_object().expect("States");
+/// The retriers and catchers of every gc task (the serial steps in the execution, the
+/// partition steps in the Distributed Maps' child executions).
+fn gc_tasks(definition: &Value) -> Vec<(String, &Value)> {
     let mut tasks = Vec::new();
-    for (name, state) in states {
+    for (name, state) in definition["States"].as_object().expect("States") {
         if state["Type"] == "Map" {
-            assert_eq!(state["ItemsPath"], "$.plan.partitions", "{name}");
-            assert_eq!(state["MaxConcurrencyPath"], "$.cycle.workers", "{name}");
-            assert_eq!(
-                state["ResultPath"],
-                Value::Null,
-                "{name}: the results are dropped"
-            );
             for (inner, task) in state["ItemProcessor"]["States"]
                 .as_object()
                 .expect("States")
@@ -857,43 +224,116 @@ fn the_definition_is_what_the_template_deploys() {
                 }
             }
         }
-        if state["Type"] == "Task" {
+        if state["Resource"] == "arn:aws:states:::lambda:invoke" {
             tasks.push((name.clone(), state));
         }
-        if matches!(state["Type"].as_str(), Some("Task" | "Map")) {
-            // Every step, and every fan-out, ends in Failed on an error retries did not fix.
+    }
+    tasks
+}
+
+fn errors(list: &Value) -> BTreeSet<&str> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|entry| entry["ErrorEquals"].as_array().expect("ErrorEquals"))
+        .map(|name| name.as_str().expect("a name"))
+        .collect()
+}
+
+#[test]
+fn the_definition_is_what_the_template_deploys() {
+    let machine = Machine::new(7);
+    let definition = &machine.definition;
+    assert_eq!(definition["TimeoutSeconds"], 604_800, "a week");
+    assert_eq!(definition["StartAt"], "Start");
+    let states = definition["States"].as_object().expect("States");
+    assert_eq!(
+        states["Start"]["Next"], "CheckOverlap",
+        "no work before the check"
+    );
+    for (name, state) in states {
+        if state["Type"] == "Map" {
+            assert_eq!(state["ItemsPath"], "$.plan.partitions", "{name}");
+            assert_eq!(state["MaxConcurrencyPath"], "$.cycle.workers", "{name}");
+            assert_eq!(
+                state["ItemProcessor"]["ProcessorConfig"]["Mode"], "DISTRIBUTED",
+                "{name}: one child execution per partition"
+            );
+            assert_eq!(state["ResultPath"], Value::Null, "{name}: results dropped");
             let catchers = state["Catch"].as_array().expect("Catch");
-            assert_eq!(catchers.len(), 1, "{name}");
-            assert_eq!(catchers[0]["ErrorEquals"], json!(["States.ALL"]), "{name}");
-            assert_eq!(catchers[0]["Next"], "Failed", "{name}");
+            assert_eq!(
+                catchers[0]["ErrorEquals"],
+                json!(["States.ExceedToleratedFailureThreshold"])
+            );
+            assert_eq!(catchers[0]["Next"], "PartitionFailed", "{name}");
+            assert_eq!(catchers[1]["ErrorEquals"], json!(["States.ALL"]), "{name}");
         }
         if state["Type"] == "Wait" {
             assert_eq!(state["Seconds"], 60, "{name}");
         }
     }
+    let tasks = gc_tasks(definition);
     assert_eq!(tasks.len(), 5, "plan, scan, verify, delete, finish");
+    let crashes = [
+        "Lambda.Unknown",
+        "Sandbox.Timedout",
+        "Runtime.OutOfMemory",
+        "Runtime.ExitError",
+    ];
     for (name, task) in tasks {
-        let retried: BTreeSet<&str> = task["Retry"]
-            .as_array()
-            .expect("Retry")
-            .iter()
-            .flat_map(|retrier| retrier["ErrorEquals"].as_array().expect("ErrorEquals"))
-            .map(|name| name.as_str().expect("a name"))
-            .collect();
+        assert_eq!(
+            task["Parameters"]["FunctionName"], GC_ARN,
+            "{name}: the alias"
+        );
+        let retried = errors(&task["Retry"]);
         for error in [
             "STORE_UNAVAILABLE",
             "Lambda.ServiceException",
             "Lambda.AWSLambdaException",
             "Lambda.SdkClientException",
             "Lambda.TooManyRequestsException",
-        ] {
+        ]
+        .iter()
+        .chain(&crashes)
+        {
             assert!(retried.contains(error), "{name} retries {error}");
         }
         for error in ["States.ALL", "INVALID_CONFIGURATION", "WAREHOUSE_NOT_OWNED"] {
             assert!(!retried.contains(error), "{name} must not retry {error}");
         }
+        // A crash is retried once; the steps are idempotent.
+        let crash_retrier = task["Retry"]
+            .as_array()
+            .expect("Retry")
+            .iter()
+            .find(|r| r["ErrorEquals"][0] == crashes[0])
+            .expect("a crash retrier");
+        assert_eq!(crash_retrier["MaxAttempts"], 1, "{name}");
+        if name.contains('/') {
+            assert!(task.get("Catch").is_none(), "{name}: the child fails");
+        } else {
+            let catchers = task["Catch"].as_array().expect("Catch");
+            assert_eq!(catchers[0]["ErrorEquals"], json!(crashes), "{name}");
+            assert_eq!(catchers[0]["Next"], "StepCrashed", "{name}");
+            assert_eq!(catchers[1]["ErrorEquals"], json!(["States.ALL"]), "{name}");
+            assert_eq!(catchers[1]["Next"], "Failed", "{name}");
+        }
     }
-    assert_eq!(states["Failed"]["Error"], "GcRunFailed");
+    for (state, error) in [
+        ("Failed", "GcRunFailed"),
+        ("StepCrashed", "GcStepCrashed"),
+        ("PartitionFailed", "GcPartitionFailed"),
+        ("OverlapCheckFailed", "GcOverlapCheckFailed"),
+    ] {
+        assert_eq!(states[state]["Type"], "Fail", "{state}");
+        assert_eq!(states[state]["Error"], error, "{state}");
+        assert!(
+            states[state]["Cause"]
+                .as_str()
+                .is_some_and(|c| c.len() > 80),
+            "{state}: a clear cause"
+        );
+    }
 }
 
 /// Cycles of many small steps collect the garbage and nothing else; every cycle is one
@@ -1129,8 +569,8 @@ async fn the_next_execution_resumes_a_cut_off_run() {
         assert_eq!(fixture.existing(&fixture.live).await, fixture.live);
     }
 
-    // A step that fails with an error no retrier matches (the process died: out of memory)
-    // fails the execution; the next one resumes the run.
+    // A step that crashes twice in a row (the process died: out of memory) fails the
+    // execution with a clear cause after one retry; the next one resumes the run.
     let fixture = fixture(Backend::Memory, 46).await;
     let env = &fixture.env;
     env.advance(30 * MINUTE);
@@ -1139,7 +579,7 @@ async fn the_next_execution_resumes_a_cut_off_run() {
     let mut lambda = Lambda::new(&collector, env).faking(|payload| {
         if payload["step"] == "verify" {
             verifies += 1;
-            if verifies == 1 {
+            if verifies <= 2 {
                 return Some(Err("Runtime.OutOfMemory".into()));
             }
         }
@@ -1149,8 +589,9 @@ async fn the_next_execution_resumes_a_cut_off_run() {
     let Ending::Failed { error, data } = &failed.ending else {
         panic!("{failed:?}");
     };
-    assert_eq!(error, "GcRunFailed");
+    assert_eq!(error, "GcStepCrashed");
     assert_eq!(data["error"]["Error"], "Runtime.OutOfMemory");
+    assert_eq!(failed.waits, [60], "retried once, a minute later");
     let run = lambda.planned(0);
     let from = lambda.calls.len();
     let resumed = Machine::new(4).execute(json!({}), &mut lambda).await;
@@ -1284,8 +725,10 @@ async fn store_outages_are_retried_with_backoff() {
 
 #[tokio::test]
 async fn configuration_errors_fail_the_execution_at_once() {
-    // A warehouse nobody claimed: the plan step refuses it.
+    // A warehouse nobody claimed that holds data: the plan step refuses it.
     let env = Env::new(Backend::Memory, 49);
+    env.put("indexes/legacy/part-0", b"written before ownership")
+        .await;
     let collector = env.gc(config());
     let mut lambda = Lambda::new(&collector, &env);
     let execution = Machine::new(4).execute(json!({}), &mut lambda).await;
@@ -1296,7 +739,10 @@ async fn configuration_errors_fail_the_execution_at_once() {
     assert_eq!(data["error"]["Error"], "INVALID_CONFIGURATION");
     assert_eq!(lambda.calls.len(), 1, "not retried");
     assert!(execution.waits.is_empty());
-    assert_eq!(execution.trace, ["Start", "Plan", "Failed"]);
+    assert_eq!(
+        execution.trace,
+        ["Start", "CheckOverlap", "Overlapping", "Plan", "Failed"]
+    );
 
     // A warehouse another catalog owns.
     let fixture = fixture(Backend::Memory, 50).await;
@@ -1359,7 +805,17 @@ async fn a_skipped_plan_ends_the_execution_quietly() {
         panic!("{execution:?}");
     };
     assert_eq!(output["plan"]["status"], "skipped", "{output}");
-    assert_eq!(execution.trace, ["Start", "Plan", "Planned", "Done"]);
+    assert_eq!(
+        execution.trace,
+        [
+            "Start",
+            "CheckOverlap",
+            "Overlapping",
+            "Plan",
+            "Planned",
+            "Done"
+        ]
+    );
     assert_eq!(lambda.calls.len(), from + 1);
 
     // Once that lease has expired, the next execution resumes the unfinished run.
@@ -1456,7 +912,7 @@ async fn a_skipped_step_waits_and_retries() {
         );
     }
 
-    // Skipped for ever: the execution times out after a day (TimeoutSeconds).
+    // Skipped for ever: the execution times out after a week (TimeoutSeconds).
     let mut busy = Scripted::new(|_, payload: &Value| {
         Ok(match payload["step"].as_str() {
             Some("plan") => answer("plan", "in-progress", true, 2),
@@ -1466,7 +922,7 @@ async fn a_skipped_step_waits_and_retries() {
     });
     let execution = Machine::new(4).execute(json!({}), &mut busy).await;
     assert_eq!(execution.ending, Ending::TimedOut);
-    assert_eq!(execution.waits.len(), 86_400 / 60 + 1);
+    assert_eq!(execution.waits.len(), 604_800 / 60 + 1);
 }
 
 #[tokio::test]
@@ -1489,4 +945,243 @@ async fn one_step_at_a_time_by_hand_is_what_the_machine_does() {
         "{execution:?}"
     );
     assert_eq!(lambda.planned(0), BTreeSet::from([run.to_string()]));
+}
+
+/// A fresh stack (no marker, nothing in the warehouse) has nothing to collect: its cycles
+/// succeed at once without writing anything, and the first cycle after the first write
+/// is an ordinary run.
+#[tokio::test]
+async fn a_fresh_stack_s_cycles_succeed_with_nothing_to_do() {
+    let env = Env::new(Backend::Memory, 55);
+    let collector = env.gc(config());
+    let mut lambda = Lambda::new(&collector, &env);
+    for _ in 0..3 {
+        let execution = Machine::new(4).execute(json!({}), &mut lambda).await;
+        let Ending::Succeeded(output) = &execution.ending else {
+            panic!("{execution:?}");
+        };
+        assert_eq!(output["plan"]["status"], "unclaimed");
+        assert_eq!(
+            execution.trace,
+            [
+                "Start",
+                "CheckOverlap",
+                "Overlapping",
+                "Plan",
+                "Planned",
+                "Done"
+            ]
+        );
+        env.advance(60 * MINUTE);
+    }
+    assert!(env.objects().await.is_empty(), "nothing written");
+    // The answer counts as a completed run on the metric line (no overdue alarm on an
+    // unused stack).
+    let (_, answer) = &lambda.calls[0];
+    let answer = answer.as_ref().expect("answered");
+    let line: Value = serde_json::from_str(&parqdb_catalog::lambda::metrics::gc_emf_line(
+        STACK, 1, answer,
+    ))
+    .expect("an EMF line");
+    assert_eq!(line["RunsCompleted"], 1);
+
+    gc::claim(&env.catalog, env.now()).await.expect("claimed");
+    let from = lambda.calls.len();
+    let execution = Machine::new(4).execute(json!({}), &mut lambda).await;
+    let Ending::Succeeded(output) = &execution.ending else {
+        panic!("{execution:?}");
+    };
+    assert_eq!(output["last"]["status"], "completed");
+    assert_eq!(lambda.planned(from).len(), 1, "a run");
+}
+
+/// An execution that finds another execution of the state machine running records the
+/// metric and ends at once, as a success, invoking nothing; one that cannot tell fails
+/// before doing anything.
+#[tokio::test]
+async fn an_execution_never_overlaps_another() {
+    let fixture = fixture(Backend::Memory, 56).await;
+    let env = &fixture.env;
+    env.advance(30 * MINUTE);
+    let collector = env.gc(config());
+    let mut lambda = Lambda::new(&collector, env);
+    let execution = Machine::new(4)
+        .with_running(1)
+        .execute(json!({}), &mut lambda)
+        .await;
+    let Ending::Succeeded(output) = &execution.ending else {
+        panic!("{execution:?}");
+    };
+    assert_eq!(output["overlap"]["running"], 2);
+    assert_eq!(
+        execution.trace,
+        [
+            "Start",
+            "CheckOverlap",
+            "Overlapping",
+            "RecordOverlap",
+            "Overlapped"
+        ]
+    );
+    assert!(lambda.calls.is_empty(), "the gc function was not invoked");
+    let [metric] = execution.metrics.as_slice() else {
+        panic!("{:?}", execution.metrics);
+    };
+    assert_eq!(metric["Namespace"], "ParqDBCatalog");
+    let datum = &metric["MetricData"][0];
+    assert_eq!(datum["MetricName"], "CyclesSkippedOverlapping");
+    assert_eq!(datum["Value"], 1);
+    assert_eq!(
+        datum["Dimensions"],
+        json!([{"Name": "Stack", "Value": STACK}, {"Name": "Operation", "Value": "gc"}])
+    );
+    assert!(
+        fixture.existing(&fixture.garbage).await.len() == fixture.garbage.len(),
+        "nothing collected"
+    );
+
+    // Alone, it runs the cycle and records nothing.
+    let execution = Machine::new(4).execute(json!({}), &mut lambda).await;
+    assert!(
+        matches!(execution.ending, Ending::Succeeded(_)),
+        "{execution:?}"
+    );
+    assert!(execution.metrics.is_empty());
+    assert!(!lambda.calls.is_empty());
+
+    // The listing fails (three retries): the execution fails without invoking anything.
+    let from = lambda.calls.len();
+    let execution = Machine::new(4)
+        .listing_fails("Sfn.SfnException")
+        .execute(json!({}), &mut lambda)
+        .await;
+    let Ending::Failed { error, data } = &execution.ending else {
+        panic!("{execution:?}");
+    };
+    assert_eq!(error, "GcOverlapCheckFailed");
+    assert_eq!(data["error"]["Error"], "Sfn.SfnException");
+    assert_eq!(execution.waits, [5, 10, 20]);
+    assert_eq!(lambda.calls.len(), from);
+}
+
+/// A crashed invocation (out of memory, killed, timed out) is retried once a minute later,
+/// in the execution and in a partition's child execution; a partition whose step crashes
+/// twice fails its child execution, and the Map fails the execution with a clear cause.
+#[tokio::test]
+async fn a_crashed_step_is_retried_once_then_fails_clearly() {
+    let fixture = fixture(Backend::Memory, 57).await;
+    let env = &fixture.env;
+    env.advance(30 * MINUTE);
+    let collector = env.gc(config());
+    let (mut plans, mut scans) = (0, 0);
+    let mut lambda = Lambda::new(&collector, env).faking(|payload| {
+        let crash = match payload["step"].as_str() {
+            Some("plan") => {
+                plans += 1;
+                (plans == 1).then_some("Sandbox.Timedout")
+            }
+            Some("scan") if payload["partition"] == 2 => {
+                scans += 1;
+                (scans == 1).then_some("Lambda.Unknown")
+            }
+            _ => None,
+        };
+        crash.map(|error| Err(error.to_owned()))
+    });
+    let execution = Machine::new(4).execute(json!({}), &mut lambda).await;
+    let Ending::Succeeded(output) = &execution.ending else {
+        panic!("{execution:?}");
+    };
+    assert_eq!(output["last"]["status"], "completed");
+    let retries: Vec<&String> = execution
+        .trace
+        .iter()
+        .filter(|s| s.contains(" retry "))
+        .collect();
+    assert_eq!(
+        retries,
+        [
+            "Plan retry Sandbox.Timedout after 60s",
+            "Scan[2]/ScanPartition retry Lambda.Unknown after 60s",
+        ]
+    );
+
+    // Twice in a row in partition 1's deletion: the child fails, then the execution.
+    let fixture = self::fixture(Backend::Memory, 58).await;
+    let env = &fixture.env;
+    env.advance(30 * MINUTE);
+    let collector = env.gc(config());
+    let mut lambda = Lambda::new(&collector, env).faking(|payload| {
+        (payload["step"] == "delete" && payload["partition"] == 1)
+            .then(|| Err("Runtime.ExitError".to_owned()))
+    });
+    let execution = Machine::new(4).execute(json!({}), &mut lambda).await;
+    let Ending::Failed { error, data } = &execution.ending else {
+        panic!("{execution:?}");
+    };
+    assert_eq!(error, "GcPartitionFailed");
+    assert_eq!(
+        data["error"]["Error"],
+        "States.ExceedToleratedFailureThreshold"
+    );
+    assert!(
+        execution
+            .trace
+            .contains(&"Delete[1] failed Runtime.ExitError".to_owned()),
+        "{:?}",
+        execution.trace
+    );
+    assert_eq!(
+        lambda
+            .partitions("delete", 0)
+            .iter()
+            .filter(|&&p| p == 1)
+            .count(),
+        2,
+        "invoked, crashed, retried once, crashed"
+    );
+    assert_eq!(fixture.existing(&fixture.live).await, fixture.live);
+}
+
+/// The partitions run in child executions: the execution's own history does not grow
+/// with them, and each child's grows by 7 events per invocation. Here every partition's
+/// scan takes three invocations and its deletion two.
+#[tokio::test]
+async fn history_stays_small_whatever_the_partitions() {
+    for partitions in [16, 1_000] {
+        let mut invocations: BTreeMap<(String, u64), usize> = BTreeMap::new();
+        let mut gc = Scripted::new(|_, payload: &Value| {
+            let step = payload["step"].as_str().expect("step").to_owned();
+            let partition = payload["partition"].as_u64().unwrap_or(0);
+            let count = invocations.entry((step.clone(), partition)).or_default();
+            *count += 1;
+            let done = match step.as_str() {
+                "scan" => *count == 3,
+                "delete" => *count == 2,
+                _ => true,
+            };
+            Ok(answer(&step, "in-progress", done, partitions))
+        });
+        let execution = Machine::new(40).execute(json!({}), &mut gc).await;
+        assert!(
+            matches!(execution.ending, Ending::Succeeded(_)),
+            "{execution:?}"
+        );
+        assert_eq!(gc.calls.len(), 3 + 5 * partitions);
+        // Started and ended (2), Start (2), CheckOverlap (5), Overlapping (2), Plan (5),
+        // Planned (2), Scan (4: entered, Map Run started and succeeded, exited), Verify (5),
+        // Verified (2), Delete (4), Finish (5), Finished (2), Done (2).
+        assert_eq!(execution.events, 42, "{partitions} partitions");
+        let children = &execution.child_events;
+        assert_eq!(children.len(), 2 * partitions);
+        // Started and ended (2), k × (task 5 + choice 2), the Succeed state (2).
+        assert_eq!(
+            children.iter().filter(|&&e| e == 4 + 7 * 3).count(),
+            partitions
+        );
+        assert_eq!(
+            children.iter().filter(|&&e| e == 4 + 7 * 2).count(),
+            partitions
+        );
+    }
 }

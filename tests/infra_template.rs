@@ -23,58 +23,22 @@
 //!   concurrency, failed, timed-out and aborted executions reach an encrypted queue only
 //!   their rule may write, and its alarms watch the metrics the gc function emits.
 //!
-//! The template is read with `serde_norway` into a `serde_norway::Value`; CloudFormation
-//! short-form tags (`!Sub`, `!If`, ...) arrive as `Value::Tagged`. `scripts/check-infra.sh`
+//! The template is read with `serde_norway` into a `serde_norway::Value`
+//! (`tests/infra_support`); CloudFormation short-form tags (`!Sub`, `!If`, ...) arrive as
+//! `Value::Tagged`. `tests/infra_operations.rs` checks how the stack is run: tracing,
+//! aliases, the schedule's and manual invocations' failures, the dashboard, samconfig. `scripts/check-infra.sh`
 //! validates the template itself (cfn-lint, checkov, SAM expansion).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+mod infra_support;
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use infra_support::{
+    branches, parameter, property, reference, resource, resources, resources_of_type, root,
+    scalars, tagged, template,
+};
 use parqdb_catalog::store::dynamodb::{PARTITION_KEY, SORT_KEY};
 use serde_norway::Value;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn template() -> Value {
-    let path = root().join("infra/template.yaml");
-    let text = std::fs::read_to_string(&path).expect("read infra/template.yaml");
-    serde_norway::from_str(&text).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
-}
-
-/// The resources of the template by logical id, in template order.
-fn resources(template: &Value) -> Vec<(&str, &Value)> {
-    template
-        .get("Resources")
-        .and_then(Value::as_mapping)
-        .expect("the template has Resources")
-        .iter()
-        .map(|(name, resource)| (name.as_str().expect("a string id"), resource))
-        .collect()
-}
-
-fn resources_of_type<'a>(template: &'a Value, kind: &str) -> Vec<(&'a str, &'a Value)> {
-    resources(template)
-        .into_iter()
-        .filter(|(_, resource)| resource.get("Type").and_then(Value::as_str) == Some(kind))
-        .collect()
-}
-
-fn property<'a>(resource: &'a Value, name: &str) -> Option<&'a Value> {
-    resource
-        .get("Properties")
-        .and_then(|properties| properties.get(name))
-}
-
-/// The operand of a short-form tag (`!Sub`, `!If`, ...), if `value` is tagged with `tag`.
-/// (`Value`'s accessors such as `as_str` see through tags; this one checks the tag.)
-fn tagged<'a>(value: &'a Value, tag: &str) -> Option<&'a Value> {
-    match value {
-        Value::Tagged(tagged) if tagged.tag == tag => Some(&tagged.value),
-        _ => None,
-    }
-}
 
 /// The function binaries: `functions/src/bin/<name>.rs`, but the examples (`example-*`, not
 /// part of a deployment).
@@ -188,13 +152,6 @@ fn one_function_per_binary_named_after_it() {
         .filter_map(Value::as_str)
         .collect();
     assert_eq!(allowed, ["arm64", "x86_64"]);
-}
-
-/// `!Ref <name>` of a value, if it is one.
-fn reference(value: Option<&Value>) -> Option<&str> {
-    value
-        .and_then(|v| tagged(v, "!Ref"))
-        .and_then(Value::as_str)
 }
 
 #[test]
@@ -445,37 +402,6 @@ fn statements(template: &Value) -> Vec<Statement<'_>> {
     found
 }
 
-/// A statement, or both branches of `!If [condition, a, b]` (without `!Ref AWS::NoValue`).
-fn branches(node: &Value) -> Vec<&Value> {
-    match tagged(node, "!If")
-        .and_then(Value::as_sequence)
-        .map(Vec::as_slice)
-    {
-        Some([_, yes, no]) => [yes, no]
-            .into_iter()
-            .filter(|branch| tagged(branch, "!Ref").and_then(Value::as_str) != Some("AWS::NoValue"))
-            .flat_map(branches)
-            .collect(),
-        Some(_) => panic!("malformed !If: {node:?}"),
-        None => vec![node],
-    }
-}
-
-/// A scalar or a sequence of scalars, through tags.
-fn scalars(value: &Value) -> Vec<&str> {
-    let items = match value.as_sequence() {
-        Some(items) => items.iter().collect(),
-        None => vec![value],
-    };
-    items
-        .into_iter()
-        .map(|item| {
-            item.as_str()
-                .unwrap_or_else(|| panic!("not a scalar: {item:?}"))
-        })
-        .collect()
-}
-
 /// The text of a resource ARN as written (`!Sub` template, `!GetAtt` target, or literal).
 fn resource_text(value: &Value) -> String {
     match value {
@@ -496,6 +422,28 @@ fn may_delete_objects(action: &str) -> bool {
         || action.starts_with("s3:delete")
         || action == "s3:putlifecycleconfiguration"
 }
+
+/// Actions IAM grants only on `*` (they have no resource type): the only ones a `*`
+/// resource may carry. Step Functions' log delivery, X-Ray (the functions' and the state
+/// machine's traces), the pipe's stream listing, CodeDeploy's alarm reads and the gc
+/// cycle's overlap metric.
+const WITHOUT_RESOURCE_TYPES: [&str; 15] = [
+    "dynamodb:ListStreams",
+    "cloudwatch:DescribeAlarms",
+    "cloudwatch:PutMetricData",
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+    "xray:GetSamplingRules",
+    "xray:GetSamplingTargets",
+    "logs:CreateLogDelivery",
+    "logs:GetLogDelivery",
+    "logs:UpdateLogDelivery",
+    "logs:DeleteLogDelivery",
+    "logs:ListLogDeliveries",
+    "logs:PutResourcePolicy",
+    "logs:DescribeResourcePolicies",
+    "logs:DescribeLogGroups",
+];
 
 #[test]
 fn only_the_garbage_collector_may_delete_catalog_data() {
@@ -555,29 +503,26 @@ fn only_the_garbage_collector_may_delete_catalog_data() {
             gc_deletes.extend(statement.resources.iter().map(|r| resource_text(r)));
         }
         for resource in &statement.resources {
-            // Step Functions' log delivery and X-Ray actions support no resource-level
-            // permissions; only the gc cycle's role needs them.
-            let log_delivery = statement.owner == "GcCycleRole"
-                && statement.actions.iter().all(|action| {
-                    action.starts_with("logs:") && action.contains("LogDeliver")
-                        || matches!(
-                            *action,
-                            "logs:PutResourcePolicy"
-                                | "logs:DescribeResourcePolicies"
-                                | "logs:DescribeLogGroups"
-                                | "xray:PutTraceSegments"
-                                | "xray:PutTelemetryRecords"
-                                | "xray:GetSamplingRules"
-                                | "xray:GetSamplingTargets"
-                        )
-                });
-            if resource.as_str() == Some("*") && !log_delivery {
-                assert_eq!(
-                    statement.actions,
-                    ["dynamodb:ListStreams"],
-                    "{} {:?}: `*` resource",
+            if resource.as_str() != Some("*") {
+                continue;
+            }
+            for action in &statement.actions {
+                assert!(
+                    WITHOUT_RESOURCE_TYPES.contains(action),
+                    "{} {:?}: `*` resource for {action}, which IAM grants per resource",
                     statement.owner,
                     statement.sid
+                );
+            }
+            // The one that could write anywhere is held to the catalog's namespace.
+            if statement.actions.contains(&"cloudwatch:PutMetricData") {
+                assert_eq!(
+                    statement.condition.expect("a condition")["StringEquals"]
+                        ["cloudwatch:namespace"]
+                        .as_str(),
+                    Some("ParqDBCatalog"),
+                    "{}",
+                    statement.owner
                 );
             }
         }
@@ -812,6 +757,79 @@ fn every_delivery_path_retries_and_ends_in_a_dead_letter_queue() {
     );
 }
 
+/// An alarm's metrics in the `ParqDBCatalog` namespace: the metric query's id (the alarm's
+/// own metric: `"alarm"`) and its dimensions other than `Stack`, each of which must filter
+/// on this stack.
+fn metric_queries(alarm: &Value) -> Vec<(&str, Vec<(&str, &str)>)> {
+    let own = property(alarm, "Namespace")
+        .map(|namespace| ("alarm", namespace, property(alarm, "Dimensions")));
+    let queries = property(alarm, "Metrics")
+        .and_then(Value::as_sequence)
+        .into_iter()
+        .flatten()
+        .flat_map(branches)
+        .filter_map(|query| {
+            let metric = query.get("MetricStat")?.get("Metric")?;
+            Some((
+                query.get("Id")?.as_str()?,
+                metric.get("Namespace")?,
+                metric.get("Dimensions"),
+            ))
+        });
+    own.into_iter()
+        .chain(queries)
+        .filter(|(_, namespace, _)| namespace.as_str() == Some("ParqDBCatalog"))
+        .map(|(id, _, dimensions)| {
+            let dimensions: Vec<&Value> = dimensions
+                .and_then(Value::as_sequence)
+                .map(|d| d.iter().collect())
+                .unwrap_or_default();
+            let stack = dimensions
+                .iter()
+                .filter(|d| d.get("Name").and_then(Value::as_str) == Some("Stack"))
+                .filter_map(|d| reference(d.get("Value")))
+                .collect::<Vec<_>>();
+            assert_eq!(stack, ["AWS::StackName"], "{id}: filters on Stack");
+            let others = dimensions
+                .iter()
+                .filter(|d| d.get("Name").and_then(Value::as_str) != Some("Stack"))
+                .map(|d| {
+                    (
+                        d.get("Name").and_then(Value::as_str).expect("a name"),
+                        d.get("Value").and_then(Value::as_str).expect("a value"),
+                    )
+                })
+                .collect();
+            (id, others)
+        })
+        .collect()
+}
+
+/// Every alarm on the functions' metrics filters on this stack (two stacks in one
+/// account and region share no series), and the functions are told their stack.
+#[test]
+fn every_catalog_metric_alarm_filters_on_the_stack() {
+    let template = template();
+    let mut watched = 0;
+    for (_, alarm) in resources_of_type(&template, "AWS::CloudWatch::Alarm") {
+        // metric_queries asserts the Stack dimension of each.
+        watched += metric_queries(alarm).len();
+    }
+    assert!(watched >= 30, "{watched}");
+    let variables = template["Globals"]["Function"]["Environment"]["Variables"].clone();
+    assert_eq!(
+        reference(variables.get(parqdb_catalog::lambda::metrics::STACK_VARIABLE)),
+        Some("AWS::StackName")
+    );
+    // The state machine's own metric carries the same dimension.
+    let machine = resource(&template, "GcCycleStateMachine");
+    let substitutions = property(machine, "DefinitionSubstitutions").expect("substitutions");
+    assert_eq!(
+        reference(substitutions.get("Stack")),
+        Some("AWS::StackName")
+    );
+}
+
 #[test]
 fn alarms_watch_failures_throttles_outcomes_and_queues() {
     let template = template();
@@ -844,14 +862,8 @@ fn alarms_watch_failures_throttles_outcomes_and_queues() {
         functions,
         "throttle alarm: every function"
     );
-    let outcome_alarms: BTreeSet<&str> = alarms
-        .iter()
-        .filter(|(_, a)| property(a, "Namespace").and_then(Value::as_str) == Some("ParqDBCatalog"))
-        .filter_map(|(_, a)| property(a, "Dimensions").and_then(Value::as_sequence))
-        .flatten()
-        .filter(|d| d.get("Name").and_then(Value::as_str) == Some("Outcome"))
-        .filter_map(|d| d.get("Value").and_then(Value::as_str))
-        .collect();
+    // Each outcome alarm: that outcome's share of the catalog functions' answers (gc's
+    // answers left out on both sides: the gc cycle retries them), in 3 of 5 periods.
     for outcome in [
         "STORE_UNAVAILABLE",
         "COMMIT_STATE_UNKNOWN",
@@ -860,7 +872,51 @@ fn alarms_watch_failures_throttles_outcomes_and_queues() {
         "STORE_REFUSED",
         "WAREHOUSE_NOT_OWNED",
     ] {
-        assert!(outcome_alarms.contains(outcome), "an alarm on {outcome}");
+        let (name, alarm) = alarms
+            .iter()
+            .find(|(_, alarm)| {
+                metric_queries(alarm)
+                    .iter()
+                    .any(|(_, dims)| dims == &[("Outcome", outcome)])
+            })
+            .unwrap_or_else(|| panic!("an alarm on {outcome}"));
+        let queries = metric_queries(alarm);
+        let id_of = |wanted: &[(&str, &str)]| {
+            queries
+                .iter()
+                .find(|(_, dims)| dims == wanted)
+                .map(|(id, _)| *id)
+                .unwrap_or_else(|| panic!("{name}: a query {wanted:?}"))
+        };
+        let (outcomes, gc_outcomes) = (
+            id_of(&[("Outcome", outcome)]),
+            id_of(&[("Operation", "gc"), ("Outcome", outcome)]),
+        );
+        let (answers, gc_answers) = (id_of(&[]), id_of(&[("Operation", "gc")]));
+        let expression = property(alarm, "Metrics")
+            .and_then(Value::as_sequence)
+            .and_then(|metrics| metrics.iter().find_map(|m| m.get("Expression")))
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("{name}: an expression"));
+        assert_eq!(
+            expression,
+            format!(
+                "100 * (FILL({outcomes}, 0) - FILL({gc_outcomes}, 0)) / (FILL({answers}, 0) - FILL({gc_answers}, 0))"
+            ),
+            "{name}"
+        );
+        assert_eq!(
+            reference(property(alarm, "Threshold")),
+            Some("OutcomeRateAlarmPercent")
+        );
+        assert_eq!(
+            property(alarm, "EvaluationPeriods").and_then(Value::as_u64),
+            Some(5)
+        );
+        assert_eq!(
+            property(alarm, "DatapointsToAlarm").and_then(Value::as_u64),
+            Some(3)
+        );
     }
     let queue_metrics: BTreeSet<(&str, String)> = alarms
         .iter()
@@ -1096,21 +1152,6 @@ fn the_refresh_builder_function_is_gated_and_least_privilege() {
     assert!(granted.get("Condition").is_none());
 }
 
-fn parameter<'a>(template: &'a Value, name: &str) -> &'a Value {
-    template
-        .get("Parameters")
-        .and_then(|p| p.get(name))
-        .unwrap_or_else(|| panic!("a parameter {name}"))
-}
-
-fn resource<'a>(template: &'a Value, name: &str) -> &'a Value {
-    resources(template)
-        .into_iter()
-        .find(|(id, _)| *id == name)
-        .map(|(_, resource)| resource)
-        .unwrap_or_else(|| panic!("a resource {name}"))
-}
-
 /// The gc cycle: the state machine's substitutions are exactly its definition's
 /// placeholders; `GcWorkers`, `GcPartitions` and `GcPageSize` reach the Map states and the
 /// gc function as the collector's defaults and bounds (`src/gc/config.rs`); the function
@@ -1136,9 +1177,10 @@ fn the_gc_cycle_fans_out_over_the_configured_partitions() {
         };
         (number("Default"), number("MinValue"), number("MaxValue"))
     };
-    // Inline Map states run at most 40 iterations at once; a run has at most
-    // MAX_PARTITIONS partitions; S3 lists at most 1000 keys per request.
-    assert_eq!(bounds("GcWorkers"), (DEFAULT_WORKERS as u64, 1, 40));
+    // Distributed Map states run up to 10,000 child executions at once, bounded here by
+    // the default account concurrency; a run has at most MAX_PARTITIONS partitions; S3
+    // lists at most 1000 keys per request.
+    assert_eq!(bounds("GcWorkers"), (DEFAULT_WORKERS as u64, 1, 1000));
     assert_eq!(
         bounds("GcPartitions"),
         (DEFAULT_PARTITIONS as u64, 1, MAX_PARTITIONS as u64)
@@ -1180,8 +1222,13 @@ fn the_gc_cycle_fans_out_over_the_configured_partitions() {
     };
     assert_eq!(reference(Some(substitution("Workers"))), Some("GcWorkers"));
     assert_eq!(
-        tagged(substitution("GcFunctionArn"), "!GetAtt").and_then(Value::as_str),
-        Some("GcFunction.Arn")
+        reference(Some(substitution("GcFunctionArn"))),
+        Some("GcFunction.Alias"),
+        "the state machine invokes the alias, so a deploy's gradual shift covers gc"
+    );
+    assert_eq!(
+        reference(Some(substitution("Stack"))),
+        Some("AWS::StackName")
     );
     let definition: serde_json::Value =
         serde_json::from_str(&definition.replace("${Workers}", "4")).expect("JSON");
@@ -1211,6 +1258,10 @@ fn the_gc_cycle_fans_out_over_the_configured_partitions() {
     assert_eq!(gc_variable("PARQDB_GC_PARTITIONS"), Some("GcPartitions"));
     assert_eq!(gc_variable("PARQDB_GC_PAGE_SIZE"), Some("GcPageSize"));
     assert_eq!(gc_variable("PARQDB_GC_WORKERS"), Some("GcWorkers"));
+    assert_eq!(
+        gc_variable("PARQDB_GC_MAX_DELETES"),
+        Some("GcMaxDeletesPerRun")
+    );
     let config_source =
         std::fs::read_to_string(root().join("src/gc/config.rs")).expect("read src/gc/config.rs");
     let mut sample = BTreeMap::new();
@@ -1239,6 +1290,10 @@ fn the_gc_cycle_fans_out_over_the_configured_partitions() {
     assert_eq!(
         (config.partitions, config.page_size, config.workers),
         (DEFAULT_PARTITIONS, DEFAULT_PAGE_SIZE, DEFAULT_WORKERS)
+    );
+    assert_eq!(
+        config.max_deletes_per_run, 1_000_000_000,
+        "GcMaxDeletesPerRun"
     );
     let reserved = property(function, "ReservedConcurrentExecutions")
         .and_then(|r| tagged(r, "!If"))
@@ -1378,9 +1433,10 @@ fn gc_alarms_watch_executions_and_the_runs_metrics() {
         "progress": {"phase": "done", "partitions": 1, "steps": 1},
         "deleted": {"objects": 1, "bytes": 10}, "kept-by-reference": {"objects": 1, "bytes": 5},
     });
-    let line: serde_json::Value =
-        serde_json::from_str(&parqdb_catalog::lambda::metrics::gc_emf_line(2, &finish))
-            .expect("an EMF line");
+    let line: serde_json::Value = serde_json::from_str(
+        &parqdb_catalog::lambda::metrics::gc_emf_line("s", 2, &finish),
+    )
+    .expect("an EMF line");
     let emitted: BTreeSet<&str> = line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
         .as_array()
         .expect("metrics")
@@ -1405,9 +1461,14 @@ fn gc_alarms_watch_executions_and_the_runs_metrics() {
         let dimensions = property(alarm, "Dimensions")
             .and_then(Value::as_sequence)
             .expect("Dimensions");
-        assert_eq!(dimensions.len(), 1, "{name}");
-        assert_eq!(dimensions[0]["Name"].as_str(), Some("Operation"));
-        assert_eq!(dimensions[0]["Value"].as_str(), Some("gc"));
+        assert_eq!(dimensions.len(), 2, "{name}");
+        assert_eq!(dimensions[0]["Name"].as_str(), Some("Stack"));
+        assert_eq!(
+            reference(dimensions[0].get("Value")),
+            Some("AWS::StackName")
+        );
+        assert_eq!(dimensions[1]["Name"].as_str(), Some("Operation"));
+        assert_eq!(dimensions[1]["Value"].as_str(), Some("gc"));
     }
     // Overdue: fewer than one completed run in each of GcCycleAlarmHours hours, and no
     // data at all (nothing ran) counts as overdue.

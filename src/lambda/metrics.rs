@@ -1,12 +1,15 @@
 //! Per-invocation latency and outcome as CloudWatch Embedded Metric Format (EMF) lines.
 //!
 //! Each invocation prints one JSON line to stdout; CloudWatch Logs extracts the metric
-//! `LatencyMs` (milliseconds) in the namespace [`NAMESPACE`] three times: with the
-//! dimensions `Operation` (the function: `load`, `commit`, ...) × `Outcome` (`SUCCESS` or
-//! the error code, a closed set); with `Outcome` alone, so that one alarm can watch an
-//! outcome (`STORE_UNAVAILABLE`, `COMMIT_STATE_UNKNOWN`, ...) across every function; and
-//! without dimensions, whose sample count is the number of typed answers, which the
-//! template's failure alarm subtracts from Lambda's invocation count. The line is
+//! `LatencyMs` (milliseconds) in the namespace [`NAMESPACE`], always under the `Stack`
+//! dimension (the deployment: `PARQDB_STACK`, [`STACK_VARIABLE`], so that two stacks in
+//! one account and region never share a series), four times: with `Operation` (the
+//! function: `load`, `commit`, ...) × `Outcome` (`SUCCESS` or the error code, a closed
+//! set); with `Operation` alone (its latency percentiles); with `Outcome` alone, so that
+//! one alarm can watch an outcome (`STORE_UNAVAILABLE`, `COMMIT_STATE_UNKNOWN`, ...) across
+//! every function; and with `Stack` alone, whose sample count is the number of typed
+//! answers, which the template's failure alarm subtracts from Lambda's invocation count
+//! and its error-rate alarms divide by. The line is
 //! timestamped with the invocation's start, as Lambda's own invocation metrics are.
 //! `RequestId` rides along as a property for log searches. No agent, no API call, no added
 //! latency.
@@ -18,9 +21,10 @@
 //! ```
 //! use parqdb_catalog::lambda::metrics::{Outcome, emf_line};
 //!
-//! let line = emf_line(1_700_000_000_000, "commit", Outcome::Error("COMMIT_CONFLICT"), 12.5, "req-1");
+//! let line = emf_line("prod", 1_700_000_000_000, "commit", Outcome::Error("COMMIT_CONFLICT"), 12.5, "req-1");
 //! let json: serde_json::Value = serde_json::from_str(&line)?;
 //! assert_eq!(json["_aws"]["CloudWatchMetrics"][0]["Namespace"], "ParqDBCatalog");
+//! assert_eq!(json["Stack"], "prod");
 //! assert_eq!(json["Outcome"], "COMMIT_CONFLICT");
 //! assert_eq!(json["LatencyMs"], 12.5);
 //! # Ok::<(), serde_json::Error>(())
@@ -37,6 +41,22 @@ use crate::error::Result;
 
 /// The CloudWatch metric namespace.
 pub const NAMESPACE: &str = "ParqDBCatalog";
+
+/// The variable naming the deployment (the template sets it to the stack's name): the
+/// `Stack` dimension of every metric.
+pub const STACK_VARIABLE: &str = "PARQDB_STACK";
+
+/// The `Stack` dimension when [`STACK_VARIABLE`] is unset or empty (a function run
+/// outside the template).
+pub const UNNAMED_STACK: &str = "unnamed";
+
+/// The `Stack` dimension of this process: [`STACK_VARIABLE`], else [`UNNAMED_STACK`].
+pub fn stack_from_env() -> String {
+    std::env::var(STACK_VARIABLE)
+        .ok()
+        .filter(|stack| !stack.is_empty())
+        .unwrap_or_else(|| UNNAMED_STACK.to_owned())
+}
 
 /// The `Outcome` dimension of one invocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +93,7 @@ impl fmt::Display for Outcome {
 
 /// One EMF line (no trailing newline).
 pub fn emf_line(
+    stack: &str,
     timestamp_ms: i64,
     operation: &str,
     outcome: Outcome,
@@ -84,10 +105,16 @@ pub fn emf_line(
             "Timestamp": timestamp_ms,
             "CloudWatchMetrics": [{
                 "Namespace": NAMESPACE,
-                "Dimensions": [["Operation", "Outcome"], ["Outcome"], []],
+                "Dimensions": [
+                    ["Stack", "Operation", "Outcome"],
+                    ["Stack", "Operation"],
+                    ["Stack", "Outcome"],
+                    ["Stack"],
+                ],
                 "Metrics": [{"Name": "LatencyMs", "Unit": "Milliseconds"}],
             }],
         },
+        "Stack": stack,
         "Operation": operation,
         "Outcome": outcome.as_str(),
         "LatencyMs": latency_ms,
@@ -97,7 +124,7 @@ pub fn emf_line(
 }
 
 /// The EMF line of one gc invocation, from its answer (`report` as the `gc` function
-/// returns it), under the `Operation` dimension `gc`: what this invocation did (objects
+/// returns it), under the dimensions `Stack` × `Operation` (`gc`): what this invocation did (objects
 /// scanned, reachable, condemned and deleted, bytes deleted; `PartitionsDone` 1 when it
 /// completed a partition's scan or deletion), and once a run has finished
 /// (`RunsCompleted` 1) the run's `RunDurationMs`, the bytes past retention it still kept
@@ -105,11 +132,14 @@ pub fn emf_line(
 /// run's deletion limit), and `ObjectsKeptForOperator`: objects it keeps until an operator
 /// looks (files under `metadata/` of a format it does not understand, names too long for
 /// its ledger). The step and status are properties of the line.
-pub fn gc_emf_line(timestamp_ms: i64, report: &Value) -> String {
+pub fn gc_emf_line(stack: &str, timestamp_ms: i64, report: &Value) -> String {
     let count = |field: &str, unit: &str| report[field][unit].as_u64().unwrap_or(0);
     // A run's end: the finish step's (or a whole run's) answer, not a repeated step of a
     // run that had finished already (whose answer carries no progress).
-    let finished = report["status"] == "completed" && report["progress"]["phase"] == "done";
+    // An unclaimed, empty warehouse (a fresh stack) had nothing to collect: its cycle
+    // counts as a completed run.
+    let finished = (report["status"] == "completed" && report["progress"]["phase"] == "done")
+        || report["status"] == "unclaimed";
     let kept_past_retention = ["kept-by-condemn-delay", "kept-by-reference", "deferred"]
         .iter()
         .map(|field| count(field, "bytes"))
@@ -126,6 +156,7 @@ pub fn gc_emf_line(timestamp_ms: i64, report: &Value) -> String {
         json!({"Name": "RunsCompleted", "Unit": "Count"}),
     ];
     let mut line = json!({
+        "Stack": stack,
         "Operation": "gc",
         "Status": report["status"],
         "Step": report["step"].as_str().unwrap_or("run"),
@@ -153,19 +184,21 @@ pub fn gc_emf_line(timestamp_ms: i64, report: &Value) -> String {
         "Timestamp": timestamp_ms,
         "CloudWatchMetrics": [{
             "Namespace": NAMESPACE,
-            "Dimensions": [["Operation"]],
+            "Dimensions": [["Stack", "Operation"]],
             "Metrics": metrics,
         }],
     });
     line.to_string()
 }
 
-/// The metric line of one `refresh` batch, under the `Operation` dimension `refresh`:
+/// The metric line of one `refresh` batch, under the dimensions `Stack` × `Operation`
+/// (`refresh`):
 /// source changes delivered, changes no route contains, messages whose body carried no
 /// usable S3 write, indexes the batch named, builds run, snapshots committed, and indexes
 /// whose refresh failed (their messages are delivered again). `Builds` and `Commits`
 /// against `Changes` is what a burst collapsed to.
 pub fn refresh_emf_line(
+    stack: &str,
     timestamp_ms: i64,
     report: &crate::refresh::RefreshReport,
     rejected_messages: usize,
@@ -186,7 +219,7 @@ pub fn refresh_emf_line(
             "Timestamp": timestamp_ms,
             "CloudWatchMetrics": [{
                 "Namespace": NAMESPACE,
-                "Dimensions": [["Operation"]],
+                "Dimensions": [["Stack", "Operation"]],
                 "Metrics": [
                     {"Name": "Changes", "Unit": "Count"},
                     {"Name": "UnroutedChanges", "Unit": "Count"},
@@ -198,6 +231,7 @@ pub fn refresh_emf_line(
                 ],
             }],
         },
+        "Stack": stack,
         "Operation": "refresh",
         "Changes": changes,
         "UnroutedChanges": report.unrouted.len(),
@@ -220,14 +254,17 @@ enum Sink {
 /// Records one EMF line per invocation.
 #[derive(Debug, Clone)]
 pub struct Metrics {
+    stack: String,
     clock: Arc<dyn Clock>,
     sink: Sink,
 }
 
 impl Metrics {
-    /// Print to stdout, timestamped by the system clock (what the functions use).
+    /// Print to stdout, timestamped by the system clock, under this process's `Stack`
+    /// ([`stack_from_env`]): what the functions use.
     pub fn stdout() -> Self {
         Metrics {
+            stack: stack_from_env(),
             clock: Arc::new(SystemClock),
             sink: Sink::Stdout,
         }
@@ -237,10 +274,17 @@ impl Metrics {
     pub fn in_memory() -> (Self, Arc<Mutex<Vec<String>>>) {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let metrics = Metrics {
+            stack: UNNAMED_STACK.to_owned(),
             clock: Arc::new(SystemClock),
             sink: Sink::Memory(lines.clone()),
         };
         (metrics, lines)
+    }
+
+    /// Record under the `Stack` dimension `stack` instead.
+    pub fn with_stack(mut self, stack: &str) -> Self {
+        self.stack = stack.to_owned();
+        self
     }
 
     /// Timestamp lines with `clock` instead.
@@ -269,7 +313,14 @@ impl Metrics {
         latency_ms: f64,
         request_id: &str,
     ) {
-        let line = emf_line(timestamp_ms, operation, outcome, latency_ms, request_id);
+        let line = emf_line(
+            &self.stack,
+            timestamp_ms,
+            operation,
+            outcome,
+            latency_ms,
+            request_id,
+        );
         match &self.sink {
             Sink::Stdout => {
                 let mut stdout = std::io::stdout().lock();
@@ -301,7 +352,12 @@ mod tests {
             "kept-unknown-format": {"objects": 1, "bytes": 5},
             "kept-unmirrorable": {"objects": 2, "bytes": 7},
         });
-        let line: Value = serde_json::from_str(&gc_emf_line(5, &finish)).expect("JSON");
+        let line: Value = serde_json::from_str(&gc_emf_line("s", 5, &finish)).expect("JSON");
+        assert_eq!(line["Stack"], "s");
+        assert_eq!(
+            line["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["Stack", "Operation"]])
+        );
         assert_eq!(line["ObjectsKeptForOperator"], 3);
         assert_eq!(line["Operation"], "gc");
         assert_eq!(line["Step"], "finish");
@@ -329,7 +385,7 @@ mod tests {
             "scanned": {"objects": 1000, "bytes": 1},
             "kept-by-reference": {"objects": 1, "bytes": 30},
         });
-        let line: Value = serde_json::from_str(&gc_emf_line(5, &scan)).expect("JSON");
+        let line: Value = serde_json::from_str(&gc_emf_line("s", 5, &scan)).expect("JSON");
         assert_eq!(line["PartitionsDone"], 1);
         assert_eq!(line["RunsCompleted"], 0);
         assert!(line.get("BytesKeptPastRetention").is_none());
@@ -345,7 +401,9 @@ mod tests {
     #[test]
     fn lines_follow_the_emf_specification() {
         let (metrics, lines) = Metrics::in_memory();
-        let metrics = metrics.with_clock(Arc::new(ManualClock::new(42)));
+        let metrics = metrics
+            .with_clock(Arc::new(ManualClock::new(42)))
+            .with_stack("prod");
         metrics.record("load", Outcome::Success, 3.25, "abc");
         let lines = lines.lock().expect("lock").clone();
         let json: serde_json::Value = serde_json::from_str(&lines[0]).expect("json");
@@ -356,10 +414,16 @@ mod tests {
                     "Timestamp": 42,
                     "CloudWatchMetrics": [{
                         "Namespace": "ParqDBCatalog",
-                        "Dimensions": [["Operation", "Outcome"], ["Outcome"], []],
+                        "Dimensions": [
+                            ["Stack", "Operation", "Outcome"],
+                            ["Stack", "Operation"],
+                            ["Stack", "Outcome"],
+                            ["Stack"],
+                        ],
                         "Metrics": [{"Name": "LatencyMs", "Unit": "Milliseconds"}],
                     }],
                 },
+                "Stack": "prod",
                 "Operation": "load",
                 "Outcome": "SUCCESS",
                 "LatencyMs": 3.25,

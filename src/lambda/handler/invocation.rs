@@ -93,11 +93,13 @@ impl Invocations {
     {
         let LambdaEvent { payload, context } = event;
         let request_id = context.request_id.clone();
+        let trace_id = context.xray_trace_id.clone();
         let deadline_ms = context.deadline;
         let now_ms = self.clock.now_ms();
         observe(
             self.name,
             &request_id,
+            trace_id.as_deref(),
             &self.metrics,
             self.deadline.bound(self.name, deadline_ms, now_ms, async {
                 handler(LambdaEvent::new(payload.into_value()?, context)).await
@@ -177,15 +179,23 @@ impl Handler {
 }
 
 /// Run one invocation of the function `operation` inside a span that carries the request
-/// id (so every log line names it), then log its outcome and record its latency as an
-/// EMF metric. [`Invocations::serve`] calls it for every function.
+/// id and the X-Ray trace id (the invocation's `Lambda-Runtime-Trace-Id`, which Lambda
+/// also exports as `_X_AMZN_TRACE_ID`; with `Tracing: Active` it names the trace of the
+/// invocation), so every log line names both, then log its outcome and record its latency
+/// as an EMF metric. [`Invocations::serve`] calls it for every function.
 pub async fn observe<T>(
     operation: &'static str,
     request_id: &str,
+    trace_id: Option<&str>,
     metrics: &Metrics,
     invocation: impl Future<Output = Result<T>>,
 ) -> Result<T> {
-    let span = tracing::info_span!("invocation", request_id = %request_id, operation);
+    let span = tracing::info_span!(
+        "invocation",
+        request_id = %request_id,
+        trace_id = trace_id.unwrap_or_default(),
+        operation
+    );
     async {
         let started_ms = metrics.now_ms();
         let started = Instant::now();
@@ -266,5 +276,57 @@ mod tests {
         assert_eq!(first["RequestId"], "req-1");
         let second: Value = serde_json::from_str(&lines[1]).expect("json");
         assert_eq!(second["Outcome"], "INVALID_REQUEST");
+    }
+
+    /// The log lines of an invocation, as the functions write them (JSON, the current
+    /// span's fields).
+    #[derive(Clone, Default)]
+    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lock").extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn every_log_line_names_the_request_and_the_trace() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_current_span(true)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let warehouse = Warehouse::in_memory("memory://lambda/trace").expect("warehouse");
+        let catalog = Catalog::builder(Arc::new(MemoryStore::new()), warehouse).build();
+        let (metrics, _) = Metrics::in_memory();
+        let handler = Handler::new(Operation::Load, Arc::new(catalog)).with_metrics(metrics);
+        let mut context = Context::default();
+        context.request_id = "req-7".into();
+        context.xray_trace_id = Some("Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1".into());
+        let event = json!({"identifier": {"namespace": ["docs"], "name": "x"}});
+        handler
+            .invoke(LambdaEvent::new(RawEvent::from(event), context))
+            .await
+            .expect_err("absent");
+        let text = String::from_utf8(captured.0.lock().expect("lock").clone()).expect("UTF-8");
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a JSON line"))
+            .collect();
+        assert!(!lines.is_empty());
+        for line in lines {
+            assert_eq!(line["span"]["request_id"], "req-7", "{line}");
+            assert_eq!(
+                line["span"]["trace_id"], "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1",
+                "{line}"
+            );
+        }
     }
 }

@@ -168,7 +168,11 @@ pub async fn gc(collector: &GarbageCollector, event: LambdaEvent<Value>) -> Resu
     let report = crate::gc::run_scheduled_within(collector, event.payload, budget).await?;
     // The run's own numbers, besides the invocation's outcome line (never dropped by the
     // log level: metric lines are printed, not logged).
-    println!("{}", super::metrics::gc_emf_line(started_ms, &report));
+    let stack = super::metrics::stack_from_env();
+    println!(
+        "{}",
+        super::metrics::gc_emf_line(&stack, started_ms, &report)
+    );
     for warning in report["warnings"].as_array().into_iter().flatten() {
         tracing::warn!(warning = %warning.as_str().unwrap_or_default(), "gc run");
     }
@@ -206,7 +210,12 @@ pub async fn refresh<B: IndexBuilder>(
     let report = runner.run(delivery.changes().to_vec()).await;
     println!(
         "{}",
-        super::metrics::refresh_emf_line(started_ms, &report, delivery.rejected().count())
+        super::metrics::refresh_emf_line(
+            &super::metrics::stack_from_env(),
+            started_ms,
+            &report,
+            delivery.rejected().count()
+        )
     );
     for &n in &report.unrouted {
         tracing::warn!(
