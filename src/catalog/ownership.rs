@@ -321,12 +321,10 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
     let bytes = Bytes::from(serde_json::to_vec_pretty(&marker).unwrap_or_default());
     let owned = match existing {
         None if warehouse.put_if_absent(MARKER, bytes.clone()).await? => marker,
-        Some(current)
-            if how == Claim::Adopt
-                && current.catalog_id == id
-                && normalized(&current.catalog) != normalized(&marker.catalog) =>
-        {
-            // Re-home: this catalog's store moved (deliberately, by its operator).
+        Some(current) if how == Claim::Adopt && current.catalog_id == id => {
+            // Re-home (this catalog's store moved) or re-adopt (the warehouse or the
+            // store was restored from a backup): a new epoch, so every retention clock
+            // starts again and no loss is dated before the operator's step.
             warehouse.overwrite(MARKER, bytes.clone()).await?;
             marker
         }
@@ -353,6 +351,9 @@ pub async fn claim(catalog: &Catalog, now_ms: i64) -> Result<OwnershipMarker> {
 /// Claim the catalog's warehouse even if it already holds data without a marker (written
 /// by an earlier version, or its marker was lost), and re-home a marker of this catalog
 /// bound to another store location (the store was moved): `parqdb-catalog init --adopt`.
+/// Adopting a warehouse this catalog already owns starts a new ownership epoch: every
+/// retention clock starts again (the step after restoring a backup of the warehouse or
+/// of the pointer store).
 /// The operator asserts that this catalog's pointers are the only ones naming the
 /// warehouse's data. A warehouse another catalog owns is still refused.
 pub async fn adopt(catalog: &Catalog, now_ms: i64) -> Result<OwnershipMarker> {

@@ -210,17 +210,9 @@ impl Catalog {
             sources.push(snapshot.source_table());
             if let Some(provider) = registry.provider(snapshot.index_provider().provider()) {
                 for table in snapshot.index_tables().values() {
-                    let Some(location) = provider.table_location(table.properties()) else {
-                        continue;
-                    };
-                    if location.contains(['*', '?', '[', '{']) {
-                        return refuse(
-                            "index table",
-                            location,
-                            "at a path with `*`, `?`, `[` or `{`, which engines read as a pattern that may match other tables' files",
-                        );
-                    }
-                    if let Ok(name) = object_name(location)
+                    if let Some(name) = provider
+                        .table_location(table.properties())
+                        .and_then(|location| object_name(location).ok())
                         && bookkeeping(&name)
                     {
                         return refuse("index table", &name, "in the catalog's own bookkeeping");

@@ -425,3 +425,48 @@ async fn prune(warehouse: &Warehouse, written: u64) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the second issue-26 attack: an empty newest generation (a torn write after
+    /// a power loss) made every acquisition, `gc status` and `gc abandon` fail for good.
+    #[tokio::test]
+    async fn an_unreadable_generation_is_held_for_the_longest_lease_then_taken_over() {
+        let warehouse = Warehouse::in_memory("memory://lease/wh").expect("warehouse");
+        let name = generation_name(7);
+        warehouse
+            .put_if_absent(&name, Bytes::new())
+            .await
+            .expect("written");
+        let landed = warehouse
+            .head(&name)
+            .await
+            .expect("head")
+            .expect("there")
+            .last_modified_ms;
+        let state = state(&warehouse)
+            .await
+            .expect("status answers")
+            .expect("a lease");
+        assert_eq!((state.generation, state.holder), (7, Uuid::nil()));
+        let longest = i64::try_from(MAX_LEASE.as_millis()).expect("ms");
+        assert_eq!(state.expires_ms, landed + longest);
+        let run = Uuid::from_u128(1);
+        let busy = Lease::acquire(&warehouse, run, landed + longest - 1, 60_000)
+            .await
+            .expect("answers");
+        assert!(matches!(busy, Acquired::Busy { .. }), "{busy:?}");
+        let held = Lease::acquire(&warehouse, run, landed + longest, 60_000)
+            .await
+            .expect("answers");
+        let Acquired::Held(lease) = held else {
+            panic!("taken over once the longest lease has passed: {held:?}");
+        };
+        assert_eq!(
+            lease.generation, 8,
+            "the fence goes on from the torn generation"
+        );
+    }
+}

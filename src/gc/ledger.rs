@@ -93,7 +93,11 @@ pub(crate) struct JournalState {
     pub previous: Option<JournalRef>,
     /// Runs that wrote a journal but never finished (nor were marked dead).
     pub dead: Vec<JournalRef>,
-    /// Runs that finished or were marked dead.
+    /// Runs whose finish mark no longer matches their journal (the journal directory was
+    /// restored, copied, or had its attributes changed): over, and untrusted.
+    pub stale: Vec<JournalRef>,
+    /// Runs that are over: finished (whether their mark still counts or not) or marked
+    /// dead. None is ever resumed.
     pub finished: HashSet<JournalRef>,
     /// Runs that finished, with when their finish mark landed (the store's time).
     pub done_at: HashMap<JournalRef, i64>,
@@ -552,18 +556,30 @@ impl Ledger {
                 Some((journal, Mark::Dead)) => {
                     finished.insert(journal);
                 }
-                Some((_, Mark::Unstamped)) | None => {}
+                Some((journal, Mark::Unstamped)) => {
+                    finished.insert(journal);
+                }
+                None => {}
             }
         }
         // A finish mark counts only while its journal still landed when the mark says:
         // a restored or copied journal directory lands anew, and finishes nothing.
+        // A run with a mark that no longer counts is still over: it is never resumed nor
+        // finished again (that would stamp the copy and trust everything restored with
+        // it), and none of its facts is trusted.
         let mut done_at = HashMap::new();
+        let mut stale = Vec::new();
         for (journal, journal_ms, mark_ms) in done {
+            finished.insert(journal);
             if landed.get(&journal) == Some(&journal_ms) {
                 done_at.insert(journal, mark_ms);
-                finished.insert(journal);
+            } else if landed.contains_key(&journal) {
+                stale.push(journal);
             }
         }
+        stale.retain(|journal| !done_at.contains_key(journal));
+        stale.sort_by_key(|j| (j.run_ms, j.run_id));
+        stale.dedup();
         let journals: HashSet<JournalRef> = landed.into_keys().collect();
         let latest_ms = journals.iter().map(|j| j.run_ms).max();
         let previous = journals
@@ -580,6 +596,7 @@ impl Ledger {
         Ok(JournalState {
             previous,
             dead,
+            stale,
             finished,
             done_at,
             journaled: journals,
@@ -850,7 +867,10 @@ mod tests {
         let state = ledger.journal_state().await.expect("state");
         assert_eq!(state.previous, None, "no restored run counts as finished");
         assert!(state.done_at.is_empty(), "{:?}", state.done_at);
-        assert_eq!(state.dead, vec![first, second]);
+        assert_eq!(state.stale, vec![first, second]);
+        // Nor is a restored run resumed and finished again, which would stamp the copy.
+        assert!(state.dead.is_empty(), "{:?}", state.dead);
+        assert!(state.finished.contains(&first) && state.finished.contains(&second));
     }
 
     #[tokio::test]

@@ -16,51 +16,32 @@
 //! The rules are deliberately broad: an index table that happens to hold such a name is
 //! kept (and reported) rather than risk deleting a catalog.
 
-use crate::warehouse::{GC_DIR, MANAGED_PREFIXES, OWNER_MARKER};
+use crate::warehouse::{GC_DIR, OWNER_MARKER};
 
 /// The directory the catalog keeps its embedded pointer store in.
 const CATALOG_DIR: &str = "_catalog";
 
 /// The root of the nested catalog structure `name` belongs to, if it shows one.
-///
-/// A structure directly in a managed prefix (`indexes/_gc/…`, `indexes/_catalog-owner.json`)
-/// would make the whole prefix another warehouse, which `init` refuses to create (and
-/// claims only with `--adopt`); there the structure itself is kept, not the prefix: one
-/// stray file must not stop collection for good.
 pub(crate) fn nested_root(name: &str) -> Option<String> {
     let segments: Vec<&str> = name.split('/').collect();
-    let (root, structure) = structure(&segments)?;
-    if root == 0 {
-        return None;
-    }
-    let prefix = segments[..root].join("/");
-    Some(if MANAGED_PREFIXES.contains(&prefix.as_str()) {
-        segments[..=structure].join("/")
-    } else {
-        prefix
-    })
-}
-
-/// Where the catalog structure `segments` shows begins: the index of its root's end and
-/// of the structure's own first segment (the marker, `_catalog`, `_gc`, `_meta`, `i`, `n`).
-fn structure(segments: &[&str]) -> Option<(usize, usize)> {
+    let root_before = |at: usize| -> Option<String> { (at > 0).then(|| segments[..at].join("/")) };
     let last = segments.len().checked_sub(1)?;
     if segments[last] == OWNER_MARKER {
-        return Some((last, last));
+        return root_before(last);
     }
     if let Some(at) = segments[..last]
         .iter()
         .position(|s| *s == CATALOG_DIR || *s == GC_DIR)
     {
-        return Some((at, at));
+        return root_before(at);
     }
     if last >= 1 && segments[last - 1] == "_meta" && segments[last].starts_with('=') {
-        return Some((last - 1, last - 1));
+        return root_before(last - 1);
     }
     if segments[last].starts_with('=')
         && let Some(at) = segments[..last].iter().position(|s| *s == "i" || *s == "n")
     {
-        return Some((at, at));
+        return root_before(at);
     }
     None
 }
@@ -81,16 +62,7 @@ mod tests {
             ("metadata/cat/_meta/=catalog-id", Some("metadata/cat")),
             ("metadata/cat/i/ns/=name", Some("metadata/cat")),
             ("metadata/cat/n/=ns", Some("metadata/cat")),
-            // Directly in a managed prefix: the structure, not the prefix.
-            ("indexes/_gc/lease/1.json", Some("indexes/_gc")),
-            ("indexes/_gc/note.json", Some("indexes/_gc")),
-            (
-                "indexes/_catalog-owner.json",
-                Some("indexes/_catalog-owner.json"),
-            ),
-            ("indexes/i/=x", Some("indexes/i")),
-            ("metadata/_meta/=catalog-id", Some("metadata/_meta")),
-            ("_gc/lease/1.json", None),
+            ("indexes/_gc/lease/1.json", Some("indexes")),
             ("indexes/a/1/ivf_postings/part-0.parquet", None),
             ("indexes/a/1/ivf_postings/bucket=3/part-0", None),
             ("metadata/a/00001-x.metadata.json", None),

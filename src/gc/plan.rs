@@ -252,6 +252,12 @@ impl GarbageCollector {
                 .write_journal(journal, &walk.observation.records)
                 .await?;
         }
+        if !journals.stale.is_empty() {
+            report.warnings.push(format!(
+                "the finish marks of {} gc run(s) no longer match their journals (`_gc/` was restored from a backup or copied, or its files' ownership or permissions changed): their retention clocks are not trusted and start again",
+                journals.stale.len()
+            ));
+        }
         if !plan.dead.is_empty() {
             report.warnings.push(format!(
                 "{} earlier gc run(s) did not finish and will never be resumed (abandoned, or of an earlier version); the retention clocks they recorded start again",
