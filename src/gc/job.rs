@@ -376,7 +376,9 @@ pub(crate) struct Job {
 fn corrupt(name: &str, why: impl std::fmt::Display) -> Error {
     Error::new(
         ErrorKind::CorruptRecord,
-        format!("gc run state `{name}` is invalid: {why}"),
+        format!(
+            "gc run state `{name}` is invalid: {why}. If it was damaged, give the run up with `parqdb-catalog gc abandon` (safe: the next run starts its retention clocks again)"
+        ),
     )
 }
 

@@ -164,15 +164,23 @@ fn readings(location: &str) -> Vec<Reading> {
                 None if rest.starts_with('/') => rest,
                 None => return Vec::new(),
             };
-            vec![Reading::Local(strip_query(path).to_owned())]
+            // A `?` or `#` ends the path of a URL, but an engine that reads `file:` paths
+            // as paths (or as patterns) keeps it: both readings count.
+            query_readings(path)
+                .into_iter()
+                .map(|path| Reading::Local(path.to_owned()))
+                .collect()
         }
         "s3" | "s3a" | "s3n" => match rest.strip_prefix("//") {
             Some(after) => {
                 let (bucket, key) = after.split_once('/').unwrap_or((after, ""));
-                vec![Reading::Bucket {
-                    bucket: bucket.to_owned(),
-                    key: strip_query(key).to_owned(),
-                }]
+                query_readings(key)
+                    .into_iter()
+                    .map(|key| Reading::Bucket {
+                        bucket: bucket.to_owned(),
+                        key: key.to_owned(),
+                    })
+                    .collect()
             }
             None => Vec::new(),
         },
@@ -237,6 +245,17 @@ fn glob_prefix(path: &str) -> Option<&str> {
 
 fn strip_query(path: &str) -> &str {
     path.split(['?', '#']).next().unwrap_or(path)
+}
+
+/// A path read without what follows `?` or `#` (a URL's query and fragment), and, when
+/// that differs, as written (`?` and `#` are ordinary characters of a file or key name).
+fn query_readings(path: &str) -> Vec<&str> {
+    let stripped = strip_query(path);
+    if stripped == path {
+        vec![path]
+    } else {
+        vec![stripped, path]
+    }
 }
 
 /// Every spelling of a reading's path worth comparing: as written and percent-decoded,
@@ -460,6 +479,10 @@ mod tests {
             }
         }
         assert!(wh.names_of_location("/elsewhere/*/src").is_empty());
+        // Found by the third issue-26 attack: a `?` in a `file:` URL is a query to a URL
+        // parser but a pattern to an engine that globs paths.
+        let names = wh.names_of_location(&format!("file://{abs}/index?s/src/"));
+        assert!(names.contains(&"indexes".to_owned()), "{names:?}");
         let s3 = s3();
         let names = s3.names_of_location("s3://b/wh/ind*/src/");
         assert!(names.contains(&"indexes".to_owned()), "{names:?}");
