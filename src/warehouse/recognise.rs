@@ -322,7 +322,7 @@ pub(super) fn linked_names(dir: &Path, path: &str) -> Vec<String> {
             _ => return Vec::new(),
         }
     };
-    let mut full = resolved;
+    let mut full = resolved.clone();
     for part in rest.iter().rev() {
         full.push(part);
     }
@@ -330,14 +330,59 @@ pub(super) fn linked_names(dir: &Path, path: &str) -> Vec<String> {
         return Vec::new();
     };
     let full = Path::new("/").join(clamp_dots(full));
-    if root.starts_with(&full) {
-        // The root or one of its ancestors: a recursive listing reads every object.
+    let mut names = names_below(&root, &full);
+    // A bind mount (or a second mount of the same export) shows a directory of the
+    // warehouse under another path, which `canonicalize` does not see through: a
+    // directory on the way that *is* the root, a managed prefix or one of the root's
+    // ancestors (the same device and inode) is read as that directory.
+    for (alias, real) in aliases(&root, &resolved) {
+        if let Ok(rest) = full.strip_prefix(&alias) {
+            for name in names_below(&root, &real.join(rest)) {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+    }
+    names
+}
+
+/// The names the absolute, resolved `path` denotes below `root`: every managed prefix if
+/// it is the root or above it (a recursive listing reads every object).
+fn names_below(root: &Path, path: &Path) -> Vec<String> {
+    if root.starts_with(path) {
         return MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect();
     }
-    let Some(below) = full.strip_prefix(&root).ok().and_then(Path::to_str) else {
+    let Some(below) = path.strip_prefix(root).ok().and_then(Path::to_str) else {
         return Vec::new();
     };
     object_name(below).ok().into_iter().collect()
+}
+
+/// The directories on the way to `resolved` (itself included) that are the same
+/// directory as the root, a managed prefix or an ancestor of the root, each with that
+/// real path.
+fn aliases(root: &Path, resolved: &Path) -> Vec<(PathBuf, PathBuf)> {
+    use std::os::unix::fs::MetadataExt;
+    let id = |path: &Path| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+    let mut known: Vec<((u64, u64), PathBuf)> = Vec::new();
+    for real in root
+        .ancestors()
+        .map(Path::to_path_buf)
+        .chain(MANAGED_PREFIXES.iter().map(|prefix| root.join(prefix)))
+    {
+        if let Some(id) = id(&real) {
+            known.push((id, real));
+        }
+    }
+    resolved
+        .ancestors()
+        .filter_map(|alias| {
+            let id = id(alias)?;
+            let (_, real) = known.iter().find(|(known, _)| *known == id)?;
+            (alias != real.as_path()).then(|| (alias.to_path_buf(), real.clone()))
+        })
+        .collect()
 }
 
 #[cfg(test)]
