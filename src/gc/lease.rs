@@ -256,7 +256,23 @@ impl Lease {
             released: false,
         };
         let proved_at = Instant::now();
-        if create(warehouse, next, &content).await? {
+        let mut next = next;
+        let mut created = create(warehouse, next, &content).await?;
+        // A name no generation was written at (a directory or a dangling link made by
+        // hand there) is occupied but never listed: go on past it, or every later run
+        // would be fenced out for good.
+        for _ in 0..RENEW_ATTEMPTS {
+            if created
+                || newest(warehouse)
+                    .await?
+                    .is_some_and(|newest| newest >= next)
+            {
+                break;
+            }
+            next = successor(next)?;
+            created = create(warehouse, next, &content).await?;
+        }
+        if created {
             prune(warehouse, next).await?;
             Ok(Acquired::Held(Lease {
                 warehouse: warehouse.clone(),
@@ -468,5 +484,30 @@ mod tests {
             lease.generation, 8,
             "the fence goes on from the torn generation"
         );
+    }
+
+    /// Found by the fourth issue-26 attack: a directory made by hand at the next
+    /// generation's name (never listed as a generation) fenced every run out for good.
+    #[tokio::test]
+    async fn a_name_occupied_by_something_else_is_passed_over() {
+        let dir = tempfile::tempdir().expect("dir");
+        let warehouse = Warehouse::local(dir.path()).expect("warehouse");
+        let run = Uuid::from_u128(1);
+        let Acquired::Held(lease) = Lease::acquire(&warehouse, run, 1_000, 60_000)
+            .await
+            .expect("answers")
+        else {
+            panic!("a fresh lease is free");
+        };
+        lease.release(2_000).await.expect("released");
+        let newest = newest(&warehouse).await.expect("listed").expect("one");
+        std::fs::create_dir_all(dir.path().join(generation_name(newest + 1))).expect("dir");
+        let held = Lease::acquire(&warehouse, Uuid::from_u128(2), 3_000, 60_000)
+            .await
+            .expect("answers");
+        let Acquired::Held(lease) = held else {
+            panic!("a directory at the next name does not hold the lease: {held:?}");
+        };
+        assert_eq!(lease.generation, newest + 2);
     }
 }

@@ -31,10 +31,11 @@
 //!
 //! A finish mark counts only while the journal it names still carries that landing time.
 //! Every copy lands anew (an object store dates a copy when it is made; on a file system
-//! the status-change time, which nobody can set, moves), so a `_gc/` restored from a
+//! the birth time, which nobody can set, is new), so a `_gc/` restored from a
 //! backup, copied, or rolled back with the catalog finishes none of its runs: the restored
-//! ledger's clocks are not trusted and start again at the next walk. A restore therefore
-//! never dates a loss earlier than the first run after it.
+//! ledger's clocks are not trusted and start again at the next walk. A restore that
+//! brings back the very same files (a file-system snapshot rolled back, the original tree
+//! moved back) is not seen: the restore procedure's `init --adopt` starts a new epoch.
 //!
 //! Several files of a kind combine by taking the **largest** value, which is always the
 //! conservative reading: a later clock start and a later condemnation both delay

@@ -254,7 +254,7 @@ impl GarbageCollector {
         }
         if !journals.stale.is_empty() {
             report.warnings.push(format!(
-                "the finish marks of {} gc run(s) no longer match their journals (`_gc/` was restored from a backup or copied, or its files' ownership or permissions changed): their retention clocks are not trusted and start again",
+                "the finish marks of {} gc run(s) no longer match their journals (`_gc/` was restored from a backup or copied): their retention clocks are not trusted and start again",
                 journals.stale.len()
             ));
         }

@@ -140,7 +140,7 @@ fn item_of(root: &Path, entry: &walkdir::DirEntry) -> Option<ListItem> {
                 name,
                 size: meta.len(),
                 last_modified_ms: modified_ms(&meta),
-                landed_ms: modified_ms(&meta).max(changed_ms(&meta)),
+                landed_ms: modified_ms(&meta).max(created_ms(&meta)),
             })
         }
     })
@@ -152,11 +152,18 @@ fn modified_ms(meta: &std::fs::Metadata) -> i64 {
     epoch_ms(meta.mtime(), meta.mtime_nsec())
 }
 
-/// A file's status-change time: when its inode last changed (it was created, renamed,
-/// linked or copied in), which nobody can set.
-fn changed_ms(meta: &std::fs::Metadata) -> i64 {
+/// When a file was created here: its birth time where the file system records one
+/// (ext4, xfs, btrfs, tmpfs: a copy, a restore or `tar x` makes a new file, while
+/// `chown`, `chmod`, hard links and `utime` leave it alone), else its status-change time
+/// (which those also move: a delay, never a hastening). Nobody can set either.
+fn created_ms(meta: &std::fs::Metadata) -> i64 {
     use std::os::unix::fs::MetadataExt;
-    epoch_ms(meta.ctime(), meta.ctime_nsec())
+    match meta.created() {
+        Ok(created) => created
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        Err(_) => epoch_ms(meta.ctime(), meta.ctime_nsec()),
+    }
 }
 
 fn epoch_ms(secs: i64, nanos: i64) -> i64 {

@@ -78,9 +78,9 @@ pub struct Listed {
     pub last_modified_ms: i64,
     /// When it landed in this store (Unix epoch milliseconds): in an object store its
     /// last-modified time (a copy is a new object); on a file system the later of its
-    /// modification and status-change times, so a copy that keeps the original
-    /// modification time (`cp -a`, `tar`, a backup restored in place) still lands when it
-    /// is made — nobody can set a status-change time.
+    /// modification and birth times (the status-change time where no birth time is
+    /// recorded), so a copy that keeps the original modification time (`cp -a`, `tar`, a
+    /// backup restored in place) still lands when it is made — nobody can set either.
     pub landed_ms: i64,
 }
 

@@ -65,6 +65,16 @@ impl Warehouse {
                         None => {}
                     }
                 }
+                // On the local file system, every spelling (dots resolved, escapes
+                // decoded) and a pattern's literal directory may also reach the warehouse
+                // through a link or another mount of it.
+                if let (Reading::Local(_), Some(dir)) = (&reading, &self.local) {
+                    let absolute = |path: &str| format!("/{}", path.trim_start_matches('/'));
+                    found.extend(linked_names(dir, &absolute(&path)));
+                    if let Some(literal) = glob_prefix(&path) {
+                        found.extend(linked_names(dir, &absolute(literal)));
+                    }
+                }
                 for name in found {
                     if !names.contains(&name) {
                         names.push(name);
@@ -563,6 +573,22 @@ mod tests {
             for managed in MANAGED_PREFIXES {
                 assert!(names.iter().any(|n| n == managed), "{spelling}: {names:?}");
             }
+        }
+        // Found by the fourth issue-26 attack: through a link, with `..`, an escape or a
+        // pattern in the path.
+        for spelling in [
+            format!("{link}/zz/../wh/indexes/src/"),
+            format!(
+                "file://{}/to-p%61rent/wh/indexes/src/",
+                dir.path().display()
+            ),
+            format!("{}/to-par*/wh/indexes/src/", dir.path().display()),
+        ] {
+            let names = wh.names_of_location(&spelling);
+            assert!(
+                names.iter().any(|n| n == "indexes/src" || n == "indexes"),
+                "{spelling}: {names:?}"
+            );
         }
         // `..` past `/` stays at `/`, as the file system reads it.
         let names = wh.names_of_location(&format!("/../..{abs}/indexes/src/"));
