@@ -8,8 +8,11 @@ use super::{IndexProvider, validate_relative_location};
 pub(crate) const LOCATION: &str = "location";
 
 /// The `parquet` provider: every index table has a `location` property that is a
-/// warehouse-relative directory prefix (see [`validate_relative_location`]). Other table
-/// properties and the provider-level properties are not interpreted here.
+/// warehouse-relative directory prefix (see [`validate_relative_location`]), taken
+/// literally: a reader lists that prefix and never reads `*`, `[` or `{` in it as a
+/// pattern (names may hold any character), and the collector keeps exactly what lies
+/// below it. Other table properties and the provider-level properties are not
+/// interpreted here.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ParquetProvider;
 

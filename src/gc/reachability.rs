@@ -35,7 +35,7 @@ use uuid::Uuid;
 
 use super::history::History;
 use super::ledger::{JournalFacts, Seen};
-use super::refs::{RefMap, names_of_relative, normalize};
+use super::refs::{RefMap, normalize};
 use crate::catalog::Catalog;
 use crate::catalog::record::{PointerRecord, PointerState};
 use crate::catalog::write::store_error;
@@ -114,7 +114,7 @@ pub(crate) fn references_of(
         if let Some(provider) = registry.provider(snapshot.index_provider().provider()) {
             for table in snapshot.index_tables().values() {
                 if let Some(location) = provider.table_location(table.properties()) {
-                    refs.direct.extend(names_of_relative(location));
+                    refs.direct.extend(normalize(location));
                 }
             }
         }
@@ -122,7 +122,7 @@ pub(crate) fn references_of(
             .extend(source_locations(snapshot.source_table(), warehouse));
         if let Some(family) = registry.family(snapshot.index_family()) {
             for location in family.warehouse_references(snapshot.parameters()) {
-                refs.family.extend(names_of_relative(location));
+                refs.family.extend(normalize(location));
             }
         }
     }

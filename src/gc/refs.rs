@@ -14,28 +14,11 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::warehouse::{MANAGED_PREFIXES, Warehouse, aliases, object_name};
+use crate::warehouse::{Warehouse, aliases, object_name};
 
 /// The name of a warehouse-relative location as written in metadata, if it is one.
 pub(crate) fn normalize(location: &str) -> Option<String> {
     object_name(location).ok()
-}
-
-/// Every name a warehouse-relative location written in metadata may denote: itself, and,
-/// since an engine may read `*`, `?`, `[` and `{` in a path as a pattern, everything below
-/// the literal directory before the first of them (every managed prefix if that is the
-/// root). Engines write files with any characters, so such locations are accepted; while
-/// an index naming one is live, everything its pattern may match is kept.
-pub(crate) fn names_of_relative(location: &str) -> Vec<String> {
-    let mut names: Vec<String> = normalize(location).into_iter().collect();
-    if let Some(first) = location.find(['*', '?', '[', '{']) {
-        let dir = &location[..location[..first].rfind('/').unwrap_or(0)];
-        match normalize(dir) {
-            Some(dir) => names.push(dir),
-            None => names.extend(MANAGED_PREFIXES.iter().map(|p| (*p).to_owned())),
-        }
-    }
-    names
 }
 
 /// Names and every ancestor directory of a relative name, longest last.
@@ -209,37 +192,6 @@ impl Protected {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Found by the second issue-26 attack: a pattern in an index-table location of
-    /// metadata written before publication refused them.
-    #[test]
-    fn a_pattern_location_names_what_it_may_match() {
-        let managed = || vec!["metadata".to_owned(), "indexes".to_owned()];
-        for (location, expected) in [
-            (
-                "indexes/a/1/ivf_postings/",
-                vec!["indexes/a/1/ivf_postings".to_owned()],
-            ),
-            (
-                "indexes/g*/1/ivf_postings/",
-                vec!["indexes/g*/1/ivf_postings".to_owned(), "indexes".to_owned()],
-            ),
-            (
-                "indexes/a/[1]/t/",
-                vec!["indexes/a/[1]/t".to_owned(), "indexes/a".to_owned()],
-            ),
-            ("*/x/", [vec!["*/x".to_owned()], managed()].concat()),
-        ] {
-            let names = names_of_relative(location);
-            for name in &expected {
-                assert!(names.contains(name), "{location}: {names:?}");
-            }
-        }
-        assert_eq!(
-            names_of_relative("indexes/a/1/"),
-            vec!["indexes/a/1".to_owned()]
-        );
-    }
 
     #[test]
     fn references_cover_their_subtree_on_segment_boundaries() {
