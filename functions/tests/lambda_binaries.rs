@@ -372,8 +372,14 @@ async fn lifecycle(backend: Backend) {
         assert_eq!(directive["Namespace"], "ParqDBCatalog");
         assert_eq!(
             directive["Dimensions"],
-            json!([["Operation", "Outcome"], ["Outcome"], []])
+            json!([
+                ["Stack", "Operation", "Outcome"],
+                ["Stack", "Operation"],
+                ["Stack", "Outcome"],
+                ["Stack"]
+            ])
         );
+        assert!(metric["Stack"].is_string(), "{metric}");
         assert_eq!(directive["Metrics"][0]["Name"], "LatencyMs");
         assert_eq!(metric["Operation"], "load");
         assert!(
