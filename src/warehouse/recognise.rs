@@ -54,13 +54,13 @@ impl Warehouse {
                 // A table at the root or above it may read every object of the warehouse
                 // (a recursive listing of its directory).
                 if self.at_or_above_root(&reading, &path) {
-                    found.extend(MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()));
+                    found.extend(every_managed_prefix());
                 }
                 if let Some(literal) = glob_prefix(&path) {
                     match self.name_below_root(&reading, literal) {
                         Some(name) => found.push(name),
                         None if self.at_or_above_root(&reading, literal) => {
-                            found.extend(MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()))
+                            found.extend(every_managed_prefix())
                         }
                         None => {}
                     }
@@ -357,11 +357,17 @@ pub(super) fn linked_names(dir: &Path, path: &str) -> Vec<String> {
     names
 }
 
+/// The names a location at the root or above it denotes: a recursive listing of it reads
+/// every object.
+fn every_managed_prefix() -> Vec<String> {
+    MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect()
+}
+
 /// The names the absolute, resolved `path` denotes below `root`: every managed prefix if
 /// it is the root or above it (a recursive listing reads every object).
 fn names_below(root: &Path, path: &Path) -> Vec<String> {
     if root.starts_with(path) {
-        return MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect();
+        return every_managed_prefix();
     }
     let Some(below) = path.strip_prefix(root).ok().and_then(Path::to_str) else {
         return Vec::new();
