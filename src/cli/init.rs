@@ -11,9 +11,10 @@ use crate::gc;
 #[derive(Debug, Default, Args)]
 pub(crate) struct InitArgs {
     /// Take over a warehouse that holds data but no ownership marker (written by an earlier
-    /// version, or its owner's marker was lost), or re-home the marker after moving this
-    /// catalog's pointer store: you assert that this catalog's pointers are the only ones
-    /// naming the warehouse's data.
+    /// version, or its owner's marker was lost), re-home the marker after moving this
+    /// catalog's pointer store, or start a new epoch after restoring a backup (every gc
+    /// retention clock starts again): you assert that this catalog's pointers are the only
+    /// ones naming the warehouse's data.
     #[arg(long)]
     adopt: bool,
 }
