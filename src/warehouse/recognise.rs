@@ -15,8 +15,9 @@
 //! but the same directory to Hadoop; a `%41` is an escape in a URI but two characters in
 //! a path), every reading counts: the answer is the set of names any reading denotes.
 //! Locations under another scheme (`gs://`, `hdfs://`, `abfss://`), another bucket, or
-//! outside the root denote nothing here. Relative paths denote nothing either: an engine
-//! resolves them against its own working directory, which no catalog knows.
+//! outside the root denote nothing here. A relative path is resolved against an engine's
+//! working directory, which no catalog knows; on a local warehouse it is read against the
+//! warehouse directory too (an engine may run there).
 
 use std::path::{Path, PathBuf};
 
@@ -42,8 +43,19 @@ impl Warehouse {
     /// Every name of this warehouse that `location` may denote in some engine's reading
     /// (see the [module docs](self)); empty if it denotes nothing inside the root.
     pub fn names_of_location(&self, location: &str) -> Vec<String> {
+        let location = location.trim();
         let mut names = Vec::new();
-        for reading in readings(location.trim()) {
+        let mut all = readings(location);
+        // A relative path is resolved against an engine's working directory; on a local
+        // warehouse that may be the warehouse directory itself, so it is read from there.
+        if let Some(dir) = &self.local
+            && split_scheme(location).is_none()
+            && !location.starts_with('/')
+            && !location.is_empty()
+        {
+            all.push(Reading::Local(format!("{}/{location}", dir.display())));
+        }
+        for reading in all {
             for path in spellings(&reading) {
                 // The path as written (object names may hold `*` or `[`), and, read as a
                 // pattern (DataFusion reads `*`, `?`, `[` and `{` in a path as a glob),
@@ -492,9 +504,17 @@ mod tests {
             format!("{abs}2/indexes/src"),
             format!("file://host{abs}/indexes/src"),
             format!("s3://b{abs}/indexes/src"),
-            "indexes/src".to_owned(),
         ] {
             assert!(wh.names_of_location(&outside).is_empty(), "{outside}");
+        }
+        // Found by the last issue-26 attack: a relative path, read by an engine whose
+        // working directory is the warehouse directory.
+        for relative in ["indexes/src/", "./indexes/src", "x/../indexes/src"] {
+            let names = wh.names_of_location(relative);
+            assert!(
+                names.contains(&"indexes/src".to_owned()),
+                "{relative}: {names:?}"
+            );
         }
     }
 
