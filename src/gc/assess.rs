@@ -8,7 +8,7 @@ use super::GarbageCollector;
 use super::config::format_duration;
 use super::job::{Doomed, Object, Plan};
 use super::lease::Lease;
-use super::ledger::{JournalRef, Ledger, Trust};
+use super::ledger::{Entry, JournalRef, Ledger, Trust};
 use super::reachability::Observation;
 use super::refs::Protected;
 use super::report::{ActionKind, Counts, GcReport};
@@ -106,12 +106,15 @@ impl<'a> Judge<'a> {
         Ok(())
     }
 
-    /// Decide one unreachable object, writing the ledger transitions (unless dry).
+    /// Decide one unreachable object whose ledger entry is `entry` (as
+    /// [`Ledger::read_page`] read it with its page), writing the ledger transitions
+    /// (unless dry).
     pub(crate) async fn assess(
         &self,
         observation: &Observation,
         referenced: &Protected,
         object: &Object,
+        entry: Entry,
     ) -> Result<Assessed> {
         let mut assessed = Assessed {
             name: object.name.clone(),
@@ -138,7 +141,6 @@ impl<'a> Judge<'a> {
             assessed.verdict = Verdict::Unmirrorable;
             return Ok(assessed);
         }
-        let entry = self.ledger.read(name).await?;
         let mut ledger_files = entry.files.clone();
         let facts = Facts {
             last_modified_ms: object.last_modified_ms,

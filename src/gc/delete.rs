@@ -329,7 +329,7 @@ impl Invocation<'_> {
     }
 
     /// Sweep the ledger entries of `range`'s objects, page by page: clear those of
-    /// objects reachable at either walk, or gone; `true` once the sweep is complete.
+    /// objects reachable at either walk; `true` once the sweep is complete.
     pub(crate) async fn sweep(
         &mut self,
         range: &ListRange,
@@ -349,7 +349,6 @@ impl Invocation<'_> {
             return Ok(true);
         }
         let ledger = Ledger::new(self.gc.catalog.warehouse());
-        let warehouse = self.gc.catalog.warehouse();
         let mut last = self.job.last_page(seq).await?;
         let (first, second) = (
             &observed.observation.reachable,
@@ -374,32 +373,18 @@ impl Invocation<'_> {
                 .await?;
             let done = listed.len() < self.gc.config.page_size;
             let position = listed.last().map(|entry| entry.position.clone()).or(after);
-            let stale: Vec<String> = futures::stream::iter(listed)
-                .map(|entry| {
-                    let ledger = &ledger;
-                    async move {
-                        let ListItem::Object(file) = entry.item else {
-                            return Ok::<_, Error>(None);
-                        };
-                        let Some(object) = ledger.object_of(&file.name) else {
-                            return Ok(None);
-                        };
-                        if covered(first, second, &object) {
-                            return Ok(Some(file.name));
-                        }
-                        match warehouse.head(&object).await {
-                            Ok(None) => Ok(Some(file.name)),
-                            Ok(Some(_)) => Ok(None),
-                            // Not a valid object name: keep the ledger file.
-                            Err(err) if err.kind() == ErrorKind::InvalidIndexMetadata => Ok(None),
-                            Err(err) => Err(err),
-                        }
-                    }
+            // The entries of objects gone are cleared by the scan that lists them
+            // (`Ledger::read_page`): no request per entry here.
+            let stale: Vec<String> = listed
+                .into_iter()
+                .filter_map(|entry| {
+                    let ListItem::Object(file) = entry.item else {
+                        return None;
+                    };
+                    let object = ledger.object_of(&file.name)?;
+                    covered(first, second, &object).then_some(file.name)
                 })
-                .buffer_unordered(self.gc.config.io_concurrency.max(1))
-                .try_filter_map(|file| async move { Ok(file) })
-                .try_collect()
-                .await?;
+                .collect();
             let counts = Counts {
                 ledger_files_cleared: ledger.delete(stale).await? as u64,
                 ..Counts::default()

@@ -191,6 +191,28 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    /// Add a listed file of the entry (a file this collector does not write is left out:
+    /// never part of an entry, never deleted).
+    fn add(&mut self, file: Listed) {
+        match parse_name(file_name(&file.name)) {
+            Some((Kind::Clock(clock), journal)) => self.clocks.push(ClockFile {
+                clock,
+                journal,
+                landed_ms: file.landed_ms,
+            }),
+            // A condemnation counts from when it became visible: its stamp, or the
+            // store's time of the write if that is later (a slow or retried write must
+            // not let the condemnation delay start before anyone could see it).
+            Some((Kind::Condemned(ms), _)) => {
+                let visible = ms.max(file.last_modified_ms);
+                self.condemned_ms = Some(self.condemned_ms.map_or(visible, |c| c.max(visible)));
+            }
+            Some((Kind::Legacy, _)) => {}
+            None => return,
+        }
+        self.files.push(file.name);
+    }
+
     /// The latest clock that `trust` trusts.
     pub(crate) fn trusted_clock(&self, trust: &Trust) -> Option<Clock> {
         self.clocks
@@ -200,6 +222,32 @@ impl Entry {
             .max_by_key(|clock| (clock.start_ms, clock.walk_ms))
     }
 }
+
+/// The page of a listing whose ledger entries [`Ledger::read_page`] reads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PageScope<'a> {
+    /// The range the page belongs to (a partition of `indexes/`, or `metadata/`).
+    pub range: &'a ListRange,
+    /// The listing position of the previous page's last entry (`None` for the range's
+    /// first page).
+    pub after: Option<&'a str>,
+    /// Every name the page listed (objects and skipped entries), in listing order.
+    pub listed: &'a [String],
+    /// Whether the page is the range's last.
+    pub done: bool,
+}
+
+/// What [`Ledger::read_page`] found.
+#[derive(Debug, Default)]
+pub(crate) struct PageEntries {
+    /// The entries of the listed objects that have one.
+    pub entries: HashMap<String, Entry>,
+    /// The files of entries whose object is gone.
+    pub gone: Vec<String>,
+}
+
+/// The most files of gone objects one page clears (the rest: a later run's).
+const MAX_GONE_PER_PAGE: usize = 10_000;
 
 /// Which runs' clock facts count: the current run's, and those of finished runs that
 /// landed before their run's finish mark.
@@ -356,27 +404,89 @@ impl Ledger {
         let listed = self.warehouse.list_files(&self.dir(object)).await?;
         let mut entry = Entry::default();
         for file in listed {
-            match parse_name(file_name(&file.name)) {
-                Some((Kind::Clock(clock), journal)) => entry.clocks.push(ClockFile {
-                    clock,
-                    journal,
-                    landed_ms: file.landed_ms,
-                }),
-                // A condemnation counts from when it became visible: its stamp, or the
-                // store's time of the write if that is later (a slow or retried write must
-                // not let the condemnation delay start before anyone could see it).
-                Some((Kind::Condemned(ms), _)) => {
-                    let visible = ms.max(file.last_modified_ms);
-                    entry.condemned_ms =
-                        Some(entry.condemned_ms.map_or(visible, |c| c.max(visible)));
-                }
-                Some((Kind::Legacy, _)) => {}
-                // Not a file this collector writes: never part of an entry, never deleted.
-                None => continue,
-            }
-            entry.files.push(file.name);
+            entry.add(file);
         }
         Ok(entry)
+    }
+
+    /// The entries of the objects one page of a listing holds, and the files of entries
+    /// whose object the page shows is gone, from one ranged listing of the mirror (one
+    /// request per page of ledger files, not one per object).
+    ///
+    /// The facts of an object `k` are the mirror's files `<ledger>/k/<fact>`. They are
+    /// listed in the warehouse's order, which is not always the order of the objects
+    /// themselves (on an object store `k/…` sorts after `k-1/…`), so the listing starts
+    /// after the mirror of the previous page's last name (every fact of a later name sorts
+    /// after it) and ends past the facts of the page's greatest listed name (past the
+    /// whole range for the range's last page). An entry of a name between the previous
+    /// page's last name and this page's last one that the page did not list is gone; a
+    /// name the bounds leave out is left for a later run (a stale entry never dates a
+    /// newer object: its clock ends before the object was written, see `rules`).
+    pub(crate) async fn read_page(&self, scope: PageScope<'_>) -> Result<PageEntries> {
+        let warehouse = &self.warehouse;
+        let PageScope {
+            range,
+            after,
+            listed,
+            done,
+        } = scope;
+        let order = |a: &str, b: &str| warehouse.name_order(a, b);
+        let mirror = format!("{LEDGER_DIR}/{}", range.prefix);
+        let greatest = |a: Option<String>, b: Option<String>| match (a, b) {
+            (Some(a), Some(b)) => Some(if order(&a, &b).is_ge() { a } else { b }),
+            (a, b) => a.or(b),
+        };
+        // The previous page's last name; unknown if its position names no UTF-8 path (an
+        // entry the listing skipped): then no entry counts as gone on this page.
+        let after_name = after.map(|position| warehouse.name_at(position));
+        let gone_known = !matches!(after_name, Some(None));
+        let after_name = after_name.flatten();
+        // Past the facts of every name up to the last listed one; for the last page, past
+        // the whole range.
+        let listed_end = listed
+            .last()
+            .map(|last| warehouse.mirror_end(LEDGER_DIR, last, after_name.as_deref()));
+        let end = match done {
+            true => match warehouse.range_end_under(range, &mirror) {
+                Some(range_end) => greatest(Some(range_end), listed_end),
+                None => None,
+            },
+            false => listed_end,
+        };
+        if !done && end.is_none() {
+            return Ok(PageEntries::default());
+        }
+        let start = after.and_then(|position| warehouse.position_under(LEDGER_DIR, position));
+        let whole = ListRange::new(&mirror, range.from.clone(), None);
+        let names: HashSet<&str> = listed.iter().map(String::as_str).collect();
+        let last = listed.last().map(String::as_str);
+        let mut page = PageEntries::default();
+        let mut files = self.warehouse.list_range(&whole, start.as_deref());
+        while let Some(item) = files.try_next().await? {
+            let ListItem::Object(file) = item.item else {
+                continue;
+            };
+            if end.as_deref().is_some_and(|end| order(&file.name, end).is_gt()) {
+                break;
+            }
+            let Some(object) = self.object_of(&file.name) else {
+                continue;
+            };
+            if names.contains(object.as_str()) {
+                page.entries.entry(object).or_default().add(file);
+                continue;
+            }
+            let gone = gone_known
+                && after_name
+                    .as_deref()
+                    .is_none_or(|after| order(after, &object).is_lt())
+                && (done || last.is_some_and(|last| order(&object, last).is_lt()))
+                && warehouse.range_holds(range, &object);
+            if gone && page.gone.len() < MAX_GONE_PER_PAGE {
+                page.gone.push(file.name);
+            }
+        }
+        Ok(page)
     }
 
     /// Record that the walk `clock` found `object` unreachable (create-if-absent; the same
@@ -940,5 +1050,147 @@ mod tests {
             ledger.read_journal(new).await.expect("read").unknown,
             "an empty (torn) journal is unknown, not an error"
         );
+    }
+
+    /// Names over an alphabet that makes listing order and mirror order disagree (bytes
+    /// below and above `/`, and the mirror's own `~`), some of them prefixes of others.
+    fn names() -> impl proptest::strategy::Strategy<Value = Vec<(String, bool, bool)>> {
+        use proptest::prelude::*;
+        let segment = proptest::collection::vec(
+            prop_oneof![Just('a'), Just('b'), Just('-'), Just('.'), Just('!'), Just('~')],
+            1..4,
+        )
+        .prop_map(|chars| chars.into_iter().collect::<String>())
+        .prop_filter("a name has no `.` or `..` segment", |segment| {
+            segment != "." && segment != ".."
+        });
+        let name = proptest::collection::vec(segment, 1..4)
+            .prop_map(|segments| format!("indexes/{}", segments.join("/")));
+        // (name, the object exists, it has ledger facts)
+        proptest::collection::btree_map(name, (any::<bool>(), any::<bool>()), 1..24).prop_map(
+            |objects| {
+                objects
+                    .into_iter()
+                    .map(|(name, (exists, facts))| (name, exists, facts))
+                    .collect()
+            },
+        )
+    }
+
+    /// Read every page of every partition of `indexes/` with `read_page`, `page` entries
+    /// at a time, and check it against reading each entry on its own: every listed
+    /// object's entry is complete and exact, and nothing counted gone exists.
+    async fn check_pages(warehouse: &Warehouse, objects: &[(String, bool, bool)], page: usize, parts: usize) {
+        let ledger = Ledger::new(warehouse);
+        let run = journal(1, 1);
+        let clock = Clock {
+            start_ms: 5,
+            walk_ms: 4,
+        };
+        let mut existing = HashSet::new();
+        for (name, exists, facts) in objects {
+            if *exists {
+                warehouse
+                    .put_if_absent(name, Bytes::from_static(b"x"))
+                    .await
+                    .expect("object");
+                existing.insert(name.clone());
+            }
+            if *facts {
+                ledger.record_clock(name, clock, run, "t").await.expect("clock");
+                ledger.record_condemnation(name, 9, run, "t").await.expect("condemned");
+            }
+        }
+        let segments = warehouse.segments("indexes").await.expect("segments");
+        let mut cleared = HashSet::new();
+        for range in ListRange::split("indexes", &segments, parts) {
+            let listed: Vec<Positioned> = warehouse
+                .list_range(&range, None)
+                .try_collect()
+                .await
+                .expect("listed");
+            let mut after: Option<String> = None;
+            let chunks: Vec<&[Positioned]> = listed.chunks(page).collect();
+            let count = chunks.len().max(1);
+            for index in 0..count {
+                let chunk = chunks.get(index).copied().unwrap_or(&[]);
+                let names: Vec<String> = chunk
+                    .iter()
+                    .filter_map(|entry| entry.item.name().map(str::to_owned))
+                    .collect();
+                let read = ledger
+                    .read_page(PageScope {
+                        range: &range,
+                        after: after.as_deref(),
+                        listed: &names,
+                        done: index + 1 == count,
+                    })
+                    .await
+                    .expect("page");
+                for name in &names {
+                    let mut expected = ledger.read(name).await.expect("entry").files;
+                    let mut got = read
+                        .entries
+                        .get(name)
+                        .map(|entry| entry.files.clone())
+                        .unwrap_or_default();
+                    expected.sort();
+                    got.sort();
+                    assert_eq!(got, expected, "the entry of `{name}` in {range:?}");
+                }
+                for file in &read.gone {
+                    let object = ledger.object_of(file).expect("a ledger file");
+                    assert!(!existing.contains(&object), "`{object}` exists but was counted gone");
+                    cleared.insert(object);
+                }
+                if let Some(last) = chunk.last() {
+                    after = Some(last.position.clone());
+                }
+            }
+        }
+        // Where listing and mirror orders agree (no byte below `/` in a name, no name that
+        // is also a directory), every gone object's entry is found.
+        for (name, exists, facts) in objects {
+            let directory = format!("{name}/");
+            let plain = !name.bytes().any(|b| b < b'/')
+                && !objects.iter().any(|(other, _, _)| other.starts_with(&directory));
+            if *facts && !*exists && plain {
+                assert!(cleared.contains(name), "the entry of gone `{name}` was not found");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        #[test]
+        fn a_page_reads_exactly_the_entries_of_what_it_lists(
+            objects in names(),
+            page in 1usize..5,
+            parts in 1usize..4,
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async {
+                let memory = Warehouse::in_memory("memory://pages/wh").expect("warehouse");
+                check_pages(&memory, &objects, page, parts).await;
+                // A directory cannot also be a file: keep the names that fit a file system.
+                let mut fitting: Vec<(String, bool, bool)> = Vec::new();
+                for object in &objects {
+                    let clash = fitting.iter().any(|(other, _, _)| {
+                        other == &object.0
+                            || other.starts_with(&format!("{}/", object.0))
+                            || object.0.starts_with(&format!("{other}/"))
+                    });
+                    if !clash {
+                        fitting.push(object.clone());
+                    }
+                }
+                let dir = tempfile::tempdir().expect("dir");
+                let local = Warehouse::local(dir.path()).expect("warehouse");
+                check_pages(&local, &fitting, page, parts).await;
+            });
+        }
     }
 }

@@ -12,12 +12,14 @@
 //! metadata file and records what it names (rule (P)); pass 2 decides each candidate once
 //! everything (P) needs is known (a metadata file may name another).
 
+use std::collections::HashMap;
+
 use futures::{StreamExt, TryStreamExt};
 
 use super::GarbageCollector;
 use super::assess::{Judge, PageTally};
 use super::job::{JOB_VERSION, Job, Object, Page, Plan, Referenced, Seq, Walk, planned_runs};
-use super::ledger::{JournalRef, Ledger};
+use super::ledger::{Entry, JournalRef, Ledger, PageScope};
 use super::nested::nested_root;
 use super::reachability::{Parsed, observe, read_parsed, references_of};
 use super::refs::{Protected, SelfCovering};
@@ -472,12 +474,20 @@ impl Invocation<'_> {
             if self.out_of_time() {
                 return Ok(false);
             }
-            let candidates = self
+            let read = self
                 .job
                 .page(&Seq::Metadata, number)
                 .await?
-                .ok_or_else(|| self.missing("metadata"))?
-                .candidates;
+                .ok_or_else(|| self.missing("metadata"))?;
+            let (mut entries, gone) = self.metadata_entries(number, &read).await?;
+            let candidates: Vec<(Object, Entry)> = read
+                .candidates
+                .into_iter()
+                .map(|candidate| {
+                    let entry = entries.remove(&candidate.name).unwrap_or_default();
+                    (candidate, entry)
+                })
+                .collect();
             let doomed_so_far = previous.as_ref().map_or(0, |page| page.doomed_total);
             let mut tally =
                 PageTally::with_room(self.plan.max_doomed.saturating_sub(doomed_so_far));
@@ -489,7 +499,7 @@ impl Invocation<'_> {
                 trust.clone(),
                 self.now_ms,
             );
-            let mut assessed = futures::stream::iter(candidates.into_iter().filter(|candidate| {
+            let mut assessed = futures::stream::iter(candidates.into_iter().filter(|(candidate, _)| {
                 if nested.covers(&candidate.name) {
                     tally.counts.kept_nested.add(candidate.size);
                     false
@@ -497,9 +507,13 @@ impl Invocation<'_> {
                     true
                 }
             }))
-            .map(|candidate| {
+            .map(|(candidate, entry)| {
                 let (judge, observation) = (&judge, &walk.observation);
-                async move { judge.assess(observation, referenced, &candidate).await }
+                async move {
+                    judge
+                        .assess(observation, referenced, &candidate, entry)
+                        .await
+                }
             })
             .buffer_unordered(self.gc.config.io_concurrency.max(1));
             let mut decided = Vec::new();
@@ -510,6 +524,7 @@ impl Invocation<'_> {
             for item in decided {
                 tally.record(item, &mut self.report);
             }
+            tally.counts.ledger_files_cleared += self.clear_gone(gone).await?;
             let mut totals = previous
                 .as_ref()
                 .map(|page| page.totals)
@@ -528,6 +543,46 @@ impl Invocation<'_> {
             previous = Some(page);
         }
         Ok(true)
+    }
+}
+
+impl Invocation<'_> {
+    /// The ledger entries of pass-1 page `number`'s candidates, by name, and the files of
+    /// entries whose object the page shows gone: read with the page's kept listing
+    /// ([`Ledger::read_page`]); without one (a run of an earlier version), each
+    /// candidate's entry on its own.
+    async fn metadata_entries(
+        &self,
+        number: u64,
+        page: &Page,
+    ) -> Result<(HashMap<String, Entry>, Vec<String>)> {
+        let ledger = Ledger::new(self.gc.catalog.warehouse());
+        let Some(listing) = self.job.listing(&Seq::Metadata, number).await? else {
+            let mut entries = HashMap::new();
+            for candidate in &page.candidates {
+                entries.insert(candidate.name.clone(), ledger.read(&candidate.name).await?);
+            }
+            return Ok((entries, Vec::new()));
+        };
+        let previous = match number.checked_sub(1) {
+            Some(previous) => self
+                .job
+                .page(&Seq::Metadata, previous)
+                .await?
+                .ok_or_else(|| self.missing("metadata"))?
+                .after,
+            None => None,
+        };
+        let names: Vec<String> = listing.entries.into_iter().map(|entry| entry.name).collect();
+        let read = ledger
+            .read_page(PageScope {
+                range: &ListRange::whole(METADATA_DIR),
+                after: previous.as_deref(),
+                listed: &names,
+                done: page.done,
+            })
+            .await?;
+        Ok((read.entries, read.gone))
     }
 }
 

@@ -12,13 +12,13 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::assess::{Judge, PageTally};
 use super::job::{Object, Page, Seq, Walk};
-use super::ledger::Trust;
+use super::ledger::{Entry, Ledger, PageScope, Trust};
 use super::nested::nested_root;
 use super::refs::{Protected, RefMap};
 use super::report::Counts;
 use super::step::{GcStep, Invocation, NextPage, PageListing, StepOutcome};
 use crate::error::{Error, Result};
-use crate::warehouse::ListItem;
+use crate::warehouse::{ListItem, ListRange};
 
 /// How many skipped listing entries one page names in its warnings.
 const MAX_SKIP_WARNINGS: usize = 5;
@@ -115,6 +115,8 @@ struct ScanBasis<'a> {
     trust: &'a Arc<Trust>,
     /// The invocation's clock.
     clock: &'a (dyn Fn() -> i64 + Send + Sync),
+    /// The partition.
+    range: &'a ListRange,
 }
 
 impl Invocation<'_> {
@@ -147,6 +149,7 @@ impl Invocation<'_> {
                 referenced: &referenced,
                 trust: &trust,
                 clock: &clock,
+                range: &range,
             };
             last = Some(self.scan_page(&seq, listing, last.as_ref(), basis).await?);
         }
@@ -167,7 +170,11 @@ impl Invocation<'_> {
             referenced,
             trust,
             clock,
+            range,
         } = basis;
+        let (entries, gone) = self
+            .page_entries(range, last, &listing.entries, listing.done)
+            .await?;
         let doomed_so_far = last.map_or(0, |page| page.doomed_total);
         let mut tally = PageTally::with_room(self.plan.max_doomed.saturating_sub(doomed_so_far));
         let mut nested = Nested::from(last);
@@ -182,8 +189,8 @@ impl Invocation<'_> {
                 self.now_ms,
             );
             let (judge, observation) = (&judge, &walk.observation);
-            let mut decided = futures::stream::iter(listing.entries)
-                .map(|entry| async move {
+            let mut decided = futures::stream::iter(listing.entries.into_iter().zip(entries))
+                .map(|(entry, ledger_entry)| async move {
                     let ListItem::Object(listed) = entry.item() else {
                         return Ok::<_, Error>(Scanned::Skipped(entry.item()));
                     };
@@ -199,7 +206,9 @@ impl Invocation<'_> {
                         last_modified_ms: listed.last_modified_ms,
                     };
                     Ok(Scanned::Assessed(
-                        judge.assess(observation, referenced, &object).await?,
+                        judge
+                            .assess(observation, referenced, &object, ledger_entry)
+                            .await?,
                     ))
                 })
                 .buffer_unordered(gc.config.io_concurrency.max(1));
@@ -222,6 +231,7 @@ impl Invocation<'_> {
                 }
             }
         }
+        tally.counts.ledger_files_cleared += self.clear_gone(gone).await?;
         let mut totals = last.map(|page| page.totals).unwrap_or_default();
         totals.merge(&tally.counts);
         let page = Page {
@@ -240,6 +250,44 @@ impl Invocation<'_> {
         self.report.warnings.extend(page.warnings.iter().cloned());
         gc.scanned(tally.counts.scanned);
         Ok(page)
+    }
+
+    /// The ledger entries of a page's listed objects (in the order of `listed`, empty for
+    /// an object without one) and the files of entries whose object the page shows gone,
+    /// read with the page ([`Ledger::read_page`]). `last` is the sequence's previous page.
+    pub(crate) async fn page_entries(
+        &self,
+        range: &ListRange,
+        last: Option<&Page>,
+        listed: &[super::job::Entry],
+        done: bool,
+    ) -> Result<(Vec<Entry>, Vec<String>)> {
+        let names: Vec<String> = listed.iter().map(|entry| entry.name.clone()).collect();
+        let ledger = Ledger::new(self.gc.catalog.warehouse());
+        let mut read = ledger
+            .read_page(PageScope {
+                range,
+                after: last.and_then(|page| page.after.as_deref()),
+                listed: &names,
+                done,
+            })
+            .await?;
+        let entries = names
+            .iter()
+            .map(|name| read.entries.remove(name).unwrap_or_default())
+            .collect();
+        Ok((entries, read.gone))
+    }
+
+    /// Clear the ledger files of objects that are gone (not in a dry run), keeping the
+    /// lease; how many were cleared.
+    pub(crate) async fn clear_gone(&self, gone: Vec<String>) -> Result<u64> {
+        if gone.is_empty() || self.gc.config.dry_run {
+            return Ok(0);
+        }
+        self.keep_lease().await?;
+        let ledger = Ledger::new(self.gc.catalog.warehouse());
+        Ok(ledger.delete(gone).await? as u64)
     }
 
     /// The range of partition `partition`.

@@ -300,6 +300,22 @@ fn position_of(parts: &[Vec<u8>]) -> String {
         .join("/")
 }
 
+/// The position of the entry named `name` (see `position_of`).
+pub(crate) fn position_of_name(name: &str) -> String {
+    let parts: Vec<Vec<u8>> = name.split('/').map(|part| part.as_bytes().to_vec()).collect();
+    position_of(&parts)
+}
+
+/// The name of the entry at `position` (`None` unless every component is UTF-8).
+pub(crate) fn name_at(position: &str) -> Option<String> {
+    let parts = parse_position(position)
+        .into_iter()
+        .map(String::from_utf8)
+        .collect::<std::result::Result<Vec<String>, _>>()
+        .ok()?;
+    Some(parts.join("/"))
+}
+
 /// The component bytes of a position (`None` for one this module did not write).
 fn parse_position(position: &str) -> Vec<Vec<u8>> {
     position

@@ -129,6 +129,115 @@ impl ListItem {
 }
 
 impl Warehouse {
+    /// How this warehouse's listings order two names: object stores by their bytes, local
+    /// directories component by component (the order of a depth-first walk with each
+    /// directory's entries by file name).
+    pub(crate) fn name_order(&self, a: &str, b: &str) -> std::cmp::Ordering {
+        match self.local {
+            Some(_) => a.split('/').cmp(b.split('/')),
+            None => a.cmp(b),
+        }
+    }
+
+    /// The listing position of the entry named `name` (whether or not it exists): a
+    /// listing resumed after it lists what sorts after `name` in [`Warehouse::name_order`].
+    pub(crate) fn position_of_name(&self, name: &str) -> String {
+        match self.local {
+            Some(_) => local::position_of_name(name),
+            None => self.key(name).as_ref().to_owned(),
+        }
+    }
+
+    /// The position of the entry at `position` moved below the directory `dir` (the
+    /// ledger's mirror of a listed object), or `None` if `position` is not this
+    /// warehouse's.
+    pub(crate) fn position_under(&self, dir: &str, position: &str) -> Option<String> {
+        match self.local {
+            Some(_) => Some(format!("{}/{position}", local::position_of_name(dir))),
+            None => self
+                .name_at(position)
+                .map(|name| self.position_of_name(&format!("{dir}/{name}"))),
+        }
+    }
+
+    /// The name of the entry at a listing position this warehouse produced (`None` for a
+    /// position it did not).
+    pub(crate) fn name_at(&self, position: &str) -> Option<String> {
+        match self.local {
+            Some(_) => local::name_at(position),
+            None => {
+                let prefix = self.prefix.as_ref();
+                if prefix.is_empty() {
+                    Some(position.to_owned())
+                } else {
+                    position
+                        .strip_prefix(prefix)
+                        .and_then(|rest| rest.strip_prefix('/'))
+                        .map(str::to_owned)
+                }
+            }
+        }
+    }
+
+    /// Whether the object `name` lies in `range` (as the range's listing would list it).
+    pub(crate) fn range_holds(&self, range: &ListRange, name: &str) -> bool {
+        let Some(rest) = name
+            .strip_prefix(range.prefix.as_str())
+            .and_then(|rest| rest.strip_prefix('/'))
+        else {
+            return false;
+        };
+        match self.local {
+            Some(_) => {
+                let first = rest.split('/').next().unwrap_or(rest);
+                range.from.as_deref().is_none_or(|from| first >= from)
+                    && range.to.as_deref().is_none_or(|to| first < to)
+            }
+            None => {
+                range.from.as_deref().is_none_or(|from| rest >= &format!("{from}/")[..])
+                    && range.to.as_deref().is_none_or(|to| rest < &format!("{to}/")[..])
+            }
+        }
+    }
+
+    /// A name past the entries below `mirror` of every name in `(after, name]`, in
+    /// [`Warehouse::name_order`]: `<mirror>/<name>/~`, or on an object store, where a
+    /// name `p` that `name` extends with a byte up to `/` may have entries sorting after
+    /// those of `name`, the greatest `<mirror>/<p>/~` of those `p` after `after`.
+    pub(crate) fn mirror_end(&self, mirror: &str, name: &str, after: Option<&str>) -> String {
+        let end = |name: &str| format!("{mirror}/{name}/~");
+        if self.local.is_some() {
+            return end(name);
+        }
+        name.bytes()
+            .enumerate()
+            .skip(1)
+            .filter(|(_, byte)| *byte <= b'/')
+            .map(|(at, _)| &name[..at])
+            .filter(|prefix| after.is_none_or(|after| *prefix > after))
+            .map(end)
+            .fold(end(name), |a, b| a.max(b))
+    }
+
+    /// A name past every entry of `range` below `mirror` (the same range under another
+    /// directory) in [`Warehouse::name_order`]; `None` if the range is open-ended.
+    pub(crate) fn range_end_under(&self, range: &ListRange, mirror: &str) -> Option<String> {
+        let to = range.to.as_deref()?;
+        if self.local.is_some() {
+            return Some(format!("{mirror}/{to}"));
+        }
+        // The range holds the keys below `<prefix>/<to>/`; among them, a file named by a
+        // prefix `p` of `to` followed by a byte below `/` has entries `<mirror>/p/…`,
+        // which sort after `<mirror>/<to>/`. The shortest such prefix sorts last.
+        let shortest = to
+            .bytes()
+            .enumerate()
+            .skip(1)
+            .find(|(_, byte)| *byte < b'/')
+            .map(|(at, _)| format!("{mirror}/{}/~", &to[..at]));
+        Some(shortest.unwrap_or_else(|| format!("{mirror}/{to}/")))
+    }
+
     /// The subdirectories directly in `prefix`, by their segment, in listing order.
     pub async fn segments(&self, prefix: &str) -> Result<Vec<String>> {
         if let Some(root) = &self.local {
