@@ -44,6 +44,14 @@
 //! them. An entry is cleared (its files deleted) when its object is reachable again or
 //! gone. A lost entry (a crash between deleting its files) is harmless: the next run
 //! starts a fresh, later clock.
+//!
+//! # Reading it at the cost of a listing
+//! A run never asks for one entry at a time: the scan reads the entries of each page of
+//! objects it lists with one ranged listing of the mirror (`Ledger::read_page`: one
+//! request per 1,000 ledger files), and the same listing shows the entries of objects the
+//! page no longer holds, which it clears. The sweep after the deletes lists the mirror
+//! once more for the objects reachable at either walk. Only publication asks for one
+//! entry, the condemnation of the file it publishes (`condemnation`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -466,7 +474,10 @@ impl Ledger {
             let ListItem::Object(file) = item.item else {
                 continue;
             };
-            if end.as_deref().is_some_and(|end| order(&file.name, end).is_gt()) {
+            if end
+                .as_deref()
+                .is_some_and(|end| order(&file.name, end).is_gt())
+            {
                 break;
             }
             let Some(object) = self.object_of(&file.name) else {
@@ -1057,7 +1068,14 @@ mod tests {
     fn names() -> impl proptest::strategy::Strategy<Value = Vec<(String, bool, bool)>> {
         use proptest::prelude::*;
         let segment = proptest::collection::vec(
-            prop_oneof![Just('a'), Just('b'), Just('-'), Just('.'), Just('!'), Just('~')],
+            prop_oneof![
+                Just('a'),
+                Just('b'),
+                Just('-'),
+                Just('.'),
+                Just('!'),
+                Just('~')
+            ],
             1..4,
         )
         .prop_map(|chars| chars.into_iter().collect::<String>())
@@ -1080,7 +1098,12 @@ mod tests {
     /// Read every page of every partition of `indexes/` with `read_page`, `page` entries
     /// at a time, and check it against reading each entry on its own: every listed
     /// object's entry is complete and exact, and nothing counted gone exists.
-    async fn check_pages(warehouse: &Warehouse, objects: &[(String, bool, bool)], page: usize, parts: usize) {
+    async fn check_pages(
+        warehouse: &Warehouse,
+        objects: &[(String, bool, bool)],
+        page: usize,
+        parts: usize,
+    ) {
         let ledger = Ledger::new(warehouse);
         let run = journal(1, 1);
         let clock = Clock {
@@ -1097,8 +1120,14 @@ mod tests {
                 existing.insert(name.clone());
             }
             if *facts {
-                ledger.record_clock(name, clock, run, "t").await.expect("clock");
-                ledger.record_condemnation(name, 9, run, "t").await.expect("condemned");
+                ledger
+                    .record_clock(name, clock, run, "t")
+                    .await
+                    .expect("clock");
+                ledger
+                    .record_condemnation(name, 9, run, "t")
+                    .await
+                    .expect("condemned");
             }
         }
         let segments = warehouse.segments("indexes").await.expect("segments");
@@ -1140,7 +1169,10 @@ mod tests {
                 }
                 for file in &read.gone {
                     let object = ledger.object_of(file).expect("a ledger file");
-                    assert!(!existing.contains(&object), "`{object}` exists but was counted gone");
+                    assert!(
+                        !existing.contains(&object),
+                        "`{object}` exists but was counted gone"
+                    );
                     cleared.insert(object);
                 }
                 if let Some(last) = chunk.last() {
@@ -1153,9 +1185,14 @@ mod tests {
         for (name, exists, facts) in objects {
             let directory = format!("{name}/");
             let plain = !name.bytes().any(|b| b < b'/')
-                && !objects.iter().any(|(other, _, _)| other.starts_with(&directory));
+                && !objects
+                    .iter()
+                    .any(|(other, _, _)| other.starts_with(&directory));
             if *facts && !*exists && plain {
-                assert!(cleared.contains(name), "the entry of gone `{name}` was not found");
+                assert!(
+                    cleared.contains(name),
+                    "the entry of gone `{name}` was not found"
+                );
             }
         }
     }

@@ -53,7 +53,9 @@
 //!    metadata files.
 //! 4. **Delete** each partition's doomed objects in batches (workers in parallel), proving
 //!    the lease before every batch; then **sweep** the partition's ledger: clear the
-//!    entries of objects reachable again or gone.
+//!    entries of objects reachable at either walk (the scan already cleared those of
+//!    objects gone: it reads each page's entries with one ranged listing of the ledger,
+//!    which shows them).
 //! 5. **Finish**: sweep the ledger of `metadata/`; mark the dead runs its plan listed
 //!    dead; mark the run finished; prune the change-log entries settled for its walk;
 //!    release the lease.

@@ -499,23 +499,24 @@ impl Invocation<'_> {
                 trust.clone(),
                 self.now_ms,
             );
-            let mut assessed = futures::stream::iter(candidates.into_iter().filter(|(candidate, _)| {
-                if nested.covers(&candidate.name) {
-                    tally.counts.kept_nested.add(candidate.size);
-                    false
-                } else {
-                    true
-                }
-            }))
-            .map(|(candidate, entry)| {
-                let (judge, observation) = (&judge, &walk.observation);
-                async move {
-                    judge
-                        .assess(observation, referenced, &candidate, entry)
-                        .await
-                }
-            })
-            .buffer_unordered(self.gc.config.io_concurrency.max(1));
+            let mut assessed =
+                futures::stream::iter(candidates.into_iter().filter(|(candidate, _)| {
+                    if nested.covers(&candidate.name) {
+                        tally.counts.kept_nested.add(candidate.size);
+                        false
+                    } else {
+                        true
+                    }
+                }))
+                .map(|(candidate, entry)| {
+                    let (judge, observation) = (&judge, &walk.observation);
+                    async move {
+                        judge
+                            .assess(observation, referenced, &candidate, entry)
+                            .await
+                    }
+                })
+                .buffer_unordered(self.gc.config.io_concurrency.max(1));
             let mut decided = Vec::new();
             while let Some(item) = assessed.try_next().await? {
                 decided.push(item);
@@ -565,15 +566,20 @@ impl Invocation<'_> {
             return Ok((entries, Vec::new()));
         };
         let previous = match number.checked_sub(1) {
-            Some(previous) => self
-                .job
-                .page(&Seq::Metadata, previous)
-                .await?
-                .ok_or_else(|| self.missing("metadata"))?
-                .after,
+            Some(previous) => {
+                self.job
+                    .page(&Seq::Metadata, previous)
+                    .await?
+                    .ok_or_else(|| self.missing("metadata"))?
+                    .after
+            }
             None => None,
         };
-        let names: Vec<String> = listing.entries.into_iter().map(|entry| entry.name).collect();
+        let names: Vec<String> = listing
+            .entries
+            .into_iter()
+            .map(|entry| entry.name)
+            .collect();
         let read = ledger
             .read_page(PageScope {
                 range: &ListRange::whole(METADATA_DIR),

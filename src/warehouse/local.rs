@@ -302,7 +302,10 @@ fn position_of(parts: &[Vec<u8>]) -> String {
 
 /// The position of the entry named `name` (see `position_of`).
 pub(crate) fn position_of_name(name: &str) -> String {
-    let parts: Vec<Vec<u8>> = name.split('/').map(|part| part.as_bytes().to_vec()).collect();
+    let parts: Vec<Vec<u8>> = name
+        .split('/')
+        .map(|part| part.as_bytes().to_vec())
+        .collect();
     position_of(&parts)
 }
 

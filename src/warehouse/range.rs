@@ -194,8 +194,14 @@ impl Warehouse {
                     && range.to.as_deref().is_none_or(|to| first < to)
             }
             None => {
-                range.from.as_deref().is_none_or(|from| rest >= &format!("{from}/")[..])
-                    && range.to.as_deref().is_none_or(|to| rest < &format!("{to}/")[..])
+                range
+                    .from
+                    .as_deref()
+                    .is_none_or(|from| rest >= &format!("{from}/")[..])
+                    && range
+                        .to
+                        .as_deref()
+                        .is_none_or(|to| rest < &format!("{to}/")[..])
             }
         }
     }
