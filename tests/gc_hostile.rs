@@ -1374,6 +1374,91 @@ async fn redteam_liveness_object_store_staging_files_do_not_stop_collection() {
     }
 }
 
+/// An S3 client of the test server (raw keys, past object_store's parsing) and the
+/// warehouse's bucket.
+fn raw_s3(env: &Env) -> (aws_sdk_s3::Client, String) {
+    use aws_sdk_s3::config::{Credentials, Region};
+    let bucket = env
+        .warehouse
+        .root()
+        .strip_prefix("s3://")
+        .and_then(|rest| rest.split('/').next())
+        .expect("bucket")
+        .to_owned();
+    let endpoint = std::env::var("PARQDB_TEST_S3_ENDPOINT").expect("endpoint");
+    let client = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::new()
+            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+            .endpoint_url(endpoint)
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new(
+                "parqdb-test",
+                "parqdb-test",
+                None,
+                None,
+                "t",
+            ))
+            .force_path_style(true)
+            .build(),
+    );
+    (client, bucket)
+}
+
+/// The scan reads a page's ledger entries with one listing bounded by the page's listed
+/// names. A name the local listing skips (not UTF-8, or a control character) is shown as
+/// its path, which sorts nowhere near the page: when it ended a page, the bound came
+/// from it, no entry of the page was read, and every object of the page had its clock
+/// restarted on every run (found by the attack on the page-wise ledger).
+#[tokio::test]
+async fn redteam_liveness_a_page_ending_on_a_skipped_name_still_collects_its_objects() {
+    let env = Env::open(Backend::Local, 1503).await;
+    let config = GcConfig {
+        page_size: 10,
+        partitions: 1,
+        ..test_config()
+    };
+    env.register("live", &Layout::under("live/1")).await;
+    let garbage: Vec<String> = (0..9).map(|i| format!("indexes/g/f{i}")).collect();
+    for name in &garbage {
+        env.put(name, b"x").await;
+    }
+    let root = env.local_dir.clone().expect("local");
+    let skipped = root.join("indexes/g/zz\u{1}");
+    std::fs::write(&skipped, b"x").expect("a file name with a control character");
+    set_mtime(&skipped, env.now());
+    checked_passes(&env, &config, 6, "skipped name", async |_| {}).await;
+    for name in &garbage {
+        assert!(!env.exists(name).await, "`{name}` is collected");
+    }
+    assert!(skipped.exists(), "a skipped file is never deleted");
+}
+
+/// An S3 folder marker `k/` lists under the name `k` too: a page holding both decides
+/// the same name twice, and both must see its ledger entry, or the second restarts its
+/// clock on every run and `k` is never collected (found by the attack on the page-wise
+/// ledger).
+#[tokio::test]
+async fn redteam_liveness_a_folder_marker_does_not_keep_its_file_forever() {
+    let env = Env::open(Backend::S3, 1504).await;
+    let config = test_config();
+    env.register("live", &Layout::under("live/1")).await;
+    for name in ["indexes/a/w", "indexes/a/x", "indexes/a/y"] {
+        env.put(name, b"x").await;
+    }
+    let (s3, bucket) = raw_s3(&env);
+    s3.put_object()
+        .bucket(&bucket)
+        .key("wh/indexes/a/x/")
+        .body(Vec::new().into())
+        .send()
+        .await
+        .expect("a folder marker");
+    checked_passes(&env, &config, 6, "folder marker", async |_| {}).await;
+    for name in ["indexes/a/w", "indexes/a/x", "indexes/a/y"] {
+        assert!(!env.exists(name).await, "`{name}` is collected");
+    }
+}
+
 /// S3 keys `object_store::path::Path::parse` refuses (an empty segment, a `.` or `..`
 /// segment, a control character) are ordinary S3 keys. Listed through object_store, one
 /// of them under a managed prefix fails the listing: KNOWN LIMITATION until S3 warehouses
@@ -1383,7 +1468,6 @@ async fn redteam_liveness_object_store_staging_files_do_not_stop_collection() {
 /// and that collection resumes once the key is removed.
 #[tokio::test]
 async fn redteam_liveness_s3_keys_object_store_cannot_parse_stop_runs_safely() {
-    use aws_sdk_s3::config::{Credentials, Region};
     let keys = [
         "wh/indexes/stray//part-0",
         "wh/metadata/./x.metadata.json",
@@ -1395,29 +1479,7 @@ async fn redteam_liveness_s3_keys_object_store_cannot_parse_stop_runs_safely() {
         let config = test_config();
         env.register("live", &Layout::under("live/1")).await;
         env.put("indexes/garbage/1/part-0", b"x").await;
-        let bucket = env
-            .warehouse
-            .root()
-            .strip_prefix("s3://")
-            .and_then(|rest| rest.split('/').next())
-            .expect("bucket")
-            .to_owned();
-        let endpoint = std::env::var("PARQDB_TEST_S3_ENDPOINT").expect("endpoint");
-        let s3 = aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::config::Builder::new()
-                .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-                .endpoint_url(endpoint)
-                .region(Region::new("us-east-1"))
-                .credentials_provider(Credentials::new(
-                    "parqdb-test",
-                    "parqdb-test",
-                    None,
-                    None,
-                    "t",
-                ))
-                .force_path_style(true)
-                .build(),
-        );
+        let (s3, bucket) = raw_s3(&env);
         s3.put_object()
             .bucket(&bucket)
             .key(key)

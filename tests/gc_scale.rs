@@ -161,6 +161,17 @@ fn one_or_four_workers_decide_the_same() {
         assert_eq!(stats.partitions, 4);
         let [_, once, twice, _] = stats.listed;
         assert_eq!((once, twice), (3_000, 0), "{}", stats.to_json());
+        // At the cost of the listing: one ledger write per object whose clock starts,
+        // and a fixed amount of bookkeeping per run and partition, never a request per
+        // object to read the ledger (one per object of the earlier ledger reads made it
+        // three per object).
+        let tracked = stats.count("tracked");
+        assert!(
+            stats.requests.total() <= tracked + 1_000,
+            "{tracked} tracked, {} requests: {}",
+            stats.requests.total(),
+            stats.to_json()
+        );
         decided.push((
             stats.count("scanned"),
             stats.count("reachable"),

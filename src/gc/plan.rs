@@ -479,12 +479,13 @@ impl Invocation<'_> {
                 .page(&Seq::Metadata, number)
                 .await?
                 .ok_or_else(|| self.missing("metadata"))?;
-            let (mut entries, gone) = self.metadata_entries(number, &read).await?;
+            let (entries, gone) = self.metadata_entries(number, &read).await?;
             let candidates: Vec<(Object, Entry)> = read
                 .candidates
                 .into_iter()
                 .map(|candidate| {
-                    let entry = entries.remove(&candidate.name).unwrap_or_default();
+                    // A name listed twice is decided with the same entry both times.
+                    let entry = entries.get(&candidate.name).cloned().unwrap_or_default();
                     (candidate, entry)
                 })
                 .collect();
@@ -578,6 +579,7 @@ impl Invocation<'_> {
         let names: Vec<String> = listing
             .entries
             .into_iter()
+            .filter(|entry| entry.skipped.is_none())
             .map(|entry| entry.name)
             .collect();
         let read = ledger

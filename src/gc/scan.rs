@@ -252,8 +252,8 @@ impl Invocation<'_> {
         Ok(page)
     }
 
-    /// The ledger entries of a page's listed objects (in the order of `listed`, empty for
-    /// an object without one) and the files of entries whose object the page shows gone,
+    /// The ledger entries of a page's listed entries (in the order of `listed`, empty for
+    /// an entry without one) and the files of entries whose object the page shows gone,
     /// read with the page ([`Ledger::read_page`]). `last` is the sequence's previous page.
     pub(crate) async fn page_entries(
         &self,
@@ -262,9 +262,15 @@ impl Invocation<'_> {
         listed: &[super::job::Entry],
         done: bool,
     ) -> Result<(Vec<Entry>, Vec<String>)> {
-        let names: Vec<String> = listed.iter().map(|entry| entry.name.clone()).collect();
+        // Only objects have entries: a skipped entry's name is not an object's (on a local
+        // disk it is the path as shown, which sorts nowhere near the page).
+        let names: Vec<String> = listed
+            .iter()
+            .filter(|entry| entry.skipped.is_none())
+            .map(|entry| entry.name.clone())
+            .collect();
         let ledger = Ledger::new(self.gc.catalog.warehouse());
-        let mut read = ledger
+        let read = ledger
             .read_page(PageScope {
                 range,
                 after: last.and_then(|page| page.after.as_deref()),
@@ -272,9 +278,11 @@ impl Invocation<'_> {
                 done,
             })
             .await?;
-        let entries = names
+        // A name listed twice (an object store's folder marker `k/` lists as `k` too) is
+        // decided with the same entry both times.
+        let entries = listed
             .iter()
-            .map(|name| read.entries.remove(name).unwrap_or_default())
+            .map(|entry| read.entries.get(&entry.name).cloned().unwrap_or_default())
             .collect();
         Ok((entries, read.gone))
     }

@@ -206,42 +206,14 @@ impl Warehouse {
         }
     }
 
-    /// A name past the entries below `mirror` of every name in `(after, name]`, in
-    /// [`Warehouse::name_order`]: `<mirror>/<name>/~`, or on an object store, where a
-    /// name `p` that `name` extends with a byte up to `/` may have entries sorting after
-    /// those of `name`, the greatest `<mirror>/<p>/~` of those `p` after `after`.
-    pub(crate) fn mirror_end(&self, mirror: &str, name: &str, after: Option<&str>) -> String {
-        let end = |name: &str| format!("{mirror}/{name}/~");
-        if self.local.is_some() {
-            return end(name);
-        }
-        name.bytes()
-            .enumerate()
-            .skip(1)
-            .filter(|(_, byte)| *byte <= b'/')
-            .map(|(at, _)| &name[..at])
-            .filter(|prefix| after.is_none_or(|after| *prefix > after))
-            .map(end)
-            .fold(end(name), |a, b| a.max(b))
-    }
-
     /// A name past every entry of `range` below `mirror` (the same range under another
     /// directory) in [`Warehouse::name_order`]; `None` if the range is open-ended.
     pub(crate) fn range_end_under(&self, range: &ListRange, mirror: &str) -> Option<String> {
         let to = range.to.as_deref()?;
-        if self.local.is_some() {
-            return Some(format!("{mirror}/{to}"));
-        }
-        // The range holds the keys below `<prefix>/<to>/`; among them, a file named by a
-        // prefix `p` of `to` followed by a byte below `/` has entries `<mirror>/p/…`,
-        // which sort after `<mirror>/<to>/`. The shortest such prefix sorts last.
-        let shortest = to
-            .bytes()
-            .enumerate()
-            .skip(1)
-            .find(|(_, byte)| *byte < b'/')
-            .map(|(at, _)| format!("{mirror}/{}/~", &to[..at]));
-        Some(shortest.unwrap_or_else(|| format!("{mirror}/{to}/")))
+        Some(match self.local {
+            Some(_) => format!("{mirror}/{to}"),
+            None => format!("{mirror}/{to}/"),
+        })
     }
 
     /// The subdirectories directly in `prefix`, by their segment, in listing order.
