@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine or a developer's:
-#   1. installs (on first use) and starts the local services the tests need: an
-#      S3-compatible server (moto behind a request-serialising wrapper) and DynamoDB Local,
-#      each on 127.0.0.1 at a free port;
+#   1. installs (on first use) faketime and the local services the tests need, and starts
+#      the services: an S3-compatible server (moto behind a request-serialising wrapper)
+#      and DynamoDB Local, each on 127.0.0.1 at a free port;
 #   2. checks formatting and clippy (the workspace, the functions as deployed, the library
 #      without optional features), and validates the SAM template offline (cfn-lint and
 #      checkov on the template and its plain-CloudFormation expansion);
@@ -36,6 +36,21 @@ start() {
         exit 1
     fi
 }
+
+# The black-box restore drill (tests/restore_drill.rs) moves the CLI's clock with
+# libfaketime: install Debian's package on first use.
+if ! command -v faketime >/dev/null 2>&1; then
+    sudo=()
+    [[ "$(id -u)" -ne 0 ]] && sudo=(sudo)
+    if command -v apt-get >/dev/null 2>&1; then
+        "${sudo[@]}" apt-get install -y -qq faketime >/dev/null ||
+            { "${sudo[@]}" apt-get update -qq && "${sudo[@]}" apt-get install -y -qq faketime >/dev/null; }
+    fi
+    if ! command -v faketime >/dev/null 2>&1; then
+        echo "test.sh: faketime (libfaketime) is needed and could not be installed; install it (Debian: apt-get install faketime)" >&2
+        exit 1
+    fi
+fi
 
 start moto PARQDB_TEST_S3_ENDPOINT
 start dynamodb PARQDB_TEST_DYNAMODB_ENDPOINT

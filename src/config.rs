@@ -7,7 +7,7 @@
 //! | `memory://`                     | [`MemoryStore`] (process-local)                 |
 //! | `s3://bucket/prefix`            | [`S3Store`] (S3, MinIO, other S3-compatible servers) |
 //! | `dynamodb://TABLE`              | [`DynamoStore`] on that table                   |
-//! | `lambda://PREFIX`               | no store: the deployed functions `PREFIXload`, `PREFIXcommit`, ... through [`LambdaCatalog`] ([`CatalogConfig::connect`] only) |
+//! | `lambda://PREFIX`               | no store: the deployed functions' alias `live`, `PREFIXload:live`, `PREFIXcommit:live`, ... (`?qualifier=` picks another) through [`LambdaCatalog`] ([`CatalogConfig::connect`] only) |
 //!
 //! | `--warehouse` / `PARQDB_WAREHOUSE` | warehouse                                     |
 //! |------------------------------------|-----------------------------------------------|

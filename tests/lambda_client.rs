@@ -344,10 +344,10 @@ async fn a_missing_function_is_a_configuration_error() {
 async fn the_cli_runs_against_a_deployment() {
     let (host, env, _dir) = setup().await;
     let warehouse: &Warehouse = &env.warehouse;
-    let cli = |args: &[&str]| {
+    let cli_at = |catalog: &str, args: &[&str]| {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_parqdb-catalog"));
         command
-            .args(["--catalog", &host.uri(), "--warehouse", warehouse.root()])
+            .args(["--catalog", catalog, "--warehouse", warehouse.root()])
             .args(args)
             .env("AWS_ENDPOINT_URL_LAMBDA", host.endpoint())
             .env("AWS_ACCESS_KEY_ID", "dummy")
@@ -367,6 +367,8 @@ async fn the_cli_runs_against_a_deployment() {
             (output.status.code(), json)
         }
     };
+    let uri = host.uri();
+    let cli = |args: &[&str]| cli_at(&uri, args);
     let namespace = format!("cli-{}", uuid::Uuid::new_v4().simple());
     let (code, _) = cli(&["namespace", "create", "--namespace", &namespace]).await;
     assert_eq!(code, Some(0));
@@ -427,6 +429,23 @@ async fn the_cli_runs_against_a_deployment() {
     let (code, err) = cli(&["load", "--namespace", &namespace, "--name", "nope"]).await;
     assert_eq!(code, Some(ErrorKind::IndexNotFound.exit_code()));
     assert_eq!(err["error"], "INDEX_NOT_FOUND");
+    // The CLI invokes the alias `live` (the host serves it, as the stack does); another
+    // qualifier is invoked as asked, and names no function here.
+    let canary = format!("{uri}?qualifier=canary");
+    let (code, err) = cli_at(
+        &canary,
+        &["load", "--namespace", &namespace, "--name", "emb"],
+    )
+    .await;
+    assert_eq!(code, Some(ErrorKind::Configuration.exit_code()), "{err}");
+    let expected = format!("{}load:canary", host.prefix());
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&expected),
+        "{err}"
+    );
     // Commands that need the store itself refuse a remote catalog.
     let (code, err) = cli(&["probe"]).await;
     assert_eq!(code, Some(ErrorKind::Configuration.exit_code()));

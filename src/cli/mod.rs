@@ -43,7 +43,9 @@ pub struct Cli {
     warehouse: Option<String>,
     /// Pointer-store URI (default: the warehouse's own store, under `_catalog/`), or
     /// `lambda://PREFIX` to run the index and namespace commands against a deployment's
-    /// Lambda functions (PREFIXload, PREFIXcommit, ...).
+    /// Lambda functions through their alias `live` (PREFIXload:live, PREFIXcommit:live,
+    /// ...; `lambda://PREFIX?qualifier=ALIAS` for another alias or version, `$LATEST` for
+    /// the unqualified functions).
     #[arg(long, global = true, env = "PARQDB_CATALOG")]
     catalog: Option<String>,
     #[command(subcommand)]

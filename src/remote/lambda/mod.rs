@@ -4,8 +4,12 @@
 //! function that serves the operation, with the request and the answer exactly as in the
 //! event contract ([`crate::lambda::event`]): the request types are the contract's own
 //! ([`LoadRequest`], [`CommitRequest`], ...), and answers are parsed strictly into the
-//! catalog's result types. Function names come from a prefix (`lambda://parqdb-prod-` →
-//! `parqdb-prod-load`, `parqdb-prod-commit`, ...) or an explicit map ([`FunctionNames`]).
+//! catalog's result types. Function names come from a prefix, qualified with the alias
+//! `live` the SAM template publishes every function through (`lambda://parqdb-prod-` →
+//! `parqdb-prod-load:live`, `parqdb-prod-commit:live`, ..., so a client follows a
+//! deployment's gradual shift; `lambda://parqdb-prod-?qualifier=ALIAS` invokes another
+//! alias or version, `?qualifier=$LATEST` the unqualified functions), or from an explicit
+//! map ([`FunctionNames`]).
 //!
 //! # Errors
 //! A function error whose `errorType` is a catalog code is the same typed [`Error`] the
@@ -63,7 +67,7 @@ use aws_sdk_lambda::config::BehaviorVersion;
 use aws_sdk_lambda::config::retry::RetryConfig;
 use aws_sdk_lambda::config::timeout::TimeoutConfig;
 
-pub use names::{FunctionNames, SCHEME};
+pub use names::{DEFAULT_QUALIFIER, FunctionNames, SCHEME};
 
 use self::invoke::{Failure, Idempotence, Invoker};
 use self::wire::{Answer, NamespaceDropped, NamespaceExists, NamespaceProperties};
@@ -195,7 +199,7 @@ impl LambdaCatalog {
         }
     }
 
-    /// The catalog for `lambda://PREFIX[?OPERATION=NAME&...]` (see
+    /// The catalog for `lambda://PREFIX[?qualifier=ALIAS][&OPERATION=NAME...]` (see
     /// [`FunctionNames::from_uri`]), configured from the environment, with an optional
     /// endpoint override.
     pub async fn from_uri(uri: &str, endpoint: Option<&str>) -> Result<LambdaCatalog> {

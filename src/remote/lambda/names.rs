@@ -5,26 +5,35 @@ use std::fmt;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lambda::Operation;
 
-/// The URI scheme of a Lambda deployment: `lambda://PREFIX[?OPERATION=NAME&...]`.
+/// The URI scheme of a Lambda deployment:
+/// `lambda://PREFIX[?qualifier=ALIAS][&OPERATION=NAME...]`.
 pub const SCHEME: &str = "lambda://";
+
+/// The alias the SAM template publishes every function through (`AutoPublishAlias` in
+/// `infra/template.yaml`), which CodeDeploy shifts gradually to each new version: what a
+/// prefix's names invoke unless the URI says otherwise.
+pub const DEFAULT_QUALIFIER: &str = "live";
 
 /// The name (or ARN) of the function that serves each [`Operation`].
 ///
 /// By default the name is a prefix followed by the operation's name, which is how the SAM
-/// template names them (`${StackName}-load`, `${StackName}-commit`, ...); any operation
-/// can be mapped explicitly.
+/// template names them (`${StackName}-load`, `${StackName}-commit`, ...), qualified with
+/// the alias [`DEFAULT_QUALIFIER`] (`${StackName}-load:live`), so a client follows a
+/// deployment's gradual shift instead of running `$LATEST` at once. `?qualifier=` picks
+/// another alias or version (`$LATEST` for the unqualified function); an operation mapped
+/// explicitly is invoked exactly as named.
 ///
 /// ```
 /// use parqdb_catalog::lambda::Operation;
 /// use parqdb_catalog::remote::FunctionNames;
 ///
-/// let names = FunctionNames::with_prefix("parqdb-prod-").set(Operation::Load, "reader");
-/// assert_eq!(names.get(Operation::Commit), "parqdb-prod-commit");
-/// assert_eq!(names.get(Operation::Load), "reader");
+/// let names = FunctionNames::with_prefix("parqdb-prod-").set(Operation::Load, "reader:v2");
+/// assert_eq!(names.get(Operation::Commit), "parqdb-prod-commit:live");
+/// assert_eq!(names.get(Operation::Load), "reader:v2");
 ///
-/// let names = FunctionNames::from_uri("lambda://parqdb-prod-?load=reader")?;
+/// let names = FunctionNames::from_uri("lambda://parqdb-prod-?qualifier=$LATEST&load=reader")?;
 /// assert_eq!(names.get(Operation::Load), "reader");
-/// assert_eq!(names.get(Operation::Namespace), "parqdb-prod-namespace");
+/// assert_eq!(names.get(Operation::Namespace), "parqdb-prod-namespace:$LATEST");
 /// # Ok::<(), parqdb_catalog::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,23 +42,32 @@ pub struct FunctionNames {
 }
 
 impl FunctionNames {
-    /// `PREFIX` + the operation name for every operation (`parqdb-prod-` →
-    /// `parqdb-prod-load`, `parqdb-prod-commit`, ...). The prefix may be a partial ARN.
+    /// `PREFIX` + the operation name + `:`[`DEFAULT_QUALIFIER`] for every operation
+    /// (`parqdb-prod-` → `parqdb-prod-load:live`, `parqdb-prod-commit:live`, ...). The
+    /// prefix may be a partial ARN.
     pub fn with_prefix(prefix: &str) -> FunctionNames {
+        FunctionNames::with_prefix_and_qualifier(prefix, DEFAULT_QUALIFIER)
+    }
+
+    /// `PREFIX` + the operation name + `:QUALIFIER` (an alias, a version, or `$LATEST`).
+    pub fn with_prefix_and_qualifier(prefix: &str, qualifier: &str) -> FunctionNames {
         FunctionNames {
-            names: Operation::ALL.map(|operation| format!("{prefix}{}", operation.name())),
+            names: Operation::ALL
+                .map(|operation| format!("{prefix}{}:{qualifier}", operation.name())),
         }
     }
 
-    /// Parse `lambda://PREFIX` with optional explicit names as query pairs:
-    /// `lambda://parqdb-prod-?commit=my-commit&load=my-load`. Anything else is
+    /// Parse `lambda://PREFIX` with optional query pairs: `qualifier=ALIAS` for the
+    /// prefix's names (default [`DEFAULT_QUALIFIER`]; an alias, a version or `$LATEST`),
+    /// and explicit names, used as written:
+    /// `lambda://parqdb-prod-?qualifier=canary&commit=my-commit:live`. Anything else is
     /// [`ErrorKind::Configuration`].
     pub fn from_uri(uri: &str) -> Result<FunctionNames> {
         let invalid = |reason: String| {
             Error::new(
                 ErrorKind::Configuration,
                 format!(
-                    "catalog URI `{uri}` {reason}; expected lambda://PREFIX[?OPERATION=NAME&...]"
+                    "catalog URI `{uri}` {reason}; expected lambda://PREFIX[?qualifier=ALIAS][&OPERATION=NAME...]"
                 ),
             )
         };
@@ -68,11 +86,25 @@ impl FunctionNames {
                 "has `{bad}` in its prefix (function names and ARNs use letters, digits, `-`, `_`, `:`, `.`)"
             )));
         }
-        let mut names = FunctionNames::with_prefix(prefix);
+        let mut pairs = Vec::new();
         for pair in query.into_iter().flat_map(|query| query.split('&')) {
-            let (key, value) = pair.split_once('=').ok_or_else(|| {
-                invalid(format!("has the query part `{pair}`, not OPERATION=NAME"))
-            })?;
+            pairs.push(pair.split_once('=').ok_or_else(|| {
+                invalid(format!(
+                    "has the query part `{pair}`, not qualifier=ALIAS or OPERATION=NAME"
+                ))
+            })?);
+        }
+        let mut qualifier = DEFAULT_QUALIFIER;
+        for (_, value) in pairs.iter().filter(|(key, _)| *key == QUALIFIER_KEY) {
+            if !is_qualifier(value) {
+                return Err(invalid(format!(
+                    "has the invalid qualifier `{value}` (an alias, a version or $LATEST)"
+                )));
+            }
+            qualifier = value;
+        }
+        let mut names = FunctionNames::with_prefix_and_qualifier(prefix, qualifier);
+        for (key, value) in pairs.into_iter().filter(|(key, _)| *key != QUALIFIER_KEY) {
             let operation = Operation::ALL
                 .into_iter()
                 .find(|operation| operation.name() == key)
@@ -119,8 +151,20 @@ fn index(operation: Operation) -> usize {
         .unwrap_or_default()
 }
 
+/// The query key of the qualifier in a `lambda://` URI.
+const QUALIFIER_KEY: &str = "qualifier";
+
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':' | '.')
+}
+
+/// An alias (`live`), a version (`42`) or `$LATEST`, as Lambda spells qualifiers.
+fn is_qualifier(value: &str) -> bool {
+    value == "$LATEST"
+        || (!value.is_empty()
+            && value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_')))
 }
 
 #[cfg(test)]
@@ -128,26 +172,47 @@ mod tests {
     use super::*;
 
     #[test]
-    fn prefixes_name_every_operation() {
+    fn prefixes_name_every_operation_through_the_templates_alias() {
         let names = FunctionNames::from_uri("lambda://parqdb-prod-").expect("valid");
         for operation in Operation::ALL {
-            assert_eq!(names.get(operation), format!("parqdb-prod-{operation}"));
+            assert_eq!(
+                names.get(operation),
+                format!("parqdb-prod-{operation}:live")
+            );
         }
+        assert_eq!(names, FunctionNames::with_prefix("parqdb-prod-"));
         let arn = "lambda://arn:aws:lambda:us-east-1:123456789012:function:stack-";
         let names = FunctionNames::from_uri(arn).expect("valid");
         assert_eq!(
             names.get(Operation::Commit),
-            "arn:aws:lambda:us-east-1:123456789012:function:stack-commit"
+            "arn:aws:lambda:us-east-1:123456789012:function:stack-commit:live"
         );
     }
 
     #[test]
-    fn queries_map_operations_explicitly() {
-        let names =
-            FunctionNames::from_uri("lambda://p-?commit=c1&rename=r:$LATEST").expect("valid");
+    fn the_qualifier_can_be_overridden_for_the_prefixs_names() {
+        for (qualifier, expected) in [
+            ("canary", "p-load:canary"),
+            ("42", "p-load:42"),
+            ("$LATEST", "p-load:$LATEST"),
+        ] {
+            let names = FunctionNames::from_uri(&format!("lambda://p-?qualifier={qualifier}"))
+                .expect("valid");
+            assert_eq!(names.get(Operation::Load), expected);
+            assert_eq!(
+                names,
+                FunctionNames::with_prefix_and_qualifier("p-", qualifier)
+            );
+        }
+    }
+
+    #[test]
+    fn queries_map_operations_explicitly_and_as_written() {
+        let names = FunctionNames::from_uri("lambda://p-?commit=c1&rename=r:$LATEST&qualifier=v2")
+            .expect("valid");
         assert_eq!(names.get(Operation::Commit), "c1");
         assert_eq!(names.get(Operation::Rename), "r:$LATEST");
-        assert_eq!(names.get(Operation::Load), "p-load");
+        assert_eq!(names.get(Operation::Load), "p-load:v2");
     }
 
     #[test]
@@ -162,6 +227,10 @@ mod tests {
             "lambda://p?fetch=x",
             "lambda://p?load=",
             "lambda://p?load=a/b",
+            "lambda://p?qualifier=",
+            "lambda://p?qualifier=a:b",
+            "lambda://p?qualifier=$latest",
+            "lambda://p?qualifier",
         ] {
             let err = FunctionNames::from_uri(uri).expect_err(uri);
             assert_eq!(err.kind(), ErrorKind::Configuration, "{uri}");

@@ -2,7 +2,8 @@
 //! for clients, and for each function a pool of processes behind one [`RuntimeApi`].
 //!
 //! [`LambdaHost::start`] serves `POST /2015-03-31/functions/{name}/invocations` (what
-//! `aws-sdk-lambda`'s `Invoke` sends) on one port, and for every catalog function
+//! `aws-sdk-lambda`'s `Invoke` sends; `{name}` unqualified or qualified with `live` or
+//! `$LATEST`) on one port, and for every catalog function
 //! (`{prefix}load`, `{prefix}commit`, ...) runs a pool of the compiled binaries
 //! ([`binary`]), each polling its own port of the function's Runtime API;
 //! [`LambdaHost::start_functions`] does the same for any binaries under any names. All processes of
@@ -290,7 +291,15 @@ async fn invoke(request: Request, pools: &HashMap<String, Arc<Pool>>) -> Option<
             "unknown path",
         ));
     };
-    let Some(pool) = pools.get(&name) else {
+    // `NAME` or `NAME:QUALIFIER`. Each function here has one version, which `$LATEST` and
+    // the alias `live` (the template's `AutoPublishAlias`) both serve; any other qualifier
+    // names nothing, as an alias the stack does not have.
+    let function = match name.split_once(':') {
+        Some((function, "live" | "$LATEST")) => function,
+        Some(_) => "",
+        None => &name,
+    };
+    let Some(pool) = pools.get(function) else {
         return Some(service_error(
             "404 Not Found",
             "ResourceNotFoundException",
