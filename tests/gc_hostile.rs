@@ -14,11 +14,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::TryStreamExt;
 use gc_support::{Backend, Env, HOUR, Layout, MINUTE, set_mtime, test_config};
 use object_store::ObjectStoreExt;
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::config::CatalogConfig;
-use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcPhase, GcProgress, GcReport};
+use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcPhase, GcProgress, GcReport, GcStep};
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
 use parqdb_catalog_testkit::store::{Call, Hook, Hooked};
@@ -1457,6 +1458,112 @@ async fn redteam_liveness_a_folder_marker_does_not_keep_its_file_forever() {
     for name in ["indexes/a/w", "indexes/a/x", "indexes/a/y"] {
         assert!(!env.exists(name).await, "`{name}` is collected");
     }
+}
+
+/// A folder marker `k/` is no object: an S3 listing shows it (object_store drops the
+/// `/`, so it lists as `k` after the keys `k-…`) as skipped, never as a second `k`; the
+/// second attack on the page-wise ledger had an old marker tracked, condemned and doomed
+/// under the name of a young file written at `k`, which the run then deleted.
+#[tokio::test]
+async fn redteam_an_s3_folder_marker_lists_as_skipped_never_as_its_files_name() {
+    let env = Env::open(Backend::S3, 1505).await;
+    let (s3, bucket) = raw_s3(&env);
+    for key in [
+        "wh/indexes/t/k",
+        "wh/indexes/t/k-1",
+        "wh/indexes/t/k/",
+        "wh/indexes/t/k/x",
+    ] {
+        s3.put_object()
+            .bucket(&bucket)
+            .key(key)
+            .body(Vec::new().into())
+            .send()
+            .await
+            .expect("put");
+    }
+    let range = parqdb_catalog::warehouse::ListRange::whole("indexes");
+    let listed: Vec<_> = env
+        .warehouse
+        .list_range(&range, None)
+        .try_collect()
+        .await
+        .expect("listed");
+    let shown: Vec<(Option<&str>, String)> = listed
+        .iter()
+        .map(|entry| {
+            let name = match &entry.item {
+                parqdb_catalog::warehouse::ListItem::Object(listed) => listed.name.clone(),
+                parqdb_catalog::warehouse::ListItem::Skipped { name, .. } => name.clone(),
+            };
+            (entry.item.name(), name)
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            (Some("indexes/t/k"), "indexes/t/k".to_owned()),
+            (Some("indexes/t/k-1"), "indexes/t/k-1".to_owned()),
+            (None, "indexes/t/k/".to_owned()),
+            (Some("indexes/t/k/x"), "indexes/t/k/x".to_owned()),
+        ]
+    );
+    // Resumed after any entry, the listing goes on with the objects after it.
+    let objects = |entries: &[parqdb_catalog::warehouse::Positioned]| -> Vec<String> {
+        entries
+            .iter()
+            .filter_map(|entry| entry.item.name().map(str::to_owned))
+            .collect()
+    };
+    for (at, entry) in listed.iter().enumerate() {
+        let rest: Vec<_> = env
+            .warehouse
+            .list_range(&range, Some(&entry.position))
+            .try_collect()
+            .await
+            .expect("resumed");
+        assert_eq!(
+            objects(&rest),
+            objects(&listed[at + 1..]),
+            "resumed after {}",
+            entry.position
+        );
+    }
+}
+
+/// An empty object doomed by a run's scan whose name holds a new file by the time the
+/// run deletes (a folder marker's name where a writer then put a file) is kept: deleting
+/// the name would delete the new file.
+#[tokio::test]
+async fn redteam_an_empty_doomed_object_whose_name_holds_a_new_file_is_kept() {
+    let env = Env::open(Backend::Memory, 1506).await;
+    let config = GcConfig {
+        partitions: 1,
+        ..test_config()
+    };
+    env.register("live", &Layout::under("live/1")).await;
+    env.put("indexes/t/k", b"").await;
+    // Tracked, then condemned after the 2 h retention.
+    passes(&env, &config, 2).await;
+    env.advance(20 * MINUTE);
+    env.collect(&config).await;
+    env.advance(20 * MINUTE);
+    let gc = env.gc(config.clone());
+    let planned = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
+    let run = planned.report.run_id;
+    gc.step(GcStep::Scan { run, partition: 0 }, env.now(), None)
+        .await
+        .expect("scan");
+    env.put("indexes/t/k", b"a file a writer is about to publish")
+        .await;
+    for step in [
+        GcStep::Verify { run },
+        GcStep::Delete { run, partition: 0 },
+        GcStep::Finish { run },
+    ] {
+        gc.step(step, env.now(), None).await.expect("step");
+    }
+    assert!(env.exists("indexes/t/k").await, "the new file is kept");
 }
 
 /// S3 keys `object_store::path::Path::parse` refuses (an empty segment, a `.` or `..`

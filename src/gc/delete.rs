@@ -245,6 +245,10 @@ impl Invocation<'_> {
                     }
                     continue;
                 }
+                if item.size == 0 && self.written_since(&item, &judge.timing).await? {
+                    counts.kept_by_grace.add(item.size);
+                    continue;
+                }
                 deletable.push(item);
             }
         }
@@ -273,6 +277,23 @@ impl Invocation<'_> {
             self.delete_batch(&ledger, &mut counts, batch).await?;
         }
         Ok(counts)
+    }
+
+    /// Whether an empty doomed object has been replaced since it was listed: the name now
+    /// holds bytes, or was written within the grace period. An object store's folder
+    /// marker `k/` lists as an object `k` (`object_store` drops the `/`), and deleting it
+    /// deletes the key `k`: a file written there later is not the object the run doomed.
+    /// Empty objects are few, so this costs one `HEAD` per doomed empty object.
+    async fn written_since(&self, item: &Doomed, timing: &super::rules::Timing) -> Result<bool> {
+        let Some(now) = self.gc.catalog.warehouse().head(&item.name).await? else {
+            return Ok(false);
+        };
+        let young = now
+            .last_modified_ms
+            .saturating_add(timing.grace_ms)
+            .saturating_add(timing.skew_ms)
+            > self.elapsed_now();
+        Ok(now.size != 0 || young)
     }
 
     /// Delete one batch; then clear the deleted objects' ledger entries. An object already

@@ -139,6 +139,12 @@ impl Warehouse {
         }
     }
 
+    /// Whether listings order names by their bytes (object stores), not component by
+    /// component (local directories).
+    pub(crate) fn orders_bytewise(&self) -> bool {
+        self.local.is_none()
+    }
+
     /// The listing position of the entry named `name` (whether or not it exists): a
     /// listing resumed after it lists what sorts after `name` in [`Warehouse::name_order`].
     pub(crate) fn position_of_name(&self, name: &str) -> String {
@@ -289,6 +295,7 @@ impl Warehouse {
         let this = self.clone();
         let what = range.prefix.clone();
         let after = after.map(str::to_owned);
+        let mut previous = after.clone();
         listing
             .map_err(move |err| unavailable(&what, err))
             .try_filter(move |meta| {
@@ -304,9 +311,33 @@ impl Warehouse {
                     .is_none_or(|upper| meta.location.as_ref() < upper);
                 futures::future::ready(Ok(inside))
             })
-            .map_ok(move |meta| Positioned {
-                position: meta.location.as_ref().to_owned(),
-                item: this.item_of(&meta),
+            .map_ok(move |meta| {
+                let key = meta.location.as_ref().to_owned();
+                // Keys come in byte order: one at or before the previous key is a folder
+                // marker `k/`, whose trailing `/` object_store drops (it lists as `k`,
+                // after the keys `k-…` and `k.…`). It is no object: deleting "it" would
+                // delete the key `k`. Its position is its real key, past those keys.
+                if previous
+                    .as_deref()
+                    .is_some_and(|previous| key.as_str() <= previous)
+                {
+                    let position = format!("{key}/");
+                    let name = this.name_at(&key).unwrap_or_else(|| key.clone());
+                    previous = Some(position.clone());
+                    return Positioned {
+                        position,
+                        item: ListItem::Skipped {
+                            name: format!("{name}/"),
+                            reason: "a folder marker (a key ending in `/`), not an object"
+                                .to_owned(),
+                        },
+                    };
+                }
+                previous = Some(key.clone());
+                Positioned {
+                    position: key,
+                    item: this.item_of(&meta),
+                }
             })
             .boxed()
     }
