@@ -278,7 +278,7 @@ impl CatalogConfig {
                 let Ok(dir) = local_path(&url, uri) else {
                     return Ok(());
                 };
-                let dir = resolve_existing(&dir);
+                let dir = crate::warehouse::resolve_existing(&dir);
                 if let Some(root) = warehouse.local_dir()
                     && let Ok(rest) = dir.strip_prefix(root)
                     && rest
@@ -365,30 +365,6 @@ fn bucket_and_prefix(url: &Url, uri: &str) -> Result<(String, String)> {
         ));
     }
     Ok((bucket.to_owned(), url.path().trim_matches('/').to_owned()))
-}
-
-/// `path` with its longest existing ancestor resolved (symbolic links, `..`).
-pub(crate) fn resolve_existing(path: &std::path::Path) -> PathBuf {
-    let mut missing = Vec::new();
-    let mut existing = path.to_path_buf();
-    loop {
-        if let Ok(resolved) = existing.canonicalize() {
-            return missing
-                .iter()
-                .rev()
-                .fold(resolved, |acc, part| acc.join(part));
-        }
-        match (
-            existing.file_name().map(|n| n.to_owned()),
-            existing.parent(),
-        ) {
-            (Some(name), Some(parent)) => {
-                missing.push(name);
-                existing = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
 }
 
 fn local_path(url: &Url, uri: &str) -> Result<PathBuf> {

@@ -268,7 +268,7 @@ fn normalized(location: &str) -> String {
     match location.strip_prefix("file://") {
         Some(path) => format!(
             "file://{}",
-            crate::config::resolve_existing(std::path::Path::new(path)).display()
+            crate::warehouse::resolve_existing(std::path::Path::new(path)).display()
         ),
         None => location.to_owned(),
     }

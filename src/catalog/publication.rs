@@ -239,7 +239,7 @@ impl Catalog {
             }
         }
         for source in sources {
-            for name in crate::gc::reachability::source_locations(source, warehouse) {
+            for name in source.warehouse_names(warehouse) {
                 if bookkeeping(&name) || MANAGED_PREFIXES.iter().any(|p| is_within(&name, p)) {
                     return refuse(
                         "source table",

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use super::GarbageCollector;
 use super::config::format_duration;
 use super::job::{Doomed, Object, Plan};
-use super::lease::Lease;
 use super::ledger::{Entry, JournalRef, Ledger, Trust};
 use super::reachability::Observation;
 use super::refs::Protected;
@@ -15,8 +14,7 @@ use super::report::{ActionKind, Counts, GcReport};
 use super::rules::{self, ClockDecision, Facts, Timing, Walk};
 use crate::error::Result;
 
-/// The run's lease (none for a dry run), shared by a step's concurrent assessments.
-pub(crate) type SharedLease = tokio::sync::Mutex<Option<Lease>>;
+pub(crate) use super::lease::SharedLease;
 
 /// Where an unreachable object stands.
 pub(crate) enum Verdict {
@@ -74,7 +72,7 @@ impl<'a> Judge<'a> {
         trust: Arc<Trust>,
         now_ms: i64,
     ) -> Judge<'a> {
-        let rules = plan.rules.strictest(super::collect::rules_of(&gc.config));
+        let rules = plan.rules.strictest(super::job::Rules::of(&gc.config));
         Judge {
             ledger: Ledger::new(gc.catalog.warehouse()),
             lease,
@@ -100,7 +98,7 @@ impl<'a> Judge<'a> {
         if let Some(lease) = lease.as_mut() {
             let now = (self.clock)();
             if lease.needs_renewal(now) {
-                super::collect::fence(Some(lease), now).await?;
+                super::lease::fence(Some(lease), now).await?;
             }
         }
         Ok(())

@@ -7,44 +7,12 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use super::GarbageCollector;
-use super::config::{GcConfig, millis};
-use super::job::Rules;
-use super::lease::Lease;
 use super::ledger::Ledger;
 use super::report::{Counts, GcPhase, GcProgress, GcReport, GcStatus};
 use std::sync::Arc;
 
 use super::step::{Found, GcStep, Invocation, RunContext, StepOutcome};
-use crate::error::{Error, ErrorKind, Result};
-
-/// The rules `config` decides by.
-pub(crate) fn rules_of(config: &GcConfig) -> Rules {
-    Rules {
-        retention_ms: millis(config.retention),
-        grace_ms: millis(config.grace),
-        delay_ms: millis(config.effective_condemn_delay()),
-        skew_ms: millis(config.max_clock_skew),
-        settle_ms: millis(crate::catalog::PUBLISH_WINDOW)
-            .saturating_add(millis(config.max_clock_skew).saturating_mul(2)),
-    }
-}
-
-/// Renew the lease (proving this run holds the newest generation) and check that the
-/// proof is fresh, right before a destructive step.
-pub(crate) async fn fence(lease: Option<&mut Lease>, now_ms: i64) -> Result<()> {
-    let Some(lease) = lease else {
-        return Ok(());
-    };
-    lease.renew(now_ms).await?;
-    if lease.fresh() {
-        Ok(())
-    } else {
-        Err(Error::new(
-            ErrorKind::CommitConflict,
-            "this gc run was paused for longer than half its lease while renewing it; stopping before acting on it",
-        ))
-    }
-}
+use crate::error::{Error, Result};
 
 impl GarbageCollector {
     /// Do one step of a run at `now_ms`, stopping at the first page boundary after
@@ -150,7 +118,7 @@ impl GarbageCollector {
             true => {
                 let mut report = self.report_of(plan);
                 if let Ok(totals) =
-                    super::finish::run_totals(job, plan, self.config.io_concurrency).await
+                    super::job::run_totals(job, plan, self.config.io_concurrency).await
                 {
                     report.set_counts(&totals);
                 }

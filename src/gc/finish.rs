@@ -105,7 +105,7 @@ impl Invocation<'_> {
 
     /// The whole run's counts: the sum of every sequence's newest page.
     pub(crate) async fn totals(&self) -> Result<Counts> {
-        run_totals(&self.job, &self.plan, self.gc.config.io_concurrency).await
+        super::job::run_totals(&self.job, &self.plan, self.gc.config.io_concurrency).await
     }
 
     /// Delete the files of the runs older than this one but the newest few with a plan
@@ -133,36 +133,4 @@ impl Invocation<'_> {
         }
         Ok(())
     }
-}
-
-/// The counts of `plan`'s run: the sum of every sequence's newest page (what a late step of
-/// a finished run reports too; nothing once the run's files are pruned).
-pub(crate) async fn run_totals(
-    job: &Job,
-    plan: &super::job::Plan,
-    concurrency: usize,
-) -> Result<Counts> {
-    let mut sequences = vec![
-        Seq::Metadata,
-        Seq::Assessed,
-        Seq::DeletedMetadata,
-        Seq::SweptMetadata,
-    ];
-    for partition in 0..plan.partitions.len() {
-        sequences.extend([
-            Seq::Scan(partition),
-            Seq::Deleted(partition),
-            Seq::Swept(partition),
-        ]);
-    }
-    let mut totals = Counts::default();
-    for page in job
-        .last_pages(&sequences, concurrency)
-        .await?
-        .into_iter()
-        .flatten()
-    {
-        totals.merge(&page.totals);
-    }
-    Ok(totals)
 }

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::ledger::{self, JournalFacts};
-use super::reachability::names_of_metadata;
+use super::named::names_of_metadata;
 use super::refs::RefMap;
 use super::rules::{self, Timing};
 use crate::catalog::Catalog;

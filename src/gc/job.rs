@@ -60,6 +60,19 @@ pub(crate) struct Rules {
 
 impl Rules {
     /// The more conservative of two rule sets.
+    /// The rules `config` decides by.
+    pub(crate) fn of(config: &super::GcConfig) -> Rules {
+        use super::config::millis;
+        Rules {
+            retention_ms: millis(config.retention),
+            grace_ms: millis(config.grace),
+            delay_ms: millis(config.effective_condemn_delay()),
+            skew_ms: millis(config.max_clock_skew),
+            settle_ms: millis(crate::catalog::PUBLISH_WINDOW)
+                .saturating_add(millis(config.max_clock_skew).saturating_mul(2)),
+        }
+    }
+
     pub(crate) fn strictest(self, other: Rules) -> Rules {
         Rules {
             retention_ms: self.retention_ms.max(other.retention_ms),
@@ -654,4 +667,31 @@ pub struct PartitionProgress {
     pub swept: bool,
     /// Objects listed so far.
     pub objects: u64,
+}
+/// The counts of `plan`'s run: the sum of every sequence's newest page (what a late step of
+/// a finished run reports too; nothing once the run's files are pruned).
+pub(crate) async fn run_totals(job: &Job, plan: &Plan, concurrency: usize) -> Result<Counts> {
+    let mut sequences = vec![
+        Seq::Metadata,
+        Seq::Assessed,
+        Seq::DeletedMetadata,
+        Seq::SweptMetadata,
+    ];
+    for partition in 0..plan.partitions.len() {
+        sequences.extend([
+            Seq::Scan(partition),
+            Seq::Deleted(partition),
+            Seq::Swept(partition),
+        ]);
+    }
+    let mut totals = Counts::default();
+    for page in job
+        .last_pages(&sequences, concurrency)
+        .await?
+        .into_iter()
+        .flatten()
+    {
+        totals.merge(&page.totals);
+    }
+    Ok(totals)
 }

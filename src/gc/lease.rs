@@ -442,6 +442,26 @@ async fn prune(warehouse: &Warehouse, written: u64) -> Result<()> {
     Ok(())
 }
 
+/// The run's lease (none for a dry run), shared by a step's concurrent assessments.
+pub(crate) type SharedLease = tokio::sync::Mutex<Option<Lease>>;
+
+/// Renew the lease (proving this run holds the newest generation) and check that the
+/// proof is fresh, right before a destructive step.
+pub(crate) async fn fence(lease: Option<&mut Lease>, now_ms: i64) -> Result<()> {
+    let Some(lease) = lease else {
+        return Ok(());
+    };
+    lease.renew(now_ms).await?;
+    if lease.fresh() {
+        Ok(())
+    } else {
+        Err(Error::new(
+            ErrorKind::CommitConflict,
+            "this gc run was paused for longer than half its lease while renewing it; stopping before acting on it",
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -110,9 +110,9 @@
 //! | **R** retention | `clock(o) + retention <= now` | `rules::decide` | `TIMING.retention_ms` | `gc_scenarios::a_dropped_index_is_collected_only_after_retention` |
 //! | **C** condemned | a condemnation `c >= clock(o) + retention` is in the ledger and `c + B <= now` (`B` = [`GcConfig::condemn_delay`], at least twice the publish window); register and commit refuse a condemned metadata file or new family reference, and an entry logged `settle` after the condemnation belongs to a refused publication | `rules::decide`, `rules::refused`, `catalog::publication`, [`GcConfig::validate`] | `Publish` (refused) | `gc_scenarios::a_re_registration_racing_the_run_never_leaves_a_dangling_pointer`, `a_condemned_metadata_file_cannot_be_registered_again_and_is_collected` |
 //! | **V** verified | right before deleting, the verification walk and a fresh read of the change log: reachable again, published since the clock's walk, or records unexplained → kept | `delete::verification_walk`, `rules::still_deletable` | `Verify`, `Delete` | `gc_scenarios::concurrent_runs_never_delete_live_files` |
-//! | **P** named by existing metadata | no file under `metadata/` that exists names `o` (a valid file: its tables, centroids and sources; any other: every string in it that names an object, but never a whole managed prefix): metadata is deleted before what it names | `plan::MetadataPage::keep`, `refs::Protected`, `reachability::read_parsed` | `State::referenced` | `gc_layout_refs`, `gc_durable_evidence::class8_*` |
+//! | **P** named by existing metadata | no file under `metadata/` that exists names `o` (a valid file: its tables, centroids and sources; any other: every string in it that names an object, but never a whole managed prefix): metadata is deleted before what it names | `plan::MetadataPage::keep`, `refs::Protected`, `named::read_parsed` | `State::referenced` | `gc_layout_refs`, `gc_durable_evidence::class8_*` |
 //! | **S** log settles | a finished run prunes only the change-log entries settled for its own walk, after its finish mark: every entry a later decision needs is still there, or its effect is in that run's journal | `rules::settled`, `finish` | `Finish` | `catalog::changelog` unit tests |
-//! | **F** fenced | every delete batch and every ledger write comes after a fresh proof that the run holds the newest lease generation; a lease is bounded ([`config::MAX_LEASE`]), an implausibly distant expiry is taken over, and `gc abandon` breaks one (fenced: the holder stops at its next renewal) | `lease`, `collect::fence` | one current run; `Crash` | `gc_durable_evidence::class6_*`, `gc_hostile` paused runs |
+//! | **F** fenced | every delete batch and every ledger write comes after a fresh proof that the run holds the newest lease generation; a lease is bounded ([`config::MAX_LEASE`]), an implausibly distant expiry is taken over, and `gc abandon` breaks one (fenced: the holder stops at its next renewal) | `lease`, `lease::fence` | one current run; `Crash` | `gc_durable_evidence::class6_*`, `gc_hostile` paused runs |
 //!
 //! Objects the ledger cannot track (a name whose mirror would exceed the store's key
 //! limit) are kept and reported ([`Counts::kept_unmirrorable`]), and collection goes on
@@ -189,6 +189,7 @@ mod history;
 mod job;
 mod lease;
 pub mod ledger;
+mod named;
 pub(crate) mod nested;
 mod plan;
 pub mod reachability;

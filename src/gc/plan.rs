@@ -20,8 +20,9 @@ use super::GarbageCollector;
 use super::assess::{Judge, PageTally};
 use super::job::{JOB_VERSION, Job, Object, Page, Plan, Referenced, Seq, Walk, planned_runs};
 use super::ledger::{Entry, JournalRef, Ledger, PageScope};
+use super::named::{Parsed, read_parsed, references_of};
 use super::nested::nested_root;
-use super::reachability::{Parsed, observe, read_parsed, references_of};
+use super::reachability::observe;
 use super::refs::{Protected, SelfCovering};
 use super::report::{Counts, GcReport};
 use super::scan::{Nested, skip};
@@ -170,7 +171,7 @@ impl GarbageCollector {
         let run_ms = journals
             .latest_ms
             .map_or(now_ms, |latest| now_ms.max(latest.saturating_add(1)));
-        let rules = super::collect::rules_of(&self.config);
+        let rules = super::job::Rules::of(&self.config);
         self.emit(super::report::GcProgress::Phase {
             phase: super::report::GcPhase::ComputeReachability,
         });
@@ -209,7 +210,7 @@ impl GarbageCollector {
         let floor_ms = observation.history.floor(epoch_ms, walk_start_ms);
         // A walk slower than half the lease (or a pause in it) must not be planned behind
         // a run that took the lease over meanwhile.
-        super::collect::fence(lease, observed_ms).await?;
+        super::lease::fence(lease, observed_ms).await?;
         let segments = warehouse.segments(INDEXES_DIR).await?;
         let partitions = ListRange::split(INDEXES_DIR, &segments, self.config.partitions);
         let sequences = partitions.len() as u64 + 1;

@@ -28,24 +28,20 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 
-use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::history::History;
 use super::ledger::{JournalFacts, Seen};
-use super::refs::{RefMap, normalize};
+use super::named::{Parsed, read_parsed, references_of};
+use super::refs::RefMap;
 use crate::catalog::Catalog;
 use crate::catalog::record::{PointerRecord, PointerState};
 use crate::catalog::write::store_error;
 use crate::error::{Error, ErrorKind, Result};
-use crate::family::FamilyRegistry;
 use crate::identifier::Namespace;
-use crate::metadata::{IndexMetadata, MAX_METADATA_BYTES, TableDefinition};
 use crate::store::{PointerStore, StoreError, StoreKey, Versioned};
-use crate::warehouse::Warehouse;
-use crate::warehouse::{Fetched, MANAGED_PREFIXES, aliases};
 
 const PAGE: usize = 1000;
 
@@ -92,169 +88,6 @@ pub(crate) struct Observation {
     #[serde(default)]
     pub history: History,
     pub warnings: Vec<String>,
-}
-
-/// The references of one metadata file, in canonical form.
-#[derive(Debug, Default)]
-pub(crate) struct References {
-    /// Index-table locations and source-table locations inside the warehouse.
-    pub direct: Vec<String>,
-    /// Family parameter references (objects that may themselves be metadata).
-    pub family: Vec<String>,
-}
-
-/// The references of `metadata`.
-pub(crate) fn references_of(
-    metadata: &IndexMetadata,
-    registry: &FamilyRegistry,
-    warehouse: &Warehouse,
-) -> References {
-    let mut refs = References::default();
-    for snapshot in metadata.snapshots() {
-        if let Some(provider) = registry.provider(snapshot.index_provider().provider()) {
-            for table in snapshot.index_tables().values() {
-                if let Some(location) = provider.table_location(table.properties()) {
-                    refs.direct.extend(normalize(location));
-                }
-            }
-        }
-        refs.direct
-            .extend(source_locations(snapshot.source_table(), warehouse));
-        if let Some(family) = registry.family(snapshot.index_family()) {
-            for location in family.warehouse_references(snapshot.parameters()) {
-                refs.family.extend(normalize(location));
-            }
-        }
-    }
-    refs
-}
-
-/// Every name of the warehouse a source-table property may denote, in any engine's
-/// spelling ([`Warehouse::names_of_location`]): source bindings are written by other
-/// engines, and when unsure whether a source names warehouse objects, keep them.
-pub(crate) fn source_locations(source: &TableDefinition, warehouse: &Warehouse) -> Vec<String> {
-    source
-        .properties()
-        .values()
-        .flat_map(|value| warehouse.names_of_location(value))
-        .collect()
-}
-
-/// What reading a possibly-metadata object gave.
-pub(crate) enum Parsed {
-    /// It is valid index metadata.
-    Metadata(Box<IndexMetadata>),
-    /// It exists but is not valid index metadata of a format this collector understands:
-    /// why, whether it may be metadata of another format version (then it is never
-    /// deleted), and every string in it that names a warehouse object (kept while it
-    /// exists: it might reference them).
-    Opaque {
-        why: String,
-        foreign_format: bool,
-        references: Vec<String>,
-    },
-    /// It does not exist.
-    Missing,
-}
-
-/// Read and parse the object `name`. Store failures are errors; anything else that is not
-/// valid metadata is opaque.
-pub(crate) async fn read_parsed(
-    warehouse: &Warehouse,
-    registry: &FamilyRegistry,
-    name: &str,
-) -> Result<Parsed> {
-    let bytes: Bytes = match warehouse.get(name, MAX_METADATA_BYTES as u64).await {
-        Ok(Fetched::Object(bytes, _)) => bytes,
-        Ok(Fetched::Missing) => return Ok(Parsed::Missing),
-        Ok(Fetched::TooLarge(size)) => {
-            return Ok(Parsed::Opaque {
-                why: format!("{size} bytes, larger than any metadata file"),
-                foreign_format: false,
-                references: Vec::new(),
-            });
-        }
-        Err(err) => {
-            return Err(Error::new(
-                err.kind(),
-                format!("gc aborted: reading `{name}` failed: {}", err.message()),
-            ));
-        }
-    };
-    match IndexMetadata::from_json_slice(&bytes, registry) {
-        Ok(metadata) => Ok(Parsed::Metadata(Box::new(metadata))),
-        Err(err) => Ok(Parsed::Opaque {
-            why: err.message().to_owned(),
-            foreign_format: err.kind() == ErrorKind::UnsupportedFormatVersion,
-            references: string_references(&bytes, warehouse),
-        }),
-    }
-}
-
-/// Every string value in a JSON document that names a warehouse object (but a managed
-/// prefix as a whole): a
-/// warehouse-relative location or an absolute location inside the warehouse. A superset
-/// of whatever an unparseable metadata file could reference: a relative string is taken
-/// as it is, even with characters this catalog's metadata may not contain (another
-/// format may allow a `%` and mean the object at that literal name), and in its other
-/// spellings too (that `%` may also be an escape).
-fn string_references(bytes: &[u8], warehouse: &Warehouse) -> Vec<String> {
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    let mut stack = vec![&value];
-    while let Some(value) = stack.pop() {
-        match value {
-            serde_json::Value::String(text) => {
-                out.extend(warehouse.names_of_location(text));
-                if !text.contains("://")
-                    && let Some(name) = normalize(text)
-                {
-                    out.extend(aliases(&name));
-                    out.push(name);
-                }
-            }
-            serde_json::Value::Array(items) => stack.extend(items),
-            serde_json::Value::Object(fields) => stack.extend(fields.values()),
-            _ => {}
-        }
-    }
-    // A location in metadata of any version names a table or a file, never a whole
-    // managed prefix: a stray note naming `indexes` must not stop collection.
-    out.retain(|name| !MANAGED_PREFIXES.contains(&name.as_str()));
-    out
-}
-
-/// Everything the metadata file `name` names, itself included, following family
-/// references to the metadata they name: what a logged publication of it may have made
-/// reachable. Unlike the walk's closure, a file that is missing or does not parse is no
-/// error: it names itself, and (not parsing) every string in it that names an object.
-pub(crate) async fn names_of_metadata(
-    warehouse: &Warehouse,
-    registry: &FamilyRegistry,
-    name: &str,
-) -> Result<Vec<String>> {
-    let mut names = vec![name.to_owned()];
-    let mut visited: HashSet<String> = HashSet::from([name.to_owned()]);
-    let mut frontier = vec![name.to_owned()];
-    while let Some(file) = frontier.pop() {
-        match read_parsed(warehouse, registry, &file).await? {
-            Parsed::Metadata(metadata) => {
-                let refs = references_of(&metadata, registry, warehouse);
-                names.extend(refs.direct);
-                for reference in refs.family {
-                    if visited.insert(reference.clone()) {
-                        names.push(reference.clone());
-                        frontier.push(reference);
-                    }
-                }
-            }
-            Parsed::Opaque { references, .. } => names.extend(references),
-            Parsed::Missing => {}
-        }
-    }
-    Ok(names)
 }
 
 /// The writes of `record` after `seen` (the commit the previous finished run saw at its
@@ -449,7 +282,7 @@ impl Walker<'_> {
             }
             let stats = &mut observation.roots;
             stats.pointer_records += 1;
-            for location in source_locations(&record.source, warehouse) {
+            for location in record.source.warehouse_names(warehouse) {
                 observation.reachable.insert(location, 0);
             }
             let root = match record.state {
@@ -584,38 +417,5 @@ impl Walker<'_> {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::metadata::TableDefinition;
-
-    #[test]
-    fn sources_in_other_engines_spellings_are_inside_the_warehouse() {
-        let warehouse = Warehouse::in_memory("s3://b/wh").expect("warehouse");
-        let source = |location: &str| {
-            TableDefinition::new(
-                "parquet",
-                std::collections::BTreeMap::from([
-                    ("definition-version".to_owned(), "1".to_owned()),
-                    ("location".to_owned(), location.to_owned()),
-                ]),
-            )
-            .expect("source")
-        };
-        for spelling in [
-            "s3://b/wh/indexes/src/",
-            "s3a://b/wh/indexes/src",
-            "s3n://b/wh/indexes/src/",
-            "S3://b/wh/./indexes/src",
-        ] {
-            assert!(
-                source_locations(&source(spelling), &warehouse).contains(&"indexes/src".to_owned()),
-                "{spelling}"
-            );
-        }
-        assert!(source_locations(&source("s3a://other/wh/indexes/src"), &warehouse).is_empty());
     }
 }

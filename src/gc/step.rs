@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::GarbageCollector;
-use super::assess::SharedLease;
 use super::config::millis;
+use super::lease::SharedLease;
 use std::sync::Arc;
 
 use super::job::{Job, Plan, RUNS_DIR, Seq, Walk, planned_runs};
@@ -348,7 +348,7 @@ impl<'g> Invocation<'g> {
     /// Renew and prove the lease right before a destructive step.
     pub(crate) async fn fence(&self) -> Result<()> {
         let mut lease = self.lease.lock().await;
-        super::collect::fence(lease.as_mut(), self.elapsed_now()).await
+        super::lease::fence(lease.as_mut(), self.elapsed_now()).await
     }
 
     /// Renew the lease if half of it has passed (a long sweep keeps it alive).
@@ -358,7 +358,7 @@ impl<'g> Invocation<'g> {
         if let Some(lease) = lease.as_mut()
             && lease.needs_renewal(now)
         {
-            return super::collect::fence(Some(lease), now).await;
+            return super::lease::fence(Some(lease), now).await;
         }
         Ok(())
     }
@@ -527,7 +527,7 @@ impl GarbageCollector {
         if finished {
             // A step retried after the finish step wrote its mark (killed before it
             // answered) reports the whole run, as the finish step did.
-            let totals = super::finish::run_totals(&job, &plan, self.config.io_concurrency).await?;
+            let totals = super::job::run_totals(&job, &plan, self.config.io_concurrency).await?;
             report.set_counts(&totals);
             return Ok(Found::Finished(report));
         }

@@ -2,8 +2,9 @@
 
 use std::collections::BTreeSet;
 
-use super::IndexMetadata;
+use super::{IndexMetadata, TableDefinition};
 use crate::family::FamilyRegistry;
+use crate::warehouse::Warehouse;
 
 impl IndexMetadata {
     /// The warehouse-relative locations this metadata references, sorted and without
@@ -31,5 +32,56 @@ impl IndexMetadata {
             }
         }
         references.into_iter().collect()
+    }
+}
+
+impl TableDefinition {
+    /// Every name of the warehouse a source-table property may denote, in any engine's
+    /// spelling ([`Warehouse::names_of_location`]): source bindings are written by other
+    /// engines, and when unsure whether a source names warehouse objects, the garbage
+    /// collector keeps them and register refuses them under the managed prefixes.
+    pub(crate) fn warehouse_names(&self, warehouse: &Warehouse) -> Vec<String> {
+        self.properties()
+            .values()
+            .flat_map(|value| warehouse.names_of_location(value))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_in_other_engines_spellings_are_inside_the_warehouse() {
+        let warehouse = Warehouse::in_memory("s3://b/wh").expect("warehouse");
+        let source = |location: &str| {
+            TableDefinition::new(
+                "parquet",
+                std::collections::BTreeMap::from([
+                    ("definition-version".to_owned(), "1".to_owned()),
+                    ("location".to_owned(), location.to_owned()),
+                ]),
+            )
+            .expect("source")
+        };
+        for spelling in [
+            "s3://b/wh/indexes/src/",
+            "s3a://b/wh/indexes/src",
+            "s3n://b/wh/indexes/src/",
+            "S3://b/wh/./indexes/src",
+        ] {
+            assert!(
+                source(spelling)
+                    .warehouse_names(&warehouse)
+                    .contains(&"indexes/src".to_owned()),
+                "{spelling}"
+            );
+        }
+        assert!(
+            source("s3a://other/wh/indexes/src")
+                .warehouse_names(&warehouse)
+                .is_empty()
+        );
     }
 }

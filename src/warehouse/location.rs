@@ -102,6 +102,30 @@ fn written_path(location: &str) -> Option<&str> {
     rest.find('/').map(|at| &rest[at..])
 }
 
+/// `path` with its longest existing ancestor resolved (symbolic links, `..`).
+pub(crate) fn resolve_existing(path: &std::path::Path) -> std::path::PathBuf {
+    let mut missing = Vec::new();
+    let mut existing = path.to_path_buf();
+    loop {
+        if let Ok(resolved) = existing.canonicalize() {
+            return missing
+                .iter()
+                .rev()
+                .fold(resolved, |acc, part| acc.join(part));
+        }
+        match (
+            existing.file_name().map(|n| n.to_owned()),
+            existing.parent(),
+        ) {
+            (Some(name), Some(parent)) => {
+                missing.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

@@ -48,6 +48,7 @@ use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore};
 use url::Url;
 
+pub(crate) use location::resolve_existing;
 pub use names::object_name;
 pub(crate) use names::{aliases, is_within};
 pub use objects::Fetched;

@@ -9,9 +9,8 @@ use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectStore, PutOptions, PutPayload};
 
-use super::S3Store;
 use super::errors::read_error;
-use super::list::MAX_KEYS_PER_REQUEST;
+use super::{MAX_KEYS_PER_REQUEST, S3Store};
 use crate::store::{Listing, PointerStore, StoreError};
 
 /// The marker object (under the prefix) whose presence says that object sizes encode

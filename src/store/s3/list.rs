@@ -3,13 +3,10 @@
 
 use object_store::list::{PaginatedListOptions, PaginatedListStore};
 
-use super::S3Store;
 use super::classes::class_of_size;
 use super::errors::read_error;
+use super::{MAX_KEYS_PER_REQUEST, S3Store};
 use crate::store::{ListEntry, ListPage, Listing, StoreError, StoreKey};
-
-/// ListObjectsV2 returns at most this many keys per request.
-pub(super) const MAX_KEYS_PER_REQUEST: usize = 1000;
 
 impl S3Store {
     /// One page of at most `limit` keys under `prefix` after `start_after`; with

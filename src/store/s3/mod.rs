@@ -120,6 +120,9 @@ use super::{
 };
 use crate::error::{Error, ErrorKind};
 
+/// ListObjectsV2 returns at most this many keys per request.
+const MAX_KEYS_PER_REQUEST: usize = 1000;
+
 #[cfg(feature = "admin")]
 pub use self::bucket::create_bucket;
 pub use self::options::{S3Options, amazon_s3_builder};

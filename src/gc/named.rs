@@ -1,0 +1,166 @@
+//! What a metadata file names: its index tables, its source tables' locations inside the
+//! warehouse and its family references, read from valid metadata or, from a file that does
+//! not parse, every string in it that names an object. The walks (`reachability`), the
+//! change log's republications (`history`) and rule (P) (`plan`) all read names here.
+
+use std::collections::HashSet;
+
+use bytes::Bytes;
+
+use super::refs::normalize;
+use crate::error::{Error, ErrorKind, Result};
+use crate::family::FamilyRegistry;
+use crate::metadata::{IndexMetadata, MAX_METADATA_BYTES};
+use crate::warehouse::{Fetched, MANAGED_PREFIXES, Warehouse, aliases};
+
+/// The references of one metadata file, in canonical form.
+#[derive(Debug, Default)]
+pub(crate) struct References {
+    /// Index-table locations and source-table locations inside the warehouse.
+    pub direct: Vec<String>,
+    /// Family parameter references (objects that may themselves be metadata).
+    pub family: Vec<String>,
+}
+
+/// The references of `metadata`.
+pub(crate) fn references_of(
+    metadata: &IndexMetadata,
+    registry: &FamilyRegistry,
+    warehouse: &Warehouse,
+) -> References {
+    let mut refs = References::default();
+    for snapshot in metadata.snapshots() {
+        if let Some(provider) = registry.provider(snapshot.index_provider().provider()) {
+            for table in snapshot.index_tables().values() {
+                if let Some(location) = provider.table_location(table.properties()) {
+                    refs.direct.extend(normalize(location));
+                }
+            }
+        }
+        refs.direct
+            .extend(snapshot.source_table().warehouse_names(warehouse));
+        if let Some(family) = registry.family(snapshot.index_family()) {
+            for location in family.warehouse_references(snapshot.parameters()) {
+                refs.family.extend(normalize(location));
+            }
+        }
+    }
+    refs
+}
+
+/// What reading a possibly-metadata object gave.
+pub(crate) enum Parsed {
+    /// It is valid index metadata.
+    Metadata(Box<IndexMetadata>),
+    /// It exists but is not valid index metadata of a format this collector understands:
+    /// why, whether it may be metadata of another format version (then it is never
+    /// deleted), and every string in it that names a warehouse object (kept while it
+    /// exists: it might reference them).
+    Opaque {
+        why: String,
+        foreign_format: bool,
+        references: Vec<String>,
+    },
+    /// It does not exist.
+    Missing,
+}
+
+/// Read and parse the object `name`. Store failures are errors; anything else that is not
+/// valid metadata is opaque.
+pub(crate) async fn read_parsed(
+    warehouse: &Warehouse,
+    registry: &FamilyRegistry,
+    name: &str,
+) -> Result<Parsed> {
+    let bytes: Bytes = match warehouse.get(name, MAX_METADATA_BYTES as u64).await {
+        Ok(Fetched::Object(bytes, _)) => bytes,
+        Ok(Fetched::Missing) => return Ok(Parsed::Missing),
+        Ok(Fetched::TooLarge(size)) => {
+            return Ok(Parsed::Opaque {
+                why: format!("{size} bytes, larger than any metadata file"),
+                foreign_format: false,
+                references: Vec::new(),
+            });
+        }
+        Err(err) => {
+            return Err(Error::new(
+                err.kind(),
+                format!("gc aborted: reading `{name}` failed: {}", err.message()),
+            ));
+        }
+    };
+    match IndexMetadata::from_json_slice(&bytes, registry) {
+        Ok(metadata) => Ok(Parsed::Metadata(Box::new(metadata))),
+        Err(err) => Ok(Parsed::Opaque {
+            why: err.message().to_owned(),
+            foreign_format: err.kind() == ErrorKind::UnsupportedFormatVersion,
+            references: string_references(&bytes, warehouse),
+        }),
+    }
+}
+
+/// Every string value in a JSON document that names a warehouse object (but a managed
+/// prefix as a whole): a
+/// warehouse-relative location or an absolute location inside the warehouse. A superset
+/// of whatever an unparseable metadata file could reference: a relative string is taken
+/// as it is, even with characters this catalog's metadata may not contain (another
+/// format may allow a `%` and mean the object at that literal name), and in its other
+/// spellings too (that `%` may also be an escape).
+fn string_references(bytes: &[u8], warehouse: &Warehouse) -> Vec<String> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut stack = vec![&value];
+    while let Some(value) = stack.pop() {
+        match value {
+            serde_json::Value::String(text) => {
+                out.extend(warehouse.names_of_location(text));
+                if !text.contains("://")
+                    && let Some(name) = normalize(text)
+                {
+                    out.extend(aliases(&name));
+                    out.push(name);
+                }
+            }
+            serde_json::Value::Array(items) => stack.extend(items),
+            serde_json::Value::Object(fields) => stack.extend(fields.values()),
+            _ => {}
+        }
+    }
+    // A location in metadata of any version names a table or a file, never a whole
+    // managed prefix: a stray note naming `indexes` must not stop collection.
+    out.retain(|name| !MANAGED_PREFIXES.contains(&name.as_str()));
+    out
+}
+
+/// Everything the metadata file `name` names, itself included, following family
+/// references to the metadata they name: what a logged publication of it may have made
+/// reachable. Unlike the walk's closure, a file that is missing or does not parse is no
+/// error: it names itself, and (not parsing) every string in it that names an object.
+pub(crate) async fn names_of_metadata(
+    warehouse: &Warehouse,
+    registry: &FamilyRegistry,
+    name: &str,
+) -> Result<Vec<String>> {
+    let mut names = vec![name.to_owned()];
+    let mut visited: HashSet<String> = HashSet::from([name.to_owned()]);
+    let mut frontier = vec![name.to_owned()];
+    while let Some(file) = frontier.pop() {
+        match read_parsed(warehouse, registry, &file).await? {
+            Parsed::Metadata(metadata) => {
+                let refs = references_of(&metadata, registry, warehouse);
+                names.extend(refs.direct);
+                for reference in refs.family {
+                    if visited.insert(reference.clone()) {
+                        names.push(reference.clone());
+                        frontier.push(reference);
+                    }
+                }
+            }
+            Parsed::Opaque { references, .. } => names.extend(references),
+            Parsed::Missing => {}
+        }
+    }
+    Ok(names)
+}
