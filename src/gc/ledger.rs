@@ -1150,6 +1150,48 @@ mod tests {
         )
     }
 
+    /// Every page of `range`'s listing, `page` entries at a time, read with
+    /// `read_page` after the previous page's last position: each page's listed names and
+    /// what the read found. `last_done`: the last page ends the range.
+    async fn read_pages(
+        warehouse: &Warehouse,
+        range: &ListRange,
+        page: usize,
+        last_done: bool,
+    ) -> Vec<(Vec<String>, PageEntries)> {
+        let ledger = Ledger::new(warehouse);
+        let listed: Vec<Positioned> = warehouse
+            .list_range(range, None)
+            .try_collect()
+            .await
+            .expect("listed");
+        let chunks: Vec<&[Positioned]> = listed.chunks(page).collect();
+        let count = chunks.len().max(1);
+        let mut after: Option<String> = None;
+        let mut pages = Vec::new();
+        for index in 0..count {
+            let chunk = chunks.get(index).copied().unwrap_or(&[]);
+            let names: Vec<String> = chunk
+                .iter()
+                .filter_map(|entry| entry.item.name().map(str::to_owned))
+                .collect();
+            let read = ledger
+                .read_page(PageScope {
+                    range,
+                    after: after.as_deref(),
+                    listed: &names,
+                    done: last_done && index + 1 == count,
+                })
+                .await
+                .expect("page");
+            if let Some(last) = chunk.last() {
+                after = Some(last.position.clone());
+            }
+            pages.push((names, read));
+        }
+        pages
+    }
+
     /// Read every page of every partition of `indexes/` with `read_page`, `page` entries
     /// at a time, and check it against reading each entry on its own: every listed
     /// object's entry is complete and exact, and nothing counted gone exists.
@@ -1188,29 +1230,7 @@ mod tests {
         let segments = warehouse.segments("indexes").await.expect("segments");
         let mut cleared = HashSet::new();
         for range in ListRange::split("indexes", &segments, parts) {
-            let listed: Vec<Positioned> = warehouse
-                .list_range(&range, None)
-                .try_collect()
-                .await
-                .expect("listed");
-            let mut after: Option<String> = None;
-            let chunks: Vec<&[Positioned]> = listed.chunks(page).collect();
-            let count = chunks.len().max(1);
-            for index in 0..count {
-                let chunk = chunks.get(index).copied().unwrap_or(&[]);
-                let names: Vec<String> = chunk
-                    .iter()
-                    .filter_map(|entry| entry.item.name().map(str::to_owned))
-                    .collect();
-                let read = ledger
-                    .read_page(PageScope {
-                        range: &range,
-                        after: after.as_deref(),
-                        listed: &names,
-                        done: index + 1 == count,
-                    })
-                    .await
-                    .expect("page");
+            for (names, read) in read_pages(warehouse, &range, page, true).await {
                 for name in &names {
                     let mut expected = ledger.read(name).await.expect("entry").files;
                     let mut got = read
@@ -1229,9 +1249,6 @@ mod tests {
                         "`{object}` exists but was counted gone"
                     );
                     cleared.insert(object);
-                }
-                if let Some(last) = chunk.last() {
-                    after = Some(last.position.clone());
                 }
             }
         }
@@ -1273,31 +1290,11 @@ mod tests {
                 .await
                 .expect("clock");
         }
-        let range = ListRange::whole("indexes");
-        let listed: Vec<Positioned> = warehouse
-            .list_range(&range, None)
-            .try_collect()
-            .await
-            .expect("listed");
-        let mut after: Option<String> = None;
         let mut most = 0;
-        for chunk in listed.chunks(page) {
-            let names: Vec<String> = chunk
-                .iter()
-                .filter_map(|entry| entry.item.name().map(str::to_owned))
-                .collect();
-            let read = ledger
-                .read_page(PageScope {
-                    range: &range,
-                    after: after.as_deref(),
-                    listed: &names,
-                    done: false,
-                })
-                .await
-                .expect("page");
+        for (names, read) in read_pages(warehouse, &ListRange::whole("indexes"), page, false).await
+        {
             assert_eq!(read.entries.len(), names.len(), "every listed name's entry");
             most = most.max(read.examined);
-            after = chunk.last().map(|entry| entry.position.clone());
         }
         most
     }
