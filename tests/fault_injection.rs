@@ -20,7 +20,7 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -549,6 +549,72 @@ async fn rename_reports_already_exists_only_if_both_existed_at_once() {
         .await
         .expect_err("the source is gone");
     assert_eq!(err.kind(), ErrorKind::IndexNotFound, "{err}");
+}
+
+/// Drops `id` (through a catalog of its own) right after the first read of its pointer,
+/// before the call that follows it.
+struct DropAfterFirstRead {
+    id: IndexIdentifier,
+    warehouse: Warehouse,
+    read: AtomicBool,
+    dropped: AtomicBool,
+}
+
+#[async_trait]
+impl Hook for DropAfterFirstRead {
+    async fn before(
+        &self,
+        inner: &Arc<dyn PointerStore>,
+        call: Call<'_>,
+    ) -> Result<(), StoreError> {
+        if self.read.load(Ordering::SeqCst) && !self.dropped.swap(true, Ordering::SeqCst) {
+            let other = catalog_over(inner.clone(), &self.warehouse, false);
+            other.drop_index(&self.id).await.expect("the rival drop");
+        }
+        if matches!(call, Call::Get { key } if *key == self.id.store_key()) {
+            self.read.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
+/// Found by the linearizability check (DynamoDB): `rename(x, x)` read `x` live, then a
+/// rival dropped it before the destination read, which found `x` free. The rename then sent
+/// one transaction writing `x` twice, which the store refused (`STORE_REFUSED`). The source
+/// existing at the first read makes the destination exist then too: `ALREADY_EXISTS`.
+#[tokio::test]
+async fn rename_onto_itself_is_already_exists_even_if_dropped_meanwhile() {
+    for atomic in [true, false] {
+        let (raw, env) = memory_env().await;
+        let (from, _, _) = env.registered("itself").await;
+        let inner: Arc<dyn PointerStore> = if atomic {
+            raw.clone()
+        } else {
+            Arc::new(FaultyStore::new(
+                raw.clone(),
+                FaultConfig::none(1).hiding_transact(),
+            ))
+        };
+        let hooked: Arc<dyn PointerStore> = Arc::new(Hooked::new(
+            inner,
+            DropAfterFirstRead {
+                id: from.clone(),
+                warehouse: env.warehouse.clone(),
+                read: AtomicBool::new(false),
+                dropped: AtomicBool::new(false),
+            },
+        ));
+        let catalog = catalog_over(hooked, &env.warehouse, false);
+        let err = catalog
+            .rename(&from, &from)
+            .await
+            .expect_err("a rename onto itself never moves");
+        assert_eq!(
+            err.kind(),
+            ErrorKind::AlreadyExists,
+            "atomic {atomic}: {err}"
+        );
+    }
 }
 
 /// Found by the linearizability check (memory store, step-wise rename, faults): a renamer

@@ -170,6 +170,10 @@ impl Catalog {
                 }
                 Visibility::Absent(_) => return Err(not_found(from)),
             };
+            if from == to {
+                // The source exists, so the destination (the same pointer) exists too.
+                return Err(already_exists(to));
+            }
             self.require_namespace(to.namespace()).await?;
             let dest = match self.visibility(self.read_pointer(to).await?).await? {
                 // Both must exist at one instant: the source must not have changed since.

@@ -162,13 +162,14 @@ impl PointerStore for MemoryStore {
     }
 
     async fn transact(&self, writes: Vec<TxWrite>) -> Result<Vec<Version>, StoreError> {
+        // Refused before any condition is checked, as DynamoDB refuses it.
+        TxWrite::check_distinct(&writes)?;
         let mut state = self.state();
         for write in &writes {
             state
                 .check(&write.key, &write.mode)
                 .map_err(|_| StoreError::Precondition)?;
         }
-        TxWrite::check_distinct(&writes)?;
         Ok(writes
             .into_iter()
             .map(|write| state.write(write.key, write.value, write.listing))
