@@ -194,7 +194,11 @@ impl Bench {
         let raw_key = self.raw_key("commit")?;
         let unavailable = |err| crate::catalog::write::store_error(store.as_ref(), err);
         let object_error = |err| {
-            crate::Error::with_source(ErrorKind::StoreUnavailable, "reading a metadata file", err)
+            crate::error::Error::with_source(
+                ErrorKind::StoreUnavailable,
+                "reading a metadata file",
+                err,
+            )
         };
         store
             .put(&raw_key, Bytes::from(vec![b'x'; 600]), PutMode::Create)
@@ -313,16 +317,16 @@ impl Bench {
                     latencies.push(start.elapsed());
                     attempts.push(tries);
                 }
-                Ok::<_, crate::Error>((latencies, attempts))
+                Ok::<_, crate::error::Error>((latencies, attempts))
             }));
         }
         tokio::time::sleep(self.duration).await;
         stop.store(true, Ordering::Relaxed);
         let (mut all, mut per_writer, mut attempts) = (Samples::default(), Vec::new(), Vec::new());
         for task in tasks {
-            let (latencies, tries) = task
-                .await
-                .map_err(|err| crate::Error::new(ErrorKind::StoreUnavailable, err.to_string()))??;
+            let (latencies, tries) = task.await.map_err(|err| {
+                crate::error::Error::new(ErrorKind::StoreUnavailable, err.to_string())
+            })??;
             per_writer.push(tries.len() as f64);
             attempts.extend(tries);
             for ms in latencies.raw() {
@@ -391,7 +395,7 @@ impl Bench {
                 after = page.entries.last().map(|e| e.key.clone());
                 keys.extend(page.entries.into_iter().map(|e| e.key));
                 if !page.more {
-                    return Ok::<_, crate::Error>(keys);
+                    return Ok::<_, crate::error::Error>(keys);
                 }
             }
         };
@@ -509,7 +513,7 @@ impl Bench {
             strict.push(start.elapsed());
             let start = Instant::now();
             let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|err| {
-                crate::Error::new(ErrorKind::InvalidIndexMetadata, err.to_string())
+                crate::error::Error::new(ErrorKind::InvalidIndexMetadata, err.to_string())
             })?;
             std::hint::black_box(value);
             raw.push(start.elapsed());
@@ -575,7 +579,7 @@ impl Bench {
                 .try_fold(0u64, |n, _| async move { Ok(n + 1) })
                 .await
                 .map_err(|err| {
-                    crate::Error::with_source(
+                    crate::error::Error::with_source(
                         ErrorKind::StoreUnavailable,
                         "listing the warehouse",
                         err,
@@ -614,7 +618,11 @@ impl Bench {
     /// primitives: no parsing).
     async fn read_everything_a_collector_must(&self) -> Result<()> {
         let object_error = |err| {
-            crate::Error::with_source(ErrorKind::StoreUnavailable, "reading the warehouse", err)
+            crate::error::Error::with_source(
+                ErrorKind::StoreUnavailable,
+                "reading the warehouse",
+                err,
+            )
         };
         let records = self.catalog.store();
         let warehouse = self.catalog.warehouse();

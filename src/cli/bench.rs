@@ -118,8 +118,8 @@ mod tests {
         let err = duration("5").expect_err("no unit");
         assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
         let source = std::error::Error::source(&err)
-            .and_then(|source| source.downcast_ref::<crate::Error>())
+            .and_then(|source| source.downcast_ref::<crate::error::Error>())
             .expect("the typed error");
-        assert_eq!(source.kind(), crate::ErrorKind::InvalidRequest);
+        assert_eq!(source.kind(), crate::error::ErrorKind::InvalidRequest);
     }
 }

@@ -268,9 +268,9 @@ mod tests {
         let err = Cli::try_parse_from(["gc", "--lease", "15"]).expect_err("no unit");
         assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
         let source = std::error::Error::source(&err)
-            .and_then(|source| source.downcast_ref::<crate::Error>())
+            .and_then(|source| source.downcast_ref::<crate::error::Error>())
             .expect("the typed error");
-        assert_eq!(source.kind(), crate::ErrorKind::InvalidRequest);
+        assert_eq!(source.kind(), crate::error::ErrorKind::InvalidRequest);
         let defaults = Cli::try_parse_from(["gc"]).expect("parsed");
         assert_eq!(defaults.gc.retention, DEFAULT_RETENTION);
         assert!(!defaults.gc.force);

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use super::IndexMetadata;
 use super::invariants::{FamilyRules, Unchecked, invalid};
 use super::snapshot::{Snapshot, SnapshotContents, SnapshotLogEntry};
+use crate::clock::{Clock, IdGenerator};
+use crate::error::Result;
 use crate::family::FamilyRegistry;
-use crate::{Clock, IdGenerator, Result};
 
 /// How many ids to draw before giving up on finding an unused positive snapshot id.
 const SNAPSHOT_ID_ATTEMPTS: usize = 64;

@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use super::parse::parse_strict;
 use super::strict;
+use crate::error::{Error, ErrorKind, Result};
 use crate::json::strict_object;
-use crate::{Error, ErrorKind, Result};
 
 fn invalid(message: String) -> Error {
     Error::new(ErrorKind::InvalidIndexMetadata, message)

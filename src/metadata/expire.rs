@@ -4,7 +4,8 @@ use std::collections::BTreeSet;
 
 use super::IndexMetadata;
 use super::invariants::{FamilyRules, Unchecked};
-use crate::{Clock, Result};
+use crate::clock::Clock;
+use crate::error::Result;
 
 impl IndexMetadata {
     /// New metadata without the expired snapshots and their `snapshot-log` entries.

@@ -9,9 +9,9 @@ use super::invariants::{FamilyRules, Unchecked};
 use super::parse::{check_format_version, check_text, deserialize_text};
 use super::snapshot::{Snapshot, SnapshotLogEntry};
 use super::wire::{WireMetadata, WireSnapshot};
+use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
 use crate::warehouse::Warehouse;
-use crate::{Error, ErrorKind, Result};
 
 /// Read the metadata file at the absolute `location` from `warehouse`, then parse and
 /// validate it ([`IndexMetadata::from_json_slice`]). Every error names the file: reading

@@ -10,8 +10,8 @@ use super::IndexMetadata;
 use super::snapshot::{Snapshot, SnapshotContents, SnapshotLogEntry};
 use super::strict::check_key_fields;
 use super::wire::WireMetadata;
+use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
-use crate::{Error, ErrorKind, Result};
 
 pub(super) fn invalid(message: String) -> Error {
     Error::new(ErrorKind::InvalidIndexMetadata, message)

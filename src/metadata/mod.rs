@@ -6,7 +6,7 @@
 //!   writes its canonical, byte-stable JSON.
 //! * [`IndexMetadata::create`], [`IndexMetadata::successor`] and
 //!   [`IndexMetadata::expire_snapshots`] build new metadata with an injected
-//!   [`Clock`](crate::Clock) and [`IdGenerator`](crate::IdGenerator).
+//!   [`Clock`](crate::clock::Clock) and [`IdGenerator`](crate::clock::IdGenerator).
 //! * [`IndexMetadata::check_successor_of`] holds the rules a commit checks.
 //! * `read_index_metadata` reads one metadata file from the warehouse and parses it, its
 //!   errors naming the file: the catalog, the publisher and their caches read through it.

@@ -7,8 +7,8 @@ use std::fmt;
 use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::FORMAT_VERSION;
+use crate::error::{Error, ErrorKind, Result};
 use crate::json;
-use crate::{Error, ErrorKind, Result};
 
 /// The largest metadata document (or definition) accepted, in bytes: 64 MiB. Larger
 /// inputs are rejected with `INVALID_INDEX_METADATA` before parsing.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::definitions::{IndexTableDefinition, ProviderDefinition, TableDefinition};
 use super::parse::parse_strict;
 use super::strict;
-use crate::Result;
+use crate::error::Result;
 use crate::json::strict_object;
 
 /// The content of one snapshot, without its `snapshot-id`, `sequence-number` and

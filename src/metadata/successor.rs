@@ -34,7 +34,7 @@ use std::collections::BTreeSet;
 use super::IndexMetadata;
 use super::invariants::invalid;
 use super::snapshot::{Snapshot, SnapshotLogEntry};
-use crate::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 impl IndexMetadata {
     /// Check that `self` may replace `base` in a commit (see the module docs).

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::*;
+use crate::clock::{Clock, IdGenerator, ManualClock, SeededIds};
+use crate::error::ErrorKind;
 use crate::family::FamilyRegistry;
-use crate::{Clock, ErrorKind, IdGenerator, ManualClock, SeededIds};
 
 const SPEC_EXAMPLE: &[u8] = include_bytes!("../../tests/fixtures/metadata/valid/spec-example.json");
 
@@ -81,7 +82,11 @@ fn assert_byte_stable(metadata: &IndexMetadata) {
     assert_eq!(again.to_json_vec(), bytes);
 }
 
-fn expect_kind(result: crate::Result<impl std::fmt::Debug>, kind: ErrorKind, fragment: &str) {
+fn expect_kind(
+    result: crate::error::Result<impl std::fmt::Debug>,
+    kind: ErrorKind,
+    fragment: &str,
+) {
     let err = result.expect_err("must fail");
     assert_eq!(err.kind(), kind, "{}", err.message());
     assert!(

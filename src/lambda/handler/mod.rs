@@ -336,13 +336,13 @@ mod tests {
 
     use super::*;
     use crate::catalog::Catalog;
+    use crate::clock::{RandomIds, SystemClock};
     use crate::family::FamilyRegistry;
     use crate::metadata::{
         IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
     };
     use crate::store::memory::MemoryStore;
     use crate::warehouse::Warehouse;
-    use crate::{RandomIds, SystemClock};
 
     fn catalog() -> Catalog {
         let warehouse = Warehouse::in_memory("memory://lambda/wh").expect("warehouse");
