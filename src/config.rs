@@ -62,13 +62,11 @@ use crate::store::memory::MemoryStore;
 use crate::store::s3::{S3Options, S3Store, amazon_s3_builder};
 use crate::store::timeouts::StoreTimeouts;
 use crate::warehouse::Warehouse;
+use crate::warehouse::layout::CATALOG_DIR;
 
 /// The scheme of remote catalog URIs (`lambda://PREFIX`), recognised in every build so
 /// that a build without the `remote` feature names the missing feature.
 const LAMBDA_SCHEME: &str = "lambda://";
-
-/// The directory the catalog's own pointer records use inside a warehouse.
-pub const CATALOG_DIR: &str = "_catalog";
 
 /// Where the catalog keeps pointers and metadata.
 #[derive(Debug, Clone, Default)]

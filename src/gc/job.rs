@@ -34,10 +34,8 @@ use super::reachability::Observation;
 use super::refs::SelfCovering;
 use super::report::Counts;
 use crate::error::{Error, ErrorKind, Result};
+use crate::warehouse::layout::RUNS_DIR;
 use crate::warehouse::{Fetched, ListItem, ListRange, Listed, Positioned, Warehouse};
-
-/// The runs directory under the warehouse root.
-pub const RUNS_DIR: &str = "_gc/runs";
 
 /// The version of a run's files. A run of another version is given up (marked dead: none
 /// of its ledger facts is trusted, so the clocks it recorded start again). Version 3 dates

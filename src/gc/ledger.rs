@@ -63,10 +63,11 @@ use uuid::Uuid;
 
 use super::rules::Clock;
 use crate::error::Result;
+use crate::warehouse::layout::{
+    Fact, FactRun, JOURNAL_DIR, LEDGER_DIR, condemnation_visible, ledger_entry, ledger_holds,
+    parse_fact,
+};
 use crate::warehouse::{Fetched, ListItem, ListRange, Listed, Positioned, Warehouse};
-
-/// The ledger directory under the warehouse root.
-pub const LEDGER_DIR: &str = "_gc/ledger";
 
 const LEDGER_VERSION: i32 = 2;
 
@@ -115,9 +116,6 @@ pub(crate) struct JournalState {
     /// The latest time of any journal, finished or not.
     pub latest_ms: Option<i64>,
 }
-
-/// The journal directory under the warehouse root.
-pub const JOURNAL_DIR: &str = "_gc/journal";
 
 /// The journal's version: 2 keeps each record's store key with its commit id.
 const JOURNAL_VERSION: i32 = 2;
@@ -208,11 +206,9 @@ impl Entry {
                 journal,
                 landed_ms: file.landed_ms,
             }),
-            // A condemnation counts from when it became visible: its stamp, or the
-            // store's time of the write if that is later (a slow or retried write must
-            // not let the condemnation delay start before anyone could see it).
+            // A condemnation counts from when it became visible.
             Some((Kind::Condemned(ms), _)) => {
-                let visible = ms.max(file.last_modified_ms);
+                let visible = condemnation_visible(ms, file.last_modified_ms);
                 self.condemned_ms = Some(self.condemned_ms.map_or(visible, |c| c.max(visible)));
             }
             Some((Kind::Legacy, _)) => {}
@@ -309,42 +305,14 @@ pub(crate) struct Ledger {
     warehouse: Warehouse,
 }
 
-/// The longest name of an entry's file: `o-<clock>-<walk>-<run-ms>-<run>.json`.
-const LONGEST_FACT: usize = "o-".len() + 3 * 20 + 3 + 32 + ".json".len();
-
-/// Whether the ledger of `warehouse` can hold an entry for `object` (see
-/// [`Ledger::mirrors`]).
-pub(crate) fn mirrors(warehouse: &Warehouse, object: &str) -> bool {
-    LEDGER_DIR.len() + 1 + object.len() + 1 + LONGEST_FACT <= warehouse.max_name_len()
-}
-
-/// The latest condemnation of the object `name`, if its ledger entry holds any. Register
-/// and commit refuse to publish a condemned object (see `catalog::publication`).
-pub(crate) async fn condemnation(warehouse: &Warehouse, name: &str) -> Result<Option<i64>> {
-    Ok(Ledger::new(warehouse).read(name).await?.condemned_ms)
-}
-
-/// Parse an entry file name: `o-<clock>-<walk>-<run-ms>-<run>.json`,
-/// `c-<ms>-<run-ms>-<run>.json` or `u-<ms>-<run-ms>-<run>.json`.
+/// Parse an entry file name (see the layout's ledger facts).
 fn parse_name(name: &str) -> Option<(Kind, JournalRef)> {
-    let stem = name.strip_suffix(".json")?;
-    let mut parts = stem.split('-');
-    let tag = parts.next()?;
-    let ms: i64 = parts.next()?.parse().ok()?;
-    let kind = match tag {
-        "o" => Kind::Clock(Clock {
-            start_ms: ms,
-            walk_ms: parts.next()?.parse().ok()?,
-        }),
-        "c" => Kind::Condemned(ms),
-        "u" => Kind::Legacy,
-        _ => return None,
+    let (fact, FactRun { run_ms, run_id }) = parse_fact(name)?;
+    let kind = match fact {
+        Fact::Clock { start_ms, walk_ms } => Kind::Clock(Clock { start_ms, walk_ms }),
+        Fact::Condemned(ms) => Kind::Condemned(ms),
+        Fact::Legacy => Kind::Legacy,
     };
-    let run_ms = parts.next()?.parse().ok()?;
-    let run_id = Uuid::try_parse(parts.next()?).ok()?;
-    if parts.next().is_some() {
-        return None;
-    }
     Some((kind, JournalRef { run_ms, run_id }))
 }
 
@@ -403,13 +371,13 @@ impl Ledger {
     }
 
     fn dir(&self, object: &str) -> String {
-        format!("{LEDGER_DIR}/{object}")
+        ledger_entry(object)
     }
 
     /// Whether the ledger can hold an entry for `object`: its mirror, plus the longest
     /// fact's name, fits the store's key limit.
     pub(crate) fn mirrors(&self, object: &str) -> bool {
-        mirrors(&self.warehouse, object)
+        ledger_holds(self.warehouse.max_name_len(), object)
     }
 
     /// The entry of the object `object` (empty if none).

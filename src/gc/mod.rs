@@ -190,7 +190,6 @@ mod job;
 mod lease;
 pub mod ledger;
 mod named;
-pub(crate) mod nested;
 mod plan;
 pub mod reachability;
 mod refs;

@@ -21,7 +21,6 @@ use super::assess::{Judge, PageTally};
 use super::job::{JOB_VERSION, Job, Object, Page, Plan, Referenced, Seq, Walk, planned_runs};
 use super::ledger::{Entry, JournalRef, Ledger, PageScope};
 use super::named::{Parsed, read_parsed, references_of};
-use super::nested::nested_root;
 use super::reachability::observe;
 use super::refs::{Protected, SelfCovering};
 use super::report::{Counts, GcReport};
@@ -30,6 +29,7 @@ use super::step::{Found, GcStep, Invocation, NextPage, PageListing, RunContext, 
 use crate::catalog::ownership::{OwnershipMarker, read_marker, verify_ownership};
 use crate::error::{Error, Result};
 use crate::family::FamilyRegistry;
+use crate::warehouse::layout::nested_root;
 use crate::warehouse::{
     INDEXES_DIR, ListItem, ListRange, METADATA_DIR, Warehouse, aliases, is_within,
 };

@@ -13,11 +13,11 @@ use futures::{StreamExt, TryStreamExt};
 use super::assess::{Judge, PageTally};
 use super::job::{Object, Page, Seq, Walk};
 use super::ledger::{Entry, Ledger, PageScope, Trust};
-use super::nested::nested_root;
 use super::refs::{Protected, RefMap};
 use super::report::Counts;
 use super::step::{GcStep, Invocation, NextPage, PageListing, StepOutcome};
 use crate::error::{Error, Result};
+use crate::warehouse::layout::nested_root;
 use crate::warehouse::{ListItem, ListRange};
 
 /// How many skipped listing entries one page names in its warnings.

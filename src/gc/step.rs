@@ -25,12 +25,13 @@ use super::config::millis;
 use super::lease::SharedLease;
 use std::sync::Arc;
 
-use super::job::{Job, Plan, RUNS_DIR, Seq, Walk, planned_runs};
+use super::job::{Job, Plan, Seq, Walk, planned_runs};
 use super::lease::{Acquired, Lease};
 use super::ledger::{JournalRef, Ledger, Trust};
 use super::refs::Protected;
 use super::report::{GcPhase, GcReport, GcStatus, RunProgress};
 use crate::error::{Error, ErrorKind, Result};
+use crate::warehouse::layout::RUNS_DIR;
 
 /// One step of a run: what one invocation of the `gc` function does (see the
 /// module docs). As an event: `{"step": "plan"}`,

@@ -8,15 +8,10 @@
 //! [`names`](self#names)): the raw key below the root, the same spelling for a location in
 //! metadata, a listed object and a deletion.
 //!
-//! Layout (the garbage collector's managed prefixes are `metadata/` and `indexes/`):
-//!
-//! ```text
-//! <root>/_catalog-owner.json  the ownership marker: which catalog writes and collects here
-//! <root>/_catalog/        pointer records of the embedded object-store catalog
-//! <root>/_gc/             the garbage collector's ledger, journals and lease
-//! <root>/metadata/<index-uuid>/<n>-<uuid>.metadata.json   immutable metadata files
-//! <root>/indexes/<index-uuid>/<snapshot-id>/<role>/       immutable index tables
-//! ```
+//! Layout: the `layout` submodule names every reserved path; the garbage collector's
+//! managed prefixes are `metadata/` (immutable metadata files) and `indexes/` (immutable
+//! index tables), and the catalog's and collector's own files live under `_catalog/`,
+//! `_gc/` and the ownership marker `_catalog-owner.json`.
 //!
 //! # Names
 //! See the `names` submodule: a name is the raw `/`-joined key below the root
@@ -27,17 +22,19 @@
 //!
 //! The submodules: `location` (names, locations and store paths), `objects` (reading and
 //! writing one object), `list` and `range` (listings), `delete` (deletions), `layout`
-//! (links on the way to an object, an enclosing warehouse), `local` (the local file
+//! (every reserved name and path: the catalog's, the collector's), `placement` (links on
+//! the way to an object, an enclosing warehouse), `local` (the local file
 //! system's listings and checks) and `errors` (store errors as the crate's).
 
 mod delete;
 mod errors;
-mod layout;
+pub(crate) mod layout;
 mod list;
 mod local;
 mod location;
 mod names;
 mod objects;
+mod placement;
 mod range;
 mod recognise;
 
@@ -48,6 +45,7 @@ use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore};
 use url::Url;
 
+pub use layout::{GC_DIR, INDEXES_DIR, MANAGED_PREFIXES, METADATA_DIR, OWNER_MARKER};
 pub(crate) use location::resolve_existing;
 pub use names::object_name;
 pub(crate) use names::{aliases, is_within};
@@ -56,17 +54,6 @@ pub use range::{ListRange, Positioned};
 
 use self::errors::unavailable;
 use crate::error::{Error, ErrorKind, Result};
-
-/// The ownership marker's name under the warehouse root.
-pub const OWNER_MARKER: &str = "_catalog-owner.json";
-/// Where metadata files live: register and commit publish only files below it.
-pub const METADATA_DIR: &str = "metadata";
-/// Where index tables live.
-pub const INDEXES_DIR: &str = "indexes";
-/// The managed prefixes: the only places the garbage collector lists and deletes data.
-pub const MANAGED_PREFIXES: [&str; 2] = [METADATA_DIR, INDEXES_DIR];
-/// The garbage collector's own directory (ledger, journals, lease).
-pub const GC_DIR: &str = "_gc";
 
 /// One object found by a listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
