@@ -31,6 +31,7 @@ use common::history::{env_seeds, env_usize};
 use parqdb_catalog::catalog::record::{NamespaceRecord, PointerRecord, PointerState};
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::metadata::IndexMetadata;
+use parqdb_catalog::store::PointerStoreExt;
 use parqdb_catalog::store::faulty::{Fault, FaultConfig, FaultyStore};
 use parqdb_catalog::store::{PointerStore, PutMode, StoreError, StoreKey};
 use parqdb_catalog::warehouse::Warehouse;

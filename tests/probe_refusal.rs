@@ -7,6 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use common::fixture::{TestEnv, source};
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
+use parqdb_catalog::store::PointerStoreExt;
 use parqdb_catalog::store::memory::MemoryStore;
 use parqdb_catalog::store::{Capabilities, PointerStore, PutMode, StoreError, StoreKey};
 use parqdb_catalog::warehouse::Warehouse;

@@ -13,6 +13,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use bytes::Bytes;
 use common::services;
 use parqdb_catalog::ErrorKind;
+use parqdb_catalog::store::PointerStoreExt;
 use parqdb_catalog::store::dynamodb::DynamoStore;
 use parqdb_catalog::store::{
     Changed, Listing, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version,

@@ -41,6 +41,7 @@ use crate::catalog::record::{PointerRecord, PointerState};
 use crate::catalog::write::store_error;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::Namespace;
+use crate::store::PointerStoreExt;
 use crate::store::{PointerStore, StoreError, StoreKey, Versioned};
 
 const PAGE: usize = 1000;
