@@ -26,7 +26,7 @@ use common::history::workload::{Workload, final_loads, run_workload};
 use common::history::{Call, History, Op, Ret, Universe, env_seeds, mix};
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::catalog::IndexCatalog;
-use parqdb_catalog::store::faulty::{FaultConfig, FaultStats, FaultyStore};
+use parqdb_catalog_testkit::faulty::{FaultConfig, FaultStats, FaultyStore};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

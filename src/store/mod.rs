@@ -28,8 +28,6 @@
 
 #[cfg(feature = "dynamodb")]
 pub mod dynamodb;
-#[cfg(feature = "test-util")]
-pub mod faulty;
 pub mod local;
 pub mod memory;
 pub mod probe;

@@ -21,7 +21,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use parqdb_catalog::store::faulty::{FaultConfig, FaultyStore};
+//! use parqdb_catalog_testkit::faulty::{FaultConfig, FaultyStore};
 //! use parqdb_catalog::store::memory::MemoryStore;
 //!
 //! let store = FaultyStore::new(Arc::new(MemoryStore::new()), FaultConfig::uniform(7, 0.10));
@@ -39,7 +39,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{
+use parqdb_catalog::store::{
     Capabilities, Changed, GetOptions, ListOptions, ListPage, PointerStore, PutMode, PutOptions,
     StoreError, StoreKey, TxWrite, Version,
 };
@@ -482,8 +482,8 @@ impl PointerStore for FaultyStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::PointerStoreExt;
-    use crate::store::memory::MemoryStore;
+    use parqdb_catalog::store::PointerStoreExt;
+    use parqdb_catalog::store::memory::MemoryStore;
 
     fn key(name: &str) -> StoreKey {
         StoreKey::new(name).expect("valid key")
