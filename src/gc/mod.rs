@@ -99,7 +99,7 @@
 //!
 //! | rule | statement | enforced by | model | tests |
 //! |---|---|---|---|---|
-//! | **O** ours | `o` is a regular file reached without a symbolic link and not on another file system, and no listed object shows it lies in a nested catalog structure (an ownership marker, `_catalog/`, `_gc/`, pointer records) | `warehouse::local::deletable`, `gc::nested`, `scan::Nested` | — (layout, not protocol) | `gc_hostile` classes 3–4, `gc_simulation` hostile layouts |
+//! | **O** ours | `o` is a regular file reached without a symbolic link and not on another file system, and no listed object shows it lies in a nested catalog structure (an ownership marker, `_catalog/`, `_gc/`, pointer records) | `warehouse::local::deletable`, `warehouse::layout::nested_root`, `scan::Nested` | — (layout, not protocol) | `gc_hostile` classes 3–4, `gc_simulation` hostile layouts |
 //! | **U** unreachable | no spelling of `o`, nor of any path a symbolic link leads it to, is covered by `R` of the run's first walk nor of its verification walk; a reference covers itself and its subtree on a segment boundary | `reachability::observe`, `RefMap::covers_any_spelling`, `Warehouse::link_targets`, `Warehouse::names_of_location` | `Run::reachable`, `reachable_again` | `gc_durable_evidence::class1_*`, `class4_*`, `gc_scenarios::sibling_prefixes_are_not_confused` |
 //! | **G** grace | `last_modified(o) + grace + skew <= now`: in-flight writers own young files | `rules::decide` | `TIMING.grace_ms` | `gc_scenarios::orphans_of_a_crashed_commit_wait_for_grace_plus_retention`, `gc_layout_refs::tables_copied_in_with_old_times_*` |
 //! | **W** walks date losses | a clock is the end of a walk that found `o` unreachable; nothing (a record's time, a quiet catalog, a first sighting) dates a loss earlier | `rules::retention_clock` | `Assess` | `gc_durable_evidence::class3_*`, `class5_*` |
@@ -177,8 +177,8 @@
 //! before each delete batch and ledger write; at most [`config::MAX_LEASE`].
 //!
 //! # Nested roots
-//! See the `nested` submodule docs for the catalog structures that mark a subtree of the
-//! managed prefixes as somebody else's.
+//! See the warehouse's `layout` submodule docs for the catalog structures that mark a
+//! subtree of the managed prefixes as somebody else's.
 
 mod assess;
 mod collect;
