@@ -7,7 +7,7 @@
 //!    collector parses unreachable metadata only there, which is what keeps the tables a
 //!    metadata file names until the file itself is gone. A file elsewhere, or at a name
 //!    the collector takes for another catalog's structure (`…/_gc/…`, `…/i/…/=x`: see
-//!    `gc::nested`), is [`ErrorKind::InvalidIndexMetadata`]. The location is stored in its canonical form
+//!    `warehouse::layout`), is [`ErrorKind::InvalidIndexMetadata`]. The location is stored in its canonical form
 //!    ([`Warehouse::canonical_location`](crate::warehouse::Warehouse::canonical_location)).
 //! 2. **Not condemned.** The collector's ledger holds no condemnation of the file, nor of
 //!    a family reference (`ivf_centroids_metadata_location`) the base did not already
