@@ -55,7 +55,7 @@ use crate::store::{PutMode as StorePutMode, StoreKey};
 use crate::warehouse::layout::CLAIMS_DIR;
 use crate::warehouse::{Fetched, GC_DIR, INDEXES_DIR, ListItem, METADATA_DIR, Warehouse};
 
-pub use crate::warehouse::OWNER_MARKER as MARKER;
+pub(crate) use crate::warehouse::OWNER_MARKER as MARKER;
 
 /// How long a catalog trusts its last ownership check before checking again.
 pub const OWNERSHIP_TTL: std::time::Duration = std::time::Duration::from_secs(60);

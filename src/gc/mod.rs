@@ -34,7 +34,7 @@
 //!    without a marker), and the warehouse must not lie inside another warehouse's managed
 //!    prefixes. The unfinished run, if there is one, is resumed; else a new run takes the
 //!    **lease** (a busy lease makes the step answer [`GcStatus::Skipped`]), **walks** the
-//!    catalog ([`reachability`]: every pointer record; the metadata of every `live` and
+//!    catalog (`reachability`: every pointer record; the metadata of every `live` and
 //!    `moving` record, and of tombstones younger than the clock-skew allowance, is a root;
 //!    everything reachable from the roots, through symbolic links too, is the reachable set
 //!    `R`), then reads the **change log** (`history`: what the catalog published around
@@ -44,8 +44,8 @@
 //!    record what it names (rule P); then decide each.
 //! 2. **Scan** each partition of `indexes/` (workers in parallel), page by page, streaming,
 //!    through the warehouse's listing (never following symbolic links): for each
-//!    unreachable object the run decides its retention clock ([`rules`]), records it in
-//!    the [`ledger`] if this walk starts it, condemns it once retention has elapsed, and
+//!    unreachable object the run decides its retention clock (`rules`), records it in
+//!    the `ledger` if this walk starts it, condemns it once retention has elapsed, and
 //!    records the doomed ones in the page's checkpoint.
 //! 3. **Verify**: walk the catalog and read the change log again, once every partition is
 //!    scanned and right before deleting; anything reachable again, published since, or in
@@ -72,14 +72,14 @@
 //! # Names
 //! Every object is compared by its **name**: its raw key below the warehouse root, exactly
 //! as a listing returns it and as any engine writing it spells it
-//! ([`object_name`](crate::warehouse::object_name)). A location in metadata
+//! (`warehouse::object_name`). A location in metadata
 //! (`indexes/ü b/1/ivf_postings/`) names the object another engine wrote there without any
 //! percent-encoding applied or removed; a metadata location URI is decoded once into its
 //! name ([`Warehouse::relative`](crate::warehouse::Warehouse::relative)) and stored in one
 //! canonical form. A listed name that could be another spelling of a reachable name (an
 //! earlier version of this crate percent-encoded some characters) is kept. A source-table
 //! location, written by another engine, counts in every spelling an engine may use
-//! ([`Warehouse::names_of_location`](crate::warehouse::Warehouse::names_of_location)), and
+//! (`Warehouse::names_of_location`), and
 //! register refuses one inside the managed prefixes in any of them.
 //!
 //! # The safety argument
@@ -115,7 +115,7 @@
 //! | **F** fenced | every delete batch and every ledger write comes after a fresh proof that the run holds the newest lease generation; a lease is bounded ([`config::MAX_LEASE`]), an implausibly distant expiry is taken over, and `gc abandon` breaks one (fenced: the holder stops at its next renewal) | `lease`, `lease::fence` | one current run; `Crash` | `gc_durable_evidence::class6_*`, `gc_hostile` paused runs |
 //!
 //! Objects the ledger cannot track (a name whose mirror would exceed the store's key
-//! limit) are kept and reported ([`Counts::kept_unmirrorable`]), and collection goes on
+//! limit) are kept and reported ([`GcReport::kept_unmirrorable`]), and collection goes on
 //! around them. A step that fails because another invocation finished its run meanwhile
 //! reports the finished run, with a warning, not a failure.
 //!
@@ -188,41 +188,43 @@ mod finish;
 mod history;
 mod job;
 mod lease;
-pub mod ledger;
+pub(crate) mod ledger;
 mod named;
 mod plan;
-pub mod reachability;
+pub(crate) mod reachability;
 mod refs;
-pub mod report;
+mod report;
 #[cfg(feature = "test-util")]
+#[doc(hidden)] // The pure rules, for the model check (tests/gc_model.rs).
 pub mod rules;
 #[cfg(not(feature = "test-util"))]
 pub(crate) mod rules;
 mod scan;
 mod scheduled;
-pub mod status;
+mod status;
 mod step;
 
 use std::sync::Arc;
 
-pub use crate::catalog::ownership::{MARKER, OwnershipMarker, adopt, claim, verify_ownership};
-pub use crate::warehouse::MANAGED_PREFIXES;
+pub use crate::catalog::ownership::{OwnershipMarker, adopt, claim, verify_ownership};
+pub use crate::warehouse::OWNER_MARKER as MARKER;
 pub use config::{GcConfig, format_duration, parse_duration};
 pub use job::PartitionProgress;
 pub use lease::LeaseState;
 pub use reachability::RootStats;
 pub use report::{
-    ActionKind, Counts, GcAction, GcPhase, GcProgress, GcReport, GcStatus, RunProgress, Tally,
+    ActionKind, GcAction, GcPhase, GcProgress, GcReport, GcStatus, RunProgress, Tally,
 };
+#[doc(hidden)] // The `gc` Lambda function's scheduled event, for the handler layer.
 pub use scheduled::{run_scheduled, run_scheduled_within};
-pub use status::{GcState, status};
+pub use status::{CurrentRun, GcState, LedgerState, RunState, status};
 pub use step::{GcStep, StepOutcome};
 
 use crate::catalog::Catalog;
 use crate::error::Result;
 
 /// A progress callback.
-pub type ProgressFn = Arc<dyn Fn(&GcProgress) + Send + Sync>;
+pub(crate) type ProgressFn = Arc<dyn Fn(&GcProgress) + Send + Sync>;
 
 /// The garbage collector of one catalog's warehouse.
 #[derive(Clone)]

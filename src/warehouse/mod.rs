@@ -15,7 +15,7 @@
 //!
 //! # Names
 //! See the `names` submodule: a name is the raw `/`-joined key below the root
-//! ([`object_name`]); a location is the root URI plus the name's segments, each
+//! (`object_name`); a location is the root URI plus the name's segments, each
 //! percent-encoded once ([`Warehouse::absolute`]). [`Warehouse::relative`] accepts any
 //! spelling of a location inside the root and returns its name, refusing `.`/`..` and
 //! empty segments and escaped `/`.
@@ -45,11 +45,13 @@ use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore};
 use url::Url;
 
-pub use layout::{GC_DIR, INDEXES_DIR, MANAGED_PREFIXES, METADATA_DIR, OWNER_MARKER};
+pub use layout::OWNER_MARKER;
+pub(crate) use layout::{GC_DIR, INDEXES_DIR, MANAGED_PREFIXES, METADATA_DIR};
 pub(crate) use location::resolve_existing;
-pub use names::object_name;
+pub(crate) use names::object_name;
 pub(crate) use names::{aliases, is_within};
-pub use objects::Fetched;
+pub(crate) use objects::Fetched;
+#[doc(hidden)] // With `Warehouse::list_range`, for tests/gc_hostile.rs.
 pub use range::{ListRange, Positioned};
 
 use self::errors::unavailable;
@@ -73,6 +75,7 @@ pub struct Listed {
 }
 
 /// What a listing yields.
+#[doc(hidden)] // What `Warehouse::list_range` yields, for tests/gc_hostile.rs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListItem {
     /// An object.
@@ -89,7 +92,7 @@ pub enum ListItem {
 
 /// What became of one object a deletion was asked for.
 #[derive(Debug)]
-pub enum Deletion {
+pub(crate) enum Deletion {
     /// Deleted now.
     Deleted,
     /// Already gone.
@@ -138,7 +141,7 @@ impl Warehouse {
 
     /// The object-store key of a root URI's path, decoded (`s3://b/my%20wh` → `my wh`):
     /// the prefix of a warehouse whose store is the whole bucket.
-    pub fn root_key(root: &str) -> Result<Path> {
+    pub(crate) fn root_key(root: &str) -> Result<Path> {
         let (_, segments) = parse_root(root)?;
         Path::parse(segments.join("/")).map_err(|err| {
             Error::with_source(
@@ -188,6 +191,7 @@ impl Warehouse {
     /// The longest name an object of this warehouse may have: the store's key limit less
     /// the root (S3 and the other object stores: 1,024 bytes of key; local files: 4,095
     /// bytes of path).
+    #[doc(hidden)] // For tests/gc_simulation.rs.
     pub fn max_name_len(&self) -> usize {
         match &self.local {
             Some(dir) => 4095usize.saturating_sub(dir.as_os_str().len() + 1),
@@ -209,7 +213,7 @@ impl Warehouse {
     }
 
     /// The local directory of a warehouse on the local file system.
-    pub fn local_dir(&self) -> Option<&std::path::Path> {
+    pub(crate) fn local_dir(&self) -> Option<&std::path::Path> {
         self.local.as_deref().map(PathBuf::as_path)
     }
 

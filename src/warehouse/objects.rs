@@ -32,7 +32,7 @@ impl Warehouse {
 
     /// Read the object `name` unless it is larger than `max_bytes` (one GET: the size is
     /// checked from the response head before the body is read).
-    pub async fn get(&self, name: &str, max_bytes: u64) -> Result<Fetched> {
+    pub(crate) async fn get(&self, name: &str, max_bytes: u64) -> Result<Fetched> {
         let path = self.path(name)?;
         let result = match self.store.get(&path).await {
             Ok(result) => result,
@@ -119,7 +119,7 @@ impl Warehouse {
 
 /// What [`Warehouse::get`] found.
 #[derive(Debug)]
-pub enum Fetched {
+pub(crate) enum Fetched {
     /// The object's bytes and listing entry.
     Object(Bytes, Listed),
     /// It is larger than the limit (its size).

@@ -12,7 +12,7 @@ impl Warehouse {
     /// Refuse to publish the object `name` if, on a local warehouse, its path below the
     /// root passes through a symbolic link: the collector never follows links, so it
     /// could not see the file to keep what the file names ([`ErrorKind::InvalidIndexMetadata`]).
-    pub async fn refuse_links(&self, name: &str) -> Result<()> {
+    pub(crate) async fn refuse_links(&self, name: &str) -> Result<()> {
         let Some(dir) = &self.local else {
             return Ok(());
         };
@@ -43,7 +43,7 @@ impl Warehouse {
     /// warehouse. A listing never follows links, so it lists those objects under their real
     /// names; the collector keeps them by these. Each is paired with the name it came
     /// from. Empty on other stores.
-    pub async fn link_targets(&self, names: Vec<String>) -> Result<Vec<(String, String)>> {
+    pub(crate) async fn link_targets(&self, names: Vec<String>) -> Result<Vec<(String, String)>> {
         let Some(dir) = &self.local else {
             return Ok(Vec::new());
         };
@@ -75,7 +75,7 @@ impl Warehouse {
     /// The warehouse root this one is nested in, if any: an ancestor directory holding
     /// an ownership marker whose `metadata/`, `indexes/` or `_gc/` contains this root.
     /// Such a warehouse would have its objects collected by the outer one.
-    pub async fn enclosing_owner(&self) -> Result<Option<String>> {
+    pub(crate) async fn enclosing_owner(&self) -> Result<Option<String>> {
         let nested_under = |child: &str| MANAGED_PREFIXES.contains(&child) || child == GC_DIR;
         if let Some(dir) = &self.local {
             let dir = dir.as_ref().clone();
