@@ -263,7 +263,7 @@ pub(crate) struct Page {
 /// One listed entry, as a page's listing keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-pub(crate) struct Entry {
+pub(crate) struct StoredItem {
     pub position: String,
     pub name: String,
     pub size: u64,
@@ -273,18 +273,18 @@ pub(crate) struct Entry {
     pub skipped: Option<String>,
 }
 
-impl Entry {
-    pub(crate) fn of(entry: Positioned) -> Entry {
+impl StoredItem {
+    pub(crate) fn of(entry: Positioned) -> StoredItem {
         let position = entry.position;
         match entry.item {
-            ListItem::Object(listed) => Entry {
+            ListItem::Object(listed) => StoredItem {
                 position,
                 name: listed.name,
                 size: listed.size,
                 last_modified_ms: listed.last_modified_ms,
                 skipped: None,
             },
-            ListItem::Skipped { name, reason } => Entry {
+            ListItem::Skipped { name, reason } => StoredItem {
                 position,
                 name,
                 size: 0,
@@ -325,7 +325,7 @@ impl Entry {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub(crate) struct Listing {
-    pub entries: Vec<Entry>,
+    pub entries: Vec<StoredItem>,
     /// Whether the listing reached the end of its range.
     pub done: bool,
 }

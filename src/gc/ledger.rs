@@ -187,7 +187,7 @@ pub(crate) struct ClockFile {
 
 /// One object's ledger entry as read.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Entry {
+pub(crate) struct LedgerEntry {
     /// Its clock facts (current format).
     pub clocks: Vec<ClockFile>,
     /// When the object was last condemned (largest recorded).
@@ -196,7 +196,7 @@ pub(crate) struct Entry {
     pub files: Vec<String>,
 }
 
-impl Entry {
+impl LedgerEntry {
     /// Add a listed file of the entry (a file this collector does not write is left out:
     /// never part of an entry, never deleted).
     fn add(&mut self, file: Listed) {
@@ -245,7 +245,7 @@ pub(crate) struct PageScope<'a> {
 #[derive(Debug, Default)]
 pub(crate) struct PageEntries {
     /// The entries of the listed objects that have one.
-    pub entries: HashMap<String, Entry>,
+    pub entries: HashMap<String, LedgerEntry>,
     /// The files of entries whose object is gone.
     pub gone: Vec<String>,
     /// How many ledger files the listing returned (what the page cost).
@@ -381,9 +381,9 @@ impl Ledger {
     }
 
     /// The entry of the object `object` (empty if none).
-    pub(crate) async fn read(&self, object: &str) -> Result<Entry> {
+    pub(crate) async fn read(&self, object: &str) -> Result<LedgerEntry> {
         let listed = self.warehouse.list_files(&self.dir(object)).await?;
-        let mut entry = Entry::default();
+        let mut entry = LedgerEntry::default();
         for file in listed {
             entry.add(file);
         }

@@ -19,7 +19,7 @@ use futures::{StreamExt, TryStreamExt};
 use super::GarbageCollector;
 use super::assess::{Judge, PageTally};
 use super::job::{JOB_VERSION, Job, Object, Page, Plan, Referenced, Seq, Walk, planned_runs};
-use super::ledger::{Entry, JournalRef, Ledger, PageScope};
+use super::ledger::{JournalRef, Ledger, LedgerEntry, PageScope};
 use super::named::{Parsed, read_parsed, references_of};
 use super::reachability::observe;
 use super::refs::{Protected, SelfCovering};
@@ -481,7 +481,7 @@ impl Invocation<'_> {
                 .await?
                 .ok_or_else(|| self.missing("metadata"))?;
             let (entries, gone) = self.metadata_entries(number, &read).await?;
-            let candidates: Vec<(Object, Entry)> = read
+            let candidates: Vec<(Object, LedgerEntry)> = read
                 .candidates
                 .into_iter()
                 .map(|candidate| {
@@ -558,7 +558,7 @@ impl Invocation<'_> {
         &self,
         number: u64,
         page: &Page,
-    ) -> Result<(HashMap<String, Entry>, Vec<String>)> {
+    ) -> Result<(HashMap<String, LedgerEntry>, Vec<String>)> {
         let ledger = Ledger::new(self.gc.catalog.warehouse());
         let Some(listing) = self.job.listing(&Seq::Metadata, number).await? else {
             let mut entries = HashMap::new();

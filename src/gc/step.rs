@@ -282,13 +282,13 @@ impl<'g> Invocation<'g> {
             return Ok(listing);
         }
         let page_size = self.gc.config.page_size;
-        let entries: Vec<super::job::Entry> = self
+        let entries: Vec<super::job::StoredItem> = self
             .gc
             .catalog
             .warehouse()
             .list_range(range, after)
             .take(page_size)
-            .map_ok(super::job::Entry::of)
+            .map_ok(super::job::StoredItem::of)
             .try_collect()
             .await?;
         let done = entries.len() < page_size;
@@ -445,7 +445,7 @@ pub(crate) struct PageListing {
     /// The page's number in its sequence.
     pub number: u64,
     /// Its entries.
-    pub entries: Vec<super::job::Entry>,
+    pub entries: Vec<super::job::StoredItem>,
     /// Whether the listing ends with this page.
     pub done: bool,
     /// Where the listing stands after this page: its last entry's position, else the
