@@ -21,6 +21,31 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Glossary
+//!
+//! | noun | meaning | where |
+//! |---|---|---|
+//! | **run** | one collection, planned once and resumable anywhere; its files are under `_gc/runs/<run>/` | `job` |
+//! | **plan** | what a run fixed when it started: decision time, rules, walk, partitions, dead runs | `job::Plan` |
+//! | **step** | one unit of a run's work an invocation performs: plan, scan, verify, delete, finish | [`GcStep`], `step` |
+//! | **walk** | a read of every pointer record and of the metadata its roots name; yields the reachable set `R` | `reachability` |
+//! | **partition** | a key range of `indexes/` that one worker scans and deletes in | `job`, [`GcConfig::partitions`] |
+//! | **page** | one listing page of a partition (the unit of checkpointed work) and its checkpoint | `job`, `scan` |
+//! | **ledger** | the collector's bookkeeping: one **entry** per unreachable object, a directory of **facts** under `_gc/ledger/<object>/` | `ledger`, `warehouse::layout` |
+//! | **clock** | a fact: the end of a walk that found the object unreachable; retention runs from it | `rules::retention_clock` |
+//! | **condemnation** | a fact: retention elapsed at this time; deletion waits the condemnation delay after it, and publication refuses the object | `rules::decide`, `catalog::publication` |
+//! | **doomed** | an object a scan decided to delete; kept in the page's checkpoint until the delete step | `scan`, `delete` |
+//! | **journal** | a run's record of every pointer record's commit id at its walk, and its finish mark | `ledger` (journal functions) |
+//! | **finish mark** | `<run>.<landed-ms>.done`: the run finished; only facts landed before it are trusted | `finish`, `rules::trusts` |
+//! | **dead run** | a run that can no longer be resumed; none of its facts is trusted | `job`, `finish` |
+//! | **change log** | the catalog's entry for every pointer write, written before it; the evidence that dates republication | `catalog::changelog`, `history` |
+//! | **lease** | the generation file that makes one run the current one; proved (**fenced**) before every delete batch and ledger write | `lease` |
+//! | **decision time** | the plan's `now`: grace, retention and delays are measured against it in every step | `job::Plan::now_ms` |
+//! | **floor** | the earliest walk a clock may come from (ownership epoch, unexplained records) | `rules::floor` |
+//! | **verify walk** | the second walk, after every scan and before any delete | `delete::verification_walk` |
+//! | **sweep** | clearing ledger entries of objects that are reachable again | `delete`, `finish` |
+//! | **nested root** | a subtree that shows another catalog's structure; nothing below it is deleted | `warehouse::layout::nested_root` |
+//!
 //! # What a run does
 //! A run is a durable job: its plan, its walks and a checkpoint of every page of work live
 //! in the warehouse under `_gc/runs/<run>/` (see the `job` submodule), so a run may span

@@ -12,8 +12,8 @@
 //! | `sk`      | S    | sort key: the rest of the store key (the leaf), or `!` if the rest is empty |
 //! | `value`   | B    | the record bytes                                              |
 //! | `version` | N    | the version token: `1` when created, `+1` on every replace    |
-//! | `shown_sk`| S    | the sort key again, only on items written [`Listing::Shown`] or [`Listing::Check`]: the sort key of the sparse local secondary index `shown` |
-//! | `listing` | N    | the item's [`Listing`] code (1 hidden, 2 shown, 3 check)      |
+//! | `shown_sk`| S    | the sort key again, only on items written [`Listing::Shown`](crate::store::Listing::Shown) or [`Listing::Check`](crate::store::Listing::Check): the sort key of the sparse local secondary index `shown` |
+//! | `listing` | N    | the item's [`Listing`](crate::store::Listing) code (1 hidden, 2 shown, 3 check)      |
 //!
 //! Billing is on demand; there is one local secondary index, no TTL and no streams. Create
 //! the table with [`DynamoStore::create_table`] (`parqdb-catalog init`) or with:
@@ -31,9 +31,9 @@
 //!
 //! # The `shown` index
 //! A namespace's partition holds its tombstones too (records are never deleted), so a
-//! `Query` of the partition returns every identifier ever dropped. [`PointerStoreExt::list_shown`]
+//! `Query` of the partition returns every identifier ever dropped. [`PointerStoreExt::list_shown`](crate::store::PointerStoreExt::list_shown)
 //! queries the sparse **local** secondary index `shown` instead: an item is in it only
-//! while it has `shown_sk`, i.e. while its value was not written [`Listing::Hidden`]. A
+//! while it has `shown_sk`, i.e. while its value was not written [`Listing::Hidden`](crate::store::Listing::Hidden). A
 //! local index, unlike a global one, answers strongly consistent reads, so a listing still
 //! sees every write that completed before it started; one `Query` per page returns only
 //! shown items, with their keys and class (`INCLUDE` projection: no values, which keeps the
@@ -92,7 +92,7 @@
 //! [`StoreError::Unavailable`].
 //!
 //! # Listing
-//! [`PointerStoreExt::list`] needs a prefix that contains `=`: the part up to its first `=` is
+//! [`PointerStoreExt::list`](crate::store::PointerStoreExt::list) needs a prefix that contains `=`: the part up to its first `=` is
 //! the partition, the rest (usually empty) a `begins_with` condition on the sort key. It
 //! queries with `ConsistentRead`, `Limit` and `ExclusiveStartKey` (derived from
 //! `start_after`), follows DynamoDB's own pagination (1 MB per response) until the page is

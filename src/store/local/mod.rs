@@ -1,7 +1,7 @@
 //! The local-filesystem pointer store: the embedded default.
 //!
 //! Each key is one file under the root directory (`i/a/=x` is `<root>/i/a/=x`). The file
-//! holds a one-line header with the record's generation and its [`Listing`] class
+//! holds a one-line header with the record's generation and its [`Listing`](crate::store::Listing) class
 //! (`hidden`, `shown` or `check`; files written before classes existed have none and list as
 //! unknown), then the value:
 //!

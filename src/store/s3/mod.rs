@@ -19,12 +19,12 @@
 //! `ListObjectsV2` returns no bodies, so a listing that had to tell live records from
 //! tombstones would read every record: 8.7–15× a raw listing on the S3-compatible server.
 //! The one thing a writer controls that every S3 listing returns is the object's **size**,
-//! so the store keeps each value's [`Listing`] class there. An object is the value, then
+//! so the store keeps each value's [`Listing`](crate::store::Listing) class there. An object is the value, then
 //! `p` zero bytes, then a 5-byte trailer `FF 'p' 'q' <class code> <p>`, with `p` in `0..4`
 //! chosen so that `size % 4` is the class code (1 hidden, 2 shown, 3 check; never 0).
 //! Reads strip the frame; an object without the trailer (written before classes existed)
 //! reads as it is (no UTF-8 text, hence no catalog record, contains the byte `FF`).
-//! [`PointerStoreExt::list_shown`] then leaves out hidden objects and classifies the others
+//! [`PointerStoreExt::list_shown`](crate::store::PointerStoreExt::list_shown) then leaves out hidden objects and classifies the others
 //! from the same `ListObjectsV2` pages a raw listing makes: no extra request.
 //!
 //! Sizes are only meaningful if every object under the prefix was written framed. The
