@@ -21,7 +21,7 @@ use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::ledger::JournalFacts;
+use super::journal::JournalFacts;
 use super::named::names_of_metadata;
 use super::refs::RefMap;
 use super::rules::{self, Timing};

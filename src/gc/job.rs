@@ -29,7 +29,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::ledger::{JournalRef, JournalState};
+use super::journal::{JournalRef, JournalState};
 use super::reachability::Observation;
 use super::refs::SelfCovering;
 use super::report::Counts;

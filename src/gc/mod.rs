@@ -35,7 +35,7 @@
 //! | **clock** | a fact: the end of a walk that found the object unreachable; retention runs from it | `rules::retention_clock` |
 //! | **condemnation** | a fact: retention elapsed at this time; deletion waits the condemnation delay after it, and publication refuses the object | `rules::decide`, `catalog::publication` |
 //! | **doomed** | an object a scan decided to delete; kept in the page's checkpoint until the delete step | `scan`, `delete` |
-//! | **journal** | a run's record of every pointer record's commit id at its walk, and its finish mark | `ledger` (journal functions) |
+//! | **journal** | a run's record of every pointer record's commit id at its walk, and its finish mark | `journal` |
 //! | **finish mark** | `<run>.<landed-ms>.done`: the run finished; only facts landed before it are trusted | `finish`, `rules::trusts` |
 //! | **dead run** | a run that can no longer be resumed; none of its facts is trusted | `job`, `finish` |
 //! | **change log** | the catalog's entry for every pointer write, written before it; the evidence that dates republication | `catalog::changelog`, `history` |
@@ -212,6 +212,7 @@ mod delete;
 mod finish;
 mod history;
 mod job;
+mod journal;
 mod lease;
 pub(crate) mod ledger;
 mod named;

@@ -19,7 +19,8 @@ use futures::{StreamExt, TryStreamExt};
 use super::GarbageCollector;
 use super::assess::{Judge, PageTally};
 use super::job::{JOB_VERSION, Job, Object, Page, Plan, Referenced, Seq, Walk, planned_runs};
-use super::ledger::{JournalRef, Ledger, LedgerEntry, PageScope};
+use super::journal::JournalRef;
+use super::ledger::{Ledger, LedgerEntry, PageScope};
 use super::named::{Parsed, read_parsed, references_of};
 use super::reachability::observe;
 use super::refs::{Protected, SelfCovering};
@@ -75,7 +76,7 @@ impl GarbageCollector {
         let Some(marker) = read_marker(warehouse).await? else {
             return Ok(None);
         };
-        let journals = Ledger::new(warehouse).journal_state().await?;
+        let journals = Ledger::new(warehouse).journals().state().await?;
         let mut planned: Vec<JournalRef> = planned_runs(self.job_store())
             .await?
             .into_iter()
@@ -164,7 +165,7 @@ impl GarbageCollector {
         let catalog = &self.catalog;
         let warehouse = catalog.warehouse();
         let ledger = Ledger::new(warehouse);
-        let journals = ledger.journal_state().await?;
+        let journals = ledger.journals().state().await?;
         // Journals are ordered by their time: a run's journal sorts after every earlier
         // run's (runs are serialised by the lease), even when the run times tie or the
         // clock went backwards.
@@ -179,8 +180,8 @@ impl GarbageCollector {
         // of the catalog's), and ends no earlier.
         let walk_start_ms = now_ms.min(started);
         let previous = match journals.previous {
-            Some(previous) => ledger.read_journal(previous).await?,
-            None => super::ledger::JournalFacts::default(),
+            Some(previous) => ledger.journals().read(previous).await?,
+            None => super::journal::JournalFacts::default(),
         };
         let mut observation = observe(
             catalog,
@@ -252,7 +253,8 @@ impl GarbageCollector {
         }
         if !self.config.dry_run {
             ledger
-                .write_journal(journal, &walk.observation.records)
+                .journals()
+                .write(journal, &walk.observation.records)
                 .await?;
         }
         if !journals.stale.is_empty() {
@@ -279,9 +281,10 @@ impl Invocation<'_> {
         if !self.gc.config.dry_run {
             let ledger = Ledger::new(self.gc.catalog.warehouse());
             let journal = self.plan.journal();
-            if !ledger.journal_exists(journal).await? {
+            if !ledger.journals().exists(journal).await? {
                 ledger
-                    .write_journal(journal, &walk.observation.records)
+                    .journals()
+                    .write(journal, &walk.observation.records)
                     .await?;
             }
         }

@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::history::History;
-use super::ledger::{JournalFacts, Seen};
+use super::journal::{JournalFacts, Seen};
 use super::named::{Parsed, read_parsed, references_of};
 use super::refs::RefMap;
 use crate::catalog::Catalog;

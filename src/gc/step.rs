@@ -26,8 +26,9 @@ use super::lease::SharedLease;
 use std::sync::Arc;
 
 use super::job::{Job, Plan, Seq, Walk, planned_runs};
+use super::journal::JournalRef;
 use super::lease::{Acquired, Lease};
-use super::ledger::{JournalRef, Ledger, Trust};
+use super::ledger::{Ledger, Trust};
 use super::refs::Protected;
 use super::report::{GcPhase, GcReport, GcStatus, RunProgress};
 use crate::error::{Error, ErrorKind, Result};
@@ -213,7 +214,7 @@ impl RunContext {
     ) -> Result<Arc<Trust>> {
         self.trust
             .get_or_try_init(|| async {
-                let journals = Ledger::new(warehouse).journal_state().await?;
+                let journals = Ledger::new(warehouse).journals().state().await?;
                 Ok::<_, Error>(Arc::new(Trust {
                     current: Some(self.plan.journal()),
                     done_at: journals.done_at,
@@ -481,7 +482,8 @@ impl GarbageCollector {
             return Ok(None);
         };
         let finished = Ledger::new(self.catalog.warehouse())
-            .journal_state()
+            .journals()
+            .state()
             .await?
             .finished
             .contains(&journal);
@@ -587,7 +589,7 @@ impl GarbageCollector {
                 plan.run_id
             )));
         };
-        let journals = Ledger::new(warehouse).journal_state().await?;
+        let journals = Ledger::new(warehouse).journals().state().await?;
         Ok(plan.superseded(&journals, marker.catalog_id))
     }
 
