@@ -215,6 +215,7 @@ mod job;
 mod journal;
 mod lease;
 pub(crate) mod ledger;
+mod metadata;
 mod named;
 mod plan;
 pub(crate) mod reachability;
