@@ -11,7 +11,8 @@ use super::ledger::Ledger;
 use super::report::{Counts, GcPhase, GcProgress, GcReport, GcStatus};
 use std::sync::Arc;
 
-use super::step::{Found, GcStep, Invocation, RunContext, StepOutcome};
+use super::run::{Found, Invocation, RunContext};
+use super::step::{GcStep, StepOutcome};
 use crate::error::{Error, Result};
 
 impl GarbageCollector {

@@ -17,8 +17,9 @@ use super::job::{Doomed, Page, Seq, Walk};
 use super::ledger::{Ledger, Trust};
 use super::refs::RefMap;
 use super::report::{ActionKind, Counts, GcPhase, GcProgress};
+use super::run::Invocation;
 use super::scan::Nested;
-use super::step::{GcStep, Invocation, StepOutcome};
+use super::step::{GcStep, StepOutcome};
 use crate::error::{Error, ErrorKind, Result};
 use crate::warehouse::{Deletion, ListItem, ListRange, METADATA_DIR};
 

@@ -10,7 +10,8 @@ use super::job::{Job, Seq, planned_runs};
 use super::journal::JournalRef;
 use super::ledger::Ledger;
 use super::report::{Counts, GcPhase, GcProgress};
-use super::step::{GcStep, Invocation, StepOutcome};
+use super::run::Invocation;
+use super::step::{GcStep, StepOutcome};
 use crate::error::Result;
 
 /// How many runs older than the finishing one keep their files.

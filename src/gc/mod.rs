@@ -226,6 +226,7 @@ mod report;
 pub mod rules;
 #[cfg(not(feature = "test-util"))]
 pub(crate) mod rules;
+mod run;
 mod scan;
 mod scheduled;
 mod status;
