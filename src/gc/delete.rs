@@ -1,6 +1,6 @@
-//! The verify and delete steps: walk the catalog again right before deleting, delete
-//! what is still doomed (metadata files first, in the verify step; then each partition of
-//! `indexes/`), and sweep the ledger of what is reachable again or gone.
+//! The delete step, and the deleting both deleting steps share: delete what is still
+//! doomed after the verification walk (metadata files first, in the verify step; then each
+//! partition of `indexes/`), and sweep the ledger of what is reachable again or gone.
 //!
 //! Deletion pages mirror the pages that doomed their objects (`deleted/m/<k>` covers
 //! `assessed/<k>`, `deleted/<p>/<k>` covers `scan/<p>/<k>`); the lease is proved before
@@ -24,19 +24,6 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::warehouse::{Deletion, ListItem, ListRange, METADATA_DIR};
 
 impl Invocation<'_> {
-    /// The verify step: the verification walk (once per run), then the doomed metadata
-    /// files.
-    pub(crate) async fn verify(mut self) -> Result<StepOutcome> {
-        let step = GcStep::Verify {
-            run: self.plan.run_id,
-        };
-        let verified = self.verification_walk().await?;
-        let done = self
-            .delete_pages(&Seq::Assessed, &Seq::DeletedMetadata, &verified)
-            .await?;
-        Ok(self.outcome(step, done))
-    }
-
     /// The delete step for partition `partition`: its doomed objects, then its ledger.
     pub(crate) async fn delete(mut self, partition: usize) -> Result<StepOutcome> {
         let step = GcStep::Delete {
@@ -64,96 +51,14 @@ impl Invocation<'_> {
         Ok(self.outcome(step, done))
     }
 
-    /// The verification walk: written once (`verified.json`, with every nested root the
-    /// scans found), after proving the lease.
-    async fn verification_walk(&mut self) -> Result<Arc<Walk>> {
-        let scans: Vec<Seq> = (0..self.plan.partitions.len()).map(Seq::Scan).collect();
-        let scanned = self
-            .require_all_done(&scans, |seq| match seq {
-                Seq::Scan(partition) => format!("the scan of partition {partition}"),
-                _ => String::new(),
-            })
-            .await?;
-        if let Some(walk) = self.run.verified().await? {
-            return Ok(walk);
-        }
-        self.gc.emit(GcProgress::Phase {
-            phase: GcPhase::Verify,
-        });
-        let assessed = self.job.last_page(&Seq::Assessed).await?;
-        let mut nested =
-            Nested::from(self.job.last_page(&Seq::Metadata).await?.as_ref()).into_roots();
-        let mut doomed = assessed.map_or(0, |page| page.doomed_total);
-        for page in scanned {
-            nested.extend(page.nested);
-            doomed += page.doomed_total;
-        }
-        for root in &nested {
-            self.report.warnings.push(format!(
-                "`{root}` holds another warehouse's ownership marker or a pointer store's records; nothing below it is ever collected. Move that warehouse or pointer store out of this warehouse's managed prefixes"
-            ));
-        }
-        let rules = self.plan.rules;
-        let walk = if self.gc.config.dry_run || doomed == 0 {
-            // Nothing to delete (or a dry run, which deletes nothing): the first walk
-            // stands in for the verification walk, as the sweep's second reachable set.
-            let observed = self
-                .job
-                .observed()
-                .await?
-                .ok_or_else(|| self.missing("observed.json"))?;
-            Walk {
-                observation: observed.observation,
-                nested,
-            }
-        } else {
-            self.fence().await?;
-            let catalog = &self.gc.catalog;
-            let concurrency = self.gc.config.io_concurrency.max(1);
-            let previous = match self.plan.previous {
-                Some(previous) => {
-                    Ledger::new(catalog.warehouse())
-                        .journals()
-                        .read(previous)
-                        .await?
-                }
-                None => super::journal::JournalFacts::default(),
-            };
-            let mut observation = super::reachability::observe(
-                catalog,
-                self.plan.now_ms,
-                rules.skew_ms,
-                &previous,
-                concurrency,
-            )
-            .await?;
-            // The change log after the walk: anything published since the run's plan keeps
-            // what it names, and records the log cannot explain keep everything.
-            observation.history = super::history::read(
-                catalog,
-                &observation.records,
-                &observation.changed,
-                &previous,
-                &rules.timing(),
-                concurrency,
-            )
-            .await?;
-            Walk {
-                observation,
-                nested,
-            }
-        };
-        self.job.write_verified(&walk).await?;
-        // Another worker may have written its walk first: use the stored one.
-        self.run
-            .verified()
-            .await?
-            .ok_or_else(|| self.missing("verified.json"))
-    }
-
     /// Delete the doomed objects of every page of `input` not yet covered by a page of
     /// `output`; `true` once all are.
-    async fn delete_pages(&mut self, input: &Seq, output: &Seq, verified: &Walk) -> Result<bool> {
+    pub(crate) async fn delete_pages(
+        &mut self,
+        input: &Seq,
+        output: &Seq,
+        verified: &Walk,
+    ) -> Result<bool> {
         let numbers = self.job.page_numbers(input).await?;
         let covered = self.job.page_numbers(output).await?;
         let Some(&last_number) = numbers.last() else {

@@ -42,7 +42,7 @@
 //! | **lease** | the generation file that makes one run the current one; proved (**fenced**) before every delete batch and ledger write | `lease` |
 //! | **decision time** | the plan's `now`: grace, retention and delays are measured against it in every step | `job::Plan::now_ms` |
 //! | **floor** | the earliest walk a clock may come from (ownership epoch, unexplained records) | `rules::floor` |
-//! | **verify walk** | the second walk, after every scan and before any delete | `delete::verification_walk` |
+//! | **verify walk** | the second walk, after every scan and before any delete | `verify::verification_walk` |
 //! | **sweep** | clearing ledger entries of objects that are reachable again | `delete`, `finish` |
 //! | **nested root** | a subtree that shows another catalog's structure; nothing below it is deleted | `warehouse::layout::nested_root` |
 //!
@@ -134,7 +134,7 @@
 //! | **T** trusted facts | a clock fact counts only if it is the current run's, or its run finished and the fact landed no later than the run's finish mark (a dead run's facts, and a write that landed after its run finished, were never looked at by later runs) | `rules::trusts`, `ledger::Trust` | `LandInFlight`, `Crash` | `gc_redteam16b::a_late_clock_write_behind_finished_runs_does_not_backdate_retention` |
 //! | **R** retention | `clock(o) + retention <= now` | `rules::decide` | `TIMING.retention_ms` | `gc_scenarios::a_dropped_index_is_collected_only_after_retention` |
 //! | **C** condemned | a condemnation `c >= clock(o) + retention` is in the ledger and `c + B <= now` (`B` = [`GcConfig::condemn_delay`], at least twice the publish window); register and commit refuse a condemned metadata file or new family reference, and an entry logged `settle` after the condemnation belongs to a refused publication | `rules::decide`, `rules::refused`, `catalog::publication`, [`GcConfig::validate`] | `Publish` (refused) | `gc_scenarios::a_re_registration_racing_the_run_never_leaves_a_dangling_pointer`, `a_condemned_metadata_file_cannot_be_registered_again_and_is_collected` |
-//! | **V** verified | right before deleting, the verification walk and a fresh read of the change log: reachable again, published since the clock's walk, or records unexplained → kept | `delete::verification_walk`, `rules::still_deletable` | `Verify`, `Delete` | `gc_scenarios::concurrent_runs_never_delete_live_files` |
+//! | **V** verified | right before deleting, the verification walk and a fresh read of the change log: reachable again, published since the clock's walk, or records unexplained → kept | `verify::verification_walk`, `rules::still_deletable` | `Verify`, `Delete` | `gc_scenarios::concurrent_runs_never_delete_live_files` |
 //! | **P** named by existing metadata | no file under `metadata/` that exists names `o` (a valid file: its tables, centroids and sources; any other: every string in it that names an object, but never a whole managed prefix): metadata is deleted before what it names | `plan::MetadataPage::keep`, `refs::Protected`, `named::read_parsed` | `State::referenced` | `gc_layout_refs`, `gc_durable_evidence::class8_*` |
 //! | **S** log settles | a finished run prunes only the change-log entries settled for its own walk, after its finish mark: every entry a later decision needs is still there, or its effect is in that run's journal | `rules::settled`, `finish` | `Finish` | `catalog::changelog` unit tests |
 //! | **F** fenced | every delete batch and every ledger write comes after a fresh proof that the run holds the newest lease generation; a lease is bounded ([`config::MAX_LEASE`]), an implausibly distant expiry is taken over, and `gc abandon` breaks one (fenced: the holder stops at its next renewal) | `lease`, `lease::fence` | one current run; `Crash` | `gc_durable_evidence::class6_*`, `gc_hostile` paused runs |
@@ -231,6 +231,7 @@ mod scan;
 mod scheduled;
 mod status;
 mod step;
+mod verify;
 
 use std::sync::Arc;
 
