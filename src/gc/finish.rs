@@ -132,7 +132,7 @@ impl Invocation<'_> {
                 continue;
             }
             let files = job.own_files().await?;
-            super::ledger::delete_own(store, files).await?;
+            store.delete_own(files).await?;
         }
         Ok(())
     }

@@ -24,7 +24,6 @@ use futures::TryStreamExt;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::ledger::delete_own;
 use crate::error::Result;
 use crate::warehouse::layout::JOURNAL_DIR;
 use crate::warehouse::{Fetched, ListItem, Listed, Warehouse};
@@ -366,7 +365,7 @@ impl Journals {
             })
             .map(|file| file.name)
             .collect();
-        delete_own(&self.warehouse, old).await
+        self.warehouse.delete_own(old).await
     }
 }
 

@@ -456,29 +456,8 @@ impl Ledger {
         for name in foreign {
             tracing::warn!(file = %name, "gc: not deleting a file that is no ledger entry");
         }
-        delete_own(&self.warehouse, own).await
+        self.warehouse.delete_own(own).await
     }
-}
-
-/// Delete files the collector wrote under `_gc/` (missing ones are fine); how many are
-/// gone.
-pub(crate) async fn delete_own(warehouse: &Warehouse, files: Vec<String>) -> Result<usize> {
-    if files.is_empty() {
-        return Ok(0);
-    }
-    let mut deleted = 0;
-    for (name, outcome) in warehouse.delete(files).await {
-        match outcome {
-            crate::warehouse::Deletion::Deleted | crate::warehouse::Deletion::Missing => {
-                deleted += 1
-            }
-            crate::warehouse::Deletion::Refused(why) => {
-                tracing::warn!(file = %name, reason = %why, "gc file not deleted");
-            }
-            crate::warehouse::Deletion::Failed(err) => return Err(err),
-        }
-    }
-    Ok(deleted)
 }
 
 #[cfg(test)]

@@ -12,6 +12,25 @@ use super::{Deletion, Warehouse, local, unavailable};
 use crate::error::{Error, ErrorKind};
 
 impl Warehouse {
+    /// Delete files the collector wrote under `_gc/` (missing ones are fine, a refused one
+    /// is logged and kept); how many are gone.
+    pub(crate) async fn delete_own(&self, files: Vec<String>) -> crate::error::Result<usize> {
+        if files.is_empty() {
+            return Ok(0);
+        }
+        let mut deleted = 0;
+        for (name, outcome) in self.delete(files).await {
+            match outcome {
+                Deletion::Deleted | Deletion::Missing => deleted += 1,
+                Deletion::Refused(why) => {
+                    tracing::warn!(file = %name, reason = %why, "gc file not deleted");
+                }
+                Deletion::Failed(err) => return Err(err),
+            }
+        }
+        Ok(deleted)
+    }
+
     /// Delete objects by name. On the local file system an object is only deleted if no
     /// component of its path below the root is a symbolic link or on another file system
     /// and it is a regular file, checked right before that object's deletion.
