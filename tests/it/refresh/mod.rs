@@ -1,0 +1,3 @@
+//! Event-driven refresh.
+mod burst;
+mod ordering;
