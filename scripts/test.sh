@@ -37,7 +37,7 @@ start() {
     fi
 }
 
-# The black-box restore drill (tests/restore_drill.rs) moves the CLI's clock with
+# The black-box restore drill (tests/it/cli/restore_drill.rs) moves the CLI's clock with
 # libfaketime: install Debian's package on first use.
 if ! command -v faketime >/dev/null 2>&1; then
     sudo=()
@@ -70,6 +70,6 @@ cargo clippy -p parqdb-catalog-functions --bins --locked -- -D warnings
 cargo clippy -p parqdb-catalog --lib --no-default-features --locked -- -D warnings
 scripts/check-infra.sh
 # The fuzz targets always build (running them needs nightly; see fuzz/README.md). Their
-# bodies also run on stable in tests/fuzz_smoke.rs.
+# bodies also run on stable in tests/it/fuzz_bodies.rs.
 cargo check --manifest-path fuzz/Cargo.toml
 cargo test --workspace --locked --no-fail-fast

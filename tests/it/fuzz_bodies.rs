@@ -16,7 +16,7 @@
 //! ```
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 
-#[path = "../fuzz/fuzz_targets/bodies.rs"]
+#[path = "../../fuzz/fuzz_targets/bodies.rs"]
 mod bodies;
 
 use std::collections::BTreeMap;

@@ -9,6 +9,7 @@
 // Tests may read the wall clock and draw random ids (unique names).
 #![allow(clippy::disallowed_methods)]
 
+#[macro_use]
 mod support;
 
 mod cli;

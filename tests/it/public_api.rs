@@ -4,7 +4,7 @@
 //! test until the snapshot is regenerated:
 //!
 //! ```sh
-//! UPDATE_PUBLIC_API=1 cargo test --test public_api   # then review the diff of public-api.txt
+//! UPDATE_PUBLIC_API=1 cargo test --test it public_api::   # then review the diff of public-api.txt
 //! ```
 //!
 //! The lister reads the sources (no nightly rustdoc JSON on this toolchain): it walks the
@@ -493,7 +493,7 @@ fn the_public_api_is_the_reviewed_snapshot() {
     let added: Vec<&&str> = new.difference(&old).collect();
     assert!(
         removed.is_empty() && added.is_empty(),
-        "the public API changed; review it and run `UPDATE_PUBLIC_API=1 cargo test --test public_api`\nremoved:\n{}\nadded:\n{}",
+        "the public API changed; review it and run `UPDATE_PUBLIC_API=1 cargo test --test it public_api::`\nremoved:\n{}\nadded:\n{}",
         removed
             .iter()
             .map(|l| format!("  - {l}"))

@@ -2,9 +2,9 @@
 //! every name valid (issue 27, item 5). In the "proved by" column of every rule row:
 //!
 //! * `path.rs` must be a file of the repository and `path.rs::name` a function in it
-//!   (`publish_suite!` stands for `tests/publish_suite/mod.rs`);
+//!   (`publish_suite!` stands for `tests/it/support/publish/mod.rs`);
 //! * a bare name after a file (or inside the parentheses following one) is a function in
-//!   that file, one after the word "conformance" a case of `tests/common/conformance.rs`
+//!   that file, one after the word "conformance" a case of `tests/it/support/conformance.rs`
 //!   that `catalog_conformance!` instantiates on every backend;
 //! * `valid/…`, `invalid/…` and `successor/…` are metadata fixtures (a successor case is
 //!   its `.base.json` and `.new.json` pair).
@@ -84,7 +84,7 @@ fn is_name(token: &str) -> bool {
 /// The file a token names, if it is a repository file (or `publish_suite!`).
 fn file_of(token: &str) -> Option<String> {
     if token == "publish_suite!" {
-        return Some("tests/publish_suite/mod.rs".to_owned());
+        return Some("tests/it/support/publish/mod.rs".to_owned());
     }
     token.ends_with(".rs").then(|| token.to_owned())
 }
@@ -264,7 +264,7 @@ impl Checker {
 
 #[test]
 fn every_test_the_rule_table_names_exists() {
-    let conformance = read(&root().join("tests/common/conformance.rs"));
+    let conformance = read(&root().join("tests/it/support/conformance.rs"));
     let cases = conformance
         .lines()
         .filter_map(|line| line.trim().strip_prefix("pub async fn "))
@@ -318,7 +318,7 @@ fn the_checker_finds_what_is_missing() {
         "conformance `register_and_load` (`EMBEDDINGS` ≠ `embeddings`), `no_such_case`; \
          `src/json.rs::maps_refuse_duplicate_keys_with_their_path`, `no_such_test`; \
          `src/metadata/strict.rs::strict_map_rejects_duplicates`; \
-         `tests/linearizability.rs` (`checker_rejects_two_registrations`, `nope_*`); \
+         `tests/it/reliability/linearizability.rs` (`checker_rejects_two_registrations`, `nope_*`); \
          fixtures `invalid/uuid-*`, `invalid/format-version-{0,2,nope}`, `successor/ok-append`, \
          `successor/nope`",
     );
@@ -326,7 +326,7 @@ fn the_checker_finds_what_is_missing() {
         "no conformance case `no_such_case`",
         "no function `no_such_test` in `src/json.rs`",
         "no function `strict_map_rejects_duplicates` in `src/metadata/strict.rs`",
-        "no function `nope_*` in `tests/linearizability.rs`",
+        "no function `nope_*` in `tests/it/reliability/linearizability.rs`",
         "no fixture `invalid/format-version-nope`",
         "no fixture `successor/nope`",
     ];

@@ -3,14 +3,13 @@
 //! are clap's exit code 2, and nothing is written: the warehouse's `_catalog` holds no
 //! index record afterwards. Metadata locations outside the warehouse and path traversal
 //! in index-table locations are `INVALID_INDEX_METADATA`.
-mod common;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use common::fixture::TestEnv;
+use crate::support::fixture::TestEnv;
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::catalog::Catalog;
 use parqdb_catalog::metadata::MAX_METADATA_BYTES;
@@ -518,8 +517,8 @@ async fn cli_order_of_checks_is_the_catalogs() {
     let (base, base_location) = env.new_index().await;
     let (_, next_location) = env.successor(&base, 2).await;
     let bad = env.write_raw(br#"{"format-version": 1}"#).await;
-    let source_one = common::fixture::source(1).to_json_value().to_string();
-    let source_two = common::fixture::source(2).to_json_value().to_string();
+    let source_one = crate::support::fixture::source(1).to_json_value().to_string();
+    let source_two = crate::support::fixture::source(2).to_json_value().to_string();
     for (round, register_source, commit_source) in [
         (0, Some(source_one.as_str()), Some(source_two.as_str())),
         (1, None, None),
@@ -550,7 +549,7 @@ async fn cli_order_of_checks_is_the_catalogs() {
         let registered = cli.succeeds(register("docs", &base_location));
         assert_eq!(
             registered["source"],
-            common::fixture::source(1).to_json_value()
+            crate::support::fixture::source(1).to_json_value()
         );
         cli.fails(register("docs", &bad), "ALREADY_EXISTS");
         cli.fails(commit("absent", &base_location, &bad), "INDEX_NOT_FOUND");
@@ -563,14 +562,14 @@ async fn cli_order_of_checks_is_the_catalogs() {
         assert_eq!(committed["already-applied"], false);
         assert_eq!(
             committed["source"],
-            common::fixture::source(2).to_json_value()
+            crate::support::fixture::source(2).to_json_value()
         );
         let replay = cli.succeeds(commit(&name, &base_location, &next_location));
         assert_eq!(replay["already-applied"], true);
         cli.fails(commit(&name, &bad, &next_location), "COMMIT_CONFLICT");
     }
     // A replay with another source binding is no replay.
-    let other = common::fixture::source(9).to_json_value().to_string();
+    let other = crate::support::fixture::source(9).to_json_value().to_string();
     let mut args = with(
         &["commit", "--base", &base_location, "--new", &next_location],
         &id_args(&["docs"], "x0"),

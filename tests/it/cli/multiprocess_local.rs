@@ -1,11 +1,10 @@
 //! The local-filesystem store across OS processes: several `parqdb-catalog commit`
 //! processes racing on one base → exactly one wins, the others get `COMMIT_CONFLICT`.
-mod common;
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use common::fixture::TestEnv;
+use crate::support::fixture::TestEnv;
 use parqdb_catalog::catalog::Catalog;
 use parqdb_catalog::store::local::LocalStore;
 use parqdb_catalog::warehouse::Warehouse;

@@ -1,11 +1,10 @@
 //! The catalog conformance suite on the local-filesystem store and warehouse (the
 //! embedded default).
-mod common;
 
 use std::sync::Arc;
 
-use common::conformance::SharedCatalog;
-use common::fixture::{TestEnv, same_store};
+use crate::support::conformance::SharedCatalog;
+use crate::support::fixture::{TestEnv, same_store};
 use parqdb_catalog::catalog::Catalog;
 use parqdb_catalog::store::local::LocalStore;
 use parqdb_catalog::warehouse::Warehouse;

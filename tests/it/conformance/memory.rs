@@ -1,10 +1,9 @@
 //! The catalog conformance suite on the in-memory store and warehouse.
-mod common;
 
 use std::sync::Arc;
 
-use common::conformance::SharedCatalog;
-use common::fixture::{RefusingStore, TestEnv, same_store};
+use crate::support::conformance::SharedCatalog;
+use crate::support::fixture::{RefusingStore, TestEnv, same_store};
 use parqdb_catalog::catalog::Catalog;
 use parqdb_catalog::store::memory::MemoryStore;
 use parqdb_catalog::warehouse::Warehouse;

@@ -2,13 +2,12 @@
 //! metadata clocks re-recorded under the current run's journal while re-incarnations are
 //! about, newest journal winning ties; truncated chains count as re-incarnations).
 //! A failing test is a bug; it is kept as it is.
-mod gc_support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use gc_support::hooked_store::{HookedStore, collect_in_background, process_over, resume_and_join};
-use gc_support::{Backend, Env, HOUR, Layout, MINUTE, test_config};
+use crate::support::gc::hooked_store::{HookedStore, collect_in_background, process_over, resume_and_join};
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::gc::{GcConfig, GcStatus};
 

@@ -9,10 +9,9 @@
 //! * A file copied in with its old modification time (`cp -p`, `rsync -a`) is kept at least
 //!   the grace period after a run first saw it, even when the condemnation delay is
 //!   shorter than the grace.
-mod gc_support;
 
 use bytes::Bytes;
-use gc_support::{Backend, Env, HOUR, Layout, MINUTE, contents, test_config};
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, contents, test_config};
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::metadata::IndexMetadata;

@@ -8,12 +8,11 @@
 //! in place.
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 
-mod gc_support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use gc_support::{Backend, Env, HOUR, Layout, MINUTE, test_config};
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::SeededIds;
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
@@ -466,7 +465,7 @@ async fn class4(env: Env, spellings: Vec<String>) {
     }
     for (n, spelling) in spellings.iter().enumerate() {
         let layout = Layout {
-            source: gc_support::source_at(spelling),
+            source: crate::support::gc::source_at(spelling),
             ..Layout::under(&format!("bound{n}/1"))
         };
         let (_, location) = env.new_index(&layout).await;
@@ -651,7 +650,7 @@ async fn class7(env: Env, name: String) {
             let path = dir.join(&name);
             std::fs::create_dir_all(path.parent().expect("parent")).expect("dirs");
             std::fs::write(&path, b"garbage with a long name").expect("long file");
-            gc_support::set_mtime(&path, env.now());
+            crate::support::gc::set_mtime(&path, env.now());
         }
         None => env.put_raw(&name, b"garbage with a long name").await,
     }

@@ -3,7 +3,6 @@
 //! spec ("retention begins when a published object loses catalog reachability"; GC never
 //! deletes a reachable object) or of the run protocol, and attacks it. A test that fails
 //! is a bug: it is kept as it is, never ignored.
-mod gc_support;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -12,8 +11,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use object_store::{ObjectStoreExt, PutPayload};
 
-use gc_support::hooked_store::{HookedStore, collect_in_background, process_over, resume_and_join};
-use gc_support::{Backend, Env, HOUR, Layout, MINUTE, test_config};
+use crate::support::gc::hooked_store::{HookedStore, collect_in_background, process_over, resume_and_join};
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcStatus, GcStep};

@@ -5,9 +5,8 @@
 //! metadata file names it, and that file is itself unreachable only since the reference was
 //! committed away. The file must stay until a full retention after the last pointer that
 //! reached it moved on.
-mod gc_support;
 
-use gc_support::{Backend, Env, Layout, MINUTE, test_config};
+use crate::support::gc::{Backend, Env, Layout, MINUTE, test_config};
 use parqdb_catalog::catalog::IndexCatalog;
 
 const PASS_EVERY: i64 = 10 * MINUTE;
@@ -27,7 +26,7 @@ async fn picked_up_and_dropped_again(seed: u64, between_runs: bool) {
     let (a_id, a_meta, a_base) = env.register("a", &Layout::under("a/1")).await;
     // Runs until `o`'s clock has nearly run out (tracked, not condemned).
     let mut tracked = false;
-    while env.now() < gc_support::START_MS + retention - 3 * PASS_EVERY {
+    while env.now() < crate::support::gc::START_MS + retention - 3 * PASS_EVERY {
         env.advance(PASS_EVERY);
         let report = env.collect(&config).await;
         tracked |= report.actions.iter().any(|a| a.path == o);

@@ -7,7 +7,6 @@
 //! Time is simulated (a `ManualClock`; every written object is stamped with it, also as
 //! the real modification time of local files), so "days later" is one call.
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
-mod gc_support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::TryStreamExt;
-use gc_support::{Backend, Env, HOUR, Layout, MINUTE, set_mtime, test_config};
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, set_mtime, test_config};
 use object_store::ObjectStoreExt;
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::config::CatalogConfig;
@@ -60,7 +59,7 @@ async fn register_raw(env: &Env, name: &str, layout: &Layout) -> (IndexIdentifie
     write_raw_tables(env, layout).await;
     let id = env.id(name).await;
     let metadata = parqdb_catalog::metadata::IndexMetadata::create(
-        gc_support::contents(layout),
+        crate::support::gc::contents(layout),
         BTreeMap::new(),
         env.clock.as_ref(),
         env.catalog.ids().as_ref(),
@@ -164,7 +163,7 @@ async fn class1_metadata_locations_are_uris_with_one_canonical_form() {
         let layout = Layout::under("uri/1");
         write_raw_tables(&env, &layout).await;
         let metadata = parqdb_catalog::metadata::IndexMetadata::create(
-            gc_support::contents(&layout),
+            crate::support::gc::contents(&layout),
             BTreeMap::new(),
             env.clock.as_ref(),
             env.catalog.ids().as_ref(),
@@ -351,7 +350,7 @@ async fn class2_a_first_register_may_find_the_file_it_publishes() {
             .expect("table");
     }
     let metadata = parqdb_catalog::metadata::IndexMetadata::create(
-        gc_support::contents(&layout),
+        crate::support::gc::contents(&layout),
         BTreeMap::new(),
         first.clock.as_ref(),
         first.catalog.ids().as_ref(),
@@ -660,7 +659,7 @@ async fn class4_symbolic_links_are_never_followed_and_nothing_outside_is_deleted
     let (_, location) = env.new_index(&Layout::under("ok/1")).await;
     let err = env
         .catalog
-        .register(&env.id("ok").await, Some(&gc_support::source()), &location)
+        .register(&env.id("ok").await, Some(&crate::support::gc::source()), &location)
         .await
         .expect_err("tables behind a link");
     assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
@@ -683,7 +682,7 @@ async fn class5_metadata_outside_the_metadata_directory_is_never_published() {
         let (id, metadata, base) = env.register("m", &layout).await;
         let next = metadata
             .successor(
-                gc_support::contents(&layout),
+                crate::support::gc::contents(&layout),
                 env.clock.as_ref(),
                 env.catalog.ids().as_ref(),
                 &parqdb_catalog::family::FamilyRegistry::builtin(),
@@ -714,7 +713,7 @@ async fn class5_metadata_outside_the_metadata_directory_is_never_published() {
             assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{place}");
         }
         // A family reference to metadata outside `metadata/` is invalid metadata.
-        let mut contents = gc_support::contents(&layout);
+        let mut contents = crate::support::gc::contents(&layout);
         contents.parameters.insert(
             "ivf_centroids_metadata_location".into(),
             "indexes/c/centroids.metadata.json".into(),
@@ -754,14 +753,14 @@ async fn class5_nothing_is_published_into_the_collectors_own_places() {
             (
                 "a source under indexes/",
                 Layout {
-                    source: gc_support::source_at(&inside("indexes/src/")),
+                    source: crate::support::gc::source_at(&inside("indexes/src/")),
                     ..Layout::under("g/3")
                 },
             ),
             (
                 "a source under metadata/ (Hadoop spelling)",
                 Layout {
-                    source: gc_support::source_at(
+                    source: crate::support::gc::source_at(
                         &inside("metadata/src/").replacen("file:///", "file:/", 1),
                     ),
                     ..Layout::under("g/4")
@@ -1206,7 +1205,7 @@ async fn class7_publications_are_bounded_by_the_publish_window() {
         .build();
     catalog.claim_warehouse().await.expect("owned");
     let err = catalog
-        .commit(&id, Some(&gc_support::source()), &base, &new)
+        .commit(&id, Some(&crate::support::gc::source()), &base, &new)
         .await
         .expect_err("hangs");
     assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
@@ -1231,7 +1230,7 @@ async fn class7_publications_are_bounded_by_the_publish_window() {
     let started = std::time::Instant::now();
     let result = tokio::time::timeout(
         Duration::from_secs(30),
-        catalog.commit(&id, Some(&gc_support::source()), &base, &new),
+        catalog.commit(&id, Some(&crate::support::gc::source()), &base, &new),
     )
     .await
     .expect("bounded by the window");
@@ -1670,7 +1669,7 @@ async fn redteam_p_tables_in_an_earlier_writers_spelling_outlive_the_metadata_na
                 env.put_raw(name, b"0123456789").await;
             }
             let metadata = IndexMetadata::create(
-                gc_support::contents(&old),
+                crate::support::gc::contents(&old),
                 BTreeMap::new(),
                 env.clock.as_ref(),
                 env.catalog.ids().as_ref(),
@@ -1783,7 +1782,7 @@ async fn redteam_a_live_source_table_inside_the_warehouse_is_never_deleted() {
         };
         env.put("indexes/src/part-0.parquet", b"source rows").await;
         let layout = Layout {
-            source: gc_support::source_at(&location),
+            source: crate::support::gc::source_at(&location),
             ..Layout::under("srcidx/1")
         };
         let id = env.id("src").await;
@@ -1924,7 +1923,7 @@ async fn redteam_metadata_behind_a_link_under_metadata_keeps_its_tables() {
     let layout = Layout::under("linked/1");
     env.write_tables(&layout).await;
     let metadata = parqdb_catalog::metadata::IndexMetadata::create(
-        gc_support::contents(&layout),
+        crate::support::gc::contents(&layout),
         BTreeMap::new(),
         env.clock.as_ref(),
         env.catalog.ids().as_ref(),

@@ -9,11 +9,10 @@
 //! `PARQDB_GC_KILLS` sets how many kills (default 100).
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 
-mod gc_support;
 
 use std::collections::BTreeMap;
 
-use gc_support::{Backend, Env, HOUR, Layout, MINUTE, test_config};
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::gc::{self, GcConfig, GcStatus};
 use rand::rngs::StdRng;

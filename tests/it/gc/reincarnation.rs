@@ -2,12 +2,11 @@
 //! strict re-incarnation that replaced a drop of a state the previous run saw moves no
 //! clock; a clock file written before the previous run started counts as swept by it).
 //! A failing test is a bug; it is kept as it is.
-mod gc_support;
 
 use std::sync::Arc;
 
-use gc_support::hooked_store::{HookedStore, collect_in_background, process_over, resume_and_join};
-use gc_support::{Backend, Env, HOUR, Layout, MINUTE, test_config};
+use crate::support::gc::hooked_store::{HookedStore, collect_in_background, process_over, resume_and_join};
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::gc::GcStatus;
 

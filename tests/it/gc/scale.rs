@@ -1,7 +1,7 @@
 //! The garbage collector at scale, CI-sized (issue 16): runs driven step by step as worker
 //! processes (`parqdb-catalog gc step`, as the `gc-cycle` state machine invokes the `gc`
 //! function) against a synthetic S3-compatible server whose warehouse is mostly generated
-//! (`tests/gc_scale_support`). The full-size numbers come from
+//! (`tests/it/support/gc_scale`). The full-size numbers come from
 //! `examples/gc_scale_bench.rs` (BENCHMARKS.md, "Issue 16: GC at any scale").
 //!
 //! * kill anywhere: workers killed with SIGKILL at random points (a fixed seed), each
@@ -12,13 +12,12 @@
 //!
 //! Nothing here asserts a time.
 
-mod gc_scale_support;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use gc_scale_support::driver::{Driver, Killer, RunStats, Setup, Workers, aws_env, setup};
-use gc_scale_support::server::{Census, Shape};
+use crate::support::gc_scale::driver::{Driver, Killer, RunStats, Setup, Workers, aws_env, setup};
+use crate::support::gc_scale::server::{Census, Shape};
 
 const LEASE: Duration = Duration::from_secs(6);
 

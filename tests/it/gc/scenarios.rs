@@ -1,12 +1,11 @@
 //! Garbage-collector scenarios on the local-filesystem warehouse and pointer store (and,
 //! where cheap, on the memory backends), under a simulated clock.
-mod gc_support;
 
 use std::time::Duration;
 
 use object_store::ObjectStoreExt;
 
-use gc_support::{Backend, Env, HOUR, Layout, MINUTE, source_at, test_config};
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, source_at, test_config};
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcStatus};
@@ -132,7 +131,7 @@ async fn shared_centroids_stay_while_any_index_references_them() {
         centroids: centroids.centroids.clone(),
         postings: format!("indexes/{tag}/ivf_postings/"),
         centroids_metadata: Some(centroids_relative.clone()),
-        source: gc_support::source(),
+        source: crate::support::gc::source(),
     };
     let (a, _, a_location) = env.register("a", &sharing("a/1")).await;
     let (b, _, _) = env.register("b", &sharing("b/1")).await;
@@ -172,7 +171,7 @@ async fn sibling_prefixes_are_not_confused() {
         centroids: "indexes/s/1/ivf_centroids/".into(),
         postings: "indexes/s/1/ivf_postings".into(), // no trailing slash in the metadata
         centroids_metadata: None,
-        source: gc_support::source(),
+        source: crate::support::gc::source(),
     };
     env.put("indexes/s/1/ivf_postings/part-0.parquet", b"live")
         .await;
@@ -183,7 +182,7 @@ async fn sibling_prefixes_are_not_confused() {
     env.put("indexes/s/1/ivf_postings.bak", b"garbage").await;
     let id = env.id("s").await;
     let metadata = parqdb_catalog::metadata::IndexMetadata::create(
-        gc_support::contents(&layout),
+        crate::support::gc::contents(&layout),
         Default::default(),
         env.clock.as_ref(),
         env.catalog.ids().as_ref(),
@@ -549,7 +548,7 @@ async fn concurrent_runs_never_delete_live_files() {
     assert!(env.none_exist(&garbage).await, "garbage left behind");
 }
 
-const START: i64 = gc_support::START_MS;
+const START: i64 = crate::support::gc::START_MS;
 
 #[tokio::test]
 async fn a_run_that_dies_mid_delete_is_resumed_safely() {

@@ -77,13 +77,12 @@
 //! every run's counts and the actions on paths containing `<text>` (use with one seed).
 //!
 //! ```text
-//! PARQDB_GC_SIM_HISTORIES=10000 cargo test --release --test gc_simulation -- --nocapture
-//! PARQDB_GC_SIM_HOSTILE_HISTORIES=10000 cargo test --release --test gc_simulation hostile -- --nocapture
+//! PARQDB_GC_SIM_HISTORIES=10000 cargo test --release --test it gc::simulation:: -- --nocapture
+//! PARQDB_GC_SIM_HOSTILE_HISTORIES=10000 cargo test --release --test it gc::simulation::hostile -- --nocapture
 //! PARQDB_GC_SIM_HOSTILE_SEED=4711 PARQDB_GC_SIM_HOSTILE_HISTORIES=1 PARQDB_GC_SIM_VERBOSE=1 \
-//!     cargo test --test gc_simulation hostile -- --nocapture
+//!     cargo test --test it gc::simulation::hostile -- --nocapture
 //! ```
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
-mod gc_support;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -92,7 +91,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gc_support::{Backend, Env, HOUR, Layout, MINUTE, contents, set_mtime, source};
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, contents, set_mtime, source};
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStoreExt, PutPayload};
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};

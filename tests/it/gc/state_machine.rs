@@ -1,5 +1,5 @@
 //! The gc cycle state machine (`infra/statemachines/gc-cycle.asl.json`), driven in-process
-//! by the interpreter of `tests/asl` exactly as written, with its Lambda task calling the
+//! by the interpreter of `tests/it/support/asl.rs` exactly as written, with its Lambda task calling the
 //! gc function's handler (`run_scheduled_within`) on a real warehouse: whole cycles, cut
 //! off and resumed; retries and their backoff; waits for another run's lease; no
 //! overlapping executions; the history events of each execution at 16 and 1,000
@@ -8,14 +8,12 @@
 //! The definition's syntax is checked offline by `scripts/check-infra.sh` (asl-validator);
 //! this test checks its logic.
 
-mod asl;
-mod gc_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use asl::{Ending, Execution, GC_ARN, Machine, STACK, TaskResult, Tasks};
-use gc_support::{Backend, Env, Layout, MINUTE, test_config};
+use crate::support::asl::{Ending, Execution, GC_ARN, Machine, STACK, TaskResult, Tasks};
+use crate::support::gc::{Backend, Env, Layout, MINUTE, test_config};
 use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcStep, run_scheduled_within};
 use serde_json::{Value, json};
 

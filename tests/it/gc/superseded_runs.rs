@@ -1,12 +1,11 @@
 //! Red team 16b: attacks on commit a4be2e9 (superseded runs, the planner's fence, pruning
 //! every older run's files, dry abandon). A failing test is a bug; it is kept as it is.
-mod gc_support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use gc_support::hooked_store::{HookedStore, collect_in_background, process_over, resume_and_join};
-use gc_support::{Backend, Env, HOUR, Layout, MINUTE, test_config};
+use crate::support::gc::hooked_store::{HookedStore, collect_in_background, process_over, resume_and_join};
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::gc::{GcConfig, GcStatus, GcStep};
 
 const DAY: i64 = 24 * HOUR;

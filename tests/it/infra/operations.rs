@@ -17,11 +17,10 @@
 //!   deletes nothing, and that the bucket policy's conditional-write denies exempt by
 //!   `aws:PrincipalArn`, and nobody else.
 
-mod infra_support;
 
 use std::collections::BTreeMap;
 
-use infra_support::{
+use crate::support::infra::{
     branches, parameter, property, reference, resource, resources_of_type, root, scalars, tagged,
     template,
 };

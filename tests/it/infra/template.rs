@@ -24,16 +24,15 @@
 //!   their rule may write, and its alarms watch the metrics the gc function emits.
 //!
 //! The template is read with `serde_norway` into a `serde_norway::Value`
-//! (`tests/infra_support`); CloudFormation short-form tags (`!Sub`, `!If`, ...) arrive as
-//! `Value::Tagged`. `tests/infra_operations.rs` checks how the stack is run: tracing,
+//! (`tests/it/support/infra.rs`); CloudFormation short-form tags (`!Sub`, `!If`, ...) arrive as
+//! `Value::Tagged`. `tests/it/infra/operations.rs` checks how the stack is run: tracing,
 //! aliases, the schedule's and manual invocations' failures, the dashboard, samconfig. `scripts/check-infra.sh`
 //! validates the template itself (cfn-lint, checkov, SAM expansion).
 
-mod infra_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use infra_support::{
+use crate::support::infra::{
     branches, parameter, property, reference, resource, resources, resources_of_type, root,
     scalars, tagged, template,
 };
@@ -649,7 +648,7 @@ fn writers_may_claim_the_warehouse_create_only_and_nobody_else_may_write_the_mar
     }
     for statement in &statements {
         // The restore role puts back what a backup holds, the marker included; a restore
-        // is followed by `init --adopt` (tests/infra_operations.rs checks the role).
+        // is followed by `init --adopt` (tests/it/infra/operations.rs checks the role).
         if statement.owner == "RestoreRole" {
             continue;
         }

@@ -2,10 +2,7 @@
 //! local-filesystem catalogs, the event-driven refresh example end to end, and a
 //! throughput measurement (`cargo test --release --test publish -- --ignored --nocapture`).
 
-#[macro_use]
-mod publish_suite;
-
-#[path = "../examples/refresh_on_s3_event.rs"]
+#[path = "../../../examples/refresh_on_s3_event.rs"]
 #[allow(dead_code)]
 mod refresh_example;
 
@@ -209,7 +206,7 @@ async fn count_files(warehouse: &Warehouse) -> usize {
 }
 
 async fn read(warehouse: &Warehouse, location: &str) -> IndexMetadata {
-    publish_suite::read(warehouse, location).await
+    crate::support::publish::read(warehouse, location).await
 }
 
 /// Publications per second and attempts per publication for 1, 4 and 16 concurrent
@@ -219,17 +216,17 @@ async fn read(warehouse: &Warehouse, location: &str) -> IndexMetadata {
 async fn publish_throughput_on_local_files() {
     for (publishers, each) in [(1, 100), (4, 25), (16, 8)] {
         let (catalog, warehouse) = local().await;
-        let policy = publish_suite::tight_loop_policy();
+        let policy = crate::support::publish::tight_loop_policy();
         let stats =
-            publish_suite::concurrent_publishers(catalog, warehouse, publishers, each, policy)
+            crate::support::publish::concurrent_publishers(catalog, warehouse, publishers, each, policy)
                 .await;
         println!("local files: {stats}");
     }
     for (publishers, each) in [(1, 100), (4, 25), (16, 8)] {
         let (catalog, warehouse) = memory().await;
-        let policy = publish_suite::tight_loop_policy();
+        let policy = crate::support::publish::tight_loop_policy();
         let stats =
-            publish_suite::concurrent_publishers(catalog, warehouse, publishers, each, policy)
+            crate::support::publish::concurrent_publishers(catalog, warehouse, publishers, each, policy)
                 .await;
         println!("memory:      {stats}");
     }

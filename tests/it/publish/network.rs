@@ -1,8 +1,5 @@
 //! The publication suite on the network backends: pointers in DynamoDB Local and on the
 //! S3-compatible server, metadata on the S3-compatible server.
-mod common;
-#[macro_use]
-mod publish_suite;
 
 use std::sync::Arc;
 
@@ -10,12 +7,12 @@ use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::warehouse::Warehouse;
 
 async fn s3() -> (Arc<dyn IndexCatalog>, Warehouse) {
-    let env = common::services::s3_env().await;
+    let env = crate::support::services::s3_env().await;
     (env.catalog, env.warehouse)
 }
 
 async fn dynamodb() -> (Arc<dyn IndexCatalog>, Warehouse) {
-    let env = common::services::dynamodb_env().await;
+    let env = crate::support::services::dynamodb_env().await;
     (env.catalog, env.warehouse)
 }
 

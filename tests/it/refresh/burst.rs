@@ -5,11 +5,8 @@
 //! `cargo run --release --example refresh_burst` (BENCHMARKS.md).
 #![allow(clippy::int_plus_one)] // `deliveries + workers - 1` spells out the bound it checks
 
-#[path = "../examples/refresh_burst.rs"]
-#[allow(dead_code)]
-mod refresh_burst;
 
-use refresh_burst::{Burst, catalog, redeliver, with_runner};
+use super::refresh_burst::{Burst, catalog, redeliver, with_runner};
 
 fn burst(events: usize, backend: &str) -> Burst {
     Burst {
@@ -25,7 +22,7 @@ fn burst(events: usize, backend: &str) -> Burst {
     }
 }
 
-fn check(outcome: &refresh_burst::Outcome, burst: &Burst) {
+fn check(outcome: &super::refresh_burst::Outcome, burst: &Burst) {
     assert!(outcome.final_contains_every_write, "{outcome:?}");
     assert_eq!(outcome.lost_states, 0, "{outcome:?}");
     assert_eq!(outcome.duplicate_or_stale_snapshots, 0, "{outcome:?}");
@@ -84,7 +81,7 @@ mod runner {
     use parqdb_catalog::warehouse::Warehouse;
     use parqdb_catalog::{Error, ErrorKind, ManualClock, Result};
 
-    use super::refresh_burst::docs;
+    use super::super::refresh_burst::docs;
 
     /// A catalog whose clock (the runners' read starts) is `clock`.
     fn catalog(clock: &Arc<ManualClock>) -> Catalog {

@@ -8,9 +8,6 @@
 //! `eventTime`).
 #![allow(clippy::disallowed_methods)] // tests read the wall clock: event times are S3's clock
 
-#[path = "../examples/refresh_burst.rs"]
-#[allow(dead_code)]
-mod refresh_burst;
 
 use std::time::{Duration, SystemTime};
 
@@ -19,7 +16,7 @@ use parqdb_catalog::publish::Publisher;
 use parqdb_catalog::refresh::{
     Delivery, PlaceholderBuilder, RefreshOutcome, RefreshReport, RefreshRunner, Routes,
 };
-use refresh_burst::{catalog, docs};
+use super::refresh_burst::{catalog, docs};
 use serde_json::{Value, json};
 
 /// An S3 event notification of one `ObjectCreated:Put` (as S3 sends it, `eventTime` with

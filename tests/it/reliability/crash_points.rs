@@ -19,15 +19,14 @@
 //!   superseded, which is retained metadata rather than an orphan).
 //!
 //! (Crash points of the garbage collector are tested with the collector.)
-mod common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use common::fixture::{TestEnv, source};
-use common::history::backends::catalog_over;
+use crate::support::fixture::{TestEnv, source};
+use crate::support::history::backends::catalog_over;
 use futures::TryStreamExt;
 use parqdb_catalog::catalog::record::{PointerRecord, PointerState};
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};

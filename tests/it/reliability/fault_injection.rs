@@ -17,7 +17,6 @@
 //!
 //! Also here: targeted, scripted faults at exact store calls (minimal reproductions).
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
-mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -25,9 +24,9 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use common::fixture::{TestEnv, source};
-use common::history::backends::{Backend, assert_applied_once, catalog_over};
-use common::history::{env_seeds, env_usize};
+use crate::support::fixture::{TestEnv, source};
+use crate::support::history::backends::{Backend, assert_applied_once, catalog_over};
+use crate::support::history::{env_seeds, env_usize};
 use parqdb_catalog::catalog::record::{NamespaceRecord, PointerRecord, PointerState};
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::metadata::IndexMetadata;

@@ -6,24 +6,23 @@
 //!
 //! ```text
 //! PARQDB_LIN_CLIENTS=16 PARQDB_LIN_OPS=2000 PARQDB_LIN_SEEDS=1,2,3 \
-//!     cargo test --release --test linearizability -- --nocapture memory local
+//!     cargo test --release --test it -- --nocapture linearizability::memory linearizability::local
 //! PARQDB_LIN_RENAMES=0 ...   # without renames: the check partitions per identifier
 //! ```
 //!
 //! The S3 and DynamoDB cases need `PARQDB_TEST_S3_ENDPOINT` / `PARQDB_TEST_DYNAMODB_ENDPOINT`
 //! (`scripts/test.sh` starts both).
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
-mod common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::fixture::TestEnv;
-use common::history::backends::{Backend, assert_applied_once, catalog_over};
-use common::history::checker::check;
-use common::history::workload::{Workload, final_loads, run_workload};
-use common::history::{Call, History, Op, Ret, Universe, env_seeds, mix};
+use crate::support::fixture::TestEnv;
+use crate::support::history::backends::{Backend, assert_applied_once, catalog_over};
+use crate::support::history::checker::check;
+use crate::support::history::workload::{Workload, final_loads, run_workload};
+use crate::support::history::{Call, History, Op, Ret, Universe, env_seeds, mix};
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::store::faulty::{FaultConfig, FaultStats, FaultyStore};
@@ -82,7 +81,7 @@ async fn run(case: Case) {
                 ops.sort_by_key(|op| op.invoke);
                 let mut text: String = ops
                     .iter()
-                    .map(|op| common::history::describe(&history, op) + "\n")
+                    .map(|op| crate::support::history::describe(&history, op) + "\n")
                     .collect();
                 for (loc, location) in pool.all().iter().enumerate() {
                     text.push_str(&format!("L{loc} = {location}\n"));
@@ -654,8 +653,8 @@ fn simulated(clients: usize, ops: usize, seed: u64) -> History {
 
 #[test]
 fn checker_stays_tractable_on_long_histories() {
-    let clients = common::history::env_usize("PARQDB_LIN_CLIENTS", 16);
-    let ops = common::history::env_usize("PARQDB_LIN_OPS", 1000);
+    let clients = crate::support::history::env_usize("PARQDB_LIN_CLIENTS", 16);
+    let ops = crate::support::history::env_usize("PARQDB_LIN_OPS", 1000);
     for seed in 0..3 {
         let h = simulated(clients, ops, mix(seed));
         let started = Instant::now();

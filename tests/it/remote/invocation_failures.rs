@@ -6,14 +6,13 @@
 //! is one the Lambda service can produce, and "did the mutation apply" is decided by the
 //! real functions and store.
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
-mod common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::fixture::{TestEnv, source};
-use common::lambda_host::{Clients, local_deployment};
+use crate::support::fixture::{TestEnv, source};
+use crate::support::lambda_host::{Clients, local_deployment};
 use parqdb_catalog::catalog::{IndexCatalog, RetryPolicy};
 use parqdb_catalog::lambda::Operation;
 use parqdb_catalog::remote::{FunctionNames, LambdaCatalog};

@@ -3,7 +3,6 @@
 //! `scripts/test.sh` starts DynamoDB Local (`scripts/services/dynamodb.sh`) and sets
 //! `PARQDB_TEST_DYNAMODB_ENDPOINT`. Each test gets a fresh table.
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
-mod common;
 
 use std::sync::Arc;
 
@@ -11,7 +10,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::AttributeValue;
 use bytes::Bytes;
-use common::services;
+use crate::support::services;
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::store::dynamodb::DynamoStore;
 use parqdb_catalog::store::{

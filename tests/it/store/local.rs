@@ -1,5 +1,4 @@
 //! The store contract on the local-filesystem store.
-mod common;
 
 use std::sync::Arc;
 

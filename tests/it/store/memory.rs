@@ -1,5 +1,4 @@
 //! The store contract on the in-memory store.
-mod common;
 
 use std::sync::Arc;
 

@@ -1,11 +1,10 @@
 //! A store that ignores its write conditions fails the capability probe, and the catalog
 //! refuses to write to it.
-mod common;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use common::fixture::{TestEnv, source};
+use crate::support::fixture::{TestEnv, source};
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::store::memory::MemoryStore;
 use parqdb_catalog::store::{Capabilities, PointerStore, PutMode, StoreError, StoreKey};

@@ -3,7 +3,6 @@
 //!
 //! Every test makes its own bucket, so the tests run in parallel on one server.
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
-mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -77,7 +76,7 @@ async fn creating_a_bucket_twice_is_fine() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_cas_counter_with_16_writers() {
-    common::store_suite::racing_cas_counter(fresh().await, 16, 5).await;
+    crate::support::store_suite::racing_cas_counter(fresh().await, 16, 5).await;
 }
 
 /// Many rounds of 16 racing creates: exactly one winner each round. A server that checks

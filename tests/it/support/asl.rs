@@ -33,7 +33,7 @@ use std::collections::VecDeque;
 use serde_json::{Map, Value, json};
 
 /// The definition the template deploys.
-pub const DEFINITION: &str = include_str!("../../infra/statemachines/gc-cycle.asl.json");
+pub const DEFINITION: &str = include_str!("../../../infra/statemachines/gc-cycle.asl.json");
 /// What the template substitutes for `${GcFunctionArn}`: the gc function's alias.
 pub const GC_ARN: &str = "arn:aws:lambda:us-east-1:123456789012:function:parqdb-gc:live";
 /// What the template substitutes for `${Stack}`.

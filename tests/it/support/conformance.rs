@@ -1707,22 +1707,22 @@ macro_rules! catalog_conformance {
     ($factory:expr, refusing: $refusing:expr) => {
         #[tokio::test]
         async fn conformance_store_refusal_is_permanent() {
-            common::conformance::store_refusal_is_permanent($refusing.await).await;
+            $crate::support::conformance::store_refusal_is_permanent($refusing.await).await;
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn conformance_operations_without_a_base_never_report_commit_conflict() {
-            common::conformance::operations_without_a_base_never_report_commit_conflict(
+            $crate::support::conformance::operations_without_a_base_never_report_commit_conflict(
                 $factory.await,
             )
             .await;
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn conformance_sixteen_racing_commits_one_winner() {
-            common::conformance::racing_commits_one_winner($factory.await, 16).await;
+            $crate::support::conformance::racing_commits_one_winner($factory.await, 16).await;
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn conformance_eight_writers_fifty_successors_none_lost() {
-            common::conformance::contended_chain_loses_nothing($factory.await, 8, 50).await;
+            $crate::support::conformance::contended_chain_loses_nothing($factory.await, 8, 50).await;
         }
         catalog_conformance!(@cases $factory;
             conformance_commit_publishes_only_successors => commit_publishes_only_successors,
@@ -1746,12 +1746,12 @@ macro_rules! catalog_conformance {
             conformance_list_pagination_across_runs_of_tombstones => list_pagination_across_tombstones
         );
     };
-    // One test per case: `$test` runs `common::conformance::$case` on a fresh environment.
+    // One test per case: `$test` runs `$crate::support::conformance::$case` on a fresh environment.
     (@cases $factory:expr; $($test:ident => $case:ident),+) => {
         $(
             #[tokio::test]
             async fn $test() {
-                common::conformance::$case($factory.await).await;
+                $crate::support::conformance::$case($factory.await).await;
             }
         )+
     };

@@ -365,35 +365,35 @@ macro_rules! store_contract {
     ($factory:expr) => {
         #[tokio::test]
         async fn store_conditional_puts() {
-            common::store_suite::conditional_puts(&*$factory.await).await;
+            $crate::support::store_suite::conditional_puts(&*$factory.await).await;
         }
         #[tokio::test]
         async fn store_equal_content_is_not_aba() {
-            common::store_suite::equal_content_is_not_aba(&*$factory.await).await;
+            $crate::support::store_suite::equal_content_is_not_aba(&*$factory.await).await;
         }
         #[tokio::test]
         async fn store_listing() {
-            common::store_suite::listing(&*$factory.await).await;
+            $crate::support::store_suite::listing(&*$factory.await).await;
         }
         #[tokio::test]
         async fn store_shown_listing() {
-            common::store_suite::shown_listing(&*$factory.await).await;
+            $crate::support::store_suite::shown_listing(&*$factory.await).await;
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn store_racing_cas_counter() {
-            common::store_suite::racing_cas_counter($factory.await, 8, 10).await;
+            $crate::support::store_suite::racing_cas_counter($factory.await, 8, 10).await;
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn store_racing_create() {
-            common::store_suite::racing_create($factory.await, 16).await;
+            $crate::support::store_suite::racing_create($factory.await, 16).await;
         }
         #[tokio::test]
         async fn store_transactions() {
-            common::store_suite::transactions(&*$factory.await).await;
+            $crate::support::store_suite::transactions(&*$factory.await).await;
         }
         #[tokio::test]
         async fn store_probe_passes() {
-            common::store_suite::probe_passes(&*$factory.await).await;
+            $crate::support::store_suite::probe_passes(&*$factory.await).await;
         }
     };
 }

@@ -45,7 +45,7 @@ impl Backend {
         use parqdb_catalog::store::memory::MemoryStore;
         use parqdb_catalog::store::s3::S3Store;
 
-        use crate::common::services;
+        use crate::support::services;
         match self {
             Backend::Memory => (
                 Arc::new(MemoryStore::new()),

@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::{Call, History, Loc, Op, Recorder, Ret, Universe, env_usize, mix};
-use crate::common::fixture::TestEnv;
+use crate::support::fixture::TestEnv;
 
 struct PoolInner {
     locations: Vec<String>,

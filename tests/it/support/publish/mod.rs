@@ -816,19 +816,19 @@ macro_rules! publish_suite {
             let (catalog, warehouse) = $fresh.await;
             let policy = parqdb_catalog::publish::PublishPolicy::default();
             let stats =
-                publish_suite::concurrent_publishers(catalog, warehouse, 4, 10, policy).await;
+                $crate::support::publish::concurrent_publishers(catalog, warehouse, 4, 10, policy).await;
             eprintln!("{stats}");
         }
 
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn sixteen_publishers() {
             let (catalog, warehouse) = $fresh.await;
-            let stats = publish_suite::concurrent_publishers(
+            let stats = $crate::support::publish::concurrent_publishers(
                 catalog,
                 warehouse,
                 16,
                 4,
-                publish_suite::tight_loop_policy(),
+                $crate::support::publish::tight_loop_policy(),
             )
             .await;
             eprintln!("{stats}");
@@ -844,14 +844,14 @@ macro_rules! publish_suite {
             2 => publish_requests
         );
     };
-    // One test per case: `publish_suite::$case(catalog, warehouse)` on a fresh backend,
+    // One test per case: `$crate::support::publish::$case(catalog, warehouse)` on a fresh backend,
     // with `$threads` worker threads.
     (@cases $fresh:expr; $($threads:literal => $case:ident),+) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = $threads)]
             async fn $case() {
                 let (catalog, warehouse) = $fresh.await;
-                publish_suite::$case(catalog, warehouse).await;
+                $crate::support::publish::$case(catalog, warehouse).await;
             }
         )+
     };
