@@ -4,21 +4,38 @@
 //!
 //! ```text
 //! cargo build -p parqdb-catalog-functions --bins
-//! cargo test --test lambda_latency -- --ignored --nocapture
-//! PARQDB_TEST_DYNAMODB_ENDPOINT=... cargo test --test lambda_latency -- --ignored --nocapture
+//! cargo run --example lambda_latency                                   # local files
+//! PARQDB_TEST_DYNAMODB_ENDPOINT=... cargo run --example lambda_latency # and DynamoDB Local
 //! ```
 //!
 //! `PARQDB_LATENCY_ROUNDS` sets the samples per operation (default 200);
-//! `PARQDB_FUNCTIONS_BIN_DIR=target/release` measures release binaries.
-mod common;
+//! `PARQDB_FUNCTIONS_BIN_DIR=target/release` measures release binaries (else the ones next
+//! to this example's build, `target/debug/`). The Lambda host and the sample index are the
+//! integration tests' (`tests/it/support`).
+#![allow(clippy::disallowed_methods)] // a measurement reads the wall clock
+
+// The parts of the integration tests' support this measurement runs on (they name each
+// other as `super::`).
+#[allow(dead_code)]
+#[path = "../tests/it/support/conformance.rs"]
+mod conformance;
+#[allow(dead_code)]
+#[path = "../tests/it/support/fixture.rs"]
+mod fixture;
+#[allow(dead_code)]
+#[path = "../tests/it/support/lambda_host.rs"]
+mod lambda_host;
+#[allow(dead_code)]
+#[path = "../tests/it/support/services.rs"]
+mod services;
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::fixture::{TestEnv, source};
-use common::lambda_host::{Clients, Deployment, dynamodb_deployment, local_deployment};
+use fixture::{TestEnv, source};
+use lambda_host::{Clients, Deployment, dynamodb_deployment, local_deployment};
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::{IndexIdentifier, Namespace};
 
@@ -175,14 +192,10 @@ async fn measure(backend: &str, deployment: Deployment) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement; run with --ignored --nocapture"]
-async fn latency_on_local_files() {
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
     measure("local files", local_deployment(2).await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement; run with --ignored --nocapture"]
-async fn latency_on_dynamodb_local() {
-    measure("DynamoDB Local + local files", dynamodb_deployment(2).await).await;
+    if std::env::var_os("PARQDB_TEST_DYNAMODB_ENDPOINT").is_some() {
+        measure("DynamoDB Local + local files", dynamodb_deployment(2).await).await;
+    }
 }

@@ -3,7 +3,8 @@
 //! (byte flips, insertions, deletions, duplications, splices and JSON-aware token
 //! swaps). Any panic is a finding; the failing input is printed as hex.
 //!
-//! `PARQDB_FUZZ_ITERATIONS` sets the inputs per target (default 100,000) and
+//! `PARQDB_FUZZ_ITERATIONS` sets the inputs per target (default 100,000; 10,000 at
+//! `PARQDB_TEST_SCALE=quick`) and
 //! `PARQDB_FUZZ_SEED` the seed (default 1). With nightly and cargo-fuzz, run the real,
 //! coverage-guided fuzzers from the repository root:
 //!
@@ -31,10 +32,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::json;
 
 fn iterations() -> usize {
-    std::env::var("PARQDB_FUZZ_ITERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100_000)
+    crate::support::scale::knob("PARQDB_FUZZ_ITERATIONS", 100_000, 10_000) as usize
 }
 
 fn seed() -> u64 {

@@ -58,5 +58,8 @@ fn every_test_belongs_to_a_tier() {
         .copied()
         .filter(|p| !tests.iter().any(|test| test.contains(p)))
         .collect();
-    assert!(unused.is_empty(), "tiers.txt lines that take no test: {unused:?}");
+    assert!(
+        unused.is_empty(),
+        "tiers.txt lines that take no test: {unused:?}"
+    );
 }

@@ -517,8 +517,12 @@ async fn cli_order_of_checks_is_the_catalogs() {
     let (base, base_location) = env.new_index().await;
     let (_, next_location) = env.successor(&base, 2).await;
     let bad = env.write_raw(br#"{"format-version": 1}"#).await;
-    let source_one = crate::support::fixture::source(1).to_json_value().to_string();
-    let source_two = crate::support::fixture::source(2).to_json_value().to_string();
+    let source_one = crate::support::fixture::source(1)
+        .to_json_value()
+        .to_string();
+    let source_two = crate::support::fixture::source(2)
+        .to_json_value()
+        .to_string();
     for (round, register_source, commit_source) in [
         (0, Some(source_one.as_str()), Some(source_two.as_str())),
         (1, None, None),
@@ -569,7 +573,9 @@ async fn cli_order_of_checks_is_the_catalogs() {
         cli.fails(commit(&name, &bad, &next_location), "COMMIT_CONFLICT");
     }
     // A replay with another source binding is no replay.
-    let other = crate::support::fixture::source(9).to_json_value().to_string();
+    let other = crate::support::fixture::source(9)
+        .to_json_value()
+        .to_string();
     let mut args = with(
         &["commit", "--base", &base_location, "--new", &next_location],
         &id_args(&["docs"], "x0"),

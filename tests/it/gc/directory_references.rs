@@ -10,8 +10,8 @@
 //!   the grace period after a run first saw it, even when the condemnation delay is
 //!   shorter than the grace.
 
-use bytes::Bytes;
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, contents, test_config};
+use bytes::Bytes;
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::metadata::IndexMetadata;

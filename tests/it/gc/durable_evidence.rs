@@ -8,7 +8,6 @@
 //! in place.
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -199,12 +198,6 @@ async fn class2(backend: Backend, seed: u64) {
 async fn class2_an_identifier_catching_up_through_old_metadata_restarts_retention_local() {
     class2(Backend::Local, 2602).await;
 }
-
-#[tokio::test]
-async fn class2_an_identifier_catching_up_through_old_metadata_restarts_retention_s3() {
-    class2(Backend::S3, 2603).await;
-}
-
 /// A commit retried long after its metadata file was written: the file (tracked as
 /// garbage meanwhile) is published by it, and its retention starts from that commit's
 /// successor, not from when the collector first saw it.
@@ -402,12 +395,6 @@ async fn class3_hand_edit(backend: Backend, seed: u64) {
 async fn class3_a_record_edited_back_by_hand_restarts_every_clock_local() {
     class3_hand_edit(Backend::Local, 2606).await;
 }
-
-#[tokio::test]
-async fn class3_a_record_edited_back_by_hand_restarts_every_clock_s3() {
-    class3_hand_edit(Backend::S3, 2607).await;
-}
-
 #[tokio::test]
 async fn class3_adopting_a_stale_copy_of_the_pointer_store_restarts_every_clock() {
     let env = Env::open(Backend::Local, 2608).await;
@@ -515,25 +502,6 @@ async fn class4_sources_in_any_spelling_are_refused_and_kept_local() {
     ];
     class4(env, spellings).await;
 }
-
-#[tokio::test]
-async fn class4_sources_in_any_spelling_are_refused_and_kept_s3() {
-    let env = Env::open(Backend::S3, 2611).await;
-    let root = env.warehouse.root().to_owned();
-    let bucket = root
-        .strip_prefix("s3://")
-        .and_then(|rest| rest.split('/').next())
-        .expect("bucket")
-        .to_owned();
-    let spellings = vec![
-        format!("s3://{bucket}/wh//indexes/src"),
-        format!("s3a://{bucket}/wh/./indexes/src/"),
-        format!("https://{bucket}.s3.us-east-1.amazonaws.com/wh/indexes/src/"),
-        format!("http://127.0.0.1:9000/{bucket}/wh/indexes/src"),
-    ];
-    class4(env, spellings).await;
-}
-
 // ---------------------------------------------------------------------------------------
 // 5. `init` over existing data.
 // ---------------------------------------------------------------------------------------
@@ -578,12 +546,6 @@ async fn class5(backend: Backend, seed: u64) {
 async fn class5_init_over_existing_data_is_refused_and_adoption_keeps_a_full_retention_local() {
     class5(Backend::Local, 2612).await;
 }
-
-#[tokio::test]
-async fn class5_init_over_existing_data_is_refused_and_adoption_keeps_a_full_retention_s3() {
-    class5(Backend::S3, 2613).await;
-}
-
 // ---------------------------------------------------------------------------------------
 // 6. A lease nothing releases.
 // ---------------------------------------------------------------------------------------
@@ -709,15 +671,6 @@ async fn class7_a_key_too_long_for_the_ledger_is_kept_and_collection_goes_on_loc
     assert!(path.display().to_string().len() <= 4095);
     class7(env, name).await;
 }
-
-#[tokio::test]
-async fn class7_a_key_too_long_for_the_ledger_is_kept_and_collection_goes_on_s3() {
-    let env = Env::open(Backend::S3, 2617).await;
-    // S3 allows 1,024 bytes; the ledger's mirror of this key would not fit.
-    let name = format!("indexes/{}/{}", "y".repeat(500), "z".repeat(480));
-    class7(env, name).await;
-}
-
 // ---------------------------------------------------------------------------------------
 // 8. A stray file naming the managed prefixes.
 // ---------------------------------------------------------------------------------------
@@ -755,12 +708,6 @@ async fn class8(backend: Backend, seed: u64) {
 async fn class8_a_stray_file_naming_the_managed_prefixes_keeps_nothing_whole_local() {
     class8(Backend::Local, 2618).await;
 }
-
-#[tokio::test]
-async fn class8_a_stray_file_naming_the_managed_prefixes_keeps_nothing_whole_s3() {
-    class8(Backend::S3, 2619).await;
-}
-
 // ---------------------------------------------------------------------------------------
 // 9. A completed run reports failure.
 // ---------------------------------------------------------------------------------------
@@ -994,77 +941,124 @@ async fn stray_in_change_log(backend: Backend, seed: u64) {
 async fn attack_a_stray_object_under_the_change_log_does_not_stop_collection_local() {
     stray_in_change_log(Backend::Local, 2622).await;
 }
+/// The tests on the S3-compatible server (`PARQDB_TEST_S3_ENDPOINT`): the whole suite
+/// runs them, the fast tier does not (`tests/it/tiers.txt`).
+mod s3 {
+    use super::*;
 
-#[tokio::test]
-async fn attack_a_stray_object_under_the_change_log_does_not_stop_collection_s3() {
-    stray_in_change_log(Backend::S3, 2623).await;
+    #[tokio::test]
+    async fn class2_an_identifier_catching_up_through_old_metadata_restarts_retention_s3() {
+        class2(Backend::S3, 2603).await;
+    }
+
+    #[tokio::test]
+    async fn class3_a_record_edited_back_by_hand_restarts_every_clock_s3() {
+        class3_hand_edit(Backend::S3, 2607).await;
+    }
+
+    #[tokio::test]
+    async fn class4_sources_in_any_spelling_are_refused_and_kept_s3() {
+        let env = Env::open(Backend::S3, 2611).await;
+        let root = env.warehouse.root().to_owned();
+        let bucket = root
+            .strip_prefix("s3://")
+            .and_then(|rest| rest.split('/').next())
+            .expect("bucket")
+            .to_owned();
+        let spellings = vec![
+            format!("s3://{bucket}/wh//indexes/src"),
+            format!("s3a://{bucket}/wh/./indexes/src/"),
+            format!("https://{bucket}.s3.us-east-1.amazonaws.com/wh/indexes/src/"),
+            format!("http://127.0.0.1:9000/{bucket}/wh/indexes/src"),
+        ];
+        class4(env, spellings).await;
+    }
+
+    #[tokio::test]
+    async fn class5_init_over_existing_data_is_refused_and_adoption_keeps_a_full_retention_s3() {
+        class5(Backend::S3, 2613).await;
+    }
+
+    #[tokio::test]
+    async fn class7_a_key_too_long_for_the_ledger_is_kept_and_collection_goes_on_s3() {
+        let env = Env::open(Backend::S3, 2617).await;
+        // S3 allows 1,024 bytes; the ledger's mirror of this key would not fit.
+        let name = format!("indexes/{}/{}", "y".repeat(500), "z".repeat(480));
+        class7(env, name).await;
+    }
+
+    #[tokio::test]
+    async fn class8_a_stray_file_naming_the_managed_prefixes_keeps_nothing_whole_s3() {
+        class8(Backend::S3, 2619).await;
+    }
+
+    #[tokio::test]
+    async fn attack_a_stray_object_under_the_change_log_does_not_stop_collection_s3() {
+        stray_in_change_log(Backend::S3, 2623).await;
+    }
 }
 
-/// On DynamoDB the walk reaches index records through namespace records: a partial
-/// restore (or a hand edit) that leaves out a namespace item hides its index records from
-/// the listing, though `load` still reads them. A record the previous finished run saw is
-/// read directly, and stays a root while it exists.
-#[tokio::test]
-async fn attack_a_dynamodb_record_whose_namespace_item_is_gone_stays_a_root() {
-    use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
-    use aws_sdk_dynamodb::types::AttributeValue;
-    let endpoint = std::env::var("PARQDB_TEST_DYNAMODB_ENDPOINT").expect(
-        "PARQDB_TEST_DYNAMODB_ENDPOINT is not set: this test needs DynamoDB Local; run the suite with scripts/test.sh",
-    );
-    let client = aws_sdk_dynamodb::Client::from_conf(
-        aws_sdk_dynamodb::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new("us-east-1"))
-            .credentials_provider(Credentials::new("dummy", "dummy", None, None, "tests"))
-            .endpoint_url(endpoint)
-            .build(),
-    );
-    let table = format!("parqdb-gc-{}", uuid::Uuid::new_v4().simple());
-    let store = parqdb_catalog::store::dynamodb::DynamoStore::new(client.clone(), table.clone());
-    store.create_table().await.expect("table");
-    let env = Env::open_with_pointers(Backend::Local, 2624, Arc::new(store)).await;
-    let config = test_config();
-    let l1 = Layout::under("ddb/1");
-    let (id, _, v1) = env.register("ddb", &l1).await;
-    runs_for(&env, &config, 30 * MINUTE).await;
-    // The namespace item goes (a partial restore of the `i/...` items only).
-    let namespace_key = id.namespace().store_key();
-    let (pk, sk) = match namespace_key.as_str().split_once('=') {
-        Some((head, "")) => (format!("{head}="), "!".to_owned()),
-        Some((head, leaf)) => (format!("{head}="), leaf.to_owned()),
-        None => (namespace_key.as_str().to_owned(), "!".to_owned()),
-    };
-    let deleted = client
-        .delete_item()
-        .table_name(&table)
-        .key(
-            parqdb_catalog::store::dynamodb::PARTITION_KEY,
-            AttributeValue::S(pk),
-        )
-        .key(
-            parqdb_catalog::store::dynamodb::SORT_KEY,
-            AttributeValue::S(sk),
-        )
-        .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
-        .send()
-        .await
-        .expect("namespace item deleted");
-    assert!(
-        deleted.attributes.is_some(),
-        "no namespace item at that key"
-    );
-    assert_eq!(
-        env.catalog
-            .load(&id)
+/// The tests with pointers in DynamoDB Local (`PARQDB_TEST_DYNAMODB_ENDPOINT`): the whole
+/// suite runs them, the fast tier does not (`tests/it/tiers.txt`).
+mod dynamodb {
+    use super::*;
+
+    /// On DynamoDB the walk reaches index records through namespace records: a partial
+    /// restore (or a hand edit) that leaves out a namespace item hides its index records from
+    /// the listing, though `load` still reads them. A record the previous finished run saw is
+    /// read directly, and stays a root while it exists.
+    #[tokio::test]
+    async fn attack_a_dynamodb_record_whose_namespace_item_is_gone_stays_a_root() {
+        use aws_sdk_dynamodb::types::AttributeValue;
+        let client = crate::support::services::dynamodb_client();
+        let table = format!("parqdb-gc-{}", uuid::Uuid::new_v4().simple());
+        let store =
+            parqdb_catalog::store::dynamodb::DynamoStore::new(client.clone(), table.clone());
+        store.create_table().await.expect("table");
+        let env = Env::open_with_pointers(Backend::Local, 2624, Arc::new(store)).await;
+        let config = test_config();
+        let l1 = Layout::under("ddb/1");
+        let (id, _, v1) = env.register("ddb", &l1).await;
+        runs_for(&env, &config, 30 * MINUTE).await;
+        // The namespace item goes (a partial restore of the `i/...` items only).
+        let namespace_key = id.namespace().store_key();
+        let (pk, sk) = match namespace_key.as_str().split_once('=') {
+            Some((head, "")) => (format!("{head}="), "!".to_owned()),
+            Some((head, leaf)) => (format!("{head}="), leaf.to_owned()),
+            None => (namespace_key.as_str().to_owned(), "!".to_owned()),
+        };
+        let deleted = client
+            .delete_item()
+            .table_name(&table)
+            .key(
+                parqdb_catalog::store::dynamodb::PARTITION_KEY,
+                AttributeValue::S(pk),
+            )
+            .key(
+                parqdb_catalog::store::dynamodb::SORT_KEY,
+                AttributeValue::S(sk),
+            )
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+            .send()
             .await
-            .expect("still loads")
-            .metadata_location,
-        v1
-    );
-    runs_for(&env, &config, 3 * HOUR).await;
-    assert!(
-        env.all_exist(&objects(&env, &l1, &v1)).await,
-        "a loadable index's files were deleted: {:?}",
-        env.missing(&objects(&env, &l1, &v1)).await
-    );
+            .expect("namespace item deleted");
+        assert!(
+            deleted.attributes.is_some(),
+            "no namespace item at that key"
+        );
+        assert_eq!(
+            env.catalog
+                .load(&id)
+                .await
+                .expect("still loads")
+                .metadata_location,
+            v1
+        );
+        runs_for(&env, &config, 3 * HOUR).await;
+        assert!(
+            env.all_exist(&objects(&env, &l1, &v1)).await,
+            "a loadable index's files were deleted: {:?}",
+            env.missing(&objects(&env, &l1, &v1)).await
+        );
+    }
 }

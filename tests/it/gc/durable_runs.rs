@@ -11,7 +11,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use object_store::{ObjectStoreExt, PutPayload};
 
-use crate::support::gc::hooked_store::{HookedStore, collect_in_background, process_over, resume_and_join};
+use crate::support::gc::hooked_store::{
+    HookedStore, collect_in_background, process_over, resume_and_join,
+};
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::catalog::IndexCatalog;

@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, set_mtime, test_config};
 use bytes::Bytes;
 use futures::TryStreamExt;
-use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, set_mtime, test_config};
 use object_store::ObjectStoreExt;
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::config::CatalogConfig;
@@ -80,36 +80,46 @@ async fn register_raw(env: &Env, name: &str, layout: &Layout) -> (IndexIdentifie
 
 #[tokio::test]
 async fn class1_files_written_raw_at_encoded_locations_are_kept_while_live_and_collected_after() {
-    for backend in [Backend::Memory, Backend::Local, Backend::S3] {
-        let env = Env::open(backend, 101).await;
-        let config = test_config();
-        let mut all = Vec::new();
-        let mut ids = Vec::new();
-        for (n, segment) in HOSTILE_SEGMENTS.iter().enumerate() {
-            let layout = Layout {
-                centroids: format!("indexes/{segment}/{n}/ivf_centroids/"),
-                postings: format!("indexes/{segment}/{n}/ivf postings ~/"),
-                ..Layout::under("unused")
-            };
-            let (id, location) = register_raw(&env, &format!("enc-{n}"), &layout).await;
-            all.extend(layout.files());
-            all.push(env.relative(&location));
-            ids.push(id);
-        }
-        let reports = passes(&env, &config, 6).await;
-        assert_eq!(deleted(&reports), 0, "{backend:?}: a live file was deleted");
-        assert!(
-            env.all_exist_raw(&all).await,
-            "{backend:?}: live files lost"
-        );
-
-        // Liveness: once dropped, all of it is collected after retention.
-        for id in &ids {
-            env.catalog.drop_index(id).await.expect("dropped");
-        }
-        passes(&env, &config, 5).await;
-        assert!(env.none_exist_raw(&all).await, "{backend:?}: garbage left");
+    for backend in [Backend::Memory, Backend::Local] {
+        class1_files_written_raw_at_encoded_locations_are_kept_while_live_and_collected_after_on(
+            backend,
+        )
+        .await;
     }
+}
+
+/// `class1_files_written_raw_at_encoded_locations_are_kept_while_live_and_collected_after` on one backend.
+async fn class1_files_written_raw_at_encoded_locations_are_kept_while_live_and_collected_after_on(
+    backend: Backend,
+) {
+    let env = Env::open(backend, 101).await;
+    let config = test_config();
+    let mut all = Vec::new();
+    let mut ids = Vec::new();
+    for (n, segment) in HOSTILE_SEGMENTS.iter().enumerate() {
+        let layout = Layout {
+            centroids: format!("indexes/{segment}/{n}/ivf_centroids/"),
+            postings: format!("indexes/{segment}/{n}/ivf postings ~/"),
+            ..Layout::under("unused")
+        };
+        let (id, location) = register_raw(&env, &format!("enc-{n}"), &layout).await;
+        all.extend(layout.files());
+        all.push(env.relative(&location));
+        ids.push(id);
+    }
+    let reports = passes(&env, &config, 6).await;
+    assert_eq!(deleted(&reports), 0, "{backend:?}: a live file was deleted");
+    assert!(
+        env.all_exist_raw(&all).await,
+        "{backend:?}: live files lost"
+    );
+
+    // Liveness: once dropped, all of it is collected after retention.
+    for id in &ids {
+        env.catalog.drop_index(id).await.expect("dropped");
+    }
+    passes(&env, &config, 5).await;
+    assert!(env.none_exist_raw(&all).await, "{backend:?}: garbage left");
 }
 
 /// For any location validation accepts, a file another engine wrote there is covered.
@@ -158,54 +168,59 @@ fn class1_any_accepted_location_covers_what_another_engine_wrote_there() {
 
 #[tokio::test]
 async fn class1_metadata_locations_are_uris_with_one_canonical_form() {
-    for backend in [Backend::Memory, Backend::Local, Backend::S3] {
-        let env = Env::open(backend, 102).await;
-        let layout = Layout::under("uri/1");
-        write_raw_tables(&env, &layout).await;
-        let metadata = parqdb_catalog::metadata::IndexMetadata::create(
-            crate::support::gc::contents(&layout),
-            BTreeMap::new(),
-            env.clock.as_ref(),
-            env.catalog.ids().as_ref(),
-            &parqdb_catalog::family::FamilyRegistry::builtin(),
-        )
-        .expect("metadata");
-        // Another engine wrote the metadata file under a name that needs escaping.
-        let name = "metadata/uri/café b~[1].metadata.json";
-        env.put_raw(name, Box::leak(metadata.to_json_vec().into_boxed_slice()))
-            .await;
-        let escaped = format!(
-            "{}/metadata/uri/caf%c3%a9%20b~%5B1%5D.metadata.json",
-            env.warehouse.root()
-        );
-        let id = env.id("uri").await;
-        let pointer = env
+    for backend in [Backend::Memory, Backend::Local] {
+        class1_metadata_locations_are_uris_with_one_canonical_form_on(backend).await;
+    }
+}
+
+/// `class1_metadata_locations_are_uris_with_one_canonical_form` on one backend.
+async fn class1_metadata_locations_are_uris_with_one_canonical_form_on(backend: Backend) {
+    let env = Env::open(backend, 102).await;
+    let layout = Layout::under("uri/1");
+    write_raw_tables(&env, &layout).await;
+    let metadata = parqdb_catalog::metadata::IndexMetadata::create(
+        crate::support::gc::contents(&layout),
+        BTreeMap::new(),
+        env.clock.as_ref(),
+        env.catalog.ids().as_ref(),
+        &parqdb_catalog::family::FamilyRegistry::builtin(),
+    )
+    .expect("metadata");
+    // Another engine wrote the metadata file under a name that needs escaping.
+    let name = "metadata/uri/café b~[1].metadata.json";
+    env.put_raw(name, Box::leak(metadata.to_json_vec().into_boxed_slice()))
+        .await;
+    let escaped = format!(
+        "{}/metadata/uri/caf%c3%a9%20b~%5B1%5D.metadata.json",
+        env.warehouse.root()
+    );
+    let id = env.id("uri").await;
+    let pointer = env
+        .catalog
+        .register(&id, Some(&layout.source), &escaped)
+        .await
+        .expect("an escaped URI registers");
+    assert_eq!(pointer.metadata_location, env.warehouse.absolute(name));
+    assert_eq!(env.relative(&pointer.metadata_location), name);
+    let reports = passes(&env, &test_config(), 4).await;
+    assert_eq!(deleted(&reports), 0);
+    assert!(
+        env.exists_raw(name).await,
+        "{backend:?}: the metadata was deleted"
+    );
+    // Escaped separators and dot segments stay refused.
+    for bad in [
+        "metadata/a%2Fb.json",
+        "metadata/%2e%2e/x.json",
+        "metadata//x.json",
+    ] {
+        let location = format!("{}/{bad}", env.warehouse.root());
+        let err = env
             .catalog
-            .register(&id, Some(&layout.source), &escaped)
+            .register(&env.id("bad").await, Some(&layout.source), &location)
             .await
-            .expect("an escaped URI registers");
-        assert_eq!(pointer.metadata_location, env.warehouse.absolute(name));
-        assert_eq!(env.relative(&pointer.metadata_location), name);
-        let reports = passes(&env, &test_config(), 4).await;
-        assert_eq!(deleted(&reports), 0);
-        assert!(
-            env.exists_raw(name).await,
-            "{backend:?}: the metadata was deleted"
-        );
-        // Escaped separators and dot segments stay refused.
-        for bad in [
-            "metadata/a%2Fb.json",
-            "metadata/%2e%2e/x.json",
-            "metadata//x.json",
-        ] {
-            let location = format!("{}/{bad}", env.warehouse.root());
-            let err = env
-                .catalog
-                .register(&env.id("bad").await, Some(&layout.source), &location)
-                .await
-                .expect_err(bad);
-            assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{bad}");
-        }
+            .expect_err(bad);
+        assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{bad}");
     }
 }
 
@@ -215,123 +230,142 @@ async fn class1_metadata_locations_are_uris_with_one_canonical_form() {
 
 #[tokio::test]
 async fn class2_a_second_catalog_cannot_write_into_an_owned_warehouse() {
-    for backend in [Backend::Memory, Backend::Local, Backend::S3] {
-        let env = Env::open(backend, 201).await;
-        let layout = Layout::under("own/1");
-        let (owned_id, _, owned_location) = env.register("owned", &layout).await;
-        let marker = gc::verify_ownership(&env.catalog).await.expect("owner");
-
-        let foreign = env.foreign_catalog(202);
-        let check = |result: parqdb_catalog::Result<()>, what: &str| {
-            let err = result.expect_err(what);
-            assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{what}: {err}");
-            assert!(
-                err.message().contains(&marker.catalog_id.to_string()),
-                "{what}: the error names the owner: {err}"
-            );
-        };
-        let ns = Namespace::new(["foreign"]).expect("ns");
-        check(
-            foreign.create_namespace(&ns, BTreeMap::new()).await,
-            "namespace create",
-        );
-        let (_, location) = env.new_index(&Layout::under("foreign/1")).await;
-        let id = IndexIdentifier::new(ns.clone(), "x").expect("id");
-        check(
-            foreign
-                .register(&id, Some(&layout.source), &location)
-                .await
-                .map(|_| ()),
-            "register",
-        );
-        check(
-            foreign
-                .commit(&owned_id, Some(&layout.source), &owned_location, &location)
-                .await
-                .map(|_| ()),
-            "commit",
-        );
-        check(foreign.drop_index(&owned_id).await, "drop");
-        check(gc::claim(&foreign, env.now()).await.map(|_| ()), "init");
-        check(
-            GarbageCollector::new(foreign.clone(), test_config())
-                .expect("gc")
-                .collect(env.now())
-                .await
-                .map(|_| ()),
-            "gc",
-        );
-        // The owner is unaffected.
-        env.catalog.load(&owned_id).await.expect("still live");
+    for backend in [Backend::Memory, Backend::Local] {
+        class2_a_second_catalog_cannot_write_into_an_owned_warehouse_on(backend).await;
     }
+}
+
+/// `class2_a_second_catalog_cannot_write_into_an_owned_warehouse` on one backend.
+async fn class2_a_second_catalog_cannot_write_into_an_owned_warehouse_on(backend: Backend) {
+    let env = Env::open(backend, 201).await;
+    let layout = Layout::under("own/1");
+    let (owned_id, _, owned_location) = env.register("owned", &layout).await;
+    let marker = gc::verify_ownership(&env.catalog).await.expect("owner");
+
+    let foreign = env.foreign_catalog(202);
+    let check = |result: parqdb_catalog::Result<()>, what: &str| {
+        let err = result.expect_err(what);
+        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{what}: {err}");
+        assert!(
+            err.message().contains(&marker.catalog_id.to_string()),
+            "{what}: the error names the owner: {err}"
+        );
+    };
+    let ns = Namespace::new(["foreign"]).expect("ns");
+    check(
+        foreign.create_namespace(&ns, BTreeMap::new()).await,
+        "namespace create",
+    );
+    let (_, location) = env.new_index(&Layout::under("foreign/1")).await;
+    let id = IndexIdentifier::new(ns.clone(), "x").expect("id");
+    check(
+        foreign
+            .register(&id, Some(&layout.source), &location)
+            .await
+            .map(|_| ()),
+        "register",
+    );
+    check(
+        foreign
+            .commit(&owned_id, Some(&layout.source), &owned_location, &location)
+            .await
+            .map(|_| ()),
+        "commit",
+    );
+    check(foreign.drop_index(&owned_id).await, "drop");
+    check(gc::claim(&foreign, env.now()).await.map(|_| ()), "init");
+    check(
+        GarbageCollector::new(foreign.clone(), test_config())
+            .expect("gc")
+            .collect(env.now())
+            .await
+            .map(|_| ()),
+        "gc",
+    );
+    // The owner is unaffected.
+    env.catalog.load(&owned_id).await.expect("still live");
 }
 
 #[tokio::test]
 async fn class2_two_catalogs_racing_for_a_fresh_warehouse_have_exactly_one_owner() {
-    for backend in [Backend::Memory, Backend::Local, Backend::S3] {
-        for round in 0..4 {
-            let env = Env::open_unclaimed(backend, 210 + round).await;
-            let catalogs: Vec<Catalog> = (0..4).map(|n| env.foreign_catalog(300 + n)).collect();
-            let results = futures::future::join_all(catalogs.iter().enumerate().map(
-                |(n, catalog)| async move {
-                    let ns = Namespace::new([format!("n{n}")]).expect("ns");
-                    catalog.create_namespace(&ns, BTreeMap::new()).await
-                },
-            ))
+    for backend in [Backend::Memory, Backend::Local] {
+        class2_two_catalogs_racing_for_a_fresh_warehouse_have_exactly_one_owner_on(backend).await;
+    }
+}
+
+/// `class2_two_catalogs_racing_for_a_fresh_warehouse_have_exactly_one_owner` on one backend.
+async fn class2_two_catalogs_racing_for_a_fresh_warehouse_have_exactly_one_owner_on(
+    backend: Backend,
+) {
+    for round in 0..4 {
+        let env = Env::open_unclaimed(backend, 210 + round).await;
+        let catalogs: Vec<Catalog> = (0..4).map(|n| env.foreign_catalog(300 + n)).collect();
+        let results =
+            futures::future::join_all(catalogs.iter().enumerate().map(|(n, catalog)| async move {
+                let ns = Namespace::new([format!("n{n}")]).expect("ns");
+                catalog.create_namespace(&ns, BTreeMap::new()).await
+            }))
             .await;
-            let winners = results.iter().filter(|r| r.is_ok()).count();
-            assert_eq!(winners, 1, "{backend:?}: {results:?}");
-            for result in results.iter().filter(|r| r.is_err()) {
-                let kind = result.as_ref().expect_err("lost").kind();
-                assert_eq!(kind, ErrorKind::WarehouseNotOwned, "{results:?}");
-            }
+        let winners = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(winners, 1, "{backend:?}: {results:?}");
+        for result in results.iter().filter(|r| r.is_err()) {
+            let kind = result.as_ref().expect_err("lost").kind();
+            assert_eq!(kind, ErrorKind::WarehouseNotOwned, "{results:?}");
         }
     }
 }
 
 #[tokio::test]
 async fn class2_an_unclaimed_warehouse_holding_data_is_taken_over_only_deliberately() {
-    for backend in [Backend::Memory, Backend::Local, Backend::S3] {
-        let env = Env::open_unclaimed(backend, 220).await;
-        // Data but no marker: an earlier version wrote it, or its owner's marker was lost.
-        let layout = Layout::under("old/1");
-        let (_, location) = env.new_index(&layout).await;
-        let ns = Namespace::new(["ns"]).expect("ns");
-        // Written within the day, the files may be a first writer's preparation: a
-        // stranger's claim would succeed now, but not once they are a day old.
-        env.advance(wall_clock_ms() + 2 * DAY_MS - env.now());
-        let err = env
-            .catalog
-            .create_namespace(&ns, BTreeMap::new())
-            .await
-            .expect_err("not claimed implicitly");
-        assert_eq!(err.kind(), ErrorKind::Configuration, "{backend:?}: {err}");
-        assert!(err.message().contains("init --adopt"), "{err}");
-        let err = gc::claim(&env.catalog, env.now())
-            .await
-            .expect_err("init without --adopt");
-        assert_eq!(err.kind(), ErrorKind::Configuration, "{err}");
-        // Adopted deliberately, the warehouse is this catalog's.
-        let marker = gc::adopt(&env.catalog, env.now()).await.expect("adopted");
-        assert_eq!(
-            gc::verify_ownership(&env.catalog).await.expect("owned"),
-            marker
-        );
-        env.catalog
-            .create_namespace(&ns, BTreeMap::new())
-            .await
-            .expect("owned now");
-        let id = IndexIdentifier::new(ns, "old").expect("id");
-        env.catalog
-            .register(&id, Some(&layout.source), &location)
-            .await
-            .expect("registered");
-        // Another catalog cannot adopt it away.
-        let err = gc::adopt(&env.foreign_catalog(221), env.now())
-            .await
-            .expect_err("owned by another catalog");
-        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+    for backend in [Backend::Memory, Backend::Local] {
+        class2_an_unclaimed_warehouse_holding_data_is_taken_over_only_deliberately_on(backend)
+            .await;
     }
+}
+
+/// `class2_an_unclaimed_warehouse_holding_data_is_taken_over_only_deliberately` on one backend.
+async fn class2_an_unclaimed_warehouse_holding_data_is_taken_over_only_deliberately_on(
+    backend: Backend,
+) {
+    let env = Env::open_unclaimed(backend, 220).await;
+    // Data but no marker: an earlier version wrote it, or its owner's marker was lost.
+    let layout = Layout::under("old/1");
+    let (_, location) = env.new_index(&layout).await;
+    let ns = Namespace::new(["ns"]).expect("ns");
+    // Written within the day, the files may be a first writer's preparation: a
+    // stranger's claim would succeed now, but not once they are a day old.
+    env.advance(wall_clock_ms() + 2 * DAY_MS - env.now());
+    let err = env
+        .catalog
+        .create_namespace(&ns, BTreeMap::new())
+        .await
+        .expect_err("not claimed implicitly");
+    assert_eq!(err.kind(), ErrorKind::Configuration, "{backend:?}: {err}");
+    assert!(err.message().contains("init --adopt"), "{err}");
+    let err = gc::claim(&env.catalog, env.now())
+        .await
+        .expect_err("init without --adopt");
+    assert_eq!(err.kind(), ErrorKind::Configuration, "{err}");
+    // Adopted deliberately, the warehouse is this catalog's.
+    let marker = gc::adopt(&env.catalog, env.now()).await.expect("adopted");
+    assert_eq!(
+        gc::verify_ownership(&env.catalog).await.expect("owned"),
+        marker
+    );
+    env.catalog
+        .create_namespace(&ns, BTreeMap::new())
+        .await
+        .expect("owned now");
+    let id = IndexIdentifier::new(ns, "old").expect("id");
+    env.catalog
+        .register(&id, Some(&layout.source), &location)
+        .await
+        .expect("registered");
+    // Another catalog cannot adopt it away.
+    let err = gc::adopt(&env.foreign_catalog(221), env.now())
+        .await
+        .expect_err("owned by another catalog");
+    assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
 }
 
 #[tokio::test]
@@ -547,61 +581,66 @@ async fn class3_a_pointer_store_inside_an_s3_warehouse_managed_prefix_is_refused
 
 #[tokio::test]
 async fn class3_nested_warehouses_and_pointer_stores_are_never_collected() {
-    for backend in [Backend::Memory, Backend::Local, Backend::S3] {
-        let env = Env::open(backend, 301).await;
-        let config = test_config();
-        let live = Layout::under("live/1");
-        env.register("live", &live).await;
-        // Made before anything could refuse them (another version, by hand).
-        let nested = [
-            "indexes/team/wh2/_catalog-owner.json",
-            "indexes/team/wh2/_catalog/i/ns/=x",
-            "indexes/team/wh2/metadata/u/00001-a.metadata.json",
-            "indexes/team/wh2/indexes/u/1/ivf_postings/part-0.parquet",
-            "indexes/team/wh2/_gc/ledger/indexes/u/1/u-1-1-0.json",
-            "metadata/cat/i/ns/=idx",
-            "metadata/cat/n/=ns",
-            "metadata/cat/_meta/=catalog-id",
-        ];
-        for name in nested {
-            env.put_raw(name, b"{}").await;
-        }
-        env.put_raw("indexes/garbage/1/part-0", b"x").await;
-        let reports = passes(&env, &config, 8).await;
-        let nested: Vec<String> = nested.iter().map(|s| s.to_string()).collect();
-        assert!(
-            env.all_exist_raw(&nested).await,
-            "{backend:?}: nested data deleted"
-        );
-        assert!(
-            reports.iter().any(|r| r.kept_nested.objects > 0
-                && r.warnings.iter().any(|w| w.contains("indexes/team/wh2"))),
-            "{backend:?}: reported"
-        );
-        // The rest of the warehouse is still collected.
-        assert!(
-            !env.exists_raw("indexes/garbage/1/part-0").await,
-            "{backend:?}"
-        );
-        assert!(env.all_exist_raw(&live.files()).await);
-
-        // A warehouse rooted at `indexes/` itself (its `_gc/` shows it): nothing below
-        // `indexes/` is collected any more, and the run says why.
-        env.put_raw("indexes/_gc/lease/00000000000000000001.json", b"{}")
-            .await;
-        env.put_raw("indexes/garbage/2/part-0", b"x").await;
-        let reports = passes(&env, &config, 8).await;
-        assert!(
-            env.exists_raw("indexes/garbage/2/part-0").await,
-            "{backend:?}"
-        );
-        assert!(
-            reports
-                .iter()
-                .all(|r| r.warnings.iter().any(|w| w.contains("`indexes`"))),
-            "{backend:?}: reported"
-        );
+    for backend in [Backend::Memory, Backend::Local] {
+        class3_nested_warehouses_and_pointer_stores_are_never_collected_on(backend).await;
     }
+}
+
+/// `class3_nested_warehouses_and_pointer_stores_are_never_collected` on one backend.
+async fn class3_nested_warehouses_and_pointer_stores_are_never_collected_on(backend: Backend) {
+    let env = Env::open(backend, 301).await;
+    let config = test_config();
+    let live = Layout::under("live/1");
+    env.register("live", &live).await;
+    // Made before anything could refuse them (another version, by hand).
+    let nested = [
+        "indexes/team/wh2/_catalog-owner.json",
+        "indexes/team/wh2/_catalog/i/ns/=x",
+        "indexes/team/wh2/metadata/u/00001-a.metadata.json",
+        "indexes/team/wh2/indexes/u/1/ivf_postings/part-0.parquet",
+        "indexes/team/wh2/_gc/ledger/indexes/u/1/u-1-1-0.json",
+        "metadata/cat/i/ns/=idx",
+        "metadata/cat/n/=ns",
+        "metadata/cat/_meta/=catalog-id",
+    ];
+    for name in nested {
+        env.put_raw(name, b"{}").await;
+    }
+    env.put_raw("indexes/garbage/1/part-0", b"x").await;
+    let reports = passes(&env, &config, 8).await;
+    let nested: Vec<String> = nested.iter().map(|s| s.to_string()).collect();
+    assert!(
+        env.all_exist_raw(&nested).await,
+        "{backend:?}: nested data deleted"
+    );
+    assert!(
+        reports.iter().any(|r| r.kept_nested.objects > 0
+            && r.warnings.iter().any(|w| w.contains("indexes/team/wh2"))),
+        "{backend:?}: reported"
+    );
+    // The rest of the warehouse is still collected.
+    assert!(
+        !env.exists_raw("indexes/garbage/1/part-0").await,
+        "{backend:?}"
+    );
+    assert!(env.all_exist_raw(&live.files()).await);
+
+    // A warehouse rooted at `indexes/` itself (its `_gc/` shows it): nothing below
+    // `indexes/` is collected any more, and the run says why.
+    env.put_raw("indexes/_gc/lease/00000000000000000001.json", b"{}")
+        .await;
+    env.put_raw("indexes/garbage/2/part-0", b"x").await;
+    let reports = passes(&env, &config, 8).await;
+    assert!(
+        env.exists_raw("indexes/garbage/2/part-0").await,
+        "{backend:?}"
+    );
+    assert!(
+        reports
+            .iter()
+            .all(|r| r.warnings.iter().any(|w| w.contains("`indexes`"))),
+        "{backend:?}: reported"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -659,7 +698,11 @@ async fn class4_symbolic_links_are_never_followed_and_nothing_outside_is_deleted
     let (_, location) = env.new_index(&Layout::under("ok/1")).await;
     let err = env
         .catalog
-        .register(&env.id("ok").await, Some(&crate::support::gc::source()), &location)
+        .register(
+            &env.id("ok").await,
+            Some(&crate::support::gc::source()),
+            &location,
+        )
         .await
         .expect_err("tables behind a link");
     assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
@@ -676,58 +719,63 @@ async fn class4_symbolic_links_are_never_followed_and_nothing_outside_is_deleted
 
 #[tokio::test]
 async fn class5_metadata_outside_the_metadata_directory_is_never_published() {
-    for backend in [Backend::Memory, Backend::Local, Backend::S3] {
-        let env = Env::open(backend, 501).await;
-        let layout = Layout::under("m/1");
-        let (id, metadata, base) = env.register("m", &layout).await;
-        let next = metadata
-            .successor(
-                crate::support::gc::contents(&layout),
-                env.clock.as_ref(),
-                env.catalog.ids().as_ref(),
-                &parqdb_catalog::family::FamilyRegistry::builtin(),
-            )
-            .expect("successor");
-        for place in [
-            "indexes/m/next.metadata.json",
-            "next.metadata.json",
-            "other/n.json",
-        ] {
-            let location = env
-                .warehouse
-                .write_new(place, Bytes::from(next.to_json_vec()))
-                .await
-                .expect("written");
-            let err = env
-                .catalog
-                .commit(&id, Some(&layout.source), &base, &location)
-                .await
-                .expect_err(place);
-            assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{place}");
-            assert!(err.message().contains("metadata/"), "{err}");
-            let err = env
-                .catalog
-                .register(&env.id("elsewhere").await, Some(&layout.source), &location)
-                .await
-                .expect_err(place);
-            assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{place}");
-        }
-        // A family reference to metadata outside `metadata/` is invalid metadata.
-        let mut contents = crate::support::gc::contents(&layout);
-        contents.parameters.insert(
-            "ivf_centroids_metadata_location".into(),
-            "indexes/c/centroids.metadata.json".into(),
-        );
-        let err = parqdb_catalog::metadata::IndexMetadata::create(
-            contents,
-            BTreeMap::new(),
+    for backend in [Backend::Memory, Backend::Local] {
+        class5_metadata_outside_the_metadata_directory_is_never_published_on(backend).await;
+    }
+}
+
+/// `class5_metadata_outside_the_metadata_directory_is_never_published` on one backend.
+async fn class5_metadata_outside_the_metadata_directory_is_never_published_on(backend: Backend) {
+    let env = Env::open(backend, 501).await;
+    let layout = Layout::under("m/1");
+    let (id, metadata, base) = env.register("m", &layout).await;
+    let next = metadata
+        .successor(
+            crate::support::gc::contents(&layout),
             env.clock.as_ref(),
             env.catalog.ids().as_ref(),
             &parqdb_catalog::family::FamilyRegistry::builtin(),
         )
-        .expect_err("centroids outside metadata/");
-        assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata);
+        .expect("successor");
+    for place in [
+        "indexes/m/next.metadata.json",
+        "next.metadata.json",
+        "other/n.json",
+    ] {
+        let location = env
+            .warehouse
+            .write_new(place, Bytes::from(next.to_json_vec()))
+            .await
+            .expect("written");
+        let err = env
+            .catalog
+            .commit(&id, Some(&layout.source), &base, &location)
+            .await
+            .expect_err(place);
+        assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{place}");
+        assert!(err.message().contains("metadata/"), "{err}");
+        let err = env
+            .catalog
+            .register(&env.id("elsewhere").await, Some(&layout.source), &location)
+            .await
+            .expect_err(place);
+        assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{place}");
     }
+    // A family reference to metadata outside `metadata/` is invalid metadata.
+    let mut contents = crate::support::gc::contents(&layout);
+    contents.parameters.insert(
+        "ivf_centroids_metadata_location".into(),
+        "indexes/c/centroids.metadata.json".into(),
+    );
+    let err = parqdb_catalog::metadata::IndexMetadata::create(
+        contents,
+        BTreeMap::new(),
+        env.clock.as_ref(),
+        env.catalog.ids().as_ref(),
+        &parqdb_catalog::family::FamilyRegistry::builtin(),
+    )
+    .expect_err("centroids outside metadata/");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata);
 }
 
 #[tokio::test]
@@ -786,59 +834,69 @@ async fn class5_nothing_is_published_into_the_collectors_own_places() {
 
 #[tokio::test]
 async fn class5_a_stray_file_of_an_unknown_format_keeps_what_it_names_and_collection_goes_on() {
-    for backend in [Backend::Memory, Backend::Local, Backend::S3] {
-        let env = Env::open(backend, 502).await;
-        let config = test_config();
-        env.register("live", &Layout::under("live/1")).await;
-        env.put_raw(
-            "metadata/stray/v2.metadata.json",
-            br#"{"format-version": 2, "tables": {"t": "indexes/named-by-v2/"}}"#,
+    for backend in [Backend::Memory, Backend::Local] {
+        class5_a_stray_file_of_an_unknown_format_keeps_what_it_names_and_collection_goes_on_on(
+            backend,
         )
         .await;
-        env.put_raw("indexes/named-by-v2/part-0", b"x").await;
-        env.put_raw(
-            "metadata/broken/v1.metadata.json",
-            br#"{"format-version": 1, "oops": ["indexes/named-by-broken/"]}"#,
-        )
-        .await;
-        env.put_raw("indexes/named-by-broken/part-0", b"x").await;
-        env.put_raw("indexes/plain-garbage/part-0", b"x").await;
-
-        let reports = passes(&env, &config, 4).await;
-        assert!(reports.iter().all(|r| r.status == gc::GcStatus::Completed));
-        assert!(reports.iter().any(|r| r.kept_unknown_format.objects == 1));
-        assert!(
-            !env.exists_raw("indexes/plain-garbage/part-0").await,
-            "{backend:?}"
-        );
-        assert!(env.exists_raw("metadata/stray/v2.metadata.json").await);
-        assert!(env.exists_raw("indexes/named-by-v2/part-0").await);
-        // The broken v1 file goes after retention, strictly before what it names.
-        let more = passes(&env, &config, 4).await;
-        assert!(
-            !env.exists_raw("metadata/broken/v1.metadata.json").await,
-            "{backend:?}"
-        );
-        assert!(
-            !env.exists_raw("indexes/named-by-broken/part-0").await,
-            "{backend:?}"
-        );
-        let when = |name: &str| {
-            env.sim
-                .deletions()
-                .iter()
-                .find(|d| d.path.ends_with(name))
-                .map(|d| d.at_ms)
-                .expect("deleted")
-        };
-        assert!(
-            when("metadata/broken/v1.metadata.json") < when("indexes/named-by-broken/part-0"),
-            "{backend:?}: the metadata file goes first"
-        );
-        assert!(env.exists_raw("metadata/stray/v2.metadata.json").await);
-        assert!(env.exists_raw("indexes/named-by-v2/part-0").await);
-        assert!(more.iter().all(|r| r.status == gc::GcStatus::Completed));
     }
+}
+
+/// `class5_a_stray_file_of_an_unknown_format_keeps_what_it_names_and_collection_goes_on` on one backend.
+async fn class5_a_stray_file_of_an_unknown_format_keeps_what_it_names_and_collection_goes_on_on(
+    backend: Backend,
+) {
+    let env = Env::open(backend, 502).await;
+    let config = test_config();
+    env.register("live", &Layout::under("live/1")).await;
+    env.put_raw(
+        "metadata/stray/v2.metadata.json",
+        br#"{"format-version": 2, "tables": {"t": "indexes/named-by-v2/"}}"#,
+    )
+    .await;
+    env.put_raw("indexes/named-by-v2/part-0", b"x").await;
+    env.put_raw(
+        "metadata/broken/v1.metadata.json",
+        br#"{"format-version": 1, "oops": ["indexes/named-by-broken/"]}"#,
+    )
+    .await;
+    env.put_raw("indexes/named-by-broken/part-0", b"x").await;
+    env.put_raw("indexes/plain-garbage/part-0", b"x").await;
+
+    let reports = passes(&env, &config, 4).await;
+    assert!(reports.iter().all(|r| r.status == gc::GcStatus::Completed));
+    assert!(reports.iter().any(|r| r.kept_unknown_format.objects == 1));
+    assert!(
+        !env.exists_raw("indexes/plain-garbage/part-0").await,
+        "{backend:?}"
+    );
+    assert!(env.exists_raw("metadata/stray/v2.metadata.json").await);
+    assert!(env.exists_raw("indexes/named-by-v2/part-0").await);
+    // The broken v1 file goes after retention, strictly before what it names.
+    let more = passes(&env, &config, 4).await;
+    assert!(
+        !env.exists_raw("metadata/broken/v1.metadata.json").await,
+        "{backend:?}"
+    );
+    assert!(
+        !env.exists_raw("indexes/named-by-broken/part-0").await,
+        "{backend:?}"
+    );
+    let when = |name: &str| {
+        env.sim
+            .deletions()
+            .iter()
+            .find(|d| d.path.ends_with(name))
+            .map(|d| d.at_ms)
+            .expect("deleted")
+    };
+    assert!(
+        when("metadata/broken/v1.metadata.json") < when("indexes/named-by-broken/part-0"),
+        "{backend:?}: the metadata file goes first"
+    );
+    assert!(env.exists_raw("metadata/stray/v2.metadata.json").await);
+    assert!(env.exists_raw("indexes/named-by-v2/part-0").await);
+    assert!(more.iter().all(|r| r.status == gc::GcStatus::Completed));
 }
 
 /// Found while writing the stray generator of the hostile simulation (gc_simulation.rs,
@@ -1432,104 +1490,6 @@ async fn redteam_liveness_a_page_ending_on_a_skipped_name_still_collects_its_obj
     }
     assert!(skipped.exists(), "a skipped file is never deleted");
 }
-
-/// An S3 folder marker `k/` lists under the name `k` too: a page holding both decides
-/// the same name twice, and both must see its ledger entry, or the second restarts its
-/// clock on every run and `k` is never collected (found by the attack on the page-wise
-/// ledger).
-#[tokio::test]
-async fn redteam_liveness_a_folder_marker_does_not_keep_its_file_forever() {
-    let env = Env::open(Backend::S3, 1504).await;
-    let config = test_config();
-    env.register("live", &Layout::under("live/1")).await;
-    for name in ["indexes/a/w", "indexes/a/x", "indexes/a/y"] {
-        env.put(name, b"x").await;
-    }
-    let (s3, bucket) = raw_s3(&env);
-    s3.put_object()
-        .bucket(&bucket)
-        .key("wh/indexes/a/x/")
-        .body(Vec::new().into())
-        .send()
-        .await
-        .expect("a folder marker");
-    checked_passes(&env, &config, 6, "folder marker", async |_| {}).await;
-    for name in ["indexes/a/w", "indexes/a/x", "indexes/a/y"] {
-        assert!(!env.exists(name).await, "`{name}` is collected");
-    }
-}
-
-/// A folder marker `k/` is no object: an S3 listing shows it (object_store drops the
-/// `/`, so it lists as `k` after the keys `k-…`) as skipped, never as a second `k`; the
-/// second attack on the page-wise ledger had an old marker tracked, condemned and doomed
-/// under the name of a young file written at `k`, which the run then deleted.
-#[tokio::test]
-async fn redteam_an_s3_folder_marker_lists_as_skipped_never_as_its_files_name() {
-    let env = Env::open(Backend::S3, 1505).await;
-    let (s3, bucket) = raw_s3(&env);
-    for key in [
-        "wh/indexes/t/k",
-        "wh/indexes/t/k-1",
-        "wh/indexes/t/k/",
-        "wh/indexes/t/k/x",
-    ] {
-        s3.put_object()
-            .bucket(&bucket)
-            .key(key)
-            .body(Vec::new().into())
-            .send()
-            .await
-            .expect("put");
-    }
-    let range = parqdb_catalog::warehouse::ListRange::whole("indexes");
-    let listed: Vec<_> = env
-        .warehouse
-        .list_range(&range, None)
-        .try_collect()
-        .await
-        .expect("listed");
-    let shown: Vec<(Option<&str>, String)> = listed
-        .iter()
-        .map(|entry| {
-            let name = match &entry.item {
-                parqdb_catalog::warehouse::ListItem::Object(listed) => listed.name.clone(),
-                parqdb_catalog::warehouse::ListItem::Skipped { name, .. } => name.clone(),
-            };
-            (entry.item.name(), name)
-        })
-        .collect();
-    assert_eq!(
-        shown,
-        [
-            (Some("indexes/t/k"), "indexes/t/k".to_owned()),
-            (Some("indexes/t/k-1"), "indexes/t/k-1".to_owned()),
-            (None, "indexes/t/k/".to_owned()),
-            (Some("indexes/t/k/x"), "indexes/t/k/x".to_owned()),
-        ]
-    );
-    // Resumed after any entry, the listing goes on with the objects after it.
-    let objects = |entries: &[parqdb_catalog::warehouse::Positioned]| -> Vec<String> {
-        entries
-            .iter()
-            .filter_map(|entry| entry.item.name().map(str::to_owned))
-            .collect()
-    };
-    for (at, entry) in listed.iter().enumerate() {
-        let rest: Vec<_> = env
-            .warehouse
-            .list_range(&range, Some(&entry.position))
-            .try_collect()
-            .await
-            .expect("resumed");
-        assert_eq!(
-            objects(&rest),
-            objects(&listed[at + 1..]),
-            "resumed after {}",
-            entry.position
-        );
-    }
-}
-
 /// An empty object doomed by a run's scan whose name holds a new file by the time the
 /// run deletes (a folder marker's name where a writer then put a file) is kept: deleting
 /// the name would delete the new file.
@@ -1564,76 +1524,6 @@ async fn redteam_an_empty_doomed_object_whose_name_holds_a_new_file_is_kept() {
     }
     assert!(env.exists("indexes/t/k").await, "the new file is kept");
 }
-
-/// S3 keys `object_store::path::Path::parse` refuses (an empty segment, a `.` or `..`
-/// segment, a control character) are ordinary S3 keys. Listed through object_store, one
-/// of them under a managed prefix fails the listing: KNOWN LIMITATION until S3 warehouses
-/// are listed with raw keys (the scale-out collector's listing): today such a key makes
-/// every run stop before deleting anything — safe, not live. This test holds the safety
-/// half (nothing is deleted, the live index is untouched, the error names the listing)
-/// and that collection resumes once the key is removed.
-#[tokio::test]
-async fn redteam_liveness_s3_keys_object_store_cannot_parse_stop_runs_safely() {
-    let keys = [
-        "wh/indexes/stray//part-0",
-        "wh/metadata/./x.metadata.json",
-        "wh/indexes/x/../y",
-        "wh/indexes/ctl\u{1}z",
-    ];
-    for key in keys {
-        let env = Env::open(Backend::S3, 1502).await;
-        let config = test_config();
-        env.register("live", &Layout::under("live/1")).await;
-        env.put("indexes/garbage/1/part-0", b"x").await;
-        let (s3, bucket) = raw_s3(&env);
-        s3.put_object()
-            .bucket(&bucket)
-            .key(key)
-            .body(b"x".to_vec().into())
-            .send()
-            .await
-            .expect("an ordinary S3 key");
-        let managed = |env: &Env| {
-            env.sim
-                .deletions()
-                .iter()
-                .filter(|d| d.path.starts_with("wh/metadata/") || d.path.starts_with("wh/indexes/"))
-                .count()
-        };
-        let before = managed(&env);
-        for _ in 0..36 {
-            env.advance(10 * MINUTE);
-            let err = env
-                .gc(config.clone())
-                .collect(env.now())
-                .await
-                .expect_err("the listing fails on the unparseable key");
-            // Typed, and never retried into a deletion: unavailable or refused.
-            assert!(
-                matches!(
-                    err.kind(),
-                    ErrorKind::StoreUnavailable | ErrorKind::StoreRefused
-                ),
-                "{key:?}: {err}"
-            );
-        }
-        assert_eq!(managed(&env), before, "{key:?}: a failed run deleted data");
-        assert!(env.exists("indexes/garbage/1/part-0").await);
-        // Remove the stray key: collection resumes.
-        s3.delete_object()
-            .bucket(&bucket)
-            .key(key)
-            .send()
-            .await
-            .expect("removed");
-        checked_passes(&env, &config, 6, key, async |_| {}).await;
-        assert!(
-            !env.exists("indexes/garbage/1/part-0").await,
-            "{key:?}: garbage is collected again"
-        );
-    }
-}
-
 /// Rule (P) must use the same "any spelling" matching as reachability: tables an earlier
 /// writer stored under object_store's `PathPart` spelling (`~` → `%7E`), which the
 /// collector keeps while live because an alias of their name is reachable, must also be
@@ -1767,42 +1657,47 @@ async fn redteam_live_tables_under_the_collectors_own_directory_are_never_delete
 /// the binding must be refused).
 #[tokio::test]
 async fn redteam_a_live_source_table_inside_the_warehouse_is_never_deleted() {
-    for backend in [Backend::Local, Backend::S3] {
-        let env = Env::open(backend, 1505).await;
-        let config = test_config();
-        let location = match backend {
-            Backend::Local => format!(
-                "file:{}/indexes/src/",
-                env.local_dir.as_ref().expect("local").display()
-            ),
-            _ => format!(
-                "{}/indexes/src/",
-                env.warehouse.root().replacen("s3://", "s3a://", 1)
-            ),
-        };
-        env.put("indexes/src/part-0.parquet", b"source rows").await;
-        let layout = Layout {
-            source: crate::support::gc::source_at(&location),
-            ..Layout::under("srcidx/1")
-        };
-        let id = env.id("src").await;
-        let (_, metadata_location) = env.new_index(&layout).await;
-        match env
-            .catalog
-            .register(&id, Some(&layout.source), &metadata_location)
-            .await
-        {
-            Err(err) if err.kind() == ErrorKind::InvalidIndexMetadata => continue, // refused: fine
-            Err(err) => panic!("{backend:?}: {err}"),
-            Ok(_) => {}
-        }
-        passes(&env, &config, 8).await;
-        env.catalog.load(&id).await.expect("still live");
-        assert!(
-            env.exists("indexes/src/part-0.parquet").await,
-            "{backend:?}: the live index's source table `{location}` was deleted"
-        );
+    for backend in [Backend::Local] {
+        redteam_a_live_source_table_inside_the_warehouse_is_never_deleted_on(backend).await;
     }
+}
+
+/// `redteam_a_live_source_table_inside_the_warehouse_is_never_deleted` on one backend.
+async fn redteam_a_live_source_table_inside_the_warehouse_is_never_deleted_on(backend: Backend) {
+    let env = Env::open(backend, 1505).await;
+    let config = test_config();
+    let location = match backend {
+        Backend::Local => format!(
+            "file:{}/indexes/src/",
+            env.local_dir.as_ref().expect("local").display()
+        ),
+        _ => format!(
+            "{}/indexes/src/",
+            env.warehouse.root().replacen("s3://", "s3a://", 1)
+        ),
+    };
+    env.put("indexes/src/part-0.parquet", b"source rows").await;
+    let layout = Layout {
+        source: crate::support::gc::source_at(&location),
+        ..Layout::under("srcidx/1")
+    };
+    let id = env.id("src").await;
+    let (_, metadata_location) = env.new_index(&layout).await;
+    match env
+        .catalog
+        .register(&id, Some(&layout.source), &metadata_location)
+        .await
+    {
+        Err(err) if err.kind() == ErrorKind::InvalidIndexMetadata => return, // refused: fine
+        Err(err) => panic!("{backend:?}: {err}"),
+        Ok(_) => {}
+    }
+    passes(&env, &config, 8).await;
+    env.catalog.load(&id).await.expect("still live");
+    assert!(
+        env.exists("indexes/src/part-0.parquet").await,
+        "{backend:?}: the live index's source table `{location}` was deleted"
+    );
 }
 
 /// A warehouse whose marker was lost (a lifecycle rule, a partial restore, a clean-up
@@ -2118,54 +2013,61 @@ async fn redteam16_a_copy_of_the_pointer_store_does_not_reclaim_a_warehouse_that
 /// marker is lost: the owner's writes leave the record the first claim did not.
 #[tokio::test]
 async fn redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over() {
-    for backend in [Backend::Memory, Backend::Local, Backend::S3] {
-        let env = Env::open(backend, 1603).await;
-        let config = test_config();
-        for record in env.objects().await {
-            if record.starts_with("_gc/claims/") {
-                env.warehouse
-                    .object_store()
-                    .delete(&env.warehouse.path(&record).expect("name"))
-                    .await
-                    .expect("no claim record");
-            }
-        }
-        let live = Layout::under("live/1");
-        let (id, _, location) = env.register("live", &live).await;
-        let mut owned = live.files();
-        owned.push(env.relative(&location));
-        env.advance(HOUR);
-        env.warehouse
-            .object_store()
-            .delete(&env.warehouse.path(gc::MARKER).expect("name"))
-            .await
-            .expect("marker lost");
-        let stranger = env.foreign_catalog(1604);
-        let took_over = stranger
-            .create_namespace(&Namespace::new(["mine"]).expect("ns"), BTreeMap::new())
-            .await;
-        if took_over.is_ok() {
-            let collector = GarbageCollector::new(stranger, config.clone()).expect("gc");
-            let until = env.now() + 8 * HOUR;
-            while env.now() < until {
-                env.advance(10 * MINUTE);
-                collector
-                    .collect(env.now())
-                    .await
-                    .expect("the stranger's gc");
-            }
-        }
-        for name in &owned {
-            assert!(
-                env.exists(name).await,
-                "{backend:?}: the owner's live file {name} was deleted after a stranger claimed its warehouse"
-            );
-        }
-        env.catalog
-            .load(&id)
-            .await
-            .expect("the owner's index is live");
+    for backend in [Backend::Memory, Backend::Local] {
+        redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over_on(backend).await;
     }
+}
+
+/// `redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over` on one backend.
+async fn redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over_on(
+    backend: Backend,
+) {
+    let env = Env::open(backend, 1603).await;
+    let config = test_config();
+    for record in env.objects().await {
+        if record.starts_with("_gc/claims/") {
+            env.warehouse
+                .object_store()
+                .delete(&env.warehouse.path(&record).expect("name"))
+                .await
+                .expect("no claim record");
+        }
+    }
+    let live = Layout::under("live/1");
+    let (id, _, location) = env.register("live", &live).await;
+    let mut owned = live.files();
+    owned.push(env.relative(&location));
+    env.advance(HOUR);
+    env.warehouse
+        .object_store()
+        .delete(&env.warehouse.path(gc::MARKER).expect("name"))
+        .await
+        .expect("marker lost");
+    let stranger = env.foreign_catalog(1604);
+    let took_over = stranger
+        .create_namespace(&Namespace::new(["mine"]).expect("ns"), BTreeMap::new())
+        .await;
+    if took_over.is_ok() {
+        let collector = GarbageCollector::new(stranger, config.clone()).expect("gc");
+        let until = env.now() + 8 * HOUR;
+        while env.now() < until {
+            env.advance(10 * MINUTE);
+            collector
+                .collect(env.now())
+                .await
+                .expect("the stranger's gc");
+        }
+    }
+    for name in &owned {
+        assert!(
+            env.exists(name).await,
+            "{backend:?}: the owner's live file {name} was deleted after a stranger claimed its warehouse"
+        );
+    }
+    env.catalog
+        .load(&id)
+        .await
+        .expect("the owner's index is live");
 }
 
 /// Runs of many steps (issue 16) in a hostile `_gc/runs/`: a page claiming a partition
@@ -2176,145 +2078,150 @@ async fn redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over(
 /// ledger: a doomed entry naming an unreachable object is trusted as a condemnation is.)
 #[tokio::test]
 async fn redteam16_forged_run_pages_never_delete_live_or_foreign_files() {
+    for backend in [Backend::Local, Backend::Memory] {
+        redteam16_forged_run_pages_never_delete_live_or_foreign_files_on(backend).await;
+    }
+}
+
+/// `redteam16_forged_run_pages_never_delete_live_or_foreign_files` on one backend.
+async fn redteam16_forged_run_pages_never_delete_live_or_foreign_files_on(backend: Backend) {
     let config = GcConfig {
         budget: Some(Duration::ZERO),
         page_size: 1,
         partitions: 2,
         ..test_config()
     };
-    for backend in [Backend::Local, Backend::Memory, Backend::S3] {
-        let env = Env::open(backend, 1605).await;
-        let live = Layout::under("m-live/1");
-        env.register("live", &live).await;
-        let garbage: Vec<String> = ["a", "b", "c", "d"]
-            .iter()
-            .map(|dir| format!("indexes/{dir}/1/part-0.parquet"))
-            .collect();
-        for name in &garbage {
-            env.put(name, b"garbage").await;
-        }
-        env.put("indexes/z/wh/_catalog-owner.json", b"nested").await;
-        env.put("indexes/z/wh/data/part-0", b"nested").await;
-        env.advance(10 * MINUTE);
-        // Plan a run, then forge its pages before its scan begins.
-        let report = env.collect(&config).await;
-        let run = report.run_id;
-        let run_dir = env
-            .objects()
-            .await
-            .into_iter()
-            .find(|name| name.starts_with("_gc/runs/") && name.ends_with("/plan.json"))
-            .map(|plan| plan.trim_end_matches("/plan.json").to_owned())
-            .expect("a planned run");
-        let mut doomed = Vec::new();
-        for name in live.files() {
-            doomed.push(serde_json::json!({
-                "name": name, "size": 1, "clock-ms": 0, "clock-walk-ms": 0,
-                "ledger-files": [name.clone(), "_gc/lease/00000000000000000001.json"],
-                "condemned-ms": 7_200_001,
-            }));
-        }
-        let forged = serde_json::json!({
-            "seq": 0, "after": null, "done": true, "totals": {}, "doomed": doomed, "doomed-total": 9,
-        });
+    let env = Env::open(backend, 1605).await;
+    let live = Layout::under("m-live/1");
+    env.register("live", &live).await;
+    let garbage: Vec<String> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|dir| format!("indexes/{dir}/1/part-0.parquet"))
+        .collect();
+    for name in &garbage {
+        env.put(name, b"garbage").await;
+    }
+    env.put("indexes/z/wh/_catalog-owner.json", b"nested").await;
+    env.put("indexes/z/wh/data/part-0", b"nested").await;
+    env.advance(10 * MINUTE);
+    // Plan a run, then forge its pages before its scan begins.
+    let report = env.collect(&config).await;
+    let run = report.run_id;
+    let run_dir = env
+        .objects()
+        .await
+        .into_iter()
+        .find(|name| name.starts_with("_gc/runs/") && name.ends_with("/plan.json"))
+        .map(|plan| plan.trim_end_matches("/plan.json").to_owned())
+        .expect("a planned run");
+    let mut doomed = Vec::new();
+    for name in live.files() {
+        doomed.push(serde_json::json!({
+            "name": name, "size": 1, "clock-ms": 0, "clock-walk-ms": 0,
+            "ledger-files": [name.clone(), "_gc/lease/00000000000000000001.json"],
+            "condemned-ms": 7_200_001,
+        }));
+    }
+    let forged = serde_json::json!({
+        "seq": 0, "after": null, "done": true, "totals": {}, "doomed": doomed, "doomed-total": 9,
+    });
+    env.warehouse
+        .put_if_absent(
+            &format!("{run_dir}/scan/1/0000000000.json"),
+            Bytes::from(forged.to_string()),
+        )
+        .await
+        .expect("forged");
+    for stray in [
+        "notes.txt",
+        "scan/x/0000000000.json",
+        "scan/0/part-0.parquet",
+    ] {
         env.warehouse
-            .put_if_absent(
-                &format!("{run_dir}/scan/1/0000000000.json"),
-                Bytes::from(forged.to_string()),
-            )
+            .put_if_absent(&format!("{run_dir}/{stray}"), Bytes::from_static(b"stray"))
             .await
-            .expect("forged");
+            .expect("stray");
+    }
+    // Until the forged run and two more have finished and collected the garbage, and
+    // then for as long again (at most 12 h).
+    let (start, until) = (env.now(), env.now() + 12 * HOUR);
+    let mut finished = std::collections::BTreeSet::new();
+    let mut stop_at = until;
+    while env.now() < stop_at {
+        if stop_at == until
+            && finished.contains(&run)
+            && finished.len() >= 3
+            && env.none_exist(&garbage).await
+        {
+            stop_at = env.now() + (env.now() - start);
+        }
+        env.advance(2 * MINUTE);
+        let report = env.collect(&config).await;
+        if report.status == gc::GcStatus::Completed {
+            finished.insert(report.run_id);
+        }
+        for name in live.files() {
+            assert!(
+                env.exists(&name).await,
+                "{backend:?}: live `{name}` deleted"
+            );
+        }
+        assert!(
+            env.exists("indexes/z/wh/data/part-0").await,
+            "{backend:?}: nested data deleted"
+        );
         for stray in [
             "notes.txt",
             "scan/x/0000000000.json",
             "scan/0/part-0.parquet",
         ] {
-            env.warehouse
-                .put_if_absent(&format!("{run_dir}/{stray}"), Bytes::from_static(b"stray"))
-                .await
-                .expect("stray");
-        }
-        // Until the forged run and two more have finished and collected the garbage, and
-        // then for as long again (at most 12 h).
-        let (start, until) = (env.now(), env.now() + 12 * HOUR);
-        let mut finished = std::collections::BTreeSet::new();
-        let mut stop_at = until;
-        while env.now() < stop_at {
-            if stop_at == until
-                && finished.contains(&run)
-                && finished.len() >= 3
-                && env.none_exist(&garbage).await
-            {
-                stop_at = env.now() + (env.now() - start);
-            }
-            env.advance(2 * MINUTE);
-            let report = env.collect(&config).await;
-            if report.status == gc::GcStatus::Completed {
-                finished.insert(report.run_id);
-            }
-            for name in live.files() {
-                assert!(
-                    env.exists(&name).await,
-                    "{backend:?}: live `{name}` deleted"
-                );
-            }
             assert!(
-                env.exists("indexes/z/wh/data/part-0").await,
-                "{backend:?}: nested data deleted"
+                env.exists(&format!("{run_dir}/{stray}")).await,
+                "{backend:?}: stray {stray} in a run's directory deleted"
             );
-            for stray in [
-                "notes.txt",
-                "scan/x/0000000000.json",
-                "scan/0/part-0.parquet",
-            ] {
-                assert!(
-                    env.exists(&format!("{run_dir}/{stray}")).await,
-                    "{backend:?}: stray {stray} in a run's directory deleted"
-                );
-            }
         }
+    }
+    assert!(
+        finished.contains(&run),
+        "{backend:?}: the forged run finished"
+    );
+    assert!(finished.len() >= 3, "{backend:?}: {finished:?}");
+    for name in &garbage {
         assert!(
-            finished.contains(&run),
-            "{backend:?}: the forged run finished"
+            !env.exists(name).await,
+            "{backend:?}: `{name}` not collected"
         );
-        assert!(finished.len() >= 3, "{backend:?}: {finished:?}");
-        for name in &garbage {
-            assert!(
-                !env.exists(name).await,
-                "{backend:?}: `{name}` not collected"
-            );
-        }
+    }
 
-        // A pointer store's records in a top-level directory named like a catalog
-        // structure make all of `indexes/` nested, whichever partition and page they fall
-        // in and whichever step of which run deletes.
-        let env = Env::open(backend, 1606).await;
-        let kept = [
-            "indexes/a/1/part-0.parquet",
-            "indexes/n/ns/=idx",
-            "indexes/stray.parquet",
-            "indexes/zz/1/part-0.parquet",
-        ];
-        for name in kept {
-            env.put(name, b"kept").await;
+    // A pointer store's records in a top-level directory named like a catalog
+    // structure make all of `indexes/` nested, whichever partition and page they fall
+    // in and whichever step of which run deletes.
+    let env = Env::open(backend, 1606).await;
+    let kept = [
+        "indexes/a/1/part-0.parquet",
+        "indexes/n/ns/=idx",
+        "indexes/stray.parquet",
+        "indexes/zz/1/part-0.parquet",
+    ];
+    for name in kept {
+        env.put(name, b"kept").await;
+    }
+    // Long enough for every object's retention, condemnation and delay to pass, and
+    // for four runs to finish after that (at most 10 h).
+    let (deletable, until) = (env.now() + 3 * HOUR, env.now() + 10 * HOUR);
+    let mut finished_after = 0;
+    while env.now() < until && finished_after < 4 {
+        env.advance(2 * MINUTE);
+        let report = env.collect(&config).await;
+        if report.status == gc::GcStatus::Completed && env.now() > deletable {
+            finished_after += 1;
         }
-        // Long enough for every object's retention, condemnation and delay to pass, and
-        // for four runs to finish after that (at most 10 h).
-        let (deletable, until) = (env.now() + 3 * HOUR, env.now() + 10 * HOUR);
-        let mut finished_after = 0;
-        while env.now() < until && finished_after < 4 {
-            env.advance(2 * MINUTE);
-            let report = env.collect(&config).await;
-            if report.status == gc::GcStatus::Completed && env.now() > deletable {
-                finished_after += 1;
-            }
-        }
-        for name in kept {
-            assert!(
-                env.exists(name).await,
-                "{backend:?}: `{name}` below a nested root at indexes/ deleted"
-            );
-        }
+    }
+    for name in kept {
+        assert!(
+            env.exists(name).await,
+            "{backend:?}: `{name}` below a nested root at indexes/ deleted"
+        );
     }
 }
 
@@ -2355,6 +2262,248 @@ async fn redteam16_liveness_runs_finish_when_call_times_tie_or_go_backwards() {
             assert!(
                 finished >= 2,
                 "{backend:?}: runs {label} finished {finished} times"
+            );
+        }
+    }
+}
+
+/// The tests on the S3-compatible server (`PARQDB_TEST_S3_ENDPOINT`): the whole suite
+/// runs them, the fast tier does not (`tests/it/tiers.txt`).
+mod s3 {
+    use super::*;
+
+    #[tokio::test]
+    async fn class1_files_written_raw_at_encoded_locations_are_kept_while_live_and_collected_after()
+    {
+        super::class1_files_written_raw_at_encoded_locations_are_kept_while_live_and_collected_after_on(Backend::S3).await;
+    }
+
+    #[tokio::test]
+    async fn class1_metadata_locations_are_uris_with_one_canonical_form() {
+        super::class1_metadata_locations_are_uris_with_one_canonical_form_on(Backend::S3).await;
+    }
+
+    #[tokio::test]
+    async fn class2_a_second_catalog_cannot_write_into_an_owned_warehouse() {
+        super::class2_a_second_catalog_cannot_write_into_an_owned_warehouse_on(Backend::S3).await;
+    }
+
+    #[tokio::test]
+    async fn class2_two_catalogs_racing_for_a_fresh_warehouse_have_exactly_one_owner() {
+        super::class2_two_catalogs_racing_for_a_fresh_warehouse_have_exactly_one_owner_on(
+            Backend::S3,
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn class2_an_unclaimed_warehouse_holding_data_is_taken_over_only_deliberately() {
+        super::class2_an_unclaimed_warehouse_holding_data_is_taken_over_only_deliberately_on(
+            Backend::S3,
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn class3_nested_warehouses_and_pointer_stores_are_never_collected() {
+        super::class3_nested_warehouses_and_pointer_stores_are_never_collected_on(Backend::S3)
+            .await;
+    }
+
+    #[tokio::test]
+    async fn class5_metadata_outside_the_metadata_directory_is_never_published() {
+        super::class5_metadata_outside_the_metadata_directory_is_never_published_on(Backend::S3)
+            .await;
+    }
+
+    #[tokio::test]
+    async fn class5_a_stray_file_of_an_unknown_format_keeps_what_it_names_and_collection_goes_on() {
+        super::class5_a_stray_file_of_an_unknown_format_keeps_what_it_names_and_collection_goes_on_on(Backend::S3).await;
+    }
+
+    #[tokio::test]
+    async fn redteam_a_live_source_table_inside_the_warehouse_is_never_deleted() {
+        super::redteam_a_live_source_table_inside_the_warehouse_is_never_deleted_on(Backend::S3)
+            .await;
+    }
+
+    #[tokio::test]
+    async fn redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over() {
+        super::redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over_on(
+            Backend::S3,
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn redteam16_forged_run_pages_never_delete_live_or_foreign_files() {
+        super::redteam16_forged_run_pages_never_delete_live_or_foreign_files_on(Backend::S3).await;
+    }
+
+    /// An S3 folder marker `k/` lists under the name `k` too: a page holding both decides
+    /// the same name twice, and both must see its ledger entry, or the second restarts its
+    /// clock on every run and `k` is never collected (found by the attack on the page-wise
+    /// ledger).
+    #[tokio::test]
+    async fn redteam_liveness_a_folder_marker_does_not_keep_its_file_forever() {
+        let env = Env::open(Backend::S3, 1504).await;
+        let config = test_config();
+        env.register("live", &Layout::under("live/1")).await;
+        for name in ["indexes/a/w", "indexes/a/x", "indexes/a/y"] {
+            env.put(name, b"x").await;
+        }
+        let (s3, bucket) = raw_s3(&env);
+        s3.put_object()
+            .bucket(&bucket)
+            .key("wh/indexes/a/x/")
+            .body(Vec::new().into())
+            .send()
+            .await
+            .expect("a folder marker");
+        checked_passes(&env, &config, 6, "folder marker", async |_| {}).await;
+        for name in ["indexes/a/w", "indexes/a/x", "indexes/a/y"] {
+            assert!(!env.exists(name).await, "`{name}` is collected");
+        }
+    }
+
+    /// A folder marker `k/` is no object: an S3 listing shows it (object_store drops the
+    /// `/`, so it lists as `k` after the keys `k-…`) as skipped, never as a second `k`; the
+    /// second attack on the page-wise ledger had an old marker tracked, condemned and doomed
+    /// under the name of a young file written at `k`, which the run then deleted.
+    #[tokio::test]
+    async fn redteam_an_s3_folder_marker_lists_as_skipped_never_as_its_files_name() {
+        let env = Env::open(Backend::S3, 1505).await;
+        let (s3, bucket) = raw_s3(&env);
+        for key in [
+            "wh/indexes/t/k",
+            "wh/indexes/t/k-1",
+            "wh/indexes/t/k/",
+            "wh/indexes/t/k/x",
+        ] {
+            s3.put_object()
+                .bucket(&bucket)
+                .key(key)
+                .body(Vec::new().into())
+                .send()
+                .await
+                .expect("put");
+        }
+        let range = parqdb_catalog::warehouse::ListRange::whole("indexes");
+        let listed: Vec<_> = env
+            .warehouse
+            .list_range(&range, None)
+            .try_collect()
+            .await
+            .expect("listed");
+        let shown: Vec<(Option<&str>, String)> = listed
+            .iter()
+            .map(|entry| {
+                let name = match &entry.item {
+                    parqdb_catalog::warehouse::ListItem::Object(listed) => listed.name.clone(),
+                    parqdb_catalog::warehouse::ListItem::Skipped { name, .. } => name.clone(),
+                };
+                (entry.item.name(), name)
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (Some("indexes/t/k"), "indexes/t/k".to_owned()),
+                (Some("indexes/t/k-1"), "indexes/t/k-1".to_owned()),
+                (None, "indexes/t/k/".to_owned()),
+                (Some("indexes/t/k/x"), "indexes/t/k/x".to_owned()),
+            ]
+        );
+        // Resumed after any entry, the listing goes on with the objects after it.
+        let objects = |entries: &[parqdb_catalog::warehouse::Positioned]| -> Vec<String> {
+            entries
+                .iter()
+                .filter_map(|entry| entry.item.name().map(str::to_owned))
+                .collect()
+        };
+        for (at, entry) in listed.iter().enumerate() {
+            let rest: Vec<_> = env
+                .warehouse
+                .list_range(&range, Some(&entry.position))
+                .try_collect()
+                .await
+                .expect("resumed");
+            assert_eq!(
+                objects(&rest),
+                objects(&listed[at + 1..]),
+                "resumed after {}",
+                entry.position
+            );
+        }
+    }
+
+    /// S3 keys `object_store::path::Path::parse` refuses (an empty segment, a `.` or `..`
+    /// segment, a control character) are ordinary S3 keys. Listed through object_store, one
+    /// of them under a managed prefix fails the listing: KNOWN LIMITATION until S3 warehouses
+    /// are listed with raw keys (the scale-out collector's listing): today such a key makes
+    /// every run stop before deleting anything — safe, not live. This test holds the safety
+    /// half (nothing is deleted, the live index is untouched, the error names the listing)
+    /// and that collection resumes once the key is removed.
+    #[tokio::test]
+    async fn redteam_liveness_s3_keys_object_store_cannot_parse_stop_runs_safely() {
+        let keys = [
+            "wh/indexes/stray//part-0",
+            "wh/metadata/./x.metadata.json",
+            "wh/indexes/x/../y",
+            "wh/indexes/ctl\u{1}z",
+        ];
+        for key in keys {
+            let env = Env::open(Backend::S3, 1502).await;
+            let config = test_config();
+            env.register("live", &Layout::under("live/1")).await;
+            env.put("indexes/garbage/1/part-0", b"x").await;
+            let (s3, bucket) = raw_s3(&env);
+            s3.put_object()
+                .bucket(&bucket)
+                .key(key)
+                .body(b"x".to_vec().into())
+                .send()
+                .await
+                .expect("an ordinary S3 key");
+            let managed = |env: &Env| {
+                env.sim
+                    .deletions()
+                    .iter()
+                    .filter(|d| {
+                        d.path.starts_with("wh/metadata/") || d.path.starts_with("wh/indexes/")
+                    })
+                    .count()
+            };
+            let before = managed(&env);
+            for _ in 0..36 {
+                env.advance(10 * MINUTE);
+                let err = env
+                    .gc(config.clone())
+                    .collect(env.now())
+                    .await
+                    .expect_err("the listing fails on the unparseable key");
+                // Typed, and never retried into a deletion: unavailable or refused.
+                assert!(
+                    matches!(
+                        err.kind(),
+                        ErrorKind::StoreUnavailable | ErrorKind::StoreRefused
+                    ),
+                    "{key:?}: {err}"
+                );
+            }
+            assert_eq!(managed(&env), before, "{key:?}: a failed run deleted data");
+            assert!(env.exists("indexes/garbage/1/part-0").await);
+            // Remove the stray key: collection resumes.
+            s3.delete_object()
+                .bucket(&bucket)
+                .key(key)
+                .send()
+                .await
+                .expect("removed");
+            checked_passes(&env, &config, 6, key, async |_| {}).await;
+            assert!(
+                !env.exists("indexes/garbage/1/part-0").await,
+                "{key:?}: garbage is collected again"
             );
         }
     }

@@ -6,9 +6,8 @@
 //! keeps that listing before working on it; a store page that reaches past a partition's
 //! end lists the next partition's first objects once more).
 //!
-//! `PARQDB_GC_KILLS` sets how many kills (default 100).
+//! `PARQDB_GC_KILLS` sets how many kills (default 100, 20 at `PARQDB_TEST_SCALE=quick`).
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
-
 
 use std::collections::BTreeMap;
 
@@ -49,10 +48,7 @@ async fn raised_clocks(env: &Env) -> Vec<String> {
 
 #[tokio::test]
 async fn runs_killed_anywhere_resume_and_never_delete_live_data() {
-    let kills: usize = std::env::var("PARQDB_GC_KILLS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(100);
+    let kills = crate::support::scale::knob("PARQDB_GC_KILLS", 100, 20) as usize;
     let env = Env::open(Backend::Memory, 1601).await;
     let mut rng = StdRng::seed_from_u64(1601);
     let mut live = Vec::new();

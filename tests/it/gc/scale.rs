@@ -12,7 +12,6 @@
 //!
 //! Nothing here asserts a time.
 
-
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -67,11 +67,12 @@
 //! form.
 //!
 //! # Running it
-//! `PARQDB_GC_SIM_HISTORIES` sets the number of histories of the first test (default 200:
-//! nine in ten on the memory backends, one in ten on local files, four at a time);
+//! `PARQDB_GC_SIM_HISTORIES` sets the number of histories of the first test (default 200,
+//! 20 at `PARQDB_TEST_SCALE=quick`: nine in ten on the memory backends, one in ten on local
+//! files, four at a time);
 //! `PARQDB_GC_SIM_SEED` the first seed; `PARQDB_GC_SIM_STEPS` the steps per history
 //! (default 120). The hostile test has its own: `PARQDB_GC_SIM_HOSTILE_HISTORIES`
-//! (default 200; a seed divisible by 3 runs on local files, the others on memory),
+//! (default 200, 20 at the quick scale; a seed divisible by 3 runs on local files, the others on memory),
 //! `PARQDB_GC_SIM_HOSTILE_SEED` (default 1) and `PARQDB_GC_SIM_HOSTILE_STEPS` (default 30).
 //! `PARQDB_GC_SIM_VERBOSE` prints each history's seed and counts, `PARQDB_GC_SIM_TRACE=<text>`
 //! every run's counts and the actions on paths containing `<text>` (use with one seed).
@@ -92,6 +93,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, contents, set_mtime, source};
+use crate::support::scale::knob;
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStoreExt, PutPayload};
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
@@ -2589,7 +2591,7 @@ async fn histories(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_histories_never_delete_live_objects_and_collect_garbage() {
-    let count = env_number("PARQDB_GC_SIM_HISTORIES", 200);
+    let count = knob("PARQDB_GC_SIM_HISTORIES", 200, 20);
     let first_seed = env_number("PARQDB_GC_SIM_SEED", 1);
     let steps = env_number("PARQDB_GC_SIM_STEPS", 120) as usize;
     let results = histories(count, first_seed, steps, false, |n, _| {
@@ -2608,7 +2610,7 @@ async fn random_histories_never_delete_live_objects_and_collect_garbage() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_layouts_never_delete_live_foreign_or_outside_data() {
-    let count = env_number("PARQDB_GC_SIM_HOSTILE_HISTORIES", 200);
+    let count = knob("PARQDB_GC_SIM_HOSTILE_HISTORIES", 200, 20);
     let first_seed = env_number("PARQDB_GC_SIM_HOSTILE_SEED", 1);
     let steps = env_number("PARQDB_GC_SIM_HOSTILE_STEPS", 30) as usize;
     let started = std::time::Instant::now();

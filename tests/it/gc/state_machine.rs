@@ -8,7 +8,6 @@
 //! The definition's syntax is checked offline by `scripts/check-infra.sh` (asl-validator);
 //! this test checks its logic.
 
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 

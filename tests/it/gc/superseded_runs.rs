@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::gc::hooked_store::{HookedStore, collect_in_background, process_over, resume_and_join};
+use crate::support::gc::hooked_store::{
+    HookedStore, collect_in_background, process_over, resume_and_join,
+};
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::gc::{GcConfig, GcStatus, GcStep};
 

@@ -17,7 +17,6 @@
 //!   deletes nothing, and that the bucket policy's conditional-write denies exempt by
 //!   `aws:PrincipalArn`, and nobody else.
 
-
 use std::collections::BTreeMap;
 
 use crate::support::infra::{

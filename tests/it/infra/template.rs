@@ -29,7 +29,6 @@
 //! aliases, the schedule's and manual invocations' failures, the dashboard, samconfig. `scripts/check-infra.sh`
 //! validates the template itself (cfn-lint, checkov, SAM expansion).
 
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::support::infra::{

@@ -1,6 +1,6 @@
 //! Successor publication (issue 9): the publication suite on the in-memory and the
-//! local-filesystem catalogs, the event-driven refresh example end to end, and a
-//! throughput measurement (`cargo test --release --test publish -- --ignored --nocapture`).
+//! local-filesystem catalogs, and the event-driven refresh example end to end. The
+//! throughput measurement is `cargo run --release --example publish_throughput`.
 
 #[path = "../../../examples/refresh_on_s3_event.rs"]
 #[allow(dead_code)]
@@ -207,27 +207,4 @@ async fn count_files(warehouse: &Warehouse) -> usize {
 
 async fn read(warehouse: &Warehouse, location: &str) -> IndexMetadata {
     crate::support::publish::read(warehouse, location).await
-}
-
-/// Publications per second and attempts per publication for 1, 4 and 16 concurrent
-/// publishers on one index on the local filesystem (reported, not asserted).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "measurement; run with --ignored --nocapture"]
-async fn publish_throughput_on_local_files() {
-    for (publishers, each) in [(1, 100), (4, 25), (16, 8)] {
-        let (catalog, warehouse) = local().await;
-        let policy = crate::support::publish::tight_loop_policy();
-        let stats =
-            crate::support::publish::concurrent_publishers(catalog, warehouse, publishers, each, policy)
-                .await;
-        println!("local files: {stats}");
-    }
-    for (publishers, each) in [(1, 100), (4, 25), (16, 8)] {
-        let (catalog, warehouse) = memory().await;
-        let policy = crate::support::publish::tight_loop_policy();
-        let stats =
-            crate::support::publish::concurrent_publishers(catalog, warehouse, publishers, each, policy)
-                .await;
-        println!("memory:      {stats}");
-    }
 }

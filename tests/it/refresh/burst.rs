@@ -5,7 +5,6 @@
 //! `cargo run --release --example refresh_burst` (BENCHMARKS.md).
 #![allow(clippy::int_plus_one)] // `deliveries + workers - 1` spells out the bound it checks
 
-
 use super::refresh_burst::{Burst, catalog, redeliver, with_runner};
 
 fn burst(events: usize, backend: &str) -> Burst {
@@ -47,14 +46,6 @@ async fn a_burst_on_local_files_publishes_the_newest_state_once() {
     let outcome = with_runner(&catalog("local").await, &burst).await;
     check(&outcome, &burst);
 }
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_burst_on_the_s3_compatible_server_publishes_the_newest_state_once() {
-    let burst = burst(100, "s3");
-    let outcome = with_runner(&catalog("s3").await, &burst).await;
-    check(&outcome, &burst);
-}
-
 #[tokio::test]
 async fn a_redelivered_burst_builds_and_commits_nothing() {
     let burst = burst(40, "local");
@@ -247,5 +238,18 @@ mod runner {
             "the discarded build was never committed"
         );
         assert_eq!(current.current_snapshot().summary()[READ_START], "40000");
+    }
+}
+
+/// The tests on the S3-compatible server (`PARQDB_TEST_S3_ENDPOINT`): the whole suite
+/// runs them, the fast tier does not (`tests/it/tiers.txt`).
+mod s3 {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_burst_on_the_s3_compatible_server_publishes_the_newest_state_once() {
+        let burst = burst(100, "s3");
+        let outcome = with_runner(&catalog("s3").await, &burst).await;
+        check(&outcome, &burst);
     }
 }

@@ -8,15 +8,14 @@
 //! `eventTime`).
 #![allow(clippy::disallowed_methods)] // tests read the wall clock: event times are S3's clock
 
-
 use std::time::{Duration, SystemTime};
 
+use super::refresh_burst::{catalog, docs};
 use parqdb_catalog::catalog::Catalog;
 use parqdb_catalog::publish::Publisher;
 use parqdb_catalog::refresh::{
     Delivery, PlaceholderBuilder, RefreshOutcome, RefreshReport, RefreshRunner, Routes,
 };
-use super::refresh_burst::{catalog, docs};
 use serde_json::{Value, json};
 
 /// An S3 event notification of one `ObjectCreated:Put` (as S3 sends it, `eventTime` with
@@ -111,7 +110,13 @@ async fn a_later_write_with_a_lower_sequencer_is_built_on_local_files() {
     a_later_write_with_a_lower_sequencer_is_built(catalog("local").await).await;
 }
 
-#[tokio::test]
-async fn a_later_write_with_a_lower_sequencer_is_built_on_the_s3_compatible_server() {
-    a_later_write_with_a_lower_sequencer_is_built(catalog("s3").await).await;
+/// The tests on the S3-compatible server (`PARQDB_TEST_S3_ENDPOINT`): the whole suite
+/// runs them, the fast tier does not (`tests/it/tiers.txt`).
+mod s3 {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_later_write_with_a_lower_sequencer_is_built_on_the_s3_compatible_server() {
+        a_later_write_with_a_lower_sequencer_is_built(catalog("s3").await).await;
+    }
 }

@@ -24,9 +24,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use async_trait::async_trait;
 use crate::support::fixture::{TestEnv, source};
 use crate::support::history::backends::catalog_over;
+use async_trait::async_trait;
 use futures::TryStreamExt;
 use parqdb_catalog::catalog::record::{PointerRecord, PointerState};
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};

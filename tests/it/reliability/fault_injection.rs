@@ -22,11 +22,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
-use bytes::Bytes;
 use crate::support::fixture::{TestEnv, source};
 use crate::support::history::backends::{Backend, assert_applied_once, catalog_over};
 use crate::support::history::{env_seeds, env_usize};
+use async_trait::async_trait;
+use bytes::Bytes;
 use parqdb_catalog::catalog::record::{NamespaceRecord, PointerRecord, PointerState};
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::metadata::IndexMetadata;
@@ -223,17 +223,6 @@ async fn local_chain_under_ten_percent_faults() {
         .await;
     }
 }
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn s3_chain_under_faults() {
-    chain_under_faults(Backend::S3, 0.10, 7, 4, 5).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn dynamodb_chain_under_faults() {
-    chain_under_faults(Backend::DynamoDb, 0.10, 7, 4, 5).await;
-}
-
 /// A heavier fault mix: a third of all calls faulty, half of the write faults lies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn memory_chain_under_heavy_faults() {
@@ -898,4 +887,26 @@ async fn operations_that_keep_losing_give_up_with_concurrent_modification() {
         env.catalog.load(&to).await.map_err(|e| e.kind()).err(),
         Some(ErrorKind::IndexNotFound)
     );
+}
+
+/// The tests on the S3-compatible server (`PARQDB_TEST_S3_ENDPOINT`): the whole suite
+/// runs them, the fast tier does not (`tests/it/tiers.txt`).
+mod s3 {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn s3_chain_under_faults() {
+        chain_under_faults(Backend::S3, 0.10, 7, 4, 5).await;
+    }
+}
+
+/// The tests with pointers in DynamoDB Local (`PARQDB_TEST_DYNAMODB_ENDPOINT`): the whole
+/// suite runs them, the fast tier does not (`tests/it/tiers.txt`).
+mod dynamodb {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn dynamodb_chain_under_faults() {
+        chain_under_faults(Backend::DynamoDb, 0.10, 7, 4, 5).await;
+    }
 }

@@ -142,17 +142,6 @@ async fn memory_step_wise_rename_is_linearizable() {
 async fn local_files_are_linearizable() {
     run(case(Backend::Local, 0.0, false, &[1, 2])).await;
 }
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn s3_is_linearizable() {
-    run(case(Backend::S3, 0.0, false, &[1])).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn dynamodb_is_linearizable() {
-    run(case(Backend::DynamoDb, 0.0, false, &[1])).await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn memory_atomic_rename_with_ten_percent_faults() {
     run(case(Backend::Memory, 0.10, false, &[11, 12, 13])).await;
@@ -174,21 +163,6 @@ async fn memory_with_heavy_faults() {
     run(case(Backend::Memory, 0.33, true, &[31, 32])).await;
     run(case(Backend::Memory, 0.33, false, &[33])).await;
 }
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn s3_with_faults() {
-    let mut case = case(Backend::S3, 0.10, false, &[21]);
-    case.ops = 25;
-    run(case).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn dynamodb_with_faults() {
-    let mut case = case(Backend::DynamoDb, 0.10, false, &[21]);
-    case.ops = 25;
-    run(case).await;
-}
-
 // ---------------------------------------------------------------------------------------
 // The checker itself: it accepts what it must and rejects what it must.
 // ---------------------------------------------------------------------------------------
@@ -663,5 +637,41 @@ fn checker_stays_tractable_on_long_histories() {
             "simulated {clients} clients x {ops} ops, seed {seed}: {report} in {:.1?}",
             started.elapsed()
         );
+    }
+}
+
+/// The tests on the S3-compatible server (`PARQDB_TEST_S3_ENDPOINT`): the whole suite
+/// runs them, the fast tier does not (`tests/it/tiers.txt`).
+mod s3 {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn s3_is_linearizable() {
+        run(case(Backend::S3, 0.0, false, &[1])).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn s3_with_faults() {
+        let mut case = case(Backend::S3, 0.10, false, &[21]);
+        case.ops = 25;
+        run(case).await;
+    }
+}
+
+/// The tests with pointers in DynamoDB Local (`PARQDB_TEST_DYNAMODB_ENDPOINT`): the whole
+/// suite runs them, the fast tier does not (`tests/it/tiers.txt`).
+mod dynamodb {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn dynamodb_is_linearizable() {
+        run(case(Backend::DynamoDb, 0.0, false, &[1])).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn dynamodb_with_faults() {
+        let mut case = case(Backend::DynamoDb, 0.10, false, &[21]);
+        case.ops = 25;
+        run(case).await;
     }
 }

@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
+use crate::support::services;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::AttributeValue;
 use bytes::Bytes;
-use crate::support::services;
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::store::dynamodb::DynamoStore;
 use parqdb_catalog::store::{

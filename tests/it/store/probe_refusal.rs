@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use crate::support::fixture::{TestEnv, source};
+use async_trait::async_trait;
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::store::memory::MemoryStore;
 use parqdb_catalog::store::{Capabilities, PointerStore, PutMode, StoreError, StoreKey};

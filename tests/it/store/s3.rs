@@ -5,51 +5,16 @@
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutPayload};
 use parqdb_catalog::store::probe::probe;
-use parqdb_catalog::store::s3::{S3Options, S3Store, amazon_s3_builder, create_bucket};
-use parqdb_catalog::store::{Changed, PointerStore, PutMode, StoreError, StoreKey, Version};
+use parqdb_catalog::store::s3::{S3Store, amazon_s3_builder, create_bucket};
+use parqdb_catalog::store::{Changed, PointerStore, PutMode, StoreError, StoreKey};
 use parqdb_catalog::{ErrorKind, RandomIds};
 
-/// The local server's endpoint; a missing variable fails the test (never skips it).
-fn endpoint() -> String {
-    match std::env::var("PARQDB_TEST_S3_ENDPOINT") {
-        Ok(endpoint) if !endpoint.is_empty() => endpoint,
-        _ => panic!(
-            "PARQDB_TEST_S3_ENDPOINT is not set: the S3 store tests need the local S3 server. \
-             Run the tests with `scripts/test.sh` (see the README), or start the server by hand: \
-             `scripts/services/moto.sh start /tmp/parqdb-services && set -a && \
-             . /tmp/parqdb-services/env && set +a`"
-        ),
-    }
-}
-
-/// Options for the local server: dummy credentials, plain HTTP, path-style.
-fn options() -> S3Options {
-    S3Options {
-        endpoint: Some(endpoint()),
-        region: Some("us-east-1".into()),
-        allow_http: Some(true),
-        access_key_id: Some("parqdb-test".into()),
-        secret_access_key: Some("parqdb-test".into()),
-        max_retries: Some(2),
-        retry_timeout: Some(Duration::from_secs(30)),
-        ..S3Options::default()
-    }
-}
-
-/// A new bucket whose name starts with `prefix`.
-async fn new_bucket(prefix: &str) -> String {
-    let bucket = format!("{prefix}{}", uuid::Uuid::new_v4().simple());
-    create_bucket(&bucket, &options())
-        .await
-        .expect("create bucket");
-    bucket
-}
+use crate::support::services::{new_bucket_named as new_bucket, s3_options as options};
 
 fn store_in(bucket: &str, prefix: &str) -> S3Store {
     S3Store::from_uri(&format!("s3://{bucket}/{prefix}"), &options()).expect("S3 store")
@@ -326,50 +291,4 @@ async fn the_probe_refuses_a_server_that_ignores_if_match() {
     }
     let err = report.into_result().expect_err("refused");
     assert_eq!(err.kind(), ErrorKind::StoreUnsupported);
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-/// Median latency of a raw GET and a conditional PUT on the local server.
-/// `cargo test --test store_s3 -- --ignored --nocapture latency`
-#[tokio::test]
-#[ignore = "a measurement, not a check"]
-async fn latency_of_get_and_conditional_put() {
-    const ROUNDS: usize = 200;
-    let store = fresh().await;
-    let k = key("i/=latency");
-    let mut version = store
-        .put(&k, Bytes::from_static(b"0"), PutMode::Create)
-        .await
-        .expect("create");
-    let (mut gets, mut puts) = (Vec::new(), Vec::new());
-    for round in 0..ROUNDS {
-        let start = Instant::now();
-        let read = store.get(&k).await.expect("get").expect("present");
-        gets.push(start.elapsed());
-        assert_eq!(read.version, version);
-        let start = Instant::now();
-        version = store
-            .put(&k, Bytes::from(round.to_string()), PutMode::Update(version))
-            .await
-            .expect("update");
-        puts.push(start.elapsed());
-    }
-    let stale = store
-        .put(
-            &k,
-            Bytes::from_static(b"x"),
-            PutMode::Update(Version::new("\"stale\"")),
-        )
-        .await;
-    assert!(matches!(stale, Err(StoreError::Precondition)));
-    eprintln!(
-        "S3 store on {}: median GET {:?}, median conditional PUT {:?} ({ROUNDS} rounds)",
-        endpoint(),
-        median(gets),
-        median(puts)
-    );
 }

@@ -1,6 +1,8 @@
 //! The local services the network-backend tests run against: the S3-compatible server at
 //! `PARQDB_TEST_S3_ENDPOINT` and DynamoDB Local at `PARQDB_TEST_DYNAMODB_ENDPOINT`, both
-//! started by `scripts/test.sh`. A missing variable fails the test; nothing skips.
+//! started by `scripts/test.sh`. A missing variable fails the test; nothing skips. The one
+//! copy of the service setup: the conformance and store suites, the garbage collector's
+//! harness (`support::gc`) and the Lambda host build on it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,7 +46,12 @@ pub fn s3_options() -> S3Options {
 
 /// A new, empty bucket.
 pub async fn new_bucket() -> String {
-    let bucket = format!("parqdb-test-{}", uuid::Uuid::new_v4().simple());
+    new_bucket_named("parqdb-test-").await
+}
+
+/// A new, empty bucket whose name starts with `prefix`.
+pub async fn new_bucket_named(prefix: &str) -> String {
+    let bucket = format!("{prefix}{}", uuid::Uuid::new_v4().simple());
     create_bucket(&bucket, &s3_options())
         .await
         .expect("create bucket");

@@ -412,27 +412,8 @@ impl Env {
         if backend != Backend::S3 {
             return Env::new(backend, seed);
         }
-        let endpoint = std::env::var("PARQDB_TEST_S3_ENDPOINT")
-            .ok()
-            .filter(|v| !v.is_empty())
-            .expect(
-                "PARQDB_TEST_S3_ENDPOINT is not set: this test needs the S3-compatible server; \
-                 run the suite with scripts/test.sh (see the README)",
-            );
-        let options = parqdb_catalog::store::s3::S3Options {
-            endpoint: Some(endpoint),
-            region: Some("us-east-1".into()),
-            allow_http: Some(true),
-            access_key_id: Some("parqdb-test".into()),
-            secret_access_key: Some("parqdb-test".into()),
-            max_retries: Some(2),
-            retry_timeout: Some(Duration::from_secs(30)),
-            ..Default::default()
-        };
-        let bucket = format!("parqdb-gc-{}", uuid::Uuid::new_v4().simple());
-        parqdb_catalog::store::s3::create_bucket(&bucket, &options)
-            .await
-            .expect("create bucket");
+        let options = crate::support::services::s3_options();
+        let bucket = crate::support::services::new_bucket_named("parqdb-gc-").await;
         let store = parqdb_catalog::store::s3::amazon_s3_builder(&bucket, &options)
             .expect("builder")
             .build()
