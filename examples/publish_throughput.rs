@@ -9,7 +9,6 @@
 #![allow(clippy::disallowed_methods)] // a measurement reads the wall clock
 
 /// The publication suite of the integration tests.
-#[allow(dead_code, unused_macros)]
 #[path = "../tests/it/support/publish/mod.rs"]
 mod publish;
 

@@ -564,21 +564,6 @@ async fn class3_a_warehouse_or_pointer_store_inside_a_managed_prefix_is_refused(
         .await
         .expect("a store beside the managed prefixes");
 }
-
-#[tokio::test]
-async fn class3_a_pointer_store_inside_an_s3_warehouse_managed_prefix_is_refused() {
-    let endpoint = std::env::var("PARQDB_TEST_S3_ENDPOINT").expect("the S3-compatible server");
-    let mut config = CatalogConfig::new(
-        Some("s3://bucket-x/wh".into()),
-        Some("s3://bucket-x/wh/metadata/cat".into()),
-    );
-    config.s3.endpoint = Some(endpoint);
-    config.s3.allow_http = Some(true);
-    config.s3.region = Some("us-east-1".into());
-    let err = config.build().await.expect_err("refused");
-    assert_eq!(err.kind(), ErrorKind::Configuration, "{err}");
-}
-
 #[tokio::test]
 async fn class3_nested_warehouses_and_pointer_stores_are_never_collected() {
     for backend in [Backend::Memory, Backend::Local] {
@@ -1712,37 +1697,57 @@ async fn redteam_a_warehouse_that_lost_its_marker_is_not_taken_over_by_a_strange
         let (id, _, location) = env.register("live", &live).await;
         let mut owned = live.files();
         owned.push(env.relative(&location));
-        env.warehouse
-            .object_store()
-            .delete(&env.warehouse.path(gc::MARKER).expect("name"))
-            .await
-            .expect("marker lost");
+        lose_marker(&env).await;
         let stranger = env.foreign_catalog(1507);
-        let took_over = stranger
-            .create_namespace(&Namespace::new(["mine"]).expect("ns"), BTreeMap::new())
-            .await;
-        if took_over.is_ok() {
-            let collector = GarbageCollector::new(stranger, config.clone()).expect("gc");
-            let until = env.now() + 8 * HOUR;
-            while env.now() < until {
-                env.advance(10 * MINUTE);
-                collector
-                    .collect(env.now())
-                    .await
-                    .expect("the stranger's gc");
-            }
-        }
-        env.catalog
-            .load(&id)
-            .await
-            .expect("the owner's index is live");
-        for name in &owned {
-            assert!(
-                env.exists(name).await,
-                "{backend:?}: the owner's live file {name} was deleted after a stranger claimed its warehouse"
-            );
+        let what = format!("{backend:?}: a stranger");
+        intruder_deletes_nothing(&env, stranger, &config, &id, &owned, &what).await;
+    }
+}
+
+/// The ownership marker goes (a lifecycle rule, a partial restore, a clean-up script).
+async fn lose_marker(env: &Env) {
+    env.warehouse
+        .object_store()
+        .delete(&env.warehouse.path(gc::MARKER).expect("name"))
+        .await
+        .expect("marker lost");
+}
+
+/// `intruder` (a stranger's catalog, or a copy of the owner's) writes into `env`'s
+/// warehouse; if it may, its collector runs every ten minutes for eight hours. The owner's
+/// index `id` and every file of `owned` must outlive it.
+async fn intruder_deletes_nothing(
+    env: &Env,
+    intruder: Catalog,
+    config: &GcConfig,
+    id: &IndexIdentifier,
+    owned: &[String],
+    what: &str,
+) {
+    let took_over = intruder
+        .create_namespace(&Namespace::new(["mine"]).expect("ns"), BTreeMap::new())
+        .await;
+    if took_over.is_ok() {
+        let collector = GarbageCollector::new(intruder, config.clone()).expect("gc");
+        let until = env.now() + 8 * HOUR;
+        while env.now() < until {
+            env.advance(10 * MINUTE);
+            collector
+                .collect(env.now())
+                .await
+                .unwrap_or_else(|err| panic!("{what}: its gc failed: {err}"));
         }
     }
+    for name in owned {
+        assert!(
+            env.exists(name).await,
+            "{what}: the owner's live file {name} was deleted after it claimed the warehouse"
+        );
+    }
+    env.catalog
+        .load(id)
+        .await
+        .unwrap_or_else(|err| panic!("{what}: the owner's index is not live: {err}"));
 }
 
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
@@ -1984,27 +1989,8 @@ async fn redteam16_a_copy_of_the_pointer_store_does_not_reclaim_a_warehouse_that
         .clock(env.clock.clone())
         .ids(Arc::new(parqdb_catalog::SeededIds::new(1602)))
         .build();
-    let took_over = clone
-        .create_namespace(&Namespace::new(["staging"]).expect("ns"), BTreeMap::new())
-        .await;
-    if took_over.is_ok() {
-        let collector = GarbageCollector::new(clone, config.clone()).expect("gc");
-        let until = env.now() + 8 * HOUR;
-        while env.now() < until {
-            env.advance(10 * MINUTE);
-            collector.collect(env.now()).await.expect("the copy's gc");
-        }
-    }
-    for name in &owned {
-        assert!(
-            env.exists(name).await,
-            "the owner's live file {name} was deleted after a copy of its pointer store re-claimed the warehouse"
-        );
-    }
-    env.catalog
-        .load(&newer_id)
-        .await
-        .expect("the owner's index is live");
+    let what = "a copy of the owner's pointer store";
+    intruder_deletes_nothing(&env, clone, &config, &newer_id, &owned, what).await;
 }
 
 /// A warehouse claimed without leaving a claim record (claimed by a version before claim
@@ -2038,36 +2024,10 @@ async fn redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over_
     let mut owned = live.files();
     owned.push(env.relative(&location));
     env.advance(HOUR);
-    env.warehouse
-        .object_store()
-        .delete(&env.warehouse.path(gc::MARKER).expect("name"))
-        .await
-        .expect("marker lost");
+    lose_marker(&env).await;
     let stranger = env.foreign_catalog(1604);
-    let took_over = stranger
-        .create_namespace(&Namespace::new(["mine"]).expect("ns"), BTreeMap::new())
-        .await;
-    if took_over.is_ok() {
-        let collector = GarbageCollector::new(stranger, config.clone()).expect("gc");
-        let until = env.now() + 8 * HOUR;
-        while env.now() < until {
-            env.advance(10 * MINUTE);
-            collector
-                .collect(env.now())
-                .await
-                .expect("the stranger's gc");
-        }
-    }
-    for name in &owned {
-        assert!(
-            env.exists(name).await,
-            "{backend:?}: the owner's live file {name} was deleted after a stranger claimed its warehouse"
-        );
-    }
-    env.catalog
-        .load(&id)
-        .await
-        .expect("the owner's index is live");
+    let what = format!("{backend:?}: a stranger");
+    intruder_deletes_nothing(&env, stranger, &config, &id, &owned, &what).await;
 }
 
 /// Runs of many steps (issue 16) in a hostile `_gc/runs/`: a page claiming a partition
@@ -2271,6 +2231,22 @@ async fn redteam16_liveness_runs_finish_when_call_times_tie_or_go_backwards() {
 /// runs them, the fast tier does not (`tests/it/tiers.txt`).
 mod s3 {
     use super::*;
+
+    #[tokio::test]
+    async fn class3_a_pointer_store_inside_an_s3_warehouse_managed_prefix_is_refused() {
+        let endpoint = crate::support::services::s3_options()
+            .endpoint
+            .expect("endpoint");
+        let mut config = CatalogConfig::new(
+            Some("s3://bucket-x/wh".into()),
+            Some("s3://bucket-x/wh/metadata/cat".into()),
+        );
+        config.s3.endpoint = Some(endpoint);
+        config.s3.allow_http = Some(true);
+        config.s3.region = Some("us-east-1".into());
+        let err = config.build().await.expect_err("refused");
+        assert_eq!(err.kind(), ErrorKind::Configuration, "{err}");
+    }
 
     #[tokio::test]
     async fn class1_files_written_raw_at_encoded_locations_are_kept_while_live_and_collected_after()

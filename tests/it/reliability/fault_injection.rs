@@ -196,11 +196,12 @@ async fn chain_under_faults(
     assert!(stats.injected() > 0, "no faults were injected");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn memory_chain_under_ten_percent_faults() {
-    for seed in env_seeds(&[1, 2, 3]) {
+/// Chains on `backend` with ten percent faults, one per seed (`PARQDB_LIN_SEEDS` or
+/// `seeds`), `PARQDB_FAULT_WRITERS` writers of `PARQDB_FAULT_COMMITS` commits each.
+async fn chains_under_ten_percent_faults(backend: Backend, seeds: &[u64]) {
+    for seed in env_seeds(seeds) {
         chain_under_faults(
-            Backend::Memory,
+            backend,
             0.10,
             seed,
             env_usize("PARQDB_FAULT_WRITERS", 6),
@@ -211,17 +212,13 @@ async fn memory_chain_under_ten_percent_faults() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_chain_under_ten_percent_faults() {
+    chains_under_ten_percent_faults(Backend::Memory, &[1, 2, 3]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn local_chain_under_ten_percent_faults() {
-    for seed in env_seeds(&[1, 2]) {
-        chain_under_faults(
-            Backend::Local,
-            0.10,
-            seed,
-            env_usize("PARQDB_FAULT_WRITERS", 6),
-            env_usize("PARQDB_FAULT_COMMITS", 10),
-        )
-        .await;
-    }
+    chains_under_ten_percent_faults(Backend::Local, &[1, 2]).await;
 }
 /// A heavier fault mix: a third of all calls faulty, half of the write faults lies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

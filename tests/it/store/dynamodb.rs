@@ -8,25 +8,15 @@ use std::sync::Arc;
 
 use crate::support::services;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::types::AttributeValue;
 use bytes::Bytes;
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::store::dynamodb::DynamoStore;
 use parqdb_catalog::store::{
-    Changed, Listing, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version,
+    Listing, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version,
 };
 
-/// A client for an arbitrary endpoint, with the dummy credentials DynamoDB Local needs.
-fn client_for(endpoint: &str) -> Client {
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("dummy", "dummy", None, None, "tests"))
-        .endpoint_url(endpoint)
-        .build();
-    Client::from_conf(config)
-}
+use crate::support::services::dynamodb_client_for as client_for;
 
 /// A client for DynamoDB Local at `PARQDB_TEST_DYNAMODB_ENDPOINT` (the test fails,
 /// naming `scripts/test.sh`, if it is not set).
@@ -412,33 +402,7 @@ async fn listing_matches_its_definition() {
 
 #[tokio::test]
 async fn get_if_changed_reports_all_three_answers() {
-    let store = fresh_store().await;
-    let k = key("g/=k");
-    assert_eq!(
-        store
-            .get_if_changed(&k, &Version::new("1"))
-            .await
-            .expect("ask"),
-        Changed::Missing
-    );
-    let v1 = store
-        .put(&k, Bytes::from_static(b"one"), PutMode::Create)
-        .await
-        .expect("create");
-    assert_eq!(
-        store.get_if_changed(&k, &v1).await.expect("ask"),
-        Changed::Unchanged
-    );
-    let v2 = store
-        .put(&k, Bytes::from_static(b"two"), PutMode::Update(v1.clone()))
-        .await
-        .expect("update");
-    match store.get_if_changed(&k, &v1).await.expect("ask") {
-        Changed::Changed(current) => {
-            assert_eq!((current.value.as_ref(), current.version), (&b"two"[..], v2));
-        }
-        other => panic!("expected a change, got {other:?}"),
-    }
+    crate::support::store_suite::get_if_changed_answers(&fresh_store().await).await;
 }
 
 #[tokio::test]

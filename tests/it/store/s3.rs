@@ -11,7 +11,7 @@ use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutPayload};
 use parqdb_catalog::store::probe::probe;
 use parqdb_catalog::store::s3::{S3Store, amazon_s3_builder, create_bucket};
-use parqdb_catalog::store::{Changed, PointerStore, PutMode, StoreError, StoreKey};
+use parqdb_catalog::store::{PointerStore, PutMode, StoreError, StoreKey};
 use parqdb_catalog::{ErrorKind, RandomIds};
 
 use crate::support::services::{new_bucket_named as new_bucket, s3_options as options};
@@ -188,34 +188,7 @@ async fn listing_skips_foreign_objects_and_respects_prefixes() {
 
 #[tokio::test]
 async fn get_if_changed_asks_the_server() {
-    let store = fresh().await;
-    let k = key("i/=changing");
-    let v1 = store
-        .put(&k, Bytes::from_static(b"one"), PutMode::Create)
-        .await
-        .expect("create");
-    assert_eq!(
-        store.get_if_changed(&k, &v1).await.expect("get"),
-        Changed::Unchanged
-    );
-    let v2 = store
-        .put(&k, Bytes::from_static(b"two"), PutMode::Update(v1.clone()))
-        .await
-        .expect("update");
-    match store.get_if_changed(&k, &v1).await.expect("get") {
-        Changed::Changed(current) => {
-            assert_eq!(current.value.as_ref(), b"two");
-            assert_eq!(current.version, v2);
-        }
-        other => panic!("expected a change, got {other:?}"),
-    }
-    assert_eq!(
-        store
-            .get_if_changed(&key("i/=never"), &v1)
-            .await
-            .expect("get"),
-        Changed::Missing
-    );
+    crate::support::store_suite::get_if_changed_answers(&*fresh().await).await;
 }
 
 #[tokio::test]

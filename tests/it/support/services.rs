@@ -74,7 +74,15 @@ pub fn s3_warehouse(bucket: &str, prefix: &str) -> Warehouse {
 
 /// A client for DynamoDB Local (it needs some credentials and a region, any will do).
 pub fn dynamodb_client() -> Client {
-    let endpoint = required("PARQDB_TEST_DYNAMODB_ENDPOINT", "DynamoDB Local (dynamodb)");
+    dynamodb_client_for(&required(
+        "PARQDB_TEST_DYNAMODB_ENDPOINT",
+        "DynamoDB Local (dynamodb)",
+    ))
+}
+
+/// A client for the DynamoDB API at `endpoint` (DynamoDB Local or a test's fake server),
+/// with dummy credentials.
+pub fn dynamodb_client_for(endpoint: &str) -> Client {
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))

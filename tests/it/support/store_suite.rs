@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parqdb_catalog::RandomIds;
 use parqdb_catalog::store::{
-    Listing, PointerStore, PutMode, StoreError, StoreKey, TxWrite, probe::probe,
+    Changed, Listing, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version, probe::probe,
 };
 
 fn key(text: &str) -> StoreKey {
@@ -350,6 +350,38 @@ pub async fn transactions(store: &dyn PointerStore) {
         store.get(&c).await.expect("get").expect("c").value.as_ref(),
         b"c1"
     );
+}
+
+/// `get_if_changed` gives all three answers: `Missing`, `Unchanged`, and `Changed` with the
+/// current value and version (a backend that answers it from the server, not a full read,
+/// runs this on its own).
+pub async fn get_if_changed_answers(store: &dyn PointerStore) {
+    let k = key("i/=changing");
+    assert_eq!(
+        store
+            .get_if_changed(&k, &Version::new("1"))
+            .await
+            .expect("ask"),
+        Changed::Missing
+    );
+    let v1 = store
+        .put(&k, Bytes::from_static(b"one"), PutMode::Create)
+        .await
+        .expect("create");
+    assert_eq!(
+        store.get_if_changed(&k, &v1).await.expect("ask"),
+        Changed::Unchanged
+    );
+    let v2 = store
+        .put(&k, Bytes::from_static(b"two"), PutMode::Update(v1.clone()))
+        .await
+        .expect("update");
+    match store.get_if_changed(&k, &v1).await.expect("ask") {
+        Changed::Changed(current) => {
+            assert_eq!((current.value.as_ref(), current.version), (&b"two"[..], v2));
+        }
+        other => panic!("expected a change, got {other:?}"),
+    }
 }
 
 /// The capability probe passes.

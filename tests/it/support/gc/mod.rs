@@ -418,32 +418,17 @@ impl Env {
             .expect("builder")
             .build()
             .expect("S3 client");
-        let clock = Arc::new(ManualClock::new(START_MS));
-        let sim = SimStore::new(Arc::new(store), clock.clone(), None);
-        let warehouse = Warehouse::new(
-            &format!("s3://{bucket}/wh"),
-            Arc::new(sim.clone()),
-            Path::parse("wh").expect("prefix"),
+        Env::assemble(
+            Arc::new(store),
+            format!("s3://{bucket}/wh"),
+            Path::from("wh"),
+            Arc::new(MemoryStore::new()),
+            None,
+            seed,
         )
-        .expect("warehouse");
-        let pointer_store: Arc<dyn PointerStore> = Arc::new(MemoryStore::new());
-        let catalog = Catalog::builder(pointer_store.clone(), warehouse.clone())
-            .clock(clock.clone())
-            .ids(Arc::new(SeededIds::new(seed)))
-            .build();
-        Env {
-            catalog,
-            warehouse,
-            sim,
-            clock,
-            pointer_store,
-            local_dir: None,
-            _dir: None,
-        }
     }
 
     pub fn new(backend: Backend, seed: u64) -> Env {
-        let clock = Arc::new(ManualClock::new(START_MS));
         let (inner, root, prefix, pointer_store, dir): (
             Arc<dyn ObjectStore>,
             String,
@@ -472,6 +457,20 @@ impl Env {
                 None,
             ),
         };
+        Env::assemble(inner, root, prefix, pointer_store, dir, seed)
+    }
+
+    /// The environment over the object store `inner` (the warehouse at `root`, under
+    /// `prefix`; in `dir`'s `warehouse/` for local files) and `pointer_store`.
+    fn assemble(
+        inner: Arc<dyn ObjectStore>,
+        root: String,
+        prefix: Path,
+        pointer_store: Arc<dyn PointerStore>,
+        dir: Option<tempfile::TempDir>,
+        seed: u64,
+    ) -> Env {
+        let clock = Arc::new(ManualClock::new(START_MS));
         let local_dir = dir.as_ref().map(|d: &tempfile::TempDir| {
             d.path()
                 .join("warehouse")
