@@ -71,11 +71,7 @@ async fn stalled_restamp(seed: u64, backdate: bool, strict_reincarnation_about: 
             let r = run(&env).collect(env.now()).await.expect("gc run");
             assert_eq!(r.status, GcStatus::Completed, "{r:?}");
         }
-        env.advance(MINUTE);
-        let lost_at = env
-            .commit_away(&again, &metadata, &location, &Layout::under("again/2"))
-            .await;
-        env.assert_kept_through_retention(lost_at, 5 * MINUTE, &[md], "", async || {
+        env.lose_and_keep_through_retention(&again, &metadata, &location, &[md], async || {
             let r = run(&env).collect(env.now()).await.expect("gc run");
             assert_eq!(r.status, GcStatus::Completed, "{r:?}");
         })
@@ -95,11 +91,7 @@ async fn stalled_restamp(seed: u64, backdate: bool, strict_reincarnation_about: 
     resume_and_join(&store, process1).await;
     eprintln!("entry after the late put: {:?}", env.entry_of(&md).await);
 
-    env.advance(MINUTE);
-    let lost_at = env
-        .commit_away(&again, &metadata, &location, &Layout::under("again/2"))
-        .await;
-    env.assert_kept_through_retention(lost_at, 5 * MINUTE, &[md], "", async || {
+    env.lose_and_keep_through_retention(&again, &metadata, &location, &[md], async || {
         let r = run(&env).collect(env.now()).await.expect("gc run");
         assert_eq!(r.status, GcStatus::Completed, "{r:?}");
     })

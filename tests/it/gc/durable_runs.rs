@@ -63,13 +63,9 @@ async fn retention_starts_at_loss_even_after_a_stale_planner_wakes_behind_a_fini
     );
 
     // The file loses reachability now, by a commit.
-    env.advance(MINUTE);
-    let lost_at = env
-        .commit_away(&again, &metadata, &location, &Layout::under("again/2"))
-        .await;
     // The superseded metadata file (its tables stay reachable through the successor).
     let watched = vec![env.relative(&location)];
-    env.assert_kept_through_retention(lost_at, 5 * MINUTE, &watched, "", async || {
+    env.lose_and_keep_through_retention(&again, &metadata, &location, &watched, async || {
         env.collect(&config).await;
     })
     .await;
@@ -649,12 +645,8 @@ async fn a_run_copied_from_another_catalogs_warehouse_never_starts_clocks_here()
         report.run_id, report.status, foreign.run_id
     );
     // The live file loses reachability now.
-    here.advance(MINUTE);
-    let lost_at = here
-        .commit_away(&id, &metadata, &location, &Layout::under("again/2"))
-        .await;
     let watched = vec![here.relative(&location)];
-    here.assert_kept_through_retention(lost_at, 5 * MINUTE, &watched, "", async || {
+    here.lose_and_keep_through_retention(&id, &metadata, &location, &watched, async || {
         here.collect(&config).await;
     })
     .await;

@@ -58,11 +58,7 @@ async fn stalled_clock_put(seed: u64, backdate: bool) {
     resume_and_join(&store, process1).await;
     eprintln!("entry after the late put: {:?}", env.entry_of(&md).await);
 
-    env.advance(MINUTE);
-    let lost_at = env
-        .commit_away(&again, &metadata, &location, &Layout::under("again/2"))
-        .await;
-    env.assert_kept_through_retention(lost_at, 5 * MINUTE, &[md], "", async || {
+    env.lose_and_keep_through_retention(&again, &metadata, &location, &[md], async || {
         let r = run(&env).collect(env.now()).await.expect("gc run");
         assert_eq!(r.status, GcStatus::Completed, "{r:?}");
     })

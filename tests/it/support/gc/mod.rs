@@ -924,6 +924,25 @@ impl Env {
         self.now()
     }
 
+    /// A minute from now `id` commits away from `metadata` at `location` (to a successor
+    /// under `again/2`); then each of `watched` must outlive the retention window while
+    /// `pass` collects every five minutes ([`Env::assert_kept_through_retention`]).
+    pub async fn lose_and_keep_through_retention(
+        &self,
+        id: &IndexIdentifier,
+        metadata: &IndexMetadata,
+        location: &str,
+        watched: &[String],
+        pass: impl AsyncFnMut(),
+    ) {
+        self.advance(MINUTE);
+        let lost_at = self
+            .commit_away(id, metadata, location, &Layout::under("again/2"))
+            .await;
+        self.assert_kept_through_retention(lost_at, 5 * MINUTE, watched, "", pass)
+            .await;
+    }
+
     /// The promise the red teams attack: objects that lost catalog reachability at
     /// `lost_at` outlive the retention of [`test_config`] (2 h). Every `every` ms until a
     /// minute before it has passed, `pass` runs (a collection), then each of `watched` must

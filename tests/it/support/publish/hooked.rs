@@ -54,6 +54,13 @@ impl Hooked {
         self.commits.load(Ordering::SeqCst)
     }
 
+    /// A catalog whose first commit does `first`; every later one is forwarded.
+    pub fn first_commit(inner: Arc<dyn IndexCatalog>, first: Action) -> Arc<Hooked> {
+        Hooked::new(inner, move |call| {
+            Box::pin(async move { if call == 1 { first } else { Action::Forward } })
+        })
+    }
+
     /// The `new` locations of every commit call, in order.
     pub fn new_locations(&self) -> Vec<String> {
         self.new_locations.lock().expect("lock").clone()

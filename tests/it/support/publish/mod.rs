@@ -514,15 +514,7 @@ pub async fn ambiguous_commits(catalog: Arc<dyn IndexCatalog>, warehouse: Wareho
 
     // 1. The commit applied but the answer was lost.
     let (id, _) = created(&plain, "landed").await;
-    let hooked = Hooked::new(catalog.clone(), |call| {
-        Box::pin(async move {
-            if call == 1 {
-                Action::ForwardThenUnknown
-            } else {
-                Action::Forward
-            }
-        })
-    });
+    let hooked = Hooked::first_commit(catalog.clone(), Action::ForwardThenUnknown);
     let publisher = Publisher::new(hooked.clone(), warehouse.clone());
     let published = publisher
         .publish(&id, |_| Ok(Some(contents("landed"))))
@@ -538,15 +530,7 @@ pub async fn ambiguous_commits(catalog: Arc<dyn IndexCatalog>, warehouse: Wareho
     // 2. The commit did not apply and nobody moved the pointer: the same commit is
     //    re-issued (same file), no second attempt.
     let (id, _) = created(&plain, "reissued").await;
-    let hooked = Hooked::new(catalog.clone(), |call| {
-        Box::pin(async move {
-            if call == 1 {
-                Action::Unknown
-            } else {
-                Action::Forward
-            }
-        })
-    });
+    let hooked = Hooked::first_commit(catalog.clone(), Action::Unknown);
     let publisher = Publisher::new(hooked.clone(), warehouse.clone());
     let published = publisher
         .publish(&id, |_| Ok(Some(contents("reissued"))))
