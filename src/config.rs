@@ -62,21 +62,20 @@ use crate::store::memory::MemoryStore;
 use crate::store::s3::{S3Options, S3Store, amazon_s3_builder};
 use crate::store::timeouts::StoreTimeouts;
 use crate::warehouse::Warehouse;
+use crate::warehouse::layout::CATALOG_DIR;
 
 /// The scheme of remote catalog URIs (`lambda://PREFIX`), recognised in every build so
 /// that a build without the `remote` feature names the missing feature.
 const LAMBDA_SCHEME: &str = "lambda://";
 
-/// The directory the catalog's own pointer records use inside a warehouse.
-pub const CATALOG_DIR: &str = "_catalog";
-
 /// Where the catalog keeps pointers and metadata.
 #[derive(Debug, Clone, Default)]
 pub struct CatalogConfig {
-    /// The warehouse root URI (default `file://$PWD/warehouse`).
-    pub warehouse: Option<String>,
-    /// The pointer-store URI (default: the warehouse's own store).
-    pub catalog: Option<String>,
+    /// The warehouse root URI (default `file://$PWD/warehouse`; set by [`CatalogConfig::new`]).
+    pub(crate) warehouse: Option<String>,
+    /// The pointer-store URI (default: the warehouse's own store; set by
+    /// [`CatalogConfig::new`]).
+    pub(crate) catalog: Option<String>,
     /// S3 options on top of the `AWS_*` environment.
     #[cfg(feature = "s3")]
     pub s3: S3Options,
@@ -86,8 +85,8 @@ pub struct CatalogConfig {
     pub lambda_endpoint: Option<String>,
     /// Bounds on every S3 and DynamoDB request (default: the clients' own, which suit
     /// batch jobs rather than functions with a timeout). Explicit S3 settings in
-    /// [`CatalogConfig::s3`] win over these.
-    pub store_timeouts: Option<StoreTimeouts>,
+    /// [`CatalogConfig::s3`] win over these. Set by [`CatalogConfig::with_store_timeouts`].
+    pub(crate) store_timeouts: Option<StoreTimeouts>,
 }
 
 impl CatalogConfig {
@@ -114,7 +113,7 @@ impl CatalogConfig {
 
     /// The S3 options in effect: [`CatalogConfig::s3`], completed by the store timeouts.
     #[cfg(feature = "s3")]
-    pub fn s3_options(&self) -> S3Options {
+    pub(crate) fn s3_options(&self) -> S3Options {
         let mut options = self.s3.clone();
         if let Some(timeouts) = &self.store_timeouts {
             options.max_retries.get_or_insert(timeouts.max_retries);
@@ -177,7 +176,7 @@ impl CatalogConfig {
     }
 
     /// Open the pointer store (for `warehouse` when it is the warehouse's own store).
-    pub async fn open_store(&self, warehouse: &Warehouse) -> Result<Arc<dyn PointerStore>> {
+    pub(crate) async fn open_store(&self, warehouse: &Warehouse) -> Result<Arc<dyn PointerStore>> {
         let uri = match &self.catalog {
             Some(uri) => uri.clone(),
             None => format!("{}/{CATALOG_DIR}", warehouse.root()),
@@ -221,7 +220,7 @@ impl CatalogConfig {
     /// warehouse. Production tables and buckets come from `infra/`; existing ones are left
     /// as they are. Returns what was checked or created.
     #[cfg(feature = "admin")]
-    pub async fn create_missing_resources(&self) -> Result<Vec<String>> {
+    pub(crate) async fn create_missing_resources(&self) -> Result<Vec<String>> {
         let mut done = Vec::new();
         let warehouse = self.warehouse_uri()?;
         let url = parse(&warehouse, "warehouse")?;
@@ -325,7 +324,7 @@ impl CatalogConfig {
     }
 
     /// Whether the catalog URI names a remote catalog (`lambda://`).
-    pub fn is_remote(&self) -> bool {
+    pub(crate) fn is_remote(&self) -> bool {
         self.catalog
             .as_deref()
             .is_some_and(|uri| uri.starts_with(LAMBDA_SCHEME))

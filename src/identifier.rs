@@ -115,6 +115,7 @@ impl Namespace {
     }
 
     /// The key of this namespace's own record.
+    #[doc(hidden)] // The storage-key codec, for the tests and fuzz targets.
     pub fn store_key(&self) -> StoreKey {
         let (leaf, parents) = self.0.split_last().unwrap_or((&self.0[0], &[]));
         let mut key = String::from(NAMESPACE_TREE);
@@ -125,6 +126,7 @@ impl Namespace {
     }
 
     /// The listing prefix of this namespace's direct child namespaces.
+    #[doc(hidden)] // The storage-key codec, for the tests and fuzz targets.
     pub fn children_prefix(&self) -> StoreKey {
         let mut key = String::from(NAMESPACE_TREE);
         push_path(&mut key, &self.0);
@@ -133,11 +135,12 @@ impl Namespace {
     }
 
     /// The listing prefix of the top-level namespaces.
-    pub fn top_level_prefix() -> StoreKey {
+    pub(crate) fn top_level_prefix() -> StoreKey {
         StoreKey::from_codec(format!("{NAMESPACE_TREE}{LEAF}"))
     }
 
     /// The listing prefix of the indexes directly in this namespace.
+    #[doc(hidden)] // The storage-key codec, for the tests and fuzz targets.
     pub fn indexes_prefix(&self) -> StoreKey {
         let mut key = String::from(INDEX_TREE);
         push_path(&mut key, &self.0);
@@ -147,6 +150,7 @@ impl Namespace {
 
     /// The namespace whose record is stored under `key` (strict inverse of
     /// [`Namespace::store_key`]).
+    #[doc(hidden)] // The storage-key codec, for the tests and fuzz targets.
     pub fn from_store_key(key: &str) -> Result<Namespace> {
         let rest = key
             .strip_prefix(NAMESPACE_TREE)
@@ -207,6 +211,7 @@ impl IndexIdentifier {
     }
 
     /// The key of this identifier's pointer record.
+    #[doc(hidden)] // The storage-key codec, for the tests and fuzz targets.
     pub fn store_key(&self) -> StoreKey {
         let mut key = String::from(INDEX_TREE);
         push_path(&mut key, self.namespace.segments());
@@ -217,6 +222,7 @@ impl IndexIdentifier {
 
     /// The identifier whose pointer is stored under `key` (strict inverse of
     /// [`IndexIdentifier::store_key`]).
+    #[doc(hidden)] // The storage-key codec, for the tests and fuzz targets.
     pub fn from_store_key(key: &str) -> Result<IndexIdentifier> {
         let rest = key
             .strip_prefix(INDEX_TREE)
@@ -290,15 +296,16 @@ fn encode_into(out: &mut String, segment: &str) {
     }
 }
 
-/// Encode one segment (exposed for property tests and the key-codec fuzz target).
-pub fn encode_segment(segment: &str) -> String {
+/// Encode one segment (for the tests of the codec).
+#[cfg(test)]
+fn encode_segment(segment: &str) -> String {
     let mut out = String::with_capacity(segment.len());
     encode_into(&mut out, segment);
     out
 }
 
 /// Decode one canonically encoded segment.
-pub fn decode_segment(encoded: &str) -> Result<String> {
+pub(crate) fn decode_segment(encoded: &str) -> Result<String> {
     let bad = || invalid(format!("`{encoded}` is not a canonical key segment"));
     let bytes = encoded.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());

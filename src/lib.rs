@@ -117,6 +117,7 @@ pub mod gc;
 pub mod identifier;
 mod json;
 #[cfg(feature = "lambda")]
+#[doc(hidden)] // The handler layer of the `functions/` crate, not part of the API.
 pub mod lambda;
 pub mod metadata;
 pub mod publish;
@@ -140,6 +141,7 @@ pub use warehouse::Warehouse;
 /// Run the `parqdb-catalog` command: parse the process's arguments, run the command, print
 /// its result, and return the exit code (what `src/bin/parqdb-catalog.rs` calls).
 #[cfg(feature = "cli")]
+#[doc(hidden)] // For the binary target, not part of the API.
 pub fn run_command() -> std::process::ExitCode {
     cli::main()
 }

@@ -135,7 +135,7 @@ impl RetryPolicy {
 
     /// Sleep after `failed` failed attempts, drawing the delay with a random number from
     /// `random`.
-    pub async fn back_off(&self, failed: u32, random: &dyn IdGenerator) {
+    pub(crate) async fn back_off(&self, failed: u32, random: &dyn IdGenerator) {
         self.schedule().sleep(failed, random).await;
     }
 }
@@ -233,7 +233,7 @@ impl PublishPolicy {
 
     /// Sleep after `failed` failed attempts, the last of which took `attempt`, drawing the
     /// delay ([`PublishPolicy::delay_after`]) with a random number from `random`.
-    pub async fn back_off(&self, failed: u32, attempt: Duration, random: &dyn IdGenerator) {
+    pub(crate) async fn back_off(&self, failed: u32, attempt: Duration, random: &dyn IdGenerator) {
         self.schedule_after(attempt).sleep(failed, random).await;
     }
 

@@ -19,6 +19,7 @@ use crate::metadata::{
     IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
 };
 use crate::publish::{Jitter, PublishPolicy};
+use crate::store::PointerStoreExt;
 use crate::store::{PutMode, StoreKey};
 
 /// Snapshots kept in the metadata of the commit scenarios (files stay small).

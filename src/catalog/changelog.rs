@@ -37,10 +37,8 @@ use super::Catalog;
 use super::record::{PointerRecord, PointerState};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::IndexIdentifier;
+use crate::warehouse::layout::CHANGES_DIR;
 use crate::warehouse::{Fetched, ListItem, Warehouse};
-
-/// The change log's directory under the warehouse root.
-pub const CHANGES_DIR: &str = "_gc/changes";
 
 const CHANGE_VERSION: i32 = 1;
 

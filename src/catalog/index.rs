@@ -14,6 +14,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::{IndexIdentifier, Namespace};
 use crate::metadata::TableDefinition;
 use crate::retry::Retry;
+use crate::store::PointerStoreExt;
 use crate::store::{Changed, PutMode, Version, Versioned};
 
 /// How often a mutation re-reads and retries after losing a race to another writer of the

@@ -68,10 +68,11 @@ mod cache;
 pub(crate) mod changelog;
 mod index;
 mod namespace;
-pub mod ownership;
-pub mod probe_memo;
+pub(crate) mod ownership;
+pub(crate) mod probe_memo;
 mod publication;
 #[cfg(feature = "test-util")]
+#[doc(hidden)] // The pointer records' wire form, for the tests and fuzz targets.
 pub mod record;
 #[cfg(not(feature = "test-util"))]
 pub(crate) mod record;
@@ -88,7 +89,7 @@ use tokio::sync::OnceCell;
 
 pub use crate::retry::RetryPolicy;
 pub use binding::SourceBinding;
-pub use cache::MetadataCache;
+pub(crate) use cache::MetadataCache;
 pub use publication::PUBLISH_WINDOW;
 
 use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
@@ -364,7 +365,7 @@ impl CatalogBuilder {
     }
 
     /// Whether to run the capability probe before the first write (default `true`; a
-    /// recent pass recorded in the store counts, see [`probe_memo`]). Turn it off only for
+    /// recent pass recorded in the store counts, see `catalog::probe_memo`). Turn it off only for
     /// a store you have probed yourself.
     pub fn probe_on_first_write(mut self, probe: bool) -> Self {
         self.probe_on_first_write = probe;
@@ -443,7 +444,7 @@ impl Catalog {
     /// refuse it (`WAREHOUSE_NOT_OWNED`) if another catalog (or a copy of this one's store)
     /// owns it, or (`INVALID_CONFIGURATION`) if it lies inside another warehouse's managed
     /// prefixes or holds data without a marker. Every write does this before its first
-    /// store call (a confirmation is trusted for [`ownership::OWNERSHIP_TTL`]); call it to
+    /// store call (a confirmation is trusted for a minute, `OWNERSHIP_TTL`); call it to
     /// do it up front (at start-up).
     pub async fn claim_warehouse(&self) -> Result<()> {
         self.ensure_owned(None).await
@@ -489,7 +490,10 @@ impl Catalog {
     /// Read, parse and validate a metadata file from the warehouse, bypassing the cache
     /// (and refreshing it). register and commit read the file they are about to publish
     /// this way, so a file the garbage collector has deleted is never published.
-    pub async fn read_metadata_from_warehouse(&self, location: &str) -> Result<Arc<IndexMetadata>> {
+    pub(crate) async fn read_metadata_from_warehouse(
+        &self,
+        location: &str,
+    ) -> Result<Arc<IndexMetadata>> {
         let inner = &self.inner;
         inner
             .cache

@@ -52,9 +52,10 @@ use super::write::{Basis, WriteOutcome, conditional_write, read_with_retry, stor
 use crate::error::{Error, ErrorKind, Result};
 use crate::retry::{Retry, RetryPolicy};
 use crate::store::{PutMode as StorePutMode, StoreKey};
+use crate::warehouse::layout::CLAIMS_DIR;
 use crate::warehouse::{Fetched, GC_DIR, INDEXES_DIR, ListItem, METADATA_DIR, Warehouse};
 
-pub use crate::warehouse::OWNER_MARKER as MARKER;
+pub(crate) use crate::warehouse::OWNER_MARKER as MARKER;
 
 /// How long a catalog trusts its last ownership check before checking again.
 pub const OWNERSHIP_TTL: std::time::Duration = std::time::Duration::from_secs(60);
@@ -247,10 +248,6 @@ async fn earlier_use(
     }
     Ok(None)
 }
-
-/// The directory of claim records: `_gc/claims/<catalog-id>.json`, a copy of the marker
-/// the owning catalog writes (create-if-absent) once the marker names it.
-pub const CLAIMS_DIR: &str = "_gc/claims";
 
 fn claim_record(id: Uuid) -> String {
     format!("{CLAIMS_DIR}/{id}.json")

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::Catalog;
 use super::write::store_error;
 use crate::error::Result;
+use crate::store::PointerStoreExt;
 use crate::store::{PutMode, StoreKey};
 
 /// The key of the memo (next to the probe's own `_probe/<uuid>/` keys).
@@ -101,7 +102,9 @@ mod tests {
     use crate::clock::ManualClock;
     use crate::identifier::Namespace;
     use crate::store::memory::MemoryStore;
-    use crate::store::{ListPage, PointerStore, StoreError, Version, Versioned};
+    use crate::store::{
+        Changed, GetOptions, ListOptions, ListPage, PointerStore, PutOptions, StoreError, Version,
+    };
     use crate::warehouse::Warehouse;
 
     /// A memory store that counts probes (each probe tries one replace of its
@@ -117,27 +120,30 @@ mod tests {
         fn describe(&self) -> String {
             "counting".into()
         }
-        async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
-            self.inner.get(key).await
+        async fn get_opts(
+            &self,
+            key: &StoreKey,
+            options: GetOptions<'_>,
+        ) -> Result<Changed, StoreError> {
+            self.inner.get_opts(key, options).await
         }
-        async fn put(
+        async fn put_opts(
             &self,
             key: &StoreKey,
             value: Bytes,
-            mode: PutMode,
+            options: PutOptions,
         ) -> Result<Version, StoreError> {
             if key.as_str().ends_with("/=missing") {
                 self.probes.fetch_add(1, Ordering::SeqCst);
             }
-            self.inner.put(key, value, mode).await
+            self.inner.put_opts(key, value, options).await
         }
-        async fn list(
+        async fn list_opts(
             &self,
             prefix: &StoreKey,
-            start_after: Option<&StoreKey>,
-            limit: usize,
+            options: ListOptions<'_>,
         ) -> Result<ListPage, StoreError> {
-            self.inner.list(prefix, start_after, limit).await
+            self.inner.list_opts(prefix, options).await
         }
     }
 

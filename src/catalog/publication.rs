@@ -7,7 +7,7 @@
 //!    collector parses unreachable metadata only there, which is what keeps the tables a
 //!    metadata file names until the file itself is gone. A file elsewhere, or at a name
 //!    the collector takes for another catalog's structure (`…/_gc/…`, `…/i/…/=x`: see
-//!    `gc::nested`), is [`ErrorKind::InvalidIndexMetadata`]. The location is stored in its canonical form
+//!    `warehouse::layout`), is [`ErrorKind::InvalidIndexMetadata`]. The location is stored in its canonical form
 //!    ([`Warehouse::canonical_location`](crate::warehouse::Warehouse::canonical_location)).
 //! 2. **Not condemned.** The collector's ledger holds no condemnation of the file, nor of
 //!    a family reference (`ivf_centroids_metadata_location`) the base did not already
@@ -42,10 +42,9 @@ use tokio::time::Instant;
 
 use super::Catalog;
 use crate::clock::{Clock, SystemClock};
-use crate::config::CATALOG_DIR;
 use crate::error::{Error, ErrorKind, Result};
-use crate::gc::ledger;
 use crate::metadata::IndexMetadata;
+use crate::warehouse::layout::{CATALOG_DIR, ledger_holds, nested_root};
 use crate::warehouse::{
     GC_DIR, MANAGED_PREFIXES, METADATA_DIR, OWNER_MARKER, is_within, object_name,
 };
@@ -161,7 +160,7 @@ impl Catalog {
                 ),
             ));
         }
-        if let Some(root) = crate::gc::nested::nested_root(&name) {
+        if let Some(root) = nested_root(&name) {
             return Err(Error::new(
                 ErrorKind::InvalidIndexMetadata,
                 format!(
@@ -230,7 +229,7 @@ impl Catalog {
             }
             // A family reference names metadata: never at a name the collector takes for
             // another catalog's structure and never reads (see `prepare_publication`).
-            if crate::gc::nested::nested_root(&name).is_some() {
+            if nested_root(&name).is_some() {
                 return refuse(
                     "family reference",
                     &name,
@@ -335,7 +334,7 @@ fn refuse_unmirrorable(
     name: &str,
     what: &str,
 ) -> Result<()> {
-    if ledger::mirrors(warehouse, name) {
+    if ledger_holds(warehouse.max_name_len(), name) {
         return Ok(());
     }
     Err(Error::new(
@@ -348,7 +347,7 @@ fn refuse_unmirrorable(
 }
 
 async fn refuse_condemned(catalog: &Catalog, name: &str, what: &str) -> Result<()> {
-    match ledger::condemnation(catalog.warehouse(), name).await? {
+    match catalog.warehouse().condemnation(name).await? {
         None => Ok(()),
         Some(condemned_ms) => Err(Error::new(
             ErrorKind::InvalidIndexMetadata,

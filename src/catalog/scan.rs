@@ -1,6 +1,6 @@
 //! Paginated listing of the records that may be visible.
 //!
-//! The store's [`PointerStore::list_shown`](crate::store::PointerStore::list_shown) leaves
+//! The store's [`PointerStoreExt::list_shown`](crate::store::PointerStoreExt::list_shown) leaves
 //! out records written [`Listing::Hidden`] (tombstones) where it can. A listed record whose
 //! value came with the listing is judged from its value; one without a value is judged
 //! from its class when that is [`Listing::Shown`] (live: visible, nothing to read), and is
@@ -13,6 +13,7 @@ use futures::{StreamExt, TryStreamExt};
 use super::Catalog;
 use super::write::store_error;
 use crate::error::{Error, ErrorKind, Result};
+use crate::store::PointerStoreExt;
 use crate::store::{Listing, StoreKey, Versioned};
 
 /// How many record bodies are fetched at once for stores whose listings carry none.

@@ -32,6 +32,7 @@ use uuid::Uuid;
 use super::record::CommitChain;
 use crate::error::{Error, ErrorKind, Result};
 use crate::retry::Retry;
+use crate::store::PointerStoreExt;
 use crate::store::{Listing, PointerStore, PutMode, StoreError, StoreKey, Version};
 
 tokio::task_local! {
@@ -307,7 +308,7 @@ mod tests {
     use super::*;
     use crate::clock::SeededIds;
     use crate::retry::RetryPolicy;
-    use crate::store::{ListPage, Versioned};
+    use crate::store::{Changed, GetOptions, ListOptions, ListPage, PutOptions};
 
     /// A store whose writes always fail before applying (retryable), counting them.
     #[derive(Debug, Default)]
@@ -321,20 +322,24 @@ mod tests {
             "down".to_owned()
         }
 
-        async fn get(&self, _: &StoreKey) -> Result<Option<Versioned>, StoreError> {
-            Ok(None)
+        async fn get_opts(&self, _: &StoreKey, _: GetOptions<'_>) -> Result<Changed, StoreError> {
+            Ok(Changed::Missing)
         }
 
-        async fn put(&self, _: &StoreKey, _: Bytes, _: PutMode) -> Result<Version, StoreError> {
+        async fn put_opts(
+            &self,
+            _: &StoreKey,
+            _: Bytes,
+            _: PutOptions,
+        ) -> Result<Version, StoreError> {
             self.puts.fetch_add(1, Ordering::SeqCst);
             Err(StoreError::unavailable("down"))
         }
 
-        async fn list(
+        async fn list_opts(
             &self,
             _: &StoreKey,
-            _: Option<&StoreKey>,
-            _: usize,
+            _: ListOptions<'_>,
         ) -> Result<ListPage, StoreError> {
             Ok(ListPage::default())
         }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use super::GarbageCollector;
 use super::config::format_duration;
 use super::job::{Doomed, Object, Plan};
-use super::ledger::{Entry, JournalRef, Ledger, Trust};
+use super::journal::JournalRef;
+use super::ledger::{Ledger, LedgerEntry, Trust};
 use super::reachability::Observation;
 use super::refs::Protected;
 use super::report::{ActionKind, Counts, GcReport};
@@ -112,7 +113,7 @@ impl<'a> Judge<'a> {
         observation: &Observation,
         referenced: &Protected,
         object: &Object,
-        entry: Entry,
+        entry: LedgerEntry,
     ) -> Result<Assessed> {
         let mut assessed = Assessed {
             name: object.name.clone(),

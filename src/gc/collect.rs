@@ -109,7 +109,8 @@ impl GarbageCollector {
         let finished = match self.find_run(plan.run_id).await {
             Ok(Some((_, true)) | None) => true,
             Ok(Some((_, false))) => Ledger::new(self.catalog.warehouse())
-                .journal_state()
+                .journals()
+                .state()
                 .await
                 .is_ok_and(|journals| plan.superseded(&journals, plan.catalog_id).is_some()),
             Err(_) => false,

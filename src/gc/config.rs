@@ -219,7 +219,7 @@ impl GcConfig {
     }
 
     /// The condemnation delay `B` in effect.
-    pub fn effective_condemn_delay(&self) -> Duration {
+    pub(crate) fn effective_condemn_delay(&self) -> Duration {
         self.condemn_delay.unwrap_or(self.grace)
     }
 

@@ -112,10 +112,11 @@ impl Invocation<'_> {
             let previous = match self.plan.previous {
                 Some(previous) => {
                     Ledger::new(catalog.warehouse())
-                        .read_journal(previous)
+                        .journals()
+                        .read(previous)
                         .await?
                 }
-                None => super::ledger::JournalFacts::default(),
+                None => super::journal::JournalFacts::default(),
             };
             let mut observation = super::reachability::observe(
                 catalog,

@@ -7,7 +7,8 @@
 //! lease; its report holds the whole run's counts.
 
 use super::job::{Job, Seq, planned_runs};
-use super::ledger::{JournalRef, Ledger};
+use super::journal::JournalRef;
+use super::ledger::Ledger;
 use super::report::{Counts, GcPhase, GcProgress};
 use super::step::{GcStep, Invocation, StepOutcome};
 use crate::error::Result;
@@ -56,7 +57,7 @@ impl Invocation<'_> {
             let journal = self.plan.journal();
             for dead in &self.plan.dead {
                 if *dead != journal {
-                    ledger.mark_dead(*dead).await?;
+                    ledger.journals().mark_dead(*dead).await?;
                 }
             }
             // Journals outlive every clock that refers to them by far; a clock whose run's
@@ -64,9 +65,10 @@ impl Invocation<'_> {
             let rules = self.plan.rules;
             let keep_ms = rules.retention_ms.saturating_mul(4).max(7 * 24 * 3_600_000);
             ledger
-                .prune_journals(self.plan.now_ms.saturating_sub(keep_ms))
+                .journals()
+                .prune(self.plan.now_ms.saturating_sub(keep_ms))
                 .await?;
-            ledger.mark_done(journal).await?;
+            ledger.journals().mark_done(journal).await?;
             // The run is finished: what follows is housekeeping, and its failure leaves
             // only files the next run prunes (it never fails a finished run).
             self.tidy_up(journal).await;

@@ -21,7 +21,7 @@ use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::ledger::{self, JournalFacts};
+use super::journal::JournalFacts;
 use super::named::names_of_metadata;
 use super::refs::RefMap;
 use super::rules::{self, Timing};
@@ -138,7 +138,7 @@ pub(crate) async fn read(
             // condemned or not (a restored backup, a hand edit no walk saw).
             let condemned = match published.is_empty() {
                 true => None,
-                false => ledger::condemnation(warehouse, &name).await?,
+                false => warehouse.condemnation(&name).await?,
             };
             let Some(at) = published
                 .into_iter()

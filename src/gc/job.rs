@@ -29,15 +29,13 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::ledger::{JournalRef, JournalState};
+use super::journal::{JournalRef, JournalState};
 use super::reachability::Observation;
 use super::refs::SelfCovering;
 use super::report::Counts;
 use crate::error::{Error, ErrorKind, Result};
+use crate::warehouse::layout::RUNS_DIR;
 use crate::warehouse::{Fetched, ListItem, ListRange, Listed, Positioned, Warehouse};
-
-/// The runs directory under the warehouse root.
-pub const RUNS_DIR: &str = "_gc/runs";
 
 /// The version of a run's files. A run of another version is given up (marked dead: none
 /// of its ledger facts is trusted, so the clocks it recorded start again). Version 3 dates
@@ -265,7 +263,7 @@ pub(crate) struct Page {
 /// One listed entry, as a page's listing keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-pub(crate) struct Entry {
+pub(crate) struct StoredItem {
     pub position: String,
     pub name: String,
     pub size: u64,
@@ -275,18 +273,18 @@ pub(crate) struct Entry {
     pub skipped: Option<String>,
 }
 
-impl Entry {
-    pub(crate) fn of(entry: Positioned) -> Entry {
+impl StoredItem {
+    pub(crate) fn of(entry: Positioned) -> StoredItem {
         let position = entry.position;
         match entry.item {
-            ListItem::Object(listed) => Entry {
+            ListItem::Object(listed) => StoredItem {
                 position,
                 name: listed.name,
                 size: listed.size,
                 last_modified_ms: listed.last_modified_ms,
                 skipped: None,
             },
-            ListItem::Skipped { name, reason } => Entry {
+            ListItem::Skipped { name, reason } => StoredItem {
                 position,
                 name,
                 size: 0,
@@ -327,7 +325,7 @@ impl Entry {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub(crate) struct Listing {
-    pub entries: Vec<Entry>,
+    pub entries: Vec<StoredItem>,
     /// Whether the listing reached the end of its range.
     pub done: bool,
 }

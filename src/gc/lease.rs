@@ -48,10 +48,8 @@ use uuid::Uuid;
 
 use super::config::MAX_LEASE;
 use crate::error::{Error, ErrorKind, Result};
+use crate::warehouse::layout::LEASE_DIR;
 use crate::warehouse::{Fetched, ListItem, Warehouse};
-
-/// The lease directory under the warehouse root.
-pub const LEASE_DIR: &str = "_gc/lease";
 
 /// How many old generations are kept for inspection.
 const KEEP_GENERATIONS: u64 = 8;

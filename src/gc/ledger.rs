@@ -20,22 +20,7 @@
 //! * `u-<ms>-<run-ms>-<run>.json` — a clock of an earlier version (dated by rules that
 //!   could date a loss too early): never trusted, cleared by the sweep.
 //!
-//! # The journal
-//! Every run that writes the ledger first writes `_gc/journal/<run-ms>-<run>.json`: the
-//! commit id of every pointer record at its walk (the next run's
-//! [`history`](super::history) explains the records it finds from these and the change
-//! log). When it has finished (sweep included) it writes
-//! `<run-ms>-<run>.<journal-landed-ms>.done`, naming when its journal landed (the store's
-//! time); a run that gives up a dead run (killed for good, abandoned) marks it `.dead`,
-//! which trusts none of its facts.
-//!
-//! A finish mark counts only while the journal it names still carries that landing time.
-//! Every copy lands anew (an object store dates a copy when it is made; on a file system
-//! the birth time, which nobody can set, is new), so a `_gc/` restored from a
-//! backup, copied, or rolled back with the catalog finishes none of its runs: the restored
-//! ledger's clocks are not trusted and start again at the next walk. A restore that
-//! brings back the very same files (a file-system snapshot rolled back, the original tree
-//! moved back) is not seen: the restore procedure's `init --adopt` starts a new epoch.
+//! Which facts are trusted depends on the runs' journals (the `journal` submodule).
 //!
 //! Several files of a kind combine by taking the **largest** value, which is always the
 //! conservative reading: a later clock start and a later condemnation both delay
@@ -51,7 +36,8 @@
 //! request per 1,000 ledger files), and the same listing shows the entries of objects the
 //! page no longer holds, which it clears. The sweep after the deletes lists the mirror
 //! once more for the objects reachable at either walk. Only publication asks for one
-//! entry, the condemnation of the file it publishes (`condemnation`).
+//! entry, the condemnation of the file it publishes (`Warehouse::condemnation`, in the
+//! warehouse layout).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -61,121 +47,15 @@ use futures::stream::BoxStream;
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::journal::{JournalRef, Journals};
 use super::rules::Clock;
 use crate::error::Result;
-use crate::warehouse::{Fetched, ListItem, ListRange, Listed, Positioned, Warehouse};
-
-/// The ledger directory under the warehouse root.
-pub const LEDGER_DIR: &str = "_gc/ledger";
+use crate::warehouse::layout::{
+    Fact, FactRun, LEDGER_DIR, condemnation_visible, ledger_entry, ledger_holds, parse_fact,
+};
+use crate::warehouse::{ListItem, ListRange, Listed, Positioned, Warehouse};
 
 const LEDGER_VERSION: i32 = 2;
-
-/// The journal of one run: its time and id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-pub(crate) struct JournalRef {
-    pub run_ms: i64,
-    pub run_id: Uuid,
-}
-
-impl JournalRef {
-    /// `<run-ms>-<run>`: how the run's files are named.
-    pub(crate) fn suffix(&self) -> String {
-        format!("{}-{}", self.run_ms.max(0), self.run_id.simple())
-    }
-
-    /// The journal a suffix names, if it is one this collector writes.
-    pub(crate) fn parse_suffix(stem: &str) -> Option<JournalRef> {
-        let (run_ms, run) = stem.split_once('-')?;
-        let journal = JournalRef {
-            run_ms: run_ms.parse().ok()?,
-            run_id: Uuid::try_parse(run).ok()?,
-        };
-        (journal.suffix() == stem).then_some(journal)
-    }
-}
-
-/// What the journals say at the start of a run.
-#[derive(Debug, Default)]
-pub(crate) struct JournalState {
-    /// The latest finished run.
-    pub previous: Option<JournalRef>,
-    /// Runs that wrote a journal but never finished (nor were marked dead).
-    pub dead: Vec<JournalRef>,
-    /// Runs whose finish mark no longer matches their journal (the journal directory was
-    /// restored, copied, or had its attributes changed): over, and untrusted.
-    pub stale: Vec<JournalRef>,
-    /// Runs that are over: finished (whether their mark still counts or not) or marked
-    /// dead. None is ever resumed.
-    pub finished: HashSet<JournalRef>,
-    /// Runs that finished, with when their finish mark landed (the store's time).
-    pub done_at: HashMap<JournalRef, i64>,
-    /// Runs whose journal exists (a mark may outlive its journal).
-    pub journaled: HashSet<JournalRef>,
-    /// The latest time of any journal, finished or not.
-    pub latest_ms: Option<i64>,
-}
-
-/// The journal directory under the warehouse root.
-pub const JOURNAL_DIR: &str = "_gc/journal";
-
-/// The journal's version: 2 keeps each record's store key with its commit id.
-const JOURNAL_VERSION: i32 = 2;
-
-#[derive(Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-struct Journal {
-    journal_version: i32,
-    run_id: Uuid,
-    now_ms: i64,
-    /// Every pointer record's store key and commit id (version 2).
-    #[serde(default)]
-    records: BTreeMap<String, Uuid>,
-    /// The commit ids of version 1 (no keys).
-    #[serde(default)]
-    writes: Vec<Uuid>,
-}
-
-/// What a run's journal says its walk saw.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct JournalFacts {
-    /// Every record's store key and commit id.
-    pub records: BTreeMap<String, Uuid>,
-    /// Commit ids without keys (a journal of version 1).
-    pub writes: HashSet<Uuid>,
-    /// The journal is gone or unreadable (a torn write, a hand edit): what its run saw is
-    /// unknown, so no record counts as explained by it.
-    pub unknown: bool,
-}
-
-/// What the previous finished run saw at one key.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Seen<'a> {
-    /// This commit id.
-    At(Uuid),
-    /// Any of these (a journal of version 1, without keys).
-    AnyOf(&'a HashSet<Uuid>),
-}
-
-impl Seen<'_> {
-    /// Whether the run saw `commit`.
-    pub(crate) fn is(self, commit: Uuid) -> bool {
-        match self {
-            Seen::At(seen) => seen == commit,
-            Seen::AnyOf(seen) => seen.contains(&commit),
-        }
-    }
-}
-
-impl JournalFacts {
-    /// What the run saw at `key`.
-    pub(crate) fn seen(&self, key: &str) -> Seen<'_> {
-        match self.records.get(key) {
-            Some(commit) => Seen::At(*commit),
-            None => Seen::AnyOf(&self.writes),
-        }
-    }
-}
 
 /// A clock fact of an entry, as read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,7 +69,7 @@ pub(crate) struct ClockFile {
 
 /// One object's ledger entry as read.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Entry {
+pub(crate) struct LedgerEntry {
     /// Its clock facts (current format).
     pub clocks: Vec<ClockFile>,
     /// When the object was last condemned (largest recorded).
@@ -198,7 +78,7 @@ pub(crate) struct Entry {
     pub files: Vec<String>,
 }
 
-impl Entry {
+impl LedgerEntry {
     /// Add a listed file of the entry (a file this collector does not write is left out:
     /// never part of an entry, never deleted).
     fn add(&mut self, file: Listed) {
@@ -208,11 +88,9 @@ impl Entry {
                 journal,
                 landed_ms: file.landed_ms,
             }),
-            // A condemnation counts from when it became visible: its stamp, or the
-            // store's time of the write if that is later (a slow or retried write must
-            // not let the condemnation delay start before anyone could see it).
+            // A condemnation counts from when it became visible.
             Some((Kind::Condemned(ms), _)) => {
-                let visible = ms.max(file.last_modified_ms);
+                let visible = condemnation_visible(ms, file.last_modified_ms);
                 self.condemned_ms = Some(self.condemned_ms.map_or(visible, |c| c.max(visible)));
             }
             Some((Kind::Legacy, _)) => {}
@@ -249,7 +127,7 @@ pub(crate) struct PageScope<'a> {
 #[derive(Debug, Default)]
 pub(crate) struct PageEntries {
     /// The entries of the listed objects that have one.
-    pub entries: HashMap<String, Entry>,
+    pub entries: HashMap<String, LedgerEntry>,
     /// The files of entries whose object is gone.
     pub gone: Vec<String>,
     /// How many ledger files the listing returned (what the page cost).
@@ -309,86 +187,15 @@ pub(crate) struct Ledger {
     warehouse: Warehouse,
 }
 
-/// The longest name of an entry's file: `o-<clock>-<walk>-<run-ms>-<run>.json`.
-const LONGEST_FACT: usize = "o-".len() + 3 * 20 + 3 + 32 + ".json".len();
-
-/// Whether the ledger of `warehouse` can hold an entry for `object` (see
-/// [`Ledger::mirrors`]).
-pub(crate) fn mirrors(warehouse: &Warehouse, object: &str) -> bool {
-    LEDGER_DIR.len() + 1 + object.len() + 1 + LONGEST_FACT <= warehouse.max_name_len()
-}
-
-/// The latest condemnation of the object `name`, if its ledger entry holds any. Register
-/// and commit refuse to publish a condemned object (see `catalog::publication`).
-pub(crate) async fn condemnation(warehouse: &Warehouse, name: &str) -> Result<Option<i64>> {
-    Ok(Ledger::new(warehouse).read(name).await?.condemned_ms)
-}
-
-/// Parse an entry file name: `o-<clock>-<walk>-<run-ms>-<run>.json`,
-/// `c-<ms>-<run-ms>-<run>.json` or `u-<ms>-<run-ms>-<run>.json`.
+/// Parse an entry file name (see the layout's ledger facts).
 fn parse_name(name: &str) -> Option<(Kind, JournalRef)> {
-    let stem = name.strip_suffix(".json")?;
-    let mut parts = stem.split('-');
-    let tag = parts.next()?;
-    let ms: i64 = parts.next()?.parse().ok()?;
-    let kind = match tag {
-        "o" => Kind::Clock(Clock {
-            start_ms: ms,
-            walk_ms: parts.next()?.parse().ok()?,
-        }),
-        "c" => Kind::Condemned(ms),
-        "u" => Kind::Legacy,
-        _ => return None,
+    let (fact, FactRun { run_ms, run_id }) = parse_fact(name)?;
+    let kind = match fact {
+        Fact::Clock { start_ms, walk_ms } => Kind::Clock(Clock { start_ms, walk_ms }),
+        Fact::Condemned(ms) => Kind::Condemned(ms),
+        Fact::Legacy => Kind::Legacy,
     };
-    let run_ms = parts.next()?.parse().ok()?;
-    let run_id = Uuid::try_parse(parts.next()?).ok()?;
-    if parts.next().is_some() {
-        return None;
-    }
     Some((kind, JournalRef { run_ms, run_id }))
-}
-
-/// How a journal file marks its run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mark {
-    /// `<run-ms>-<run>.json`: the journal itself.
-    Journal,
-    /// `.<journal-landed-ms>.done`: the run finished, when its journal had landed (the
-    /// store's time) at this instant.
-    Done(i64),
-    /// `.done` without the journal's time (an earlier version's mark): proves nothing,
-    /// pruned with its journal.
-    Unstamped,
-    /// `.dead`: the run was given up.
-    Dead,
-}
-
-/// Parse a journal file's name (`_gc/journal/<run-ms>-<run>.json`,
-/// `<run-ms>-<run>.<journal-landed-ms>.done` or `<run-ms>-<run>.dead`, directly in the
-/// journal directory).
-fn parse_journal_file(name: &str) -> Option<(JournalRef, Mark)> {
-    let file = name.strip_prefix(JOURNAL_DIR)?.strip_prefix('/')?;
-    if file.contains('/') {
-        return None;
-    }
-    let (stem, mark) = if let Some(stem) = file.strip_suffix(".json") {
-        (stem, Mark::Journal)
-    } else if let Some(stem) = file.strip_suffix(".done") {
-        match stem.rsplit_once('.') {
-            Some((stem, landed)) => {
-                let landed_ms: i64 = landed.parse().ok()?;
-                if landed_ms.to_string() != landed {
-                    return None;
-                }
-                (stem, Mark::Done(landed_ms))
-            }
-            // A mark without the journal's time (an earlier version's) proves nothing.
-            None => (stem, Mark::Unstamped),
-        }
-    } else {
-        (file.strip_suffix(".dead")?, Mark::Dead)
-    };
-    JournalRef::parse_suffix(stem).map(|journal| (journal, mark))
 }
 
 fn file_name(name: &str) -> &str {
@@ -402,20 +209,25 @@ impl Ledger {
         }
     }
 
+    /// The journals of the same warehouse.
+    pub(crate) fn journals(&self) -> Journals {
+        Journals::new(&self.warehouse)
+    }
+
     fn dir(&self, object: &str) -> String {
-        format!("{LEDGER_DIR}/{object}")
+        ledger_entry(object)
     }
 
     /// Whether the ledger can hold an entry for `object`: its mirror, plus the longest
     /// fact's name, fits the store's key limit.
     pub(crate) fn mirrors(&self, object: &str) -> bool {
-        mirrors(&self.warehouse, object)
+        ledger_holds(self.warehouse.max_name_len(), object)
     }
 
     /// The entry of the object `object` (empty if none).
-    pub(crate) async fn read(&self, object: &str) -> Result<Entry> {
+    pub(crate) async fn read(&self, object: &str) -> Result<LedgerEntry> {
         let listed = self.warehouse.list_files(&self.dir(object)).await?;
-        let mut entry = Entry::default();
+        let mut entry = LedgerEntry::default();
         for file in listed {
             entry.add(file);
         }
@@ -610,194 +422,6 @@ impl Ledger {
         Ok(file)
     }
 
-    fn journal_name(&self, journal: JournalRef) -> String {
-        format!("{JOURNAL_DIR}/{}.json", journal.suffix())
-    }
-
-    /// Write this run's journal: every record's commit id at its walk.
-    pub(crate) async fn write_journal(
-        &self,
-        journal: JournalRef,
-        records: &BTreeMap<String, Uuid>,
-    ) -> Result<()> {
-        let body = Journal {
-            journal_version: JOURNAL_VERSION,
-            run_id: journal.run_id,
-            now_ms: journal.run_ms,
-            records: records.clone(),
-            writes: Vec::new(),
-        };
-        let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
-        self.warehouse
-            .put_if_absent(&self.journal_name(journal), bytes)
-            .await
-            .map(|_| ())
-    }
-
-    /// Whether a run's journal exists.
-    pub(crate) async fn journal_exists(&self, journal: JournalRef) -> Result<bool> {
-        Ok(self
-            .warehouse
-            .head(&self.journal_name(journal))
-            .await?
-            .is_some())
-    }
-
-    /// What a run's journal lists; [`JournalFacts::unknown`] if it is gone or unreadable (a
-    /// torn write, a hand edit): then no record counts as explained by it, and no clock
-    /// from before the reading run's walk stands.
-    pub(crate) async fn read_journal(&self, journal: JournalRef) -> Result<JournalFacts> {
-        let unknown = JournalFacts {
-            unknown: true,
-            ..JournalFacts::default()
-        };
-        let bytes = match self
-            .warehouse
-            .get(&self.journal_name(journal), u64::MAX)
-            .await?
-        {
-            Fetched::Object(bytes, _) => bytes,
-            Fetched::Missing | Fetched::TooLarge(_) => return Ok(unknown),
-        };
-        let Ok(body) = serde_json::from_slice::<Journal>(&bytes) else {
-            return Ok(unknown);
-        };
-        Ok(JournalFacts {
-            records: body.records,
-            writes: body.writes.into_iter().collect(),
-            unknown: false,
-        })
-    }
-
-    fn mark_name(&self, journal: JournalRef, mark: &str) -> String {
-        format!("{JOURNAL_DIR}/{}.{mark}", journal.suffix())
-    }
-
-    /// Mark this run finished. The mark records when the run's journal landed (the
-    /// store's time); it counts only while the journal still has that time, so a journal
-    /// directory restored from a backup or copied (every copy lands anew) finishes no
-    /// run, and no clock of the restored ledger is trusted (see [`JournalState`]).
-    pub(crate) async fn mark_done(&self, journal: JournalRef) -> Result<()> {
-        let own = self.journal_name(journal);
-        // A journal that is gone (deleted by hand) leaves a mark that proves nothing.
-        let landed_ms = self
-            .journal_files()
-            .await?
-            .into_iter()
-            .find(|file| file.name == own)
-            .map_or(-1, |file| file.landed_ms);
-        let mark = format!("{JOURNAL_DIR}/{}.{landed_ms}.done", journal.suffix());
-        self.warehouse
-            .put_if_absent(&mark, Bytes::from_static(b"{}"))
-            .await
-            .map(|_| ())
-    }
-
-    /// Mark a dead run given up: none of its facts is ever trusted.
-    pub(crate) async fn mark_dead(&self, journal: JournalRef) -> Result<()> {
-        self.warehouse
-            .put_if_absent(&self.mark_name(journal, "dead"), Bytes::from_static(b"{}"))
-            .await
-            .map(|_| ())
-    }
-
-    /// Every file of the journal directory.
-    async fn journal_files(&self) -> Result<Vec<Listed>> {
-        self.warehouse
-            .list(JOURNAL_DIR)
-            .try_filter_map(|item| async move {
-                Ok(match item {
-                    ListItem::Object(listed) => Some(listed),
-                    ListItem::Skipped { .. } => None,
-                })
-            })
-            .try_collect()
-            .await
-    }
-
-    /// The latest finished run's journal, the finished runs, and the runs that wrote a
-    /// journal but never finished.
-    pub(crate) async fn journal_state(&self) -> Result<JournalState> {
-        let listed = self.journal_files().await?;
-        let mut landed: HashMap<JournalRef, i64> = HashMap::new();
-        let mut done: Vec<(JournalRef, i64, i64)> = Vec::new();
-        let mut finished = HashSet::new();
-        for file in &listed {
-            match parse_journal_file(&file.name) {
-                Some((journal, Mark::Journal)) => {
-                    landed.insert(journal, file.landed_ms);
-                }
-                Some((journal, Mark::Done(journal_ms))) => {
-                    done.push((journal, journal_ms, file.landed_ms));
-                }
-                Some((journal, Mark::Dead)) => {
-                    finished.insert(journal);
-                }
-                Some((journal, Mark::Unstamped)) => {
-                    finished.insert(journal);
-                }
-                None => {}
-            }
-        }
-        // A finish mark counts only while its journal still landed when the mark says:
-        // a restored or copied journal directory lands anew, and finishes nothing.
-        // A run with a mark that no longer counts is still over: it is never resumed nor
-        // finished again (that would stamp the copy and trust everything restored with
-        // it), and none of its facts is trusted.
-        let mut done_at = HashMap::new();
-        let mut stale = Vec::new();
-        for (journal, journal_ms, mark_ms) in done {
-            finished.insert(journal);
-            if landed.get(&journal) == Some(&journal_ms) {
-                done_at.insert(journal, mark_ms);
-            } else if landed.contains_key(&journal) {
-                stale.push(journal);
-            }
-        }
-        stale.retain(|journal| !done_at.contains_key(journal));
-        stale.sort_by_key(|j| (j.run_ms, j.run_id));
-        stale.dedup();
-        let journals: HashSet<JournalRef> = landed.into_keys().collect();
-        let latest_ms = journals.iter().map(|j| j.run_ms).max();
-        let previous = journals
-            .iter()
-            .filter(|j| done_at.contains_key(*j))
-            .max_by_key(|j| (j.run_ms, j.run_id))
-            .copied();
-        let mut dead: Vec<JournalRef> = journals
-            .iter()
-            .filter(|j| !finished.contains(j))
-            .copied()
-            .collect();
-        dead.sort_by_key(|j| (j.run_ms, j.run_id));
-        Ok(JournalState {
-            previous,
-            dead,
-            stale,
-            finished,
-            done_at,
-            journaled: journals,
-            latest_ms,
-        })
-    }
-
-    /// Delete journals of runs before `before_ms`; returns how many. Only files this
-    /// collector writes there (`<run-ms>-<run>.json`, `.<ms>.done` and `.dead`) are ever
-    /// deleted.
-    pub(crate) async fn prune_journals(&self, before_ms: i64) -> Result<usize> {
-        let old: Vec<String> = self
-            .journal_files()
-            .await?
-            .into_iter()
-            .filter(|file| {
-                parse_journal_file(&file.name)
-                    .is_some_and(|(journal, _)| journal.run_ms < before_ms)
-            })
-            .map(|file| file.name)
-            .collect();
-        self.delete(old).await
-    }
-
     /// Every ledger file, streamed.
     pub(crate) fn list(&self) -> BoxStream<'static, Result<ListItem>> {
         self.warehouse.list(LEDGER_DIR)
@@ -823,15 +447,14 @@ impl Ledger {
         Some(object.to_owned())
     }
 
-    /// Delete ledger entry files and journals (missing ones are fine); returns how many
-    /// are gone. Only names of files this collector writes there are deleted, whoever
+    /// Delete ledger entry files (missing ones are fine); returns how many are gone. Only names of files this collector writes there are deleted, whoever
     /// passes them (a name read back from a run's state included).
     pub(crate) async fn delete(&self, files: Vec<String>) -> Result<usize> {
         let (own, foreign): (Vec<String>, Vec<String>) = files
             .into_iter()
-            .partition(|name| self.object_of(name).is_some() || parse_journal_file(name).is_some());
+            .partition(|name| self.object_of(name).is_some());
         for name in foreign {
-            tracing::warn!(file = %name, "gc: not deleting a file that is no ledger entry or journal");
+            tracing::warn!(file = %name, "gc: not deleting a file that is no ledger entry");
         }
         delete_own(&self.warehouse, own).await
     }
@@ -901,35 +524,6 @@ mod tests {
     #[test]
     fn only_the_collectors_own_files_are_recognised() {
         let journal = journal(5, 7);
-        for (file, mark) in [
-            (
-                format!("{JOURNAL_DIR}/{}.json", journal.suffix()),
-                Mark::Journal,
-            ),
-            (
-                format!("{JOURNAL_DIR}/{}.1700000000123.done", journal.suffix()),
-                Mark::Done(1_700_000_000_123),
-            ),
-            (
-                format!("{JOURNAL_DIR}/{}.dead", journal.suffix()),
-                Mark::Dead,
-            ),
-            // An earlier version's mark, without the journal's time, proves nothing.
-            (
-                format!("{JOURNAL_DIR}/{}.done", journal.suffix()),
-                Mark::Unstamped,
-            ),
-        ] {
-            assert_eq!(parse_journal_file(&file), Some((journal, mark)));
-        }
-        for foreign in [
-            format!("{JOURNAL_DIR}/t/{}.json", journal.suffix()),
-            format!("{JOURNAL_DIR}/t/ivf_postings/00000-0-data.parquet"),
-            format!("{JOURNAL_DIR}/0-part.parquet"),
-            format!("{JOURNAL_DIR}/{}.01.done", journal.suffix()),
-        ] {
-            assert_eq!(parse_journal_file(&foreign), None, "{foreign}");
-        }
         let warehouse = Warehouse::in_memory("memory://own/wh").expect("warehouse");
         let ledger = Ledger::new(&warehouse);
         let entry = format!("{LEDGER_DIR}/indexes/a/u-1-{}.json", journal.suffix());
@@ -1007,115 +601,6 @@ mod tests {
         assert_eq!(ledger.object_of(&entry.files[0]).as_deref(), Some(object));
         assert_eq!(ledger.delete(entry.files).await.expect("deleted"), 3);
         assert!(ledger.read(object).await.expect("read").files.is_empty());
-    }
-
-    /// Found by the second issue-26 attack: a warehouse restored from a backup (catalog
-    /// and `_gc/` together) rolled the journals back with the records, so the restored
-    /// ledger's clocks stood as if nothing had happened since the backup. A restored
-    /// journal lands anew, and its run's finish mark no longer counts.
-    #[tokio::test]
-    async fn a_restored_journal_finishes_nothing() {
-        let warehouse = Warehouse::in_memory("memory://restore/wh").expect("warehouse");
-        let ledger = Ledger::new(&warehouse);
-        let (first, second) = (journal(100, 1), journal(200, 2));
-        for run in [first, second] {
-            ledger
-                .write_journal(run, &BTreeMap::new())
-                .await
-                .expect("written");
-            ledger.mark_done(run).await.expect("done");
-        }
-        let state = ledger.journal_state().await.expect("state");
-        assert_eq!(state.previous, Some(second));
-        assert!(state.done_at.contains_key(&first) && state.dead.is_empty());
-        // The backup is copied back over the journal directory: every copy lands anew
-        // (copied again until the store's millisecond clock has moved on).
-        for file in ledger.journal_files().await.expect("listed") {
-            let Fetched::Object(bytes, _) =
-                warehouse.get(&file.name, u64::MAX).await.expect("read")
-            else {
-                panic!("{} is there", file.name);
-            };
-            loop {
-                warehouse
-                    .overwrite(&file.name, bytes.clone())
-                    .await
-                    .expect("restored");
-                let copy = warehouse
-                    .head(&file.name)
-                    .await
-                    .expect("head")
-                    .expect("there");
-                if copy.landed_ms != file.landed_ms {
-                    break;
-                }
-            }
-        }
-        let state = ledger.journal_state().await.expect("state");
-        assert_eq!(state.previous, None, "no restored run counts as finished");
-        assert!(state.done_at.is_empty(), "{:?}", state.done_at);
-        assert_eq!(state.stale, vec![first, second]);
-        // Nor is a restored run resumed and finished again, which would stamp the copy.
-        assert!(state.dead.is_empty(), "{:?}", state.dead);
-        assert!(state.finished.contains(&first) && state.finished.contains(&second));
-    }
-
-    #[tokio::test]
-    async fn journals_round_trip_and_are_pruned() {
-        let warehouse = Warehouse::in_memory("memory://journal/wh").expect("warehouse");
-        let ledger = Ledger::new(&warehouse);
-        let (old, new, given_up) = (journal(100, 1), journal(200, 2), journal(150, 3));
-        let records = BTreeMap::from([
-            ("i/a".to_owned(), Uuid::from_u128(9)),
-            ("i/b".to_owned(), Uuid::from_u128(8)),
-        ]);
-        ledger.write_journal(old, &records).await.expect("written");
-        ledger
-            .write_journal(new, &BTreeMap::new())
-            .await
-            .expect("written");
-        ledger
-            .write_journal(given_up, &BTreeMap::new())
-            .await
-            .expect("written");
-        assert_eq!(
-            ledger.read_journal(old).await.expect("read"),
-            JournalFacts {
-                records: records.clone(),
-                writes: HashSet::new(),
-                unknown: false,
-            }
-        );
-        let state = ledger.journal_state().await.expect("state");
-        assert_eq!(
-            (state.previous, state.dead.clone()),
-            (None, vec![old, given_up, new])
-        );
-        ledger.mark_done(old).await.expect("done");
-        ledger.mark_dead(given_up).await.expect("dead");
-        let state = ledger.journal_state().await.expect("state");
-        assert_eq!((state.previous, state.dead), (Some(old), vec![new]));
-        assert!(state.done_at.contains_key(&old));
-        assert!(
-            !state.done_at.contains_key(&given_up),
-            "a dead run is not trusted"
-        );
-        assert!(state.finished.contains(&given_up));
-        assert_eq!(ledger.prune_journals(180).await.expect("pruned"), 4);
-        let missing = ledger.read_journal(old).await.expect("read");
-        assert!(
-            missing.unknown && missing.records.is_empty(),
-            "a missing journal is unknown: {missing:?}"
-        );
-        ledger
-            .warehouse
-            .overwrite(&ledger.journal_name(new), Bytes::new())
-            .await
-            .expect("truncated");
-        assert!(
-            ledger.read_journal(new).await.expect("read").unknown,
-            "an empty (torn) journal is unknown, not an error"
-        );
     }
 
     /// Names over an alphabet that makes listing order and mirror order disagree (bytes

@@ -21,6 +21,31 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Glossary
+//!
+//! | noun | meaning | where |
+//! |---|---|---|
+//! | **run** | one collection, planned once and resumable anywhere; its files are under `_gc/runs/<run>/` | `job` |
+//! | **plan** | what a run fixed when it started: decision time, rules, walk, partitions, dead runs | `job::Plan` |
+//! | **step** | one unit of a run's work an invocation performs: plan, scan, verify, delete, finish | [`GcStep`], `step` |
+//! | **walk** | a read of every pointer record and of the metadata its roots name; yields the reachable set `R` | `reachability` |
+//! | **partition** | a key range of `indexes/` that one worker scans and deletes in | `job`, [`GcConfig::partitions`] |
+//! | **page** | one listing page of a partition (the unit of checkpointed work) and its checkpoint | `job`, `scan` |
+//! | **ledger** | the collector's bookkeeping: one **entry** per unreachable object, a directory of **facts** under `_gc/ledger/<object>/` | `ledger`, `warehouse::layout` |
+//! | **clock** | a fact: the end of a walk that found the object unreachable; retention runs from it | `rules::retention_clock` |
+//! | **condemnation** | a fact: retention elapsed at this time; deletion waits the condemnation delay after it, and publication refuses the object | `rules::decide`, `catalog::publication` |
+//! | **doomed** | an object a scan decided to delete; kept in the page's checkpoint until the delete step | `scan`, `delete` |
+//! | **journal** | a run's record of every pointer record's commit id at its walk, and its finish mark | `journal` |
+//! | **finish mark** | `<run>.<landed-ms>.done`: the run finished; only facts landed before it are trusted | `finish`, `rules::trusts` |
+//! | **dead run** | a run that can no longer be resumed; none of its facts is trusted | `job`, `finish` |
+//! | **change log** | the catalog's entry for every pointer write, written before it; the evidence that dates republication | `catalog::changelog`, `history` |
+//! | **lease** | the generation file that makes one run the current one; proved (**fenced**) before every delete batch and ledger write | `lease` |
+//! | **decision time** | the plan's `now`: grace, retention and delays are measured against it in every step | `job::Plan::now_ms` |
+//! | **floor** | the earliest walk a clock may come from (ownership epoch, unexplained records) | `rules::floor` |
+//! | **verify walk** | the second walk, after every scan and before any delete | `delete::verification_walk` |
+//! | **sweep** | clearing ledger entries of objects that are reachable again | `delete`, `finish` |
+//! | **nested root** | a subtree that shows another catalog's structure; nothing below it is deleted | `warehouse::layout::nested_root` |
+//!
 //! # What a run does
 //! A run is a durable job: its plan, its walks and a checkpoint of every page of work live
 //! in the warehouse under `_gc/runs/<run>/` (see the `job` submodule), so a run may span
@@ -34,7 +59,7 @@
 //!    without a marker), and the warehouse must not lie inside another warehouse's managed
 //!    prefixes. The unfinished run, if there is one, is resumed; else a new run takes the
 //!    **lease** (a busy lease makes the step answer [`GcStatus::Skipped`]), **walks** the
-//!    catalog ([`reachability`]: every pointer record; the metadata of every `live` and
+//!    catalog (`reachability`: every pointer record; the metadata of every `live` and
 //!    `moving` record, and of tombstones younger than the clock-skew allowance, is a root;
 //!    everything reachable from the roots, through symbolic links too, is the reachable set
 //!    `R`), then reads the **change log** (`history`: what the catalog published around
@@ -44,8 +69,8 @@
 //!    record what it names (rule P); then decide each.
 //! 2. **Scan** each partition of `indexes/` (workers in parallel), page by page, streaming,
 //!    through the warehouse's listing (never following symbolic links): for each
-//!    unreachable object the run decides its retention clock ([`rules`]), records it in
-//!    the [`ledger`] if this walk starts it, condemns it once retention has elapsed, and
+//!    unreachable object the run decides its retention clock (`rules`), records it in
+//!    the `ledger` if this walk starts it, condemns it once retention has elapsed, and
 //!    records the doomed ones in the page's checkpoint.
 //! 3. **Verify**: walk the catalog and read the change log again, once every partition is
 //!    scanned and right before deleting; anything reachable again, published since, or in
@@ -72,14 +97,14 @@
 //! # Names
 //! Every object is compared by its **name**: its raw key below the warehouse root, exactly
 //! as a listing returns it and as any engine writing it spells it
-//! ([`object_name`](crate::warehouse::object_name)). A location in metadata
+//! (`warehouse::object_name`). A location in metadata
 //! (`indexes/ü b/1/ivf_postings/`) names the object another engine wrote there without any
 //! percent-encoding applied or removed; a metadata location URI is decoded once into its
 //! name ([`Warehouse::relative`](crate::warehouse::Warehouse::relative)) and stored in one
 //! canonical form. A listed name that could be another spelling of a reachable name (an
 //! earlier version of this crate percent-encoded some characters) is kept. A source-table
 //! location, written by another engine, counts in every spelling an engine may use
-//! ([`Warehouse::names_of_location`](crate::warehouse::Warehouse::names_of_location)), and
+//! (`Warehouse::names_of_location`), and
 //! register refuses one inside the managed prefixes in any of them.
 //!
 //! # The safety argument
@@ -99,7 +124,7 @@
 //!
 //! | rule | statement | enforced by | model | tests |
 //! |---|---|---|---|---|
-//! | **O** ours | `o` is a regular file reached without a symbolic link and not on another file system, and no listed object shows it lies in a nested catalog structure (an ownership marker, `_catalog/`, `_gc/`, pointer records) | `warehouse::local::deletable`, `gc::nested`, `scan::Nested` | — (layout, not protocol) | `gc_hostile` classes 3–4, `gc_simulation` hostile layouts |
+//! | **O** ours | `o` is a regular file reached without a symbolic link and not on another file system, and no listed object shows it lies in a nested catalog structure (an ownership marker, `_catalog/`, `_gc/`, pointer records) | `warehouse::local::deletable`, `warehouse::layout::nested_root`, `scan::Nested` | — (layout, not protocol) | `gc_hostile` classes 3–4, `gc_simulation` hostile layouts |
 //! | **U** unreachable | no spelling of `o`, nor of any path a symbolic link leads it to, is covered by `R` of the run's first walk nor of its verification walk; a reference covers itself and its subtree on a segment boundary | `reachability::observe`, `RefMap::covers_any_spelling`, `Warehouse::link_targets`, `Warehouse::names_of_location` | `Run::reachable`, `reachable_again` | `gc_durable_evidence::class1_*`, `class4_*`, `gc_scenarios::sibling_prefixes_are_not_confused` |
 //! | **G** grace | `last_modified(o) + grace + skew <= now`: in-flight writers own young files | `rules::decide` | `TIMING.grace_ms` | `gc_scenarios::orphans_of_a_crashed_commit_wait_for_grace_plus_retention`, `gc_layout_refs::tables_copied_in_with_old_times_*` |
 //! | **W** walks date losses | a clock is the end of a walk that found `o` unreachable; nothing (a record's time, a quiet catalog, a first sighting) dates a loss earlier | `rules::retention_clock` | `Assess` | `gc_durable_evidence::class3_*`, `class5_*` |
@@ -115,7 +140,7 @@
 //! | **F** fenced | every delete batch and every ledger write comes after a fresh proof that the run holds the newest lease generation; a lease is bounded ([`config::MAX_LEASE`]), an implausibly distant expiry is taken over, and `gc abandon` breaks one (fenced: the holder stops at its next renewal) | `lease`, `lease::fence` | one current run; `Crash` | `gc_durable_evidence::class6_*`, `gc_hostile` paused runs |
 //!
 //! Objects the ledger cannot track (a name whose mirror would exceed the store's key
-//! limit) are kept and reported ([`Counts::kept_unmirrorable`]), and collection goes on
+//! limit) are kept and reported ([`GcReport::kept_unmirrorable`]), and collection goes on
 //! around them. A step that fails because another invocation finished its run meanwhile
 //! reports the finished run, with a warning, not a failure.
 //!
@@ -177,8 +202,8 @@
 //! before each delete batch and ledger write; at most [`config::MAX_LEASE`].
 //!
 //! # Nested roots
-//! See the `nested` submodule docs for the catalog structures that mark a subtree of the
-//! managed prefixes as somebody else's.
+//! See the warehouse's `layout` submodule docs for the catalog structures that mark a
+//! subtree of the managed prefixes as somebody else's.
 
 mod assess;
 mod collect;
@@ -187,43 +212,46 @@ mod delete;
 mod finish;
 mod history;
 mod job;
+mod journal;
 mod lease;
-pub mod ledger;
+pub(crate) mod ledger;
+mod metadata;
 mod named;
-pub(crate) mod nested;
 mod plan;
-pub mod reachability;
+pub(crate) mod reachability;
 mod refs;
-pub mod report;
+mod report;
 #[cfg(feature = "test-util")]
+#[doc(hidden)] // The pure rules, for the model check (tests/gc_model.rs).
 pub mod rules;
 #[cfg(not(feature = "test-util"))]
 pub(crate) mod rules;
 mod scan;
 mod scheduled;
-pub mod status;
+mod status;
 mod step;
 
 use std::sync::Arc;
 
-pub use crate::catalog::ownership::{MARKER, OwnershipMarker, adopt, claim, verify_ownership};
-pub use crate::warehouse::MANAGED_PREFIXES;
+pub use crate::catalog::ownership::{OwnershipMarker, adopt, claim, verify_ownership};
+pub use crate::warehouse::OWNER_MARKER as MARKER;
 pub use config::{GcConfig, format_duration, parse_duration};
 pub use job::PartitionProgress;
 pub use lease::LeaseState;
 pub use reachability::RootStats;
 pub use report::{
-    ActionKind, Counts, GcAction, GcPhase, GcProgress, GcReport, GcStatus, RunProgress, Tally,
+    ActionKind, GcAction, GcPhase, GcProgress, GcReport, GcStatus, RunProgress, Tally,
 };
+#[doc(hidden)] // The `gc` Lambda function's scheduled event, for the handler layer.
 pub use scheduled::{run_scheduled, run_scheduled_within};
-pub use status::{GcState, status};
+pub use status::{CurrentRun, GcState, LedgerState, RunState, status};
 pub use step::{GcStep, StepOutcome};
 
 use crate::catalog::Catalog;
 use crate::error::Result;
 
 /// A progress callback.
-pub type ProgressFn = Arc<dyn Fn(&GcProgress) + Send + Sync>;
+pub(crate) type ProgressFn = Arc<dyn Fn(&GcProgress) + Send + Sync>;
 
 /// The garbage collector of one catalog's warehouse.
 #[derive(Clone)]

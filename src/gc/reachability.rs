@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::history::History;
-use super::ledger::{JournalFacts, Seen};
+use super::journal::{JournalFacts, Seen};
 use super::named::{Parsed, read_parsed, references_of};
 use super::refs::RefMap;
 use crate::catalog::Catalog;
@@ -41,6 +41,7 @@ use crate::catalog::record::{PointerRecord, PointerState};
 use crate::catalog::write::store_error;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::Namespace;
+use crate::store::PointerStoreExt;
 use crate::store::{PointerStore, StoreError, StoreKey, Versioned};
 
 const PAGE: usize = 1000;

@@ -18,13 +18,13 @@ pub struct Tally {
 
 impl Tally {
     /// Count one object of `bytes` bytes.
-    pub fn add(&mut self, bytes: u64) {
+    pub(crate) fn add(&mut self, bytes: u64) {
         self.objects += 1;
         self.bytes += bytes;
     }
 
     /// Add another count.
-    pub fn merge(&mut self, other: Tally) {
+    pub(crate) fn merge(&mut self, other: Tally) {
         self.objects += other.objects;
         self.bytes += other.bytes;
     }
@@ -34,7 +34,7 @@ impl Tally {
 /// them; see there for what each means.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
-pub struct Counts {
+pub(crate) struct Counts {
     /// Objects listed under the managed prefixes.
     pub scanned: Tally,
     /// Reachable from a root.
@@ -73,7 +73,7 @@ pub struct Counts {
 
 impl Counts {
     /// Add `other` to these counts.
-    pub fn merge(&mut self, other: &Counts) {
+    pub(crate) fn merge(&mut self, other: &Counts) {
         self.scanned.merge(other.scanned);
         self.reachable.merge(other.reachable);
         self.kept_nested.merge(other.kept_nested);
@@ -265,7 +265,7 @@ impl GcReport {
     }
 
     /// The counts of this report.
-    pub fn counts(&self) -> Counts {
+    pub(crate) fn counts(&self) -> Counts {
         Counts {
             scanned: self.scanned,
             reachable: self.reachable,

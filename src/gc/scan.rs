@@ -12,12 +12,12 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::assess::{Judge, PageTally};
 use super::job::{Object, Page, Seq, Walk};
-use super::ledger::{Entry, Ledger, PageScope, Trust};
-use super::nested::nested_root;
+use super::ledger::{Ledger, LedgerEntry, PageScope, Trust};
 use super::refs::{Protected, RefMap};
 use super::report::Counts;
 use super::step::{GcStep, Invocation, NextPage, PageListing, StepOutcome};
 use crate::error::{Error, Result};
+use crate::warehouse::layout::nested_root;
 use crate::warehouse::{ListItem, ListRange};
 
 /// How many skipped listing entries one page names in its warnings.
@@ -259,9 +259,9 @@ impl Invocation<'_> {
         &self,
         range: &ListRange,
         last: Option<&Page>,
-        listed: &[super::job::Entry],
+        listed: &[super::job::StoredItem],
         done: bool,
-    ) -> Result<(Vec<Entry>, Vec<String>)> {
+    ) -> Result<(Vec<LedgerEntry>, Vec<String>)> {
         // Only objects have entries: a skipped entry's name is not an object's (on a local
         // disk it is the path as shown, which sorts nowhere near the page).
         let names: Vec<String> = listed

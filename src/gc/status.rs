@@ -5,8 +5,9 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::job::{Job, PartitionProgress, Seq};
+use super::journal::JournalRef;
 use super::lease::{self, LeaseState};
-use super::ledger::{JournalRef, Ledger};
+use super::ledger::Ledger;
 use super::report::GcPhase;
 use crate::catalog::Catalog;
 use crate::catalog::ownership::{OwnershipMarker, read_marker};
@@ -93,7 +94,7 @@ pub async fn status(catalog: &Catalog, now_ms: i64, ledger: bool) -> Result<GcSt
         .as_ref()
         .is_some_and(|lease| !lease.released && lease.expires_ms > now_ms);
     let journal = Ledger::new(warehouse);
-    let journals = journal.journal_state().await?;
+    let journals = journal.journals().state().await?;
     let run = |journal: &JournalRef| RunState {
         run_id: journal.run_id,
         run_ms: journal.run_ms,

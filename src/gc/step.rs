@@ -25,12 +25,14 @@ use super::config::millis;
 use super::lease::SharedLease;
 use std::sync::Arc;
 
-use super::job::{Job, Plan, RUNS_DIR, Seq, Walk, planned_runs};
+use super::job::{Job, Plan, Seq, Walk, planned_runs};
+use super::journal::JournalRef;
 use super::lease::{Acquired, Lease};
-use super::ledger::{JournalRef, Ledger, Trust};
+use super::ledger::{Ledger, Trust};
 use super::refs::Protected;
 use super::report::{GcPhase, GcReport, GcStatus, RunProgress};
 use crate::error::{Error, ErrorKind, Result};
+use crate::warehouse::layout::RUNS_DIR;
 
 /// One step of a run: what one invocation of the `gc` function does (see the
 /// module docs). As an event: `{"step": "plan"}`,
@@ -212,7 +214,7 @@ impl RunContext {
     ) -> Result<Arc<Trust>> {
         self.trust
             .get_or_try_init(|| async {
-                let journals = Ledger::new(warehouse).journal_state().await?;
+                let journals = Ledger::new(warehouse).journals().state().await?;
                 Ok::<_, Error>(Arc::new(Trust {
                     current: Some(self.plan.journal()),
                     done_at: journals.done_at,
@@ -281,13 +283,13 @@ impl<'g> Invocation<'g> {
             return Ok(listing);
         }
         let page_size = self.gc.config.page_size;
-        let entries: Vec<super::job::Entry> = self
+        let entries: Vec<super::job::StoredItem> = self
             .gc
             .catalog
             .warehouse()
             .list_range(range, after)
             .take(page_size)
-            .map_ok(super::job::Entry::of)
+            .map_ok(super::job::StoredItem::of)
             .try_collect()
             .await?;
         let done = entries.len() < page_size;
@@ -444,7 +446,7 @@ pub(crate) struct PageListing {
     /// The page's number in its sequence.
     pub number: u64,
     /// Its entries.
-    pub entries: Vec<super::job::Entry>,
+    pub entries: Vec<super::job::StoredItem>,
     /// Whether the listing ends with this page.
     pub done: bool,
     /// Where the listing stands after this page: its last entry's position, else the
@@ -480,7 +482,8 @@ impl GarbageCollector {
             return Ok(None);
         };
         let finished = Ledger::new(self.catalog.warehouse())
-            .journal_state()
+            .journals()
+            .state()
             .await?
             .finished
             .contains(&journal);
@@ -586,7 +589,7 @@ impl GarbageCollector {
                 plan.run_id
             )));
         };
-        let journals = Ledger::new(warehouse).journal_state().await?;
+        let journals = Ledger::new(warehouse).journals().state().await?;
         Ok(plan.superseded(&journals, marker.catalog_id))
     }
 

@@ -133,7 +133,10 @@ mod tests {
     use crate::clock::SeededIds;
     use crate::retry::{Retry, RetryPolicy};
     use crate::store::memory::MemoryStore;
-    use crate::store::{PointerStore, PutMode, StoreKey};
+    use crate::store::{
+        Changed, GetOptions, ListOptions, PointerStore, PointerStoreExt, PutMode, PutOptions,
+        StoreError, StoreKey,
+    };
 
     #[test]
     fn the_budget_is_the_time_left_minus_the_margin() {
@@ -185,28 +188,27 @@ mod tests {
         fn describe(&self) -> String {
             "hanging writes".into()
         }
-        async fn get(
+        async fn get_opts(
             &self,
             key: &StoreKey,
-        ) -> std::result::Result<Option<crate::store::Versioned>, crate::store::StoreError>
-        {
-            self.0.get(key).await
+            options: GetOptions<'_>,
+        ) -> std::result::Result<Changed, StoreError> {
+            self.0.get_opts(key, options).await
         }
-        async fn put(
+        async fn put_opts(
             &self,
             _key: &StoreKey,
             _value: Bytes,
-            _mode: PutMode,
-        ) -> std::result::Result<crate::store::Version, crate::store::StoreError> {
+            _options: PutOptions,
+        ) -> std::result::Result<crate::store::Version, StoreError> {
             std::future::pending().await
         }
-        async fn list(
+        async fn list_opts(
             &self,
             prefix: &StoreKey,
-            start_after: Option<&StoreKey>,
-            limit: usize,
-        ) -> std::result::Result<crate::store::ListPage, crate::store::StoreError> {
-            self.0.list(prefix, start_after, limit).await
+            options: ListOptions<'_>,
+        ) -> std::result::Result<crate::store::ListPage, StoreError> {
+            self.0.list_opts(prefix, options).await
         }
     }
 

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
 use uuid::Uuid;
 
 use super::FORMAT_VERSION;
@@ -11,7 +12,30 @@ use super::snapshot::{Snapshot, SnapshotLogEntry};
 use super::wire::{WireMetadata, WireSnapshot};
 use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
-use crate::warehouse::Warehouse;
+use crate::warehouse::{Fetched, Warehouse};
+
+use super::MAX_METADATA_BYTES;
+
+impl Warehouse {
+    /// Read a metadata file by absolute location: [`ErrorKind::InvalidIndexMetadata`] if
+    /// it is outside the warehouse, missing or too large.
+    pub async fn read_metadata(&self, location: &str) -> Result<Bytes> {
+        let name = self.relative(location)?;
+        match self.get(&name, MAX_METADATA_BYTES as u64).await? {
+            Fetched::Object(bytes, _) => Ok(bytes),
+            Fetched::Missing => Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!("metadata file `{location}` does not exist"),
+            )),
+            Fetched::TooLarge(size) => Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!(
+                    "metadata file `{location}` has {size} bytes, more than the limit of {MAX_METADATA_BYTES}"
+                ),
+            )),
+        }
+    }
+}
 
 /// Read the metadata file at the absolute `location` from `warehouse`, then parse and
 /// validate it ([`IndexMetadata::from_json_slice`]). Every error names the file: reading

@@ -60,7 +60,7 @@ impl Publisher {
 ///
 /// Its location is the recorded [`METADATA_LOCATION`], or `current_location` for a
 /// snapshot that carries the key but no recorded location (published by another tool).
-pub fn find_published(
+pub(crate) fn find_published(
     metadata: &IndexMetadata,
     key: &str,
     current_location: &str,

@@ -91,6 +91,7 @@ mod engine;
 mod expire;
 mod idempotent;
 mod outcome;
+#[doc(hidden)] // The `publish` function's event contract: the handler layer of `functions/`.
 pub mod request;
 
 use std::fmt;
@@ -99,7 +100,6 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 pub use crate::retry::{Jitter, PublishPolicy};
-pub use idempotent::find_published;
 pub use outcome::{Declined, Expired, PublishOutcome, Published};
 
 use crate::catalog::{Catalog, IndexCatalog, IndexPointer, Injected, MetadataCache};

@@ -85,14 +85,14 @@ impl SourceChange {
 
     /// Where this change is in S3's order of the writes of its key (comparable only with
     /// the position of a change of the same bucket and key: [`SourceChange::same_object`]).
-    pub fn position(&self) -> SourcePosition {
+    pub(crate) fn position(&self) -> SourcePosition {
         // Checked in `new`; a hand-built change with a bad sequencer sorts first.
         SourcePosition::parse(&self.sequencer).unwrap_or(SourcePosition(String::new()))
     }
 
     /// Whether `other` is a write of the same object (bucket and key), so that their
     /// positions are ordered.
-    pub fn same_object(&self, other: &SourceChange) -> bool {
+    pub(crate) fn same_object(&self, other: &SourceChange) -> bool {
         self.bucket == other.bucket && self.key == other.key
     }
 
@@ -114,7 +114,7 @@ impl SourceChange {
 /// snapshot is decided by time (see "Ordering" in the [module docs](super)).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(transparent)]
-pub struct SourcePosition(String);
+pub(crate) struct SourcePosition(String);
 
 /// Longest sequencer accepted (S3's are 18 hexadecimal digits).
 const MAX_SEQUENCER_DIGITS: usize = 256;
@@ -138,8 +138,10 @@ impl SourcePosition {
         Ok(SourcePosition(format!("{:03}:{digits}", digits.len())))
     }
 
-    /// Read a position back from its text form; `None` if it is not one.
-    pub fn from_text(text: &str) -> Option<SourcePosition> {
+    /// Read a position back from its text form; `None` if it is not one (the tests' check
+    /// that the text form is canonical).
+    #[cfg(test)]
+    fn from_text(text: &str) -> Option<SourcePosition> {
         let (digits, hex) = text.split_once(':')?;
         let parsed = SourcePosition::parse(if hex.is_empty() { "0" } else { hex }).ok()?;
         (digits.len() == 3 && parsed.0 == text).then_some(parsed)

@@ -127,8 +127,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use builder::{BuildRequest, IndexBuilder, PlaceholderBuilder};
-pub use change::{SourceChange, SourcePosition};
+pub use change::SourceChange;
 #[cfg(feature = "lambda")]
+#[doc(hidden)] // The `refresh` function's events: the handler layer of `functions/`.
 pub use events::Delivery;
 #[cfg(feature = "builder-function")]
 pub use function::LambdaBuilder;
@@ -239,7 +240,7 @@ pub enum RefreshOutcome {
 
 impl RefreshOutcome {
     /// Whether the index's changes are handled (published, or contained in a publication).
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         !matches!(self, RefreshOutcome::Failed { .. })
     }
 }

@@ -1,7 +1,7 @@
 //! Remote catalogs: clients that implement [`IndexCatalog`](crate::catalog::IndexCatalog)
 //! over a deployment instead of over a pointer store.
 //!
-//! * [`lambda`]: [`LambdaCatalog`], over the deployed Lambda functions (one function per
+//! * [`LambdaCatalog`], over the deployed Lambda functions (one function per
 //!   operation, the event/response contract of [`crate::lambda::event`]). The CLI uses it
 //!   for `--catalog lambda://PREFIX` (see [`CatalogConfig::connect`](crate::config::CatalogConfig::connect)).
 //!
@@ -16,6 +16,10 @@
 //! | certainly not run (throttled, refused)| retried with backoff      | retried with backoff             |
 //! | may have run (timeout, crash, 5xx)   | retried with backoff       | resolved by reading back, else `COMMIT_STATE_UNKNOWN` |
 
-pub mod lambda;
+mod lambda;
 
-pub use lambda::{FunctionNames, LambdaCatalog, LambdaCatalogBuilder};
+pub use crate::lambda::Operation;
+pub use lambda::{
+    DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_QUALIFIER, FunctionNames,
+    LambdaCatalog, LambdaCatalogBuilder,
+};

@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{
-    Capabilities, ListEntry, ListPage, Listing, PointerStore, PutMode, StoreError, StoreKey,
-    TxWrite, Version, Versioned,
+    Capabilities, Changed, GetOptions, ListEntry, ListOptions, ListPage, Listing, PointerStore,
+    PutMode, PutOptions, StoreError, StoreKey, TxWrite, Version, Versioned,
 };
 
 #[derive(Debug, Default)]
@@ -105,54 +105,41 @@ impl PointerStore for MemoryStore {
         "memory".into()
     }
 
-    async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
-        Ok(self
+    async fn get_opts(
+        &self,
+        key: &StoreKey,
+        options: GetOptions<'_>,
+    ) -> Result<Changed, StoreError> {
+        let current = self
             .state()
             .records
             .get(key)
             .map(|(value, version, _)| Versioned {
                 value: value.clone(),
                 version: Version::new(version.to_string()),
-            }))
+            });
+        Ok(Changed::of(current, options))
     }
 
-    async fn put(
+    async fn put_opts(
         &self,
         key: &StoreKey,
         value: Bytes,
-        mode: PutMode,
-    ) -> Result<Version, StoreError> {
-        self.put_listed(key, value, mode, Listing::Check).await
-    }
-
-    async fn put_listed(
-        &self,
-        key: &StoreKey,
-        value: Bytes,
-        mode: PutMode,
-        listing: Listing,
+        options: PutOptions,
     ) -> Result<Version, StoreError> {
         let mut state = self.state();
-        state.check(key, &mode)?;
-        Ok(state.write(key.clone(), value, listing))
+        state.check(key, &options.mode)?;
+        Ok(state.write(key.clone(), value, options.listing))
     }
 
-    async fn list(
+    async fn list_opts(
         &self,
         prefix: &StoreKey,
-        start_after: Option<&StoreKey>,
-        limit: usize,
+        options: ListOptions<'_>,
     ) -> Result<ListPage, StoreError> {
-        Ok(self.state().list(prefix, start_after, limit, false))
-    }
-
-    async fn list_shown(
-        &self,
-        prefix: &StoreKey,
-        start_after: Option<&StoreKey>,
-        limit: usize,
-    ) -> Result<ListPage, StoreError> {
-        Ok(self.state().list(prefix, start_after, limit, true))
+        Ok(self
+            .state()
+            .list(prefix, options.start_after, options.limit, options.shown))
     }
 
     fn capabilities(&self) -> Capabilities {

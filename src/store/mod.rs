@@ -18,18 +18,16 @@
 //! # Listing classes
 //! Tombstones stay under the listing prefix, so a listing of a namespace would return every
 //! identifier ever dropped. To list without reading each record, every write may carry a
-//! [`Listing`] class chosen by the writer ([`PointerStore::put_listed`],
+//! [`Listing`] class chosen by the writer ([`PointerStoreExt::put_listed`],
 //! [`TxWrite::listing`]); a store keeps it where its listing sees it and
-//! [`PointerStore::list_shown`] leaves out what was written [`Listing::Hidden`]. The class
+//! [`PointerStoreExt::list_shown`] leaves out what was written [`Listing::Hidden`]. The class
 //! is a hint about bytes, not catalog semantics: the catalog decides it from the record it
 //! writes, and still decides visibility itself from the value whenever the listing carries
-//! one. [`PointerStore::list`] is unchanged: it returns every key, hidden ones included (the
+//! one. [`PointerStoreExt::list`] is unchanged: it returns every key, hidden ones included (the
 //! garbage collector reads tombstones through it).
 
 #[cfg(feature = "dynamodb")]
 pub mod dynamodb;
-#[cfg(feature = "test-util")]
-pub mod faulty;
 pub mod local;
 pub mod memory;
 pub mod probe;
@@ -135,10 +133,10 @@ pub enum PutMode {
     Update(Version),
 }
 
-/// How a written value shows in [`PointerStore::list_shown`], chosen by the writer.
+/// How a written value shows in [`PointerStoreExt::list_shown`], chosen by the writer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Listing {
-    /// Not listed by [`PointerStore::list_shown`] (a tombstone).
+    /// Not listed by [`PointerStoreExt::list_shown`] (a tombstone).
     Hidden,
     /// Listed, and the class alone tells the reader it is visible (a live record).
     Shown,
@@ -177,7 +175,7 @@ pub struct TxWrite {
     pub value: Bytes,
     /// The condition the key must satisfy.
     pub mode: PutMode,
-    /// How the value shows in [`PointerStore::list_shown`].
+    /// How the value shows in [`PointerStoreExt::list_shown`].
     pub listing: Listing,
 }
 
@@ -218,7 +216,7 @@ pub struct ListPage {
     pub more: bool,
 }
 
-/// The answer of [`PointerStore::get_if_changed`].
+/// The answer of [`PointerStoreExt::get_if_changed`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Changed {
     /// The key still has the given version.
@@ -288,11 +286,58 @@ impl StoreError {
     }
 }
 
-/// The pointer-store primitives. Three are required; the rest have defaults.
+/// The options of a read ([`PointerStore::get_opts`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GetOptions<'a> {
+    /// Read the value only if its version differs from this one
+    /// ([`PointerStoreExt::get_if_changed`]); the answer is [`Changed::Unchanged`] if not.
+    pub if_changed_from: Option<&'a Version>,
+}
+
+/// The options of a write ([`PointerStore::put_opts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutOptions {
+    /// The write's condition.
+    pub mode: PutMode,
+    /// How the value shows in [`PointerStoreExt::list_shown`].
+    pub listing: Listing,
+}
+
+/// The options of a listing page ([`PointerStore::list_opts`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ListOptions<'a> {
+    /// List only keys that sort after this one.
+    pub start_after: Option<&'a StoreKey>,
+    /// At most this many entries.
+    pub limit: usize,
+    /// May leave out keys whose current value was written [`Listing::Hidden`], and tells
+    /// each entry's class where the store knows it ([`PointerStoreExt::list_shown`]).
+    pub shown: bool,
+}
+
+impl Changed {
+    /// The answer for a store that reads the whole value: `current` compared with the
+    /// version the caller has, if any.
+    pub fn of(current: Option<Versioned>, options: GetOptions<'_>) -> Changed {
+        match current {
+            None => Changed::Missing,
+            Some(current) if options.if_changed_from == Some(&current.version) => {
+                Changed::Unchanged
+            }
+            Some(current) => Changed::Changed(current),
+        }
+    }
+}
+
+/// The pointer-store primitives: a read, a conditional write and a listing page, each
+/// with its options, and (where the store offers it) an atomic multi-key write. The
+/// conveniences callers use (`get`, `put`, `list`, …) are [`PointerStoreExt`]'s, for
+/// every store: a wrapper implements the primitives and nothing else.
 ///
 /// Implementations must be linearizable per key: a successful conditional write is
-/// visible to every later `get`, and of several writes conditioned on the same state at most
-/// one succeeds. [`probe::probe`] checks the conditional behaviour before a store is trusted.
+/// visible to every later read, and of several writes conditioned on the same state at
+/// most one succeeds. [`probe::probe`] checks the conditional behaviour before a store is
+/// trusted.
 #[async_trait]
 pub trait PointerStore: Send + Sync + fmt::Debug + 'static {
     /// A short human-readable description (`memory`, `file:///...`, `s3://bucket/prefix`).
@@ -307,68 +352,39 @@ pub trait PointerStore: Send + Sync + fmt::Debug + 'static {
         None
     }
 
-    /// Read a key with its version; `None` if absent. Strongly consistent.
-    async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError>;
-
-    /// Write a key under a condition and return the new version.
-    async fn put(&self, key: &StoreKey, value: Bytes, mode: PutMode)
-    -> Result<Version, StoreError>;
-
-    /// List keys that start with `prefix` and sort after `start_after` (if given), in
-    /// ascending order, at most `limit` entries.
-    async fn list(
-        &self,
-        prefix: &StoreKey,
-        start_after: Option<&StoreKey>,
-        limit: usize,
-    ) -> Result<ListPage, StoreError>;
-
-    /// What this store offers beyond the required primitives.
+    /// What this store offers beyond the required primitives. Wrappers forward it.
     fn capabilities(&self) -> Capabilities {
         Capabilities::default()
     }
 
-    /// [`PointerStore::put`] with the value's [`Listing`] class. Stores that can keep the
-    /// class override this (and `put` is then `put_listed(.., Listing::Check)`); the
-    /// default drops the class, which costs [`PointerStore::list_shown`] its filtering but
-    /// never its correctness. Wrappers must forward it.
-    async fn put_listed(
+    /// Read a key with its version ([`Changed::Missing`] if absent; with
+    /// [`GetOptions::if_changed_from`], [`Changed::Unchanged`] if it still has that
+    /// version). Strongly consistent. A store that cannot ask the server for the
+    /// condition reads the value and answers [`Changed::of`].
+    async fn get_opts(
+        &self,
+        key: &StoreKey,
+        options: GetOptions<'_>,
+    ) -> Result<Changed, StoreError>;
+
+    /// Write a key under a condition and return the new version. A store that cannot keep
+    /// the [`Listing`] class drops it, which costs listings their filtering but never
+    /// their correctness.
+    async fn put_opts(
         &self,
         key: &StoreKey,
         value: Bytes,
-        mode: PutMode,
-        listing: Listing,
-    ) -> Result<Version, StoreError> {
-        let _ = listing;
-        self.put(key, value, mode).await
-    }
+        options: PutOptions,
+    ) -> Result<Version, StoreError>;
 
-    /// Like [`PointerStore::list`], but may leave out keys whose current value was written
-    /// [`Listing::Hidden`], and tells each entry's class where the store knows it. A page
-    /// holds at most `limit` entries; `more` says whether shown entries may follow. The
-    /// default lists everything with no class (the caller decides from the values).
-    async fn list_shown(
+    /// One page of the keys that start with `prefix`, in ascending order (see
+    /// [`ListOptions`]); `more` says whether entries may follow. A store that keeps no
+    /// class lists everything with no class when asked for the shown keys.
+    async fn list_opts(
         &self,
         prefix: &StoreKey,
-        start_after: Option<&StoreKey>,
-        limit: usize,
-    ) -> Result<ListPage, StoreError> {
-        self.list(prefix, start_after, limit).await
-    }
-
-    /// Read a key only if its version differs from `version`. Stores that can ask the
-    /// server (`If-None-Match`, a projection of the version attribute) override this.
-    async fn get_if_changed(
-        &self,
-        key: &StoreKey,
-        version: &Version,
-    ) -> Result<Changed, StoreError> {
-        Ok(match self.get(key).await? {
-            None => Changed::Missing,
-            Some(current) if &current.version == version => Changed::Unchanged,
-            Some(current) => Changed::Changed(current),
-        })
-    }
+        options: ListOptions<'_>,
+    ) -> Result<ListPage, StoreError>;
 
     /// Apply several conditional writes atomically: all or none. Only stores whose
     /// [`Capabilities::atomic_multi_key_write`] is set implement it.
@@ -377,6 +393,103 @@ pub trait PointerStore: Send + Sync + fmt::Debug + 'static {
         Err(StoreError::NotSupported("atomic multi-key write".into()))
     }
 }
+
+/// The conveniences over [`PointerStore`]'s primitives, for every store.
+///
+/// ```
+/// use parqdb_catalog::store::memory::MemoryStore;
+/// use parqdb_catalog::store::{PointerStore, PointerStoreExt, PutMode, StoreKey};
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = MemoryStore::new();
+/// let key = StoreKey::new("n/=docs").unwrap();
+/// let version = store.put(&key, "v1".into(), PutMode::Create).await.unwrap();
+/// let read = store.get(&key).await.unwrap().unwrap();
+/// assert_eq!((read.value.as_ref(), &read.version), (b"v1".as_slice(), &version));
+/// # });
+/// ```
+#[async_trait]
+pub trait PointerStoreExt: PointerStore {
+    /// Read a key with its version; `None` if absent.
+    async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
+        match self.get_opts(key, GetOptions::default()).await? {
+            Changed::Missing => Ok(None),
+            Changed::Changed(current) => Ok(Some(current)),
+            Changed::Unchanged => Err(StoreError::fatal(format!(
+                "{} answered `unchanged` to an unconditional read of `{key}`",
+                self.describe()
+            ))),
+        }
+    }
+
+    /// Read a key only if its version differs from `version`.
+    async fn get_if_changed(
+        &self,
+        key: &StoreKey,
+        version: &Version,
+    ) -> Result<Changed, StoreError> {
+        let options = GetOptions {
+            if_changed_from: Some(version),
+        };
+        self.get_opts(key, options).await
+    }
+
+    /// Write a key under a condition (listed as [`Listing::Check`]).
+    async fn put(
+        &self,
+        key: &StoreKey,
+        value: Bytes,
+        mode: PutMode,
+    ) -> Result<Version, StoreError> {
+        self.put_listed(key, value, mode, Listing::Check).await
+    }
+
+    /// Write a key under a condition, with its [`Listing`] class.
+    async fn put_listed(
+        &self,
+        key: &StoreKey,
+        value: Bytes,
+        mode: PutMode,
+        listing: Listing,
+    ) -> Result<Version, StoreError> {
+        self.put_opts(key, value, PutOptions { mode, listing })
+            .await
+    }
+
+    /// List keys that start with `prefix` and sort after `start_after` (if given), in
+    /// ascending order, at most `limit` entries.
+    async fn list(
+        &self,
+        prefix: &StoreKey,
+        start_after: Option<&StoreKey>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError> {
+        let options = ListOptions {
+            start_after,
+            limit,
+            shown: false,
+        };
+        self.list_opts(prefix, options).await
+    }
+
+    /// Like [`PointerStoreExt::list`], but may leave out keys whose current value was
+    /// written [`Listing::Hidden`], and tells each entry's class where the store knows it.
+    async fn list_shown(
+        &self,
+        prefix: &StoreKey,
+        start_after: Option<&StoreKey>,
+        limit: usize,
+    ) -> Result<ListPage, StoreError> {
+        let options = ListOptions {
+            start_after,
+            limit,
+            shown: true,
+        };
+        self.list_opts(prefix, options).await
+    }
+}
+
+impl<S: PointerStore + ?Sized> PointerStoreExt for S {}
 
 #[cfg(test)]
 mod tests {

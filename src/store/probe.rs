@@ -14,6 +14,7 @@ use serde::Serialize;
 use super::{PointerStore, PutMode, StoreError, StoreKey, Version};
 use crate::clock::IdGenerator;
 use crate::error::{Error, ErrorKind};
+use crate::store::PointerStoreExt;
 
 /// One check of the probe.
 #[derive(Debug, Clone, Serialize)]

@@ -15,7 +15,7 @@ impl Warehouse {
     /// Delete objects by name. On the local file system an object is only deleted if no
     /// component of its path below the root is a symbolic link or on another file system
     /// and it is a regular file, checked right before that object's deletion.
-    pub async fn delete(&self, names: Vec<String>) -> Vec<(String, Deletion)> {
+    pub(crate) async fn delete(&self, names: Vec<String>) -> Vec<(String, Deletion)> {
         let mut outcomes = Vec::with_capacity(names.len());
         let mut paths = Vec::with_capacity(names.len());
         for name in names {

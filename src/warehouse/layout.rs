@@ -1,128 +1,214 @@
-//! The warehouse's layout: links on the way to an object about to be published, and a
-//! warehouse this one is nested in.
+//! The warehouse's layout: every name and path the catalog and the collector reserve
+//! under the root, and what each name means. Nothing else spells these paths.
+//!
+//! ```text
+//! <root>/_catalog-owner.json         OWNER_MARKER: which catalog writes and collects here
+//! <root>/_catalog/                   CATALOG_DIR: the embedded object-store catalog's pointers
+//! <root>/_gc/                        GC_DIR: the collector's own files:
+//! <root>/_gc/ledger/<object>/<fact>  LEDGER_DIR: one entry per tracked object (its facts)
+//! <root>/_gc/journal/                JOURNAL_DIR: each run's journal and its finish mark
+//! <root>/_gc/runs/                   RUNS_DIR: each run's plan and checkpoints
+//! <root>/_gc/lease/                  LEASE_DIR: the lease's generations
+//! <root>/_gc/changes/               CHANGES_DIR: the catalog's change log of pointer writes
+//! <root>/_gc/claims/<catalog-id>.json  CLAIMS_DIR: the owning catalog's claim records
+//! <root>/metadata/                   METADATA_DIR: immutable metadata files (managed)
+//! <root>/indexes/                    INDEXES_DIR: immutable index tables (managed)
+//! ```
+//!
+//! # Ledger facts
+//!
+//! An object's ledger entry is the files under `_gc/ledger/<object>/`, one per fact,
+//! named `o-<clock>-<walk>-<run-ms>-<run>.json` (a walk found the object unreachable),
+//! `c-<ms>-<run-ms>-<run>.json` (condemned at `ms`) or `u-<ms>-<run-ms>-<run>.json` (a
+//! clock of an earlier version, never trusted) ([`Fact`]). The collector writes them;
+//! publication reads one entry's condemnation ([`Warehouse::condemnation`]) to refuse
+//! publishing an object that is about to be deleted.
+//!
+//! # Nested roots
+//!
+//! Subtrees of the managed prefixes that belong to someone else ([`nested_root`]).
+//!
+//! A warehouse placed inside another warehouse's `metadata/` or `indexes/`, or a pointer
+//! store placed there, would look like garbage to the outer collector. Opening, `init`
+//! and the first write refuse such layouts where they can see them; the scan is the last
+//! line: a listed object that shows a catalog structure marks the subtree it roots as
+//! **nested**, and nothing in a nested subtree is ever deleted.
+//!
+//! | listed object                                   | nested subtree               |
+//! |-------------------------------------------------|------------------------------|
+//! | `…/X/_catalog-owner.json` (an ownership marker) | `…/X` (a warehouse root)     |
+//! | `…/X/_catalog/…`, `…/X/_gc/…`                   | `…/X` (a warehouse's own dirs) |
+//! | `…/X/_meta/=catalog-id` (a catalog id record)   | `…/X` (a pointer store root) |
+//! | `…/X/i/…/=name`, `…/X/n/…/=name` (pointer records) | `…/X` (a pointer store root) |
+//!
+//! The rules are deliberately broad: an index table that happens to hold such a name is
+//! kept (and reported) rather than risk deleting a catalog.
 
-use object_store::ObjectStoreExt;
-use object_store::path::Path;
+use uuid::Uuid;
 
-use super::{GC_DIR, MANAGED_PREFIXES, OWNER_MARKER, Warehouse, local, unavailable};
-use crate::error::{Error, ErrorKind, Result};
+use super::Warehouse;
+use crate::error::Result;
+
+/// The ownership marker's name under the warehouse root.
+pub const OWNER_MARKER: &str = "_catalog-owner.json";
+/// Where metadata files live: register and commit publish only files below it.
+pub const METADATA_DIR: &str = "metadata";
+/// Where index tables live.
+pub const INDEXES_DIR: &str = "indexes";
+/// The managed prefixes: the only places the garbage collector lists and deletes data.
+pub const MANAGED_PREFIXES: [&str; 2] = [METADATA_DIR, INDEXES_DIR];
+/// The garbage collector's own directory (ledger, journals, runs, lease, claims).
+pub const GC_DIR: &str = "_gc";
+/// The directory the catalog's own pointer records use inside a warehouse.
+pub(crate) const CATALOG_DIR: &str = "_catalog";
+/// The collector's ledger: one entry (a directory of facts) per tracked object.
+pub(crate) const LEDGER_DIR: &str = "_gc/ledger";
+/// The collector's journals: one per run, and its finish mark.
+pub(crate) const JOURNAL_DIR: &str = "_gc/journal";
+/// The collector's runs: each run's plan and checkpoints.
+pub(crate) const RUNS_DIR: &str = "_gc/runs";
+/// The collector's lease generations.
+pub(crate) const LEASE_DIR: &str = "_gc/lease";
+/// The change log: one entry per pointer write, which the collector reads after its walks.
+pub(crate) const CHANGES_DIR: &str = "_gc/changes";
+/// The claim records: `_gc/claims/<catalog-id>.json`, a copy of the marker the owning
+/// catalog writes (create-if-absent) once the marker names it.
+pub(crate) const CLAIMS_DIR: &str = "_gc/claims";
+
+/// A fact of a ledger entry, as its file name states it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fact {
+    /// `o-<clock>-<walk>`: the walk at `walk_ms` found the object unreachable, its
+    /// retention clock running from `start_ms`.
+    Clock { start_ms: i64, walk_ms: i64 },
+    /// `c-<ms>`: condemned at `ms`.
+    Condemned(i64),
+    /// `u-<ms>`: a clock of an earlier version (never trusted).
+    Legacy,
+}
+
+/// The run a fact's file names: `<run-ms>-<run>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FactRun {
+    pub run_ms: i64,
+    pub run_id: Uuid,
+}
+
+/// The longest name of a fact's file: `o-<clock>-<walk>-<run-ms>-<run>.json`.
+const LONGEST_FACT: usize = "o-".len() + 3 * 20 + 3 + 32 + ".json".len();
+
+/// The directory of the ledger entry of `object`.
+pub(crate) fn ledger_entry(object: &str) -> String {
+    format!("{LEDGER_DIR}/{object}")
+}
+
+/// Whether a ledger can hold an entry for `object` in a warehouse whose names are at most
+/// `max_name_len` bytes: its directory plus the longest fact's name fit.
+pub(crate) fn ledger_holds(max_name_len: usize, object: &str) -> bool {
+    LEDGER_DIR.len() + 1 + object.len() + 1 + LONGEST_FACT <= max_name_len
+}
+
+/// Parse a fact's file name (the last segment): `o-<clock>-<walk>-<run-ms>-<run>.json`,
+/// `c-<ms>-<run-ms>-<run>.json` or `u-<ms>-<run-ms>-<run>.json`; `None` for any file the
+/// collector does not write.
+pub(crate) fn parse_fact(file: &str) -> Option<(Fact, FactRun)> {
+    let stem = file.strip_suffix(".json")?;
+    let mut parts = stem.split('-');
+    let tag = parts.next()?;
+    let ms: i64 = parts.next()?.parse().ok()?;
+    let fact = match tag {
+        "o" => Fact::Clock {
+            start_ms: ms,
+            walk_ms: parts.next()?.parse().ok()?,
+        },
+        "c" => Fact::Condemned(ms),
+        "u" => Fact::Legacy,
+        _ => return None,
+    };
+    let run_ms = parts.next()?.parse().ok()?;
+    let run_id = Uuid::try_parse(parts.next()?).ok()?;
+    if parts.next().is_some() {
+        return None;
+    }
+    Some((fact, FactRun { run_ms, run_id }))
+}
+
+/// When a condemnation stamped `stamp_ms`, whose file the store dates `last_modified_ms`,
+/// became visible: the later of the two (a slow or retried write must not let the
+/// condemnation delay start before anyone could see it).
+pub(crate) fn condemnation_visible(stamp_ms: i64, last_modified_ms: i64) -> i64 {
+    stamp_ms.max(last_modified_ms)
+}
 
 impl Warehouse {
-    /// Refuse to publish the object `name` if, on a local warehouse, its path below the
-    /// root passes through a symbolic link: the collector never follows links, so it
-    /// could not see the file to keep what the file names ([`ErrorKind::InvalidIndexMetadata`]).
-    pub async fn refuse_links(&self, name: &str) -> Result<()> {
-        let Some(dir) = &self.local else {
-            return Ok(());
-        };
-        let (dir, checked) = (dir.as_ref().clone(), name.to_owned());
-        let linked = tokio::task::spawn_blocking(move || local::linked(&dir, &checked))
-            .await
-            .map_err(|err| {
-                Error::with_source(
-                    ErrorKind::StoreUnavailable,
-                    "checking a location failed",
-                    err,
-                )
-            })?;
-        match linked {
-            None => Ok(()),
-            Some(why) => Err(Error::new(
-                ErrorKind::InvalidIndexMetadata,
-                format!(
-                    "`{}` cannot be published: {why}; the garbage collector never follows links, so it could not keep what the file names. Place the file itself in the warehouse",
-                    self.absolute(name)
-                ),
-            )),
-        }
-    }
-    /// The names that `names` reach through symbolic links, on a local warehouse: for a
-    /// name whose path passes through a link (`indexes/u/current -> 7`, `tables ->
-    /// indexes`), the name of the path the link leads to, if that lies inside the
-    /// warehouse. A listing never follows links, so it lists those objects under their real
-    /// names; the collector keeps them by these. Each is paired with the name it came
-    /// from. Empty on other stores.
-    pub async fn link_targets(&self, names: Vec<String>) -> Result<Vec<(String, String)>> {
-        let Some(dir) = &self.local else {
-            return Ok(Vec::new());
-        };
-        let dir = dir.as_ref().clone();
-        tokio::task::spawn_blocking(move || {
-            let mut targets = Vec::new();
-            for name in names {
-                if local::linked(&dir, &name).is_some() {
-                    let path = dir.join(&name);
-                    if let Some(path) = path.to_str() {
-                        for target in super::recognise::linked_names(&dir, path) {
-                            targets.push((name.clone(), target));
-                        }
+    /// The latest condemnation of the object `name` its ledger entry records, if any:
+    /// register and commit refuse to publish a condemned object (see
+    /// `catalog::publication`).
+    pub(crate) async fn condemnation(&self, name: &str) -> Result<Option<i64>> {
+        let files = self.list_files(&ledger_entry(name)).await?;
+        Ok(files
+            .iter()
+            .filter_map(|file| {
+                let last = file.name.rsplit('/').next().unwrap_or(&file.name);
+                match parse_fact(last)? {
+                    (Fact::Condemned(ms), _) => {
+                        Some(condemnation_visible(ms, file.last_modified_ms))
                     }
+                    _ => None,
                 }
-            }
-            targets
-        })
-        .await
-        .map_err(|err| {
-            Error::with_source(
-                ErrorKind::StoreUnavailable,
-                "resolving links in the warehouse failed",
-                err,
-            )
-        })
-    }
-
-    /// The warehouse root this one is nested in, if any: an ancestor directory holding
-    /// an ownership marker whose `metadata/`, `indexes/` or `_gc/` contains this root.
-    /// Such a warehouse would have its objects collected by the outer one.
-    pub async fn enclosing_owner(&self) -> Result<Option<String>> {
-        let nested_under = |child: &str| MANAGED_PREFIXES.contains(&child) || child == GC_DIR;
-        if let Some(dir) = &self.local {
-            let dir = dir.as_ref().clone();
-            return tokio::task::spawn_blocking(move || {
-                let mut child = dir.file_name().map(|n| n.to_string_lossy().into_owned());
-                for ancestor in dir.ancestors().skip(1) {
-                    if child.as_deref().is_some_and(nested_under)
-                        && ancestor.join(OWNER_MARKER).exists()
-                    {
-                        return Some(ancestor.display().to_string());
-                    }
-                    child = ancestor
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned());
-                }
-                None
             })
-            .await
-            .map_err(|err| {
-                Error::with_source(
-                    ErrorKind::StoreUnavailable,
-                    "checking the layout failed",
-                    err,
-                )
-            });
+            .max())
+    }
+}
+
+/// The root of the nested catalog structure `name` belongs to, if it shows one.
+pub(crate) fn nested_root(name: &str) -> Option<String> {
+    let segments: Vec<&str> = name.split('/').collect();
+    let root_before = |at: usize| -> Option<String> { (at > 0).then(|| segments[..at].join("/")) };
+    let last = segments.len().checked_sub(1)?;
+    if segments[last] == OWNER_MARKER {
+        return root_before(last);
+    }
+    if let Some(at) = segments[..last]
+        .iter()
+        .position(|s| *s == CATALOG_DIR || *s == GC_DIR)
+    {
+        return root_before(at);
+    }
+    if last >= 1 && segments[last - 1] == "_meta" && segments[last].starts_with('=') {
+        return root_before(last - 1);
+    }
+    if segments[last].starts_with('=')
+        && let Some(at) = segments[..last].iter().position(|s| *s == "i" || *s == "n")
+    {
+        return root_before(at);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalog_structures_mark_their_root() {
+        let cases = [
+            ("indexes/x/wh2/_catalog-owner.json", Some("indexes/x/wh2")),
+            ("indexes/x/wh2/_catalog/i/ns/=a", Some("indexes/x/wh2")),
+            (
+                "indexes/x/wh2/_gc/ledger/indexes/a/u-1-2-3.json",
+                Some("indexes/x/wh2"),
+            ),
+            ("metadata/cat/_meta/=catalog-id", Some("metadata/cat")),
+            ("metadata/cat/i/ns/=name", Some("metadata/cat")),
+            ("metadata/cat/n/=ns", Some("metadata/cat")),
+            ("indexes/_gc/lease/1.json", Some("indexes")),
+            ("indexes/a/1/ivf_postings/part-0.parquet", None),
+            ("indexes/a/1/ivf_postings/bucket=3/part-0", None),
+            ("metadata/a/00001-x.metadata.json", None),
+        ];
+        for (name, root) in cases {
+            assert_eq!(nested_root(name).as_deref(), root, "{name}");
         }
-        let parts: Vec<String> = self
-            .prefix
-            .parts()
-            .map(|part| part.as_ref().to_owned())
-            .collect();
-        for at in 0..parts.len() {
-            if !nested_under(&parts[at]) {
-                continue;
-            }
-            let ancestor = parts[..at].join("/");
-            let marker = if ancestor.is_empty() {
-                OWNER_MARKER.to_owned()
-            } else {
-                format!("{ancestor}/{OWNER_MARKER}")
-            };
-            let marker = Path::parse(&marker).unwrap_or_default();
-            match self.store.head(&marker).await {
-                Ok(_) => return Ok(Some(format!("`{ancestor}` of the same store"))),
-                Err(object_store::Error::NotFound { .. }) => {}
-                Err(err) => return Err(unavailable(OWNER_MARKER, err)),
-            }
-        }
-        Ok(None)
     }
 }

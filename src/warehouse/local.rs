@@ -218,40 +218,6 @@ fn for_each_item(
     }
 }
 
-/// The entries directly in `root/<prefix>`: its files (as a listing reports them) and
-/// the names of its subdirectories (sorted; a subdirectory whose name no metadata could
-/// spell is reported as skipped instead).
-pub(crate) fn children(root: &Path, prefix: &str) -> Result<(Vec<ListItem>, Vec<String>)> {
-    let start = match start_of(root, prefix) {
-        Ok(Some(start)) => start,
-        Ok(None) => return Ok((Vec::new(), Vec::new())),
-        Err(item) => return Ok((vec![item?], Vec::new())),
-    };
-    let (mut items, mut dirs) = (Vec::new(), Vec::new());
-    for entry in present(root, &start, walker(&start).max_depth(1)) {
-        let entry = match entry? {
-            Walked::Entry(entry) => entry,
-            Walked::Unreadable(_, item) => {
-                items.push(item);
-                continue;
-            }
-        };
-        if entry.file_type().is_dir() {
-            match name_of(root, entry.path()) {
-                Ok(name) => dirs.push(name),
-                Err(reason) => items.push(ListItem::Skipped {
-                    name: entry.path().display().to_string(),
-                    reason,
-                }),
-            }
-        } else if let Some(item) = item_of(root, &entry) {
-            items.push(item);
-        }
-    }
-    dirs.sort();
-    Ok((items, dirs))
-}
-
 /// The subdirectories directly in `root/<prefix>`, in file-name order (the walk's order),
 /// without those whose name is not UTF-8 (they are never boundaries, only members).
 pub(crate) fn segments(root: &Path, prefix: &str) -> Result<Vec<String>> {

@@ -22,7 +22,7 @@ impl Warehouse {
     }
 
     /// The canonical form of a location inside the warehouse (see [`Warehouse::relative`]).
-    pub fn canonical_location(&self, location: &str) -> Result<String> {
+    pub(crate) fn canonical_location(&self, location: &str) -> Result<String> {
         Ok(self.absolute(&self.relative(location)?))
     }
 

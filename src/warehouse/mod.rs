@@ -8,36 +8,33 @@
 //! [`names`](self#names)): the raw key below the root, the same spelling for a location in
 //! metadata, a listed object and a deletion.
 //!
-//! Layout (the garbage collector's managed prefixes are `metadata/` and `indexes/`):
-//!
-//! ```text
-//! <root>/_catalog-owner.json  the ownership marker: which catalog writes and collects here
-//! <root>/_catalog/        pointer records of the embedded object-store catalog
-//! <root>/_gc/             the garbage collector's ledger, journals and lease
-//! <root>/metadata/<index-uuid>/<n>-<uuid>.metadata.json   immutable metadata files
-//! <root>/indexes/<index-uuid>/<snapshot-id>/<role>/       immutable index tables
-//! ```
+//! Layout: the `layout` submodule names every reserved path; the garbage collector's
+//! managed prefixes are `metadata/` (immutable metadata files) and `indexes/` (immutable
+//! index tables), and the catalog's and collector's own files live under `_catalog/`,
+//! `_gc/` and the ownership marker `_catalog-owner.json`.
 //!
 //! # Names
 //! See the `names` submodule: a name is the raw `/`-joined key below the root
-//! ([`object_name`]); a location is the root URI plus the name's segments, each
+//! (`object_name`); a location is the root URI plus the name's segments, each
 //! percent-encoded once ([`Warehouse::absolute`]). [`Warehouse::relative`] accepts any
 //! spelling of a location inside the root and returns its name, refusing `.`/`..` and
 //! empty segments and escaped `/`.
 //!
 //! The submodules: `location` (names, locations and store paths), `objects` (reading and
 //! writing one object), `list` and `range` (listings), `delete` (deletions), `layout`
-//! (links on the way to an object, an enclosing warehouse), `local` (the local file
+//! (every reserved name and path: the catalog's, the collector's), `placement` (links on
+//! the way to an object, an enclosing warehouse), `local` (the local file
 //! system's listings and checks) and `errors` (store errors as the crate's).
 
 mod delete;
 mod errors;
-mod layout;
+pub(crate) mod layout;
 mod list;
 mod local;
 mod location;
 mod names;
 mod objects;
+mod placement;
 mod range;
 mod recognise;
 
@@ -48,25 +45,17 @@ use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore};
 use url::Url;
 
+pub use layout::OWNER_MARKER;
+pub(crate) use layout::{GC_DIR, INDEXES_DIR, MANAGED_PREFIXES, METADATA_DIR};
 pub(crate) use location::resolve_existing;
-pub use names::object_name;
+pub(crate) use names::object_name;
 pub(crate) use names::{aliases, is_within};
-pub use objects::Fetched;
+pub(crate) use objects::Fetched;
+#[doc(hidden)] // With `Warehouse::list_range`, for tests/gc_hostile.rs.
 pub use range::{ListRange, Positioned};
 
 use self::errors::unavailable;
 use crate::error::{Error, ErrorKind, Result};
-
-/// The ownership marker's name under the warehouse root.
-pub const OWNER_MARKER: &str = "_catalog-owner.json";
-/// Where metadata files live: register and commit publish only files below it.
-pub const METADATA_DIR: &str = "metadata";
-/// Where index tables live.
-pub const INDEXES_DIR: &str = "indexes";
-/// The managed prefixes: the only places the garbage collector lists and deletes data.
-pub const MANAGED_PREFIXES: [&str; 2] = [METADATA_DIR, INDEXES_DIR];
-/// The garbage collector's own directory (ledger, journals, lease).
-pub const GC_DIR: &str = "_gc";
 
 /// One object found by a listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +75,7 @@ pub struct Listed {
 }
 
 /// What a listing yields.
+#[doc(hidden)] // What `Warehouse::list_range` yields, for tests/gc_hostile.rs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListItem {
     /// An object.
@@ -102,7 +92,7 @@ pub enum ListItem {
 
 /// What became of one object a deletion was asked for.
 #[derive(Debug)]
-pub enum Deletion {
+pub(crate) enum Deletion {
     /// Deleted now.
     Deleted,
     /// Already gone.
@@ -151,7 +141,7 @@ impl Warehouse {
 
     /// The object-store key of a root URI's path, decoded (`s3://b/my%20wh` → `my wh`):
     /// the prefix of a warehouse whose store is the whole bucket.
-    pub fn root_key(root: &str) -> Result<Path> {
+    pub(crate) fn root_key(root: &str) -> Result<Path> {
         let (_, segments) = parse_root(root)?;
         Path::parse(segments.join("/")).map_err(|err| {
             Error::with_source(
@@ -201,6 +191,7 @@ impl Warehouse {
     /// The longest name an object of this warehouse may have: the store's key limit less
     /// the root (S3 and the other object stores: 1,024 bytes of key; local files: 4,095
     /// bytes of path).
+    #[doc(hidden)] // For tests/gc_simulation.rs.
     pub fn max_name_len(&self) -> usize {
         match &self.local {
             Some(dir) => 4095usize.saturating_sub(dir.as_os_str().len() + 1),
@@ -222,7 +213,7 @@ impl Warehouse {
     }
 
     /// The local directory of a warehouse on the local file system.
-    pub fn local_dir(&self) -> Option<&std::path::Path> {
+    pub(crate) fn local_dir(&self) -> Option<&std::path::Path> {
         self.local.as_deref().map(PathBuf::as_path)
     }
 

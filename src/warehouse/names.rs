@@ -30,13 +30,6 @@ pub(crate) type NameError = String;
 
 /// The name of a warehouse-relative location (`indexes/a/1/ivf_postings/` →
 /// `indexes/a/1/ivf_postings`), or why it is none.
-///
-/// ```
-/// # use parqdb_catalog::warehouse::object_name;
-/// assert_eq!(object_name("indexes/ü b/~x/").unwrap(), "indexes/ü b/~x");
-/// assert!(object_name("a//b").is_err());
-/// assert!(object_name("a/../b").is_err());
-/// ```
 pub fn object_name(location: &str) -> Result<String, String> {
     if location.is_empty() {
         return Err("an object name must not be empty".to_owned());
@@ -124,6 +117,10 @@ mod tests {
         assert_eq!(
             object_name("indexes/a/1/ivf_postings/").as_deref(),
             Ok("indexes/a/1/ivf_postings")
+        );
+        assert_eq!(
+            object_name("indexes/ü b/~x/").as_deref(),
+            Ok("indexes/ü b/~x")
         );
         for raw in ["indexes/ü/x", "a/~b/[c]/d e", "a/%7E/x", "a/b:c", "a/...x"] {
             assert_eq!(object_name(raw).as_deref(), Ok(raw), "{raw}");

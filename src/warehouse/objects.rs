@@ -7,28 +7,8 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 
 use super::{Listed, Warehouse, unavailable};
 use crate::error::{Error, ErrorKind, Result};
-use crate::metadata::MAX_METADATA_BYTES;
 
 impl Warehouse {
-    /// Read a metadata file by absolute location: [`ErrorKind::InvalidIndexMetadata`] if
-    /// it is outside the warehouse, missing or too large.
-    pub async fn read_metadata(&self, location: &str) -> Result<Bytes> {
-        let name = self.relative(location)?;
-        match self.get(&name, MAX_METADATA_BYTES as u64).await? {
-            Fetched::Object(bytes, _) => Ok(bytes),
-            Fetched::Missing => Err(Error::new(
-                ErrorKind::InvalidIndexMetadata,
-                format!("metadata file `{location}` does not exist"),
-            )),
-            Fetched::TooLarge(size) => Err(Error::new(
-                ErrorKind::InvalidIndexMetadata,
-                format!(
-                    "metadata file `{location}` has {size} bytes, more than the limit of {MAX_METADATA_BYTES}"
-                ),
-            )),
-        }
-    }
-
     /// Write a new immutable object at the warehouse-relative location `name` with
     /// create-if-absent, and return its absolute location.
     pub async fn write_new(&self, name: &str, bytes: Bytes) -> Result<String> {
@@ -52,7 +32,7 @@ impl Warehouse {
 
     /// Read the object `name` unless it is larger than `max_bytes` (one GET: the size is
     /// checked from the response head before the body is read).
-    pub async fn get(&self, name: &str, max_bytes: u64) -> Result<Fetched> {
+    pub(crate) async fn get(&self, name: &str, max_bytes: u64) -> Result<Fetched> {
         let path = self.path(name)?;
         let result = match self.store.get(&path).await {
             Ok(result) => result,
@@ -139,7 +119,7 @@ impl Warehouse {
 
 /// What [`Warehouse::get`] found.
 #[derive(Debug)]
-pub enum Fetched {
+pub(crate) enum Fetched {
     /// The object's bytes and listing entry.
     Object(Bytes, Listed),
     /// It is larger than the limit (its size).

@@ -5,30 +5,7 @@
 //! of every page, so a run stopped anywhere resumes after that entry and lists nothing
 //! more than once more.
 //!
-//! ```
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> parqdb_catalog::Result<()> {
-//! use bytes::Bytes;
-//! use futures::TryStreamExt;
-//! use parqdb_catalog::warehouse::{ListRange, Warehouse};
-//!
-//! let warehouse = Warehouse::in_memory("memory://range/wh")?;
-//! for name in ["indexes/a/1", "indexes/a/2", "indexes/b/1", "indexes/c/1"] {
-//!     warehouse.put_if_absent(name, Bytes::from_static(b"x")).await?;
-//! }
-//! // The subdirectories, in listing order: the possible partition boundaries.
-//! assert_eq!(warehouse.segments("indexes").await?, ["a", "b", "c"]);
-//! // `a` and `b`, resumed after the first entry.
-//! let range = ListRange::new("indexes", None, Some("c".into()));
-//! let first: Vec<_> = warehouse.list_range(&range, None).try_collect().await?;
-//! let rest: Vec<_> = warehouse
-//!     .list_range(&range, Some(&first[0].position))
-//!     .try_collect()
-//!     .await?;
-//! let names: Vec<String> = rest.into_iter().filter_map(|entry| entry.item.name().map(str::to_owned)).collect();
-//! assert_eq!(names, ["indexes/a/2", "indexes/b/1"]);
-//! # Ok(()) }
-//! ```
+//! (`tests::a_range_resumes_after_a_position` shows one range listed and resumed.)
 //!
 //! # Order and positions
 //! Each store lists in its own order, and a position means something only to the
@@ -60,7 +37,7 @@ use crate::error::Result;
 
 /// A part of the listing of `prefix`: the entries below it whose first segment under it
 /// sorts at or after `from` and before `to` (each unbounded when `None`). The segments are
-/// as [`Warehouse::segments`] returns them.
+/// as `Warehouse::segments` returns them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct ListRange {
@@ -223,7 +200,7 @@ impl Warehouse {
     }
 
     /// The subdirectories directly in `prefix`, by their segment, in listing order.
-    pub async fn segments(&self, prefix: &str) -> Result<Vec<String>> {
+    pub(crate) async fn segments(&self, prefix: &str) -> Result<Vec<String>> {
         if let Some(root) = &self.local {
             let (root, prefix) = (root.as_ref().clone(), prefix.to_owned());
             return tokio::task::spawn_blocking(move || local::segments(&root, &prefix))
@@ -259,6 +236,7 @@ impl Warehouse {
 
     /// Every entry of `range` after the position `after` (from the start of the range
     /// when `None`), in listing order; see the module docs.
+    #[doc(hidden)] // For tests/gc_hostile.rs.
     pub fn list_range(
         &self,
         range: &ListRange,
@@ -396,6 +374,31 @@ mod tests {
             expected.sort();
             assert_eq!(seen, expected, "{parts} partitions: {ranges:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_range_resumes_after_a_position() -> crate::Result<()> {
+        let warehouse = Warehouse::in_memory("memory://range/wh")?;
+        for name in ["indexes/a/1", "indexes/a/2", "indexes/b/1", "indexes/c/1"] {
+            warehouse
+                .put_if_absent(name, Bytes::from_static(b"x"))
+                .await?;
+        }
+        // The subdirectories, in listing order: the possible partition boundaries.
+        assert_eq!(warehouse.segments("indexes").await?, ["a", "b", "c"]);
+        // `a` and `b`, resumed after the first entry.
+        let range = ListRange::new("indexes", None, Some("c".into()));
+        let first: Vec<_> = warehouse.list_range(&range, None).try_collect().await?;
+        let rest: Vec<_> = warehouse
+            .list_range(&range, Some(&first[0].position))
+            .try_collect()
+            .await?;
+        let names: Vec<String> = rest
+            .into_iter()
+            .filter_map(|entry| entry.item.name().map(str::to_owned))
+            .collect();
+        assert_eq!(names, ["indexes/a/2", "indexes/b/1"]);
+        Ok(())
     }
 
     #[tokio::test]

@@ -42,7 +42,7 @@ enum Reading {
 impl Warehouse {
     /// Every name of this warehouse that `location` may denote in some engine's reading
     /// (see the [module docs](self)); empty if it denotes nothing inside the root.
-    pub fn names_of_location(&self, location: &str) -> Vec<String> {
+    pub(crate) fn names_of_location(&self, location: &str) -> Vec<String> {
         let location = location.trim();
         let mut names = Vec::new();
         let mut all = readings(location);

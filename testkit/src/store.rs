@@ -2,17 +2,17 @@
 //! test's [`Hook`] before each — to count calls, crash or hang at one of them, let a
 //! rival write first, or change what the call asks for.
 //!
-//! The wrapper forwards every method of [`PointerStore`], provided ones included
-//! (`location`, `put_listed`, `list_shown`, `get_if_changed`, `transact`), so the inner
-//! store serves each call as it would serve the catalog directly; a hook sees
-//! `put`/`put_listed` as one [`Call::Put`] and `list`/`list_shown` as one [`Call::List`].
+//! The wrapper forwards every primitive of [`PointerStore`] (`location` and `transact`
+//! included), so the inner store serves each call as it would serve the catalog directly;
+//! a hook sees `put`/`put_listed` as one [`Call::Put`] and `list`/`list_shown` as one
+//! [`Call::List`].
 //!
 //! ```
 //! use std::sync::Arc;
 //! use std::sync::atomic::{AtomicUsize, Ordering};
 //!
 //! use parqdb_catalog::store::memory::MemoryStore;
-//! use parqdb_catalog::store::{PointerStore, StoreError, StoreKey};
+//! use parqdb_catalog::store::{PointerStore, PointerStoreExt, StoreError, StoreKey};
 //! use parqdb_catalog_testkit::store::{Call, Hook, Hooked};
 //!
 //! /// Counts the calls.
@@ -45,8 +45,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use parqdb_catalog::store::{
-    Capabilities, Changed, ListPage, Listing, PointerStore, PutMode, StoreError, StoreKey, TxWrite,
-    Version, Versioned,
+    Capabilities, Changed, GetOptions, ListOptions, ListPage, PointerStore, PutMode, PutOptions,
+    StoreError, StoreKey, TxWrite, Version,
 };
 
 /// One store call, as a hook sees it before it is forwarded.
@@ -133,72 +133,44 @@ impl<H: Hook> PointerStore for Hooked<H> {
         self.inner.location()
     }
 
-    async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
-        self.hook.before(&self.inner, Call::Get { key }).await?;
-        self.inner.get(key).await
-    }
-
-    async fn put(
-        &self,
-        key: &StoreKey,
-        value: Bytes,
-        mut mode: PutMode,
-    ) -> Result<Version, StoreError> {
-        let call = Call::Put {
-            key,
-            mode: &mut mode,
-        };
-        self.hook.before(&self.inner, call).await?;
-        self.inner.put(key, value, mode).await
-    }
-
-    async fn list(
-        &self,
-        prefix: &StoreKey,
-        start_after: Option<&StoreKey>,
-        limit: usize,
-    ) -> Result<ListPage, StoreError> {
-        self.hook.before(&self.inner, Call::List { prefix }).await?;
-        self.inner.list(prefix, start_after, limit).await
-    }
-
     fn capabilities(&self) -> Capabilities {
         self.hook.capabilities(self.inner.capabilities())
     }
 
-    async fn put_listed(
+    async fn get_opts(
+        &self,
+        key: &StoreKey,
+        options: GetOptions<'_>,
+    ) -> Result<Changed, StoreError> {
+        let call = match options.if_changed_from {
+            None => Call::Get { key },
+            Some(version) => Call::GetIfChanged { key, version },
+        };
+        self.hook.before(&self.inner, call).await?;
+        self.inner.get_opts(key, options).await
+    }
+
+    async fn put_opts(
         &self,
         key: &StoreKey,
         value: Bytes,
-        mut mode: PutMode,
-        listing: Listing,
+        mut options: PutOptions,
     ) -> Result<Version, StoreError> {
         let call = Call::Put {
             key,
-            mode: &mut mode,
+            mode: &mut options.mode,
         };
         self.hook.before(&self.inner, call).await?;
-        self.inner.put_listed(key, value, mode, listing).await
+        self.inner.put_opts(key, value, options).await
     }
 
-    async fn list_shown(
+    async fn list_opts(
         &self,
         prefix: &StoreKey,
-        start_after: Option<&StoreKey>,
-        limit: usize,
+        options: ListOptions<'_>,
     ) -> Result<ListPage, StoreError> {
         self.hook.before(&self.inner, Call::List { prefix }).await?;
-        self.inner.list_shown(prefix, start_after, limit).await
-    }
-
-    async fn get_if_changed(
-        &self,
-        key: &StoreKey,
-        version: &Version,
-    ) -> Result<Changed, StoreError> {
-        let call = Call::GetIfChanged { key, version };
-        self.hook.before(&self.inner, call).await?;
-        self.inner.get_if_changed(key, version).await
+        self.inner.list_opts(prefix, options).await
     }
 
     async fn transact(&self, writes: Vec<TxWrite>) -> Result<Vec<Version>, StoreError> {

@@ -53,7 +53,7 @@
 //! # Ok(()) }
 //! ```
 
-pub mod invoke;
+mod invoke;
 mod names;
 mod wire;
 
@@ -67,7 +67,7 @@ use aws_sdk_lambda::config::BehaviorVersion;
 use aws_sdk_lambda::config::retry::RetryConfig;
 use aws_sdk_lambda::config::timeout::TimeoutConfig;
 
-pub use names::{DEFAULT_QUALIFIER, FunctionNames, SCHEME};
+pub use names::{DEFAULT_QUALIFIER, FunctionNames};
 
 use self::invoke::{Failure, Idempotence, Invoker};
 use self::wire::{Answer, NamespaceDropped, NamespaceExists, NamespaceProperties};
@@ -90,7 +90,7 @@ pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(35);
 /// Default timeout of connecting to the Lambda endpoint.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The catalog over a deployment's Lambda functions. See the [module docs](self).
+/// The catalog over a deployment's Lambda functions. See the [module docs](crate::remote).
 #[derive(Debug, Clone)]
 pub struct LambdaCatalog {
     invoker: Invoker,
@@ -215,7 +215,7 @@ impl LambdaCatalog {
         &self.invoker.names
     }
 
-    /// The Lambda client (retries disabled; see [`invoke`]).
+    /// The Lambda client (retries disabled: the catalog retries).
     pub fn client(&self) -> &Client {
         &self.invoker.client
     }

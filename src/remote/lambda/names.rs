@@ -7,7 +7,7 @@ use crate::lambda::Operation;
 
 /// The URI scheme of a Lambda deployment:
 /// `lambda://PREFIX[?qualifier=ALIAS][&OPERATION=NAME...]`.
-pub const SCHEME: &str = "lambda://";
+pub(crate) const SCHEME: &str = "lambda://";
 
 /// The alias the SAM template publishes every function through (`AutoPublishAlias` in
 /// `infra/template.yaml`), which CodeDeploy shifts gradually to each new version: what a

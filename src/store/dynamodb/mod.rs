@@ -12,8 +12,8 @@
 //! | `sk`      | S    | sort key: the rest of the store key (the leaf), or `!` if the rest is empty |
 //! | `value`   | B    | the record bytes                                              |
 //! | `version` | N    | the version token: `1` when created, `+1` on every replace    |
-//! | `shown_sk`| S    | the sort key again, only on items written [`Listing::Shown`] or [`Listing::Check`]: the sort key of the sparse local secondary index `shown` |
-//! | `listing` | N    | the item's [`Listing`] code (1 hidden, 2 shown, 3 check)      |
+//! | `shown_sk`| S    | the sort key again, only on items written [`Listing::Shown`](crate::store::Listing::Shown) or [`Listing::Check`](crate::store::Listing::Check): the sort key of the sparse local secondary index `shown` |
+//! | `listing` | N    | the item's [`Listing`](crate::store::Listing) code (1 hidden, 2 shown, 3 check)      |
 //!
 //! Billing is on demand; there is one local secondary index, no TTL and no streams. Create
 //! the table with [`DynamoStore::create_table`] (`parqdb-catalog init`) or with:
@@ -31,9 +31,9 @@
 //!
 //! # The `shown` index
 //! A namespace's partition holds its tombstones too (records are never deleted), so a
-//! `Query` of the partition returns every identifier ever dropped. [`PointerStore::list_shown`]
+//! `Query` of the partition returns every identifier ever dropped. [`PointerStoreExt::list_shown`](crate::store::PointerStoreExt::list_shown)
 //! queries the sparse **local** secondary index `shown` instead: an item is in it only
-//! while it has `shown_sk`, i.e. while its value was not written [`Listing::Hidden`]. A
+//! while it has `shown_sk`, i.e. while its value was not written [`Listing::Hidden`](crate::store::Listing::Hidden). A
 //! local index, unlike a global one, answers strongly consistent reads, so a listing still
 //! sees every write that completed before it started; one `Query` per page returns only
 //! shown items, with their keys and class (`INCLUDE` projection: no values, which keeps the
@@ -92,7 +92,7 @@
 //! [`StoreError::Unavailable`].
 //!
 //! # Listing
-//! [`PointerStore::list`] needs a prefix that contains `=`: the part up to its first `=` is
+//! [`PointerStoreExt::list`](crate::store::PointerStoreExt::list) needs a prefix that contains `=`: the part up to its first `=` is
 //! the partition, the rest (usually empty) a `begins_with` condition on the sort key. It
 //! queries with `ConsistentRead`, `Limit` and `ExclusiveStartKey` (derived from
 //! `start_after`), follows DynamoDB's own pagination (1 MB per response) until the page is
@@ -153,8 +153,8 @@ use self::errors::{Failure, classify, get_failure, put_failure};
 use self::item::{item_key, key_attributes};
 use super::timeouts::StoreTimeouts;
 use super::{
-    Capabilities, Changed, ListPage, Listing, PointerStore, PutMode, StoreError, StoreKey, TxWrite,
-    Version, Versioned,
+    Capabilities, Changed, GetOptions, ListOptions, ListPage, PointerStore, PutMode, PutOptions,
+    StoreError, StoreKey, TxWrite, Version,
 };
 use crate::error::Result;
 
@@ -283,29 +283,33 @@ impl PointerStore for DynamoStore {
         Some(self.describe())
     }
 
-    async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
-        match self.get_item(key, false).await? {
-            Some(item) => Ok(Some(self.decode(key.as_str(), item)?)),
-            None => Ok(None),
+    async fn get_opts(
+        &self,
+        key: &StoreKey,
+        options: GetOptions<'_>,
+    ) -> Result<Changed, StoreError> {
+        if let Some(version) = options.if_changed_from {
+            // Ask for the version alone first: an unchanged record costs no value bytes.
+            let Some(item) = self.get_item(key, true).await? else {
+                return Ok(Changed::Missing);
+            };
+            if self.decode_version(key.as_str(), &item)? == *version {
+                return Ok(Changed::Unchanged);
+            }
         }
+        Ok(match self.get_item(key, false).await? {
+            Some(item) => Changed::Changed(self.decode(key.as_str(), item)?),
+            None => Changed::Missing,
+        })
     }
 
-    async fn put(
+    async fn put_opts(
         &self,
         key: &StoreKey,
         value: Bytes,
-        mode: PutMode,
+        options: PutOptions,
     ) -> Result<Version, StoreError> {
-        self.put_listed(key, value, mode, Listing::Check).await
-    }
-
-    async fn put_listed(
-        &self,
-        key: &StoreKey,
-        value: Bytes,
-        mode: PutMode,
-        listing: Listing,
-    ) -> Result<Version, StoreError> {
+        let PutOptions { mode, listing } = options;
         let (put, version) = self.prepare(key, value, &mode, listing)?;
         let sent = self
             .client
@@ -329,46 +333,20 @@ impl PointerStore for DynamoStore {
         }
     }
 
-    async fn list(
+    async fn list_opts(
         &self,
         prefix: &StoreKey,
-        start_after: Option<&StoreKey>,
-        limit: usize,
+        options: ListOptions<'_>,
     ) -> Result<ListPage, StoreError> {
-        self.list_partition(prefix, start_after, limit, false).await
-    }
-
-    async fn list_shown(
-        &self,
-        prefix: &StoreKey,
-        start_after: Option<&StoreKey>,
-        limit: usize,
-    ) -> Result<ListPage, StoreError> {
-        let shown = self.has_shown_index().await?;
-        self.list_partition(prefix, start_after, limit, shown).await
+        let shown = options.shown && self.has_shown_index().await?;
+        self.list_partition(prefix, options.start_after, options.limit, shown)
+            .await
     }
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             atomic_multi_key_write: true,
         }
-    }
-
-    async fn get_if_changed(
-        &self,
-        key: &StoreKey,
-        version: &Version,
-    ) -> Result<Changed, StoreError> {
-        let Some(item) = self.get_item(key, true).await? else {
-            return Ok(Changed::Missing);
-        };
-        if self.decode_version(key.as_str(), &item)? == *version {
-            return Ok(Changed::Unchanged);
-        }
-        Ok(match self.get(key).await? {
-            Some(current) => Changed::Changed(current),
-            None => Changed::Missing,
-        })
     }
 
     async fn transact(&self, writes: Vec<TxWrite>) -> Result<Vec<Version>, StoreError> {

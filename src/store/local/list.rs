@@ -153,7 +153,7 @@ mod tests {
     use bytes::Bytes;
 
     use super::*;
-    use crate::store::{PointerStore, PutMode};
+    use crate::store::{PointerStoreExt, PutMode};
 
     async fn keys_of(store: &LocalStore, prefix: &str, page: usize) -> Vec<String> {
         let prefix = StoreKey::new(prefix).expect("prefix");

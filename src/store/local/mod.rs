@@ -1,7 +1,7 @@
 //! The local-filesystem pointer store: the embedded default.
 //!
 //! Each key is one file under the root directory (`i/a/=x` is `<root>/i/a/=x`). The file
-//! holds a one-line header with the record's generation and its [`Listing`] class
+//! holds a one-line header with the record's generation and its [`Listing`](crate::store::Listing) class
 //! (`hidden`, `shown` or `check`; files written before classes existed have none and list as
 //! unknown), then the value:
 //!
@@ -72,7 +72,10 @@ use bytes::Bytes;
 
 use self::record::{read_record, versioned};
 use self::write::{CancelOnDrop, put_blocking};
-use super::{ListPage, Listing, PointerStore, PutMode, StoreError, StoreKey, Version, Versioned};
+use super::{
+    Changed, GetOptions, ListOptions, ListPage, PointerStore, PutOptions, StoreError, StoreKey,
+    Version,
+};
 
 /// Numbers the temporary files of this process (record writes and name-index snapshots).
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -139,34 +142,29 @@ impl PointerStore for LocalStore {
         Some(format!("file://{}", root.display()))
     }
 
-    async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
+    async fn get_opts(
+        &self,
+        key: &StoreKey,
+        options: GetOptions<'_>,
+    ) -> Result<Changed, StoreError> {
         let path = self.path(key);
         let record = tokio::task::spawn_blocking(move || read_record(&path))
             .await
             .map_err(StoreError::unavailable)?
             .map_err(unavailable)?;
-        Ok(record.map(versioned))
+        Ok(Changed::of(record.map(versioned), options))
     }
 
-    async fn put(
+    async fn put_opts(
         &self,
         key: &StoreKey,
         value: Bytes,
-        mode: PutMode,
-    ) -> Result<Version, StoreError> {
-        self.put_listed(key, value, mode, Listing::Check).await
-    }
-
-    async fn put_listed(
-        &self,
-        key: &StoreKey,
-        value: Bytes,
-        mode: PutMode,
-        listing: Listing,
+        options: PutOptions,
     ) -> Result<Version, StoreError> {
         let (root, path) = (self.root.clone(), self.path(key));
         let cancelled = Arc::new(AtomicBool::new(false));
         let _cancel_on_drop = CancelOnDrop(cancelled.clone());
+        let PutOptions { mode, listing } = options;
         tokio::task::spawn_blocking(move || {
             put_blocking(&root, &path, &value, &mode, listing, &cancelled)
         })
@@ -174,21 +172,12 @@ impl PointerStore for LocalStore {
         .map_err(StoreError::ambiguous)?
     }
 
-    async fn list(
+    async fn list_opts(
         &self,
         prefix: &StoreKey,
-        start_after: Option<&StoreKey>,
-        limit: usize,
+        options: ListOptions<'_>,
     ) -> Result<ListPage, StoreError> {
-        self.list_blocking(prefix, start_after, limit, false).await
-    }
-
-    async fn list_shown(
-        &self,
-        prefix: &StoreKey,
-        start_after: Option<&StoreKey>,
-        limit: usize,
-    ) -> Result<ListPage, StoreError> {
-        self.list_blocking(prefix, start_after, limit, true).await
+        self.list_blocking(prefix, options.start_after, options.limit, options.shown)
+            .await
     }
 }

@@ -62,7 +62,7 @@ mod tests {
     use tokio::net::TcpListener;
 
     use crate::store::s3::{S3Options, S3Store};
-    use crate::store::{PointerStore, PutMode, StoreError, StoreKey, Version};
+    use crate::store::{PointerStoreExt, PutMode, StoreError, StoreKey, Version};
 
     fn store_at(endpoint: &str, max_retries: usize) -> S3Store {
         let options = S3Options {

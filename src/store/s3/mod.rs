@@ -19,12 +19,12 @@
 //! `ListObjectsV2` returns no bodies, so a listing that had to tell live records from
 //! tombstones would read every record: 8.7–15× a raw listing on the S3-compatible server.
 //! The one thing a writer controls that every S3 listing returns is the object's **size**,
-//! so the store keeps each value's [`Listing`] class there. An object is the value, then
+//! so the store keeps each value's [`Listing`](crate::store::Listing) class there. An object is the value, then
 //! `p` zero bytes, then a 5-byte trailer `FF 'p' 'q' <class code> <p>`, with `p` in `0..4`
 //! chosen so that `size % 4` is the class code (1 hidden, 2 shown, 3 check; never 0).
 //! Reads strip the frame; an object without the trailer (written before classes existed)
 //! reads as it is (no UTF-8 text, hence no catalog record, contains the byte `FF`).
-//! [`PointerStore::list_shown`] then leaves out hidden objects and classifies the others
+//! [`PointerStoreExt::list_shown`](crate::store::PointerStoreExt::list_shown) then leaves out hidden objects and classifies the others
 //! from the same `ListObjectsV2` pages a raw listing makes: no extra request.
 //!
 //! Sizes are only meaningful if every object under the prefix was written framed. The
@@ -116,7 +116,8 @@ use self::connector::{Attempts, CountingConnector};
 use self::errors::{put_error, read_error};
 use self::options::{normalise_prefix, parse_uri};
 use super::{
-    Changed, ListPage, Listing, PointerStore, PutMode, StoreError, StoreKey, Version, Versioned,
+    self as store, Changed, ListOptions, ListPage, PointerStore, PutMode, StoreError, StoreKey,
+    Version, Versioned,
 };
 use crate::error::{Error, ErrorKind};
 
@@ -238,38 +239,46 @@ impl PointerStore for S3Store {
         Some(self.describe())
     }
 
-    async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
+    async fn get_opts(
+        &self,
+        key: &StoreKey,
+        options: store::GetOptions<'_>,
+    ) -> Result<Changed, StoreError> {
         let path = self.path(key)?;
-        match self.get_with(&path, GetOptions::default()).await {
-            Ok(versioned) => Ok(Some(versioned)),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
+        let Some(version) = options.if_changed_from else {
+            return match self.get_with(&path, GetOptions::default()).await {
+                Ok(current) => Ok(Changed::Changed(current)),
+                Err(object_store::Error::NotFound { .. }) => Ok(Changed::Missing),
+                Err(err) => Err(read_error(err)),
+            };
+        };
+        let conditional = GetOptions {
+            if_none_match: Some(version.as_str().to_owned()),
+            ..GetOptions::default()
+        };
+        match self.get_with(&path, conditional).await {
+            Ok(current) if current.version == *version => Ok(Changed::Unchanged),
+            Ok(current) => Ok(Changed::Changed(current)),
+            Err(object_store::Error::NotModified { .. }) => Ok(Changed::Unchanged),
+            Err(object_store::Error::NotFound { .. }) => Ok(Changed::Missing),
             Err(err) => Err(read_error(err)),
         }
     }
 
-    async fn put(
+    async fn put_opts(
         &self,
         key: &StoreKey,
         value: Bytes,
-        mode: PutMode,
+        options: store::PutOptions,
     ) -> Result<Version, StoreError> {
-        self.put_listed(key, value, mode, Listing::Check).await
-    }
-
-    async fn put_listed(
-        &self,
-        key: &StoreKey,
-        value: Bytes,
-        mode: PutMode,
-        listing: Listing,
-    ) -> Result<Version, StoreError> {
+        let store::PutOptions { mode, listing } = options;
         let path = self.path(key)?;
         // Never fails the write, which reports the store's state itself (a missing bucket,
         // a refused credential).
         self.check_classes().await?;
         let value = frame(&value, listing);
         let attempts = Attempts::default();
-        let mut options = PutOptions {
+        let mut put = PutOptions {
             mode: match &mode {
                 PutMode::Create => object_store::PutMode::Create,
                 PutMode::Update(version) => object_store::PutMode::Update(UpdateVersion {
@@ -279,10 +288,10 @@ impl PointerStore for S3Store {
             },
             ..PutOptions::default()
         };
-        options.extensions.insert(attempts.clone());
+        put.extensions.insert(attempts.clone());
         match self
             .client
-            .put_opts(&path, PutPayload::from_bytes(value), options)
+            .put_opts(&path, PutPayload::from_bytes(value), put)
             .await
         {
             Ok(result) => result.e_tag.map(Version::new).ok_or_else(|| {
@@ -294,42 +303,13 @@ impl PointerStore for S3Store {
         }
     }
 
-    async fn list(
+    async fn list_opts(
         &self,
         prefix: &StoreKey,
-        start_after: Option<&StoreKey>,
-        limit: usize,
+        options: ListOptions<'_>,
     ) -> Result<ListPage, StoreError> {
-        self.list_classified(prefix, start_after, limit, false)
+        self.list_classified(prefix, options.start_after, options.limit, options.shown)
             .await
-    }
-
-    async fn list_shown(
-        &self,
-        prefix: &StoreKey,
-        start_after: Option<&StoreKey>,
-        limit: usize,
-    ) -> Result<ListPage, StoreError> {
-        self.list_classified(prefix, start_after, limit, true).await
-    }
-
-    async fn get_if_changed(
-        &self,
-        key: &StoreKey,
-        version: &Version,
-    ) -> Result<Changed, StoreError> {
-        let options = GetOptions {
-            if_none_match: Some(version.as_str().to_owned()),
-            ..GetOptions::default()
-        };
-        let path = self.path(key)?;
-        match self.get_with(&path, options).await {
-            Ok(current) if current.version == *version => Ok(Changed::Unchanged),
-            Ok(current) => Ok(Changed::Changed(current)),
-            Err(object_store::Error::NotModified { .. }) => Ok(Changed::Unchanged),
-            Err(object_store::Error::NotFound { .. }) => Ok(Changed::Missing),
-            Err(err) => Err(read_error(err)),
-        }
     }
 }
 

@@ -17,6 +17,7 @@ use parqdb_catalog::SeededIds;
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcStatus};
 use parqdb_catalog::store::PointerStore;
+use parqdb_catalog::store::PointerStoreExt;
 use parqdb_catalog::store::local::LocalStore;
 
 const DAY: i64 = 24 * HOUR;

@@ -100,6 +100,7 @@ use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcPhase, GcProgress, GcStatus};
 use parqdb_catalog::metadata::IndexMetadata;
+use parqdb_catalog::store::PointerStoreExt;
 use parqdb_catalog::store::local::LocalStore;
 use parqdb_catalog::store::memory::MemoryStore;
 use parqdb_catalog::store::{PointerStore, StoreKey};

@@ -32,7 +32,7 @@ fn functions_trace_and_ship_through_a_gradually_shifted_alias() {
     assert_eq!(globals["Tracing"].as_str(), Some("Active"));
     assert_eq!(globals["AutoPublishAlias"].as_str(), Some("live"));
     assert_eq!(
-        parqdb_catalog::remote::lambda::DEFAULT_QUALIFIER,
+        parqdb_catalog::remote::DEFAULT_QUALIFIER,
         "live",
         "the CLI's lambda:// client invokes the alias the template publishes"
     );

@@ -31,6 +31,7 @@ use futures::TryStreamExt;
 use parqdb_catalog::catalog::record::{PointerRecord, PointerState};
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::metadata::IndexMetadata;
+use parqdb_catalog::store::PointerStoreExt;
 use parqdb_catalog::store::local::LocalStore;
 use parqdb_catalog::store::memory::MemoryStore;
 use parqdb_catalog::store::{Capabilities, PointerStore, StoreError};

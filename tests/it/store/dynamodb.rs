@@ -11,6 +11,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 use bytes::Bytes;
 use parqdb_catalog::ErrorKind;
+use parqdb_catalog::store::PointerStoreExt;
 use parqdb_catalog::store::dynamodb::DynamoStore;
 use parqdb_catalog::store::{
     Listing, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::support::fixture::{TestEnv, source};
 use async_trait::async_trait;
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
+use parqdb_catalog::store::PointerStoreExt;
 use parqdb_catalog::store::memory::MemoryStore;
 use parqdb_catalog::store::{Capabilities, PointerStore, PutMode, StoreError, StoreKey};
 use parqdb_catalog::warehouse::Warehouse;

@@ -9,7 +9,8 @@ use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::metadata::{IndexMetadata, SnapshotContents};
 use parqdb_catalog::store::{
-    ListPage, PointerStore, PutMode, StoreError, StoreKey, Version, Versioned,
+    Changed, GetOptions, ListOptions, ListPage, PointerStore, PutOptions, StoreError, StoreKey,
+    Version,
 };
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{IndexIdentifier, Namespace, RandomIds, SystemClock};
@@ -156,25 +157,15 @@ impl PointerStore for RefusingStore {
         "refusing://access-denied".to_owned()
     }
 
-    async fn get(&self, _key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
+    async fn get_opts(&self, _: &StoreKey, _: GetOptions<'_>) -> Result<Changed, StoreError> {
         Err(StoreError::fatal("access denied"))
     }
 
-    async fn put(
-        &self,
-        _key: &StoreKey,
-        _value: Bytes,
-        _mode: PutMode,
-    ) -> Result<Version, StoreError> {
+    async fn put_opts(&self, _: &StoreKey, _: Bytes, _: PutOptions) -> Result<Version, StoreError> {
         Err(StoreError::fatal("access denied"))
     }
 
-    async fn list(
-        &self,
-        _prefix: &StoreKey,
-        _start_after: Option<&StoreKey>,
-        _limit: usize,
-    ) -> Result<ListPage, StoreError> {
+    async fn list_opts(&self, _: &StoreKey, _: ListOptions<'_>) -> Result<ListPage, StoreError> {
         Err(StoreError::fatal("access denied"))
     }
 }

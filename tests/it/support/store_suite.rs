@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parqdb_catalog::RandomIds;
+use parqdb_catalog::store::PointerStoreExt;
 use parqdb_catalog::store::{
     Changed, Listing, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version, probe::probe,
 };

@@ -78,7 +78,7 @@ impl Backend {
 
 /// Check that no pointer record was applied twice: every applied write to an index key
 /// carries a commit id no other applied write to that key carries.
-pub fn assert_applied_once(writes: &[parqdb_catalog::store::faulty::AppliedWrite]) -> usize {
+pub fn assert_applied_once(writes: &[parqdb_catalog_testkit::faulty::AppliedWrite]) -> usize {
     let mut seen = HashSet::new();
     let mut count = 0;
     for write in writes {

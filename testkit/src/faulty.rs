@@ -21,7 +21,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use parqdb_catalog::store::faulty::{FaultConfig, FaultyStore};
+//! use parqdb_catalog_testkit::faulty::{FaultConfig, FaultyStore};
 //! use parqdb_catalog::store::memory::MemoryStore;
 //!
 //! let store = FaultyStore::new(Arc::new(MemoryStore::new()), FaultConfig::uniform(7, 0.10));
@@ -39,9 +39,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{
-    Capabilities, Changed, ListPage, Listing, PointerStore, PutMode, StoreError, StoreKey, TxWrite,
-    Version, Versioned,
+use parqdb_catalog::store::{
+    Capabilities, Changed, GetOptions, ListOptions, ListPage, PointerStore, PutMode, PutOptions,
+    StoreError, StoreKey, TxWrite, Version,
 };
 
 /// One injected fault.
@@ -404,35 +404,34 @@ impl PointerStore for FaultyStore {
         self.inner.location()
     }
 
-    async fn get(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
+    fn capabilities(&self) -> Capabilities {
+        if self.config.hide_transact {
+            Capabilities::default()
+        } else {
+            self.inner.capabilities()
+        }
+    }
+
+    async fn get_opts(
+        &self,
+        key: &StoreKey,
+        options: GetOptions<'_>,
+    ) -> Result<Changed, StoreError> {
         let (_, fault) = self.decide(false);
         self.before(fault).await?;
-        self.inner.get(key).await
+        self.inner.get_opts(key, options).await
     }
 
-    async fn put(
+    async fn put_opts(
         &self,
         key: &StoreKey,
         value: Bytes,
-        mode: PutMode,
-    ) -> Result<Version, StoreError> {
-        self.put_listed(key, value, mode, Listing::Check).await
-    }
-
-    async fn put_listed(
-        &self,
-        key: &StoreKey,
-        value: Bytes,
-        mode: PutMode,
-        listing: Listing,
+        options: PutOptions,
     ) -> Result<Version, StoreError> {
         let (call, fault) = self.decide(true);
         self.before(fault).await?;
-        let create = matches!(mode, PutMode::Create);
-        let result = self
-            .inner
-            .put_listed(key, value.clone(), mode, listing)
-            .await;
+        let create = matches!(options.mode, PutMode::Create);
+        let result = self.inner.put_opts(key, value.clone(), options).await;
         if result.is_ok() {
             self.log(call, [(key.clone(), value)]);
         }
@@ -446,44 +445,14 @@ impl PointerStore for FaultyStore {
         }
     }
 
-    async fn list(
+    async fn list_opts(
         &self,
         prefix: &StoreKey,
-        start_after: Option<&StoreKey>,
-        limit: usize,
+        options: ListOptions<'_>,
     ) -> Result<ListPage, StoreError> {
         let (_, fault) = self.decide(false);
         self.before(fault).await?;
-        self.inner.list(prefix, start_after, limit).await
-    }
-
-    async fn list_shown(
-        &self,
-        prefix: &StoreKey,
-        start_after: Option<&StoreKey>,
-        limit: usize,
-    ) -> Result<ListPage, StoreError> {
-        let (_, fault) = self.decide(false);
-        self.before(fault).await?;
-        self.inner.list_shown(prefix, start_after, limit).await
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        if self.config.hide_transact {
-            Capabilities::default()
-        } else {
-            self.inner.capabilities()
-        }
-    }
-
-    async fn get_if_changed(
-        &self,
-        key: &StoreKey,
-        version: &Version,
-    ) -> Result<Changed, StoreError> {
-        let (_, fault) = self.decide(false);
-        self.before(fault).await?;
-        self.inner.get_if_changed(key, version).await
+        self.inner.list_opts(prefix, options).await
     }
 
     async fn transact(&self, writes: Vec<TxWrite>) -> Result<Vec<Version>, StoreError> {
@@ -513,7 +482,8 @@ impl PointerStore for FaultyStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::memory::MemoryStore;
+    use parqdb_catalog::store::PointerStoreExt;
+    use parqdb_catalog::store::memory::MemoryStore;
 
     fn key(name: &str) -> StoreKey {
         StoreKey::new(name).expect("valid key")

@@ -1,0 +1,129 @@
+//! Where things sit: links on the way to an object about to be published, and a
+//! warehouse this one is nested in.
+
+use object_store::ObjectStoreExt;
+use object_store::path::Path;
+
+use super::layout::{GC_DIR, MANAGED_PREFIXES, OWNER_MARKER};
+use super::{Warehouse, local, unavailable};
+use crate::error::{Error, ErrorKind, Result};
+
+impl Warehouse {
+    /// Refuse to publish the object `name` if, on a local warehouse, its path below the
+    /// root passes through a symbolic link: the collector never follows links, so it
+    /// could not see the file to keep what the file names ([`ErrorKind::InvalidIndexMetadata`]).
+    pub(crate) async fn refuse_links(&self, name: &str) -> Result<()> {
+        let Some(dir) = &self.local else {
+            return Ok(());
+        };
+        let (dir, checked) = (dir.as_ref().clone(), name.to_owned());
+        let linked = tokio::task::spawn_blocking(move || local::linked(&dir, &checked))
+            .await
+            .map_err(|err| {
+                Error::with_source(
+                    ErrorKind::StoreUnavailable,
+                    "checking a location failed",
+                    err,
+                )
+            })?;
+        match linked {
+            None => Ok(()),
+            Some(why) => Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!(
+                    "`{}` cannot be published: {why}; the garbage collector never follows links, so it could not keep what the file names. Place the file itself in the warehouse",
+                    self.absolute(name)
+                ),
+            )),
+        }
+    }
+    /// The names that `names` reach through symbolic links, on a local warehouse: for a
+    /// name whose path passes through a link (`indexes/u/current -> 7`, `tables ->
+    /// indexes`), the name of the path the link leads to, if that lies inside the
+    /// warehouse. A listing never follows links, so it lists those objects under their real
+    /// names; the collector keeps them by these. Each is paired with the name it came
+    /// from. Empty on other stores.
+    pub(crate) async fn link_targets(&self, names: Vec<String>) -> Result<Vec<(String, String)>> {
+        let Some(dir) = &self.local else {
+            return Ok(Vec::new());
+        };
+        let dir = dir.as_ref().clone();
+        tokio::task::spawn_blocking(move || {
+            let mut targets = Vec::new();
+            for name in names {
+                if local::linked(&dir, &name).is_some() {
+                    let path = dir.join(&name);
+                    if let Some(path) = path.to_str() {
+                        for target in super::recognise::linked_names(&dir, path) {
+                            targets.push((name.clone(), target));
+                        }
+                    }
+                }
+            }
+            targets
+        })
+        .await
+        .map_err(|err| {
+            Error::with_source(
+                ErrorKind::StoreUnavailable,
+                "resolving links in the warehouse failed",
+                err,
+            )
+        })
+    }
+
+    /// The warehouse root this one is nested in, if any: an ancestor directory holding
+    /// an ownership marker whose `metadata/`, `indexes/` or `_gc/` contains this root.
+    /// Such a warehouse would have its objects collected by the outer one.
+    pub(crate) async fn enclosing_owner(&self) -> Result<Option<String>> {
+        let nested_under = |child: &str| MANAGED_PREFIXES.contains(&child) || child == GC_DIR;
+        if let Some(dir) = &self.local {
+            let dir = dir.as_ref().clone();
+            return tokio::task::spawn_blocking(move || {
+                let mut child = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+                for ancestor in dir.ancestors().skip(1) {
+                    if child.as_deref().is_some_and(nested_under)
+                        && ancestor.join(OWNER_MARKER).exists()
+                    {
+                        return Some(ancestor.display().to_string());
+                    }
+                    child = ancestor
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned());
+                }
+                None
+            })
+            .await
+            .map_err(|err| {
+                Error::with_source(
+                    ErrorKind::StoreUnavailable,
+                    "checking the layout failed",
+                    err,
+                )
+            });
+        }
+        let parts: Vec<String> = self
+            .prefix
+            .parts()
+            .map(|part| part.as_ref().to_owned())
+            .collect();
+        for at in 0..parts.len() {
+            if !nested_under(&parts[at]) {
+                continue;
+            }
+            let ancestor = parts[..at].join("/");
+            let marker = if ancestor.is_empty() {
+                OWNER_MARKER.to_owned()
+            } else {
+                format!("{ancestor}/{OWNER_MARKER}")
+            };
+            let marker = Path::parse(&marker).unwrap_or_default();
+            match self.store.head(&marker).await {
+                Ok(_) => return Ok(Some(format!("`{ancestor}` of the same store"))),
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(err) => return Err(unavailable(OWNER_MARKER, err)),
+            }
+        }
+        Ok(None)
+    }
+}
