@@ -1,5 +1,5 @@
 //! The issue-16 measurements: the garbage collector at any scale, on a synthetic
-//! S3-compatible server (`tests/gc_scale_support`) whose warehouse is generated (no object
+//! S3-compatible server (`tests/it/support/gc_scale`) whose warehouse is generated (no object
 //! is written to disk; most are never stored at all).
 //!
 //! ```sh
@@ -29,7 +29,7 @@
 //! condemnation delay are 1s (forced) and the retention clock starts at the catalog's
 //! quiet time: run 1 tracks and condemns, run 2 deletes.
 
-#[path = "../tests/gc_scale_support/mod.rs"]
+#[path = "../tests/it/support/gc_scale/mod.rs"]
 mod support;
 
 use std::path::PathBuf;

@@ -10,8 +10,35 @@
 #   4. stops the services by PID, whatever happened.
 # Set PARQDB_TEST_S3_ENDPOINT / PARQDB_TEST_DYNAMODB_ENDPOINT yourself (e.g. MinIO and
 # DynamoDB Local from infra/docker-compose.yml) to use running services instead.
+#
+# `scripts/test.sh --fast` is the fast tier for development (under 10 minutes on a warm
+# machine; README.md): formatting, one clippy, the unit and doc tests, and the integration
+# tests the fast tier takes in tests/it/tiers.txt (memory and local files, at
+# PARQDB_TEST_SCALE=quick), with no service, no function binary and no libfaketime.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+if [[ "${1:-}" == "--fast" ]]; then
+    # The integration tests' filters: every `fast` pattern, and `--skip` every `full` one.
+    filters=()
+    while read -r tier pattern; do
+        case "$tier" in
+            fast) filters+=("$pattern") ;;
+            full) filters+=(--skip "$pattern") ;;
+        esac
+    done < <(grep -E '^(fast|full) ' tests/it/tiers.txt)
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets --locked -- -D warnings
+    cargo test --workspace --lib --bins --locked
+    cargo test --workspace --doc --locked
+    # No service: a test of the fast tier that reaches for one fails, it does not skip.
+    env -u PARQDB_TEST_S3_ENDPOINT -u PARQDB_TEST_DYNAMODB_ENDPOINT PARQDB_TEST_SCALE=quick \
+        cargo test --test it --locked -- "${filters[@]}"
+    exit 0
+elif [[ $# -gt 0 ]]; then
+    echo "usage: scripts/test.sh [--fast]" >&2
+    exit 2
+fi
 
 state="$(mktemp -d "${TMPDIR:-/tmp}/parqdb-test.XXXXXX")"
 started=()
@@ -37,7 +64,7 @@ start() {
     fi
 }
 
-# The black-box restore drill (tests/restore_drill.rs) moves the CLI's clock with
+# The black-box restore drill (tests/it/cli/restore_drill.rs) moves the CLI's clock with
 # libfaketime: install Debian's package on first use.
 if ! command -v faketime >/dev/null 2>&1; then
     sudo=()
@@ -70,6 +97,6 @@ cargo clippy -p parqdb-catalog-functions --bins --locked -- -D warnings
 cargo clippy -p parqdb-catalog --lib --no-default-features --locked -- -D warnings
 scripts/check-infra.sh
 # The fuzz targets always build (running them needs nightly; see fuzz/README.md). Their
-# bodies also run on stable in tests/fuzz_smoke.rs.
+# bodies also run on stable in tests/it/fuzz_bodies.rs.
 cargo check --manifest-path fuzz/Cargo.toml
 cargo test --workspace --locked --no-fail-fast

@@ -1014,29 +1014,3 @@ async fn publish_and_gc_are_observed_like_every_function() {
         assert!(function.is_running(), "{name} stopped");
     }
 }
-
-/// Not an assertion on speed: prints the median time from process start to the first
-/// Runtime API poll (5 starts per function). Run with `--nocapture` to read it; set
-/// `PARQDB_FUNCTIONS_BIN_DIR=target/release` to measure release binaries.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn time_from_start_to_first_poll() {
-    let backend = local_files();
-    let mut report = Vec::new();
-    let env = refresh_env(&backend);
-    for name in FUNCTIONS.into_iter().chain(["publish", "gc", "refresh"]) {
-        let mut samples = Vec::new();
-        for _ in 0..5 {
-            let mut function = Function::start(name, &env).await;
-            samples.push(function.time_to_first_poll().await);
-        }
-        samples.sort();
-        report.push(format!(
-            "{name:>10}: median {:?} (min {:?}, max {:?})",
-            samples[2], samples[0], samples[4]
-        ));
-    }
-    eprintln!(
-        "time from process start to the first poll of /invocation/next:\n{}",
-        report.join("\n")
-    );
-}

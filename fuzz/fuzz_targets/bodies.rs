@@ -1,7 +1,7 @@
 //! The properties the fuzz targets check, as plain functions over arbitrary bytes.
 //!
 //! Shared by the cargo-fuzz targets in this directory (nightly) and by the stable
-//! smoke test `tests/fuzz_smoke.rs`, which runs each body over a seed corpus plus seeded
+//! smoke test `tests/it/fuzz_bodies.rs`, which runs each body over a seed corpus plus seeded
 //! random mutations. Every function panics when a property breaks and returns normally
 //! otherwise.
 #![allow(dead_code)]

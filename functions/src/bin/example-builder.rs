@@ -14,7 +14,7 @@
 //!
 //! Environment: `PARQDB_WAREHOUSE` (where it writes the tables; the refresh function's
 //! warehouse), `PARQDB_CATALOG` as every function. Not deployed by the template (it is an
-//! example; `tests/infra_template.rs` exempts `example-*` binaries): deploy it with
+//! example; `tests/it/infra/template.rs` exempts `example-*` binaries): deploy it with
 //! `cargo lambda build --release -p parqdb-catalog-functions --bin example-builder` and
 //! `cargo lambda deploy`, with a role that may write below the warehouse's `indexes/`.
 

@@ -1,0 +1,2486 @@
+//! The garbage collector in a hostile-but-ordinary world: one named test per class of
+//! layout that once made it delete live, foreign or outside data (location encodings,
+//! foreign writers, nested roots, symbolic links, metadata outside `metadata/`, paused
+//! runs with stale leases, the register/delete race), on the local file system, the
+//! memory backend and, where the class applies, the S3-compatible server.
+//!
+//! Time is simulated (a `ManualClock`; every written object is stamped with it, also as
+//! the real modification time of local files), so "days later" is one call.
+#![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, set_mtime, test_config};
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::ObjectStoreExt;
+use parqdb_catalog::catalog::{Catalog, IndexCatalog};
+use parqdb_catalog::config::CatalogConfig;
+use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcPhase, GcProgress, GcReport, GcStep};
+use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
+use parqdb_catalog_testkit::store::{Call, Hook, Hooked};
+
+/// Characters object_store's `PathPart` percent-encodes that metadata validation accepts.
+const HOSTILE_SEGMENTS: [&str; 6] = ["ü", "a b", "~x", "[1]", "{c}^|`", "\"q\"<>*"];
+
+/// Write a layout's files the way another engine does: at the raw keys.
+async fn write_raw_tables(env: &Env, layout: &Layout) {
+    for name in layout.files() {
+        env.put_raw(&name, b"0123456789").await;
+    }
+}
+
+/// How often the passes run: twice per condemnation delay and grace (10 min) would be
+/// finer than any rule needs; every 20 minutes still gives each object several runs in
+/// each state (tracked, condemned, deleted) within the 2 h retention, at half the cost on
+/// the serialised S3 server (a run there costs about a second).
+const PASS_EVERY: i64 = 20 * MINUTE;
+
+/// Run the collector every [`PASS_EVERY`] for `hours`; the reports.
+async fn passes(env: &Env, config: &GcConfig, hours: i64) -> Vec<GcReport> {
+    let until = env.now() + hours * HOUR;
+    let mut reports = Vec::new();
+    while env.now() < until {
+        env.advance(PASS_EVERY);
+        reports.push(env.collect(config).await);
+    }
+    reports
+}
+
+fn deleted(reports: &[GcReport]) -> u64 {
+    reports.iter().map(|r| r.deleted.objects).sum()
+}
+
+/// A new index whose tables are at `layout`, written raw; registered under `name`.
+async fn register_raw(env: &Env, name: &str, layout: &Layout) -> (IndexIdentifier, String) {
+    write_raw_tables(env, layout).await;
+    let id = env.id(name).await;
+    let metadata = parqdb_catalog::metadata::IndexMetadata::create(
+        crate::support::gc::contents(layout),
+        BTreeMap::new(),
+        env.clock.as_ref(),
+        env.catalog.ids().as_ref(),
+        &parqdb_catalog::family::FamilyRegistry::builtin(),
+    )
+    .expect("valid metadata");
+    let location = env.write_metadata(&metadata).await;
+    env.catalog
+        .register(&id, Some(&layout.source), &location)
+        .await
+        .expect("registered");
+    (id, location)
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Location encoding
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn class1_files_written_raw_at_encoded_locations_are_kept_while_live_and_collected_after() {
+    for backend in [Backend::Memory, Backend::Local] {
+        class1_files_written_raw_at_encoded_locations_are_kept_while_live_and_collected_after_on(
+            backend,
+        )
+        .await;
+    }
+}
+
+/// `class1_files_written_raw_at_encoded_locations_are_kept_while_live_and_collected_after` on one backend.
+async fn class1_files_written_raw_at_encoded_locations_are_kept_while_live_and_collected_after_on(
+    backend: Backend,
+) {
+    let env = Env::open(backend, 101).await;
+    let config = test_config();
+    let mut all = Vec::new();
+    let mut ids = Vec::new();
+    for (n, segment) in HOSTILE_SEGMENTS.iter().enumerate() {
+        let layout = Layout {
+            centroids: format!("indexes/{segment}/{n}/ivf_centroids/"),
+            postings: format!("indexes/{segment}/{n}/ivf postings ~/"),
+            ..Layout::under("unused")
+        };
+        let (id, location) = register_raw(&env, &format!("enc-{n}"), &layout).await;
+        all.extend(layout.files());
+        all.push(env.relative(&location));
+        ids.push(id);
+    }
+    let reports = passes(&env, &config, 6).await;
+    assert_eq!(deleted(&reports), 0, "{backend:?}: a live file was deleted");
+    assert!(
+        env.all_exist_raw(&all).await,
+        "{backend:?}: live files lost"
+    );
+
+    // Liveness: once dropped, all of it is collected after retention.
+    for id in &ids {
+        env.catalog.drop_index(id).await.expect("dropped");
+    }
+    passes(&env, &config, 5).await;
+    assert!(env.none_exist_raw(&all).await, "{backend:?}: garbage left");
+}
+
+/// For any location validation accepts, a file another engine wrote there is covered.
+#[test]
+fn class1_any_accepted_location_covers_what_another_engine_wrote_there() {
+    use proptest::prelude::*;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let segment = prop::string::string_regex(
+        "[a-zA-Z0-9 ~\\[\\]{}^|`\"<>*!$&'()+,;=@:_.\\-üéß漢字😀\u{00a0}\u{2028}]{1,12}",
+    )
+    .expect("regex");
+    let location = prop::collection::vec(segment, 1..4);
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 40,
+        ..ProptestConfig::default()
+    });
+    let seed = std::sync::atomic::AtomicU64::new(1000);
+    runner
+        .run(&location, |segments| {
+            let relative = format!("indexes/{}/", segments.join("/"));
+            if parqdb_catalog::family::validate_relative_location(&relative).is_err() {
+                return Ok(()); // validation refuses it: nothing to cover
+            }
+            let seed = seed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            for backend in [Backend::Memory, Backend::Local] {
+                runtime.block_on(async {
+                    let env = Env::open(backend, seed).await;
+                    let layout = Layout {
+                        centroids: format!("{relative}c/"),
+                        postings: relative.clone(),
+                        ..Layout::under("unused")
+                    };
+                    register_raw(&env, "p", &layout).await;
+                    let reports = passes(&env, &test_config(), 3).await;
+                    assert_eq!(deleted(&reports), 0, "{backend:?} {relative:?}");
+                    assert!(env.all_exist_raw(&layout.files()).await, "{relative:?}");
+                });
+            }
+            Ok(())
+        })
+        .expect("every accepted location covers its files");
+}
+
+#[tokio::test]
+async fn class1_metadata_locations_are_uris_with_one_canonical_form() {
+    for backend in [Backend::Memory, Backend::Local] {
+        class1_metadata_locations_are_uris_with_one_canonical_form_on(backend).await;
+    }
+}
+
+/// `class1_metadata_locations_are_uris_with_one_canonical_form` on one backend.
+async fn class1_metadata_locations_are_uris_with_one_canonical_form_on(backend: Backend) {
+    let env = Env::open(backend, 102).await;
+    let layout = Layout::under("uri/1");
+    write_raw_tables(&env, &layout).await;
+    let metadata = parqdb_catalog::metadata::IndexMetadata::create(
+        crate::support::gc::contents(&layout),
+        BTreeMap::new(),
+        env.clock.as_ref(),
+        env.catalog.ids().as_ref(),
+        &parqdb_catalog::family::FamilyRegistry::builtin(),
+    )
+    .expect("metadata");
+    // Another engine wrote the metadata file under a name that needs escaping.
+    let name = "metadata/uri/café b~[1].metadata.json";
+    env.put_raw(name, Box::leak(metadata.to_json_vec().into_boxed_slice()))
+        .await;
+    let escaped = format!(
+        "{}/metadata/uri/caf%c3%a9%20b~%5B1%5D.metadata.json",
+        env.warehouse.root()
+    );
+    let id = env.id("uri").await;
+    let pointer = env
+        .catalog
+        .register(&id, Some(&layout.source), &escaped)
+        .await
+        .expect("an escaped URI registers");
+    assert_eq!(pointer.metadata_location, env.warehouse.absolute(name));
+    assert_eq!(env.relative(&pointer.metadata_location), name);
+    let reports = passes(&env, &test_config(), 4).await;
+    assert_eq!(deleted(&reports), 0);
+    assert!(
+        env.exists_raw(name).await,
+        "{backend:?}: the metadata was deleted"
+    );
+    // Escaped separators and dot segments stay refused.
+    for bad in [
+        "metadata/a%2Fb.json",
+        "metadata/%2e%2e/x.json",
+        "metadata//x.json",
+    ] {
+        let location = format!("{}/{bad}", env.warehouse.root());
+        let err = env
+            .catalog
+            .register(&env.id("bad").await, Some(&layout.source), &location)
+            .await
+            .expect_err(bad);
+        assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{bad}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Foreign writers
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn class2_a_second_catalog_cannot_write_into_an_owned_warehouse() {
+    for backend in [Backend::Memory, Backend::Local] {
+        class2_a_second_catalog_cannot_write_into_an_owned_warehouse_on(backend).await;
+    }
+}
+
+/// `class2_a_second_catalog_cannot_write_into_an_owned_warehouse` on one backend.
+async fn class2_a_second_catalog_cannot_write_into_an_owned_warehouse_on(backend: Backend) {
+    let env = Env::open(backend, 201).await;
+    let layout = Layout::under("own/1");
+    let (owned_id, _, owned_location) = env.register("owned", &layout).await;
+    let marker = gc::verify_ownership(&env.catalog).await.expect("owner");
+
+    let foreign = env.foreign_catalog(202);
+    let check = |result: parqdb_catalog::Result<()>, what: &str| {
+        let err = result.expect_err(what);
+        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{what}: {err}");
+        assert!(
+            err.message().contains(&marker.catalog_id.to_string()),
+            "{what}: the error names the owner: {err}"
+        );
+    };
+    let ns = Namespace::new(["foreign"]).expect("ns");
+    check(
+        foreign.create_namespace(&ns, BTreeMap::new()).await,
+        "namespace create",
+    );
+    let (_, location) = env.new_index(&Layout::under("foreign/1")).await;
+    let id = IndexIdentifier::new(ns.clone(), "x").expect("id");
+    check(
+        foreign
+            .register(&id, Some(&layout.source), &location)
+            .await
+            .map(|_| ()),
+        "register",
+    );
+    check(
+        foreign
+            .commit(&owned_id, Some(&layout.source), &owned_location, &location)
+            .await
+            .map(|_| ()),
+        "commit",
+    );
+    check(foreign.drop_index(&owned_id).await, "drop");
+    check(gc::claim(&foreign, env.now()).await.map(|_| ()), "init");
+    check(
+        GarbageCollector::new(foreign.clone(), test_config())
+            .expect("gc")
+            .collect(env.now())
+            .await
+            .map(|_| ()),
+        "gc",
+    );
+    // The owner is unaffected.
+    env.catalog.load(&owned_id).await.expect("still live");
+}
+
+#[tokio::test]
+async fn class2_two_catalogs_racing_for_a_fresh_warehouse_have_exactly_one_owner() {
+    for backend in [Backend::Memory, Backend::Local] {
+        class2_two_catalogs_racing_for_a_fresh_warehouse_have_exactly_one_owner_on(backend).await;
+    }
+}
+
+/// `class2_two_catalogs_racing_for_a_fresh_warehouse_have_exactly_one_owner` on one backend.
+async fn class2_two_catalogs_racing_for_a_fresh_warehouse_have_exactly_one_owner_on(
+    backend: Backend,
+) {
+    for round in 0..4 {
+        let env = Env::open_unclaimed(backend, 210 + round).await;
+        let catalogs: Vec<Catalog> = (0..4).map(|n| env.foreign_catalog(300 + n)).collect();
+        let results =
+            futures::future::join_all(catalogs.iter().enumerate().map(|(n, catalog)| async move {
+                let ns = Namespace::new([format!("n{n}")]).expect("ns");
+                catalog.create_namespace(&ns, BTreeMap::new()).await
+            }))
+            .await;
+        let winners = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(winners, 1, "{backend:?}: {results:?}");
+        for result in results.iter().filter(|r| r.is_err()) {
+            let kind = result.as_ref().expect_err("lost").kind();
+            assert_eq!(kind, ErrorKind::WarehouseNotOwned, "{results:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn class2_an_unclaimed_warehouse_holding_data_is_taken_over_only_deliberately() {
+    for backend in [Backend::Memory, Backend::Local] {
+        class2_an_unclaimed_warehouse_holding_data_is_taken_over_only_deliberately_on(backend)
+            .await;
+    }
+}
+
+/// `class2_an_unclaimed_warehouse_holding_data_is_taken_over_only_deliberately` on one backend.
+async fn class2_an_unclaimed_warehouse_holding_data_is_taken_over_only_deliberately_on(
+    backend: Backend,
+) {
+    let env = Env::open_unclaimed(backend, 220).await;
+    // Data but no marker: an earlier version wrote it, or its owner's marker was lost.
+    let layout = Layout::under("old/1");
+    let (_, location) = env.new_index(&layout).await;
+    let ns = Namespace::new(["ns"]).expect("ns");
+    // Written within the day, the files may be a first writer's preparation: a
+    // stranger's claim would succeed now, but not once they are a day old.
+    env.advance(wall_clock_ms() + 2 * DAY_MS - env.now());
+    let err = env
+        .catalog
+        .create_namespace(&ns, BTreeMap::new())
+        .await
+        .expect_err("not claimed implicitly");
+    assert_eq!(err.kind(), ErrorKind::Configuration, "{backend:?}: {err}");
+    assert!(err.message().contains("init --adopt"), "{err}");
+    let err = gc::claim(&env.catalog, env.now())
+        .await
+        .expect_err("init without --adopt");
+    assert_eq!(err.kind(), ErrorKind::Configuration, "{err}");
+    // Adopted deliberately, the warehouse is this catalog's.
+    let marker = gc::adopt(&env.catalog, env.now()).await.expect("adopted");
+    assert_eq!(
+        gc::verify_ownership(&env.catalog).await.expect("owned"),
+        marker
+    );
+    env.catalog
+        .create_namespace(&ns, BTreeMap::new())
+        .await
+        .expect("owned now");
+    let id = IndexIdentifier::new(ns, "old").expect("id");
+    env.catalog
+        .register(&id, Some(&layout.source), &location)
+        .await
+        .expect("registered");
+    // Another catalog cannot adopt it away.
+    let err = gc::adopt(&env.foreign_catalog(221), env.now())
+        .await
+        .expect_err("owned by another catalog");
+    assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+}
+
+#[tokio::test]
+async fn class2_a_first_register_may_find_the_file_it_publishes() {
+    // One pointer store, two warehouses: the second warehouse's first write is a register
+    // of the metadata file the writer just put there (the namespace already exists).
+    let first = Env::open(Backend::Memory, 230).await;
+    let ns = first.namespace("shared").await;
+    let second = Warehouse::in_memory("memory://second/wh").expect("warehouse");
+    let catalog = Catalog::builder(first.pointer_store.clone(), second.clone()).build();
+    let layout = Layout::under("x/1");
+    for name in layout.files() {
+        second
+            .put_if_absent(&name, Bytes::from_static(b"0123456789"))
+            .await
+            .expect("table");
+    }
+    let metadata = parqdb_catalog::metadata::IndexMetadata::create(
+        crate::support::gc::contents(&layout),
+        BTreeMap::new(),
+        first.clock.as_ref(),
+        first.catalog.ids().as_ref(),
+        &parqdb_catalog::family::FamilyRegistry::builtin(),
+    )
+    .expect("metadata");
+    let location = second
+        .write_new(
+            "metadata/x/00001-a.metadata.json",
+            Bytes::from(metadata.to_json_vec()),
+        )
+        .await
+        .expect("metadata");
+    let id = IndexIdentifier::new(ns, "x").expect("id");
+    catalog
+        .register(&id, Some(&layout.source), &location)
+        .await
+        .expect("the first write claims the warehouse it publishes into");
+    gc::verify_ownership(&catalog).await.expect("claimed");
+    // Another metadata file older than a day makes the warehouse used: a warehouse with
+    // such a file and no marker is not claimed by a register of another one. A file
+    // written within the day does not block the claim (a writer's own preparation).
+    let third = Warehouse::in_memory("memory://third/wh").expect("warehouse");
+    let later = Arc::new(parqdb_catalog::ManualClock::new(
+        wall_clock_ms() + 2 * DAY_MS,
+    ));
+    let catalog = Catalog::builder(first.pointer_store.clone(), third.clone())
+        .clock(later.clone())
+        .build();
+    third
+        .write_new(
+            "metadata/y/00001-b.metadata.json",
+            Bytes::from(metadata.to_json_vec()),
+        )
+        .await
+        .expect("other");
+    let location = third
+        .write_new(
+            "metadata/x/00001-a.metadata.json",
+            Bytes::from(metadata.to_json_vec()),
+        )
+        .await
+        .expect("metadata");
+    let err = catalog
+        .register(
+            &IndexIdentifier::new(first.namespace("shared").await, "y").expect("id"),
+            Some(&layout.source),
+            &location,
+        )
+        .await
+        .expect_err("used warehouse");
+    assert_eq!(err.kind(), ErrorKind::Configuration, "{err}");
+    let fourth = Warehouse::in_memory("memory://fourth/wh").expect("warehouse");
+    let catalog = Catalog::builder(first.pointer_store.clone(), fourth.clone()).build();
+    let mut location = String::new();
+    for name in [
+        "metadata/y/00001-b.metadata.json",
+        "metadata/x/00001-a.metadata.json",
+    ] {
+        location = fourth
+            .write_new(name, Bytes::from(metadata.to_json_vec()))
+            .await
+            .expect("metadata");
+    }
+    catalog
+        .register(
+            &IndexIdentifier::new(first.namespace("shared").await, "z").expect("id"),
+            Some(&layout.source),
+            &location,
+        )
+        .await
+        .expect("files written within the day do not block a first write");
+    gc::verify_ownership(&catalog).await.expect("claimed");
+}
+
+const DAY_MS: i64 = 86_400_000;
+
+/// The wall clock (object stores stamp objects with it).
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis() as i64
+}
+
+#[tokio::test]
+async fn class2_a_moved_pointer_store_is_rehomed_deliberately() {
+    use parqdb_catalog::store::local::LocalStore;
+    let env = Env::open(Backend::Local, 240).await;
+    env.register("live", &Layout::under("live/1")).await;
+    let root = env.local_dir.clone().expect("local");
+    let moved = root.parent().expect("parent").join("moved-catalog");
+    std::fs::rename(root.join("_catalog"), &moved).expect("moved");
+    let catalog = Catalog::builder(Arc::new(LocalStore::new(&moved)), env.warehouse.clone())
+        .clock(env.clock.clone())
+        .build();
+    let err = catalog
+        .create_namespace(&Namespace::new(["n"]).expect("ns"), BTreeMap::new())
+        .await
+        .expect_err("same id, another place: a copy or a move");
+    assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+    assert!(err.message().contains("--adopt"), "{err}");
+    gc::adopt(&catalog, env.now()).await.expect("re-homed");
+    catalog
+        .create_namespace(&Namespace::new(["n"]).expect("ns"), BTreeMap::new())
+        .await
+        .expect("the moved store writes");
+    GarbageCollector::new(catalog, test_config())
+        .expect("gc")
+        .collect(env.now())
+        .await
+        .expect("and collects");
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Nested roots
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn class3_a_warehouse_or_pointer_store_inside_a_managed_prefix_is_refused() {
+    let dir = tempfile::tempdir().expect("dir");
+    let outer = dir.path().join("outer");
+    let config = CatalogConfig::new(Some(format!("file://{}", outer.display())), None);
+    let catalog = config.build().await.expect("outer");
+    gc::claim(&catalog, 1).await.expect("outer claimed");
+
+    // A warehouse under the outer one's `indexes/` (or `metadata/`, `_gc/`).
+    for managed in ["indexes", "metadata", "_gc"] {
+        let inner = outer.join(managed).join("team").join("wh");
+        let config = CatalogConfig::new(Some(format!("file://{}", inner.display())), None);
+        let inner_catalog = config.build().await.expect("opens");
+        let err = inner_catalog
+            .create_namespace(&Namespace::new(["a"]).expect("ns"), BTreeMap::new())
+            .await
+            .expect_err("nested warehouse");
+        assert_eq!(err.kind(), ErrorKind::Configuration, "{managed}: {err}");
+        assert!(
+            err.message().contains(&outer.display().to_string()),
+            "{err}"
+        );
+        let err = gc::claim(&inner_catalog, 1)
+            .await
+            .expect_err("init refused");
+        assert_eq!(err.kind(), ErrorKind::Configuration, "{managed}");
+    }
+    // A pointer store under its own warehouse's managed prefixes.
+    for managed in ["metadata", "indexes", "_gc"] {
+        let store = outer.join(managed).join("cat");
+        let config = CatalogConfig::new(
+            Some(format!("file://{}", outer.display())),
+            Some(format!("file://{}", store.display())),
+        );
+        let err = config
+            .build()
+            .await
+            .expect_err("store under managed prefix");
+        assert_eq!(err.kind(), ErrorKind::Configuration, "{managed}: {err}");
+    }
+    // ... and under another claimed warehouse's.
+    let other = dir.path().join("other");
+    let config = CatalogConfig::new(
+        Some(format!("file://{}", other.display())),
+        Some(format!("file://{}", outer.join("indexes/cat").display())),
+    );
+    let err = config
+        .build()
+        .await
+        .expect_err("store under another warehouse");
+    assert_eq!(err.kind(), ErrorKind::Configuration, "{err}");
+    // Outside the managed prefixes is fine.
+    let config = CatalogConfig::new(
+        Some(format!("file://{}", other.display())),
+        Some(format!("file://{}", outer.join("pointers").display())),
+    );
+    config
+        .build()
+        .await
+        .expect("a store beside the managed prefixes");
+}
+#[tokio::test]
+async fn class3_nested_warehouses_and_pointer_stores_are_never_collected() {
+    for backend in [Backend::Memory, Backend::Local] {
+        class3_nested_warehouses_and_pointer_stores_are_never_collected_on(backend).await;
+    }
+}
+
+/// `class3_nested_warehouses_and_pointer_stores_are_never_collected` on one backend.
+async fn class3_nested_warehouses_and_pointer_stores_are_never_collected_on(backend: Backend) {
+    let env = Env::open(backend, 301).await;
+    let config = test_config();
+    let live = Layout::under("live/1");
+    env.register("live", &live).await;
+    // Made before anything could refuse them (another version, by hand).
+    let nested = [
+        "indexes/team/wh2/_catalog-owner.json",
+        "indexes/team/wh2/_catalog/i/ns/=x",
+        "indexes/team/wh2/metadata/u/00001-a.metadata.json",
+        "indexes/team/wh2/indexes/u/1/ivf_postings/part-0.parquet",
+        "indexes/team/wh2/_gc/ledger/indexes/u/1/u-1-1-0.json",
+        "metadata/cat/i/ns/=idx",
+        "metadata/cat/n/=ns",
+        "metadata/cat/_meta/=catalog-id",
+    ];
+    for name in nested {
+        env.put_raw(name, b"{}").await;
+    }
+    env.put_raw("indexes/garbage/1/part-0", b"x").await;
+    let reports = passes(&env, &config, 8).await;
+    let nested: Vec<String> = nested.iter().map(|s| s.to_string()).collect();
+    assert!(
+        env.all_exist_raw(&nested).await,
+        "{backend:?}: nested data deleted"
+    );
+    assert!(
+        reports.iter().any(|r| r.kept_nested.objects > 0
+            && r.warnings.iter().any(|w| w.contains("indexes/team/wh2"))),
+        "{backend:?}: reported"
+    );
+    // The rest of the warehouse is still collected.
+    assert!(
+        !env.exists_raw("indexes/garbage/1/part-0").await,
+        "{backend:?}"
+    );
+    assert!(env.all_exist_raw(&live.files()).await);
+
+    // A warehouse rooted at `indexes/` itself (its `_gc/` shows it): nothing below
+    // `indexes/` is collected any more, and the run says why.
+    env.put_raw("indexes/_gc/lease/00000000000000000001.json", b"{}")
+        .await;
+    env.put_raw("indexes/garbage/2/part-0", b"x").await;
+    let reports = passes(&env, &config, 8).await;
+    assert!(
+        env.exists_raw("indexes/garbage/2/part-0").await,
+        "{backend:?}"
+    );
+    assert!(
+        reports
+            .iter()
+            .all(|r| r.warnings.iter().any(|w| w.contains("`indexes`"))),
+        "{backend:?}: reported"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Symbolic links (local)
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn class4_symbolic_links_are_never_followed_and_nothing_outside_is_deleted() {
+    let env = Env::open(Backend::Local, 401).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let outside = root.parent().expect("parent").join("outside");
+    std::fs::create_dir_all(outside.join("deep")).expect("outside");
+    let precious = [outside.join("a.parquet"), outside.join("deep/b.parquet")];
+    for file in &precious {
+        std::fs::write(file, b"precious").expect("outside file");
+        set_mtime(file, env.now());
+    }
+    std::fs::create_dir_all(root.join("indexes/u/1")).expect("dirs");
+    std::fs::create_dir_all(root.join("metadata")).expect("dirs");
+    std::os::unix::fs::symlink(&outside, root.join("indexes/linked")).expect("dir link");
+    std::os::unix::fs::symlink(&outside, root.join("metadata/linked")).expect("dir link");
+    std::os::unix::fs::symlink(&precious[0], root.join("indexes/u/1/file-link"))
+        .expect("file link");
+    env.put("indexes/garbage/part-0", b"garbage").await;
+    let live = Layout::under("live/1");
+    env.register("live", &live).await;
+
+    let reports = passes(&env, &config, 8).await;
+    for file in &precious {
+        assert!(file.exists(), "{} was deleted", file.display());
+    }
+    for link in ["indexes/linked", "metadata/linked", "indexes/u/1/file-link"] {
+        assert!(
+            std::fs::symlink_metadata(root.join(link)).is_ok(),
+            "the link {link} was deleted"
+        );
+    }
+    assert!(reports.iter().all(|r| r.skipped > 0), "links are reported");
+    assert!(
+        !env.exists("indexes/garbage/part-0").await,
+        "garbage is still collected"
+    );
+
+    // A managed prefix that is itself a link is not followed either.
+    let env = Env::open(Backend::Local, 402).await;
+    let root = env.local_dir.clone().expect("local");
+    let elsewhere = root.parent().expect("parent").join("elsewhere");
+    std::fs::create_dir_all(elsewhere.join("x")).expect("dir");
+    std::fs::write(elsewhere.join("x/part-0"), b"precious").expect("file");
+    set_mtime(&elsewhere.join("x/part-0"), env.now());
+    std::fs::remove_dir_all(root.join("indexes")).ok();
+    std::os::unix::fs::symlink(&elsewhere, root.join("indexes")).expect("prefix link");
+    // Tables behind the linked prefix are refused for publication…
+    let (_, location) = env.new_index(&Layout::under("ok/1")).await;
+    let err = env
+        .catalog
+        .register(
+            &env.id("ok").await,
+            Some(&crate::support::gc::source()),
+            &location,
+        )
+        .await
+        .expect_err("tables behind a link");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+    passes(&env, &config, 8).await;
+    assert!(
+        elsewhere.join("x/part-0").exists(),
+        "deleted through a linked prefix"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. Metadata outside `metadata/`
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn class5_metadata_outside_the_metadata_directory_is_never_published() {
+    for backend in [Backend::Memory, Backend::Local] {
+        class5_metadata_outside_the_metadata_directory_is_never_published_on(backend).await;
+    }
+}
+
+/// `class5_metadata_outside_the_metadata_directory_is_never_published` on one backend.
+async fn class5_metadata_outside_the_metadata_directory_is_never_published_on(backend: Backend) {
+    let env = Env::open(backend, 501).await;
+    let layout = Layout::under("m/1");
+    let (id, metadata, base) = env.register("m", &layout).await;
+    let next = metadata
+        .successor(
+            crate::support::gc::contents(&layout),
+            env.clock.as_ref(),
+            env.catalog.ids().as_ref(),
+            &parqdb_catalog::family::FamilyRegistry::builtin(),
+        )
+        .expect("successor");
+    for place in [
+        "indexes/m/next.metadata.json",
+        "next.metadata.json",
+        "other/n.json",
+    ] {
+        let location = env
+            .warehouse
+            .write_new(place, Bytes::from(next.to_json_vec()))
+            .await
+            .expect("written");
+        let err = env
+            .catalog
+            .commit(&id, Some(&layout.source), &base, &location)
+            .await
+            .expect_err(place);
+        assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{place}");
+        assert!(err.message().contains("metadata/"), "{err}");
+        let err = env
+            .catalog
+            .register(&env.id("elsewhere").await, Some(&layout.source), &location)
+            .await
+            .expect_err(place);
+        assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{place}");
+    }
+    // A family reference to metadata outside `metadata/` is invalid metadata.
+    let mut contents = crate::support::gc::contents(&layout);
+    contents.parameters.insert(
+        "ivf_centroids_metadata_location".into(),
+        "indexes/c/centroids.metadata.json".into(),
+    );
+    let err = parqdb_catalog::metadata::IndexMetadata::create(
+        contents,
+        BTreeMap::new(),
+        env.clock.as_ref(),
+        env.catalog.ids().as_ref(),
+        &parqdb_catalog::family::FamilyRegistry::builtin(),
+    )
+    .expect_err("centroids outside metadata/");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata);
+}
+
+#[tokio::test]
+async fn class5_nothing_is_published_into_the_collectors_own_places() {
+    for backend in [Backend::Memory, Backend::Local] {
+        let env = Env::open(backend, 503).await;
+        let inside = |relative: &str| format!("{}/{relative}", env.warehouse.root());
+        let cases: Vec<(&str, Layout)> = vec![
+            (
+                "tables under _gc/",
+                Layout {
+                    centroids: "_gc/t/c/".into(),
+                    ..Layout::under("g/1")
+                },
+            ),
+            (
+                "tables under _catalog/",
+                Layout {
+                    postings: "_catalog/t/p/".into(),
+                    ..Layout::under("g/2")
+                },
+            ),
+            (
+                "a source under indexes/",
+                Layout {
+                    source: crate::support::gc::source_at(&inside("indexes/src/")),
+                    ..Layout::under("g/3")
+                },
+            ),
+            (
+                "a source under metadata/ (Hadoop spelling)",
+                Layout {
+                    source: crate::support::gc::source_at(
+                        &inside("metadata/src/").replacen("file:///", "file:/", 1),
+                    ),
+                    ..Layout::under("g/4")
+                },
+            ),
+        ];
+        for (n, (what, layout)) in cases.into_iter().enumerate() {
+            let (_, location) = env.new_index(&layout).await;
+            let id = env.id(&format!("bad-{n}")).await;
+            let result = env
+                .catalog
+                .register(&id, Some(&layout.source), &location)
+                .await;
+            let err = result.expect_err(what);
+            assert_eq!(
+                err.kind(),
+                ErrorKind::InvalidIndexMetadata,
+                "{backend:?} {what}: {err}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn class5_a_stray_file_of_an_unknown_format_keeps_what_it_names_and_collection_goes_on() {
+    for backend in [Backend::Memory, Backend::Local] {
+        class5_a_stray_file_of_an_unknown_format_keeps_what_it_names_and_collection_goes_on_on(
+            backend,
+        )
+        .await;
+    }
+}
+
+/// `class5_a_stray_file_of_an_unknown_format_keeps_what_it_names_and_collection_goes_on` on one backend.
+async fn class5_a_stray_file_of_an_unknown_format_keeps_what_it_names_and_collection_goes_on_on(
+    backend: Backend,
+) {
+    let env = Env::open(backend, 502).await;
+    let config = test_config();
+    env.register("live", &Layout::under("live/1")).await;
+    env.put_raw(
+        "metadata/stray/v2.metadata.json",
+        br#"{"format-version": 2, "tables": {"t": "indexes/named-by-v2/"}}"#,
+    )
+    .await;
+    env.put_raw("indexes/named-by-v2/part-0", b"x").await;
+    env.put_raw(
+        "metadata/broken/v1.metadata.json",
+        br#"{"format-version": 1, "oops": ["indexes/named-by-broken/"]}"#,
+    )
+    .await;
+    env.put_raw("indexes/named-by-broken/part-0", b"x").await;
+    env.put_raw("indexes/plain-garbage/part-0", b"x").await;
+
+    let reports = passes(&env, &config, 4).await;
+    assert!(reports.iter().all(|r| r.status == gc::GcStatus::Completed));
+    assert!(reports.iter().any(|r| r.kept_unknown_format.objects == 1));
+    assert!(
+        !env.exists_raw("indexes/plain-garbage/part-0").await,
+        "{backend:?}"
+    );
+    assert!(env.exists_raw("metadata/stray/v2.metadata.json").await);
+    assert!(env.exists_raw("indexes/named-by-v2/part-0").await);
+    // The broken v1 file goes after retention, strictly before what it names.
+    let more = passes(&env, &config, 4).await;
+    assert!(
+        !env.exists_raw("metadata/broken/v1.metadata.json").await,
+        "{backend:?}"
+    );
+    assert!(
+        !env.exists_raw("indexes/named-by-broken/part-0").await,
+        "{backend:?}"
+    );
+    let when = |name: &str| {
+        env.sim
+            .deletions()
+            .iter()
+            .find(|d| d.path.ends_with(name))
+            .map(|d| d.at_ms)
+            .expect("deleted")
+    };
+    assert!(
+        when("metadata/broken/v1.metadata.json") < when("indexes/named-by-broken/part-0"),
+        "{backend:?}: the metadata file goes first"
+    );
+    assert!(env.exists_raw("metadata/stray/v2.metadata.json").await);
+    assert!(env.exists_raw("indexes/named-by-v2/part-0").await);
+    assert!(more.iter().all(|r| r.status == gc::GcStatus::Completed));
+}
+
+/// Found while writing the stray generator of the hostile simulation (gc_simulation.rs,
+/// whose strays now do this): a stray file of another format
+/// naming its engine's data by a relative location with a `%` (which this catalog's
+/// metadata may not contain, but another format may) did not protect it: the string was
+/// not taken for a name at all.
+#[tokio::test]
+async fn class5_a_stray_file_keeps_what_it_names_with_a_percent_sign() {
+    for backend in [Backend::Memory, Backend::Local] {
+        let env = Env::open(backend, 503).await;
+        let config = test_config();
+        env.register("live", &Layout::under("live/1")).await;
+        env.put_raw(
+            "metadata/stray/v2.metadata.json",
+            br#"{"format-version": 2, "tables": ["indexes/50%off/", "indexes/a%41b/c"]}"#,
+        )
+        .await;
+        env.put_raw(
+            "metadata/broken/v1.metadata.json",
+            br#"{"format-version": 1, "oops": "indexes/100%/"}"#,
+        )
+        .await;
+        let named = [
+            "indexes/50%off/part-0.parquet",
+            "indexes/a%41b/c/part-0.parquet",
+            "indexes/100%/part-0.parquet",
+        ];
+        for name in named {
+            env.put_raw(name, b"their data").await;
+        }
+        env.advance(HOUR);
+        // The broken file is newer than what it names.
+        env.put_raw(
+            "metadata/broken/v1.metadata.json",
+            br#"{"format-version": 1, "oops": "indexes/100%/"}"#,
+        )
+        .await;
+        let reports = passes(&env, &config, 2).await;
+        assert!(reports.iter().all(|r| r.status == gc::GcStatus::Completed));
+        for name in named {
+            assert!(
+                env.exists_raw(name).await,
+                "{backend:?}: {name} was deleted while a stray names it"
+            );
+        }
+        // Once the broken file is gone, what only it named goes too.
+        passes(&env, &config, 6).await;
+        assert!(!env.exists_raw("metadata/broken/v1.metadata.json").await);
+        assert!(!env.exists_raw("indexes/100%/part-0.parquet").await);
+        assert!(env.exists_raw("indexes/50%off/part-0.parquet").await);
+        assert!(env.exists_raw("indexes/a%41b/c/part-0.parquet").await);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. Lease fencing
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn class6_a_paused_run_whose_lease_was_taken_over_stops_before_deleting() {
+    for backend in [Backend::Memory, Backend::Local] {
+        let env = Env::open(backend, 601).await;
+        let config = GcConfig {
+            lease_duration: Duration::from_secs(5 * 60),
+            ..test_config()
+        };
+        let dead = Layout::under("dead/1");
+        let (id, _, location) = env.register("dead", &dead).await;
+        env.advance(HOUR);
+        env.catalog.drop_index(&id).await.expect("dropped");
+        let mut doomed = dead.files();
+        doomed.push(env.relative(&location));
+        // Condemn everything, with a dry run telling when a real run would delete.
+        for _ in 0..40 {
+            env.advance(10 * MINUTE);
+            let dry = GcConfig {
+                dry_run: true,
+                ..config.clone()
+            };
+            if env.collect(&dry).await.deleted.objects > 0 {
+                break;
+            }
+            env.collect(&config).await;
+        }
+
+        // Run A pauses right before deleting (a SIGSTOP, a long pause) ...
+        let (paused_tx, paused_rx) = std::sync::mpsc::channel::<()>();
+        let (resume_tx, resume_rx) = std::sync::mpsc::channel::<()>();
+        let resume_rx = std::sync::Mutex::new(resume_rx);
+        let a = GarbageCollector::new(env.catalog.clone(), config.clone())
+            .expect("gc")
+            .with_progress(move |event| {
+                if *event
+                    == (GcProgress::Phase {
+                        phase: GcPhase::Delete,
+                    })
+                {
+                    paused_tx.send(()).ok();
+                    resume_rx.lock().expect("lock").recv().ok();
+                }
+            });
+        let now = env.now();
+        let run_a = tokio::task::spawn_blocking(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime")
+                .block_on(a.collect(now))
+        });
+        tokio::task::spawn_blocking(move || paused_rx.recv())
+            .await
+            .expect("join")
+            .expect("A reached its deletions");
+        // ... while its lease expires and other runs (which delete nothing here: their
+        // retention is longer) take the lease over many times, pruning generations.
+        let patient = GcConfig {
+            retention: Duration::from_secs(1000 * 3600),
+            ..config.clone()
+        };
+        for _ in 0..12 {
+            env.advance(10 * MINUTE);
+            let report = env.collect(&patient).await;
+            assert_eq!(report.status, gc::GcStatus::Completed);
+        }
+        let before = env.sim.deletions().len();
+        resume_tx.send(()).expect("resume A");
+        let outcome = run_a.await.expect("join");
+        // A stops at its fence: with its run finished by the runs that took over, it
+        // reports that run (with a warning); else it fails with `COMMIT_CONFLICT`.
+        match outcome {
+            Ok(report) => assert!(
+                report
+                    .warnings
+                    .iter()
+                    .any(|w| w.contains("by another invocation")),
+                "{backend:?}: {report:?}"
+            ),
+            Err(err) => assert_eq!(err.kind(), ErrorKind::CommitConflict, "{backend:?}: {err}"),
+        }
+        assert_eq!(
+            env.sim.deletions().len(),
+            before,
+            "{backend:?}: the stale run deleted"
+        );
+        assert!(env.all_exist_raw(&doomed).await);
+    }
+}
+
+/// Found while writing the paused-run generator of the hostile simulation
+/// (gc_simulation.rs): a run's time is fixed when it is
+/// called, but a run paused before it walks the catalog (here: right after taking its
+/// lease, before computing reachability) sees what changed during the pause. An old
+/// metadata file a commit made unreachable during the pause was then given a retention
+/// clock at the run's stale time, before it was even unreachable, and a later run
+/// deleted it less than the retention period after the commit.
+#[tokio::test]
+async fn class6_a_paused_run_starts_no_retention_clock_before_what_it_saw() {
+    for (backend, phase) in [
+        (Backend::Memory, GcPhase::ComputeReachability),
+        (Backend::Memory, GcPhase::AcquireLease),
+        (Backend::Local, GcPhase::CheckOwnership),
+    ] {
+        let env = Env::open(backend, 603).await;
+        let config = GcConfig {
+            lease_duration: Duration::from_secs(5 * 60),
+            ..test_config()
+        };
+        let layout = Layout::under("p/1");
+        let (id, metadata, base) = env.register("p", &layout).await;
+        env.advance(HOUR);
+
+        // Run A pauses at `phase` ...
+        let (paused_tx, paused_rx) = std::sync::mpsc::channel::<()>();
+        let (resume_tx, resume_rx) = std::sync::mpsc::channel::<()>();
+        let resume_rx = std::sync::Mutex::new(resume_rx);
+        let a = GarbageCollector::new(env.catalog.clone(), config.clone())
+            .expect("gc")
+            .with_progress(move |event| {
+                if *event == (GcProgress::Phase { phase }) {
+                    paused_tx.send(()).ok();
+                    resume_rx.lock().expect("lock").recv().ok();
+                }
+            });
+        let now = env.now();
+        let run_a = tokio::task::spawn_blocking(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime")
+                .block_on(a.collect(now))
+        });
+        tokio::task::spawn_blocking(move || paused_rx.recv())
+            .await
+            .expect("join")
+            .expect("A paused");
+        // ... for half an hour, during which a commit makes the old metadata unreachable.
+        env.advance(30 * MINUTE);
+        let (_, new) = env.successor(&metadata, &Layout::under("p/2"), None).await;
+        env.catalog
+            .commit(&id, Some(&layout.source), &base, &new)
+            .await
+            .expect("committed");
+        let committed = env.now();
+        env.advance(MINUTE);
+        resume_tx.send(()).expect("resume A");
+        let report = run_a.await.expect("join").expect("A finished");
+        assert_eq!(report.status, gc::GcStatus::Completed);
+
+        // Later runs may delete the old metadata only a retention period after the commit.
+        let old = env.relative(&base);
+        let reports = passes(&env, &config, 5).await;
+        assert!(deleted(&reports) > 0, "{backend:?}: nothing collected");
+        let deletion = env
+            .sim
+            .deletions()
+            .into_iter()
+            .find(|d| d.path.ends_with(&old))
+            .expect("the old metadata is collected");
+        assert!(
+            deletion.at_ms >= committed + 2 * HOUR,
+            "{backend:?}, paused at {phase:?}: {old} deleted {} min after it became unreachable",
+            (deletion.at_ms - committed) / MINUTE
+        );
+    }
+}
+
+/// A run paused after its walk, whose lease another run took over meanwhile, must not
+/// record retention clocks from that stale walk: here an old metadata file was registered
+/// again and committed away during the pause, the other run (which saw it reachable)
+/// finished, and the resumed run then started its clock at its walk.
+#[tokio::test]
+async fn class6_a_run_that_lost_its_lease_records_no_clock_from_its_stale_walk() {
+    for backend in [Backend::Memory, Backend::Local] {
+        let env = Env::open(backend, 604).await;
+        let config = GcConfig {
+            lease_duration: Duration::from_secs(5 * 60),
+            ..test_config()
+        };
+        env.register("other", &Layout::under("other/1")).await;
+        // A writer wrote an index and crashed before registering it.
+        let layout = Layout::under("w/1");
+        let (metadata, location) = env.new_index(&layout).await;
+        env.advance(HOUR);
+
+        // Run A walks (the metadata is unreachable), then pauses ...
+        let (paused_tx, paused_rx) = std::sync::mpsc::channel::<()>();
+        let (resume_tx, resume_rx) = std::sync::mpsc::channel::<()>();
+        let resume_rx = std::sync::Mutex::new(resume_rx);
+        let a = GarbageCollector::new(env.catalog.clone(), config.clone())
+            .expect("gc")
+            .with_progress(move |event| {
+                let phase = GcPhase::ScanMetadata;
+                if *event == (GcProgress::Phase { phase }) {
+                    paused_tx.send(()).ok();
+                    resume_rx.lock().expect("lock").recv().ok();
+                }
+            });
+        let now = env.now();
+        let run_a = tokio::task::spawn_blocking(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime")
+                .block_on(a.collect(now))
+        });
+        tokio::task::spawn_blocking(move || paused_rx.recv())
+            .await
+            .expect("join")
+            .expect("A paused");
+        // ... past its lease; the file is registered, another run (which sees it
+        // reachable) finishes, and a commit makes the file unreachable again.
+        env.advance(10 * MINUTE);
+        let id = env.id("w").await;
+        env.catalog
+            .register(&id, Some(&layout.source), &location)
+            .await
+            .expect("registered");
+        let report = env.collect(&config).await;
+        assert_eq!(report.status, gc::GcStatus::Completed);
+        env.advance(30 * MINUTE);
+        let (_, new) = env.successor(&metadata, &Layout::under("w/2"), None).await;
+        env.catalog
+            .commit(&id, Some(&layout.source), &location, &new)
+            .await
+            .expect("committed");
+        let committed = env.now();
+        env.advance(MINUTE);
+        resume_tx.send(()).expect("resume A");
+        let outcome = run_a.await.expect("join");
+        if let Err(err) = &outcome {
+            assert_eq!(err.kind(), ErrorKind::CommitConflict, "{backend:?}: {err}");
+        }
+
+        // The file goes only a retention period after the commit.
+        let old = env.relative(&location);
+        passes(&env, &config, 5).await;
+        let deletion = env
+            .sim
+            .deletions()
+            .into_iter()
+            .find(|d| d.path.ends_with(&old))
+            .expect("the old metadata is collected");
+        assert!(
+            deletion.at_ms >= committed + 2 * HOUR,
+            "{backend:?}: {old} deleted {} min after it became unreachable",
+            (deletion.at_ms - committed) / MINUTE
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 7. The register/delete race
+// ---------------------------------------------------------------------------------------
+
+/// A pointer store hook: writes of index records (or reads) never answer.
+struct Hanging {
+    hang_puts: bool,
+    hang_gets: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl Hook for Hanging {
+    async fn before(
+        &self,
+        _inner: &Arc<dyn parqdb_catalog::store::PointerStore>,
+        call: Call<'_>,
+    ) -> Result<(), parqdb_catalog::store::StoreError> {
+        let hang = match call {
+            Call::Get { .. } | Call::GetIfChanged { .. } => {
+                self.hang_gets.load(std::sync::atomic::Ordering::SeqCst)
+            }
+            Call::Put { key, .. } => self.hang_puts && key.as_str().starts_with("i/"),
+            Call::List { .. } | Call::Transact { .. } => false,
+        };
+        if hang {
+            futures::future::pending::<()>().await;
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn class7_publications_are_bounded_by_the_publish_window() {
+    let env = Env::open(Backend::Memory, 702).await;
+    let layout = Layout::under("w/1");
+    let (id, metadata, base) = env.register("w", &layout).await;
+    let (_, new) = env.successor(&metadata, &Layout::under("w/2"), None).await;
+    let raw = env.pointer_store.clone();
+    let warehouse = env.warehouse.clone();
+    let setup = env.catalog.clone();
+
+    // The write never answers: the outcome is unknown at the end of the window.
+    let hanging = Arc::new(Hooked::new(
+        raw.clone(),
+        Hanging {
+            hang_puts: true,
+            hang_gets: false.into(),
+        },
+    ));
+    let catalog = Catalog::builder(hanging.clone(), warehouse.clone())
+        .probe_on_first_write(false)
+        .publish_window(Duration::from_millis(300))
+        .build();
+    catalog.claim_warehouse().await.expect("owned");
+    let err = catalog
+        .commit(&id, Some(&crate::support::gc::source()), &base, &new)
+        .await
+        .expect_err("hangs");
+    assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
+
+    // Reads never answer: nothing is written, the operation fails within the window.
+    let hanging = Arc::new(Hooked::new(
+        raw.clone(),
+        Hanging {
+            hang_puts: false,
+            hang_gets: false.into(),
+        },
+    ));
+    let catalog = Catalog::builder(hanging.clone(), warehouse.clone())
+        .probe_on_first_write(false)
+        .publish_window(Duration::from_millis(300))
+        .build();
+    catalog.claim_warehouse().await.expect("owned");
+    hanging
+        .hook()
+        .hang_gets
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    let result = tokio::time::timeout(
+        Duration::from_secs(30),
+        catalog.commit(&id, Some(&crate::support::gc::source()), &base, &new),
+    )
+    .await
+    .expect("bounded by the window");
+    let err = result.expect_err("hangs");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::StoreUnavailable | ErrorKind::CommitStateUnknown
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        setup.load(&id).await.expect("load").metadata_location,
+        base,
+        "nothing was written"
+    );
+}
+
+#[test]
+fn class7_the_collector_refuses_a_condemn_delay_within_the_publish_window() {
+    let short = GcConfig {
+        condemn_delay: Some(parqdb_catalog::catalog::PUBLISH_WINDOW),
+        ..GcConfig::default()
+    };
+    let err = short.validate().expect_err("too short");
+    assert_eq!(err.kind(), ErrorKind::Configuration);
+    assert!(err.message().contains("publish window"), "{err}");
+    GcConfig {
+        force: true,
+        ..short
+    }
+    .validate()
+    .expect("forced");
+}
+
+#[tokio::test]
+async fn class7_a_condemned_centroids_file_is_not_picked_up_by_a_commit() {
+    let env = Env::open(Backend::Memory, 701).await;
+    let config = test_config();
+    // An index whose centroids metadata is shared, then dropped: the centroids file is
+    // condemned.
+    let (_, centroids_location) = env.new_index(&Layout::under("c/1")).await;
+    let centroids = env.relative(&centroids_location);
+    let mut old = Layout::under("old/1");
+    old.centroids_metadata = Some(centroids.clone());
+    let (old_id, _, _) = env.register("old", &old).await;
+    let live = Layout::under("live/1");
+    let (live_id, live_meta, live_base) = env.register("live", &live).await;
+    env.advance(HOUR);
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    let mut condemned = false;
+    for _ in 0..60 {
+        env.advance(10 * MINUTE);
+        let report = env.collect(&config).await;
+        if report
+            .actions
+            .iter()
+            .any(|a| a.path == centroids && a.action == gc::ActionKind::Condemn)
+        {
+            condemned = true;
+            break;
+        }
+    }
+    assert!(condemned, "the shared centroids were never condemned");
+    // A commit that starts using the condemned centroids file is refused.
+    let mut next = Layout::under("live/2");
+    next.centroids_metadata = Some(centroids.clone());
+    let (_, new) = env.successor(&live_meta, &next, None).await;
+    let err = env
+        .catalog
+        .commit(&live_id, Some(&next.source), &live_base, &new)
+        .await
+        .expect_err("condemned reference");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+    assert!(err.message().contains("condemned"), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Red team (issue 15 review): setups the classes above do not cover yet. Each test fails
+// on the code it was written against; see the commit message for the finding.
+// ---------------------------------------------------------------------------------------
+
+/// Run the collector every 10 minutes for `hours`, asserting every run succeeds and
+/// calling `check` after each.
+async fn checked_passes(
+    env: &Env,
+    config: &GcConfig,
+    hours: i64,
+    what: &str,
+    mut check: impl AsyncFnMut(&GcReport),
+) -> Vec<GcReport> {
+    let until = env.now() + hours * HOUR;
+    let mut reports = Vec::new();
+    while env.now() < until {
+        env.advance(PASS_EVERY);
+        let report = match env.gc(config.clone()).collect(env.now()).await {
+            Ok(report) => report,
+            Err(err) => panic!("{what}: a gc run failed: {err}"),
+        };
+        check(&report).await;
+        reports.push(report);
+    }
+    reports
+}
+
+/// A stray object_store multipart staging file (`<name>#<digits>`, what
+/// `LocalFileSystem::put_multipart` leaves behind when a writer dies) under `metadata/`
+/// or `indexes/` must not make every run fail: object_store cannot address such a name,
+/// so the collector must skip it.
+#[tokio::test]
+async fn redteam_liveness_object_store_staging_files_do_not_stop_collection() {
+    for stray in [
+        "metadata/u/00001-x.metadata.json#1",
+        "indexes/stale/1/ivf_postings/part-0.parquet#2",
+    ] {
+        let env = Env::open(Backend::Local, 1501).await;
+        let config = test_config();
+        env.register("live", &Layout::under("live/1")).await;
+        let root = env.local_dir.clone().expect("local");
+        let path = root.join(stray);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("dirs");
+        std::fs::write(&path, b"{}").expect("stray");
+        set_mtime(&path, env.now());
+        // ... and a ledger entry an earlier version wrote for it.
+        let entry = root.join(format!(
+            "_gc/ledger/{stray}/u-1-1-00000000000000000000000000000001.json"
+        ));
+        std::fs::create_dir_all(entry.parent().expect("parent")).expect("dirs");
+        std::fs::write(&entry, b"{}").expect("ledger entry");
+        env.put("indexes/garbage/1/part-0", b"x").await;
+        checked_passes(&env, &config, 6, stray, async |_| {}).await;
+        assert!(
+            !env.exists("indexes/garbage/1/part-0").await,
+            "{stray}: garbage is still collected"
+        );
+        assert!(
+            path.exists(),
+            "{stray}: never deleted (nothing can name it)"
+        );
+    }
+}
+
+/// An S3 client of the test server (raw keys, past object_store's parsing) and the
+/// warehouse's bucket.
+fn raw_s3(env: &Env) -> (aws_sdk_s3::Client, String) {
+    use aws_sdk_s3::config::{Credentials, Region};
+    let bucket = env
+        .warehouse
+        .root()
+        .strip_prefix("s3://")
+        .and_then(|rest| rest.split('/').next())
+        .expect("bucket")
+        .to_owned();
+    let endpoint = std::env::var("PARQDB_TEST_S3_ENDPOINT").expect("endpoint");
+    let client = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::new()
+            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+            .endpoint_url(endpoint)
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new(
+                "parqdb-test",
+                "parqdb-test",
+                None,
+                None,
+                "t",
+            ))
+            .force_path_style(true)
+            .build(),
+    );
+    (client, bucket)
+}
+
+/// The scan reads a page's ledger entries with one listing bounded by the page's listed
+/// names. A name the local listing skips (not UTF-8, or a control character) is shown as
+/// its path, which sorts nowhere near the page: when it ended a page, the bound came
+/// from it, no entry of the page was read, and every object of the page had its clock
+/// restarted on every run (found by the attack on the page-wise ledger).
+#[tokio::test]
+async fn redteam_liveness_a_page_ending_on_a_skipped_name_still_collects_its_objects() {
+    let env = Env::open(Backend::Local, 1503).await;
+    let config = GcConfig {
+        page_size: 10,
+        partitions: 1,
+        ..test_config()
+    };
+    env.register("live", &Layout::under("live/1")).await;
+    let garbage: Vec<String> = (0..9).map(|i| format!("indexes/g/f{i}")).collect();
+    for name in &garbage {
+        env.put(name, b"x").await;
+    }
+    let root = env.local_dir.clone().expect("local");
+    let skipped = root.join("indexes/g/zz\u{1}");
+    std::fs::write(&skipped, b"x").expect("a file name with a control character");
+    set_mtime(&skipped, env.now());
+    checked_passes(&env, &config, 6, "skipped name", async |_| {}).await;
+    for name in &garbage {
+        assert!(!env.exists(name).await, "`{name}` is collected");
+    }
+    assert!(skipped.exists(), "a skipped file is never deleted");
+}
+/// An empty object doomed by a run's scan whose name holds a new file by the time the
+/// run deletes (a folder marker's name where a writer then put a file) is kept: deleting
+/// the name would delete the new file.
+#[tokio::test]
+async fn redteam_an_empty_doomed_object_whose_name_holds_a_new_file_is_kept() {
+    let env = Env::open(Backend::Memory, 1506).await;
+    let config = GcConfig {
+        partitions: 1,
+        ..test_config()
+    };
+    env.register("live", &Layout::under("live/1")).await;
+    env.put("indexes/t/k", b"").await;
+    // Tracked, then condemned after the 2 h retention.
+    passes(&env, &config, 2).await;
+    env.advance(20 * MINUTE);
+    env.collect(&config).await;
+    env.advance(20 * MINUTE);
+    let gc = env.gc(config.clone());
+    let planned = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
+    let run = planned.report.run_id;
+    gc.step(GcStep::Scan { run, partition: 0 }, env.now(), None)
+        .await
+        .expect("scan");
+    env.put("indexes/t/k", b"a file a writer is about to publish")
+        .await;
+    for step in [
+        GcStep::Verify { run },
+        GcStep::Delete { run, partition: 0 },
+        GcStep::Finish { run },
+    ] {
+        gc.step(step, env.now(), None).await.expect("step");
+    }
+    assert!(env.exists("indexes/t/k").await, "the new file is kept");
+}
+/// Rule (P) must use the same "any spelling" matching as reachability: tables an earlier
+/// writer stored under object_store's `PathPart` spelling (`~` → `%7E`), which the
+/// collector keeps while live because an alias of their name is reachable, must also be
+/// kept while an unreachable metadata file naming them exists. Here a rename (a new
+/// incarnation of the index) moves the old metadata file's retention clock later than its
+/// tables', so the tables come up for deletion first; (P) is what must hold them.
+#[tokio::test]
+async fn redteam_p_tables_in_an_earlier_writers_spelling_outlive_the_metadata_naming_them() {
+    use parqdb_catalog::family::FamilyRegistry;
+    use parqdb_catalog::metadata::IndexMetadata;
+    for backend in [Backend::Memory, Backend::Local] {
+        for encoded in [false, true] {
+            let env = Env::open(backend, 1503).await;
+            let config = test_config();
+            let old = Layout {
+                centroids: "indexes/t~1/ivf_centroids/".into(),
+                postings: "indexes/t~1/ivf_postings/".into(),
+                ..Layout::under("unused")
+            };
+            let stored: Vec<String> = old
+                .files()
+                .into_iter()
+                .map(|name| {
+                    if encoded {
+                        name.replace('~', "%7E")
+                    } else {
+                        name
+                    }
+                })
+                .collect();
+            for name in &stored {
+                let name: &'static str = Box::leak(name.clone().into_boxed_str());
+                env.put_raw(name, b"0123456789").await;
+            }
+            let metadata = IndexMetadata::create(
+                crate::support::gc::contents(&old),
+                BTreeMap::new(),
+                env.clock.as_ref(),
+                env.catalog.ids().as_ref(),
+                &FamilyRegistry::builtin(),
+            )
+            .expect("metadata");
+            let m1 = env.write_metadata(&metadata).await;
+            let m1_name = env.relative(&m1);
+            let id = env.id("a").await;
+            env.catalog
+                .register(&id, Some(&old.source), &m1)
+                .await
+                .expect("registered");
+            let reports = passes(&env, &config, 2).await;
+            assert_eq!(deleted(&reports), 0, "{backend:?} encoded={encoded}: live");
+            // Commit away from M1 (its tables are no longer in any retained snapshot).
+            // (Two commits: a commit may only remove snapshots that were not current.)
+            let (m2_metadata, m2) = env.successor(&metadata, &Layout::under("t2/1"), None).await;
+            env.catalog
+                .commit(&id, Some(&old.source), &m1, &m2)
+                .await
+                .expect("committed");
+            let expired = m2_metadata
+                .expire_snapshots(Some(1), None, env.clock.as_ref())
+                .expect("expired");
+            let m3 = env.write_metadata(&expired).await;
+            env.catalog
+                .commit(&id, None, &m2, &m3)
+                .await
+                .expect("expired M1's snapshot");
+            passes(&env, &config, 1).await;
+            // A rename: a new incarnation of the same index, which may have re-published M1.
+            env.catalog
+                .rename(&id, &env.id("b").await)
+                .await
+                .expect("renamed");
+            let what = format!("{backend:?} encoded={encoded}");
+            checked_passes(&env, &config, 8, &what, async |_| {
+                if env.exists_raw(&m1_name).await {
+                    assert!(
+                        env.all_exist_raw(&stored).await,
+                        "{what}: tables were deleted while the metadata file naming them \
+                         still exists (and, not condemned yet, can be registered again)"
+                    );
+                }
+            })
+            .await;
+        }
+    }
+}
+
+/// Nothing a live index names may be deleted, wherever it is: a table location under
+/// `_gc/` (validation accepts any relative location) must either be refused at publication
+/// or survive the ledger sweep and journal pruning.
+#[tokio::test]
+async fn redteam_live_tables_under_the_collectors_own_directory_are_never_deleted() {
+    for backend in [Backend::Memory, Backend::Local] {
+        let env = Env::open(backend, 1504).await;
+        let config = test_config();
+        let layout = Layout {
+            centroids: "_gc/ledger/t/ivf_centroids/".into(),
+            postings: "_gc/journal/t/ivf_postings/".into(),
+            ..Layout::under("unused")
+        };
+        // Iceberg/Spark-style data file names start with digits and a dash.
+        env.put("_gc/journal/t/ivf_postings/00000-0-data.parquet", b"x")
+            .await;
+        let mut live = layout.files();
+        live.push("_gc/journal/t/ivf_postings/00000-0-data.parquet".into());
+        let id = env.id("gcdir").await;
+        let (_, location) = env.new_index(&layout).await;
+        match env
+            .catalog
+            .register(&id, Some(&layout.source), &location)
+            .await
+        {
+            Err(err) if err.kind() == ErrorKind::InvalidIndexMetadata => continue, // refused: fine
+            Err(err) => panic!("{backend:?}: {err}"),
+            Ok(_) => {}
+        }
+        passes(&env, &config, 8).await;
+        env.catalog.load(&id).await.expect("still live");
+        for name in &live {
+            assert!(
+                env.exists(name).await,
+                "{backend:?}: the live table file {name} was deleted"
+            );
+        }
+    }
+}
+
+/// A source table bound inside the warehouse is the user's data ("never owned, hence never
+/// deleted"). Written the way Hadoop/Spark print local paths (`file:/dir/...`) or with
+/// S3A's scheme (`s3a://bucket/...`), it must not be deleted while the index is live (or
+/// the binding must be refused).
+#[tokio::test]
+async fn redteam_a_live_source_table_inside_the_warehouse_is_never_deleted() {
+    for backend in [Backend::Local] {
+        redteam_a_live_source_table_inside_the_warehouse_is_never_deleted_on(backend).await;
+    }
+}
+
+/// `redteam_a_live_source_table_inside_the_warehouse_is_never_deleted` on one backend.
+async fn redteam_a_live_source_table_inside_the_warehouse_is_never_deleted_on(backend: Backend) {
+    let env = Env::open(backend, 1505).await;
+    let config = test_config();
+    let location = match backend {
+        Backend::Local => format!(
+            "file:{}/indexes/src/",
+            env.local_dir.as_ref().expect("local").display()
+        ),
+        _ => format!(
+            "{}/indexes/src/",
+            env.warehouse.root().replacen("s3://", "s3a://", 1)
+        ),
+    };
+    env.put("indexes/src/part-0.parquet", b"source rows").await;
+    let layout = Layout {
+        source: crate::support::gc::source_at(&location),
+        ..Layout::under("srcidx/1")
+    };
+    let id = env.id("src").await;
+    let (_, metadata_location) = env.new_index(&layout).await;
+    match env
+        .catalog
+        .register(&id, Some(&layout.source), &metadata_location)
+        .await
+    {
+        Err(err) if err.kind() == ErrorKind::InvalidIndexMetadata => return, // refused: fine
+        Err(err) => panic!("{backend:?}: {err}"),
+        Ok(_) => {}
+    }
+    passes(&env, &config, 8).await;
+    env.catalog.load(&id).await.expect("still live");
+    assert!(
+        env.exists("indexes/src/part-0.parquet").await,
+        "{backend:?}: the live index's source table `{location}` was deleted"
+    );
+}
+
+/// A warehouse whose marker was lost (a lifecycle rule, a partial restore, a clean-up
+/// script) still holds the owner's live indexes: a stranger's first write must not claim
+/// it silently (after which the stranger's collector deletes the owner's live data).
+#[tokio::test]
+async fn redteam_a_warehouse_that_lost_its_marker_is_not_taken_over_by_a_stranger() {
+    for backend in [Backend::Memory, Backend::Local] {
+        let env = Env::open(backend, 1506).await;
+        let config = test_config();
+        let live = Layout::under("live/1");
+        let (id, _, location) = env.register("live", &live).await;
+        let mut owned = live.files();
+        owned.push(env.relative(&location));
+        lose_marker(&env).await;
+        let stranger = env.foreign_catalog(1507);
+        let what = format!("{backend:?}: a stranger");
+        intruder_deletes_nothing(&env, stranger, &config, &id, &owned, &what).await;
+    }
+}
+
+/// The ownership marker goes (a lifecycle rule, a partial restore, a clean-up script).
+async fn lose_marker(env: &Env) {
+    env.warehouse
+        .object_store()
+        .delete(&env.warehouse.path(gc::MARKER).expect("name"))
+        .await
+        .expect("marker lost");
+}
+
+/// `intruder` (a stranger's catalog, or a copy of the owner's) writes into `env`'s
+/// warehouse; if it may, its collector runs every ten minutes for eight hours. The owner's
+/// index `id` and every file of `owned` must outlive it.
+async fn intruder_deletes_nothing(
+    env: &Env,
+    intruder: Catalog,
+    config: &GcConfig,
+    id: &IndexIdentifier,
+    owned: &[String],
+    what: &str,
+) {
+    let took_over = intruder
+        .create_namespace(&Namespace::new(["mine"]).expect("ns"), BTreeMap::new())
+        .await;
+    if took_over.is_ok() {
+        let collector = GarbageCollector::new(intruder, config.clone()).expect("gc");
+        let until = env.now() + 8 * HOUR;
+        while env.now() < until {
+            env.advance(10 * MINUTE);
+            collector
+                .collect(env.now())
+                .await
+                .unwrap_or_else(|err| panic!("{what}: its gc failed: {err}"));
+        }
+    }
+    for name in owned {
+        assert!(
+            env.exists(name).await,
+            "{what}: the owner's live file {name} was deleted after it claimed the warehouse"
+        );
+    }
+    env.catalog
+        .load(id)
+        .await
+        .unwrap_or_else(|err| panic!("{what}: the owner's index is not live: {err}"));
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("dir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// A copy of the pointer store (a backup restored elsewhere, a DynamoDB point-in-time
+/// restore into a new table, a cloned staging catalog) carries the owner's catalog id.
+/// It must not pass as the owner: otherwise two catalogs write into one warehouse and the
+/// owner's collector deletes the copy's live indexes (and the copy's, the owner's).
+#[tokio::test]
+async fn redteam_a_copy_of_the_pointer_store_does_not_pass_as_the_owner() {
+    use parqdb_catalog::store::local::LocalStore;
+    let env = Env::open(Backend::Local, 1508).await;
+    let config = test_config();
+    env.register("live", &Layout::under("live/1")).await;
+    let root = env.local_dir.clone().expect("local");
+    let staging = root.parent().expect("parent").join("staging-catalog");
+    copy_dir(&root.join("_catalog"), &staging);
+    let clone = Catalog::builder(Arc::new(LocalStore::new(&staging)), env.warehouse.clone())
+        .clock(env.clock.clone())
+        .ids(Arc::new(parqdb_catalog::SeededIds::new(1509)))
+        .build();
+    let layout = Layout::under("staging/1");
+    let (_, location) = env.new_index(&layout).await;
+    let ns = Namespace::new(["staging"]).expect("ns");
+    let id = IndexIdentifier::new(ns.clone(), "idx").expect("id");
+    let written = match clone.create_namespace(&ns, BTreeMap::new()).await {
+        Ok(()) => clone
+            .register(&id, Some(&layout.source), &location)
+            .await
+            .map(|_| ()),
+        Err(err) => Err(err),
+    };
+    if let Err(err) = written {
+        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+        return; // refused: fine
+    }
+    passes(&env, &config, 8).await;
+    clone.load(&id).await.expect("live in the copy");
+    let mut live = layout.files();
+    live.push(env.relative(&location));
+    for name in &live {
+        assert!(
+            env.exists(name).await,
+            "the copy's live file {name} was deleted by the owner's collector"
+        );
+    }
+}
+
+/// Metadata published through a symbolic link under `metadata/` (register reads through
+/// it) is invisible to the collector's listing, so (P) cannot see it: after a drop its
+/// tables were deleted while the file stayed registrable. Either refuse such a location or
+/// keep what the file names while it exists.
+#[tokio::test]
+async fn redteam_metadata_behind_a_link_under_metadata_keeps_its_tables() {
+    let env = Env::open(Backend::Local, 1510).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let shared = root.parent().expect("parent").join("shared-metadata");
+    std::fs::create_dir_all(&shared).expect("dir");
+    std::fs::create_dir_all(root.join("metadata")).expect("dir");
+    std::os::unix::fs::symlink(&shared, root.join("metadata/ext")).expect("link");
+    let layout = Layout::under("linked/1");
+    env.write_tables(&layout).await;
+    let metadata = parqdb_catalog::metadata::IndexMetadata::create(
+        crate::support::gc::contents(&layout),
+        BTreeMap::new(),
+        env.clock.as_ref(),
+        env.catalog.ids().as_ref(),
+        &parqdb_catalog::family::FamilyRegistry::builtin(),
+    )
+    .expect("metadata");
+    let location = env
+        .warehouse
+        .write_new(
+            "metadata/ext/m.metadata.json",
+            Bytes::from(metadata.to_json_vec()),
+        )
+        .await
+        .expect("written through the link");
+    let id = env.id("linked").await;
+    match env
+        .catalog
+        .register(&id, Some(&layout.source), &location)
+        .await
+    {
+        Err(err) if err.kind() == ErrorKind::InvalidIndexMetadata => return, // refused: fine
+        Err(err) => panic!("{err}"),
+        Ok(_) => {}
+    }
+    env.advance(HOUR);
+    env.catalog.drop_index(&id).await.expect("dropped");
+    let tables = layout.files();
+    checked_passes(&env, &config, 8, "linked", async |_| {
+        if shared.join("m.metadata.json").exists() {
+            for name in &tables {
+                assert!(
+                    env.exists(name).await,
+                    "{name} was deleted while the metadata file naming it (behind the link) still exists and can be registered again"
+                );
+            }
+        }
+    })
+    .await;
+}
+
+/// A stray lease generation with the largest number must not panic the collector (nor
+/// wrap the fence around in release builds).
+#[tokio::test]
+async fn redteam_a_stray_lease_generation_does_not_panic_the_collector() {
+    let env = Env::open(Backend::Memory, 1511).await;
+    let config = test_config();
+    env.register("live", &Layout::under("live/1")).await;
+    env.put(
+        &format!("_gc/lease/{}.json", u64::MAX),
+        br#"{"holder":"00000000-0000-0000-0000-000000000001","acquired-ms":0,"expires-ms":0,"released":true}"#,
+    )
+    .await;
+    env.advance(10 * MINUTE);
+    let collector = env.gc(config);
+    let now = env.now();
+    let outcome = tokio::spawn(async move { collector.collect(now).await }).await;
+    match outcome {
+        Err(join) => panic!("the collector panicked: {join}"),
+        Ok(Ok(_)) => {}
+        Ok(Err(err)) => assert_eq!(err.kind(), ErrorKind::CorruptRecord, "{err}"),
+    }
+}
+
+/// A stray JSON file under `metadata/` whose strings happen to name a managed prefix
+/// (`"metadata"`, `"indexes"`: any tool's config or notes) must not stop all collection
+/// for good; its "references" kept everything below both prefixes, itself included, so
+/// nothing was ever deleted again (and no warning said why).
+#[tokio::test]
+async fn redteam_liveness_a_stray_json_naming_a_managed_prefix_does_not_stop_collection() {
+    for backend in [Backend::Memory, Backend::Local] {
+        let env = Env::open(backend, 1512).await;
+        let config = test_config();
+        let live = Layout::under("live/1");
+        env.register("live", &live).await;
+        env.put_raw(
+            "metadata/notes.json",
+            br#"{"layout": {"metadata": "metadata", "tables": "indexes"}}"#,
+        )
+        .await;
+        env.put("indexes/garbage/1/part-0", b"x").await;
+        passes(&env, &config, 8).await;
+        assert!(
+            !env.exists("indexes/garbage/1/part-0").await,
+            "{backend:?}: garbage is never collected any more"
+        );
+        assert!(
+            !env.exists_raw("metadata/notes.json").await,
+            "{backend:?}: the stray file keeps itself forever"
+        );
+        assert!(env.all_exist_raw(&live.files()).await, "{backend:?}");
+    }
+}
+
+/// The publish window must bound when a pointer write can become visible, not only when
+/// the caller hears back: once register reports that the window ran out, the write must
+/// not land later. The local pointer store writes in a blocking thread that waits for the
+/// key's lock (held here as by a paused writer of the same key, or a hung file system)
+/// and is not cancelled with the operation, so the register lands whenever the lock is
+/// released: after the collector's verification walk, a pointer to a deleted file.
+#[tokio::test]
+async fn redteam_a_register_that_ran_out_of_its_window_never_lands_later() {
+    use parqdb_catalog::store::local::LocalStore;
+    let env = Env::open(Backend::Local, 1513).await;
+    let layout = Layout::under("late/1");
+    let (_, location) = env.new_index(&layout).await;
+    let id = env.id("late").await;
+    let root = env.local_dir.clone().expect("local");
+    let lock_path = root.join("_catalog/i/ns/=late.lock");
+    std::fs::create_dir_all(lock_path.parent().expect("parent")).expect("dir");
+    let held = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .expect("lock file");
+    held.lock().expect("held by a paused writer");
+    let catalog = Catalog::builder(
+        Arc::new(LocalStore::new(root.join("_catalog"))),
+        env.warehouse.clone(),
+    )
+    .probe_on_first_write(false)
+    .publish_window(Duration::from_millis(300))
+    .build();
+    catalog.claim_warehouse().await.expect("owned");
+    let err = catalog
+        .register(&id, Some(&layout.source), &location)
+        .await
+        .expect_err("the window runs out");
+    assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
+    // Long after the window (and after any collector run that started then) the lock goes.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    held.unlock().expect("released");
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let late = env.catalog.load(&id).await;
+    assert!(
+        late.is_err(),
+        "the register landed after its publish window ran out: {late:?}"
+    );
+}
+
+/// The owner's claim record (`_gc/claims/<id>.json`) is only "this catalog's own" if it
+/// names this catalog's pointer store: a copy of the owner's pointer store (a restored
+/// backup, a cloned staging catalog) carries the owner's id. Once the marker is lost, the
+/// copy must not take the record for its own, re-claim the warehouse (locking the owner
+/// out) and then collect the owner's indexes published after the copy was taken.
+#[tokio::test]
+async fn redteam16_a_copy_of_the_pointer_store_does_not_reclaim_a_warehouse_that_lost_its_marker() {
+    use parqdb_catalog::store::local::LocalStore;
+    let env = Env::open(Backend::Local, 1601).await;
+    let config = test_config();
+    env.register("old", &Layout::under("old/1")).await;
+    let root = env.local_dir.clone().expect("local");
+    let staging = root.parent().expect("parent").join("staging-catalog");
+    copy_dir(&root.join("_catalog"), &staging);
+    // The owner goes on publishing after the copy was taken.
+    let newer = Layout::under("newer/1");
+    let (newer_id, _, location) = env.register("newer", &newer).await;
+    let mut owned = newer.files();
+    owned.push(env.relative(&location));
+    std::fs::remove_file(root.join(gc::MARKER)).expect("marker lost");
+    let clone = Catalog::builder(Arc::new(LocalStore::new(&staging)), env.warehouse.clone())
+        .clock(env.clock.clone())
+        .ids(Arc::new(parqdb_catalog::SeededIds::new(1602)))
+        .build();
+    let what = "a copy of the owner's pointer store";
+    intruder_deletes_nothing(&env, clone, &config, &newer_id, &owned, what).await;
+}
+
+/// A warehouse claimed without leaving a claim record (claimed by a version before claim
+/// records, or a claim that stopped between the marker and the record) and in use for
+/// less than `UNCLAIMED_METADATA_AGE` must still not be taken over by a stranger once its
+/// marker is lost: the owner's writes leave the record the first claim did not.
+#[tokio::test]
+async fn redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over() {
+    for backend in [Backend::Memory, Backend::Local] {
+        redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over_on(backend).await;
+    }
+}
+
+/// `redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over` on one backend.
+async fn redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over_on(
+    backend: Backend,
+) {
+    let env = Env::open(backend, 1603).await;
+    let config = test_config();
+    for record in env.objects().await {
+        if record.starts_with("_gc/claims/") {
+            env.warehouse
+                .object_store()
+                .delete(&env.warehouse.path(&record).expect("name"))
+                .await
+                .expect("no claim record");
+        }
+    }
+    let live = Layout::under("live/1");
+    let (id, _, location) = env.register("live", &live).await;
+    let mut owned = live.files();
+    owned.push(env.relative(&location));
+    env.advance(HOUR);
+    lose_marker(&env).await;
+    let stranger = env.foreign_catalog(1604);
+    let what = format!("{backend:?}: a stranger");
+    intruder_deletes_nothing(&env, stranger, &config, &id, &owned, &what).await;
+}
+
+/// Runs of many steps (issue 16) in a hostile `_gc/runs/`: a page claiming a partition
+/// done before its scan (so its nested warehouse is never seen by that run), a doomed
+/// list naming live files (and ledger files that are none), and stray files another
+/// engine wrote into a run's directory: nothing live, nested or foreign is deleted, and
+/// the next runs still collect everything. (`_gc/` is the collector's own, like its
+/// ledger: a doomed entry naming an unreachable object is trusted as a condemnation is.)
+#[tokio::test]
+async fn redteam16_forged_run_pages_never_delete_live_or_foreign_files() {
+    for backend in [Backend::Local, Backend::Memory] {
+        redteam16_forged_run_pages_never_delete_live_or_foreign_files_on(backend).await;
+    }
+}
+
+/// `redteam16_forged_run_pages_never_delete_live_or_foreign_files` on one backend.
+async fn redteam16_forged_run_pages_never_delete_live_or_foreign_files_on(backend: Backend) {
+    let config = GcConfig {
+        budget: Some(Duration::ZERO),
+        page_size: 1,
+        partitions: 2,
+        ..test_config()
+    };
+    let env = Env::open(backend, 1605).await;
+    let live = Layout::under("m-live/1");
+    env.register("live", &live).await;
+    let garbage: Vec<String> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|dir| format!("indexes/{dir}/1/part-0.parquet"))
+        .collect();
+    for name in &garbage {
+        env.put(name, b"garbage").await;
+    }
+    env.put("indexes/z/wh/_catalog-owner.json", b"nested").await;
+    env.put("indexes/z/wh/data/part-0", b"nested").await;
+    env.advance(10 * MINUTE);
+    // Plan a run, then forge its pages before its scan begins.
+    let report = env.collect(&config).await;
+    let run = report.run_id;
+    let run_dir = env
+        .objects()
+        .await
+        .into_iter()
+        .find(|name| name.starts_with("_gc/runs/") && name.ends_with("/plan.json"))
+        .map(|plan| plan.trim_end_matches("/plan.json").to_owned())
+        .expect("a planned run");
+    let mut doomed = Vec::new();
+    for name in live.files() {
+        doomed.push(serde_json::json!({
+            "name": name, "size": 1, "clock-ms": 0, "clock-walk-ms": 0,
+            "ledger-files": [name.clone(), "_gc/lease/00000000000000000001.json"],
+            "condemned-ms": 7_200_001,
+        }));
+    }
+    let forged = serde_json::json!({
+        "seq": 0, "after": null, "done": true, "totals": {}, "doomed": doomed, "doomed-total": 9,
+    });
+    env.warehouse
+        .put_if_absent(
+            &format!("{run_dir}/scan/1/0000000000.json"),
+            Bytes::from(forged.to_string()),
+        )
+        .await
+        .expect("forged");
+    for stray in [
+        "notes.txt",
+        "scan/x/0000000000.json",
+        "scan/0/part-0.parquet",
+    ] {
+        env.warehouse
+            .put_if_absent(&format!("{run_dir}/{stray}"), Bytes::from_static(b"stray"))
+            .await
+            .expect("stray");
+    }
+    // Until the forged run and two more have finished and collected the garbage, and
+    // then for as long again (at most 12 h).
+    let (start, until) = (env.now(), env.now() + 12 * HOUR);
+    let mut finished = std::collections::BTreeSet::new();
+    let mut stop_at = until;
+    while env.now() < stop_at {
+        if stop_at == until
+            && finished.contains(&run)
+            && finished.len() >= 3
+            && env.none_exist(&garbage).await
+        {
+            stop_at = env.now() + (env.now() - start);
+        }
+        env.advance(2 * MINUTE);
+        let report = env.collect(&config).await;
+        if report.status == gc::GcStatus::Completed {
+            finished.insert(report.run_id);
+        }
+        for name in live.files() {
+            assert!(
+                env.exists(&name).await,
+                "{backend:?}: live `{name}` deleted"
+            );
+        }
+        assert!(
+            env.exists("indexes/z/wh/data/part-0").await,
+            "{backend:?}: nested data deleted"
+        );
+        for stray in [
+            "notes.txt",
+            "scan/x/0000000000.json",
+            "scan/0/part-0.parquet",
+        ] {
+            assert!(
+                env.exists(&format!("{run_dir}/{stray}")).await,
+                "{backend:?}: stray {stray} in a run's directory deleted"
+            );
+        }
+    }
+    assert!(
+        finished.contains(&run),
+        "{backend:?}: the forged run finished"
+    );
+    assert!(finished.len() >= 3, "{backend:?}: {finished:?}");
+    for name in &garbage {
+        assert!(
+            !env.exists(name).await,
+            "{backend:?}: `{name}` not collected"
+        );
+    }
+
+    // A pointer store's records in a top-level directory named like a catalog
+    // structure make all of `indexes/` nested, whichever partition and page they fall
+    // in and whichever step of which run deletes.
+    let env = Env::open(backend, 1606).await;
+    let kept = [
+        "indexes/a/1/part-0.parquet",
+        "indexes/n/ns/=idx",
+        "indexes/stray.parquet",
+        "indexes/zz/1/part-0.parquet",
+    ];
+    for name in kept {
+        env.put(name, b"kept").await;
+    }
+    // Long enough for every object's retention, condemnation and delay to pass, and
+    // for four runs to finish after that (at most 10 h).
+    let (deletable, until) = (env.now() + 3 * HOUR, env.now() + 10 * HOUR);
+    let mut finished_after = 0;
+    while env.now() < until && finished_after < 4 {
+        env.advance(2 * MINUTE);
+        let report = env.collect(&config).await;
+        if report.status == gc::GcStatus::Completed && env.now() > deletable {
+            finished_after += 1;
+        }
+    }
+    for name in kept {
+        assert!(
+            env.exists(name).await,
+            "{backend:?}: `{name}` below a nested root at indexes/ deleted"
+        );
+    }
+}
+
+/// Runs whose calls all happen at one time (a coarse clock, a state machine invoking the
+/// next step at once) or at times that go backwards (an NTP step, workers on hosts whose
+/// clocks differ) still finish, one page at a time, and collect.
+#[tokio::test]
+async fn redteam16_liveness_runs_finish_when_call_times_tie_or_go_backwards() {
+    let config = GcConfig {
+        budget: Some(Duration::ZERO),
+        page_size: 1,
+        partitions: 3,
+        ..test_config()
+    };
+    for backend in [Backend::Local, Backend::Memory] {
+        let env = Env::open(backend, 1607).await;
+        let dirs = ["a", "b", "c", "d", "e", "f"];
+        for dir in dirs {
+            env.put(&format!("indexes/{dir}/1/part-0.parquet"), b"garbage")
+                .await;
+        }
+        env.advance(10 * MINUTE);
+        let now = env.now();
+        for (label, times) in [
+            ("at one time", vec![now; 200]),
+            (
+                "going backwards",
+                (0..200)
+                    .map(|n| now + HOUR - n * 10_000)
+                    .collect::<Vec<i64>>(),
+            ),
+        ] {
+            let mut finished = 0;
+            for at in times {
+                let report = env.gc(config.clone()).collect(at).await.expect("run");
+                finished += u32::from(report.status == gc::GcStatus::Completed);
+            }
+            assert!(
+                finished >= 2,
+                "{backend:?}: runs {label} finished {finished} times"
+            );
+        }
+    }
+}
+
+/// The tests on the S3-compatible server (`PARQDB_TEST_S3_ENDPOINT`): the whole suite
+/// runs them, the fast tier does not (`tests/it/tiers.txt`).
+mod s3 {
+    use super::*;
+
+    #[tokio::test]
+    async fn class3_a_pointer_store_inside_an_s3_warehouse_managed_prefix_is_refused() {
+        let endpoint = crate::support::services::s3_options()
+            .endpoint
+            .expect("endpoint");
+        let mut config = CatalogConfig::new(
+            Some("s3://bucket-x/wh".into()),
+            Some("s3://bucket-x/wh/metadata/cat".into()),
+        );
+        config.s3.endpoint = Some(endpoint);
+        config.s3.allow_http = Some(true);
+        config.s3.region = Some("us-east-1".into());
+        let err = config.build().await.expect_err("refused");
+        assert_eq!(err.kind(), ErrorKind::Configuration, "{err}");
+    }
+
+    #[tokio::test]
+    async fn class1_files_written_raw_at_encoded_locations_are_kept_while_live_and_collected_after()
+    {
+        super::class1_files_written_raw_at_encoded_locations_are_kept_while_live_and_collected_after_on(Backend::S3).await;
+    }
+
+    #[tokio::test]
+    async fn class1_metadata_locations_are_uris_with_one_canonical_form() {
+        super::class1_metadata_locations_are_uris_with_one_canonical_form_on(Backend::S3).await;
+    }
+
+    #[tokio::test]
+    async fn class2_a_second_catalog_cannot_write_into_an_owned_warehouse() {
+        super::class2_a_second_catalog_cannot_write_into_an_owned_warehouse_on(Backend::S3).await;
+    }
+
+    #[tokio::test]
+    async fn class2_two_catalogs_racing_for_a_fresh_warehouse_have_exactly_one_owner() {
+        super::class2_two_catalogs_racing_for_a_fresh_warehouse_have_exactly_one_owner_on(
+            Backend::S3,
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn class2_an_unclaimed_warehouse_holding_data_is_taken_over_only_deliberately() {
+        super::class2_an_unclaimed_warehouse_holding_data_is_taken_over_only_deliberately_on(
+            Backend::S3,
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn class3_nested_warehouses_and_pointer_stores_are_never_collected() {
+        super::class3_nested_warehouses_and_pointer_stores_are_never_collected_on(Backend::S3)
+            .await;
+    }
+
+    #[tokio::test]
+    async fn class5_metadata_outside_the_metadata_directory_is_never_published() {
+        super::class5_metadata_outside_the_metadata_directory_is_never_published_on(Backend::S3)
+            .await;
+    }
+
+    #[tokio::test]
+    async fn class5_a_stray_file_of_an_unknown_format_keeps_what_it_names_and_collection_goes_on() {
+        super::class5_a_stray_file_of_an_unknown_format_keeps_what_it_names_and_collection_goes_on_on(Backend::S3).await;
+    }
+
+    #[tokio::test]
+    async fn redteam_a_live_source_table_inside_the_warehouse_is_never_deleted() {
+        super::redteam_a_live_source_table_inside_the_warehouse_is_never_deleted_on(Backend::S3)
+            .await;
+    }
+
+    #[tokio::test]
+    async fn redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over() {
+        super::redteam16_a_warehouse_claimed_without_a_claim_record_is_not_taken_over_on(
+            Backend::S3,
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn redteam16_forged_run_pages_never_delete_live_or_foreign_files() {
+        super::redteam16_forged_run_pages_never_delete_live_or_foreign_files_on(Backend::S3).await;
+    }
+
+    /// An S3 folder marker `k/` lists under the name `k` too: a page holding both decides
+    /// the same name twice, and both must see its ledger entry, or the second restarts its
+    /// clock on every run and `k` is never collected (found by the attack on the page-wise
+    /// ledger).
+    #[tokio::test]
+    async fn redteam_liveness_a_folder_marker_does_not_keep_its_file_forever() {
+        let env = Env::open(Backend::S3, 1504).await;
+        let config = test_config();
+        env.register("live", &Layout::under("live/1")).await;
+        for name in ["indexes/a/w", "indexes/a/x", "indexes/a/y"] {
+            env.put(name, b"x").await;
+        }
+        let (s3, bucket) = raw_s3(&env);
+        s3.put_object()
+            .bucket(&bucket)
+            .key("wh/indexes/a/x/")
+            .body(Vec::new().into())
+            .send()
+            .await
+            .expect("a folder marker");
+        checked_passes(&env, &config, 6, "folder marker", async |_| {}).await;
+        for name in ["indexes/a/w", "indexes/a/x", "indexes/a/y"] {
+            assert!(!env.exists(name).await, "`{name}` is collected");
+        }
+    }
+
+    /// A folder marker `k/` is no object: an S3 listing shows it (object_store drops the
+    /// `/`, so it lists as `k` after the keys `k-…`) as skipped, never as a second `k`; the
+    /// second attack on the page-wise ledger had an old marker tracked, condemned and doomed
+    /// under the name of a young file written at `k`, which the run then deleted.
+    #[tokio::test]
+    async fn redteam_an_s3_folder_marker_lists_as_skipped_never_as_its_files_name() {
+        let env = Env::open(Backend::S3, 1505).await;
+        let (s3, bucket) = raw_s3(&env);
+        for key in [
+            "wh/indexes/t/k",
+            "wh/indexes/t/k-1",
+            "wh/indexes/t/k/",
+            "wh/indexes/t/k/x",
+        ] {
+            s3.put_object()
+                .bucket(&bucket)
+                .key(key)
+                .body(Vec::new().into())
+                .send()
+                .await
+                .expect("put");
+        }
+        let range = parqdb_catalog::warehouse::ListRange::whole("indexes");
+        let listed: Vec<_> = env
+            .warehouse
+            .list_range(&range, None)
+            .try_collect()
+            .await
+            .expect("listed");
+        let shown: Vec<(Option<&str>, String)> = listed
+            .iter()
+            .map(|entry| {
+                let name = match &entry.item {
+                    parqdb_catalog::warehouse::ListItem::Object(listed) => listed.name.clone(),
+                    parqdb_catalog::warehouse::ListItem::Skipped { name, .. } => name.clone(),
+                };
+                (entry.item.name(), name)
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (Some("indexes/t/k"), "indexes/t/k".to_owned()),
+                (Some("indexes/t/k-1"), "indexes/t/k-1".to_owned()),
+                (None, "indexes/t/k/".to_owned()),
+                (Some("indexes/t/k/x"), "indexes/t/k/x".to_owned()),
+            ]
+        );
+        // Resumed after any entry, the listing goes on with the objects after it.
+        let objects = |entries: &[parqdb_catalog::warehouse::Positioned]| -> Vec<String> {
+            entries
+                .iter()
+                .filter_map(|entry| entry.item.name().map(str::to_owned))
+                .collect()
+        };
+        for (at, entry) in listed.iter().enumerate() {
+            let rest: Vec<_> = env
+                .warehouse
+                .list_range(&range, Some(&entry.position))
+                .try_collect()
+                .await
+                .expect("resumed");
+            assert_eq!(
+                objects(&rest),
+                objects(&listed[at + 1..]),
+                "resumed after {}",
+                entry.position
+            );
+        }
+    }
+
+    /// S3 keys `object_store::path::Path::parse` refuses (an empty segment, a `.` or `..`
+    /// segment, a control character) are ordinary S3 keys. Listed through object_store, one
+    /// of them under a managed prefix fails the listing: KNOWN LIMITATION until S3 warehouses
+    /// are listed with raw keys (the scale-out collector's listing): today such a key makes
+    /// every run stop before deleting anything — safe, not live. This test holds the safety
+    /// half (nothing is deleted, the live index is untouched, the error names the listing)
+    /// and that collection resumes once the key is removed.
+    #[tokio::test]
+    async fn redteam_liveness_s3_keys_object_store_cannot_parse_stop_runs_safely() {
+        let keys = [
+            "wh/indexes/stray//part-0",
+            "wh/metadata/./x.metadata.json",
+            "wh/indexes/x/../y",
+            "wh/indexes/ctl\u{1}z",
+        ];
+        for key in keys {
+            let env = Env::open(Backend::S3, 1502).await;
+            let config = test_config();
+            env.register("live", &Layout::under("live/1")).await;
+            env.put("indexes/garbage/1/part-0", b"x").await;
+            let (s3, bucket) = raw_s3(&env);
+            s3.put_object()
+                .bucket(&bucket)
+                .key(key)
+                .body(b"x".to_vec().into())
+                .send()
+                .await
+                .expect("an ordinary S3 key");
+            let managed = |env: &Env| {
+                env.sim
+                    .deletions()
+                    .iter()
+                    .filter(|d| {
+                        d.path.starts_with("wh/metadata/") || d.path.starts_with("wh/indexes/")
+                    })
+                    .count()
+            };
+            let before = managed(&env);
+            for _ in 0..36 {
+                env.advance(10 * MINUTE);
+                let err = env
+                    .gc(config.clone())
+                    .collect(env.now())
+                    .await
+                    .expect_err("the listing fails on the unparseable key");
+                // Typed, and never retried into a deletion: unavailable or refused.
+                assert!(
+                    matches!(
+                        err.kind(),
+                        ErrorKind::StoreUnavailable | ErrorKind::StoreRefused
+                    ),
+                    "{key:?}: {err}"
+                );
+            }
+            assert_eq!(managed(&env), before, "{key:?}: a failed run deleted data");
+            assert!(env.exists("indexes/garbage/1/part-0").await);
+            // Remove the stray key: collection resumes.
+            s3.delete_object()
+                .bucket(&bucket)
+                .key(key)
+                .send()
+                .await
+                .expect("removed");
+            checked_passes(&env, &config, 6, key, async |_| {}).await;
+            assert!(
+                !env.exists("indexes/garbage/1/part-0").await,
+                "{key:?}: garbage is collected again"
+            );
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! The garbage collector: scenarios, hostile layouts, durable evidence, the run protocol
+//! across invocations and processes, the model check, the simulation and the scale test.
+mod clock_restamping;
+mod directory_references;
+mod durable_evidence;
+mod durable_runs;
+mod family_resurrection;
+mod hostile_layouts;
+mod kill_and_resume;
+mod late_writes_of_previous_run;
+mod model;
+mod reincarnation;
+mod scale;
+mod scenarios;
+mod simulation;
+mod state_machine;
+mod superseded_runs;

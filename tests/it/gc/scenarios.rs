@@ -1,0 +1,877 @@
+//! Garbage-collector scenarios on the local-filesystem warehouse and pointer store (and,
+//! where cheap, on the memory backends), under a simulated clock.
+
+use std::time::Duration;
+
+use object_store::ObjectStoreExt;
+
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, source_at, test_config};
+use parqdb_catalog::ErrorKind;
+use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcStatus};
+
+async fn claimed(backend: Backend, seed: u64) -> Env {
+    let env = Env::new(backend, seed);
+    gc::claim(&env.catalog, env.now()).await.expect("claimed");
+    env
+}
+
+/// Run GC every 10 minutes until `until`; return the time of the first deletion of any
+/// of `watched` (if any).
+async fn run_until(env: &Env, config: &GcConfig, until: i64, watched: &[String]) -> Option<i64> {
+    let mut first = None;
+    while env.now() < until {
+        env.advance(10 * MINUTE);
+        env.collect(config).await;
+        if first.is_none() && !env.all_exist(watched).await {
+            first = Some(env.now());
+        }
+    }
+    first
+}
+
+#[tokio::test]
+async fn a_dropped_index_is_collected_only_after_retention() {
+    for backend in [Backend::Local, Backend::Memory] {
+        let env = claimed(backend, 1).await;
+        let config = test_config();
+        let layout = Layout::under("dropped/1");
+        let (id, _, location) = env.register("dropped", &layout).await;
+        let keep = Layout::under("kept/1");
+        let (_, _, kept_location) = env.register("kept", &keep).await;
+        let mut doomed = layout.files();
+        doomed.push(env.relative(&location));
+        let mut live = keep.files();
+        live.push(env.relative(&kept_location));
+
+        env.advance(HOUR);
+        env.catalog.drop_index(&id).await.expect("dropped");
+        let dropped_at = env.now();
+
+        // Before the retention window has passed, nothing is deleted (but the clock runs).
+        let first = run_until(&env, &config, dropped_at + 2 * HOUR - MINUTE, &doomed).await;
+        assert_eq!(first, None, "{backend:?}: deleted before retention");
+        assert!(env.all_exist(&doomed).await);
+        let report = env.collect(&config).await;
+        assert_eq!(report.deleted.objects, 0);
+        assert!(report.kept_by_retention.objects + report.kept_by_condemn_delay.objects > 0);
+
+        // After retention (+ condemnation delay and a run or two) it is gone, the live
+        // index untouched, and the ledger empty.
+        let first = run_until(&env, &config, dropped_at + 3 * HOUR, &doomed).await;
+        let first = first.expect("collected after retention");
+        assert!(
+            first >= dropped_at + 2 * HOUR,
+            "{backend:?}: deleted at {first}, dropped at {dropped_at}"
+        );
+        assert!(env.none_exist(&doomed).await, "{backend:?}: garbage left");
+        assert!(
+            env.all_exist(&live).await,
+            "{backend:?}: live files deleted"
+        );
+        assert_eq!(
+            env.ledger_files().await,
+            Vec::<String>::new(),
+            "{backend:?}: ledger not cleared"
+        );
+        assert!(env.catalog.load(&env.id("kept").await).await.is_ok());
+    }
+}
+
+#[tokio::test]
+async fn orphans_of_a_crashed_commit_wait_for_grace_plus_retention() {
+    let env = claimed(Backend::Local, 2).await;
+    let config = test_config();
+    let layout = Layout::under("idx/1");
+    let (id, base, location) = env.register("idx", &layout).await;
+    env.advance(HOUR);
+    // The writer writes tables and a new metadata file, then dies before committing.
+    let orphan_layout = Layout::under("idx/2");
+    let (_, orphan_location) = env.successor(&base, &orphan_layout, None).await;
+    let written_at = env.now();
+    let mut orphans = orphan_layout.files();
+    orphans.push(env.relative(&orphan_location));
+
+    // In grace: untouched and not even tracked.
+    env.advance(5 * MINUTE);
+    let report = env.collect(&config).await;
+    assert_eq!(report.kept_by_grace.objects, orphans.len() as u64);
+    assert_eq!(report.tracked.objects, 0);
+
+    let first = run_until(
+        &env,
+        &config,
+        written_at + 10 * MINUTE + 2 * HOUR - MINUTE,
+        &orphans,
+    )
+    .await;
+    assert_eq!(first, None, "orphans deleted before grace + retention");
+    let first = run_until(&env, &config, written_at + 3 * HOUR + 30 * MINUTE, &orphans).await;
+    let first = first.expect("orphans collected");
+    assert!(first >= written_at + 10 * MINUTE + 2 * HOUR);
+    assert!(env.none_exist(&orphans).await);
+    let mut live = layout.files();
+    live.push(env.relative(&location));
+    assert!(env.all_exist(&live).await);
+    assert_eq!(
+        env.catalog.load(&id).await.expect("live").metadata_location,
+        location
+    );
+}
+
+#[tokio::test]
+async fn shared_centroids_stay_while_any_index_references_them() {
+    let env = claimed(Backend::Local, 3).await;
+    let config = test_config();
+    // Shared centroids: their own metadata file and table.
+    let centroids = Layout::under("centroids/1");
+    let (_, centroids_location) = env.new_index(&centroids).await;
+    let centroids_relative = env.relative(&centroids_location);
+    let sharing = |tag: &str| Layout {
+        centroids: centroids.centroids.clone(),
+        postings: format!("indexes/{tag}/ivf_postings/"),
+        centroids_metadata: Some(centroids_relative.clone()),
+        source: crate::support::gc::source(),
+    };
+    let (a, _, a_location) = env.register("a", &sharing("a/1")).await;
+    let (b, _, _) = env.register("b", &sharing("b/1")).await;
+    let mut shared = centroids.files();
+    shared.push(centroids_relative.clone());
+
+    env.advance(HOUR);
+    env.catalog.drop_index(&a).await.expect("dropped a");
+    let a_postings: Vec<String> = ["part-0.parquet", "part-1.parquet"]
+        .iter()
+        .map(|f| format!("indexes/a/1/ivf_postings/{f}"))
+        .collect();
+    run_until(&env, &config, env.now() + 4 * HOUR, &[]).await;
+    assert!(env.none_exist(&a_postings).await, "a's own files collected");
+    assert!(!env.exists(&env.relative(&a_location)).await);
+    assert!(
+        env.all_exist(&shared).await,
+        "shared centroids kept while b references them"
+    );
+
+    env.catalog.drop_index(&b).await.expect("dropped b");
+    let dropped_b = env.now();
+    let first = run_until(&env, &config, dropped_b + 5 * HOUR, &shared).await;
+    assert!(first.expect("centroids collected") >= dropped_b + 2 * HOUR);
+    assert!(
+        env.none_exist(&shared).await,
+        "centroids collected once nobody references them"
+    );
+    assert_eq!(env.managed_objects().await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn sibling_prefixes_are_not_confused() {
+    let env = claimed(Backend::Local, 4).await;
+    let config = test_config();
+    let layout = Layout {
+        centroids: "indexes/s/1/ivf_centroids/".into(),
+        postings: "indexes/s/1/ivf_postings".into(), // no trailing slash in the metadata
+        centroids_metadata: None,
+        source: crate::support::gc::source(),
+    };
+    env.put("indexes/s/1/ivf_postings/part-0.parquet", b"live")
+        .await;
+    env.put("indexes/s/1/ivf_centroids/part-0.parquet", b"live")
+        .await;
+    env.put("indexes/s/1/ivf_postings_old/part-0.parquet", b"garbage")
+        .await;
+    env.put("indexes/s/1/ivf_postings.bak", b"garbage").await;
+    let id = env.id("s").await;
+    let metadata = parqdb_catalog::metadata::IndexMetadata::create(
+        crate::support::gc::contents(&layout),
+        Default::default(),
+        env.clock.as_ref(),
+        env.catalog.ids().as_ref(),
+        &parqdb_catalog::family::FamilyRegistry::builtin(),
+    )
+    .expect("metadata");
+    let location = env.write_metadata(&metadata).await;
+    env.catalog
+        .register(&id, Some(&layout.source), &location)
+        .await
+        .expect("registered");
+
+    run_until(&env, &config, env.now() + 4 * HOUR, &[]).await;
+    assert!(env.exists("indexes/s/1/ivf_postings/part-0.parquet").await);
+    assert!(env.exists("indexes/s/1/ivf_centroids/part-0.parquet").await);
+    assert!(
+        !env.exists("indexes/s/1/ivf_postings_old/part-0.parquet")
+            .await
+    );
+    assert!(!env.exists("indexes/s/1/ivf_postings.bak").await);
+}
+
+#[tokio::test]
+async fn foreign_or_unmarked_warehouses_are_refused() {
+    let env = Env::new(Backend::Local, 5);
+    let layout = Layout::under("x/1");
+    env.register("x", &layout).await;
+    env.put("indexes/garbage/part-0", b"garbage").await;
+    env.advance(10 * HOUR);
+    // The first write claimed the warehouse; a warehouse without its marker (written by
+    // an earlier version, or the marker removed by hand) is refused.
+    std::fs::remove_file(env.local_dir.as_ref().expect("local").join(gc::MARKER))
+        .expect("marker removed");
+
+    // No marker: refused.
+    let err = env
+        .gc(test_config())
+        .collect(env.now())
+        .await
+        .expect_err("unmarked");
+    assert_eq!(err.kind(), ErrorKind::Configuration);
+    assert!(
+        err.message().contains("no ownership marker"),
+        "{}",
+        err.message()
+    );
+
+    // Claimed by another catalog: this one is refused, even to claim it.
+    let foreign = env.foreign_catalog(99);
+    gc::adopt(&foreign, env.now())
+        .await
+        .expect("foreign adoption");
+    let err = env
+        .gc(test_config())
+        .collect(env.now())
+        .await
+        .expect_err("foreign");
+    assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned);
+    assert!(
+        err.message().contains("owned by catalog"),
+        "{}",
+        err.message()
+    );
+    let err = gc::claim(&env.catalog, env.now())
+        .await
+        .expect_err("claim refused");
+    assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned);
+    // The foreign catalog (with no pointers) may not delete this catalog's files either:
+    // it owns the marker, so it runs, but only on its own empty catalog... which is exactly
+    // why a warehouse has one owner. Nothing was deleted by the refused runs.
+    assert!(env.exists("indexes/garbage/part-0").await);
+    assert!(env.all_exist(&layout.files()).await);
+
+    // Claiming is idempotent for the owner.
+    let owner = Env::new(Backend::Memory, 6);
+    let first = gc::claim(&owner.catalog, owner.now()).await.expect("claim");
+    let again = gc::claim(&owner.catalog, owner.now() + 1)
+        .await
+        .expect("claim again");
+    assert_eq!(first, again);
+    assert_eq!(
+        gc::verify_ownership(&owner.catalog).await.expect("owned"),
+        first
+    );
+}
+
+#[tokio::test]
+async fn source_tables_are_never_deleted() {
+    let env = claimed(Backend::Local, 7).await;
+    let config = test_config();
+    let outside = env.warehouse.absolute("sources/docs/");
+    let inside = env.warehouse.absolute("indexes/sources/docs/");
+    env.put("sources/docs/data-0.parquet", b"source").await;
+    let mut layout = Layout::under("src/1");
+    layout.source = source_at(&outside);
+    let (id, _, _) = env.register("outside", &layout).await;
+    // A source inside the managed prefixes is refused at publication: the collector would
+    // take its files for garbage once no index names them.
+    let mut layout2 = Layout::under("src/2");
+    layout2.source = source_at(&inside);
+    let (_, location) = env.new_index(&layout2).await;
+    let err = env
+        .catalog
+        .register(&env.id("inside").await, Some(&layout2.source), &location)
+        .await
+        .expect_err("a source under indexes/");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+
+    run_until(&env, &config, env.now() + 4 * HOUR, &[]).await;
+    assert!(env.exists("sources/docs/data-0.parquet").await);
+    env.catalog.drop_index(&id).await.expect("dropped");
+    let dropped = env.now();
+    run_until(&env, &config, dropped + 6 * HOUR, &[]).await;
+    // Outside the managed prefixes: never even listed, whatever happens.
+    assert!(env.exists("sources/docs/data-0.parquet").await);
+    assert!(
+        env.sim
+            .deletions()
+            .iter()
+            .all(|d| !d.path.contains("sources/docs/data-0"))
+    );
+}
+
+#[tokio::test]
+async fn re_registering_an_old_metadata_file_before_it_is_condemned_keeps_it() {
+    let env = claimed(Backend::Local, 8).await;
+    let config = test_config();
+    let layout = Layout::under("old/1");
+    let (id, _, location) = env.register("old", &layout).await;
+    let mut objects = layout.files();
+    objects.push(env.relative(&location));
+    env.advance(HOUR);
+    env.catalog.drop_index(&id).await.expect("dropped");
+
+    // Run until the metadata file is tracked (its retention clock runs).
+    let mut tracked = false;
+    for _ in 0..40 {
+        env.advance(10 * MINUTE);
+        let report = env.collect(&config).await;
+        assert_eq!(
+            report.condemned.objects, 0,
+            "condemned before re-registering"
+        );
+        if report.tracked.objects > 0 {
+            tracked = true;
+            break;
+        }
+    }
+    assert!(tracked, "never tracked");
+
+    // Someone registers the old metadata file again (allowed by the spec).
+    env.advance(MINUTE);
+    let again = env.id("old-again").await;
+    env.catalog
+        .register(&again, Some(&layout.source), &location)
+        .await
+        .expect("re-registered");
+    env.advance(20 * MINUTE);
+    let report = env.collect(&config).await;
+    assert_eq!(report.deleted.objects, 0);
+    assert!(
+        report.ledger_files_cleared > 0,
+        "the ledger entries are cleared"
+    );
+    run_until(&env, &config, env.now() + 6 * HOUR, &[]).await;
+    assert!(
+        env.all_exist(&objects).await,
+        "a re-registered index lost files"
+    );
+    assert!(env.ledger_files().await.is_empty());
+    assert_eq!(
+        env.catalog
+            .load(&again)
+            .await
+            .expect("live")
+            .metadata_location,
+        location
+    );
+}
+
+/// Class 7 of the hostile-layout issue: once condemned, a metadata file is on its way
+/// out; publishing it again is refused (typed), so no pointer can ever name it after its
+/// deletion, and it is still collected.
+#[tokio::test]
+async fn a_condemned_metadata_file_cannot_be_registered_again_and_is_collected() {
+    let env = claimed(Backend::Local, 9).await;
+    let config = test_config();
+    let layout = Layout::under("gone/1");
+    let (id, _, location) = env.register("gone", &layout).await;
+    let mut objects = layout.files();
+    objects.push(env.relative(&location));
+    env.advance(HOUR);
+    env.catalog.drop_index(&id).await.expect("dropped");
+    let mut condemned = false;
+    for _ in 0..40 {
+        env.advance(10 * MINUTE);
+        if env.collect(&config).await.condemned.objects > 0 {
+            condemned = true;
+            break;
+        }
+    }
+    assert!(condemned, "never condemned");
+    assert!(env.all_exist(&objects).await, "deleted at condemnation");
+
+    let again = env.id("gone-again").await;
+    let err = env
+        .catalog
+        .register(&again, Some(&layout.source), &location)
+        .await
+        .expect_err("a condemned file is not published");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata);
+    assert!(err.message().contains("condemned"), "{}", err.message());
+    // Nor through a commit onto a live index of the same lineage.
+    let live = Layout::under("gone/2");
+    let (other, _, _) = env.register("other", &live).await;
+    let base = env
+        .catalog
+        .load(&other)
+        .await
+        .expect("live")
+        .metadata_location;
+    let err = env
+        .catalog
+        .commit(&other, Some(&layout.source), &base, &location)
+        .await
+        .expect_err("a condemned file is not committed");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+
+    run_until(&env, &config, env.now() + 3 * HOUR, &[]).await;
+    assert!(env.none_exist(&objects).await, "garbage left behind");
+    assert!(env.catalog.load(&again).await.is_err());
+}
+
+#[tokio::test]
+async fn a_re_registration_racing_the_run_never_leaves_a_dangling_pointer() {
+    // A register of a condemned file during the run's scan, verification or (the window
+    // the module docs once admitted) right before its deletions is refused.
+    for (n, phase) in [
+        gc::GcPhase::ScanMetadata,
+        gc::GcPhase::ScanIndexes,
+        gc::GcPhase::Verify,
+        gc::GcPhase::Delete,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for backend in [Backend::Memory, Backend::Local] {
+            race_at(backend, phase, 90 + n as u64).await;
+        }
+    }
+}
+
+async fn race_at(backend: Backend, phase: gc::GcPhase, seed: u64) {
+    let env = claimed(backend, seed).await;
+    let config = test_config();
+    let layout = Layout::under("race/1");
+    let (id, _, location) = env.register("race", &layout).await;
+    let mut objects = layout.files();
+    objects.push(env.relative(&location));
+    env.advance(HOUR);
+    env.catalog.drop_index(&id).await.expect("dropped");
+    // Get everything condemned long enough ago.
+    // (A dry run first: the real run of the same moment would delete.)
+    for _ in 0..40 {
+        env.advance(10 * MINUTE);
+        if env
+            .collect(&GcConfig {
+                dry_run: true,
+                ..config.clone()
+            })
+            .await
+            .deleted
+            .objects
+            > 0
+        {
+            break;
+        }
+        env.collect(&config).await;
+    }
+    let dry = env
+        .collect(&GcConfig {
+            dry_run: true,
+            ..config.clone()
+        })
+        .await;
+    assert!(dry.deleted.objects > 0, "nothing doomed: {:?}", dry.actions);
+    let catalog = env.catalog.clone();
+    let source = layout.source.clone();
+    let register_location = location.clone();
+    let again = env.id("race-again").await;
+    let published = again.clone();
+    let registered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = registered.clone();
+    let gc = GarbageCollector::new(env.catalog.clone(), config.clone())
+        .expect("gc")
+        .with_progress(move |event| {
+            if *event == (gc::GcProgress::Phase { phase })
+                && !flag.swap(true, std::sync::atomic::Ordering::SeqCst)
+            {
+                // Register synchronously from the progress hook, between the two walks.
+                let (catalog, source, location, again) = (
+                    catalog.clone(),
+                    source.clone(),
+                    register_location.clone(),
+                    again.clone(),
+                );
+                let outcome = std::thread::spawn(move || {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("runtime")
+                        .block_on(async {
+                            catalog.register(&again, Some(&source), &location).await
+                        })
+                })
+                .join()
+                .expect("thread");
+                // The file is condemned: the register is refused, whatever the phase.
+                let err = outcome.expect_err("a condemned file is not published");
+                assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+            }
+        });
+    let report = gc.collect(env.now()).await.expect("run");
+    assert!(
+        registered.load(std::sync::atomic::Ordering::SeqCst),
+        "the hook never ran"
+    );
+    assert!(report.deleted.objects > 0, "{:?}", report.actions);
+    // No pointer names a deleted file.
+    assert!(
+        env.catalog.load(&published).await.is_err(),
+        "a pointer was published"
+    );
+    let next = env.collect(&config).await;
+    assert_eq!(next.status, GcStatus::Completed, "{:?}", next.warnings);
+}
+
+#[tokio::test]
+async fn concurrent_runs_never_delete_live_files() {
+    let env = claimed(Backend::Local, 10).await;
+    let config = test_config();
+    let live = Layout::under("live/1");
+    env.register("live", &live).await;
+    let dead = Layout::under("dead/1");
+    let (id, _, dead_location) = env.register("dead", &dead).await;
+    env.advance(HOUR);
+    env.catalog.drop_index(&id).await.expect("dropped");
+    let mut garbage = dead.files();
+    garbage.push(env.relative(&dead_location));
+    let mut statuses = Vec::new();
+    while env.now() < START + 6 * HOUR {
+        env.advance(10 * MINUTE);
+        let (first, second) = (env.gc(config.clone()), env.gc(config.clone()));
+        let (a, b) = tokio::join!(first.collect(env.now()), second.collect(env.now()));
+        statuses.push(a.expect("run a").status);
+        statuses.push(b.expect("run b").status);
+        assert!(
+            env.all_exist(&live.files()).await,
+            "a live file was deleted"
+        );
+    }
+    assert!(statuses.contains(&GcStatus::Completed));
+    assert!(env.none_exist(&garbage).await, "garbage left behind");
+}
+
+const START: i64 = crate::support::gc::START_MS;
+
+#[tokio::test]
+async fn a_run_that_dies_mid_delete_is_resumed_safely() {
+    for backend in [Backend::Local, Backend::Memory] {
+        let env = claimed(backend, 11).await;
+        let config = GcConfig {
+            delete_batch_size: 2,
+            ..test_config()
+        };
+        let live = Layout::under("live/1");
+        let (_, _, live_location) = env.register("live", &live).await;
+        let mut live_files = live.files();
+        live_files.push(env.relative(&live_location));
+        let mut garbage = Vec::new();
+        for n in 0..3 {
+            let layout = Layout::under(&format!("dead/{n}"));
+            let (id, _, location) = env.register(&format!("dead{n}"), &layout).await;
+            env.catalog.drop_index(&id).await.expect("dropped");
+            garbage.extend(layout.files());
+            garbage.push(env.relative(&location));
+        }
+        // Let everything become deletable, as seen by a dry run.
+        let dry = GcConfig {
+            dry_run: true,
+            ..config.clone()
+        };
+        for _ in 0..30 {
+            env.advance(10 * MINUTE);
+            if env.collect(&dry).await.deleted.objects > 1 {
+                break;
+            }
+            env.collect(&config.clone()).await;
+        }
+        // The run dies after one delete.
+        env.sim.fail_deletes_after(Some(1));
+        let err = env
+            .gc(config.clone())
+            .collect(env.now())
+            .await
+            .expect_err("died");
+        assert_eq!(err.kind(), ErrorKind::StoreUnavailable, "{backend:?}");
+        assert!(env.all_exist(&live_files).await);
+        // The failed run is unfinished: the next call goes on with it from its last
+        // checkpoint (no retention clock restarts) and finishes it.
+        let state = gc::status(&env.catalog, env.now(), false)
+            .await
+            .expect("status");
+        let failed = state.current_run.expect("the failed run is unfinished");
+        assert!(
+            matches!(failed.phase, gc::GcPhase::Verify | gc::GcPhase::Delete),
+            "{backend:?}: {failed:?}"
+        );
+        env.sim.fail_deletes_after(None);
+        let report = env.collect(&config).await;
+        assert_eq!(report.status, GcStatus::Completed);
+        assert_eq!(report.run_id, failed.run.run_id, "{backend:?}: resumed");
+        assert!(
+            !report.warnings.iter().any(|w| w.contains("did not finish")),
+            "{:?}",
+            report.warnings
+        );
+        run_until(&env, &config, env.now() + 3 * HOUR, &[]).await;
+        assert!(env.none_exist(&garbage).await, "{backend:?}: garbage left");
+        assert!(
+            env.all_exist(&live_files).await,
+            "{backend:?}: live files deleted"
+        );
+        assert!(
+            env.ledger_files().await.is_empty(),
+            "{backend:?}: ledger not cleared"
+        );
+    }
+}
+
+#[tokio::test]
+async fn dry_runs_report_and_change_nothing() {
+    let env = claimed(Backend::Local, 12).await;
+    let config = test_config();
+    let layout = Layout::under("dry/1");
+    let (id, _, _) = env.register("dry", &layout).await;
+    env.catalog.drop_index(&id).await.expect("dropped");
+    env.advance(HOUR);
+    env.collect(&config).await; // tracked
+    env.advance(3 * HOUR);
+    env.collect(&config).await; // condemned
+    env.advance(20 * MINUTE);
+    let before = env.objects().await;
+    let dry = env
+        .collect(&GcConfig {
+            dry_run: true,
+            ..config.clone()
+        })
+        .await;
+    assert_eq!(dry.status, GcStatus::DryRun);
+    assert_eq!(
+        env.objects().await,
+        before,
+        "a dry run changed the warehouse"
+    );
+    assert!(dry.deleted.objects > 0);
+    assert!(
+        dry.actions
+            .iter()
+            .any(|a| a.reason.starts_with("would delete"))
+    );
+    let json = dry.to_json();
+    for field in [
+        "scanned",
+        "reachable",
+        "condemned",
+        "deleted",
+        "kept-by-grace",
+        "kept-by-retention",
+    ] {
+        assert!(json.get(field).is_some(), "report lacks {field}");
+    }
+    assert_eq!(
+        json["scanned"]["objects"],
+        serde_json::json!(dry.scanned.objects)
+    );
+    let real = env.collect(&config).await;
+    assert_eq!(
+        real.deleted.objects + real.kept_by_reference.objects,
+        dry.deleted.objects + dry.kept_by_reference.objects
+    );
+}
+
+#[tokio::test]
+async fn an_unreadable_root_aborts_the_run() {
+    let env = claimed(Backend::Local, 13).await;
+    let config = test_config();
+    let layout = Layout::under("broken/1");
+    let (_, _, location) = env.register("broken", &layout).await;
+    env.put("indexes/garbage/part-0", b"garbage").await;
+    env.advance(10 * HOUR);
+    env.collect(&config).await;
+    env.advance(3 * HOUR);
+    // The live index's metadata file disappears (an operator's mistake).
+    env.warehouse
+        .object_store()
+        .delete(
+            &env.warehouse
+                .path(&env.relative(&location))
+                .expect("valid name"),
+        )
+        .await
+        .expect("deleted");
+    let err = env
+        .gc(config.clone())
+        .collect(env.now())
+        .await
+        .expect_err("aborted");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata);
+    assert!(
+        err.message().contains("does not exist"),
+        "{}",
+        err.message()
+    );
+    assert!(env.all_exist(&layout.files()).await);
+    assert!(
+        env.exists("indexes/garbage/part-0").await,
+        "deleted on incomplete knowledge"
+    );
+}
+
+#[tokio::test]
+async fn unsafe_settings_are_refused() {
+    let env = claimed(Backend::Memory, 14).await;
+    let short = GcConfig {
+        retention: Duration::from_secs(60),
+        ..GcConfig::default()
+    };
+    let err = GarbageCollector::new(env.catalog.clone(), short.clone()).expect_err("refused");
+    assert_eq!(err.kind(), ErrorKind::Configuration);
+    assert!(
+        GarbageCollector::new(
+            env.catalog.clone(),
+            GcConfig {
+                force: true,
+                ..short
+            }
+        )
+        .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn a_killed_run_is_resumed_by_the_next_call_without_restarting_clocks() {
+    let env = claimed(Backend::Local, 15).await;
+    let config = test_config();
+    let live = Layout::under("live/1");
+    env.register("live", &live).await;
+    let dead = Layout::under("dead/1");
+    let (id, _, _) = env.register("dead", &dead).await;
+    env.catalog.drop_index(&id).await.expect("dropped");
+    env.advance(HOUR);
+    // Kill a run (drop its future) as soon as it starts scanning.
+    let notify = std::sync::Arc::new(tokio::sync::Notify::new());
+    let signal = notify.clone();
+    let gc = env.gc(config.clone()).with_progress(move |event| {
+        if *event
+            == (gc::GcProgress::Phase {
+                phase: gc::GcPhase::ScanIndexes,
+            })
+        {
+            signal.notify_one();
+        }
+    });
+    tokio::select! {
+        biased;
+        _ = notify.notified() => {}
+        result = gc.collect(env.now()) => panic!("the run was not killed: {result:?}"),
+    }
+    drop(gc);
+    let killed = gc::status(&env.catalog, env.now(), false)
+        .await
+        .expect("status")
+        .current_run
+        .expect("the killed run is unfinished");
+    // The next call holds the same run's lease at once and finishes it.
+    let report = env.collect(&config).await;
+    assert_eq!(report.status, GcStatus::Completed);
+    assert_eq!(report.run_id, killed.run.run_id);
+    assert!(
+        !report.warnings.iter().any(|w| w.contains("did not finish")),
+        "{:?}",
+        report.warnings
+    );
+    let state = gc::status(&env.catalog, env.now(), false)
+        .await
+        .expect("status");
+    assert!(state.current_run.is_none(), "{state:?}");
+    assert!(state.unfinished_runs.is_empty(), "{state:?}");
+    run_until(&env, &config, env.now() + 4 * HOUR, &[]).await;
+    assert!(env.all_exist(&live.files()).await);
+    assert!(env.none_exist(&dead.files()).await);
+}
+
+/// Runs stopped by their budget (issue 16): with a zero budget every call does one page
+/// of one step (pages of two objects, three partitions), checkpointed, and the next call
+/// goes on where it stopped — through many calls and many runs no retention clock
+/// restarts, nothing live or nested is deleted (a nested warehouse whose marker sorts
+/// after some of its data, in another page), and everything a whole run would collect is
+/// collected.
+#[tokio::test]
+async fn runs_stopped_by_their_budget_go_on_page_by_page_and_collect_everything() {
+    for backend in [Backend::Local, Backend::Memory] {
+        let env = claimed(backend, 31).await;
+        let live = Layout::under("m-live/1");
+        env.register("live", &live).await;
+        let garbage: Vec<String> = ["a", "b", "c", "d", "e", "f"]
+            .iter()
+            .map(|dir| format!("indexes/{dir}/1/part-0.parquet"))
+            .collect();
+        for name in &garbage {
+            let name: &'static str = Box::leak(name.clone().into_boxed_str());
+            env.put(name, b"garbage").await;
+        }
+        let nested = [
+            "indexes/c/wh/0-data/part-0",
+            "indexes/c/wh/0-data/part-1",
+            "indexes/c/wh/_catalog-owner.json",
+            "indexes/c/wh/z-data/part-0",
+        ];
+        for name in nested {
+            env.put(name, b"nested").await;
+        }
+        let config = GcConfig {
+            budget: Some(Duration::ZERO),
+            page_size: 2,
+            partitions: 3,
+            ..test_config()
+        };
+        let mut restarted = false;
+        let mut calls = 0;
+        let mut finished = std::collections::BTreeSet::new();
+        let mut phases = std::collections::BTreeSet::new();
+        let until = env.now() + 8 * HOUR;
+        while env.now() < until {
+            env.advance(2 * MINUTE);
+            let report = env.collect(&config).await;
+            calls += 1;
+            restarted |= report.warnings.iter().any(|w| w.contains("did not finish"));
+            match report.status {
+                GcStatus::Completed => {
+                    finished.insert(report.run_id);
+                }
+                GcStatus::InProgress => {
+                    phases.insert(format!("{:?}", report.progress.expect("progress").phase));
+                }
+                other => panic!("{backend:?}: {other:?}"),
+            }
+            for name in live.files() {
+                assert!(
+                    env.exists(&name).await,
+                    "{backend:?}: live `{name}` deleted"
+                );
+            }
+            for name in nested {
+                assert!(
+                    env.exists(name).await,
+                    "{backend:?}: nested `{name}` deleted"
+                );
+            }
+        }
+        assert!(!restarted, "{backend:?}: a resumed run restarts no clock");
+        assert!(
+            finished.len() >= 3,
+            "{backend:?}: {calls} calls finished {finished:?}"
+        );
+        for phase in ["ScanMetadata", "ScanIndexes", "Delete"] {
+            assert!(
+                phases.contains(phase),
+                "{backend:?}: never stopped in {phase}: {phases:?}"
+            );
+        }
+        for name in &garbage {
+            assert!(!env.exists(name).await, "{backend:?}: `{name}` collected");
+        }
+        let state = gc::status(&env.catalog, env.now(), true)
+            .await
+            .expect("status");
+        assert!(state.last_finished_run.is_some());
+        assert!(!state.running || state.current_run.is_some());
+    }
+}

@@ -1,0 +1,189 @@
+//! Red team 16b: attacks on commit a4be2e9 (superseded runs, the planner's fence, pruning
+//! every older run's files, dry abandon). A failing test is a bug; it is kept as it is.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::support::gc::hooked_store::{
+    HookedStore, collect_in_background, process_over, resume_and_join,
+};
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
+use parqdb_catalog::gc::{GcConfig, GcStatus, GcStep};
+
+const DAY: i64 = 24 * HOUR;
+
+// ---------------------------------------------------------------------------------------
+// 1. A clock write that lands after its run finished (a pause between `hold_lease` and
+//    the put; a slow/retried PUT), behind a finished run that saw the object reachable.
+// ---------------------------------------------------------------------------------------
+
+/// Retention starts at the loss: a retention clock from a run's old walk that is written
+/// late (the writing process paused between its lease check and its put, while another
+/// process finished the run and a later run finished too) must not date the loss of a
+/// metadata file published in between back to that walk.
+#[tokio::test]
+async fn a_late_clock_write_behind_finished_runs_does_not_backdate_retention() {
+    let env = Env::open(Backend::Memory, 16101).await;
+    let config = test_config();
+    env.register("keep", &Layout::under("keep/1")).await;
+    // An old metadata file nobody has published yet (registered later: allowed).
+    let layout = Layout::under("again/1");
+    let (metadata, location) = env.new_index(&layout).await;
+    let watched = env.relative(&location);
+    env.advance(HOUR);
+
+    // Process 1 plans run S (the file is unreachable) and stops right at the put of the
+    // file's retention clock, after its lease check.
+    let entry = format!("_gc/ledger/{watched}/o-");
+    let hooked = Arc::new(
+        HookedStore::new(Arc::new(env.sim.clone())).pause_on(move |key| key.contains(&entry)),
+    );
+    let process1 = collect_in_background(&env, process_over(&env, hooked.clone(), 7101, &config));
+    hooked.paused().await;
+
+    // Its lease expires; the file is published; another process goes on with S and
+    // finishes it (S's verification walk sees the file reachable: its entry is cleared).
+    env.advance(20 * MINUTE);
+    let again = env.publish("again", &layout, &location).await;
+    env.advance(MINUTE);
+    let s = env.collect(&config).await;
+    assert_eq!(s.status, GcStatus::Completed, "{s:?}");
+    // A later run finishes, seeing the file reachable (its journal lists the
+    // registration's incarnation).
+    env.advance(MINUTE);
+    let x = env.collect(&config).await;
+    assert_eq!(x.status, GcStatus::Completed, "{x:?}");
+    eprintln!("S {} X {}", s.run_id, x.run_id);
+
+    // Process 1's put lands now.
+    resume_and_join(&hooked, process1).await;
+    let ledger: Vec<String> = env
+        .ledger_files()
+        .await
+        .into_iter()
+        .filter(|f| f.contains(&watched))
+        .collect();
+    eprintln!("ledger entry of the file after the late write: {ledger:?}");
+
+    // The file loses reachability now, by a commit.
+    env.lose_and_keep_through_retention(&again, &metadata, &location, &[watched], async || {
+        env.collect(&config).await;
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Finish marked a dead run done after pruning its journal, then failed; the run was
+//    abandoned. A `.done` mark without its journal supersedes every later run.
+// ---------------------------------------------------------------------------------------
+
+/// Sets up: run D abandoned; 8 days later run F acknowledges D (pruning D's journal first)
+/// and fails writing its own `.done`. Returns F's id.
+async fn finish_fails_after_acknowledging(
+    env: &Env,
+    config: &GcConfig,
+) -> (uuid::Uuid, uuid::Uuid) {
+    env.register("keep", &Layout::under("keep/1")).await;
+    env.advance(10 * MINUTE);
+    let d = env
+        .collect(&GcConfig {
+            budget: Some(Duration::ZERO),
+            ..config.clone()
+        })
+        .await;
+    assert_eq!(d.status, GcStatus::InProgress);
+    assert_eq!(
+        env.gc(config.clone()).abandon().await.expect("abandon"),
+        Some(d.run_id)
+    );
+    env.advance(8 * DAY);
+    let d_id = d.run_id.simple().to_string();
+    let hooked = Arc::new(
+        HookedStore::new(Arc::new(env.sim.clone())).fail_on(move |key| {
+            key.contains("_gc/journal/") && key.ends_with(".done") && !key.contains(&d_id)
+        }),
+    );
+    let failing = process_over(env, hooked, 7201, config);
+    let err = failing
+        .collect(env.now())
+        .await
+        .expect_err("finish fails on its own .done");
+    eprintln!("F failed: {err}");
+    eprintln!("journals: {:?}", env.journal_files().await);
+    let state = parqdb_catalog::gc::status(&env.catalog, env.now(), false)
+        .await
+        .expect("status");
+    let f = state.current_run.expect("an unfinished run").run.run_id;
+    (d.run_id, f)
+}
+
+/// A retried finish after acknowledging the dead runs goes on and completes.
+#[tokio::test]
+async fn a_finish_retried_after_acknowledging_dead_runs_completes() {
+    let env = Env::open(Backend::Memory, 16102).await;
+    let config = test_config();
+    let (_, f) = finish_fails_after_acknowledging(&env, &config).await;
+    env.advance(MINUTE);
+    let retried = env.collect(&config).await;
+    assert_eq!((retried.run_id, retried.status), (f, GcStatus::Completed));
+    env.advance(MINUTE);
+    let next = env
+        .collect(&GcConfig {
+            budget: Some(Duration::ZERO),
+            ..config.clone()
+        })
+        .await;
+    env.advance(MINUTE);
+    let resumed = env.collect(&config).await;
+    assert_eq!(
+        (resumed.run_id, resumed.status),
+        (next.run_id, GcStatus::Completed)
+    );
+}
+
+/// GC in step mode (the `gc-cycle` state machine) keeps completing runs after an operator
+/// abandoned a run whose finish had failed: a run that goes on legitimately is never
+/// superseded.
+#[tokio::test]
+async fn step_mode_completes_after_abandoning_a_run_whose_finish_failed() {
+    let env = Env::open(Backend::Memory, 16103).await;
+    let config = test_config();
+    let (_, f) = finish_fails_after_acknowledging(&env, &config).await;
+    assert_eq!(
+        env.gc(config.clone()).abandon().await.expect("abandon"),
+        Some(f)
+    );
+    eprintln!("journals after abandon: {:?}", env.journal_files().await);
+    for cycle in 0..3 {
+        env.advance(HOUR);
+        let gc = env.gc(config.clone());
+        let now = env.now();
+        let plan = gc.step(GcStep::Plan, now, None).await.expect("plan");
+        assert!(plan.done, "cycle {cycle}");
+        let run = plan.report.run_id;
+        for partition in 0..plan.partitions {
+            let scan = gc.step(GcStep::Scan { run, partition }, now, None).await;
+            assert!(
+                scan.is_ok(),
+                "cycle {cycle}: the scan step of the run the plan step just started was refused: {:?}",
+                scan.err().map(|e| e.to_string())
+            );
+        }
+        gc.step(GcStep::Verify { run }, now, None)
+            .await
+            .expect("verify");
+        for partition in 0..plan.partitions {
+            gc.step(GcStep::Delete { run, partition }, now, None)
+                .await
+                .expect("delete");
+        }
+        let finish = gc
+            .step(GcStep::Finish { run }, now, None)
+            .await
+            .expect("finish");
+        assert!(
+            finish.done && finish.report.status == GcStatus::Completed,
+            "cycle {cycle}"
+        );
+    }
+}

@@ -1,0 +1,3 @@
+//! The deployment (`infra/`) against the code it deploys.
+mod operations;
+mod template;

@@ -1,0 +1,2 @@
+//! Metadata parsing against the fixtures.
+mod fixtures;

@@ -1,0 +1,3 @@
+//! Successor publication: the publication suite (`support::publish`) per backend.
+mod local;
+mod network;

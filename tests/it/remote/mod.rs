@@ -1,0 +1,2 @@
+//! The remote client (`lambda://`) against the real function binaries.
+mod invocation_failures;

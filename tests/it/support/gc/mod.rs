@@ -1,0 +1,985 @@
+//! Shared harness of the garbage-collector tests: a warehouse object store wrapper that
+//! stamps objects with simulated time and can fail deletes, plus index fixtures; and, in
+//! [`hooked_store`], the store of a second collector process that pauses or fails writes.
+#![allow(dead_code)]
+#![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
+
+pub mod hooked_store;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+};
+use parqdb_catalog::catalog::{Catalog, IndexCatalog};
+use parqdb_catalog::family::FamilyRegistry;
+use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcReport};
+use parqdb_catalog::metadata::{IndexMetadata, SnapshotContents, TableDefinition};
+use parqdb_catalog::store::PointerStore;
+use parqdb_catalog::store::local::LocalStore;
+use parqdb_catalog::store::memory::MemoryStore;
+use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::{Clock, IndexIdentifier, ManualClock, Namespace, SeededIds};
+use parqdb_catalog_testkit::fixture;
+
+pub const MINUTE: i64 = 60_000;
+pub const HOUR: i64 = 60 * MINUTE;
+pub const START_MS: i64 = 1_750_000_000_000;
+
+/// What the wrapper saw happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deletion {
+    pub path: String,
+    pub at_ms: i64,
+}
+
+#[derive(Debug)]
+struct SimState {
+    inner: Arc<dyn ObjectStore>,
+    clock: Arc<ManualClock>,
+    /// The directory of a local store: written files get the simulated time as their
+    /// real modification time, so listings that walk the directory see it too.
+    local_dir: Option<std::path::PathBuf>,
+    mtimes: Mutex<HashMap<Path, i64>>,
+    /// Deletes still allowed before every delete fails (`-1`: unlimited).
+    delete_budget: AtomicI64,
+    deletions: Mutex<Vec<Deletion>>,
+    /// Requests still answered before the process "dies" (`-1`: never): the request that
+    /// finds it at zero never completes (a write is applied first, its answer lost).
+    kill_budget: AtomicI64,
+    /// Notified when a request found the kill point.
+    killed: tokio::sync::Notify,
+    /// How many times each object was returned by a listing.
+    listed: Mutex<HashMap<String, u32>>,
+}
+
+/// An object store that stamps every written object with the simulated clock's time
+/// (listings and heads report it as last-modified), records deletions, and can be told
+/// to fail every delete after a number of them (a crash mid-run).
+#[derive(Debug, Clone)]
+pub struct SimStore {
+    state: Arc<SimState>,
+}
+
+impl SimStore {
+    pub fn new(
+        inner: Arc<dyn ObjectStore>,
+        clock: Arc<ManualClock>,
+        local_dir: Option<std::path::PathBuf>,
+    ) -> Self {
+        SimStore {
+            state: Arc::new(SimState {
+                inner,
+                clock,
+                local_dir,
+                mtimes: Mutex::new(HashMap::new()),
+                delete_budget: AtomicI64::new(-1),
+                deletions: Mutex::new(Vec::new()),
+                kill_budget: AtomicI64::new(-1),
+                killed: tokio::sync::Notify::new(),
+                listed: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Give the object at `location` the last-modified time `ms`, as a copy that kept
+    /// its times (`cp -p`, `rsync -a`, `aws s3 sync`) would.
+    pub fn set_last_modified(&self, location: &Path, ms: i64) {
+        self.state
+            .mtimes
+            .lock()
+            .expect("lock")
+            .insert(location.clone(), ms);
+        self.touch(location, ms);
+    }
+
+    /// Answer `n` more requests, then let every request hang forever (the process died
+    /// there; a write that finds the kill point is applied first). `None`: never.
+    pub fn kill_after(&self, n: Option<usize>) {
+        let budget = n.map_or(-1, |n| n as i64);
+        self.state.kill_budget.store(budget, Ordering::SeqCst);
+    }
+
+    /// Wait until a request finds the kill point.
+    pub async fn killed(&self) {
+        self.state.killed.notified().await;
+    }
+
+    /// How many times each object was returned by a listing so far.
+    pub fn listed(&self) -> HashMap<String, u32> {
+        self.state.listed.lock().expect("lock").clone()
+    }
+
+    /// Forget the listing counts.
+    pub fn reset_listed(&self) {
+        self.state.listed.lock().expect("lock").clear();
+    }
+
+    /// Count one request against the kill budget: `false` if this request dies.
+    fn answer(&self) -> bool {
+        let budget = &self.state.kill_budget;
+        let outcome = budget.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| match b {
+            -1 => Some(-1),
+            0 => Some(-2),
+            -2 => None,
+            b => Some(b - 1),
+        });
+        match outcome {
+            Ok(-1) => true,
+            Ok(0) | Err(_) => {
+                self.state.killed.notify_waiters();
+                self.state.killed.notify_one();
+                false
+            }
+            Ok(_) => true,
+        }
+    }
+
+    /// Die here if the kill point is reached.
+    async fn gate(&self) {
+        if !self.answer() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    fn count_listed(&self, meta: &ObjectMeta) {
+        *self
+            .state
+            .listed
+            .lock()
+            .expect("lock")
+            .entry(meta.location.to_string())
+            .or_default() += 1;
+    }
+
+    /// Let `n` more deletes succeed, then fail every one (`None`: unlimited).
+    pub fn fail_deletes_after(&self, n: Option<usize>) {
+        let budget = n.map_or(-1, |n| n as i64);
+        self.state.delete_budget.store(budget, Ordering::SeqCst);
+    }
+
+    /// Every deletion so far.
+    pub fn deletions(&self) -> Vec<Deletion> {
+        self.state.deletions.lock().expect("lock").clone()
+    }
+
+    /// Give the file of `location` (local stores) the simulated time `ms`.
+    fn touch(&self, location: &Path, ms: i64) {
+        if let Some(dir) = &self.state.local_dir {
+            let path = location
+                .parts()
+                .fold(dir.clone(), |path, part| path.join(part.as_ref()));
+            set_mtime(&path, ms);
+        }
+    }
+
+    fn stamp(&self, meta: &mut ObjectMeta) {
+        if let Some(ms) = self.state.mtimes.lock().expect("lock").get(&meta.location) {
+            meta.last_modified = (UNIX_EPOCH + Duration::from_millis(*ms as u64)).into();
+        }
+    }
+}
+
+impl SimStore {
+    /// A listing, stamped and counted, one request per page of 1000 against the kill
+    /// budget.
+    fn counted(
+        &self,
+        listing: BoxStream<'static, object_store::Result<ObjectMeta>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let this = self.clone();
+        let mut seen = 0u64;
+        listing
+            .then(move |meta| {
+                let this = this.clone();
+                let first_of_page = seen.is_multiple_of(1000);
+                seen += 1;
+                async move {
+                    if first_of_page {
+                        this.gate().await;
+                    }
+                    let mut meta = meta?;
+                    this.stamp(&mut meta);
+                    this.count_listed(&meta);
+                    if std::env::var_os("PARQDB_SIM_TRACE_LIST").is_some() {
+                        eprintln!("  listed {}", meta.location);
+                    }
+                    Ok(meta)
+                }
+            })
+            .boxed()
+    }
+}
+
+impl fmt::Display for SimStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SimStore({})", self.state.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for SimStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        let result = self.state.inner.put_opts(location, payload, opts).await;
+        if result.is_ok() {
+            let now = self.state.clock.now_ms();
+            self.state
+                .mtimes
+                .lock()
+                .expect("lock")
+                .insert(location.clone(), now);
+            self.touch(location, now);
+        }
+        self.gate().await;
+        result
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.state
+            .mtimes
+            .lock()
+            .expect("lock")
+            .insert(location.clone(), self.state.clock.now_ms());
+        self.state.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.gate().await;
+        let mut result = self.state.inner.get_opts(location, options).await?;
+        self.stamp(&mut result.meta);
+        Ok(result)
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        let this = self.clone();
+        locations
+            .then(move |location| {
+                let this = this.clone();
+                async move {
+                    let location = location?;
+                    this.gate().await;
+                    let budget = &this.state.delete_budget;
+                    let allowed = budget
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| match b {
+                            -1 => Some(-1),
+                            0 => None,
+                            b => Some(b - 1),
+                        })
+                        .is_ok();
+                    if !allowed {
+                        return Err(object_store::Error::Generic {
+                            store: "SimStore",
+                            source: "injected failure: the process died mid-delete".into(),
+                        });
+                    }
+                    // Only an object that existed counts as deleted (a redone page deletes
+                    // again what it deleted before it was interrupted: a no-op).
+                    let existed = this.state.inner.head(&location).await.is_ok();
+                    this.state.inner.delete(&location).await?;
+                    this.state.mtimes.lock().expect("lock").remove(&location);
+                    if existed {
+                        this.state.deletions.lock().expect("lock").push(Deletion {
+                            path: location.to_string(),
+                            at_ms: this.state.clock.now_ms(),
+                        });
+                    }
+                    Ok(location)
+                }
+            })
+            .boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        if std::env::var_os("PARQDB_SIM_TRACE_LIST").is_some() {
+            eprintln!("list {prefix:?}");
+        }
+        self.counted(self.state.inner.list(prefix))
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        if std::env::var_os("PARQDB_SIM_TRACE_LIST").is_some() {
+            eprintln!("list {prefix:?} after {offset}");
+        }
+        self.counted(self.state.inner.list_with_offset(prefix, offset))
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.gate().await;
+        let mut result = self.state.inner.list_with_delimiter(prefix).await?;
+        for meta in &mut result.objects {
+            self.stamp(meta);
+        }
+        Ok(result)
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.state.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: RenameOptions,
+    ) -> object_store::Result<()> {
+        self.state.inner.rename_opts(from, to, options).await
+    }
+}
+
+/// Set a file's modification time to `ms` (Unix epoch milliseconds).
+pub fn set_mtime(path: &std::path::Path, ms: i64) {
+    let time = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|file| file.set_modified(time))
+        .unwrap_or_else(|err| panic!("set mtime of {}: {err}", path.display()));
+}
+
+/// A catalog over a simulated-time warehouse.
+pub struct Env {
+    pub catalog: Catalog,
+    pub warehouse: Warehouse,
+    pub sim: SimStore,
+    pub clock: Arc<ManualClock>,
+    pub pointer_store: Arc<dyn PointerStore>,
+    /// The warehouse directory of a local backend.
+    pub local_dir: Option<std::path::PathBuf>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// Which backend a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Local files for the warehouse and the pointer store.
+    Local,
+    /// `MemoryStore` and `Warehouse::in_memory`'s object store.
+    Memory,
+    /// The warehouse in a fresh bucket of the local S3-compatible server
+    /// (`PARQDB_TEST_S3_ENDPOINT`), pointers in a `MemoryStore`; see [`Env::open`].
+    S3,
+}
+
+impl Env {
+    /// An environment on any backend whose catalog has claimed the warehouse (as `init`
+    /// does), so tests may write objects before the catalog's first write.
+    pub async fn open(backend: Backend, seed: u64) -> Env {
+        let env = Env::open_unclaimed(backend, seed).await;
+        parqdb_catalog::gc::claim(&env.catalog, env.now())
+            .await
+            .expect("the fresh warehouse is claimed");
+        env
+    }
+
+    /// An environment on any backend (the S3 one needs its bucket created first), its
+    /// warehouse not claimed yet.
+    pub async fn open_unclaimed(backend: Backend, seed: u64) -> Env {
+        if backend != Backend::S3 {
+            return Env::new(backend, seed);
+        }
+        let options = crate::support::services::s3_options();
+        let bucket = crate::support::services::new_bucket_named("parqdb-gc-").await;
+        let store = parqdb_catalog::store::s3::amazon_s3_builder(&bucket, &options)
+            .expect("builder")
+            .build()
+            .expect("S3 client");
+        Env::assemble(
+            Arc::new(store),
+            format!("s3://{bucket}/wh"),
+            Path::from("wh"),
+            Arc::new(MemoryStore::new()),
+            None,
+            seed,
+        )
+    }
+
+    pub fn new(backend: Backend, seed: u64) -> Env {
+        let (inner, root, prefix, pointer_store, dir): (
+            Arc<dyn ObjectStore>,
+            String,
+            Path,
+            Arc<dyn PointerStore>,
+            _,
+        ) = match backend {
+            Backend::Local => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let wh = dir.path().join("warehouse");
+                std::fs::create_dir_all(&wh).expect("warehouse dir");
+                let wh = wh.canonicalize().expect("canonical");
+                let store =
+                    object_store::local::LocalFileSystem::new_with_prefix(&wh).expect("local fs");
+                let root = url::Url::from_directory_path(&wh).expect("url").to_string();
+                let pointers: Arc<dyn PointerStore> =
+                    Arc::new(LocalStore::new(wh.join("_catalog")));
+                (Arc::new(store), root, Path::default(), pointers, Some(dir))
+            }
+            Backend::S3 => panic!("the S3 environment is async: use Env::open"),
+            Backend::Memory => (
+                Arc::new(object_store::memory::InMemory::new()),
+                format!("memory://sim{seed}/wh"),
+                Path::from("wh"),
+                Arc::new(MemoryStore::new()) as Arc<dyn PointerStore>,
+                None,
+            ),
+        };
+        Env::assemble(inner, root, prefix, pointer_store, dir, seed)
+    }
+
+    /// The environment over the object store `inner` (the warehouse at `root`, under
+    /// `prefix`; in `dir`'s `warehouse/` for local files) and `pointer_store`.
+    fn assemble(
+        inner: Arc<dyn ObjectStore>,
+        root: String,
+        prefix: Path,
+        pointer_store: Arc<dyn PointerStore>,
+        dir: Option<tempfile::TempDir>,
+        seed: u64,
+    ) -> Env {
+        let clock = Arc::new(ManualClock::new(START_MS));
+        let local_dir = dir.as_ref().map(|d: &tempfile::TempDir| {
+            d.path()
+                .join("warehouse")
+                .canonicalize()
+                .expect("canonical")
+        });
+        let sim = SimStore::new(inner, clock.clone(), local_dir.clone());
+        let mut warehouse =
+            Warehouse::new(&root, Arc::new(sim.clone()), prefix).expect("warehouse");
+        if let Some(local) = &local_dir {
+            warehouse = warehouse.with_local_dir(local).expect("local dir");
+        }
+        let catalog = Catalog::builder(pointer_store.clone(), warehouse.clone())
+            .clock(clock.clone())
+            .ids(Arc::new(SeededIds::new(seed)))
+            .build();
+        Env {
+            catalog,
+            warehouse,
+            sim,
+            clock,
+            pointer_store,
+            local_dir,
+            _dir: dir,
+        }
+    }
+
+    /// An environment on `backend` whose pointer records live in `pointer_store` (a
+    /// DynamoDB Local table, say), its warehouse claimed.
+    pub async fn open_with_pointers(
+        backend: Backend,
+        seed: u64,
+        pointer_store: Arc<dyn PointerStore>,
+    ) -> Env {
+        let mut env = Env::open_unclaimed(backend, seed).await;
+        env.catalog = Catalog::builder(pointer_store.clone(), env.warehouse.clone())
+            .clock(env.clock.clone())
+            .ids(Arc::new(SeededIds::new(seed)))
+            .build();
+        env.pointer_store = pointer_store;
+        parqdb_catalog::gc::claim(&env.catalog, env.now())
+            .await
+            .expect("the fresh warehouse is claimed");
+        env
+    }
+
+    /// Another catalog (its own pointer store) over the same warehouse.
+    pub fn foreign_catalog(&self, seed: u64) -> Catalog {
+        Catalog::builder(Arc::new(MemoryStore::new()), self.warehouse.clone())
+            .clock(self.clock.clone())
+            .ids(Arc::new(SeededIds::new(seed)))
+            .build()
+    }
+
+    pub fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    pub fn advance(&self, ms: i64) {
+        self.clock.advance(ms);
+    }
+
+    pub fn gc(&self, config: GcConfig) -> GarbageCollector {
+        GarbageCollector::new(self.catalog.clone(), config).expect("valid gc config")
+    }
+
+    pub async fn collect(&self, config: &GcConfig) -> GcReport {
+        self.gc(config.clone())
+            .collect(self.now())
+            .await
+            .expect("gc run")
+    }
+
+    /// Write one small object at a warehouse-relative path.
+    pub async fn put(&self, relative: &str, bytes: &'static [u8]) {
+        self.warehouse
+            .object_store()
+            .put(
+                &self.warehouse.path(relative).expect("valid name"),
+                PutPayload::from_static(bytes),
+            )
+            .await
+            .expect("object written");
+    }
+
+    /// Write one small object whose last-modified time says `ms` (a copy that kept its
+    /// times).
+    pub async fn put_dated(&self, relative: &str, bytes: &'static [u8], ms: i64) {
+        self.put(relative, bytes).await;
+        self.sim
+            .set_last_modified(&self.warehouse.path(relative).expect("valid name"), ms);
+    }
+
+    /// Write an object the way another engine would: at the raw key `name` (no
+    /// percent-encoding), stamped with the simulated time.
+    pub async fn put_raw(&self, name: &str, bytes: &'static [u8]) {
+        let key = match self.warehouse.prefix().as_ref() {
+            "" => name.to_owned(),
+            prefix => format!("{prefix}/{name}"),
+        };
+        let path = Path::parse(&key).expect("a raw key");
+        self.warehouse
+            .object_store()
+            .put(&path, PutPayload::from_static(bytes))
+            .await
+            .expect("object written");
+    }
+
+    /// Whether the object at the raw key `name` exists.
+    pub async fn exists_raw(&self, name: &str) -> bool {
+        let key = match self.warehouse.prefix().as_ref() {
+            "" => name.to_owned(),
+            prefix => format!("{prefix}/{name}"),
+        };
+        match self
+            .warehouse
+            .object_store()
+            .head(&Path::parse(&key).expect("a raw key"))
+            .await
+        {
+            Ok(_) => true,
+            Err(object_store::Error::NotFound { .. }) => false,
+            Err(err) => panic!("head {name}: {err}"),
+        }
+    }
+
+    /// Whether an object exists.
+    pub async fn exists(&self, relative: &str) -> bool {
+        match self
+            .warehouse
+            .object_store()
+            .head(&self.warehouse.path(relative).expect("valid name"))
+            .await
+        {
+            Ok(_) => true,
+            Err(object_store::Error::NotFound { .. }) => false,
+            Err(err) => panic!("head {relative}: {err}"),
+        }
+    }
+
+    /// Which of the objects `names` no longer exist.
+    pub async fn missing(&self, names: &[String]) -> Vec<String> {
+        let mut gone = Vec::new();
+        for name in names {
+            if !self.exists(name).await {
+                gone.push(name.clone());
+            }
+        }
+        gone
+    }
+
+    /// Whether one of `names` (raw keys if `raw`) exists (`present`) or is missing
+    /// (`!present`), asking up to the first that does.
+    async fn any(&self, names: &[String], raw: bool, present: bool) -> bool {
+        for name in names {
+            let exists = if raw {
+                self.exists_raw(name).await
+            } else {
+                self.exists(name).await
+            };
+            if exists == present {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether every object of `names` exists (asking up to the first that does not).
+    pub async fn all_exist(&self, names: &[String]) -> bool {
+        !self.any(names, false, false).await
+    }
+
+    /// Whether no object of `names` exists (asking up to the first that does).
+    pub async fn none_exist(&self, names: &[String]) -> bool {
+        !self.any(names, false, true).await
+    }
+
+    /// [`Env::all_exist`] of raw keys.
+    pub async fn all_exist_raw(&self, names: &[String]) -> bool {
+        !self.any(names, true, false).await
+    }
+
+    /// [`Env::none_exist`] of raw keys.
+    pub async fn none_exist_raw(&self, names: &[String]) -> bool {
+        !self.any(names, true, true).await
+    }
+
+    /// Every object path under the warehouse (relative), sorted.
+    pub async fn objects(&self) -> Vec<String> {
+        let prefix = self.warehouse.prefix().clone();
+        let mut all: Vec<String> = self
+            .warehouse
+            .object_store()
+            .list(Some(&prefix))
+            .map_ok(|meta| {
+                meta.location
+                    .prefix_match(&prefix)
+                    .map(|parts| {
+                        parts
+                            .map(|p| p.as_ref().to_owned())
+                            .collect::<Vec<_>>()
+                            .join("/")
+                    })
+                    .unwrap_or_default()
+            })
+            .try_collect()
+            .await
+            .expect("listing");
+        all.sort();
+        all
+    }
+
+    /// Objects under the managed prefixes.
+    pub async fn managed_objects(&self) -> Vec<String> {
+        self.objects()
+            .await
+            .into_iter()
+            .filter(|p| p.starts_with("metadata/") || p.starts_with("indexes/"))
+            .collect()
+    }
+
+    /// Ledger files.
+    pub async fn ledger_files(&self) -> Vec<String> {
+        self.objects()
+            .await
+            .into_iter()
+            .filter(|p| p.starts_with("_gc/ledger/"))
+            .collect()
+    }
+
+    /// The ledger files of `object`'s entry.
+    pub async fn entry_of(&self, object: &str) -> Vec<String> {
+        self.ledger_files()
+            .await
+            .into_iter()
+            .filter(|f| f.contains(&format!("_gc/ledger/{object}/")))
+            .collect()
+    }
+
+    /// Journal files.
+    pub async fn journal_files(&self) -> Vec<String> {
+        self.objects()
+            .await
+            .into_iter()
+            .filter(|n| n.starts_with("_gc/journal/"))
+            .collect()
+    }
+
+    pub async fn namespace(&self, name: &str) -> Namespace {
+        let namespace = Namespace::new([name]).expect("namespace");
+        if !self
+            .catalog
+            .namespace_exists(&namespace)
+            .await
+            .expect("exists")
+        {
+            self.catalog
+                .create_namespace(&namespace, BTreeMap::new())
+                .await
+                .expect("namespace created");
+        }
+        namespace
+    }
+
+    pub async fn id(&self, name: &str) -> IndexIdentifier {
+        IndexIdentifier::new(self.namespace("ns").await, name).expect("identifier")
+    }
+
+    /// Write metadata to a fresh location; returns the absolute location.
+    pub async fn write_metadata(&self, metadata: &IndexMetadata) -> String {
+        let relative = format!(
+            "metadata/{}/{:05}-{}.metadata.json",
+            metadata.index_uuid(),
+            metadata.last_sequence_number(),
+            self.catalog.ids().uuid()
+        );
+        self.warehouse
+            .write_new(&relative, Bytes::from(metadata.to_json_vec()))
+            .await
+            .expect("metadata written")
+    }
+
+    /// The warehouse-relative form of an absolute location.
+    pub fn relative(&self, location: &str) -> String {
+        self.warehouse
+            .relative(location)
+            .expect("inside the warehouse")
+    }
+}
+
+/// The source binding used by the fixtures.
+pub fn source() -> TableDefinition {
+    source_at("s3://example/documents/")
+}
+
+/// A source binding whose location is `location`.
+pub fn source_at(location: &str) -> TableDefinition {
+    TableDefinition::new(
+        "parquet",
+        BTreeMap::from([
+            ("definition-version".to_owned(), "1".to_owned()),
+            ("location".to_owned(), location.to_owned()),
+        ]),
+    )
+    .expect("valid source")
+}
+
+/// Where one snapshot's tables live and what it references.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub centroids: String,
+    pub postings: String,
+    pub centroids_metadata: Option<String>,
+    pub source: TableDefinition,
+}
+
+impl Layout {
+    /// Tables under `indexes/<tag>/…/`.
+    pub fn under(tag: &str) -> Layout {
+        Layout {
+            centroids: format!("indexes/{tag}/ivf_centroids/"),
+            postings: format!("indexes/{tag}/ivf_postings/"),
+            centroids_metadata: None,
+            source: source(),
+        }
+    }
+
+    /// The data files [`Env::write_tables`] writes (two per table).
+    pub fn files(&self) -> Vec<String> {
+        [&self.centroids, &self.postings]
+            .into_iter()
+            .flat_map(|dir| {
+                [
+                    format!("{dir}part-0.parquet"),
+                    format!("{dir}part-1.parquet"),
+                ]
+            })
+            .collect()
+    }
+}
+
+/// The sample snapshot contents with the layout's source, tables and centroids metadata.
+pub fn contents(layout: &Layout) -> SnapshotContents {
+    let mut contents = SnapshotContents {
+        source_table: layout.source.clone(),
+        ..fixture::contents_at(&layout.centroids, &layout.postings)
+    };
+    if let Some(location) = &layout.centroids_metadata {
+        contents.parameters.insert(
+            "ivf_centroids_metadata_location".to_owned(),
+            location.clone(),
+        );
+    }
+    contents
+}
+
+impl Env {
+    /// Write the data files of a layout (two per table).
+    pub async fn write_tables(&self, layout: &Layout) {
+        for name in layout.files() {
+            self.put(&name, b"0123456789").await;
+        }
+    }
+
+    /// A new index's metadata for `layout` (nothing written).
+    pub fn metadata_for(&self, layout: &Layout) -> IndexMetadata {
+        IndexMetadata::create(
+            contents(layout),
+            BTreeMap::new(),
+            self.clock.as_ref(),
+            self.catalog.ids().as_ref(),
+            &FamilyRegistry::builtin(),
+        )
+        .expect("valid metadata")
+    }
+
+    /// A new index's files and metadata (not registered).
+    pub async fn new_index(&self, layout: &Layout) -> (IndexMetadata, String) {
+        self.write_tables(layout).await;
+        let metadata = self.metadata_for(layout);
+        let location = self.write_metadata(&metadata).await;
+        (metadata, location)
+    }
+
+    /// A successor's files and metadata (not committed).
+    pub async fn successor(
+        &self,
+        base: &IndexMetadata,
+        layout: &Layout,
+        keep_last: Option<usize>,
+    ) -> (IndexMetadata, String) {
+        self.write_tables(layout).await;
+        let next = base
+            .successor(
+                contents(layout),
+                self.clock.as_ref(),
+                self.catalog.ids().as_ref(),
+                &FamilyRegistry::builtin(),
+            )
+            .expect("valid successor");
+        let next = match keep_last {
+            Some(keep) => next
+                .expire_snapshots(Some(keep), None, self.clock.as_ref())
+                .expect("expired"),
+            None => next,
+        };
+        let location = self.write_metadata(&next).await;
+        (next, location)
+    }
+
+    /// Register a new index under `name`.
+    pub async fn register(
+        &self,
+        name: &str,
+        layout: &Layout,
+    ) -> (IndexIdentifier, IndexMetadata, String) {
+        let id = self.id(name).await;
+        let (metadata, location) = self.new_index(layout).await;
+        self.catalog
+            .register(&id, Some(&layout.source), &location)
+            .await
+            .expect("registered");
+        (id, metadata, location)
+    }
+
+    /// Register the metadata file at `location` (written for `layout`) as `name`: it is
+    /// published now.
+    pub async fn publish(&self, name: &str, layout: &Layout, location: &str) -> IndexIdentifier {
+        let id = self.id(name).await;
+        self.catalog
+            .register(&id, Some(&layout.source), location)
+            .await
+            .expect("registered");
+        id
+    }
+
+    /// Commit `id` from `location` (holding `metadata`) to a successor whose tables are at
+    /// `next`: `location` loses catalog reachability now, the time returned.
+    pub async fn commit_away(
+        &self,
+        id: &IndexIdentifier,
+        metadata: &IndexMetadata,
+        location: &str,
+        next: &Layout,
+    ) -> i64 {
+        let (_, successor) = self.successor(metadata, next, None).await;
+        self.catalog
+            .commit(id, Some(&next.source), location, &successor)
+            .await
+            .expect("committed");
+        self.now()
+    }
+
+    /// A minute from now `id` commits away from `metadata` at `location` (to a successor
+    /// under `again/2`); then each of `watched` must outlive the retention window while
+    /// `pass` collects every five minutes ([`Env::assert_kept_through_retention`]).
+    pub async fn lose_and_keep_through_retention(
+        &self,
+        id: &IndexIdentifier,
+        metadata: &IndexMetadata,
+        location: &str,
+        watched: &[String],
+        pass: impl AsyncFnMut(),
+    ) {
+        self.advance(MINUTE);
+        let lost_at = self
+            .commit_away(id, metadata, location, &Layout::under("again/2"))
+            .await;
+        self.assert_kept_through_retention(lost_at, 5 * MINUTE, watched, "", pass)
+            .await;
+    }
+
+    /// The promise the red teams attack: objects that lost catalog reachability at
+    /// `lost_at` outlive the retention of [`test_config`] (2 h). Every `every` ms until a
+    /// minute before it has passed, `pass` runs (a collection), then each of `watched` must
+    /// still exist (`context` goes into the failure message).
+    pub async fn assert_kept_through_retention(
+        &self,
+        lost_at: i64,
+        every: i64,
+        watched: &[String],
+        context: &str,
+        mut pass: impl AsyncFnMut(),
+    ) {
+        while self.now() < lost_at + 2 * HOUR - MINUTE {
+            self.advance(every);
+            pass().await;
+            for object in watched {
+                assert!(
+                    self.exists(object).await,
+                    "{object} deleted {} min after losing reachability (retention 2 h){context}",
+                    (self.now() - lost_at) / MINUTE
+                );
+            }
+        }
+    }
+}
+
+/// A configuration with short, forced windows for tests: retention 2h, grace 10m,
+/// condemnation delay 10m, skew 1m.
+pub fn test_config() -> GcConfig {
+    GcConfig {
+        retention: Duration::from_secs(2 * 3600),
+        grace: Duration::from_secs(600),
+        condemn_delay: Some(Duration::from_secs(600)),
+        max_clock_skew: Duration::from_secs(60),
+        // Two partitions: runs fan out, at little cost per run on the serialised S3
+        // server (a partition costs a dozen requests of bookkeeping per run).
+        partitions: 2,
+        ..GcConfig::default()
+    }
+}
