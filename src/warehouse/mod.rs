@@ -51,7 +51,7 @@ pub(crate) use location::resolve_existing;
 pub(crate) use names::object_name;
 pub(crate) use names::{aliases, is_within};
 pub(crate) use objects::Fetched;
-#[doc(hidden)] // With `Warehouse::list_range`, for tests/gc_hostile.rs.
+#[doc(hidden)] // With `Warehouse::list_range`, for tests/it/gc/hostile_layouts.rs.
 pub use range::{ListRange, Positioned};
 
 use self::errors::unavailable;
@@ -75,7 +75,7 @@ pub struct Listed {
 }
 
 /// What a listing yields.
-#[doc(hidden)] // What `Warehouse::list_range` yields, for tests/gc_hostile.rs.
+#[doc(hidden)] // What `Warehouse::list_range` yields, for tests/it/gc/hostile_layouts.rs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListItem {
     /// An object.
@@ -191,7 +191,7 @@ impl Warehouse {
     /// The longest name an object of this warehouse may have: the store's key limit less
     /// the root (S3 and the other object stores: 1,024 bytes of key; local files: 4,095
     /// bytes of path).
-    #[doc(hidden)] // For tests/gc_simulation.rs.
+    #[doc(hidden)] // For tests/it/gc/simulation.rs.
     pub fn max_name_len(&self) -> usize {
         match &self.local {
             Some(dir) => 4095usize.saturating_sub(dir.as_os_str().len() + 1),

@@ -236,7 +236,7 @@ impl Warehouse {
 
     /// Every entry of `range` after the position `after` (from the start of the range
     /// when `None`), in listing order; see the module docs.
-    #[doc(hidden)] // For tests/gc_hostile.rs.
+    #[doc(hidden)] // For tests/it/gc/hostile_layouts.rs.
     pub fn list_range(
         &self,
         range: &ListRange,
