@@ -370,10 +370,11 @@ impl Journals {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn journal(run_ms: i64, id: u128) -> JournalRef {
+    /// The journal of run `id` at `run_ms`.
+    pub(crate) fn journal(run_ms: i64, id: u128) -> JournalRef {
         JournalRef {
             run_ms,
             run_id: Uuid::from_u128(id),

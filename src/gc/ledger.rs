@@ -447,8 +447,9 @@ impl Ledger {
         Some(object.to_owned())
     }
 
-    /// Delete ledger entry files (missing ones are fine); returns how many are gone. Only names of files this collector writes there are deleted, whoever
-    /// passes them (a name read back from a run's state included).
+    /// Delete ledger entry files (missing ones are fine); returns how many are gone. Only
+    /// names of files this collector writes there are deleted, whoever passes them (a name
+    /// read back from a run's state included).
     pub(crate) async fn delete(&self, files: Vec<String>) -> Result<usize> {
         let (own, foreign): (Vec<String>, Vec<String>) = files
             .into_iter()
@@ -464,12 +465,7 @@ impl Ledger {
 mod tests {
     use super::*;
 
-    fn journal(run_ms: i64, id: u128) -> JournalRef {
-        JournalRef {
-            run_ms,
-            run_id: Uuid::from_u128(id),
-        }
-    }
+    use crate::gc::journal::tests::journal;
 
     #[test]
     fn entry_file_names_parse() {
