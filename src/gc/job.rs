@@ -37,10 +37,29 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::warehouse::layout::RUNS_DIR;
 use crate::warehouse::{Fetched, ListItem, ListRange, Listed, Positioned, Warehouse};
 
-/// The version of a run's files. A run of another version is given up (marked dead: none
-/// of its ledger facts is trusted, so the clocks it recorded start again). Version 3 dates
-/// every loss from walks and the change log (see [`rules`](super::rules)).
+/// The run format this release plans new runs in (`plan-version` of `plan.json`; every
+/// file of a run is of its plan's format). Version 3 dates every loss from walks and the
+/// change log (see [`rules`](super::rules)).
 pub(crate) const JOB_VERSION: i32 = 3;
+
+/// The run formats this release resumes (and goes on writing, each in its own format).
+///
+/// A release that changes the run format ships in two steps, as readers go before
+/// writers: first a release that resumes the new format but still plans in the old one
+/// (it widens this range), then one that plans in the new format. During the second
+/// release's deployment every invocation, of either release, can go on with every run, so
+/// no run is given up and no retention clock restarts. `parse_plan` enforces the rest:
+///
+/// * a run of a format in this range is resumed;
+/// * a run of a **newer** format (a release was skipped, or a deployment rolled back) is
+///   left alone: every step that meets it fails with `UNSUPPORTED_FORMAT_VERSION`, writes
+///   nothing, and never gives it up (`gc abandon` does, if the operator so decides);
+/// * a run of an **older** format than the range (the formats before version 3 dated
+///   losses by rules this release no longer trusts) is given up like a damaged one.
+///
+/// The unit test `every_resumed_run_format_reads_its_fixture` reads a real run of every
+/// format in this range (`tests/fixtures/gc-runs/v<N>/`).
+pub(crate) const RESUMED_JOB_VERSIONS: std::ops::RangeInclusive<i32> = 3..=JOB_VERSION;
 
 /// The rules a run decides by, fixed when it is planned; a resumed run takes, for each,
 /// the more conservative of these and its resumer's configuration.
@@ -393,6 +412,40 @@ fn corrupt(name: &str, why: impl std::fmt::Display) -> Error {
     )
 }
 
+/// Parse the plan `name` holds: a plan of a format this release resumes
+/// ([`RESUMED_JOB_VERSIONS`]); `UNSUPPORTED_FORMAT_VERSION` for a plan of a newer format
+/// (the run is left to the release that planned it); `CORRUPT_RECORD` for a damaged plan
+/// or one of a format older than this release resumes (the run is given up).
+pub(crate) fn parse_plan(name: &str, bytes: &[u8]) -> Result<Plan> {
+    /// What every format's plan says first.
+    #[derive(Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    struct Format {
+        plan_version: i32,
+    }
+    let version = serde_json::from_slice::<Format>(bytes)
+        .map_err(|err| corrupt(name, err))?
+        .plan_version;
+    let (oldest, newest) = (RESUMED_JOB_VERSIONS.start(), RESUMED_JOB_VERSIONS.end());
+    if version > *newest {
+        return Err(Error::new(
+            ErrorKind::UnsupportedFormatVersion,
+            format!(
+                "gc run state `{name}` is of run format {version}, planned by a newer release (this one resumes formats {oldest} to {newest}): the run is left to that release and nothing is done. Deploy the release that planned it (or a later one); or give the run up with `parqdb-catalog gc abandon`, which restarts the retention clocks it recorded"
+            ),
+        ));
+    }
+    if version < *oldest {
+        return Err(corrupt(
+            name,
+            format!(
+                "run format {version} is older than this release resumes ({oldest} to {newest})"
+            ),
+        ));
+    }
+    serde_json::from_slice(bytes).map_err(|err| corrupt(name, err))
+}
+
 /// The runs that have a plan, by journal (unordered).
 pub(crate) async fn planned_runs(warehouse: &Warehouse) -> Result<Vec<JournalRef>> {
     let segments = warehouse.segments(RUNS_DIR).await?;
@@ -442,14 +495,13 @@ impl Job {
         self.store.put_if_absent(&name, Bytes::from(bytes)).await
     }
 
+    /// The run's plan, if it was written (see [`parse_plan`] for its errors).
     pub(crate) async fn plan(&self) -> Result<Option<Plan>> {
-        let plan: Option<Plan> = self.read("plan.json").await?;
-        match plan {
-            Some(plan) if plan.plan_version != JOB_VERSION => Err(corrupt(
-                &format!("{}/plan.json", self.dir),
-                format!("version {} is not {JOB_VERSION}", plan.plan_version),
-            )),
-            other => Ok(other),
+        let name = format!("{}/plan.json", self.dir);
+        match self.store.get(&name, u64::MAX).await? {
+            Fetched::Object(bytes, _) => parse_plan(&name, &bytes).map(Some),
+            Fetched::Missing => Ok(None),
+            Fetched::TooLarge(_) => Err(corrupt(&name, "too large")),
         }
     }
 
@@ -692,4 +744,178 @@ pub(crate) async fn run_totals(job: &Job, plan: &Plan, concurrency: usize) -> Re
         totals.merge(&page.totals);
     }
     Ok(totals)
+}
+
+#[cfg(test)]
+mod formats {
+    //! The run formats this release resumes, held to real runs: `tests/fixtures/gc-runs/
+    //! v<N>/` keeps every file of two runs of format `N` (one that deleted metadata files,
+    //! one that deleted index objects), written by the release that planned in `N`. A
+    //! change to a run file's shape that this release cannot read fails here: either keep
+    //! reading the old shape, or plan in a new format (`JOB_VERSION`) and keep resuming
+    //! the old one (`RESUMED_JOB_VERSIONS`), adding the new format's fixture (a finished
+    //! `parqdb-catalog gc` on the `demo` warehouse, run by `faketime` at +2h, +8d2h,
+    //! +8d4h and +8d6h, with `--partitions 2 --page-size 5`, keeps the runs to copy from
+    //! `warehouse/_gc/runs/`).
+
+    use std::collections::BTreeSet;
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+
+    fn fixtures() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gc-runs")
+    }
+
+    fn files(dir: &Path) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).expect("fixture directory") {
+            let path = entry.expect("fixture entry").path();
+            if path.is_dir() {
+                found.extend(files(&path));
+            } else {
+                found.push(path);
+            }
+        }
+        found
+    }
+
+    /// Read one run file as this release reads it; its kind.
+    fn read(run: &Path, file: &Path) -> std::result::Result<&'static str, String> {
+        let name = file
+            .strip_prefix(run)
+            .expect("below the run")
+            .to_string_lossy();
+        let bytes = std::fs::read(file).map_err(|err| err.to_string())?;
+        fn parse<T: DeserializeOwned>(bytes: &[u8]) -> std::result::Result<T, String> {
+            serde_json::from_slice(bytes).map_err(|err| err.to_string())
+        }
+        let top = name.split('/').next().unwrap_or_default();
+        Ok(match (top, name.as_ref()) {
+            (_, "plan.json") => {
+                parse_plan(&name, &bytes).map_err(|err| err.to_string())?;
+                "plan"
+            }
+            (_, "observed.json" | "verified.json") => {
+                parse::<Walk>(&bytes)?;
+                "walk"
+            }
+            (_, "referenced.json") => {
+                parse::<Referenced>(&bytes)?;
+                "referenced"
+            }
+            (_, listed) if listed.ends_with(".listed.json") => {
+                parse::<Listing>(&bytes)?;
+                "listing"
+            }
+            ("metadata", _) => {
+                let page: Page = parse(&bytes)?;
+                if page.candidates.is_empty() {
+                    "page"
+                } else {
+                    "metadata candidates"
+                }
+            }
+            ("assessed" | "scan", _) => {
+                let page: Page = parse(&bytes)?;
+                if page.doomed.is_empty() {
+                    "page"
+                } else {
+                    "doomed"
+                }
+            }
+            ("deleted" | "swept", _) => {
+                parse::<Page>(&bytes)?;
+                "page"
+            }
+            _ => return Err("not a file of a run".to_owned()),
+        })
+    }
+
+    #[test]
+    fn every_resumed_run_format_reads_its_fixture() {
+        let mut versions = BTreeSet::new();
+        for entry in std::fs::read_dir(fixtures()).expect("tests/fixtures/gc-runs") {
+            let dir = entry.expect("fixture entry").path();
+            let version: i32 = dir
+                .file_name()
+                .and_then(|name| name.to_str()?.strip_prefix('v')?.parse().ok())
+                .unwrap_or_else(|| panic!("{}: not a `v<N>` directory", dir.display()));
+            assert!(
+                RESUMED_JOB_VERSIONS.contains(&version),
+                "fixture of run format {version}, which this release no longer resumes: remove it"
+            );
+            versions.insert(version);
+            let mut kinds = BTreeSet::new();
+            for run in std::fs::read_dir(&dir).expect("runs") {
+                let run = run.expect("run").path();
+                let plan = std::fs::read(run.join("plan.json")).expect("plan.json");
+                assert_eq!(
+                    parse_plan("plan.json", &plan).expect("plan").plan_version,
+                    version,
+                    "{}",
+                    run.display()
+                );
+                for file in files(&run) {
+                    let kind =
+                        read(&run, &file).unwrap_or_else(|why| panic!("{}: {why}", file.display()));
+                    kinds.insert(kind);
+                }
+            }
+            let every = [
+                "plan",
+                "walk",
+                "referenced",
+                "listing",
+                "page",
+                "metadata candidates",
+                "doomed",
+            ];
+            assert_eq!(
+                kinds,
+                every.into_iter().collect(),
+                "the fixture of format {version} must show every kind of run file"
+            );
+        }
+        assert_eq!(
+            versions,
+            RESUMED_JOB_VERSIONS.collect(),
+            "every run format this release resumes needs its fixture"
+        );
+    }
+
+    fn plan_of(version: i32, extra: &str) -> Vec<u8> {
+        let run = std::fs::read_dir(fixtures().join(format!("v{JOB_VERSION}")))
+            .expect("fixture")
+            .next()
+            .expect("a run")
+            .expect("run")
+            .path();
+        let mut plan: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run.join("plan.json")).expect("plan"))
+                .expect("json");
+        plan["plan-version"] = version.into();
+        if !extra.is_empty() {
+            plan[extra] = true.into();
+        }
+        serde_json::to_vec(&plan).expect("json")
+    }
+
+    #[test]
+    fn a_plan_of_a_newer_format_is_left_alone_and_an_older_one_given_up() {
+        let newer = parse_plan("plan.json", &plan_of(JOB_VERSION + 1, "a-new-field"))
+            .expect_err("a newer format");
+        assert_eq!(newer.kind(), ErrorKind::UnsupportedFormatVersion, "{newer}");
+        assert!(newer.message().contains("left to that release"), "{newer}");
+        let older = parse_plan("plan.json", &plan_of(RESUMED_JOB_VERSIONS.start() - 1, ""))
+            .expect_err("an older format");
+        assert_eq!(older.kind(), ErrorKind::CorruptRecord, "{older}");
+        let unknown = parse_plan("plan.json", &plan_of(JOB_VERSION, "a-new-field"))
+            .expect_err("an unknown field of this format");
+        assert_eq!(unknown.kind(), ErrorKind::CorruptRecord, "{unknown}");
+        assert!(
+            parse_plan("plan.json", b"[1]")
+                .is_err_and(|err| err.kind() == ErrorKind::CorruptRecord)
+        );
+    }
 }

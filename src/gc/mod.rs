@@ -178,10 +178,13 @@
 //! decision time, and the verification walk and log read come after every scan; and every
 //! partition is scanned whole before anything of the run is deleted, so a nested catalog
 //! structure found anywhere keeps everything below it. An unfinished run is always resumed,
-//! never restarted. Only a run that cannot be resumed (its plan lost or damaged, planned by
-//! another version or catalog, superseded by a run that finished after it was planned, or
-//! given up with `gc abandon`) is dead: the next finished run marks it so, and none of its
-//! facts is trusted (T).
+//! never restarted. Only a run that cannot be resumed (its plan lost or damaged, of a run
+//! format older than this release resumes, planned by another catalog, superseded by a run
+//! that finished after it was planned, or given up with `gc abandon`) is dead: the next
+//! finished run marks it so, and none of its facts is trusted (T). A run of a newer run format than this release resumes is neither
+//! resumed nor given up: every step fails with `UNSUPPORTED_FORMAT_VERSION` until the
+//! release that planned it is back (see `job::RESUMED_JOB_VERSIONS` for how a release
+//! changes the format without giving up any run).
 //!
 //! Every file of a run is written once with create-if-absent; two workers that do the same
 //! page (a retried invocation, a paused one that wakes) agree on the first one written, and
@@ -358,15 +361,17 @@ impl GarbageCollector {
     ///
     /// A dry run writes nothing: it only names the run it would give up.
     pub async fn abandon(&self) -> Result<Option<uuid::Uuid>> {
-        let unfinished = self.unfinished().await?;
+        // A run planned by a newer release too: the operator decides to give it up.
+        let unfinished = self.newest_unfinished().await?;
+        let run = unfinished.as_ref().map(|(journal, _, _)| journal.run_id);
         if self.config.dry_run {
-            return Ok(unfinished.map(|(_, plan)| plan.run_id));
+            return Ok(run);
         }
-        if let Some((job, _)) = &unfinished {
+        if let Some((_, job, _)) = &unfinished {
             job.abandon().await?;
         }
         self.break_lease().await?;
-        Ok(unfinished.map(|(_, plan)| plan.run_id))
+        Ok(run)
     }
 
     /// Break the run lease, whoever holds it (a run killed before its plan, or one whose

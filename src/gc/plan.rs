@@ -6,7 +6,8 @@
 //! ledger facts, so a run killed before its plan leaves no trace but an unused directory,
 //! and one killed after it is resumed by the next plan step: an unfinished run with a
 //! readable plan is always resumed, never abandoned, so no retention clock restarts for
-//! it. (A run whose plan cannot be read is abandoned: its journal counts as a dead run's.)
+//! it. (A run whose plan cannot be read is abandoned: its journal counts as a dead run's.
+//! A run planned by a newer release is left alone: see `job::RESUMED_JOB_VERSIONS`.)
 //!
 //! Then the step reads `metadata/` (the `metadata` submodule).
 
@@ -19,7 +20,7 @@ use super::report::GcReport;
 use super::run::{Found, RunContext};
 use super::step::{GcStep, StepOutcome};
 use crate::catalog::ownership::{OwnershipMarker, read_marker, verify_ownership};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::warehouse::{INDEXES_DIR, ListRange};
 
 impl GarbageCollector {
@@ -57,8 +58,20 @@ impl GarbageCollector {
 
     /// The unfinished run with a readable plan that may go on, if any (the newest one):
     /// not abandoned, planned by this warehouse's owner, and not superseded by a run that
-    /// finished after it was planned ([`Plan::superseded`]).
+    /// finished after it was planned ([`Plan::superseded`]). `UNSUPPORTED_FORMAT_VERSION`
+    /// if that run was planned by a newer release (`job::parse_plan`): it is left alone.
     pub(crate) async fn unfinished(&self) -> Result<Option<(Job, Plan)>> {
+        match self.newest_unfinished().await? {
+            Some((_, job, plan)) => plan.map(|plan| Some((job, plan))),
+            None => Ok(None),
+        }
+    }
+
+    /// The newest unfinished run that may go on (see [`GarbageCollector::unfinished`]),
+    /// with its plan, or with the error of a plan of a newer format.
+    pub(crate) async fn newest_unfinished(
+        &self,
+    ) -> Result<Option<(JournalRef, Job, Result<Plan>)>> {
         let warehouse = self.catalog.warehouse();
         let Some(marker) = read_marker(warehouse).await? else {
             return Ok(None);
@@ -78,15 +91,19 @@ impl GarbageCollector {
             match job.plan().await {
                 Ok(Some(plan)) if plan.journal() == journal => {
                     match plan.superseded(&journals, marker.catalog_id) {
-                        None => return Ok(Some((job, plan))),
+                        None => return Ok(Some((journal, job, Ok(plan)))),
                         Some(reason) => tracing::debug!(%reason, "gc: not resuming a run"),
                     }
                 }
                 // Killed before its plan was written: nothing of it counts.
                 Ok(_) => continue,
-                Err(err) if err.kind() == crate::error::ErrorKind::CorruptRecord => {
+                Err(err) if err.kind() == ErrorKind::CorruptRecord => {
                     tracing::warn!(run = %journal.run_id, error = %err, "gc: abandoning a run whose plan cannot be read; the next run restarts every retention clock once");
                     continue;
+                }
+                // Planned by a newer release: neither resumed nor given up.
+                Err(err) if err.kind() == ErrorKind::UnsupportedFormatVersion => {
+                    return Ok(Some((journal, job, Err(err))));
                 }
                 Err(err) => return Err(err),
             }
@@ -234,7 +251,7 @@ impl GarbageCollector {
         job.write_observed(&walk).await?;
         if !job.write_plan(&plan).await? {
             return Err(Error::new(
-                crate::error::ErrorKind::CommitConflict,
+                ErrorKind::CommitConflict,
                 format!("gc run {run_id} was planned twice"),
             ));
         }

@@ -405,7 +405,8 @@ impl GarbageCollector {
             ));
         }
         let plan = match job.plan().await {
-            // Planned by another version (or torn): the next plan step gives it up.
+            // Torn, or of a run format older than this release resumes: the next plan
+            // step gives it up. (A newer format's error passes through: left alone.)
             Err(err) if err.kind() == ErrorKind::CorruptRecord => {
                 return Err(Error::new(
                     ErrorKind::InvalidRequest,

@@ -651,3 +651,154 @@ async fn a_run_copied_from_another_catalogs_warehouse_never_starts_clocks_here()
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------------------
+// 11. A run planned by a newer release (a release skipped, or a deployment rolled back).
+// ---------------------------------------------------------------------------------------
+
+/// The plan file of run `run` (its name), its bytes, and the same plan as a newer release
+/// would write it: the next run format, with a field this release does not know.
+async fn plan_and_newer(env: &Env, run: uuid::Uuid) -> (String, Bytes, Bytes) {
+    let name = env
+        .objects()
+        .await
+        .into_iter()
+        .find(|name| {
+            name.starts_with("_gc/runs/")
+                && name.ends_with("/plan.json")
+                && name.contains(&run.simple().to_string())
+        })
+        .expect("the run's plan");
+    let path = env.warehouse.path(&name).expect("path");
+    let bytes = env
+        .warehouse
+        .object_store()
+        .get(&path)
+        .await
+        .expect("plan")
+        .bytes()
+        .await
+        .expect("bytes");
+    let mut newer: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+    newer["plan-version"] = (newer["plan-version"].as_i64().expect("version") + 1).into();
+    newer["a-field-of-the-next-format"] = true.into();
+    let newer = Bytes::from(serde_json::to_vec(&newer).expect("json"));
+    (name, bytes, newer)
+}
+
+async fn overwrite(env: &Env, name: &str, bytes: Bytes) {
+    env.warehouse
+        .object_store()
+        .put(
+            &env.warehouse.path(name).expect("path"),
+            PutPayload::from(bytes),
+        )
+        .await
+        .expect("overwritten");
+}
+
+/// A run of a newer run format is neither resumed nor given up by this release: every
+/// step that meets it fails with `UNSUPPORTED_FORMAT_VERSION` and writes nothing (no new
+/// run over it, no dead mark), so when its release is back the run goes on where it
+/// stopped and no retention clock starts again. Only the operator's `gc abandon` gives it
+/// up.
+#[tokio::test]
+async fn a_run_of_a_newer_format_is_left_alone_until_its_release_is_back() {
+    let env = Env::open(Backend::Memory, 1611).await;
+    let config = test_config();
+    let (id, _, _) = env.register("gone", &Layout::under("gone/1")).await;
+    let (_, _, live_location) = env.register("live", &Layout::under("live/1")).await;
+    env.advance(HOUR);
+    env.catalog.drop_index(&id).await.expect("dropped");
+    env.advance(10 * MINUTE);
+    let stopped = env
+        .collect(&GcConfig {
+            budget: Some(Duration::ZERO),
+            ..config.clone()
+        })
+        .await;
+    assert_eq!(stopped.status, GcStatus::InProgress);
+    let (plan, ours, newer) = plan_and_newer(&env, stopped.run_id).await;
+    overwrite(&env, &plan, newer).await;
+
+    // This release meets the run at every step, any time later, and leaves it alone.
+    let before = env.objects().await;
+    for _ in 0..3 {
+        env.advance(DAY);
+        let gc = env.gc(config.clone());
+        let steps = [
+            gc.collect(env.now()).await.map(|report| report.status),
+            gc.resume(env.now()).await.map(|report| report.status),
+            gc.step(GcStep::Plan, env.now(), None)
+                .await
+                .map(|outcome| outcome.report.status),
+            gc.step(
+                GcStep::Scan {
+                    run: stopped.run_id,
+                    partition: 0,
+                },
+                env.now(),
+                None,
+            )
+            .await
+            .map(|outcome| outcome.report.status),
+        ];
+        for answer in steps {
+            let err = answer.expect_err("a run of a newer format must stop this release");
+            assert_eq!(err.kind(), ErrorKind::UnsupportedFormatVersion, "{err}");
+            assert!(err.message().contains("gc abandon"), "{err}");
+        }
+        assert_eq!(env.objects().await, before, "this release wrote or deleted");
+    }
+
+    // Its release is back: the same run goes on, and no clock restarted for it.
+    overwrite(&env, &plan, ours).await;
+    let resumed = env.collect(&config).await;
+    assert_eq!(
+        (resumed.run_id, resumed.status),
+        (stopped.run_id, GcStatus::Completed),
+        "{:?} {:?}",
+        resumed.skipped_reason,
+        resumed.warnings
+    );
+    env.advance(MINUTE);
+    let next = env.collect(&config).await;
+    assert!(
+        next.warnings.iter().all(|w| !w.contains("start again")),
+        "a clock restarted: {:?}",
+        next.warnings
+    );
+    assert!(
+        env.missing(&[env.relative(&live_location)])
+            .await
+            .is_empty()
+    );
+
+    // The operator gives a newer release's run up: the next run starts over it.
+    env.advance(MINUTE);
+    let stopped = env
+        .collect(&GcConfig {
+            budget: Some(Duration::ZERO),
+            ..config.clone()
+        })
+        .await;
+    assert_eq!(stopped.status, GcStatus::InProgress);
+    let (plan, _, newer) = plan_and_newer(&env, stopped.run_id).await;
+    overwrite(&env, &plan, newer).await;
+    let abandoned = env.gc(config.clone()).abandon().await.expect("abandon");
+    assert_eq!(abandoned, Some(stopped.run_id));
+    env.advance(MINUTE);
+    let after = env.collect(&config).await;
+    assert_ne!(after.run_id, stopped.run_id);
+    assert_eq!(after.status, GcStatus::Completed, "{:?}", after.warnings);
+    assert!(
+        after.warnings.iter().any(|w| w.contains("did not finish")),
+        "the given-up run's clocks must start again: {:?}",
+        after.warnings
+    );
+    assert!(
+        env.missing(&[env.relative(&live_location)])
+            .await
+            .is_empty()
+    );
+}
