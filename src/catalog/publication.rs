@@ -10,10 +10,14 @@
 //!    `warehouse::layout`), is [`ErrorKind::InvalidIndexMetadata`]. The location is stored in its canonical form
 //!    ([`Warehouse::canonical_location`](crate::warehouse::Warehouse::canonical_location)).
 //! 2. **Not condemned.** The collector's ledger holds no condemnation of the file, nor of
-//!    a family reference (`ivf_centroids_metadata_location`) the base did not already
-//!    have: a condemned object is deleted once its condemnation is older than the
-//!    condemnation delay, and publishing it would leave a pointer to a deleted file.
-//!    Such a file is [`ErrorKind::InvalidIndexMetadata`]; write a new one.
+//!    anything at or below an index table or a family reference
+//!    (`ivf_centroids_metadata_location`) the base did not already have: a condemned
+//!    object is deleted once its condemnation is older than the condemnation delay, and
+//!    publishing it would leave a pointer to a deleted file (a backup's metadata restored
+//!    as a new file, or new metadata written over old tables). Such a file is
+//!    [`ErrorKind::InvalidIndexMetadata`]; write new files. The check lists the ledger
+//!    below each new table and reference (one request for one the collector never
+//!    tracked), after the new metadata file is read.
 //! 3. **Within the window.** Everything from the start of the operation to the outcome
 //!    of its compare-and-swap happens within [`PUBLISH_WINDOW`]. An operation that has
 //!    not issued its write by then fails without writing (`STORE_UNAVAILABLE`); one whose
@@ -251,8 +255,11 @@ impl Catalog {
         Ok(())
     }
 
-    /// Refuse a publication whose family references (objects that may be metadata, such
-    /// as centroids) are condemned, unless the base already referenced them; and, on a
+    /// Refuse a publication whose index tables or family references (objects that may be
+    /// metadata, such as centroids) have anything condemned at or below them, unless the
+    /// base already referenced them (rule C of `gc`: a condemned object is deleted once
+    /// its condemnation delay has passed, and a publication the deleting run's
+    /// verification walk did not see would be left pointing at deleted files); and, on a
     /// local warehouse, one whose index tables or family references lie behind a
     /// symbolic link (the collector lists files under their real names: it resolves links
     /// in references too, but a layout that depends on that is refused up front).
@@ -263,28 +270,48 @@ impl Catalog {
     ) -> Result<()> {
         let registry = self.registry();
         let tables = table_locations(&publication.metadata, registry);
-        futures::future::try_join_all(
-            tables
-                .iter()
-                .map(|name| self.warehouse().refuse_links(name)),
-        )
-        .await?;
+        let known_tables: Vec<String> = base
+            .map(|base| table_locations(base, registry))
+            .unwrap_or_default();
         let known: Vec<String> = base
             .map(|base| family_references(base, registry))
             .unwrap_or_default();
-        let new: Vec<String> = family_references(&publication.metadata, registry)
+        let new_references = family_references(&publication.metadata, registry)
             .into_iter()
             .filter(|name| !known.contains(name))
-            .collect();
-        futures::future::try_join_all(new.iter().map(|name| async move {
-            refuse_unmirrorable(self.warehouse(), name, "referenced object")?;
-            refuse_condemned(self, name, "referenced object").await?;
-            self.warehouse().refuse_links(name).await
-        }))
-        .await
-        .map(|_| ())
+            .map(|name| (name, REFERENCE));
+        let new_tables = tables
+            .iter()
+            .filter(|name| !known_tables.contains(name))
+            .map(|name| (name.clone(), "index table"));
+        let new: Vec<(String, &str)> = new_references.chain(new_tables).collect();
+        let mut linked: Vec<&String> = tables.iter().collect();
+        for (name, _) in &new {
+            if !linked.contains(&name) {
+                linked.push(name);
+            }
+        }
+        let links = linked
+            .into_iter()
+            .map(|name| self.warehouse().refuse_links(name));
+        let condemned = new.iter().map(|(name, what)| async move {
+            // A family reference is one object the ledger must be able to track; nothing
+            // below a table too long to mirror can have a ledger entry.
+            if *what == REFERENCE {
+                refuse_unmirrorable(self.warehouse(), name, what)?;
+            }
+            refuse_condemned_within(self, name, what).await
+        });
+        let (_, _) = futures::try_join!(
+            futures::future::try_join_all(links),
+            futures::future::try_join_all(condemned),
+        )?;
+        Ok(())
     }
 }
+
+/// What a family reference is called in errors.
+const REFERENCE: &str = "referenced object";
 
 /// The names of every index-table location of `metadata`.
 fn table_locations(
@@ -344,6 +371,21 @@ fn refuse_unmirrorable(
             warehouse.absolute(name)
         ),
     ))
+}
+
+/// Refuse to publish `name` if the collector condemned anything at or below it.
+async fn refuse_condemned_within(catalog: &Catalog, name: &str, what: &str) -> Result<()> {
+    match catalog.warehouse().condemned_within(name).await? {
+        None => Ok(()),
+        Some((object, condemned_ms)) => Err(Error::new(
+            ErrorKind::InvalidIndexMetadata,
+            format!(
+                "the {what} `{}` holds `{}`, which the garbage collector condemned at {condemned_ms} (unreachable for the whole retention period) and will delete; it cannot be published again. Write new files",
+                catalog.warehouse().absolute(name),
+                catalog.warehouse().absolute(&object)
+            ),
+        )),
+    }
 }
 
 async fn refuse_condemned(catalog: &Catalog, name: &str, what: &str) -> Result<()> {

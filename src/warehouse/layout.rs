@@ -21,8 +21,10 @@
 //! named `o-<clock>-<walk>-<run-ms>-<run>.json` (a walk found the object unreachable),
 //! `c-<ms>-<run-ms>-<run>.json` (condemned at `ms`) or `u-<ms>-<run-ms>-<run>.json` (a
 //! clock of an earlier version, never trusted) ([`Fact`]). The collector writes them;
-//! publication reads one entry's condemnation ([`Warehouse::condemnation`]) to refuse
-//! publishing an object that is about to be deleted.
+//! publication reads one entry's condemnation ([`Warehouse::condemnation`]), and the
+//! condemnations below an index table or family reference
+//! ([`Warehouse::condemned_within`]), to refuse publishing an object that is about to be
+//! deleted.
 //!
 //! # Nested roots
 //!
@@ -44,6 +46,7 @@
 //! The rules are deliberately broad: an index table that happens to hold such a name is
 //! kept (and reported) rather than risk deleting a catalog.
 
+use futures::StreamExt;
 use uuid::Uuid;
 
 use super::Warehouse;
@@ -158,6 +161,36 @@ impl Warehouse {
                 }
             })
             .max())
+    }
+
+    /// A condemnation of any object at or below the name `name`, or below another
+    /// spelling of it (see `warehouse::names::aliases`), if the ledger records one:
+    /// register and commit refuse to publish an index table or family reference under
+    /// which the collector has condemned something (see `catalog::publication`). Lists
+    /// the ledger below those names and stops at the first condemnation: one request for
+    /// a table the collector never tracked.
+    pub(crate) async fn condemned_within(&self, name: &str) -> Result<Option<(String, i64)>> {
+        let spellings = std::iter::once(name.to_owned()).chain(super::names::aliases(name));
+        for spelling in spellings {
+            let mut facts = self.list(&ledger_entry(&spelling));
+            while let Some(item) = facts.next().await {
+                let super::ListItem::Object(file) = item? else {
+                    continue;
+                };
+                let Some((dir, last)) = file.name.rsplit_once('/') else {
+                    continue;
+                };
+                if let Some((Fact::Condemned(ms), _)) = parse_fact(last) {
+                    let object = dir.strip_prefix(LEDGER_DIR).unwrap_or(dir);
+                    let object = object.strip_prefix('/').unwrap_or(object).to_owned();
+                    return Ok(Some((
+                        object,
+                        condemnation_visible(ms, file.last_modified_ms),
+                    )));
+                }
+            }
+        }
+        Ok(None)
     }
 }
 

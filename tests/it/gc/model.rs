@@ -12,8 +12,9 @@
 //!
 //! Between any two steps of a run, anything else may happen: writers log and land
 //! publications (registers and commits of any file at any identifier — an identifier
-//! catching up through old metadata, a commit retried long after its file was written, a
-//! refused publication that leaves its entry), drop identifiers; an operator backs up and
+//! catching up through old metadata, a commit retried long after its file was written, new
+//! metadata written at any time over an old index's tables, a refused publication that
+//! leaves its entry), drop identifiers; an operator backs up and
 //! restores the records, edits a record by hand or adopts the warehouse (records it
 //! restores name files a pointer reached within the retention: a backup older than that
 //! may name collected files, which no collector can prevent); time passes; the run crashes
@@ -33,10 +34,18 @@ use parqdb_catalog::gc::rules::{self, Clock, ClockDecision, Facts, Timing, Verdi
 use stateright::{Checker, Model, Property};
 
 /// Metadata files `0..FILES`; tables `FILES..OBJECTS`.
-const FILES: usize = 2;
+const FILES: usize = 3;
 const OBJECTS: usize = FILES + 2;
-/// Which tables each metadata file names (a successor: v0 names t0, v1 names t0 and t1).
-const NAMES: [[bool; OBJECTS]; FILES] = [[false, false, true, false], [false, false, true, true]];
+/// Which tables each metadata file names (a successor: v0 names t0, v1 names t0 and t1;
+/// and `FRESH`, new metadata over v0's table t0).
+const NAMES: [[bool; OBJECTS]; FILES] = [
+    [false, false, false, true, false],
+    [false, false, false, true, true],
+    [false, false, false, true, false],
+];
+/// The metadata file a writer writes at any time (none exists at first): a backup's
+/// metadata restored under a new name, or new metadata over an old index's tables.
+const FRESH: usize = 2;
 const KEYS: usize = 2;
 
 /// Model time: one tick is one publish window.
@@ -150,6 +159,8 @@ struct State {
     deleted: [bool; OBJECTS],
     /// The latest time a pointer reached each object.
     last_reachable: [Option<i64>; OBJECTS],
+    /// When `FRESH` was written, if it was.
+    fresh_written: Option<i64>,
     ledger: [Entry; OBJECTS],
     /// A clock fact a crashed run had in flight: it lands at any later step.
     in_flight: Option<(usize, Fact)>,
@@ -183,6 +194,8 @@ enum Action {
         key: usize,
         file: usize,
     },
+    /// A writer writes `FRESH`.
+    WriteFresh,
     Land(usize),
     Expire(usize),
     Drop(usize),
@@ -211,11 +224,23 @@ enum Action {
 
 /// The configuration checked.
 struct GcModel {
+    /// Where the checked histories start.
+    start: Start,
     max_time: i64,
     publishes: u8,
     operator: u8,
     crashes: u8,
     runs: u8,
+}
+
+/// Where the checked histories start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Start {
+    /// Identifier 0 was just registered on file 0.
+    Registered,
+    /// Identifier 0 was dropped long ago (a finished run saw it so), and its metadata
+    /// files are collected: only its tables are left.
+    DroppedLongAgo,
 }
 
 /// What a set of records reaches: their files (live records) and the tables they name.
@@ -298,9 +323,41 @@ impl State {
             .max_by_key(|clock| (clock.start_ms, clock.walk_ms))
     }
 
+    /// Whether `object` exists: written and not deleted.
+    fn exists(&self, object: usize) -> bool {
+        !self.deleted[object] && (object != FRESH || self.fresh_written.is_some())
+    }
+
     /// Whether existing metadata names `object` (rule (P)).
     fn referenced(&self, object: usize) -> bool {
-        (0..FILES).any(|file| !self.deleted[file] && NAMES[file][object])
+        (0..FILES).any(|file| self.exists(file) && NAMES[file][object])
+    }
+
+    /// Whether a publication of `file` at `key` finds something condemned (rule C): the
+    /// file, or a table it names that the record's current file does not.
+    fn refuses(&self, key: usize, file: usize) -> bool {
+        let base = match self.records[key] {
+            Record::Live { file, .. } => Some(file),
+            _ => None,
+        };
+        self.condemned(file)
+            || (FILES..OBJECTS).any(|table| {
+                NAMES[file][table]
+                    && !base.is_some_and(|base| NAMES[base][table])
+                    && self.condemned(table)
+            })
+    }
+
+    fn condemned(&self, object: usize) -> bool {
+        self.ledger[object].condemned.is_some_and(|c| c <= self.now)
+    }
+
+    /// Whether some publication could still make `file` current: a register refuses it
+    /// if it or a table it names is condemned (a commit over a base that names the table
+    /// keeps that table reachable anyway).
+    fn publishable(&self, file: usize) -> bool {
+        !self.condemned(file)
+            && (FILES..OBJECTS).all(|table| !NAMES[file][table] || !self.condemned(table))
     }
 
     fn fresh_commit(&mut self) -> u8 {
@@ -331,7 +388,11 @@ impl State {
                 self.now
             ));
         }
-        if self.referenced(object) && self.violation.is_none() {
+        // Rule (P) protects what a metadata file that may still be published names (new
+        // metadata written over condemned tables never is: rule C).
+        let named = (0..FILES)
+            .any(|file| self.exists(file) && NAMES[file][object] && self.publishable(file));
+        if named && self.violation.is_none() {
             self.violation = Some(format!("object {object} deleted while metadata names it"));
         }
         self.collected = true;
@@ -364,6 +425,7 @@ impl Model for GcModel {
             pending: Vec::new(),
             deleted: [false; OBJECTS],
             last_reachable: [None; OBJECTS],
+            fresh_written: None,
             ledger: Default::default(),
             in_flight: None,
             done_at: BTreeMap::new(),
@@ -380,6 +442,18 @@ impl Model for GcModel {
             violation: None,
             collected: false,
         };
+        if self.start == Start::DroppedLongAgo {
+            let commit = (2, Some(1));
+            state.records[0] = Record::Dropped { file: 0, commit };
+            state.next_commit = 2;
+            state.log.clear();
+            state.journal = Some([Some(2), None]);
+            state.done_at.insert(0, 0);
+            state.drops_left = 0;
+            for file in 0..FRESH {
+                state.deleted[file] = true;
+            }
+        }
         state.observe();
         vec![state]
     }
@@ -392,9 +466,22 @@ impl Model for GcModel {
             actions.push(Action::Tick);
         }
         if state.publishes_left > 0 {
+            // A writer picks up tables that exist, and publishes a file whose tables
+            // exist when its publication starts (gc assumption 3).
+            let tables_exist = |file: usize| {
+                (FILES..OBJECTS).all(|table| !NAMES[file][table] || state.exists(table))
+            };
+            // (Only where the histories start with tables left over: elsewhere it adds
+            // interleavings and nothing the configuration reaches.)
+            if self.start == Start::DroppedLongAgo
+                && state.fresh_written.is_none()
+                && tables_exist(FRESH)
+            {
+                actions.push(Action::WriteFresh);
+            }
             for key in 0..KEYS {
                 for file in 0..FILES {
-                    if !state.deleted[file] {
+                    if state.exists(file) && tables_exist(file) {
                         actions.push(Action::Publish { key, file });
                     }
                 }
@@ -474,10 +561,10 @@ impl Model for GcModel {
                     publishes: Some(file),
                     replaces,
                 });
-                // The check for condemnations runs in the same window: a condemned file
-                // is refused (its entry stays: the writer crashed before withdrawing it).
-                let condemned = state.ledger[file].condemned.is_some_and(|c| c <= state.now);
-                if !condemned {
+                // The check for condemnations runs in the same window: a condemned file,
+                // or one over condemned tables, is refused (its entry stays: the writer
+                // crashed before withdrawing it).
+                if !state.refuses(key, file) {
                     state.pending.push(Pending {
                         key,
                         file,
@@ -486,6 +573,7 @@ impl Model for GcModel {
                     });
                 }
             }
+            Action::WriteFresh => state.fresh_written = Some(state.now),
             Action::Land(at) => {
                 let pending = state.pending.remove(at);
                 state.records[pending.key] = Record::Live {
@@ -569,11 +657,14 @@ impl Model for GcModel {
                 };
                 let mut late_written = false;
                 for object in 0..OBJECTS {
-                    if state.deleted[object] || run.reachable[object] {
+                    if !state.exists(object) || run.reachable[object] {
                         continue;
                     }
                     let facts = Facts {
-                        last_modified_ms: 0,
+                        last_modified_ms: match object {
+                            FRESH => state.fresh_written?,
+                            _ => 0,
+                        },
                         republished_ms: run.republished[object],
                         clock: state.trusted_clock(object, run.id),
                         condemned_ms: state.ledger[object].condemned,
@@ -733,6 +824,7 @@ fn check(model: GcModel) -> (usize, usize, usize) {
 /// `default`, unless `PARQDB_GC_MODEL_*` widen it (a deeper run: BENCHMARKS.md).
 fn configured(default: GcModel) -> GcModel {
     GcModel {
+        start: default.start,
         max_time: env_number("PARQDB_GC_MODEL_TIME", default.max_time as u64) as i64,
         publishes: env_number("PARQDB_GC_MODEL_PUBLISHES", default.publishes.into()) as u8,
         operator: env_number("PARQDB_GC_MODEL_OPERATOR", default.operator.into()) as u8,
@@ -762,6 +854,26 @@ fn publications_never_let_a_run_delete_within_retention() {
     check_configured(
         "publications",
         GcModel {
+            start: Start::Registered,
+            max_time: 5,
+            publishes: 1,
+            operator: 0,
+            crashes: 0,
+            runs: 3,
+        },
+    );
+}
+
+/// A writer writes new metadata over an old index's tables at any time — after they
+/// were condemned, between a run's verification walk and its deletes — and registers it:
+/// publication refuses tables with a condemnation below them (rule C), so no pointer ever
+/// names a deleted table.
+#[test]
+fn new_metadata_over_condemned_tables_never_leaves_a_dangling_pointer() {
+    check_configured(
+        "new metadata over old tables",
+        GcModel {
+            start: Start::DroppedLongAgo,
             max_time: 5,
             publishes: 1,
             operator: 0,
@@ -778,6 +890,7 @@ fn restores_hand_edits_and_adoption_never_let_a_run_delete_within_retention() {
     check_configured(
         "operator",
         GcModel {
+            start: Start::Registered,
             max_time: 5,
             publishes: 0,
             operator: 1,
@@ -794,6 +907,7 @@ fn crashes_and_late_writes_never_let_a_run_delete_within_retention() {
     check_configured(
         "crashes",
         GcModel {
+            start: Start::Registered,
             max_time: 6,
             publishes: 0,
             operator: 0,

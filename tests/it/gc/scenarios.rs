@@ -416,6 +416,91 @@ async fn a_condemned_metadata_file_cannot_be_registered_again_and_is_collected()
     assert!(env.catalog.load(&again).await.is_err());
 }
 
+/// Publishing again index tables the collector has condemned, under a **new** metadata
+/// file (a backup's metadata restored under a new name, an old index's tables picked up by
+/// a writer), is refused like republishing the condemned metadata file itself: by a
+/// register, and by a commit that adds them to a live index. Before, only metadata files
+/// and family references were checked, and such a publication that landed between a run's
+/// verification walk and its deletes lost its tables.
+#[tokio::test]
+async fn condemned_index_tables_cannot_be_published_again_under_new_metadata() {
+    for (n, backend) in [Backend::Memory, Backend::Local].into_iter().enumerate() {
+        let env = claimed(backend, 12 + n as u64).await;
+        let config = test_config();
+        let layout = Layout::under("old/1");
+        let (id, _, location) = env.register("old", &layout).await;
+        let mut objects = layout.files();
+        objects.push(env.relative(&location));
+        env.advance(HOUR);
+        env.catalog.drop_index(&id).await.expect("dropped");
+        let mut condemned = false;
+        for _ in 0..40 {
+            env.advance(10 * MINUTE);
+            if env.collect(&config).await.condemned.objects > 0 {
+                condemned = true;
+                break;
+            }
+        }
+        assert!(condemned, "never condemned");
+        assert!(env.all_exist(&objects).await, "deleted at condemnation");
+
+        // New metadata over the old tables, written now (young: never condemned itself).
+        let fresh = env.write_metadata(&env.metadata_for(&layout)).await;
+        let again = env.id("old-again").await;
+        let err = env
+            .catalog
+            .register(&again, Some(&layout.source), &fresh)
+            .await
+            .expect_err("condemned tables are not published");
+        assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+        assert!(err.message().contains("condemned"), "{err}");
+        assert!(err.message().contains("index table"), "{err}");
+
+        // Nor added to a live index by a commit; a commit that keeps its own tables is not
+        // refused for them.
+        let live = Layout::under("live/1");
+        let (other, base, base_location) = env.register("live", &live).await;
+        let mut adding = base
+            .successor(
+                crate::support::gc::contents(&layout),
+                env.clock.as_ref(),
+                env.catalog.ids().as_ref(),
+                &parqdb_catalog::family::FamilyRegistry::builtin(),
+            )
+            .expect("successor");
+        let adding_location = env.write_metadata(&adding).await;
+        let err = env
+            .catalog
+            .commit(
+                &other,
+                Some(&layout.source),
+                &base_location,
+                &adding_location,
+            )
+            .await
+            .expect_err("condemned tables are not committed");
+        assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+        adding = base
+            .successor(
+                crate::support::gc::contents(&live),
+                env.clock.as_ref(),
+                env.catalog.ids().as_ref(),
+                &parqdb_catalog::family::FamilyRegistry::builtin(),
+            )
+            .expect("successor");
+        let keeping = env.write_metadata(&adding).await;
+        env.catalog
+            .commit(&other, Some(&live.source), &base_location, &keeping)
+            .await
+            .expect("a commit over its own tables");
+
+        run_until(&env, &config, env.now() + 3 * HOUR, &[]).await;
+        assert!(env.none_exist(&layout.files()).await, "garbage left behind");
+        assert!(env.catalog.load(&again).await.is_err());
+        assert!(env.all_exist(&live.files()).await, "live tables deleted");
+    }
+}
+
 #[tokio::test]
 async fn a_re_registration_racing_the_run_never_leaves_a_dangling_pointer() {
     // A register of a condemned file during the run's scan, verification or (the window
@@ -430,12 +515,27 @@ async fn a_re_registration_racing_the_run_never_leaves_a_dangling_pointer() {
     .enumerate()
     {
         for backend in [Backend::Memory, Backend::Local] {
-            race_at(backend, phase, 90 + n as u64).await;
+            for (m, republish) in [Republish::TheFile, Republish::ItsTables]
+                .into_iter()
+                .enumerate()
+            {
+                race_at(backend, phase, republish, 90 + 10 * m as u64 + n as u64).await;
+            }
         }
     }
 }
 
-async fn race_at(backend: Backend, phase: gc::GcPhase, seed: u64) {
+/// What a racing register publishes again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Republish {
+    /// The condemned metadata file itself.
+    TheFile,
+    /// A new metadata file over the condemned tables, raced against the run that deletes
+    /// the tables.
+    ItsTables,
+}
+
+async fn race_at(backend: Backend, phase: gc::GcPhase, republish: Republish, seed: u64) {
     let env = claimed(backend, seed).await;
     let config = test_config();
     let layout = Layout::under("race/1");
@@ -444,34 +544,33 @@ async fn race_at(backend: Backend, phase: gc::GcPhase, seed: u64) {
     objects.push(env.relative(&location));
     env.advance(HOUR);
     env.catalog.drop_index(&id).await.expect("dropped");
-    // Get everything condemned long enough ago.
+    // Get everything condemned long enough ago: until the run of this moment would delete
+    // (the metadata file goes first, its tables a run later).
     // (A dry run first: the real run of the same moment would delete.)
+    let tables = layout.files().len() as u64;
+    let doomed = |report: &gc::GcReport| match republish {
+        Republish::TheFile => report.deleted.objects > 0,
+        Republish::ItsTables => report.deleted.objects >= tables,
+    };
+    let dry_run = GcConfig {
+        dry_run: true,
+        ..config.clone()
+    };
     for _ in 0..40 {
         env.advance(10 * MINUTE);
-        if env
-            .collect(&GcConfig {
-                dry_run: true,
-                ..config.clone()
-            })
-            .await
-            .deleted
-            .objects
-            > 0
-        {
+        if doomed(&env.collect(&dry_run).await) {
             break;
         }
         env.collect(&config).await;
     }
-    let dry = env
-        .collect(&GcConfig {
-            dry_run: true,
-            ..config.clone()
-        })
-        .await;
-    assert!(dry.deleted.objects > 0, "nothing doomed: {:?}", dry.actions);
+    let dry = env.collect(&dry_run).await;
+    assert!(doomed(&dry), "nothing doomed: {:?}", dry.actions);
     let catalog = env.catalog.clone();
     let source = layout.source.clone();
-    let register_location = location.clone();
+    let register_location = match republish {
+        Republish::TheFile => location.clone(),
+        Republish::ItsTables => env.write_metadata(&env.metadata_for(&layout)).await,
+    };
     let again = env.id("race-again").await;
     let published = again.clone();
     let registered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -500,7 +599,8 @@ async fn race_at(backend: Backend, phase: gc::GcPhase, seed: u64) {
                 })
                 .join()
                 .expect("thread");
-                // The file is condemned: the register is refused, whatever the phase.
+                // The file or its tables are condemned: the register is refused,
+                // whatever the phase.
                 let err = outcome.expect_err("a condemned file is not published");
                 assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
             }
@@ -510,7 +610,6 @@ async fn race_at(backend: Backend, phase: gc::GcPhase, seed: u64) {
         registered.load(std::sync::atomic::Ordering::SeqCst),
         "the hook never ran"
     );
-    assert!(report.deleted.objects > 0, "{:?}", report.actions);
     // No pointer names a deleted file.
     assert!(
         env.catalog.load(&published).await.is_err(),
@@ -518,6 +617,15 @@ async fn race_at(backend: Backend, phase: gc::GcPhase, seed: u64) {
     );
     let next = env.collect(&config).await;
     assert_eq!(next.status, GcStatus::Completed, "{:?}", next.warnings);
+    match republish {
+        Republish::TheFile => assert!(report.deleted.objects > 0, "{:?}", report.actions),
+        // The refused register's change-log entry names the tables: a run that reads it
+        // before deleting keeps them, and they go a retention later.
+        Republish::ItsTables => {
+            run_until(&env, &config, env.now() + 4 * HOUR, &[]).await;
+            assert!(env.none_exist(&objects).await, "garbage left behind");
+        }
+    }
 }
 
 #[tokio::test]
