@@ -322,10 +322,7 @@ async fn commit_survives_a_rewrite_that_keeps_its_base() {
         .await
         .expect("the base is still current: the commit lands");
     assert!(!done.already_applied);
-    assert_eq!(
-        env.catalog.load(&id).await.expect("load").metadata_location,
-        new
-    );
+    assert_eq!(env.current(&id).await, new);
 }
 
 /// A commit whose put landed but whose response said `Precondition` (an SDK retry after
@@ -345,10 +342,7 @@ async fn commit_put_that_lands_and_reports_a_conflict_is_acknowledged() {
             .expect("resolved by read-back");
         assert!(!done.already_applied, "{fault:?}");
         assert_eq!(faulty.applied_writes().len(), 1, "{fault:?}: applied once");
-        assert_eq!(
-            env.catalog.load(&id).await.expect("load").metadata_location,
-            new
-        );
+        assert_eq!(env.current(&id).await, new);
     }
 }
 
@@ -872,14 +866,7 @@ async fn operations_that_keep_losing_give_up_with_concurrent_modification() {
         assert!(err.is_retryable(), "{what}");
     }
     // Nothing was applied.
-    assert_eq!(
-        env.catalog
-            .load(&index)
-            .await
-            .expect("load")
-            .metadata_location,
-        base_location
-    );
+    assert_eq!(env.current(&index).await, base_location);
     assert!(env.catalog.namespace_exists(&child).await.expect("exists"));
     assert_eq!(
         env.catalog.load(&to).await.map_err(|e| e.kind()).err(),
