@@ -544,6 +544,26 @@ impl Env {
             .expect("gc run")
     }
 
+    /// A collection by a process that dies after answering `point` requests
+    /// ([`SimStore::kill_after`]): `None` if it died before the run ended, else the run's
+    /// result. The requests after it are answered again.
+    pub async fn collect_killed_after(
+        &self,
+        config: &GcConfig,
+        point: usize,
+    ) -> Option<parqdb_catalog::Result<GcReport>> {
+        self.sim.kill_after(Some(point));
+        let collector = self.gc(config.clone());
+        let outcome = tokio::select! {
+            biased;
+            () = self.sim.killed() => None,
+            report = collector.collect(self.now()) => Some(report),
+        };
+        drop(collector);
+        self.sim.kill_after(None);
+        outcome
+    }
+
     /// Write one small object at a warehouse-relative path.
     pub async fn put(&self, relative: &str, bytes: &'static [u8]) {
         self.warehouse

@@ -1346,6 +1346,16 @@ impl Response {
         }
     }
 
+    /// A `200` for an object (GET or HEAD), with its last-modified time and ETag.
+    fn object(modified: i64, etag: String) -> Response {
+        let mut response = Response::new(200);
+        response
+            .headers
+            .push(("Last-Modified", http_date(modified)));
+        response.headers.push(("ETag", etag));
+        response
+    }
+
     fn xml(status: u16, xml: String) -> Response {
         let mut response = Response::new(status);
         response
@@ -1586,11 +1596,7 @@ fn handle(state: &State, request: &Request) -> Response {
             state.count(Kind::Get);
             match state.get(key) {
                 Some((body, modified, etag)) => {
-                    let mut response = Response::new(200);
-                    response
-                        .headers
-                        .push(("Last-Modified", http_date(modified)));
-                    response.headers.push(("ETag", etag));
+                    let mut response = Response::object(modified, etag);
                     response
                         .headers
                         .push(("Content-Type", "application/octet-stream".into()));
@@ -1604,11 +1610,7 @@ fn handle(state: &State, request: &Request) -> Response {
             state.count(Kind::Head);
             match state.head(key) {
                 Some((size, modified, etag)) => {
-                    let mut response = Response::new(200);
-                    response
-                        .headers
-                        .push(("Last-Modified", http_date(modified)));
-                    response.headers.push(("ETag", etag));
+                    let mut response = Response::object(modified, etag);
                     response.head_length = Some(size);
                     response
                 }
