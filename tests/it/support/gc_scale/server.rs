@@ -812,21 +812,20 @@ impl State {
             } else {
                 self.clock_restarts.fetch_add(1, Ordering::SeqCst);
             }
-            let etag = self.etags.fetch_add(1, Ordering::Relaxed);
-            stored.insert(
-                key.to_owned(),
-                Stored {
-                    body,
-                    last_modified_ms: now,
-                    etag,
-                },
-            );
+            self.keep(&mut stored, key, body, now);
             return Ok(true);
         }
         let mut stored = self.stored.write().expect("lock");
         if create && stored.contains_key(key) {
             return Ok(false);
         }
+        self.keep(&mut stored, key, body, now);
+        Ok(true)
+    }
+
+    /// Keep `body` at `key` among the written objects, last modified at `now`, under a
+    /// new ETag.
+    fn keep(&self, stored: &mut BTreeMap<String, Stored>, key: &str, body: Bytes, now: i64) {
         let etag = self.etags.fetch_add(1, Ordering::Relaxed);
         stored.insert(
             key.to_owned(),
@@ -836,7 +835,6 @@ impl State {
                 etag,
             },
         );
-        Ok(true)
     }
 
     fn delete(&self, key: &str) {
