@@ -50,8 +50,7 @@ async fn retention_starts_at_loss_even_after_a_stale_planner_wakes_behind_a_fini
     env.advance(30 * MINUTE);
     let again = env.publish("again", &layout, &location).await;
     env.advance(MINUTE);
-    let fresh = env.collect(&config).await;
-    assert_eq!(fresh.status, GcStatus::Completed, "{fresh:?}");
+    let fresh = env.collect_completed(&config).await;
 
     // Process 1 wakes up and goes on (it may stop when it finds its lease taken).
     resume_and_join(&pausing, process1).await;
@@ -188,8 +187,7 @@ async fn a_late_step_of_a_finished_run_is_a_no_op_and_takes_no_lease() {
     let live = Layout::under("live/1");
     env.register("live", &live).await;
     env.advance(10 * MINUTE);
-    let finished = env.collect(&config).await;
-    assert_eq!(finished.status, GcStatus::Completed);
+    let finished = env.collect_completed(&config).await;
     let old = finished.run_id;
     env.advance(MINUTE);
     let gc = env.gc(config.clone());

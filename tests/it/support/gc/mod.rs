@@ -23,7 +23,7 @@ use object_store::{
 };
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::family::FamilyRegistry;
-use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcReport};
+use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcReport, GcStatus};
 use parqdb_catalog::metadata::{IndexMetadata, SnapshotContents, TableDefinition};
 use parqdb_catalog::store::PointerStore;
 use parqdb_catalog::store::local::LocalStore;
@@ -542,6 +542,13 @@ impl Env {
             .collect(self.now())
             .await
             .expect("gc run")
+    }
+
+    /// [`Env::collect`], and the run must have completed.
+    pub async fn collect_completed(&self, config: &GcConfig) -> GcReport {
+        let report = self.collect(config).await;
+        assert_eq!(report.status, GcStatus::Completed, "{report:?}");
+        report
     }
 
     /// A collection by a process that dies after answering `point` requests
