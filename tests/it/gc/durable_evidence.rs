@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, copy_dir, test_config};
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::SeededIds;
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
@@ -234,19 +234,6 @@ async fn class2_a_commit_retried_much_later_with_an_old_file_restarts_retention(
 // ---------------------------------------------------------------------------------------
 // 3. Catalog state going backwards.
 // ---------------------------------------------------------------------------------------
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).expect("dir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
-}
 
 #[tokio::test]
 async fn class3_restoring_a_pointer_store_backup_in_place_restarts_every_clock() {

@@ -371,6 +371,21 @@ pub fn set_mtime(path: &std::path::Path, ms: i64) {
         .unwrap_or_else(|err| panic!("set mtime of {}: {err}", path.display()));
 }
 
+/// Copy the directory `from` and everything under it to `to` (a backup of a local pointer
+/// store, or a copy of it restored elsewhere).
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("dir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
 /// A catalog over a simulated-time warehouse.
 pub struct Env {
     pub catalog: Catalog,
