@@ -483,12 +483,7 @@ async fn a_truncated_plan_neither_stops_collection_nor_shortens_retention() {
     let dropped_at = env.now();
     for round in 0..3 {
         env.advance(10 * MINUTE);
-        let stopped = env
-            .collect(&GcConfig {
-                budget: Some(Duration::ZERO),
-                ..config.clone()
-            })
-            .await;
+        let stopped = env.collect_without_budget(&config).await;
         let plans: Vec<String> = env
             .objects()
             .await
@@ -557,12 +552,7 @@ async fn a_dry_run_abandon_leaves_the_unfinished_run_alone() {
     let config = test_config();
     env.register("live", &Layout::under("live/1")).await;
     env.advance(10 * MINUTE);
-    let stopped = env
-        .collect(&GcConfig {
-            budget: Some(Duration::ZERO),
-            ..config.clone()
-        })
-        .await;
+    let stopped = env.collect_without_budget(&config).await;
     assert_eq!(stopped.status, GcStatus::InProgress);
     let before = env.objects().await;
     let dry = env.gc(GcConfig {
@@ -604,12 +594,7 @@ async fn a_run_copied_from_another_catalogs_warehouse_never_starts_clocks_here()
     here.advance(HOUR);
     there.advance(HOUR);
     // The other warehouse stops a run after its plan step.
-    let foreign = there
-        .collect(&GcConfig {
-            budget: Some(Duration::ZERO),
-            ..config.clone()
-        })
-        .await;
+    let foreign = there.collect_without_budget(&config).await;
     assert_eq!(foreign.status, GcStatus::InProgress);
     here.advance(5 * MINUTE);
     assert_eq!(here.collect(&config).await.status, GcStatus::Completed);

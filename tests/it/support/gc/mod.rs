@@ -559,6 +559,16 @@ impl Env {
             .expect("gc run")
     }
 
+    /// [`Env::collect`] with no time budget: the run stops after its first step (its plan,
+    /// for a new run), unfinished.
+    pub async fn collect_without_budget(&self, config: &GcConfig) -> GcReport {
+        self.collect(&GcConfig {
+            budget: Some(Duration::ZERO),
+            ..config.clone()
+        })
+        .await
+    }
+
     /// [`Env::collect`], and the run must have completed.
     pub async fn collect_completed(&self, config: &GcConfig) -> GcReport {
         let report = self.collect(config).await;
