@@ -93,6 +93,32 @@ pub struct Outcome {
     pub delivered: Vec<Vec<SourceChange>>,
 }
 
+impl Outcome {
+    /// The outcome of a run that took `wall_ms` and ended with `metadata`: its
+    /// `[deliveries, builds, commits]`, and the chain checks of `metadata` against
+    /// `writes` ([`chain_checks`], allowance `skew`).
+    fn measured(
+        [deliveries, builds, commits]: [usize; 3],
+        wall_ms: u128,
+        metadata: &IndexMetadata,
+        writes: &[SourceChange],
+        skew: Duration,
+        delivered: Vec<Vec<SourceChange>>,
+    ) -> Outcome {
+        let (duplicate_or_stale_snapshots, lost_states) = chain_checks(metadata, writes, skew);
+        Outcome {
+            deliveries,
+            builds,
+            commits,
+            wall_ms,
+            final_contains_every_write: lost_states == 0,
+            lost_states,
+            duplicate_or_stale_snapshots,
+            delivered,
+        }
+    }
+}
+
 /// The burst's `n`th write, made at `time_ms`.
 fn write(n: usize, time_ms: i64) -> SourceChange {
     SourceChange::new(
@@ -237,18 +263,14 @@ async fn deliver(catalog: &Catalog, burst: &Burst, source: Source<'_>) -> Outcom
         .load_current(&index)
         .await
         .expect("the index exists");
-    let writes = writes.into_inner();
-    let (duplicate_or_stale_snapshots, lost_states) = chain_checks(&metadata, &writes, skew);
-    Outcome {
-        deliveries: deliveries.into_inner(),
-        builds: builds.into_inner(),
-        commits: commits.into_inner(),
+    Outcome::measured(
+        [deliveries, builds, commits].map(AtomicUsize::into_inner),
         wall_ms,
-        final_contains_every_write: lost_states == 0,
-        lost_states,
-        duplicate_or_stale_snapshots,
-        delivered: delivered.into_inner(),
-    }
+        &metadata,
+        &writes.into_inner(),
+        skew,
+        delivered.into_inner(),
+    )
 }
 
 /// The one-publish-per-event baseline: every delivered event rebuilds and publishes
@@ -323,21 +345,14 @@ pub async fn per_event(
     futures::future::join_all(workers).await;
     let wall_ms = started.elapsed().as_millis();
     let (_, metadata) = publisher.load_current(&index).await.expect("index");
-    let (duplicate_or_stale_snapshots, lost_states) = chain_checks(
+    Outcome::measured(
+        [deliveries, builds, commits].map(AtomicUsize::into_inner),
+        wall_ms,
         &metadata,
         &writes,
         Duration::from_millis(burst.clock_skew_ms),
-    );
-    Outcome {
-        deliveries: deliveries.into_inner(),
-        builds: builds.into_inner(),
-        commits: commits.into_inner(),
-        wall_ms,
-        final_contains_every_write: lost_states == 0,
-        lost_states,
-        duplicate_or_stale_snapshots,
-        delivered: Vec::new(),
-    }
+        Vec::new(),
+    )
 }
 
 /// Snapshots (by sequence number) whose read start does not exceed the previous one's,

@@ -15,22 +15,17 @@
 //! (`target/debug/` for `cargo run --example`).
 #![allow(clippy::disallowed_methods)] // a measurement reads the wall clock
 
+use parqdb_catalog::lambda::Operation;
 use parqdb_catalog_testkit::lambda::{Env, Function};
 use serde_json::json;
 
-/// Every function binary of the crate.
-const FUNCTIONS: [&str; 10] = [
-    "load",
-    "register",
-    "commit",
-    "drop",
-    "rename",
-    "list",
-    "namespace",
-    "publish",
-    "gc",
-    "refresh",
-];
+/// Every function binary of the crate: the catalog's operations, then the others.
+fn functions() -> impl Iterator<Item = &'static str> {
+    Operation::ALL
+        .map(Operation::name)
+        .into_iter()
+        .chain(["publish", "gc", "refresh"])
+}
 
 /// Starts per function.
 const STARTS: usize = 5;
@@ -48,7 +43,7 @@ async fn main() {
         ("PARQDB_REFRESH_ROUTES".into(), Some(routes.to_string())),
     ];
     println!("time from process start to the first poll of /invocation/next ({STARTS} starts):");
-    for name in FUNCTIONS {
+    for name in functions() {
         let mut samples = Vec::new();
         for _ in 0..STARTS {
             let mut function = Function::start(name, &env).await;

@@ -15,24 +15,19 @@ use std::time::Duration;
 use bytes::Bytes;
 use parqdb_catalog::config::CatalogConfig;
 use parqdb_catalog::family::FamilyRegistry;
+use parqdb_catalog::lambda::Operation;
 use parqdb_catalog::metadata::IndexMetadata;
 use parqdb_catalog::store::dynamodb::DynamoStore;
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{RandomIds, SystemClock};
 use parqdb_catalog_testkit::fixture::{contents, source};
-use parqdb_catalog_testkit::lambda::{Env, Function, Outcome};
+use parqdb_catalog_testkit::lambda::{Env, Function, Outcome, failed_ids, sqs_batch};
 use serde_json::{Value, json};
 
-/// The functions of the catalog.
-const FUNCTIONS: [&str; 7] = [
-    "load",
-    "register",
-    "commit",
-    "drop",
-    "rename",
-    "list",
-    "namespace",
-];
+/// The functions of the catalog, by binary name.
+fn catalog_functions() -> [&'static str; 7] {
+    Operation::ALL.map(Operation::name)
+}
 
 /// Where the functions keep pointers and metadata, as the environment they get.
 struct Backend {
@@ -136,7 +131,7 @@ async fn write(warehouse: &Warehouse, metadata: &IndexMetadata) -> String {
 
 async fn start_all(backend: &Backend) -> BTreeMap<&'static str, Function> {
     let mut functions = BTreeMap::new();
-    for name in FUNCTIONS {
+    for name in catalog_functions() {
         functions.insert(name, Function::start(name, &backend.env).await);
     }
     functions
@@ -155,24 +150,29 @@ fn parse_lines(lines: &[String]) -> Vec<Value> {
         .collect()
 }
 
+/// Metadata with the sample contents of `tag`: a new index's, or `base`'s successor (the
+/// built-in families, the system clock, random ids).
+fn sample_metadata(tag: &str, base: Option<&IndexMetadata>) -> IndexMetadata {
+    let registry = FamilyRegistry::builtin();
+    match base {
+        None => IndexMetadata::create(
+            contents(tag),
+            BTreeMap::new(),
+            &SystemClock,
+            &RandomIds,
+            &registry,
+        ),
+        Some(base) => base.successor(contents(tag), &SystemClock, &RandomIds, &registry),
+    }
+    .unwrap_or_else(|err| panic!("sample metadata {tag}: {err}"))
+}
+
 /// namespace create → register → commit → stale commit → load → rename → list → drop →
 /// load, across seven processes sharing one backend.
 async fn lifecycle(backend: Backend) {
-    let registry = FamilyRegistry::builtin();
-    let first = IndexMetadata::create(
-        contents("a"),
-        BTreeMap::new(),
-        &SystemClock,
-        &RandomIds,
-        &registry,
-    )
-    .expect("initial metadata");
-    let second = first
-        .successor(contents("b"), &SystemClock, &RandomIds, &registry)
-        .expect("successor");
-    let losing = first
-        .successor(contents("c"), &SystemClock, &RandomIds, &registry)
-        .expect("a concurrent successor");
+    let first = sample_metadata("a", None);
+    let second = sample_metadata("b", Some(&first));
+    let losing = sample_metadata("c", Some(&first));
 
     let mut functions = start_all(&backend).await;
     let ns = json!(["docs", "v1"]);
@@ -508,7 +508,7 @@ fn valid_event(name: &str) -> Value {
 async fn malformed_events_are_invalid_requests_and_the_function_keeps_serving() {
     let backend = local_files();
     let mut tasks = tokio::task::JoinSet::new();
-    for name in FUNCTIONS {
+    for name in catalog_functions() {
         let env = backend.env.clone();
         tasks.spawn(async move {
             let mut function = Function::start(name, &env).await;
@@ -798,35 +798,6 @@ fn object_created_at(event_id: &str, key: &str, sequencer: &str, time: &str) -> 
     })
 }
 
-/// An SQS batch as the event source mapping delivers it: (message id, body) pairs.
-fn sqs_batch(messages: &[(&str, String)]) -> Value {
-    let records: Vec<Value> = messages
-        .iter()
-        .map(|(id, body)| {
-            json!({"messageId": id, "receiptHandle": format!("rh-{id}"), "body": body,
-                   "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
-                   "md5OfBody": "", "eventSource": "aws:sqs",
-                   "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:refresh",
-                   "awsRegion": "us-east-1"})
-        })
-        .collect();
-    json!({ "Records": records })
-}
-
-fn failed_ids(response: &Value) -> Vec<String> {
-    response["batchItemFailures"]
-        .as_array()
-        .unwrap_or_else(|| panic!("not a partial-batch response: {response}"))
-        .iter()
-        .map(|failure| {
-            failure["itemIdentifier"]
-                .as_str()
-                .expect("an id")
-                .to_owned()
-        })
-        .collect()
-}
-
 /// `refresh` as its SQS event source mapping drives it: a burst (shuffled, one write
 /// delivered twice) collapses to one build and one commit of the newest write; a message
 /// that is not an S3 event and a change no route contains are the only batch item
@@ -992,13 +963,7 @@ async fn publish_and_gc_are_observed_like_every_function() {
         let logs = parse_lines(
             &function
                 .stderr
-                .wait_until(|lines| {
-                    lines
-                        .iter()
-                        .filter(|line| line.contains("invocation rejected"))
-                        .count()
-                        >= 2
-                })
+                .wait_for_count("invocation rejected", 2)
                 .await,
         );
         let outcome_lines: Vec<&Value> = logs

@@ -17,7 +17,9 @@ use parqdb_catalog::config::CatalogConfig;
 use parqdb_catalog::refresh::READ_START;
 use parqdb_catalog::refresh::contract::BUILD_CONTRACT;
 use parqdb_catalog::{IndexIdentifier, Namespace};
-use parqdb_catalog_testkit::lambda::{Env, Fault, Function, LambdaHost, binary};
+use parqdb_catalog_testkit::lambda::{
+    Env, Fault, Function, LambdaHost, binary, failed_ids, sqs_batch,
+};
 use serde_json::{Value, json};
 
 /// The builder function's name behind the host.
@@ -80,35 +82,6 @@ fn put(key: &str, sequencer: &str, seconds_ago: u64) -> String {
         "s3": {"bucket": {"name": "lake"},
                "object": {"key": key, "size": 8192, "sequencer": sequencer}}}]})
     .to_string()
-}
-
-/// An SQS batch as the event source mapping delivers it.
-fn sqs_batch(messages: &[(&str, String)]) -> Value {
-    let records: Vec<Value> = messages
-        .iter()
-        .map(|(id, body)| {
-            json!({"messageId": id, "receiptHandle": format!("rh-{id}"), "body": body,
-                   "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
-                   "md5OfBody": "", "eventSource": "aws:sqs",
-                   "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:refresh",
-                   "awsRegion": "us-east-1"})
-        })
-        .collect();
-    json!({ "Records": records })
-}
-
-fn failed_ids(response: &Value) -> Vec<String> {
-    response["batchItemFailures"]
-        .as_array()
-        .unwrap_or_else(|| panic!("not a partial-batch response: {response}"))
-        .iter()
-        .map(|failure| {
-            failure["itemIdentifier"]
-                .as_str()
-                .expect("an id")
-                .to_owned()
-        })
-        .collect()
 }
 
 fn docs() -> IndexIdentifier {
@@ -226,13 +199,7 @@ async fn a_failed_or_timed_out_build_redelivers_exactly_the_batch() {
         );
         let logs = refresh
             .stderr
-            .wait_until(|lines| {
-                lines
-                    .iter()
-                    .filter(|line| line.contains("refresh failed; its changes are delivered again"))
-                    .count()
-                    > n
-            })
+            .wait_for_count("refresh failed; its changes are delivered again", n + 1)
             .await;
         let failures = failure_logs(&refresh);
         let last = failures.last().unwrap_or_else(|| panic!("{logs:#?}"));

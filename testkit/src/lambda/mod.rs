@@ -9,6 +9,8 @@
 //!   processes that are restarted when they crash, with injected [`Fault`]s (throttling,
 //!   crashes before or after the function ran, hangs, lost outcomes) — for tests of the
 //!   clients.
+//! * [`sqs_batch`] and [`failed_ids`]: the SQS batch event of an event source mapping and
+//!   the messages a partial-batch response hands back.
 //!
 //! The binaries are found in `PARQDB_FUNCTIONS_BIN_DIR`, else next to the test executable
 //! (`target/debug/`): `cargo test --workspace` builds them; for the library's tests alone
@@ -18,7 +20,9 @@ mod host;
 mod http;
 mod process;
 mod runtime;
+mod sqs;
 
 pub use host::{Fault, LambdaHost};
 pub use process::{Env, Function, Lines, TIMEOUT, binary, functions_bin_dir};
 pub use runtime::{Answer, DEFAULT_DEADLINE, Outcome, RuntimeApi, TIMED_OUT};
+pub use sqs::{failed_ids, sqs_batch};

@@ -136,6 +136,12 @@ impl Lines {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+
+    /// Wait (bounded) until at least `count` lines contain `needle`; returns the lines.
+    pub async fn wait_for_count(&self, needle: &str, count: usize) -> Vec<String> {
+        self.wait_until(|lines| lines.iter().filter(|line| line.contains(needle)).count() >= count)
+            .await
+    }
 }
 
 /// A function process as Lambda starts one.

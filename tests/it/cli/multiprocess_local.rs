@@ -71,14 +71,7 @@ async fn racing_processes_one_winner_per_round() {
         }
         assert_eq!(winners.len(), 1, "round {round}: exactly one process wins");
         let (metadata, location) = winners.pop().expect("one winner");
-        assert_eq!(
-            env.catalog
-                .load(&index)
-                .await
-                .expect("load")
-                .metadata_location,
-            location
-        );
+        assert_eq!(env.current(&index).await, location);
         (base, base_location) = (metadata, location);
     }
     assert_eq!(base.last_sequence_number(), 1 + ROUNDS as i64);

@@ -3,12 +3,9 @@
 //! about, newest journal winning ties; truncated chains count as re-incarnations).
 //! A failing test is a bug; it is kept as it is.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::gc::hooked_store::{
-    HookedStore, collect_in_background, process_over, resume_and_join,
-};
+use crate::support::gc::hooked_store::{LatePut, collect_in_background};
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::gc::{GcConfig, GcStatus};
@@ -22,24 +19,11 @@ use parqdb_catalog::gc::{GcConfig, GcStatus};
 // Then process 1's re-stamp lands (P0's clock, J's journal). H commits away from `o`;
 // `o` must stay 2 h.
 async fn stalled_restamp(seed: u64, backdate: bool, strict_reincarnation_about: bool) {
-    let env = Env::open(Backend::Memory, seed).await;
-    let config = test_config();
-    let store = Arc::new(
-        HookedStore::new(Arc::new(env.sim.clone())).backdating(backdate.then(|| env.clock.clone())),
-    );
-    let mut runs = 0u64;
-    let mut run = |env: &Env| {
-        runs += 1;
-        process_over(env, store.clone(), seed * 100 + runs, &config)
-    };
-    env.register("keep", &Layout::under("keep/1")).await;
-    let layout = Layout::under("again/1");
-    let (metadata, location) = env.new_index(&layout).await;
-    let md = env.relative(&location);
+    let mut stage = LatePut::stage(seed, backdate).await;
+    let (env, md) = (&stage.env, &stage.md);
     env.advance(HOUR);
-    let p0 = run(&env).collect(env.now()).await.expect("P0");
-    assert_eq!(p0.status, GcStatus::Completed, "{p0:?}");
-    let tracked = env.entry_of(&md).await;
+    stage.processes.completed_run(env, "P0").await;
+    let tracked = env.entry_of(md).await;
     assert!(
         tracked.iter().any(|f| f.contains("/o-")),
         "o tracked: {tracked:?}"
@@ -51,51 +35,41 @@ async fn stalled_restamp(seed: u64, backdate: bool, strict_reincarnation_about: 
         env.register("r", &Layout::under("r/2")).await;
     }
     env.advance(5 * MINUTE);
-    let key = format!("_gc/ledger/{md}/o-");
-    store.arm(move |k| k.contains(key.as_str()));
-    let process1 = collect_in_background(&env, run(&env));
-    let stalled = tokio::time::timeout(Duration::from_secs(5), store.paused())
+    stage.pause_at_the_clock_of_o();
+    let process1 = collect_in_background(env, stage.processes.next(env));
+    let stalled = tokio::time::timeout(Duration::from_secs(5), stage.store.paused())
         .await
         .is_ok();
     if !stalled {
         // No clock is written again for a standing one (the collector of issue 26 never
         // re-stamps): J runs through; the retention promise below must hold all the same.
-        store.disarm();
+        let env = &stage.env;
+        stage.store.disarm();
         let r = process1.await.expect("joined").expect("J");
         assert_eq!(r.status, GcStatus::Completed, "{r:?}");
         let _ = strict_reincarnation_about;
         env.advance(MINUTE);
-        let again = env.publish("again", &layout, &location).await;
+        let again = env.publish("again", &stage.layout, &stage.location).await;
         for _ in 0..2 {
             env.advance(MINUTE);
-            let r = run(&env).collect(env.now()).await.expect("gc run");
-            assert_eq!(r.status, GcStatus::Completed, "{r:?}");
+            stage.processes.completed_run(env, "gc run").await;
         }
-        env.lose_and_keep_through_retention(&again, &metadata, &location, &[md], async || {
-            let r = run(&env).collect(env.now()).await.expect("gc run");
-            assert_eq!(r.status, GcStatus::Completed, "{r:?}");
-        })
+        let o = [stage.md.clone()];
+        env.lose_and_keep_through_retention(
+            &again,
+            &stage.metadata,
+            &stage.location,
+            &o,
+            async || {
+                stage.processes.completed_run(env, "gc run").await;
+            },
+        )
         .await;
         return;
     }
-    env.advance(20 * MINUTE);
-    let again = env.publish("again", &layout, &location).await;
-    env.advance(MINUTE);
-    let j = run(&env).collect(env.now()).await.expect("J finished");
-    assert_eq!(j.status, GcStatus::Completed, "{j:?}");
-    env.advance(MINUTE);
-    let p = run(&env).collect(env.now()).await.expect("P");
-    assert_eq!(p.status, GcStatus::Completed, "{p:?}");
-    eprintln!("entry after P: {:?}", env.entry_of(&md).await);
-    env.advance(MINUTE);
-    resume_and_join(&store, process1).await;
-    eprintln!("entry after the late put: {:?}", env.entry_of(&md).await);
-
-    env.lose_and_keep_through_retention(&again, &metadata, &location, &[md], async || {
-        let r = run(&env).collect(env.now()).await.expect("gc run");
-        assert_eq!(r.status, GcStatus::Completed, "{r:?}");
-    })
-    .await;
+    let again = stage.publish_o_then_two_runs("J finished").await;
+    eprintln!("entry after P: {:?}", stage.env.entry_of(&stage.md).await);
+    stage.land_then_keep_o(&again, process1).await;
 }
 
 #[tokio::test]
@@ -128,8 +102,7 @@ async fn churn_between_restamps(seed: u64, dry_between: bool) {
     env.catalog.drop_index(&r).await.expect("dropped");
     env.register("r", &Layout::under("r/2")).await;
     env.advance(HOUR);
-    let r0 = env.collect(&config).await;
-    assert_eq!(r0.status, GcStatus::Completed);
+    env.collect_completed(&config).await;
     let x = env.id("x").await;
     let mut last_loss = env.now();
     for round in 0..6 {
@@ -154,14 +127,12 @@ async fn churn_between_restamps(seed: u64, dry_between: bool) {
             assert_eq!(d.status, GcStatus::DryRun, "{d:?}");
         }
         env.advance(5 * MINUTE);
-        let r = env.collect(&config).await;
-        assert_eq!(r.status, GcStatus::Completed, "{r:?}");
+        env.collect_completed(&config).await;
         assert!(env.exists(&o).await, "round {round}");
         eprintln!("round {round}: {:?}", env.entry_of(&o).await);
     }
     env.assert_kept_through_retention(last_loss, 10 * MINUTE, &[o], "", async || {
-        let r = env.collect(&config).await;
-        assert_eq!(r.status, GcStatus::Completed, "{r:?}");
+        env.collect_completed(&config).await;
     })
     .await;
 }

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, copy_dir, test_config};
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::SeededIds;
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
@@ -234,19 +234,6 @@ async fn class2_a_commit_retried_much_later_with_an_old_file_restarts_retention(
 // ---------------------------------------------------------------------------------------
 // 3. Catalog state going backwards.
 // ---------------------------------------------------------------------------------------
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).expect("dir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
-}
 
 #[tokio::test]
 async fn class3_restoring_a_pointer_store_backup_in_place_restarts_every_clock() {
@@ -581,16 +568,14 @@ async fn class6_a_lease_no_run_can_hold_is_refused_or_taken_over_and_abandon_bre
     // A run whose clock was years ahead (or an earlier version's unbounded lease) left it.
     let env = Env::open(Backend::Local, 2614).await;
     leave_lease(&env, env.now() + 3650 * DAY).await;
-    let report = env.collect(&config).await;
-    assert_eq!(report.status, GcStatus::Completed, "{report:?}");
+    env.collect_completed(&config).await;
 
     // A run killed before its plan left a lease for hours: `gc abandon` breaks it.
     let env = Env::open(Backend::Local, 2615).await;
     leave_lease(&env, env.now() + 5 * HOUR).await;
     assert_eq!(env.collect(&config).await.status, GcStatus::Skipped);
     env.gc(config.clone()).abandon().await.expect("abandon");
-    let report = env.collect(&config).await;
-    assert_eq!(report.status, GcStatus::Completed, "{report:?}");
+    env.collect_completed(&config).await;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -50,8 +50,7 @@ async fn retention_starts_at_loss_even_after_a_stale_planner_wakes_behind_a_fini
     env.advance(30 * MINUTE);
     let again = env.publish("again", &layout, &location).await;
     env.advance(MINUTE);
-    let fresh = env.collect(&config).await;
-    assert_eq!(fresh.status, GcStatus::Completed, "{fresh:?}");
+    let fresh = env.collect_completed(&config).await;
 
     // Process 1 wakes up and goes on (it may stop when it finds its lease taken).
     resume_and_join(&pausing, process1).await;
@@ -188,8 +187,7 @@ async fn a_late_step_of_a_finished_run_is_a_no_op_and_takes_no_lease() {
     let live = Layout::under("live/1");
     env.register("live", &live).await;
     env.advance(10 * MINUTE);
-    let finished = env.collect(&config).await;
-    assert_eq!(finished.status, GcStatus::Completed);
+    let finished = env.collect_completed(&config).await;
     let old = finished.run_id;
     env.advance(MINUTE);
     let gc = env.gc(config.clone());
@@ -485,12 +483,7 @@ async fn a_truncated_plan_neither_stops_collection_nor_shortens_retention() {
     let dropped_at = env.now();
     for round in 0..3 {
         env.advance(10 * MINUTE);
-        let stopped = env
-            .collect(&GcConfig {
-                budget: Some(Duration::ZERO),
-                ..config.clone()
-            })
-            .await;
+        let stopped = env.collect_without_budget(&config).await;
         let plans: Vec<String> = env
             .objects()
             .await
@@ -559,12 +552,7 @@ async fn a_dry_run_abandon_leaves_the_unfinished_run_alone() {
     let config = test_config();
     env.register("live", &Layout::under("live/1")).await;
     env.advance(10 * MINUTE);
-    let stopped = env
-        .collect(&GcConfig {
-            budget: Some(Duration::ZERO),
-            ..config.clone()
-        })
-        .await;
+    let stopped = env.collect_without_budget(&config).await;
     assert_eq!(stopped.status, GcStatus::InProgress);
     let before = env.objects().await;
     let dry = env.gc(GcConfig {
@@ -606,12 +594,7 @@ async fn a_run_copied_from_another_catalogs_warehouse_never_starts_clocks_here()
     here.advance(HOUR);
     there.advance(HOUR);
     // The other warehouse stops a run after its plan step.
-    let foreign = there
-        .collect(&GcConfig {
-            budget: Some(Duration::ZERO),
-            ..config.clone()
-        })
-        .await;
+    let foreign = there.collect_without_budget(&config).await;
     assert_eq!(foreign.status, GcStatus::InProgress);
     here.advance(5 * MINUTE);
     assert_eq!(here.collect(&config).await.status, GcStatus::Completed);

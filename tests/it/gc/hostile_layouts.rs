@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, set_mtime, test_config};
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, copy_dir, set_mtime, test_config};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
@@ -1748,19 +1748,6 @@ async fn intruder_deletes_nothing(
         .load(id)
         .await
         .unwrap_or_else(|err| panic!("{what}: the owner's index is not live: {err}"));
-}
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).expect("dir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
 }
 
 /// A copy of the pointer store (a backup restored elsewhere, a DynamoDB point-in-time

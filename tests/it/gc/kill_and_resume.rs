@@ -87,15 +87,7 @@ async fn runs_killed_anywhere_resume_and_never_delete_live_data() {
     while killed < kills {
         env.advance(rng.random_range(1..20) * MINUTE);
         let point = rng.random_range(0..span);
-        env.sim.kill_after(Some(point));
-        let collector = env.gc(config.clone());
-        let outcome = tokio::select! {
-            biased;
-            () = env.sim.killed() => None,
-            report = collector.collect(env.now()) => Some(report),
-        };
-        drop(collector);
-        env.sim.kill_after(None);
+        let outcome = env.collect_killed_after(&config, point).await;
         match outcome {
             None => {
                 killed += 1;
@@ -131,8 +123,7 @@ async fn runs_killed_anywhere_resume_and_never_delete_live_data() {
     while env.now() < until {
         env.advance(20 * MINUTE);
         env.sim.reset_listed();
-        let report = env.collect(&config).await;
-        assert_eq!(report.status, GcStatus::Completed);
+        env.collect_completed(&config).await;
         for (object, times) in env.sim.listed() {
             if managed(&object) {
                 assert!(
@@ -186,16 +177,7 @@ async fn a_killed_run_lists_each_object_at_most_twice() {
         for attempt in 0.. {
             assert!(attempt < 300, "the run does not progress between kills");
             let point = rng.random_range(1..400);
-            env.sim.kill_after(Some(point));
-            let collector = env.gc(config.clone());
-            let outcome = tokio::select! {
-                biased;
-                () = env.sim.killed() => None,
-                report = collector.collect(env.now()) => Some(report),
-            };
-            drop(collector);
-            env.sim.kill_after(None);
-            if let Some(report) = outcome {
+            if let Some(report) = env.collect_killed_after(&config, point).await {
                 match report.expect("run").status {
                     GcStatus::Completed => break,
                     // Killed right after taking the lease for a new run (see above).

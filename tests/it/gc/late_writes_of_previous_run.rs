@@ -44,8 +44,7 @@ async fn late_write_by_the_previous_runs_own_process(
     env.advance(HOUR);
     if warm_up {
         // A first run tracks the file; retention elapses (the next run condemns).
-        let r = env.collect(&config).await;
-        assert_eq!(r.status, GcStatus::Completed);
+        env.collect_completed(&config).await;
         env.advance(3 * HOUR);
     }
     let key = pause_key(&md);
@@ -60,8 +59,7 @@ async fn late_write_by_the_previous_runs_own_process(
     env.advance(MINUTE);
     match land {
         Land::AfterDone => {
-            let s = env.collect(&config).await;
-            assert_eq!(s.status, GcStatus::Completed, "{s:?}");
+            env.collect_completed(&config).await;
             resume_and_join(&hooked, process1).await;
         }
         Land::BeforeDone => {
@@ -216,8 +214,7 @@ async fn name_reuse(seed: u64, churn: bool) {
                 .await;
         }
         env.advance(30 * MINUTE);
-        let report = env.collect(&config).await;
-        assert_eq!(report.status, GcStatus::Completed);
+        env.collect_completed(&config).await;
     }
     eprintln!("entry: {:?}", env.entry_of(&old_md).await);
     assert!(

@@ -3,14 +3,9 @@
 //! clock; a clock file written before the previous run started counts as swept by it).
 //! A failing test is a bug; it is kept as it is.
 
-use std::sync::Arc;
-
-use crate::support::gc::hooked_store::{
-    HookedStore, collect_in_background, process_over, resume_and_join,
-};
+use crate::support::gc::hooked_store::{LatePut, collect_in_background};
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::catalog::IndexCatalog;
-use parqdb_catalog::gc::GcStatus;
 
 // 1. `Known::for_clock`'s "written before the previous run started" shortcut trusts the
 //    store's last-modified as the time the clock file became visible.
@@ -22,47 +17,18 @@ use parqdb_catalog::gc::GcStatus;
 // knew H, stamped (backdated) with the time the put began, before P started. H commits
 // away from `o`; `o` must stay 2 h.
 async fn stalled_clock_put(seed: u64, backdate: bool) {
-    let env = Env::open(Backend::Memory, seed).await;
-    let config = test_config();
-    let store = Arc::new(
-        HookedStore::new(Arc::new(env.sim.clone())).backdating(backdate.then(|| env.clock.clone())),
-    );
-    let mut runs = 0u64;
-    let mut run = |env: &Env| {
-        runs += 1;
-        process_over(env, store.clone(), seed * 100 + runs, &config)
-    };
-    env.register("keep", &Layout::under("keep/1")).await;
-    let layout = Layout::under("again/1");
-    let (metadata, location) = env.new_index(&layout).await;
-    let md = env.relative(&location);
-    let key = format!("_gc/ledger/{md}/o-");
-    store.arm(move |k| k.contains(key.as_str()));
-    env.advance(HOUR);
-    let process1 = collect_in_background(&env, run(&env));
-    store.paused().await;
+    let mut stage = LatePut::stage(seed, backdate).await;
+    stage.pause_at_the_clock_of_o();
+    stage.env.advance(HOUR);
+    let process1 = collect_in_background(&stage.env, stage.processes.next(&stage.env));
+    stage.store.paused().await;
 
-    env.advance(20 * MINUTE);
-    let again = env.publish("again", &layout, &location).await;
-    env.advance(MINUTE);
-    let s = run(&env).collect(env.now()).await.expect("S finished");
-    assert_eq!(s.status, GcStatus::Completed, "{s:?}");
-    env.advance(MINUTE);
-    let p = run(&env).collect(env.now()).await.expect("P");
-    assert_eq!(p.status, GcStatus::Completed, "{p:?}");
+    let again = stage.publish_o_then_two_runs("S finished").await;
     assert!(
-        env.entry_of(&md).await.is_empty(),
+        stage.env.entry_of(&stage.md).await.is_empty(),
         "P saw o reachable: no entry"
     );
-    env.advance(MINUTE);
-    resume_and_join(&store, process1).await;
-    eprintln!("entry after the late put: {:?}", env.entry_of(&md).await);
-
-    env.lose_and_keep_through_retention(&again, &metadata, &location, &[md], async || {
-        let r = run(&env).collect(env.now()).await.expect("gc run");
-        assert_eq!(r.status, GcStatus::Completed, "{r:?}");
-    })
-    .await;
+    stage.land_then_keep_o(&again, process1).await;
 }
 
 #[tokio::test]
@@ -109,8 +75,7 @@ async fn exemption(seed: u64, churn: Churn) {
     env.advance(HOUR);
     // P0 tracks o; P (the previous finished run of what follows) sees k, k2 live.
     for _ in 0..2 {
-        let r = env.collect(&config).await;
-        assert_eq!(r.status, GcStatus::Completed);
+        env.collect_completed(&config).await;
         env.advance(5 * MINUTE);
     }
     assert!(!env.entry_of(&o).await.is_empty(), "o is tracked");
@@ -181,8 +146,7 @@ async fn exemption(seed: u64, churn: Churn) {
     }
     let context = format!("; {churn:?}");
     env.assert_kept_through_retention(lost_at, 5 * MINUTE, &[o], &context, async || {
-        let r = env.collect(&config).await;
-        assert_eq!(r.status, GcStatus::Completed, "{r:?}");
+        env.collect_completed(&config).await;
     })
     .await;
 }

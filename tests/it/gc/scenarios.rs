@@ -710,8 +710,7 @@ async fn a_run_that_dies_mid_delete_is_resumed_safely() {
             "{backend:?}: {failed:?}"
         );
         env.sim.fail_deletes_after(None);
-        let report = env.collect(&config).await;
-        assert_eq!(report.status, GcStatus::Completed);
+        let report = env.collect_completed(&config).await;
         assert_eq!(report.run_id, failed.run.run_id, "{backend:?}: resumed");
         assert!(
             !report.warnings.iter().any(|w| w.contains("did not finish")),
@@ -877,8 +876,7 @@ async fn a_killed_run_is_resumed_by_the_next_call_without_restarting_clocks() {
         .current_run
         .expect("the killed run is unfinished");
     // The next call holds the same run's lease at once and finishes it.
-    let report = env.collect(&config).await;
-    assert_eq!(report.status, GcStatus::Completed);
+    let report = env.collect_completed(&config).await;
     assert_eq!(report.run_id, killed.run.run_id);
     assert!(
         !report.warnings.iter().any(|w| w.contains("did not finish")),

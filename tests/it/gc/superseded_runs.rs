@@ -46,13 +46,11 @@ async fn a_late_clock_write_behind_finished_runs_does_not_backdate_retention() {
     env.advance(20 * MINUTE);
     let again = env.publish("again", &layout, &location).await;
     env.advance(MINUTE);
-    let s = env.collect(&config).await;
-    assert_eq!(s.status, GcStatus::Completed, "{s:?}");
+    let s = env.collect_completed(&config).await;
     // A later run finishes, seeing the file reachable (its journal lists the
     // registration's incarnation).
     env.advance(MINUTE);
-    let x = env.collect(&config).await;
-    assert_eq!(x.status, GcStatus::Completed, "{x:?}");
+    let x = env.collect_completed(&config).await;
     eprintln!("S {} X {}", s.run_id, x.run_id);
 
     // Process 1's put lands now.

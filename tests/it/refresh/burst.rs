@@ -88,6 +88,11 @@ mod runner {
             .expect("route")
     }
 
+    /// A runner over `catalog` with [`routes`] and `builder`.
+    fn docs_runner<B: IndexBuilder>(catalog: &Catalog, builder: B) -> RefreshRunner<B> {
+        RefreshRunner::new(Publisher::for_catalog(catalog), routes(), builder)
+    }
+
     /// A write of `docs/part-<n>.parquet` that S3 finished at `time_ms`.
     fn change(n: u32, sequencer: &str, time_ms: i64) -> SourceChange {
         SourceChange::new("lake", format!("docs/part-{n}.parquet"), sequencer, time_ms)
@@ -98,11 +103,7 @@ mod runner {
     async fn an_older_state_delivered_late_is_already_published() {
         let clock = Arc::new(ManualClock::new(100_000));
         let catalog = catalog(&clock);
-        let runner = RefreshRunner::new(
-            Publisher::for_catalog(&catalog),
-            routes(),
-            PlaceholderBuilder,
-        );
+        let runner = docs_runner(&catalog, PlaceholderBuilder);
         let newer = runner
             .run(vec![change(2, "20", 50_000), change(1, "10", 40_000)])
             .await;
@@ -135,11 +136,7 @@ mod runner {
     async fn a_change_stamped_too_far_ahead_of_the_clock_is_delivered_again() {
         let clock = Arc::new(ManualClock::new(100_000));
         let catalog = catalog(&clock);
-        let runner = RefreshRunner::new(
-            Publisher::for_catalog(&catalog),
-            routes(),
-            PlaceholderBuilder,
-        );
+        let runner = docs_runner(&catalog, PlaceholderBuilder);
         // 2 s allowance: a change may be up to 2 s ahead (the build then waits up to 4 s);
         // 10 s ahead breaks the clock assumption.
         let report = runner
@@ -152,13 +149,9 @@ mod runner {
         ));
         assert_eq!((report.builds, report.commits), (0, 0));
         assert!(
-            RefreshRunner::new(
-                Publisher::for_catalog(&catalog),
-                routes(),
-                PlaceholderBuilder
-            )
-            .with_clock_skew(std::time::Duration::from_secs(3600))
-            .is_err()
+            docs_runner(&catalog, PlaceholderBuilder)
+                .with_clock_skew(std::time::Duration::from_secs(3600))
+                .is_err()
         );
     }
 
@@ -173,7 +166,7 @@ mod runner {
         }
         let clock = Arc::new(ManualClock::new(100_000));
         let catalog = catalog(&clock);
-        let runner = RefreshRunner::new(Publisher::for_catalog(&catalog), routes(), Failing);
+        let runner = docs_runner(&catalog, Failing);
         let other = SourceChange::new("lake", "elsewhere/x.parquet", "5", 0).expect("change");
         let report = runner
             .run(vec![change(1, "1", 0), other, change(2, "2", 0)])
@@ -195,11 +188,7 @@ mod runner {
         impl IndexBuilder for Overtaken {
             async fn build(&self, request: &BuildRequest<'_>) -> Result<SnapshotContents> {
                 self.1.set(40_000);
-                let newer = RefreshRunner::new(
-                    Publisher::for_catalog(&self.0),
-                    routes(),
-                    PlaceholderBuilder,
-                );
+                let newer = docs_runner(&self.0, PlaceholderBuilder);
                 let report = newer.run(vec![change(9, "90", 35_000)]).await;
                 assert_eq!(report.commits, 1, "{report:?}");
                 PlaceholderBuilder.build(request).await
@@ -207,18 +196,10 @@ mod runner {
         }
         let clock = Arc::new(ManualClock::new(10_000));
         let catalog = catalog(&clock);
-        let seed = RefreshRunner::new(
-            Publisher::for_catalog(&catalog),
-            routes(),
-            PlaceholderBuilder,
-        );
+        let seed = docs_runner(&catalog, PlaceholderBuilder);
         assert_eq!(seed.run(vec![change(1, "10", 1_000)]).await.commits, 1);
         clock.set(30_000);
-        let runner = RefreshRunner::new(
-            Publisher::for_catalog(&catalog),
-            routes(),
-            Overtaken(catalog.clone(), clock.clone()),
-        );
+        let runner = docs_runner(&catalog, Overtaken(catalog.clone(), clock.clone()));
         let report = runner.run(vec![change(5, "50", 20_000)]).await;
         assert_eq!((report.builds, report.commits), (1, 0), "{report:?}");
         assert!(matches!(

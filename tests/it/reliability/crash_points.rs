@@ -230,6 +230,15 @@ impl World {
         })
     }
 
+    /// The rename's source record is no longer `Moving` (`what`: the case, for the message).
+    async fn assert_source_settled(&self, what: &str) {
+        assert_ne!(
+            self.raw_state(&self.from).await,
+            Some(PointerState::Moving),
+            "{what}"
+        );
+    }
+
     /// Every metadata file in the warehouse.
     async fn metadata_files(&self) -> BTreeSet<String> {
         let warehouse = &self.env.warehouse;
@@ -325,6 +334,13 @@ async fn calls_of(flavor: Flavor, operation: Operation) -> usize {
         .expect("no crash")
         .expect("the operation succeeds without a crash");
     calls
+}
+
+/// [`crash_everywhere`] on each of `flavors` in turn.
+async fn crash_everywhere_on(flavors: &[Flavor], operation: Operation) {
+    for &flavor in flavors {
+        crash_everywhere(flavor, operation).await;
+    }
 }
 
 /// Crash `operation` after every possible number of store calls and check the world.
@@ -486,11 +502,7 @@ async fn check_rename(
                     .unwrap_or_else(|err| {
                         panic!("{what}: the source must survive a lost rename: {err}")
                     });
-                assert_ne!(
-                    world.raw_state(&world.from).await,
-                    Some(PointerState::Moving),
-                    "{what}"
-                );
+                world.assert_source_settled(what).await;
                 assert_eq!(
                     world.location(fresh, &world.to).await.as_deref(),
                     Some(rival.as_str()),
@@ -511,11 +523,7 @@ async fn check_rename(
                     Err(ErrorKind::IndexNotFound),
                     "{what}"
                 );
-                assert_ne!(
-                    world.raw_state(&world.from).await,
-                    Some(PointerState::Moving),
-                    "{what}"
-                );
+                world.assert_source_settled(what).await;
                 assert_eq!(
                     world.location(fresh, &world.to).await.as_deref(),
                     Some(m0),
@@ -530,23 +538,17 @@ async fn check_rename(
 
 #[tokio::test]
 async fn register_crash_points() {
-    for flavor in [Flavor::MemoryAtomic, Flavor::Local] {
-        crash_everywhere(flavor, Operation::Register).await;
-    }
+    crash_everywhere_on(&[Flavor::MemoryAtomic, Flavor::Local], Operation::Register).await;
 }
 
 #[tokio::test]
 async fn commit_crash_points() {
-    for flavor in [Flavor::MemoryAtomic, Flavor::Local] {
-        crash_everywhere(flavor, Operation::Commit).await;
-    }
+    crash_everywhere_on(&[Flavor::MemoryAtomic, Flavor::Local], Operation::Commit).await;
 }
 
 #[tokio::test]
 async fn drop_crash_points() {
-    for flavor in [Flavor::MemoryAtomic, Flavor::Local] {
-        crash_everywhere(flavor, Operation::Drop).await;
-    }
+    crash_everywhere_on(&[Flavor::MemoryAtomic, Flavor::Local], Operation::Drop).await;
 }
 
 #[tokio::test]
@@ -556,7 +558,5 @@ async fn atomic_rename_crash_points() {
 
 #[tokio::test]
 async fn step_wise_rename_crash_points() {
-    for flavor in [Flavor::MemoryStepWise, Flavor::Local] {
-        crash_everywhere(flavor, Operation::Rename).await;
-    }
+    crash_everywhere_on(&[Flavor::MemoryStepWise, Flavor::Local], Operation::Rename).await;
 }

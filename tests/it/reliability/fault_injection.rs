@@ -276,6 +276,31 @@ async fn memory_env() -> (Arc<dyn PointerStore>, TestEnv) {
     (raw, env)
 }
 
+/// `raw` without transactions (renames go step by step), injecting no fault of its own.
+fn step_wise(raw: &Arc<dyn PointerStore>) -> Arc<FaultyStore> {
+    Arc::new(FaultyStore::new(
+        raw.clone(),
+        FaultConfig::none(1).hiding_transact(),
+    ))
+}
+
+/// [`memory_env`] with an index `name` registered (its identifier and location) and the
+/// identifier `to` beside it, for a rename.
+async fn rename_env(
+    name: &str,
+) -> (
+    Arc<dyn PointerStore>,
+    TestEnv,
+    IndexIdentifier,
+    String,
+    IndexIdentifier,
+) {
+    let (raw, env) = memory_env().await;
+    let (from, _, location) = env.registered(name).await;
+    let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
+    (raw, env, from, location, to)
+}
+
 /// Rewrite `id`'s record as a concurrent rename that rolled back leaves it: live, same
 /// location, a new commit id.
 async fn rewrite_in_place(store: Arc<dyn PointerStore>, id: IndexIdentifier) {
@@ -322,10 +347,7 @@ async fn commit_survives_a_rewrite_that_keeps_its_base() {
         .await
         .expect("the base is still current: the commit lands");
     assert!(!done.already_applied);
-    assert_eq!(
-        env.catalog.load(&id).await.expect("load").metadata_location,
-        new
-    );
+    assert_eq!(env.current(&id).await, new);
 }
 
 /// A commit whose put landed but whose response said `Precondition` (an SDK retry after
@@ -345,10 +367,7 @@ async fn commit_put_that_lands_and_reports_a_conflict_is_acknowledged() {
             .expect("resolved by read-back");
         assert!(!done.already_applied, "{fault:?}");
         assert_eq!(faulty.applied_writes().len(), 1, "{fault:?}: applied once");
-        assert_eq!(
-            env.catalog.load(&id).await.expect("load").metadata_location,
-            new
-        );
+        assert_eq!(env.current(&id).await, new);
     }
 }
 
@@ -402,13 +421,8 @@ async fn unresolvable_outcome_is_commit_state_unknown() {
 /// must be `COMMIT_STATE_UNKNOWN`, not a definite failure.
 #[tokio::test]
 async fn step_wise_rename_that_cannot_settle_is_commit_state_unknown() {
-    let (raw, env) = memory_env().await;
-    let (from, _, location) = env.registered("moving").await;
-    let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
-    let faulty = Arc::new(FaultyStore::new(
-        raw.clone(),
-        FaultConfig::none(1).hiding_transact(),
-    ));
+    let (raw, env, from, location, to) = rename_env("moving").await;
+    let faulty = step_wise(&raw);
     let (catalog, at) = claimed_over(&faulty, &env.warehouse).await;
     // Calls: 0 read source, 1 namespace, 2 read destination, 3 step 1; then fail reads.
     for call in 4..40 {
@@ -432,9 +446,7 @@ async fn step_wise_rename_that_cannot_settle_is_commit_state_unknown() {
 #[tokio::test]
 async fn landed_rename_is_acknowledged_even_if_the_read_after_it_fails() {
     for hide_transact in [false, true] {
-        let (raw, env) = memory_env().await;
-        let (from, _, location) = env.registered("landed").await;
-        let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
+        let (raw, env, from, location, to) = rename_env("landed").await;
         let config = if hide_transact {
             FaultConfig::none(1).hiding_transact()
         } else {
@@ -472,9 +484,7 @@ async fn landed_rename_is_acknowledged_even_if_the_read_after_it_fails() {
 #[tokio::test]
 async fn atomic_rename_that_cannot_be_read_back_is_commit_state_unknown() {
     for fault in [Fault::ApplyThenAmbiguous, Fault::ApplyThenConflict] {
-        let (raw, env) = memory_env().await;
-        let (from, _, location) = env.registered("atomic").await;
-        let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
+        let (raw, env, from, location, to) = rename_env("atomic").await;
         let faulty = Arc::new(FaultyStore::new(raw.clone(), FaultConfig::none(1)));
         let (catalog, at) = claimed_over(&faulty, &env.warehouse).await;
         // 0 source, 1 namespace, 2 destination, 3 the transaction; then reads fail.
@@ -508,9 +518,7 @@ async fn atomic_rename_that_cannot_be_read_back_is_commit_state_unknown() {
 /// at the time of the second read the answer is `INDEX_NOT_FOUND`.
 #[tokio::test]
 async fn rename_reports_already_exists_only_if_both_existed_at_once() {
-    let (raw, env) = memory_env().await;
-    let (from, _, _) = env.registered("coexist").await;
-    let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
+    let (raw, env, from, _, to) = rename_env("coexist").await;
     let warehouse = env.warehouse.clone();
     let hooked = Arc::new(Hooked::new(
         raw.clone(),
@@ -573,14 +581,7 @@ async fn rename_onto_itself_is_already_exists_even_if_dropped_meanwhile() {
     for atomic in [true, false] {
         let (raw, env) = memory_env().await;
         let (from, _, _) = env.registered("itself").await;
-        let inner: Arc<dyn PointerStore> = if atomic {
-            raw.clone()
-        } else {
-            Arc::new(FaultyStore::new(
-                raw.clone(),
-                FaultConfig::none(1).hiding_transact(),
-            ))
-        };
+        let inner: Arc<dyn PointerStore> = if atomic { raw.clone() } else { step_wise(&raw) };
         let hooked: Arc<dyn PointerStore> = Arc::new(Hooked::new(
             inner,
             DropAfterFirstRead {
@@ -618,15 +619,10 @@ async fn stale_renamer_cannot_complete_a_rolled_back_rename() {
 }
 
 async fn stale_renamer(at: usize) {
-    let (raw, env) = memory_env().await;
-    let (from, _, location) = env.registered("stale").await;
-    let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
+    let (raw, env, from, location, to) = rename_env("stale").await;
     let warehouse = env.warehouse.clone();
     let rival_metadata = env.new_index().await.1;
-    let hidden = Arc::new(FaultyStore::new(
-        raw.clone(),
-        FaultConfig::none(1).hiding_transact(),
-    ));
+    let hidden = step_wise(&raw);
     let hooked = Arc::new(Hooked::new(
         hidden.clone(),
         Interfere {
@@ -694,13 +690,8 @@ async fn stale_renamer(at: usize) {
 /// had moved the index.
 #[tokio::test]
 async fn renamer_outlived_by_its_destination_history_still_reports_success() {
-    let (raw, env) = memory_env().await;
-    let (from, _, location) = env.registered("forgotten").await;
-    let to = IndexIdentifier::new(from.namespace().clone(), "to").expect("valid");
-    let hidden = Arc::new(FaultyStore::new(
-        raw.clone(),
-        FaultConfig::none(1).hiding_transact(),
-    ));
+    let (raw, env, from, location, to) = rename_env("forgotten").await;
+    let hidden = step_wise(&raw);
     let hooked = Arc::new(Hooked::new(
         hidden.clone(),
         Interfere {
@@ -872,14 +863,7 @@ async fn operations_that_keep_losing_give_up_with_concurrent_modification() {
         assert!(err.is_retryable(), "{what}");
     }
     // Nothing was applied.
-    assert_eq!(
-        env.catalog
-            .load(&index)
-            .await
-            .expect("load")
-            .metadata_location,
-        base_location
-    );
+    assert_eq!(env.current(&index).await, base_location);
     assert!(env.catalog.namespace_exists(&child).await.expect("exists"));
     assert_eq!(
         env.catalog.load(&to).await.map_err(|e| e.kind()).err(),

@@ -61,8 +61,7 @@ async fn throttled_invocations_are_retried_and_never_run_twice() {
     let (_, next) = env.successor(&base, 2).await;
     host.inject(Operation::Commit, &[Fault::Throttle]);
     let result = env
-        .catalog
-        .commit(&index, Some(&source(2)), &location, &next)
+        .commit(&index, 2, &location, &next)
         .await
         .expect("committed after a throttle");
     assert!(!result.already_applied);
@@ -106,8 +105,7 @@ async fn a_commit_that_ran_but_lost_its_answer_is_applied() {
     let (second, second_location) = env.successor(&base, 2).await;
     host.inject(Operation::Commit, &[Fault::CrashAfterRun]);
     let result = env
-        .catalog
-        .commit(&index, Some(&source(2)), &location, &second_location)
+        .commit(&index, 2, &location, &second_location)
         .await
         .expect("resolved by reading back");
     assert!(result.already_applied);
@@ -117,19 +115,11 @@ async fn a_commit_that_ran_but_lost_its_answer_is_applied() {
     let (_, third_location) = env.successor(&second, 3).await;
     host.inject(Operation::Commit, &[Fault::HangAfterRun]);
     let result = env
-        .catalog
-        .commit(&index, Some(&source(3)), &second_location, &third_location)
+        .commit(&index, 3, &second_location, &third_location)
         .await
         .expect("resolved by reading back");
     assert!(result.already_applied);
-    assert_eq!(
-        env.catalog
-            .load(&index)
-            .await
-            .expect("load")
-            .metadata_location,
-        third_location
-    );
+    assert_eq!(env.current(&index).await, third_location);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,8 +131,7 @@ async fn a_commit_that_may_not_have_run_is_unknown_not_failed() {
         let runs = host.runs(Operation::Commit);
         host.inject(Operation::Commit, &[fault]);
         let err = env
-            .catalog
-            .commit(&index, Some(&source(2)), &location, &next)
+            .commit(&index, 2, &location, &next)
             .await
             .expect_err("outcome unknown");
         assert_eq!(
@@ -153,19 +142,11 @@ async fn a_commit_that_may_not_have_run_is_unknown_not_failed() {
         assert!(err.message().contains("reload"), "{err}");
         // Never re-sent: the function did not run, and the pointer did not move.
         assert_eq!(host.runs(Operation::Commit), runs);
-        assert_eq!(
-            env.catalog
-                .load(&index)
-                .await
-                .expect("load")
-                .metadata_location,
-            location
-        );
+        assert_eq!(env.current(&index).await, location);
     }
     // Reloading and retrying then succeeds.
     let result = env
-        .catalog
-        .commit(&index, Some(&source(2)), &location, &next)
+        .commit(&index, 2, &location, &next)
         .await
         .expect("committed");
     assert!(!result.already_applied);
@@ -182,8 +163,7 @@ async fn a_function_that_answers_commit_state_unknown_is_resolved_by_reading_bac
 
     host.inject(Operation::Commit, &[Fault::UnknownBeforeRun]);
     let err = env
-        .catalog
-        .commit(&index, Some(&source(2)), &location, &next)
+        .commit(&index, 2, &location, &next)
         .await
         .expect_err("not applied, so still unknown");
     assert_eq!(err.kind(), ErrorKind::CommitStateUnknown, "{err}");
@@ -191,8 +171,7 @@ async fn a_function_that_answers_commit_state_unknown_is_resolved_by_reading_bac
 
     host.inject(Operation::Commit, &[Fault::UnknownAfterRun]);
     let result = env
-        .catalog
-        .commit(&index, Some(&source(2)), &location, &next)
+        .commit(&index, 2, &location, &next)
         .await
         .expect("resolved by reading back");
     assert!(result.already_applied);
@@ -277,8 +256,7 @@ async fn typed_errors_keep_their_kind_and_message() {
     let (_, next) = env.successor(&base, 2).await;
     let (_, other) = env.successor(&base, 3).await;
     let err = env
-        .catalog
-        .commit(&index, Some(&source(3)), &next, &other)
+        .commit(&index, 3, &next, &other)
         .await
         .expect_err("stale base");
     assert_eq!(err.kind(), ErrorKind::CommitConflict);

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use crate::support::services;
+use crate::support::store_suite::assert_unavailable;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 use bytes::Bytes;
@@ -211,16 +212,7 @@ async fn a_transaction_with_a_failed_condition_applies_nothing() {
             tx(&c, b"2", PutMode::Create),
         ])
         .await;
-    assert!(
-        matches!(
-            twice,
-            Err(StoreError::Unavailable {
-                retryable: false,
-                ..
-            })
-        ),
-        "{twice:?}"
-    );
+    assert_unavailable(&twice, false);
     assert!(
         store
             .transact(Vec::new())
@@ -446,29 +438,11 @@ async fn create_table_is_idempotent_and_checks_the_schema() {
 async fn a_missing_table_is_a_non_retryable_failure() {
     let store = DynamoStore::new(client(), table_name());
     let read = store.get(&key("m/=k")).await;
-    assert!(
-        matches!(
-            read,
-            Err(StoreError::Unavailable {
-                retryable: false,
-                ..
-            })
-        ),
-        "{read:?}"
-    );
+    assert_unavailable(&read, false);
     let write = store
         .put(&key("m/=k"), Bytes::from_static(b"x"), PutMode::Create)
         .await;
-    assert!(
-        matches!(
-            write,
-            Err(StoreError::Unavailable {
-                retryable: false,
-                ..
-            })
-        ),
-        "{write:?}"
-    );
+    assert_unavailable(&write, false);
     let message = write.expect_err("failed").to_string();
     assert!(message.contains(store.table()), "{message}");
 }
@@ -488,40 +462,13 @@ async fn a_refused_connection_did_not_apply() {
     let write = store
         .put(&key("r/=k"), Bytes::from_static(b"x"), PutMode::Create)
         .await;
-    assert!(
-        matches!(
-            write,
-            Err(StoreError::Unavailable {
-                retryable: true,
-                ..
-            })
-        ),
-        "{write:?}"
-    );
+    assert_unavailable(&write, true);
     let read = store.get(&key("r/=k")).await;
-    assert!(
-        matches!(
-            read,
-            Err(StoreError::Unavailable {
-                retryable: true,
-                ..
-            })
-        ),
-        "{read:?}"
-    );
+    assert_unavailable(&read, true);
     let transaction = store
         .transact(vec![tx(&key("r/=k"), b"x", PutMode::Create)])
         .await;
-    assert!(
-        matches!(
-            transaction,
-            Err(StoreError::Unavailable {
-                retryable: true,
-                ..
-            })
-        ),
-        "{transaction:?}"
-    );
+    assert_unavailable(&transaction, true);
 }
 
 #[tokio::test]
@@ -613,26 +560,6 @@ const CANCELLED_BY_CONFLICT: &str = r#"{"__type":"com.amazonaws.dynamodb.v201208
 const CANCELLED_BY_CONDITION: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionCanceledException","Message":"fake","CancellationReasons":[{"Code":"ConditionalCheckFailed","Message":"fake"},{"Code":"TransactionConflict","Message":"fake"}]}"#;
 const IN_PROGRESS: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionInProgressException","message":"fake"}"#;
 
-fn is_retryable_unavailable(result: &Result<impl std::fmt::Debug, StoreError>) -> bool {
-    matches!(
-        result,
-        Err(StoreError::Unavailable {
-            retryable: true,
-            ..
-        })
-    )
-}
-
-fn is_fatal(result: &Result<impl std::fmt::Debug, StoreError>) -> bool {
-    matches!(
-        result,
-        Err(StoreError::Unavailable {
-            retryable: false,
-            ..
-        })
-    )
-}
-
 async fn fake_store(reply: Reply) -> (DynamoStore, Arc<std::sync::atomic::AtomicUsize>) {
     let (endpoint, requests) = fake_dynamodb(reply).await;
     // The SDK's standard retries (3 attempts), with short pauses to keep the test quick.
@@ -677,7 +604,7 @@ async fn a_server_error_on_a_write_is_ambiguous_and_not_retried() {
     // Reads and transactions (idempotent through their request token) keep SDK retries.
     assert_eq!(sent(&requests), 3);
     let read = store.get(&k).await;
-    assert!(is_retryable_unavailable(&read), "{read:?}");
+    assert_unavailable(&read, true);
     assert_eq!(sent(&requests), 3);
 }
 
@@ -695,7 +622,7 @@ async fn a_closed_connection_or_a_timeout_on_a_write_is_ambiguous() {
         "{transaction:?}"
     );
     let read = store.get(&k).await;
-    assert!(is_retryable_unavailable(&read), "{read:?}");
+    assert_unavailable(&read, true);
 
     let (endpoint, _) = fake_dynamodb(Reply::Hang).await;
     let config = client_for(&endpoint)
@@ -714,7 +641,7 @@ async fn a_closed_connection_or_a_timeout_on_a_write_is_ambiguous() {
         .await;
     assert!(matches!(write, Err(StoreError::Ambiguous(_))), "{write:?}");
     let read = store.get(&k).await;
-    assert!(is_retryable_unavailable(&read), "{read:?}");
+    assert_unavailable(&read, true);
 }
 
 #[tokio::test]
@@ -725,13 +652,13 @@ async fn throttling_did_not_apply_and_is_retryable() {
         let write = store
             .put(&k, Bytes::from_static(b"x"), PutMode::Create)
             .await;
-        assert!(is_retryable_unavailable(&write), "{write:?}");
+        assert_unavailable(&write, true);
         assert_eq!(sent(&requests), 1);
         let read = store.get(&k).await;
-        assert!(is_retryable_unavailable(&read), "{read:?}");
+        assert_unavailable(&read, true);
         assert_eq!(sent(&requests), 3);
         let transaction = store.transact(one_write()).await;
-        assert!(is_retryable_unavailable(&transaction), "{transaction:?}");
+        assert_unavailable(&transaction, true);
         assert_eq!(sent(&requests), 3);
     }
 }
@@ -767,7 +694,7 @@ async fn condition_failures_and_cancellations_map_to_their_outcomes() {
     };
     let (store, _) = fake_store(Reply::With(400, CANCELLED_BY_CONFLICT)).await;
     let conflict = store.transact(two()).await;
-    assert!(is_retryable_unavailable(&conflict), "{conflict:?}");
+    assert_unavailable(&conflict, true);
     let (store, _) = fake_store(Reply::With(400, CANCELLED_BY_CONDITION)).await;
     let condition = store.transact(two()).await;
     assert!(
@@ -789,9 +716,9 @@ async fn a_rejected_request_is_not_retryable() {
     let write = store
         .put(&k, Bytes::from_static(b"x"), PutMode::Create)
         .await;
-    assert!(is_fatal(&write), "{write:?}");
+    assert_unavailable(&write, false);
     let read = store.get(&k).await;
-    assert!(is_fatal(&read), "{read:?}");
+    assert_unavailable(&read, false);
     let list = store.list(&key("f/="), None, 10).await;
-    assert!(is_fatal(&list), "{list:?}");
+    assert_unavailable(&list, false);
 }

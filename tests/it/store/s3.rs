@@ -16,6 +16,7 @@ use parqdb_catalog::store::{PointerStore, PutMode, StoreError, StoreKey};
 use parqdb_catalog::{ErrorKind, RandomIds};
 
 use crate::support::services::{new_bucket_named as new_bucket, s3_options as options};
+use crate::support::store_suite::assert_unavailable;
 
 fn store_in(bucket: &str, prefix: &str) -> S3Store {
     S3Store::from_uri(&format!("s3://{bucket}/{prefix}"), &options()).expect("S3 store")
@@ -200,16 +201,7 @@ async fn a_missing_bucket_is_a_fatal_error_and_fails_the_probe() {
     let write = store
         .put(&key("i/=x"), Bytes::from_static(b"v"), PutMode::Create)
         .await;
-    assert!(
-        matches!(
-            write,
-            Err(StoreError::Unavailable {
-                retryable: false,
-                ..
-            })
-        ),
-        "{write:?}"
-    );
+    assert_unavailable(&write, false);
     let err = probe(&store, &RandomIds)
         .await
         .expect_err("probe cannot write");

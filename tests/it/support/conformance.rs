@@ -728,14 +728,7 @@ pub async fn racing_commits_one_winner(env: TestEnv, writers: usize) {
         1,
         "exactly one of {writers} racing commits wins"
     );
-    assert_eq!(
-        env.catalog
-            .load(&index)
-            .await
-            .expect("load")
-            .metadata_location,
-        winners[0]
-    );
+    assert_eq!(env.current(&index).await, winners[0]);
 }
 
 /// `writers` tasks each publish `per_writer` successors with reload-and-retry. A commit
@@ -799,15 +792,7 @@ pub async fn contended_chain_loses_nothing(env: TestEnv, writers: usize, per_wri
         }
         unknown.extend(maybe);
     }
-    let last = env
-        .read(
-            &env.catalog
-                .load(&index)
-                .await
-                .expect("load")
-                .metadata_location,
-        )
-        .await;
+    let last = env.read(&env.current(&index).await).await;
     let final_sequence = last.last_sequence_number();
     // Each sequence number is allocated by exactly one landed commit (the chain is
     // contiguous); a gap is a commit whose outcome its writer could not know.
@@ -839,15 +824,6 @@ async fn edited(env: &TestEnv, metadata: &IndexMetadata, edit: impl FnOnce(&mut 
         .await
 }
 
-/// The current location of `index`.
-async fn current(env: &TestEnv, index: &IndexIdentifier) -> String {
-    env.catalog
-        .load(index)
-        .await
-        .expect("load")
-        .metadata_location
-}
-
 /// Issue 17, item 1: a commit publishes a successor, and only a successor — the base with
 /// non-current snapshots (and their log entries) removed, then at most one snapshot
 /// published by the six steps; nothing else but `last-updated-ms` and `properties`.
@@ -862,7 +838,7 @@ pub async fn commit_publishes_only_successors(env: TestEnv) {
         let index = index.clone();
         async move {
             let result = catalog
-                .commit(&index, None, &current(env_ref, &index).await, &location)
+                .commit(&index, None, &env_ref.current(&index).await, &location)
                 .await;
             assert_eq!(
                 result.as_ref().map_err(|err| err.kind()).err(),
@@ -911,7 +887,7 @@ pub async fn commit_publishes_only_successors(env: TestEnv) {
         edited(&env, &base, |v| v["properties"] = json!({"owner": "me"})).await,
     )
     .await;
-    assert_eq!(current(&env, &index).await, base_location, "nothing landed");
+    assert_eq!(env.current(&index).await, base_location, "nothing landed");
 
     // A real successor lands; then from the two-snapshot state.
     let next_location = env.write(&next).await;
@@ -957,7 +933,7 @@ pub async fn commit_publishes_only_successors(env: TestEnv) {
         .await,
     )
     .await;
-    assert_eq!(current(&env, &index).await, next_location, "nothing landed");
+    assert_eq!(env.current(&index).await, next_location, "nothing landed");
     let _ = two_ahead;
 
     // Expiry alone, and expiry then publication in one commit, are successors.
@@ -1018,7 +994,7 @@ pub async fn publish_and_expire_the_old_current_in_one_commit(env: TestEnv) {
         .commit(&index, None, &newest_location, &kept_location)
         .await
         .expect("again");
-    let loaded = env.read(&current(&env, &index).await).await;
+    let loaded = env.read(&env.current(&index).await).await;
     assert_eq!(loaded, kept);
     assert_eq!(
         loaded.last_sequence_number(),
@@ -1063,7 +1039,7 @@ pub async fn publish_and_expire_the_old_current_in_one_commit(env: TestEnv) {
         ),
         ErrorKind::InvalidIndexMetadata
     );
-    assert_eq!(current(&env, &index).await, fifth_location);
+    assert_eq!(env.current(&index).await, fifth_location);
 }
 
 /// The `ivf` family as an earlier version had it: its centroids metadata could lie
@@ -1183,7 +1159,7 @@ pub async fn a_base_written_under_earlier_rules_takes_a_successor(env: TestEnv) 
             .await
             .unwrap_or_else(|err| panic!("round {round}: {err}"));
         assert_eq!(committed.pointer.metadata_location, new_location);
-        assert_eq!(current(&env, &index).await, new_location);
+        assert_eq!(env.current(&index).await, new_location);
     }
 }
 
@@ -1272,7 +1248,7 @@ pub async fn malformed_source_bindings_follow_the_order_of_checks(env: TestEnv) 
     assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
     assert!(err.message().contains("not a table-definition"), "{err}");
     assert_eq!(
-        current(&env, &existing).await,
+        env.current(&existing).await,
         base_location,
         "nothing landed"
     );
@@ -1385,7 +1361,7 @@ pub async fn commit_replay_requires_the_same_request(env: TestEnv) {
         ErrorKind::CommitConflict,
         "renamed pointer"
     );
-    assert_eq!(current(&env, &moved).await, later_location);
+    assert_eq!(env.current(&moved).await, later_location);
 }
 
 /// Issue 17, item 3: one order of checks — the catalog's state before the request's
@@ -1525,7 +1501,7 @@ pub async fn metadata_locations_are_uris(env: TestEnv) {
             .await
             .unwrap_or_else(|err| panic!("`{spelling}`: {err}"));
         assert_eq!(registered.metadata_location, canonical, "`{spelling}`");
-        assert_eq!(current(&env, &index).await, canonical, "`{spelling}`");
+        assert_eq!(env.current(&index).await, canonical, "`{spelling}`");
     }
     // A commit based on another spelling, and its replay in yet another.
     let index = id(&namespace, "spelling-1");

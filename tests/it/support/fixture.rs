@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use parqdb_catalog::catalog::{Catalog, IndexCatalog};
+use parqdb_catalog::catalog::{Catalog, CommitResult, IndexCatalog};
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::metadata::{IndexMetadata, SnapshotContents};
 use parqdb_catalog::store::{
@@ -110,6 +110,29 @@ impl TestEnv {
             .expect("valid successor");
         let location = self.write(&metadata).await;
         (metadata, location)
+    }
+
+    /// Commit `index` from `base` to `next`, a successor built from `source_version`
+    /// ([`TestEnv::successor`]): the catalog's answer.
+    pub async fn commit(
+        &self,
+        index: &IndexIdentifier,
+        source_version: u32,
+        base: &str,
+        next: &str,
+    ) -> parqdb_catalog::Result<CommitResult> {
+        self.catalog
+            .commit(index, Some(&source(source_version)), base, next)
+            .await
+    }
+
+    /// The metadata location `index`'s pointer holds now.
+    pub async fn current(&self, index: &IndexIdentifier) -> String {
+        self.catalog
+            .load(index)
+            .await
+            .expect("load")
+            .metadata_location
     }
 
     /// Read a metadata file back.

@@ -15,6 +15,15 @@ fn key(text: &str) -> StoreKey {
     StoreKey::new(text).expect("valid key")
 }
 
+/// `result` is [`StoreError::Unavailable`], retryable or not as `retryable` says.
+#[track_caller]
+pub fn assert_unavailable<T: std::fmt::Debug>(result: &Result<T, StoreError>, retryable: bool) {
+    assert!(
+        matches!(result, Err(StoreError::Unavailable { retryable: r, .. }) if *r == retryable),
+        "expected an unavailable store (retryable: {retryable}): {result:?}"
+    );
+}
+
 /// Create-if-absent and replace-if-version return the documented outcomes.
 pub async fn conditional_puts(store: &dyn PointerStore) {
     let k = key("t/=cond");

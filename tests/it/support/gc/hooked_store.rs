@@ -19,12 +19,13 @@ use object_store::{
     PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
 };
 use parqdb_catalog::catalog::Catalog;
-use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcReport};
+use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcReport, GcStatus};
+use parqdb_catalog::metadata::IndexMetadata;
 use parqdb_catalog::warehouse::Warehouse;
-use parqdb_catalog::{Clock, ManualClock, SeededIds};
+use parqdb_catalog::{Clock, IndexIdentifier, ManualClock, SeededIds};
 use tokio::task::JoinHandle;
 
-use super::Env;
+use super::{Backend, Env, Layout, MINUTE, test_config};
 
 type Pred = Box<dyn Fn(&str) -> bool + Send + Sync>;
 type Stamps = Arc<Mutex<HashMap<Path, i64>>>;
@@ -252,6 +253,58 @@ pub fn process_over(
     GarbageCollector::new(catalog, config.clone()).expect("valid config")
 }
 
+/// Collector processes over an [`Env`] whose warehouse requests all go through one
+/// [`HookedStore`]: each [`Processes::next`] is a new process with ids of its own.
+pub struct Processes {
+    store: Arc<HookedStore>,
+    config: GcConfig,
+    seed: u64,
+    started: u64,
+}
+
+impl Processes {
+    /// Processes with `config` over `env`'s simulated store (its paused put stamped with
+    /// the time it began if `backdate`); their ids are seeded from `seed`.
+    pub fn new(env: &Env, backdate: bool, seed: u64, config: &GcConfig) -> Processes {
+        let store = HookedStore::new(Arc::new(env.sim.clone()))
+            .backdating(backdate.then(|| env.clock.clone()));
+        Processes {
+            store: Arc::new(store),
+            config: config.clone(),
+            seed,
+            started: 0,
+        }
+    }
+
+    /// The store every process writes through.
+    pub fn store(&self) -> &Arc<HookedStore> {
+        &self.store
+    }
+
+    /// A new process.
+    pub fn next(&mut self, env: &Env) -> GarbageCollector {
+        self.started += 1;
+        process_over(
+            env,
+            self.store.clone(),
+            self.seed * 100 + self.started,
+            &self.config,
+        )
+    }
+
+    /// A collection by a new process at `env`'s current time, which must complete
+    /// (`what`: the run, for the failure message).
+    pub async fn completed_run(&mut self, env: &Env, what: &str) -> GcReport {
+        let report = self
+            .next(env)
+            .collect(env.now())
+            .await
+            .unwrap_or_else(|err| panic!("{what}: {err}"));
+        assert_eq!(report.status, GcStatus::Completed, "{what}: {report:?}");
+        report
+    }
+}
+
 /// A collection by `gc` at `env`'s current time, in a task of its own: a process.
 pub fn collect_in_background(
     env: &Env,
@@ -273,4 +326,93 @@ pub async fn resume_and_join(
         "process 1: {:?}",
         woke.as_ref().map(|r| (r.run_id, r.status))
     );
+}
+
+/// The red teams' stage for a clock put of a second process that stalls and lands late:
+/// on the memory backend, an index `keep` registered, and the metadata `o` of an index
+/// at `again/1` written but not registered; collector processes over one hooked store.
+pub struct LatePut {
+    pub env: Env,
+    pub config: GcConfig,
+    pub processes: Processes,
+    pub store: Arc<HookedStore>,
+    /// The tables of `o`'s index.
+    pub layout: Layout,
+    /// `o` and its location.
+    pub metadata: IndexMetadata,
+    pub location: String,
+    /// `o`, warehouse-relative.
+    pub md: String,
+}
+
+impl LatePut {
+    /// The stage at the time `o` was written (see [`Processes::new`] for `backdate`).
+    pub async fn stage(seed: u64, backdate: bool) -> LatePut {
+        let env = Env::open(Backend::Memory, seed).await;
+        let config = test_config();
+        let processes = Processes::new(&env, backdate, seed, &config);
+        let store = processes.store().clone();
+        env.register("keep", &Layout::under("keep/1")).await;
+        let layout = Layout::under("again/1");
+        let (metadata, location) = env.new_index(&layout).await;
+        let md = env.relative(&location);
+        LatePut {
+            env,
+            config,
+            processes,
+            store,
+            layout,
+            metadata,
+            location,
+            md,
+        }
+    }
+
+    /// Pause the next process at its put of `o`'s ledger clock file.
+    pub fn pause_at_the_clock_of_o(&self) {
+        let key = format!("_gc/ledger/{}/o-", self.md);
+        self.store.arm(move |k| k.contains(key.as_str()));
+    }
+
+    /// While a process is paused: 20 minutes on `o` is registered as `again` (incarnation
+    /// H); a minute later a run (`first`, the paused process's own, which its lease lost)
+    /// completes, and a minute after that run P. H's identifier.
+    pub async fn publish_o_then_two_runs(&mut self, first: &str) -> IndexIdentifier {
+        let env = &self.env;
+        env.advance(20 * MINUTE);
+        let again = env.publish("again", &self.layout, &self.location).await;
+        env.advance(MINUTE);
+        self.processes.completed_run(env, first).await;
+        env.advance(MINUTE);
+        self.processes.completed_run(env, "P").await;
+        again
+    }
+
+    /// A minute on, the paused put of `process` lands; then H (`again`) commits away from
+    /// `o`, which must outlive the retention window
+    /// ([`Env::lose_and_keep_through_retention`]).
+    pub async fn land_then_keep_o(
+        &mut self,
+        again: &IndexIdentifier,
+        process: JoinHandle<parqdb_catalog::Result<GcReport>>,
+    ) {
+        let env = &self.env;
+        env.advance(MINUTE);
+        resume_and_join(&self.store, process).await;
+        eprintln!(
+            "entry after the late put: {:?}",
+            env.entry_of(&self.md).await
+        );
+        let o = [self.md.clone()];
+        env.lose_and_keep_through_retention(
+            again,
+            &self.metadata,
+            &self.location,
+            &o,
+            async || {
+                self.processes.completed_run(env, "gc run").await;
+            },
+        )
+        .await;
+    }
 }

@@ -23,7 +23,7 @@ use object_store::{
 };
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::family::FamilyRegistry;
-use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcReport};
+use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcReport, GcStatus};
 use parqdb_catalog::metadata::{IndexMetadata, SnapshotContents, TableDefinition};
 use parqdb_catalog::store::PointerStore;
 use parqdb_catalog::store::local::LocalStore;
@@ -371,6 +371,21 @@ pub fn set_mtime(path: &std::path::Path, ms: i64) {
         .unwrap_or_else(|err| panic!("set mtime of {}: {err}", path.display()));
 }
 
+/// Copy the directory `from` and everything under it to `to` (a backup of a local pointer
+/// store, or a copy of it restored elsewhere).
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("dir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
 /// A catalog over a simulated-time warehouse.
 pub struct Env {
     pub catalog: Catalog,
@@ -542,6 +557,43 @@ impl Env {
             .collect(self.now())
             .await
             .expect("gc run")
+    }
+
+    /// [`Env::collect`] with no time budget: the run stops after its first step (its plan,
+    /// for a new run), unfinished.
+    pub async fn collect_without_budget(&self, config: &GcConfig) -> GcReport {
+        self.collect(&GcConfig {
+            budget: Some(Duration::ZERO),
+            ..config.clone()
+        })
+        .await
+    }
+
+    /// [`Env::collect`], and the run must have completed.
+    pub async fn collect_completed(&self, config: &GcConfig) -> GcReport {
+        let report = self.collect(config).await;
+        assert_eq!(report.status, GcStatus::Completed, "{report:?}");
+        report
+    }
+
+    /// A collection by a process that dies after answering `point` requests
+    /// ([`SimStore::kill_after`]): `None` if it died before the run ended, else the run's
+    /// result. The requests after it are answered again.
+    pub async fn collect_killed_after(
+        &self,
+        config: &GcConfig,
+        point: usize,
+    ) -> Option<parqdb_catalog::Result<GcReport>> {
+        self.sim.kill_after(Some(point));
+        let collector = self.gc(config.clone());
+        let outcome = tokio::select! {
+            biased;
+            () = self.sim.killed() => None,
+            report = collector.collect(self.now()) => Some(report),
+        };
+        drop(collector);
+        self.sim.kill_after(None);
+        outcome
     }
 
     /// Write one small object at a warehouse-relative path.

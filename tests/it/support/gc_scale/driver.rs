@@ -478,41 +478,34 @@ impl Driver<'_> {
         let listed = self.server.listing_histogram();
         let relisted = self.server.relisted();
         phase("scan", &mut phases);
-        if self.scan_limit.is_some() {
-            let mut stats = shared.stats.into_inner().expect("lock");
-            stats.run_id = run;
-            stats.partitions = partitions;
-            stats.wall = started.elapsed();
-            stats.phases = phases;
-            stats.requests = self.server.requests().since(&before);
-            stats.listed = listed;
-            stats.relisted = relisted;
-            stats.violations = self.server.violations();
-            stats.census = self.server.census();
-            return stats;
-        }
-        self.until_done(
-            &shared,
-            "verify",
-            &json!({"step": "verify", "run": run}),
-            deadline,
-        );
-        phase("verify", &mut phases);
-        self.fan_out(
-            &shared,
-            "delete",
-            partitions,
-            |partition| json!({"step": "delete", "run": run, "partition": partition}),
-            deadline,
-        );
-        phase("delete", &mut phases);
-        let report = self.until_done(
-            &shared,
-            "finish",
-            &json!({"step": "finish", "run": run}),
-            deadline,
-        );
-        phase("finish", &mut phases);
+        // A scan-only run stops here: no verify, delete or finish, and no report.
+        let report = if self.scan_limit.is_some() {
+            Value::Null
+        } else {
+            self.until_done(
+                &shared,
+                "verify",
+                &json!({"step": "verify", "run": run}),
+                deadline,
+            );
+            phase("verify", &mut phases);
+            self.fan_out(
+                &shared,
+                "delete",
+                partitions,
+                |partition| json!({"step": "delete", "run": run, "partition": partition}),
+                deadline,
+            );
+            phase("delete", &mut phases);
+            let report = self.until_done(
+                &shared,
+                "finish",
+                &json!({"step": "finish", "run": run}),
+                deadline,
+            );
+            phase("finish", &mut phases);
+            report
+        };
         let mut stats = shared.stats.into_inner().expect("lock");
         stats.run_id = run;
         stats.partitions = partitions;

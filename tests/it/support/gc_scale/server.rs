@@ -812,21 +812,20 @@ impl State {
             } else {
                 self.clock_restarts.fetch_add(1, Ordering::SeqCst);
             }
-            let etag = self.etags.fetch_add(1, Ordering::Relaxed);
-            stored.insert(
-                key.to_owned(),
-                Stored {
-                    body,
-                    last_modified_ms: now,
-                    etag,
-                },
-            );
+            self.keep(&mut stored, key, body, now);
             return Ok(true);
         }
         let mut stored = self.stored.write().expect("lock");
         if create && stored.contains_key(key) {
             return Ok(false);
         }
+        self.keep(&mut stored, key, body, now);
+        Ok(true)
+    }
+
+    /// Keep `body` at `key` among the written objects, last modified at `now`, under a
+    /// new ETag.
+    fn keep(&self, stored: &mut BTreeMap<String, Stored>, key: &str, body: Bytes, now: i64) {
         let etag = self.etags.fetch_add(1, Ordering::Relaxed);
         stored.insert(
             key.to_owned(),
@@ -836,7 +835,6 @@ impl State {
                 etag,
             },
         );
-        Ok(true)
     }
 
     fn delete(&self, key: &str) {
@@ -1346,6 +1344,16 @@ impl Response {
         }
     }
 
+    /// A `200` for an object (GET or HEAD), with its last-modified time and ETag.
+    fn object(modified: i64, etag: String) -> Response {
+        let mut response = Response::new(200);
+        response
+            .headers
+            .push(("Last-Modified", http_date(modified)));
+        response.headers.push(("ETag", etag));
+        response
+    }
+
     fn xml(status: u16, xml: String) -> Response {
         let mut response = Response::new(status);
         response
@@ -1586,11 +1594,7 @@ fn handle(state: &State, request: &Request) -> Response {
             state.count(Kind::Get);
             match state.get(key) {
                 Some((body, modified, etag)) => {
-                    let mut response = Response::new(200);
-                    response
-                        .headers
-                        .push(("Last-Modified", http_date(modified)));
-                    response.headers.push(("ETag", etag));
+                    let mut response = Response::object(modified, etag);
                     response
                         .headers
                         .push(("Content-Type", "application/octet-stream".into()));
@@ -1604,11 +1608,7 @@ fn handle(state: &State, request: &Request) -> Response {
             state.count(Kind::Head);
             match state.head(key) {
                 Some((size, modified, etag)) => {
-                    let mut response = Response::new(200);
-                    response
-                        .headers
-                        .push(("Last-Modified", http_date(modified)));
-                    response.headers.push(("ETag", etag));
+                    let mut response = Response::object(modified, etag);
                     response.head_length = Some(size);
                     response
                 }
