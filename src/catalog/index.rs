@@ -209,11 +209,24 @@ impl Catalog {
         source: &SourceBinding,
         metadata_location: &str,
     ) -> Result<IndexPointer> {
-        self.publish_in_window(metadata_location, async |window| {
+        self.publish_logged(metadata_location, async |window, ids| {
+            self.register_within(window, ids, identifier, source, metadata_location)
+                .await
+        })
+        .await
+    }
+
+    /// Publish `location` within its window (see `catalog::publication`) with the commit
+    /// ids drawn and logged up front (see `catalog::changelog`); the ids are withdrawn
+    /// from the log if the operation failed without writing.
+    async fn publish_logged<T>(
+        &self,
+        location: &str,
+        publish: impl AsyncFnOnce(&PublishWindow, &mut Prelogged) -> Result<T>,
+    ) -> Result<T> {
+        self.publish_in_window(location, async |window| {
             let mut ids = Prelogged::draw(self, MAX_REEVALUATIONS);
-            let result = self
-                .register_within(window, &mut ids, identifier, source, metadata_location)
-                .await;
+            let result = publish(window, &mut ids).await;
             if result.is_err() && !window.wrote() {
                 ids.withdraw(self).await;
             }
@@ -307,15 +320,9 @@ impl Catalog {
         base: &str,
         new: &str,
     ) -> Result<CommitResult> {
-        self.publish_in_window(new, async |window| {
-            let mut ids = Prelogged::draw(self, MAX_REEVALUATIONS);
-            let result = self
-                .commit_within(window, &mut ids, identifier, source, base, new)
-                .await;
-            if result.is_err() && !window.wrote() {
-                ids.withdraw(self).await;
-            }
-            result
+        self.publish_logged(new, async |window, ids| {
+            self.commit_within(window, ids, identifier, source, base, new)
+                .await
         })
         .await
     }

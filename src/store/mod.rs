@@ -315,6 +315,17 @@ pub struct ListOptions<'a> {
     pub shown: bool,
 }
 
+impl<'a> ListOptions<'a> {
+    /// A page of every key after `start_after` (if given), at most `limit` entries.
+    pub fn page(start_after: Option<&'a StoreKey>, limit: usize) -> ListOptions<'a> {
+        ListOptions {
+            start_after,
+            limit,
+            shown: false,
+        }
+    }
+}
+
 impl Changed {
     /// The answer for a store that reads the whole value: `current` compared with the
     /// version the caller has, if any.
@@ -464,12 +475,8 @@ pub trait PointerStoreExt: PointerStore {
         start_after: Option<&StoreKey>,
         limit: usize,
     ) -> Result<ListPage, StoreError> {
-        let options = ListOptions {
-            start_after,
-            limit,
-            shown: false,
-        };
-        self.list_opts(prefix, options).await
+        let page = ListOptions::page(start_after, limit);
+        self.list_opts(prefix, page).await
     }
 
     /// Like [`PointerStoreExt::list`], but may leave out keys whose current value was
@@ -480,12 +487,15 @@ pub trait PointerStoreExt: PointerStore {
         start_after: Option<&StoreKey>,
         limit: usize,
     ) -> Result<ListPage, StoreError> {
-        let options = ListOptions {
-            start_after,
-            limit,
-            shown: true,
-        };
-        self.list_opts(prefix, options).await
+        let page = ListOptions::page(start_after, limit);
+        self.list_opts(
+            prefix,
+            ListOptions {
+                shown: true,
+                ..page
+            },
+        )
+        .await
     }
 }
 

@@ -847,6 +847,16 @@ fn check_configured(name: &str, default: GcModel) {
     );
 }
 
+/// The suite's configurations differ from this one in a field or two.
+const SMALL: GcModel = GcModel {
+    start: Start::Registered,
+    max_time: 5,
+    publishes: 0,
+    operator: 0,
+    crashes: 0,
+    runs: 3,
+};
+
 /// Writers register and commit any file at any identifier, publications land late or
 /// fail, identifiers drop, while runs come and go.
 #[test]
@@ -854,12 +864,8 @@ fn publications_never_let_a_run_delete_within_retention() {
     check_configured(
         "publications",
         GcModel {
-            start: Start::Registered,
-            max_time: 5,
             publishes: 1,
-            operator: 0,
-            crashes: 0,
-            runs: 3,
+            ..SMALL
         },
     );
 }
@@ -874,11 +880,8 @@ fn new_metadata_over_condemned_tables_never_leaves_a_dangling_pointer() {
         "new metadata over old tables",
         GcModel {
             start: Start::DroppedLongAgo,
-            max_time: 5,
             publishes: 1,
-            operator: 0,
-            crashes: 0,
-            runs: 3,
+            ..SMALL
         },
     );
 }
@@ -890,12 +893,8 @@ fn restores_hand_edits_and_adoption_never_let_a_run_delete_within_retention() {
     check_configured(
         "operator",
         GcModel {
-            start: Start::Registered,
-            max_time: 5,
-            publishes: 0,
             operator: 1,
-            crashes: 0,
-            runs: 3,
+            ..SMALL
         },
     );
 }
@@ -907,12 +906,9 @@ fn crashes_and_late_writes_never_let_a_run_delete_within_retention() {
     check_configured(
         "crashes",
         GcModel {
-            start: Start::Registered,
             max_time: 6,
-            publishes: 0,
-            operator: 0,
             crashes: 1,
-            runs: 3,
+            ..SMALL
         },
     );
 }

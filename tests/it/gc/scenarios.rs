@@ -181,15 +181,7 @@ async fn sibling_prefixes_are_not_confused() {
         .await;
     env.put("indexes/s/1/ivf_postings.bak", b"garbage").await;
     let id = env.id("s").await;
-    let metadata = parqdb_catalog::metadata::IndexMetadata::create(
-        crate::support::gc::contents(&layout),
-        Default::default(),
-        env.clock.as_ref(),
-        env.catalog.ids().as_ref(),
-        &parqdb_catalog::family::FamilyRegistry::builtin(),
-    )
-    .expect("metadata");
-    let location = env.write_metadata(&metadata).await;
+    let location = env.write_metadata(&env.metadata_for(&layout)).await;
     env.catalog
         .register(&id, Some(&layout.source), &location)
         .await
@@ -363,15 +355,16 @@ async fn re_registering_an_old_metadata_file_before_it_is_condemned_keeps_it() {
     );
 }
 
-/// Class 7 of the hostile-layout issue: once condemned, a metadata file is on its way
-/// out; publishing it again is refused (typed), so no pointer can ever name it after its
-/// deletion, and it is still collected.
-#[tokio::test]
-async fn a_condemned_metadata_file_cannot_be_registered_again_and_is_collected() {
-    let env = claimed(Backend::Local, 9).await;
-    let config = test_config();
-    let layout = Layout::under("gone/1");
-    let (id, _, location) = env.register("gone", &layout).await;
+/// Register an index `name`, drop it an hour later, and collect every ten minutes until a
+/// run condemns its files (none deleted yet): its layout, its metadata location and its
+/// files.
+async fn dropped_until_condemned(
+    env: &Env,
+    config: &GcConfig,
+    name: &str,
+) -> (Layout, String, Vec<String>) {
+    let layout = Layout::under(&format!("{name}/1"));
+    let (id, _, location) = env.register(name, &layout).await;
     let mut objects = layout.files();
     objects.push(env.relative(&location));
     env.advance(HOUR);
@@ -379,13 +372,24 @@ async fn a_condemned_metadata_file_cannot_be_registered_again_and_is_collected()
     let mut condemned = false;
     for _ in 0..40 {
         env.advance(10 * MINUTE);
-        if env.collect(&config).await.condemned.objects > 0 {
+        if env.collect(config).await.condemned.objects > 0 {
             condemned = true;
             break;
         }
     }
     assert!(condemned, "never condemned");
     assert!(env.all_exist(&objects).await, "deleted at condemnation");
+    (layout, location, objects)
+}
+
+/// Class 7 of the hostile-layout issue: once condemned, a metadata file is on its way
+/// out; publishing it again is refused (typed), so no pointer can ever name it after its
+/// deletion, and it is still collected.
+#[tokio::test]
+async fn a_condemned_metadata_file_cannot_be_registered_again_and_is_collected() {
+    let env = claimed(Backend::Local, 9).await;
+    let config = test_config();
+    let (layout, location, objects) = dropped_until_condemned(&env, &config, "gone").await;
 
     let again = env.id("gone-again").await;
     let err = env
@@ -427,22 +431,7 @@ async fn condemned_index_tables_cannot_be_published_again_under_new_metadata() {
     for (n, backend) in [Backend::Memory, Backend::Local].into_iter().enumerate() {
         let env = claimed(backend, 12 + n as u64).await;
         let config = test_config();
-        let layout = Layout::under("old/1");
-        let (id, _, location) = env.register("old", &layout).await;
-        let mut objects = layout.files();
-        objects.push(env.relative(&location));
-        env.advance(HOUR);
-        env.catalog.drop_index(&id).await.expect("dropped");
-        let mut condemned = false;
-        for _ in 0..40 {
-            env.advance(10 * MINUTE);
-            if env.collect(&config).await.condemned.objects > 0 {
-                condemned = true;
-                break;
-            }
-        }
-        assert!(condemned, "never condemned");
-        assert!(env.all_exist(&objects).await, "deleted at condemnation");
+        let (layout, _, _) = dropped_until_condemned(&env, &config, "old").await;
 
         // New metadata over the old tables, written now (young: never condemned itself).
         let fresh = env.write_metadata(&env.metadata_for(&layout)).await;
@@ -460,35 +449,25 @@ async fn condemned_index_tables_cannot_be_published_again_under_new_metadata() {
         // refused for them.
         let live = Layout::under("live/1");
         let (other, base, base_location) = env.register("live", &live).await;
-        let mut adding = base
-            .successor(
-                crate::support::gc::contents(&layout),
-                env.clock.as_ref(),
-                env.catalog.ids().as_ref(),
-                &parqdb_catalog::family::FamilyRegistry::builtin(),
-            )
-            .expect("successor");
-        let adding_location = env.write_metadata(&adding).await;
+        let successor_over = async |layout: &Layout| {
+            let next = base
+                .successor(
+                    crate::support::gc::contents(layout),
+                    env.clock.as_ref(),
+                    env.catalog.ids().as_ref(),
+                    &parqdb_catalog::family::FamilyRegistry::builtin(),
+                )
+                .expect("successor");
+            env.write_metadata(&next).await
+        };
+        let adding = successor_over(&layout).await;
         let err = env
             .catalog
-            .commit(
-                &other,
-                Some(&layout.source),
-                &base_location,
-                &adding_location,
-            )
+            .commit(&other, Some(&layout.source), &base_location, &adding)
             .await
             .expect_err("condemned tables are not committed");
         assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
-        adding = base
-            .successor(
-                crate::support::gc::contents(&live),
-                env.clock.as_ref(),
-                env.catalog.ids().as_ref(),
-                &parqdb_catalog::family::FamilyRegistry::builtin(),
-            )
-            .expect("successor");
-        let keeping = env.write_metadata(&adding).await;
+        let keeping = successor_over(&live).await;
         env.catalog
             .commit(&other, Some(&live.source), &base_location, &keeping)
             .await
