@@ -11,7 +11,9 @@
 //!    ([`Warehouse::canonical_location`](crate::warehouse::Warehouse::canonical_location)).
 //! 2. **Not condemned.** The collector's ledger holds no condemnation of the file, nor of
 //!    anything at or below an index table or a family reference
-//!    (`ivf_centroids_metadata_location`) the base did not already have: a condemned
+//!    (`ivf_centroids_metadata_location`) the base did not already have, nor of anything a
+//!    new family reference names if it is metadata (followed as the collector's walk
+//!    follows it: `metadata::named::names_of_metadata`): a condemned
 //!    object is deleted once its condemnation is older than the condemnation delay, and
 //!    publishing it would leave a pointer to a deleted file (a backup's metadata restored
 //!    as a new file, or new metadata written over old tables). Such a file is
@@ -48,6 +50,7 @@ use super::Catalog;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::metadata::IndexMetadata;
+use crate::metadata::named::names_of_metadata;
 use crate::warehouse::layout::{CATALOG_DIR, ledger_holds, nested_root};
 use crate::warehouse::{
     GC_DIR, MANAGED_PREFIXES, METADATA_DIR, OWNER_MARKER, is_within, object_name,
@@ -276,23 +279,37 @@ impl Catalog {
         let known: Vec<String> = base
             .map(|base| family_references(base, registry))
             .unwrap_or_default();
-        let new_references = family_references(&publication.metadata, registry)
+        let new_references: Vec<String> = family_references(&publication.metadata, registry)
             .into_iter()
             .filter(|name| !known.contains(name))
-            .map(|name| (name, REFERENCE));
-        let new_tables = tables
+            .collect();
+        // What a new family reference makes reachable, as the collector's walk reads it:
+        // the object itself and, if it is metadata, what it names, following its own
+        // references (a fresh centroids file may name an old index's tables).
+        let reached = futures::future::try_join_all(
+            new_references
+                .iter()
+                .map(|name| names_of_metadata(self.warehouse(), registry, name)),
+        )
+        .await?;
+        let mut new: Vec<(String, &str)> = new_references
             .iter()
-            .filter(|name| !known_tables.contains(name))
-            .map(|name| (name.clone(), "index table"));
-        let new: Vec<(String, &str)> = new_references.chain(new_tables).collect();
-        let mut linked: Vec<&String> = tables.iter().collect();
-        for (name, _) in &new {
-            if !linked.contains(&name) {
-                linked.push(name);
+            .map(|name| (name.clone(), REFERENCE))
+            .collect();
+        let tables_named = tables.iter().map(|name| (name.clone(), "index table"));
+        let named_by_references = reached
+            .into_iter()
+            .flatten()
+            .map(|name| (name, "object a referenced file names"));
+        for (name, what) in tables_named.chain(named_by_references) {
+            let known = known_tables.contains(&name) || known.contains(&name);
+            if !known && !new.iter().any(|(seen, _)| *seen == name) {
+                new.push((name, what));
             }
         }
-        let links = linked
-            .into_iter()
+        let links = tables
+            .iter()
+            .chain(new_references.iter().filter(|name| !tables.contains(name)))
             .map(|name| self.warehouse().refuse_links(name));
         let condemned = new.iter().map(|(name, what)| async move {
             // A family reference is one object the ledger must be able to track; nothing

@@ -22,12 +22,12 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::journal::JournalFacts;
-use super::named::names_of_metadata;
 use super::refs::RefMap;
 use super::rules::{self, Timing};
 use crate::catalog::Catalog;
 use crate::catalog::changelog;
 use crate::error::{Error, Result};
+use crate::metadata::named::names_of_metadata;
 
 /// What the change log says about a walk.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]

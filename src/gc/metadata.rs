@@ -10,13 +10,13 @@ use futures::{StreamExt, TryStreamExt};
 use super::assess::{Judge, PageTally};
 use super::job::{Object, Page, Referenced, Seq, Walk};
 use super::ledger::{Ledger, LedgerEntry, PageScope};
-use super::named::{Parsed, read_parsed, references_of};
 use super::refs::{Protected, SelfCovering};
 use super::report::Counts;
 use super::run::{Invocation, NextPage, PageListing};
 use super::scan::{Nested, skip};
 use crate::error::{Error, Result};
 use crate::family::FamilyRegistry;
+use crate::metadata::named::{Parsed, read_parsed, references_of};
 use crate::warehouse::layout::nested_root;
 use crate::warehouse::{ListItem, ListRange, METADATA_DIR, Warehouse, aliases, is_within};
 

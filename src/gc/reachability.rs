@@ -34,13 +34,13 @@ use uuid::Uuid;
 
 use super::history::History;
 use super::journal::{JournalFacts, Seen};
-use super::named::{Parsed, read_parsed, references_of};
 use super::refs::RefMap;
 use crate::catalog::Catalog;
 use crate::catalog::record::{PointerRecord, PointerState};
 use crate::catalog::write::store_error;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::Namespace;
+use crate::metadata::named::{Parsed, read_parsed, references_of};
 use crate::store::PointerStoreExt;
 use crate::store::{PointerStore, StoreError, StoreKey, Versioned};
 

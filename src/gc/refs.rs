@@ -14,12 +14,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::warehouse::{Warehouse, aliases, object_name};
-
-/// The name of a warehouse-relative location as written in metadata, if it is one.
-pub(crate) fn normalize(location: &str) -> Option<String> {
-    object_name(location).ok()
-}
+use crate::warehouse::{Warehouse, aliases};
 
 /// Names and every ancestor directory of a relative name, longest last.
 fn self_and_ancestors(relative: &str) -> impl Iterator<Item = &str> {
@@ -219,19 +214,6 @@ mod tests {
             Some(9)
         );
         assert_eq!(refs.max_covering_any_spelling("indexes/other"), None);
-    }
-
-    #[test]
-    fn names_are_raw_and_drop_the_trailing_slash() {
-        assert_eq!(
-            normalize("indexes/a/1/ivf_postings/").as_deref(),
-            Some("indexes/a/1/ivf_postings")
-        );
-        assert_eq!(
-            normalize("indexes/ü b/~x/").as_deref(),
-            Some("indexes/ü b/~x")
-        );
-        assert_eq!(normalize("indexes//x"), None);
     }
 
     #[test]

@@ -39,6 +39,10 @@ pub struct GcState {
     /// Ledger totals (only with `ledger: true`: it lists the whole ledger).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ledger: Option<LedgerState>,
+    /// What stops collection that the fields above do not show (the unfinished run was
+    /// planned by a newer release).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// One run, by its journal.
@@ -127,6 +131,15 @@ pub async fn status(catalog: &Catalog, now_ms: i64, ledger: bool) -> Result<GcSt
     } else {
         None
     };
+    let mut warnings = Vec::new();
+    let current_run = match current_run(catalog, now_ms).await {
+        // A run planned by a newer release: every step refuses it; say so, and why.
+        Err(err) if err.kind() == crate::error::ErrorKind::UnsupportedFormatVersion => {
+            warnings.push(err.message().to_owned());
+            None
+        }
+        current => current?,
+    };
     Ok(GcState {
         warehouse: warehouse.root().to_owned(),
         owner,
@@ -134,8 +147,9 @@ pub async fn status(catalog: &Catalog, now_ms: i64, ledger: bool) -> Result<GcSt
         running,
         last_finished_run: journals.previous.as_ref().map(run),
         unfinished_runs: journals.dead.iter().map(run).collect(),
-        current_run: current_run(catalog, now_ms).await?,
+        current_run,
         ledger,
+        warnings,
     })
 }
 

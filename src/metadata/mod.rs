@@ -29,6 +29,7 @@ mod definitions;
 mod expire;
 mod index_metadata;
 mod invariants;
+pub(crate) mod named;
 mod parse;
 mod references;
 mod snapshot;

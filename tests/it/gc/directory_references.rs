@@ -12,6 +12,7 @@
 
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, contents, test_config};
 use bytes::Bytes;
+use parqdb_catalog::ErrorKind;
 use parqdb_catalog::catalog::IndexCatalog;
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::metadata::IndexMetadata;
@@ -33,8 +34,8 @@ async fn metadata_at(env: &Env, layout: &Layout, name: &str) -> (IndexMetadata, 
 /// Index `x` keeps its centroids table in `metadata/shared/`, where its first metadata
 /// file `m1` lives too; it commits twice, keeping those centroids, and expires the first
 /// snapshot whose postings are in `indexes/v1/`. `m1` stays (the live centroids
-/// directory covers it), so the postings it names stay with it, and registering `m1`
-/// again gives a complete index.
+/// directory covers it), so the postings it names stay with it; once condemned, they are
+/// not published again through `m1`.
 async fn covered_metadata_keeps_what_it_names(backend: Backend, seed: u64) {
     let env = Env::open(backend, seed).await;
     let config = test_config();
@@ -84,13 +85,17 @@ async fn covered_metadata_keeps_what_it_names(backend: Backend, seed: u64) {
         env.exists(&env.relative(&m1)).await,
         "m1 lies in x's live centroids directory"
     );
+    // The postings were unreachable for the whole retention, kept only because `m1` names
+    // them: condemned, so registering `m1` again is refused (rule C), and `m1` stays
+    // complete.
     let again = env.id("x-then").await;
-    env.catalog
+    let err = env
+        .catalog
         .register(&again, Some(&first.source), &m1)
         .await
-        .expect("an old metadata file may be registered again");
-    let loaded = env.catalog.load(&again).await.expect("loads");
-    assert_eq!(loaded.metadata_location, m1);
+        .expect_err("condemned postings are not published again");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+    assert!(err.message().contains("condemned"), "{err}");
     assert!(env.all_exist(&first.files()).await, "m1 is complete");
 }
 

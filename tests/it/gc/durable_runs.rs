@@ -732,6 +732,15 @@ async fn a_run_of_a_newer_format_is_left_alone_until_its_release_is_back() {
             assert!(err.message().contains("gc abandon"), "{err}");
         }
         assert_eq!(env.objects().await, before, "this release wrote or deleted");
+        // `gc status` still answers, and says why nothing goes on.
+        let state = parqdb_catalog::gc::status(&env.catalog, env.now(), false)
+            .await
+            .expect("status");
+        assert!(
+            state.warnings.iter().any(|w| w.contains("newer release")),
+            "{:?}",
+            state.warnings
+        );
     }
 
     // Its release is back: the same run goes on, and no clock restarted for it.

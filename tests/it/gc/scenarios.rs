@@ -444,6 +444,21 @@ async fn condemned_index_tables_cannot_be_published_again_under_new_metadata() {
         assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
         assert!(err.message().contains("condemned"), "{err}");
         assert!(err.message().contains("index table"), "{err}");
+        // Nor through a fresh family reference: new metadata with new tables whose
+        // centroids metadata (written now) names the old tables, as the walk reads it.
+        let centroids = env.write_metadata(&env.metadata_for(&layout)).await;
+        let through = Layout {
+            centroids_metadata: Some(env.relative(&centroids)),
+            ..Layout::under("through/1")
+        };
+        let (_, indirect) = env.new_index(&through).await;
+        let err = env
+            .catalog
+            .register(&again, Some(&through.source), &indirect)
+            .await
+            .expect_err("condemned tables are not published through a family reference");
+        assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+        assert!(err.message().contains("referenced file names"), "{err}");
 
         // Nor added to a live index by a commit; a commit that keeps its own tables is not
         // refused for them.

@@ -1,17 +1,23 @@
 //! What a metadata file names: its index tables, its source tables' locations inside the
 //! warehouse and its family references, read from valid metadata or, from a file that does
-//! not parse, every string in it that names an object. The walks (`reachability`), the
-//! change log's republications (`history`) and rule (P) (`plan`) all read names here.
+//! not parse, every string in it that names an object. The collector's walks
+//! (`gc::reachability`), the change log's republications (`gc::history`) and rule (P)
+//! (`gc::plan`) all read names here, and so does publication (`catalog::publication`:
+//! nothing a publication makes reachable may be condemned).
 
 use std::collections::HashSet;
 
 use bytes::Bytes;
 
-use super::refs::normalize;
+use super::{IndexMetadata, MAX_METADATA_BYTES};
 use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
-use crate::metadata::{IndexMetadata, MAX_METADATA_BYTES};
-use crate::warehouse::{Fetched, MANAGED_PREFIXES, Warehouse, aliases};
+use crate::warehouse::{Fetched, MANAGED_PREFIXES, Warehouse, aliases, object_name};
+
+/// The name of a warehouse-relative location as written in metadata, if it is one.
+pub(crate) fn normalize(location: &str) -> Option<String> {
+    object_name(location).ok()
+}
 
 /// The references of one metadata file, in canonical form.
 #[derive(Debug, Default)]
@@ -85,7 +91,7 @@ pub(crate) async fn read_parsed(
         Err(err) => {
             return Err(Error::new(
                 err.kind(),
-                format!("gc aborted: reading `{name}` failed: {}", err.message()),
+                format!("reading `{name}` failed: {}", err.message()),
             ));
         }
     };
@@ -163,4 +169,22 @@ pub(crate) async fn names_of_metadata(
         }
     }
     Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_raw_and_drop_the_trailing_slash() {
+        assert_eq!(
+            normalize("indexes/a/1/ivf_postings/").as_deref(),
+            Some("indexes/a/1/ivf_postings")
+        );
+        assert_eq!(
+            normalize("indexes/ü b/~x/").as_deref(),
+            Some("indexes/ü b/~x")
+        );
+        assert_eq!(normalize("indexes//x"), None);
+    }
 }
