@@ -39,11 +39,13 @@
 //! refuses `B < 2 × PUBLISH_WINDOW` unless forced), so the walk sees it and keeps the file.
 //! A publication that started later sees the condemnation and refuses.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use futures::{StreamExt, TryStreamExt};
 use tokio::time::Instant;
 
 use super::Catalog;
@@ -292,18 +294,19 @@ impl Catalog {
                 .map(|name| names_of_metadata(self.warehouse(), registry, name)),
         )
         .await?;
-        let mut new: Vec<(String, &str)> = new_references
+        // Each name once (a referenced file may name millions of objects).
+        let mut seen: HashSet<String> = known_tables.iter().chain(&known).cloned().collect();
+        let mut new: Vec<(String, Named)> = Vec::new();
+        let references = new_references
             .iter()
-            .map(|name| (name.clone(), REFERENCE))
-            .collect();
-        let tables_named = tables.iter().map(|name| (name.clone(), "index table"));
+            .map(|name| (name.clone(), Named::Reference));
+        let tables_named = tables.iter().map(|name| (name.clone(), Named::Table));
         let named_by_references = reached
             .into_iter()
             .flatten()
-            .map(|name| (name, "object a referenced file names"));
-        for (name, what) in tables_named.chain(named_by_references) {
-            let known = known_tables.contains(&name) || known.contains(&name);
-            if !known && !new.iter().any(|(seen, _)| *seen == name) {
+            .map(|name| (name, Named::ByReference));
+        for (name, what) in references.chain(tables_named).chain(named_by_references) {
+            if seen.insert(name.clone()) {
                 new.push((name, what));
             }
         }
@@ -311,24 +314,45 @@ impl Catalog {
             .iter()
             .chain(new_references.iter().filter(|name| !tables.contains(name)))
             .map(|name| self.warehouse().refuse_links(name));
-        let condemned = new.iter().map(|(name, what)| async move {
-            // A family reference is one object the ledger must be able to track; nothing
-            // below a table too long to mirror can have a ledger entry.
-            if *what == REFERENCE {
-                refuse_unmirrorable(self.warehouse(), name, what)?;
-            }
-            refuse_condemned_within(self, name, what).await
-        });
-        let (_, _) = futures::try_join!(
-            futures::future::try_join_all(links),
-            futures::future::try_join_all(condemned),
-        )?;
+        let condemned = futures::stream::iter(new)
+            .map(|(name, what)| async move {
+                // A family reference is one object the ledger must be able to track;
+                // nothing below a table too long to mirror can have a ledger entry.
+                if what == Named::Reference {
+                    refuse_unmirrorable(self.warehouse(), &name, what.noun())?;
+                }
+                refuse_condemned_within(self, &name, what.noun()).await
+            })
+            .buffer_unordered(CHECKS_AT_ONCE)
+            .try_collect::<Vec<()>>();
+        let (_, _) = futures::try_join!(futures::future::try_join_all(links), condemned)?;
         Ok(())
     }
 }
 
-/// What a family reference is called in errors.
-const REFERENCE: &str = "referenced object";
+/// How many ledger listings one publication's check issues at once.
+const CHECKS_AT_ONCE: usize = 16;
+
+/// What a publication names that must not be condemned, as errors call it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Named {
+    /// A family reference (`ivf_centroids_metadata_location`).
+    Reference,
+    /// An index table's location.
+    Table,
+    /// Something a family reference names, if it is metadata (followed as the walk does).
+    ByReference,
+}
+
+impl Named {
+    fn noun(self) -> &'static str {
+        match self {
+            Named::Reference => "referenced object",
+            Named::Table => "index table",
+            Named::ByReference => "object a referenced file names",
+        }
+    }
+}
 
 /// The names of every index-table location of `metadata`.
 fn table_locations(
