@@ -484,33 +484,10 @@ async fn a_truncated_plan_neither_stops_collection_nor_shortens_retention() {
     for round in 0..3 {
         env.advance(10 * MINUTE);
         let stopped = env.collect_without_budget(&config).await;
-        let plans: Vec<String> = env
-            .objects()
-            .await
-            .into_iter()
-            .filter(|name| {
-                name.starts_with("_gc/runs/")
-                    && name.ends_with("/plan.json")
-                    && name.contains(&stopped.run_id.simple().to_string())
-            })
-            .collect();
-        for plan in plans {
-            let path = env.warehouse.path(&plan).expect("path");
-            let bytes = env
-                .warehouse
-                .object_store()
-                .get(&path)
-                .await
-                .expect("plan")
-                .bytes()
-                .await
-                .expect("bytes");
+        // (A call that found the previous torn run's lease still held planned nothing.)
+        if let Some((plan, bytes)) = plan_of(&env, stopped.run_id).await {
             let torn = Bytes::copy_from_slice(&bytes[..bytes.len() / 2 + round]);
-            env.warehouse
-                .object_store()
-                .put(&path, PutPayload::from(torn))
-                .await
-                .expect("torn");
+            overwrite(&env, &plan, torn).await;
         }
     }
     let mut completed = BTreeSet::new();
@@ -639,19 +616,13 @@ async fn a_run_copied_from_another_catalogs_warehouse_never_starts_clocks_here()
 // 11. A run planned by a newer release (a release skipped, or a deployment rolled back).
 // ---------------------------------------------------------------------------------------
 
-/// The plan file of run `run` (its name), its bytes, and the same plan as a newer release
-/// would write it: the next run format, with a field this release does not know.
-async fn plan_and_newer(env: &Env, run: uuid::Uuid) -> (String, Bytes, Bytes) {
-    let name = env
-        .objects()
-        .await
-        .into_iter()
-        .find(|name| {
-            name.starts_with("_gc/runs/")
-                && name.ends_with("/plan.json")
-                && name.contains(&run.simple().to_string())
-        })
-        .expect("the run's plan");
+/// The plan file of run `run` (its name) and its bytes, if it has one.
+async fn plan_of(env: &Env, run: uuid::Uuid) -> Option<(String, Bytes)> {
+    let name = env.objects().await.into_iter().find(|name| {
+        name.starts_with("_gc/runs/")
+            && name.ends_with("/plan.json")
+            && name.contains(&run.simple().to_string())
+    })?;
     let path = env.warehouse.path(&name).expect("path");
     let bytes = env
         .warehouse
@@ -662,6 +633,13 @@ async fn plan_and_newer(env: &Env, run: uuid::Uuid) -> (String, Bytes, Bytes) {
         .bytes()
         .await
         .expect("bytes");
+    Some((name, bytes))
+}
+
+/// The plan file of run `run` (its name), its bytes, and the same plan as a newer release
+/// would write it: the next run format, with a field this release does not know.
+async fn plan_and_newer(env: &Env, run: uuid::Uuid) -> (String, Bytes, Bytes) {
+    let (name, bytes) = plan_of(env, run).await.expect("the run's plan");
     let mut newer: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
     newer["plan-version"] = (newer["plan-version"].as_i64().expect("version") + 1).into();
     newer["a-field-of-the-next-format"] = true.into();
