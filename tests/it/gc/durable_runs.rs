@@ -672,12 +672,7 @@ async fn a_run_of_a_newer_format_is_left_alone_until_its_release_is_back() {
     env.advance(HOUR);
     env.catalog.drop_index(&id).await.expect("dropped");
     env.advance(10 * MINUTE);
-    let stopped = env
-        .collect(&GcConfig {
-            budget: Some(Duration::ZERO),
-            ..config.clone()
-        })
-        .await;
+    let stopped = env.collect_without_budget(&config).await;
     assert_eq!(stopped.status, GcStatus::InProgress);
     let (plan, ours, newer) = plan_and_newer(&env, stopped.run_id).await;
     overwrite(&env, &plan, newer).await;
@@ -746,12 +741,7 @@ async fn a_run_of_a_newer_format_is_left_alone_until_its_release_is_back() {
 
     // The operator gives a newer release's run up: the next run starts over it.
     env.advance(MINUTE);
-    let stopped = env
-        .collect(&GcConfig {
-            budget: Some(Duration::ZERO),
-            ..config.clone()
-        })
-        .await;
+    let stopped = env.collect_without_budget(&config).await;
     assert_eq!(stopped.status, GcStatus::InProgress);
     let (plan, _, newer) = plan_and_newer(&env, stopped.run_id).await;
     overwrite(&env, &plan, newer).await;
