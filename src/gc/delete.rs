@@ -13,6 +13,7 @@ use std::sync::Arc;
 use futures::{StreamExt, TryStreamExt};
 
 use super::assess::Judge;
+use super::dangling::DanglingReferences;
 use super::job::{Doomed, Page, Seq, Walk};
 use super::ledger::{Ledger, Trust};
 use super::refs::RefMap;
@@ -73,6 +74,7 @@ impl Invocation<'_> {
         }
         let nested = Nested::of(verified.nested.clone());
         let trust = self.trust().await?;
+        let mut dangling = DanglingReferences::new(self.job.dangling().await?);
         for number in numbers {
             if covered.contains(&number) {
                 continue;
@@ -87,7 +89,7 @@ impl Invocation<'_> {
                 .ok_or_else(|| self.missing("a page of doomed objects"))?
                 .doomed;
             let counts = self
-                .delete_doomed(doomed, verified, &nested, &trust)
+                .delete_doomed(doomed, verified, &nested, &trust, &mut dangling)
                 .await?;
             let mut totals = previous
                 .as_ref()
@@ -109,13 +111,15 @@ impl Invocation<'_> {
 
     /// Delete the still-doomed objects of one page: anything in a nested subtree, reachable
     /// again at the verification walk, or whose clock no longer stands against the change
-    /// log read after that walk, is kept.
+    /// log read after that walk, is kept; so is anything a file written since at one of
+    /// the walk's `dangling` family references names (read again before every batch).
     async fn delete_doomed(
         &mut self,
         doomed: Vec<Doomed>,
         verified: &Walk,
         nested: &Nested,
         trust: &Arc<Trust>,
+        dangling: &mut DanglingReferences,
     ) -> Result<Counts> {
         let mut counts = Counts::default();
         let ledger = Ledger::new(self.gc.catalog.warehouse());
@@ -181,9 +185,40 @@ impl Invocation<'_> {
                 .take(self.gc.config.delete_batch_size)
                 .collect();
             self.fence().await?;
+            let batch = self.keep_named_late(batch, dangling, &mut counts).await?;
             self.delete_batch(&ledger, &mut counts, batch).await?;
         }
         Ok(counts)
+    }
+
+    /// Read the dangling family references again right before a batch's deletes and keep
+    /// what a file that appeared at one of them names (see `dangling`).
+    async fn keep_named_late(
+        &mut self,
+        batch: Vec<Doomed>,
+        dangling: &mut DanglingReferences,
+        counts: &mut Counts,
+    ) -> Result<Vec<Doomed>> {
+        let catalog = &self.gc.catalog;
+        let appeared = dangling
+            .reread(
+                catalog.warehouse(),
+                catalog.registry(),
+                self.gc.config.io_concurrency,
+            )
+            .await?;
+        for file in appeared {
+            self.report.warnings.push(format!(
+                "`{file}`, which a family reference named while it did not exist, was written during the run's deletes: what it names is kept"
+            ));
+        }
+        let (kept, batch): (Vec<Doomed>, Vec<Doomed>) = batch
+            .into_iter()
+            .partition(|item| dangling.names(&item.name));
+        for item in kept {
+            counts.kept_at_verification.add(item.size);
+        }
+        Ok(batch)
     }
 
     /// Whether an empty doomed object has been replaced since it was listed: the name now

@@ -13,6 +13,8 @@
 //! assessed/<seq>.json       the candidates of metadata page <seq>, decided: doomed files
 //! scan/<p>/<seq>.json       partition <p> of `indexes/`, page by page: doomed objects
 //! verified.json             the verification walk (R again) and every nested root found
+//! verified-dangling/<id>.json  the family references a verification walk found naming no
+//!                           file (one file per walk, written before `verified.json`)
 //! deleted/<m|p>/<seq>.json  deletion progress: one page of doomed objects each
 //! swept/<m|p>/<seq>.json    ledger sweep progress, page by page
 //! ```
@@ -541,6 +543,40 @@ impl Job {
         self.write("verified.json", walk).await
     }
 
+    /// Keep the family references a verification walk found naming no file, before its
+    /// `verified.json` is written: whichever worker's walk that file keeps, its references
+    /// are among those [`Job::dangling`] reads.
+    pub(crate) async fn write_dangling(
+        &self,
+        walk: Uuid,
+        references: &std::collections::BTreeSet<String>,
+    ) -> Result<()> {
+        if references.is_empty() {
+            return Ok(());
+        }
+        let file = format!("{DANGLING_DIR}/{}.json", walk.simple());
+        let dangling = Dangling {
+            references: references.clone(),
+        };
+        self.write(&file, &dangling).await.map(|_| ())
+    }
+
+    /// The family references any verification walk of the run found naming no file.
+    pub(crate) async fn dangling(&self) -> Result<std::collections::BTreeSet<String>> {
+        let dir = format!("{}/{DANGLING_DIR}", self.dir);
+        let mut references = std::collections::BTreeSet::new();
+        for listed in self.store.list_files(&dir).await? {
+            if !is_own_file(&self.dir, &listed.name) {
+                continue;
+            }
+            let file = listed.name[self.dir.len() + 1..].to_owned();
+            if let Some(dangling) = self.read::<Dangling>(&file).await? {
+                references.extend(dangling.references);
+            }
+        }
+        Ok(references)
+    }
+
     pub(crate) async fn referenced(&self) -> Result<Option<Referenced>> {
         self.read("referenced.json").await
     }
@@ -662,6 +698,16 @@ impl Job {
     }
 }
 
+/// Where a run keeps its verification walks' dangling references.
+const DANGLING_DIR: &str = "verified-dangling";
+
+/// The family references one verification walk found naming no file.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct Dangling {
+    references: std::collections::BTreeSet<String>,
+}
+
 /// Whether `name` is a file a run writes in its directory `dir`.
 fn is_own_file(dir: &str, name: &str) -> bool {
     let Some(file) = name
@@ -682,6 +728,11 @@ fn is_own_file(dir: &str, name: &str) -> bool {
         return true;
     }
     let parts: Vec<&str> = file.split('/').collect();
+    if let [DANGLING_DIR, walk] = parts.as_slice() {
+        return walk
+            .strip_suffix(".json")
+            .is_some_and(|id| id.len() == 32 && Uuid::try_parse(id).is_ok());
+    }
     let page = parts.last().is_some_and(|page| {
         let stem = page.strip_suffix(".json");
         let stem = stem.map(|stem| stem.strip_suffix(".listed").unwrap_or(stem));
@@ -917,5 +968,42 @@ mod formats {
             parse_plan("plan.json", b"[1]")
                 .is_err_and(|err| err.kind() == ErrorKind::CorruptRecord)
         );
+    }
+}
+
+#[cfg(test)]
+mod dangling {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::gc::journal::tests::journal;
+
+    #[tokio::test]
+    async fn every_verification_walks_dangling_references_are_read_and_pruned_with_the_run() {
+        let warehouse = Warehouse::in_memory("memory://job/wh").expect("warehouse");
+        let job = Job::new(&warehouse, journal(3, 9));
+        assert!(job.dangling().await.expect("none").is_empty());
+        let first = BTreeSet::from(["metadata/a.json".to_owned()]);
+        let second = BTreeSet::from(["metadata/b.json".to_owned()]);
+        job.write_dangling(Uuid::from_u128(1), &first)
+            .await
+            .expect("written");
+        job.write_dangling(Uuid::from_u128(2), &second)
+            .await
+            .expect("written");
+        job.write_dangling(Uuid::from_u128(3), &BTreeSet::new())
+            .await
+            .expect("nothing to write");
+        // A file the collector does not write there is neither read nor pruned.
+        let foreign = format!("{}/{DANGLING_DIR}/notes.json", job.dir);
+        warehouse
+            .put_if_absent(&foreign, Bytes::from_static(b"{}"))
+            .await
+            .expect("foreign");
+        let both: BTreeSet<String> = first.union(&second).cloned().collect();
+        assert_eq!(job.dangling().await.expect("read"), both);
+        let own = job.own_files().await.expect("own");
+        assert_eq!(own.len(), 2, "{own:?}");
+        assert!(!own.contains(&foreign));
     }
 }

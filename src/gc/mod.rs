@@ -134,7 +134,7 @@
 //! | **T** trusted facts | a clock fact counts only if it is the current run's, or its run finished and the fact landed no later than the run's finish mark (a dead run's facts, and a write that landed after its run finished, were never looked at by later runs) | `rules::trusts`, `ledger::Trust` | `LandInFlight`, `Crash` | `gc::superseded_runs::a_late_clock_write_behind_finished_runs_does_not_backdate_retention` |
 //! | **R** retention | `clock(o) + retention <= now` | `rules::decide` | `TIMING.retention_ms` | `gc::scenarios::a_dropped_index_is_collected_only_after_retention` |
 //! | **C** condemned | a condemnation `c >= clock(o) + retention` is in the ledger and `c + B <= now` (`B` = [`GcConfig::condemn_delay`], at least twice the publish window); register and commit refuse a condemned metadata file, and a new index table or family reference (or what a new family reference names, as the walk reads it) with anything condemned at or below it, and an entry logged `settle` after the condemnation belongs to a refused publication | `rules::decide`, `rules::refused`, `catalog::publication`, [`GcConfig::validate`] | `Publish` (refused) | `gc::scenarios::a_re_registration_racing_the_run_never_leaves_a_dangling_pointer`, `a_condemned_metadata_file_cannot_be_registered_again_and_is_collected` |
-//! | **V** verified | right before deleting, the verification walk and a fresh read of the change log: reachable again, published since the clock's walk, or records unexplained → kept | `verify::verification_walk`, `rules::still_deletable` | `Verify`, `Delete` | `gc::scenarios::concurrent_runs_never_delete_live_files` |
+//! | **V** verified | right before deleting, the verification walk and a fresh read of the change log: reachable again, published since the clock's walk, or records unexplained → kept; and before every delete batch, the walk's family references that named no file are read again: what a file written there since names → kept | `verify::verification_walk`, `rules::still_deletable`, `dangling` | `Verify`, `Delete` | `gc::scenarios::concurrent_runs_never_delete_live_files`, `a_file_first_written_at_a_dangling_reference_during_the_deletes_keeps_what_it_names` |
 //! | **P** named by existing metadata | no file under `metadata/` that exists names `o` (a valid file: its tables, centroids and sources; any other: every string in it that names an object, but never a whole managed prefix): metadata is deleted before what it names | `metadata::MetadataPage::keep`, `refs::Protected`, `metadata::named::read_parsed` | `State::referenced` | `gc::directory_references`, `gc::durable_evidence::class8_*` |
 //! | **S** log settles | a finished run prunes only the change-log entries settled for its own walk, after its finish mark: every entry a later decision needs is still there, or its effect is in that run's journal | `rules::settled`, `finish` | `Finish` | `catalog::changelog` unit tests |
 //! | **F** fenced | every delete batch and every ledger write comes after a fresh proof that the run holds the newest lease generation; a lease is bounded ([`config::MAX_LEASE`]), an implausibly distant expiry is taken over, and `gc abandon` breaks one (fenced: the holder stops at its next renewal) | `lease`, `lease::fence` | one current run; `Crash` | `gc::durable_evidence::class6_*`, `gc::hostile_layouts` paused runs |
@@ -158,10 +158,11 @@
 //!    and writers never reuse an object path. (A writer may pick up files that have been
 //!    unreachable for a long time, a backup's metadata or an old index's tables, and
 //!    publish them under a new metadata file: until they are condemned a walk sees the
-//!    publication (C), and once they are, publication refuses them.) A family reference
-//!    that names no file yet is not filled in later: a file first written at such a
-//!    reference between a run's verification walk and its deletes is read by no check,
-//!    and what it names may be deleted under the live pointer (docs/gc-attacks.md, F1b).
+//!    publication (C), and once they are, publication refuses them.) A file first written
+//!    at a family reference that named no file at the verification walk is read again
+//!    right before every delete batch, and what it names is kept (`dangling`); one that
+//!    lands between that read and the batch's delete request is read by no check, and
+//!    what it names may be deleted under the live pointer (docs/gc-attacks.md, F1b).
 //! 4. A request already sent when a machine sleeps may land after its publish window; no
 //!    client-side clock can prevent it (see `catalog::publication`).
 //! 5. A local warehouse lives on a case- and normalisation-sensitive file system (on
@@ -214,6 +215,7 @@
 mod assess;
 mod collect;
 pub mod config;
+mod dangling;
 mod delete;
 mod finish;
 mod history;

@@ -89,6 +89,10 @@ pub(crate) struct Observation {
     #[serde(default)]
     pub history: History,
     pub warnings: Vec<String>,
+    /// Family references that named no file (kept apart from the walk's file: see
+    /// [`dangling`](super::dangling)).
+    #[serde(skip)]
+    pub dangling: BTreeSet<String>,
 }
 
 /// The writes of `record` after `seen` (the commit the previous finished run saw at its
@@ -406,6 +410,7 @@ impl Walker<'_> {
                         observation.warnings.push(format!(
                             "a family parameter references `{name}`, which does not exist"
                         ));
+                        observation.dangling.insert(name);
                     }
                     Parsed::Opaque { references, .. } => {
                         // A referenced object in another format: reachable itself, and so is

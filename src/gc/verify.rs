@@ -100,6 +100,10 @@ impl Invocation<'_> {
                 concurrency,
             )
             .await?;
+            // Its dangling family references go first (see `dangling`).
+            self.job
+                .write_dangling(catalog.ids().uuid(), &observation.dangling)
+                .await?;
             Walk {
                 observation,
                 nested,

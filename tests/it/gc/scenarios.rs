@@ -519,6 +519,96 @@ async fn a_re_registration_racing_the_run_never_leaves_a_dangling_pointer() {
     }
 }
 
+/// F1b of the attacks (`docs/gc-attacks.md`): a live index's family reference names a file
+/// nobody has written yet (register accepts that), and a writer writes it for the first
+/// time between a deleting run's verification walk and its deletes, naming the tables that
+/// run is deleting. No publication happens, so no publication check can refuse it: the
+/// collector reads the walk's dangling references again before every delete batch and
+/// keeps what a file found there names.
+#[tokio::test]
+async fn a_file_first_written_at_a_dangling_reference_during_the_deletes_keeps_what_it_names() {
+    for (n, backend) in [Backend::Memory, Backend::Local].into_iter().enumerate() {
+        let env = claimed(backend, 40 + n as u64).await;
+        let config = test_config();
+        let later = "metadata/centroids-written-later.json".to_owned();
+        let live = Layout {
+            centroids_metadata: Some(later.clone()),
+            ..Layout::under("live/1")
+        };
+        let (live_id, _, _) = env.register("live", &live).await;
+        let old = Layout::under("old/1");
+        let (old_id, _, _) = env.register("old", &old).await;
+        env.advance(HOUR);
+        env.catalog.drop_index(&old_id).await.expect("dropped");
+        // Until the run of this moment would delete the old tables (a dry run first).
+        let dry_run = GcConfig {
+            dry_run: true,
+            ..config.clone()
+        };
+        let tables = old.files().len() as u64;
+        let mut doomed = false;
+        for _ in 0..40 {
+            env.advance(10 * MINUTE);
+            if env.collect(&dry_run).await.deleted.objects >= tables {
+                doomed = true;
+                break;
+            }
+            env.collect(&config).await;
+        }
+        assert!(doomed, "the old tables were never doomed");
+        // The file, naming the old tables, is written once the run has verified and
+        // decided what to delete: at its first delete phase.
+        let body = bytes::Bytes::from(env.metadata_for(&old).to_json_vec());
+        let (warehouse, name) = (env.catalog.warehouse().clone(), later.clone());
+        let written = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = written.clone();
+        let gc = GarbageCollector::new(env.catalog.clone(), config.clone())
+            .expect("gc")
+            .with_progress(move |event| {
+                let delete = gc::GcProgress::Phase {
+                    phase: gc::GcPhase::Delete,
+                };
+                if *event == delete && !flag.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    let (warehouse, name, body) = (warehouse.clone(), name.clone(), body.clone());
+                    std::thread::spawn(move || {
+                        tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                            .expect("runtime")
+                            .block_on(async { warehouse.put_if_absent(&name, body).await })
+                    })
+                    .join()
+                    .expect("thread")
+                    .expect("written");
+                }
+            });
+        let report = gc.collect(env.now()).await.expect("run");
+        assert!(
+            written.load(std::sync::atomic::Ordering::SeqCst),
+            "the hook never ran"
+        );
+        assert!(
+            env.all_exist(&old.files()).await,
+            "tables a live index names were deleted: {:?}",
+            report.actions
+        );
+        assert!(report.kept_at_verification.objects >= tables, "{report:?}");
+        assert!(
+            report
+                .warnings
+                .iter()
+                .any(|warning| warning.contains(&later)),
+            "{:?}",
+            report.warnings
+        );
+        // Every later run reads the file through the live pointer: the tables stay.
+        run_until(&env, &config, env.now() + 3 * HOUR, &[]).await;
+        assert!(env.all_exist(&old.files()).await, "deleted by a later run");
+        assert!(env.all_exist(&live.files()).await, "live tables deleted");
+        env.catalog.load(&live_id).await.expect("the live index");
+    }
+}
+
 /// What a racing register publishes again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Republish {
