@@ -37,7 +37,11 @@
 //! pointer after it starts. A publication that saw no condemnation started before `c`
 //! became visible, and is visible by `start + PUBLISH_WINDOW < c + B` (the collector
 //! refuses `B < 2 × PUBLISH_WINDOW` unless forced), so the walk sees it and keeps the file.
-//! A publication that started later sees the condemnation and refuses.
+//! A publication that started later sees the condemnation and refuses — also after the
+//! deletion: the collector keeps a deleted object's condemnation until the grace period
+//! plus twice the skew after its deletes (`gc::release`), and a publication of metadata
+//! written while the object still existed completes within the grace period of writing
+//! it (gc assumption 3).
 
 use std::collections::HashSet;
 use std::future::Future;

@@ -14,9 +14,10 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::assess::Judge;
 use super::dangling::DanglingReferences;
-use super::job::{Doomed, Page, Seq, Walk};
+use super::job::{Doomed, Page, Rules, Seq, Walk};
 use super::ledger::{Ledger, Trust};
 use super::refs::RefMap;
+use super::release::DeletionRecords;
 use super::report::{ActionKind, Counts, GcPhase, GcProgress};
 use super::run::Invocation;
 use super::scan::Nested;
@@ -49,6 +50,19 @@ impl Invocation<'_> {
         let done = self
             .sweep(&range, &Seq::Swept(partition), &observed, &verified)
             .await?;
+        if done {
+            let timing = self
+                .run
+                .plan
+                .rules
+                .strictest(Rules::of(&self.gc.config))
+                .timing();
+            let cleared = self.release_deletions(partition, &timing).await?;
+            self.report.add_counts(&Counts {
+                ledger_files_cleared: cleared,
+                ..Counts::default()
+            });
+        }
         Ok(self.outcome(step, done))
     }
 
@@ -88,8 +102,12 @@ impl Invocation<'_> {
                 .await?
                 .ok_or_else(|| self.missing("a page of doomed objects"))?
                 .doomed;
-            let counts = self
+            let (counts, deleted) = self
                 .delete_doomed(doomed, verified, &nested, &trust, &mut dangling)
+                .await?;
+            // Their entries stay until a later run releases this record (`release`).
+            DeletionRecords::new(self.gc.catalog.warehouse())
+                .write(self.plan.journal(), &output.dir(), number, deleted)
                 .await?;
             let mut totals = previous
                 .as_ref()
@@ -112,7 +130,9 @@ impl Invocation<'_> {
     /// Delete the still-doomed objects of one page: anything in a nested subtree, reachable
     /// again at the verification walk, or whose clock no longer stands against the change
     /// log read after that walk, is kept; so is anything a file written since at one of
-    /// the walk's `dangling` family references names (read again before every batch).
+    /// the walk's `dangling` family references names (read again before every batch), and
+    /// anything whose condemnation is too old to act on by then. Returns the counts and the
+    /// ledger files of the deleted objects' entries (kept: see `release`).
     async fn delete_doomed(
         &mut self,
         doomed: Vec<Doomed>,
@@ -120,10 +140,11 @@ impl Invocation<'_> {
         nested: &Nested,
         trust: &Arc<Trust>,
         dangling: &mut DanglingReferences,
-    ) -> Result<Counts> {
+    ) -> Result<(Counts, Vec<String>)> {
         let mut counts = Counts::default();
         let ledger = Ledger::new(self.gc.catalog.warehouse());
         let mut deletable = Vec::new();
+        let timing;
         {
             let clock = self.clock();
             let judge = Judge::new(
@@ -134,6 +155,7 @@ impl Invocation<'_> {
                 trust.clone(),
                 self.now_ms,
             );
+            timing = judge.timing;
             let again = &verified.observation;
             // Records the change log cannot explain at the verification walk: every clock
             // dated before it is void.
@@ -173,11 +195,12 @@ impl Invocation<'_> {
                     format!("would delete: {}", item.reason(&self.run.plan.rules)),
                 );
             }
-            return Ok(counts);
+            return Ok((counts, Vec::new()));
         }
         self.gc.emit(GcProgress::Phase {
             phase: GcPhase::Delete,
         });
+        let mut deleted = Vec::new();
         let mut items = deletable.into_iter().peekable();
         while items.peek().is_some() {
             let batch: Vec<Doomed> = items
@@ -185,20 +208,32 @@ impl Invocation<'_> {
                 .take(self.gc.config.delete_batch_size)
                 .collect();
             self.fence().await?;
-            let batch = self.keep_named_late(batch, dangling, &mut counts).await?;
-            self.delete_batch(&ledger, &mut counts, batch).await?;
+            let batch = self
+                .recheck_batch(batch, dangling, &timing, &mut counts)
+                .await?;
+            deleted.extend(self.delete_batch(&mut counts, batch).await?);
         }
-        Ok(counts)
+        Ok((counts, deleted))
     }
 
-    /// Read the dangling family references again right before a batch's deletes and keep
-    /// what a file that appeared at one of them names (see `dangling`).
-    async fn keep_named_late(
+    /// Right before a batch's deletes: keep what a file that appeared at one of the
+    /// dangling family references names (see `dangling`), and what is condemned too long
+    /// ago to act on ([`rules::condemnation_current`](super::rules::condemnation_current):
+    /// a later run condemns it again).
+    async fn recheck_batch(
         &mut self,
         batch: Vec<Doomed>,
         dangling: &mut DanglingReferences,
+        timing: &super::rules::Timing,
         counts: &mut Counts,
     ) -> Result<Vec<Doomed>> {
+        let now = self.elapsed_now();
+        let (batch, stale): (Vec<Doomed>, Vec<Doomed>) = batch
+            .into_iter()
+            .partition(|item| super::rules::condemnation_current(item.condemned_ms, now, timing));
+        for item in stale {
+            counts.kept_by_condemn_delay.add(item.size);
+        }
         let catalog = &self.gc.catalog;
         let appeared = dangling
             .reread(
@@ -238,15 +273,14 @@ impl Invocation<'_> {
         Ok(now.size != 0 || young)
     }
 
-    /// Delete one batch; then clear the deleted objects' ledger entries. An object already
-    /// gone counts as deleted (idempotent reruns); one the warehouse refuses to delete (a
-    /// symbolic link on its path) is kept and reported.
+    /// Delete one batch; returns the ledger files of the deleted objects' entries. An
+    /// object already gone counts as deleted (idempotent reruns); one the warehouse refuses
+    /// to delete (a symbolic link on its path) is kept and reported.
     async fn delete_batch(
         &mut self,
-        ledger: &Ledger,
         counts: &mut Counts,
         batch: Vec<Doomed>,
-    ) -> Result<()> {
+    ) -> Result<Vec<String>> {
         let warehouse = self.gc.catalog.warehouse();
         let names: Vec<String> = batch.iter().map(|item| item.name.clone()).collect();
         let mut outcomes: HashMap<String, Deletion> =
@@ -278,9 +312,8 @@ impl Invocation<'_> {
                 None => {}
             }
         }
-        counts.ledger_files_cleared += ledger.delete(ledger_files).await? as u64;
         match failure {
-            None => Ok(()),
+            None => Ok(ledger_files),
             Some(err) => Err(Error::new(
                 ErrorKind::StoreUnavailable,
                 format!(

@@ -384,7 +384,7 @@ pub(crate) enum Seq {
 }
 
 impl Seq {
-    fn dir(&self) -> String {
+    pub(crate) fn dir(&self) -> String {
         match self {
             Seq::Metadata => "metadata".into(),
             Seq::Assessed => "assessed".into(),

@@ -27,8 +27,12 @@
 //! deletion. A condemnation counts only if it was made after the retention window of the
 //! current clock had passed, so a new clock voids older condemnations without rewriting
 //! them. An entry is cleared (its files deleted) when its object is reachable again or
-//! gone. A lost entry (a crash between deleting its files) is harmless: the next run
-//! starts a fresh, later clock.
+//! gone — but the entry of an object gone with a condemnation stays until the deletion's
+//! record releases it (`release`: the grace period after the deletes, so publication goes
+//! on refusing what a writer picked up before they happened) or, without a record, until
+//! the condemnation expires ([`rules::CONDEMNATION_HORIZON_MS`](super::rules::CONDEMNATION_HORIZON_MS)).
+//! A lost entry (a crash between deleting its files) is harmless: the next run starts a
+//! fresh, later clock.
 //!
 //! # Reading it at the cost of a listing
 //! A run never asks for one entry at a time: the scan reads the entries of each page of
@@ -99,6 +103,15 @@ impl LedgerEntry {
         self.files.push(file.name);
     }
 
+    /// Whether the entry of an object that is gone stays: it holds a condemnation that
+    /// has not expired. The deletion's record releases it once no publication can still
+    /// check it (`release`); without one, it expires (see
+    /// [`rules::condemnation_expired`](super::rules::condemnation_expired)).
+    fn stays_when_gone(&self, now_ms: i64) -> bool {
+        self.condemned_ms
+            .is_some_and(|condemned| !super::rules::condemnation_expired(condemned, now_ms))
+    }
+
     /// The latest clock that `trust` trusts.
     pub(crate) fn trusted_clock(&self, trust: &Trust) -> Option<Clock> {
         self.clocks
@@ -121,6 +134,8 @@ pub(crate) struct PageScope<'a> {
     pub listed: &'a [String],
     /// Whether the page is the range's last.
     pub done: bool,
+    /// The run's decision time (whether a gone object's condemnation has expired).
+    pub now_ms: i64,
 }
 
 /// What [`Ledger::read_page`] found.
@@ -260,6 +275,7 @@ impl Ledger {
             after,
             listed,
             done,
+            now_ms,
         } = scope;
         let order = |a: &str, b: &str| warehouse.name_order(a, b);
         let mirror = format!("{LEDGER_DIR}/{}", range.prefix);
@@ -312,7 +328,9 @@ impl Ledger {
                 page.entries.insert((*name).to_owned(), entry);
             }
         }
-        let mut earlier: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut earlier: BTreeMap<String, LedgerEntry> = BTreeMap::new();
+        let mut gone: BTreeMap<String, LedgerEntry> = BTreeMap::new();
+        let mut gone_files = 0;
         let mut files = self.warehouse.list_range(&whole, start.as_deref());
         while let Some(item) = files.try_next().await? {
             page.examined += 1;
@@ -343,25 +361,33 @@ impl Ledger {
                 Some(std::cmp::Ordering::Equal) => {}
                 Some(std::cmp::Ordering::Less) => {
                     if earlier.len() < MAX_EARLIER_PER_PAGE || earlier.contains_key(&object) {
-                        earlier.entry(object).or_default().push(file.name);
+                        earlier.entry(object).or_default().add(file);
                     }
                 }
                 _ => {
                     let within = done || last.is_some_and(|last| order(&object, last).is_lt());
-                    if within && page.gone.len() < MAX_GONE_PER_PAGE {
-                        page.gone.push(file.name);
+                    if within && gone_files < MAX_GONE_PER_PAGE {
+                        gone_files += 1;
+                        gone.entry(object).or_default().add(file);
                     }
                 }
             }
         }
         drop(files);
-        for (object, files) in earlier {
+        for (object, entry) in earlier {
             match warehouse.head(&object).await {
-                Ok(None) => page.gone.extend(files),
+                Ok(None) => {
+                    gone.insert(object, entry);
+                }
                 Ok(Some(_)) => {}
                 // Not a name an object can have: its files are left alone.
                 Err(err) if err.kind() == crate::error::ErrorKind::InvalidIndexMetadata => {}
                 Err(err) => return Err(err),
+            }
+        }
+        for entry in gone.into_values() {
+            if !entry.stays_when_gone(now_ms) {
+                page.gone.extend(entry.files);
             }
         }
         Ok(page)
@@ -641,6 +667,8 @@ mod tests {
                     after: after.as_deref(),
                     listed: &names,
                     done: last_done && index + 1 == count,
+                    // Every condemnation expired: the entries of gone objects are cleared.
+                    now_ms: i64::MAX,
                 })
                 .await
                 .expect("page");
@@ -788,6 +816,69 @@ mod tests {
                 assert!(most <= 12, "{most} ledger files listed for a page of 10");
             }
         }
+    }
+
+    /// The entry of a gone object that holds a condemnation stays (publication refuses the
+    /// name until the deletion's record releases it, or the condemnation expires); one
+    /// with clocks only is cleared.
+    #[tokio::test]
+    async fn a_gone_objects_condemnation_stays_until_it_expires() {
+        let warehouse = Warehouse::in_memory("memory://gone/wh").expect("warehouse");
+        let ledger = Ledger::new(&warehouse);
+        let run = journal(1, 1);
+        let clock = Clock {
+            start_ms: 5,
+            walk_ms: 4,
+        };
+        let (condemned, tracked, listed) = (
+            "indexes/a/condemned",
+            "indexes/a/tracked",
+            "indexes/a/z-listed",
+        );
+        for name in [condemned, tracked] {
+            ledger
+                .record_clock(name, clock, run, "t")
+                .await
+                .expect("clock");
+        }
+        ledger
+            .record_condemnation(condemned, 9, run, "t")
+            .await
+            .expect("condemned");
+        warehouse
+            .put_if_absent(listed, Bytes::from_static(b"x"))
+            .await
+            .expect("object");
+        let entry = ledger.read(condemned).await.expect("entry");
+        let visible = entry.condemned_ms.expect("condemned");
+        let range = ListRange::whole("indexes");
+        let gone_at = |now_ms: i64| {
+            let ledger = ledger.clone();
+            let range = range.clone();
+            async move {
+                let read = ledger
+                    .read_page(PageScope {
+                        range: &range,
+                        after: None,
+                        listed: &[listed.to_owned()],
+                        done: true,
+                        now_ms,
+                    })
+                    .await
+                    .expect("page");
+                let mut objects: Vec<String> = read
+                    .gone
+                    .iter()
+                    .filter_map(|file| ledger.object_of(file))
+                    .collect();
+                objects.dedup();
+                objects
+            }
+        };
+        assert_eq!(gone_at(visible + 1).await, [tracked]);
+        let expired = visible + super::super::rules::CONDEMNATION_HORIZON_MS;
+        assert_eq!(gone_at(expired - 1).await, [tracked]);
+        assert_eq!(gone_at(expired).await, [condemned, tracked]);
     }
 
     proptest::proptest! {

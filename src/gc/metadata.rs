@@ -339,6 +339,7 @@ impl Invocation<'_> {
                 after: previous.as_deref(),
                 listed: &names,
                 done: page.done,
+                now_ms: self.plan.now_ms.min(self.now_ms),
             })
             .await?;
         Ok((read.entries, read.gone))

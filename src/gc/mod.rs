@@ -44,6 +44,7 @@
 //! | **floor** | the earliest walk a clock may come from (ownership epoch, unexplained records) | `rules::floor` |
 //! | **verify walk** | the second walk, after every scan and before any delete | `verify::verification_walk` |
 //! | **sweep** | clearing ledger entries of objects that are reachable again | `delete`, `finish` |
+//! | **deletion record** | the ledger files of what one page of deletes removed, `_gc/deleted/…`: a deleted object's condemnation stays until a later run **releases** the record, the grace period after it landed | `release` |
 //! | **nested root** | a subtree that shows another catalog's structure; nothing below it is deleted | `warehouse::layout::nested_root` |
 //!
 //! # What a run does
@@ -77,10 +78,12 @@
 //!    a catalog whose records the log cannot explain is kept. Then delete the doomed
 //!    metadata files.
 //! 4. **Delete** each partition's doomed objects in batches (workers in parallel), proving
-//!    the lease before every batch; then **sweep** the partition's ledger: clear the
-//!    entries of objects reachable at either walk (the scan already cleared those of
-//!    objects gone: it reads each page's entries with one ranged listing of the ledger,
-//!    which shows them).
+//!    the lease before every batch, and write a **deletion record** of each page's deletes
+//!    (their entries stay: publication must go on refusing what was condemned); then
+//!    **sweep** the partition's ledger: clear the entries of objects reachable at either
+//!    walk (the scan already cleared those of other objects gone: it reads each page's
+//!    entries with one ranged listing of the ledger, which shows them); then **release**
+//!    the deletion records older than the grace period (`release`).
 //! 5. **Finish**: sweep the ledger of `metadata/`; mark the dead runs its plan listed
 //!    dead; mark the run finished; prune the change-log entries settled for its walk;
 //!    release the lease.
@@ -133,7 +136,7 @@
 //! | **E** ownership epoch | no clock from a walk before the ownership marker's `created-ms`: adopting a warehouse (or re-homing its store) restarts every clock; `init` and a first write refuse a warehouse that holds another system's data | `rules::floor`, `ownership::adopt`, `ownership::earlier_use` | `Adopt` | `gc::durable_evidence::class3_adopting_*`, `class5_*` |
 //! | **T** trusted facts | a clock fact counts only if it is the current run's, or its run finished and the fact landed no later than the run's finish mark (a dead run's facts, and a write that landed after its run finished, were never looked at by later runs) | `rules::trusts`, `ledger::Trust` | `LandInFlight`, `Crash` | `gc::superseded_runs::a_late_clock_write_behind_finished_runs_does_not_backdate_retention` |
 //! | **R** retention | `clock(o) + retention <= now` | `rules::decide` | `TIMING.retention_ms` | `gc::scenarios::a_dropped_index_is_collected_only_after_retention` |
-//! | **C** condemned | a condemnation `c >= clock(o) + retention` is in the ledger and `c + B <= now` (`B` = [`GcConfig::condemn_delay`], at least twice the publish window); register and commit refuse a condemned metadata file, and a new index table or family reference (or what a new family reference names, as the walk reads it) with anything condemned at or below it, and an entry logged `settle` after the condemnation belongs to a refused publication | `rules::decide`, `rules::refused`, `catalog::publication`, [`GcConfig::validate`] | `Publish` (refused) | `gc::scenarios::a_re_registration_racing_the_run_never_leaves_a_dangling_pointer`, `a_condemned_metadata_file_cannot_be_registered_again_and_is_collected` |
+//! | **C** condemned | a condemnation `c >= clock(o) + retention` is in the ledger and `c + B <= now` (`B` = [`GcConfig::condemn_delay`], at least twice the publish window); register and commit refuse a condemned metadata file, and a new index table or family reference (or what a new family reference names, as the walk reads it) with anything condemned at or below it, and an entry logged `settle` after the condemnation belongs to a refused publication; a deleted object's condemnation stays until the grace period plus twice the skew after its deletion record (a publication of metadata written before the deletes completes by then: assumption 3), and a condemnation is acted on only within `rules::CONDEMNATION_HORIZON_MS` | `rules::decide`, `rules::refused`, `rules::deletion_released`, `release`, `catalog::publication`, [`GcConfig::validate`] | `Publish` (refused), `Release` | `gc::scenarios::a_re_registration_racing_the_run_never_leaves_a_dangling_pointer`, `a_condemned_metadata_file_cannot_be_registered_again_and_is_collected`, `metadata_written_during_the_deleting_run_is_refused_after_it` |
 //! | **V** verified | right before deleting, the verification walk and a fresh read of the change log: reachable again, published since the clock's walk, or records unexplained → kept; and before every delete batch, the walk's family references that named no file are read again: what a file written there since names → kept | `verify::verification_walk`, `rules::still_deletable`, `dangling` | `Verify`, `Delete` | `gc::scenarios::concurrent_runs_never_delete_live_files`, `a_file_first_written_at_a_dangling_reference_during_the_deletes_keeps_what_it_names` |
 //! | **P** named by existing metadata | no file under `metadata/` that exists names `o` (a valid file: its tables, centroids and sources; any other: every string in it that names an object, but never a whole managed prefix): metadata is deleted before what it names | `metadata::MetadataPage::keep`, `refs::Protected`, `metadata::named::read_parsed` | `State::referenced` | `gc::directory_references`, `gc::durable_evidence::class8_*` |
 //! | **S** log settles | a finished run prunes only the change-log entries settled for its own walk, after its finish mark: every entry a later decision needs is still there, or its effect is in that run's journal | `rules::settled`, `finish` | `Finish` | `catalog::changelog` unit tests |
@@ -227,6 +230,7 @@ mod metadata;
 mod plan;
 pub(crate) mod reachability;
 mod refs;
+mod release;
 mod report;
 #[cfg(feature = "test-util")]
 #[doc(hidden)] // The pure rules, for the model check (tests/it/gc/model.rs).

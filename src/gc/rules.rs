@@ -117,6 +117,45 @@ pub fn refused(at_ms: i64, condemned_ms: Option<i64>, timing: &Timing) -> bool {
     condemned_ms.is_some_and(|c| at_ms > c.saturating_add(timing.settle_ms))
 }
 
+/// How long after it became visible a condemnation may still be acted on, and how long a
+/// condemnation of an object that is gone stays in the ledger when no record of the
+/// object's deletion releases it sooner (see [`deletion_released`]).
+pub const CONDEMNATION_HORIZON_MS: i64 = 30 * 24 * 60 * 60 * 1000;
+
+/// Whether a condemnation visible since `condemned_ms` may still be acted on at `now_ms`
+/// (the deciding or deleting invocation's clock): an object is deleted no later than
+/// [`CONDEMNATION_HORIZON_MS`] after its condemnation, less the grace and twice the skew,
+/// so the condemnation, kept that long after it when nothing records the deletion,
+/// outlasts every publication of metadata written before the deletion (gc assumption 3:
+/// one completes within the grace period of the first file it wrote). A stale
+/// condemnation counts for nothing: the object is condemned again.
+pub fn condemnation_current(condemned_ms: i64, now_ms: i64, timing: &Timing) -> bool {
+    now_ms
+        .saturating_add(timing.grace_ms)
+        .saturating_add(timing.skew_ms.saturating_mul(2))
+        < condemned_ms.saturating_add(CONDEMNATION_HORIZON_MS)
+}
+
+/// Whether the ledger entry of an object that is gone, condemned at `condemned_ms`, may
+/// be cleared at `now_ms` without a record of the deletion (see
+/// [`condemnation_current`]).
+pub fn condemnation_expired(condemned_ms: i64, now_ms: i64) -> bool {
+    condemned_ms.saturating_add(CONDEMNATION_HORIZON_MS) <= now_ms
+}
+
+/// Whether the ledger entries of the objects a deletion record lists, written once their
+/// deletes had answered and landed at `recorded_ms` (the store's time), may be cleared at
+/// `now_ms`: a publication of metadata written before the deletes, naming them, has
+/// completed (gc assumption 3: within the grace period of writing it), so none can check
+/// for their condemnations any more. Until then the condemnations stay, and publication
+/// refuses them (rule C).
+pub fn deletion_released(recorded_ms: i64, now_ms: i64, timing: &Timing) -> bool {
+    recorded_ms
+        .saturating_add(timing.grace_ms)
+        .saturating_add(timing.skew_ms.saturating_mul(2))
+        < now_ms
+}
+
 /// The earliest walk start from which a clock of an object with `facts` may date its
 /// loss (see [the rule](self#the-rule)).
 pub fn earliest_walk(facts: &Facts, floor_ms: i64, timing: &Timing) -> i64 {
@@ -217,8 +256,12 @@ pub fn decide(
     if now_ms < retention_ends {
         return (decision, Verdict::Retention);
     }
-    // A condemnation counts only if made once this clock's retention had passed.
-    let Some(condemned_ms) = facts.condemned_ms.filter(|at| *at >= retention_ends) else {
+    // A condemnation counts only if made once this clock's retention had passed, and
+    // while it may still be acted on.
+    let Some(condemned_ms) = facts
+        .condemned_ms
+        .filter(|at| *at >= retention_ends && condemnation_current(*at, now_ms, timing))
+    else {
         return (decision, Verdict::Condemn);
     };
     if referenced {
@@ -272,6 +315,38 @@ mod tests {
             start_ms,
             end_ms: start_ms + 3,
         }
+    }
+
+    #[test]
+    fn a_deleted_objects_condemnation_outlasts_every_publication_of_earlier_metadata() {
+        // Released only once the grace period and twice the skew have passed since the
+        // deletion record landed.
+        assert!(!deletion_released(1_000, 1_000 + 10 + 2, &T));
+        assert!(deletion_released(1_000, 1_000 + 10 + 3, &T));
+        // A condemnation is acted on until the horizon, less the grace and twice the skew;
+        // without a record, a gone object's entry stays until the horizon.
+        let horizon = CONDEMNATION_HORIZON_MS;
+        assert!(condemnation_current(0, horizon - 13, &T));
+        assert!(!condemnation_current(0, horizon - 12, &T));
+        assert!(!condemnation_expired(0, horizon - 1));
+        assert!(condemnation_expired(0, horizon));
+        // A stale condemnation counts for nothing: the object is condemned again.
+        let facts = Facts {
+            last_modified_ms: 0,
+            republished_ms: None,
+            clock: Some(Clock {
+                start_ms: 50,
+                walk_ms: 40,
+            }),
+            condemned_ms: Some(200),
+        };
+        let walk = Walk {
+            start_ms: 40,
+            end_ms: 50,
+        };
+        let now = 200 + horizon;
+        assert_eq!(decide(&facts, walk, 0, now, false, &T).1, Verdict::Condemn);
+        assert_eq!(decide(&facts, walk, 0, 300, false, &T).1, Verdict::Delete);
     }
 
     #[test]

@@ -277,6 +277,7 @@ impl Invocation<'_> {
                 after: last.and_then(|page| page.after.as_deref()),
                 listed: &names,
                 done,
+                now_ms: self.plan.now_ms.min(self.now_ms),
             })
             .await?;
         // A name listed twice (an object store's folder marker `k/` lists as `k` too) is

@@ -8,6 +8,8 @@
 //! <root>/_gc/ledger/<object>/<fact>  LEDGER_DIR: one entry per tracked object (its facts)
 //! <root>/_gc/journal/                JOURNAL_DIR: each run's journal and its finish mark
 //! <root>/_gc/runs/                   RUNS_DIR: each run's plan and checkpoints
+//! <root>/_gc/deleted/                DELETED_DIR: records of deletions whose ledger entries
+//!                                    are not yet released
 //! <root>/_gc/lease/                  LEASE_DIR: the lease's generations
 //! <root>/_gc/changes/               CHANGES_DIR: the catalog's change log of pointer writes
 //! <root>/_gc/claims/<catalog-id>.json  CLAIMS_DIR: the owning catalog's claim records
@@ -70,6 +72,10 @@ pub(crate) const LEDGER_DIR: &str = "_gc/ledger";
 pub(crate) const JOURNAL_DIR: &str = "_gc/journal";
 /// The collector's runs: each run's plan and checkpoints.
 pub(crate) const RUNS_DIR: &str = "_gc/runs";
+/// The deletion records: `_gc/deleted/<run-ms>-<run>-<sequence>-<page>.json`, the ledger
+/// files of the objects one page of deletes removed, released (deleted with the record)
+/// once no publication can still check their condemnations (`gc::release`).
+pub(crate) const DELETED_DIR: &str = "_gc/deleted";
 /// The collector's lease generations.
 pub(crate) const LEASE_DIR: &str = "_gc/lease";
 /// The change log: one entry per pointer write, which the collector reads after its walks.

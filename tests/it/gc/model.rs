@@ -157,6 +157,8 @@ struct State {
     log: Vec<Logged>,
     pending: Vec<Pending>,
     deleted: [bool; OBJECTS],
+    /// When each deleted object was deleted: its deletion record's time.
+    deleted_at: [Option<i64>; OBJECTS],
     /// The latest time a pointer reached each object.
     last_reachable: [Option<i64>; OBJECTS],
     /// When `FRESH` was written, if it was.
@@ -218,6 +220,9 @@ enum Action {
     /// Delete every object still doomed (metadata first, as the delete steps do).
     Delete,
     Finish,
+    /// A run releases the ledger entry of a deleted object, once its deletion record is
+    /// old enough (`rules::deletion_released`).
+    Release(usize),
     Crash,
     LandInFlight,
 }
@@ -397,6 +402,7 @@ impl State {
         }
         self.collected = true;
         self.deleted[object] = true;
+        self.deleted_at[object] = Some(self.now);
     }
 }
 
@@ -424,6 +430,7 @@ impl Model for GcModel {
             }],
             pending: Vec::new(),
             deleted: [false; OBJECTS],
+            deleted_at: [None; OBJECTS],
             last_reachable: [None; OBJECTS],
             fresh_written: None,
             ledger: Default::default(),
@@ -479,9 +486,17 @@ impl Model for GcModel {
             {
                 actions.push(Action::WriteFresh);
             }
+            // Or it publishes the file it wrote within the grace period of writing it
+            // (assumption 3), whatever happened to its tables meanwhile.
+            let just_written = |file: usize| {
+                file == FRESH
+                    && state
+                        .fresh_written
+                        .is_some_and(|at| state.now <= at + TIMING.grace_ms)
+            };
             for key in 0..KEYS {
                 for file in 0..FILES {
-                    if state.exists(file) && tables_exist(file) {
+                    if state.exists(file) && (tables_exist(file) || just_written(file)) {
                         actions.push(Action::Publish { key, file });
                     }
                 }
@@ -520,6 +535,13 @@ impl Model for GcModel {
         }
         if state.in_flight.is_some() {
             actions.push(Action::LandInFlight);
+        }
+        for object in 0..OBJECTS {
+            let releasable = state.deleted_at[object]
+                .is_some_and(|at| rules::deletion_released(at, state.now, &TIMING));
+            if releasable && state.ledger[object] != Entry::default() {
+                actions.push(Action::Release(object));
+            }
         }
         let Some(run) = &state.run else {
             if state.runs_left > 0 {
@@ -755,9 +777,11 @@ impl Model for GcModel {
             }
             Action::Finish => {
                 let run = state.run.take()?;
-                // The sweep: entries of objects either walk reached, or gone.
+                // The sweep: entries of objects either walk reached (a deleted object's
+                // stays until its deletion record is released).
                 for object in 0..OBJECTS {
-                    if run.reachable[object] || run.reachable_again[object] || state.deleted[object]
+                    if (run.reachable[object] || run.reachable_again[object])
+                        && !state.deleted[object]
                     {
                         state.ledger[object] = Entry::default();
                     }
@@ -768,6 +792,7 @@ impl Model for GcModel {
                     .log
                     .retain(|entry| !rules::settled(entry.at, run.walk, &TIMING));
             }
+            Action::Release(object) => state.ledger[object] = Entry::default(),
             Action::Crash => {
                 state.crashes_left -= 1;
                 state.run = None;

@@ -753,6 +753,35 @@ impl Env {
             .collect()
     }
 
+    /// Ledger files no deletion record (`_gc/deleted/`) lists: those a later run does not
+    /// release.
+    pub async fn unrecorded_ledger_files(&self) -> Vec<String> {
+        let mut recorded = std::collections::HashSet::new();
+        for record in self.objects().await {
+            if !record.starts_with("_gc/deleted/") {
+                continue;
+            }
+            let bytes = self
+                .warehouse
+                .object_store()
+                .get(&self.warehouse.path(&record).expect("record name"))
+                .await
+                .expect("record")
+                .bytes()
+                .await
+                .expect("record bytes");
+            let body: serde_json::Value = serde_json::from_slice(&bytes).expect("record json");
+            for file in body["ledger-files"].as_array().expect("ledger files") {
+                recorded.insert(file.as_str().expect("a name").to_owned());
+            }
+        }
+        self.ledger_files()
+            .await
+            .into_iter()
+            .filter(|file| !recorded.contains(file))
+            .collect()
+    }
+
     /// The ledger files of `object`'s entry.
     pub async fn entry_of(&self, object: &str) -> Vec<String> {
         self.ledger_files()
