@@ -218,6 +218,53 @@ pub(crate) struct ChangeLog {
 /// Read the whole change log, `concurrency` entries at a time.
 pub(crate) async fn read(warehouse: &Warehouse, concurrency: usize) -> Result<ChangeLog> {
     let listed: Vec<ListItem> = warehouse.list(CHANGES_DIR).try_collect().await?;
+    read_listed(warehouse, listed, concurrency).await
+}
+
+/// The names of the entries logged at or after `from_ms` (names sort by time: one ranged
+/// listing).
+pub(crate) async fn names_since(warehouse: &Warehouse, from_ms: i64) -> Result<Vec<String>> {
+    let range = crate::warehouse::ListRange::new(
+        CHANGES_DIR,
+        Some(format!("{:020}", from_ms.max(0))),
+        None,
+    );
+    warehouse
+        .list_range(&range, None)
+        .try_filter_map(|positioned| {
+            let name = match positioned.item {
+                ListItem::Object(listed) => entry_time(&listed.name)
+                    .is_some_and(|at_ms| at_ms >= from_ms)
+                    .then_some(listed.name),
+                ListItem::Skipped { .. } => None,
+            };
+            futures::future::ready(Ok(name))
+        })
+        .try_collect()
+        .await
+}
+
+/// The entry `name`: `None` if it is gone (pruned) or does not parse.
+pub(crate) async fn read_entry(warehouse: &Warehouse, name: &str) -> Result<Option<Change>> {
+    Ok(match warehouse.get(name, MAX_CHANGE_BYTES).await? {
+        Fetched::Object(bytes, _) => {
+            serde_json::from_slice::<Change>(&bytes)
+                .ok()
+                .filter(|change| {
+                    change.change_version == CHANGE_VERSION
+                        && entry_time(name) == Some(change.at_ms.max(0))
+                })
+        }
+        Fetched::Missing | Fetched::TooLarge(_) => None,
+    })
+}
+
+/// Read the listed entries, `concurrency` at a time.
+async fn read_listed(
+    warehouse: &Warehouse,
+    listed: Vec<ListItem>,
+    concurrency: usize,
+) -> Result<ChangeLog> {
     let mut log = ChangeLog::default();
     let mut names = Vec::new();
     for item in listed {

@@ -289,6 +289,7 @@ impl Catalog {
             .into_iter()
             .filter(|name| !known.contains(name))
             .collect();
+        refuse_slashed_references(self, &publication.metadata, &new_references)?;
         // What a new family reference makes reachable, as the collector's walk reads it:
         // the object itself and, if it is metadata, what it names, following its own
         // references (a fresh centroids file may name an old index's tables).
@@ -397,6 +398,36 @@ fn family_references(
         }
     }
     names
+}
+
+/// Refuse a new family reference whose location ends with `/`: it names a file, which
+/// the collector reads at the name without the slash, while on an object store a key that
+/// keeps the slash is another object, which the collector never reads (what it names
+/// would not be kept).
+fn refuse_slashed_references(
+    catalog: &Catalog,
+    metadata: &IndexMetadata,
+    new_references: &[String],
+) -> Result<()> {
+    let registry = catalog.registry();
+    for snapshot in metadata.snapshots() {
+        let Some(family) = registry.family(snapshot.index_family()) else {
+            continue;
+        };
+        for location in family.warehouse_references(snapshot.parameters()) {
+            let slashed = location.ends_with('/')
+                && object_name(location).is_ok_and(|name| new_references.contains(&name));
+            if slashed {
+                return Err(Error::new(
+                    ErrorKind::InvalidIndexMetadata,
+                    format!(
+                        "the family reference `{location}` ends with `/`: it must name a file (write it without the slash)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Refuse to publish a file whose name is too long for the collector's ledger: it could

@@ -88,7 +88,23 @@ impl Invocation<'_> {
         }
         let nested = Nested::of(verified.nested.clone());
         let trust = self.trust().await?;
-        let mut dangling = DanglingReferences::new(self.job.dangling().await?);
+        // Publications logged from a settle before the verification walk may have landed
+        // after it (see `dangling`).
+        let walked = self.job.dangling().await?;
+        let walk_start_ms = walked
+            .as_ref()
+            .map_or(self.plan.walk_start_ms, |walked| walked.walk_start_ms);
+        let settle_ms = self
+            .run
+            .plan
+            .rules
+            .strictest(Rules::of(&self.gc.config))
+            .timing()
+            .settle_ms;
+        let mut dangling = DanglingReferences::new(
+            walked.map(|walked| walked.references).unwrap_or_default(),
+            walk_start_ms.saturating_sub(settle_ms),
+        );
         for number in numbers {
             if covered.contains(&number) {
                 continue;
@@ -207,10 +223,11 @@ impl Invocation<'_> {
                 .by_ref()
                 .take(self.gc.config.delete_batch_size)
                 .collect();
-            self.fence().await?;
             let batch = self
                 .recheck_batch(batch, dangling, &timing, &mut counts)
                 .await?;
+            // The lease is proved last, right before the deletes.
+            self.fence().await?;
             deleted.extend(self.delete_batch(&mut counts, batch).await?);
         }
         Ok((counts, deleted))

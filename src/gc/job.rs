@@ -13,8 +13,9 @@
 //! assessed/<seq>.json       the candidates of metadata page <seq>, decided: doomed files
 //! scan/<p>/<seq>.json       partition <p> of `indexes/`, page by page: doomed objects
 //! verified.json             the verification walk (R again) and every nested root found
-//! verified-dangling/<id>.json  the family references a verification walk found naming no
-//!                           file (one file per walk, written before `verified.json`)
+//! verified-dangling/<id>.json  when a verification walk started, and the family
+//!                           references it found naming no file (one file per walk,
+//!                           written before `verified.json`)
 //! deleted/<m|p>/<seq>.json  deletion progress: one page of doomed objects each
 //! swept/<m|p>/<seq>.json    ledger sweep progress, page by page
 //! ```
@@ -543,38 +544,35 @@ impl Job {
         self.write("verified.json", walk).await
     }
 
-    /// Keep the family references a verification walk found naming no file, before its
-    /// `verified.json` is written: whichever worker's walk that file keeps, its references
-    /// are among those [`Job::dangling`] reads.
-    pub(crate) async fn write_dangling(
-        &self,
-        walk: Uuid,
-        references: &std::collections::BTreeSet<String>,
-    ) -> Result<()> {
-        if references.is_empty() {
-            return Ok(());
-        }
+    /// Keep when a verification walk started and the family references it found naming
+    /// no file, before its `verified.json` is written: whichever worker's walk that file
+    /// keeps, its references are among those [`Job::dangling`] reads, and it started no
+    /// earlier than the earliest start.
+    pub(crate) async fn write_dangling(&self, walk: Uuid, dangling: &Dangling) -> Result<()> {
         let file = format!("{DANGLING_DIR}/{}.json", walk.simple());
-        let dangling = Dangling {
-            references: references.clone(),
-        };
-        self.write(&file, &dangling).await.map(|_| ())
+        self.write(&file, dangling).await.map(|_| ())
     }
 
-    /// The family references any verification walk of the run found naming no file.
-    pub(crate) async fn dangling(&self) -> Result<std::collections::BTreeSet<String>> {
+    /// What the run's verification walks found (their references together, the earliest
+    /// start); `None` if none kept it (a walk of an earlier release).
+    pub(crate) async fn dangling(&self) -> Result<Option<Dangling>> {
         let dir = format!("{}/{DANGLING_DIR}", self.dir);
-        let mut references = std::collections::BTreeSet::new();
+        let mut found: Option<Dangling> = None;
         for listed in self.store.list_files(&dir).await? {
             if !is_own_file(&self.dir, &listed.name) {
                 continue;
             }
             let file = listed.name[self.dir.len() + 1..].to_owned();
-            if let Some(dangling) = self.read::<Dangling>(&file).await? {
-                references.extend(dangling.references);
+            if let Some(walk) = self.read::<Dangling>(&file).await? {
+                let all = found.get_or_insert_with(|| Dangling {
+                    walk_start_ms: walk.walk_start_ms,
+                    references: Default::default(),
+                });
+                all.walk_start_ms = all.walk_start_ms.min(walk.walk_start_ms);
+                all.references.extend(walk.references);
             }
         }
-        Ok(references)
+        Ok(found)
     }
 
     pub(crate) async fn referenced(&self) -> Result<Option<Referenced>> {
@@ -701,11 +699,13 @@ impl Job {
 /// Where a run keeps its verification walks' dangling references.
 const DANGLING_DIR: &str = "verified-dangling";
 
-/// The family references one verification walk found naming no file.
-#[derive(Debug, Serialize, Deserialize)]
+/// When one verification walk started, and the family references it found naming no
+/// file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct Dangling {
-    references: std::collections::BTreeSet<String>,
+pub(crate) struct Dangling {
+    pub walk_start_ms: i64,
+    pub references: std::collections::BTreeSet<String>,
 }
 
 /// Whether `name` is a file a run writes in its directory `dir`.
@@ -982,28 +982,33 @@ mod dangling {
     async fn every_verification_walks_dangling_references_are_read_and_pruned_with_the_run() {
         let warehouse = Warehouse::in_memory("memory://job/wh").expect("warehouse");
         let job = Job::new(&warehouse, journal(3, 9));
-        assert!(job.dangling().await.expect("none").is_empty());
+        assert_eq!(job.dangling().await.expect("none"), None);
         let first = BTreeSet::from(["metadata/a.json".to_owned()]);
         let second = BTreeSet::from(["metadata/b.json".to_owned()]);
-        job.write_dangling(Uuid::from_u128(1), &first)
-            .await
-            .expect("written");
-        job.write_dangling(Uuid::from_u128(2), &second)
-            .await
-            .expect("written");
-        job.write_dangling(Uuid::from_u128(3), &BTreeSet::new())
-            .await
-            .expect("nothing to write");
+        for (id, walk_start_ms, references) in
+            [(1, 20, &first), (2, 10, &second), (3, 30, &BTreeSet::new())]
+        {
+            let dangling = Dangling {
+                walk_start_ms,
+                references: references.clone(),
+            };
+            job.write_dangling(Uuid::from_u128(id), &dangling)
+                .await
+                .expect("written");
+        }
         // A file the collector does not write there is neither read nor pruned.
         let foreign = format!("{}/{DANGLING_DIR}/notes.json", job.dir);
         warehouse
             .put_if_absent(&foreign, Bytes::from_static(b"{}"))
             .await
             .expect("foreign");
-        let both: BTreeSet<String> = first.union(&second).cloned().collect();
-        assert_eq!(job.dangling().await.expect("read"), both);
+        let both = Dangling {
+            walk_start_ms: 10,
+            references: first.union(&second).cloned().collect(),
+        };
+        assert_eq!(job.dangling().await.expect("read"), Some(both));
         let own = job.own_files().await.expect("own");
-        assert_eq!(own.len(), 2, "{own:?}");
+        assert_eq!(own.len(), 3, "{own:?}");
         assert!(!own.contains(&foreign));
     }
 }

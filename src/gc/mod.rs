@@ -162,10 +162,11 @@
 //!    unreachable for a long time, a backup's metadata or an old index's tables, and
 //!    publish them under a new metadata file: until they are condemned a walk sees the
 //!    publication (C), and once they are, publication refuses them.) A file first written
-//!    at a family reference that named no file at the verification walk is read again
-//!    right before every delete batch, and what it names is kept (`dangling`); one that
-//!    lands between that read and the batch's delete request is read by no check, and
-//!    what it names may be deleted under the live pointer (docs/gc-attacks.md, F1b).
+//!    at a family reference that named no file at the verification walk, or in metadata
+//!    published since, is read right before every delete batch, and what it names is kept
+//!    (`dangling`); one that lands between that read and the batch's delete request is
+//!    read by no check, and what it names may be deleted under the live pointer
+//!    (docs/gc-attacks.md, F1b).
 //! 4. A request already sent when a machine sleeps may land after its publish window; no
 //!    client-side clock can prevent it (see `catalog::publication`).
 //! 5. A local warehouse lives on a case- and normalisation-sensitive file system (on

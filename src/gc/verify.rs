@@ -72,6 +72,7 @@ impl Invocation<'_> {
             self.fence().await?;
             let catalog = &self.gc.catalog;
             let concurrency = self.gc.config.io_concurrency.max(1);
+            let walk_start_ms = self.elapsed_now();
             let previous = match self.plan.previous {
                 Some(previous) => {
                     Ledger::new(catalog.warehouse())
@@ -100,9 +101,14 @@ impl Invocation<'_> {
                 concurrency,
             )
             .await?;
-            // Its dangling family references go first (see `dangling`).
+            // When it started and its dangling family references go first (see
+            // `dangling`).
+            let dangling = super::job::Dangling {
+                walk_start_ms,
+                references: std::mem::take(&mut observation.dangling),
+            };
             self.job
-                .write_dangling(catalog.ids().uuid(), &observation.dangling)
+                .write_dangling(catalog.ids().uuid(), &dangling)
                 .await?;
             Walk {
                 observation,

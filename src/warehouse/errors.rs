@@ -47,3 +47,20 @@ fn is_permanent(err: &object_store::Error) -> bool {
     }
     false
 }
+
+/// Whether an object-store failure says there is no object at the name: not found, or (on
+/// a file system) a file where a directory of the path would be, so that no file can be
+/// there either.
+pub(super) fn is_missing(err: &object_store::Error) -> bool {
+    if matches!(err, object_store::Error::NotFound { .. }) {
+        return true;
+    }
+    let mut cause = std::error::Error::source(err);
+    while let Some(inner) = cause {
+        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            return io.kind() == std::io::ErrorKind::NotADirectory;
+        }
+        cause = inner.source();
+    }
+    false
+}

@@ -54,7 +54,7 @@ pub(crate) use objects::Fetched;
 #[doc(hidden)] // With `Warehouse::list_range`, for tests/it/gc/hostile_layouts.rs.
 pub use range::{ListRange, Positioned};
 
-use self::errors::unavailable;
+use self::errors::{is_missing, unavailable};
 use crate::error::{Error, ErrorKind, Result};
 
 /// One object found by a listing.

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
-use super::{Listed, Warehouse, unavailable};
+use super::{Listed, Warehouse, is_missing, unavailable};
 use crate::error::{Error, ErrorKind, Result};
 
 impl Warehouse {
@@ -36,7 +36,7 @@ impl Warehouse {
         let path = self.path(name)?;
         let result = match self.store.get(&path).await {
             Ok(result) => result,
-            Err(object_store::Error::NotFound { .. }) => return Ok(Fetched::Missing),
+            Err(err) if is_missing(&err) => return Ok(Fetched::Missing),
             Err(err) => return Err(unavailable(name, err)),
         };
         if result.meta.size > max_bytes {
@@ -76,7 +76,7 @@ impl Warehouse {
         let path = self.path(name)?;
         match self.store.head(&path).await {
             Ok(meta) => Ok(Some(self.listed(&meta, name))),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(err) if is_missing(&err) => Ok(None),
             Err(err) => Err(unavailable(name, err)),
         }
     }
@@ -138,6 +138,22 @@ mod tests {
 
     fn warehouse(root: &str) -> Warehouse {
         Warehouse::new(root, Arc::new(InMemory::new()), Path::from("wh")).expect("valid root")
+    }
+
+    /// On a file system, a file where a directory of the path would be means no object
+    /// is at the name (not a refusal: a family reference below such a file names nothing).
+    #[tokio::test]
+    async fn a_name_below_a_file_is_missing() {
+        let dir = tempfile::tempdir().expect("dir");
+        let wh = Warehouse::local(dir.path()).expect("warehouse");
+        wh.put_if_absent("metadata/x", Bytes::from_static(b"{}"))
+            .await
+            .expect("written");
+        assert!(matches!(
+            wh.get("metadata/x/c.json", 1024).await.expect("read"),
+            Fetched::Missing
+        ));
+        assert_eq!(wh.head("metadata/x/c.json").await.expect("head"), None);
     }
 
     #[tokio::test]

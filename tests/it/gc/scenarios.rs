@@ -530,89 +530,160 @@ async fn a_re_registration_racing_the_run_never_leaves_a_dangling_pointer() {
 /// nobody has written yet (register accepts that), and a writer writes it for the first
 /// time between a deleting run's verification walk and its deletes, naming the tables that
 /// run is deleting. No publication happens, so no publication check can refuse it: the
-/// collector reads the walk's dangling references again before every delete batch and
-/// keeps what a file found there names.
+/// collector reads the walk's dangling references again before every delete batch, and
+/// the metadata of what the change log announced since the walk (an index registered
+/// after it, F1b-late), and keeps what a file found there names.
 #[tokio::test]
 async fn a_file_first_written_at_a_dangling_reference_during_the_deletes_keeps_what_it_names() {
     for (n, backend) in [Backend::Memory, Backend::Local].into_iter().enumerate() {
-        let env = claimed(backend, 40 + n as u64).await;
-        let config = test_config();
-        let later = "metadata/centroids-written-later.json".to_owned();
-        let live = Layout {
-            centroids_metadata: Some(later.clone()),
-            ..Layout::under("live/1")
-        };
-        let (live_id, _, _) = env.register("live", &live).await;
-        let old = Layout::under("old/1");
-        let (old_id, _, _) = env.register("old", &old).await;
-        env.advance(HOUR);
-        env.catalog.drop_index(&old_id).await.expect("dropped");
-        // Until the run of this moment would delete the old tables (a dry run first).
-        let dry_run = GcConfig {
-            dry_run: true,
-            ..config.clone()
-        };
-        let tables = old.files().len() as u64;
-        let mut doomed = false;
-        for _ in 0..40 {
-            env.advance(10 * MINUTE);
-            if env.collect(&dry_run).await.deleted.objects >= tables {
-                doomed = true;
-                break;
-            }
-            env.collect(&config).await;
+        for registered_late in [false, true] {
+            dangling_reference_filled_in(backend, registered_late, 40 + 2 * n as u64).await;
         }
-        assert!(doomed, "the old tables were never doomed");
-        // The file, naming the old tables, is written once the run has verified and
-        // decided what to delete: at its first delete phase.
-        let body = bytes::Bytes::from(env.metadata_for(&old).to_json_vec());
-        let (warehouse, name) = (env.catalog.warehouse().clone(), later.clone());
-        let written = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = written.clone();
-        let gc = GarbageCollector::new(env.catalog.clone(), config.clone())
-            .expect("gc")
-            .with_progress(move |event| {
-                let delete = gc::GcProgress::Phase {
-                    phase: gc::GcPhase::Delete,
-                };
-                if *event == delete && !flag.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                    let (warehouse, name, body) = (warehouse.clone(), name.clone(), body.clone());
-                    std::thread::spawn(move || {
-                        tokio::runtime::Builder::new_current_thread()
-                            .enable_all()
-                            .build()
-                            .expect("runtime")
-                            .block_on(async { warehouse.put_if_absent(&name, body).await })
-                    })
-                    .join()
-                    .expect("thread")
-                    .expect("written");
-                }
-            });
-        let report = gc.collect(env.now()).await.expect("run");
-        assert!(
-            written.load(std::sync::atomic::Ordering::SeqCst),
-            "the hook never ran"
-        );
-        assert!(
-            env.all_exist(&old.files()).await,
-            "tables a live index names were deleted: {:?}",
-            report.actions
-        );
-        assert!(report.kept_at_verification.objects >= tables, "{report:?}");
-        assert!(
-            report
-                .warnings
-                .iter()
-                .any(|warning| warning.contains(&later)),
-            "{:?}",
-            report.warnings
-        );
-        // Every later run reads the file through the live pointer: the tables stay.
-        run_until(&env, &config, env.now() + 3 * HOUR, &[]).await;
-        assert!(env.all_exist(&old.files()).await, "deleted by a later run");
-        assert!(env.all_exist(&live.files()).await, "live tables deleted");
-        env.catalog.load(&live_id).await.expect("the live index");
+    }
+}
+
+/// [`a_file_first_written_at_a_dangling_reference_during_the_deletes_keeps_what_it_names`]:
+/// the live index registered before the deleting run, or (`registered_late`) during its
+/// deletes, right before the file is written.
+async fn dangling_reference_filled_in(backend: Backend, registered_late: bool, seed: u64) {
+    let env = claimed(backend, seed).await;
+    let config = test_config();
+    let later = "metadata/centroids-written-later.json".to_owned();
+    let live = Layout {
+        centroids_metadata: Some(later.clone()),
+        ..Layout::under("live/1")
+    };
+    let live_id = env.id("live").await;
+    if !registered_late {
+        let (_, location) = env.new_index(&live).await;
+        env.catalog
+            .register(&live_id, Some(&live.source), &location)
+            .await
+            .expect("registered");
+    }
+    let old = Layout::under("old/1");
+    let (old_id, _, _) = env.register("old", &old).await;
+    env.advance(HOUR);
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    // Until the run of this moment would delete the old tables (a dry run first).
+    let dry_run = GcConfig {
+        dry_run: true,
+        ..config.clone()
+    };
+    let tables = old.files().len() as u64;
+    let mut doomed = false;
+    for _ in 0..40 {
+        env.advance(10 * MINUTE);
+        if env.collect(&dry_run).await.deleted.objects >= tables {
+            doomed = true;
+            break;
+        }
+        env.collect(&config).await;
+    }
+    assert!(doomed, "the old tables were never doomed");
+    // A late index's files are written now (young: within the grace period).
+    let live_location = match registered_late {
+        true => env.new_index(&live).await.1,
+        false => {
+            env.catalog
+                .load(&live_id)
+                .await
+                .expect("live")
+                .metadata_location
+        }
+    };
+    // The file, naming the old tables, is written once the run has verified and decided
+    // what to delete: at its first delete phase (after registering the index, if late).
+    let body = bytes::Bytes::from(env.metadata_for(&old).to_json_vec());
+    let (catalog, name) = (env.catalog.clone(), later.clone());
+    let (id, source, location) = (live_id.clone(), live.source.clone(), live_location.clone());
+    let written = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = written.clone();
+    let gc = GarbageCollector::new(env.catalog.clone(), config.clone())
+        .expect("gc")
+        .with_progress(move |event| {
+            let delete = gc::GcProgress::Phase {
+                phase: gc::GcPhase::Delete,
+            };
+            if *event == delete && !flag.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                let (catalog, name, body) = (catalog.clone(), name.clone(), body.clone());
+                let (id, source, location) = (id.clone(), source.clone(), location.clone());
+                std::thread::spawn(move || {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("runtime")
+                        .block_on(async {
+                            if registered_late {
+                                catalog
+                                    .register(&id, Some(&source), &location)
+                                    .await
+                                    .expect("registered during the deletes");
+                            }
+                            catalog.warehouse().put_if_absent(&name, body).await
+                        })
+                })
+                .join()
+                .expect("thread")
+                .expect("written");
+            }
+        });
+    let report = gc.collect(env.now()).await.expect("run");
+    assert!(
+        written.load(std::sync::atomic::Ordering::SeqCst),
+        "the hook never ran"
+    );
+    assert!(
+        env.all_exist(&old.files()).await,
+        "tables a live index names were deleted (registered late: {registered_late}): {:?}",
+        report.actions
+    );
+    assert!(report.kept_at_verification.objects >= tables, "{report:?}");
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|warning| warning.contains(&later)),
+        "{:?}",
+        report.warnings
+    );
+    // Every later run reads the file through the live pointer: the tables stay.
+    run_until(&env, &config, env.now() + 3 * HOUR, &[]).await;
+    assert!(env.all_exist(&old.files()).await, "deleted by a later run");
+    assert!(env.all_exist(&live.files()).await, "live tables deleted");
+    env.catalog.load(&live_id).await.expect("the live index");
+}
+
+/// A family reference names a file: one ending with `/` is refused (the collector reads
+/// the name without the slash, while on an object store the key with it is another
+/// object, which no walk would read: what it names would not be kept).
+#[tokio::test]
+async fn a_family_reference_ending_with_a_slash_is_refused() {
+    for (n, backend) in [Backend::Memory, Backend::Local].into_iter().enumerate() {
+        let env = claimed(backend, 60 + n as u64).await;
+        let layout = Layout {
+            centroids_metadata: Some("metadata/c/centroids.json/".to_owned()),
+            ..Layout::under("slashed/1")
+        };
+        let (_, location) = env.new_index(&layout).await;
+        let id = env.id("slashed").await;
+        let err = env
+            .catalog
+            .register(&id, Some(&layout.source), &location)
+            .await
+            .expect_err("a slashed family reference is refused");
+        assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+        assert!(err.message().contains("ends with `/`"), "{err}");
+        // Without the slash it is published.
+        let plain = Layout {
+            centroids_metadata: Some("metadata/c/centroids.json".to_owned()),
+            ..layout.clone()
+        };
+        let (_, location) = env.new_index(&plain).await;
+        env.catalog
+            .register(&id, Some(&plain.source), &location)
+            .await
+            .expect("registered");
     }
 }
 
