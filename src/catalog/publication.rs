@@ -293,11 +293,10 @@ impl Catalog {
         // What a new family reference makes reachable, as the collector's walk reads it:
         // the object itself and, if it is metadata, what it names, following its own
         // references (a fresh centroids file may name an old index's tables).
-        let reached = futures::future::try_join_all(
-            new_references
-                .iter()
-                .map(|name| names_of_metadata(self.warehouse(), registry, name)),
-        )
+        let reached = futures::future::try_join_all(new_references.iter().map(|name| async move {
+            refuse_too_large(self, name).await?;
+            names_of_metadata(self.warehouse(), registry, name).await
+        }))
         .await?;
         // Each name once (a referenced file may name millions of objects).
         let mut seen: HashSet<String> = known_tables.iter().chain(&known).cloned().collect();
@@ -398,6 +397,23 @@ fn family_references(
         }
     }
     names
+}
+
+/// Refuse a new family reference to a file larger than any metadata file: the collector
+/// reads no name in it (nothing it names would be kept).
+async fn refuse_too_large(catalog: &Catalog, name: &str) -> Result<()> {
+    let max = crate::metadata::MAX_METADATA_BYTES as u64;
+    match catalog.warehouse().head(name).await? {
+        Some(listed) if listed.size > max => Err(Error::new(
+            ErrorKind::InvalidIndexMetadata,
+            format!(
+                "the family reference `{}` names a file of {} bytes, more than the {max} bytes the garbage collector reads: what it names would not be kept",
+                catalog.warehouse().absolute(name),
+                listed.size
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Refuse a new family reference whose location ends with `/`: it names a file, which

@@ -7,7 +7,7 @@
 //! sees what the file names; written between a run's verification walk and its deletes,
 //! naming objects the run doomed, it would have them deleted under the live pointer
 //! (`docs/gc-attacks.md`, F1b). So the verification walk keeps the references it found
-//! missing, and when it started (`verified-dangling/<id>.json` beside `verified.json`, see
+//! missing or not parsing (a file being written in place), and when it started (`verified-dangling/<id>.json` beside `verified.json`, see
 //! the `job` module), and every delete batch first reads each of them again, and reads
 //! the metadata of every publication the change log announced since the walk (an index
 //! registered after it may name a file nobody has written either, F1b-late): whatever a

@@ -89,8 +89,8 @@ pub(crate) struct Observation {
     #[serde(default)]
     pub history: History,
     pub warnings: Vec<String>,
-    /// Family references that named no file (kept apart from the walk's file: see
-    /// [`dangling`](super::dangling)).
+    /// Family references that named no file, or one that does not parse (kept apart from
+    /// the walk's file: see [`dangling`](super::dangling)).
     #[serde(skip)]
     pub dangling: BTreeSet<String>,
 }
@@ -414,10 +414,13 @@ impl Walker<'_> {
                     }
                     Parsed::Opaque { references, .. } => {
                         // A referenced object in another format: reachable itself, and so is
-                        // whatever it may name.
+                        // whatever it may name. It may also be written half (a writer that
+                        // writes in place): read again before every delete batch, as a
+                        // reference that names nothing is (`dangling`).
                         for reference in references {
                             observation.reachable.insert(reference, 0);
                         }
+                        observation.dangling.insert(name);
                     }
                 }
             }

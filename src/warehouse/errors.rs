@@ -49,8 +49,8 @@ fn is_permanent(err: &object_store::Error) -> bool {
 }
 
 /// Whether an object-store failure says there is no object at the name: not found, or (on
-/// a file system) a file where a directory of the path would be, so that no file can be
-/// there either.
+/// a file system) a file where a directory of the path would be, or a loop of symbolic
+/// links on the path, so that no file can be read there either.
 pub(super) fn is_missing(err: &object_store::Error) -> bool {
     if matches!(err, object_store::Error::NotFound { .. }) {
         return true;
@@ -58,7 +58,8 @@ pub(super) fn is_missing(err: &object_store::Error) -> bool {
     let mut cause = std::error::Error::source(err);
     while let Some(inner) = cause {
         if let Some(io) = inner.downcast_ref::<std::io::Error>() {
-            return io.kind() == std::io::ErrorKind::NotADirectory;
+            return io.kind() == std::io::ErrorKind::NotADirectory
+                || io.raw_os_error() == Some(libc::ELOOP);
         }
         cause = inner.source();
     }

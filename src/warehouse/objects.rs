@@ -154,6 +154,15 @@ mod tests {
             Fetched::Missing
         ));
         assert_eq!(wh.head("metadata/x/c.json").await.expect("head"), None);
+        // So is a name on a loop of symbolic links.
+        let root = dir.path().join("metadata");
+        std::os::unix::fs::symlink(root.join("loop"), root.join("loop")).expect("link");
+        for name in ["metadata/loop", "metadata/loop/c.json"] {
+            assert!(
+                matches!(wh.get(name, 1024).await.expect("read"), Fetched::Missing),
+                "{name}"
+            );
+        }
     }
 
     #[tokio::test]

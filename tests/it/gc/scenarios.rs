@@ -536,16 +536,35 @@ async fn a_re_registration_racing_the_run_never_leaves_a_dangling_pointer() {
 #[tokio::test]
 async fn a_file_first_written_at_a_dangling_reference_during_the_deletes_keeps_what_it_names() {
     for (n, backend) in [Backend::Memory, Backend::Local].into_iter().enumerate() {
-        for registered_late in [false, true] {
-            dangling_reference_filled_in(backend, registered_late, 40 + 2 * n as u64).await;
+        for (m, filling) in [
+            Filling::Later,
+            Filling::RegisteredLate,
+            Filling::HalfWritten,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            dangling_reference_filled_in(backend, filling, 40 + 3 * n as u64 + m as u64).await;
         }
     }
 }
 
-/// [`a_file_first_written_at_a_dangling_reference_during_the_deletes_keeps_what_it_names`]:
-/// the live index registered before the deleting run, or (`registered_late`) during its
-/// deletes, right before the file is written.
-async fn dangling_reference_filled_in(backend: Backend, registered_late: bool, seed: u64) {
+/// How the file at a live index's family reference comes to name the old tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Filling {
+    /// Written during the deletes; the index was registered before the run.
+    Later,
+    /// The index is registered during the deletes, then the file is written.
+    RegisteredLate,
+    /// The file is being written in place at the verification walk (half of it there),
+    /// and finished during the deletes.
+    HalfWritten,
+}
+
+/// [`a_file_first_written_at_a_dangling_reference_during_the_deletes_keeps_what_it_names`]
+/// for one [`Filling`].
+async fn dangling_reference_filled_in(backend: Backend, filling: Filling, seed: u64) {
+    let registered_late = filling == Filling::RegisteredLate;
     let env = claimed(backend, seed).await;
     let config = test_config();
     let later = "metadata/centroids-written-later.json".to_owned();
@@ -581,6 +600,9 @@ async fn dangling_reference_filled_in(backend: Backend, registered_late: bool, s
         env.collect(&config).await;
     }
     assert!(doomed, "the old tables were never doomed");
+    if filling == Filling::HalfWritten {
+        env.put(&later, b"{\"tables\": [").await;
+    }
     // A late index's files are written now (young: within the grace period).
     let live_location = match registered_late {
         true => env.new_index(&live).await.1,
@@ -620,7 +642,17 @@ async fn dangling_reference_filled_in(backend: Backend, registered_late: bool, s
                                     .await
                                     .expect("registered during the deletes");
                             }
-                            catalog.warehouse().put_if_absent(&name, body).await
+                            // Written (or finished) in place.
+                            let warehouse = catalog.warehouse();
+                            warehouse
+                                .object_store()
+                                .put(
+                                    &warehouse.path(&name).expect("name"),
+                                    object_store::PutPayload::from(body),
+                                )
+                                .await
+                                .expect("written");
+                            Ok::<_, parqdb_catalog::Error>(())
                         })
                 })
                 .join()
@@ -635,7 +667,7 @@ async fn dangling_reference_filled_in(backend: Backend, registered_late: bool, s
     );
     assert!(
         env.all_exist(&old.files()).await,
-        "tables a live index names were deleted (registered late: {registered_late}): {:?}",
+        "tables a live index names were deleted ({filling:?}): {:?}",
         report.actions
     );
     assert!(report.kept_at_verification.objects >= tables, "{report:?}");
@@ -685,6 +717,36 @@ async fn a_family_reference_ending_with_a_slash_is_refused() {
             .await
             .expect("registered");
     }
+}
+
+/// A family reference to a file larger than any metadata file the collector reads is
+/// refused: the walk would read no name in it, and what it names would be collected while
+/// the index is live.
+#[tokio::test]
+async fn a_family_reference_to_a_file_too_large_to_read_is_refused() {
+    let env = claimed(Backend::Memory, 62).await;
+    let huge = "metadata/c/huge-centroids.json";
+    let size = parqdb_catalog::metadata::MAX_METADATA_BYTES + 1;
+    env.warehouse
+        .put_if_absent(huge, bytes::Bytes::from(vec![b' '; size]))
+        .await
+        .expect("written");
+    let layout = Layout {
+        centroids_metadata: Some(huge.to_owned()),
+        ..Layout::under("huge/1")
+    };
+    let (_, location) = env.new_index(&layout).await;
+    let id = env.id("huge").await;
+    let err = env
+        .catalog
+        .register(&id, Some(&layout.source), &location)
+        .await
+        .expect_err("a reference too large to read is refused");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+    assert!(
+        err.message().contains("bytes the garbage collector reads"),
+        "{err}"
+    );
 }
 
 /// New metadata over an old index's condemned tables, written during the run that deletes
