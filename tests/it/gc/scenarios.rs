@@ -526,6 +526,42 @@ async fn a_re_registration_racing_the_run_never_leaves_a_dangling_pointer() {
     }
 }
 
+/// Register an index over `indexes/old/1/`, drop it, and collect until a run of this
+/// moment would delete its tables (a dry run tells): the next run deletes them.
+async fn old_tables_doomed(env: &Env, config: &GcConfig) -> Layout {
+    let old = Layout::under("old/1");
+    let (old_id, _, _) = env.register("old", &old).await;
+    env.advance(HOUR);
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    let dry_run = GcConfig {
+        dry_run: true,
+        ..config.clone()
+    };
+    let tables = old.files().len() as u64;
+    for _ in 0..40 {
+        env.advance(10 * MINUTE);
+        if env.collect(&dry_run).await.deleted.objects >= tables {
+            return old;
+        }
+        env.collect(config).await;
+    }
+    panic!("the old tables were never doomed");
+}
+
+/// Run `work` to its end on a thread and runtime of its own: what a synchronous progress
+/// hook does to act in the middle of a run.
+fn on_own_thread<T: Send + 'static>(work: impl Future<Output = T> + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(work)
+    })
+    .join()
+    .expect("thread")
+}
+
 /// F1b of the attacks (`docs/gc-attacks.md`): a live index's family reference names a file
 /// nobody has written yet (register accepts that), and a writer writes it for the first
 /// time between a deleting run's verification walk and its deletes, naming the tables that
@@ -580,26 +616,8 @@ async fn dangling_reference_filled_in(backend: Backend, filling: Filling, seed: 
             .await
             .expect("registered");
     }
-    let old = Layout::under("old/1");
-    let (old_id, _, _) = env.register("old", &old).await;
-    env.advance(HOUR);
-    env.catalog.drop_index(&old_id).await.expect("dropped");
-    // Until the run of this moment would delete the old tables (a dry run first).
-    let dry_run = GcConfig {
-        dry_run: true,
-        ..config.clone()
-    };
+    let old = old_tables_doomed(&env, &config).await;
     let tables = old.files().len() as u64;
-    let mut doomed = false;
-    for _ in 0..40 {
-        env.advance(10 * MINUTE);
-        if env.collect(&dry_run).await.deleted.objects >= tables {
-            doomed = true;
-            break;
-        }
-        env.collect(&config).await;
-    }
-    assert!(doomed, "the old tables were never doomed");
     if filling == Filling::HalfWritten {
         env.put(&later, b"{\"tables\": [").await;
     }
@@ -630,34 +648,24 @@ async fn dangling_reference_filled_in(backend: Backend, filling: Filling, seed: 
             if *event == delete && !flag.swap(true, std::sync::atomic::Ordering::SeqCst) {
                 let (catalog, name, body) = (catalog.clone(), name.clone(), body.clone());
                 let (id, source, location) = (id.clone(), source.clone(), location.clone());
-                std::thread::spawn(move || {
-                    tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .expect("runtime")
-                        .block_on(async {
-                            if registered_late {
-                                catalog
-                                    .register(&id, Some(&source), &location)
-                                    .await
-                                    .expect("registered during the deletes");
-                            }
-                            // Written (or finished) in place.
-                            let warehouse = catalog.warehouse();
-                            warehouse
-                                .object_store()
-                                .put(
-                                    &warehouse.path(&name).expect("name"),
-                                    object_store::PutPayload::from(body),
-                                )
-                                .await
-                                .expect("written");
-                            Ok::<_, parqdb_catalog::Error>(())
-                        })
-                })
-                .join()
-                .expect("thread")
-                .expect("written");
+                on_own_thread(async move {
+                    if registered_late {
+                        catalog
+                            .register(&id, Some(&source), &location)
+                            .await
+                            .expect("registered during the deletes");
+                    }
+                    // Written (or finished) in place.
+                    let warehouse = catalog.warehouse();
+                    warehouse
+                        .object_store()
+                        .put(
+                            &warehouse.path(&name).expect("name"),
+                            object_store::PutPayload::from(body),
+                        )
+                        .await
+                        .expect("written");
+                });
             }
         });
     let report = gc.collect(env.now()).await.expect("run");
@@ -759,25 +767,8 @@ async fn metadata_written_during_the_deleting_run_is_refused_after_it() {
     for (n, backend) in [Backend::Memory, Backend::Local].into_iter().enumerate() {
         let env = claimed(backend, 50 + n as u64).await;
         let config = test_config();
-        let old = Layout::under("old/1");
-        let (old_id, _, _) = env.register("old", &old).await;
-        env.advance(HOUR);
-        env.catalog.drop_index(&old_id).await.expect("dropped");
-        let dry_run = GcConfig {
-            dry_run: true,
-            ..config.clone()
-        };
+        let old = old_tables_doomed(&env, &config).await;
         let tables = old.files().len() as u64;
-        let mut doomed = false;
-        for _ in 0..40 {
-            env.advance(10 * MINUTE);
-            if env.collect(&dry_run).await.deleted.objects >= tables {
-                doomed = true;
-                break;
-            }
-            env.collect(&config).await;
-        }
-        assert!(doomed, "the old tables were never doomed");
         // A writer picks the tables up while they exist, once the run has read
         // `metadata/`: its new metadata names them.
         let body = bytes::Bytes::from(env.metadata_for(&old).to_json_vec());
@@ -793,16 +784,8 @@ async fn metadata_written_during_the_deleting_run_is_refused_after_it() {
                 };
                 if *event == scanning && !flag.swap(true, std::sync::atomic::Ordering::SeqCst) {
                     let (warehouse, name, body) = (warehouse.clone(), name.clone(), body.clone());
-                    std::thread::spawn(move || {
-                        tokio::runtime::Builder::new_current_thread()
-                            .enable_all()
-                            .build()
-                            .expect("runtime")
-                            .block_on(async { warehouse.put_if_absent(&name, body).await })
-                    })
-                    .join()
-                    .expect("thread")
-                    .expect("written");
+                    on_own_thread(async move { warehouse.put_if_absent(&name, body).await })
+                        .expect("written");
                 }
             });
         let report = gc.collect(env.now()).await.expect("run");
@@ -908,17 +891,9 @@ async fn race_at(backend: Backend, phase: gc::GcPhase, republish: Republish, see
                     register_location.clone(),
                     again.clone(),
                 );
-                let outcome = std::thread::spawn(move || {
-                    tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .expect("runtime")
-                        .block_on(async {
-                            catalog.register(&again, Some(&source), &location).await
-                        })
-                })
-                .join()
-                .expect("thread");
+                let outcome = on_own_thread(async move {
+                    catalog.register(&again, Some(&source), &location).await
+                });
                 // The file or its tables are condemned: the register is refused,
                 // whatever the phase.
                 let err = outcome.expect_err("a condemned file is not published");
