@@ -303,6 +303,9 @@ mod tests {
             .with_writer(move || writer.clone())
             .finish();
         let _guard = tracing::subscriber::set_default(subscriber);
+        // Another test's thread may have registered these callsites while no subscriber
+        // was interested (the interest is cached process-wide): ask again.
+        tracing::callsite::rebuild_interest_cache();
         let warehouse = Warehouse::in_memory("memory://lambda/trace").expect("warehouse");
         let catalog = Catalog::builder(Arc::new(MemoryStore::new()), warehouse).build();
         let (metrics, _) = Metrics::in_memory();
