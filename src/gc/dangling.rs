@@ -19,13 +19,18 @@
 //! The cost, per batch of up to
 //! [`GcConfig::delete_batch_size`](super::GcConfig::delete_batch_size) deletes: a ranged
 //! listing of the change log since the walk, a `GET` of each entry not read yet and of the
-//! metadata it publishes (once per invocation), and a `GET` per reference that names
-//! nothing; with no publication since the walk and every family reference naming a file,
-//! one `LIST`.
+//! metadata it publishes, and a `GET` per reference that names nothing; with no
+//! publication since the walk and every family reference naming a file, one `LIST`.
+//! What a guard has read is kept for the run's other delete steps (`guard/` in the run's
+//! directory, see the `job` module): a step starts from the newest few of those files, so
+//! each logged publication's metadata is read about once per run, not once per step of
+//! every partition. The files are a cache: one lost or not parsing costs reading the
+//! sources again, never a delete.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 
 use futures::{StreamExt, TryStreamExt};
+use serde::{Deserialize, Serialize};
 
 use super::refs::RefMap;
 use crate::catalog::changelog;
@@ -36,24 +41,39 @@ use crate::warehouse::Warehouse;
 
 /// The dangling references of a verification walk, and what the files that appeared at
 /// them since name.
-#[derive(Debug, Default)]
+///
+/// Stored (a guard file of the run) as it stands after a read, every queued name either
+/// read or still pending.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub(crate) struct DanglingReferences {
     /// Files to read (again): references naming no file (or none that parses), and
     /// metadata published since the walk, not read yet.
     pending: BTreeSet<String>,
     /// Every name queued so far (the walk's references, published metadata, and what the
     /// files read name through family references).
-    visited: HashSet<String>,
+    visited: BTreeSet<String>,
     /// Metadata queued because the change log announced it (not a dangling reference).
-    published: HashSet<String>,
+    published: BTreeSet<String>,
     /// Files found at a dangling reference and reported.
-    reported: HashSet<String>,
+    reported: BTreeSet<String>,
     /// Change-log entries read.
-    logged: HashSet<String>,
+    logged: BTreeSet<String>,
     /// Entries logged from this time on may announce publications the walk did not see.
+    #[serde(skip)]
     log_from_ms: i64,
     /// What the files read name (themselves included).
     named: RefMap,
+}
+
+/// What one [`DanglingReferences::reread`] found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Reread {
+    /// Files that appeared at a dangling reference, each reported once.
+    pub appeared: Vec<String>,
+    /// Whether it learned anything (a log entry or file read, a name found): worth
+    /// keeping for the run's other delete steps.
+    pub learned: bool,
 }
 
 impl DanglingReferences {
@@ -66,6 +86,29 @@ impl DanglingReferences {
             log_from_ms,
             ..DanglingReferences::default()
         }
+    }
+
+    /// Take in what another delete step of the run had read (a guard file): its log
+    /// entries and files are not read again, what they name is kept, and what it still had
+    /// to read is read again. A union: nothing this guard knew is lost.
+    pub(crate) fn absorb(&mut self, other: DanglingReferences) {
+        self.pending.extend(other.pending);
+        self.visited.extend(other.visited);
+        self.published.extend(other.published);
+        self.reported.extend(other.reported);
+        self.logged.extend(other.logged);
+        self.named.merge(other.named);
+    }
+
+    /// How much it has read (grows whenever a read learns something).
+    fn extent(&self) -> [usize; 5] {
+        [
+            self.visited.len(),
+            self.logged.len(),
+            self.reported.len(),
+            self.named.len(),
+            self.visited.len().saturating_sub(self.pending.len()),
+        ]
     }
 
     /// Queue the metadata of every publication logged since the walk and not read yet.
@@ -98,14 +141,14 @@ impl DanglingReferences {
     }
 
     /// Read the change log since the walk and every pending file (`concurrency` at a
-    /// time), following what the files found reference; returns the files that appeared
-    /// at a dangling reference, each once.
+    /// time), following what the files found reference.
     pub(crate) async fn reread(
         &mut self,
         warehouse: &Warehouse,
         registry: &FamilyRegistry,
         concurrency: usize,
-    ) -> Result<Vec<String>> {
+    ) -> Result<Reread> {
+        let extent = self.extent();
         self.follow_log(warehouse, concurrency).await?;
         let mut appeared = Vec::new();
         let mut frontier: Vec<String> = self.pending.iter().cloned().collect();
@@ -154,7 +197,10 @@ impl DanglingReferences {
                 self.named.add_link_targets(warehouse).await?;
             }
         }
-        Ok(appeared)
+        Ok(Reread {
+            appeared,
+            learned: self.extent() != extent,
+        })
     }
 
     /// Whether a file that appeared at a dangling reference names `name` (in any
@@ -181,6 +227,7 @@ mod tests {
                 .reread(&warehouse, &registry, 4)
                 .await
                 .expect("read")
+                .appeared
         };
         assert!(reread(&mut dangling).await.is_empty());
         assert!(!dangling.names("indexes/old/1/ivf_postings/part-0"));
@@ -199,5 +246,63 @@ mod tests {
         // Reported once (not metadata: read again, in case it was written half).
         assert!(reread(&mut dangling).await.is_empty());
         assert!(dangling.pending.contains("metadata/later.json"));
+    }
+
+    #[tokio::test]
+    async fn a_step_starts_from_what_the_runs_other_steps_read() {
+        use crate::gc::job::Job;
+        use crate::gc::journal::tests::journal;
+        use uuid::Uuid;
+
+        let warehouse = Warehouse::in_memory("memory://guard/wh").expect("warehouse");
+        let registry = FamilyRegistry::builtin();
+        let job = Job::new(&warehouse, journal(3, 9));
+        let later = BTreeSet::from(["metadata/later.json".to_owned()]);
+        let table = "indexes/old/1/ivf_postings/part-0";
+        warehouse
+            .put_if_absent(
+                "metadata/later.json",
+                Bytes::from_static(br#"{"tables": ["indexes/old/1/ivf_postings/"]}"#),
+            )
+            .await
+            .expect("written");
+        let mut first = DanglingReferences::new(later.clone(), 0);
+        let read = first.reread(&warehouse, &registry, 4).await.expect("read");
+        assert_eq!(read.appeared, ["metadata/later.json"]);
+        assert!(read.learned);
+        job.write_guard(5, Uuid::from_u128(1), &first)
+            .await
+            .expect("kept");
+        // A newer guard file that does not parse is left out (its sources are read again).
+        let garbled = format!(
+            "{}/guard/{:020}-{}.json",
+            job.dir(),
+            6,
+            Uuid::from_u128(2).simple()
+        );
+        warehouse
+            .put_if_absent(&garbled, Bytes::from_static(b"{"))
+            .await
+            .expect("garbled");
+        let mut second = DanglingReferences::new(later, 0);
+        for guard in job.guards().await.expect("guards") {
+            second.absorb(guard);
+        }
+        assert!(second.names(table), "known before any read");
+        // The file is gone now: what it named stays kept, and nothing new is learned.
+        warehouse
+            .delete_own(vec!["metadata/later.json".to_owned()])
+            .await
+            .expect("deleted");
+        let read = second.reread(&warehouse, &registry, 4).await.expect("read");
+        assert_eq!(read, Reread::default());
+        assert!(second.names(table));
+        // Both files are the run's own: pruned with it.
+        let own = job.own_files().await.expect("own");
+        assert_eq!(
+            own.iter().filter(|file| file.contains("/guard/")).count(),
+            2,
+            "{own:?}"
+        );
     }
 }

@@ -105,6 +105,10 @@ impl Invocation<'_> {
             walked.map(|walked| walked.references).unwrap_or_default(),
             walk_start_ms.saturating_sub(settle_ms),
         );
+        // What the run's other delete steps read already.
+        for guard in self.job.guards().await? {
+            dangling.absorb(guard);
+        }
         for number in numbers {
             if covered.contains(&number) {
                 continue;
@@ -252,14 +256,19 @@ impl Invocation<'_> {
             counts.kept_by_condemn_delay.add(item.size);
         }
         let catalog = &self.gc.catalog;
-        let appeared = dangling
+        let reread = dangling
             .reread(
                 catalog.warehouse(),
                 catalog.registry(),
                 self.gc.config.io_concurrency,
             )
             .await?;
-        for file in appeared {
+        if reread.learned {
+            self.job
+                .write_guard(self.elapsed_now(), catalog.ids().uuid(), dangling)
+                .await?;
+        }
+        for file in reread.appeared {
             self.report.warnings.push(format!(
                 "`{file}`, which a family reference named while it did not exist, was written during the run's deletes: what it names is kept"
             ));

@@ -16,6 +16,9 @@
 //! verified-dangling/<id>.json  when a verification walk started, and the family
 //!                           references it found naming no file (one file per walk,
 //!                           written before `verified.json`)
+//! guard/<ms>-<id>.json      what the delete steps' guard has read so far (a cache: the
+//!                           change-log entries and the files it read, what they name,
+//!                           what is still to read again; see `dangling`)
 //! deleted/<m|p>/<seq>.json  deletion progress: one page of doomed objects each
 //! swept/<m|p>/<seq>.json    ledger sweep progress, page by page
 //! ```
@@ -575,6 +578,45 @@ impl Job {
         Ok(found)
     }
 
+    /// Keep what the delete steps' guard has read, at `at_ms` (see `dangling`).
+    pub(crate) async fn write_guard(
+        &self,
+        at_ms: i64,
+        id: Uuid,
+        guard: &super::dangling::DanglingReferences,
+    ) -> Result<()> {
+        let file = format!("{GUARD_DIR}/{:020}-{}.json", at_ms.max(0), id.simple());
+        self.write(&file, guard).await.map(|_| ())
+    }
+
+    /// The newest [`GUARDS_READ`] files the delete steps' guard kept (each holds what its
+    /// writer had read from the newest ones before it). A file that does not parse is
+    /// left out: the guard reads its sources again.
+    pub(crate) async fn guards(&self) -> Result<Vec<super::dangling::DanglingReferences>> {
+        let dir = format!("{}/{GUARD_DIR}", self.dir);
+        let mut files: Vec<String> = self
+            .store
+            .list_files(&dir)
+            .await?
+            .into_iter()
+            .filter(|listed| is_own_file(&self.dir, &listed.name))
+            .map(|listed| listed.name[self.dir.len() + 1..].to_owned())
+            .collect();
+        files.sort_unstable();
+        let mut guards = Vec::new();
+        for file in files.iter().rev().take(GUARDS_READ) {
+            match self.read(file).await {
+                Ok(Some(guard)) => guards.push(guard),
+                Ok(None) => {}
+                Err(err) if err.kind() == ErrorKind::CorruptRecord => {
+                    tracing::warn!(file = %file, error = %err, "gc: a guard file does not parse; its sources are read again");
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(guards)
+    }
+
     pub(crate) async fn referenced(&self) -> Result<Option<Referenced>> {
         self.read("referenced.json").await
     }
@@ -699,6 +741,12 @@ impl Job {
 /// Where a run keeps its verification walks' dangling references.
 const DANGLING_DIR: &str = "verified-dangling";
 
+/// Where the delete steps' guard keeps what it has read.
+const GUARD_DIR: &str = "guard";
+
+/// How many of the newest guard files a delete step reads.
+const GUARDS_READ: usize = 4;
+
 /// When one verification walk started, and the family references it found naming no
 /// file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -728,10 +776,17 @@ fn is_own_file(dir: &str, name: &str) -> bool {
         return true;
     }
     let parts: Vec<&str> = file.split('/').collect();
+    let is_id = |id: &str| id.len() == 32 && Uuid::try_parse(id).is_ok();
     if let [DANGLING_DIR, walk] = parts.as_slice() {
-        return walk
+        return walk.strip_suffix(".json").is_some_and(is_id);
+    }
+    if let [GUARD_DIR, guard] = parts.as_slice() {
+        return guard
             .strip_suffix(".json")
-            .is_some_and(|id| id.len() == 32 && Uuid::try_parse(id).is_ok());
+            .and_then(|stem| stem.split_once('-'))
+            .is_some_and(|(ms, id)| {
+                ms.len() == 20 && ms.bytes().all(|b| b.is_ascii_digit()) && is_id(id)
+            });
     }
     let page = parts.last().is_some_and(|page| {
         let stem = page.strip_suffix(".json");

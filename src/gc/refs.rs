@@ -60,6 +60,13 @@ impl RefMap {
             .or_insert(ms);
     }
 
+    /// Add every reference of `other` (keeping the larger timestamp).
+    pub(crate) fn merge(&mut self, other: RefMap) {
+        for (reference, ms) in other.refs {
+            self.insert(reference, ms);
+        }
+    }
+
     /// Whether some reference covers `relative`.
     pub(crate) fn covers(&self, relative: &str) -> bool {
         self_and_ancestors(relative).any(|name| self.refs.contains_key(name))

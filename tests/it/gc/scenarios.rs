@@ -694,6 +694,96 @@ async fn dangling_reference_filled_in(backend: Backend, filling: Filling, seed: 
     env.catalog.load(&live_id).await.expect("the live index");
 }
 
+/// C1 of the attacks (`docs/gc-attacks.md`): the guard of the delete steps reads the
+/// metadata of every publication the change log announced since the verification walk.
+/// Each partition's delete step starts from what the run's earlier steps kept
+/// (`guard/` in the run's directory), so such metadata is read once per run, not once
+/// per step of every partition; and what it names is still kept by every step.
+#[tokio::test]
+async fn the_guard_reads_a_logged_publication_once_per_run_not_once_per_partition() {
+    use crate::support::gc::hooked_store::{HookedStore, process_over};
+
+    let env = claimed(Backend::Memory, 61).await;
+    let partitions = 6;
+    let config = GcConfig {
+        partitions,
+        workers: 1,
+        delete_batch_size: 1,
+        ..test_config()
+    };
+    // Old tables in every partition (one top-level directory each), doomed.
+    let mut old = Vec::new();
+    for n in 0..partitions {
+        let layout = Layout::under(&format!("old{n}/1"));
+        let (id, _, _) = env.register(&format!("old{n}"), &layout).await;
+        env.catalog.drop_index(&id).await.expect("dropped");
+        old.push(layout);
+    }
+    let files: Vec<String> = old.iter().flat_map(Layout::files).collect();
+    let dry_run = GcConfig {
+        dry_run: true,
+        ..config.clone()
+    };
+    let mut doomed = false;
+    for _ in 0..40 {
+        env.advance(10 * MINUTE);
+        if env.collect(&dry_run).await.deleted.objects >= files.len() as u64 {
+            doomed = true;
+            break;
+        }
+        env.collect(&config).await;
+    }
+    assert!(doomed, "the old tables were never doomed");
+    // An index registered during the deletes: the guard reads its metadata.
+    let late = Layout::under("late/1");
+    let (_, location) = env.new_index(&late).await;
+    let metadata = env.relative(&location);
+    let id = env.id("late").await;
+    let catalog = env.catalog.clone();
+    let hooked = std::sync::Arc::new(HookedStore::new(std::sync::Arc::new(env.sim.clone())));
+    let registered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = registered.clone();
+    let source = late.source.clone();
+    // Reads of the file before the deletes (the run's pass over `metadata/`).
+    let before = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (reads_before, store, name) = (before.clone(), hooked.clone(), metadata.clone());
+    let gc = process_over(&env, hooked.clone(), 6101, &config).with_progress(move |event| {
+        let delete = gc::GcProgress::Phase {
+            phase: gc::GcPhase::Delete,
+        };
+        if *event == delete && !flag.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            reads_before.store(store.reads_of(&name), std::sync::atomic::Ordering::SeqCst);
+            let (catalog, id, source, location) = (
+                catalog.clone(),
+                id.clone(),
+                source.clone(),
+                location.clone(),
+            );
+            on_own_thread(async move {
+                catalog
+                    .register(&id, Some(&source), &location)
+                    .await
+                    .expect("registered during the deletes")
+            });
+        }
+    });
+    let report = gc.collect(env.now()).await.expect("run");
+    assert!(
+        registered.load(std::sync::atomic::Ordering::SeqCst),
+        "the hook never ran"
+    );
+    assert!(env.none_exist(&files).await, "{:?}", report.actions);
+    assert!(
+        env.all_exist(&late.files()).await,
+        "the late index's tables were deleted"
+    );
+    assert_eq!(
+        hooked.reads_of(&metadata) - before.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the metadata of the late registration, read by the guards of {partitions} partitions' delete steps"
+    );
+}
+
 /// A family reference names a file: one ending with `/` is refused (the collector reads
 /// the name without the slash, while on an object store the key with it is another
 /// object, which no walk would read: what it names would not be kept).

@@ -3,7 +3,8 @@
 //! GC pause) right before that write, woken up later — fails every put whose key matches,
 //! and can report the paused object's last-modified as the time its put *began* (S3 and
 //! others stamp an object with the start of its upload; a put stalled mid-request lands
-//! later than its stamp says). Every other request is forwarded as it is.
+//! later than its stamp says). Every other request is forwarded as it is; reads are
+//! counted per key.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -40,6 +41,7 @@ pub struct HookedStore {
     stamps: Stamps,
     paused: tokio::sync::Notify,
     resume: tokio::sync::Notify,
+    gets: Mutex<HashMap<String, usize>>,
 }
 
 impl HookedStore {
@@ -53,7 +55,20 @@ impl HookedStore {
             stamps: Arc::new(Mutex::new(HashMap::new())),
             paused: tokio::sync::Notify::new(),
             resume: tokio::sync::Notify::new(),
+            gets: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// How many reads (`GET`s) of the warehouse file `name` went through this store.
+    pub fn reads_of(&self, name: &str) -> usize {
+        let below = format!("/{name}");
+        self.gets
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(key, _)| *key == name || key.ends_with(&below))
+            .map(|(_, reads)| reads)
+            .sum()
     }
 
     /// Stamp the paused put's object with `clock`'s time when its put began (`None`: when
@@ -175,6 +190,12 @@ impl ObjectStore for HookedStore {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
+        *self
+            .gets
+            .lock()
+            .expect("lock")
+            .entry(location.to_string())
+            .or_default() += 1;
         let mut result = self.inner.get_opts(location, options).await?;
         result.meta = Self::restamp(&self.stamps, result.meta);
         Ok(result)
