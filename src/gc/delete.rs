@@ -184,9 +184,18 @@ impl Invocation<'_> {
             } else {
                 i64::MAX
             };
+            let mut linked = RefMap::default();
+            for target in &verified.linked {
+                linked.insert(target.clone(), 0);
+            }
             for item in doomed {
                 if nested.covers(&item.name) {
                     counts.kept_nested.add(item.size);
+                    continue;
+                }
+                // A symbolic link in the warehouse leads here: named by it.
+                if linked.covers_any_spelling(&item.name) {
+                    counts.kept_by_reference.add(item.size);
                     continue;
                 }
                 let reachable_again = again.reachable.covers_any_spelling(&item.name);
@@ -270,7 +279,7 @@ impl Invocation<'_> {
         }
         for file in reread.appeared {
             self.report.warnings.push(format!(
-                "`{file}`, which a family reference named while it did not exist, was written during the run's deletes: what it names is kept"
+                "`{file}`, which a live family reference names, did not exist or did not parse as metadata at the verification walk; read before the deletes, what it names is kept"
             ));
         }
         let (kept, batch): (Vec<Doomed>, Vec<Doomed>) = batch

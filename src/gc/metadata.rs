@@ -109,14 +109,19 @@ impl Invocation<'_> {
                 Ok((ListItem::Object(listed), Some(parsed)))
             })
             .buffered(gc.config.io_concurrency.max(1));
+        let mut links = Vec::new();
         while let Some((item, parsed)) = read.try_next().await? {
             let covered = match &item {
                 ListItem::Object(listed) => reachable.covers_any_spelling(&listed.name),
-                ListItem::Skipped { .. } => false,
+                ListItem::Skipped { name, .. } => {
+                    links.push(name.clone());
+                    false
+                }
             };
             read_page.note(&mut nested, item, parsed, covered, (registry, warehouse));
         }
         drop(read);
+        let linked = super::scan::linked_so_far(warehouse, last, links).await?;
         let MetadataPage {
             counts,
             candidates,
@@ -135,6 +140,7 @@ impl Invocation<'_> {
             referenced,
             self_covering,
             nested: nested.into_roots(),
+            linked,
             warnings,
             ..Page::default()
         };

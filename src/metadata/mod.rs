@@ -34,6 +34,7 @@ mod parse;
 mod references;
 mod snapshot;
 mod strict;
+mod strings;
 mod successor;
 mod wire;
 

@@ -9,6 +9,7 @@ use std::collections::HashSet;
 
 use bytes::Bytes;
 
+use super::strings::JsonStrings;
 use super::{IndexMetadata, MAX_METADATA_BYTES};
 use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
@@ -78,22 +79,33 @@ pub(crate) async fn read_parsed(
     registry: &FamilyRegistry,
     name: &str,
 ) -> Result<Parsed> {
-    let bytes: Bytes = match warehouse.get(name, MAX_METADATA_BYTES as u64).await {
+    let failed = |err: Error| {
+        Error::new(
+            err.kind(),
+            format!("reading `{name}` failed: {}", err.message()),
+        )
+    };
+    let bytes: Bytes = match warehouse.get_named(name, MAX_METADATA_BYTES as u64).await {
         Ok(Fetched::Object(bytes, _)) => bytes,
         Ok(Fetched::Missing) => return Ok(Parsed::Missing),
+        // No metadata, but it may name objects all the same: every string in it counts,
+        // read chunk by chunk.
         Ok(Fetched::TooLarge(size)) => {
+            let mut strings = JsonStrings::default();
+            let found = warehouse
+                .read_chunks(name, &mut |chunk| strings.feed(chunk))
+                .await
+                .map_err(failed)?;
+            if !found {
+                return Ok(Parsed::Missing);
+            }
             return Ok(Parsed::Opaque {
                 why: format!("{size} bytes, larger than any metadata file"),
                 foreign_format: false,
-                references: Vec::new(),
+                references: names_in_strings(strings.finish(), warehouse),
             });
         }
-        Err(err) => {
-            return Err(Error::new(
-                err.kind(),
-                format!("reading `{name}` failed: {}", err.message()),
-            ));
-        }
+        Err(err) => return Err(failed(err)),
     };
     match IndexMetadata::from_json_slice(&bytes, registry) {
         Ok(metadata) => Ok(Parsed::Metadata(Box::new(metadata))),
@@ -105,33 +117,28 @@ pub(crate) async fn read_parsed(
     }
 }
 
-/// Every string value in a JSON document that names a warehouse object (but a managed
-/// prefix as a whole): a
-/// warehouse-relative location or an absolute location inside the warehouse. A superset
-/// of whatever an unparseable metadata file could reference: a relative string is taken
-/// as it is, even with characters this catalog's metadata may not contain (another
-/// format may allow a `%` and mean the object at that literal name), and in its other
-/// spellings too (that `%` may also be an escape).
+/// Every string in a document that may be JSON (see [`JsonStrings`]) that names a
+/// warehouse object (but a managed prefix as a whole): a warehouse-relative location or an
+/// absolute location inside the warehouse. A superset of whatever an unparseable metadata
+/// file could reference: a relative string is taken as it is, even with characters this
+/// catalog's metadata may not contain (another format may allow a `%` and mean the object
+/// at that literal name), and in its other spellings too (that `%` may also be an escape).
 fn string_references(bytes: &[u8], warehouse: &Warehouse) -> Vec<String> {
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else {
-        return Vec::new();
-    };
+    let mut strings = JsonStrings::default();
+    strings.feed(bytes);
+    names_in_strings(strings.finish(), warehouse)
+}
+
+/// The names of warehouse objects among `strings` (see [`string_references`]).
+fn names_in_strings(strings: Vec<String>, warehouse: &Warehouse) -> Vec<String> {
     let mut out = Vec::new();
-    let mut stack = vec![&value];
-    while let Some(value) = stack.pop() {
-        match value {
-            serde_json::Value::String(text) => {
-                out.extend(warehouse.names_of_location(text));
-                if !text.contains("://")
-                    && let Some(name) = normalize(text)
-                {
-                    out.extend(aliases(&name));
-                    out.push(name);
-                }
-            }
-            serde_json::Value::Array(items) => stack.extend(items),
-            serde_json::Value::Object(fields) => stack.extend(fields.values()),
-            _ => {}
+    for text in strings {
+        out.extend(warehouse.names_of_location(&text));
+        if !text.contains("://")
+            && let Some(name) = normalize(&text)
+        {
+            out.extend(aliases(&name));
+            out.push(name);
         }
     }
     // A location in metadata of any version names a table or a file, never a whole
@@ -186,5 +193,36 @@ mod tests {
             Some("indexes/ü b/~x")
         );
         assert_eq!(normalize("indexes//x"), None);
+    }
+
+    /// The readers of references see a local file at a name `object_store` cannot address
+    /// (`x#1`, written by another program, or named by a change-log entry of a register
+    /// that failed): no error that would stop every collection.
+    #[tokio::test]
+    async fn a_local_file_at_a_staging_name_is_read() {
+        let dir = tempfile::tempdir().expect("dir");
+        let warehouse = Warehouse::local(dir.path()).expect("warehouse");
+        let registry = FamilyRegistry::builtin();
+        let name = "metadata/x#1";
+        assert!(matches!(
+            read_parsed(&warehouse, &registry, name)
+                .await
+                .expect("read"),
+            Parsed::Missing
+        ));
+        std::fs::create_dir_all(dir.path().join("metadata")).expect("dir");
+        std::fs::write(dir.path().join(name), br#"{"t": "indexes/a/1/"}"#).expect("written");
+        match read_parsed(&warehouse, &registry, name)
+            .await
+            .expect("read")
+        {
+            Parsed::Opaque { references, .. } => {
+                assert!(
+                    references.contains(&"indexes/a/1".to_owned()),
+                    "{references:?}"
+                )
+            }
+            _ => panic!("not read"),
+        }
     }
 }

@@ -49,8 +49,7 @@ fn is_permanent(err: &object_store::Error) -> bool {
 }
 
 /// Whether an object-store failure says there is no object at the name: not found, or (on
-/// a file system) a file where a directory of the path would be, or a loop of symbolic
-/// links on the path, so that no file can be read there either.
+/// a file system) what [`is_missing_io`] says no file can be read at.
 pub(super) fn is_missing(err: &object_store::Error) -> bool {
     if matches!(err, object_store::Error::NotFound { .. }) {
         return true;
@@ -58,10 +57,22 @@ pub(super) fn is_missing(err: &object_store::Error) -> bool {
     let mut cause = std::error::Error::source(err);
     while let Some(inner) = cause {
         if let Some(io) = inner.downcast_ref::<std::io::Error>() {
-            return io.kind() == std::io::ErrorKind::NotADirectory
-                || io.raw_os_error() == Some(libc::ELOOP);
+            return is_missing_io(io);
         }
         cause = inner.source();
     }
     false
+}
+
+/// Whether a file-system failure says no file can be read at the path: not found, a file
+/// where a directory of the path would be, a loop of symbolic links on the path, or a
+/// name too long for the file system (no file can have it).
+pub(super) fn is_missing_io(err: &std::io::Error) -> bool {
+    matches!(
+        err.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+    ) || matches!(
+        err.raw_os_error(),
+        Some(libc::ELOOP) | Some(libc::ENAMETOOLONG)
+    )
 }

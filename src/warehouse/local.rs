@@ -134,16 +134,18 @@ fn item_of(root: &Path, entry: &walkdir::DirEntry) -> Option<ListItem> {
             name,
             reason: "an object_store multipart staging file (`<name>#<digits>`), which object_store cannot read or delete and no metadata can name".to_owned(),
         },
-        Ok(name) => {
-            let meta = entry.metadata().ok()?;
-            ListItem::Object(Listed {
-                name,
-                size: meta.len(),
-                last_modified_ms: modified_ms(&meta),
-                landed_ms: modified_ms(&meta).max(created_ms(&meta)),
-            })
-        }
+        Ok(name) => ListItem::Object(listed(name, &entry.metadata().ok()?)),
     })
+}
+
+/// The listing entry of the file `name` with metadata `meta`.
+pub(super) fn listed(name: String, meta: &std::fs::Metadata) -> Listed {
+    Listed {
+        name,
+        size: meta.len(),
+        last_modified_ms: modified_ms(meta),
+        landed_ms: modified_ms(meta).max(created_ms(meta)),
+    }
 }
 
 /// A file's modification time (Unix epoch milliseconds).

@@ -31,6 +31,7 @@ mod errors;
 pub(crate) mod layout;
 mod list;
 mod local;
+mod local_files;
 mod location;
 mod names;
 mod objects;

@@ -5,7 +5,9 @@ use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
-use super::{Listed, Warehouse, is_missing, unavailable};
+use futures::StreamExt;
+
+use super::{Listed, Warehouse, is_missing, local, local_files, object_name, unavailable};
 use crate::error::{Error, ErrorKind, Result};
 
 impl Warehouse {
@@ -34,6 +36,14 @@ impl Warehouse {
     /// checked from the response head before the body is read).
     pub(crate) async fn get(&self, name: &str, max_bytes: u64) -> Result<Fetched> {
         let path = self.path(name)?;
+        if let Some(dir) = self.local.as_deref()
+            && local_files::regular_file(&dir.join(name))
+                .await
+                .is_ok_and(|file| file.is_none())
+        {
+            // Not a regular file: nothing an object store would hold (a FIFO would block).
+            return Ok(Fetched::Missing);
+        }
         let result = match self.store.get(&path).await {
             Ok(result) => result,
             Err(err) if is_missing(&err) => return Ok(Fetched::Missing),
@@ -48,6 +58,53 @@ impl Warehouse {
             Err(object_store::Error::NotFound { .. }) => Ok(Fetched::Missing),
             Err(err) => Err(unavailable(name, err)),
         }
+    }
+
+    /// Read the object `name` like [`Warehouse::get`], and on a local warehouse also a file
+    /// at a name `object_store` cannot address (its multipart staging names, `x#1`): for
+    /// the readers that must see every file a reference can name.
+    pub(crate) async fn get_named(&self, name: &str, max_bytes: u64) -> Result<Fetched> {
+        match self.local.as_deref() {
+            Some(dir) if local::is_staging_name(name) => {
+                object_name(name)
+                    .map_err(|why| Error::new(ErrorKind::InvalidIndexMetadata, why))?;
+                local_files::get(&dir.join(name), name, max_bytes)
+                    .await
+                    .map_err(|err| local_error(name, err))
+            }
+            _ => self.get(name, max_bytes).await,
+        }
+    }
+
+    /// Hand the object `name` to `each`, chunk by chunk (a file too large to hold at
+    /// once); `false` if there is none. On a local warehouse it reads the file directly
+    /// (see [`Warehouse::get_named`]).
+    pub(crate) async fn read_chunks(
+        &self,
+        name: &str,
+        each: &mut (dyn FnMut(&[u8]) + Send),
+    ) -> Result<bool> {
+        if let Some(dir) = self.local.as_deref() {
+            object_name(name).map_err(|why| Error::new(ErrorKind::InvalidIndexMetadata, why))?;
+            return local_files::read_chunks(&dir.join(name), each)
+                .await
+                .map_err(|err| local_error(name, err));
+        }
+        let path = self.path(name)?;
+        let result = match self.store.get(&path).await {
+            Ok(result) => result,
+            Err(err) if is_missing(&err) => return Ok(false),
+            Err(err) => return Err(unavailable(name, err)),
+        };
+        let mut chunks = result.into_stream();
+        while let Some(chunk) = chunks.next().await {
+            match chunk {
+                Ok(chunk) => each(&chunk),
+                Err(err) if is_missing(&err) => return Ok(false),
+                Err(err) => return Err(unavailable(name, err)),
+            }
+        }
+        Ok(true)
     }
 
     /// Whether the object `name`, `size` bytes long as listed, may be a JSON document: its
@@ -117,6 +174,15 @@ impl Warehouse {
     }
 }
 
+/// A local file-system failure reading `name`: permanent or not, as for the store's.
+fn local_error(name: &str, err: std::io::Error) -> Error {
+    let kind = match crate::store::local::is_permanent(err.kind()) {
+        true => ErrorKind::StoreRefused,
+        false => ErrorKind::StoreUnavailable,
+    };
+    Error::with_source(kind, format!("reading `{name}` failed"), err)
+}
+
 /// What [`Warehouse::get`] found.
 #[derive(Debug)]
 pub(crate) enum Fetched {
@@ -163,6 +229,76 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    /// What a read of a local warehouse finds where no object can be: a name too long for
+    /// the file system is missing; a FIFO, a socket or a directory holds no object (and a
+    /// FIFO is never opened: that would wait for a writer forever).
+    #[tokio::test]
+    async fn a_local_name_that_holds_no_regular_file_is_missing() {
+        let dir = tempfile::tempdir().expect("dir");
+        let wh = Warehouse::local(dir.path()).expect("warehouse");
+        let long = format!("metadata/{}.json", "x".repeat(300));
+        assert!(matches!(
+            wh.get(&long, 1024).await.expect("read"),
+            Fetched::Missing
+        ));
+        assert_eq!(wh.head(&long).await.expect("head"), None);
+        std::fs::create_dir_all(dir.path().join("metadata/dir")).expect("dir");
+        let fifo = dir.path().join("metadata/fifo");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo");
+        assert!(status.success());
+        for name in ["metadata/fifo", "metadata/dir"] {
+            let read = tokio::time::timeout(std::time::Duration::from_secs(20), wh.get(name, 1024))
+                .await
+                .expect("answered at once");
+            assert!(matches!(read.expect("read"), Fetched::Missing), "{name}");
+            let mut ignore = |_: &[u8]| {};
+            let chunks = wh.read_chunks(name, &mut ignore);
+            let found = tokio::time::timeout(std::time::Duration::from_secs(20), chunks)
+                .await
+                .expect("answered at once");
+            assert!(!found.expect("read"), "{name}");
+        }
+    }
+
+    /// A local file at a name `object_store` cannot address (its staging names, `x#1`) is
+    /// read all the same by the readers that must see every file a reference can name.
+    #[tokio::test]
+    async fn a_local_file_at_a_staging_name_is_read_directly() {
+        let dir = tempfile::tempdir().expect("dir");
+        let wh = Warehouse::local(dir.path()).expect("warehouse");
+        assert!(
+            wh.get("metadata/x#1", 1024).await.is_err(),
+            "not addressable"
+        );
+        assert!(matches!(
+            wh.get_named("metadata/x#1", 1024).await.expect("read"),
+            Fetched::Missing
+        ));
+        std::fs::create_dir_all(dir.path().join("metadata")).expect("dir");
+        std::fs::write(dir.path().join("metadata/x#1"), b"{\"a\": 1}").expect("written");
+        match wh.get_named("metadata/x#1", 1024).await.expect("read") {
+            Fetched::Object(bytes, listed) => {
+                assert_eq!(&bytes[..], b"{\"a\": 1}");
+                assert_eq!(listed.size, 8);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            wh.get_named("metadata/x#1", 4).await.expect("read"),
+            Fetched::TooLarge(8)
+        ));
+        let mut read = Vec::new();
+        assert!(
+            wh.read_chunks("metadata/x#1", &mut |chunk| read.extend_from_slice(chunk))
+                .await
+                .expect("read")
+        );
+        assert_eq!(read, b"{\"a\": 1}");
     }
 
     #[tokio::test]

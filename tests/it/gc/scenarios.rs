@@ -847,6 +847,65 @@ async fn a_family_reference_to_a_file_too_large_to_read_is_refused() {
     );
 }
 
+/// Round 33, finding 1 (`docs/gc-attacks.md`): a file at a live family reference too
+/// large to be metadata names old tables, either directly (written after the register,
+/// which register allows) or one family reference further down. It cannot be parsed, but
+/// every string in it that names an object counts, read chunk by chunk: the old tables
+/// stay, through every run.
+#[tokio::test]
+async fn a_family_file_too_large_to_parse_keeps_what_it_names() {
+    let size = parqdb_catalog::metadata::MAX_METADATA_BYTES + 1;
+    for (n, nested) in [false, true].into_iter().enumerate() {
+        let env = claimed(Backend::Memory, 63 + n as u64).await;
+        let config = test_config();
+        let old = Layout::under("old/1");
+        let (old_id, _, _) = env.register("old", &old).await;
+        env.catalog.drop_index(&old_id).await.expect("dropped");
+        let mut huge = format!(
+            "{{\"tables\": [\"{}\", \"{}\"], \"pad\": \"",
+            old.centroids, old.postings
+        )
+        .into_bytes();
+        huge.resize(size, b'x');
+        huge.extend_from_slice(b"\"}");
+        let (reference, huge_name) = match nested {
+            false => ("metadata/c/late.json", "metadata/c/late.json"),
+            true => ("metadata/c/f.json", "metadata/c/g.json"),
+        };
+        if nested {
+            env.warehouse
+                .put_if_absent(huge_name, bytes::Bytes::from(std::mem::take(&mut huge)))
+                .await
+                .expect("written");
+            let between = env.metadata_for(&Layout {
+                centroids_metadata: Some(huge_name.to_owned()),
+                ..Layout::under("between/1")
+            });
+            env.warehouse
+                .put_if_absent(reference, bytes::Bytes::from(between.to_json_vec()))
+                .await
+                .expect("written");
+        }
+        let live = Layout {
+            centroids_metadata: Some(reference.to_owned()),
+            ..Layout::under("live/1")
+        };
+        env.register("live", &live).await;
+        if !nested {
+            env.warehouse
+                .put_if_absent(huge_name, bytes::Bytes::from(huge))
+                .await
+                .expect("written after the register");
+        }
+        run_until(&env, &config, env.now() + 8 * HOUR, &[]).await;
+        assert!(
+            env.all_exist(&old.files()).await,
+            "tables a live family file names were deleted (nested: {nested})"
+        );
+        assert!(env.all_exist(&live.files()).await, "live tables deleted");
+    }
+}
+
 /// New metadata over an old index's condemned tables, written during the run that deletes
 /// them (after its metadata pass: rule P cannot see it) and registered right after that
 /// run, within the grace period of writing it (assumption 3): the deleted tables'

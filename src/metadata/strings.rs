@@ -1,0 +1,136 @@
+//! Every string in a document that may be JSON, read in chunks of any size: what a file
+//! that is not valid metadata (another format, written half, too large to parse) could
+//! name. A superset of its string values: object keys count too, a string cut off by the
+//! end of the file counts, and a file that is no JSON at all gives whatever it holds
+//! between double quotes. A string longer than any object name can be is skipped.
+
+/// The longest string taken, in bytes as written (a name of up to 4,096 bytes, every
+/// byte of it escaped as `\uXXXX`, fits).
+const MAX_STRING_BYTES: usize = 6 * 4096;
+
+/// Collects the strings of a document fed chunk by chunk (see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct JsonStrings {
+    /// Inside a string.
+    open: bool,
+    /// The previous byte inside the string was an unescaped backslash.
+    escaped: bool,
+    /// The open string's bytes as written (empty once it is too long).
+    current: Vec<u8>,
+    /// The open string is longer than [`MAX_STRING_BYTES`].
+    overlong: bool,
+    strings: Vec<String>,
+}
+
+impl JsonStrings {
+    /// Read the next chunk of the document.
+    pub(crate) fn feed(&mut self, chunk: &[u8]) {
+        for &byte in chunk {
+            if !self.open {
+                if byte == b'"' {
+                    self.open = true;
+                }
+                continue;
+            }
+            if self.escaped {
+                self.escaped = false;
+            } else if byte == b'\\' {
+                self.escaped = true;
+            } else if byte == b'"' {
+                self.close();
+                continue;
+            }
+            if !self.overlong {
+                self.current.push(byte);
+                if self.current.len() > MAX_STRING_BYTES {
+                    self.overlong = true;
+                    self.current = Vec::new();
+                }
+            }
+        }
+    }
+
+    fn close(&mut self) {
+        let raw = std::mem::take(&mut self.current);
+        if !std::mem::take(&mut self.overlong) {
+            self.strings.extend(decoded(&raw));
+        }
+        self.open = false;
+        self.escaped = false;
+    }
+
+    /// The strings found (a string the document's end cut off included).
+    pub(crate) fn finish(mut self) -> Vec<String> {
+        if self.open {
+            self.close();
+        }
+        self.strings
+    }
+}
+
+/// A string as written between quotes: decoded (escapes resolved), and as written if that
+/// differs or does not decode (a file of another format may mean either).
+fn decoded(raw: &[u8]) -> Vec<String> {
+    let literal = String::from_utf8_lossy(raw).into_owned();
+    let mut quoted = Vec::with_capacity(raw.len() + 2);
+    quoted.push(b'"');
+    quoted.extend_from_slice(raw);
+    quoted.push(b'"');
+    match serde_json::from_slice::<String>(&quoted) {
+        Ok(text) if text == literal => vec![text],
+        Ok(text) => vec![text, literal],
+        Err(_) => vec![literal],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings_of(chunks: &[&[u8]]) -> Vec<String> {
+        let mut strings = JsonStrings::default();
+        for chunk in chunks {
+            strings.feed(chunk);
+        }
+        strings.finish()
+    }
+
+    #[test]
+    fn every_string_of_a_json_document_in_chunks_of_any_size() {
+        let document =
+            br#"{"tables": ["indexes/a/1/", "x\"y"], "n": 3, "k\u0041": "\u0069ndexes/b"}"#;
+        let whole = strings_of(&[document]);
+        assert_eq!(
+            whole,
+            [
+                "tables",
+                "indexes/a/1/",
+                "x\"y",
+                "x\\\"y",
+                "n",
+                "kA",
+                "k\\u0041",
+                "indexes/b",
+                "\\u0069ndexes/b"
+            ]
+        );
+        for size in 1..8 {
+            let chunks: Vec<&[u8]> = document.chunks(size).collect();
+            assert_eq!(strings_of(&chunks), whole, "chunks of {size}");
+        }
+    }
+
+    #[test]
+    fn a_string_cut_off_by_the_end_counts_and_an_endless_one_does_not() {
+        assert_eq!(
+            strings_of(&[br#"{"tables": ["indexes/old/1/ivf_post"#]),
+            ["tables", "indexes/old/1/ivf_post"]
+        );
+        let long = vec![b'a'; MAX_STRING_BYTES + 1];
+        assert_eq!(
+            strings_of(&[b"\"", &long, b"\" \"indexes/c\""]),
+            ["indexes/c"]
+        );
+        assert!(strings_of(&[b"no quotes at all"]).is_empty());
+    }
+}
