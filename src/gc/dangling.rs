@@ -13,21 +13,24 @@
 //! registered after it may name a file nobody has written either, F1b-late): whatever a
 //! file found there names, followed through family references as the walk follows them,
 //! is kept, and a reference that still names nothing is read again before the next batch.
-//! A file that does not parse (written half, or of another format) is read again too.
-//! What is left is the time between that read and the batch's delete request.
+//! A file that does not parse (written half, or of another format, or too large to be
+//! metadata) is read again too, once it has changed (its size or times, by a `HEAD`:
+//! every write changes one of them). What is left is the time between that read and the
+//! batch's delete request.
 //!
 //! The cost, per batch of up to
 //! [`GcConfig::delete_batch_size`](super::GcConfig::delete_batch_size) deletes: a ranged
 //! listing of the change log since the walk, a `GET` of each entry not read yet and of the
-//! metadata it publishes, and a `GET` per reference that names nothing; with no
-//! publication since the walk and every family reference naming a file, one `LIST`.
+//! metadata it publishes, and a `HEAD` per reference that names nothing or no metadata
+//! (and a `GET` when it has changed); with no publication since the walk and every family
+//! reference naming metadata, one `LIST`.
 //! What a guard has read is kept for the run's other delete steps (`guard/` in the run's
 //! directory, see the `job` module): a step starts from the newest few of those files, so
 //! each logged publication's metadata is read about once per run, not once per step of
 //! every partition. The files are a cache: one lost or not parsing costs reading the
 //! sources again, never a delete.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
@@ -64,6 +67,32 @@ pub(crate) struct DanglingReferences {
     log_from_ms: i64,
     /// What the files read name (themselves included).
     named: RefMap,
+    /// The files read again before every batch that did not parse, as they were when read
+    /// (a file that has not changed since is not read again).
+    #[serde(default)]
+    read_as: BTreeMap<String, Stamp>,
+}
+
+/// A file as a `HEAD` shows it: any write changes one of these (the store's tag of the
+/// contents, where it keeps one, also within the second its times show).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct Stamp {
+    size: u64,
+    last_modified_ms: i64,
+    landed_ms: i64,
+    tag: Option<String>,
+}
+
+impl Stamp {
+    fn of(listed: &crate::warehouse::Listed, tag: Option<String>) -> Stamp {
+        Stamp {
+            size: listed.size,
+            last_modified_ms: listed.last_modified_ms,
+            landed_ms: listed.landed_ms,
+            tag,
+        }
+    }
 }
 
 /// What one [`DanglingReferences::reread`] found.
@@ -98,6 +127,18 @@ impl DanglingReferences {
         self.reported.extend(other.reported);
         self.logged.extend(other.logged);
         self.named.merge(other.named);
+        // What both read of a file counts only if they read it as the same file.
+        for (name, stamp) in other.read_as {
+            match self.read_as.get(&name) {
+                Some(own) if *own != stamp => {
+                    self.read_as.remove(&name);
+                }
+                Some(_) => {}
+                None => {
+                    self.read_as.insert(name, stamp);
+                }
+            }
+        }
     }
 
     /// How much it has read (grows whenever a read learns something).
@@ -154,16 +195,40 @@ impl DanglingReferences {
         let mut frontier: Vec<String> = self.pending.iter().cloned().collect();
         while !frontier.is_empty() {
             let layer = std::mem::take(&mut frontier);
-            let read: Vec<(String, Parsed)> = futures::stream::iter(layer)
+            let read_as = &self.read_as;
+            let read: Vec<(String, Option<Stamp>, Option<Parsed>)> = futures::stream::iter(layer)
                 .map(|name| async move {
+                    // A file read before and unchanged since (its size and times) names
+                    // what it named: only a `HEAD` (a file too large to be metadata is
+                    // read whole each time otherwise).
+                    let stamp = match warehouse.head_tagged(&name).await {
+                        Ok(Some((listed, tag))) => Some(Stamp::of(&listed, tag)),
+                        Ok(None) => return Ok::<_, Error>((name, None, Some(Parsed::Missing))),
+                        // Not a name a `HEAD` can ask for (a local staging name): read.
+                        Err(_) => None,
+                    };
+                    if stamp.is_some() && read_as.get(&name) == stamp.as_ref() {
+                        return Ok((name, stamp, None));
+                    }
                     let parsed = read_parsed(warehouse, registry, &name).await?;
-                    Ok::<_, Error>((name, parsed))
+                    Ok((name, stamp, Some(parsed)))
                 })
                 .buffer_unordered(concurrency.max(1))
                 .try_collect()
                 .await?;
             let before = self.named.len();
-            for (name, parsed) in read {
+            for (name, stamp, parsed) in read {
+                let Some(parsed) = parsed else {
+                    continue;
+                };
+                match (&parsed, stamp) {
+                    (Parsed::Opaque { .. }, Some(stamp)) => {
+                        self.read_as.insert(name.clone(), stamp);
+                    }
+                    _ => {
+                        self.read_as.remove(&name);
+                    }
+                }
                 let references = match parsed {
                     Parsed::Missing => {
                         self.pending.insert(name);
@@ -246,6 +311,18 @@ mod tests {
         // Reported once (not metadata: read again, in case it was written half).
         assert!(reread(&mut dangling).await.is_empty());
         assert!(dangling.pending.contains("metadata/later.json"));
+        // Written further (it changed): read again, and what it names now is kept too.
+        warehouse
+            .overwrite(
+                "metadata/later.json",
+                Bytes::from_static(
+                    br#"{"tables": ["indexes/old/1/ivf_postings/", "indexes/old/1/ivf_centroids/"]}"#,
+                ),
+            )
+            .await
+            .expect("written");
+        assert!(reread(&mut dangling).await.is_empty());
+        assert!(dangling.names("indexes/old/1/ivf_centroids/part-0"));
     }
 
     #[tokio::test]

@@ -138,6 +138,17 @@ impl Warehouse {
         }
     }
 
+    /// The object `name`'s size and time, and the store's tag of its contents (an S3 ETag:
+    /// any write changes it, also within the second a time shows), if it exists.
+    pub(crate) async fn head_tagged(&self, name: &str) -> Result<Option<(Listed, Option<String>)>> {
+        let path = self.path(name)?;
+        match self.store.head(&path).await {
+            Ok(meta) => Ok(Some((self.listed(&meta, name), meta.e_tag))),
+            Err(err) if is_missing(&err) => Ok(None),
+            Err(err) => Err(unavailable(name, err)),
+        }
+    }
+
     /// Create the object `name` unless it exists; `false` if it did.
     pub async fn put_if_absent(&self, name: &str, bytes: Bytes) -> Result<bool> {
         let path = self.path(name)?;

@@ -59,7 +59,8 @@ impl HookedStore {
         }
     }
 
-    /// How many reads (`GET`s) of the warehouse file `name` went through this store.
+    /// How many reads (`GET`s, not `HEAD`s) of the warehouse file `name` went through this
+    /// store.
     pub fn reads_of(&self, name: &str) -> usize {
         let below = format!("/{name}");
         self.gets
@@ -190,12 +191,14 @@ impl ObjectStore for HookedStore {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
-        *self
-            .gets
-            .lock()
-            .expect("lock")
-            .entry(location.to_string())
-            .or_default() += 1;
+        if !options.head {
+            *self
+                .gets
+                .lock()
+                .expect("lock")
+                .entry(location.to_string())
+                .or_default() += 1;
+        }
         let mut result = self.inner.get_opts(location, options).await?;
         result.meta = Self::restamp(&self.stamps, result.meta);
         Ok(result)
