@@ -74,7 +74,7 @@ pub(crate) struct LoggedWrite {
 }
 
 /// The name of an entry logged at `at_ms`: names sort by time.
-fn entry_name(at_ms: i64, id: Uuid) -> String {
+pub(crate) fn entry_name(at_ms: i64, id: Uuid) -> String {
     format!("{CHANGES_DIR}/{:020}-{}.json", at_ms.max(0), id.simple())
 }
 
@@ -244,18 +244,29 @@ pub(crate) async fn names_since(warehouse: &Warehouse, from_ms: i64) -> Result<V
         .await
 }
 
-/// The entry `name`: `None` if it is gone (pruned) or does not parse.
-pub(crate) async fn read_entry(warehouse: &Warehouse, name: &str) -> Result<Option<Change>> {
+/// One change-log entry, as read.
+#[derive(Debug)]
+pub(crate) enum Entry {
+    /// It announces `Change`.
+    Read(Change),
+    /// Gone (pruned since it was listed: a finished run saw it settled).
+    Gone,
+    /// It does not parse as an entry of this version named for its time.
+    Unreadable,
+}
+
+/// Read the entry `name`.
+pub(crate) async fn read_entry(warehouse: &Warehouse, name: &str) -> Result<Entry> {
     Ok(match warehouse.get(name, MAX_CHANGE_BYTES).await? {
-        Fetched::Object(bytes, _) => {
-            serde_json::from_slice::<Change>(&bytes)
-                .ok()
-                .filter(|change| {
-                    change.change_version == CHANGE_VERSION
-                        && entry_time(name) == Some(change.at_ms.max(0))
-                })
-        }
-        Fetched::Missing | Fetched::TooLarge(_) => None,
+        Fetched::Object(bytes, _) => serde_json::from_slice::<Change>(&bytes)
+            .ok()
+            .filter(|change| {
+                change.change_version == CHANGE_VERSION
+                    && entry_time(name) == Some(change.at_ms.max(0))
+            })
+            .map_or(Entry::Unreadable, Entry::Read),
+        Fetched::Missing => Entry::Gone,
+        Fetched::TooLarge(_) => Entry::Unreadable,
     })
 }
 
@@ -282,30 +293,19 @@ async fn read_listed(
             }
         }
     }
-    let read: Vec<(String, Option<Change>)> = futures::stream::iter(names)
+    let read: Vec<(String, Entry)> = futures::stream::iter(names)
         .map(|name| async move {
-            let change =
-                match warehouse.get(&name, MAX_CHANGE_BYTES).await? {
-                    Fetched::Object(bytes, _) => serde_json::from_slice::<Change>(&bytes)
-                        .ok()
-                        .filter(|change| {
-                            change.change_version == CHANGE_VERSION
-                                && entry_time(&name) == Some(change.at_ms.max(0))
-                        }),
-                    // Pruned since it was listed: a finished run saw it settled.
-                    Fetched::Missing => return Ok::<_, Error>(None),
-                    Fetched::TooLarge(_) => None,
-                };
-            Ok(Some((name, change)))
+            let entry = read_entry(warehouse, &name).await?;
+            Ok::<_, Error>((name, entry))
         })
         .buffer_unordered(concurrency.max(1))
-        .try_filter_map(|read| async move { Ok(read) })
         .try_collect()
         .await?;
-    for (name, change) in read {
-        match change {
-            Some(change) => log.changes.push(change),
-            None => log.unreadable.push(name),
+    for (name, entry) in read {
+        match entry {
+            Entry::Read(change) => log.changes.push(change),
+            Entry::Gone => {}
+            Entry::Unreadable => log.unreadable.push(name),
         }
     }
     log.changes.sort_by_key(|change| change.at_ms);

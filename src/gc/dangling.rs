@@ -62,6 +62,10 @@ pub(crate) struct DanglingReferences {
     reported: BTreeSet<String>,
     /// Change-log entries read.
     logged: BTreeSet<String>,
+    /// Change-log entries that do not parse (an entry of another version, damaged): what
+    /// they announce is unknown, so the guard names everything.
+    #[serde(default)]
+    unreadable: BTreeSet<String>,
     /// Entries logged from this time on may announce publications the walk did not see.
     #[serde(skip)]
     log_from_ms: i64,
@@ -126,6 +130,7 @@ impl DanglingReferences {
         self.published.extend(other.published);
         self.reported.extend(other.reported);
         self.logged.extend(other.logged);
+        self.unreadable.extend(other.unreadable);
         self.named.merge(other.named);
         // What both read of a file counts only if they read it as the same file.
         for (name, stamp) in other.read_as {
@@ -142,13 +147,14 @@ impl DanglingReferences {
     }
 
     /// How much it has read (grows whenever a read learns something).
-    fn extent(&self) -> [usize; 5] {
+    fn extent(&self) -> [usize; 6] {
         [
             self.visited.len(),
             self.logged.len(),
             self.reported.len(),
             self.named.len(),
             self.visited.len().saturating_sub(self.pending.len()),
+            self.unreadable.len(),
         ]
     }
 
@@ -159,14 +165,28 @@ impl DanglingReferences {
             .into_iter()
             .filter(|name| self.logged.insert(name.clone()))
             .collect();
-        let entries: Vec<Option<changelog::Change>> = futures::stream::iter(names)
-            .map(|name| async move { changelog::read_entry(warehouse, &name).await })
+        let entries: Vec<(String, changelog::Entry)> = futures::stream::iter(names)
+            .map(|name| async move {
+                let entry = changelog::read_entry(warehouse, &name).await?;
+                Ok::<_, Error>((name, entry))
+            })
             .buffer_unordered(concurrency.max(1))
             .try_collect()
             .await?;
-        let published = entries
+        let mut changes = Vec::new();
+        for (name, entry) in entries {
+            match entry {
+                changelog::Entry::Read(change) => changes.push(change),
+                changelog::Entry::Gone => {}
+                // What it announced is unknown (the walk's reading of the log would have
+                // voided every clock): nothing more is deleted.
+                changelog::Entry::Unreadable => {
+                    self.unreadable.insert(name);
+                }
+            }
+        }
+        let published = changes
             .into_iter()
-            .flatten()
             .flat_map(|change| change.writes)
             .filter_map(|write| write.publishes);
         for location in published {
@@ -269,9 +289,15 @@ impl DanglingReferences {
     }
 
     /// Whether a file that appeared at a dangling reference names `name` (in any
-    /// spelling).
+    /// spelling), or a change-log entry since the walk does not parse (everything).
     pub(crate) fn names(&self, name: &str) -> bool {
-        self.named.covers_any_spelling(name)
+        !self.unreadable.is_empty() || self.named.covers_any_spelling(name)
+    }
+
+    /// The change-log entries since the walk that do not parse (then [`Self::names`]
+    /// names everything).
+    pub(crate) fn unreadable(&self) -> impl Iterator<Item = &String> {
+        self.unreadable.iter()
     }
 }
 
@@ -381,5 +407,29 @@ mod tests {
             2,
             "{own:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_change_log_entry_that_does_not_parse_keeps_everything() {
+        let warehouse = Warehouse::in_memory("memory://unreadable/wh").expect("warehouse");
+        let registry = FamilyRegistry::builtin();
+        let mut dangling = DanglingReferences::new(BTreeSet::new(), 0);
+        dangling
+            .reread(&warehouse, &registry, 4)
+            .await
+            .expect("read");
+        assert!(!dangling.names("indexes/old/1/ivf_postings/part-0"));
+        let entry = changelog::entry_name(5, uuid::Uuid::from_u128(7));
+        warehouse
+            .put_if_absent(&entry, Bytes::from_static(b"{\"change-version\": 99}"))
+            .await
+            .expect("written");
+        let read = dangling
+            .reread(&warehouse, &registry, 4)
+            .await
+            .expect("read");
+        assert!(read.learned);
+        assert!(dangling.names("indexes/old/1/ivf_postings/part-0"));
+        assert_eq!(dangling.unreadable().collect::<Vec<_>>(), [&entry]);
     }
 }

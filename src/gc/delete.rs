@@ -277,6 +277,14 @@ impl Invocation<'_> {
                 .write_guard(self.elapsed_now(), catalog.ids().uuid(), dangling)
                 .await?;
         }
+        if let Some(entry) = dangling.unreadable().next() {
+            let warning = format!(
+                "the change-log entry `{entry}`, logged since the verification walk, does not parse: what it announced is unknown, so nothing more is deleted this run"
+            );
+            if !self.report.warnings.contains(&warning) {
+                self.report.warnings.push(warning);
+            }
+        }
         for file in reread.appeared {
             self.report.warnings.push(format!(
                 "`{file}`, which a live family reference names, did not exist or did not parse as metadata at the verification walk; read before the deletes, what it names is kept"
