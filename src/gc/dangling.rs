@@ -307,6 +307,17 @@ mod tests {
 
     use super::*;
 
+    /// Write `metadata/later.json`: no metadata, naming an old index's postings.
+    async fn write_later(warehouse: &Warehouse) {
+        warehouse
+            .put_if_absent(
+                "metadata/later.json",
+                Bytes::from_static(br#"{"tables": ["indexes/old/1/ivf_postings/"]}"#),
+            )
+            .await
+            .expect("written");
+    }
+
     #[tokio::test]
     async fn a_file_written_at_a_dangling_reference_is_read_and_followed() {
         let warehouse = Warehouse::in_memory("memory://dangling/wh").expect("warehouse");
@@ -323,13 +334,7 @@ mod tests {
         assert!(reread(&mut dangling).await.is_empty());
         assert!(!dangling.names("indexes/old/1/ivf_postings/part-0"));
         // Not metadata: every string in it that names an object counts.
-        warehouse
-            .put_if_absent(
-                "metadata/later.json",
-                Bytes::from_static(br#"{"tables": ["indexes/old/1/ivf_postings/"]}"#),
-            )
-            .await
-            .expect("written");
+        write_later(&warehouse).await;
         assert_eq!(reread(&mut dangling).await, ["metadata/later.json"]);
         assert!(dangling.names("indexes/old/1/ivf_postings/part-0"));
         assert!(dangling.names("metadata/later.json"));
@@ -362,13 +367,7 @@ mod tests {
         let job = Job::new(&warehouse, journal(3, 9));
         let later = BTreeSet::from(["metadata/later.json".to_owned()]);
         let table = "indexes/old/1/ivf_postings/part-0";
-        warehouse
-            .put_if_absent(
-                "metadata/later.json",
-                Bytes::from_static(br#"{"tables": ["indexes/old/1/ivf_postings/"]}"#),
-            )
-            .await
-            .expect("written");
+        write_later(&warehouse).await;
         let mut first = DanglingReferences::new(later.clone(), 0);
         let read = first.reread(&warehouse, &registry, 4).await.expect("read");
         assert_eq!(read.appeared, ["metadata/later.json"]);
