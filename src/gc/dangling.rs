@@ -39,7 +39,7 @@ use super::refs::RefMap;
 use crate::catalog::changelog;
 use crate::error::{Error, Result};
 use crate::family::FamilyRegistry;
-use crate::metadata::named::{Parsed, read_parsed, references_of};
+use crate::metadata::named::{Parsed, possible_metadata, read_parsed, references_of};
 use crate::warehouse::Warehouse;
 
 /// The dangling references of a verification walk, and what the files that appeared at
@@ -66,6 +66,10 @@ pub(crate) struct DanglingReferences {
     /// they announce is unknown, so the guard names everything.
     #[serde(default)]
     unreadable: BTreeSet<String>,
+    /// Files read that may name anything (too large to read to the end, naming too many
+    /// files): the guard names everything.
+    #[serde(default)]
+    unbounded: BTreeSet<String>,
     /// Entries logged from this time on may announce publications the walk did not see.
     #[serde(skip)]
     log_from_ms: i64,
@@ -131,6 +135,7 @@ impl DanglingReferences {
         self.reported.extend(other.reported);
         self.logged.extend(other.logged);
         self.unreadable.extend(other.unreadable);
+        self.unbounded.extend(other.unbounded);
         self.named.merge(other.named);
         // What both read of a file counts only if they read it as the same file.
         for (name, stamp) in other.read_as {
@@ -147,7 +152,7 @@ impl DanglingReferences {
     }
 
     /// How much it has read (grows whenever a read learns something).
-    fn extent(&self) -> [usize; 6] {
+    fn extent(&self) -> [usize; 7] {
         [
             self.visited.len(),
             self.logged.len(),
@@ -155,6 +160,7 @@ impl DanglingReferences {
             self.named.len(),
             self.visited.len().saturating_sub(self.pending.len()),
             self.unreadable.len(),
+            self.unbounded.len(),
         ]
     }
 
@@ -264,10 +270,29 @@ impl DanglingReferences {
                         }
                         refs.direct
                     }
-                    // Possibly written half: read again before the next batch.
+                    // Possibly written half: read again before the next batch. What it
+                    // names that may be metadata is read as a family reference's is.
                     Parsed::Opaque { references, .. } => {
                         self.pending.insert(name.clone());
+                        match possible_metadata(warehouse, &references).await? {
+                            Some(follow) => {
+                                for reference in follow {
+                                    if self.visited.insert(reference.clone()) {
+                                        frontier.push(reference);
+                                    }
+                                }
+                            }
+                            None => {
+                                self.unbounded.insert(name.clone());
+                            }
+                        }
                         references
+                    }
+                    // It may name anything: nothing more is deleted.
+                    Parsed::Unbounded(_) => {
+                        self.pending.insert(name.clone());
+                        self.unbounded.insert(name.clone());
+                        Vec::new()
                     }
                 };
                 self.named.insert(name.clone(), 0);
@@ -291,13 +316,24 @@ impl DanglingReferences {
     /// Whether a file that appeared at a dangling reference names `name` (in any
     /// spelling), or a change-log entry since the walk does not parse (everything).
     pub(crate) fn names(&self, name: &str) -> bool {
-        !self.unreadable.is_empty() || self.named.covers_any_spelling(name)
+        !self.unreadable.is_empty()
+            || !self.unbounded.is_empty()
+            || self.named.covers_any_spelling(name)
     }
 
-    /// The change-log entries since the walk that do not parse (then [`Self::names`]
-    /// names everything).
-    pub(crate) fn unreadable(&self) -> impl Iterator<Item = &String> {
-        self.unreadable.iter()
+    /// Why [`Self::names`] names everything, if it does: a change-log entry since the walk
+    /// that does not parse, or a file read that may name anything.
+    pub(crate) fn blind(&self) -> Option<String> {
+        if let Some(entry) = self.unreadable.iter().next() {
+            return Some(format!(
+                "the change-log entry `{entry}`, logged since the verification walk, does not parse: what it announced is unknown"
+            ));
+        }
+        self.unbounded.iter().next().map(|file| {
+            format!(
+                "`{file}`, which a live family reference leads to, is no metadata and cannot be read to the end: what it names is unknown"
+            )
+        })
     }
 }
 
@@ -429,6 +465,6 @@ mod tests {
             .expect("read");
         assert!(read.learned);
         assert!(dangling.names("indexes/old/1/ivf_postings/part-0"));
-        assert_eq!(dangling.unreadable().collect::<Vec<_>>(), [&entry]);
+        assert!(dangling.blind().is_some_and(|why| why.contains(&entry)));
     }
 }

@@ -184,18 +184,9 @@ impl Invocation<'_> {
             } else {
                 i64::MAX
             };
-            let mut linked = RefMap::default();
-            for target in &verified.linked {
-                linked.insert(target.clone(), 0);
-            }
             for item in doomed {
                 if nested.covers(&item.name) {
                     counts.kept_nested.add(item.size);
-                    continue;
-                }
-                // A symbolic link in the warehouse leads here: named by it.
-                if linked.covers_any_spelling(&item.name) {
-                    counts.kept_by_reference.add(item.size);
                     continue;
                 }
                 let reachable_again = again.reachable.covers_any_spelling(&item.name);
@@ -277,10 +268,8 @@ impl Invocation<'_> {
                 .write_guard(self.elapsed_now(), catalog.ids().uuid(), dangling)
                 .await?;
         }
-        if let Some(entry) = dangling.unreadable().next() {
-            let warning = format!(
-                "the change-log entry `{entry}`, logged since the verification walk, does not parse: what it announced is unknown, so nothing more is deleted this run"
-            );
+        if let Some(why) = dangling.blind() {
+            let warning = format!("{why}, so nothing more is deleted this run");
             if !self.report.warnings.contains(&warning) {
                 self.report.warnings.push(warning);
             }

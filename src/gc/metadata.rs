@@ -109,19 +109,14 @@ impl Invocation<'_> {
                 Ok((ListItem::Object(listed), Some(parsed)))
             })
             .buffered(gc.config.io_concurrency.max(1));
-        let mut links = Vec::new();
         while let Some((item, parsed)) = read.try_next().await? {
             let covered = match &item {
                 ListItem::Object(listed) => reachable.covers_any_spelling(&listed.name),
-                ListItem::Skipped { name, .. } => {
-                    links.push(name.clone());
-                    false
-                }
+                ListItem::Skipped { .. } => false,
             };
             read_page.note(&mut nested, item, parsed, covered, (registry, warehouse));
         }
         drop(read);
-        let linked = super::scan::linked_so_far(warehouse, last, links).await?;
         let MetadataPage {
             counts,
             candidates,
@@ -140,7 +135,6 @@ impl Invocation<'_> {
             referenced,
             self_covering,
             nested: nested.into_roots(),
-            linked,
             warnings,
             ..Page::default()
         };
@@ -412,6 +406,14 @@ impl MetadataPage {
                     self.keep(&listed.name, foreign_format, reference);
                 }
                 foreign_format.then_some(why)
+            }
+            // No reader reads it as metadata (larger than any): it keeps nothing for them.
+            Some(Parsed::Unbounded(why)) => {
+                self.warnings.push(format!(
+                    "`{}` under `metadata/` is no metadata and is not read ({why})",
+                    listed.name
+                ));
+                None
             }
         };
         if let Some(why) = foreign {

@@ -40,7 +40,7 @@ use crate::catalog::record::{PointerRecord, PointerState};
 use crate::catalog::write::store_error;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::Namespace;
-use crate::metadata::named::{Parsed, read_parsed, references_of};
+use crate::metadata::named::{Parsed, possible_metadata, read_parsed, references_of};
 use crate::store::PointerStoreExt;
 use crate::store::{PointerStore, StoreError, StoreKey, Versioned};
 
@@ -414,17 +414,38 @@ impl Walker<'_> {
                     }
                     Parsed::Opaque { references, .. } => {
                         // A referenced object in another format: reachable itself, and so is
-                        // whatever it may name. It may also be written half (a writer that
-                        // writes in place): read again before every delete batch, as a
+                        // whatever it may name; a file it names that may be metadata is read
+                        // as a family reference's is. It may also be written half (a writer
+                        // that writes in place): read again before every delete batch, as a
                         // reference that names nothing is (`dangling`).
+                        let Some(follow) = possible_metadata(warehouse, &references).await? else {
+                            return Err(unbounded(warehouse, &name, "it names too many files"));
+                        };
+                        for reference in follow {
+                            if visited.insert(reference.clone()) {
+                                frontier.push((reference, false));
+                            }
+                        }
                         for reference in references {
                             observation.reachable.insert(reference, 0);
                         }
                         observation.dangling.insert(name);
                     }
+                    Parsed::Unbounded(why) => return Err(unbounded(warehouse, &name, &why)),
                 }
             }
         }
         Ok(())
     }
+}
+
+/// Why a walk stops at `name`, a file live metadata reaches that may name anything.
+fn unbounded(warehouse: &crate::warehouse::Warehouse, name: &str, why: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidIndexMetadata,
+        format!(
+            "gc aborted: `{}`, which live metadata reaches through family references, is no metadata and cannot be read to the end ({why}): what it names is unknown, so nothing is deleted until it is replaced by a metadata file or removed",
+            warehouse.absolute(name)
+        ),
+    )
 }

@@ -74,25 +74,6 @@ impl Nested {
     }
 }
 
-/// What the symbolic links found so far in a sequence lead to: those of its newest page
-/// `last`, and the targets of the entries a page skipped that are links (`skipped`, a local
-/// warehouse). A link may sit anywhere, below a live table's directory included, and the
-/// listing never follows it: whatever it leads to is kept while it is there.
-pub(crate) async fn linked_so_far(
-    warehouse: &crate::warehouse::Warehouse,
-    last: Option<&Page>,
-    skipped: Vec<String>,
-) -> Result<Vec<String>> {
-    let mut linked: std::collections::BTreeSet<String> = last
-        .map(|page| page.linked.iter().cloned().collect())
-        .unwrap_or_default();
-    if !skipped.is_empty() {
-        let targets = warehouse.link_targets(skipped).await?;
-        linked.extend(targets.into_iter().map(|(_, target)| target));
-    }
-    Ok(linked.into_iter().collect())
-}
-
 /// Count (and, for the first few of a page, name) a skipped listing entry.
 pub(crate) fn skip(counts: &mut Counts, warnings: &mut Vec<String>, item: ListItem) {
     let ListItem::Skipped { name, reason } = item else {
@@ -198,7 +179,6 @@ impl Invocation<'_> {
         let doomed_so_far = last.map_or(0, |page| page.doomed_total);
         let mut tally = PageTally::with_room(self.plan.max_doomed.saturating_sub(doomed_so_far));
         let mut nested = Nested::from(last);
-        let mut links = Vec::new();
         let mut warnings = Vec::new();
         {
             let judge = Judge::new(
@@ -235,12 +215,7 @@ impl Invocation<'_> {
                 .buffer_unordered(gc.config.io_concurrency.max(1));
             while let Some(item) = decided.try_next().await? {
                 match item {
-                    Scanned::Skipped(skipped) => {
-                        if let ListItem::Skipped { name, .. } = &skipped {
-                            links.push(name.clone());
-                        }
-                        skip(&mut tally.counts, &mut warnings, skipped)
-                    }
+                    Scanned::Skipped(skipped) => skip(&mut tally.counts, &mut warnings, skipped),
                     Scanned::Reachable(size) => {
                         tally.counts.scanned.add(size);
                         tally.counts.reachable.add(size);
@@ -258,7 +233,6 @@ impl Invocation<'_> {
             }
         }
         tally.counts.ledger_files_cleared += self.clear_gone(gone).await?;
-        let linked = linked_so_far(gc.catalog.warehouse(), last, links).await?;
         let mut totals = last.map(|page| page.totals).unwrap_or_default();
         totals.merge(&tally.counts);
         let page = Page {
@@ -268,7 +242,6 @@ impl Invocation<'_> {
             totals,
             doomed: tally.doomed,
             nested: nested.into_roots(),
-            linked,
             warnings,
             ..Page::default()
         }

@@ -8,6 +8,7 @@
 use std::collections::HashSet;
 
 use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
 
 use super::strings::JsonStrings;
 use super::{IndexMetadata, MAX_METADATA_BYTES};
@@ -68,9 +69,20 @@ pub(crate) enum Parsed {
         foreign_format: bool,
         references: Vec<String>,
     },
+    /// It may name anything: larger than [`MAX_SCANNED_BYTES`], or naming more files that
+    /// may be metadata than [`MAX_FOLLOWED`]. Why.
+    Unbounded(String),
     /// It does not exist.
     Missing,
 }
+
+/// The largest file whose strings are read when it is too large to be metadata (chunk by
+/// chunk, at memory speed): a larger one is [`Parsed::Unbounded`].
+pub(crate) const MAX_SCANNED_BYTES: u64 = 1 << 30;
+
+/// The most names of one file that does not parse that are checked for being metadata
+/// ([`possible_metadata`]).
+pub(crate) const MAX_FOLLOWED: usize = 10_000;
 
 /// Read and parse the object `name`. Store failures are errors; anything else that is not
 /// valid metadata is opaque.
@@ -90,6 +102,11 @@ pub(crate) async fn read_parsed(
         Ok(Fetched::Missing) => return Ok(Parsed::Missing),
         // No metadata, but it may name objects all the same: every string in it counts,
         // read chunk by chunk.
+        Ok(Fetched::TooLarge(size)) if size > MAX_SCANNED_BYTES => {
+            return Ok(Parsed::Unbounded(format!(
+                "{size} bytes, more than the {MAX_SCANNED_BYTES} read of a file that is no metadata"
+            )));
+        }
         Ok(Fetched::TooLarge(size)) => {
             let mut strings = JsonStrings::default();
             let found = warehouse
@@ -171,12 +188,64 @@ pub(crate) async fn names_of_metadata(
                     }
                 }
             }
-            Parsed::Opaque { references, .. } => names.extend(references),
+            Parsed::Opaque { references, .. } => {
+                let Some(follow) = possible_metadata(warehouse, &references).await? else {
+                    return Err(unbounded(warehouse, &file, "it names too many files"));
+                };
+                names.extend(references);
+                for reference in follow {
+                    if visited.insert(reference.clone()) {
+                        frontier.push(reference);
+                    }
+                }
+            }
+            Parsed::Unbounded(why) => return Err(unbounded(warehouse, &file, &why)),
             Parsed::Missing => {}
         }
     }
     Ok(names)
 }
+
+/// What names `file`, which may name anything, cannot be published.
+fn unbounded(warehouse: &Warehouse, file: &str, why: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidIndexMetadata,
+        format!(
+            "`{}`, which the metadata leads to through family references, is no metadata and cannot be read to the end ({why}): what it names is unknown. Write a metadata file",
+            warehouse.absolute(file)
+        ),
+    )
+}
+
+/// Of the names found in a file that does not parse, those that may be metadata (they
+/// exist and start like a JSON object): such a file may be a family reference's, so it is
+/// read as one is. `None` if there are more than [`MAX_FOLLOWED`] names (the file may then
+/// name anything). One ranged read of 64 bytes per name.
+pub(crate) async fn possible_metadata(
+    warehouse: &Warehouse,
+    names: &[String],
+) -> Result<Option<Vec<String>>> {
+    if names.len() > MAX_FOLLOWED {
+        return Ok(None);
+    }
+    let checked: Vec<(String, bool)> = futures::stream::iter(names.iter().cloned())
+        .map(|name| async move {
+            let json = warehouse.starts_like_json(&name).await?;
+            Ok::<_, Error>((name, json))
+        })
+        .buffer_unordered(FOLLOW_CONCURRENCY)
+        .try_collect()
+        .await?;
+    Ok(Some(
+        checked
+            .into_iter()
+            .filter_map(|(name, json)| json.then_some(name))
+            .collect(),
+    ))
+}
+
+/// How many names [`possible_metadata`] checks at a time.
+const FOLLOW_CONCURRENCY: usize = 16;
 
 #[cfg(test)]
 mod tests {

@@ -24,30 +24,53 @@ pub(crate) struct JsonStrings {
 
 impl JsonStrings {
     /// Read the next chunk of the document.
-    pub(crate) fn feed(&mut self, chunk: &[u8]) {
-        for &byte in chunk {
+    pub(crate) fn feed(&mut self, mut chunk: &[u8]) {
+        while !chunk.is_empty() {
             if !self.open {
-                if byte == b'"' {
-                    self.open = true;
-                }
+                // Outside a string only a quote matters.
+                let Some(at) = memchr::memchr(b'"', chunk) else {
+                    return;
+                };
+                self.open = true;
+                chunk = &chunk[at + 1..];
                 continue;
             }
             if self.escaped {
                 self.escaped = false;
-            } else if byte == b'\\' {
-                self.escaped = true;
-            } else if byte == b'"' {
-                self.close();
+                self.take(&chunk[..1]);
+                chunk = &chunk[1..];
                 continue;
             }
-            if !self.overlong {
-                self.current.push(byte);
-                if self.current.len() > MAX_STRING_BYTES {
-                    self.overlong = true;
-                    self.current = Vec::new();
+            match memchr::memchr2(b'"', b'\\', chunk) {
+                None => {
+                    self.take(chunk);
+                    return;
+                }
+                Some(at) if chunk[at] == b'"' => {
+                    self.take(&chunk[..at]);
+                    self.close();
+                    chunk = &chunk[at + 1..];
+                }
+                Some(at) => {
+                    self.take(&chunk[..=at]);
+                    self.escaped = true;
+                    chunk = &chunk[at + 1..];
                 }
             }
         }
+    }
+
+    /// Add bytes of the open string (up to the length no name exceeds).
+    fn take(&mut self, bytes: &[u8]) {
+        if self.overlong {
+            return;
+        }
+        if self.current.len() + bytes.len() > MAX_STRING_BYTES {
+            self.overlong = true;
+            self.current = Vec::new();
+            return;
+        }
+        self.current.extend_from_slice(bytes);
     }
 
     fn close(&mut self) {

@@ -128,6 +128,32 @@ impl Warehouse {
         }
     }
 
+    /// Whether the object `name` exists and its first bytes (after white space) open a JSON
+    /// object: one ranged read of at most 64 bytes (and on a local warehouse, nothing but a
+    /// regular file is opened). A name no object can have, or a failing read, may be
+    /// (a whole read decides, and reports the failure).
+    pub(crate) async fn starts_like_json(&self, name: &str) -> Result<bool> {
+        let Ok(path) = self.path(name) else {
+            return Ok(true);
+        };
+        if let Some(dir) = self.local.as_deref() {
+            match local_files::regular_file(&dir.join(name)).await {
+                Ok(None) => return Ok(false),
+                Ok(Some(meta)) if meta.len() == 0 => return Ok(false),
+                _ => {}
+            }
+        }
+        match self.store.get_range(&path, 0..64).await {
+            Ok(start) => Ok(start
+                .iter()
+                .find(|byte| !byte.is_ascii_whitespace())
+                .is_none_or(|byte| *byte == b'{')),
+            Err(err) if is_missing(&err) => Ok(false),
+            // An object shorter than the range: read it whole.
+            Err(_) => Ok(true),
+        }
+    }
+
     /// The object `name`'s size and time, if it exists.
     pub async fn head(&self, name: &str) -> Result<Option<Listed>> {
         let path = self.path(name)?;
@@ -138,12 +164,20 @@ impl Warehouse {
         }
     }
 
-    /// The object `name`'s size and time, and the store's tag of its contents (an S3 ETag:
-    /// any write changes it, also within the second a time shows), if it exists.
+    /// The object `name`'s size and time, and a tag of its contents that any write changes
+    /// (an S3 ETag, also within the second a time shows; on a local warehouse the file's
+    /// status-change time, which a rewrite that puts the modification time back moves
+    /// too), if it exists.
     pub(crate) async fn head_tagged(&self, name: &str) -> Result<Option<(Listed, Option<String>)>> {
         let path = self.path(name)?;
         match self.store.head(&path).await {
-            Ok(meta) => Ok(Some((self.listed(&meta, name), meta.e_tag))),
+            Ok(meta) => {
+                let tag = match self.local.as_deref() {
+                    Some(dir) => local_files::tag(&dir.join(name)).await,
+                    None => meta.e_tag.clone(),
+                };
+                Ok(Some((self.listed(&meta, name), tag)))
+            }
             Err(err) if is_missing(&err) => Ok(None),
             Err(err) => Err(unavailable(name, err)),
         }
@@ -274,6 +308,43 @@ mod tests {
                 .expect("answered at once");
             assert!(!found.expect("read"), "{name}");
         }
+    }
+
+    /// A local file rewritten in place with the same size, its modification time put back
+    /// (`cp -p`, `rsync --inplace -t`), has another tag: its status-change time moved.
+    #[tokio::test]
+    async fn a_local_rewrite_that_puts_the_time_back_changes_the_tag() {
+        let dir = tempfile::tempdir().expect("dir");
+        let wh = Warehouse::local(dir.path()).expect("warehouse");
+        wh.put_if_absent("metadata/f.json", Bytes::from_static(b"{\"a\": 1}"))
+            .await
+            .expect("written");
+        let path = dir.path().join("metadata/f.json");
+        let (before, tag) = wh
+            .head_tagged("metadata/f.json")
+            .await
+            .expect("head")
+            .expect("there");
+        let modified = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .expect("mtime");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&path, b"{\"b\": 2}").expect("rewritten");
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|file| file.set_modified(modified))
+            .expect("time put back");
+        let (after, again) = wh
+            .head_tagged("metadata/f.json")
+            .await
+            .expect("head")
+            .expect("there");
+        assert_eq!(
+            (before.size, before.last_modified_ms),
+            (after.size, after.last_modified_ms)
+        );
+        assert_ne!(tag, again);
     }
 
     /// A local file at a name `object_store` cannot address (its staging names, `x#1`) is

@@ -632,60 +632,6 @@ async fn class3_nested_warehouses_and_pointer_stores_are_never_collected_on(back
 // 4. Symbolic links (local)
 // ---------------------------------------------------------------------------------------
 
-/// Round 33, finding 5 (`docs/gc-attacks.md`): a symbolic link below a live table's
-/// directory leads to a file of a dropped index (a writer sharing files between versions
-/// by link). The listing never follows the link, and the file it leads to lies in an
-/// unreachable directory: the link names it, so it is kept while the link is there; the
-/// rest of the dropped index is collected.
-#[tokio::test]
-async fn class4_a_link_below_a_live_table_keeps_what_it_leads_to() {
-    let env = Env::open(Backend::Local, 403).await;
-    let config = test_config();
-    let root = env.local_dir.clone().expect("local");
-    let old = Layout::under("old/1");
-    let (old_id, _, _) = env.register("old", &old).await;
-    let live = Layout::under("live/1");
-    env.register("live", &live).await;
-    let shared = format!("{}part-0.parquet", old.postings);
-    std::os::unix::fs::symlink(
-        "../../../old/1/ivf_postings/part-0.parquet",
-        root.join(format!("{}shared.parquet", live.postings)),
-    )
-    .expect("link");
-    std::os::unix::fs::symlink(
-        root.join(&old.centroids),
-        root.join(format!("{}shared-dir", live.centroids)),
-    )
-    .expect("directory link");
-    env.catalog.drop_index(&old_id).await.expect("dropped");
-    let reports = passes(&env, &config, 8).await;
-    assert!(deleted(&reports) > 0, "nothing was collected");
-    assert!(
-        env.exists(&shared).await,
-        "the file a live table links to was deleted"
-    );
-    let linked_dir: Vec<String> = old
-        .files()
-        .into_iter()
-        .filter(|file| file.starts_with(&old.centroids))
-        .collect();
-    assert!(
-        env.all_exist(&linked_dir).await,
-        "the directory a live table links to was emptied"
-    );
-    let others: Vec<String> = old
-        .files()
-        .into_iter()
-        .filter(|file| *file != shared && !file.starts_with(&old.centroids))
-        .collect();
-    assert!(!others.is_empty());
-    assert!(
-        env.none_exist(&others).await,
-        "the rest of the dropped index is still collected"
-    );
-    assert!(std::fs::read(root.join(format!("{}shared.parquet", live.postings))).is_ok());
-}
-
 #[tokio::test]
 async fn class4_symbolic_links_are_never_followed_and_nothing_outside_is_deleted() {
     let env = Env::open(Backend::Local, 401).await;

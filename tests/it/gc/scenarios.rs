@@ -849,30 +849,49 @@ async fn a_family_reference_to_a_file_too_large_to_read_is_refused() {
 
 /// Round 33, finding 1 (`docs/gc-attacks.md`): a file at a live family reference too
 /// large to be metadata names old tables, either directly (written after the register,
-/// which register allows) or one family reference further down. It cannot be parsed, but
-/// every string in it that names an object counts, read chunk by chunk: the old tables
-/// stay, through every run.
+/// which register allows) or one family reference further down, or names a metadata file
+/// beside the tables (outside `metadata/`, round 33b) that names them. It cannot be
+/// parsed, but every string in it that names an object counts, read chunk by chunk, and
+/// a file it names that may be metadata is read as a family reference's is: the old
+/// tables stay, through every run.
 #[tokio::test]
 async fn a_family_file_too_large_to_parse_keeps_what_it_names() {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Way {
+        Late,
+        Nested,
+        Through,
+    }
     let size = parqdb_catalog::metadata::MAX_METADATA_BYTES + 1;
-    for (n, nested) in [false, true].into_iter().enumerate() {
+    for (n, way) in [Way::Late, Way::Nested, Way::Through]
+        .into_iter()
+        .enumerate()
+    {
         let env = claimed(Backend::Memory, 63 + n as u64).await;
         let config = test_config();
         let old = Layout::under("old/1");
         let (old_id, _, _) = env.register("old", &old).await;
         env.catalog.drop_index(&old_id).await.expect("dropped");
-        let mut huge = format!(
-            "{{\"tables\": [\"{}\", \"{}\"], \"pad\": \"",
-            old.centroids, old.postings
-        )
-        .into_bytes();
+        let through = "indexes/c/h.json";
+        let named = match way {
+            Way::Through => {
+                let metadata = env.metadata_for(&old);
+                env.warehouse
+                    .put_if_absent(through, bytes::Bytes::from(metadata.to_json_vec()))
+                    .await
+                    .expect("written");
+                format!("\"{through}\"")
+            }
+            _ => format!("\"{}\", \"{}\"", old.centroids, old.postings),
+        };
+        let mut huge = format!("{{\"tables\": [{named}], \"pad\": \"").into_bytes();
         huge.resize(size, b'x');
         huge.extend_from_slice(b"\"}");
-        let (reference, huge_name) = match nested {
-            false => ("metadata/c/late.json", "metadata/c/late.json"),
-            true => ("metadata/c/f.json", "metadata/c/g.json"),
+        let (reference, huge_name) = match way {
+            Way::Late => ("metadata/c/late.json", "metadata/c/late.json"),
+            Way::Nested | Way::Through => ("metadata/c/f.json", "metadata/c/g.json"),
         };
-        if nested {
+        if way != Way::Late {
             env.warehouse
                 .put_if_absent(huge_name, bytes::Bytes::from(std::mem::take(&mut huge)))
                 .await
@@ -891,7 +910,7 @@ async fn a_family_file_too_large_to_parse_keeps_what_it_names() {
             ..Layout::under("live/1")
         };
         env.register("live", &live).await;
-        if !nested {
+        if way == Way::Late {
             env.warehouse
                 .put_if_absent(huge_name, bytes::Bytes::from(huge))
                 .await
@@ -900,10 +919,49 @@ async fn a_family_file_too_large_to_parse_keeps_what_it_names() {
         run_until(&env, &config, env.now() + 8 * HOUR, &[]).await;
         assert!(
             env.all_exist(&old.files()).await,
-            "tables a live family file names were deleted (nested: {nested})"
+            "tables a live family file names were deleted ({way:?})"
         );
         assert!(env.all_exist(&live.files()).await, "live tables deleted");
     }
+}
+
+/// Round 33b, finding 4: a file at a live family reference larger than any file whose
+/// strings are read (a sparse file costs nothing on disk) may name anything: the walk
+/// stops, nothing is deleted, and the error names the file.
+#[tokio::test]
+async fn a_family_file_too_large_to_read_stops_the_deletes() {
+    let env = claimed(Backend::Local, 66).await;
+    let config = test_config();
+    let old = Layout::under("old/1");
+    let (old_id, _, _) = env.register("old", &old).await;
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    let reference = "metadata/c/sparse.json";
+    let live = Layout {
+        centroids_metadata: Some(reference.to_owned()),
+        ..Layout::under("live/1")
+    };
+    env.register("live", &live).await;
+    let root = env.local_dir.clone().expect("local");
+    std::fs::create_dir_all(root.join("metadata/c")).expect("dir");
+    std::fs::File::create(root.join(reference))
+        // More than the 1 GiB whose strings a run reads.
+        .and_then(|file| file.set_len((1 << 30) + 1))
+        .expect("sparse file");
+    let mut errors = 0;
+    for _ in 0..48 {
+        env.advance(10 * MINUTE);
+        let gc = GarbageCollector::new(env.catalog.clone(), config.clone()).expect("gc");
+        if let Err(err) = gc.collect(env.now()).await {
+            assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+            assert!(err.message().contains("sparse.json"), "{err}");
+            errors += 1;
+        }
+    }
+    assert_eq!(errors, 48, "every run stops at the walk");
+    assert!(
+        env.all_exist(&old.files()).await,
+        "deleted while the walk cannot finish"
+    );
 }
 
 /// New metadata over an old index's condemned tables, written during the run that deletes
