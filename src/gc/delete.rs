@@ -184,9 +184,18 @@ impl Invocation<'_> {
             } else {
                 i64::MAX
             };
+            let mut linked = RefMap::default();
+            for target in &verified.linked {
+                linked.insert(target.clone(), 0);
+            }
             for item in doomed {
                 if nested.covers(&item.name) {
                     counts.kept_nested.add(item.size);
+                    continue;
+                }
+                // A symbolic link in the warehouse leads here: named by it.
+                if linked.covers_any_spelling(&item.name) {
+                    counts.kept_by_reference.add(item.size);
                     continue;
                 }
                 let reachable_again = again.reachable.covers_any_spelling(&item.name);

@@ -280,6 +280,10 @@ pub(crate) struct Page {
     /// Nested catalog structures found so far in the sequence.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nested: Vec<String>,
+    /// What the symbolic links found so far in the sequence lead to (a local warehouse):
+    /// a link names its target, which is kept while the link is there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub linked: Vec<String>,
     /// Warnings of this page.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
@@ -363,6 +367,9 @@ pub(crate) struct Walk {
     /// Every nested root the scans found (verification walk only).
     #[serde(default)]
     pub nested: Vec<String>,
+    /// What every symbolic link the scans found leads to (verification walk only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub linked: Vec<String>,
 }
 
 /// `referenced.json`.

@@ -109,14 +109,24 @@ impl Invocation<'_> {
                 Ok((ListItem::Object(listed), Some(parsed)))
             })
             .buffered(gc.config.io_concurrency.max(1));
+        let mut links = Vec::new();
         while let Some((item, parsed)) = read.try_next().await? {
             let covered = match &item {
                 ListItem::Object(listed) => reachable.covers_any_spelling(&listed.name),
-                ListItem::Skipped { .. } => false,
+                ListItem::Skipped { name, .. } => {
+                    links.push(name.clone());
+                    false
+                }
             };
             read_page.note(&mut nested, item, parsed, covered, (registry, warehouse));
         }
         drop(read);
+        let timing = self.run.plan.rules.timing();
+        let young_from = self.now_ms - timing.grace_ms - timing.skew_ms;
+        let names = |link: &str, modified_ms: i64| {
+            modified_ms > young_from || reachable.covers_any_spelling(link)
+        };
+        let linked = super::scan::linked_so_far(warehouse, last, links, names).await?;
         let MetadataPage {
             counts,
             candidates,
@@ -135,6 +145,7 @@ impl Invocation<'_> {
             referenced,
             self_covering,
             nested: nested.into_roots(),
+            linked,
             warnings,
             ..Page::default()
         };

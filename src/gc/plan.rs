@@ -246,6 +246,7 @@ impl GarbageCollector {
         let walk = Walk {
             observation,
             nested: Vec::new(),
+            linked: Vec::new(),
         };
         let job = Job::new(self.job_store(), journal);
         job.write_observed(&walk).await?;

@@ -95,6 +95,11 @@ impl RefMap {
             .max()
     }
 
+    /// The references.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &String> {
+        self.refs.keys()
+    }
+
     /// How many references.
     pub(crate) fn len(&self) -> usize {
         self.refs.len()

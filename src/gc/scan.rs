@@ -74,6 +74,31 @@ impl Nested {
     }
 }
 
+/// What the symbolic links found so far in a sequence lead to: those of its newest page
+/// `last`, and the targets of the entries a page skipped that are links (`skipped`, a
+/// local warehouse) and that `names` says name what they lead to: a link that is
+/// reachable or referenced, or young (a writer may publish it within the grace period of
+/// making it). The listing never follows a link; the verification walk looks again below
+/// every reachable name. A link in garbage, old, keeps nothing: its target is collected.
+pub(crate) async fn linked_so_far(
+    warehouse: &crate::warehouse::Warehouse,
+    last: Option<&Page>,
+    skipped: Vec<String>,
+    names: impl Fn(&str, i64) -> bool,
+) -> Result<Vec<String>> {
+    let mut linked: std::collections::BTreeSet<String> = last
+        .map(|page| page.linked.iter().cloned().collect())
+        .unwrap_or_default();
+    if !skipped.is_empty() {
+        for (link, target, modified_ms) in warehouse.link_targets_dated(skipped).await? {
+            if names(&link, modified_ms) {
+                linked.insert(target);
+            }
+        }
+    }
+    Ok(linked.into_iter().collect())
+}
+
 /// Count (and, for the first few of a page, name) a skipped listing entry.
 pub(crate) fn skip(counts: &mut Counts, warnings: &mut Vec<String>, item: ListItem) {
     let ListItem::Skipped { name, reason } = item else {
@@ -179,6 +204,7 @@ impl Invocation<'_> {
         let doomed_so_far = last.map_or(0, |page| page.doomed_total);
         let mut tally = PageTally::with_room(self.plan.max_doomed.saturating_sub(doomed_so_far));
         let mut nested = Nested::from(last);
+        let mut links = Vec::new();
         let mut warnings = Vec::new();
         {
             let judge = Judge::new(
@@ -215,7 +241,12 @@ impl Invocation<'_> {
                 .buffer_unordered(gc.config.io_concurrency.max(1));
             while let Some(item) = decided.try_next().await? {
                 match item {
-                    Scanned::Skipped(skipped) => skip(&mut tally.counts, &mut warnings, skipped),
+                    Scanned::Skipped(skipped) => {
+                        if let ListItem::Skipped { name, .. } = &skipped {
+                            links.push(name.clone());
+                        }
+                        skip(&mut tally.counts, &mut warnings, skipped)
+                    }
                     Scanned::Reachable(size) => {
                         tally.counts.scanned.add(size);
                         tally.counts.reachable.add(size);
@@ -233,6 +264,14 @@ impl Invocation<'_> {
             }
         }
         tally.counts.ledger_files_cleared += self.clear_gone(gone).await?;
+        let timing = self.run.plan.rules.timing();
+        let young_from = self.now_ms - timing.grace_ms - timing.skew_ms;
+        let names = |link: &str, modified_ms: i64| {
+            modified_ms > young_from
+                || walk.observation.reachable.covers_any_spelling(link)
+                || referenced.covers_any_spelling(link)
+        };
+        let linked = linked_so_far(gc.catalog.warehouse(), last, links, names).await?;
         let mut totals = last.map(|page| page.totals).unwrap_or_default();
         totals.merge(&tally.counts);
         let page = Page {
@@ -242,6 +281,7 @@ impl Invocation<'_> {
             totals,
             doomed: tally.doomed,
             nested: nested.into_roots(),
+            linked,
             warnings,
             ..Page::default()
         }

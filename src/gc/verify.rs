@@ -12,6 +12,9 @@ use super::scan::Nested;
 use super::step::{GcStep, StepOutcome};
 use crate::error::Result;
 
+/// How many link targets one verification names in its warnings.
+const MAX_LINK_WARNINGS: usize = 5;
+
 impl Invocation<'_> {
     /// The verify step: the verification walk (once per run), then the doomed metadata
     /// files.
@@ -43,11 +46,15 @@ impl Invocation<'_> {
             phase: GcPhase::Verify,
         });
         let assessed = self.job.last_page(&Seq::Assessed).await?;
-        let mut nested =
-            Nested::from(self.job.last_page(&Seq::Metadata).await?.as_ref()).into_roots();
+        let metadata = self.job.last_page(&Seq::Metadata).await?;
+        let mut nested = Nested::from(metadata.as_ref()).into_roots();
+        let mut linked: std::collections::BTreeSet<String> = metadata
+            .map(|page| page.linked.into_iter().collect())
+            .unwrap_or_default();
         let mut doomed = assessed.map_or(0, |page| page.doomed_total);
         for page in scanned {
             nested.extend(page.nested);
+            linked.extend(page.linked);
             doomed += page.doomed_total;
         }
         for root in &nested {
@@ -55,6 +62,12 @@ impl Invocation<'_> {
                 "`{root}` holds another warehouse's ownership marker or a pointer store's records; nothing below it is ever collected. Move that warehouse or pointer store out of this warehouse's managed prefixes"
             ));
         }
+        for target in linked.iter().take(MAX_LINK_WARNINGS) {
+            self.report.warnings.push(format!(
+                "`{target}` is where a symbolic link in the warehouse leads; it is kept while the link is there"
+            ));
+        }
+        let linked: Vec<String> = linked.into_iter().collect();
         let rules = self.plan.rules;
         let walk = if self.gc.config.dry_run || doomed == 0 {
             // Nothing to delete (or a dry run, which deletes nothing): the first walk
@@ -67,6 +80,7 @@ impl Invocation<'_> {
             Walk {
                 observation: observed.observation,
                 nested,
+                linked,
             }
         } else {
             self.fence().await?;
@@ -101,6 +115,13 @@ impl Invocation<'_> {
                 concurrency,
             )
             .await?;
+            // What links at or below a reachable name lead to (a local warehouse): one
+            // made after the scans passed it names its target too.
+            let reachable: Vec<String> = observation.reachable.names().cloned().collect();
+            let mut linked = linked;
+            linked.extend(catalog.warehouse().links_below(reachable).await?);
+            linked.sort_unstable();
+            linked.dedup();
             // When it started and its dangling family references go first (see
             // `dangling`).
             let dangling = super::job::Dangling {
@@ -113,6 +134,7 @@ impl Invocation<'_> {
             Walk {
                 observation,
                 nested,
+                linked,
             }
         };
         self.job.write_verified(&walk).await?;

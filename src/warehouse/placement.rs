@@ -72,6 +72,79 @@ impl Warehouse {
         })
     }
 
+    /// What the symbolic links `links` (names a listing skipped) lead to inside the
+    /// warehouse, on a local warehouse, each with its link's name and the link's
+    /// modification time, as an object's age is read (empty on other stores; a name that
+    /// is no link gives nothing). See [`link_names`] for what a link names.
+    pub(crate) async fn link_targets_dated(
+        &self,
+        links: Vec<String>,
+    ) -> Result<Vec<(String, String, i64)>> {
+        let Some(dir) = &self.local else {
+            return Ok(Vec::new());
+        };
+        let dir = dir.as_ref().clone();
+        tokio::task::spawn_blocking(move || {
+            let mut targets = Vec::new();
+            for name in links {
+                let path = dir.join(&name);
+                let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                if !meta.file_type().is_symlink() {
+                    continue;
+                }
+                let modified_ms = local::listed(name.clone(), &meta).last_modified_ms;
+                for target in link_names(&dir, &path) {
+                    targets.push((name.clone(), target, modified_ms));
+                }
+            }
+            targets
+        })
+        .await
+        .map_err(|err| {
+            Error::with_source(
+                ErrorKind::StoreUnavailable,
+                "resolving links in the warehouse failed",
+                err,
+            )
+        })
+    }
+
+    /// What the symbolic links at or below the names `names` lead to inside the warehouse,
+    /// on a local warehouse (empty on other stores): a directory is walked without
+    /// following links. The verification walk keeps these, so a link made in a live table
+    /// (or a live source table inside the warehouse, which no listing of the collector
+    /// covers) after the scans passed it still keeps what it leads to.
+    pub(crate) async fn links_below(&self, names: Vec<String>) -> Result<Vec<String>> {
+        let Some(dir) = &self.local else {
+            return Ok(Vec::new());
+        };
+        let dir = dir.as_ref().clone();
+        tokio::task::spawn_blocking(move || {
+            let mut targets = Vec::new();
+            for name in names {
+                let walk = walkdir::WalkDir::new(dir.join(&name))
+                    .follow_links(false)
+                    .same_file_system(true);
+                for entry in walk.into_iter().filter_map(|entry| entry.ok()) {
+                    if entry.file_type().is_symlink() {
+                        targets.extend(link_names(&dir, entry.path()));
+                    }
+                }
+            }
+            targets
+        })
+        .await
+        .map_err(|err| {
+            Error::with_source(
+                ErrorKind::StoreUnavailable,
+                "looking for links in the warehouse failed",
+                err,
+            )
+        })
+    }
+
     /// The warehouse root this one is nested in, if any: an ancestor directory holding
     /// an ownership marker whose `metadata/`, `indexes/` or `_gc/` contains this root.
     /// Such a warehouse would have its objects collected by the outer one.
@@ -126,4 +199,25 @@ impl Warehouse {
         }
         Ok(None)
     }
+}
+
+/// What the symbolic link at `path` names: the names inside the warehouse `dir` it leads
+/// to, but never a managed prefix as a whole, the collector's or the catalog's own
+/// directories, or the root (a link to all of `indexes/` names nothing, as a string naming
+/// it does: it must not stop collection).
+fn link_names(dir: &std::path::Path, path: &std::path::Path) -> Vec<String> {
+    let Some(path) = path.to_str() else {
+        return Vec::new();
+    };
+    super::recognise::linked_names(dir, path)
+        .into_iter()
+        .filter(|name| {
+            let top = name.split('/').next().unwrap_or_default();
+            !name.is_empty()
+                && !MANAGED_PREFIXES.contains(&name.as_str())
+                && top != GC_DIR
+                && top != super::layout::CATALOG_DIR
+                && name != OWNER_MARKER
+        })
+        .collect()
 }

@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, copy_dir, set_mtime, test_config};
+use crate::support::gc::{
+    Backend, Env, HOUR, Layout, MINUTE, copy_dir, set_mtime, symlink_at, test_config,
+};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
@@ -631,6 +633,148 @@ async fn class3_nested_warehouses_and_pointer_stores_are_never_collected_on(back
 // ---------------------------------------------------------------------------------------
 // 4. Symbolic links (local)
 // ---------------------------------------------------------------------------------------
+
+/// Round 33, finding 5 (`docs/gc-attacks.md`): a symbolic link below a live table's
+/// directory leads to a file of a dropped index (a writer sharing files between versions
+/// by link). The listing never follows the link, and the file it leads to lies in an
+/// unreachable directory: the link names it, so it is kept while the link is there; the
+/// rest of the dropped index is collected.
+#[tokio::test]
+async fn class4_a_link_below_a_live_table_keeps_what_it_leads_to() {
+    let env = Env::open(Backend::Local, 403).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let old = Layout::under("old/1");
+    let (old_id, _, _) = env.register("old", &old).await;
+    let live = Layout::under("live/1");
+    env.register("live", &live).await;
+    let shared = format!("{}part-0.parquet", old.postings);
+    symlink_at(
+        "../../../old/1/ivf_postings/part-0.parquet",
+        &root.join(format!("{}shared.parquet", live.postings)),
+        env.now(),
+    );
+    symlink_at(
+        root.join(&old.centroids),
+        &root.join(format!("{}shared-dir", live.centroids)),
+        env.now(),
+    );
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    let reports = passes(&env, &config, 8).await;
+    assert!(deleted(&reports) > 0, "nothing was collected");
+    assert!(
+        env.exists(&shared).await,
+        "the file a live table links to was deleted"
+    );
+    let linked_dir: Vec<String> = old
+        .files()
+        .into_iter()
+        .filter(|file| file.starts_with(&old.centroids))
+        .collect();
+    assert!(
+        env.all_exist(&linked_dir).await,
+        "the directory a live table links to was emptied"
+    );
+    let others: Vec<String> = old
+        .files()
+        .into_iter()
+        .filter(|file| *file != shared && !file.starts_with(&old.centroids))
+        .collect();
+    assert!(!others.is_empty());
+    assert!(
+        env.none_exist(&others).await,
+        "the rest of the dropped index is still collected"
+    );
+    assert!(std::fs::read(root.join(format!("{}shared.parquet", live.postings))).is_ok());
+}
+
+/// Round 33b, finding 3: a link the scans never see still keeps what it leads to. (a) A
+/// link made in a live table after the scans passed it, before the verification walk;
+/// (b) a link in a live source table inside the warehouse, outside the managed prefixes
+/// (no listing of the collector covers it). The verification walk looks for links at and
+/// below every reachable name.
+#[tokio::test]
+async fn class4_a_link_the_scans_never_saw_keeps_what_it_leads_to() {
+    let env = Env::open(Backend::Local, 404).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let (old_a, old_b) = (Layout::under("olda/1"), Layout::under("oldb/1"));
+    let (a_id, _, _) = env.register("olda", &old_a).await;
+    let (b_id, _, _) = env.register("oldb", &old_b).await;
+    std::fs::create_dir_all(root.join("src")).expect("source dir");
+    let live = Layout {
+        source: crate::support::gc::source_at(&env.warehouse.absolute("src/")),
+        ..Layout::under("live/1")
+    };
+    env.register("live", &live).await;
+    // (b) in the live source table, from the start.
+    let in_source = format!("{}part-0.parquet", old_b.postings);
+    symlink_at(
+        root.join(&in_source),
+        &root.join("src/b.parquet"),
+        env.now(),
+    );
+    env.catalog.drop_index(&a_id).await.expect("dropped");
+    env.catalog.drop_index(&b_id).await.expect("dropped");
+    // (a) in the live table, made as the verification walk of the run that deletes its
+    // target starts (after every scan of that run).
+    let in_table = format!("{}part-0.parquet", old_a.postings);
+    let (from, to) = (
+        root.join(&in_table),
+        root.join(format!("{}late-link.parquet", live.postings)),
+    );
+    let made = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dry_run = GcConfig {
+        dry_run: true,
+        ..config.clone()
+    };
+    for _ in 0..(8 * HOUR / PASS_EVERY) {
+        env.advance(PASS_EVERY);
+        let dooms = env
+            .collect(&dry_run)
+            .await
+            .actions
+            .iter()
+            .any(|action| action.path == in_table && action.action == gc::ActionKind::Delete);
+        let (from, to, flag, now) = (from.clone(), to.clone(), made.clone(), env.now());
+        let gc = GarbageCollector::new(env.catalog.clone(), config.clone())
+            .expect("gc")
+            .with_progress(move |event| {
+                let verifying = GcProgress::Phase {
+                    phase: GcPhase::Verify,
+                };
+                if dooms
+                    && *event == verifying
+                    && !flag.swap(true, std::sync::atomic::Ordering::SeqCst)
+                {
+                    symlink_at(&from, &to, now);
+                }
+            });
+        gc.collect(env.now()).await.expect("run");
+    }
+    assert!(
+        made.load(std::sync::atomic::Ordering::SeqCst),
+        "no run doomed the file"
+    );
+    assert!(
+        env.exists(&in_table).await,
+        "the file a link made after the scans leads to was deleted"
+    );
+    assert!(
+        env.exists(&in_source).await,
+        "the file a source table's link leads to was deleted"
+    );
+    let others: Vec<String> = old_a
+        .files()
+        .into_iter()
+        .chain(old_b.files())
+        .filter(|file| *file != in_table && *file != in_source)
+        .collect();
+    assert!(
+        env.none_exist(&others).await,
+        "the rest of the dropped indexes is still collected"
+    );
+}
 
 #[tokio::test]
 async fn class4_symbolic_links_are_never_followed_and_nothing_outside_is_deleted() {

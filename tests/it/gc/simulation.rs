@@ -241,6 +241,14 @@ struct Foreign {
 }
 
 /// The hostile generator's state in one history.
+/// A symbolic link the hostile layout made (see [`Hostile::made_links`]).
+#[derive(Debug, Clone)]
+struct Link {
+    at: String,
+    names: Option<String>,
+    made: i64,
+}
+
 struct Hostile {
     /// The probability that a new table directory or metadata name is oddly encoded.
     encode: f64,
@@ -257,6 +265,9 @@ struct Hostile {
     foreign_files: BTreeSet<String>,
     /// Symbolic links made inside the warehouse directory.
     links_made: Vec<PathBuf>,
+    /// Each link made: where (a name), what it names inside the warehouse (as the
+    /// collector reads a link: never a managed prefix as a whole, nor the root), and when.
+    made_links: Vec<Link>,
     /// Files outside the warehouse directory, with their content.
     outside_files: Vec<(PathBuf, Vec<u8>)>,
     /// The directory outside the warehouse the links point into.
@@ -402,6 +413,7 @@ impl Sim {
             foreigns: Vec::new(),
             foreign_files: BTreeSet::new(),
             links_made: Vec::new(),
+            made_links: Vec::new(),
             outside_files: Vec::new(),
             outside_dir: None,
             keep: Vec::new(),
@@ -656,7 +668,100 @@ impl Sim {
             }
             protected.extend(self.referrer_refs(path).unwrap_or_default());
         }
+        // What a link that counts leads to (see `Sim::link_counts`).
+        if let Some(hostile) = &self.hostile {
+            for link in &hostile.made_links {
+                if let Some(names) = &link.names
+                    && self.link_counts(link)
+                {
+                    protected.extend(covered(&self.objects, names));
+                }
+            }
+        }
         protected
+    }
+
+    /// Whether the collector may read the link `link` as naming what it leads to now (a
+    /// superset of when it does): while it is young, or lies in a table directory of
+    /// existing metadata (live, or kept by rule P), or in a name an existing stray names.
+    fn link_counts(&self, link: &Link) -> bool {
+        self.now() < link.made + GRACE + SKEW || self.link_held_by(link).is_some()
+    }
+
+    /// The time until which something that may keep the link `link` counting exists:
+    /// `Some(i64::MAX)` while such metadata or a stray exists, else the last deletion of
+    /// one, `None` if nothing ever did.
+    fn link_held_by(&self, link: &Link) -> Option<i64> {
+        let mut until = None;
+        let mut hold = |deleted: Option<i64>| {
+            let end = deleted.unwrap_or(i64::MAX);
+            until = Some(until.map_or(end, |until: i64| until.max(end)));
+        };
+        for (path, metadata) in &self.metadata {
+            let mut dirs = Vec::new();
+            for snapshot in metadata.snapshots() {
+                for table in snapshot.index_tables().values() {
+                    dirs.push(table.properties()["location"].clone());
+                }
+            }
+            if dirs
+                .iter()
+                .any(|dir| within(&link.at, dir.trim_end_matches('/')))
+            {
+                hold(self.objects[path].deleted);
+            }
+        }
+        for (path, stray) in &self.strays {
+            if stray
+                .names
+                .iter()
+                .any(|name| within(&link.at, name.trim_end_matches('/')))
+            {
+                hold(self.objects[path].deleted);
+            }
+        }
+        until.filter(|until| *until == i64::MAX)
+    }
+
+    /// When the links leading to `path` last counted (the collector may have kept it
+    /// until then).
+    fn linked_until(&self, path: &str) -> i64 {
+        let Some(hostile) = &self.hostile else {
+            return i64::MIN;
+        };
+        let mut until = i64::MIN;
+        for link in &hostile.made_links {
+            let Some(names) = &link.names else {
+                continue;
+            };
+            if !within(path, names) {
+                continue;
+            }
+            until = until.max(link.made + GRACE + SKEW);
+            for (meta_path, metadata) in &self.metadata {
+                let in_dir = metadata.snapshots().iter().any(|snapshot| {
+                    snapshot.index_tables().values().any(|table| {
+                        within(
+                            &link.at,
+                            table.properties()["location"].trim_end_matches('/'),
+                        )
+                    })
+                });
+                if in_dir && let Some(deleted) = self.objects[meta_path].deleted {
+                    until = until.max(deleted);
+                }
+            }
+            for (stray_path, stray) in &self.strays {
+                let names_it = stray
+                    .names
+                    .iter()
+                    .any(|name| within(&link.at, name.trim_end_matches('/')));
+                if names_it && let Some(deleted) = self.objects[stray_path].deleted {
+                    until = until.max(deleted);
+                }
+            }
+        }
+        until
     }
 
     /// Existing metadata never names a deleted object, nor does an existing stray; nothing
@@ -715,7 +820,8 @@ impl Sim {
                         .copied()
                         .unwrap_or(i64::MIN),
                 )
-                .max(self.restarted);
+                .max(self.restarted)
+                .max(self.linked_until(path));
             let deadline = base + RETENTION + DELAY + 3 * PERIOD + LEASE + 2 * MINUTE;
             assert!(
                 self.budgeted || now <= deadline,
@@ -724,11 +830,45 @@ impl Sim {
         }
     }
 
-    /// Links and the files outside the warehouse directory are untouched.
+    /// Links and the files outside the warehouse directory are untouched; what a link in a
+    /// live table leads to was not deleted after the link was made.
     fn check_outside(&self) {
         let Some(hostile) = &self.hostile else {
             return;
         };
+        let live_dirs: Vec<String> = self
+            .live
+            .values()
+            .flat_map(|live| live.metadata.snapshots().to_vec())
+            .flat_map(|snapshot| {
+                snapshot
+                    .index_tables()
+                    .values()
+                    .map(|table| table.properties()["location"].clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for link in &hostile.made_links {
+            let Some(names) = &link.names else {
+                continue;
+            };
+            if !live_dirs
+                .iter()
+                .any(|dir| within(&link.at, dir.trim_end_matches('/')))
+            {
+                continue;
+            }
+            for path in covered(&self.objects, names) {
+                if let Some(deleted) = self.objects[&path].deleted {
+                    assert!(
+                        deleted < link.made,
+                        "{path}, where the link {} in a live table leads, was deleted at {deleted} (the link made at {})",
+                        link.at,
+                        link.made
+                    );
+                }
+            }
+        }
         for (path, content) in &hostile.outside_files {
             let found = std::fs::read(path)
                 .unwrap_or_else(|err| panic!("{} outside the warehouse: {err}", path.display()));
@@ -2016,9 +2156,28 @@ impl Sim {
             _ => outside.join(format!("missing-{n}")),
         };
         std::fs::create_dir_all(path.parent().expect("parent")).expect("link directory");
-        std::os::unix::fs::symlink(&target, &path).expect("link");
+        let now = self.now();
+        crate::support::gc::symlink_at(&target, &path, now);
+        // What the collector reads the link as naming: a name inside the warehouse, but
+        // never the root, a managed prefix as a whole or the catalog's own directories.
+        let names = target
+            .strip_prefix(&root)
+            .ok()
+            .and_then(|relative| relative.to_str())
+            .map(|relative| relative.trim_end_matches('/').to_owned())
+            .filter(|name| {
+                let top = name.split('/').next().unwrap_or_default();
+                !name.is_empty()
+                    && !["indexes", "metadata"].contains(&name.as_str())
+                    && !["_gc", "_catalog", "_catalog-owner.json"].contains(&top)
+            });
         let hostile = self.hostile.as_mut().expect("hostile");
         hostile.links_made.push(path);
+        hostile.made_links.push(Link {
+            at,
+            names,
+            made: now,
+        });
         hostile.stats.links += 1;
     }
 

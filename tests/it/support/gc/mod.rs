@@ -371,6 +371,28 @@ pub fn set_mtime(path: &std::path::Path, ms: i64) {
         .unwrap_or_else(|err| panic!("set mtime of {}: {err}", path.display()));
 }
 
+/// Make the symbolic link `link` to `target`, dated `ms` (the link's own modification
+/// time, as the test's clock has it: a link made at the real time would stay young).
+pub fn symlink_at(target: impl AsRef<std::path::Path>, link: &std::path::Path, ms: i64) {
+    use std::os::unix::ffi::OsStrExt;
+    std::os::unix::fs::symlink(target, link).expect("link");
+    let time = libc::timespec {
+        tv_sec: ms.max(0) / 1000,
+        tv_nsec: (ms.max(0) % 1000) * 1_000_000,
+    };
+    let path = std::ffi::CString::new(link.as_os_str().as_bytes()).expect("path");
+    // SAFETY: `path` is a valid NUL-terminated string and the two timespecs are valid.
+    let done = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            [time, time].as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    assert_eq!(done, 0, "date the link {}", link.display());
+}
+
 /// Copy the directory `from` and everything under it to `to` (a backup of a local pointer
 /// store, or a copy of it restored elsewhere).
 pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
