@@ -309,7 +309,24 @@ impl Catalog {
             .into_iter()
             .flatten()
             .map(|name| (name, Named::ByReference));
-        for (name, what) in references.chain(tables_named).chain(named_by_references) {
+        // What a symbolic link below a new table leads to (a local warehouse): a file a
+        // writer linked into its new table while the collector was deleting it.
+        let new_tables: Vec<String> = tables
+            .iter()
+            .filter(|name| !known_tables.contains(name))
+            .cloned()
+            .collect();
+        let linked = self
+            .warehouse()
+            .links_below(new_tables)
+            .await?
+            .into_iter()
+            .map(|name| (name, Named::Linked));
+        for (name, what) in references
+            .chain(tables_named)
+            .chain(named_by_references)
+            .chain(linked)
+        {
             if seen.insert(name.clone()) {
                 new.push((name, what));
             }
@@ -346,6 +363,8 @@ enum Named {
     Table,
     /// Something a family reference names, if it is metadata (followed as the walk does).
     ByReference,
+    /// What a symbolic link below a new table leads to.
+    Linked,
 }
 
 impl Named {
@@ -354,6 +373,7 @@ impl Named {
             Named::Reference => "referenced object",
             Named::Table => "index table",
             Named::ByReference => "object a referenced file names",
+            Named::Linked => "object a symbolic link in a new table leads to",
         }
     }
 }

@@ -123,8 +123,8 @@ impl Invocation<'_> {
         drop(read);
         let timing = self.run.plan.rules.timing();
         let young_from = self.now_ms - timing.grace_ms - timing.skew_ms;
-        let names = |link: &str, modified_ms: i64| {
-            modified_ms > young_from || reachable.covers_any_spelling(link)
+        let names = |link: &str, landed_ms: i64| {
+            landed_ms > young_from || reachable.covers_any_spelling(link)
         };
         let linked = super::scan::linked_so_far(warehouse, last, links, names).await?;
         let MetadataPage {

@@ -90,8 +90,8 @@ pub(crate) async fn linked_so_far(
         .map(|page| page.linked.iter().cloned().collect())
         .unwrap_or_default();
     if !skipped.is_empty() {
-        for (link, target, modified_ms) in warehouse.link_targets_dated(skipped).await? {
-            if names(&link, modified_ms) {
+        for (link, target, landed_ms) in warehouse.link_targets_dated(skipped).await? {
+            if names(&link, landed_ms) {
                 linked.insert(target);
             }
         }
@@ -266,8 +266,8 @@ impl Invocation<'_> {
         tally.counts.ledger_files_cleared += self.clear_gone(gone).await?;
         let timing = self.run.plan.rules.timing();
         let young_from = self.now_ms - timing.grace_ms - timing.skew_ms;
-        let names = |link: &str, modified_ms: i64| {
-            modified_ms > young_from
+        let names = |link: &str, landed_ms: i64| {
+            landed_ms > young_from
                 || walk.observation.reachable.covers_any_spelling(link)
                 || referenced.covers_any_spelling(link)
         };

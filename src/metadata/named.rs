@@ -5,7 +5,7 @@
 //! (`gc::plan`) all read names here, and so does publication (`catalog::publication`:
 //! nothing a publication makes reachable may be condemned).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -80,9 +80,9 @@ pub(crate) enum Parsed {
 /// chunk, at memory speed): a larger one is [`Parsed::Unbounded`].
 pub(crate) const MAX_SCANNED_BYTES: u64 = 1 << 30;
 
-/// The most names of one file that does not parse that are checked for being metadata
-/// ([`possible_metadata`]).
-pub(crate) const MAX_FOLLOWED: usize = 10_000;
+/// The most distinct names of one file that does not parse that are checked for being
+/// metadata ([`possible_metadata`]).
+pub(crate) const MAX_FOLLOWED: usize = 100_000;
 
 /// Read and parse the object `name`. Store failures are errors; anything else that is not
 /// valid metadata is opaque.
@@ -129,7 +129,7 @@ pub(crate) async fn read_parsed(
         Err(err) => Ok(Parsed::Opaque {
             why: err.message().to_owned(),
             foreign_format: err.kind() == ErrorKind::UnsupportedFormatVersion,
-            references: string_references(&bytes, warehouse),
+            references: string_references(&utf8_of(&bytes), warehouse),
         }),
     }
 }
@@ -144,6 +144,26 @@ fn string_references(bytes: &[u8], warehouse: &Warehouse) -> Vec<String> {
     let mut strings = JsonStrings::default();
     strings.feed(bytes);
     names_in_strings(strings.finish(), warehouse)
+}
+
+/// A document's bytes as UTF-8: a UTF-16 document (with its byte-order mark, as some
+/// readers take JSON) decoded, anything else as it is.
+fn utf8_of(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let units = |bytes: &[u8], big: bool| -> Vec<u16> {
+        bytes
+            .chunks_exact(2)
+            .map(|pair| match big {
+                true => u16::from_be_bytes([pair[0], pair[1]]),
+                false => u16::from_le_bytes([pair[0], pair[1]]),
+            })
+            .collect()
+    };
+    let decoded = match bytes {
+        [0xFF, 0xFE, rest @ ..] => units(rest, false),
+        [0xFE, 0xFF, rest @ ..] => units(rest, true),
+        _ => return std::borrow::Cow::Borrowed(bytes),
+    };
+    std::borrow::Cow::Owned(String::from_utf16_lossy(&decoded).into_bytes())
 }
 
 /// The names of warehouse objects among `strings` (see [`string_references`]).
@@ -219,16 +239,17 @@ fn unbounded(warehouse: &Warehouse, file: &str, why: &str) -> Error {
 
 /// Of the names found in a file that does not parse, those that may be metadata (they
 /// exist and start like a JSON object): such a file may be a family reference's, so it is
-/// read as one is. `None` if there are more than [`MAX_FOLLOWED`] names (the file may then
-/// name anything). One ranged read of 64 bytes per name.
+/// read as one is. `None` if there are more than [`MAX_FOLLOWED`] distinct names (the file
+/// may then name anything). One ranged read of 64 bytes per distinct name.
 pub(crate) async fn possible_metadata(
     warehouse: &Warehouse,
     names: &[String],
 ) -> Result<Option<Vec<String>>> {
+    let names: BTreeSet<&String> = names.iter().collect();
     if names.len() > MAX_FOLLOWED {
         return Ok(None);
     }
-    let checked: Vec<(String, bool)> = futures::stream::iter(names.iter().cloned())
+    let checked: Vec<(String, bool)> = futures::stream::iter(names.into_iter().cloned())
         .map(|name| async move {
             let json = warehouse.starts_like_json(&name).await?;
             Ok::<_, Error>((name, json))
@@ -245,7 +266,7 @@ pub(crate) async fn possible_metadata(
 }
 
 /// How many names [`possible_metadata`] checks at a time.
-const FOLLOW_CONCURRENCY: usize = 16;
+const FOLLOW_CONCURRENCY: usize = 64;
 
 #[cfg(test)]
 mod tests {
@@ -293,5 +314,45 @@ mod tests {
             }
             _ => panic!("not read"),
         }
+    }
+
+    #[test]
+    fn the_strings_of_a_utf16_document_name_objects() {
+        let warehouse = Warehouse::in_memory("memory://utf16/wh").expect("warehouse");
+        let text = r#"{"t": "indexes/a/1/"}"#;
+        for big in [false, true] {
+            let mut bytes = match big {
+                true => vec![0xFE, 0xFF],
+                false => vec![0xFF, 0xFE],
+            };
+            for unit in text.encode_utf16() {
+                bytes.extend(match big {
+                    true => unit.to_be_bytes(),
+                    false => unit.to_le_bytes(),
+                });
+            }
+            let names = string_references(&utf8_of(&bytes), &warehouse);
+            assert!(names.contains(&"indexes/a/1".to_owned()), "{names:?}");
+        }
+    }
+
+    /// A file naming one object many times checks it once: only distinct names count
+    /// against [`MAX_FOLLOWED`].
+    #[tokio::test]
+    async fn the_same_name_many_times_is_checked_once() {
+        let warehouse = Warehouse::in_memory("memory://same/wh").expect("warehouse");
+        warehouse
+            .put_if_absent("indexes/c/h.json", Bytes::from_static(b"\xEF\xBB\xBF{}"))
+            .await
+            .expect("written");
+        let names = vec!["indexes/c/h.json".to_owned(); MAX_FOLLOWED + 1];
+        let follow = possible_metadata(&warehouse, &names)
+            .await
+            .expect("checked");
+        assert_eq!(
+            follow,
+            Some(vec!["indexes/c/h.json".to_owned()]),
+            "behind a byte-order mark"
+        );
     }
 }

@@ -144,6 +144,14 @@ impl Warehouse {
             }
         }
         match self.store.get_range(&path, 0..64).await {
+            // A byte-order mark (UTF-8, or UTF-16: some readers take JSON so) may open it.
+            Ok(start)
+                if [&b"\xEF\xBB\xBF"[..], b"\xFF\xFE", b"\xFE\xFF"]
+                    .iter()
+                    .any(|mark| start.starts_with(mark)) =>
+            {
+                Ok(true)
+            }
             Ok(start) => Ok(start
                 .iter()
                 .find(|byte| !byte.is_ascii_whitespace())

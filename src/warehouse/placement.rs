@@ -73,9 +73,10 @@ impl Warehouse {
     }
 
     /// What the symbolic links `links` (names a listing skipped) lead to inside the
-    /// warehouse, on a local warehouse, each with its link's name and the link's
-    /// modification time, as an object's age is read (empty on other stores; a name that
-    /// is no link gives nothing). See [`link_names`] for what a link names.
+    /// warehouse, on a local warehouse, each with its link's name and when the link landed
+    /// (the later of its modification and birth times: a copy that keeps an old
+    /// modification time, `cp -a`, `tar x`, is new all the same). Empty on other stores; a
+    /// name that is no link gives nothing. See [`link_names`] for what a link names.
     pub(crate) async fn link_targets_dated(
         &self,
         links: Vec<String>,
@@ -94,9 +95,9 @@ impl Warehouse {
                 if !meta.file_type().is_symlink() {
                     continue;
                 }
-                let modified_ms = local::listed(name.clone(), &meta).last_modified_ms;
+                let landed_ms = local::listed(name.clone(), &meta).landed_ms;
                 for target in link_names(&dir, &path) {
-                    targets.push((name.clone(), target, modified_ms));
+                    targets.push((name.clone(), target, landed_ms));
                 }
             }
             targets

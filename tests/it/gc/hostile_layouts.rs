@@ -776,6 +776,58 @@ async fn class4_a_link_the_scans_never_saw_keeps_what_it_leads_to() {
     );
 }
 
+/// Round 33c, L1: a writer links a dropped index's file into its new, unpublished table
+/// while the collector has condemned it (its scans never see a link made later, nor its
+/// verification walk a table nobody publishes yet), then registers: the register is
+/// refused, as one naming the condemned file itself is (the condemnation stays until the
+/// deletes' record is released), so no live table links to a deleted file.
+#[tokio::test]
+async fn class4_a_new_table_linking_to_a_condemned_file_is_refused() {
+    let env = Env::open(Backend::Local, 405).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let old = Layout::under("old/1");
+    let (old_id, _, _) = env.register("old", &old).await;
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    let target = format!("{}part-0.parquet", old.postings);
+    let dry_run = GcConfig {
+        dry_run: true,
+        ..config.clone()
+    };
+    let mut doomed = false;
+    for _ in 0..40 {
+        env.advance(10 * MINUTE);
+        let report = env.collect(&dry_run).await;
+        if report
+            .actions
+            .iter()
+            .any(|action| action.path == target && action.action == gc::ActionKind::Delete)
+        {
+            doomed = true;
+            break;
+        }
+        env.collect(&config).await;
+    }
+    assert!(doomed, "the old file was never condemned");
+    let new = Layout::under("new/1");
+    let (_, location) = env.new_index(&new).await;
+    std::os::unix::fs::symlink(
+        root.join(&target),
+        root.join(format!("{}linked.parquet", new.postings)),
+    )
+    .expect("link");
+    let err = env
+        .catalog
+        .register(&env.id("new").await, Some(&new.source), &location)
+        .await
+        .expect_err("a new table linking to a condemned file is refused");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+    assert!(
+        err.message().contains("symbolic link in a new table"),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn class4_symbolic_links_are_never_followed_and_nothing_outside_is_deleted() {
     let env = Env::open(Backend::Local, 401).await;

@@ -668,100 +668,16 @@ impl Sim {
             }
             protected.extend(self.referrer_refs(path).unwrap_or_default());
         }
-        // What a link that counts leads to (see `Sim::link_counts`).
+        // What a link leads to: a link keeps it while it is young, and a link lands at the
+        // real time (its birth time), far ahead of the simulated clock: always.
         if let Some(hostile) = &self.hostile {
             for link in &hostile.made_links {
-                if let Some(names) = &link.names
-                    && self.link_counts(link)
-                {
+                if let Some(names) = &link.names {
                     protected.extend(covered(&self.objects, names));
                 }
             }
         }
         protected
-    }
-
-    /// Whether the collector may read the link `link` as naming what it leads to now (a
-    /// superset of when it does): while it is young, or lies in a table directory of
-    /// existing metadata (live, or kept by rule P), or in a name an existing stray names.
-    fn link_counts(&self, link: &Link) -> bool {
-        self.now() < link.made + GRACE + SKEW || self.link_held_by(link).is_some()
-    }
-
-    /// The time until which something that may keep the link `link` counting exists:
-    /// `Some(i64::MAX)` while such metadata or a stray exists, else the last deletion of
-    /// one, `None` if nothing ever did.
-    fn link_held_by(&self, link: &Link) -> Option<i64> {
-        let mut until = None;
-        let mut hold = |deleted: Option<i64>| {
-            let end = deleted.unwrap_or(i64::MAX);
-            until = Some(until.map_or(end, |until: i64| until.max(end)));
-        };
-        for (path, metadata) in &self.metadata {
-            let mut dirs = Vec::new();
-            for snapshot in metadata.snapshots() {
-                for table in snapshot.index_tables().values() {
-                    dirs.push(table.properties()["location"].clone());
-                }
-            }
-            if dirs
-                .iter()
-                .any(|dir| within(&link.at, dir.trim_end_matches('/')))
-            {
-                hold(self.objects[path].deleted);
-            }
-        }
-        for (path, stray) in &self.strays {
-            if stray
-                .names
-                .iter()
-                .any(|name| within(&link.at, name.trim_end_matches('/')))
-            {
-                hold(self.objects[path].deleted);
-            }
-        }
-        until.filter(|until| *until == i64::MAX)
-    }
-
-    /// When the links leading to `path` last counted (the collector may have kept it
-    /// until then).
-    fn linked_until(&self, path: &str) -> i64 {
-        let Some(hostile) = &self.hostile else {
-            return i64::MIN;
-        };
-        let mut until = i64::MIN;
-        for link in &hostile.made_links {
-            let Some(names) = &link.names else {
-                continue;
-            };
-            if !within(path, names) {
-                continue;
-            }
-            until = until.max(link.made + GRACE + SKEW);
-            for (meta_path, metadata) in &self.metadata {
-                let in_dir = metadata.snapshots().iter().any(|snapshot| {
-                    snapshot.index_tables().values().any(|table| {
-                        within(
-                            &link.at,
-                            table.properties()["location"].trim_end_matches('/'),
-                        )
-                    })
-                });
-                if in_dir && let Some(deleted) = self.objects[meta_path].deleted {
-                    until = until.max(deleted);
-                }
-            }
-            for (stray_path, stray) in &self.strays {
-                let names_it = stray
-                    .names
-                    .iter()
-                    .any(|name| within(&link.at, name.trim_end_matches('/')));
-                if names_it && let Some(deleted) = self.objects[stray_path].deleted {
-                    until = until.max(deleted);
-                }
-            }
-        }
-        until
     }
 
     /// Existing metadata never names a deleted object, nor does an existing stray; nothing
@@ -820,8 +736,7 @@ impl Sim {
                         .copied()
                         .unwrap_or(i64::MIN),
                 )
-                .max(self.restarted)
-                .max(self.linked_until(path));
+                .max(self.restarted);
             let deadline = base + RETENTION + DELAY + 3 * PERIOD + LEASE + 2 * MINUTE;
             assert!(
                 self.budgeted || now <= deadline,
