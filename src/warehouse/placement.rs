@@ -17,15 +17,10 @@ impl Warehouse {
             return Ok(());
         };
         let (dir, checked) = (dir.as_ref().clone(), name.to_owned());
-        let linked = tokio::task::spawn_blocking(move || local::linked(&dir, &checked))
-            .await
-            .map_err(|err| {
-                Error::with_source(
-                    ErrorKind::StoreUnavailable,
-                    "checking a location failed",
-                    err,
-                )
-            })?;
+        let linked = blocking("checking a location failed", move || {
+            local::linked(&dir, &checked)
+        })
+        .await?;
         match linked {
             None => Ok(()),
             Some(why) => Err(Error::new(
@@ -48,7 +43,7 @@ impl Warehouse {
             return Ok(Vec::new());
         };
         let dir = dir.as_ref().clone();
-        tokio::task::spawn_blocking(move || {
+        blocking("resolving links in the warehouse failed", move || {
             let mut targets = Vec::new();
             for name in names {
                 if local::linked(&dir, &name).is_some() {
@@ -63,13 +58,6 @@ impl Warehouse {
             targets
         })
         .await
-        .map_err(|err| {
-            Error::with_source(
-                ErrorKind::StoreUnavailable,
-                "resolving links in the warehouse failed",
-                err,
-            )
-        })
     }
 
     /// What the symbolic links `links` (names a listing skipped) lead to inside the
@@ -85,7 +73,7 @@ impl Warehouse {
             return Ok(Vec::new());
         };
         let dir = dir.as_ref().clone();
-        tokio::task::spawn_blocking(move || {
+        blocking("resolving links in the warehouse failed", move || {
             let mut targets = Vec::new();
             for name in links {
                 let path = dir.join(&name);
@@ -103,13 +91,6 @@ impl Warehouse {
             targets
         })
         .await
-        .map_err(|err| {
-            Error::with_source(
-                ErrorKind::StoreUnavailable,
-                "resolving links in the warehouse failed",
-                err,
-            )
-        })
     }
 
     /// What the symbolic links at or below the names `names` lead to inside the warehouse,
@@ -122,7 +103,7 @@ impl Warehouse {
             return Ok(Vec::new());
         };
         let dir = dir.as_ref().clone();
-        tokio::task::spawn_blocking(move || {
+        blocking("looking for links in the warehouse failed", move || {
             let mut targets = Vec::new();
             for name in names {
                 let walk = walkdir::WalkDir::new(dir.join(&name))
@@ -137,13 +118,6 @@ impl Warehouse {
             targets
         })
         .await
-        .map_err(|err| {
-            Error::with_source(
-                ErrorKind::StoreUnavailable,
-                "looking for links in the warehouse failed",
-                err,
-            )
-        })
     }
 
     /// The warehouse root this one is nested in, if any: an ancestor directory holding
@@ -153,7 +127,7 @@ impl Warehouse {
         let nested_under = |child: &str| MANAGED_PREFIXES.contains(&child) || child == GC_DIR;
         if let Some(dir) = &self.local {
             let dir = dir.as_ref().clone();
-            return tokio::task::spawn_blocking(move || {
+            return blocking("checking the layout failed", move || {
                 let mut child = dir.file_name().map(|n| n.to_string_lossy().into_owned());
                 for ancestor in dir.ancestors().skip(1) {
                     if child.as_deref().is_some_and(nested_under)
@@ -167,14 +141,7 @@ impl Warehouse {
                 }
                 None
             })
-            .await
-            .map_err(|err| {
-                Error::with_source(
-                    ErrorKind::StoreUnavailable,
-                    "checking the layout failed",
-                    err,
-                )
-            });
+            .await;
         }
         let parts: Vec<String> = self
             .prefix
@@ -221,4 +188,15 @@ fn link_names(dir: &std::path::Path, path: &std::path::Path) -> Vec<String> {
                 && name != OWNER_MARKER
         })
         .collect()
+}
+
+/// Run `work` on the blocking pool (file-system calls); a failure to run it is
+/// [`ErrorKind::StoreUnavailable`], saying `what` failed.
+async fn blocking<T: Send + 'static>(
+    what: &'static str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| Error::with_source(ErrorKind::StoreUnavailable, what, err))
 }
