@@ -298,6 +298,7 @@ impl Catalog {
             names_of_metadata(self.warehouse(), registry, name).await
         }))
         .await?;
+        let reached: Vec<String> = reached.into_iter().flatten().collect();
         // Each name once (a referenced file may name millions of objects).
         let mut seen: HashSet<String> = known_tables.iter().chain(&known).cloned().collect();
         let mut new: Vec<(String, Named)> = Vec::new();
@@ -305,23 +306,33 @@ impl Catalog {
             .iter()
             .map(|name| (name.clone(), Named::Reference));
         let tables_named = tables.iter().map(|name| (name.clone(), Named::Table));
-        let named_by_references = reached
-            .into_iter()
-            .flatten()
-            .map(|name| (name, Named::ByReference));
-        // What a symbolic link below a new table leads to (a local warehouse): a file a
-        // writer linked into its new table while the collector was deleting it.
-        let new_tables: Vec<String> = tables
+        // What a symbolic link leads to (a local warehouse: a file a writer linked into
+        // its new table while the collector was deleting it), below everything the
+        // publication newly makes reachable: its new tables, its new source tables inside
+        // the warehouse and what its new family references name.
+        let known_sources: Vec<String> = base
+            .map(|base| source_locations(base, self.warehouse()))
+            .unwrap_or_default();
+        let mut searched: Vec<String> = tables
             .iter()
             .filter(|name| !known_tables.contains(name))
             .cloned()
             .collect();
+        searched.extend(
+            source_locations(&publication.metadata, self.warehouse())
+                .into_iter()
+                .filter(|name| !known_sources.contains(name)),
+        );
+        searched.extend(reached.iter().cloned());
+        searched.sort_unstable();
+        searched.dedup();
         let linked = self
             .warehouse()
-            .links_below(new_tables)
+            .links_below(searched)
             .await?
             .into_iter()
             .map(|name| (name, Named::Linked));
+        let named_by_references = reached.into_iter().map(|name| (name, Named::ByReference));
         for (name, what) in references
             .chain(tables_named)
             .chain(named_by_references)
@@ -397,6 +408,21 @@ fn table_locations(
             }
         }
     }
+    names
+}
+
+/// The names of the source-table locations of `metadata` that lie inside the warehouse.
+fn source_locations(
+    metadata: &IndexMetadata,
+    warehouse: &crate::warehouse::Warehouse,
+) -> Vec<String> {
+    let mut names: Vec<String> = metadata
+        .snapshots()
+        .iter()
+        .flat_map(|snapshot| snapshot.source_table().warehouse_names(warehouse))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
     names
 }
 

@@ -26,7 +26,7 @@ use super::refs::RefMap;
 use super::rules::{self, Timing};
 use crate::catalog::Catalog;
 use crate::catalog::changelog;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::metadata::named::names_of_metadata;
 
 /// What the change log says about a walk.
@@ -126,7 +126,7 @@ pub(crate) async fn read(
             .push(format!("and {} more such records", count - NAMED));
     }
     let registry = catalog.registry();
-    let named: Vec<Option<(i64, Vec<String>)>> = futures::stream::iter(published)
+    let named: Vec<Option<(i64, Named)>> = futures::stream::iter(published)
         .map(|(location, (published, replaced))| async move {
             let Ok(name) = warehouse.relative(&location) else {
                 return Ok::<_, Error>(None);
@@ -148,21 +148,44 @@ pub(crate) async fn read(
             else {
                 return Ok(None);
             };
-            Ok(Some((
-                at,
-                names_of_metadata(warehouse, registry, &name).await?,
-            )))
+            let named = match names_of_metadata(warehouse, registry, &name).await {
+                Ok(names) => Named::Names(names),
+                // It leads to a file that may name anything (too large to read, naming
+                // too many files): a publication of it, landed or not (a register killed
+                // or timed out before it withdrew its entry), may have made anything
+                // reachable. Not an error: the entry is pruned once settled, and an
+                // error would stop every run until then, and after (no run finishes).
+                Err(err) if err.kind() == ErrorKind::InvalidIndexMetadata => {
+                    Named::Unknown(err.message().to_owned())
+                }
+                Err(err) => return Err(err),
+            };
+            Ok(Some((at, named)))
         })
         .buffer_unordered(concurrency.max(1))
         .try_collect()
         .await?;
-    for (at, names) in named.into_iter().flatten() {
-        for name in names {
-            history.republished.insert(name, at);
+    for (at, named) in named.into_iter().flatten() {
+        match named {
+            Named::Names(names) => {
+                for name in names {
+                    history.republished.insert(name, at);
+                }
+            }
+            Named::Unknown(why) => history.unexplained.push(format!(
+                "a logged publication may have made anything reachable: {why}"
+            )),
         }
     }
     history.republished.add_link_targets(warehouse).await?;
     Ok(history)
+}
+
+/// What a logged publication names.
+enum Named {
+    Names(Vec<String>),
+    /// It may name anything (why).
+    Unknown(String),
 }
 
 impl History {

@@ -129,7 +129,7 @@ pub(crate) async fn read_parsed(
         Err(err) => Ok(Parsed::Opaque {
             why: err.message().to_owned(),
             foreign_format: err.kind() == ErrorKind::UnsupportedFormatVersion,
-            references: string_references(&utf8_of(&bytes), warehouse),
+            references: string_references(&bytes, warehouse),
         }),
     }
 }
@@ -139,31 +139,51 @@ pub(crate) async fn read_parsed(
 /// absolute location inside the warehouse. A superset of whatever an unparseable metadata
 /// file could reference: a relative string is taken as it is, even with characters this
 /// catalog's metadata may not contain (another format may allow a `%` and mean the object
-/// at that literal name), and in its other spellings too (that `%` may also be an escape).
+/// at that literal name), and in its other spellings too (that `%` may also be an escape);
+/// and in every encoding a reader may take the document in ([`readings`]).
 fn string_references(bytes: &[u8], warehouse: &Warehouse) -> Vec<String> {
-    let mut strings = JsonStrings::default();
-    strings.feed(bytes);
-    names_in_strings(strings.finish(), warehouse)
+    let mut found = Vec::new();
+    for text in readings(bytes) {
+        let mut strings = JsonStrings::default();
+        strings.feed(&text);
+        found.extend(strings.finish());
+    }
+    names_in_strings(found, warehouse)
 }
 
-/// A document's bytes as UTF-8: a UTF-16 document (with its byte-order mark, as some
-/// readers take JSON) decoded, anything else as it is.
-fn utf8_of(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    let units = |bytes: &[u8], big: bool| -> Vec<u16> {
-        bytes
+/// A document's bytes in every encoding a JSON reader may take them in, as UTF-8: as they
+/// are (UTF-8, with or without a byte-order mark) and, if they hold a NUL byte (which no
+/// UTF-8 JSON text does), as UTF-16 and UTF-32 of either byte order. Readers detect those
+/// from the first bytes (RFC 4627) or a byte-order mark; taking every one is the superset
+/// of what any of them reads, whatever the first bytes say.
+fn readings(bytes: &[u8]) -> Vec<std::borrow::Cow<'_, [u8]>> {
+    let mut out = vec![std::borrow::Cow::Borrowed(bytes)];
+    if !bytes.contains(&0) {
+        return out;
+    }
+    for big in [false, true] {
+        let units: Vec<u16> = bytes
             .chunks_exact(2)
             .map(|pair| match big {
                 true => u16::from_be_bytes([pair[0], pair[1]]),
                 false => u16::from_le_bytes([pair[0], pair[1]]),
             })
-            .collect()
-    };
-    let decoded = match bytes {
-        [0xFF, 0xFE, rest @ ..] => units(rest, false),
-        [0xFE, 0xFF, rest @ ..] => units(rest, true),
-        _ => return std::borrow::Cow::Borrowed(bytes),
-    };
-    std::borrow::Cow::Owned(String::from_utf16_lossy(&decoded).into_bytes())
+            .collect();
+        out.push(String::from_utf16_lossy(&units).into_bytes().into());
+        let text: String = bytes
+            .chunks_exact(4)
+            .map(|quad| {
+                let quad = [quad[0], quad[1], quad[2], quad[3]];
+                let code = match big {
+                    true => u32::from_be_bytes(quad),
+                    false => u32::from_le_bytes(quad),
+                };
+                char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER)
+            })
+            .collect();
+        out.push(text.into_bytes().into());
+    }
+    out
 }
 
 /// The names of warehouse objects among `strings` (see [`string_references`]).
@@ -246,7 +266,16 @@ pub(crate) async fn possible_metadata(
     names: &[String],
 ) -> Result<Option<Vec<String>>> {
     let names: BTreeSet<&String> = names.iter().collect();
-    if names.len() > MAX_FOLLOWED {
+    // The spellings of one string (its aliases: see `names_in_strings`) count once.
+    let strings = names
+        .iter()
+        .filter(|name| {
+            !aliases(name)
+                .iter()
+                .any(|alias| alias < **name && names.contains(alias))
+        })
+        .count();
+    if strings > MAX_FOLLOWED {
         return Ok(None);
     }
     let checked: Vec<(String, bool)> = futures::stream::iter(names.into_iter().cloned())
@@ -331,8 +360,49 @@ mod tests {
                     false => unit.to_le_bytes(),
                 });
             }
-            let names = string_references(&utf8_of(&bytes), &warehouse);
+            let names = string_references(&bytes, &warehouse);
             assert!(names.contains(&"indexes/a/1".to_owned()), "{names:?}");
+        }
+    }
+
+    /// RFC 4627's detection, which some readers use: UTF-16 and UTF-32 of either byte order,
+    /// with or without a byte-order mark (round 34 F2).
+    #[test]
+    fn the_strings_of_a_utf16_or_utf32_document_without_a_mark_name_objects() {
+        let warehouse = Warehouse::in_memory("memory://utf32/wh").expect("warehouse");
+        let text = r#"{"t": "indexes/a/1/"}"#;
+        let utf16 = |big: bool| -> Vec<u8> {
+            text.encode_utf16()
+                .flat_map(|unit| match big {
+                    true => unit.to_be_bytes(),
+                    false => unit.to_le_bytes(),
+                })
+                .collect()
+        };
+        let utf32 = |big: bool, mark: bool| -> Vec<u8> {
+            let marked = mark.then_some('\u{FEFF}');
+            marked
+                .into_iter()
+                .chain(text.chars())
+                .flat_map(|c| match big {
+                    true => u32::from(c).to_be_bytes(),
+                    false => u32::from(c).to_le_bytes(),
+                })
+                .collect()
+        };
+        for (what, bytes) in [
+            ("UTF-16LE", utf16(false)),
+            ("UTF-16BE", utf16(true)),
+            ("UTF-32LE", utf32(false, false)),
+            ("UTF-32BE", utf32(true, false)),
+            ("UTF-32LE with a mark", utf32(false, true)),
+            ("UTF-32BE with a mark", utf32(true, true)),
+        ] {
+            let names = string_references(&bytes, &warehouse);
+            assert!(
+                names.contains(&"indexes/a/1".to_owned()),
+                "{what}: {names:?}"
+            );
         }
     }
 
@@ -354,5 +424,22 @@ mod tests {
             Some(vec!["indexes/c/h.json".to_owned()]),
             "behind a byte-order mark"
         );
+    }
+
+    /// The spellings of one string count once against [`MAX_FOLLOWED`] (round 34 F6: a
+    /// file of 50,001 labels with a `~` was cut off at half the limit).
+    #[tokio::test]
+    async fn the_spellings_of_one_string_count_once() {
+        let warehouse = Warehouse::in_memory("memory://spellings/wh").expect("warehouse");
+        let strings: Vec<String> = (0..MAX_FOLLOWED).map(|i| format!("w~{i}")).collect();
+        let names = names_in_strings(strings, &warehouse);
+        assert!(
+            names.len() > MAX_FOLLOWED,
+            "every label has a second spelling"
+        );
+        let follow = possible_metadata(&warehouse, &names)
+            .await
+            .expect("checked");
+        assert_eq!(follow, Some(Vec::new()));
     }
 }

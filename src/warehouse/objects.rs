@@ -119,10 +119,7 @@ impl Warehouse {
             return true;
         };
         match self.store.get_range(&path, 0..size.min(64)).await {
-            Ok(start) => start
-                .iter()
-                .find(|byte| !byte.is_ascii_whitespace())
-                .is_none_or(|byte| *byte == b'{'),
+            Ok(start) => opens_json(&start),
             // Gone, changed or failing: a whole read decides (and reports the failure).
             Err(_) => true,
         }
@@ -144,18 +141,7 @@ impl Warehouse {
             }
         }
         match self.store.get_range(&path, 0..64).await {
-            // A byte-order mark (UTF-8, or UTF-16: some readers take JSON so) may open it.
-            Ok(start)
-                if [&b"\xEF\xBB\xBF"[..], b"\xFF\xFE", b"\xFE\xFF"]
-                    .iter()
-                    .any(|mark| start.starts_with(mark)) =>
-            {
-                Ok(true)
-            }
-            Ok(start) => Ok(start
-                .iter()
-                .find(|byte| !byte.is_ascii_whitespace())
-                .is_none_or(|byte| *byte == b'{')),
+            Ok(start) => Ok(opens_json(&start)),
             Err(err) if is_missing(&err) => Ok(false),
             // An object shorter than the range: read it whole.
             Err(_) => Ok(true),
@@ -247,6 +233,19 @@ pub(crate) enum Fetched {
     Missing,
 }
 
+/// Whether a document's first bytes may open a JSON object in an encoding some reader
+/// takes: a byte-order mark (UTF-8, UTF-16 or UTF-32) opens one, and otherwise the first
+/// byte that is neither white space nor NUL (the other bytes of a UTF-16 or UTF-32 code
+/// unit without a mark, RFC 4627) is `{`, or there is none.
+fn opens_json(start: &[u8]) -> bool {
+    const MARKS: [&[u8]; 4] = [b"\xEF\xBB\xBF", b"\xFF\xFE", b"\xFE\xFF", b"\0\0\xFE\xFF"];
+    MARKS.iter().any(|mark| start.starts_with(mark))
+        || start
+            .iter()
+            .find(|byte| !byte.is_ascii_whitespace() && **byte != 0)
+            .is_none_or(|byte| *byte == b'{')
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -257,6 +256,37 @@ mod tests {
 
     fn warehouse(root: &str) -> Warehouse {
         Warehouse::new(root, Arc::new(InMemory::new()), Path::from("wh")).expect("valid root")
+    }
+
+    /// A JSON object opens a document in every encoding a reader may take (round 34 F2);
+    /// anything else does not.
+    #[test]
+    fn a_json_object_opens_in_every_encoding() {
+        let utf16le: Vec<u8> = " {".encode_utf16().flat_map(u16::to_le_bytes).collect();
+        let utf16be: Vec<u8> = "{".encode_utf16().flat_map(u16::to_be_bytes).collect();
+        let utf32le: Vec<u8> = "\n{"
+            .chars()
+            .flat_map(|c| u32::from(c).to_le_bytes())
+            .collect();
+        let utf32be: Vec<u8> = "{"
+            .chars()
+            .flat_map(|c| u32::from(c).to_be_bytes())
+            .collect();
+        for start in [
+            &b" {"[..],
+            b"\xEF\xBB\xBF{",
+            &utf16le,
+            &utf16be,
+            &utf32le,
+            &utf32be,
+            b"\0\0\xFE\xFF",
+            b"",
+        ] {
+            assert!(opens_json(start), "{start:?}");
+        }
+        for start in [&b"PAR1"[..], b"[1]", b"\0\0\0x"] {
+            assert!(!opens_json(start), "{start:?}");
+        }
     }
 
     /// On a file system, a file where a directory of the path would be means no object

@@ -48,10 +48,8 @@ impl Warehouse {
             for name in names {
                 if local::linked(&dir, &name).is_some() {
                     let path = dir.join(&name);
-                    if let Some(path) = path.to_str() {
-                        for target in super::recognise::linked_names(&dir, path) {
-                            targets.push((name.clone(), target));
-                        }
+                    for target in super::recognise::linked_names(&dir, &path) {
+                        targets.push((name.clone(), target));
                     }
                 }
             }
@@ -94,10 +92,12 @@ impl Warehouse {
     }
 
     /// What the symbolic links at or below the names `names` lead to inside the warehouse,
-    /// on a local warehouse (empty on other stores): a directory is walked without
-    /// following links. The verification walk keeps these, so a link made in a live table
-    /// (or a live source table inside the warehouse, which no listing of the collector
-    /// covers) after the scans passed it still keeps what it leads to.
+    /// on a local warehouse (empty on other stores), and what the links at or below those
+    /// lead to, to the end of every chain (a directory of links a live link leads to, a
+    /// link to a link): a directory is walked without following links, and each name the
+    /// links lead to is walked once. The verification walk keeps these, so a link made in
+    /// a live table (or a live source table inside the warehouse, which no listing of the
+    /// collector covers) after the scans passed it still keeps what it leads to.
     pub(crate) async fn links_below(&self, names: Vec<String>) -> Result<Vec<String>> {
         let Some(dir) = &self.local else {
             return Ok(Vec::new());
@@ -105,16 +105,25 @@ impl Warehouse {
         let dir = dir.as_ref().clone();
         blocking("looking for links in the warehouse failed", move || {
             let mut targets = Vec::new();
-            for name in names {
+            let mut walked: std::collections::HashSet<String> = names.iter().cloned().collect();
+            let mut frontier = names;
+            while let Some(name) = frontier.pop() {
                 let walk = walkdir::WalkDir::new(dir.join(&name))
                     .follow_links(false)
                     .same_file_system(true);
                 for entry in walk.into_iter().filter_map(|entry| entry.ok()) {
                     if entry.file_type().is_symlink() {
-                        targets.extend(link_names(&dir, entry.path()));
+                        for target in link_names(&dir, entry.path()) {
+                            if walked.insert(target.clone()) {
+                                frontier.push(target.clone());
+                            }
+                            targets.push(target);
+                        }
                     }
                 }
             }
+            targets.sort_unstable();
+            targets.dedup();
             targets
         })
         .await
@@ -174,9 +183,8 @@ impl Warehouse {
 /// directories, or the root (a link to all of `indexes/` names nothing, as a string naming
 /// it does: it must not stop collection).
 fn link_names(dir: &std::path::Path, path: &std::path::Path) -> Vec<String> {
-    let Some(path) = path.to_str() else {
-        return Vec::new();
-    };
+    // The link's own name may be any bytes (not UTF-8: another engine's Latin-1 name);
+    // what counts is where it leads.
     super::recognise::linked_names(dir, path)
         .into_iter()
         .filter(|name| {

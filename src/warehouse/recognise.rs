@@ -82,9 +82,9 @@ impl Warehouse {
                 // through a link or another mount of it.
                 if let (Reading::Local(_), Some(dir)) = (&reading, &self.local) {
                     let absolute = |path: &str| format!("/{}", path.trim_start_matches('/'));
-                    found.extend(linked_names(dir, &absolute(&path)));
+                    found.extend(linked_names(dir, Path::new(&absolute(&path))));
                     if let Some(literal) = glob_prefix(&path) {
-                        found.extend(linked_names(dir, &absolute(literal)));
+                        found.extend(linked_names(dir, Path::new(&absolute(literal))));
                     }
                 }
                 for name in found {
@@ -94,7 +94,7 @@ impl Warehouse {
                 }
             }
             if let (Reading::Local(path), Some(dir)) = (&reading, &self.local) {
-                for name in linked_names(dir, path) {
+                for name in linked_names(dir, Path::new(path)) {
                     if !names.contains(&name) {
                         names.push(name);
                     }
@@ -326,11 +326,11 @@ fn clamp_dots(path: &str) -> String {
 /// The names a local path reaches through symbolic links: the path with its longest
 /// existing prefix resolved (`canonicalize`), if that lies below the warehouse directory
 /// `dir` (itself resolved).
-pub(super) fn linked_names(dir: &Path, path: &str) -> Vec<String> {
+pub(super) fn linked_names(dir: &Path, path: &Path) -> Vec<String> {
     let Ok(root) = std::fs::canonicalize(dir) else {
         return Vec::new();
     };
-    let mut existing = PathBuf::from(path);
+    let mut existing = path.to_path_buf();
     let mut rest: Vec<std::ffi::OsString> = Vec::new();
     let resolved = loop {
         if let Ok(resolved) = std::fs::canonicalize(&existing) {

@@ -784,8 +784,62 @@ async fn class4_a_link_the_scans_never_saw_keeps_what_it_leads_to() {
 #[tokio::test]
 async fn class4_a_new_table_linking_to_a_condemned_file_is_refused() {
     let env = Env::open(Backend::Local, 405).await;
-    let config = test_config();
     let root = env.local_dir.clone().expect("local");
+    let target = condemned_old_file(&env).await;
+    let new = Layout::under("new/1");
+    let (_, location) = env.new_index(&new).await;
+    std::os::unix::fs::symlink(
+        root.join(&target),
+        root.join(format!("{}linked.parquet", new.postings)),
+    )
+    .expect("link");
+    refused_for_a_link(&env, &new, &location).await;
+}
+
+/// Round 34, finding 1: the same refusal for a link below anything else a publication
+/// newly makes reachable: (a) a new source table inside the warehouse; (b) a table a new
+/// family reference's file names.
+#[tokio::test]
+async fn class4_a_new_source_or_referenced_table_linking_to_a_condemned_file_is_refused() {
+    let env = Env::open(Backend::Local, 406).await;
+    let root = env.local_dir.clone().expect("local");
+    let target = condemned_old_file(&env).await;
+
+    std::fs::create_dir_all(root.join("sources/docs")).expect("dir");
+    std::os::unix::fs::symlink(root.join(&target), root.join("sources/docs/part-0.parquet"))
+        .expect("link");
+    let sourced = Layout {
+        source: crate::support::gc::source_at(&format!(
+            "{}/",
+            env.warehouse.absolute("sources/docs")
+        )),
+        ..Layout::under("sourced/1")
+    };
+    let (_, location) = env.new_index(&sourced).await;
+    refused_for_a_link(&env, &sourced, &location).await;
+
+    std::fs::create_dir_all(root.join("indexes/shared/c")).expect("dir");
+    std::os::unix::fs::symlink(
+        root.join(&target),
+        root.join("indexes/shared/c/part-0.parquet"),
+    )
+    .expect("link");
+    env.put_raw(
+        "metadata/referenced-c.json",
+        br#"{"centroid-tables": ["indexes/shared/c/"]}"#,
+    )
+    .await;
+    let referencing = Layout {
+        centroids_metadata: Some("metadata/referenced-c.json".to_owned()),
+        ..Layout::under("referencing/1")
+    };
+    let (_, location) = env.new_index(&referencing).await;
+    refused_for_a_link(&env, &referencing, &location).await;
+}
+
+/// Drop an index and collect until its first postings file is condemned; its name.
+async fn condemned_old_file(env: &Env) -> String {
+    let config = test_config();
     let old = Layout::under("old/1");
     let (old_id, _, _) = env.register("old", &old).await;
     env.catalog.drop_index(&old_id).await.expect("dropped");
@@ -794,7 +848,6 @@ async fn class4_a_new_table_linking_to_a_condemned_file_is_refused() {
         dry_run: true,
         ..config.clone()
     };
-    let mut doomed = false;
     for _ in 0..40 {
         env.advance(10 * MINUTE);
         let report = env.collect(&dry_run).await;
@@ -803,28 +856,91 @@ async fn class4_a_new_table_linking_to_a_condemned_file_is_refused() {
             .iter()
             .any(|action| action.path == target && action.action == gc::ActionKind::Delete)
         {
-            doomed = true;
-            break;
+            return target;
         }
         env.collect(&config).await;
     }
-    assert!(doomed, "the old file was never condemned");
-    let new = Layout::under("new/1");
-    let (_, location) = env.new_index(&new).await;
-    std::os::unix::fs::symlink(
-        root.join(&target),
-        root.join(format!("{}linked.parquet", new.postings)),
-    )
-    .expect("link");
+    panic!("the old file was never condemned");
+}
+
+/// Registering `location` (written for `layout`) is refused for a link to a condemned file.
+async fn refused_for_a_link(env: &Env, layout: &Layout, location: &str) {
     let err = env
         .catalog
-        .register(&env.id("new").await, Some(&new.source), &location)
+        .register(&env.id("new").await, Some(&layout.source), location)
         .await
         .expect_err("a new table linking to a condemned file is refused");
     assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
     assert!(
         err.message().contains("symbolic link in a new table"),
         "{err}"
+    );
+}
+
+/// Round 34, findings 3 and 4: links the collector's clock sees as old (made long before
+/// the runs), in a live table: (a) a link whose name is not UTF-8 (another engine's
+/// Latin-1 name); (b) a link to a directory of links (`shared -> pool/s1`, whose
+/// `part-0.parquet` leads to a dropped index's file): every link on the way counts, to the
+/// end of the chain.
+#[tokio::test]
+async fn class4_old_links_in_a_live_table_keep_what_they_lead_to_whatever_their_names_and_chains() {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let env = Env::open(Backend::Local, 407).await;
+    // The collector's clock a day past the real one: the links, dated by their birth
+    // (real) time, are old to it.
+    let real_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis() as i64;
+    env.advance(real_ms - env.now() + 24 * HOUR);
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let (a, b) = (Layout::under("olda/1"), Layout::under("oldb/1"));
+    let (a_id, _, _) = env.register("olda", &a).await;
+    let (b_id, _, _) = env.register("oldb", &b).await;
+    let live = Layout::under("live/1");
+    env.register("live", &live).await;
+    let named = format!("{}part-0.parquet", a.postings);
+    let chained = format!("{}part-0.parquet", b.postings);
+    let mut latin1 = root.join(&live.postings).into_os_string().into_vec();
+    latin1.extend_from_slice(b"part-\xe9.parquet");
+    symlink_at(
+        root.join(&named),
+        std::path::Path::new(std::ffi::OsStr::from_bytes(&latin1)),
+        env.now(),
+    );
+    std::fs::create_dir_all(root.join("indexes/pool/s1")).expect("dir");
+    symlink_at(
+        root.join(&chained),
+        &root.join("indexes/pool/s1/part-0.parquet"),
+        env.now(),
+    );
+    symlink_at(
+        root.join("indexes/pool/s1"),
+        &root.join(format!("{}shared", live.postings)),
+        env.now(),
+    );
+    env.catalog.drop_index(&a_id).await.expect("dropped");
+    env.catalog.drop_index(&b_id).await.expect("dropped");
+    let reports = passes(&env, &config, 8).await;
+    assert!(deleted(&reports) > 0, "nothing was collected");
+    assert!(
+        env.exists(&named).await,
+        "the file a live link with a Latin-1 name leads to was deleted"
+    );
+    assert!(
+        env.exists(&chained).await,
+        "the file at the end of a live chain of links was deleted"
+    );
+    let rest: Vec<String> = a
+        .files()
+        .into_iter()
+        .chain(b.files())
+        .filter(|file| *file != named && *file != chained)
+        .collect();
+    assert!(
+        env.none_exist(&rest).await,
+        "the rest of the dropped indexes is still collected"
     );
 }
 
@@ -2666,4 +2782,55 @@ mod s3 {
             );
         }
     }
+}
+
+/// Round 34, finding 5: a register that died (killed, or timed out) before withdrawing
+/// its change-log entry, whose metadata may name anything (a sparse file over the 1 GiB a
+/// collector reads of a file that is no metadata). What it may have made reachable is
+/// unknown, so the run that reads the entry restarts every clock — and finishes, pruning
+/// the settled entry: collection goes on after one retention (it stopped for good).
+#[tokio::test]
+async fn a_logged_publication_that_may_name_anything_delays_collection_but_never_stops_it() {
+    let env = Env::open(Backend::Local, 408).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let old = Layout::under("old/1");
+    let (old_id, _, _) = env.register("old", &old).await;
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    let huge = std::fs::File::create(root.join("metadata/huge.json")).expect("file");
+    huge.set_len((1 << 30) + 1).expect("sparse");
+    set_mtime(&root.join("metadata/huge.json"), env.now());
+    let entry = serde_json::json!({
+        "change-version": 1,
+        "at-ms": env.now(),
+        "writes": [{
+            "key": "i/ghost",
+            "commit-ids": [uuid::Uuid::new_v4()],
+            "publishes": env.warehouse.absolute("metadata/huge.json"),
+        }],
+    });
+    std::fs::create_dir_all(root.join("_gc/changes")).expect("dir");
+    std::fs::write(
+        root.join(format!(
+            "_gc/changes/{:020}-{}.json",
+            env.now(),
+            uuid::Uuid::new_v4().simple()
+        )),
+        serde_json::to_vec(&entry).expect("json"),
+    )
+    .expect("entry");
+    // `passes` fails on the first run that fails.
+    let reports = passes(&env, &config, 8).await;
+    assert!(
+        reports[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("may have made anything reachable")),
+        "{:?}",
+        reports[0].warnings
+    );
+    assert!(
+        env.none_exist(&old.files()).await,
+        "the dropped index was never collected"
+    );
 }
