@@ -178,8 +178,8 @@ impl Prelogged {
     /// its first write): it announced nothing that happened, and a refused publication
     /// must not delay the collection of what it named. Best effort: an entry left behind
     /// only delays collection.
-    pub(crate) async fn withdraw(self, catalog: &Catalog) {
-        if let Some(Ok(name)) = self.entry {
+    pub(crate) async fn withdraw(&mut self, catalog: &Catalog) {
+        if let Some(Ok(name)) = self.entry.take() {
             for (_, outcome) in catalog.warehouse().delete(vec![name]).await {
                 if let crate::warehouse::Deletion::Failed(err) = outcome {
                     tracing::debug!(error = %err, "withdrawing a change-log entry failed");

@@ -218,21 +218,36 @@ impl Catalog {
 
     /// Publish `location` within its window (see `catalog::publication`) with the commit
     /// ids drawn and logged up front (see `catalog::changelog`); the ids are withdrawn
-    /// from the log if the operation failed without writing.
+    /// from the log if the operation failed without writing — also when the window ended
+    /// before it wrote (an entry left behind delays collection by a run, or by a
+    /// retention if what it names cannot be read to the end).
     async fn publish_logged<T>(
         &self,
         location: &str,
         publish: impl AsyncFnOnce(&PublishWindow, &mut Prelogged) -> Result<T>,
     ) -> Result<T> {
-        self.publish_in_window(location, async |window| {
-            let mut ids = Prelogged::draw(self, MAX_REEVALUATIONS);
-            let result = publish(window, &mut ids).await;
-            if result.is_err() && !window.wrote() {
-                ids.withdraw(self).await;
-            }
-            result
-        })
-        .await
+        let mut ids = Prelogged::draw(self, MAX_REEVALUATIONS);
+        let mut finished = false;
+        let result = self
+            .publish_in_window(location, async |window| {
+                let result = publish(window, &mut ids).await;
+                finished = true;
+                if result.is_err() && !window.wrote() {
+                    ids.withdraw(self).await;
+                }
+                result
+            })
+            .await;
+        // Cut off by the window: `STORE_UNAVAILABLE` says it had issued no pointer write
+        // (one that had answers `COMMIT_STATE_UNKNOWN`).
+        if !finished
+            && result
+                .as_ref()
+                .is_err_and(|err| err.kind() == ErrorKind::StoreUnavailable)
+        {
+            ids.withdraw(self).await;
+        }
+        result
     }
 
     /// register in the order of checks (see the module docs of [`crate::catalog`]):
