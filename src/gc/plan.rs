@@ -239,7 +239,7 @@ impl GarbageCollector {
         report.warnings.extend(observation.warnings.iter().cloned());
         if !observation.history.unexplained.is_empty() {
             report.warnings.push(format!(
-                "the catalog's records changed in ways the change log does not explain (a restored backup, a hand edit, a writer of an earlier version): every retention clock starts again at this run. {}",
+                "what the catalog's records may have made reachable is unknown (records the change log does not explain: a restored backup, a hand edit, a writer of an earlier version; or a logged publication of a file that may name anything): every retention clock starts again at this run. {}",
                 observation.history.unexplained.join("; ")
             ));
         }
