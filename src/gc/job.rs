@@ -815,21 +815,21 @@ fn is_own_file(dir: &str, name: &str) -> bool {
 /// What a run's pages say about one partition (for `gc status`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub struct PartitionProgress {
+pub(crate) struct PartitionProgress {
     /// The partition's number.
-    pub partition: usize,
+    pub(crate) partition: usize,
     /// Pages scanned.
-    pub scanned_pages: u64,
+    pub(crate) scanned_pages: u64,
     /// Whether its scan is complete.
-    pub scanned: bool,
+    pub(crate) scanned: bool,
     /// Pages of doomed objects processed.
-    pub deleted_pages: u64,
+    pub(crate) deleted_pages: u64,
     /// Whether its deletions are complete.
-    pub deleted: bool,
+    pub(crate) deleted: bool,
     /// Whether its ledger sweep is complete.
-    pub swept: bool,
+    pub(crate) swept: bool,
     /// Objects listed so far.
-    pub objects: u64,
+    pub(crate) objects: u64,
 }
 /// The counts of `plan`'s run: the sum of every sequence's newest page (what a late step of
 /// a finished run reports too; nothing once the run's files are pruned).

@@ -161,17 +161,17 @@ fn vanished(generation: u64) -> Error {
 /// The lease as the latest generation records it (for `gc status`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub struct LeaseState {
+pub(crate) struct LeaseState {
     /// The fencing token.
-    pub generation: u64,
+    pub(crate) generation: u64,
     /// The run holding (or that last held) the lease.
-    pub holder: Uuid,
+    pub(crate) holder: Uuid,
     /// When that run acquired it.
-    pub acquired_ms: i64,
+    pub(crate) acquired_ms: i64,
     /// When it expires (or was released).
-    pub expires_ms: i64,
+    pub(crate) expires_ms: i64,
     /// Whether it was released.
-    pub released: bool,
+    pub(crate) released: bool,
 }
 
 /// The latest lease generation, if any.

@@ -250,15 +250,13 @@ use std::sync::Arc;
 pub use crate::catalog::ownership::{OwnershipMarker, adopt, claim, verify_ownership};
 pub use crate::warehouse::OWNER_MARKER as MARKER;
 pub use config::{GcConfig, format_duration, parse_duration};
-pub use job::PartitionProgress;
-pub use lease::LeaseState;
 pub use reachability::RootStats;
 pub use report::{
     ActionKind, GcAction, GcPhase, GcProgress, GcReport, GcStatus, RunProgress, Tally,
 };
 #[doc(hidden)] // The `gc` Lambda function's scheduled event, for the handler layer.
 pub use scheduled::{run_scheduled, run_scheduled_within};
-pub use status::{CurrentRun, GcState, LedgerState, RunState, status};
+pub use status::{GcState, status};
 pub use step::{GcStep, StepOutcome};
 
 use crate::catalog::Catalog;

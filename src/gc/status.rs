@@ -14,77 +14,133 @@ use crate::catalog::ownership::{OwnershipMarker, read_marker};
 use crate::error::Result;
 use crate::warehouse::ListItem;
 
-/// The collector's state in one warehouse.
+/// The collector's state in one warehouse, as `gc status` prints it.
+///
+/// The document ([`GcState::to_json`]) shows everything: the owner, the lease, each run's
+/// journal, the unfinished run's phase and partitions, the ledger's totals. Its shape
+/// follows the collector's internals, so the typed accessors answer only the questions
+/// that outlive them: is a run going on, which one, and what stops collection.
+///
+/// ```no_run
+/// # async fn example(catalog: &parqdb_catalog::Catalog) -> parqdb_catalog::Result<()> {
+/// let state = parqdb_catalog::gc::status(catalog, catalog.clock().now_ms(), false).await?;
+/// if let Some(run) = state.current_run() {
+///     println!("run {run} is unfinished, at {:?}", state.phase());
+/// }
+/// println!("{}", state.to_json());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct GcState {
     /// The warehouse root.
-    pub warehouse: String,
+    pub(crate) warehouse: String,
     /// Its ownership marker (`None`: unclaimed; the collector refuses to run).
-    pub owner: Option<OwnershipMarker>,
+    pub(crate) owner: Option<OwnershipMarker>,
     /// The run lease's latest generation.
-    pub lease: Option<LeaseState>,
+    pub(crate) lease: Option<LeaseState>,
     /// Whether a run holds the lease now.
-    pub running: bool,
+    pub(crate) running: bool,
     /// The latest run that finished (sweep included).
-    pub last_finished_run: Option<RunState>,
+    pub(crate) last_finished_run: Option<RunState>,
     /// Runs that recorded a journal but did not finish: the unfinished run (see
     /// `current-run`; it is resumed, never restarted), and runs that were abandoned or
     /// died under an earlier version, for which the next new run restarts every tracked
     /// retention clock once.
-    pub unfinished_runs: Vec<RunState>,
+    pub(crate) unfinished_runs: Vec<RunState>,
     /// The unfinished run (the one the next `gc` or plan step goes on with): its phase
     /// and each partition's progress.
-    pub current_run: Option<CurrentRun>,
+    pub(crate) current_run: Option<CurrentRun>,
     /// Ledger totals (only with `ledger: true`: it lists the whole ledger).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub ledger: Option<LedgerState>,
+    pub(crate) ledger: Option<LedgerState>,
     /// What stops collection that the fields above do not show (the unfinished run was
     /// planned by a newer release).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// One run, by its journal.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub struct RunState {
+pub(crate) struct RunState {
     /// The run's id.
-    pub run_id: Uuid,
+    pub(crate) run_id: Uuid,
     /// The time it started (its journal's time).
-    pub run_ms: i64,
+    pub(crate) run_ms: i64,
     /// How long ago that was.
-    pub age_ms: i64,
+    pub(crate) age_ms: i64,
 }
 
 /// Where the unfinished run stands.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub struct CurrentRun {
+pub(crate) struct CurrentRun {
     /// The run.
-    pub run: RunState,
+    pub(crate) run: RunState,
     /// Its phase.
-    pub phase: GcPhase,
+    pub(crate) phase: GcPhase,
     /// Metadata files listed (pass 1) so far.
-    pub metadata_listed: u64,
+    pub(crate) metadata_listed: u64,
     /// Whether `metadata/` has been read and decided.
-    pub metadata_done: bool,
+    pub(crate) metadata_done: bool,
     /// Whether the verification walk and the metadata deletions are complete.
-    pub verified: bool,
+    pub(crate) verified: bool,
     /// Each partition of `indexes/`.
-    pub partitions: Vec<PartitionProgress>,
+    pub(crate) partitions: Vec<PartitionProgress>,
 }
 
 /// What the ledger tracks.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub struct LedgerState {
+pub(crate) struct LedgerState {
     /// Objects with a ledger entry (unreachable, retention clock running).
-    pub tracked_objects: u64,
+    pub(crate) tracked_objects: u64,
     /// Entry files that record a condemnation.
-    pub condemnations: u64,
+    pub(crate) condemnations: u64,
     /// Ledger files in all.
-    pub files: u64,
+    pub(crate) files: u64,
+}
+
+impl GcState {
+    /// Whether a run holds the lease now.
+    pub fn running(&self) -> bool {
+        self.running
+    }
+
+    /// The unfinished run, which the next `gc` or plan step goes on with.
+    pub fn current_run(&self) -> Option<Uuid> {
+        self.current_run.as_ref().map(|current| current.run.run_id)
+    }
+
+    /// The unfinished run's phase.
+    pub fn phase(&self) -> Option<GcPhase> {
+        self.current_run.as_ref().map(|current| current.phase)
+    }
+
+    /// The latest run that finished (sweep included).
+    pub fn last_finished_run(&self) -> Option<Uuid> {
+        self.last_finished_run.as_ref().map(|run| run.run_id)
+    }
+
+    /// Runs that recorded a journal and did not finish: the current run, and runs that were
+    /// abandoned or died under an earlier version (the next new run restarts every tracked
+    /// retention clock once for them).
+    pub fn unfinished_runs(&self) -> Vec<Uuid> {
+        self.unfinished_runs.iter().map(|run| run.run_id).collect()
+    }
+
+    /// What stops collection that the rest does not show (e.g. the unfinished run was
+    /// planned by a newer release).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The whole state, as `gc status` prints it.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
 }
 
 /// Read the collector's state of `catalog`'s warehouse at `now_ms`; with `ledger`, also

@@ -710,9 +710,9 @@ async fn a_run_of_a_newer_format_is_left_alone_until_its_release_is_back() {
             .await
             .expect("status");
         assert!(
-            state.warnings.iter().any(|w| w.contains("newer release")),
+            state.warnings().iter().any(|w| w.contains("newer release")),
             "{:?}",
-            state.warnings
+            state.warnings()
         );
     }
 

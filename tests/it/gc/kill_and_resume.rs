@@ -143,7 +143,7 @@ async fn runs_killed_anywhere_resume_and_never_delete_live_data() {
     let state = gc::status(&env.catalog, env.now(), false)
         .await
         .expect("status");
-    assert!(state.unfinished_runs.is_empty(), "{state:?}");
+    assert!(state.unfinished_runs().is_empty(), "{state:?}");
     assert!(
         finished > 0 && killed == kills,
         "{killed} kills, {finished} runs finished"

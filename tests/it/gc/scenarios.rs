@@ -1206,14 +1206,15 @@ async fn a_run_that_dies_mid_delete_is_resumed_safely() {
         let state = gc::status(&env.catalog, env.now(), false)
             .await
             .expect("status");
-        let failed = state.current_run.expect("the failed run is unfinished");
+        let failed = state.current_run().expect("the failed run is unfinished");
+        let phase = state.phase().expect("its phase");
         assert!(
-            matches!(failed.phase, gc::GcPhase::Verify | gc::GcPhase::Delete),
-            "{backend:?}: {failed:?}"
+            matches!(phase, gc::GcPhase::Verify | gc::GcPhase::Delete),
+            "{backend:?}: {phase:?}"
         );
         env.sim.fail_deletes_after(None);
         let report = env.collect_completed(&config).await;
-        assert_eq!(report.run_id, failed.run.run_id, "{backend:?}: resumed");
+        assert_eq!(report.run_id, failed, "{backend:?}: resumed");
         assert!(
             !report.warnings.iter().any(|w| w.contains("did not finish")),
             "{:?}",
@@ -1378,11 +1379,11 @@ async fn a_killed_run_is_resumed_by_the_next_call_without_restarting_clocks() {
     let killed = gc::status(&env.catalog, env.now(), false)
         .await
         .expect("status")
-        .current_run
+        .current_run()
         .expect("the killed run is unfinished");
     // The next call holds the same run's lease at once and finishes it.
     let report = env.collect_completed(&config).await;
-    assert_eq!(report.run_id, killed.run.run_id);
+    assert_eq!(report.run_id, killed);
     assert!(
         !report.warnings.iter().any(|w| w.contains("did not finish")),
         "{:?}",
@@ -1391,8 +1392,8 @@ async fn a_killed_run_is_resumed_by_the_next_call_without_restarting_clocks() {
     let state = gc::status(&env.catalog, env.now(), false)
         .await
         .expect("status");
-    assert!(state.current_run.is_none(), "{state:?}");
-    assert!(state.unfinished_runs.is_empty(), "{state:?}");
+    assert!(state.current_run().is_none(), "{state:?}");
+    assert!(state.unfinished_runs().is_empty(), "{state:?}");
     run_until(&env, &config, env.now() + 4 * HOUR, &[]).await;
     assert!(env.all_exist(&live.files()).await);
     assert!(env.none_exist(&dead.files()).await);
@@ -1482,7 +1483,7 @@ async fn runs_stopped_by_their_budget_go_on_page_by_page_and_collect_everything(
         let state = gc::status(&env.catalog, env.now(), true)
             .await
             .expect("status");
-        assert!(state.last_finished_run.is_some());
-        assert!(!state.running || state.current_run.is_some());
+        assert!(state.last_finished_run().is_some());
+        assert!(!state.running() || state.current_run().is_some());
     }
 }

@@ -111,7 +111,7 @@ async fn finish_fails_after_acknowledging(
     let state = parqdb_catalog::gc::status(&env.catalog, env.now(), false)
         .await
         .expect("status");
-    let f = state.current_run.expect("an unfinished run").run.run_id;
+    let f = state.current_run().expect("an unfinished run");
     (d.run_id, f)
 }
 
