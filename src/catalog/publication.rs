@@ -56,7 +56,7 @@ use super::Catalog;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::metadata::IndexMetadata;
-use crate::metadata::named::names_of_metadata;
+use crate::metadata::named::{names_of_metadata, references_of};
 use crate::warehouse::layout::{CATALOG_DIR, ledger_holds, nested_root};
 use crate::warehouse::{
     GC_DIR, MANAGED_PREFIXES, METADATA_DIR, OWNER_MARKER, is_within, object_name,
@@ -217,48 +217,35 @@ impl Catalog {
         let bookkeeping = |name: &str| {
             is_within(name, GC_DIR) || is_within(name, CATALOG_DIR) || name == OWNER_MARKER
         };
-        let mut sources = vec![source];
-        for snapshot in publication.metadata.snapshots() {
-            sources.push(snapshot.source_table());
-            if let Some(provider) = registry.provider(snapshot.index_provider().provider()) {
-                for table in snapshot.index_tables().values() {
-                    if let Some(name) = provider
-                        .table_location(table.properties())
-                        .and_then(|location| object_name(location).ok())
-                        && bookkeeping(&name)
-                    {
-                        return refuse("index table", &name, "in the catalog's own bookkeeping");
-                    }
-                }
-            }
+        let refs = references_of(&publication.metadata, registry, warehouse);
+        if let Some(name) = refs.tables.iter().find(|name| bookkeeping(name)) {
+            return refuse("index table", name, "in the catalog's own bookkeeping");
         }
-        for name in family_references(&publication.metadata, registry) {
-            if bookkeeping(&name) {
-                return refuse(
-                    "family reference",
-                    &name,
-                    "in the catalog's own bookkeeping",
-                );
+        for name in &refs.family {
+            if bookkeeping(name) {
+                return refuse("family reference", name, "in the catalog's own bookkeeping");
             }
             // A family reference names metadata: never at a name the collector takes for
             // another catalog's structure and never reads (see `prepare_publication`).
-            if nested_root(&name).is_some() {
+            if nested_root(name).is_some() {
                 return refuse(
                     "family reference",
-                    &name,
+                    name,
                     "in what looks like another catalog's structure, which the garbage collector never reads",
                 );
             }
         }
-        for source in sources {
-            for name in source.warehouse_names(warehouse) {
-                if bookkeeping(&name) || MANAGED_PREFIXES.iter().any(|p| is_within(&name, p)) {
-                    return refuse(
-                        "source table",
-                        &name,
-                        "under the warehouse's `metadata/`, `indexes/`, `_gc/` or `_catalog/`, where the garbage collector could take it for its own garbage",
-                    );
-                }
+        for name in source
+            .warehouse_names(warehouse)
+            .iter()
+            .chain(&refs.sources)
+        {
+            if bookkeeping(name) || MANAGED_PREFIXES.iter().any(|p| is_within(name, p)) {
+                return refuse(
+                    "source table",
+                    name,
+                    "under the warehouse's `metadata/`, `indexes/`, `_gc/` or `_catalog/`, where the garbage collector could take it for its own garbage",
+                );
             }
         }
         Ok(())
@@ -278,16 +265,17 @@ impl Catalog {
         base: Option<&IndexMetadata>,
     ) -> Result<()> {
         let registry = self.registry();
-        let tables = table_locations(&publication.metadata, registry);
-        let known_tables: Vec<String> = base
-            .map(|base| table_locations(base, registry))
+        let warehouse = self.warehouse();
+        let refs = references_of(&publication.metadata, registry, warehouse);
+        let known = base
+            .map(|base| references_of(base, registry, warehouse))
             .unwrap_or_default();
-        let known: Vec<String> = base
-            .map(|base| family_references(base, registry))
-            .unwrap_or_default();
-        let new_references: Vec<String> = family_references(&publication.metadata, registry)
-            .into_iter()
-            .filter(|name| !known.contains(name))
+        let tables = &refs.tables;
+        let new_references: Vec<String> = refs
+            .family
+            .iter()
+            .filter(|name| !known.family.contains(name))
+            .cloned()
             .collect();
         refuse_slashed_references(self, &publication.metadata, &new_references)?;
         // What a new family reference makes reachable, as the collector's walk reads it:
@@ -300,7 +288,7 @@ impl Catalog {
         .await?;
         let reached: Vec<String> = reached.into_iter().flatten().collect();
         // Each name once (a referenced file may name millions of objects).
-        let mut seen: HashSet<String> = known_tables.iter().chain(&known).cloned().collect();
+        let mut seen: HashSet<String> = known.tables.iter().chain(&known.family).cloned().collect();
         let mut new: Vec<(String, Named)> = Vec::new();
         let references = new_references
             .iter()
@@ -310,19 +298,16 @@ impl Catalog {
         // its new table while the collector was deleting it), below everything the
         // publication newly makes reachable: its new tables, its new source tables inside
         // the warehouse and what its new family references name.
-        let known_sources: Vec<String> = base
-            .map(|base| source_locations(base, self.warehouse()))
-            .unwrap_or_default();
         let mut searched: Vec<String> = tables
             .iter()
-            .filter(|name| !known_tables.contains(name))
+            .filter(|name| !known.tables.contains(name))
+            .chain(
+                refs.sources
+                    .iter()
+                    .filter(|name| !known.sources.contains(name)),
+            )
             .cloned()
             .collect();
-        searched.extend(
-            source_locations(&publication.metadata, self.warehouse())
-                .into_iter()
-                .filter(|name| !known_sources.contains(name)),
-        );
         searched.extend(reached.iter().cloned());
         searched.sort_unstable();
         searched.dedup();
@@ -387,62 +372,6 @@ impl Named {
             Named::Linked => "object a symbolic link in a new table leads to",
         }
     }
-}
-
-/// The names of every index-table location of `metadata`.
-fn table_locations(
-    metadata: &IndexMetadata,
-    registry: &crate::family::FamilyRegistry,
-) -> Vec<String> {
-    let mut names = Vec::new();
-    for snapshot in metadata.snapshots() {
-        if let Some(provider) = registry.provider(snapshot.index_provider().provider()) {
-            for table in snapshot.index_tables().values() {
-                if let Some(name) = provider
-                    .table_location(table.properties())
-                    .and_then(|location| object_name(location).ok())
-                    && !names.contains(&name)
-                {
-                    names.push(name);
-                }
-            }
-        }
-    }
-    names
-}
-
-/// The names of the source-table locations of `metadata` that lie inside the warehouse.
-fn source_locations(
-    metadata: &IndexMetadata,
-    warehouse: &crate::warehouse::Warehouse,
-) -> Vec<String> {
-    let mut names: Vec<String> = metadata
-        .snapshots()
-        .iter()
-        .flat_map(|snapshot| snapshot.source_table().warehouse_names(warehouse))
-        .collect();
-    names.sort_unstable();
-    names.dedup();
-    names
-}
-
-fn family_references(
-    metadata: &IndexMetadata,
-    registry: &crate::family::FamilyRegistry,
-) -> Vec<String> {
-    let mut names = Vec::new();
-    for snapshot in metadata.snapshots() {
-        if let Some(family) = registry.family(snapshot.index_family()) {
-            for location in family.warehouse_references(snapshot.parameters()) {
-                if let Ok(name) = object_name(location)
-                    && !names.contains(&name)
-                {
-                    names.push(name);
-                }
-            }
-        }
-    }
-    names
 }
 
 /// Refuse a new family reference to a file larger than any metadata file: the collector

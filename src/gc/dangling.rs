@@ -263,18 +263,23 @@ impl DanglingReferences {
                     Parsed::Metadata(metadata) => {
                         self.pending.remove(&name);
                         let refs = references_of(&metadata, registry, warehouse);
+                        let direct = refs.direct().cloned().collect();
                         for reference in refs.family {
                             if self.visited.insert(reference.clone()) {
                                 frontier.push(reference);
                             }
                         }
-                        refs.direct
+                        direct
                     }
                     // Possibly written half: read again before the next batch. What it
                     // names that may be metadata is read as a family reference's is.
-                    Parsed::Opaque { references, .. } => {
+                    Parsed::Opaque {
+                        references,
+                        strings,
+                        ..
+                    } => {
                         self.pending.insert(name.clone());
-                        match possible_metadata(warehouse, &references).await? {
+                        match possible_metadata(warehouse, &references, strings).await? {
                             Some(follow) => {
                                 for reference in follow {
                                     if self.visited.insert(reference.clone()) {

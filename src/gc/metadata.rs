@@ -102,6 +102,7 @@ impl Invocation<'_> {
                         why: "not a JSON document".to_owned(),
                         foreign_format: false,
                         references: Vec::new(),
+                        strings: 0,
                     };
                     return Ok((ListItem::Object(listed), Some(opaque)));
                 }
@@ -402,8 +403,8 @@ impl MetadataPage {
             Some(Parsed::Missing) => return, // deleted since it was listed
             Some(Parsed::Metadata(metadata)) => {
                 let refs = references_of(&metadata, registry, warehouse);
-                for reference in refs.direct.into_iter().chain(refs.family) {
-                    self.keep(&listed.name, true, reference);
+                for reference in refs.direct().chain(&refs.family) {
+                    self.keep(&listed.name, true, reference.clone());
                 }
                 None
             }
@@ -411,6 +412,7 @@ impl MetadataPage {
                 why,
                 foreign_format,
                 references,
+                ..
             }) => {
                 // What it may name (never a whole managed prefix: see `read_parsed`).
                 for reference in references {

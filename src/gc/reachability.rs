@@ -379,8 +379,8 @@ impl Walker<'_> {
                     Parsed::Metadata(metadata) => {
                         observation.roots.metadata_files_read += 1;
                         let refs = references_of(&metadata, registry, warehouse);
-                        for reference in refs.direct {
-                            observation.reachable.insert(reference, 0);
+                        for reference in refs.direct() {
+                            observation.reachable.insert(reference.clone(), 0);
                         }
                         for reference in refs.family {
                             if visited.insert(reference.clone()) {
@@ -412,13 +412,19 @@ impl Walker<'_> {
                         ));
                         observation.dangling.insert(name);
                     }
-                    Parsed::Opaque { references, .. } => {
+                    Parsed::Opaque {
+                        references,
+                        strings,
+                        ..
+                    } => {
                         // A referenced object in another format: reachable itself, and so is
                         // whatever it may name; a file it names that may be metadata is read
                         // as a family reference's is. It may also be written half (a writer
                         // that writes in place): read again before every delete batch, as a
                         // reference that names nothing is (`dangling`).
-                        let Some(follow) = possible_metadata(warehouse, &references).await? else {
+                        let Some(follow) =
+                            possible_metadata(warehouse, &references, strings).await?
+                        else {
                             return Err(unbounded(warehouse, &name, "it names too many files"));
                         };
                         for reference in follow {

@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashSet};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
-use super::strings::JsonStrings;
+use super::strings::{JsonStrings, TextWords};
 use super::{IndexMetadata, MAX_METADATA_BYTES};
 use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
@@ -21,13 +21,25 @@ pub(crate) fn normalize(location: &str) -> Option<String> {
     object_name(location).ok()
 }
 
-/// The references of one metadata file, in canonical form.
+/// The references of one metadata file, in canonical form, each list sorted and without
+/// repeats.
 #[derive(Debug, Default)]
 pub(crate) struct References {
-    /// Index-table locations and source-table locations inside the warehouse.
-    pub direct: Vec<String>,
+    /// Index-table locations.
+    pub tables: Vec<String>,
+    /// Source-table locations inside the warehouse, in every spelling the collector
+    /// recognises as inside it.
+    pub sources: Vec<String>,
     /// Family parameter references (objects that may themselves be metadata).
     pub family: Vec<String>,
+}
+
+impl References {
+    /// The names the file makes reachable itself (its tables and its sources), which are
+    /// never followed as metadata.
+    pub fn direct(&self) -> impl Iterator<Item = &String> {
+        self.tables.iter().chain(&self.sources)
+    }
 }
 
 /// The references of `metadata`.
@@ -41,17 +53,21 @@ pub(crate) fn references_of(
         if let Some(provider) = registry.provider(snapshot.index_provider().provider()) {
             for table in snapshot.index_tables().values() {
                 if let Some(location) = provider.table_location(table.properties()) {
-                    refs.direct.extend(normalize(location));
+                    refs.tables.extend(normalize(location));
                 }
             }
         }
-        refs.direct
+        refs.sources
             .extend(snapshot.source_table().warehouse_names(warehouse));
         if let Some(family) = registry.family(snapshot.index_family()) {
             for location in family.warehouse_references(snapshot.parameters()) {
                 refs.family.extend(normalize(location));
             }
         }
+    }
+    for names in [&mut refs.tables, &mut refs.sources, &mut refs.family] {
+        names.sort_unstable();
+        names.dedup();
     }
     refs
 }
@@ -68,6 +84,9 @@ pub(crate) enum Parsed {
         why: String,
         foreign_format: bool,
         references: Vec<String>,
+        /// How many distinct strings (or parts of strings) of the file name something: the
+        /// spellings of one count once (see [`possible_metadata`]).
+        strings: usize,
     },
     /// It may name anything: larger than [`MAX_SCANNED_BYTES`], or naming more files that
     /// may be metadata than [`MAX_FOLLOWED`]. Why.
@@ -109,28 +128,40 @@ pub(crate) async fn read_parsed(
         }
         Ok(Fetched::TooLarge(size)) => {
             let mut strings = JsonStrings::default();
+            let mut words = TextWords::default();
             let found = warehouse
-                .read_chunks(name, &mut |chunk| strings.feed(chunk))
+                .read_chunks(name, &mut |chunk| {
+                    strings.feed(chunk);
+                    words.feed(chunk);
+                })
                 .await
                 .map_err(failed)?;
             if !found {
                 return Ok(Parsed::Missing);
             }
+            let mut found = strings.finish();
+            found.extend(words.finish());
+            let (references, strings) = names_in_strings(found, warehouse, name);
             return Ok(Parsed::Opaque {
                 why: format!("{size} bytes, larger than any metadata file"),
                 foreign_format: false,
-                references: names_in_strings(strings.finish(), warehouse),
+                references,
+                strings,
             });
         }
         Err(err) => return Err(failed(err)),
     };
     match IndexMetadata::from_json_slice(&bytes, registry) {
         Ok(metadata) => Ok(Parsed::Metadata(Box::new(metadata))),
-        Err(err) => Ok(Parsed::Opaque {
-            why: err.message().to_owned(),
-            foreign_format: err.kind() == ErrorKind::UnsupportedFormatVersion,
-            references: string_references(&bytes, warehouse),
-        }),
+        Err(err) => {
+            let (references, strings) = string_references(&bytes, warehouse, name);
+            Ok(Parsed::Opaque {
+                why: err.message().to_owned(),
+                foreign_format: err.kind() == ErrorKind::UnsupportedFormatVersion,
+                references,
+                strings,
+            })
+        }
     }
 }
 
@@ -140,15 +171,28 @@ pub(crate) async fn read_parsed(
 /// file could reference: a relative string is taken as it is, even with characters this
 /// catalog's metadata may not contain (another format may allow a `%` and mean the object
 /// at that literal name), and in its other spellings too (that `%` may also be an escape);
-/// and in every encoding a reader may take the document in ([`readings`]).
-fn string_references(bytes: &[u8], warehouse: &Warehouse) -> Vec<String> {
+/// and in every encoding a reader may take the document in ([`readings`]). A document that
+/// is no JSON in any of them is text of another format: its words that look like paths
+/// count too ([`TextWords`]). `holder` is the document's own name (see
+/// [`names_in_strings`]).
+fn string_references(bytes: &[u8], warehouse: &Warehouse, holder: &str) -> (Vec<String>, usize) {
     let mut found = Vec::new();
-    for text in readings(bytes) {
+    let mut json = false;
+    let texts = readings(bytes);
+    for text in &texts {
         let mut strings = JsonStrings::default();
-        strings.feed(&text);
+        strings.feed(text);
         found.extend(strings.finish());
+        json |= serde_json::from_slice::<serde::de::IgnoredAny>(text).is_ok();
     }
-    names_in_strings(found, warehouse)
+    if !json {
+        for text in &texts {
+            let mut words = TextWords::default();
+            words.feed(text);
+            found.extend(words.finish());
+        }
+    }
+    names_in_strings(found, warehouse, holder)
 }
 
 /// A document's bytes in every encoding a JSON reader may take them in, as UTF-8: as they
@@ -186,22 +230,71 @@ fn readings(bytes: &[u8]) -> Vec<std::borrow::Cow<'_, [u8]>> {
     out
 }
 
-/// The names of warehouse objects among `strings` (see [`string_references`]).
-fn names_in_strings(strings: Vec<String>, warehouse: &Warehouse) -> Vec<String> {
+/// The names of warehouse objects among `strings` (see [`string_references`]), found in
+/// the object `holder`. Each string is also read as a list (its parts between line breaks,
+/// commas, semicolons or white space), and each relative one is also resolved, `.` and `..`
+/// included, against the warehouse root and against `holder`'s directory (a reader of the
+/// file may take names relative to it, as a manifest's `centroids-0.bin` or `../x/`);
+/// one that climbs above the root names nothing (round 35 G3, G6). Also how many distinct
+/// strings and parts name something: their spellings count once.
+fn names_in_strings(
+    strings: Vec<String>,
+    warehouse: &Warehouse,
+    holder: &str,
+) -> (Vec<String>, usize) {
+    let folder = holder.rsplit_once('/').map_or("", |(dir, _)| dir);
     let mut out = Vec::new();
+    let mut naming: HashSet<String> = HashSet::new();
     for text in strings {
-        out.extend(warehouse.names_of_location(&text));
-        if !text.contains("://")
-            && let Some(name) = normalize(&text)
-        {
-            out.extend(aliases(&name));
-            out.push(name);
+        let mut parts: Vec<&str> = text
+            .split(|c: char| c.is_control() || c == ',' || c == ';')
+            .chain(text.split_whitespace())
+            .map(str::trim)
+            .filter(|part| !part.is_empty() && *part != text.as_str())
+            .collect();
+        parts.sort_unstable();
+        parts.dedup();
+        for part in std::iter::once(text.as_str()).chain(parts) {
+            let mut names = warehouse.names_of_location(part);
+            if !part.contains("://") {
+                let resolved = [normalize(part), resolve("", part), resolve(folder, part)];
+                for name in resolved.into_iter().flatten() {
+                    names.extend(aliases(&name));
+                    names.push(name);
+                }
+            }
+            // A location in metadata of any version names a table or a file, never a
+            // whole managed prefix: a stray note naming `indexes` must not stop collection.
+            names.retain(|name| !MANAGED_PREFIXES.contains(&name.as_str()));
+            if !names.is_empty() {
+                naming.insert(part.to_owned());
+                out.extend(names);
+            }
         }
     }
-    // A location in metadata of any version names a table or a file, never a whole
-    // managed prefix: a stray note naming `indexes` must not stop collection.
-    out.retain(|name| !MANAGED_PREFIXES.contains(&name.as_str()));
-    out
+    out.sort_unstable();
+    out.dedup();
+    (out, naming.len())
+}
+
+/// The relative path `path` resolved against the directory `dir` (a name, or `""` for the
+/// root): empty and `.` segments dropped, `..` going up; `None` if it climbs above the root
+/// or names no object.
+fn resolve(dir: &str, path: &str) -> Option<String> {
+    if path.starts_with('/') {
+        return None;
+    }
+    let mut segments: Vec<&str> = dir.split('/').filter(|s| !s.is_empty()).collect();
+    for segment in path.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                segments.pop()?;
+            }
+            other => segments.push(other),
+        }
+    }
+    normalize(&segments.join("/"))
 }
 
 /// Everything the metadata file `name` names, itself included, following family
@@ -220,7 +313,7 @@ pub(crate) async fn names_of_metadata(
         match read_parsed(warehouse, registry, &file).await? {
             Parsed::Metadata(metadata) => {
                 let refs = references_of(&metadata, registry, warehouse);
-                names.extend(refs.direct);
+                names.extend(refs.direct().cloned());
                 for reference in refs.family {
                     if visited.insert(reference.clone()) {
                         names.push(reference.clone());
@@ -228,8 +321,12 @@ pub(crate) async fn names_of_metadata(
                     }
                 }
             }
-            Parsed::Opaque { references, .. } => {
-                let Some(follow) = possible_metadata(warehouse, &references).await? else {
+            Parsed::Opaque {
+                references,
+                strings,
+                ..
+            } => {
+                let Some(follow) = possible_metadata(warehouse, &references, strings).await? else {
                     return Err(unbounded(warehouse, &file, "it names too many files"));
                 };
                 names.extend(references);
@@ -257,30 +354,24 @@ fn unbounded(warehouse: &Warehouse, file: &str, why: &str) -> Error {
     )
 }
 
-/// Of the names found in a file that does not parse, those that may be metadata (they
-/// exist and start like a JSON object): such a file may be a family reference's, so it is
-/// read as one is. `None` if there are more than [`MAX_FOLLOWED`] distinct names (the file
-/// may then name anything). One ranged read of 64 bytes per distinct name.
+/// Of the names found in a file that does not parse, those that may be metadata or any
+/// other document naming objects (they exist and start like a JSON document or like text,
+/// see [`Warehouse::may_be_document`]): such a file may be a family reference's, so it is
+/// read as one is. `None` if the file's names come from more than [`MAX_FOLLOWED`]
+/// distinct `strings` (the file may then name anything; the spellings of one string count
+/// once). One ranged read of 64 bytes per distinct name.
 pub(crate) async fn possible_metadata(
     warehouse: &Warehouse,
     names: &[String],
+    strings: usize,
 ) -> Result<Option<Vec<String>>> {
-    let names: BTreeSet<&String> = names.iter().collect();
-    // The spellings of one string (its aliases: see `names_in_strings`) count once.
-    let strings = names
-        .iter()
-        .filter(|name| {
-            !aliases(name)
-                .iter()
-                .any(|alias| alias < **name && names.contains(alias))
-        })
-        .count();
     if strings > MAX_FOLLOWED {
         return Ok(None);
     }
+    let names: BTreeSet<&String> = names.iter().collect();
     let checked: Vec<(String, bool)> = futures::stream::iter(names.into_iter().cloned())
         .map(|name| async move {
-            let json = warehouse.starts_like_json(&name).await?;
+            let json = warehouse.may_be_document(&name).await?;
             Ok::<_, Error>((name, json))
         })
         .buffer_unordered(FOLLOW_CONCURRENCY)
@@ -360,7 +451,7 @@ mod tests {
                     false => unit.to_le_bytes(),
                 });
             }
-            let names = string_references(&bytes, &warehouse);
+            let (names, _) = string_references(&bytes, &warehouse, "metadata/x.json");
             assert!(names.contains(&"indexes/a/1".to_owned()), "{names:?}");
         }
     }
@@ -398,7 +489,7 @@ mod tests {
             ("UTF-32LE with a mark", utf32(false, true)),
             ("UTF-32BE with a mark", utf32(true, true)),
         ] {
-            let names = string_references(&bytes, &warehouse);
+            let (names, _) = string_references(&bytes, &warehouse, "metadata/x.json");
             assert!(
                 names.contains(&"indexes/a/1".to_owned()),
                 "{what}: {names:?}"
@@ -415,8 +506,10 @@ mod tests {
             .put_if_absent("indexes/c/h.json", Bytes::from_static(b"\xEF\xBB\xBF{}"))
             .await
             .expect("written");
-        let names = vec!["indexes/c/h.json".to_owned(); MAX_FOLLOWED + 1];
-        let follow = possible_metadata(&warehouse, &names)
+        let strings = vec!["indexes/c/h.json".to_owned(); MAX_FOLLOWED + 1];
+        let (names, strings) = names_in_strings(strings, &warehouse, "metadata/x.json");
+        assert_eq!(strings, 1);
+        let follow = possible_metadata(&warehouse, &names, strings)
             .await
             .expect("checked");
         assert_eq!(
@@ -432,14 +525,72 @@ mod tests {
     async fn the_spellings_of_one_string_count_once() {
         let warehouse = Warehouse::in_memory("memory://spellings/wh").expect("warehouse");
         let strings: Vec<String> = (0..MAX_FOLLOWED).map(|i| format!("w~{i}")).collect();
-        let names = names_in_strings(strings, &warehouse);
+        let (names, strings) = names_in_strings(strings, &warehouse, "metadata/x.json");
         assert!(
-            names.len() > MAX_FOLLOWED,
-            "every label has a second spelling"
+            names.len() > 2 * MAX_FOLLOWED,
+            "every label has more spellings: `~` escaped, and below `metadata/`"
         );
-        let follow = possible_metadata(&warehouse, &names)
+        assert_eq!(strings, MAX_FOLLOWED);
+        let follow = possible_metadata(&warehouse, &names, strings)
             .await
             .expect("checked");
         assert_eq!(follow, Some(Vec::new()));
+    }
+
+    /// Round 35 G3 and G6: a reader may take a file's names relative to the file itself
+    /// (`centroids-0.bin` beside it, `../../../indexes/old1/…`), and several names from one
+    /// string (one per line, or a list with commas).
+    #[test]
+    fn names_relative_to_the_file_and_lists_in_one_string_count() {
+        let warehouse = Warehouse::in_memory("memory://relative/wh").expect("warehouse");
+        let strings = [
+            "centroids-0.bin",
+            "./centroids-1.bin",
+            "../../../indexes/old1/ivf_postings/part-0.parquet",
+            "indexes/a/../b/x",
+            "indexes/c/p-0\nindexes/c/p-1",
+            "indexes/d/p-0, indexes/d/p-1;indexes/d/p-2",
+            "../../../../above/the/root",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let (names, strings) =
+            names_in_strings(strings, &warehouse, "metadata/c/v1/centroids.json");
+        for name in [
+            "metadata/c/v1/centroids-0.bin",
+            "metadata/c/v1/centroids-1.bin",
+            "indexes/old1/ivf_postings/part-0.parquet",
+            "indexes/b/x",
+            "indexes/c/p-0",
+            "indexes/c/p-1",
+            "indexes/d/p-0",
+            "indexes/d/p-1",
+            "indexes/d/p-2",
+        ] {
+            assert!(names.contains(&name.to_owned()), "{name}: {names:?}");
+        }
+        assert!(
+            !names.iter().any(|name| name.contains("above")),
+            "{names:?}"
+        );
+        assert!(strings >= 9, "{strings}");
+    }
+
+    /// Round 35 G5: a document that is no JSON (a list of names, YAML) names objects
+    /// without quotes; a JSON document's unquoted numbers name nothing.
+    #[test]
+    fn the_words_of_a_text_document_that_is_no_json_name_objects() {
+        let warehouse = Warehouse::in_memory("memory://words/wh").expect("warehouse");
+        let (names, _) = string_references(
+            b"tables:\n  - indexes/old1/ivf_postings/\nfile: part-0.bin\n",
+            &warehouse,
+            "indexes/c1/manifest.yaml",
+        );
+        for name in ["indexes/old1/ivf_postings", "indexes/c1/part-0.bin"] {
+            assert!(names.contains(&name.to_owned()), "{name}: {names:?}");
+        }
+        let (names, strings) =
+            string_references(b"[1.5, 2.25, 3.125]", &warehouse, "indexes/c1/m.json");
+        assert!(names.is_empty() && strings == 0, "{names:?}");
     }
 }

@@ -174,17 +174,49 @@ fn epoch_ms(secs: i64, nanos: i64) -> i64 {
 
 fn walk(root: &Path, prefix: &str, tx: &tokio::sync::mpsc::Sender<Result<ListItem>>) {
     let send = |item| tx.blocking_send(item).is_ok();
+    let own = is_bookkeeping(prefix);
     let start = match start_of(root, prefix) {
         Ok(Some(start)) => start,
         Ok(None) => return,
+        Err(Ok(item)) if own => {
+            send(Err(hides_bookkeeping(&item)));
+            return;
+        }
         Err(item) => {
             send(item);
             return;
         }
     };
-    for_each_item(root, &start, walker(&start), |found| {
+    for_each_item(root, &start, walker(&start), own, |found| {
         send(found.map(|(_, item)| item))
     });
+}
+
+/// Whether `prefix` is the catalog's own bookkeeping (`_gc/`, `_catalog/`, or below):
+/// everything the catalog wrote there must be read (a change-log entry, a lease generation
+/// or a condemnation a listing skipped would be evidence lost), so a listing there fails
+/// where another would skip (a symbolic link, a directory that cannot be listed).
+fn is_bookkeeping(prefix: &str) -> bool {
+    let first = prefix.split('/').find(|s| !s.is_empty());
+    matches!(
+        first,
+        Some(super::layout::GC_DIR | super::layout::CATALOG_DIR)
+    )
+}
+
+/// The error of a bookkeeping listing that met `item`, which may hide what the catalog
+/// wrote (round 35 G2: `_gc/` moved to another disk behind a link).
+fn hides_bookkeeping(item: &ListItem) -> Error {
+    let (name, reason) = match item {
+        ListItem::Skipped { name, reason } => (name.as_str(), reason.as_str()),
+        ListItem::Object(listed) => (listed.name.as_str(), "unreadable"),
+    };
+    Error::new(
+        ErrorKind::StoreRefused,
+        format!(
+            "`{name}` in the catalog's own bookkeeping (`_gc/`, `_catalog/`) cannot be read: {reason}. What the catalog records there must be regular files in real directories of the warehouse (move what was moved back in place of the link); the catalog stops rather than miss a record"
+        ),
+    )
 }
 
 /// Hand each non-directory entry of a walk over `start` (and each directory that cannot
@@ -195,6 +227,7 @@ fn for_each_item(
     root: &Path,
     start: &Path,
     entries: impl IntoIterator<Item = walkdir::Result<walkdir::DirEntry>>,
+    own: bool,
     mut emit: impl FnMut(Result<(PathBuf, ListItem)>) -> bool,
 ) {
     for entry in present(root, start, entries) {
@@ -206,7 +239,15 @@ fn for_each_item(
                 let Some(item) = item_of(root, &entry) else {
                     continue; // removed while listing
                 };
+                if own && entry.file_type().is_symlink() {
+                    emit(Err(hides_bookkeeping(&item)));
+                    return;
+                }
                 (entry.into_path(), item)
+            }
+            Ok(Walked::Unreadable(_, item)) if own => {
+                emit(Err(hides_bookkeeping(&item)));
+                return;
             }
             Ok(Walked::Unreadable(path, item)) => (path, item),
             Err(err) => {
@@ -319,9 +360,14 @@ fn walk_range(
     tx: &tokio::sync::mpsc::Sender<Result<super::Positioned>>,
 ) {
     let send = |item| tx.blocking_send(item).is_ok();
+    let own = is_bookkeeping(&range.prefix);
     let start = match start_of(root, &range.prefix) {
         Ok(Some(start)) => start,
         Ok(None) => return,
+        Err(Ok(item)) if own => {
+            send(Err(hides_bookkeeping(&item)));
+            return;
+        }
         Err(Ok(item)) => {
             let position = position_of(&components(root, &root.join(&range.prefix)));
             if after.is_none_or(|after| position.as_str() > after) {
@@ -361,7 +407,7 @@ fn walk_range(
     let entries = walker(&start)
         .into_iter()
         .filter_entry(|entry| keep(&components(root, entry.path())));
-    for_each_item(root, &start, entries, |found| {
+    for_each_item(root, &start, entries, own, |found| {
         send(found.map(|(path, item)| {
             let position = position_of(&components(root, &path));
             super::Positioned { position, item }
@@ -516,6 +562,51 @@ mod tests {
         .await
         .expect("listed");
         assert_eq!(ranged.len(), 2, "{ranged:?}");
+    }
+
+    /// Round 35 G2: `_gc/` moved to another disk behind a link. The catalog's writes go
+    /// through the link, so a listing of its bookkeeping that skipped the link would miss
+    /// every lease generation (each run then "lost its lease"), change-log entry and
+    /// condemnation: such a listing fails, naming the link, wherever the link is.
+    #[tokio::test]
+    async fn a_link_in_the_catalogs_own_bookkeeping_is_an_error_not_a_skip() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path().join("wh");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(outside.join("lease")).expect("outside");
+        std::fs::write(outside.join("lease/00000000000000000001.json"), b"{}").expect("file");
+        std::fs::create_dir_all(root.join("indexes")).expect("dirs");
+        std::os::unix::fs::symlink(&outside, root.join("_gc")).expect("link");
+        let listed =
+            |prefix: &str| list(root.clone(), prefix.to_owned()).try_collect::<Vec<ListItem>>();
+        let ranged = |prefix: &str| {
+            list_range(root.clone(), super::super::ListRange::whole(prefix), None)
+                .try_collect::<Vec<super::super::Positioned>>()
+        };
+        for prefix in ["_gc", "_gc/lease"] {
+            let err = listed(prefix).await.expect_err("the link at `_gc`");
+            assert_eq!(err.kind(), ErrorKind::StoreRefused, "{err}");
+            assert!(err.message().contains("bookkeeping"), "{err}");
+            ranged(prefix).await.expect_err("the link at `_gc`");
+        }
+        // Below it: a link to a directory, and a link to a file.
+        std::fs::remove_file(root.join("_gc")).expect("unlinked");
+        std::fs::create_dir_all(root.join("_catalog/changes")).expect("dirs");
+        std::fs::create_dir_all(root.join("_gc")).expect("dirs");
+        std::os::unix::fs::symlink(outside.join("lease"), root.join("_gc/lease")).expect("link");
+        listed("_gc").await.expect_err("a linked directory");
+        ranged("_gc").await.expect_err("a linked directory");
+        std::os::unix::fs::symlink(
+            outside.join("lease/00000000000000000001.json"),
+            root.join("_catalog/changes/1.json"),
+        )
+        .expect("link");
+        listed("_catalog").await.expect_err("a linked file");
+        // Elsewhere a link is skipped, as ever.
+        std::os::unix::fs::symlink(&outside, root.join("indexes/link")).expect("link");
+        let (objects, skipped) = names(&root, "indexes").await;
+        assert!(objects.is_empty());
+        assert_eq!(skipped, vec!["indexes/link"]);
     }
 
     #[tokio::test]

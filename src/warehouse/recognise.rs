@@ -44,6 +44,28 @@ impl Warehouse {
     /// (see the [module docs](self)); empty if it denotes nothing inside the root.
     pub(crate) fn names_of_location(&self, location: &str) -> Vec<String> {
         let location = location.trim();
+        let mut names: Vec<String> = Vec::new();
+        let mut add = |found: Vec<String>| {
+            for name in found {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        };
+        match alternatives(location) {
+            Some(paths) => paths.iter().for_each(|path| add(self.names_of_path(path))),
+            // So many alternatives they may name anything: every managed prefix.
+            None => {
+                add(self.names_of_path(location));
+                add(every_managed_prefix());
+            }
+        }
+        names
+    }
+
+    /// [`names_of_location`](Self::names_of_location) of one path (no list, no braces read
+    /// as alternatives).
+    fn names_of_path(&self, location: &str) -> Vec<String> {
         let mut names = Vec::new();
         let mut all = readings(location);
         // A relative path is resolved against an engine's working directory; on a local
@@ -157,6 +179,98 @@ impl Warehouse {
         }
         object_name(&rest.join("/")).ok()
     }
+}
+
+/// The most paths one location is read as (see [`alternatives`]).
+const MAX_ALTERNATIVES: usize = 4096;
+
+/// Every path a location may stand for: itself, and, as Hadoop's `FileInputFormat` and
+/// Spark read an input, each part of a comma-separated list (commas outside braces), each
+/// with its brace alternatives expanded (`/data/{a,b}/` is `/data/a/` and `/data/b/`,
+/// nested braces too, as `GlobExpander` does before `..` is resolved: an alternative
+/// `{src,../wh/indexes/old}` climbs out of the literal directory). `None` if there are more
+/// than [`MAX_ALTERNATIVES`] (round 35 G4).
+fn alternatives(location: &str) -> Option<Vec<String>> {
+    let mut out = vec![location.to_owned()];
+    let parts = split_outside_braces(location);
+    for part in std::iter::once(location).chain(if parts.len() > 1 { parts } else { Vec::new() }) {
+        for path in expand_braces(part.trim())? {
+            if !out.contains(&path) {
+                out.push(path);
+            }
+            if out.len() > MAX_ALTERNATIVES {
+                return None;
+            }
+        }
+    }
+    Some(out)
+}
+
+/// `text` split at the commas outside braces (a backslash escapes the next character).
+fn split_outside_braces(text: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut escaped, mut from) = (0usize, false, 0);
+    for (at, c) in text.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                parts.push(&text[from..at]);
+                from = at + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[from..]);
+    parts
+}
+
+/// The first brace group of `text` (outside escapes) and its matching closing brace.
+fn first_group(text: &str) -> Option<(usize, usize)> {
+    let (mut depth, mut escaped, mut open) = (0usize, false, None);
+    for (at, c) in text.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '{' => {
+                if depth == 0 {
+                    open = Some(at);
+                }
+                depth += 1;
+            }
+            '}' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 {
+                    return open.map(|open| (open, at));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `text` with every brace group expanded into its alternatives; `None` past
+/// [`MAX_ALTERNATIVES`].
+fn expand_braces(text: &str) -> Option<Vec<String>> {
+    let Some((open, close)) = first_group(text) else {
+        return Some(vec![text.to_owned()]);
+    };
+    let (head, body, tail) = (&text[..open], &text[open + 1..close], &text[close + 1..]);
+    let mut out: Vec<String> = Vec::new();
+    for choice in split_outside_braces(body) {
+        for path in expand_braces(&format!("{head}{choice}{tail}"))? {
+            if !out.contains(&path) {
+                out.push(path);
+            }
+            if out.len() > MAX_ALTERNATIVES {
+                return None;
+            }
+        }
+    }
+    Some(out)
 }
 
 /// The readings of a location: what place and path it names.
@@ -470,6 +584,44 @@ mod tests {
                 wh.names_of_location(outside)
             );
         }
+    }
+
+    /// Round 35 G4: Hadoop and Spark read a comma-separated list of inputs, and expand
+    /// brace alternatives before resolving `..`; every path so read counts.
+    #[test]
+    fn each_path_of_a_list_or_of_brace_alternatives_is_recognised() {
+        let wh = s3();
+        for location in [
+            "s3://b/data/{src,../wh/indexes/old1}/",
+            "s3://b/data/{x,{y,../../wh/indexes/old1}}",
+            "s3://b/data/src/,s3://b/wh/indexes/old1/",
+            "s3://b/data/src/, s3a://b/wh/indexes/{old1,old2}",
+        ] {
+            let names = wh.names_of_location(location);
+            assert!(
+                names.contains(&"indexes/old1".to_owned()),
+                "{location}: {names:?}"
+            );
+        }
+        assert!(
+            wh.names_of_location("s3://b/wh/indexes/{old1,old2}")
+                .contains(&"indexes/old2".to_owned())
+        );
+        // An escaped comma is no separator; a name that holds a comma is also itself.
+        assert!(
+            wh.names_of_location(r"s3://b/data/a\,s3://b/wh/indexes/old1")
+                .is_empty()
+        );
+        assert_eq!(
+            wh.names_of_location("s3://b/wh/indexes/a,b"),
+            vec!["indexes/a,b".to_owned(), "indexes/a".to_owned()]
+        );
+        // More alternatives than any reader lists: they may name anything.
+        let many =
+            "s3://elsewhere/{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}";
+        let names = wh.names_of_location(many);
+        assert!(names.contains(&"indexes".to_owned()), "{names:?}");
+        assert_eq!(alternatives("/a/{b,c}/d").map(|all| all.len()), Some(3));
     }
 
     #[test]

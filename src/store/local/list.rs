@@ -11,12 +11,39 @@ use super::{LocalStore, names, unavailable};
 use crate::store::{ListEntry, ListPage, Listing, StoreError, StoreKey};
 
 /// Every key under `dir` (relative key text `base`) whose text starts with `prefix`.
+///
+/// A symbolic link counts as what it leads to, as every read and write of a key follows
+/// it (an operator may move a namespace's directory to another disk and leave a link):
+/// a listing that skipped it would hide records that `load` finds, and the garbage
+/// collector, which finds its roots by listing, would take their files for garbage. A
+/// link that leads nowhere (its disk not mounted) or back to a directory above it is an
+/// error, never an empty directory.
 fn collect_keys(dir: &Path, base: &str, prefix: &str, out: &mut Vec<String>) -> io::Result<()> {
+    let mut above = Vec::new();
+    collect_below(dir, base, prefix, &mut above, out)
+}
+
+/// [`collect_keys`], with the real paths of the directories above `dir` (`above`).
+fn collect_below(
+    dir: &Path,
+    base: &str,
+    prefix: &str,
+    above: &mut Vec<std::path::PathBuf>,
+    out: &mut Vec<String>,
+) -> io::Result<()> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(err) => return Err(err),
     };
+    let real = fs::canonicalize(dir)?;
+    if above.contains(&real) {
+        return Err(io::Error::other(format!(
+            "`{}` is a symbolic link back to a directory above it; a pointer store must not loop",
+            dir.display()
+        )));
+    }
+    above.push(real);
     for entry in entries {
         let entry = entry?;
         let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
@@ -30,16 +57,29 @@ fn collect_keys(dir: &Path, base: &str, prefix: &str, out: &mut Vec<String>) -> 
         if StoreKey::new(key.clone()).is_err() {
             continue; // lock files, temporary files, anything foreign
         }
-        let file_type = entry.file_type()?;
+        let mut file_type = entry.file_type()?;
+        if file_type.is_symlink() {
+            file_type = match fs::metadata(entry.path()) {
+                Ok(meta) => meta.file_type(),
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                    return Err(io::Error::other(format!(
+                        "`{}` is a symbolic link that leads nowhere; the records behind it cannot be listed",
+                        entry.path().display()
+                    )));
+                }
+                Err(err) => return Err(err),
+            };
+        }
         if file_type.is_dir() {
             let dir_key = format!("{key}/");
             if dir_key.starts_with(prefix) || prefix.starts_with(&dir_key) {
-                collect_keys(&entry.path(), &key, prefix, out)?;
+                collect_below(&entry.path(), &key, prefix, above, out)?;
             }
         } else if file_type.is_file() && key.starts_with(prefix) {
             out.push(key);
         }
     }
+    above.pop();
     Ok(())
 }
 
@@ -170,6 +210,60 @@ mod tests {
                 return keys;
             }
         }
+    }
+
+    /// Round 35 G1: an operator moved a namespace's directory (or one record) to another
+    /// disk and left a symbolic link. `load` follows it, so the listing the collector
+    /// finds its roots by must too; a link that leads nowhere or loops is an error.
+    #[tokio::test]
+    async fn records_behind_symbolic_links_are_listed_and_broken_links_are_errors() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let elsewhere = tempfile::tempdir().expect("other disk");
+        let store = LocalStore::new(dir.path().join("store"));
+        for key in ["i/prod/=emb", "i/prod/=other", "i/dev/=x"] {
+            store
+                .put(
+                    &StoreKey::new(key).expect("key"),
+                    Bytes::from_static(b"v"),
+                    PutMode::Create,
+                )
+                .await
+                .expect("create");
+        }
+        let root = dir.path().join("store");
+        // The namespace directory moved, a link left behind.
+        fs::rename(root.join("i/prod"), elsewhere.path().join("prod")).expect("moved");
+        std::os::unix::fs::symlink(elsewhere.path().join("prod"), root.join("i/prod"))
+            .expect("link");
+        // One record file moved alone.
+        fs::rename(root.join("i/dev/=x"), elsewhere.path().join("=x")).expect("moved");
+        std::os::unix::fs::symlink(elsewhere.path().join("=x"), root.join("i/dev/=x"))
+            .expect("link");
+        let all = ["i/dev/=x", "i/prod/=emb", "i/prod/=other"];
+        assert_eq!(keys_of(&store, "i", 2).await, all);
+        assert_eq!(keys_of(&store, "i/prod", 10).await, all[1..]);
+        let key = StoreKey::new("i/prod/=emb").expect("key");
+        assert!(store.get(&key).await.expect("read").is_some());
+
+        // A link that leads nowhere (the other disk unmounted) hides records: an error.
+        fs::rename(elsewhere.path().join("prod"), elsewhere.path().join("gone"))
+            .expect("unmounted");
+        let prefix = StoreKey::new("i").expect("prefix");
+        let err = store
+            .list(&prefix, None, 10)
+            .await
+            .expect_err("a broken link");
+        assert!(err.to_string().contains("leads nowhere"), "{err}");
+        fs::rename(elsewhere.path().join("gone"), elsewhere.path().join("prod")).expect("back");
+
+        // A link back up would list the same records forever: an error.
+        std::os::unix::fs::symlink(root.join("i"), elsewhere.path().join("prod/loop"))
+            .expect("loop");
+        let err = store.list(&prefix, None, 10).await.expect_err("a loop");
+        assert!(
+            err.to_string().contains("back to a directory above"),
+            "{err}"
+        );
     }
 
     #[tokio::test]

@@ -944,6 +944,60 @@ async fn class4_old_links_in_a_live_table_keep_what_they_lead_to_whatever_their_
     );
 }
 
+/// Round 35 G1: an operator moved the pointer store's namespace directory to another disk
+/// and left a symbolic link. `load` follows it, and so does the walk the collector finds
+/// its roots by: the index's files stay while it is live. A link that leads nowhere (the
+/// other disk not mounted) stops collection with an error; it never hides the index.
+#[tokio::test]
+async fn class4_records_behind_a_link_in_the_pointer_store_keep_their_files() {
+    let env = Env::open(Backend::Local, 905).await;
+    let config = test_config();
+    let layout = Layout::under("live/1");
+    let (id, _, location) = env.register("live", &layout).await;
+    let record = walkdir::WalkDir::new(env.local_dir.clone().expect("local").join("_catalog"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|entry| entry.file_name() == "=live")
+        .expect("the record file")
+        .into_path();
+    let namespace = record.parent().expect("its directory").to_path_buf();
+    let disk = tempfile::tempdir().expect("another disk");
+    let moved = disk.path().join("ns");
+    std::fs::rename(&namespace, &moved).expect("moved");
+    std::os::unix::fs::symlink(&moved, &namespace).expect("link");
+    let reports = passes(&env, &config, 6).await;
+    assert!(reports.iter().all(|r| r.status == gc::GcStatus::Completed));
+    assert_eq!(
+        env.catalog
+            .load(&id)
+            .await
+            .expect("loads")
+            .metadata_location,
+        location
+    );
+    let mut live = layout.files();
+    live.push(env.relative(&location));
+    assert!(
+        env.all_exist_raw(&live).await,
+        "{:?}",
+        env.missing(&live).await
+    );
+
+    std::fs::rename(&moved, disk.path().join("unmounted")).expect("unmounted");
+    env.advance(PASS_EVERY);
+    let err = env
+        .gc(config.clone())
+        .collect(env.now())
+        .await
+        .expect_err("a link that leads nowhere");
+    assert!(
+        err.full_message().contains("leads nowhere"),
+        "{}",
+        err.full_message()
+    );
+    assert!(env.all_exist_raw(&live).await);
+}
+
 #[tokio::test]
 async fn class4_symbolic_links_are_never_followed_and_nothing_outside_is_deleted() {
     let env = Env::open(Backend::Local, 401).await;
@@ -1246,6 +1300,75 @@ async fn class5_a_stray_file_keeps_what_it_names_with_a_percent_sign() {
         assert!(!env.exists_raw("indexes/100%/part-0.parquet").await);
         assert!(env.exists_raw("indexes/50%off/part-0.parquet").await);
         assert!(env.exists_raw("indexes/a%41b/c/part-0.parquet").await);
+    }
+}
+
+/// Round 35 G3, G5, G6: a live family reference whose file is no metadata names objects in
+/// the forms its readers take: relative to the file itself (`centroids-0.bin` beside it,
+/// `../../../indexes/…`), several in one string (one per line, comma-separated), and
+/// through chained documents that are a JSON array, JSON behind a comment or a plain list
+/// of names. All of them stay while the reference is live; plain garbage goes.
+#[tokio::test]
+async fn class5_what_a_family_file_names_in_its_readers_forms_is_kept() {
+    let named = [
+        "metadata/c/v1/centroids-0.bin",
+        "metadata/c/v1/centroids-1.bin",
+        "indexes/old1/part-0",
+        "indexes/old2/part-0",
+        "indexes/old3/part-0",
+        "indexes/old4/part-0",
+        "indexes/old5/part-0",
+        "indexes/old6/part-0",
+        "indexes/old7/part-0",
+        "indexes/old8/part-0",
+        "indexes/old9/part-0",
+    ];
+    for backend in [Backend::Memory, Backend::Local] {
+        let env = Env::open(backend, 504).await;
+        let config = test_config();
+        for name in named {
+            env.put_raw(name, b"\x00\x01their data").await;
+        }
+        env.put_raw("indexes/plain-garbage/part-0", b"x").await;
+        env.put_raw(
+            "metadata/c/v1/centroids.json",
+            br#"{"files": ["centroids-0.bin", "./centroids-1.bin"],
+                 "postings-from": "../../../indexes/old1/part-0",
+                 "lines": "indexes/old2/part-0\nindexes/old3/part-0",
+                 "csv": "indexes/old8/part-0,indexes/old9/part-0",
+                 "chain": ["indexes/c1/manifest.json", "manifest.jsonc", "../../../indexes/c1/list.txt"]}"#,
+        )
+        .await;
+        env.put_raw("indexes/c1/manifest.json", br#"["indexes/old4/part-0"]"#)
+            .await;
+        env.put_raw(
+            "metadata/c/v1/manifest.jsonc",
+            b"// chained\n{\"t\": \"indexes/old5/part-0\"}",
+        )
+        .await;
+        env.put_raw(
+            "indexes/c1/list.txt",
+            b"indexes/old6/part-0\n  - indexes/old7/part-0\n",
+        )
+        .await;
+        let mut layout = Layout::under("live/1");
+        layout.centroids_metadata = Some("metadata/c/v1/centroids.json".to_owned());
+        env.register("live", &layout).await;
+        let reports = passes(&env, &config, 6).await;
+        assert!(
+            reports.iter().all(|r| r.status == gc::GcStatus::Completed),
+            "{backend:?}"
+        );
+        assert!(
+            !env.exists_raw("indexes/plain-garbage/part-0").await,
+            "{backend:?}: collection went on"
+        );
+        for name in named {
+            assert!(
+                env.exists_raw(name).await,
+                "{backend:?}: {name} was deleted while the live family file names it"
+            );
+        }
     }
 }
 
