@@ -38,6 +38,14 @@ pub(crate) struct History {
     /// Why the catalog's records cannot be explained by the log, if they cannot.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unexplained: Vec<String>,
+    /// Records the previous finished run's journal lists that the walk did not find (the
+    /// catalog never removes a record, it writes tombstones: a pointer store's disk not
+    /// mounted, a hand edit), with the commit id last seen. This run's journal lists them
+    /// too, so they stay unexplained, and every clock restarts, in every run until they
+    /// are back (round 36 H8: forgotten after one run, an index whose records were away
+    /// longer than the retention lost its files).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub vanished: BTreeMap<String, Uuid>,
     /// How many log entries were read.
     #[serde(default)]
     pub changes: u64,
@@ -109,11 +117,12 @@ pub(crate) async fn read(
             ));
         }
     }
-    for key in previous.records.keys() {
+    for (key, commit) in &previous.records {
         if !records.contains_key(key) {
             unexplained.push(format!(
-                "record `{key}`, which the previous finished gc run saw, is gone"
+                "record `{key}`, which the previous finished gc run saw, is gone (a pointer store whose disk is not mounted? the catalog never removes a record: put it back; until then no retention clock runs)"
             ));
+            history.vanished.insert(key.clone(), *commit);
         }
     }
     let count = unexplained.len();

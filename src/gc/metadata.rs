@@ -31,7 +31,7 @@ impl Invocation<'_> {
             if !ledger.journals().exists(journal).await? {
                 ledger
                     .journals()
-                    .write(journal, &walk.observation.records)
+                    .write(journal, &walk.observation.journaled_records())
                     .await?;
             }
         }

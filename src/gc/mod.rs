@@ -172,7 +172,16 @@
 //! 5. A local warehouse lives on a case- and normalisation-sensitive file system (on
 //!    macOS HFS+, casefolded ext4 or SMB, metadata naming `indexes/ABC/` reads files the
 //!    collector lists as `indexes/abc/`), and nobody swaps a symbolic link into a path
-//!    while a run deletes there.
+//!    while a run deletes there. The catalog's own bookkeeping (`_gc/`, `_catalog/`) is
+//!    in real directories (a link there stops the collector with `STORE_REFUSED`); links
+//!    in a local pointer store are followed, and one that leads nowhere is an error.
+//! 6. A reader of a live index reads metadata (a JSON document in every format version)
+//!    and the locations it names. A family reference's file that is not valid metadata
+//!    (another version, written half) names every JSON string in it in every spelling
+//!    (encodings, escapes, lists in one string, relative to the root and to the file), and
+//!    the JSON objects among those are read in turn; text of other formats (lists of
+//!    names, YAML, compressed or encoded data) is no metadata and names nothing
+//!    (docs/gc-attacks.md, round 36).
 //!
 //! The history of the attacks that shaped these rules is in `docs/gc-attacks.md`.
 //!

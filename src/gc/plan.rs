@@ -259,7 +259,7 @@ impl GarbageCollector {
         if !self.config.dry_run {
             ledger
                 .journals()
-                .write(journal, &walk.observation.records)
+                .write(journal, &walk.observation.journaled_records())
                 .await?;
         }
         if !journals.stale.is_empty() {

@@ -95,6 +95,20 @@ pub(crate) struct Observation {
     pub dangling: BTreeSet<String>,
 }
 
+impl Observation {
+    /// What this run's journal lists: every record the walk found, and every record an
+    /// earlier run saw that has vanished since (see [`History::vanished`]).
+    pub(crate) fn journaled_records(&self) -> BTreeMap<String, Uuid> {
+        let mut records = self.history.vanished.clone();
+        records.extend(
+            self.records
+                .iter()
+                .map(|(key, commit)| (key.clone(), *commit)),
+        );
+        records
+    }
+}
+
 /// The writes of `record` after `seen` (the commit the previous finished run saw at its
 /// key, if any), newest first: its commit id and its chain back to `seen`, or as far as
 /// the chain goes. A record written since by this catalog shows only writes the change log

@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashSet};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
-use super::strings::{JsonStrings, TextWords};
+use super::strings::JsonStrings;
 use super::{IndexMetadata, MAX_METADATA_BYTES};
 use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
@@ -128,20 +128,14 @@ pub(crate) async fn read_parsed(
         }
         Ok(Fetched::TooLarge(size)) => {
             let mut strings = JsonStrings::default();
-            let mut words = TextWords::default();
             let found = warehouse
-                .read_chunks(name, &mut |chunk| {
-                    strings.feed(chunk);
-                    words.feed(chunk);
-                })
+                .read_chunks(name, &mut |chunk| strings.feed(chunk))
                 .await
                 .map_err(failed)?;
             if !found {
                 return Ok(Parsed::Missing);
             }
-            let mut found = strings.finish();
-            found.extend(words.finish());
-            let (references, strings) = names_in_strings(found, warehouse, name);
+            let (references, strings) = names_in_strings(strings.finish(), warehouse, name);
             return Ok(Parsed::Opaque {
                 why: format!("{size} bytes, larger than any metadata file"),
                 foreign_format: false,
@@ -171,26 +165,18 @@ pub(crate) async fn read_parsed(
 /// file could reference: a relative string is taken as it is, even with characters this
 /// catalog's metadata may not contain (another format may allow a `%` and mean the object
 /// at that literal name), and in its other spellings too (that `%` may also be an escape);
-/// and in every encoding a reader may take the document in ([`readings`]). A document that
-/// is no JSON in any of them is text of another format: its words that look like paths
-/// count too ([`TextWords`]). `holder` is the document's own name (see
-/// [`names_in_strings`]).
+/// and in every encoding a reader may take the document in ([`readings`]). `holder` is the
+/// document's own name (see [`names_in_strings`]).
+///
+/// Only JSON strings count: a reader of a live index reads metadata, which in every format
+/// version is a JSON document; text of other formats (a list of names, YAML, a compressed
+/// file) is no metadata, and no reader of an index interprets what it says (round 36).
 fn string_references(bytes: &[u8], warehouse: &Warehouse, holder: &str) -> (Vec<String>, usize) {
     let mut found = Vec::new();
-    let mut json = false;
-    let texts = readings(bytes);
-    for text in &texts {
+    for text in readings(bytes) {
         let mut strings = JsonStrings::default();
-        strings.feed(text);
+        strings.feed(&text);
         found.extend(strings.finish());
-        json |= serde_json::from_slice::<serde::de::IgnoredAny>(text).is_ok();
-    }
-    if !json {
-        for text in &texts {
-            let mut words = TextWords::default();
-            words.feed(text);
-            found.extend(words.finish());
-        }
     }
     names_in_strings(found, warehouse, holder)
 }
@@ -234,15 +220,20 @@ fn readings(bytes: &[u8]) -> Vec<std::borrow::Cow<'_, [u8]>> {
 /// the object `holder`. Each string is also read as a list (its parts between line breaks,
 /// commas, semicolons or white space), and each relative one is also resolved, `.` and `..`
 /// included, against the warehouse root and against `holder`'s directory (a reader of the
-/// file may take names relative to it, as a manifest's `centroids-0.bin` or `../x/`);
-/// one that climbs above the root names nothing (round 35 G3, G6). Also how many distinct
-/// strings and parts name something: their spellings count once.
+/// file may take names relative to it, as a manifest's `centroids-0.bin` or `../x/`), as a
+/// file system resolves them: a `..` may climb above the root and come back in through
+/// its own name (rounds 35 G3 and G6, 36). Also how many distinct strings and parts name
+/// something: their spellings count once.
 fn names_in_strings(
     strings: Vec<String>,
     warehouse: &Warehouse,
     holder: &str,
 ) -> (Vec<String>, usize) {
-    let folder = holder.rsplit_once('/').map_or("", |(dir, _)| dir);
+    let root = warehouse.root().trim_end_matches('/');
+    let holder_dir = match holder.rsplit_once('/') {
+        Some((dir, _)) => warehouse.absolute(dir),
+        None => root.to_owned(),
+    };
     let mut out = Vec::new();
     let mut naming: HashSet<String> = HashSet::new();
     for text in strings {
@@ -257,10 +248,21 @@ fn names_in_strings(
         for part in std::iter::once(text.as_str()).chain(parts) {
             let mut names = warehouse.names_of_location(part);
             if !part.contains("://") {
-                let resolved = [normalize(part), resolve("", part), resolve(folder, part)];
-                for name in resolved.into_iter().flatten() {
+                if let Some(name) = normalize(part) {
                     names.extend(aliases(&name));
                     names.push(name);
+                }
+                // Resolved as a reader resolves a relative path: against the root and
+                // against the holder's directory, `.` and `..` as on a file system (a `..`
+                // may climb above the root and come back in through its own name).
+                if !part.starts_with('/') {
+                    for base in [root, holder_dir.as_str()] {
+                        let found = warehouse.names_of_location(&format!("{base}/{part}"));
+                        for name in found {
+                            names.extend(aliases(&name));
+                            names.push(name);
+                        }
+                    }
                 }
             }
             // A location in metadata of any version names a table or a file, never a
@@ -275,26 +277,6 @@ fn names_in_strings(
     out.sort_unstable();
     out.dedup();
     (out, naming.len())
-}
-
-/// The relative path `path` resolved against the directory `dir` (a name, or `""` for the
-/// root): empty and `.` segments dropped, `..` going up; `None` if it climbs above the root
-/// or names no object.
-fn resolve(dir: &str, path: &str) -> Option<String> {
-    if path.starts_with('/') {
-        return None;
-    }
-    let mut segments: Vec<&str> = dir.split('/').filter(|s| !s.is_empty()).collect();
-    for segment in path.split('/') {
-        match segment {
-            "" | "." => {}
-            ".." => {
-                segments.pop()?;
-            }
-            other => segments.push(other),
-        }
-    }
-    normalize(&segments.join("/"))
 }
 
 /// Everything the metadata file `name` names, itself included, following family
@@ -354,9 +336,8 @@ fn unbounded(warehouse: &Warehouse, file: &str, why: &str) -> Error {
     )
 }
 
-/// Of the names found in a file that does not parse, those that may be metadata or any
-/// other document naming objects (they exist and start like a JSON document or like text,
-/// see [`Warehouse::may_be_document`]): such a file may be a family reference's, so it is
+/// Of the names found in a file that does not parse, those that may be metadata (they
+/// exist and start like a JSON object): such a file may be a family reference's, so it is
 /// read as one is. `None` if the file's names come from more than [`MAX_FOLLOWED`]
 /// distinct `strings` (the file may then name anything; the spellings of one string count
 /// once). One ranged read of 64 bytes per distinct name.
@@ -371,7 +352,7 @@ pub(crate) async fn possible_metadata(
     let names: BTreeSet<&String> = names.iter().collect();
     let checked: Vec<(String, bool)> = futures::stream::iter(names.into_iter().cloned())
         .map(|name| async move {
-            let json = warehouse.may_be_document(&name).await?;
+            let json = warehouse.starts_like_json(&name).await?;
             Ok::<_, Error>((name, json))
         })
         .buffer_unordered(FOLLOW_CONCURRENCY)
@@ -551,6 +532,7 @@ mod tests {
             "indexes/c/p-0\nindexes/c/p-1",
             "indexes/d/p-0, indexes/d/p-1;indexes/d/p-2",
             "../../../../above/the/root",
+            "../../../../wh/indexes/e/x",
         ]
         .map(str::to_owned)
         .to_vec();
@@ -566,6 +548,7 @@ mod tests {
             "indexes/d/p-0",
             "indexes/d/p-1",
             "indexes/d/p-2",
+            "indexes/e/x",
         ] {
             assert!(names.contains(&name.to_owned()), "{name}: {names:?}");
         }
@@ -574,23 +557,5 @@ mod tests {
             "{names:?}"
         );
         assert!(strings >= 9, "{strings}");
-    }
-
-    /// Round 35 G5: a document that is no JSON (a list of names, YAML) names objects
-    /// without quotes; a JSON document's unquoted numbers name nothing.
-    #[test]
-    fn the_words_of_a_text_document_that_is_no_json_name_objects() {
-        let warehouse = Warehouse::in_memory("memory://words/wh").expect("warehouse");
-        let (names, _) = string_references(
-            b"tables:\n  - indexes/old1/ivf_postings/\nfile: part-0.bin\n",
-            &warehouse,
-            "indexes/c1/manifest.yaml",
-        );
-        for name in ["indexes/old1/ivf_postings", "indexes/c1/part-0.bin"] {
-            assert!(names.contains(&name.to_owned()), "{name}: {names:?}");
-        }
-        let (names, strings) =
-            string_references(b"[1.5, 2.25, 3.125]", &warehouse, "indexes/c1/m.json");
-        assert!(names.is_empty() && strings == 0, "{names:?}");
     }
 }

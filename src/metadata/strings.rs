@@ -3,10 +3,6 @@
 //! name. A superset of its string values: object keys count too, a string cut off by the
 //! end of the file counts, and a file that is no JSON at all gives whatever it holds
 //! between double quotes. A string longer than any object name can be is skipped.
-//!
-//! A text document that is no JSON (a list of names one per line, YAML, JSON with
-//! comments) may name objects without quotes: [`TextWords`] reads its words that look like
-//! paths.
 
 /// The longest string taken, in bytes as written (a name of up to 4,096 bytes, every
 /// byte of it escaped as `\uXXXX`, fits).
@@ -110,122 +106,9 @@ fn decoded(raw: &[u8]) -> Vec<String> {
     }
 }
 
-/// The words of a text document that look like paths (they hold a `/`, or a `.` and are no
-/// number), read in chunks of any size: what a document of another format (one name per
-/// line, YAML, JSON with comments) may name without quotes. Words end at white space,
-/// control characters, quotes and the punctuation of such formats (`,;()[]{}<>=`); a
-/// trailing `:` is a key's. A document with more than 1 % of control bytes (other than
-/// white space) is binary and has no words: its random runs of bytes name nothing.
-#[derive(Debug, Default)]
-pub(crate) struct TextWords {
-    current: Vec<u8>,
-    overlong: bool,
-    words: Vec<String>,
-    bytes: usize,
-    controls: usize,
-}
-
-impl TextWords {
-    /// Read the next chunk of the document.
-    pub(crate) fn feed(&mut self, chunk: &[u8]) {
-        for &byte in chunk {
-            self.bytes += 1;
-            let control = (byte < 0x20 && !byte.is_ascii_whitespace()) || byte == 0x7F;
-            if control {
-                self.controls += 1;
-            }
-            let separator = control
-                || byte.is_ascii_whitespace()
-                || matches!(
-                    byte,
-                    b'"' | b'\''
-                        | b'`'
-                        | b','
-                        | b';'
-                        | b'('
-                        | b')'
-                        | b'['
-                        | b']'
-                        | b'{'
-                        | b'}'
-                        | b'<'
-                        | b'>'
-                        | b'='
-                );
-            if separator {
-                self.end();
-            } else if !self.overlong {
-                if self.current.len() == MAX_STRING_BYTES {
-                    self.overlong = true;
-                    self.current = Vec::new();
-                } else {
-                    self.current.push(byte);
-                }
-            }
-        }
-    }
-
-    fn end(&mut self) {
-        let word = std::mem::take(&mut self.current);
-        if std::mem::take(&mut self.overlong) || word.is_empty() {
-            return;
-        }
-        let word = String::from_utf8_lossy(&word);
-        let word = word.strip_suffix(':').unwrap_or(&word);
-        if word.contains('/') || (word.contains('.') && word.parse::<f64>().is_err()) {
-            self.words.push(word.to_owned());
-        }
-    }
-
-    /// The words found; none if the document is binary.
-    pub(crate) fn finish(mut self) -> Vec<String> {
-        self.end();
-        if self.controls * 100 > self.bytes {
-            return Vec::new();
-        }
-        self.words
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Round 35 G5/G6: names without quotes, one per line or after a YAML key.
-    #[test]
-    fn the_words_of_a_text_document_that_look_like_paths() {
-        let text = b"# tables\ntables:\n  - indexes/old1/ivf_postings/\n  - 'indexes/b'\nfile: centroids-0.bin\nscale: 1.5e-3\nn: 3\nindexes/c,indexes/d\n";
-        let whole = {
-            let mut words = TextWords::default();
-            words.feed(text);
-            words.finish()
-        };
-        assert_eq!(
-            whole,
-            [
-                "indexes/old1/ivf_postings/",
-                "indexes/b",
-                "centroids-0.bin",
-                "indexes/c",
-                "indexes/d"
-            ]
-        );
-        for size in 1..8 {
-            let mut words = TextWords::default();
-            for chunk in text.chunks(size) {
-                words.feed(chunk);
-            }
-            assert_eq!(words.finish(), whole, "chunks of {size}");
-        }
-        // Binary data: no words, whatever runs of printable bytes it holds.
-        let mut words = TextWords::default();
-        let binary: Vec<u8> = (0..4096u32)
-            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-            .collect();
-        words.feed(b"PAR1");
-        words.feed(&binary);
-        assert!(words.finish().is_empty());
-    }
 
     fn strings_of(chunks: &[&[u8]]) -> Vec<String> {
         let mut strings = JsonStrings::default();

@@ -125,13 +125,11 @@ impl Warehouse {
         }
     }
 
-    /// Whether the object `name` exists and may be a document that names objects: its
-    /// first bytes open a JSON object, or are text (a JSON array, JSON with comments, a
-    /// list of names, YAML: round 35 G5), not binary data. One ranged read of at most 64
-    /// bytes (and on a local warehouse, nothing but a regular file is opened). A name no
-    /// object can have, or a failing read, may be (a whole read decides, and reports the
-    /// failure).
-    pub(crate) async fn may_be_document(&self, name: &str) -> Result<bool> {
+    /// Whether the object `name` exists and its first bytes (after white space) open a JSON
+    /// object: one ranged read of at most 64 bytes (and on a local warehouse, nothing but a
+    /// regular file is opened). A name no object can have, or a failing read, may be
+    /// (a whole read decides, and reports the failure).
+    pub(crate) async fn starts_like_json(&self, name: &str) -> Result<bool> {
         let Ok(path) = self.path(name) else {
             return Ok(true);
         };
@@ -143,7 +141,7 @@ impl Warehouse {
             }
         }
         match self.store.get_range(&path, 0..64).await {
-            Ok(start) => Ok(opens_json(&start) || opens_text(&start)),
+            Ok(start) => Ok(opens_json(&start)),
             Err(err) if is_missing(&err) => Ok(false),
             // An object shorter than the range: read it whole.
             Err(_) => Ok(true),
@@ -248,20 +246,6 @@ fn opens_json(start: &[u8]) -> bool {
             .is_none_or(|byte| *byte == b'{')
 }
 
-/// Whether a document's first bytes are text in UTF-8: no control byte but white space (a
-/// character the end cut off is no matter). UTF-16 and UTF-32 text holds NUL bytes and
-/// opens with a mark or NUL-padded characters, which [`opens_json`] takes.
-fn opens_text(start: &[u8]) -> bool {
-    let text = match std::str::from_utf8(start) {
-        Ok(text) => text,
-        Err(err) if err.error_len().is_none() => {
-            std::str::from_utf8(&start[..err.valid_up_to()]).unwrap_or_default()
-        }
-        Err(_) => return false,
-    };
-    !text.is_empty() && !text.chars().any(|c| c.is_control() && !c.is_whitespace())
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -302,27 +286,6 @@ mod tests {
         }
         for start in [&b"PAR1"[..], b"[1]", b"\0\0\0x"] {
             assert!(!opens_json(start), "{start:?}");
-        }
-    }
-
-    /// Round 35 G5: a chained document that is a JSON array, JSON behind a comment, or a
-    /// list of names is followed; binary data (a Parquet file, floats) is not.
-    #[test]
-    fn text_opens_a_document_and_binary_data_does_not() {
-        for start in [
-            &b"[\"indexes/old1/\"]"[..],
-            b"// comment\n{",
-            b"indexes/a/1/\nindexes/b\n",
-            b"tables:\n  - indexes/a \xC3",
-        ] {
-            assert!(opens_text(start), "{start:?}");
-        }
-        let floats: Vec<u8> = [0.25f32, -1.5, 3.0e-5, 7.0]
-            .iter()
-            .flat_map(|f| f.to_le_bytes())
-            .collect();
-        for start in [&b"PAR1\x15\x04\x15\x80"[..], &floats, b"", b"\xFF\xFEx"] {
-            assert!(!opens_text(start), "{start:?}");
         }
     }
 
