@@ -944,6 +944,25 @@ async fn class4_old_links_in_a_live_table_keep_what_they_lead_to_whatever_their_
     );
 }
 
+/// Where the index `id` points now.
+async fn load_location(env: &Env, id: &IndexIdentifier) -> String {
+    env.catalog.load(id).await.expect("loads").metadata_location
+}
+
+/// The directory of the local pointer store that holds the record of index `name`.
+fn directory_of_record(env: &Env, name: &str) -> std::path::PathBuf {
+    let file = format!("={name}");
+    walkdir::WalkDir::new(env.local_dir.clone().expect("local").join("_catalog"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|entry| entry.file_name().to_str() == Some(file.as_str()))
+        .expect("the record file")
+        .into_path()
+        .parent()
+        .expect("its directory")
+        .to_path_buf()
+}
+
 /// Round 35 G1: an operator moved the pointer store's namespace directory to another disk
 /// and left a symbolic link. `load` follows it, and so does the walk the collector finds
 /// its roots by: the index's files stay while it is live. A link that leads nowhere (the
@@ -954,27 +973,14 @@ async fn class4_records_behind_a_link_in_the_pointer_store_keep_their_files() {
     let config = test_config();
     let layout = Layout::under("live/1");
     let (id, _, location) = env.register("live", &layout).await;
-    let record = walkdir::WalkDir::new(env.local_dir.clone().expect("local").join("_catalog"))
-        .into_iter()
-        .filter_map(Result::ok)
-        .find(|entry| entry.file_name() == "=live")
-        .expect("the record file")
-        .into_path();
-    let namespace = record.parent().expect("its directory").to_path_buf();
+    let namespace = directory_of_record(&env, "live");
     let disk = tempfile::tempdir().expect("another disk");
     let moved = disk.path().join("ns");
     std::fs::rename(&namespace, &moved).expect("moved");
     std::os::unix::fs::symlink(&moved, &namespace).expect("link");
     let reports = passes(&env, &config, 6).await;
     assert!(reports.iter().all(|r| r.status == gc::GcStatus::Completed));
-    assert_eq!(
-        env.catalog
-            .load(&id)
-            .await
-            .expect("loads")
-            .metadata_location,
-        location
-    );
+    assert_eq!(load_location(&env, &id).await, location);
     let mut live = layout.files();
     live.push(env.relative(&location));
     assert!(
@@ -1012,13 +1018,7 @@ async fn class4_records_away_longer_than_the_retention_keep_their_files() {
     let mut live = layout.files();
     live.push(env.relative(&location));
     passes(&env, &config, 1).await;
-    let record = walkdir::WalkDir::new(env.local_dir.clone().expect("local").join("_catalog"))
-        .into_iter()
-        .filter_map(Result::ok)
-        .find(|entry| entry.file_name() == "=live")
-        .expect("the record file")
-        .into_path();
-    let namespace = record.parent().expect("its directory").to_path_buf();
+    let namespace = directory_of_record(&env, "live");
     let disk = tempfile::tempdir().expect("the disk, while not mounted");
     std::fs::rename(&namespace, disk.path().join("ns")).expect("unmounted");
     std::fs::create_dir(&namespace).expect("the empty mount point");
@@ -1050,14 +1050,7 @@ async fn class4_records_away_longer_than_the_retention_keep_their_files() {
         "{:?}",
         env.missing(&live).await
     );
-    assert_eq!(
-        env.catalog
-            .load(&id)
-            .await
-            .expect("loads")
-            .metadata_location,
-        location
-    );
+    assert_eq!(load_location(&env, &id).await, location);
 }
 
 #[tokio::test]
