@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::journal::JournalFacts;
+use super::reachability::Observation;
 use super::refs::RefMap;
 use super::rules::{self, Timing};
 use crate::catalog::Catalog;
@@ -54,13 +55,12 @@ pub(crate) struct History {
 /// How many unexplained records are named in a report before the rest are counted.
 const NAMED: usize = 5;
 
-/// Read the change log after a walk that found `records` (store key → commit id) and
-/// `changed` (the writes of each record since the previous finished run's walk), given
+/// Read the change log after a walk that made `observation` (the records it found, store
+/// key → commit id, and the writes of each since the previous finished run's walk), given
 /// what that walk found (`previous`), under the collector's `timing`.
 pub(crate) async fn read(
     catalog: &Catalog,
-    records: &BTreeMap<String, Uuid>,
-    changed: &BTreeMap<String, Vec<Uuid>>,
+    observation: &Observation,
     previous: &JournalFacts,
     timing: &Timing,
     concurrency: usize,
@@ -77,12 +77,18 @@ pub(crate) async fn read(
             warehouse.absolute(name)
         ));
     }
+    let (records, changed) = (&observation.records, &observation.changed);
     let mut logged: HashSet<Uuid> = HashSet::new();
+    // The commit ids of writes logged since the previous finished run's walk.
+    let mut logged_since: HashSet<Uuid> = HashSet::new();
     // Location -> (times it was published, times it was replaced).
     let mut published: HashMap<String, (Vec<i64>, Vec<i64>)> = HashMap::new();
     for change in &log.changes {
         for write in &change.writes {
             logged.extend(write.commit_ids.iter().copied());
+            if change.at_ms >= previous.run_ms {
+                logged_since.extend(write.commit_ids.iter().copied());
+            }
             if let Some(location) = &write.publishes {
                 published
                     .entry(location.clone())
@@ -117,12 +123,51 @@ pub(crate) async fn read(
             ));
         }
     }
-    for (key, commit) in &previous.records {
-        if !records.contains_key(key) {
+    let mut vanish = |key: &String, commit: Uuid, why: &str| {
+        if history.vanished.insert(key.clone(), commit).is_none() {
             unexplained.push(format!(
-                "record `{key}`, which the previous finished gc run saw, is gone (a pointer store whose disk is not mounted? the catalog never removes a record: put it back; until then no retention clock runs)"
+                "record `{key}` {why} (a pointer store whose disk is not mounted? the catalog never removes a record: put it back; until then no retention clock runs)"
             ));
-            history.vanished.insert(key.clone(), *commit);
+        }
+    };
+    let current_epoch = !previous.adopted_since;
+    for (key, commit) in previous.records.iter().filter(|_| current_epoch) {
+        if !records.contains_key(key) {
+            vanish(
+                key,
+                *commit,
+                "which the previous finished gc run saw, is gone",
+            );
+        } else if observation
+            .unrelated
+            .get(key)
+            .is_some_and(|created| logged_since.contains(created))
+        {
+            // The catalog created a record at a key where a run saw another that it
+            // never wrote over: it did not find that one (round 37 J2).
+            vanish(
+                key,
+                *commit,
+                "was created anew since the previous finished gc run, which saw another record there that is gone",
+            );
+        }
+    }
+    for (key, commit) in previous.vanished.iter().filter(|_| current_epoch) {
+        if !records.contains_key(key) || observation.not_back.contains(key) {
+            vanish(
+                key,
+                *commit,
+                "vanished in an earlier gc run and is not back",
+            );
+        }
+    }
+    for (key, commit) in &previous.untrusted {
+        if !records.contains_key(key) && !previous.records.contains_key(key) {
+            vanish(
+                key,
+                *commit,
+                "is listed by a newer gc journal that no longer counts (`_gc/` copied or restored) and is gone",
+            );
         }
     }
     let count = unexplained.len();

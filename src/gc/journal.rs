@@ -89,6 +89,10 @@ struct Journal {
     /// The commit ids of version 1 (no keys).
     #[serde(default)]
     writes: Vec<Uuid>,
+    /// Records an earlier journal listed that this run's walk did not find, with the
+    /// commit id last seen (see `History::vanished`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    vanished: BTreeMap<String, Uuid>,
 }
 
 /// What a run's journal says its walk saw.
@@ -101,6 +105,18 @@ pub(crate) struct JournalFacts {
     /// The journal is gone or unreadable (a torn write, a hand edit): what its run saw is
     /// unknown, so no record counts as explained by it.
     pub unknown: bool,
+    /// Records that had vanished by the run's walk (a record the catalog never removes:
+    /// its pointer store's disk not mounted), with the commit id last seen.
+    pub vanished: BTreeMap<String, Uuid>,
+    /// The run's time (its walk started then).
+    pub run_ms: i64,
+    /// What newer journals that no longer count list (their finish marks stale after a
+    /// copy or a restore of `_gc/`, or runs that never finished): records that must still
+    /// exist, with a commit id they held. Only their absence counts (filled by the plan).
+    pub untrusted: BTreeMap<String, Uuid>,
+    /// The warehouse was adopted since the run (filled by the plan): records it saw that
+    /// are missing now are gone for good, not away.
+    pub adopted_since: bool,
 }
 
 /// What the previous finished run saw at one key.
@@ -197,6 +213,7 @@ impl Journals {
         &self,
         journal: JournalRef,
         records: &BTreeMap<String, Uuid>,
+        vanished: &BTreeMap<String, Uuid>,
     ) -> Result<()> {
         let body = Journal {
             journal_version: JOURNAL_VERSION,
@@ -204,6 +221,7 @@ impl Journals {
             now_ms: journal.run_ms,
             records: records.clone(),
             writes: Vec::new(),
+            vanished: vanished.clone(),
         };
         let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
         self.warehouse
@@ -236,6 +254,10 @@ impl Journals {
             records: body.records,
             writes: body.writes.into_iter().collect(),
             unknown: false,
+            vanished: body.vanished,
+            run_ms: body.now_ms,
+            untrusted: BTreeMap::new(),
+            adopted_since: false,
         })
     }
 
@@ -426,7 +448,7 @@ pub(crate) mod tests {
         let (first, second) = (journal(100, 1), journal(200, 2));
         for run in [first, second] {
             journals
-                .write(run, &BTreeMap::new())
+                .write(run, &BTreeMap::new(), &BTreeMap::new())
                 .await
                 .expect("written");
             journals.mark_done(run).await.expect("done");
@@ -475,13 +497,16 @@ pub(crate) mod tests {
             ("i/a".to_owned(), Uuid::from_u128(9)),
             ("i/b".to_owned(), Uuid::from_u128(8)),
         ]);
-        journals.write(old, &records).await.expect("written");
         journals
-            .write(new, &BTreeMap::new())
+            .write(old, &records, &BTreeMap::new())
             .await
             .expect("written");
         journals
-            .write(given_up, &BTreeMap::new())
+            .write(new, &BTreeMap::new(), &BTreeMap::new())
+            .await
+            .expect("written");
+        journals
+            .write(given_up, &BTreeMap::new(), &BTreeMap::new())
             .await
             .expect("written");
         assert_eq!(
@@ -490,6 +515,10 @@ pub(crate) mod tests {
                 records: records.clone(),
                 writes: HashSet::new(),
                 unknown: false,
+                vanished: BTreeMap::new(),
+                run_ms: old.run_ms,
+                untrusted: BTreeMap::new(),
+                adopted_since: false,
             }
         );
         let state = journals.state().await.expect("state");

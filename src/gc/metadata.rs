@@ -31,7 +31,11 @@ impl Invocation<'_> {
             if !ledger.journals().exists(journal).await? {
                 ledger
                     .journals()
-                    .write(journal, &walk.observation.journaled_records())
+                    .write(
+                        journal,
+                        &walk.observation.records,
+                        &walk.observation.history.vanished,
+                    )
                     .await?;
             }
         }

@@ -183,10 +183,32 @@ impl GarbageCollector {
         // The walk starts no later than either clock says (the run's time may be ahead
         // of the catalog's), and ends no earlier.
         let walk_start_ms = now_ms.min(started);
-        let previous = match journals.previous {
+        let mut previous = match journals.previous {
             Some(previous) => ledger.journals().read(previous).await?,
             None => super::journal::JournalFacts::default(),
         };
+        // The newest journal that no longer counts, if newer (`_gc/` copied or restored:
+        // every finish mark is stale; a run that never finished): the records it lists,
+        // and those it lists as vanished, must still exist (round 37 J1).
+        let order = |journal: &super::journal::JournalRef| (journal.run_ms, journal.run_id);
+        let newer = journals
+            .stale
+            .iter()
+            .chain(&journals.dead)
+            .filter(|journal| journals.previous.is_none_or(|p| order(journal) > order(&p)))
+            .max_by_key(|journal| order(journal));
+        if let Some(newer) = newer.filter(|newer| newer.run_ms >= marker.created_ms) {
+            let facts = ledger.journals().read(*newer).await?;
+            previous.untrusted = facts.vanished;
+            previous.untrusted.extend(facts.records);
+        }
+        // An adoption since the previous run (`init --adopt`: a new ownership epoch) is the
+        // operator's word that the pointer store as it is now is the catalog: a record
+        // missing from it is gone for good, not away (a restored backup that predates it).
+        // Its files get a full retention from the adoption, as everything does.
+        if journals.previous.is_some() && previous.run_ms < marker.created_ms {
+            previous.adopted_since = true;
+        }
         let mut observation = observe(
             catalog,
             now_ms,
@@ -204,8 +226,7 @@ impl GarbageCollector {
         // it explains every record the walk found.
         observation.history = super::history::read(
             catalog,
-            &observation.records,
-            &observation.changed,
+            &observation,
             &previous,
             &rules.timing(),
             self.config.io_concurrency.max(1),
@@ -259,7 +280,11 @@ impl GarbageCollector {
         if !self.config.dry_run {
             ledger
                 .journals()
-                .write(journal, &walk.observation.journaled_records())
+                .write(
+                    journal,
+                    &walk.observation.records,
+                    &walk.observation.history.vanished,
+                )
                 .await?;
         }
         if !journals.stale.is_empty() {

@@ -36,7 +36,7 @@ use super::history::History;
 use super::journal::{JournalFacts, Seen};
 use super::refs::RefMap;
 use crate::catalog::Catalog;
-use crate::catalog::record::{PointerRecord, PointerState};
+use crate::catalog::record::{HISTORY, PointerRecord, PointerState};
 use crate::catalog::write::store_error;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::Namespace;
@@ -85,6 +85,16 @@ pub(crate) struct Observation {
     /// is): each must be one the change log announces (see [`history`](super::history)).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub changed: BTreeMap<String, Vec<Uuid>>,
+    /// Records whose whole chain (shorter than `record::HISTORY`) does not reach the commit
+    /// the previous finished run saw at their key, with the commit that created them: a
+    /// record created there since (see [`history`](super::history)) means the one that run
+    /// saw was lost, not replaced (round 37 J2).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unrelated: BTreeMap<String, Uuid>,
+    /// Keys of records that had vanished (`JournalFacts::vanished`) that hold a record whose
+    /// whole chain does not reach the commit that vanished: that record is not back.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub not_back: BTreeSet<String>,
     /// What the change log says about this walk (read after it).
     #[serde(default)]
     pub history: History,
@@ -93,20 +103,6 @@ pub(crate) struct Observation {
     /// the walk's file: see [`dangling`](super::dangling)).
     #[serde(skip)]
     pub dangling: BTreeSet<String>,
-}
-
-impl Observation {
-    /// What this run's journal lists: every record the walk found, and every record an
-    /// earlier run saw that has vanished since (see [`History::vanished`]).
-    pub(crate) fn journaled_records(&self) -> BTreeMap<String, Uuid> {
-        let mut records = self.history.vanished.clone();
-        records.extend(
-            self.records
-                .iter()
-                .map(|(key, commit)| (key.clone(), *commit)),
-        );
-        records
-    }
 }
 
 /// The writes of `record` after `seen` (the commit the previous finished run saw at its
@@ -271,11 +267,14 @@ impl Walker<'_> {
         let warehouse = catalog.warehouse();
         let mut roots = BTreeSet::new();
         let recent_after = now_ms.saturating_sub(skew_ms);
-        // The records the previous finished run saw that this walk has not seen yet.
+        // The records the previous finished run saw (or that had vanished, or that newer
+        // journals list) that this walk has not seen yet.
         let unseen = std::sync::Mutex::new(
             previous
                 .records
                 .keys()
+                .chain(previous.vanished.keys())
+                .chain(previous.untrusted.keys())
                 .cloned()
                 .collect::<BTreeSet<String>>(),
         );
@@ -298,6 +297,27 @@ impl Walker<'_> {
             let changed = writes_since(&record, previous.seen(key.as_str()));
             if !changed.is_empty() {
                 observation.changed.insert(key.as_str().to_owned(), changed);
+            }
+            // A chain shorter than its bound is the record's whole history since it was
+            // created: one that does not reach a commit seen at this key never held it.
+            if record.previous_commit_ids.len() < HISTORY {
+                let key = key.as_str();
+                if previous
+                    .records
+                    .get(key)
+                    .is_some_and(|seen| !record.remembers(*seen))
+                {
+                    observation
+                        .unrelated
+                        .insert(key.to_owned(), record.created_by);
+                }
+                if previous
+                    .vanished
+                    .get(key)
+                    .is_some_and(|gone| !record.remembers(*gone))
+                {
+                    observation.not_back.insert(key.to_owned());
+                }
             }
             let stats = &mut observation.roots;
             stats.pointer_records += 1;

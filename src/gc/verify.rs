@@ -108,8 +108,7 @@ impl Invocation<'_> {
             // what it names, and records the log cannot explain keep everything.
             observation.history = super::history::read(
                 catalog,
-                &observation.records,
-                &observation.changed,
+                &observation,
                 &previous,
                 &rules.timing(),
                 concurrency,

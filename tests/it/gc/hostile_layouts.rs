@@ -1026,7 +1026,7 @@ async fn class4_records_away_longer_than_the_retention_keep_their_files() {
     assert!(away.iter().all(|r| r.status == gc::GcStatus::Completed));
     assert!(
         away.iter()
-            .all(|r| r.warnings.iter().any(|w| w.contains("is gone"))),
+            .all(|r| r.warnings.iter().any(|w| w.contains("put it back"))),
         "every run while it is away says so"
     );
     assert!(
@@ -1043,7 +1043,7 @@ async fn class4_records_away_longer_than_the_retention_keep_their_files() {
             .expect("a run")
             .warnings
             .iter()
-            .any(|w| w.contains("is gone"))
+            .any(|w| w.contains("put it back"))
     );
     assert!(
         env.all_exist_raw(&live).await,
@@ -1051,6 +1051,66 @@ async fn class4_records_away_longer_than_the_retention_keep_their_files() {
         env.missing(&live).await
     );
     assert_eq!(load_location(&env, &id).await, location);
+}
+
+/// Round 37 J1 and J2: while a record is away (its disk not mounted), the collector's
+/// journals are copied back in place (a migration with `cp -a`, a restore of `_gc/`: every
+/// finish mark goes stale), or the same identifier is registered again, the new record
+/// landing in the empty mount point at the same key. Neither makes the away record count
+/// as back: nothing it names is deleted, and once the disk is back the index loads them.
+#[tokio::test]
+async fn class4_a_record_away_stays_away_through_a_journal_copy_or_a_register_at_its_key() {
+    for what in [
+        "journals copied",
+        "registered after a run",
+        "registered before a run",
+    ] {
+        let env = Env::open(Backend::Local, 907).await;
+        let config = test_config();
+        let layout = Layout::under("live/1");
+        let (id, _, location) = env.register("live", &layout).await;
+        let mut live = layout.files();
+        live.push(env.relative(&location));
+        passes(&env, &config, 1).await;
+        let namespace = directory_of_record(&env, "live");
+        let disk = tempfile::tempdir().expect("the disk, while not mounted");
+        std::fs::rename(&namespace, disk.path().join("ns")).expect("unmounted");
+        std::fs::create_dir(&namespace).expect("the empty mount point");
+        match what {
+            "journals copied" => {
+                passes(&env, &config, 1).await;
+                let journal = env.local_dir.clone().expect("local").join("_gc/journal");
+                let copy = tempfile::tempdir().expect("a copy");
+                copy_dir(&journal, copy.path());
+                std::fs::remove_dir_all(&journal).expect("removed");
+                copy_dir(copy.path(), &journal);
+            }
+            "registered after a run" => {
+                passes(&env, &config, 1).await;
+                env.register("live", &Layout::under("live/2")).await;
+            }
+            _ => {
+                env.register("live", &Layout::under("live/2")).await;
+            }
+        }
+        let away = passes(&env, &config, 12).await;
+        assert!(away.iter().all(|r| r.status == gc::GcStatus::Completed));
+        assert!(
+            away.iter()
+                .all(|r| r.warnings.iter().any(|w| w.contains("put it back"))),
+            "{what}: every run while it is away says so"
+        );
+        assert!(
+            env.all_exist_raw(&live).await,
+            "{what}: {:?}",
+            env.missing(&live).await
+        );
+        std::fs::remove_dir_all(&namespace).expect("mount point");
+        std::fs::rename(disk.path().join("ns"), &namespace).expect("mounted again");
+        passes(&env, &config, 1).await;
+        assert_eq!(load_location(&env, &id).await, location, "{what}");
+        assert!(env.all_exist_raw(&live).await, "{what}");
+    }
 }
 
 #[tokio::test]
