@@ -113,7 +113,7 @@ impl GarbageCollector {
                 .journals()
                 .state()
                 .await
-                .is_ok_and(|journals| plan.superseded(&journals, plan.catalog_id).is_some()),
+                .is_ok_and(|journals| plan.superseded(&journals, plan.catalog_id, None).is_some()),
             Err(_) => false,
         };
         match finished {

@@ -126,7 +126,7 @@ pub(crate) async fn read(
     let mut vanish = |key: &String, commit: Uuid, why: &str| {
         if history.vanished.insert(key.clone(), commit).is_none() {
             unexplained.push(format!(
-                "record `{key}` {why} (a pointer store whose disk is not mounted? the catalog never removes a record: put it back; until then no retention clock runs)"
+                "record `{key}` {why} (a pointer store whose disk is not mounted? the catalog never removes a record: put it back; until then no retention clock runs. If the pointer store was restored from a backup on purpose, run `init --adopt`)"
             ));
         }
     };

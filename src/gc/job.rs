@@ -160,7 +160,10 @@ impl Plan {
     }
 
     /// Why this run may no longer go on, if it may not: it was planned for another
-    /// catalog (its files were copied here), or a run it did not know of has finished
+    /// catalog (its files were copied here), or before the warehouse's current ownership
+    /// epoch began (`epoch_ms`: an `init --adopt` since, as the restore procedure does: its
+    /// walk and verification predate the restored pointers, round 38 K2), or a run it did
+    /// not know of has finished
     /// since it was planned (a planner that paused past its lease wrote its plan behind
     /// that run, or this run finished long ago and its journal was pruned). Such a run's
     /// walk is older than facts a finished run has established, so it is never resumed;
@@ -169,11 +172,24 @@ impl Plan {
     /// Only runs serialised behind this one's lease can finish while it is unfinished,
     /// and this run acknowledges the dead runs of its plan itself, so a run that goes on
     /// legitimately is never superseded.
-    pub(crate) fn superseded(&self, journals: &JournalState, owner: Uuid) -> Option<String> {
+    pub(crate) fn superseded(
+        &self,
+        journals: &JournalState,
+        owner: Uuid,
+        epoch_ms: Option<i64>,
+    ) -> Option<String> {
         if self.catalog_id != owner {
             return Some(format!(
                 "gc run {} was planned by catalog {}, not by this warehouse's owner {owner}",
                 self.run_id, self.catalog_id
+            ));
+        }
+        if let Some(epoch_ms) = epoch_ms
+            && self.run_ms.saturating_add(self.rules.skew_ms) < epoch_ms
+        {
+            return Some(format!(
+                "gc run {} was planned before the warehouse was adopted (a new ownership epoch): what it walked predates the adoption",
+                self.run_id
             ));
         }
         let known = |journal: &JournalRef| {

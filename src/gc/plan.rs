@@ -90,7 +90,7 @@ impl GarbageCollector {
             }
             match job.plan().await {
                 Ok(Some(plan)) if plan.journal() == journal => {
-                    match plan.superseded(&journals, marker.catalog_id) {
+                    match plan.superseded(&journals, marker.catalog_id, Some(marker.created_ms)) {
                         None => return Ok(Some((journal, job, Ok(plan)))),
                         Some(reason) => tracing::debug!(%reason, "gc: not resuming a run"),
                     }

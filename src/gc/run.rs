@@ -482,7 +482,7 @@ impl GarbageCollector {
             )));
         };
         let journals = Ledger::new(warehouse).journals().state().await?;
-        Ok(plan.superseded(&journals, marker.catalog_id))
+        Ok(plan.superseded(&journals, marker.catalog_id, Some(marker.created_ms)))
     }
 
     /// The lease for run `holder` at `now_ms` (none for a dry run), or why another run's

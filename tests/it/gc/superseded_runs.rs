@@ -185,3 +185,36 @@ async fn step_mode_completes_after_abandoning_a_run_whose_finish_failed() {
         );
     }
 }
+
+/// Round 38 K2: the restore procedure (infra/README.md) puts the pointer store back and
+/// adopts the warehouse. A run planned (walked, even verified) before the adoption must
+/// never go on after it: its walk predates the restored pointers, and its deletes would
+/// take their files. It is superseded; the next run walks the restored state.
+#[tokio::test]
+async fn a_run_planned_before_an_adoption_is_never_resumed() {
+    let env = Env::open(Backend::Memory, 16104).await;
+    let config = test_config();
+    env.register("keep", &Layout::under("keep/1")).await;
+    env.advance(HOUR);
+    let planned = env
+        .gc(config.clone())
+        .step(GcStep::Plan, env.now(), None)
+        .await
+        .expect("planned");
+    let before = planned.report.run_id;
+    env.advance(HOUR);
+    parqdb_catalog::gc::adopt(&env.catalog, env.now())
+        .await
+        .expect("adopted");
+    env.advance(MINUTE);
+    let report = env.collect(&config).await;
+    assert_ne!(
+        report.run_id, before,
+        "the run planned before the adoption went on"
+    );
+    assert!(
+        report.warnings.iter().any(|w| w.contains("did not finish")),
+        "{:?}",
+        report.warnings
+    );
+}
