@@ -229,11 +229,7 @@ fn names_in_strings(
     warehouse: &Warehouse,
     holder: &str,
 ) -> (Vec<String>, usize) {
-    let root = warehouse.root().trim_end_matches('/');
-    let holder_dir = match holder.rsplit_once('/') {
-        Some((dir, _)) => warehouse.absolute(dir),
-        None => root.to_owned(),
-    };
+    let folder = holder.rsplit_once('/').map_or("", |(dir, _)| dir);
     let mut out = Vec::new();
     let mut naming: HashSet<String> = HashSet::new();
     for text in strings {
@@ -255,13 +251,10 @@ fn names_in_strings(
                 // Resolved as a reader resolves a relative path: against the root and
                 // against the holder's directory, `.` and `..` as on a file system (a `..`
                 // may climb above the root and come back in through its own name).
-                if !part.starts_with('/') {
-                    for base in [root, holder_dir.as_str()] {
-                        let found = warehouse.names_of_location(&format!("{base}/{part}"));
-                        for name in found {
-                            names.extend(aliases(&name));
-                            names.push(name);
-                        }
+                for dir in ["", folder] {
+                    if let Some(name) = warehouse.resolve_relative(dir, part) {
+                        names.extend(aliases(&name));
+                        names.push(name);
                     }
                 }
             }

@@ -126,6 +126,36 @@ impl Warehouse {
         names
     }
 
+    /// The name the relative path `path` denotes when resolved against the directory
+    /// `dir` (a name; `""` for the root) as a file system resolves it: empty and `.`
+    /// segments dropped, `..` going up, past the root too and back in through the root's
+    /// own path. Literal: no pattern, list or link is read (a name of another format's
+    /// file, not a table location).
+    pub(crate) fn resolve_relative(&self, dir: &str, path: &str) -> Option<String> {
+        if path.starts_with('/') {
+            return None;
+        }
+        let mut segments: Vec<&str> = self.root_segments.iter().map(String::as_str).collect();
+        segments.extend(dir.split('/').filter(|s| !s.is_empty()));
+        for segment in path.split('/') {
+            match segment {
+                "" | "." => {}
+                ".." => {
+                    segments.pop();
+                }
+                other => segments.push(other),
+            }
+        }
+        let below = segments.strip_prefix(
+            self.root_segments
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .as_slice(),
+        )?;
+        object_name(&below.join("/")).ok()
+    }
+
     /// Whether `path` (one spelling of `reading`) is the root or one of its ancestors.
     fn at_or_above_root(&self, reading: &Reading, path: &str) -> bool {
         if !self.same_place(reading) {
