@@ -135,25 +135,13 @@ impl Warehouse {
         if path.starts_with('/') {
             return None;
         }
-        let mut segments: Vec<&str> = self.root_segments.iter().map(String::as_str).collect();
-        segments.extend(dir.split('/').filter(|s| !s.is_empty()));
-        for segment in path.split('/') {
-            match segment {
-                "" | "." => {}
-                ".." => {
-                    segments.pop();
-                }
-                other => segments.push(other),
-            }
-        }
-        let below = segments.strip_prefix(
-            self.root_segments
-                .iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>()
-                .as_slice(),
-        )?;
-        object_name(&below.join("/")).ok()
+        let root = self.root_segments.join("/");
+        let resolved = clamp_dots(&format!("{root}/{dir}/{path}"));
+        let below = match root.is_empty() {
+            true => resolved.as_str(),
+            false => resolved.strip_prefix(root.as_str())?.strip_prefix('/')?,
+        };
+        object_name(below).ok()
     }
 
     /// Whether `path` (one spelling of `reading`) is the root or one of its ancestors.

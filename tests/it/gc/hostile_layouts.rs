@@ -944,6 +944,22 @@ async fn class4_old_links_in_a_live_table_keep_what_they_lead_to_whatever_their_
     );
 }
 
+/// Twelve hours of runs while a record is away: each completes and warns, and `live` stays.
+async fn kept_while_away(env: &Env, config: &GcConfig, live: &[String], what: &str) {
+    let away = passes(env, config, 12).await;
+    assert!(away.iter().all(|r| r.status == gc::GcStatus::Completed));
+    assert!(
+        away.iter()
+            .all(|r| r.warnings.iter().any(|w| w.contains("put it back"))),
+        "{what}: every run while it is away says so"
+    );
+    assert!(
+        env.all_exist_raw(live).await,
+        "{what}: {:?}",
+        env.missing(live).await
+    );
+}
+
 /// Where the index `id` points now.
 async fn load_location(env: &Env, id: &IndexIdentifier) -> String {
     env.catalog.load(id).await.expect("loads").metadata_location
@@ -1022,18 +1038,7 @@ async fn class4_records_away_longer_than_the_retention_keep_their_files() {
     let disk = tempfile::tempdir().expect("the disk, while not mounted");
     std::fs::rename(&namespace, disk.path().join("ns")).expect("unmounted");
     std::fs::create_dir(&namespace).expect("the empty mount point");
-    let away = passes(&env, &config, 12).await;
-    assert!(away.iter().all(|r| r.status == gc::GcStatus::Completed));
-    assert!(
-        away.iter()
-            .all(|r| r.warnings.iter().any(|w| w.contains("put it back"))),
-        "every run while it is away says so"
-    );
-    assert!(
-        env.all_exist_raw(&live).await,
-        "{:?}",
-        env.missing(&live).await
-    );
+    kept_while_away(&env, &config, &live, "away").await;
     std::fs::remove_dir(&namespace).expect("mount point");
     std::fs::rename(disk.path().join("ns"), &namespace).expect("mounted again");
     let back = passes(&env, &config, 6).await;
@@ -1093,18 +1098,7 @@ async fn class4_a_record_away_stays_away_through_a_journal_copy_or_a_register_at
                 env.register("live", &Layout::under("live/2")).await;
             }
         }
-        let away = passes(&env, &config, 12).await;
-        assert!(away.iter().all(|r| r.status == gc::GcStatus::Completed));
-        assert!(
-            away.iter()
-                .all(|r| r.warnings.iter().any(|w| w.contains("put it back"))),
-            "{what}: every run while it is away says so"
-        );
-        assert!(
-            env.all_exist_raw(&live).await,
-            "{what}: {:?}",
-            env.missing(&live).await
-        );
+        kept_while_away(&env, &config, &live, what).await;
         std::fs::remove_dir_all(&namespace).expect("mount point");
         std::fs::rename(disk.path().join("ns"), &namespace).expect("mounted again");
         passes(&env, &config, 1).await;
