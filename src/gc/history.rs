@@ -15,14 +15,13 @@
 //!   have been reachable at any time since the previous run, so every retention clock
 //!   restarts at this walk.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::journal::JournalFacts;
-use super::reachability::Observation;
 use super::refs::RefMap;
 use super::rules::{self, Timing};
 use crate::catalog::Catalog;
@@ -52,6 +51,19 @@ pub(crate) struct History {
     pub changes: u64,
 }
 
+/// What a walk found that the change log must explain (see `reachability::Observation`).
+pub(crate) struct Walked<'a> {
+    /// Every record's store key and commit id.
+    pub records: &'a BTreeMap<String, Uuid>,
+    /// The writes of each record since the previous finished run's walk.
+    pub changed: &'a BTreeMap<String, Vec<Uuid>>,
+    /// Records whose whole chain does not reach the commit seen at their key, with the
+    /// commit that created them.
+    pub unrelated: &'a BTreeMap<String, Uuid>,
+    /// Keys of vanished records that hold a record that does not remember them.
+    pub not_back: &'a BTreeSet<String>,
+}
+
 /// How many unexplained records are named in a report before the rest are counted.
 const NAMED: usize = 5;
 
@@ -60,7 +72,7 @@ const NAMED: usize = 5;
 /// what that walk found (`previous`), under the collector's `timing`.
 pub(crate) async fn read(
     catalog: &Catalog,
-    observation: &Observation,
+    observation: Walked<'_>,
     previous: &JournalFacts,
     timing: &Timing,
     concurrency: usize,
@@ -77,7 +89,7 @@ pub(crate) async fn read(
             warehouse.absolute(name)
         ));
     }
-    let (records, changed) = (&observation.records, &observation.changed);
+    let (records, changed) = (observation.records, observation.changed);
     let mut logged: HashSet<Uuid> = HashSet::new();
     // The commit ids of writes logged since the previous finished run's walk.
     let mut logged_since: HashSet<Uuid> = HashSet::new();

@@ -226,7 +226,7 @@ impl GarbageCollector {
         // it explains every record the walk found.
         observation.history = super::history::read(
             catalog,
-            &observation,
+            observation.walked(),
             &previous,
             &rules.timing(),
             self.config.io_concurrency.max(1),

@@ -32,7 +32,7 @@ use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::history::History;
+use super::history::{History, Walked};
 use super::journal::{JournalFacts, Seen};
 use super::refs::RefMap;
 use crate::catalog::Catalog;
@@ -103,6 +103,18 @@ pub(crate) struct Observation {
     /// the walk's file: see [`dangling`](super::dangling)).
     #[serde(skip)]
     pub dangling: BTreeSet<String>,
+}
+
+impl Observation {
+    /// What the change log must explain of this walk.
+    pub(crate) fn walked(&self) -> Walked<'_> {
+        Walked {
+            records: &self.records,
+            changed: &self.changed,
+            unrelated: &self.unrelated,
+            not_back: &self.not_back,
+        }
+    }
 }
 
 /// The writes of `record` after `seen` (the commit the previous finished run saw at its

@@ -108,7 +108,7 @@ impl Invocation<'_> {
             // what it names, and records the log cannot explain keep everything.
             observation.history = super::history::read(
                 catalog,
-                &observation,
+                observation.walked(),
                 &previous,
                 &rules.timing(),
                 concurrency,
