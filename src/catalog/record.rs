@@ -156,6 +156,15 @@ impl PointerRecord {
         chain
     }
 
+    /// The oldest commit this key's chain remembers. While the chain is shorter than
+    /// [`HISTORY`] it is whole, and this is the write that found the key absent.
+    pub(crate) fn origin(&self) -> Uuid {
+        self.previous_commit_ids
+            .first()
+            .copied()
+            .unwrap_or(self.commit_id)
+    }
+
     /// Whether `commit_id` wrote this record or one of its remembered predecessors, or
     /// created this incarnation.
     pub fn remembers(&self, commit_id: Uuid) -> bool {

@@ -58,7 +58,7 @@ pub(crate) struct Walked<'a> {
     /// The writes of each record since the previous finished run's walk.
     pub changed: &'a BTreeMap<String, Vec<Uuid>>,
     /// Records whose whole chain does not reach the commit seen at their key, with the
-    /// commit that created them.
+    /// write that found the key absent.
     pub unrelated: &'a BTreeMap<String, Uuid>,
     /// Keys of vanished records that hold a record that does not remember them.
     pub not_back: &'a BTreeSet<String>,
@@ -153,10 +153,12 @@ pub(crate) async fn read(
         } else if observation
             .unrelated
             .get(key)
-            .is_some_and(|created| logged_since.contains(created))
+            .is_some_and(|origin| logged_since.contains(origin))
         {
-            // The catalog created a record at a key where a run saw another that it
-            // never wrote over: it did not find that one (round 37 J2).
+            // The catalog found the key absent where a run saw a record it never wrote
+            // over: it did not find that one (round 37 J2). A record put back from a
+            // backup that the catalog then wrote over (a register over its tombstone)
+            // has an older origin: it is not this.
             vanish(
                 key,
                 *commit,

@@ -86,9 +86,11 @@ pub(crate) struct Observation {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub changed: BTreeMap<String, Vec<Uuid>>,
     /// Records whose whole chain (shorter than `record::HISTORY`) does not reach the commit
-    /// the previous finished run saw at their key, with the commit that created them: a
-    /// record created there since (see [`history`](super::history)) means the one that run
-    /// saw was lost, not replaced (round 37 J2).
+    /// the previous finished run saw at their key, with the chain's origin (the write that
+    /// found the key absent): an origin the catalog wrote since (see
+    /// [`history`](super::history)) means the record that run saw was lost, not replaced
+    /// (round 37 J2). An older origin is a record put back from a backup: the writes since
+    /// its origin are checked like any others.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub unrelated: BTreeMap<String, Uuid>,
     /// Keys of records that had vanished (`JournalFacts::vanished`) that hold a record whose
@@ -321,7 +323,7 @@ impl Walker<'_> {
                 {
                     observation
                         .unrelated
-                        .insert(key.to_owned(), record.created_by);
+                        .insert(key.to_owned(), record.origin());
                 }
                 if previous
                     .vanished

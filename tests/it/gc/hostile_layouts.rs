@@ -21,6 +21,7 @@ use object_store::ObjectStoreExt;
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::config::CatalogConfig;
 use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcPhase, GcProgress, GcReport, GcStep};
+use parqdb_catalog::store::{PointerStoreExt, PutMode, StoreKey};
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
 use parqdb_catalog_testkit::store::{Call, Hook, Hooked};
@@ -1104,6 +1105,57 @@ async fn class4_a_record_away_stays_away_through_a_journal_copy_or_a_register_at
         passes(&env, &config, 1).await;
         assert_eq!(load_location(&env, &id).await, location, "{what}");
         assert!(env.all_exist_raw(&live).await, "{what}");
+    }
+}
+
+/// Found by the release simulation (seed 287): a record put back in place from a backup
+/// taken before the previous run, then written over by the catalog (a register over the
+/// restored tombstone), is not a record lost to an unmounted disk. Its chain starts before
+/// that run, where the J2 rule's records start since. The restore is reported once, and
+/// collection goes on: what it made unreachable goes after a full retention.
+#[tokio::test]
+async fn class4_a_record_put_back_from_a_backup_and_written_over_is_not_away() {
+    for backend in [Backend::Memory, Backend::Local] {
+        let env = Env::open(backend, 908).await;
+        let config = test_config();
+        let (id, _, _) = env.register("x", &Layout::under("x/1")).await;
+        env.catalog.drop_index(&id).await.expect("dropped");
+        let key = StoreKey::new(id.store_key().as_str()).expect("key");
+        let backup = env
+            .pointer_store
+            .get(&key)
+            .await
+            .expect("read")
+            .expect("the tombstone")
+            .value;
+        let second = Layout::under("x/2");
+        env.register("x", &second).await;
+        passes(&env, &config, 1).await;
+        let current = env.pointer_store.get(&key).await.expect("read").expect("record");
+        env.pointer_store
+            .put(
+                &key,
+                backup,
+                PutMode::Update(current.version),
+            )
+            .await
+            .expect("put back");
+        let third = Layout::under("x/3");
+        let (_, _, location) = env.register("x", &third).await;
+        let reports = passes(&env, &config, 12).await;
+        assert!(
+            reports
+                .iter()
+                .all(|r| r.warnings.iter().all(|w| !w.contains("put it back"))),
+            "{backend:?}: the record is not away"
+        );
+        assert!(
+            env.missing(&second.files()).await.len() == second.files().len(),
+            "{backend:?}: what the restore made unreachable is collected"
+        );
+        let mut live = third.files();
+        live.push(env.relative(&location));
+        assert!(env.all_exist_raw(&live).await, "{backend:?}");
     }
 }
 

@@ -1548,6 +1548,9 @@ impl Sim {
                     live,
                 });
             }
+            if std::env::var_os("PARQDB_GC_SIM_TRACE").is_some() {
+                eprintln!("backup at {} of {} records", self.now(), saved.len());
+            }
             self.backup = Some((self.now(), saved));
             return;
         };
@@ -1589,6 +1592,9 @@ impl Sim {
                     self.live.remove(&name);
                 }
             }
+        }
+        if std::env::var_os("PARQDB_GC_SIM_TRACE").is_some() {
+            eprintln!("restore at {}: {restored}", self.now());
         }
         if restored {
             self.crashed = true;
