@@ -57,11 +57,22 @@ pub(crate) struct Walked<'a> {
     pub records: &'a BTreeMap<String, Uuid>,
     /// The writes of each record since the previous finished run's walk.
     pub changed: &'a BTreeMap<String, Vec<Uuid>>,
-    /// Records whose whole chain does not reach the commit seen at their key, with the
-    /// write that found the key absent.
-    pub unrelated: &'a BTreeMap<String, Uuid>,
+    /// Records that do not remember the commit seen at their key.
+    pub unrelated: &'a BTreeMap<String, Stranger>,
     /// Keys of vanished records that hold a record that does not remember them.
     pub not_back: &'a BTreeSet<String>,
+}
+
+/// A record at a key that does not remember a commit a run saw there. A record's chain
+/// shorter than `record::HISTORY` is its whole history since its key was absent: it
+/// never held that commit (another disk's copy under a mount point, a register while the
+/// seen record was away, a backup put back). A full chain has forgotten its beginning: it
+/// descends from the seen commit if the catalog wrote its oldest remembered commit after
+/// that run (a busy index), and is a stranger otherwise (`history` decides).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stranger {
+    /// The oldest commit a full chain remembers; `None` for a whole chain.
+    pub origin: Option<Uuid>,
 }
 
 /// How many unexplained records are named in a report before the rest are counted.
@@ -91,14 +102,16 @@ pub(crate) async fn read(
     }
     let (records, changed) = (observation.records, observation.changed);
     let mut logged: HashSet<Uuid> = HashSet::new();
-    // The commit ids of writes logged since the previous finished run's walk.
+    // The commit ids of writes logged since the previous finished run's walk (a write
+    // that landed after it was logged no earlier than `settle` before it).
     let mut logged_since: HashSet<Uuid> = HashSet::new();
+    let since_ms = previous.run_ms.saturating_sub(timing.settle_ms);
     // Location -> (times it was published, times it was replaced).
     let mut published: HashMap<String, (Vec<i64>, Vec<i64>)> = HashMap::new();
     for change in &log.changes {
         for write in &change.writes {
             logged.extend(write.commit_ids.iter().copied());
-            if change.at_ms >= previous.run_ms {
+            if change.at_ms >= since_ms {
                 logged_since.extend(write.commit_ids.iter().copied());
             }
             if let Some(location) = &write.publishes {
@@ -142,6 +155,17 @@ pub(crate) async fn read(
             ));
         }
     };
+    // A record that does not remember the commit seen at its key is the seen record
+    // away, not its successor (rounds 37 J2 and 38 K1, K3, K4): unless its chain is full
+    // and the catalog wrote its oldest remembered commit since (see `Stranger`). A backup
+    // put back in place is a stranger too, until `init --adopt` says it is the catalog.
+    let strange = |found: Option<&Stranger>| {
+        found.is_some_and(|stranger| {
+            stranger
+                .origin
+                .is_none_or(|origin| !logged_since.contains(&origin))
+        })
+    };
     let current_epoch = !previous.adopted_since;
     for (key, commit) in previous.records.iter().filter(|_| current_epoch) {
         if !records.contains_key(key) {
@@ -150,19 +174,11 @@ pub(crate) async fn read(
                 *commit,
                 "which the previous finished gc run saw, is gone",
             );
-        } else if observation
-            .unrelated
-            .get(key)
-            .is_some_and(|origin| logged_since.contains(origin))
-        {
-            // The catalog found the key absent where a run saw a record it never wrote
-            // over: it did not find that one (round 37 J2). A record put back from a
-            // backup that the catalog then wrote over (a register over its tombstone)
-            // has an older origin: it is not this.
+        } else if strange(observation.unrelated.get(key)) {
             vanish(
                 key,
                 *commit,
-                "was created anew since the previous finished gc run, which saw another record there that is gone",
+                "which the previous finished gc run saw, holds a record that does not descend from it (another copy under a mount point, or registered again while it was away, or put back from a backup)",
             );
         }
     }
@@ -176,11 +192,12 @@ pub(crate) async fn read(
         }
     }
     for (key, commit) in &previous.untrusted {
-        if !records.contains_key(key) && !previous.records.contains_key(key) {
+        let gone = !records.contains_key(key) && !previous.records.contains_key(key);
+        if gone || strange(observation.unrelated.get(key)) {
             vanish(
                 key,
                 *commit,
-                "is listed by a newer gc journal that no longer counts (`_gc/` copied or restored) and is gone",
+                "is listed by a newer gc journal that no longer counts (`_gc/` copied or restored, a run abandoned) and is gone or holds a record that does not descend from it",
             );
         }
     }

@@ -141,6 +141,17 @@ pub(crate) struct Plan {
     pub rules: Rules,
     /// The latest run that finished before this one.
     pub previous: Option<JournalRef>,
+    /// The newest journal that no longer counts, if newer than `previous` and of the
+    /// current ownership epoch (`JournalFacts::untrusted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub untrusted: Option<JournalRef>,
+    /// Whether the warehouse was adopted since `previous` (`JournalFacts::adopted_since`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopted_since: bool,
+    /// The ownership epoch the run was planned in: the marker's `created-ms` (absent in
+    /// plans of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch_ms: Option<i64>,
     /// Runs that wrote a journal but never finished (none of their ledger facts is
     /// trusted; this run marks them dead when it finishes).
     pub dead: Vec<JournalRef>,
@@ -184,9 +195,13 @@ impl Plan {
                 self.run_id, self.catalog_id
             ));
         }
-        if let Some(epoch_ms) = epoch_ms
-            && self.run_ms.saturating_add(self.rules.skew_ms) < epoch_ms
-        {
+        // The epoch the plan was made in, where it says; else its time, counted as
+        // before the adoption if it may have been by either clock (round 39 L3).
+        let before = |epoch_ms: i64| match self.epoch_ms {
+            Some(planned) => planned != epoch_ms,
+            None => self.run_ms <= epoch_ms.saturating_add(self.rules.skew_ms),
+        };
+        if epoch_ms.is_some_and(before) {
             return Some(format!(
                 "gc run {} was planned before the warehouse was adopted (a new ownership epoch): what it walked predates the adoption",
                 self.run_id

@@ -93,6 +93,10 @@ struct Journal {
     /// commit id last seen (see `History::vanished`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     vanished: BTreeMap<String, Uuid>,
+    /// The ownership epoch the run was planned in: its marker's `created-ms` (absent in
+    /// journals of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    epoch_ms: Option<i64>,
 }
 
 /// What a run's journal says its walk saw.
@@ -110,6 +114,9 @@ pub(crate) struct JournalFacts {
     pub vanished: BTreeMap<String, Uuid>,
     /// The run's time (its walk started then).
     pub run_ms: i64,
+    /// The ownership epoch the run was planned in (`None`: a journal of an earlier
+    /// version).
+    pub epoch_ms: Option<i64>,
     /// What newer journals that no longer count list (their finish marks stale after a
     /// copy or a restore of `_gc/`, or runs that never finished): records that must still
     /// exist, with a commit id they held. Only their absence counts (filled by the plan).
@@ -208,12 +215,14 @@ impl Journals {
         format!("{JOURNAL_DIR}/{}.json", journal.suffix())
     }
 
-    /// Write this run's journal: every record's commit id at its walk.
+    /// Write this run's journal: every record's commit id at its walk, the records that
+    /// had vanished, and the ownership epoch the run was planned in.
     pub(crate) async fn write(
         &self,
         journal: JournalRef,
         records: &BTreeMap<String, Uuid>,
         vanished: &BTreeMap<String, Uuid>,
+        epoch_ms: Option<i64>,
     ) -> Result<()> {
         let body = Journal {
             journal_version: JOURNAL_VERSION,
@@ -222,6 +231,7 @@ impl Journals {
             records: records.clone(),
             writes: Vec::new(),
             vanished: vanished.clone(),
+            epoch_ms,
         };
         let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
         self.warehouse
@@ -233,6 +243,26 @@ impl Journals {
     /// Whether a run's journal exists.
     pub(crate) async fn exists(&self, journal: JournalRef) -> Result<bool> {
         Ok(self.warehouse.head(&self.name(journal)).await?.is_some())
+    }
+
+    /// What a run starts from: the `previous` finished run's journal, and the records a
+    /// newer journal that no longer counts lists (`untrusted`), as the run's plan chose
+    /// them. The plan and the verification read the same facts.
+    pub(crate) async fn previous_facts(
+        &self,
+        previous: Option<JournalRef>,
+        untrusted: Option<JournalRef>,
+    ) -> Result<JournalFacts> {
+        let mut facts = match previous {
+            Some(previous) => self.read(previous).await?,
+            None => JournalFacts::default(),
+        };
+        if let Some(newer) = untrusted {
+            let newer = self.read(newer).await?;
+            facts.untrusted = newer.vanished;
+            facts.untrusted.extend(newer.records);
+        }
+        Ok(facts)
     }
 
     /// What a run's journal lists; [`JournalFacts::unknown`] if it is gone or unreadable (a
@@ -256,6 +286,7 @@ impl Journals {
             unknown: false,
             vanished: body.vanished,
             run_ms: body.now_ms,
+            epoch_ms: body.epoch_ms,
             untrusted: BTreeMap::new(),
             adopted_since: false,
         })
@@ -448,7 +479,7 @@ pub(crate) mod tests {
         let (first, second) = (journal(100, 1), journal(200, 2));
         for run in [first, second] {
             journals
-                .write(run, &BTreeMap::new(), &BTreeMap::new())
+                .write(run, &BTreeMap::new(), &BTreeMap::new(), None)
                 .await
                 .expect("written");
             journals.mark_done(run).await.expect("done");
@@ -498,15 +529,15 @@ pub(crate) mod tests {
             ("i/b".to_owned(), Uuid::from_u128(8)),
         ]);
         journals
-            .write(old, &records, &BTreeMap::new())
+            .write(old, &records, &BTreeMap::new(), Some(7))
             .await
             .expect("written");
         journals
-            .write(new, &BTreeMap::new(), &BTreeMap::new())
+            .write(new, &BTreeMap::new(), &BTreeMap::new(), None)
             .await
             .expect("written");
         journals
-            .write(given_up, &BTreeMap::new(), &BTreeMap::new())
+            .write(given_up, &BTreeMap::new(), &BTreeMap::new(), None)
             .await
             .expect("written");
         assert_eq!(
@@ -517,6 +548,7 @@ pub(crate) mod tests {
                 unknown: false,
                 vanished: BTreeMap::new(),
                 run_ms: old.run_ms,
+                epoch_ms: Some(7),
                 untrusted: BTreeMap::new(),
                 adopted_since: false,
             }

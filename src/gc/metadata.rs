@@ -35,6 +35,7 @@ impl Invocation<'_> {
                         journal,
                         &walk.observation.records,
                         &walk.observation.history.vanished,
+                        self.plan.epoch_ms,
                     )
                     .await?;
             }

@@ -183,31 +183,50 @@ impl GarbageCollector {
         // The walk starts no later than either clock says (the run's time may be ahead
         // of the catalog's), and ends no earlier.
         let walk_start_ms = now_ms.min(started);
-        let mut previous = match journals.previous {
-            Some(previous) => ledger.journals().read(previous).await?,
-            None => super::journal::JournalFacts::default(),
+        // An adoption since the previous run (`init --adopt`: a new ownership epoch) is the
+        // operator's word that the pointer store as it is now is the catalog: a record
+        // missing from it is gone for good, not away (a restored backup that predates it).
+        // Its files get a full retention from the adoption, as everything does. A journal
+        // says which epoch its run was planned in; one of an earlier version, whether it
+        // is older than the marker (round 39 L4: clocks of two machines, compared only
+        // where nothing better is written).
+        let epoch = marker.created_ms;
+        let of_epoch = |facts: &super::journal::JournalFacts,
+                        journal: &super::journal::JournalRef| {
+            match facts.epoch_ms {
+                Some(planned) => planned == epoch,
+                None => journal.run_ms >= epoch.saturating_sub(rules.skew_ms),
+            }
         };
+        let mut previous = ledger
+            .journals()
+            .previous_facts(journals.previous, None)
+            .await?;
+        previous.adopted_since = journals.previous.is_some()
+            && match previous.epoch_ms {
+                Some(planned) => planned != epoch,
+                None => previous.run_ms < epoch,
+            };
         // The newest journal that no longer counts, if newer (`_gc/` copied or restored:
-        // every finish mark is stale; a run that never finished): the records it lists,
-        // and those it lists as vanished, must still exist (round 37 J1).
+        // every finish mark is stale; a run that never finished) and of this epoch: the
+        // records it lists, and those it lists as vanished, must still be there (round 37
+        // J1, round 38 K1).
         let order = |journal: &super::journal::JournalRef| (journal.run_ms, journal.run_id);
         let newer = journals
             .stale
             .iter()
             .chain(&journals.dead)
             .filter(|journal| journals.previous.is_none_or(|p| order(journal) > order(&p)))
-            .max_by_key(|journal| order(journal));
-        if let Some(newer) = newer.filter(|newer| newer.run_ms >= marker.created_ms) {
-            let facts = ledger.journals().read(*newer).await?;
-            previous.untrusted = facts.vanished;
-            previous.untrusted.extend(facts.records);
-        }
-        // An adoption since the previous run (`init --adopt`: a new ownership epoch) is the
-        // operator's word that the pointer store as it is now is the catalog: a record
-        // missing from it is gone for good, not away (a restored backup that predates it).
-        // Its files get a full retention from the adoption, as everything does.
-        if journals.previous.is_some() && previous.run_ms < marker.created_ms {
-            previous.adopted_since = true;
+            .max_by_key(|journal| order(journal))
+            .copied();
+        let mut untrusted = None;
+        if let Some(newer) = newer {
+            let facts = ledger.journals().read(newer).await?;
+            if of_epoch(&facts, &newer) {
+                untrusted = Some(newer);
+                previous.untrusted = facts.vanished;
+                previous.untrusted.extend(facts.records);
+            }
         }
         let mut observation = observe(
             catalog,
@@ -250,6 +269,9 @@ impl GarbageCollector {
             floor_ms,
             rules,
             previous: journals.previous,
+            untrusted,
+            adopted_since: previous.adopted_since,
+            epoch_ms: Some(epoch),
             dead: journals.dead.clone(),
             partitions,
             max_doomed: (self.config.max_deletes_per_run as u64).div_ceil(sequences),
@@ -284,6 +306,7 @@ impl GarbageCollector {
                     journal,
                     &walk.observation.records,
                     &walk.observation.history.vanished,
+                    plan.epoch_ms,
                 )
                 .await?;
         }

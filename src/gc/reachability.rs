@@ -32,7 +32,7 @@ use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::history::{History, Walked};
+use super::history::{History, Stranger, Walked};
 use super::journal::{JournalFacts, Seen};
 use super::refs::RefMap;
 use crate::catalog::Catalog;
@@ -85,16 +85,13 @@ pub(crate) struct Observation {
     /// is): each must be one the change log announces (see [`history`](super::history)).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub changed: BTreeMap<String, Vec<Uuid>>,
-    /// Records whose whole chain (shorter than `record::HISTORY`) does not reach the commit
-    /// the previous finished run saw at their key, with the chain's origin (the write that
-    /// found the key absent): an origin the catalog wrote since (see
-    /// [`history`](super::history)) means the record that run saw was lost, not replaced
-    /// (round 37 J2). An older origin is a record put back from a backup: the writes since
-    /// its origin are checked like any others.
+    /// Records that do not remember the commit the previous finished run saw at their key
+    /// (or that a newer journal that no longer counts saw there): see [`Stranger`].
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub unrelated: BTreeMap<String, Uuid>,
-    /// Keys of records that had vanished (`JournalFacts::vanished`) that hold a record whose
-    /// whole chain does not reach the commit that vanished: that record is not back.
+    pub unrelated: BTreeMap<String, Stranger>,
+    /// Keys of vanished records (`JournalFacts::vanished`) that hold a record that does
+    /// not remember the commit that vanished: a record that was away comes back as it
+    /// was, so that one is not it, however long its chain (round 39 L1).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub not_back: BTreeSet<String>,
     /// What the change log says about this walk (read after it).
@@ -314,24 +311,24 @@ impl Walker<'_> {
             }
             // A chain shorter than its bound is the record's whole history since it was
             // created: one that does not reach a commit seen at this key never held it.
-            if record.previous_commit_ids.len() < HISTORY {
-                let key = key.as_str();
-                if previous
-                    .records
-                    .get(key)
-                    .is_some_and(|seen| !record.remembers(*seen))
-                {
-                    observation
-                        .unrelated
-                        .insert(key.to_owned(), record.origin());
-                }
-                if previous
-                    .vanished
-                    .get(key)
-                    .is_some_and(|gone| !record.remembers(*gone))
-                {
-                    observation.not_back.insert(key.to_owned());
-                }
+            let key = key.as_str();
+            let stranger = Stranger {
+                origin: (record.previous_commit_ids.len() >= HISTORY).then(|| record.origin()),
+            };
+            let seen = [previous.records.get(key), previous.untrusted.get(key)];
+            if seen
+                .into_iter()
+                .flatten()
+                .any(|seen| !record.remembers(*seen))
+            {
+                observation.unrelated.insert(key.to_owned(), stranger);
+            }
+            if previous
+                .vanished
+                .get(key)
+                .is_some_and(|gone| !record.remembers(*gone))
+            {
+                observation.not_back.insert(key.to_owned());
             }
             let stats = &mut observation.roots;
             stats.pointer_records += 1;

@@ -87,15 +87,12 @@ impl Invocation<'_> {
             let catalog = &self.gc.catalog;
             let concurrency = self.gc.config.io_concurrency.max(1);
             let walk_start_ms = self.elapsed_now();
-            let previous = match self.plan.previous {
-                Some(previous) => {
-                    Ledger::new(catalog.warehouse())
-                        .journals()
-                        .read(previous)
-                        .await?
-                }
-                None => super::journal::JournalFacts::default(),
-            };
+            // What the plan started from (its previous run, untrusted journal, adoption).
+            let mut previous = Ledger::new(catalog.warehouse())
+                .journals()
+                .previous_facts(self.plan.previous, self.plan.untrusted)
+                .await?;
+            previous.adopted_since = self.plan.adopted_since;
             let mut observation = super::reachability::observe(
                 catalog,
                 self.plan.now_ms,

@@ -331,6 +331,10 @@ struct Sim {
     deletions_seen: usize,
     /// The history's runs have a scan budget (until quiescence): liveness is not checked.
     budgeted: bool,
+    /// A restore has not been adopted yet: its older records are the newer ones away, and
+    /// every run restarts every clock until the operator adopts (at the latest when the
+    /// history quiesces).
+    unadopted: bool,
     last_gc: i64,
     gc_runs: u64,
     deleted_total: u64,
@@ -442,6 +446,7 @@ impl Sim {
             restarted: i64::MIN,
             deletions_seen: 0,
             budgeted,
+            unadopted: false,
             last_gc: now,
             gc_runs: 0,
             deleted_total: 0,
@@ -1462,7 +1467,7 @@ impl Sim {
                 if report.status == GcStatus::Completed {
                     self.last_gc = self.now();
                     self.gc_runs += 1;
-                    if self.crashed {
+                    if self.crashed || self.unadopted {
                         self.crashed = false;
                         self.restarted = self.now();
                     }
@@ -1597,9 +1602,25 @@ impl Sim {
             eprintln!("restore at {}: {restored}", self.now());
         }
         if restored {
+            // The restore procedure: a pointer store put back from a backup is the catalog
+            // once the operator says so (until then its older records are the newer ones
+            // away, and no clock runs).
+            self.unadopted = true;
+            if self.rng.random_bool(0.8) {
+                self.adopt().await;
+            }
             self.crashed = true;
         }
         self.mark();
+    }
+
+    /// The operator adopts the pointer store as it is (`init --adopt`).
+    async fn adopt(&mut self) {
+        gc::adopt(&self.env.catalog, self.now())
+            .await
+            .expect("adopted");
+        self.unadopted = false;
+        self.crashed = true;
     }
 
     /// Garbage whose name is too long for the ledger's mirror: kept, and collection goes
@@ -2526,6 +2547,9 @@ impl Sim {
         }
         // Quiesce: stop writing, keep collecting; everything unreachable goes.
         self.settle_pending(true).await;
+        if self.unadopted {
+            self.adopt().await;
+        }
         let end = self.now() + RETENTION + DELAY + 4 * PERIOD + LEASE;
         // Budgeted histories quiesce with whole runs: what budgeted runs left behind must
         // converge too (budgeted liveness is gc_scenarios' and gc_state_machine's).

@@ -189,32 +189,38 @@ async fn step_mode_completes_after_abandoning_a_run_whose_finish_failed() {
 /// Round 38 K2: the restore procedure (infra/README.md) puts the pointer store back and
 /// adopts the warehouse. A run planned (walked, even verified) before the adoption must
 /// never go on after it: its walk predates the restored pointers, and its deletes would
-/// take their files. It is superseded; the next run walks the restored state.
+/// take their files. It is superseded; the next run walks the restored state. Round 39
+/// L3: also when the adoption comes within the clock-skew allowance of the plan (a
+/// scripted restore): the plan says which epoch it was made in, and clocks are not
+/// compared.
 #[tokio::test]
 async fn a_run_planned_before_an_adoption_is_never_resumed() {
-    let env = Env::open(Backend::Memory, 16104).await;
-    let config = test_config();
-    env.register("keep", &Layout::under("keep/1")).await;
-    env.advance(HOUR);
-    let planned = env
-        .gc(config.clone())
-        .step(GcStep::Plan, env.now(), None)
-        .await
-        .expect("planned");
-    let before = planned.report.run_id;
-    env.advance(HOUR);
-    parqdb_catalog::gc::adopt(&env.catalog, env.now())
-        .await
-        .expect("adopted");
-    env.advance(MINUTE);
-    let report = env.collect(&config).await;
-    assert_ne!(
-        report.run_id, before,
-        "the run planned before the adoption went on"
-    );
-    assert!(
-        report.warnings.iter().any(|w| w.contains("did not finish")),
-        "{:?}",
-        report.warnings
-    );
+    for gap in [HOUR, MINUTE, 0] {
+        let env = Env::open(Backend::Memory, 16104).await;
+        let config = test_config();
+        env.register("keep", &Layout::under("keep/1")).await;
+        env.advance(HOUR);
+        let planned = env
+            .gc(config.clone())
+            .step(GcStep::Plan, env.now(), None)
+            .await
+            .expect("planned");
+        let before = planned.report.run_id;
+        env.advance(gap);
+        parqdb_catalog::gc::adopt(&env.catalog, env.now())
+            .await
+            .expect("adopted");
+        // The next run comes once the planned run's lease has expired.
+        env.advance(MINUTE + config.lease_duration.as_millis() as i64);
+        let report = env.collect(&config).await;
+        assert_ne!(
+            report.run_id, before,
+            "{gap}: the run planned before the adoption went on"
+        );
+        assert!(
+            report.warnings.iter().any(|w| w.contains("did not finish")),
+            "{gap}: {:?}",
+            report.warnings
+        );
+    }
 }
