@@ -1145,6 +1145,86 @@ async fn class4_a_record_away_stays_away_through_a_journal_copy_or_a_register_at
     }
 }
 
+/// Round 38 K1, K3 and K4: three more ways a record away shows another at its key. K1:
+/// the record was seen only by a run that never finished (its journal no longer counts),
+/// and the identifier is registered again while the disk is away. K3: the disk fails to
+/// mount twice, and the second time the mount point still holds what the first outage's
+/// register wrote there. K4: the namespace directory was moved to its own disk the usual
+/// way, an older copy of it left behind under the mount point; the disk does not mount.
+/// In each, the record at the key does not descend from the one a run saw: that one is
+/// away, and nothing it names is deleted.
+#[tokio::test]
+async fn class4_a_record_away_stays_away_behind_another_record_at_its_key() {
+    for what in ["K1 abandoned run", "K3 second outage", "K4 older copy"] {
+        let env = Env::open(Backend::Local, 910).await;
+        let config = test_config();
+        let layout = Layout::under("live/1");
+        let mut older = None;
+        if what.starts_with("K1") {
+            passes(&env, &config, 1).await;
+        }
+        let (id, metadata, first) = env.register("live", &layout).await;
+        let namespace = directory_of_record(&env, "live");
+        if what.starts_with("K4") {
+            let copy = tempfile::tempdir().expect("the copy left behind");
+            copy_dir(&namespace, copy.path());
+            older = Some(copy);
+        }
+        // The live version: a commit to `live/2`.
+        let current = Layout::under("live/2");
+        let (_, location) = env.successor(&metadata, &current, None).await;
+        env.catalog
+            .commit(&id, Some(&current.source), &first, &location)
+            .await
+            .expect("committed");
+        let mut live = current.files();
+        live.push(env.relative(&location));
+        if what.starts_with("K1") {
+            env.advance(PASS_EVERY);
+            env.gc(config.clone())
+                .step(GcStep::Plan, env.now(), None)
+                .await
+                .expect("planned");
+            env.gc(config.clone()).abandon().await.expect("abandoned");
+        } else {
+            passes(&env, &config, 1).await;
+        }
+        let disk = tempfile::tempdir().expect("the disk, while not mounted");
+        let unmount = |namespace: &std::path::Path| {
+            std::fs::rename(namespace, disk.path().join("ns")).expect("unmounted");
+            std::fs::create_dir(namespace).expect("the empty mount point");
+        };
+        unmount(&namespace);
+        match what {
+            "K1 abandoned run" => {
+                env.register("live", &Layout::under("live/3")).await;
+            }
+            "K3 second outage" => {
+                env.register("live", &Layout::under("live/3")).await;
+                kept_while_away(&env, &config, &live, what).await;
+                // The disk mounts over what the outage wrote; a run sees it back.
+                let shadow = tempfile::tempdir().expect("under the mount point");
+                std::fs::rename(&namespace, shadow.path().join("ns")).expect("hidden");
+                std::fs::rename(disk.path().join("ns"), &namespace).expect("mounted");
+                passes(&env, &config, 1).await;
+                // It fails again: the mount point shows the first outage's record.
+                std::fs::rename(&namespace, disk.path().join("ns")).expect("unmounted");
+                std::fs::rename(shadow.path().join("ns"), &namespace).expect("shown");
+            }
+            _ => {
+                let older = older.take().expect("the older copy");
+                copy_dir(older.path(), &namespace);
+            }
+        }
+        kept_while_away(&env, &config, &live, what).await;
+        std::fs::remove_dir_all(&namespace).expect("mount point");
+        std::fs::rename(disk.path().join("ns"), &namespace).expect("mounted again");
+        passes(&env, &config, 1).await;
+        assert_eq!(load_location(&env, &id).await, location, "{what}");
+        assert!(env.all_exist_raw(&live).await, "{what}");
+    }
+}
+
 /// A record put back in place from a backup taken before the previous run, then written
 /// over by the catalog (a register over the restored tombstone), looks exactly like an
 /// older copy of the pointer store under the mount point of a disk that did not mount
