@@ -341,12 +341,7 @@ async fn class3_hand_edit(backend: Backend, seed: u64) {
     let l1 = Layout::under("edit/1");
     let (id, m1, v1) = env.register("edit", &l1).await;
     let key = id.store_key();
-    let before = env
-        .pointer_store
-        .get(&key)
-        .await
-        .expect("read")
-        .expect("record");
+    let before = env.record_bytes(&key).await;
     runs_for(&env, &config, 30 * MINUTE).await;
     let l2 = Layout::under("edit/2");
     let (_, v2) = env.successor(&m1, &l2, None).await;
@@ -356,20 +351,7 @@ async fn class3_hand_edit(backend: Backend, seed: u64) {
         .expect("committed");
     runs_for(&env, &config, 30 * MINUTE).await;
     // Someone writes the record's earlier bytes back by hand.
-    let current = env
-        .pointer_store
-        .get(&key)
-        .await
-        .expect("read")
-        .expect("record");
-    env.pointer_store
-        .put(
-            &key,
-            before.value.clone(),
-            parqdb_catalog::store::PutMode::Update(current.version),
-        )
-        .await
-        .expect("hand edit");
+    env.put_record_back(&key, before).await;
     let lost_at = env.now();
     env.assert_kept_through_retention(
         lost_at,

@@ -21,7 +21,6 @@ use object_store::ObjectStoreExt;
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::config::CatalogConfig;
 use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcPhase, GcProgress, GcReport, GcStep};
-use parqdb_catalog::store::{PointerStoreExt, PutMode, StoreKey};
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
 use parqdb_catalog_testkit::store::{Call, Hook, Hooked};
@@ -961,6 +960,23 @@ async fn kept_while_away(env: &Env, config: &GcConfig, live: &[String], what: &s
     );
 }
 
+/// The disk (`disk`) mounts again at `namespace`: the index `id` loads `location`, and
+/// every `live` file is there.
+async fn mounted_again(
+    env: &Env,
+    config: &GcConfig,
+    (namespace, disk): (&std::path::Path, &std::path::Path),
+    (id, location): (&IndexIdentifier, &str),
+    live: &[String],
+    what: &str,
+) {
+    std::fs::remove_dir_all(namespace).expect("mount point");
+    std::fs::rename(disk.join("ns"), namespace).expect("mounted again");
+    passes(env, config, 1).await;
+    assert_eq!(load_location(env, id).await, location, "{what}");
+    assert!(env.all_exist_raw(live).await, "{what}");
+}
+
 /// Where the index `id` points now.
 async fn load_location(env: &Env, id: &IndexIdentifier) -> String {
     env.catalog.load(id).await.expect("loads").metadata_location
@@ -1137,11 +1153,15 @@ async fn class4_a_record_away_stays_away_through_a_journal_copy_or_a_register_at
             }
         }
         kept_while_away(&env, &config, &live, what).await;
-        std::fs::remove_dir_all(&namespace).expect("mount point");
-        std::fs::rename(disk.path().join("ns"), &namespace).expect("mounted again");
-        passes(&env, &config, 1).await;
-        assert_eq!(load_location(&env, &id).await, location, "{what}");
-        assert!(env.all_exist_raw(&live).await, "{what}");
+        mounted_again(
+            &env,
+            &config,
+            (&namespace, disk.path()),
+            (&id, &location),
+            &live,
+            what,
+        )
+        .await;
     }
 }
 
@@ -1217,11 +1237,15 @@ async fn class4_a_record_away_stays_away_behind_another_record_at_its_key() {
             }
         }
         kept_while_away(&env, &config, &live, what).await;
-        std::fs::remove_dir_all(&namespace).expect("mount point");
-        std::fs::rename(disk.path().join("ns"), &namespace).expect("mounted again");
-        passes(&env, &config, 1).await;
-        assert_eq!(load_location(&env, &id).await, location, "{what}");
-        assert!(env.all_exist_raw(&live).await, "{what}");
+        mounted_again(
+            &env,
+            &config,
+            (&namespace, disk.path()),
+            (&id, &location),
+            &live,
+            what,
+        )
+        .await;
     }
 }
 
@@ -1241,27 +1265,12 @@ async fn class4_a_record_put_back_from_a_backup_is_away_until_adopted() {
         let config = test_config();
         let (id, _, _) = env.register("x", &Layout::under("x/1")).await;
         env.catalog.drop_index(&id).await.expect("dropped");
-        let key = StoreKey::new(id.store_key().as_str()).expect("key");
-        let backup = env
-            .pointer_store
-            .get(&key)
-            .await
-            .expect("read")
-            .expect("the tombstone")
-            .value;
+        let key = id.store_key();
+        let backup = env.record_bytes(&key).await;
         let second = Layout::under("x/2");
         let (_, _, second_location) = env.register("x", &second).await;
         passes(&env, &config, 1).await;
-        let current = env
-            .pointer_store
-            .get(&key)
-            .await
-            .expect("read")
-            .expect("record");
-        env.pointer_store
-            .put(&key, backup, PutMode::Update(current.version))
-            .await
-            .expect("put back");
+        env.put_record_back(&key, backup).await;
         let third = Layout::under("x/3");
         let (_, _, location) = env.register("x", &third).await;
         let mut away = second.files();

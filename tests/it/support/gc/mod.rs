@@ -25,9 +25,9 @@ use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcReport, GcStatus};
 use parqdb_catalog::metadata::{IndexMetadata, SnapshotContents, TableDefinition};
-use parqdb_catalog::store::PointerStore;
 use parqdb_catalog::store::local::LocalStore;
 use parqdb_catalog::store::memory::MemoryStore;
+use parqdb_catalog::store::{PointerStore, PointerStoreExt, PutMode, StoreKey};
 use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{Clock, IndexIdentifier, ManualClock, Namespace, SeededIds};
 use parqdb_catalog_testkit::fixture;
@@ -982,6 +982,31 @@ impl Env {
         };
         let location = self.write_metadata(&next).await;
         (next, location)
+    }
+
+    /// The bytes of the pointer record at `key`.
+    pub async fn record_bytes(&self, key: &StoreKey) -> Bytes {
+        self.pointer_store
+            .get(key)
+            .await
+            .expect("read")
+            .expect("the record")
+            .value
+    }
+
+    /// Write `bytes` over the pointer record at `key`, whatever it holds now, as a hand
+    /// edit or a restore in place does.
+    pub async fn put_record_back(&self, key: &StoreKey, bytes: Bytes) {
+        let current = self
+            .pointer_store
+            .get(key)
+            .await
+            .expect("read")
+            .expect("record");
+        self.pointer_store
+            .put(key, bytes, PutMode::Update(current.version))
+            .await
+            .expect("put back");
     }
 
     /// Register a new index under `name`.
