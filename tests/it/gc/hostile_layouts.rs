@@ -960,21 +960,46 @@ async fn kept_while_away(env: &Env, config: &GcConfig, live: &[String], what: &s
     );
 }
 
-/// The disk (`disk`) mounts again at `namespace`: the index `id` loads `location`, and
-/// every `live` file is there.
-async fn mounted_again(
-    env: &Env,
-    config: &GcConfig,
-    (namespace, disk): (&std::path::Path, &std::path::Path),
-    (id, location): (&IndexIdentifier, &str),
-    live: &[String],
-    what: &str,
-) {
-    std::fs::remove_dir_all(namespace).expect("mount point");
-    std::fs::rename(disk.join("ns"), namespace).expect("mounted again");
-    passes(env, config, 1).await;
-    assert_eq!(load_location(env, id).await, location, "{what}");
-    assert!(env.all_exist_raw(live).await, "{what}");
+/// A pointer store's namespace directory on a disk that does not mount: its mount point
+/// is an empty directory.
+struct Outage {
+    namespace: std::path::PathBuf,
+    disk: tempfile::TempDir,
+}
+
+impl Outage {
+    fn begin(namespace: &std::path::Path) -> Outage {
+        let disk = tempfile::tempdir().expect("the disk, while not mounted");
+        std::fs::rename(namespace, disk.path().join("ns")).expect("unmounted");
+        std::fs::create_dir(namespace).expect("the empty mount point");
+        Outage {
+            namespace: namespace.to_path_buf(),
+            disk,
+        }
+    }
+
+    /// Where the namespace directory is while the disk is away.
+    fn away(&self) -> std::path::PathBuf {
+        self.disk.path().join("ns")
+    }
+
+    /// Every run while the disk is away keeps the `live` files and says so; then the disk
+    /// mounts again, and the index `id` loads `location` with every `live` file there.
+    async fn end(
+        self,
+        env: &Env,
+        config: &GcConfig,
+        (id, location): (&IndexIdentifier, &str),
+        live: &[String],
+        what: &str,
+    ) {
+        kept_while_away(env, config, live, what).await;
+        std::fs::remove_dir_all(&self.namespace).expect("mount point");
+        std::fs::rename(self.away(), &self.namespace).expect("mounted again");
+        passes(env, config, 1).await;
+        assert_eq!(load_location(env, id).await, location, "{what}");
+        assert!(env.all_exist_raw(live).await, "{what}");
+    }
 }
 
 /// Where the index `id` points now.
@@ -1107,10 +1132,7 @@ async fn class4_a_record_away_stays_away_through_a_journal_copy_or_a_register_at
             // A run right after, by the collector's clock still before the adoption.
             env.collect_completed(&config).await;
         }
-        let namespace = directory_of_record(&env, "live");
-        let disk = tempfile::tempdir().expect("the disk, while not mounted");
-        std::fs::rename(&namespace, disk.path().join("ns")).expect("unmounted");
-        std::fs::create_dir(&namespace).expect("the empty mount point");
+        let outage = Outage::begin(&directory_of_record(&env, "live"));
         match what {
             "journals copied" => {
                 passes(&env, &config, 1).await;
@@ -1152,16 +1174,9 @@ async fn class4_a_record_away_stays_away_through_a_journal_copy_or_a_register_at
                 env.register("live", &Layout::under("live/2")).await;
             }
         }
-        kept_while_away(&env, &config, &live, what).await;
-        mounted_again(
-            &env,
-            &config,
-            (&namespace, disk.path()),
-            (&id, &location),
-            &live,
-            what,
-        )
-        .await;
+        outage
+            .end(&env, &config, (&id, &location), &live, what)
+            .await;
     }
 }
 
@@ -1209,12 +1224,7 @@ async fn class4_a_record_away_stays_away_behind_another_record_at_its_key() {
         } else {
             passes(&env, &config, 1).await;
         }
-        let disk = tempfile::tempdir().expect("the disk, while not mounted");
-        let unmount = |namespace: &std::path::Path| {
-            std::fs::rename(namespace, disk.path().join("ns")).expect("unmounted");
-            std::fs::create_dir(namespace).expect("the empty mount point");
-        };
-        unmount(&namespace);
+        let outage = Outage::begin(&namespace);
         match what {
             "K1 abandoned run" => {
                 env.register("live", &Layout::under("live/3")).await;
@@ -1225,10 +1235,10 @@ async fn class4_a_record_away_stays_away_behind_another_record_at_its_key() {
                 // The disk mounts over what the outage wrote; a run sees it back.
                 let shadow = tempfile::tempdir().expect("under the mount point");
                 std::fs::rename(&namespace, shadow.path().join("ns")).expect("hidden");
-                std::fs::rename(disk.path().join("ns"), &namespace).expect("mounted");
+                std::fs::rename(outage.away(), &namespace).expect("mounted");
                 passes(&env, &config, 1).await;
                 // It fails again: the mount point shows the first outage's record.
-                std::fs::rename(&namespace, disk.path().join("ns")).expect("unmounted");
+                std::fs::rename(&namespace, outage.away()).expect("unmounted");
                 std::fs::rename(shadow.path().join("ns"), &namespace).expect("shown");
             }
             _ => {
@@ -1236,16 +1246,9 @@ async fn class4_a_record_away_stays_away_behind_another_record_at_its_key() {
                 copy_dir(older.path(), &namespace);
             }
         }
-        kept_while_away(&env, &config, &live, what).await;
-        mounted_again(
-            &env,
-            &config,
-            (&namespace, disk.path()),
-            (&id, &location),
-            &live,
-            what,
-        )
-        .await;
+        outage
+            .end(&env, &config, (&id, &location), &live, what)
+            .await;
     }
 }
 
