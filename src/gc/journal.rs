@@ -146,6 +146,13 @@ impl Seen<'_> {
 }
 
 impl JournalFacts {
+    /// Take what a newer journal that no longer counts lists, the records it saw and those
+    /// it had as vanished, as records that must still be there (`untrusted`).
+    pub(crate) fn distrust(&mut self, newer: JournalFacts) {
+        self.untrusted = newer.vanished;
+        self.untrusted.extend(newer.records);
+    }
+
     /// What the run saw at `key`.
     pub(crate) fn seen(&self, key: &str) -> Seen<'_> {
         match self.records.get(key) {
@@ -258,9 +265,7 @@ impl Journals {
             None => JournalFacts::default(),
         };
         if let Some(newer) = untrusted {
-            let newer = self.read(newer).await?;
-            facts.untrusted = newer.vanished;
-            facts.untrusted.extend(newer.records);
+            facts.distrust(self.read(newer).await?);
         }
         Ok(facts)
     }

@@ -224,8 +224,7 @@ impl GarbageCollector {
             let facts = ledger.journals().read(newer).await?;
             if of_epoch(&facts, &newer) {
                 untrusted = Some(newer);
-                previous.untrusted = facts.vanished;
-                previous.untrusted.extend(facts.records);
+                previous.distrust(facts);
             }
         }
         let mut observation = observe(
