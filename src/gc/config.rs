@@ -12,28 +12,28 @@ const HOUR: u64 = 60 * MINUTE;
 const DAY: u64 = 24 * HOUR;
 
 /// Default retention after an object loses reachability: 7 days (Delta's default).
-pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * DAY);
+pub(crate) const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * DAY);
 /// Smallest retention accepted without `force`: 1 hour.
-pub const MIN_RETENTION: Duration = Duration::from_secs(HOUR);
+pub(crate) const MIN_RETENTION: Duration = Duration::from_secs(HOUR);
 /// Default grace period for young objects (in-flight writers): 1 hour.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(HOUR);
+pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(HOUR);
 /// Smallest grace period accepted without `force`: 5 minutes (SlateDB's minimum age).
-pub const MIN_GRACE: Duration = Duration::from_secs(5 * MINUTE);
+pub(crate) const MIN_GRACE: Duration = Duration::from_secs(5 * MINUTE);
 /// Default allowance for clock skew between writers, the object store and the collector.
-pub const DEFAULT_MAX_CLOCK_SKEW: Duration = Duration::from_secs(5 * MINUTE);
+pub(crate) const DEFAULT_MAX_CLOCK_SKEW: Duration = Duration::from_secs(5 * MINUTE);
 /// Default lease duration: how long a run may go without renewing its lease.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(15 * MINUTE);
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(15 * MINUTE);
 /// Longest lease duration accepted: a run renews its lease before every destructive
 /// batch, so a longer one only keeps other runs out after a crash.
-pub const MAX_LEASE: Duration = Duration::from_secs(6 * HOUR);
+pub(crate) const MAX_LEASE: Duration = Duration::from_secs(6 * HOUR);
 /// Default objects per listing page (one S3 `ListObjectsV2` response).
-pub const DEFAULT_PAGE_SIZE: usize = 1000;
+pub(crate) const DEFAULT_PAGE_SIZE: usize = 1000;
 /// Default partitions of `indexes/` per run.
-pub const DEFAULT_PARTITIONS: usize = 16;
+pub(crate) const DEFAULT_PARTITIONS: usize = 16;
 /// Default concurrent partitions of one `collect`.
-pub const DEFAULT_WORKERS: usize = 4;
+pub(crate) const DEFAULT_WORKERS: usize = 4;
 /// Most partitions a run may have (a state machine `Map` iterates over them).
-pub const MAX_PARTITIONS: usize = 1000;
+pub(crate) const MAX_PARTITIONS: usize = 1000;
 
 /// How the collector decides and acts. See the [module docs](super) for what each bound
 /// protects.
@@ -41,12 +41,13 @@ pub const MAX_PARTITIONS: usize = 1000;
 #[serde(rename_all = "kebab-case")]
 pub struct GcConfig {
     /// How long an object must stay unreachable before it may be deleted (readers that
-    /// loaded it earlier keep working for at least this long).
+    /// loaded it earlier keep working for at least this long). Default 7 days; at least 1
+    /// hour unless forced.
     #[serde(serialize_with = "as_millis")]
     pub retention: Duration,
     /// Objects younger than this (by last-modified time) are never tracked or deleted:
     /// they may belong to a register or commit in flight. Every catalog operation must
-    /// complete within this bound.
+    /// complete within this bound. Default 1 hour; at least 5 minutes unless forced.
     #[serde(serialize_with = "as_millis")]
     pub grace: Duration,
     /// `B`: how long a condemnation must stand before the object is deleted; `None` means
@@ -55,6 +56,7 @@ pub struct GcConfig {
     #[serde(serialize_with = "opt_as_millis")]
     pub condemn_delay: Option<Duration>,
     /// Allowance for clock skew between writers, the object store and the collector.
+    /// Default 5 minutes.
     #[serde(serialize_with = "as_millis")]
     pub max_clock_skew: Duration,
     /// Report what would happen without writing or deleting anything.
@@ -69,7 +71,7 @@ pub struct GcConfig {
     pub max_deletes_per_run: usize,
     /// Most per-object actions listed in the report.
     pub max_reported_actions: usize,
-    /// How long the run lease lasts without renewal.
+    /// How long the run lease lasts without renewal. Default 15 minutes; at most 6 hours.
     #[serde(serialize_with = "as_millis")]
     pub lease_duration: Duration,
     /// How long one call (a [`collect`](super::GarbageCollector::collect) or a
@@ -80,12 +82,13 @@ pub struct GcConfig {
     pub budget: Option<Duration>,
     /// Objects per listing page: the unit of checkpointed work (a killed invocation loses
     /// at most one page) and what bounds a worker's memory besides the reachable set.
+    /// Default 1,000 (one S3 `ListObjectsV2` response).
     pub page_size: usize,
     /// How many partitions a run splits `indexes/` into (at its subdirectories): the
-    /// units the scan and delete steps fan out over.
+    /// units the scan and delete steps fan out over. Default 16; at most 1,000.
     pub partitions: usize,
     /// How many partitions one `collect` works on at once (the `gc-cycle` state machine's
-    /// `Map` concurrency is its own parameter).
+    /// `Map` concurrency is its own parameter). Default 4.
     pub workers: usize,
 }
 
@@ -223,8 +226,8 @@ impl GcConfig {
         self.condemn_delay.unwrap_or(self.grace)
     }
 
-    /// Refuse unsafe settings: retention under [`MIN_RETENTION`], grace under
-    /// [`MIN_GRACE`] or a condemnation delay under twice the catalog's
+    /// Refuse unsafe settings: retention under 1 hour, grace under 5 minutes or a
+    /// condemnation delay under twice the catalog's
     /// [`PUBLISH_WINDOW`](crate::catalog::PUBLISH_WINDOW) unless `force`, and zero sizes
     /// always.
     pub fn validate(&self) -> Result<()> {

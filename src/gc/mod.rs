@@ -140,7 +140,7 @@
 //! | **V** verified | right before deleting, the verification walk and a fresh read of the change log: reachable again, published since the clock's walk, or records unexplained → kept; and before every delete batch, the walk's family references that named no file are read again: what a file written there since names → kept | `verify::verification_walk`, `rules::still_deletable`, `dangling` | `Verify`, `Delete` | `gc::scenarios::concurrent_runs_never_delete_live_files`, `a_file_first_written_at_a_dangling_reference_during_the_deletes_keeps_what_it_names` |
 //! | **P** named by existing metadata | no file under `metadata/` that exists names `o` (a valid file: its tables, centroids and sources; any other: every string in it that names an object, but never a whole managed prefix): metadata is deleted before what it names | `metadata::MetadataPage::keep`, `refs::Protected`, `metadata::named::read_parsed` | `State::referenced` | `gc::directory_references`, `gc::durable_evidence::class8_*` |
 //! | **S** log settles | a finished run prunes only the change-log entries settled for its own walk, after its finish mark: every entry a later decision needs is still there, or its effect is in that run's journal | `rules::settled`, `finish` | `Finish` | `catalog::changelog` unit tests |
-//! | **F** fenced | every delete batch and every ledger write comes after a fresh proof that the run holds the newest lease generation; a lease is bounded ([`config::MAX_LEASE`]), an implausibly distant expiry is taken over, and `gc abandon` breaks one (fenced: the holder stops at its next renewal) | `lease`, `lease::fence` | one current run; `Crash` | `gc::durable_evidence::class6_*`, `gc::hostile_layouts` paused runs |
+//! | **F** fenced | every delete batch and every ledger write comes after a fresh proof that the run holds the newest lease generation; a lease is bounded (6 hours), an implausibly distant expiry is taken over, and `gc abandon` breaks one (fenced: the holder stops at its next renewal) | `lease`, `lease::fence` | one current run; `Crash` | `gc::durable_evidence::class6_*`, `gc::hostile_layouts` paused runs |
 //!
 //! Objects the ledger cannot track (a name whose mirror would exceed the store's key
 //! limit) are kept and reported ([`GcReport::kept_unmirrorable`]), and collection goes on
@@ -219,7 +219,7 @@
 //! # The run lease
 //! See the `lease` submodule docs: generations `_gc/lease/<gen>.json` written with
 //! create-if-absent; expiry plus renewal (with proof of holding the newest generation)
-//! before each delete batch and ledger write; at most [`config::MAX_LEASE`].
+//! before each delete batch and ledger write; at most 6 hours.
 //!
 //! # Nested roots
 //! See the warehouse's `layout` submodule docs for the catalog structures that mark a
@@ -227,7 +227,7 @@
 
 mod assess;
 mod collect;
-pub mod config;
+pub(crate) mod config;
 mod dangling;
 mod delete;
 mod finish;
@@ -257,7 +257,6 @@ mod verify;
 use std::sync::Arc;
 
 pub use crate::catalog::ownership::{OwnershipMarker, adopt, claim, verify_ownership};
-pub use crate::warehouse::OWNER_MARKER as MARKER;
 pub use config::{GcConfig, format_duration, parse_duration};
 pub use reachability::RootStats;
 pub use report::{

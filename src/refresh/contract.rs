@@ -86,9 +86,9 @@ pub struct BuildFunctionRequest {
     /// When the build starts reading the source (Unix epoch milliseconds).
     pub read_start_ms: i64,
     /// The change with the latest time.
-    pub newest: ChangedObject,
+    pub newest: SourceChange,
     /// Each changed object's latest write, in key order.
-    pub changed: Vec<ChangedObject>,
+    pub changed: Vec<SourceChange>,
     /// How many changes (deliveries included) the batch had.
     pub changes: usize,
     /// The source table's definition for the snapshot.
@@ -99,27 +99,32 @@ pub struct BuildFunctionRequest {
 
 strict_object!(BuildFunctionRequest);
 
-/// One changed object of a [`BuildFunctionRequest`] (a [`SourceChange`]).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+/// A [`SourceChange`] as the contract carries it: read strictly (unknown, duplicate,
+/// missing or ill-typed fields are refused, naming the JSON path), then checked as
+/// [`SourceChange::new`] checks it. It serializes as [`SourceChange`] does.
+#[derive(Deserialize)]
 #[serde(remote = "Self", deny_unknown_fields, rename_all = "kebab-case")]
-pub struct ChangedObject {
-    /// The bucket.
-    pub bucket: String,
-    /// The object key.
-    pub key: String,
-    /// S3's sequencer of the write (orders the writes of this key only).
-    pub sequencer: String,
-    /// When S3 finished the write (Unix epoch milliseconds, S3's clock).
-    pub time_ms: i64,
-    /// The version id, if the bucket is versioned.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version_id: Option<String>,
-    /// The object's size, if the event gave it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size: Option<u64>,
+struct ChangedObject {
+    bucket: String,
+    key: String,
+    sequencer: String,
+    time_ms: i64,
+    #[serde(default)]
+    version_id: Option<String>,
+    #[serde(default)]
+    size: Option<u64>,
 }
 
-strict_object!(ChangedObject);
+strict_object!(deserialize ChangedObject);
+
+impl<'de> Deserialize<'de> for SourceChange {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = <ChangedObject as Deserialize>::deserialize(deserializer)?;
+        SourceChange::new(wire.bucket, wire.key, wire.sequencer, wire.time_ms)
+            .map(|change| change.with_version_id(wire.version_id).with_size(wire.size))
+            .map_err(|err| serde::de::Error::custom(err.message()))
+    }
+}
 
 /// The builder function's answer.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -134,33 +139,6 @@ pub struct BuildFunctionResponse {
 }
 
 strict_object!(BuildFunctionResponse);
-
-impl From<&SourceChange> for ChangedObject {
-    fn from(change: &SourceChange) -> Self {
-        ChangedObject {
-            bucket: change.bucket.clone(),
-            key: change.key.clone(),
-            sequencer: change.sequencer.clone(),
-            time_ms: change.time_ms,
-            version_id: change.version_id.clone(),
-            size: change.size,
-        }
-    }
-}
-
-impl ChangedObject {
-    /// The change; `INVALID_REQUEST` as [`SourceChange::new`].
-    pub fn to_change(&self) -> Result<SourceChange> {
-        Ok(SourceChange::new(
-            self.bucket.clone(),
-            self.key.clone(),
-            self.sequencer.clone(),
-            self.time_ms,
-        )?
-        .with_version_id(self.version_id.clone())
-        .with_size(self.size))
-    }
-}
 
 /// Parse `bytes` as one `T` of the contract: one JSON object, nothing after it, at most
 /// [`MAX_BUILD_MESSAGE_BYTES`], `contract` equal to [`BUILD_CONTRACT`]. Errors are `kind`,
@@ -209,8 +187,8 @@ impl BuildFunctionRequest {
                 request.build_id.simple()
             ),
             read_start_ms: request.read_start_ms,
-            newest: request.newest.into(),
-            changed: request.changed.iter().map(ChangedObject::from).collect(),
+            newest: request.newest.clone(),
+            changed: request.changed.to_vec(),
             changes: request.changes,
             source_table: request.source_table.clone(),
             current_snapshot_id: request
@@ -220,18 +198,14 @@ impl BuildFunctionRequest {
     }
 
     /// Parse a request strictly (what a builder function does): `INVALID_REQUEST` naming
-    /// the JSON path, or for another contract version or an invalid change.
+    /// the JSON path (an invalid change too), or for another contract version.
     pub fn from_json_slice(bytes: &[u8]) -> Result<BuildFunctionRequest> {
-        let request: BuildFunctionRequest = parse(
+        parse(
             bytes,
             "build request",
             ErrorKind::InvalidRequest,
             |request: &BuildFunctionRequest| &request.contract,
-        )?;
-        for change in std::iter::once(&request.newest).chain(&request.changed) {
-            change.to_change()?;
-        }
-        Ok(request)
+        )
     }
 
     /// The request as JSON bytes.
@@ -284,14 +258,9 @@ mod tests {
     use crate::metadata::{IndexTableDefinition, ProviderDefinition};
 
     fn request() -> BuildFunctionRequest {
-        let change = ChangedObject {
-            bucket: "lake".into(),
-            key: "docs/p.parquet".into(),
-            sequencer: "0A".into(),
-            time_ms: 5,
-            version_id: None,
-            size: Some(10),
-        };
+        let change = SourceChange::new("lake", "docs/p.parquet", "0A", 5)
+            .expect("a valid change")
+            .with_size(Some(10));
         BuildFunctionRequest {
             contract: BUILD_CONTRACT.into(),
             index: IndexIdentifier::new(Namespace::new(["search"]).expect("ns"), "docs")

@@ -147,7 +147,7 @@ pub enum Listing {
 
 impl Listing {
     /// The code a store keeps for the class (`1`, `2`, `3`).
-    pub fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         match self {
             Listing::Hidden => 1,
             Listing::Shown => 2,
@@ -156,7 +156,7 @@ impl Listing {
     }
 
     /// The class of a code kept by a store; `None` for anything else.
-    pub fn from_code(code: u8) -> Option<Listing> {
+    pub(crate) fn from_code(code: u8) -> Option<Listing> {
         match code {
             1 => Some(Listing::Hidden),
             2 => Some(Listing::Shown),

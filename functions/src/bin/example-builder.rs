@@ -62,20 +62,14 @@ async fn build(warehouse: &Warehouse, event: Value) -> Result<BuildFunctionRespo
             ),
         ));
     }
-    let newest = request.newest.to_change()?;
-    let changed = request
-        .changed
-        .iter()
-        .map(|change| change.to_change())
-        .collect::<Result<Vec<_>>>()?;
     let snapshot = PlaceholderBuilder
         .build(&BuildRequest {
             index: &request.index,
             index_uuid: request.index_uuid,
             build_id: request.build_id,
             read_start_ms: request.read_start_ms,
-            newest: &newest,
-            changed: &changed,
+            newest: &request.newest,
+            changed: &request.changed,
             changes: request.changes,
             source_table: request.source_table.clone(),
             current: None,

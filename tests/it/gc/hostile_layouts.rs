@@ -2446,7 +2446,11 @@ async fn redteam_a_warehouse_that_lost_its_marker_is_not_taken_over_by_a_strange
 async fn lose_marker(env: &Env) {
     env.warehouse
         .object_store()
-        .delete(&env.warehouse.path(gc::MARKER).expect("name"))
+        .delete(
+            &env.warehouse
+                .path(parqdb_catalog::warehouse::OWNER_MARKER)
+                .expect("name"),
+        )
         .await
         .expect("marker lost");
 }
@@ -2709,7 +2713,7 @@ async fn redteam16_a_copy_of_the_pointer_store_does_not_reclaim_a_warehouse_that
     let (newer_id, _, location) = env.register("newer", &newer).await;
     let mut owned = newer.files();
     owned.push(env.relative(&location));
-    std::fs::remove_file(root.join(gc::MARKER)).expect("marker lost");
+    std::fs::remove_file(root.join(parqdb_catalog::warehouse::OWNER_MARKER)).expect("marker lost");
     let clone = Catalog::builder(Arc::new(LocalStore::new(&staging)), env.warehouse.clone())
         .clock(env.clock.clone())
         .ids(Arc::new(parqdb_catalog::SeededIds::new(1602)))

@@ -213,8 +213,13 @@ async fn foreign_or_unmarked_warehouses_are_refused() {
     env.advance(10 * HOUR);
     // The first write claimed the warehouse; a warehouse without its marker (written by
     // an earlier version, or the marker removed by hand) is refused.
-    std::fs::remove_file(env.local_dir.as_ref().expect("local").join(gc::MARKER))
-        .expect("marker removed");
+    std::fs::remove_file(
+        env.local_dir
+            .as_ref()
+            .expect("local")
+            .join(parqdb_catalog::warehouse::OWNER_MARKER),
+    )
+    .expect("marker removed");
 
     // No marker: refused.
     let err = env

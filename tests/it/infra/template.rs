@@ -1165,8 +1165,15 @@ fn the_refresh_builder_function_is_gated_and_least_privilege() {
 /// `GcConfig::from_lookup` reads, and accepts with the parameters' defaults.
 #[test]
 fn the_gc_cycle_fans_out_over_the_configured_partitions() {
-    use parqdb_catalog::gc::config::{
-        DEFAULT_PAGE_SIZE, DEFAULT_PARTITIONS, DEFAULT_WORKERS, MAX_PARTITIONS,
+    let defaults = parqdb_catalog::gc::GcConfig::default();
+    // The most partitions the collector accepts: `GcPartitions`' `MaxValue` must be it.
+    let accepts = |partitions: usize| {
+        parqdb_catalog::gc::GcConfig {
+            partitions,
+            ..defaults.clone()
+        }
+        .validate()
+        .is_ok()
     };
     let template = template();
     let bounds = |name: &str| {
@@ -1184,14 +1191,17 @@ fn the_gc_cycle_fans_out_over_the_configured_partitions() {
         (number("Default"), number("MinValue"), number("MaxValue"))
     };
     // Distributed Map states run up to 10,000 child executions at once, bounded here by
-    // the default account concurrency; a run has at most MAX_PARTITIONS partitions; S3
+    // the default account concurrency; a run has at most as many partitions as the collector accepts; S3
     // lists at most 1000 keys per request.
-    assert_eq!(bounds("GcWorkers"), (DEFAULT_WORKERS as u64, 1, 1000));
-    assert_eq!(
-        bounds("GcPartitions"),
-        (DEFAULT_PARTITIONS as u64, 1, MAX_PARTITIONS as u64)
+    assert_eq!(bounds("GcWorkers"), (defaults.workers as u64, 1, 1000));
+    let (default, min, max) = bounds("GcPartitions");
+    assert_eq!((default, min), (defaults.partitions as u64, 1));
+    let max = usize::try_from(max).expect("GcPartitions' MaxValue");
+    assert!(
+        accepts(max) && !accepts(max + 1),
+        "GcPartitions' MaxValue is {max}"
     );
-    assert_eq!(bounds("GcPageSize"), (DEFAULT_PAGE_SIZE as u64, 1, 1000));
+    assert_eq!(bounds("GcPageSize"), (defaults.page_size as u64, 1, 1000));
     assert!(
         template
             .get("Parameters")
@@ -1295,7 +1305,7 @@ fn the_gc_cycle_fans_out_over_the_configured_partitions() {
         .expect("the defaults are a valid configuration");
     assert_eq!(
         (config.partitions, config.page_size, config.workers),
-        (DEFAULT_PARTITIONS, DEFAULT_PAGE_SIZE, DEFAULT_WORKERS)
+        (defaults.partitions, defaults.page_size, defaults.workers)
     );
     assert_eq!(
         config.max_deletes_per_run, 1_000_000_000,
