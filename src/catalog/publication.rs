@@ -236,7 +236,7 @@ impl Catalog {
             }
         }
         for name in source
-            .warehouse_names(warehouse)
+            .warehouse_names(&mut warehouse.name_reader())
             .iter()
             .chain(&refs.sources)
         {

@@ -107,7 +107,7 @@
 //! canonical form. A listed name that could be another spelling of a reachable name (an
 //! earlier version of this crate percent-encoded some characters) is kept. A source-table
 //! location, written by another engine, counts in every spelling an engine may use
-//! (`Warehouse::names_of_location`), and
+//! (`NameReader::names_of_location`), and
 //! register refuses one inside the managed prefixes in any of them.
 //!
 //! # The safety argument
@@ -128,7 +128,7 @@
 //! | rule | statement | enforced by | model | tests |
 //! |---|---|---|---|---|
 //! | **O** ours | `o` is a regular file reached without a symbolic link and not on another file system, and no listed object shows it lies in a nested catalog structure (an ownership marker, `_catalog/`, `_gc/`, pointer records) | `warehouse::local::deletable`, `warehouse::layout::nested_root`, `scan::Nested` | — (layout, not protocol) | `gc::hostile_layouts` classes 3–4, `gc::simulation` hostile layouts |
-//! | **U** unreachable | no spelling of `o`, nor of any path a symbolic link leads it to, is covered by `R` of the run's first walk nor of its verification walk; a reference covers itself and its subtree on a segment boundary | `reachability::observe`, `RefMap::covers_any_spelling`, `Warehouse::link_targets`, `Warehouse::names_of_location` | `Run::reachable`, `reachable_again` | `gc::durable_evidence::class1_*`, `class4_*`, `gc::scenarios::sibling_prefixes_are_not_confused` |
+//! | **U** unreachable | no spelling of `o`, nor of any path a symbolic link leads it to, is covered by `R` of the run's first walk nor of its verification walk; a reference covers itself and its subtree on a segment boundary | `reachability::observe`, `RefMap::covers_any_spelling`, `Warehouse::link_targets`, `NameReader::names_of_location` | `Run::reachable`, `reachable_again` | `gc::durable_evidence::class1_*`, `class4_*`, `gc::scenarios::sibling_prefixes_are_not_confused` |
 //! | **G** grace | `last_modified(o) + grace + skew <= now`: in-flight writers own young files | `rules::decide` | `TIMING.grace_ms` | `gc::scenarios::orphans_of_a_crashed_commit_wait_for_grace_plus_retention`, `gc::directory_references::tables_copied_in_with_old_times_*` |
 //! | **W** walks date losses | a clock is the end of a walk that found `o` unreachable; nothing (a record's time, a quiet catalog, a first sighting) dates a loss earlier | `rules::retention_clock` | `Assess` | `gc::durable_evidence::class3_*`, `class5_*` |
 //! | **L** republication restarts | a clock stands only if its walk started at least `settle` (the publish window plus twice the skew) after every change-log entry whose publication names `o`, or whose write replaces a location naming `o` (a commit's base, a dropped or moved record: current until the write, even where no walk saw it, as after a restored backup or a hand edit): a register or commit logs its entry before its write and lands within its window, so a later walk saw it | `rules::earliest_walk`, `history::read`, `catalog::changelog` | `Publish`, `Land`, `State::read_log` | `gc::durable_evidence::class2_*` |

@@ -332,7 +332,7 @@ impl Walker<'_> {
             }
             let stats = &mut observation.roots;
             stats.pointer_records += 1;
-            for location in record.source.warehouse_names(warehouse) {
+            for location in record.source.warehouse_names(&mut warehouse.name_reader()) {
                 observation.reachable.insert(location, 0);
             }
             let root = match record.state {

@@ -49,6 +49,7 @@ pub(crate) fn references_of(
     warehouse: &Warehouse,
 ) -> References {
     let mut refs = References::default();
+    let mut reader = warehouse.name_reader();
     for snapshot in metadata.snapshots() {
         if let Some(provider) = registry.provider(snapshot.index_provider().provider()) {
             for table in snapshot.index_tables().values() {
@@ -58,7 +59,7 @@ pub(crate) fn references_of(
             }
         }
         refs.sources
-            .extend(snapshot.source_table().warehouse_names(warehouse));
+            .extend(snapshot.source_table().warehouse_names(&mut reader));
         if let Some(family) = registry.family(snapshot.index_family()) {
             for location in family.warehouse_references(snapshot.parameters()) {
                 refs.family.extend(normalize(location));
@@ -232,6 +233,7 @@ fn names_in_strings(
     let folder = holder.rsplit_once('/').map_or("", |(dir, _)| dir);
     let mut out = Vec::new();
     let mut naming: HashSet<String> = HashSet::new();
+    let mut reader = warehouse.name_reader();
     for text in strings {
         let mut parts: Vec<&str> = text
             .split(|c: char| c.is_control() || c == ',' || c == ';')
@@ -242,7 +244,7 @@ fn names_in_strings(
         parts.sort_unstable();
         parts.dedup();
         for part in std::iter::once(text.as_str()).chain(parts) {
-            let mut names = warehouse.names_of_location(part);
+            let mut names = reader.names_of_location(part);
             if !part.contains("://") {
                 if let Some(name) = normalize(part) {
                     names.extend(aliases(&name));

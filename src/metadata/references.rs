@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use super::{IndexMetadata, TableDefinition};
 use crate::family::FamilyRegistry;
-use crate::warehouse::Warehouse;
+use crate::warehouse::NameReader;
 
 impl IndexMetadata {
     /// The warehouse-relative locations this metadata references, sorted and without
@@ -37,13 +37,13 @@ impl IndexMetadata {
 
 impl TableDefinition {
     /// Every name of the warehouse a source-table property may denote, in any engine's
-    /// spelling ([`Warehouse::names_of_location`]): source bindings are written by other
+    /// spelling (`NameReader::names_of_location` of the warehouse): source bindings are written by other
     /// engines, and when unsure whether a source names warehouse objects, the garbage
     /// collector keeps them and register refuses them under the managed prefixes.
-    pub(crate) fn warehouse_names(&self, warehouse: &Warehouse) -> Vec<String> {
+    pub(crate) fn warehouse_names(&self, reader: &mut NameReader<'_>) -> Vec<String> {
         self.properties()
             .values()
-            .flat_map(|value| warehouse.names_of_location(value))
+            .flat_map(|value| reader.names_of_location(value))
             .collect()
     }
 }
@@ -51,6 +51,7 @@ impl TableDefinition {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::warehouse::Warehouse;
 
     #[test]
     fn sources_in_other_engines_spellings_are_inside_the_warehouse() {
@@ -73,14 +74,14 @@ mod tests {
         ] {
             assert!(
                 source(spelling)
-                    .warehouse_names(&warehouse)
+                    .warehouse_names(&mut warehouse.name_reader())
                     .contains(&"indexes/src".to_owned()),
                 "{spelling}"
             );
         }
         assert!(
             source("s3a://other/wh/indexes/src")
-                .warehouse_names(&warehouse)
+                .warehouse_names(&mut warehouse.name_reader())
                 .is_empty()
         );
     }

@@ -38,6 +38,7 @@ mod objects;
 mod placement;
 mod range;
 mod recognise;
+pub(crate) use recognise::NameReader;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -9,7 +9,7 @@
 //! segments, percent-escapes, and on the local file system symbolic links to the
 //! warehouse. Publication (which refuses a source table inside the warehouse's managed or
 //! bookkeeping prefixes) and reachability (which keeps everything a source names) both ask
-//! [`Warehouse::names_of_location`], so what one refuses the other keeps.
+//! [`NameReader::names_of_location`], so what one refuses the other keeps.
 //!
 //! When a spelling may mean two things (a doubled slash is a distinct S3 key to S3 itself
 //! but the same directory to Hadoop; a `%41` is an escape in a URI but two characters in
@@ -19,6 +19,7 @@
 //! working directory, which no catalog knows; on a local warehouse it is read against the
 //! warehouse directory too (an engine may run there).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use percent_encoding::percent_decode_str;
@@ -40,9 +41,22 @@ enum Reading {
 }
 
 impl Warehouse {
-    /// Every name of this warehouse that `location` may denote in some engine's reading
-    /// (see the [module docs](self)); empty if it denotes nothing inside the root.
+    /// [`NameReader::names_of_location`] of one location.
+    #[cfg(test)]
     pub(crate) fn names_of_location(&self, location: &str) -> Vec<String> {
+        self.name_reader().names_of_location(location)
+    }
+
+    /// A reader of many locations with one view of the local file system's links (see
+    /// [`NameReader`]): what one metadata file's strings name.
+    pub(crate) fn name_reader(&self) -> NameReader<'_> {
+        NameReader {
+            warehouse: self,
+            links: self.local.as_ref().map(|dir| Links::new(dir)),
+        }
+    }
+
+    fn names_of_location_with(&self, location: &str, links: &mut Option<Links>) -> Vec<String> {
         let location = location.trim();
         let mut names: Vec<String> = Vec::new();
         let mut add = |found: Vec<String>| {
@@ -53,19 +67,21 @@ impl Warehouse {
             }
         };
         match alternatives(location) {
-            Some(paths) => paths.iter().for_each(|path| add(self.names_of_path(path))),
+            Some(paths) => paths
+                .iter()
+                .for_each(|path| add(self.names_of_path(path, links))),
             // So many alternatives they may name anything: every managed prefix.
             None => {
-                add(self.names_of_path(location));
+                add(self.names_of_path(location, links));
                 add(every_managed_prefix());
             }
         }
         names
     }
 
-    /// [`names_of_location`](Self::names_of_location) of one path (no list, no braces read
+    /// [`NameReader::names_of_location`] of one path (no list, no braces read
     /// as alternatives).
-    fn names_of_path(&self, location: &str) -> Vec<String> {
+    fn names_of_path(&self, location: &str, links: &mut Option<Links>) -> Vec<String> {
         let mut names = Vec::new();
         let mut all = readings(location);
         // A relative path is resolved against an engine's working directory; on a local
@@ -102,11 +118,11 @@ impl Warehouse {
                 // On the local file system, every spelling (dots resolved, escapes
                 // decoded) and a pattern's literal directory may also reach the warehouse
                 // through a link or another mount of it.
-                if let (Reading::Local(_), Some(dir)) = (&reading, &self.local) {
+                if let (Reading::Local(_), Some(links)) = (&reading, links.as_mut()) {
                     let absolute = |path: &str| format!("/{}", path.trim_start_matches('/'));
-                    found.extend(linked_names(dir, Path::new(&absolute(&path))));
+                    found.extend(links.linked_names(Path::new(&absolute(&path))));
                     if let Some(literal) = glob_prefix(&path) {
-                        found.extend(linked_names(dir, Path::new(&absolute(literal))));
+                        found.extend(links.linked_names(Path::new(&absolute(literal))));
                     }
                 }
                 for name in found {
@@ -115,8 +131,8 @@ impl Warehouse {
                     }
                 }
             }
-            if let (Reading::Local(path), Some(dir)) = (&reading, &self.local) {
-                for name in linked_names(dir, Path::new(path)) {
+            if let (Reading::Local(path), Some(links)) = (&reading, links.as_mut()) {
+                for name in links.linked_names(Path::new(path)) {
                     if !names.contains(&name) {
                         names.push(name);
                     }
@@ -455,50 +471,10 @@ fn clamp_dots(path: &str) -> String {
     segments.join("/")
 }
 
-/// The names a local path reaches through symbolic links: the path with its longest
-/// existing prefix resolved (`canonicalize`), if that lies below the warehouse directory
-/// `dir` (itself resolved).
+/// The names a local path reaches through symbolic links (see [`Links::linked_names`]),
+/// with a view of the links of its own.
 pub(super) fn linked_names(dir: &Path, path: &Path) -> Vec<String> {
-    let Ok(root) = std::fs::canonicalize(dir) else {
-        return Vec::new();
-    };
-    let mut existing = path.to_path_buf();
-    let mut rest: Vec<std::ffi::OsString> = Vec::new();
-    let resolved = loop {
-        if let Ok(resolved) = std::fs::canonicalize(&existing) {
-            break resolved;
-        }
-        match (existing.file_name(), existing.parent()) {
-            (Some(last), Some(parent)) => {
-                rest.push(last.to_owned());
-                existing = parent.to_path_buf();
-            }
-            _ => return Vec::new(),
-        }
-    };
-    let mut full = resolved.clone();
-    for part in rest.iter().rev() {
-        full.push(part);
-    }
-    let Some(full) = full.to_str() else {
-        return Vec::new();
-    };
-    let full = Path::new("/").join(clamp_dots(full));
-    let mut names = names_below(&root, &full);
-    // A bind mount (or a second mount of the same export) shows a directory of the
-    // warehouse under another path, which `canonicalize` does not see through: a
-    // directory on the way that *is* the root, a managed prefix or one of the root's
-    // ancestors (the same device and inode) is read as that directory.
-    for (alias, real) in aliases(&root, &resolved) {
-        if let Ok(rest) = full.strip_prefix(&alias) {
-            for name in names_below(&root, &real.join(rest)) {
-                if !names.contains(&name) {
-                    names.push(name);
-                }
-            }
-        }
-    }
-    names
+    Links::new(dir).linked_names(path)
 }
 
 /// The names a location at the root or above it denotes: a recursive listing of it reads
@@ -519,30 +495,150 @@ fn names_below(root: &Path, path: &Path) -> Vec<String> {
     object_name(below).ok().into_iter().collect()
 }
 
-/// The directories on the way to `resolved` (itself included) that are the same
-/// directory as the root, a managed prefix or an ancestor of the root, each with that
-/// real path.
-fn aliases(root: &Path, resolved: &Path) -> Vec<(PathBuf, PathBuf)> {
-    use std::os::unix::fs::MetadataExt;
-    let id = |path: &Path| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
-    let mut known: Vec<((u64, u64), PathBuf)> = Vec::new();
-    for real in root
-        .ancestors()
-        .map(Path::to_path_buf)
-        .chain(MANAGED_PREFIXES.iter().map(|prefix| root.join(prefix)))
-    {
-        if let Some(id) = id(&real) {
-            known.push((id, real));
+/// One view of a local warehouse's links, taken as a reader first needs each part: the
+/// root's resolved path, the identities (device, inode) of its ancestors and managed
+/// prefixes, and each path's resolution. A metadata file's strings are read with one view
+/// (a commit reads hundreds of strings; each used to resolve the root and stat its
+/// ancestors again).
+#[derive(Debug)]
+pub(crate) struct Links {
+    dir: PathBuf,
+    /// The root resolved (`None` inside: it does not resolve).
+    root: Option<Option<PathBuf>>,
+    /// The root's ancestors and managed prefixes, by identity.
+    known: Option<Vec<((u64, u64), PathBuf)>>,
+    /// Each path looked up, resolved (`None`: it does not exist).
+    resolved: HashMap<PathBuf, Option<PathBuf>>,
+    /// Each directory's identity (`None`: no such directory).
+    ids: HashMap<PathBuf, Option<(u64, u64)>>,
+}
+
+impl Links {
+    fn new(dir: &Path) -> Links {
+        Links {
+            dir: dir.to_path_buf(),
+            root: None,
+            known: None,
+            resolved: HashMap::new(),
+            ids: HashMap::new(),
         }
     }
-    resolved
-        .ancestors()
-        .filter_map(|alias| {
-            let id = id(alias)?;
-            let (_, real) = known.iter().find(|(known, _)| *known == id)?;
-            (alias != real.as_path()).then(|| (alias.to_path_buf(), real.clone()))
-        })
-        .collect()
+
+    fn canonical(&mut self, path: &Path) -> Option<PathBuf> {
+        self.resolved
+            .entry(path.to_path_buf())
+            .or_insert_with(|| std::fs::canonicalize(path).ok())
+            .clone()
+    }
+
+    fn id(&mut self, path: &Path) -> Option<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        *self
+            .ids
+            .entry(path.to_path_buf())
+            .or_insert_with(|| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino())))
+    }
+
+    /// The names a local path reaches through symbolic links: the path with its longest
+    /// existing prefix resolved (`canonicalize`), if that lies below the warehouse
+    /// directory (itself resolved).
+    pub(crate) fn linked_names(&mut self, path: &Path) -> Vec<String> {
+        let root = match &self.root {
+            Some(root) => root.clone(),
+            None => {
+                let dir = self.dir.clone();
+                let root = self.canonical(&dir);
+                self.root = Some(root.clone());
+                root
+            }
+        };
+        let Some(root) = root else {
+            return Vec::new();
+        };
+        let mut existing = path.to_path_buf();
+        let mut rest: Vec<std::ffi::OsString> = Vec::new();
+        let resolved = loop {
+            if let Some(resolved) = self.canonical(&existing) {
+                break resolved;
+            }
+            match (existing.file_name(), existing.parent()) {
+                (Some(last), Some(parent)) => {
+                    rest.push(last.to_owned());
+                    existing = parent.to_path_buf();
+                }
+                _ => return Vec::new(),
+            }
+        };
+        let mut full = resolved.clone();
+        for part in rest.iter().rev() {
+            full.push(part);
+        }
+        let Some(full) = full.to_str() else {
+            return Vec::new();
+        };
+        let full = Path::new("/").join(clamp_dots(full));
+        let mut names = names_below(&root, &full);
+        // A bind mount (or a second mount of the same export) shows a directory of the
+        // warehouse under another path, which `canonicalize` does not see through: a
+        // directory on the way that *is* the root, a managed prefix or one of the root's
+        // ancestors (the same device and inode) is read as that directory.
+        for (alias, real) in self.aliases(&root, &resolved) {
+            if let Ok(rest) = full.strip_prefix(&alias) {
+                for name in names_below(&root, &real.join(rest)) {
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
+                }
+            }
+        }
+        names
+    }
+
+    /// The directories on the way to `resolved` (itself included) that are the same
+    /// directory as the root, a managed prefix or an ancestor of the root, each with that
+    /// real path.
+    fn aliases(&mut self, root: &Path, resolved: &Path) -> Vec<(PathBuf, PathBuf)> {
+        if self.known.is_none() {
+            let mut known = Vec::new();
+            for real in root
+                .ancestors()
+                .map(Path::to_path_buf)
+                .chain(MANAGED_PREFIXES.iter().map(|prefix| root.join(prefix)))
+            {
+                if let Some(id) = self.id(&real) {
+                    known.push((id, real));
+                }
+            }
+            self.known = Some(known);
+        }
+        let mut aliases = Vec::new();
+        for alias in resolved.ancestors() {
+            let Some(id) = self.id(alias) else { continue };
+            let known = self.known.as_deref().unwrap_or_default();
+            if let Some((_, real)) = known.iter().find(|(known, _)| *known == id)
+                && alias != real.as_path()
+            {
+                aliases.push((alias.to_path_buf(), real.clone()));
+            }
+        }
+        aliases
+    }
+}
+
+/// Locations read as names with one view of the local file system's links ([`Links`]):
+/// what one metadata file's strings name, or a source table's properties.
+pub(crate) struct NameReader<'w> {
+    warehouse: &'w Warehouse,
+    links: Option<Links>,
+}
+
+impl NameReader<'_> {
+    /// Every name of this warehouse that `location` may denote in some engine's reading
+    /// (see the [module docs](self)); empty if it denotes nothing inside the root.
+    pub(crate) fn names_of_location(&mut self, location: &str) -> Vec<String> {
+        self.warehouse
+            .names_of_location_with(location, &mut self.links)
+    }
 }
 
 #[cfg(test)]
