@@ -20,6 +20,7 @@
 //! warehouse directory too (an engine may run there).
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use percent_encoding::percent_decode_str;
@@ -507,10 +508,12 @@ pub(crate) struct Links {
     root: Option<Option<PathBuf>>,
     /// The root's ancestors and managed prefixes, by identity.
     known: Option<Vec<((u64, u64), PathBuf)>>,
-    /// Each path looked up, resolved (`None`: it does not exist).
-    resolved: HashMap<PathBuf, Option<PathBuf>>,
-    /// Each directory's identity (`None`: no such directory).
-    ids: HashMap<PathBuf, Option<(u64, u64)>>,
+    /// Each path looked up, resolved (`None`: it does not resolve), by its exact bytes:
+    /// `Path` compares `/a/l/` and `/a/l` as equal, but `canonicalize` fails on the first
+    /// when `l` leads to a file.
+    resolved: HashMap<OsString, Option<PathBuf>>,
+    /// Each directory's identity (`None`: no such directory), by its exact bytes.
+    ids: HashMap<OsString, Option<(u64, u64)>>,
 }
 
 impl Links {
@@ -526,7 +529,7 @@ impl Links {
 
     fn canonical(&mut self, path: &Path) -> Option<PathBuf> {
         self.resolved
-            .entry(path.to_path_buf())
+            .entry(path.as_os_str().to_owned())
             .or_insert_with(|| std::fs::canonicalize(path).ok())
             .clone()
     }
@@ -535,7 +538,7 @@ impl Links {
         use std::os::unix::fs::MetadataExt;
         *self
             .ids
-            .entry(path.to_path_buf())
+            .entry(path.as_os_str().to_owned())
             .or_insert_with(|| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino())))
     }
 
@@ -556,7 +559,7 @@ impl Links {
             return Vec::new();
         };
         let mut existing = path.to_path_buf();
-        let mut rest: Vec<std::ffi::OsString> = Vec::new();
+        let mut rest: Vec<OsString> = Vec::new();
         let resolved = loop {
             if let Some(resolved) = self.canonical(&existing) {
                 break resolved;
@@ -781,6 +784,59 @@ mod tests {
                 names.contains(&"indexes/src".to_owned()),
                 "{relative}: {names:?}"
             );
+        }
+    }
+
+    /// One reader for a batch of locations answers each as a reader of its own would: the
+    /// links are looked up once per exact spelling. `Path` takes `/o/x/../l/` and
+    /// `/o/x/../l` for one path, but a link to a file resolves only without the slash; a
+    /// view keyed by `Path` answered the second from the first and missed the file
+    /// (found by review of the shared view).
+    #[test]
+    fn a_shared_reader_answers_every_location_as_a_fresh_one() {
+        let dir = tempfile::tempdir().expect("dir");
+        let base = std::fs::canonicalize(dir.path()).expect("dir");
+        let root = base.join("wh");
+        std::fs::create_dir_all(root.join("indexes")).expect("dirs");
+        std::fs::write(root.join("indexes/victim"), b"table").expect("file");
+        std::fs::create_dir_all(base.join("e/d")).expect("dirs");
+        std::fs::create_dir_all(base.join("o")).expect("dirs");
+        std::os::unix::fs::symlink(base.join("e/d"), base.join("o/x")).expect("link");
+        std::os::unix::fs::symlink(root.join("indexes/victim"), base.join("e/l")).expect("link");
+        std::os::unix::fs::symlink(root.join("indexes"), base.join("e/t")).expect("link");
+        let wh = Warehouse::local(&root).expect("warehouse");
+        let o = base.join("o").display().to_string();
+        let locations = [
+            format!("{o}/x/../l/"),
+            format!("{o}/x/../l"),
+            format!("{o}/x/../l/t"),
+            format!("{o}/x/../t/"),
+            format!("{o}/x/../t/victim"),
+            format!("{o}/x/../t/victim/"),
+            format!("{o}/x/../t/../t/victim"),
+            format!("file://{o}/x/../l"),
+            "indexes/victim".to_owned(),
+            "indexes/victim/".to_owned(),
+        ];
+        let fresh: Vec<Vec<String>> = locations.iter().map(|l| wh.names_of_location(l)).collect();
+        assert!(
+            fresh[1].contains(&"indexes/victim".to_owned()),
+            "the link to the file: {:?}",
+            fresh[1]
+        );
+        for order in [
+            (0..locations.len()).collect::<Vec<_>>(),
+            (0..locations.len()).rev().collect(),
+        ] {
+            let mut reader = wh.name_reader();
+            for i in order {
+                assert_eq!(
+                    reader.names_of_location(&locations[i]),
+                    fresh[i],
+                    "{}",
+                    locations[i]
+                );
+            }
         }
     }
 
