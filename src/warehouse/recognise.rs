@@ -504,11 +504,12 @@ fn names_below(root: &Path, path: &Path) -> Vec<String> {
 #[derive(Debug)]
 pub(crate) struct Links {
     dir: PathBuf,
-    /// The root resolved (`None` inside: it does not resolve).
-    root: Option<Option<PathBuf>>,
+    /// The root resolved, once it has resolved.
+    root: Option<PathBuf>,
     /// The root's ancestors and managed prefixes, by identity.
     known: Option<Vec<((u64, u64), PathBuf)>>,
-    /// Each path looked up, resolved (`None`: it does not resolve), by its exact bytes:
+    /// Each path looked up, resolved (`None`: it does not resolve, and will not), by its
+    /// exact bytes (see [`lasting`] for which answers are kept):
     /// `Path` compares `/a/l/` and `/a/l` as equal, but `canonicalize` fails on the first
     /// when `l` leads to a file.
     resolved: HashMap<OsString, Option<PathBuf>>,
@@ -528,18 +529,26 @@ impl Links {
     }
 
     fn canonical(&mut self, path: &Path) -> Option<PathBuf> {
-        self.resolved
-            .entry(path.as_os_str().to_owned())
-            .or_insert_with(|| std::fs::canonicalize(path).ok())
-            .clone()
+        if let Some(known) = self.resolved.get(path.as_os_str()) {
+            return known.clone();
+        }
+        let resolved = std::fs::canonicalize(path);
+        if let Some(answer) = lasting(&resolved) {
+            self.resolved.insert(path.as_os_str().to_owned(), answer);
+        }
+        resolved.ok()
     }
 
     fn id(&mut self, path: &Path) -> Option<(u64, u64)> {
         use std::os::unix::fs::MetadataExt;
-        *self
-            .ids
-            .entry(path.as_os_str().to_owned())
-            .or_insert_with(|| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino())))
+        if let Some(known) = self.ids.get(path.as_os_str()) {
+            return *known;
+        }
+        let id = std::fs::metadata(path).map(|m| (m.dev(), m.ino()));
+        if let Some(answer) = lasting(&id) {
+            self.ids.insert(path.as_os_str().to_owned(), answer);
+        }
+        id.ok()
     }
 
     /// The names a local path reaches through symbolic links: the path with its longest
@@ -550,13 +559,12 @@ impl Links {
             Some(root) => root.clone(),
             None => {
                 let dir = self.dir.clone();
-                let root = self.canonical(&dir);
+                let Some(root) = self.canonical(&dir) else {
+                    return Vec::new();
+                };
                 self.root = Some(root.clone());
                 root
             }
-        };
-        let Some(root) = root else {
-            return Vec::new();
         };
         let mut existing = path.to_path_buf();
         let mut rest: Vec<OsString> = Vec::new();
@@ -625,6 +633,30 @@ impl Links {
             }
         }
         aliases
+    }
+}
+
+/// The answer of a file-system lookup to remember for the rest of a batch: a success, or a
+/// failure that repeats while the file system stays as it is (no such file, a file where a
+/// directory was expected, a loop of links, a name too long, no permission). Any other
+/// failure (an I/O error, a stale handle, no memory) is not remembered: the next lookup of
+/// the same path tries again, as a reader of its own would.
+fn lasting<T: Clone>(answer: &std::io::Result<T>) -> Option<Option<T>> {
+    use std::io::ErrorKind;
+    match answer {
+        Ok(value) => Some(Some(value.clone())),
+        Err(err)
+            if matches!(
+                err.kind(),
+                ErrorKind::NotFound
+                    | ErrorKind::NotADirectory
+                    | ErrorKind::PermissionDenied
+                    | ErrorKind::InvalidFilename
+            ) || err.raw_os_error() == Some(libc::ELOOP) =>
+        {
+            Some(None)
+        }
+        Err(_) => None,
     }
 }
 
@@ -784,6 +816,32 @@ mod tests {
                 names.contains(&"indexes/src".to_owned()),
                 "{relative}: {names:?}"
             );
+        }
+    }
+
+    /// A view keeps what stays true while the file system stays as it is, never a passing
+    /// failure: a stale handle or an I/O error is looked up again (review of the view: one
+    /// failed resolution of the root hid every link of the rest of the batch).
+    #[test]
+    fn a_view_remembers_lasting_answers_only() {
+        use std::io::{Error, ErrorKind};
+        assert_eq!(lasting(&Ok::<_, Error>(7)), Some(Some(7)));
+        for lasting_failure in [
+            Error::from(ErrorKind::NotFound),
+            Error::from(ErrorKind::NotADirectory),
+            Error::from(ErrorKind::PermissionDenied),
+            Error::from_raw_os_error(libc::ELOOP),
+            Error::from_raw_os_error(libc::ENAMETOOLONG),
+        ] {
+            assert_eq!(lasting(&Err::<u8, _>(lasting_failure)), Some(None));
+        }
+        for passing in [
+            Error::from_raw_os_error(libc::EIO),
+            Error::from_raw_os_error(libc::ESTALE),
+            Error::from_raw_os_error(libc::ENOMEM),
+            Error::from(ErrorKind::Interrupted),
+        ] {
+            assert_eq!(lasting(&Err::<u8, _>(passing)), None);
         }
     }
 
