@@ -500,7 +500,9 @@ fn names_below(root: &Path, path: &Path) -> Vec<String> {
 /// root's resolved path, the identities (device, inode) of its ancestors and managed
 /// prefixes, and each path's resolution. A metadata file's strings are read with one view
 /// (a commit reads hundreds of strings; each used to resolve the root and stat its
-/// ancestors again).
+/// ancestors again). A view answers as lookups of their own would while the file system
+/// stays as it is; links that show the process rather than the file system
+/// (`/proc/self/fd/…`, `/dev/fd/…`) keep their first answer for the batch.
 #[derive(Debug)]
 pub(crate) struct Links {
     dir: PathBuf,
