@@ -259,6 +259,9 @@ fn names_in_strings(
                         names.push(name);
                     }
                 }
+                // And on a local warehouse as the file system resolves it from the
+                // holder's directory: through links (round 41, F3).
+                names.extend(reader.names_relative_to(folder, part));
             }
             // A location in metadata of any version names a table or a file, never a
             // whole managed prefix: a stray note naming `indexes` must not stop collection.
@@ -511,6 +514,30 @@ mod tests {
             .await
             .expect("checked");
         assert_eq!(follow, Some(Vec::new()));
+    }
+
+    /// Round 41 (F3): a string relative to the file that holds it, resolved on a local
+    /// warehouse as the file system resolves it from the file's directory, through a link
+    /// outside the warehouse (`../../../plain/l/../src/…` from `metadata/fam/`).
+    #[test]
+    fn names_relative_to_the_file_follow_links_on_a_local_warehouse() {
+        let dir = tempfile::tempdir().expect("dir");
+        let base = std::fs::canonicalize(dir.path()).expect("dir");
+        let root = base.join("wh");
+        for sub in ["indexes/old/src", "indexes/old/sub", "metadata/fam"] {
+            std::fs::create_dir_all(root.join(sub)).expect("dirs");
+        }
+        std::fs::write(root.join("indexes/old/src/part-0.parquet"), b"t").expect("file");
+        std::fs::create_dir_all(base.join("plain")).expect("dirs");
+        std::os::unix::fs::symlink(root.join("indexes/old/sub"), base.join("plain/l"))
+            .expect("link");
+        let warehouse = Warehouse::local(&root).expect("warehouse");
+        let strings = vec!["../../../plain/l/../src/part-0.parquet".to_owned()];
+        let (names, _) = names_in_strings(strings, &warehouse, "metadata/fam/centroids.json");
+        assert!(
+            names.contains(&"indexes/old/src/part-0.parquet".to_owned()),
+            "{names:?}"
+        );
     }
 
     /// Round 35 G3 and G6: a reader may take a file's names relative to the file itself

@@ -132,10 +132,22 @@ impl Warehouse {
                     }
                 }
             }
+            // The path as written, and decoded (an engine that decodes a `file:` URI hands
+            // the decoded path to the file system): through its links as the file system
+            // resolves it, `..` after a link included, and through the links a pattern
+            // before a `..` may match (round 41, F1 and F2).
             if let (Reading::Local(path), Some(links)) = (&reading, links.as_mut()) {
-                for name in links.linked_names(Path::new(path)) {
-                    if !names.contains(&name) {
-                        names.push(name);
+                let decoded = percent_decode_str(path)
+                    .decode_utf8()
+                    .ok()
+                    .map(|d| d.into_owned());
+                for written in std::iter::once(path.clone()).chain(decoded) {
+                    let mut found = links.linked_names(Path::new(&written));
+                    found.extend(links.through_patterns(&written, 0));
+                    for name in found {
+                        if !names.contains(&name) {
+                            names.push(name);
+                        }
                     }
                 }
             }
@@ -496,6 +508,10 @@ fn names_below(root: &Path, path: &Path) -> Vec<String> {
     object_name(below).ok().into_iter().collect()
 }
 
+/// The most patterns followed by a `..` that one local path is read through
+/// ([`Links::through_patterns`]).
+const MAX_PATTERNS: usize = 4;
+
 /// One view of a local warehouse's links, taken as a reader first needs each part: the
 /// root's resolved path, the identities (device, inode) of its ancestors and managed
 /// prefixes, and each path's resolution. A metadata file's strings are read with one view
@@ -607,6 +623,52 @@ impl Links {
         names
     }
 
+    /// The names a local path may reach when a pattern segment comes before a `..`: the
+    /// `..` climbs out of whatever the pattern matches, and out of a symbolic link's
+    /// target, not out of the link's directory, which the spelling read by text assumes.
+    /// Each link in the pattern's directory is tried in the pattern's place (any other
+    /// entry climbs back to that directory, which the spelling itself reads); a path with
+    /// more such patterns than [`MAX_PATTERNS`] may name anything: every managed prefix.
+    fn through_patterns(&mut self, path: &str, depth: usize) -> Vec<String> {
+        let segments: Vec<&str> = path.split('/').collect();
+        let Some(at) = segments
+            .iter()
+            .position(|segment| segment.contains(['*', '?', '[', '{']))
+        else {
+            return Vec::new();
+        };
+        if !segments[at + 1..].contains(&"..") {
+            return Vec::new();
+        }
+        if depth >= MAX_PATTERNS {
+            return every_managed_prefix();
+        }
+        let dir = match segments[..at].join("/") {
+            dir if dir.is_empty() => "/".to_owned(),
+            dir => dir,
+        };
+        let rest = segments[at + 1..].join("/");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut names = Vec::new();
+        for entry in entries.flatten() {
+            if !entry.file_type().is_ok_and(|kind| kind.is_symlink()) {
+                continue;
+            }
+            let candidate = Path::new(&dir).join(entry.file_name()).join(&rest);
+            names.extend(self.linked_names(&candidate));
+            match candidate.to_str() {
+                Some(candidate) => names.extend(self.through_patterns(candidate, depth + 1)),
+                // A link whose name is no UTF-8 (another engine's Latin-1 name), with more
+                // patterns after it: not read further, so everything.
+                None if rest.contains(['*', '?', '[', '{']) => names.extend(every_managed_prefix()),
+                None => {}
+            }
+        }
+        names
+    }
+
     /// The directories on the way to `resolved` (itself included) that are the same
     /// directory as the root, a managed prefix or an ancestor of the root, each with that
     /// real path.
@@ -675,6 +737,23 @@ impl NameReader<'_> {
     pub(crate) fn names_of_location(&mut self, location: &str) -> Vec<String> {
         self.warehouse
             .names_of_location_with(location, &mut self.links)
+    }
+
+    /// On a local warehouse, the names the relative path `part` denotes when a reader
+    /// resolves it on the file system against the directory `folder` (a name) of the
+    /// warehouse: through links, as [`names_of_location`](Self::names_of_location) reads
+    /// a local path (round 41, F3: a file's own strings, relative to its directory, through
+    /// a link outside the warehouse). Empty on other stores and for an absolute `part`.
+    pub(crate) fn names_relative_to(&mut self, folder: &str, part: &str) -> Vec<String> {
+        let Some(dir) = self.warehouse.local.as_deref() else {
+            return Vec::new();
+        };
+        if part.starts_with('/') || split_scheme(part).is_some() {
+            return Vec::new();
+        }
+        let path = format!("{}/{folder}/{part}", dir.display());
+        self.warehouse
+            .names_of_location_with(&path, &mut self.links)
     }
 }
 
@@ -818,6 +897,46 @@ mod tests {
                 names.contains(&"indexes/src".to_owned()),
                 "{relative}: {names:?}"
             );
+        }
+    }
+
+    /// Round 41 (F1, F2): a `..` after a link climbs out of the link's target. A spelling
+    /// read by text (escapes decoded, or a pattern's directory) drops the link with the
+    /// `..`; the file system does not. An escape before the link (`%6C` for `l`), an
+    /// escaped space in the directory of the link, or a pattern matching the link, each
+    /// followed by `..`, reach the table the link's target sits beside.
+    #[test]
+    fn a_dot_dot_after_a_link_behind_an_escape_or_a_pattern_is_followed() {
+        let dir = tempfile::tempdir().expect("dir");
+        let base = std::fs::canonicalize(dir.path()).expect("dir");
+        let root = base.join("wh");
+        std::fs::create_dir_all(root.join("indexes/old/src")).expect("dirs");
+        std::fs::create_dir_all(root.join("indexes/old/sub")).expect("dirs");
+        std::fs::write(root.join("indexes/old/src/part-0.parquet"), b"t").expect("file");
+        for parent in ["plain", "my data"] {
+            std::fs::create_dir_all(base.join(parent)).expect("dirs");
+            std::os::unix::fs::symlink(root.join("indexes/old/sub"), base.join(parent).join("l"))
+                .expect("link");
+        }
+        let wh = Warehouse::local(&root).expect("warehouse");
+        let base = base.display();
+        for location in [
+            format!("file://{base}/plain/%6C/../src/"),
+            format!("file://{base}/my%20data/l/../src/"),
+            format!("{base}/plain/[l]/../src/"),
+            format!("{base}/plain/?/../src/"),
+            format!("{base}/plain/*/../src/part-0.parquet"),
+            format!("{base}/pl*/l/../src/"),
+            format!("{base}/pl*/[l]/../src/"),
+        ] {
+            // Named, or covered by a name above it (a pattern above the root names every
+            // managed prefix).
+            let names = wh.names_of_location(&location);
+            let covers = |name: &String| {
+                name.starts_with("indexes/old/src")
+                    || "indexes/old/src".starts_with(&format!("{name}/"))
+            };
+            assert!(names.iter().any(covers), "{location}: {names:?}");
         }
     }
 
