@@ -147,6 +147,7 @@ pub enum Listing {
 
 impl Listing {
     /// The code a store keeps for the class (`1`, `2`, `3`).
+    #[cfg(any(feature = "s3", feature = "dynamodb"))]
     pub(crate) fn code(self) -> u8 {
         match self {
             Listing::Hidden => 1,
@@ -156,6 +157,7 @@ impl Listing {
     }
 
     /// The class of a code kept by a store; `None` for anything else.
+    #[cfg(any(feature = "s3", feature = "dynamodb"))]
     pub(crate) fn from_code(code: u8) -> Option<Listing> {
         match code {
             1 => Some(Listing::Hidden),

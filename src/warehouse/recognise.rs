@@ -136,18 +136,24 @@ impl Warehouse {
             // the decoded path to the file system): through its links as the file system
             // resolves it, `..` after a link included, and through the links a pattern
             // before a `..` may match (round 41, F1 and F2).
+            // Decoded to bytes too (a link's name need not be UTF-8: `%FF` is the byte), and
+            // with U+FFFD for what is no UTF-8, as Java's and Python's decoders do (round 42,
+            // G1–G3); a pattern's literal directory through its links as well.
             if let (Reading::Local(path), Some(links)) = (&reading, links.as_mut()) {
-                let decoded = percent_decode_str(path)
-                    .decode_utf8()
-                    .ok()
-                    .map(|d| d.into_owned());
-                for written in std::iter::once(path.clone()).chain(decoded) {
-                    let mut found = links.linked_names(Path::new(&written));
-                    found.extend(links.through_patterns(&written, 0));
-                    for name in found {
-                        if !names.contains(&name) {
-                            names.push(name);
-                        }
+                use std::os::unix::ffi::OsStrExt;
+                let bytes: Vec<u8> = percent_decode_str(path).collect();
+                let lossy = String::from_utf8_lossy(&bytes).into_owned();
+                let mut found = links.linked_names(Path::new(std::ffi::OsStr::from_bytes(&bytes)));
+                for written in [path.as_str(), lossy.as_str()] {
+                    found.extend(links.linked_names(Path::new(written)));
+                    if let Some(literal) = glob_prefix(written) {
+                        found.extend(links.linked_names(Path::new(literal)));
+                    }
+                    found.extend(links.through_patterns(written, 0));
+                }
+                for name in found {
+                    if !names.contains(&name) {
+                        names.push(name);
                     }
                 }
             }
@@ -512,6 +518,10 @@ fn names_below(root: &Path, path: &Path) -> Vec<String> {
 /// ([`Links::through_patterns`]).
 const MAX_PATTERNS: usize = 4;
 
+/// The most entries of a directory a pattern followed by a `..` is tried with
+/// ([`Links::through_patterns`]).
+const MAX_PATTERN_ENTRIES: usize = 10_000;
+
 /// One view of a local warehouse's links, taken as a reader first needs each part: the
 /// root's resolved path, the identities (device, inode) of its ancestors and managed
 /// prefixes, and each path's resolution. A metadata file's strings are read with one view
@@ -625,10 +635,11 @@ impl Links {
 
     /// The names a local path may reach when a pattern segment comes before a `..`: the
     /// `..` climbs out of whatever the pattern matches, and out of a symbolic link's
-    /// target, not out of the link's directory, which the spelling read by text assumes.
-    /// Each link in the pattern's directory is tried in the pattern's place (any other
-    /// entry climbs back to that directory, which the spelling itself reads); a path with
-    /// more such patterns than [`MAX_PATTERNS`] may name anything: every managed prefix.
+    /// target (or one further down), not out of the pattern's directory, which the
+    /// spelling read by text assumes. Every entry of the pattern's directory is tried in
+    /// the pattern's place (round 42, G4: a directory matched, a link below it); a path
+    /// with more such patterns than [`MAX_PATTERNS`], or a directory of more entries than
+    /// [`MAX_PATTERN_ENTRIES`], may name anything: every managed prefix.
     fn through_patterns(&mut self, path: &str, depth: usize) -> Vec<String> {
         let segments: Vec<&str> = path.split('/').collect();
         let Some(at) = segments
@@ -652,9 +663,9 @@ impl Links {
             return Vec::new();
         };
         let mut names = Vec::new();
-        for entry in entries.flatten() {
-            if !entry.file_type().is_ok_and(|kind| kind.is_symlink()) {
-                continue;
+        for (count, entry) in entries.flatten().enumerate() {
+            if count >= MAX_PATTERN_ENTRIES {
+                return every_managed_prefix();
             }
             let candidate = Path::new(&dir).join(entry.file_name()).join(&rest);
             names.extend(self.linked_names(&candidate));
@@ -900,7 +911,7 @@ mod tests {
         }
     }
 
-    /// Round 41 (F1, F2): a `..` after a link climbs out of the link's target. A spelling
+    /// Rounds 41 (F1, F2) and 42 (G1–G4): a `..` after a link climbs out of the link's target. A spelling
     /// read by text (escapes decoded, or a pattern's directory) drops the link with the
     /// `..`; the file system does not. An escape before the link (`%6C` for `l`), an
     /// escaped space in the directory of the link, or a pattern matching the link, each
@@ -913,9 +924,18 @@ mod tests {
         std::fs::create_dir_all(root.join("indexes/old/src")).expect("dirs");
         std::fs::create_dir_all(root.join("indexes/old/sub")).expect("dirs");
         std::fs::write(root.join("indexes/old/src/part-0.parquet"), b"t").expect("file");
-        for parent in ["plain", "my data"] {
+        for parent in ["plain", "my data", "plain/d"] {
             std::fs::create_dir_all(base.join(parent)).expect("dirs");
             std::os::unix::fs::symlink(root.join("indexes/old/sub"), base.join(parent).join("l"))
+                .expect("link");
+        }
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let plain = base.join("plain");
+            let odd = |name: &[u8]| plain.join(std::ffi::OsStr::from_bytes(name));
+            std::os::unix::fs::symlink(root.join("indexes/old/sub"), odd(b"l\xff")).expect("link");
+            std::os::unix::fs::symlink(root.join("indexes/old/src"), odd(b"s\xff")).expect("link");
+            std::os::unix::fs::symlink(root.join("indexes/old/sub"), plain.join("l\u{FFFD}"))
                 .expect("link");
         }
         let wh = Warehouse::local(&root).expect("warehouse");
@@ -928,6 +948,15 @@ mod tests {
             format!("{base}/plain/*/../src/part-0.parquet"),
             format!("{base}/pl*/l/../src/"),
             format!("{base}/pl*/[l]/../src/"),
+            // Round 42: a link named in bytes that are no UTF-8 (G1), one named with
+            // U+FFFD as lossy decoders read `%FF` (G2), an escape no UTF-8 in a pattern
+            // (G3), and a pattern matching a directory with the link below it (G4).
+            format!("file://{base}/plain/l%FF/../src/"),
+            format!("file://localhost{base}/plain/s%FF/"),
+            format!("file://{base}/plain/l\u{FFFD}/../src/"),
+            format!("file://{base}/plain/%6C/../src/[%FFp]art-0.parquet"),
+            format!("{base}/plain/[d]/l/../src/"),
+            format!("{base}/plain/*/l/../src/"),
         ] {
             // Named, or covered by a name above it (a pattern above the root names every
             // managed prefix).
