@@ -143,13 +143,23 @@ impl Warehouse {
                 use std::os::unix::ffi::OsStrExt;
                 let bytes: Vec<u8> = percent_decode_str(path).collect();
                 let lossy = String::from_utf8_lossy(&bytes).into_owned();
+                // A pattern in a path that is no UTF-8 once decoded is matched as bytes by
+                // some readers; not read here, so it may name anything.
+                if std::str::from_utf8(&bytes).is_err() && bytes.iter().any(|b| b"*?[{".contains(b))
+                {
+                    for name in every_managed_prefix() {
+                        if !names.contains(&name) {
+                            names.push(name);
+                        }
+                    }
+                }
                 let mut found = links.linked_names(Path::new(std::ffi::OsStr::from_bytes(&bytes)));
                 for written in [path.as_str(), lossy.as_str()] {
                     found.extend(links.linked_names(Path::new(written)));
                     if let Some(literal) = glob_prefix(written) {
                         found.extend(links.linked_names(Path::new(literal)));
                     }
-                    found.extend(links.through_patterns(written, 0));
+                    found.extend(links.through_patterns(written));
                 }
                 for name in found {
                     if !names.contains(&name) {
@@ -514,11 +524,10 @@ fn names_below(root: &Path, path: &Path) -> Vec<String> {
     object_name(below).ok().into_iter().collect()
 }
 
-/// The most patterns followed by a `..` that one local path is read through
-/// ([`Links::through_patterns`]).
+/// The most patterns one local path is read through ([`Links::through_patterns`]).
 const MAX_PATTERNS: usize = 4;
 
-/// The most entries of a directory a pattern followed by a `..` is tried with
+/// The most directory entries tried in patterns' places for one local path
 /// ([`Links::through_patterns`]).
 const MAX_PATTERN_ENTRIES: usize = 10_000;
 
@@ -633,14 +642,26 @@ impl Links {
         names
     }
 
-    /// The names a local path may reach when a pattern segment comes before a `..`: the
-    /// `..` climbs out of whatever the pattern matches, and out of a symbolic link's
-    /// target (or one further down), not out of the pattern's directory, which the
-    /// spelling read by text assumes. Every entry of the pattern's directory is tried in
-    /// the pattern's place (round 42, G4: a directory matched, a link below it); a path
-    /// with more such patterns than [`MAX_PATTERNS`], or a directory of more entries than
-    /// [`MAX_PATTERN_ENTRIES`], may name anything: every managed prefix.
-    fn through_patterns(&mut self, path: &str, depth: usize) -> Vec<String> {
+    /// The names a local path with a pattern may reach through what the pattern matches,
+    /// which the spelling read by text (the pattern's literal directory) does not see: a
+    /// link the pattern matches leads wherever it points (round 43), a link below a
+    /// directory it matches too (round 42, G4), and a `..` after it climbs out of the
+    /// link's target, not out of the pattern's directory (round 41). Each link of the
+    /// pattern's directory, and each directory when more of the path follows, is tried in
+    /// the pattern's place. More than [`MAX_PATTERNS`] patterns in one path, or more than
+    /// [`MAX_PATTERN_ENTRIES`] entries tried for it in all, may name anything: every
+    /// managed prefix.
+    fn through_patterns(&mut self, path: &str) -> Vec<String> {
+        let mut budget = MAX_PATTERN_ENTRIES;
+        self.through_patterns_within(path, 0, &mut budget)
+    }
+
+    fn through_patterns_within(
+        &mut self,
+        path: &str,
+        depth: usize,
+        budget: &mut usize,
+    ) -> Vec<String> {
         let segments: Vec<&str> = path.split('/').collect();
         let Some(at) = segments
             .iter()
@@ -648,9 +669,6 @@ impl Links {
         else {
             return Vec::new();
         };
-        if !segments[at + 1..].contains(&"..") {
-            return Vec::new();
-        }
         if depth >= MAX_PATTERNS {
             return every_managed_prefix();
         }
@@ -663,15 +681,25 @@ impl Links {
             return Vec::new();
         };
         let mut names = Vec::new();
-        for (count, entry) in entries.flatten().enumerate() {
-            if count >= MAX_PATTERN_ENTRIES {
-                return every_managed_prefix();
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if !(kind.is_symlink() || (kind.is_dir() && !rest.is_empty())) {
+                continue;
             }
+            if *budget == 0 {
+                names.extend(every_managed_prefix());
+                break;
+            }
+            *budget -= 1;
             let candidate = Path::new(&dir).join(entry.file_name()).join(&rest);
             names.extend(self.linked_names(&candidate));
             match candidate.to_str() {
-                Some(candidate) => names.extend(self.through_patterns(candidate, depth + 1)),
-                // A link whose name is no UTF-8 (another engine's Latin-1 name), with more
+                Some(candidate) => {
+                    names.extend(self.through_patterns_within(candidate, depth + 1, budget))
+                }
+                // A name that is no UTF-8 (another engine's Latin-1 name), with more
                 // patterns after it: not read further, so everything.
                 None if rest.contains(['*', '?', '[', '{']) => names.extend(every_managed_prefix()),
                 None => {}
@@ -911,7 +939,8 @@ mod tests {
         }
     }
 
-    /// Rounds 41 (F1, F2) and 42 (G1–G4): a `..` after a link climbs out of the link's target. A spelling
+    /// Rounds 41 (F1, F2), 42 (G1–G4) and 43: a `..` after a link climbs out of the link's
+    /// target, and a pattern matching a link leads where the link points. A spelling
     /// read by text (escapes decoded, or a pattern's directory) drops the link with the
     /// `..`; the file system does not. An escape before the link (`%6C` for `l`), an
     /// escaped space in the directory of the link, or a pattern matching the link, each
@@ -927,6 +956,10 @@ mod tests {
         for parent in ["plain", "my data", "plain/d"] {
             std::fs::create_dir_all(base.join(parent)).expect("dirs");
             std::os::unix::fs::symlink(root.join("indexes/old/sub"), base.join(parent).join("l"))
+                .expect("link");
+        }
+        for parent in ["plain", "plain/d"] {
+            std::os::unix::fs::symlink(root.join("indexes/old/src"), base.join(parent).join("s"))
                 .expect("link");
         }
         {
@@ -957,6 +990,12 @@ mod tests {
             format!("file://{base}/plain/%6C/../src/[%FFp]art-0.parquet"),
             format!("{base}/plain/[d]/l/../src/"),
             format!("{base}/plain/*/l/../src/"),
+            // Round 43: a pattern that matches a link into the warehouse, with no `..`.
+            format!("{base}/plain/[s]/"),
+            format!("{base}/plain/s*/"),
+            format!("file://{base}/plain/[s]/part-0.parquet"),
+            format!("{base}/plain/?/*.parquet"),
+            format!("{base}/plain/[d]/s/"),
         ] {
             // Named, or covered by a name above it (a pattern above the root names every
             // managed prefix).
