@@ -265,7 +265,10 @@ fn names_in_strings(
             }
             // A location in metadata of any version names a table or a file, never a
             // whole managed prefix: a stray note naming `indexes` must not stop collection.
-            names.retain(|name| !MANAGED_PREFIXES.contains(&name.as_str()));
+            // Unless reading it gave up at a bound: then it may name anything (round 44, J1).
+            if !reader.gave_up() {
+                names.retain(|name| !MANAGED_PREFIXES.contains(&name.as_str()));
+            }
             if !names.is_empty() {
                 naming.insert(part.to_owned());
                 out.extend(names);
@@ -514,6 +517,30 @@ mod tests {
             .await
             .expect("checked");
         assert_eq!(follow, Some(Vec::new()));
+    }
+
+    /// Round 44 (J1): a string whose reading gives up at a bound (five patterns, through
+    /// links) may name anything, so it keeps every managed prefix; a stray note naming
+    /// `indexes` still names nothing.
+    #[test]
+    fn a_string_whose_reading_gives_up_keeps_everything() {
+        let dir = tempfile::tempdir().expect("dir");
+        let base = std::fs::canonicalize(dir.path()).expect("dir");
+        let root = base.join("wh");
+        std::fs::create_dir_all(root.join("indexes/old/src")).expect("dirs");
+        std::fs::create_dir_all(base.join("x/a/b/c/d")).expect("dirs");
+        std::os::unix::fs::symlink(root.join("indexes/old/src"), base.join("x/a/b/c/d/s"))
+            .expect("link");
+        let warehouse = Warehouse::local(&root).expect("warehouse");
+        let far = format!("{}/x/[a]/[b]/[c]/[d]/[s]/part-0.parquet", base.display());
+        let (names, _) = names_in_strings(vec![far], &warehouse, "metadata/fam/c.json");
+        assert!(names.contains(&"indexes".to_owned()), "{names:?}");
+        let (names, _) = names_in_strings(
+            vec!["indexes".to_owned()],
+            &warehouse,
+            "metadata/fam/c.json",
+        );
+        assert!(!names.contains(&"indexes".to_owned()), "{names:?}");
     }
 
     /// Round 41 (F3): a string relative to the file that holds it, resolved on a local

@@ -145,16 +145,22 @@ impl Warehouse {
                 let lossy = String::from_utf8_lossy(&bytes).into_owned();
                 // A pattern in a path that is no UTF-8 once decoded is matched as bytes by
                 // some readers; not read here, so it may name anything.
+                let mut found = Vec::new();
                 if std::str::from_utf8(&bytes).is_err() && bytes.iter().any(|b| b"*?[{".contains(b))
                 {
-                    for name in every_managed_prefix() {
-                        if !names.contains(&name) {
-                            names.push(name);
-                        }
-                    }
+                    found.extend(links.anything());
                 }
-                let mut found = links.linked_names(Path::new(std::ffi::OsStr::from_bytes(&bytes)));
-                for written in [path.as_str(), lossy.as_str()] {
+                found.extend(links.linked_names(Path::new(std::ffi::OsStr::from_bytes(&bytes))));
+                // And with backslash escapes removed, as a shell, `glob(3)` and Hadoop's
+                // globber read them (`plain/\s/` opens `plain/s/`; round 44, J2).
+                let mut forms = vec![path.clone(), lossy];
+                forms.extend(
+                    forms
+                        .iter()
+                        .filter_map(|form| without_escapes(form))
+                        .collect::<Vec<_>>(),
+                );
+                for written in forms.iter().map(String::as_str) {
                     found.extend(links.linked_names(Path::new(written)));
                     if let Some(literal) = glob_prefix(written) {
                         found.extend(links.linked_names(Path::new(literal)));
@@ -506,6 +512,22 @@ pub(super) fn linked_names(dir: &Path, path: &Path) -> Vec<String> {
     Links::new(dir).linked_names(path)
 }
 
+/// `path` with its backslash escapes removed (`\x` read as `x`), if it has any.
+fn without_escapes(path: &str) -> Option<String> {
+    if !path.contains('\\') {
+        return None;
+    }
+    let mut out = String::with_capacity(path.len());
+    let mut chars = path.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.push(chars.next().unwrap_or('\\')),
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
 /// The names a location at the root or above it denotes: a recursive listing of it reads
 /// every object.
 fn every_managed_prefix() -> Vec<String> {
@@ -552,6 +574,8 @@ pub(crate) struct Links {
     resolved: HashMap<OsString, Option<PathBuf>>,
     /// Each directory's identity (`None`: no such directory), by its exact bytes.
     ids: HashMap<OsString, Option<(u64, u64)>>,
+    /// A lookup gave up at a bound ([`Links::anything`]) since the reader last asked.
+    unbounded: bool,
 }
 
 impl Links {
@@ -562,7 +586,16 @@ impl Links {
             known: None,
             resolved: HashMap::new(),
             ids: HashMap::new(),
+            unbounded: false,
         }
+    }
+
+    /// What a lookup that gives up at a bound names: anything, every managed prefix. It is
+    /// marked, so that a string in a file whose reading gave up keeps everything rather
+    /// than being taken for a stray note naming `indexes` (round 44, J1).
+    fn anything(&mut self) -> Vec<String> {
+        self.unbounded = true;
+        every_managed_prefix()
     }
 
     fn canonical(&mut self, path: &Path) -> Option<PathBuf> {
@@ -670,7 +703,7 @@ impl Links {
             return Vec::new();
         };
         if depth >= MAX_PATTERNS {
-            return every_managed_prefix();
+            return self.anything();
         }
         let dir = match segments[..at].join("/") {
             dir if dir.is_empty() => "/".to_owned(),
@@ -689,7 +722,7 @@ impl Links {
                 continue;
             }
             if *budget == 0 {
-                names.extend(every_managed_prefix());
+                names.extend(self.anything());
                 break;
             }
             *budget -= 1;
@@ -701,7 +734,7 @@ impl Links {
                 }
                 // A name that is no UTF-8 (another engine's Latin-1 name), with more
                 // patterns after it: not read further, so everything.
-                None if rest.contains(['*', '?', '[', '{']) => names.extend(every_managed_prefix()),
+                None if rest.contains(['*', '?', '[', '{']) => names.extend(self.anything()),
                 None => {}
             }
         }
@@ -776,6 +809,14 @@ impl NameReader<'_> {
     pub(crate) fn names_of_location(&mut self, location: &str) -> Vec<String> {
         self.warehouse
             .names_of_location_with(location, &mut self.links)
+    }
+
+    /// Whether a lookup since the last call gave up at a bound (the names it gave are
+    /// every managed prefix because the location may name anything), and forget it.
+    pub(crate) fn gave_up(&mut self) -> bool {
+        self.links
+            .as_mut()
+            .is_some_and(|links| std::mem::take(&mut links.unbounded))
     }
 
     /// On a local warehouse, the names the relative path `part` denotes when a reader
@@ -996,6 +1037,9 @@ mod tests {
             format!("file://{base}/plain/[s]/part-0.parquet"),
             format!("{base}/plain/?/*.parquet"),
             format!("{base}/plain/[d]/s/"),
+            // Round 44 (J2): a backslash escape, as a shell or `glob(3)` reads it.
+            format!("{base}/plain/\\s/*.parquet"),
+            format!("{base}/plain/\\s/part-0.parquet"),
         ] {
             // Named, or covered by a name above it (a pattern above the root names every
             // managed prefix).
