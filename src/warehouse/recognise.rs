@@ -590,6 +590,21 @@ impl Links {
         }
     }
 
+    /// Whether the directory `dir` resolves to the warehouse root or below it.
+    fn inside(&mut self, dir: &Path) -> bool {
+        let root = match &self.root {
+            Some(root) => Some(root.clone()),
+            None => {
+                let own = self.dir.clone();
+                self.canonical(&own)
+            }
+        };
+        match (root, self.canonical(dir)) {
+            (Some(root), Some(real)) => real.starts_with(root),
+            _ => false,
+        }
+    }
+
     /// What a lookup that gives up at a bound names: anything, every managed prefix. It is
     /// marked, so that a string in a file whose reading gave up keeps everything rather
     /// than being taken for a stray note naming `indexes` (round 44, J1).
@@ -709,6 +724,13 @@ impl Links {
             dir if dir.is_empty() => "/".to_owned(),
             dir => dir,
         };
+        // A pattern whose directory lies inside the warehouse is read by that directory's
+        // name (everything below it), and the links below it by the link rule: only a
+        // directory outside is read entry by entry (a pattern inside must not keep the
+        // entries it cannot match).
+        if self.inside(Path::new(&dir)) {
+            return Vec::new();
+        }
         let rest = segments[at + 1..].join("/");
         let Ok(entries) = std::fs::read_dir(&dir) else {
             return Vec::new();
