@@ -590,16 +590,18 @@ impl Links {
         }
     }
 
+    /// The warehouse root resolved, looked up once it resolves.
+    fn root(&mut self) -> Option<PathBuf> {
+        if self.root.is_none() {
+            let dir = self.dir.clone();
+            self.root = self.canonical(&dir);
+        }
+        self.root.clone()
+    }
+
     /// Whether the directory `dir` resolves to the warehouse root or below it.
     fn inside(&mut self, dir: &Path) -> bool {
-        let root = match &self.root {
-            Some(root) => Some(root.clone()),
-            None => {
-                let own = self.dir.clone();
-                self.canonical(&own)
-            }
-        };
-        match (root, self.canonical(dir)) {
+        match (self.root(), self.canonical(dir)) {
             (Some(root), Some(real)) => real.starts_with(root),
             _ => false,
         }
@@ -640,16 +642,8 @@ impl Links {
     /// existing prefix resolved (`canonicalize`), if that lies below the warehouse
     /// directory (itself resolved).
     pub(crate) fn linked_names(&mut self, path: &Path) -> Vec<String> {
-        let root = match &self.root {
-            Some(root) => root.clone(),
-            None => {
-                let dir = self.dir.clone();
-                let Some(root) = self.canonical(&dir) else {
-                    return Vec::new();
-                };
-                self.root = Some(root.clone());
-                root
-            }
+        let Some(root) = self.root() else {
+            return Vec::new();
         };
         let mut existing = path.to_path_buf();
         let mut rest: Vec<OsString> = Vec::new();
