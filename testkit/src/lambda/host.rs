@@ -62,6 +62,8 @@ struct Pool {
     /// Process slots that have not given up (a process that exits before it polled
     /// failed to initialise and would fail again).
     alive: AtomicUsize,
+    /// How many process slots the function has.
+    processes: usize,
 }
 
 /// See the module docs.
@@ -117,6 +119,7 @@ impl LambdaHost {
                 function_name: function_name.clone(),
                 faults: Mutex::new(VecDeque::new()),
                 alive: AtomicUsize::new(processes),
+                processes,
             });
             for slot in 0..processes {
                 tokio::spawn(supervise(pool.clone(), slot, binary.clone(), env.clone()));
@@ -153,6 +156,31 @@ impl LambdaHost {
 
     fn pool(&self, operation: Operation) -> &Arc<Pool> {
         &self.pools[&format!("{}{}", self.prefix, operation.name())]
+    }
+
+    /// Wait until every process of every function has started and asked for its first
+    /// event, so that a test's first invocation does not pay a cold start (on a loaded
+    /// machine, starting a dozen binaries at once can outlast a short attempt timeout).
+    ///
+    /// # Panics
+    /// If a process fails to initialise, or they are not all up within two minutes.
+    pub async fn ready(&self) {
+        let wait = async {
+            for pool in self.pools.values() {
+                while pool.api.polls() < pool.processes {
+                    assert!(
+                        pool.alive.load(Ordering::SeqCst) == pool.processes,
+                        "{} failed to initialise: {:?}",
+                        pool.function_name,
+                        pool.api.init_error()
+                    );
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(120), wait)
+            .await
+            .expect("every function process polls within two minutes");
     }
 
     /// Replace the answers of the next invocations of `operation` with `faults`, in order.

@@ -28,10 +28,12 @@ fn fast_retries() -> RetryPolicy {
     }
 }
 
-/// One process per function; a catalog with fast retries and a 3 s attempt timeout.
+/// One started process per function; a catalog with fast retries and a 3 s attempt timeout.
 async fn setup() -> (LambdaHost, TestEnv, tempfile::TempDir) {
     let deployment = local_deployment(1).await;
     let (host, warehouse, dir) = (deployment.host, deployment.warehouse, deployment.dir);
+    // The attempt timeout is short (the hang tests wait it out): start it warm.
+    host.ready().await;
     let catalog = host
         .catalog_with(fast_retries(), Some(Duration::from_secs(3)))
         .await;
