@@ -235,11 +235,18 @@ impl Catalog {
                 );
             }
         }
-        for name in source
-            .warehouse_names(&mut warehouse.name_reader())
-            .iter()
-            .chain(&refs.sources)
-        {
+        let mut reader = warehouse.name_reader();
+        let names = source.warehouse_names(&mut reader);
+        if reader.gave_up() {
+            return Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!(
+                    "metadata file `{}`: the source table's location could not be read within the collector's bounds (more than four patterns through links, or a local directory outside the warehouse with more than 100,000 entries to check for links into it); the garbage collector would keep everything, so it is refused",
+                    publication.location
+                ),
+            ));
+        }
+        for name in names.iter().chain(&refs.sources) {
             if bookkeeping(name) || MANAGED_PREFIXES.iter().any(|p| is_within(name, p)) {
                 return refuse(
                     "source table",

@@ -48,7 +48,7 @@ impl Warehouse {
             for name in names {
                 if local::linked(&dir, &name).is_some() {
                     let path = dir.join(&name);
-                    for target in super::recognise::linked_names(&dir, &path) {
+                    for target in super::recognise::linked_names(&dir, &path).0 {
                         targets.push((name.clone(), target));
                     }
                 }
@@ -181,11 +181,17 @@ impl Warehouse {
 /// What the symbolic link at `path` names: the names inside the warehouse `dir` it leads
 /// to, but never a managed prefix as a whole, the collector's or the catalog's own
 /// directories, or the root (a link to all of `indexes/` names nothing, as a string naming
-/// it does: it must not stop collection).
+/// it does: it must not stop collection). Unless following it gave up at a bound (a
+/// directory outside with more entries than a walk for links reads): then it may lead
+/// anywhere, and names every managed prefix.
 fn link_names(dir: &std::path::Path, path: &std::path::Path) -> Vec<String> {
     // The link's own name may be any bytes (not UTF-8: another engine's Latin-1 name);
     // what counts is where it leads.
-    super::recognise::linked_names(dir, path)
+    let (names, gave_up) = super::recognise::linked_names(dir, path);
+    if gave_up {
+        return MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect();
+    }
+    names
         .into_iter()
         .filter(|name| {
             let top = name.split('/').next().unwrap_or_default();

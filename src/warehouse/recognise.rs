@@ -67,14 +67,16 @@ impl Warehouse {
                 }
             }
         };
-        match alternatives(location) {
-            Some(paths) => paths
-                .iter()
-                .for_each(|path| add(self.names_of_path(path, links))),
-            // So many alternatives they may name anything: every managed prefix.
-            None => {
-                add(self.names_of_path(location, links));
-                add(every_managed_prefix());
+        for piece in pieces(location) {
+            match alternatives(piece) {
+                Some(paths) => paths
+                    .iter()
+                    .for_each(|path| add(self.names_of_path(path, links))),
+                // So many alternatives they may name anything: every managed prefix.
+                None => {
+                    add(self.names_of_path(piece, links));
+                    add(every_managed_prefix());
+                }
             }
         }
         names
@@ -248,6 +250,25 @@ impl Warehouse {
         }
         object_name(&rest.join("/")).ok()
     }
+}
+
+/// A location, and each piece of it another reader may take for the location: what a C
+/// reader keeps before a NUL, what `trim()` in Java or `strip()` in Python leaves of
+/// control characters at its ends, and the words a shell or a list reader splits it into
+/// (on control characters, `;` and whitespace; commas are read as lists by
+/// [`alternatives`]). Round 45, N.
+fn pieces(location: &str) -> Vec<&str> {
+    let mut pieces = vec![location];
+    for piece in location
+        .split(|c: char| c.is_control() || c == ';')
+        .chain(location.split_whitespace())
+        .map(|piece| piece.trim_matches(|c: char| c.is_control() || c.is_whitespace()))
+    {
+        if !piece.is_empty() && !pieces.contains(&piece) {
+            pieces.push(piece);
+        }
+    }
+    pieces
 }
 
 /// The most paths one location is read as (see [`alternatives`]).
@@ -507,9 +528,12 @@ fn clamp_dots(path: &str) -> String {
 }
 
 /// The names a local path reaches through symbolic links (see [`Links::linked_names`]),
-/// with a view of the links of its own.
-pub(super) fn linked_names(dir: &Path, path: &Path) -> Vec<String> {
-    Links::new(dir).linked_names(path)
+/// with a view of the links of its own, and whether the lookup gave up at a bound (the
+/// names are then every managed prefix: it may reach anything).
+pub(super) fn linked_names(dir: &Path, path: &Path) -> (Vec<String>, bool) {
+    let mut links = Links::new(dir);
+    let names = links.linked_names(path);
+    (names, links.unbounded)
 }
 
 /// `path` with its backslash escapes removed (`\x` read as `x`), if it has any.
@@ -546,12 +570,20 @@ fn names_below(root: &Path, path: &Path) -> Vec<String> {
     object_name(below).ok().into_iter().collect()
 }
 
+/// What makes a segment of a local path a pattern to some reader: `glob(3)`'s `*`, `?` and
+/// `[`, braces, and the `(` of a shell's extended patterns (`@(s)`, `+(s)`; round 45, X1).
+const PATTERN_CHARS: [char; 5] = ['*', '?', '[', '{', '('];
+
 /// The most patterns one local path is read through ([`Links::through_patterns`]).
 const MAX_PATTERNS: usize = 4;
 
 /// The most directory entries tried in patterns' places for one local path
 /// ([`Links::through_patterns`]).
 const MAX_PATTERN_ENTRIES: usize = 10_000;
+
+/// The most directory entries one view reads walking local directories for links into
+/// the warehouse ([`Links::walk`]); past it, a walk may name anything.
+const MAX_WALK_ENTRIES: usize = 100_000;
 
 /// One view of a local warehouse's links, taken as a reader first needs each part: the
 /// root's resolved path, the identities (device, inode) of its ancestors and managed
@@ -576,6 +608,10 @@ pub(crate) struct Links {
     ids: HashMap<OsString, Option<(u64, u64)>>,
     /// A lookup gave up at a bound ([`Links::anything`]) since the reader last asked.
     unbounded: bool,
+    /// What each directory walked for links names ([`Links::walk`]), by its resolved path.
+    walked: HashMap<PathBuf, Vec<String>>,
+    /// How many more directory entries walks may read ([`MAX_WALK_ENTRIES`]).
+    walk_budget: usize,
 }
 
 impl Links {
@@ -587,6 +623,8 @@ impl Links {
             resolved: HashMap::new(),
             ids: HashMap::new(),
             unbounded: false,
+            walked: HashMap::new(),
+            walk_budget: MAX_WALK_ENTRIES,
         }
     }
 
@@ -681,6 +719,89 @@ impl Links {
                 }
             }
         }
+        // A directory that exists, outside the managed prefixes, may hold links into the
+        // warehouse, which a listing that follows links reads (`object_store`'s local
+        // listing, so DataFusion's; `find -L`): round 43, H2.
+        if rest.is_empty() {
+            for name in self.walk(&root, &resolved) {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+        names
+    }
+
+    /// The names a recursive listing of the resolved directory `dir` reaches when it
+    /// follows links, if `dir` lies outside the warehouse's managed prefixes: the names of
+    /// every link below it that leads into the warehouse (and of every directory below it
+    /// that is a managed one under another mount), walking on through links to
+    /// directories outside. Each directory is walked once per view; past
+    /// [`MAX_WALK_ENTRIES`] entries in all it may name anything (every managed prefix).
+    fn walk(&mut self, root: &Path, dir: &Path) -> Vec<String> {
+        let managed = |path: &Path| {
+            MANAGED_PREFIXES
+                .iter()
+                .any(|prefix| path.starts_with(root.join(prefix)))
+        };
+        if managed(dir) || root.starts_with(dir) || !dir.is_dir() {
+            return Vec::new();
+        }
+        if let Some(known) = self.walked.get(dir) {
+            return known.clone();
+        }
+        let mut names: Vec<String> = Vec::new();
+        let add = |found: Vec<String>, names: &mut Vec<String>| {
+            for name in found {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        };
+        let mut visited = std::collections::HashSet::from([dir.to_path_buf()]);
+        let mut pending = vec![dir.to_path_buf()];
+        'walk: while let Some(current) = pending.pop() {
+            let Ok(entries) = std::fs::read_dir(&current) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if self.walk_budget == 0 {
+                    let anything = self.anything();
+                    add(anything, &mut names);
+                    break 'walk;
+                }
+                self.walk_budget -= 1;
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                let path = entry.path();
+                let next = if kind.is_symlink() {
+                    let Some(target) = self.canonical(&path) else {
+                        continue;
+                    };
+                    add(names_below(root, &target), &mut names);
+                    if !target.is_dir() {
+                        continue;
+                    }
+                    target
+                } else if kind.is_dir() {
+                    path
+                } else {
+                    continue;
+                };
+                // The same directory as the root, an ancestor of it or a managed prefix,
+                // under another mount.
+                for (alias, real) in self.aliases(root, &next) {
+                    if let Ok(rest) = next.strip_prefix(&alias) {
+                        add(names_below(root, &real.join(rest)), &mut names);
+                    }
+                }
+                if !managed(&next) && !root.starts_with(&next) && visited.insert(next.clone()) {
+                    pending.push(next);
+                }
+            }
+        }
+        self.walked.insert(dir.to_path_buf(), names.clone());
         names
     }
 
@@ -707,7 +828,7 @@ impl Links {
         let segments: Vec<&str> = path.split('/').collect();
         let Some(at) = segments
             .iter()
-            .position(|segment| segment.contains(['*', '?', '[', '{']))
+            .position(|segment| segment.contains(PATTERN_CHARS))
         else {
             return Vec::new();
         };
@@ -718,13 +839,12 @@ impl Links {
             dir if dir.is_empty() => "/".to_owned(),
             dir => dir,
         };
-        // A pattern whose directory lies inside the warehouse is read by that directory's
-        // name (everything below it), and the links below it by the link rule: only a
-        // directory outside is read entry by entry (a pattern inside must not keep the
-        // entries it cannot match).
-        if self.inside(Path::new(&dir)) {
-            return Vec::new();
-        }
+        // In a directory inside the warehouse only the entries the pattern may match are
+        // tried (trying every one kept garbage for good: `indexes/t1*/…` kept
+        // `indexes/t4/…`), but those are, as outside: the pattern's directory read by its
+        // name may be a whole managed prefix, which a string does not keep, and a `..`
+        // after a matched link climbs out of its target (round 45, K1–K9).
+        let matcher = self.inside(Path::new(&dir)).then(|| SegmentMatcher::new(segments[at]));
         let rest = segments[at + 1..].join("/");
         let Ok(entries) = std::fs::read_dir(&dir) else {
             return Vec::new();
@@ -735,6 +855,12 @@ impl Links {
                 continue;
             };
             if !(kind.is_symlink() || (kind.is_dir() && !rest.is_empty())) {
+                continue;
+            }
+            if matcher
+                .as_ref()
+                .is_some_and(|matcher| !matcher.may_match(&entry.file_name()))
+            {
                 continue;
             }
             if *budget == 0 {
@@ -750,7 +876,7 @@ impl Links {
                 }
                 // A name that is no UTF-8 (another engine's Latin-1 name), with more
                 // patterns after it: not read further, so everything.
-                None if rest.contains(['*', '?', '[', '{']) => names.extend(self.anything()),
+                None if rest.contains(PATTERN_CHARS) => names.extend(self.anything()),
                 None => {}
             }
         }
@@ -785,6 +911,36 @@ impl Links {
             }
         }
         aliases
+    }
+}
+
+/// Whether a pattern segment may match a directory entry's name in some reader's dialect:
+/// `glob(3)`'s `*`, `?` and `[…]`, read without regard to case or a leading dot. A segment
+/// with anything read differently across dialects (`\` escapes, `[^…]`, extglob's `(…)`,
+/// braces left unexpanded) or that does not parse may match every entry, as may a name
+/// that is no UTF-8.
+struct SegmentMatcher(Option<glob::Pattern>);
+
+impl SegmentMatcher {
+    fn new(segment: &str) -> SegmentMatcher {
+        let dialectal = segment.contains(['\\', '^', '(', ')', '{', '}']);
+        SegmentMatcher(
+            (!dialectal)
+                .then(|| glob::Pattern::new(segment).ok())
+                .flatten(),
+        )
+    }
+
+    fn may_match(&self, name: &std::ffi::OsStr) -> bool {
+        let options = glob::MatchOptions {
+            case_sensitive: false,
+            require_literal_separator: true,
+            require_literal_leading_dot: false,
+        };
+        match (&self.0, name.to_str()) {
+            (Some(pattern), Some(name)) => pattern.matches_with(name, options),
+            _ => true,
+        }
     }
 }
 
@@ -1065,6 +1221,144 @@ mod tests {
                     || "indexes/old/src".starts_with(&format!("{name}/"))
             };
             assert!(names.iter().any(covers), "{location}: {names:?}");
+        }
+    }
+
+    /// A directory a source names may hold links into the warehouse, which a listing that
+    /// follows links reads (`object_store`'s local listing; round 43, H2): below it, behind
+    /// a link to another directory outside, inside the warehouse outside the managed
+    /// prefixes, a link to one file; loops end; past the bound, anything.
+    #[test]
+    fn a_directory_holding_links_into_the_warehouse_names_their_targets() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().expect("dir");
+        let base = std::fs::canonicalize(dir.path()).expect("dir");
+        let root = base.join("wh");
+        for made in [
+            "wh/indexes/old/src",
+            "wh/indexes/other/src",
+            "wh/indexes/third",
+            "wh/sources/nested",
+            "ext/a/b",
+            "far/deep",
+            "quiet/x",
+        ] {
+            std::fs::create_dir_all(base.join(made)).expect("dirs");
+        }
+        std::fs::write(root.join("indexes/third/part-0.parquet"), b"t").expect("file");
+        symlink(root.join("indexes/old/src"), base.join("ext/a/b/s")).expect("link");
+        symlink(base.join("far"), base.join("ext/far")).expect("link");
+        symlink(root.join("indexes/other/src"), base.join("far/deep/s")).expect("link");
+        symlink(base.join("ext"), base.join("far/loop")).expect("link");
+        symlink(root.join("indexes/third/part-0.parquet"), root.join("sources/nested/f"))
+            .expect("link");
+        symlink(base.join("nowhere"), base.join("quiet/dangling")).expect("link");
+        let wh = Warehouse::local(&root).expect("warehouse");
+        let b = base.display();
+        for (location, expected) in [
+            (format!("{b}/ext/"), vec!["indexes/old/src", "indexes/other/src"]),
+            (format!("file://{b}/ext"), vec!["indexes/old/src", "indexes/other/src"]),
+            (format!("{b}/far/"), vec!["indexes/old/src", "indexes/other/src"]),
+            (format!("{b}/ext/a/*.parquet"), vec!["indexes/old/src"]),
+            (format!("{b}/wh/sources/"), vec!["indexes/third/part-0.parquet"]),
+            (format!("{b}/quiet/"), vec![]),
+        ] {
+            let mut names = wh.names_of_location(&location);
+            names.retain(|name| name.starts_with("indexes"));
+            names.sort();
+            assert_eq!(names, expected, "{location}");
+        }
+        // Past the bound, a walk names anything, and says it gave up.
+        let mut reader = wh.name_reader();
+        if let Some(links) = reader.links.as_mut() {
+            links.walk_budget = 1;
+        }
+        let names = reader.names_of_location(&format!("{b}/quiet/"));
+        assert!(reader.gave_up(), "{names:?}");
+        assert!(names.contains(&"indexes".to_owned()), "{names:?}");
+    }
+
+    /// Round 45 (K1–K9): a pattern whose directory lies inside the warehouse is tried with
+    /// each entry it may match: a link to a whole managed prefix or to the root, a `..`
+    /// after a link, a link out of the warehouse and back in, a plain pattern below
+    /// `indexes/`. Entries it cannot match are not named (liveness: `indexes/t1*/…` must
+    /// not keep `indexes/t4/…`).
+    #[test]
+    fn a_pattern_inside_the_warehouse_is_tried_with_the_entries_it_may_match() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().expect("dir");
+        let base = std::fs::canonicalize(dir.path()).expect("dir");
+        let root = base.join("wh");
+        for made in [
+            "wh/indexes/old/src",
+            "wh/indexes/old/sub",
+            "wh/indexes/t1a/p",
+            "wh/indexes/t4/p",
+            "wh/data",
+            "plain/x",
+        ] {
+            std::fs::create_dir_all(base.join(made)).expect("dirs");
+        }
+        std::fs::write(root.join("indexes/old/src/part-0.parquet"), b"t").expect("file");
+        symlink(root.join("indexes"), root.join("data/i")).expect("link");
+        symlink(&root, root.join("data/r")).expect("link");
+        symlink(root.join("indexes/old/sub"), root.join("data/l")).expect("link");
+        symlink(root.join("indexes/old/sub"), root.join("l")).expect("link");
+        symlink(root.join("indexes/old/src"), base.join("plain/x/s")).expect("link");
+        symlink(base.join("plain/x"), root.join("data/o")).expect("link");
+        let wh = Warehouse::local(&root).expect("warehouse");
+        let (b, w) = (base.display(), root.display());
+        for location in [
+            format!("{w}/data/[i]/old/src/"),
+            format!("{w}/data/[r]/indexes/old/src/"),
+            format!("{w}/data/[l]/../src/"),
+            format!("{w}/data/?/../src/part-0.parquet"),
+            format!("{w}/data/[o]/s/"),
+            format!("{w}/[l]/../src/part-0.parquet"),
+            format!("{w}/indexes/*/src/part-0.parquet"),
+            format!("{w}/[i]ndexes/old/src/part-0.parquet"),
+            format!("{b}/wh/data/[I]/old/src/"),
+        ] {
+            let names = wh.names_of_location(&location);
+            assert!(
+                names.iter().any(|name| name.starts_with("indexes/old/src")),
+                "{location}: {names:?}"
+            );
+        }
+        let names = wh.names_of_location(&format!("{w}/indexes/t1*/p/part-0.parquet"));
+        assert!(
+            names.contains(&"indexes/t1a/p/part-0.parquet".to_owned()),
+            "{names:?}"
+        );
+        assert!(
+            !names.iter().any(|name| name.starts_with("indexes/t4")),
+            "{names:?}"
+        );
+    }
+
+    /// Round 45 (N): a location is also read as the pieces other readers take from it:
+    /// before a NUL, without control characters at its ends, and word by word.
+    #[test]
+    fn a_location_is_read_as_every_piece_another_reader_takes_from_it() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = std::fs::canonicalize(dir.path()).expect("dir").join("wh");
+        std::fs::create_dir_all(root.join("indexes/old/src")).expect("dirs");
+        let wh = Warehouse::local(&root).expect("warehouse");
+        let w = root.display();
+        for location in [
+            format!("{w}/indexes/old/src/{}", '\u{0}'),
+            format!("{w}/indexes/old/src/{}", '\u{1f}'),
+            format!("{}{w}/indexes/old/src/", '\u{1f}'),
+            format!("{w}/indexes/old/src{}", '\u{1}'),
+            format!("/nothing/ {w}/indexes/old/src/"),
+            format!("/nothing/\n{w}/indexes/old/src/"),
+            format!("/nothing/;{w}/indexes/old/src/"),
+        ] {
+            let names = wh.names_of_location(&location);
+            assert!(
+                names.contains(&"indexes/old/src".to_owned()),
+                "{location:?}: {names:?}"
+            );
         }
     }
 
