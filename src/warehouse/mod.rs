@@ -29,6 +29,7 @@
 mod delete;
 mod errors;
 pub(crate) mod layout;
+mod links;
 mod list;
 mod local;
 mod local_files;

@@ -48,7 +48,7 @@ impl Warehouse {
             for name in names {
                 if local::linked(&dir, &name).is_some() {
                     let path = dir.join(&name);
-                    for target in super::recognise::linked_names(&dir, &path).0 {
+                    for target in super::links::linked_names(&dir, &path).0 {
                         targets.push((name.clone(), target));
                     }
                 }
@@ -187,7 +187,7 @@ impl Warehouse {
 fn link_names(dir: &std::path::Path, path: &std::path::Path) -> Vec<String> {
     // The link's own name may be any bytes (not UTF-8: another engine's Latin-1 name);
     // what counts is where it leads.
-    let (names, gave_up) = super::recognise::linked_names(dir, path);
+    let (names, gave_up) = super::links::linked_names(dir, path);
     if gave_up {
         return MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect();
     }

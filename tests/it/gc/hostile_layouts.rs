@@ -936,7 +936,9 @@ async fn refused_for_a_link(env: &Env, layout: &Layout, location: &str) {
     // file under `indexes/`.
     assert!(
         err.message().contains("symbolic link in a new table")
-            || err.message().contains("under the warehouse's `metadata/`, `indexes/`"),
+            || err
+                .message()
+                .contains("under the warehouse's `metadata/`, `indexes/`"),
         "{err}"
     );
 }

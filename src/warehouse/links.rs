@@ -1,0 +1,571 @@
+//! One view of a local warehouse's symbolic links ([`Links`]): where a local path leads
+//! through links, patterns and `..`, and which links a directory a location names holds
+//! into the warehouse. `recognise` reads every spelling of a location; this module answers
+//! for each local one what the file system makes of it.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::recognise::clamp_dots;
+use super::{MANAGED_PREFIXES, object_name};
+
+/// The names a local path reaches through symbolic links (see [`Links::linked_names`]),
+/// with a view of the links of its own, and whether the lookup gave up at a bound (the
+/// names are then every managed prefix: it may reach anything).
+pub(super) fn linked_names(dir: &Path, path: &Path) -> (Vec<String>, bool) {
+    let mut links = Links::new(dir);
+    let names = links.linked_names(path);
+    (names, links.take_unbounded())
+}
+
+/// The names a location at the root or above it denotes: a recursive listing of it reads
+/// every object.
+pub(super) fn every_managed_prefix() -> Vec<String> {
+    MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect()
+}
+
+/// The names the absolute, resolved `path` denotes below `root`: every managed prefix if
+/// it is the root or above it (a recursive listing reads every object).
+fn names_below(root: &Path, path: &Path) -> Vec<String> {
+    if root.starts_with(path) {
+        return every_managed_prefix();
+    }
+    let Some(below) = path.strip_prefix(root).ok().and_then(Path::to_str) else {
+        return Vec::new();
+    };
+    object_name(below).ok().into_iter().collect()
+}
+
+/// What makes a segment of a local path a pattern to some reader: `glob(3)`'s `*`, `?` and
+/// `[`, braces, and the `(` of a shell's extended patterns (`@(s)`, `+(s)`; round 45, X1).
+const PATTERN_CHARS: [char; 5] = ['*', '?', '[', '{', '('];
+
+/// The most patterns one local path is read through ([`Links::through_patterns`]).
+const MAX_PATTERNS: usize = 4;
+
+/// The most directory entries tried in patterns' places for one local path
+/// ([`Links::through_patterns`]).
+const MAX_PATTERN_ENTRIES: usize = 10_000;
+
+/// The most directory entries one view reads walking local directories for links into
+/// the warehouse ([`Links::walk`]); past it, a walk may name anything.
+const MAX_WALK_ENTRIES: usize = 100_000;
+
+/// One view of a local warehouse's links, taken as a reader first needs each part: the
+/// root's resolved path, the identities (device, inode) of its ancestors and managed
+/// prefixes, and each path's resolution. A metadata file's strings are read with one view
+/// (a commit reads hundreds of strings; each used to resolve the root and stat its
+/// ancestors again). A view answers as lookups of their own would while the file system
+/// stays as it is; links that show the process rather than the file system
+/// (`/proc/self/fd/…`, `/dev/fd/…`) keep their first answer for the batch.
+#[derive(Debug)]
+pub(super) struct Links {
+    dir: PathBuf,
+    /// The root resolved, once it has resolved.
+    root: Option<PathBuf>,
+    /// The root's ancestors and managed prefixes, by identity.
+    known: Option<Vec<((u64, u64), PathBuf)>>,
+    /// Each path looked up, resolved (`None`: it does not resolve, and will not), by its
+    /// exact bytes (see [`lasting`] for which answers are kept):
+    /// `Path` compares `/a/l/` and `/a/l` as equal, but `canonicalize` fails on the first
+    /// when `l` leads to a file.
+    resolved: HashMap<OsString, Option<PathBuf>>,
+    /// Each directory's identity (`None`: no such directory), by its exact bytes.
+    ids: HashMap<OsString, Option<(u64, u64)>>,
+    /// A lookup gave up at a bound ([`Links::anything`]) since the reader last asked.
+    unbounded: bool,
+    /// What each directory walked for links names ([`Links::walk`]), by its resolved path.
+    walked: HashMap<PathBuf, Vec<String>>,
+    /// How many more directory entries walks may read ([`MAX_WALK_ENTRIES`]).
+    walk_budget: usize,
+    /// Each directory a walk went through, with the directory that walk started from
+    /// (whose names cover it).
+    walked_from: HashMap<PathBuf, PathBuf>,
+    /// Whether named directories are walked at all ([`Links::set_walking`]).
+    walking: bool,
+    /// The paths whose lookup was refused permission.
+    denied_paths: HashSet<OsString>,
+    /// A lookup was refused permission since the last answer: the collector's user may not
+    /// see what an engine's user reads there (round 46, U1–U3), so it may be anything.
+    denied: bool,
+}
+
+impl Links {
+    pub(super) fn new(dir: &Path) -> Links {
+        Links {
+            dir: dir.to_path_buf(),
+            root: None,
+            known: None,
+            resolved: HashMap::new(),
+            ids: HashMap::new(),
+            unbounded: false,
+            walked: HashMap::new(),
+            walk_budget: MAX_WALK_ENTRIES,
+            walked_from: HashMap::new(),
+            walking: true,
+            denied_paths: HashSet::new(),
+            denied: false,
+        }
+    }
+
+    /// The warehouse root resolved, looked up once it resolves.
+    fn root(&mut self) -> Option<PathBuf> {
+        if self.root.is_none() {
+            let dir = self.dir.clone();
+            self.root = self.canonical(&dir);
+        }
+        self.root.clone()
+    }
+
+    /// Whether the directory `dir` resolves to the warehouse root or below it.
+    fn inside(&mut self, dir: &Path) -> bool {
+        match (self.root(), self.canonical(dir)) {
+            (Some(root), Some(real)) => real.starts_with(root),
+            _ => false,
+        }
+    }
+
+    /// What a lookup that gives up at a bound names: anything, every managed prefix. It is
+    /// marked, so that a string in a file whose reading gave up keeps everything rather
+    /// than being taken for a stray note naming `indexes` (round 44, J1).
+    pub(super) fn anything(&mut self) -> Vec<String> {
+        self.unbounded = true;
+        every_managed_prefix()
+    }
+
+    /// Whether a lookup gave up at a bound since the last call, and forget it.
+    pub(super) fn take_unbounded(&mut self) -> bool {
+        std::mem::take(&mut self.unbounded)
+    }
+
+    /// Let walks read only `entries` more directory entries (a test of the bound).
+    #[cfg(test)]
+    pub(super) fn limit_walks(&mut self, entries: usize) {
+        self.walk_budget = entries;
+    }
+
+    /// Whether the directories locations name are walked for links ([`Links::walk`]):
+    /// not for a relative location read against an ancestor of the warehouse, whose every
+    /// word of free text would otherwise walk a top-level directory.
+    pub(super) fn set_walking(&mut self, walking: bool) {
+        self.walking = walking;
+    }
+
+    fn canonical(&mut self, path: &Path) -> Option<PathBuf> {
+        if let Some(known) = self.resolved.get(path.as_os_str()) {
+            if known.is_none() && self.denied_paths.contains(path.as_os_str()) {
+                self.denied = true;
+            }
+            return known.clone();
+        }
+        let resolved = std::fs::canonicalize(path);
+        if let Err(err) = &resolved
+            && err.kind() == std::io::ErrorKind::PermissionDenied
+        {
+            self.denied = true;
+            self.denied_paths.insert(path.as_os_str().to_owned());
+        }
+        if let Some(answer) = lasting(&resolved) {
+            self.resolved.insert(path.as_os_str().to_owned(), answer);
+        }
+        resolved.ok()
+    }
+
+    fn id(&mut self, path: &Path) -> Option<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        if let Some(known) = self.ids.get(path.as_os_str()) {
+            return *known;
+        }
+        let id = std::fs::metadata(path).map(|m| (m.dev(), m.ino()));
+        if let Some(answer) = lasting(&id) {
+            self.ids.insert(path.as_os_str().to_owned(), answer);
+        }
+        id.ok()
+    }
+
+    /// The names a local path reaches through symbolic links: the path with its longest
+    /// existing prefix resolved (`canonicalize`), if that lies below the warehouse
+    /// directory (itself resolved); anything if a lookup on the way was refused
+    /// permission.
+    pub(super) fn linked_names(&mut self, path: &Path) -> Vec<String> {
+        let mut names = self.resolved_names(path);
+        if std::mem::take(&mut self.denied) {
+            names.extend(self.anything());
+        }
+        names
+    }
+
+    fn resolved_names(&mut self, path: &Path) -> Vec<String> {
+        let Some(root) = self.root() else {
+            return Vec::new();
+        };
+        let mut existing = path.to_path_buf();
+        let mut rest: Vec<OsString> = Vec::new();
+        let resolved = loop {
+            if let Some(resolved) = self.canonical(&existing) {
+                break resolved;
+            }
+            match (existing.file_name(), existing.parent()) {
+                (Some(last), Some(parent)) => {
+                    rest.push(last.to_owned());
+                    existing = parent.to_path_buf();
+                }
+                _ => return Vec::new(),
+            }
+        };
+        let mut full = resolved.clone();
+        for part in rest.iter().rev() {
+            full.push(part);
+        }
+        let Some(full) = full.to_str() else {
+            return Vec::new();
+        };
+        let full = Path::new("/").join(clamp_dots(full));
+        let mut names = names_below(&root, &full);
+        // A bind mount (or a second mount of the same export) shows a directory of the
+        // warehouse under another path, which `canonicalize` does not see through: a
+        // directory on the way that *is* the root, a managed prefix or one of the root's
+        // ancestors (the same device and inode) is read as that directory.
+        for (alias, real) in self.aliases(&root, &resolved) {
+            if let Ok(rest) = full.strip_prefix(&alias) {
+                for name in names_below(&root, &real.join(rest)) {
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
+                }
+            }
+        }
+        // A directory that exists, outside the managed prefixes, may hold links into the
+        // warehouse, which a listing that follows links reads (`object_store`'s local
+        // listing, so DataFusion's; `find -L`): round 43, H2.
+        if rest.is_empty() {
+            for name in self.walk(&root, &resolved) {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+        names
+    }
+
+    /// The names a recursive listing of the resolved directory `dir` reaches when it
+    /// follows links, if `dir` lies outside the warehouse's managed prefixes: the names of
+    /// every link below it that leads into the warehouse (and of every directory below it
+    /// that is a managed one under another mount), walking on through links to
+    /// directories outside. Each directory is walked once per view; past
+    /// [`MAX_WALK_ENTRIES`] entries in all it may name anything (every managed prefix).
+    fn walk(&mut self, root: &Path, dir: &Path) -> Vec<String> {
+        let managed = |path: &Path| {
+            MANAGED_PREFIXES
+                .iter()
+                .any(|prefix| path.starts_with(root.join(prefix)))
+        };
+        if !self.walking || managed(dir) || root.starts_with(dir) || pseudo(dir) || !dir.is_dir() {
+            return Vec::new();
+        }
+        if let Some(known) = self
+            .walked_from
+            .get(dir)
+            .and_then(|start| self.walked.get(start))
+        {
+            return known.clone();
+        }
+        let mut names: Vec<String> = Vec::new();
+        let add = |found: Vec<String>, names: &mut Vec<String>| {
+            for name in found {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        };
+        let mut visited = std::collections::HashSet::from([dir.to_path_buf()]);
+        let mut pending = vec![dir.to_path_buf()];
+        'walk: while let Some(current) = pending.pop() {
+            self.walked_from.insert(current.clone(), dir.to_path_buf());
+            let entries = match std::fs::read_dir(&current) {
+                Ok(entries) => entries,
+                Err(err) => {
+                    self.denied |= err.kind() == std::io::ErrorKind::PermissionDenied;
+                    continue;
+                }
+            };
+            for entry in entries.flatten() {
+                if self.walk_budget == 0 {
+                    let anything = self.anything();
+                    add(anything, &mut names);
+                    break 'walk;
+                }
+                self.walk_budget -= 1;
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                let path = entry.path();
+                let next = if kind.is_symlink() {
+                    // A link into a process's view (`/proc/self/cwd/…`) leads where the
+                    // reading process stands, not where the collector does (round 46, A2).
+                    if std::fs::read_link(&path).is_ok_and(|target| pseudo(&target)) {
+                        let anything = self.anything();
+                        add(anything, &mut names);
+                        continue;
+                    }
+                    let Some(target) = self.canonical(&path) else {
+                        continue;
+                    };
+                    add(names_below(root, &target), &mut names);
+                    if !target.is_dir() {
+                        continue;
+                    }
+                    target
+                } else if kind.is_dir() {
+                    path
+                } else {
+                    continue;
+                };
+                // The same directory as the root, an ancestor of it or a managed prefix,
+                // under another mount.
+                for (alias, real) in self.aliases(root, &next) {
+                    if let Ok(rest) = next.strip_prefix(&alias) {
+                        add(names_below(root, &real.join(rest)), &mut names);
+                    }
+                }
+                if !managed(&next)
+                    && !root.starts_with(&next)
+                    && !pseudo(&next)
+                    && visited.insert(next.clone())
+                {
+                    pending.push(next);
+                }
+            }
+        }
+        self.walked.insert(dir.to_path_buf(), names.clone());
+        names
+    }
+
+    /// The names a local path with a pattern may reach through what the pattern matches,
+    /// which the spelling read by text (the pattern's literal directory) does not see: a
+    /// link the pattern matches leads wherever it points (round 43), a link below a
+    /// directory it matches too (round 42, G4), and a `..` after it climbs out of the
+    /// link's target, not out of the pattern's directory (round 41). Each link of the
+    /// pattern's directory, and each directory when more of the path follows, is tried in
+    /// the pattern's place. More than [`MAX_PATTERNS`] patterns in one path, or more than
+    /// [`MAX_PATTERN_ENTRIES`] entries tried for it in all, may name anything: every
+    /// managed prefix.
+    pub(super) fn through_patterns(&mut self, path: &str) -> Vec<String> {
+        let mut budget = MAX_PATTERN_ENTRIES;
+        let mut names = self.through_patterns_within(path, 0, &mut budget);
+        if std::mem::take(&mut self.denied) {
+            names.extend(self.anything());
+        }
+        names
+    }
+
+    fn through_patterns_within(
+        &mut self,
+        path: &str,
+        depth: usize,
+        budget: &mut usize,
+    ) -> Vec<String> {
+        let segments: Vec<&str> = path.split('/').collect();
+        let Some(at) = segments
+            .iter()
+            .position(|segment| segment.contains(PATTERN_CHARS))
+        else {
+            return Vec::new();
+        };
+        if depth >= MAX_PATTERNS {
+            return self.anything();
+        }
+        let dir = match segments[..at].join("/") {
+            dir if dir.is_empty() => "/".to_owned(),
+            dir => dir,
+        };
+        // In a directory inside the warehouse only the entries the pattern may match are
+        // tried (trying every one kept garbage for good: `indexes/t1*/…` kept
+        // `indexes/t4/…`), but those are, as outside: the pattern's directory read by its
+        // name may be a whole managed prefix, which a string does not keep, and a `..`
+        // after a matched link climbs out of its target (round 45, K1–K9).
+        let matcher = self
+            .inside(Path::new(&dir))
+            .then(|| SegmentMatcher::new(segments[at]));
+        let rest = segments[at + 1..].join("/");
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(err) => {
+                self.denied |= err.kind() == std::io::ErrorKind::PermissionDenied;
+                return Vec::new();
+            }
+        };
+        let mut names = Vec::new();
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            // A directory the last pattern matches is read whole (round 46, D4).
+            if !(kind.is_symlink() || kind.is_dir()) {
+                continue;
+            }
+            if matcher
+                .as_ref()
+                .is_some_and(|matcher| !matcher.may_match(&entry.file_name()))
+            {
+                continue;
+            }
+            if *budget == 0 {
+                names.extend(self.anything());
+                break;
+            }
+            *budget -= 1;
+            let candidate = Path::new(&dir).join(entry.file_name()).join(&rest);
+            names.extend(self.linked_names(&candidate));
+            match candidate.to_str() {
+                Some(candidate) => {
+                    names.extend(self.through_patterns_within(candidate, depth + 1, budget))
+                }
+                // A name that is no UTF-8 (another engine's Latin-1 name), with more
+                // patterns after it: not read further, so everything.
+                None if rest.contains(PATTERN_CHARS) => names.extend(self.anything()),
+                None => {}
+            }
+        }
+        names
+    }
+
+    /// The directories on the way to `resolved` (itself included) that are the same
+    /// directory as the root, a managed prefix or an ancestor of the root, each with that
+    /// real path.
+    fn aliases(&mut self, root: &Path, resolved: &Path) -> Vec<(PathBuf, PathBuf)> {
+        if self.known.is_none() {
+            let mut known = Vec::new();
+            for real in root
+                .ancestors()
+                .map(Path::to_path_buf)
+                .chain(MANAGED_PREFIXES.iter().map(|prefix| root.join(prefix)))
+            {
+                if let Some(id) = self.id(&real) {
+                    known.push((id, real));
+                }
+            }
+            self.known = Some(known);
+        }
+        let mut aliases = Vec::new();
+        for alias in resolved.ancestors() {
+            let Some(id) = self.id(alias) else { continue };
+            let known = self.known.as_deref().unwrap_or_default();
+            if let Some((_, real)) = known.iter().find(|(known, _)| *known == id)
+                && alias != real.as_path()
+            {
+                aliases.push((alias.to_path_buf(), real.clone()));
+            }
+        }
+        aliases
+    }
+}
+
+/// Whether a pattern segment may match a directory entry's name in some reader's dialect:
+/// `glob(3)`'s `*`, `?` and `[…]`, read without regard to case or a leading dot. A segment
+/// with anything read differently across dialects (`\` escapes, `[^…]`, extglob's `(…)`,
+/// braces left unexpanded) or that does not parse may match every entry, as may a name
+/// that is no UTF-8.
+struct SegmentMatcher(Option<glob::Pattern>);
+
+impl SegmentMatcher {
+    fn new(segment: &str) -> SegmentMatcher {
+        let dialectal = segment.contains(['\\', '^', '(', ')', '{', '}'])
+            || ["[:", "[=", "[."]
+                .iter()
+                .any(|class| segment.contains(class));
+        SegmentMatcher(
+            (!dialectal)
+                .then(|| glob::Pattern::new(segment).ok())
+                .flatten(),
+        )
+    }
+
+    fn may_match(&self, name: &std::ffi::OsStr) -> bool {
+        let options = glob::MatchOptions {
+            case_sensitive: false,
+            require_literal_separator: true,
+            require_literal_leading_dot: false,
+        };
+        // With and without regard to case (`[!O]ld` matches `old` only with it), and a
+        // name that is not ASCII as any: `?` matches a byte in the C locale, a character
+        // elsewhere (round 46, D1, D3).
+        match (&self.0, name.to_str()) {
+            (Some(pattern), Some(name)) if name.is_ascii() => {
+                pattern.matches_with(name, options)
+                    || pattern.matches_with(
+                        name,
+                        glob::MatchOptions {
+                            case_sensitive: true,
+                            ..options
+                        },
+                    )
+            }
+            _ => true,
+        }
+    }
+}
+
+/// Whether `path` lies in a file system that shows processes rather than files (`/proc`,
+/// `/sys`, `/dev`): never walked, and a link into it may lead anywhere.
+fn pseudo(path: &Path) -> bool {
+    ["/proc", "/sys", "/dev"]
+        .iter()
+        .any(|top| path.starts_with(top))
+}
+
+/// The answer of a file-system lookup to remember for the rest of a batch: a success, or a
+/// failure that repeats while the file system stays as it is (no such file, a file where a
+/// directory was expected, a loop of links, a name too long, no permission). Any other
+/// failure (an I/O error, a stale handle, no memory) is not remembered: the next lookup of
+/// the same path tries again, as a reader of its own would.
+fn lasting<T: Clone>(answer: &std::io::Result<T>) -> Option<Option<T>> {
+    use std::io::ErrorKind;
+    match answer {
+        Ok(value) => Some(Some(value.clone())),
+        Err(err)
+            if matches!(
+                err.kind(),
+                ErrorKind::NotFound
+                    | ErrorKind::NotADirectory
+                    | ErrorKind::PermissionDenied
+                    | ErrorKind::InvalidFilename
+            ) || err.raw_os_error() == Some(libc::ELOOP) =>
+        {
+            Some(None)
+        }
+        Err(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A view keeps what stays true while the file system stays as it is, never a passing
+    /// failure: a stale handle or an I/O error is looked up again (review of the view: one
+    /// failed resolution of the root hid every link of the rest of the batch).
+    #[test]
+    fn a_view_remembers_lasting_answers_only() {
+        use std::io::{Error, ErrorKind};
+        assert_eq!(lasting(&Ok::<_, Error>(7)), Some(Some(7)));
+        for lasting_failure in [
+            Error::from(ErrorKind::NotFound),
+            Error::from(ErrorKind::NotADirectory),
+            Error::from(ErrorKind::PermissionDenied),
+            Error::from_raw_os_error(libc::ELOOP),
+            Error::from_raw_os_error(libc::ENAMETOOLONG),
+        ] {
+            assert_eq!(lasting(&Err::<u8, _>(lasting_failure)), Some(None));
+        }
+        for passing in [
+            Error::from_raw_os_error(libc::EIO),
+            Error::from_raw_os_error(libc::ESTALE),
+            Error::from_raw_os_error(libc::ENOMEM),
+            Error::from(ErrorKind::Interrupted),
+        ] {
+            assert_eq!(lasting(&Err::<u8, _>(passing)), None);
+        }
+    }
+}
