@@ -169,7 +169,7 @@ pub async fn run(args: &GcArgs, catalog: &Catalog) -> Result<serde_json::Value> 
     match &args.command {
         Some(GcCommand::Status { ledger }) => {
             let state = gc::status(catalog, catalog.clock().now_ms(), *ledger).await?;
-            return Ok(state.to_json());
+            return Ok(serde_json::to_value(&state).unwrap_or_default());
         }
         Some(GcCommand::Step { event, budget }) => {
             let event: serde_json::Value = serde_json::from_str(event).map_err(|err| {

@@ -17,7 +17,7 @@
 //! gc::claim(&catalog, now).await?; // once: `parqdb-catalog init`
 //! let collector = GarbageCollector::new(catalog, GcConfig { dry_run: true, ..GcConfig::default() })?;
 //! let report = collector.collect(now).await?;
-//! println!("{}", report.to_json());
+//! println!("{}", serde_json::to_value(&report).unwrap_or_default());
 //! # Ok(()) }
 //! ```
 //!

@@ -27,7 +27,7 @@ use crate::warehouse::ListItem;
 /// if let Some(run) = state.current_run() {
 ///     println!("run {run} is unfinished, at {:?}", state.phase());
 /// }
-/// println!("{}", state.to_json());
+/// println!("{}", serde_json::to_value(&state).unwrap_or_default());
 /// # Ok(())
 /// # }
 /// ```
@@ -135,11 +135,6 @@ impl GcState {
     /// planned by a newer release).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
-    }
-
-    /// The whole state, as `gc status` prints it.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::to_value(self).unwrap_or_default()
     }
 }
 
