@@ -257,7 +257,7 @@ mod verify;
 use std::sync::Arc;
 
 pub use crate::catalog::ownership::{OwnershipMarker, adopt, claim, verify_ownership};
-pub use config::{GcConfig, format_duration, parse_duration};
+pub use config::GcConfig;
 pub use reachability::RootStats;
 pub use report::{
     ActionKind, GcAction, GcPhase, GcProgress, GcReport, GcStatus, RunProgress, Tally,
