@@ -178,6 +178,7 @@ impl IndexMetadata {
     /// A summary for the `validate` command: `index-uuid`, `current-snapshot-id`,
     /// `snapshot-count`, `last-sequence-number`, `last-updated-ms`, `index-family` and
     /// `metric`.
+    #[doc(hidden)] // The CLI's output (also read by the fuzz targets and tests), not API.
     pub fn summary_json(&self) -> serde_json::Value {
         let current = self.current_snapshot();
         serde_json::json!({
