@@ -16,10 +16,11 @@ use crate::warehouse::ListItem;
 
 /// The collector's state in one warehouse, as `gc status` prints it.
 ///
-/// The document ([`GcState::to_json`]) shows everything: the owner, the lease, each run's
-/// journal, the unfinished run's phase and partitions, the ledger's totals. Its shape
-/// follows the collector's internals, so the typed accessors answer only the questions
-/// that outlive them: is a run going on, which one, and what stops collection.
+/// Its serialized form (`serde_json::to_value(&state)`) shows everything: the owner, the
+/// lease, each run's journal, the unfinished run's phase and partitions, the ledger's
+/// totals. Its shape follows the collector's internals, so the typed accessors answer
+/// only the questions that outlive them: is a run going on, which one, and what stops
+/// collection.
 ///
 /// ```no_run
 /// # async fn example(catalog: &parqdb_catalog::Catalog) -> parqdb_catalog::Result<()> {

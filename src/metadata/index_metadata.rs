@@ -86,7 +86,7 @@ pub(crate) async fn read_base_metadata(
 /// # let bytes = include_bytes!("../../tests/fixtures/metadata/valid/spec-example.json");
 /// let metadata = IndexMetadata::from_json_slice(bytes, &registry)?;
 /// assert_eq!(metadata.current_snapshot_id(), 701);
-/// assert_eq!(metadata.current_snapshot().index_family(), "ivf");
+/// assert_eq!(metadata.current_snapshot().contents().index_family, "ivf");
 ///
 /// let canonical = metadata.to_json_vec();
 /// let again = IndexMetadata::from_json_slice(&canonical, &registry)?;
