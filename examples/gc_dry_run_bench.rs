@@ -149,7 +149,7 @@ async fn generate(root: &Path, indexes: usize, files: usize) {
         catalog
             .register(
                 &id,
-                Some(metadata.current_snapshot().source_table()),
+                Some(&metadata.current_snapshot().contents().source_table),
                 &location,
             )
             .await

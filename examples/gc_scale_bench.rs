@@ -196,7 +196,7 @@ fn main() {
         ] {
             env.push((name.to_owned(), value));
         }
-        let lease = parqdb_catalog::gc::parse_duration(&args.lease).expect("--lease");
+        let lease = humantime::parse_duration(args.lease.trim()).expect("--lease");
         let mut driver = Driver {
             server: &setup.server,
             workers: Workers {

@@ -319,7 +319,7 @@ pub async fn per_event(
                     newest: &change,
                     changed: std::slice::from_ref(&change),
                     changes: 1,
-                    source_table: current.current_snapshot().source_table().clone(),
+                    source_table: current.current_snapshot().contents().source_table.clone(),
                     current: Some(&current),
                     warehouse: publisher.warehouse(),
                 };
@@ -369,7 +369,8 @@ pub fn chain_checks(
     let mut bad = 0;
     for snapshot in snapshots {
         let read_start = snapshot
-            .summary()
+            .contents()
+            .summary
             .get(READ_START)
             .and_then(|text| text.parse::<i64>().ok());
         if let (Some(previous), Some(read_start)) = (previous, read_start)

@@ -112,7 +112,7 @@ async fn main() -> ExitCode {
         Ok(report) => {
             println!(
                 "{}",
-                serde_json::to_string_pretty(&report.to_json()).unwrap_or_default()
+                serde_json::to_string_pretty(&report).unwrap_or_default()
             );
             ExitCode::SUCCESS
         }

@@ -134,6 +134,7 @@ impl ErrorKind {
     }
 
     /// The CLI's process exit code for this kind (`0` is success, `2` a usage error).
+    #[doc(hidden)] // The command's exit codes (README), for the CLI and its tests.
     pub const fn exit_code(self) -> i32 {
         match self {
             ErrorKind::NamespaceNotFound => 10,

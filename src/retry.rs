@@ -194,12 +194,6 @@ impl PublishPolicy {
         }
     }
 
-    /// The backoff window after `failed` failed attempts (`failed >= 1`) that were quick
-    /// (no longer than `base_delay` each).
-    pub fn window(&self, failed: u32) -> Duration {
-        self.window_after(failed, Duration::ZERO)
-    }
-
     /// The backoff window after `failed` failed attempts, the last of which took
     /// `attempt`: `min(cap, unit × 2^(failed-1))` with `unit = max(base_delay, attempt)`
     /// and `cap = max(max_delay, SLOW_STORE_SLOTS × unit)`.
@@ -219,20 +213,8 @@ impl PublishPolicy {
         self.schedule_after(attempt).window(failed)
     }
 
-    /// The delay after `failed` quick failed attempts, drawn with the random number
-    /// `random`.
-    pub fn delay(&self, failed: u32, random: u64) -> Duration {
-        self.delay_after(failed, Duration::ZERO, random)
-    }
-
-    /// The delay after `failed` failed attempts, the last of which took `attempt`, drawn
-    /// from [`PublishPolicy::window_after`] with the random number `random`.
-    pub fn delay_after(&self, failed: u32, attempt: Duration, random: u64) -> Duration {
-        self.schedule_after(attempt).delay(failed, random)
-    }
-
     /// Sleep after `failed` failed attempts, the last of which took `attempt`, drawing the
-    /// delay ([`PublishPolicy::delay_after`]) with a random number from `random`.
+    /// delay (from [`PublishPolicy::window_after`]) with a random number from `random`.
     pub(crate) async fn back_off(&self, failed: u32, attempt: Duration, random: &dyn IdGenerator) {
         self.schedule_after(attempt).sleep(failed, random).await;
     }
@@ -296,7 +278,7 @@ mod tests {
 
     #[test]
     fn publish_windows_double_up_to_the_cap() {
-        let policy = PublishPolicy::default();
+        let policy = PublishPolicy::default().schedule_after(Duration::ZERO);
         assert_eq!(policy.window(1), Duration::from_millis(10));
         assert_eq!(policy.window(2), Duration::from_millis(20));
         assert_eq!(policy.window(7), Duration::from_millis(640));
@@ -337,7 +319,8 @@ mod tests {
             let policy = PublishPolicy {
                 jitter,
                 ..PublishPolicy::default()
-            };
+            }
+            .schedule_after(Duration::ZERO);
             for failed in 1..25 {
                 let window = policy.window(failed);
                 for random in [0, 1, 7, 1 << 40, u64::MAX] {
@@ -349,7 +332,7 @@ mod tests {
                 }
             }
         }
-        let full = PublishPolicy::default();
+        let full = PublishPolicy::default().schedule_after(Duration::ZERO);
         assert_eq!(full.delay(1, 0), Duration::ZERO);
     }
 

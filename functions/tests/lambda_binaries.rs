@@ -854,11 +854,11 @@ async fn refresh_collapses_an_sqs_batch_and_reports_only_its_failed_messages() {
     assert_eq!(metadata.snapshots().len(), 1, "one commit for the burst");
     let current = metadata.current_snapshot();
     assert_eq!(
-        current.source_table().properties()["changed-object"],
+        current.contents().source_table.properties()["changed-object"],
         "docs/part-3.parquet"
     );
     assert_eq!(
-        current.source_table().properties()["location"],
+        current.contents().source_table.properties()["location"],
         "s3://lake/docs/"
     );
 

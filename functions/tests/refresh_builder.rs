@@ -135,17 +135,17 @@ async fn refresh_builds_through_the_builder_function() {
     assert_eq!(metadata.snapshots().len(), 1);
     let current = metadata.current_snapshot();
     assert!(
-        current.summary().contains_key(READ_START),
+        current.contents().summary.contains_key(READ_START),
         "{:?}",
-        current.summary()
+        current.contents().summary
     );
     assert_eq!(
-        current.source_table().properties()["changed-object"],
+        current.contents().source_table.properties()["changed-object"],
         "docs/part-3.parquet",
         "the latest write by time"
     );
     let prefix = format!("indexes/{}/", metadata.index_uuid().simple());
-    for table in current.index_tables().values() {
+    for table in current.contents().index_tables.values() {
         let location = &table.properties()["location"];
         assert!(location.starts_with(&prefix), "{location}");
         let written = catalog

@@ -28,7 +28,6 @@ const MAX_MALFORMED_TEXT: usize = 1024;
 /// assert!(matches!(malformed, SourceBinding::Malformed(_)));
 /// let table = SourceBinding::from_json_slice(br#"{"provider": "parquet", "properties": {}}"#);
 /// assert!(table.table().is_some());
-/// assert_eq!(SourceBinding::from_json_value(serde_json::Value::Null), SourceBinding::Snapshot);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum SourceBinding {
@@ -45,6 +44,7 @@ pub enum SourceBinding {
 impl SourceBinding {
     /// The binding a JSON value gives: `null` is none, a valid table-definition is one,
     /// anything else is [`SourceBinding::Malformed`].
+    #[doc(hidden)] // The `source` of a Lambda event: the handler layer's parsing.
     pub fn from_json_value(value: Value) -> SourceBinding {
         if value.is_null() {
             return SourceBinding::Snapshot;
@@ -86,6 +86,7 @@ impl SourceBinding {
     }
 
     /// Whether no binding was given.
+    #[doc(hidden)] // For the Lambda event's serialization (`skip_serializing_if`).
     pub fn is_snapshot(&self) -> bool {
         matches!(self, SourceBinding::Snapshot)
     }

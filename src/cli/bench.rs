@@ -17,7 +17,7 @@ pub(crate) struct BenchArgs {
     #[arg(long, default_value_t = 16)]
     writers: usize,
     /// Measuring time per scenario, e.g. `5s`, `500ms`, `1m30s`.
-    #[arg(long, default_value = "5s", value_parser = crate::gc::parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = crate::gc::config::parse_duration)]
     duration: Duration,
     /// Identifiers in the listed namespace.
     #[arg(long, default_value_t = 100_000)]

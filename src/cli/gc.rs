@@ -33,14 +33,14 @@ pub struct GcArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// How long an object must stay unreachable before it is deleted (e.g. 7d, 36h, 1h30m).
-    #[arg(long, value_name = "DURATION", value_parser = gc::parse_duration, default_value = "7d")]
+    #[arg(long, value_name = "DURATION", value_parser = gc::config::parse_duration, default_value = "7d")]
     pub retention: Duration,
     /// Never touch objects younger than this: they may belong to a commit in flight.
-    #[arg(long, value_name = "DURATION", value_parser = gc::parse_duration, default_value = "1h")]
+    #[arg(long, value_name = "DURATION", value_parser = gc::config::parse_duration, default_value = "1h")]
     pub grace: Duration,
     /// How long a condemnation stands before the object is deleted (default: the grace;
     /// at least 2m, twice the catalog's publish window, unless forced).
-    #[arg(long, value_name = "DURATION", value_parser = gc::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = gc::config::parse_duration)]
     pub condemn_delay: Option<Duration>,
     /// Accept a retention under 1h, a grace under 5m or a condemnation delay under 2m.
     #[arg(long)]
@@ -55,11 +55,11 @@ pub struct GcArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), default_value_t = 16)]
     pub io_concurrency: u64,
     /// How long the run lease lasts without renewal.
-    #[arg(long, value_name = "DURATION", value_parser = gc::parse_duration, default_value = "15m")]
+    #[arg(long, value_name = "DURATION", value_parser = gc::config::parse_duration, default_value = "15m")]
     pub lease: Duration,
     /// Stop after this long (at the next page boundary, checkpointed) with the run
     /// unfinished; the next `gc` goes on where it stopped (default: run to the end).
-    #[arg(long, value_name = "DURATION", value_parser = gc::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = gc::config::parse_duration)]
     pub budget: Option<Duration>,
     /// Only go on with an unfinished run (one stopped by its budget, a failure or a
     /// kill); start none.
@@ -95,7 +95,7 @@ pub enum GcCommand {
         event: String,
         /// Stop at the first page boundary after this long (the function derives it from
         /// its deadline; default: until the step is done).
-        #[arg(long, value_name = "DURATION", value_parser = gc::parse_duration)]
+        #[arg(long, value_name = "DURATION", value_parser = gc::config::parse_duration)]
         budget: Option<Duration>,
     },
     /// Give up the unfinished run (it is never resumed; the retention clocks it recorded
@@ -169,7 +169,7 @@ pub async fn run(args: &GcArgs, catalog: &Catalog) -> Result<serde_json::Value> 
     match &args.command {
         Some(GcCommand::Status { ledger }) => {
             let state = gc::status(catalog, catalog.clock().now_ms(), *ledger).await?;
-            return Ok(state.to_json());
+            return Ok(serde_json::to_value(&state).unwrap_or_default());
         }
         Some(GcCommand::Step { event, budget }) => {
             let event: serde_json::Value = serde_json::from_str(event).map_err(|err| {

@@ -43,7 +43,7 @@ pub struct PublishArgs {
     pub keep_last: Option<usize>,
     /// Also expire, in the same commit, the snapshots older than this (e.g. `7d`, `1h30m`);
     /// snapshots kept by --keep-last stay.
-    #[arg(long, value_name = "DURATION", value_parser = crate::gc::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::gc::config::parse_duration)]
     pub older_than: Option<Duration>,
 }
 
@@ -62,7 +62,7 @@ pub struct ExpireArgs {
     pub keep_last: Option<usize>,
     /// Expire snapshots older than this (e.g. `7d`, `12h`, `1h30m`, `90s`, `500ms`);
     /// snapshots kept by --keep-last stay.
-    #[arg(long, value_name = "DURATION", value_parser = crate::gc::parse_duration, group = "retention")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::gc::config::parse_duration, group = "retention")]
     pub older_than: Option<Duration>,
 }
 

@@ -120,7 +120,7 @@ impl GcConfig {
     ///
     /// | variable | field | form |
     /// |---|---|---|
-    /// | `PARQDB_GC_RETENTION` | [`retention`](GcConfig::retention) | duration ([`parse_duration`]: `7d`, `36h`, `1h30m`) |
+    /// | `PARQDB_GC_RETENTION` | [`retention`](GcConfig::retention) | duration (humantime's syntax: `7d`, `36h`, `1h30m`, `500ms`) |
     /// | `PARQDB_GC_GRACE` | [`grace`](GcConfig::grace) | duration |
     /// | `PARQDB_GC_CONDEMN_DELAY` | [`condemn_delay`](GcConfig::condemn_delay) | duration |
     /// | `PARQDB_GC_MAX_CLOCK_SKEW` | [`max_clock_skew`](GcConfig::max_clock_skew) | duration |
@@ -291,19 +291,7 @@ impl GcConfig {
 /// days, and their long forms `sec`, `min`, `hours`, `days`, ...). Surrounding whitespace
 /// is ignored. Anything else — a bare number, a negative one, an unknown unit, an
 /// overflow — is [`ErrorKind::InvalidRequest`] naming the text and the reason.
-///
-/// ```
-/// use std::time::Duration;
-/// use parqdb_catalog::gc::parse_duration;
-///
-/// assert_eq!(parse_duration("7d")?, Duration::from_secs(7 * 86_400));
-/// assert_eq!(parse_duration("1h30m")?, Duration::from_secs(5_400));
-/// assert_eq!(parse_duration("2w")?, Duration::from_secs(14 * 86_400));
-/// assert_eq!(parse_duration("500ms")?, Duration::from_millis(500));
-/// assert!(parse_duration("7").is_err());
-/// # Ok::<(), parqdb_catalog::Error>(())
-/// ```
-pub fn parse_duration(text: &str) -> Result<Duration> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration> {
     humantime::parse_duration(text.trim()).map_err(|err| {
         Error::new(
             ErrorKind::InvalidRequest,
@@ -315,7 +303,7 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
 }
 
 /// A duration in the largest exact unit (`7d`, `36h`, `90m`, `1500ms`).
-pub fn format_duration(duration: Duration) -> String {
+pub(crate) fn format_duration(duration: Duration) -> String {
     let millis = duration.as_millis();
     for (unit, size) in [
         ("d", DAY * 1000),

@@ -17,7 +17,7 @@
 //! gc::claim(&catalog, now).await?; // once: `parqdb-catalog init`
 //! let collector = GarbageCollector::new(catalog, GcConfig { dry_run: true, ..GcConfig::default() })?;
 //! let report = collector.collect(now).await?;
-//! println!("{}", report.to_json());
+//! println!("{}", serde_json::to_value(&report).unwrap_or_default());
 //! # Ok(()) }
 //! ```
 //!
@@ -257,7 +257,7 @@ mod verify;
 use std::sync::Arc;
 
 pub use crate::catalog::ownership::{OwnershipMarker, adopt, claim, verify_ownership};
-pub use config::{GcConfig, format_duration, parse_duration};
+pub use config::GcConfig;
 pub use reachability::RootStats;
 pub use report::{
     ActionKind, GcAction, GcPhase, GcProgress, GcReport, GcStatus, RunProgress, Tally,

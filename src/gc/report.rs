@@ -329,7 +329,7 @@ impl GcReport {
     }
 
     /// The report as JSON.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }
 }

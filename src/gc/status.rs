@@ -16,10 +16,11 @@ use crate::warehouse::ListItem;
 
 /// The collector's state in one warehouse, as `gc status` prints it.
 ///
-/// The document ([`GcState::to_json`]) shows everything: the owner, the lease, each run's
-/// journal, the unfinished run's phase and partitions, the ledger's totals. Its shape
-/// follows the collector's internals, so the typed accessors answer only the questions
-/// that outlive them: is a run going on, which one, and what stops collection.
+/// Its serialized form (`serde_json::to_value(&state)`) shows everything: the owner, the
+/// lease, each run's journal, the unfinished run's phase and partitions, the ledger's
+/// totals. Its shape follows the collector's internals, so the typed accessors answer
+/// only the questions that outlive them: is a run going on, which one, and what stops
+/// collection.
 ///
 /// ```no_run
 /// # async fn example(catalog: &parqdb_catalog::Catalog) -> parqdb_catalog::Result<()> {
@@ -27,7 +28,7 @@ use crate::warehouse::ListItem;
 /// if let Some(run) = state.current_run() {
 ///     println!("run {run} is unfinished, at {:?}", state.phase());
 /// }
-/// println!("{}", state.to_json());
+/// println!("{}", serde_json::to_value(&state).unwrap_or_default());
 /// # Ok(())
 /// # }
 /// ```
@@ -135,11 +136,6 @@ impl GcState {
     /// planned by a newer release).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
-    }
-
-    /// The whole state, as `gc status` prints it.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::to_value(self).unwrap_or_default()
     }
 }
 

@@ -89,7 +89,7 @@ pub struct StepOutcome {
 impl StepOutcome {
     /// The outcome as the `gc` function answers: the report's fields plus `step`, `done`
     /// and `partitions` (a list `[0, 1, ...]` a state machine `Map` iterates over).
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         let mut report = self.report.clone();
         // A state machine task's result is at most 256 KiB: the answer names a few
         // actions (every one is in the counts, and the CLI's `collect` lists them all).

@@ -86,7 +86,7 @@ pub(crate) async fn read_base_metadata(
 /// # let bytes = include_bytes!("../../tests/fixtures/metadata/valid/spec-example.json");
 /// let metadata = IndexMetadata::from_json_slice(bytes, &registry)?;
 /// assert_eq!(metadata.current_snapshot_id(), 701);
-/// assert_eq!(metadata.current_snapshot().index_family(), "ivf");
+/// assert_eq!(metadata.current_snapshot().contents().index_family, "ivf");
 ///
 /// let canonical = metadata.to_json_vec();
 /// let again = IndexMetadata::from_json_slice(&canonical, &registry)?;
@@ -178,6 +178,7 @@ impl IndexMetadata {
     /// A summary for the `validate` command: `index-uuid`, `current-snapshot-id`,
     /// `snapshot-count`, `last-sequence-number`, `last-updated-ms`, `index-family` and
     /// `metric`.
+    #[doc(hidden)] // The CLI's output (also read by the fuzz targets and tests), not API.
     pub fn summary_json(&self) -> serde_json::Value {
         let current = self.current_snapshot();
         serde_json::json!({

@@ -116,57 +116,37 @@ impl Snapshot {
     }
 
     /// Non-semantic provenance.
-    pub fn summary(&self) -> &BTreeMap<String, String> {
+    pub(crate) fn summary(&self) -> &BTreeMap<String, String> {
         &self.contents.summary
     }
 
     /// The exact source table state used to build this snapshot.
-    pub fn source_table(&self) -> &TableDefinition {
+    pub(crate) fn source_table(&self) -> &TableDefinition {
         &self.contents.source_table
     }
 
-    /// The vector field.
-    pub fn vector_field(&self) -> &str {
-        &self.contents.vector_field
-    }
-
-    /// The ordered source key.
-    pub fn source_key_fields(&self) -> &[String] {
-        &self.contents.source_key_fields
-    }
-
-    /// The number of represented source rows.
-    pub fn indexed_rows(&self) -> i64 {
-        self.contents.indexed_rows
-    }
-
     /// The index family identifier.
-    pub fn index_family(&self) -> &str {
+    pub(crate) fn index_family(&self) -> &str {
         &self.contents.index_family
     }
 
-    /// The family schema version.
-    pub fn index_schema_version(&self) -> i32 {
-        self.contents.index_schema_version
-    }
-
     /// The distance metric.
-    pub fn metric(&self) -> &str {
+    pub(crate) fn metric(&self) -> &str {
         &self.contents.metric
     }
 
     /// The family-defined parameters.
-    pub fn parameters(&self) -> &BTreeMap<String, String> {
+    pub(crate) fn parameters(&self) -> &BTreeMap<String, String> {
         &self.contents.parameters
     }
 
     /// The provider of the physical index tables.
-    pub fn index_provider(&self) -> &ProviderDefinition {
+    pub(crate) fn index_provider(&self) -> &ProviderDefinition {
         &self.contents.index_provider
     }
 
     /// The index tables by family role.
-    pub fn index_tables(&self) -> &BTreeMap<String, IndexTableDefinition> {
+    pub(crate) fn index_tables(&self) -> &BTreeMap<String, IndexTableDefinition> {
         &self.contents.index_tables
     }
 }

@@ -125,11 +125,11 @@ fn spec_example_parses_with_every_accessor() {
         (identifier.catalog(), identifier.name()),
         (Some("datafusion"), "documents")
     );
-    assert_eq!(snapshot.vector_field(), "embedding");
-    assert_eq!(snapshot.source_key_fields(), ["document_id"]);
-    assert_eq!(snapshot.indexed_rows(), 1_000_000);
+    assert_eq!(snapshot.contents().vector_field, "embedding");
+    assert_eq!(snapshot.contents().source_key_fields, ["document_id"]);
+    assert_eq!(snapshot.contents().indexed_rows, 1_000_000);
     assert_eq!(snapshot.index_family(), "ivf");
-    assert_eq!(snapshot.index_schema_version(), 1);
+    assert_eq!(snapshot.contents().index_schema_version, 1);
     assert_eq!(snapshot.metric(), "l2_squared");
     assert_eq!(snapshot.parameters()["nlist"], "4096");
     assert_eq!(snapshot.index_provider().provider(), "parquet");
@@ -362,7 +362,7 @@ fn successor_follows_the_six_steps() {
         (
             current.sequence_number(),
             current.timestamp_ms(),
-            current.indexed_rows()
+            current.contents().indexed_rows
         ),
         (2, 5_000, 20)
     );
@@ -836,7 +836,7 @@ proptest! {
                     clock.advance(clock_delta);
                     successors += 1;
                     let next = metadata.successor(contents(rows, build as u64 + 1), &clock, &ids, &registry).expect("successor");
-                    prop_assert_eq!(next.current_snapshot().indexed_rows(), rows);
+                    prop_assert_eq!(next.current_snapshot().contents().indexed_rows, rows);
                     prop_assert_eq!(next.current_snapshot().sequence_number(), next.last_sequence_number());
                     (next, true)
                 }

@@ -53,11 +53,6 @@ impl PublishOutcome {
             PublishOutcome::Declined(_) => None,
         }
     }
-
-    /// Whether the closure declined.
-    pub fn is_declined(&self) -> bool {
-        matches!(self, PublishOutcome::Declined(_))
-    }
 }
 
 /// The result of [`Publisher::expire`](super::Publisher::expire).

@@ -124,7 +124,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde::Serialize;
-use serde_json::Value;
 
 pub use builder::{BuildRequest, IndexBuilder, PlaceholderBuilder};
 pub use change::SourceChange;
@@ -246,11 +245,6 @@ impl RefreshOutcome {
 }
 
 impl RefreshReport {
-    /// The report as JSON.
-    pub fn to_json(&self) -> Value {
-        serde_json::to_value(self).unwrap_or(Value::Null)
-    }
-
     /// The batch positions of the changes whose index failed (to redeliver).
     pub fn failed_changes(&self) -> Vec<usize> {
         let mut failed: Vec<usize> = self

@@ -269,7 +269,7 @@ pub async fn refresh<B: IndexBuilder>(
             ),
         ));
     }
-    Ok(report.to_json())
+    Ok(serde_json::to_value(&report).unwrap_or(serde_json::Value::Null))
 }
 
 /// The working budget of a `gc` invocation whose deadline is `deadline_ms`, at `now_ms`:

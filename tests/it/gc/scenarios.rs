@@ -1272,7 +1272,7 @@ async fn dry_runs_report_and_change_nothing() {
             .iter()
             .any(|a| a.reason.starts_with("would delete"))
     );
-    let json = dry.to_json();
+    let json = serde_json::to_value(&dry).expect("JSON");
     for field in [
         "scanned",
         "reachable",

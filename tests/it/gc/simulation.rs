@@ -534,7 +534,7 @@ impl Sim {
 
     fn refs_of(&self, metadata: &IndexMetadata, out: &mut BTreeSet<String>) {
         for snapshot in metadata.snapshots() {
-            for table in snapshot.index_tables().values() {
+            for table in snapshot.contents().index_tables.values() {
                 let dir = table.properties()["location"].clone();
                 for path in self
                     .objects
@@ -545,7 +545,10 @@ impl Sim {
                     out.insert(path.clone());
                 }
             }
-            if let Some(centroids) = snapshot.parameters().get("ivf_centroids_metadata_location")
+            if let Some(centroids) = snapshot
+                .contents()
+                .parameters
+                .get("ivf_centroids_metadata_location")
                 && out.insert(centroids.clone())
                 && let Some(inner) = self.metadata.get(centroids)
             {
@@ -762,7 +765,8 @@ impl Sim {
             .flat_map(|live| live.metadata.snapshots().to_vec())
             .flat_map(|snapshot| {
                 snapshot
-                    .index_tables()
+                    .contents()
+                    .index_tables
                     .values()
                     .map(|table| table.properties()["location"].clone())
                     .collect::<Vec<_>>()
@@ -1020,10 +1024,12 @@ impl Sim {
                 self.centroids.push(relative.clone());
                 relative
             };
-            let table =
-                self.metadata[&centroids].current_snapshot().index_tables()["ivf_centroids"]
-                    .properties()["location"]
-                    .clone();
+            let table = self.metadata[&centroids]
+                .current_snapshot()
+                .contents()
+                .index_tables["ivf_centroids"]
+                .properties()["location"]
+                .clone();
             layout.centroids = table;
             layout.centroids_metadata = Some(centroids);
         }

@@ -531,7 +531,8 @@ async fn the_next_execution_resumes_a_cut_off_run() {
             .expect("status");
         let current = state.current_run().expect("the run is unfinished");
         assert_eq!(current.to_string(), run);
-        let partitions = state.to_json()["current-run"]["partitions"].clone();
+        let partitions =
+            serde_json::to_value(&state).expect("JSON")["current-run"]["partitions"].clone();
         let partitions = partitions.as_array().expect("the partitions' progress");
         let scanned_before = partitions.iter().filter(|p| p["scanned"] == true).count();
 

@@ -143,17 +143,17 @@ async fn refresh_example_end_to_end_on_local_files() {
     let metadata = read(&warehouse, &pointer.metadata_location).await;
     let current = metadata.current_snapshot();
     assert_eq!(
-        current.source_table().properties()["location"],
+        current.contents().source_table.properties()["location"],
         "s3://example/documents/"
     );
     assert_eq!(
-        current.source_table().properties()["changed-object"],
+        current.contents().source_table.properties()["changed-object"],
         "documents/part-2.parquet"
     );
-    assert_eq!(&pointer.source, current.source_table());
-    assert_eq!(current.indexed_rows(), 4);
+    assert_eq!(&pointer.source, &current.contents().source_table);
+    assert_eq!(current.contents().indexed_rows, 4);
     let uuid = metadata.index_uuid().simple().to_string();
-    for table in current.index_tables().values() {
+    for table in current.contents().index_tables.values() {
         let location = &table.properties()["location"];
         assert!(
             location.starts_with(&format!("indexes/{uuid}/")),

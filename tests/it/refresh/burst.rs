@@ -218,7 +218,10 @@ mod runner {
             2,
             "the discarded build was never committed"
         );
-        assert_eq!(current.current_snapshot().summary()[READ_START], "40000");
+        assert_eq!(
+            current.current_snapshot().contents().summary[READ_START],
+            "40000"
+        );
     }
 }
 

@@ -80,7 +80,11 @@ impl Pool {
 
     /// The source binding of `loc` (its current snapshot's source table).
     pub fn source(&self, loc: Loc) -> TableDefinition {
-        self.metadata(loc).current_snapshot().source_table().clone()
+        self.metadata(loc)
+            .current_snapshot()
+            .contents()
+            .source_table
+            .clone()
     }
 
     /// The initial metadata files.

@@ -87,7 +87,12 @@ pub async fn read(warehouse: &Warehouse, location: &str) -> IndexMetadata {
 }
 
 fn writer_of(metadata: &IndexMetadata, snapshot_id: i64) -> String {
-    metadata.snapshot(snapshot_id).expect("retained").summary()[WRITER].clone()
+    metadata
+        .snapshot(snapshot_id)
+        .expect("retained")
+        .contents()
+        .summary[WRITER]
+        .clone()
 }
 
 /// `publishers` concurrent tasks each publish `each` successors on one index: exactly
@@ -252,7 +257,7 @@ pub async fn idempotent_replay(catalog: Arc<dyn IndexCatalog>, warehouse: Wareho
     assert_eq!(location, first.metadata_location);
     assert_eq!(metadata.snapshots().len(), 2);
     assert_eq!(
-        metadata.current_snapshot().summary()[IDEMPOTENCY_KEY],
+        metadata.current_snapshot().contents().summary[IDEMPOTENCY_KEY],
         "event-1"
     );
 
@@ -341,7 +346,7 @@ pub async fn declined_after_conflict(catalog: Arc<dyn IndexCatalog>, warehouse: 
     let mut seen = Vec::new();
     let outcome = publisher
         .publish(&id, |current| {
-            let writer = current.current_snapshot().summary()[WRITER].clone();
+            let writer = current.current_snapshot().contents().summary[WRITER].clone();
             seen.push(writer.clone());
             // Our change is only valid on top of the initial snapshot.
             Ok((writer == "initial").then(|| contents("ours")))
@@ -369,7 +374,7 @@ pub async fn declined_after_conflict(catalog: Arc<dyn IndexCatalog>, warehouse: 
         metadata
             .snapshots()
             .iter()
-            .all(|s| s.summary()[WRITER] != "ours")
+            .all(|s| s.contents().summary[WRITER] != "ours")
     );
 }
 
@@ -623,7 +628,7 @@ pub async fn ambiguous_commits(catalog: Arc<dyn IndexCatalog>, warehouse: Wareho
     let ours = &hooked.new_locations()[0];
     let kept = read(&warehouse, ours).await;
     assert_eq!(
-        kept.current_snapshot().summary()[WRITER],
+        kept.current_snapshot().contents().summary[WRITER],
         "ambiguous",
         "the written file was left in place"
     );
