@@ -84,7 +84,7 @@ pub(crate) struct Lease {
 #[derive(Debug)]
 pub(crate) enum Acquired {
     /// This run holds the lease.
-    Held(Lease),
+    Held(Box<Lease>),
     /// Another run holds it until `expires_ms`.
     Busy { holder: Uuid, expires_ms: i64 },
 }
@@ -272,7 +272,7 @@ impl Lease {
         }
         if created {
             prune(warehouse, next).await?;
-            Ok(Acquired::Held(Lease {
+            Ok(Acquired::Held(Box::new(Lease {
                 warehouse: warehouse.clone(),
                 generation: next,
                 holder,
@@ -280,13 +280,13 @@ impl Lease {
                 duration_ms,
                 expires_ms: content.expires_ms,
                 proved_at,
-            }))
+            })))
         } else {
             // Another run won generation `next` — or a sibling worker of this run, whose
             // generation holds the lease for this one too.
             match latest(warehouse).await? {
                 Some((generation, current)) if current.holder == holder && !current.released => {
-                    Ok(Acquired::Held(Lease {
+                    Ok(Acquired::Held(Box::new(Lease {
                         warehouse: warehouse.clone(),
                         generation,
                         holder,
@@ -294,7 +294,7 @@ impl Lease {
                         duration_ms,
                         expires_ms: current.expires_ms,
                         proved_at,
-                    }))
+                    })))
                 }
                 Some((_, current)) => Ok(Acquired::Busy {
                     holder: current.holder,

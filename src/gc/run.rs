@@ -507,7 +507,7 @@ impl GarbageCollector {
             )
             .await?
             {
-                Acquired::Held(held) => Ok(Some(held)),
+                Acquired::Held(held) => Ok(Some(*held)),
                 Acquired::Busy { holder, expires_ms } => Err(format!(
                     "another gc run ({holder}) holds the lease until {expires_ms}"
                 )),

@@ -152,6 +152,14 @@ impl Links {
         self.walking = walking;
     }
 
+    /// Whether `path` resolves (a refused lookup counts: what lies there is unknown).
+    pub(super) fn exists(&mut self, path: &Path) -> bool {
+        let denied = self.denied;
+        let found = self.canonical(path).is_some() || self.denied;
+        self.denied = denied;
+        found
+    }
+
     fn canonical(&mut self, path: &Path) -> Option<PathBuf> {
         if let Some(known) = self.resolved.get(path.as_os_str()) {
             if known.is_none() && self.denied_paths.contains(path.as_os_str()) {
@@ -353,23 +361,29 @@ impl Links {
     /// managed prefix.
     pub(super) fn through_patterns(&mut self, path: &str) -> Vec<String> {
         let mut budget = MAX_PATTERN_ENTRIES;
-        let mut names = self.through_patterns_within(path, 0, &mut budget);
+        let mut names = self.through_patterns_within(path, 0, 0, &mut budget);
         if std::mem::take(&mut self.denied) {
             names.extend(self.anything());
         }
         names
     }
 
+    /// [`Links::through_patterns`] of the patterns from the segment `from` of `path` on
+    /// (the segments before it are a directory, and the entries tried in their place:
+    /// an entry's own name is no pattern, whatever it holds).
     fn through_patterns_within(
         &mut self,
         path: &str,
+        from: usize,
         depth: usize,
         budget: &mut usize,
     ) -> Vec<String> {
         let segments: Vec<&str> = path.split('/').collect();
         let Some(at) = segments
             .iter()
+            .skip(from)
             .position(|segment| segment.contains(PATTERN_CHARS))
+            .map(|at| at + from)
         else {
             return Vec::new();
         };
@@ -416,11 +430,15 @@ impl Links {
                 break;
             }
             *budget -= 1;
-            let candidate = Path::new(&dir).join(entry.file_name()).join(&rest);
+            let tried = Path::new(&dir).join(entry.file_name());
+            let candidate = tried.join(&rest);
             names.extend(self.linked_names(&candidate));
+            // The patterns after the entry (`Path::join` drops doubled slashes, so the
+            // entry's place is counted on the joined path).
+            let from = tried.to_str().map_or(0, |tried| tried.split('/').count());
             match candidate.to_str() {
                 Some(candidate) => {
-                    names.extend(self.through_patterns_within(candidate, depth + 1, budget))
+                    names.extend(self.through_patterns_within(candidate, from, depth + 1, budget))
                 }
                 // A name that is no UTF-8 (another engine's Latin-1 name), with more
                 // patterns after it: not read further, so everything.
@@ -463,48 +481,197 @@ impl Links {
 }
 
 /// Whether a pattern segment may match a directory entry's name in some reader's dialect:
-/// `glob(3)`'s `*`, `?` and `[…]`, read without regard to case or a leading dot. A segment
-/// with anything read differently across dialects (`\` escapes, `[^…]`, extglob's `(…)`,
-/// braces left unexpanded) or that does not parse may match every entry, as may a name
-/// that is no UTF-8.
-struct SegmentMatcher(Option<glob::Pattern>);
+/// the segment read as `glob(3)` reads it (the `glob` crate: `*`, `?`, `[…]`), and as other
+/// readers do (backslash escapes, `[^…]` for `[!…]`, a shell's extended groups `@(…)` as
+/// `*`, POSIX classes `[[:alpha:]]` as `?`, a `[` that opens nothing as itself), each
+/// without regard to case and with it (`[!O]ld` matches `old` only with it), a leading
+/// dot matched by `*`. A name that is not ASCII is matched with every `?` and bracket read
+/// as `*` (`?` matches a byte in the C locale, a character elsewhere; round 46, D1–D3); a
+/// name that is no UTF-8 matches. Braces are read by `alternatives` before this.
+struct SegmentMatcher {
+    /// Each reading, and the same with `?` and brackets widened to `*`.
+    readings: Vec<(glob::Pattern, glob::Pattern)>,
+    /// A reading did not parse even with its brackets taken literally: anything.
+    anything: bool,
+}
 
 impl SegmentMatcher {
     fn new(segment: &str) -> SegmentMatcher {
-        let dialectal = segment.contains(['\\', '^', '(', ')', '{', '}'])
-            || ["[:", "[=", "[."]
+        let transforms: [fn(&str) -> String; 4] = [
+            without_escapes,
+            caret_negation,
+            extended_groups,
+            posix_classes,
+        ];
+        let mut texts = vec![segment.to_owned()];
+        texts.extend(transforms.iter().map(|transform| transform(segment)));
+        texts.push(
+            transforms
                 .iter()
-                .any(|class| segment.contains(class));
-        SegmentMatcher(
-            (!dialectal)
-                .then(|| glob::Pattern::new(segment).ok())
-                .flatten(),
-        )
+                .fold(segment.to_owned(), |text, t| t(&text)),
+        );
+        texts.sort();
+        texts.dedup();
+        let mut matcher = SegmentMatcher {
+            readings: Vec::new(),
+            anything: false,
+        };
+        for text in texts {
+            match (parse(&text), parse(&widened(&text))) {
+                (Some(exact), Some(wide)) => matcher.readings.push((exact, wide)),
+                _ => matcher.anything = true,
+            }
+        }
+        matcher
     }
 
     fn may_match(&self, name: &std::ffi::OsStr) -> bool {
-        let options = glob::MatchOptions {
-            case_sensitive: false,
-            require_literal_separator: true,
-            require_literal_leading_dot: false,
+        let Some(name) = name.to_str() else {
+            return true;
         };
-        // With and without regard to case (`[!O]ld` matches `old` only with it), and a
-        // name that is not ASCII as any: `?` matches a byte in the C locale, a character
-        // elsewhere (round 46, D1, D3).
-        match (&self.0, name.to_str()) {
-            (Some(pattern), Some(name)) if name.is_ascii() => {
-                pattern.matches_with(name, options)
-                    || pattern.matches_with(
-                        name,
-                        glob::MatchOptions {
-                            case_sensitive: true,
-                            ..options
-                        },
-                    )
-            }
-            _ => true,
+        if self.anything {
+            return true;
+        }
+        self.readings.iter().any(|(exact, wide)| {
+            let pattern = if name.is_ascii() { exact } else { wide };
+            [false, true].into_iter().any(|case_sensitive| {
+                pattern.matches_with(
+                    name,
+                    glob::MatchOptions {
+                        case_sensitive,
+                        require_literal_separator: true,
+                        require_literal_leading_dot: false,
+                    },
+                )
+            })
+        })
+    }
+}
+
+/// A glob pattern, or, if it does not parse, the same with its brackets taken literally (a
+/// `[` that opens nothing is itself to `glob(3)`).
+fn parse(text: &str) -> Option<glob::Pattern> {
+    glob::Pattern::new(text).ok().or_else(|| {
+        let literal: String = text
+            .chars()
+            .map(|c| match c {
+                '[' => "[[]".to_owned(),
+                ']' => "[]]".to_owned(),
+                c => c.to_string(),
+            })
+            .collect();
+        glob::Pattern::new(&literal).ok()
+    })
+}
+
+/// `text` with `\x` read as the literal `x`.
+fn without_escapes(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match (c, c == '\\') {
+            (_, true) => match chars.next() {
+                Some(next) => out.push_str(&glob::Pattern::escape(&next.to_string())),
+                None => out.push_str("[\\]"),
+            },
+            (c, false) => out.push(c),
         }
     }
+    out
+}
+
+/// `text` with `[^…]` read as `[!…]`.
+fn caret_negation(text: &str) -> String {
+    text.replace("[^", "[!")
+}
+
+/// `text` with every closed extended group of a shell (`@(…)`, `?(…)`, `+(…)`, `*(…)`,
+/// `!(…)`) read as `*`.
+fn extended_groups(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('(') {
+        let opener = rest[..at].chars().next_back();
+        match (opener, rest[at..].find(')')) {
+            (Some('@' | '?' | '+' | '*' | '!'), Some(close)) => {
+                out.push_str(&rest[..at - 1]);
+                out.push('*');
+                rest = &rest[at + close + 1..];
+            }
+            _ => {
+                out.push_str(&rest[..=at]);
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `text` with each bracket holding a POSIX class (`[[:alpha:]]`, `[[=o=]]`, `[[.a.]]`)
+/// read as `?` (one character).
+fn posix_classes(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = ["[[:", "[[=", "[[."]
+        .iter()
+        .filter_map(|open| rest.find(open))
+        .min()
+    {
+        match rest[at + 3..].find("]]") {
+            Some(close) => {
+                out.push_str(&rest[..at]);
+                out.push('?');
+                rest = &rest[at + 3 + close + 2..];
+            }
+            None => break,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `text` with every `?` and bracket expression read as `*`: a superset of what it matches
+/// byte by byte in a name that is not ASCII.
+fn widened(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '?' => out.push('*'),
+            '[' => {
+                // To the bracket's end: a `]` right after `[` or `[!` is a member.
+                let mut inner = String::new();
+                if let Some(&first) = chars.peek()
+                    && (first == '!' || first == ']')
+                {
+                    inner.push(first);
+                    chars.next();
+                    if first == '!' && chars.peek() == Some(&']') {
+                        inner.push(']');
+                        chars.next();
+                    }
+                }
+                let mut closed = false;
+                for next in chars.by_ref() {
+                    if next == ']' {
+                        closed = true;
+                        break;
+                    }
+                    inner.push(next);
+                }
+                match closed {
+                    true => out.push('*'),
+                    false => {
+                        out.push_str("[[]");
+                        out.push_str(&glob::Pattern::escape(&inner));
+                    }
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Whether `path` lies in a file system that shows processes rather than files (`/proc`,
@@ -542,6 +709,44 @@ fn lasting<T: Clone>(answer: &std::io::Result<T>) -> Option<Option<T>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pattern segment matches what any reader's dialect may match, and no more than
+    /// that: an odd name with a `(`, a `[` that opens nothing or a brace is no wildcard
+    /// (the hostile simulation's garbage must still go).
+    #[test]
+    fn a_segment_matches_what_any_dialect_matches_and_no_more() {
+        let matches = |segment: &str, name: &str| {
+            SegmentMatcher::new(segment).may_match(std::ffi::OsStr::new(name))
+        };
+        for (segment, name) in [
+            ("t1*", "t1a"),
+            ("[!O]ld", "old"),
+            ("[^o]ld", "Old"),
+            ("[[:alpha:]]ld", "old"),
+            ("[[=o=]]ld", "old"),
+            ("\\o*", "old"),
+            ("@(i)", "i"),
+            ("?(x|i)", "i"),
+            ("??", "\u{e9}"),
+            ("x[3", "x[3"),
+            ("a(5", "a(5"),
+            ("{x}", "{x}"),
+            ("*", ".hidden"),
+        ] {
+            assert!(matches(segment, name), "{segment} {name}");
+        }
+        for (segment, name) in [
+            ("t1*", "t4"),
+            ("x[3", "t4"),
+            ("a(5", "t4"),
+            ("!a(5", "t4"),
+            ("{x}", "t4"),
+            ("x*y", "t\u{fc}4"),
+            ("[!t]*", "t4"),
+        ] {
+            assert!(!matches(segment, name), "{segment} {name}");
+        }
+    }
 
     /// A view keeps what stays true while the file system stays as it is, never a passing
     /// failure: a stale handle or an I/O error is looked up again (review of the view: one

@@ -117,6 +117,9 @@ pub struct Warehouse {
     store: Arc<dyn ObjectStore>,
     /// The directory holding the objects, for warehouses on the local file system.
     local: Option<Arc<PathBuf>>,
+    /// That directory as it was given, made absolute but with its links not resolved
+    /// (`./warehouse -> /disk2/wh`): an engine may stand above either spelling.
+    local_as_given: Option<Arc<PathBuf>>,
 }
 
 impl Warehouse {
@@ -130,6 +133,7 @@ impl Warehouse {
             prefix,
             store,
             local: None,
+            local_as_given: None,
         })
     }
 
@@ -157,6 +161,7 @@ impl Warehouse {
 
     /// A warehouse in a local directory (created if missing).
     pub fn local(dir: &std::path::Path) -> Result<Warehouse> {
+        let given = dir;
         let dir = create_local_dir(dir)?;
         let root = Url::from_directory_path(&dir).map_err(|_| {
             Error::new(
@@ -173,6 +178,7 @@ impl Warehouse {
         })?;
         let mut warehouse = Warehouse::new(root.as_str(), Arc::new(store), Path::default())?;
         warehouse.local = Some(Arc::new(dir));
+        warehouse.local_as_given = as_given(given);
         Ok(warehouse)
     }
 
@@ -181,8 +187,8 @@ impl Warehouse {
     /// wrapped store: listings then never follow symbolic links, and nothing is deleted
     /// through a link or outside `dir`.
     pub fn with_local_dir(mut self, dir: &std::path::Path) -> Result<Warehouse> {
-        let dir = create_local_dir(dir)?;
-        self.local = Some(Arc::new(dir));
+        self.local_as_given = as_given(dir);
+        self.local = Some(Arc::new(create_local_dir(dir)?));
         Ok(self)
     }
 
@@ -268,6 +274,11 @@ impl Warehouse {
             landed_ms: meta.last_modified.timestamp_millis(),
         }
     }
+}
+
+/// `dir` made absolute against the working directory, its links and `..` kept as written.
+fn as_given(dir: &std::path::Path) -> Option<Arc<PathBuf>> {
+    std::path::absolute(dir).ok().map(Arc::new)
 }
 
 fn create_local_dir(dir: &std::path::Path) -> Result<PathBuf> {

@@ -19,7 +19,7 @@
 //! working directory, which no catalog knows; on a local warehouse it is read against the
 //! warehouse directory too (an engine may run there).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use percent_encoding::percent_decode_str;
 
@@ -67,6 +67,7 @@ impl Warehouse {
             }
         };
         for piece in pieces(location) {
+            let piece = piece.as_str();
             match alternatives(piece) {
                 Some(paths) => paths
                     .iter()
@@ -91,16 +92,48 @@ impl Warehouse {
             .collect();
         // A relative path is resolved against an engine's working directory (or home), which
         // no catalog knows; on a local warehouse that may be the warehouse directory or any
-        // directory above it (the default warehouse is `./warehouse`: an engine started
-        // where the catalog was reads `warehouse/indexes/…`; round 46, A5), so it is read
-        // from each. Directories read that way are not walked for links (every word of a
-        // file's free text would walk a top-level directory).
-        if let Some(dir) = &self.local {
-            for relative in relative_forms(location) {
-                for (at, base) in dir.ancestors().enumerate() {
+        // directory above it, as resolved or as configured (the default warehouse is
+        // `./warehouse`, maybe a link to another disk: an engine started where the catalog
+        // was reads `warehouse/indexes/…`; rounds 46 and 47, A5, S1, S2), this process's
+        // working directory, and for `~` its home (H). A single word is not walked for
+        // links from a directory above the warehouse (every word of a file's free text would
+        // walk a top-level directory); a path is (round 47, R).
+        if let (Some(dir), Some(view)) = (&self.local, links.as_mut()) {
+            let mut bases: Vec<PathBuf> = dir.ancestors().map(Path::to_path_buf).collect();
+            if let Some(given) = &self.local_as_given {
+                bases.extend(given.ancestors().map(Path::to_path_buf));
+            }
+            bases.extend(std::env::current_dir().ok());
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            for (relative, after_tilde) in relative_forms(location) {
+                // Its first segment as written and with its dots resolved by text (a
+                // lexical reader takes `x/../indexes` for `indexes`).
+                let clamped = clamp_dots(&relative);
+                let firsts: Vec<&str> = [relative.as_str(), clamped.as_str()]
+                    .iter()
+                    .map(|form| form.split('/').next().unwrap_or_default())
+                    .collect();
+                let read_anyway = firsts.iter().any(|first| {
+                    first.is_empty()
+                        || *first == "."
+                        || *first == ".."
+                        || first.contains(PATTERN_OR_ESCAPE)
+                });
+                let homes = home.iter().filter(|_| after_tilde).cloned();
+                let mut seen = Vec::new();
+                for base in bases.iter().cloned().chain(homes) {
+                    if seen.contains(&base) {
+                        continue;
+                    }
+                    seen.push(base.clone());
+                    // A path whose first segment is not there reaches nothing from here.
+                    if !read_anyway && !firsts.iter().any(|first| view.exists(&base.join(first))) {
+                        continue;
+                    }
+                    let walk = base.as_path() == dir.as_path() || relative.contains('/');
                     let base = base.display().to_string();
                     let path = format!("{}/{relative}", base.trim_end_matches('/'));
-                    all.push((Reading::Local(path), at == 0));
+                    all.push((Reading::Local(path), walk));
                 }
             }
         }
@@ -271,16 +304,33 @@ impl Warehouse {
 /// control characters at its ends, and the words a shell or a list reader splits it into
 /// (on control characters, `;` and whitespace; commas are read as lists by
 /// [`alternatives`]). Round 45, N.
-fn pieces(location: &str) -> Vec<&str> {
-    let mut pieces = vec![location];
+fn pieces(location: &str) -> Vec<String> {
+    let mut pieces = vec![location.to_owned()];
+    let mut add = |piece: &str| {
+        if !piece.is_empty() && !pieces.iter().any(|known| known == piece) {
+            pieces.push(piece.to_owned());
+        }
+    };
     for piece in location
         .split(|c: char| c.is_control() || c == ';')
         .chain(location.split_whitespace())
         .map(|piece| piece.trim_matches(|c: char| c.is_control() || c.is_whitespace()))
     {
-        if !piece.is_empty() && !pieces.contains(&piece) {
-            pieces.push(piece);
-        }
+        add(piece);
+    }
+    // A `file:` URL as the WHATWG URL standard parses it (the `url` crate, so DataFusion's
+    // `ListingTableUrl`): a backslash is a `/`, tabs and line breaks are dropped (round 47,
+    // W).
+    if location
+        .get(..5)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("file:"))
+    {
+        let parsed: String = location
+            .chars()
+            .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+            .map(|c| if c == '\\' { '/' } else { c })
+            .collect();
+        add(&parsed);
     }
     pieces
 }
@@ -462,34 +512,47 @@ fn readings(location: &str) -> Vec<Reading> {
     }
 }
 
+/// What makes the first segment of a relative form worth reading from every directory even
+/// when no entry of that name is there: a pattern, an escape.
+const PATTERN_OR_ESCAPE: [char; 7] = ['*', '?', '[', '{', '(', '%', '\\'];
+
 /// The relative paths `location` may be read as, against a reader's working directory or
-/// home: a path with no scheme that is not absolute; with a `~` or `~user` first segment,
-/// also what follows it (round 46, A1); a relative `file:` URI (`file:indexes/…`, A4); and
-/// what follows `/proc/<process>/cwd/`, where the reading process stands (A2).
-fn relative_forms<'a>(location: &'a str) -> Vec<&'a str> {
+/// home, each with whether it followed a `~` (read against a home too): a path with no
+/// scheme that is not absolute; with a `~` or `~user` first segment, also what follows it
+/// (round 46, A1); a relative `file:` URI (`file:indexes/…`, A4); and what follows the last
+/// `cwd` segment of a path, decoded or not (`/proc/self/cwd/…`, where the reading process
+/// stands, in any spelling: `/proc/self/./cwd/`, `/dev/fd/../../self/cwd/`, `%63wd`;
+/// rounds 46, 47, A2, P).
+fn relative_forms(location: &str) -> Vec<(String, bool)> {
     let path = match split_scheme(location) {
         None => location,
         Some((scheme, rest)) if scheme == "file" => rest,
         Some(_) => return Vec::new(),
     };
-    let below = |after: &'a str| match after.trim_start_matches('/') {
-        "" => ".",
-        rest => rest,
+    let below = |after: &str| match after.trim_start_matches('/') {
+        "" => ".".to_owned(),
+        rest => rest.to_owned(),
     };
     let mut forms = Vec::new();
     if !path.starts_with('/') && !path.is_empty() {
-        forms.push(path);
+        forms.push((path.to_owned(), false));
         if path.starts_with('~') {
-            forms.push(path.split_once('/').map_or(".", |(_, after)| below(after)));
+            forms.push((
+                path.split_once('/')
+                    .map_or(".".to_owned(), |(_, after)| below(after)),
+                true,
+            ));
         }
     }
-    if let Some((_, rest)) = path
-        .trim_start_matches('/')
-        .strip_prefix("proc/")
-        .and_then(|process| process.split_once('/'))
-        && (rest == "cwd" || rest.starts_with("cwd/"))
-    {
-        forms.push(below(&rest[3..]));
+    let decoded = percent_decode_str(path).decode_utf8_lossy().into_owned();
+    for text in [path.to_owned(), decoded] {
+        let segments: Vec<&str> = text.split('/').collect();
+        if let Some(at) = segments.iter().rposition(|segment| *segment == "cwd") {
+            let form = (below(&segments[at + 1..].join("/")), false);
+            if !forms.contains(&form) {
+                forms.push(form);
+            }
+        }
     }
     forms
 }
@@ -1022,6 +1085,50 @@ mod tests {
             assert!(names.contains(&"indexes".to_owned()), "{names:?}");
         }
         std::fs::set_permissions(&hidden, std::fs::Permissions::from_mode(0o755)).expect("mode");
+    }
+
+    /// Round 47: a relative path whose reading from above the warehouse is a directory with
+    /// a link into it (R), a warehouse configured through a link (S), `/proc/self/cwd` in
+    /// any spelling (P), and `file:` URLs as the WHATWG standard parses them (W).
+    #[test]
+    fn readings_from_above_a_linked_warehouse_and_whatwg_file_urls_are_followed() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().expect("dir");
+        let base = std::fs::canonicalize(dir.path()).expect("dir");
+        for made in ["far/wh/indexes/old/src", "near", "plain/ext"] {
+            std::fs::create_dir_all(base.join(made)).expect("dirs");
+        }
+        symlink(base.join("far/wh"), base.join("near/warehouse")).expect("link");
+        let root = base.join("far/wh");
+        symlink(root.join("indexes/old/src"), base.join("plain/ext/s")).expect("link");
+        let wh = Warehouse::local(&base.join("near/warehouse")).expect("warehouse");
+        let w = root.display();
+        let covers = |names: &[String]| {
+            names
+                .iter()
+                .any(|name| "indexes/old/src/part-0.parquet".starts_with(name.as_str()))
+        };
+        for location in [
+            // From the directory the configured path starts in (`near/`).
+            "warehouse/indexes/old/src/".to_owned(),
+            // A directory above the warehouse holding a link into it: walked.
+            "plain/ext/".to_owned(),
+            "file:plain/ext/".to_owned(),
+            "/proc/self/./cwd/indexes/old/src/".to_owned(),
+            "/proc//self/cwd/indexes/old/src/".to_owned(),
+            "file:///proc/self/%63wd/indexes/old/src/".to_owned(),
+            "/dev/fd/../../self/cwd/indexes/old/src/".to_owned(),
+            format!("file://{w}\\indexes\\old\\src/"),
+            format!(
+                "FILE:{}",
+                format!("{w}/indexes/old/src/").replace('/', "\\")
+            ),
+            format!("file://{w}/ind\texes/old/src/"),
+            format!("file://{w}/ind\nexes/old/src/"),
+        ] {
+            let names = wh.names_of_location(&location);
+            assert!(covers(&names), "{location:?}: {names:?}");
+        }
     }
 
     /// Round 45 (N): a location is also read as the pieces other readers take from it:
