@@ -698,6 +698,30 @@ mod tests {
     use super::*;
     use crate::warehouse::MANAGED_PREFIXES;
 
+    /// A temporary directory, resolved, with the directories `made` below it (kept while
+    /// the guard lives).
+    fn tree(made: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().expect("dir");
+        let base = std::fs::canonicalize(dir.path()).expect("dir");
+        for made in made {
+            std::fs::create_dir_all(base.join(made)).expect("dirs");
+        }
+        (dir, base)
+    }
+
+    /// Each location names the victim `indexes/old/src/part-0.parquet` or a name above it.
+    fn assert_each_reaches_the_victim(wh: &Warehouse, locations: &[String]) {
+        for location in locations {
+            let names = wh.names_of_location(location);
+            assert!(
+                names
+                    .iter()
+                    .any(|name| "indexes/old/src/part-0.parquet".starts_with(name.as_str())),
+                "{location:?}: {names:?}"
+            );
+        }
+    }
+
     fn s3() -> Warehouse {
         Warehouse::new(
             "s3://b/wh",
@@ -843,11 +867,8 @@ mod tests {
     /// followed by `..`, reach the table the link's target sits beside.
     #[test]
     fn a_dot_dot_after_a_link_behind_an_escape_or_a_pattern_is_followed() {
-        let dir = tempfile::tempdir().expect("dir");
-        let base = std::fs::canonicalize(dir.path()).expect("dir");
+        let (_dir, base) = tree(&["wh/indexes/old/src", "wh/indexes/old/sub"]);
         let root = base.join("wh");
-        std::fs::create_dir_all(root.join("indexes/old/src")).expect("dirs");
-        std::fs::create_dir_all(root.join("indexes/old/sub")).expect("dirs");
         std::fs::write(root.join("indexes/old/src/part-0.parquet"), b"t").expect("file");
         for parent in ["plain", "my data", "plain/d"] {
             std::fs::create_dir_all(base.join(parent)).expect("dirs");
@@ -914,10 +935,7 @@ mod tests {
     #[test]
     fn a_directory_holding_links_into_the_warehouse_names_their_targets() {
         use std::os::unix::fs::symlink;
-        let dir = tempfile::tempdir().expect("dir");
-        let base = std::fs::canonicalize(dir.path()).expect("dir");
-        let root = base.join("wh");
-        for made in [
+        let (_dir, base) = tree(&[
             "wh/indexes/old/src",
             "wh/indexes/other/src",
             "wh/indexes/third",
@@ -925,9 +943,8 @@ mod tests {
             "ext/a/b",
             "far/deep",
             "quiet/x",
-        ] {
-            std::fs::create_dir_all(base.join(made)).expect("dirs");
-        }
+        ]);
+        let root = base.join("wh");
         std::fs::write(root.join("indexes/third/part-0.parquet"), b"t").expect("file");
         symlink(root.join("indexes/old/src"), base.join("ext/a/b/s")).expect("link");
         symlink(base.join("far"), base.join("ext/far")).expect("link");
@@ -984,19 +1001,15 @@ mod tests {
     #[test]
     fn a_pattern_inside_the_warehouse_is_tried_with_the_entries_it_may_match() {
         use std::os::unix::fs::symlink;
-        let dir = tempfile::tempdir().expect("dir");
-        let base = std::fs::canonicalize(dir.path()).expect("dir");
-        let root = base.join("wh");
-        for made in [
+        let (_dir, base) = tree(&[
             "wh/indexes/old/src",
             "wh/indexes/old/sub",
             "wh/indexes/t1a/p",
             "wh/indexes/t4/p",
             "wh/data",
             "plain/x",
-        ] {
-            std::fs::create_dir_all(base.join(made)).expect("dirs");
-        }
+        ]);
+        let root = base.join("wh");
         std::fs::write(root.join("indexes/old/src/part-0.parquet"), b"t").expect("file");
         symlink(root.join("indexes"), root.join("data/i")).expect("link");
         symlink(&root, root.join("data/r")).expect("link");
@@ -1042,34 +1055,25 @@ mod tests {
     #[test]
     fn relative_forms_dialects_and_unreadable_directories_are_read_conservatively() {
         use std::os::unix::fs::{PermissionsExt, symlink};
-        let dir = tempfile::tempdir().expect("dir");
-        let base = std::fs::canonicalize(dir.path()).expect("dir");
+        let (_dir, base) = tree(&["wh/indexes/old/src", "wh/data", "ext/d"]);
         let root = base.join("wh");
-        for made in ["wh/indexes/old/src", "wh/data", "ext/d"] {
-            std::fs::create_dir_all(base.join(made)).expect("dirs");
-        }
         symlink(&root, root.join("data/\u{e9}")).expect("link");
         let wh = Warehouse::local(&root).expect("warehouse");
         let w = root.display();
-        let covers = |names: &[String]| {
-            names
-                .iter()
-                .any(|name| "indexes/old/src/part-0.parquet".starts_with(name.as_str()))
-        };
-        for location in [
-            "wh/indexes/old/src/".to_owned(),
-            "~/wh/indexes/old/src/".to_owned(),
-            "~user/indexes/old/src/".to_owned(),
-            "file:indexes/old/src/".to_owned(),
-            "file:./indexes/old/src/".to_owned(),
-            "/proc/self/cwd/indexes/old/src/".to_owned(),
-            format!("{w}/indexes/[!O]ld/src/part-0.parquet"),
-            format!("{w}/indexes/[[:alpha:]]ld/src/part-0.parquet"),
-            format!("{w}/data/??/indexes/old/src/part-0.parquet"),
-        ] {
-            let names = wh.names_of_location(&location);
-            assert!(covers(&names), "{location}: {names:?}");
-        }
+        assert_each_reaches_the_victim(
+            &wh,
+            &[
+                "wh/indexes/old/src/".to_owned(),
+                "~/wh/indexes/old/src/".to_owned(),
+                "~user/indexes/old/src/".to_owned(),
+                "file:indexes/old/src/".to_owned(),
+                "file:./indexes/old/src/".to_owned(),
+                "/proc/self/cwd/indexes/old/src/".to_owned(),
+                format!("{w}/indexes/[!O]ld/src/part-0.parquet"),
+                format!("{w}/indexes/[[:alpha:]]ld/src/part-0.parquet"),
+                format!("{w}/data/??/indexes/old/src/part-0.parquet"),
+            ],
+        );
         // A directory the last pattern matches is named (a recursive listing reads it).
         let names = wh.names_of_location(&format!("{w}/indexes/o*/"));
         assert!(names.contains(&"indexes/old".to_owned()), "{names:?}");
@@ -1093,42 +1097,33 @@ mod tests {
     #[test]
     fn readings_from_above_a_linked_warehouse_and_whatwg_file_urls_are_followed() {
         use std::os::unix::fs::symlink;
-        let dir = tempfile::tempdir().expect("dir");
-        let base = std::fs::canonicalize(dir.path()).expect("dir");
-        for made in ["far/wh/indexes/old/src", "near", "plain/ext"] {
-            std::fs::create_dir_all(base.join(made)).expect("dirs");
-        }
+        let (_dir, base) = tree(&["far/wh/indexes/old/src", "near", "plain/ext"]);
         symlink(base.join("far/wh"), base.join("near/warehouse")).expect("link");
         let root = base.join("far/wh");
         symlink(root.join("indexes/old/src"), base.join("plain/ext/s")).expect("link");
         let wh = Warehouse::local(&base.join("near/warehouse")).expect("warehouse");
         let w = root.display();
-        let covers = |names: &[String]| {
-            names
-                .iter()
-                .any(|name| "indexes/old/src/part-0.parquet".starts_with(name.as_str()))
-        };
-        for location in [
-            // From the directory the configured path starts in (`near/`).
-            "warehouse/indexes/old/src/".to_owned(),
-            // A directory above the warehouse holding a link into it: walked.
-            "plain/ext/".to_owned(),
-            "file:plain/ext/".to_owned(),
-            "/proc/self/./cwd/indexes/old/src/".to_owned(),
-            "/proc//self/cwd/indexes/old/src/".to_owned(),
-            "file:///proc/self/%63wd/indexes/old/src/".to_owned(),
-            "/dev/fd/../../self/cwd/indexes/old/src/".to_owned(),
-            format!("file://{w}\\indexes\\old\\src/"),
-            format!(
-                "FILE:{}",
-                format!("{w}/indexes/old/src/").replace('/', "\\")
-            ),
-            format!("file://{w}/ind\texes/old/src/"),
-            format!("file://{w}/ind\nexes/old/src/"),
-        ] {
-            let names = wh.names_of_location(&location);
-            assert!(covers(&names), "{location:?}: {names:?}");
-        }
+        assert_each_reaches_the_victim(
+            &wh,
+            &[
+                // From the directory the configured path starts in (`near/`).
+                "warehouse/indexes/old/src/".to_owned(),
+                // A directory above the warehouse holding a link into it: walked.
+                "plain/ext/".to_owned(),
+                "file:plain/ext/".to_owned(),
+                "/proc/self/./cwd/indexes/old/src/".to_owned(),
+                "/proc//self/cwd/indexes/old/src/".to_owned(),
+                "file:///proc/self/%63wd/indexes/old/src/".to_owned(),
+                "/dev/fd/../../self/cwd/indexes/old/src/".to_owned(),
+                format!("file://{w}\\indexes\\old\\src/"),
+                format!(
+                    "FILE:{}",
+                    format!("{w}/indexes/old/src/").replace('/', "\\")
+                ),
+                format!("file://{w}/ind\texes/old/src/"),
+                format!("file://{w}/ind\nexes/old/src/"),
+            ],
+        );
     }
 
     /// Round 45 (N): a location is also read as the pieces other readers take from it:
@@ -1164,10 +1159,8 @@ mod tests {
     /// (found by review of the shared view).
     #[test]
     fn a_shared_reader_answers_every_location_as_a_fresh_one() {
-        let dir = tempfile::tempdir().expect("dir");
-        let base = std::fs::canonicalize(dir.path()).expect("dir");
+        let (_dir, base) = tree(&["wh/indexes"]);
         let root = base.join("wh");
-        std::fs::create_dir_all(root.join("indexes")).expect("dirs");
         std::fs::write(root.join("indexes/victim"), b"table").expect("file");
         std::fs::create_dir_all(base.join("e/d")).expect("dirs");
         std::fs::create_dir_all(base.join("o")).expect("dirs");
