@@ -43,7 +43,7 @@ impl TableDefinition {
     pub(crate) fn warehouse_names(&self, reader: &mut NameReader<'_>) -> Vec<String> {
         self.properties()
             .values()
-            .flat_map(|value| reader.names_of_location(value))
+            .flat_map(|value| reader.names_of_source(value))
             .collect()
     }
 }

@@ -14,7 +14,7 @@ use super::{MANAGED_PREFIXES, object_name};
 /// with a view of the links of its own, and whether the lookup gave up at a bound (the
 /// names are then every managed prefix: it may reach anything).
 pub(super) fn linked_names(dir: &Path, path: &Path) -> (Vec<String>, bool) {
-    let mut links = Links::new(dir);
+    let mut links = Links::new(dir, None);
     let names = links.linked_names(path);
     (names, links.take_unbounded())
 }
@@ -51,6 +51,9 @@ const MAX_PATTERN_ENTRIES: usize = 10_000;
 /// The most directory entries one view reads walking local directories for links into
 /// the warehouse ([`Links::walk`]); past it, a walk may name anything.
 const MAX_WALK_ENTRIES: usize = 100_000;
+
+/// The most dangling links one lookup follows as written (as the kernel's `ELOOP` bound).
+const MAX_HOPS: usize = 40;
 
 /// One view of a local warehouse's links, taken as a reader first needs each part: the
 /// root's resolved path, the identities (device, inode) of its ancestors and managed
@@ -89,11 +92,50 @@ pub(super) struct Links {
     /// A lookup was refused permission since the last answer: the collector's user may not
     /// see what an engine's user reads there (round 46, U1–U3), so it may be anything.
     denied: bool,
+    /// The directories a reader of a relative path may stand in ([`Links::bases`]).
+    bases: Vec<PathBuf>,
+    /// This process's working directory, resolved.
+    cwd: Option<PathBuf>,
+    /// A path below the working directory is being read from the other bases.
+    rebasing: bool,
+    /// A single word read from above the warehouse is walked too (a source table's
+    /// location, not a word of free text: round 48, N1).
+    walk_words: bool,
 }
 
 impl Links {
-    pub(super) fn new(dir: &Path) -> Links {
+    pub(super) fn new(dir: &Path, as_given: Option<&Path>) -> Links {
+        let cwd = std::env::current_dir().ok();
+        // The warehouse directory and every directory above it, resolved and as configured
+        // (through links: `./warehouse -> /disk2/wh`), also from the shell's logical
+        // working directory (`$PWD`, which keeps the links `getcwd` resolves: round 48,
+        // S3), and this process's working directory.
+        let mut bases: Vec<PathBuf> = dir.ancestors().map(Path::to_path_buf).collect();
+        if let Some(given) = as_given {
+            bases.extend(given.ancestors().map(Path::to_path_buf));
+            if let (Some(pwd), Some(cwd)) = (std::env::var_os("PWD"), &cwd)
+                && let Ok(below) = given.strip_prefix(cwd)
+            {
+                bases.extend(
+                    Path::new(&pwd)
+                        .join(below)
+                        .ancestors()
+                        .map(Path::to_path_buf),
+                );
+            }
+        }
+        bases.extend(cwd.clone());
+        let mut unique = Vec::new();
+        for base in bases {
+            if !unique.contains(&base) {
+                unique.push(base);
+            }
+        }
         Links {
+            bases: unique,
+            cwd: cwd.and_then(|cwd| std::fs::canonicalize(cwd).ok()),
+            rebasing: false,
+            walk_words: false,
             dir: dir.to_path_buf(),
             root: None,
             known: None,
@@ -152,10 +194,29 @@ impl Links {
         self.walking = walking;
     }
 
+    /// The directories a reader of a relative path may stand in: the warehouse directory
+    /// first, then every directory above it (resolved and as configured) and this
+    /// process's working directory.
+    pub(super) fn bases(&self) -> &[PathBuf] {
+        &self.bases
+    }
+
+    /// Whether a single relative word read from above the warehouse is walked.
+    pub(super) fn walks_words(&self) -> bool {
+        self.walk_words
+    }
+
+    /// Walk single relative words from above the warehouse too (for a source table's
+    /// location) or not (for the words of a file).
+    pub(super) fn set_walk_words(&mut self, walk_words: bool) {
+        self.walk_words = walk_words;
+    }
+
     /// Whether `path` resolves (a refused lookup counts: what lies there is unknown).
     pub(super) fn exists(&mut self, path: &Path) -> bool {
         let denied = self.denied;
-        let found = self.canonical(path).is_some() || self.denied;
+        let found =
+            self.canonical(path).is_some() || self.denied || path.symlink_metadata().is_ok();
         self.denied = denied;
         found
     }
@@ -210,9 +271,21 @@ impl Links {
         };
         let mut existing = path.to_path_buf();
         let mut rest: Vec<OsString> = Vec::new();
+        let mut hops = 0;
         let resolved = loop {
             if let Some(resolved) = self.canonical(&existing) {
                 break resolved;
+            }
+            // A link that dangles here may lead somewhere for a reader elsewhere (through
+            // `/proc/self/cwd`): followed as written, to its last existing directory
+            // (round 48, N6, N7).
+            if hops < MAX_HOPS
+                && let Ok(target) = std::fs::read_link(&existing)
+                && let Some(parent) = existing.parent()
+            {
+                hops += 1;
+                existing = parent.join(target);
+                continue;
             }
             match (existing.file_name(), existing.parent()) {
                 (Some(last), Some(parent)) => {
@@ -231,6 +304,28 @@ impl Links {
         };
         let full = Path::new("/").join(clamp_dots(full));
         let mut names = names_below(&root, &full);
+        // Below this process's working directory: maybe reached through
+        // `/proc/self/cwd` in a spelling no text rule sees (a pattern, an escape, a link to
+        // it), which for a reader elsewhere leads from its own working directory. The rest
+        // is read from every directory a reader may stand in (round 48, N2–N7).
+        if let Some(cwd) = self.cwd.clone()
+            && !self.rebasing
+            && let Ok(below) = full.strip_prefix(&cwd)
+            && !below.as_os_str().is_empty()
+        {
+            self.rebasing = true;
+            for base in self.bases.clone() {
+                let first = below.components().next().map(|c| base.join(c));
+                if base != cwd && first.is_some_and(|first| first.symlink_metadata().is_ok()) {
+                    for name in self.resolved_names(&base.join(below)) {
+                        if !names.contains(&name) {
+                            names.push(name);
+                        }
+                    }
+                }
+            }
+            self.rebasing = false;
+        }
         // A bind mount (or a second mount of the same export) shows a directory of the
         // warehouse under another path, which `canonicalize` does not see through: a
         // directory on the way that *is* the root, a managed prefix or one of the root's
@@ -318,9 +413,18 @@ impl Links {
                         continue;
                     }
                     let Some(target) = self.canonical(&path) else {
+                        // Dangling here; maybe not for a reader elsewhere (N5, N6).
+                        let found = self.resolved_names(&path);
+                        add(found, &mut names);
                         continue;
                     };
                     add(names_below(root, &target), &mut names);
+                    if let Some(cwd) = self.cwd.clone()
+                        && target.starts_with(&cwd)
+                    {
+                        let found = self.resolved_names(&path);
+                        add(found, &mut names);
+                    }
                     if !target.is_dir() {
                         continue;
                     }
@@ -387,7 +491,8 @@ impl Links {
         else {
             return Vec::new();
         };
-        if depth >= MAX_PATTERNS {
+        // `**` matches any number of directories to a reader with globstar (round 48, N16).
+        if depth >= MAX_PATTERNS || segments[at] == "**" {
             return self.anything();
         }
         let dir = match segments[..at].join("/") {
@@ -564,17 +669,50 @@ fn parse(text: &str) -> Option<glob::Pattern> {
     })
 }
 
-/// `text` with `\x` read as the literal `x`.
+/// `text` with `\\x` read as the literal `x`, outside brackets and inside them (`[o\\]]`
+/// holds `o` and `]`; round 48, N17b).
 fn without_escapes(text: &str) -> String {
     let mut out = String::new();
-    let mut chars = text.chars();
+    let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
-        match (c, c == '\\') {
-            (_, true) => match chars.next() {
+        match c {
+            '\\' => match chars.next() {
                 Some(next) => out.push_str(&glob::Pattern::escape(&next.to_string())),
                 None => out.push_str("[\\]"),
             },
-            (c, false) => out.push(c),
+            '[' => {
+                // A bracket: its members with their escapes removed, `]` first.
+                let negated = chars.next_if(|c| *c == '!' || *c == '^').is_some();
+                let mut members = String::new();
+                let mut bracket_close = false;
+                let mut first = true;
+                while let Some(m) = chars.next() {
+                    match m {
+                        '\\' => members.extend(chars.next()),
+                        ']' if !first => {
+                            bracket_close = true;
+                            break;
+                        }
+                        m => members.push(m),
+                    }
+                    first = false;
+                }
+                if !bracket_close {
+                    out.push_str("[[]");
+                    out.push_str(&glob::Pattern::escape(&members));
+                    continue;
+                }
+                out.push('[');
+                if negated {
+                    out.push('!');
+                }
+                if members.contains(']') {
+                    out.push(']');
+                }
+                out.extend(members.chars().filter(|m| *m != ']'));
+                out.push(']');
+            }
+            c => out.push(c),
         }
     }
     out
@@ -586,45 +724,88 @@ fn caret_negation(text: &str) -> String {
 }
 
 /// `text` with every closed extended group of a shell (`@(…)`, `?(…)`, `+(…)`, `*(…)`,
-/// `!(…)`) read as `*`.
+/// `!(…)`, nested ones included: round 48, N10) read as `*`.
 fn extended_groups(text: &str) -> String {
     let mut out = String::new();
-    let mut rest = text;
-    while let Some(at) = rest.find('(') {
-        let opener = rest[..at].chars().next_back();
-        match (opener, rest[at..].find(')')) {
-            (Some('@' | '?' | '+' | '*' | '!'), Some(close)) => {
-                out.push_str(&rest[..at - 1]);
-                out.push('*');
-                rest = &rest[at + close + 1..];
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if matches!(c, '@' | '?' | '+' | '*' | '!') && chars.peek() == Some(&'(') {
+            // To the `)` that closes this group.
+            let mut depth = 0usize;
+            let mut group = String::from(c);
+            let mut closed = false;
+            for g in chars.by_ref() {
+                group.push(g);
+                match g {
+                    '(' => depth += 1,
+                    ')' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            closed = true;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
             }
-            _ => {
-                out.push_str(&rest[..=at]);
-                rest = &rest[at + 1..];
+            match closed {
+                true => out.push('*'),
+                false => out.push_str(&group),
             }
+            continue;
         }
+        out.push(c);
     }
-    out.push_str(rest);
     out
 }
 
-/// `text` with each bracket holding a POSIX class (`[[:alpha:]]`, `[[=o=]]`, `[[.a.]]`)
-/// read as `?` (one character).
+/// `text` with each bracket that holds a POSIX class anywhere in it (`[[:alpha:]]`,
+/// `[o[:digit:]]`, `[[=o=]x]`, `[l[.o.]]`; round 48, N15) read as `?` (one character).
 fn posix_classes(text: &str) -> String {
     let mut out = String::new();
     let mut rest = text;
-    while let Some(at) = ["[[:", "[[=", "[[."]
-        .iter()
-        .filter_map(|open| rest.find(open))
-        .min()
-    {
-        match rest[at + 3..].find("]]") {
-            Some(close) => {
-                out.push_str(&rest[..at]);
-                out.push('?');
-                rest = &rest[at + 3 + close + 2..];
+    while let Some(open) = rest.find('[') {
+        let inner = &rest[open + 1..];
+        // The bracket's end: the first `]` that closes no class, a `]` first a member.
+        let mut at = 0;
+        let bytes = inner.as_bytes();
+        if bytes.first().is_some_and(|b| *b == b'!' || *b == b'^') {
+            at += 1;
+        }
+        if bytes.get(at) == Some(&b']') {
+            at += 1;
+        }
+        let mut class = false;
+        let mut end = None;
+        while at < bytes.len() {
+            match (bytes[at], bytes.get(at + 1)) {
+                (b'[', Some(kind @ (b':' | b'=' | b'.'))) => {
+                    let closing = [*kind, b']'];
+                    match inner[at + 2..].find(std::str::from_utf8(&closing).unwrap_or("]")) {
+                        Some(close) => {
+                            class = true;
+                            at += 2 + close + 2;
+                        }
+                        None => at += 1,
+                    }
+                }
+                (b']', _) => {
+                    end = Some(at);
+                    break;
+                }
+                _ => at += 1,
             }
-            None => break,
+        }
+        match end {
+            Some(end) if class => {
+                out.push_str(&rest[..open]);
+                out.push('?');
+                rest = &inner[end + 1..];
+            }
+            _ => {
+                out.push_str(&rest[..=open]);
+                rest = inner;
+            }
         }
     }
     out.push_str(rest);
@@ -732,6 +913,10 @@ mod tests {
             ("a(5", "a(5"),
             ("{x}", "{x}"),
             ("*", ".hidden"),
+            ("@(x|@(o))", "o"),
+            ("[o[:digit:]]ld", "old"),
+            ("[l[.o.]]", "o"),
+            ("[o\\]]ld", "]ld"),
         ] {
             assert!(matches(segment, name), "{segment} {name}");
         }

@@ -52,7 +52,10 @@ impl Warehouse {
     pub(crate) fn name_reader(&self) -> NameReader<'_> {
         NameReader {
             warehouse: self,
-            links: self.local.as_ref().map(|dir| Links::new(dir)),
+            links: self
+                .local
+                .as_ref()
+                .map(|dir| Links::new(dir, self.local_as_given.as_deref().map(PathBuf::as_path))),
         }
     }
 
@@ -99,11 +102,7 @@ impl Warehouse {
         // links from a directory above the warehouse (every word of a file's free text would
         // walk a top-level directory); a path is (round 47, R).
         if let (Some(dir), Some(view)) = (&self.local, links.as_mut()) {
-            let mut bases: Vec<PathBuf> = dir.ancestors().map(Path::to_path_buf).collect();
-            if let Some(given) = &self.local_as_given {
-                bases.extend(given.ancestors().map(Path::to_path_buf));
-            }
-            bases.extend(std::env::current_dir().ok());
+            let bases = view.bases().to_vec();
             let home = std::env::var_os("HOME").map(PathBuf::from);
             for (relative, after_tilde) in relative_forms(location) {
                 // Its first segment as written and with its dots resolved by text (a
@@ -130,7 +129,9 @@ impl Warehouse {
                     if !read_anyway && !firsts.iter().any(|first| view.exists(&base.join(first))) {
                         continue;
                     }
-                    let walk = base.as_path() == dir.as_path() || relative.contains('/');
+                    let walk = base.as_path() == dir.as_path()
+                        || relative.contains('/')
+                        || view.walks_words();
                     let base = base.display().to_string();
                     let path = format!("{}/{relative}", base.trim_end_matches('/'));
                     all.push((Reading::Local(path), walk));
@@ -306,7 +307,7 @@ impl Warehouse {
 /// [`alternatives`]). Round 45, N.
 fn pieces(location: &str) -> Vec<String> {
     let mut pieces = vec![location.to_owned()];
-    let mut add = |piece: &str| {
+    let add = |pieces: &mut Vec<String>, piece: &str| {
         if !piece.is_empty() && !pieces.iter().any(|known| known == piece) {
             pieces.push(piece.to_owned());
         }
@@ -316,21 +317,39 @@ fn pieces(location: &str) -> Vec<String> {
         .chain(location.split_whitespace())
         .map(|piece| piece.trim_matches(|c: char| c.is_control() || c.is_whitespace()))
     {
-        add(piece);
+        add(&mut pieces, piece);
     }
     // A `file:` URL as the WHATWG URL standard parses it (the `url` crate, so DataFusion's
-    // `ListingTableUrl`): a backslash is a `/`, tabs and line breaks are dropped (round 47,
-    // W).
-    if location
-        .get(..5)
-        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("file:"))
-    {
-        let parsed: String = location
-            .chars()
-            .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
-            .map(|c| if c == '\\' { '/' } else { c })
-            .collect();
-        add(&parsed);
+    // `ListingTableUrl`): controls and spaces around it and tabs and line breaks anywhere
+    // dropped, a backslash read as a `/` (round 47, W; round 48, N8, N9).
+    for text in pieces.clone() {
+        for link in text.split("::") {
+            add(&mut pieces, link);
+            // fsspec: `local://` is `file://`, and the rest of `file://rest` is a path
+            // relative to the reader (`file://wh/…`, `file://~/…`; round 48, F1–F4).
+            let file = match link.get(..8) {
+                Some(scheme) if scheme.eq_ignore_ascii_case("local://") => {
+                    format!("file://{}", &link[8..])
+                }
+                _ => link.to_owned(),
+            };
+            add(&mut pieces, &file);
+            if let Some(rest) = file
+                .get(..7)
+                .filter(|scheme| scheme.eq_ignore_ascii_case("file://"))
+                .map(|_| &file[7..])
+            {
+                add(&mut pieces, rest);
+            }
+            if let Ok(url) = url::Url::parse(&file)
+                && url.scheme() == "file"
+            {
+                add(&mut pieces, url.path());
+                if let Some(host) = url.host_str() {
+                    add(&mut pieces, &format!("{host}{}", url.path()));
+                }
+            }
+        }
     }
     pieces
 }
@@ -547,7 +566,7 @@ fn relative_forms(location: &str) -> Vec<(String, bool)> {
     let decoded = percent_decode_str(path).decode_utf8_lossy().into_owned();
     for text in [path.to_owned(), decoded] {
         let segments: Vec<&str> = text.split('/').collect();
-        if let Some(at) = segments.iter().rposition(|segment| *segment == "cwd") {
+        for (at, _) in segments.iter().enumerate().filter(|(_, s)| **s == "cwd") {
             let form = (below(&segments[at + 1..].join("/")), false);
             if !forms.contains(&form) {
                 forms.push(form);
@@ -662,6 +681,20 @@ impl NameReader<'_> {
     pub(crate) fn names_of_location(&mut self, location: &str) -> Vec<String> {
         self.warehouse
             .names_of_location_with(location, &mut self.links)
+    }
+
+    /// [`names_of_location`](Self::names_of_location) of a source table's location: a
+    /// relative one that is a single word is walked for links from every directory above
+    /// the warehouse too (it is a path, not a word of free text: round 48, N1).
+    pub(crate) fn names_of_source(&mut self, location: &str) -> Vec<String> {
+        if let Some(links) = self.links.as_mut() {
+            links.set_walk_words(true);
+        }
+        let names = self.names_of_location(location);
+        if let Some(links) = self.links.as_mut() {
+            links.set_walk_words(false);
+        }
+        names
     }
 
     /// Whether a lookup since the last call gave up at a bound (the names it gave are
@@ -1124,6 +1157,40 @@ mod tests {
                 format!("file://{w}/ind\nexes/old/src/"),
             ],
         );
+    }
+
+    /// Round 48: a source's single relative word walked from above the warehouse (N1);
+    /// URLs as the `url` crate and fsspec read them (N8, N9, F1–F4); nested extended
+    /// groups, classes inside brackets, escaped `]` (N10, N15, N17b); `**` (N16).
+    #[test]
+    fn sources_urls_and_glob_dialects_of_round_48_are_followed() {
+        use std::os::unix::fs::symlink;
+        let (_dir, base) = tree(&["wh/indexes/old/src", "wh/data", "ext"]);
+        let root = base.join("wh");
+        symlink(root.join("indexes/old/src"), base.join("ext/s")).expect("link");
+        symlink(root.join("indexes/old"), root.join("data/o")).expect("link");
+        let wh = Warehouse::local(&root).expect("warehouse");
+        let w = root.display();
+        // A source's word is a path: walked from the directory above the warehouse.
+        let names = wh.name_reader().names_of_source("ext");
+        assert!(names.contains(&"indexes/old/src".to_owned()), "{names:?}");
+        assert_each_reaches_the_victim(
+            &wh,
+            &[
+                format!("\u{1}file://{w}\\indexes\\old\\src/"),
+                format!("fi\tle://{w}/indexes/old/src/"),
+                format!("local://{w}/indexes/old/src/"),
+                format!("simplecache::file://{w}/indexes/old/src/part-0.parquet"),
+                "file://wh/indexes/old/src/".to_owned(),
+                format!("{w}/data/@(x|@(o))/src/"),
+                format!("{w}/indexes/[o[:digit:]]ld/src/part-0.parquet"),
+                format!("{w}/indexes/[[:digit:]o]ld/src/part-0.parquet"),
+                format!("{w}/indexes/[o\\]]ld/src/part-0.parquet"),
+            ],
+        );
+        let mut reader = wh.name_reader();
+        reader.names_of_location(&format!("{w}/indexes/**/old/src/part-0.parquet"));
+        assert!(reader.gave_up(), "`**` may match any depth");
     }
 
     /// Round 45 (N): a location is also read as the pieces other readers take from it:
