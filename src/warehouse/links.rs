@@ -98,6 +98,9 @@ pub(super) struct Links {
     cwd: Option<PathBuf>,
     /// A path below the working directory is being read from the other bases.
     rebasing: bool,
+    /// Whether each path looked up by [`Links::exists`] is there (a link counts, dangling
+    /// or not), by its exact bytes.
+    present: HashMap<OsString, bool>,
     /// A single word read from above the warehouse is walked too (a source table's
     /// location, not a word of free text: round 48, N1).
     walk_words: bool,
@@ -135,6 +138,7 @@ impl Links {
             bases: unique,
             cwd: cwd.and_then(|cwd| std::fs::canonicalize(cwd).ok()),
             rebasing: false,
+            present: HashMap::new(),
             walk_words: false,
             dir: dir.to_path_buf(),
             root: None,
@@ -214,10 +218,14 @@ impl Links {
 
     /// Whether `path` resolves (a refused lookup counts: what lies there is unknown).
     pub(super) fn exists(&mut self, path: &Path) -> bool {
+        if let Some(known) = self.present.get(path.as_os_str()) {
+            return *known;
+        }
         let denied = self.denied;
         let found =
             self.canonical(path).is_some() || self.denied || path.symlink_metadata().is_ok();
         self.denied = denied;
+        self.present.insert(path.as_os_str().to_owned(), found);
         found
     }
 
@@ -316,7 +324,7 @@ impl Links {
             self.rebasing = true;
             for base in self.bases.clone() {
                 let first = below.components().next().map(|c| base.join(c));
-                if base != cwd && first.is_some_and(|first| first.symlink_metadata().is_ok()) {
+                if base != cwd && first.is_some_and(|first| self.exists(&first)) {
                     for name in self.resolved_names(&base.join(below)) {
                         if !names.contains(&name) {
                             names.push(name);

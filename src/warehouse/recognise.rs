@@ -52,6 +52,7 @@ impl Warehouse {
     pub(crate) fn name_reader(&self) -> NameReader<'_> {
         NameReader {
             warehouse: self,
+            unbounded: false,
             links: self
                 .local
                 .as_ref()
@@ -59,8 +60,15 @@ impl Warehouse {
         }
     }
 
-    fn names_of_location_with(&self, location: &str, links: &mut Option<Links>) -> Vec<String> {
+    /// The names `location` may denote, and whether reading it gave up at a bound (too
+    /// many alternatives: it may name anything).
+    fn names_of_location_with(
+        &self,
+        location: &str,
+        links: &mut Option<Links>,
+    ) -> (Vec<String>, bool) {
         let location = location.trim();
+        let mut gave_up = false;
         let mut names: Vec<String> = Vec::new();
         let mut add = |found: Vec<String>| {
             for name in found {
@@ -76,13 +84,16 @@ impl Warehouse {
                     .iter()
                     .for_each(|path| add(self.names_of_path(path, links))),
                 // So many alternatives they may name anything: every managed prefix.
+                // Marked as a give-up, so that a string in a file keeps everything rather
+                // than being taken for a stray note naming `indexes` (round 49, B).
                 None => {
                     add(self.names_of_path(piece, links));
                     add(every_managed_prefix());
+                    gave_up = true;
                 }
             }
         }
-        names
+        (names, gave_up)
     }
 
     /// [`NameReader::names_of_location`] of one path (no list, no braces read
@@ -312,10 +323,23 @@ fn pieces(location: &str) -> Vec<String> {
             pieces.push(piece.to_owned());
         }
     };
+    // A shell removes quotes anywhere in a word (`'/…/src/'`, `"$W"/src`; round 49, Q),
+    // and a form decoder reads `+` as a space (`my+dir`; round 49, D).
+    let unquoted: String = location
+        .chars()
+        .filter(|c| !matches!(c, '\'' | '"'))
+        .collect();
+    add(&mut pieces, &unquoted);
+    add(&mut pieces, &location.replace('+', " "));
     for piece in location
         .split(|c: char| c.is_control() || c == ';')
         .chain(location.split_whitespace())
-        .map(|piece| piece.trim_matches(|c: char| c.is_control() || c.is_whitespace()))
+        .chain(unquoted.split_whitespace())
+        .map(|piece| {
+            piece.trim_matches(|c: char| {
+                c.is_control() || c.is_whitespace() || matches!(c, '\'' | '"')
+            })
+        })
     {
         add(&mut pieces, piece);
     }
@@ -673,14 +697,20 @@ fn without_escapes(path: &str) -> Option<String> {
 pub(crate) struct NameReader<'w> {
     warehouse: &'w Warehouse,
     links: Option<Links>,
+    /// A reading gave up at a bound outside the view of links (too many alternatives)
+    /// since [`NameReader::gave_up`] was last asked.
+    unbounded: bool,
 }
 
 impl NameReader<'_> {
     /// Every name of this warehouse that `location` may denote in some engine's reading
     /// (see the [module docs](self)); empty if it denotes nothing inside the root.
     pub(crate) fn names_of_location(&mut self, location: &str) -> Vec<String> {
-        self.warehouse
-            .names_of_location_with(location, &mut self.links)
+        let (names, gave_up) = self
+            .warehouse
+            .names_of_location_with(location, &mut self.links);
+        self.unbounded |= gave_up;
+        names
     }
 
     /// [`names_of_location`](Self::names_of_location) of a source table's location: a
@@ -700,7 +730,8 @@ impl NameReader<'_> {
     /// Whether a lookup since the last call gave up at a bound (the names it gave are
     /// every managed prefix because the location may name anything), and forget it.
     pub(crate) fn gave_up(&mut self) -> bool {
-        self.links.as_mut().is_some_and(Links::take_unbounded)
+        let links = self.links.as_mut().is_some_and(Links::take_unbounded);
+        std::mem::take(&mut self.unbounded) || links
     }
 
     /// On a local warehouse, the names the relative path `part` denotes when a reader
@@ -716,8 +747,11 @@ impl NameReader<'_> {
             return Vec::new();
         }
         let path = format!("{}/{folder}/{part}", dir.display());
-        self.warehouse
-            .names_of_location_with(&path, &mut self.links)
+        let (names, gave_up) = self
+            .warehouse
+            .names_of_location_with(&path, &mut self.links);
+        self.unbounded |= gave_up;
+        names
     }
 }
 
@@ -1186,8 +1220,20 @@ mod tests {
                 format!("{w}/indexes/[o[:digit:]]ld/src/part-0.parquet"),
                 format!("{w}/indexes/[[:digit:]o]ld/src/part-0.parquet"),
                 format!("{w}/indexes/[o\\]]ld/src/part-0.parquet"),
+                // Round 49 (Q): quotes a shell removes.
+                format!("'{w}/indexes/old/src/'"),
+                format!("\"{w}\"/indexes/old/src/"),
             ],
         );
+        // Round 49 (B): more alternatives than are read is a give-up, which a string in a
+        // file reads as "anything" (on every store, not only through links).
+        for wh in [&wh, &s3()] {
+            let mut reader = wh.name_reader();
+            let groups: String = ('a'..='m').map(|c| format!("{{,{c}}}")).collect();
+            let many = format!("{w}/indexes/{{old,x}}{groups}/src/");
+            reader.names_of_location(&many);
+            assert!(reader.gave_up(), "{many}");
+        }
         let mut reader = wh.name_reader();
         reader.names_of_location(&format!("{w}/indexes/**/old/src/part-0.parquet"));
         assert!(reader.gave_up(), "`**` may match any depth");
