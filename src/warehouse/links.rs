@@ -7,7 +7,6 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::recognise::clamp_dots;
 use super::{MANAGED_PREFIXES, object_name};
 
 /// The names a local path reaches through symbolic links (see [`Links::linked_names`]),
@@ -17,6 +16,22 @@ pub(super) fn linked_names(dir: &Path, path: &Path) -> (Vec<String>, bool) {
     let mut links = Links::new(dir, None);
     let names = links.linked_names(path);
     (names, links.take_unbounded())
+}
+
+/// `path` with empty and `.` segments dropped and `..` resolved, where a `..` at the
+/// start stays at the start (`/..` is `/`).
+pub(super) fn clamp_dots(path: &str) -> String {
+    let mut segments: Vec<&str> = Vec::new();
+    for segment in path.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                segments.pop();
+            }
+            other => segments.push(other),
+        }
+    }
+    segments.join("/")
 }
 
 /// The names a location at the root or above it denotes: a recursive listing of it reads

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use percent_encoding::percent_decode_str;
 
-use super::links::{Links, every_managed_prefix};
+use super::links::{Links, clamp_dots, every_managed_prefix};
 use super::{Warehouse, object_name};
 
 /// One reading of a location: where it is, and the path (or key) below that.
@@ -658,22 +658,6 @@ fn spellings(reading: &Reading) -> Vec<String> {
         }
     }
     out
-}
-
-/// `path` with empty and `.` segments dropped and `..` resolved, where a `..` at the
-/// start stays at the start (`/..` is `/`).
-pub(super) fn clamp_dots(path: &str) -> String {
-    let mut segments: Vec<&str> = Vec::new();
-    for segment in path.split('/') {
-        match segment {
-            "" | "." => {}
-            ".." => {
-                segments.pop();
-            }
-            other => segments.push(other),
-        }
-    }
-    segments.join("/")
 }
 
 /// `path` with its backslash escapes removed (`\x` read as `x`), if it has any.
