@@ -323,25 +323,38 @@ fn pieces(location: &str) -> Vec<String> {
             pieces.push(piece.to_owned());
         }
     };
-    // A shell removes quotes anywhere in a word (`'/…/src/'`, `"$W"/src`; round 49, Q),
-    // and a form decoder reads `+` as a space (`my+dir`; round 49, D).
-    let unquoted: String = location
-        .chars()
-        .filter(|c| !matches!(c, '\'' | '"'))
-        .collect();
-    add(&mut pieces, &unquoted);
-    add(&mut pieces, &location.replace('+', " "));
-    for piece in location
-        .split(|c: char| c.is_control() || c == ';')
-        .chain(location.split_whitespace())
-        .chain(unquoted.split_whitespace())
-        .map(|piece| {
-            piece.trim_matches(|c: char| {
-                c.is_control() || c.is_whitespace() || matches!(c, '\'' | '"')
+    // What a shell makes of the text, in every combination (rounds 49 and 50: Q, D, and
+    // their bypasses): a backslash-newline removed (a line continuation), ANSI-C and locale
+    // quoting (`$'…'`, `$"…"`) read as quotes with `\\xHH` and `\\NNN` escapes decoded,
+    // quotes removed anywhere in a word; then `+` read as a space by a form decoder. Each
+    // reading is split into words as well.
+    let mut shell = vec![location.to_owned()];
+    for transform in [
+        without_line_continuations as fn(&str) -> String,
+        ansi_c_quoting,
+        without_quotes,
+        plus_as_space,
+    ] {
+        for text in shell.clone() {
+            let changed = transform(&text);
+            if !shell.contains(&changed) {
+                shell.push(changed);
+            }
+        }
+    }
+    for text in &shell {
+        add(&mut pieces, text);
+        for piece in text
+            .split(|c: char| c.is_control() || c == ';')
+            .chain(text.split_whitespace())
+            .map(|piece| {
+                piece.trim_matches(|c: char| {
+                    c.is_control() || c.is_whitespace() || matches!(c, '\'' | '"')
+                })
             })
-        })
-    {
-        add(&mut pieces, piece);
+        {
+            add(&mut pieces, piece);
+        }
     }
     // A `file:` URL as the WHATWG URL standard parses it (the `url` crate, so DataFusion's
     // `ListingTableUrl`): controls and spaces around it and tabs and line breaks anywhere
@@ -376,6 +389,64 @@ fn pieces(location: &str) -> Vec<String> {
         }
     }
     pieces
+}
+
+/// `text` without backslash-newlines (a shell's line continuation, even inside double
+/// quotes).
+fn without_line_continuations(text: &str) -> String {
+    text.replace("\\\r\n", "").replace("\\\n", "")
+}
+
+/// `text` with ANSI-C and locale quoting read as plain quotes (`$'…'`, `$"…"`), and the
+/// escapes ANSI-C quoting decodes (`\\xHH`, `\\NNN` octal) decoded everywhere.
+fn ansi_c_quoting(text: &str) -> String {
+    let text = text.replace("$'", "'").replace("$\"", "\"");
+    let mut out = String::new();
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find('\\') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (radix, digits) = match after.strip_prefix('x') {
+            Some(hex) => (
+                16,
+                hex.chars()
+                    .take(2)
+                    .take_while(char::is_ascii_hexdigit)
+                    .count(),
+            ),
+            None => (
+                8,
+                after
+                    .chars()
+                    .take(3)
+                    .take_while(|c| ('0'..='7').contains(c))
+                    .count(),
+            ),
+        };
+        let start = usize::from(radix == 16);
+        match u8::from_str_radix(&after[start..start + digits], radix) {
+            Ok(byte) if digits > 0 && byte.is_ascii() => {
+                out.push(char::from(byte));
+                rest = &after[start + digits..];
+            }
+            _ => {
+                out.push('\\');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `text` with every quote removed, as a shell removes them from a word.
+fn without_quotes(text: &str) -> String {
+    text.chars().filter(|c| !matches!(c, '\'' | '"')).collect()
+}
+
+/// `text` with `+` read as a space, as a form decoder reads it.
+fn plus_as_space(text: &str) -> String {
+    text.replace('+', " ")
 }
 
 /// The most paths one location is read as (see [`alternatives`]).
@@ -1207,6 +1278,12 @@ mod tests {
                 // Round 49 (Q): quotes a shell removes.
                 format!("'{w}/indexes/old/src/'"),
                 format!("\"{w}\"/indexes/old/src/"),
+                // Round 50: ANSI-C quoting, its escapes, a line continuation.
+                format!("$'{w}/indexes/old/src/'"),
+                format!("{w}/$'\\151'ndexes/old/src/"),
+                format!("$'{w}/\\x69ndexes/old/src/'"),
+                format!("/nothing/ $\"{w}/indexes/old/src/\""),
+                format!("{w}/ind\\\nexes/old/src/"),
             ],
         );
         // Round 49 (B): more alternatives than are read is a give-up, which a string in a
