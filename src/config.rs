@@ -3,7 +3,7 @@
 //! | `--catalog` / `PARQDB_CATALOG`  | pointer store                                   |
 //! |---------------------------------|-------------------------------------------------|
 //! | (unset)                         | the warehouse's own store, under `_catalog/`    |
-//! | `file:///abs/dir`               | [`LocalStore`] in that directory                |
+//! | `file:///abs/dir`, `/abs/dir`, `./dir` | [`LocalStore`] in that directory (a plain path from the working directory) |
 //! | `memory://`                     | [`MemoryStore`] (process-local)                 |
 //! | `s3://bucket/prefix`            | [`S3Store`] (S3, MinIO, other S3-compatible servers) |
 //! | `dynamodb://TABLE`              | [`DynamoStore`] on that table                   |
@@ -12,9 +12,12 @@
 //! | `--warehouse` / `PARQDB_WAREHOUSE` | warehouse                                     |
 //! |------------------------------------|-----------------------------------------------|
 //! | (unset)                            | `file://$PWD/warehouse`                       |
-//! | `file:///abs/dir`                  | a local directory (created if missing)        |
+//! | `file:///abs/dir`, `/abs/dir`, `./dir` | a local directory (created if missing; a plain path from the working directory) |
 //! | `memory://name`                    | process-local, for tests                      |
 //! | `s3://bucket/prefix`               | an S3 bucket prefix                           |
+//!
+//! A relative `file:` URI (`file:wh`) is refused: URL parsers read it from the root of the
+//! file system.
 //!
 //! S3 endpoints, region and credentials come from the standard `AWS_*` environment
 //! (`AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, `AWS_REGION`, keys or the instance role), or from
@@ -90,11 +93,12 @@ pub struct CatalogConfig {
 }
 
 impl CatalogConfig {
-    /// A configuration from optional URIs.
+    /// A configuration from optional URIs. A plain path (`/data/wh`, `./wh`, `wh`) is read
+    /// as the local directory it names, relative to the working directory.
     pub fn new(warehouse: Option<String>, catalog: Option<String>) -> Self {
         CatalogConfig {
-            warehouse,
-            catalog,
+            warehouse: warehouse.map(plain_path_as_uri),
+            catalog: catalog.map(plain_path_as_uri),
             ..CatalogConfig::default()
         }
     }
@@ -145,7 +149,7 @@ impl CatalogConfig {
                         err,
                     )
                 })?;
-                Ok(format!("file://{}", cwd.join("warehouse").display()))
+                file_uri(&cwd.join("warehouse"), "the default warehouse")
             }
         }
     }
@@ -345,13 +349,50 @@ impl CatalogConfig {
     }
 }
 
+/// A URI as given; a plain path (no scheme) as the `file:` URI of the directory it names,
+/// relative to the working directory. A path that cannot be made absolute stays as given,
+/// for [`parse`] to report.
+fn plain_path_as_uri(given: String) -> String {
+    if given.is_empty() || Url::parse(&given) != Err(url::ParseError::RelativeUrlWithoutBase) {
+        return given;
+    }
+    std::path::absolute(&given)
+        .ok()
+        .and_then(|path| Url::from_file_path(path).ok())
+        .map_or(given, String::from)
+}
+
+/// The `file:` URI of an absolute path, percent-encoded (a `#`, `?` or `%` in a directory
+/// name is part of the path, not a fragment, a query or an escape).
+fn file_uri(path: &std::path::Path, what: &str) -> Result<String> {
+    Url::from_file_path(path).map(String::from).map_err(|()| {
+        Error::new(
+            ErrorKind::Configuration,
+            format!("{what} `{}` is not an absolute path", path.display()),
+        )
+    })
+}
+
+/// Parse a URI, refusing a `file:` URI that does not start its path with `/` (`file:wh`,
+/// `file:./wh`): URL parsers read it as `/wh`, at the root of the file system, where the
+/// writer of a relative path never meant it.
 fn parse(uri: &str, what: &str) -> Result<Url> {
-    Url::parse(uri).map_err(|err| {
+    let url = Url::parse(uri).map_err(|err| {
         Error::new(
             ErrorKind::Configuration,
             format!("{what} URI `{uri}` is not an absolute URI: {err}"),
         )
-    })
+    })?;
+    let after_scheme = uri.trim_start().split_once(':').map(|(_, rest)| rest);
+    if url.scheme() == "file" && !after_scheme.is_some_and(|rest| rest.starts_with('/')) {
+        return Err(Error::new(
+            ErrorKind::Configuration,
+            format!(
+                "{what} URI `{uri}` is a relative `file:` URI, which URL parsers read from the root of the file system; give `file:///absolute/path` or a plain path (`./dir`, `/abs/dir`)"
+            ),
+        ));
+    }
+    Ok(url)
 }
 
 #[cfg(feature = "s3")]
@@ -399,4 +440,52 @@ fn unsupported(what: &str, scheme: &str, uri: &str) -> Error {
         None => format!("{what} URI `{uri}`: the scheme `{scheme}` is not supported"),
     };
     Error::new(ErrorKind::Configuration, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_path_names_the_local_directory_from_the_working_directory() {
+        let cwd = std::env::current_dir().expect("cwd");
+        let config = CatalogConfig::new(Some("wh".to_owned()), Some("./pointers".to_owned()));
+        let warehouse = Url::parse(&config.warehouse_uri().expect("uri")).expect("url");
+        assert_eq!(warehouse.to_file_path(), Ok(cwd.join("wh")));
+        let catalog = Url::parse(config.catalog.as_deref().expect("catalog")).expect("url");
+        assert_eq!(catalog.to_file_path(), Ok(cwd.join("./pointers")));
+        let absolute = CatalogConfig::new(Some("/data/my wh#1".to_owned()), None);
+        let url = Url::parse(&absolute.warehouse_uri().expect("uri")).expect("url");
+        assert_eq!(url.to_file_path(), Ok(PathBuf::from("/data/my wh#1")));
+        // URIs stay as they are.
+        for uri in ["s3://b/wh", "memory://x", "file:///abs/wh", "dynamodb://t"] {
+            let config = CatalogConfig::new(Some(uri.to_owned()), Some(uri.to_owned()));
+            assert_eq!(config.warehouse_uri().expect("uri"), uri);
+            assert_eq!(config.catalog.as_deref(), Some(uri));
+        }
+    }
+
+    #[test]
+    fn a_relative_file_uri_is_refused_not_read_from_the_root() {
+        for uri in ["file:wh", "file:./wh", "FILE:wh"] {
+            let err = CatalogConfig::new(Some(uri.to_owned()), None)
+                .open_warehouse()
+                .expect_err(uri);
+            assert_eq!(err.kind(), ErrorKind::Configuration, "{uri}");
+            assert!(
+                err.message().contains("relative `file:` URI"),
+                "{uri}: {err}"
+            );
+        }
+        for uri in ["file:/abs/wh", "file:///abs/wh", "file://localhost/abs/wh"] {
+            assert!(parse(uri, "warehouse").is_ok(), "{uri}");
+        }
+    }
+
+    #[test]
+    fn the_default_warehouse_keeps_special_characters_in_its_path() {
+        let dir = std::env::current_dir().expect("cwd").join("a#b?c%d");
+        let uri = file_uri(&dir, "the default warehouse").expect("uri");
+        assert_eq!(Url::parse(&uri).expect("url").to_file_path(), Ok(dir));
+    }
 }

@@ -64,9 +64,10 @@ pub(crate) async fn run(
                     Some((w, c)) => (w.to_owned(), Some(c.to_owned())),
                     None => (spec.clone(), None),
                 };
+                let uris = CatalogConfig::new(Some(warehouse), catalog);
                 CatalogConfig {
-                    warehouse: Some(warehouse),
-                    catalog,
+                    warehouse: uris.warehouse,
+                    catalog: uris.catalog,
                     ..default.clone()
                 }
             })

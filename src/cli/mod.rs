@@ -38,7 +38,7 @@ const EXIT_CODES: &str = "EXIT CODES:
 #[derive(Debug, Parser)]
 #[command(name = "parqdb-catalog", version, after_help = EXIT_CODES)]
 pub struct Cli {
-    /// Warehouse root URI (default: file://$PWD/warehouse).
+    /// Warehouse root URI or local path (default: file://$PWD/warehouse).
     #[arg(long, global = true, env = "PARQDB_WAREHOUSE")]
     warehouse: Option<String>,
     /// Pointer-store URI (default: the warehouse's own store, under `_catalog/`), or

@@ -722,3 +722,52 @@ async fn cli_malformed_source_binding_comes_after_the_catalogs_state() {
         cli.fails(commit(&base_location), "INVALID_INDEX_METADATA");
     }
 }
+
+/// A warehouse given as a plain path is the directory it names, relative to the working
+/// directory; a relative `file:` URI (which URL parsers read from the file-system root) is
+/// refused and creates nothing.
+#[test]
+fn a_warehouse_is_a_plain_path_or_an_absolute_file_uri() {
+    let cli = Cli::new();
+    for given in ["plain", "./dotted"] {
+        let out = cli.succeeds(["--warehouse", given, "init"]);
+        let name = given.trim_start_matches("./");
+        assert!(
+            cli.dir
+                .join(name)
+                .join(parqdb_catalog::warehouse::OWNER_MARKER)
+                .is_file(),
+            "{given}: {out}"
+        );
+        cli.succeeds([
+            "--warehouse",
+            given,
+            "namespace",
+            "create",
+            "--namespace",
+            "ns",
+        ]);
+    }
+    let absolute = cli.dir.join("absolute");
+    cli.succeeds([
+        OsString::from("--warehouse"),
+        absolute.clone().into_os_string(),
+        OsString::from("init"),
+    ]);
+    assert!(
+        absolute
+            .join(parqdb_catalog::warehouse::OWNER_MARKER)
+            .is_file()
+    );
+    let name = format!("relative-uri-{}", uuid::Uuid::new_v4().simple());
+    let message = cli.fails(
+        [
+            "--warehouse".to_owned(),
+            format!("file:{name}"),
+            "init".to_owned(),
+        ],
+        "INVALID_CONFIGURATION",
+    );
+    assert!(message.contains("relative `file:` URI"), "{message}");
+    assert!(!Path::new("/").join(&name).exists(), "created at the root");
+}
