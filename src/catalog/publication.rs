@@ -241,7 +241,7 @@ impl Catalog {
             return Err(Error::new(
                 ErrorKind::InvalidIndexMetadata,
                 format!(
-                    "metadata file `{}`: the source table's location could not be read within the collector's bounds (more than four patterns through links, or a local directory outside the warehouse with more than 100,000 entries to check for links into it); the garbage collector would keep everything, so it is refused",
+                    "metadata file `{}`: the source table's location could not be read within the collector's bounds: on a local warehouse it holds a quote, a backslash, a `$` or a control character (which shells and engines unquote and expand in ways the collector does not interpret: write the location as the plain absolute path or `file:///` URI), or it has more than four patterns through links, or it names a local directory outside the warehouse with more than 100,000 entries to check for links into it; the garbage collector would keep everything, so it is refused",
                     publication.location
                 ),
             ));

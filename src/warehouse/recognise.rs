@@ -672,6 +672,29 @@ fn relative_forms(location: &str) -> Vec<(String, bool)> {
 }
 
 /// `scheme` (lower-cased) and the rest, if `location` starts with a URI scheme.
+/// Whether a shell, or an engine that unquotes the way one does, may read `location` as a
+/// local path other than its letters: a quote (`'`, `"`, `` ` ``), a backslash, a `$`
+/// (variables, `$'…'` ANSI-C quoting with its many escapes, `$"…"`) or a control
+/// character. Imitating each reading did not converge (rounds 49–51: every imitation of
+/// quote removal and escapes had a bypass, such as a quote kept inside the other kind of
+/// quote, a quote decoded from `\x27`, `\u0073`, octal escapes past `\377`), so such a
+/// location is not interpreted at all. One token that is a URI of another store
+/// (`s3://b/a$b`) is no local path.
+fn shell_reads_otherwise(location: &str) -> bool {
+    let location = location.trim();
+    let special = |c: char| matches!(c, '\'' | '"' | '`' | '\\' | '$') || c.is_control();
+    if !location.chars().any(special) {
+        return false;
+    }
+    let one_token = !location
+        .chars()
+        .any(|c| c.is_whitespace() || matches!(c, ';' | ',' | '|' | '&' | '(' | ')' | '<' | '>'));
+    let other_store = split_scheme(location).is_some_and(|(scheme, rest)| {
+        scheme != "file" && scheme != "local" && rest.starts_with("//")
+    });
+    !(one_token && other_store && !location.chars().any(char::is_control))
+}
+
 fn split_scheme(location: &str) -> Option<(String, &str)> {
     let (scheme, rest) = location.split_once(':')?;
     let mut chars = scheme.chars();
@@ -771,7 +794,16 @@ impl NameReader<'_> {
     /// [`names_of_location`](Self::names_of_location) of a source table's location: a
     /// relative one that is a single word is walked for links from every directory above
     /// the warehouse too (it is a path, not a word of free text: round 48, N1).
+    ///
+    /// On a local warehouse, a source location that a shell reads otherwise than its
+    /// letters ([`shell_reads_otherwise`]) may name anything: every managed prefix, marked
+    /// as a give-up (publication refuses it; the collector keeps everything while it is
+    /// bound).
     pub(crate) fn names_of_source(&mut self, location: &str) -> Vec<String> {
+        if self.links.is_some() && shell_reads_otherwise(location) {
+            self.unbounded = true;
+            return every_managed_prefix();
+        }
         if let Some(links) = self.links.as_mut() {
             links.set_walk_words(true);
         }
@@ -1298,6 +1330,62 @@ mod tests {
         let mut reader = wh.name_reader();
         reader.names_of_location(&format!("{w}/indexes/**/old/src/part-0.parquet"));
         assert!(reader.gave_up(), "`**` may match any depth");
+    }
+
+    /// Round 51: a source location on a local warehouse that a shell reads otherwise than
+    /// its letters (quotes kept inside the other kind, a quote decoded from an escape,
+    /// escapes past what is imitated) is not interpreted: it may name anything, and says
+    /// so; a plain one, and one token of another store, are read as before.
+    #[test]
+    fn a_source_a_shell_reads_otherwise_may_name_anything() {
+        let dir = tempfile::tempdir().expect("dir");
+        let base = std::fs::canonicalize(dir.path()).expect("dir");
+        let root = base.join("wh");
+        std::fs::create_dir_all(root.join("indexes/old/src")).expect("dirs");
+        std::fs::create_dir_all(base.join("plain")).expect("dirs");
+        let wh = Warehouse::local(&root).expect("warehouse");
+        let p = base.join("plain").display().to_string();
+        for location in [
+            format!("{p}/\"it's\"/"),
+            format!("{p}/'say\"hi'/"),
+            format!("{p}/\"it\\\"s\"/"),
+            format!("{p}/$\"it\\\"s\"/"),
+            format!("{p}/$'it\\x27s'/"),
+            format!("{p}/$'it\\047s'/"),
+            format!("{p}/$'\\563'/"),
+            format!("{p}/$'\\u0073'/"),
+            format!("{p}/$'\\U00000073'/"),
+            format!("{p}/$'\\t'/"),
+            format!("{p}/$'\\303\\251'/"),
+            format!("{p}/$'\\xff'/"),
+            format!("{p}/`echo s`/"),
+            format!("{p}/$HOME/"),
+            format!("{p}/a\tb/"),
+            "s3://b/a$b;/x/it's".to_owned(),
+        ] {
+            let mut reader = wh.name_reader();
+            let names = reader.names_of_source(&location);
+            assert!(reader.gave_up(), "{location}");
+            assert!(
+                names.contains(&"indexes".to_owned()),
+                "{location}: {names:?}"
+            );
+        }
+        for location in [
+            format!("{p}/s/"),
+            format!("file://{p}/s/"),
+            "s3://b/a$b/".to_owned(),
+        ] {
+            let mut reader = wh.name_reader();
+            assert!(reader.names_of_source(&location).is_empty(), "{location}");
+            assert!(!reader.gave_up(), "{location}");
+        }
+        // On another store a source is read as it was (a shell's file system is not the
+        // bucket).
+        let s3 = s3();
+        let mut reader = s3.name_reader();
+        reader.names_of_source("'s3://b/other/src/'");
+        assert!(!reader.gave_up());
     }
 
     /// Round 45 (N): a location is also read as the pieces other readers take from it:

@@ -836,6 +836,56 @@ async fn class4_links_in_a_source_directory_outside_keep_what_they_lead_to() {
     );
 }
 
+/// Round 51: a source outside the warehouse named in a spelling a shell reads otherwise
+/// than its letters (`plain/"it's"/` opens `plain/it's`, here a link to a dropped index's
+/// table; `$'it\x27s'` and `$'\u0069t\x27s'` the same) is refused at register with the
+/// cause, and nothing is registered; the plain spelling of the same directory is accepted.
+#[tokio::test]
+async fn class4_a_source_a_shell_reads_otherwise_is_refused() {
+    let env = Env::open(Backend::Local, 408).await;
+    let root = env.local_dir.clone().expect("local");
+    let outside = tempfile::tempdir().expect("dir");
+    let plain = outside.path().join("plain");
+    std::fs::create_dir_all(plain.join("elsewhere")).expect("dir");
+    let old = Layout::under("old/1");
+    let (old_id, _, _) = env.register("old", &old).await;
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    symlink_at(root.join(&old.postings), &plain.join("it's"), env.now());
+    let id = env.id("live").await;
+    for spelling in [r#""it's""#, r#"$'it\x27s'"#, r#"$'\u0069t\x27s'"#, "$DIR"] {
+        let live = Layout {
+            source: crate::support::gc::source_at(&format!("{}/{spelling}/", plain.display())),
+            ..Layout::under("live/1")
+        };
+        let (_, location) = env.new_index(&live).await;
+        let err = env
+            .catalog
+            .register(&id, Some(&live.source), &location)
+            .await
+            .expect_err(spelling);
+        assert_eq!(
+            err.kind(),
+            ErrorKind::InvalidIndexMetadata,
+            "{spelling}: {err}"
+        );
+        assert!(
+            err.message().contains("a quote, a backslash, a `$`"),
+            "{spelling}: {err}"
+        );
+        let missing = env.catalog.load(&id).await.expect_err("nothing registered");
+        assert_eq!(missing.kind(), ErrorKind::IndexNotFound, "{spelling}");
+    }
+    let live = Layout {
+        source: crate::support::gc::source_at(&format!("{}/elsewhere/", plain.display())),
+        ..Layout::under("live/2")
+    };
+    let (_, location) = env.new_index(&live).await;
+    env.catalog
+        .register(&id, Some(&live.source), &location)
+        .await
+        .expect("a plain spelling is registered");
+}
+
 /// Round 33c, L1: a writer links a dropped index's file into its new, unpublished table
 /// while the collector has condemned it (its scans never see a link made later, nor its
 /// verification walk a table nobody publishes yet), then registers: the register is
