@@ -197,11 +197,11 @@ async fn main() {
     timings.insert("dry-run-s".into(), started.elapsed().as_secs_f64().into());
     timings.insert("peak-rss-kib".into(), rss_kib().into());
     let mut out = serde_json::json!({
-        "scanned": report.scanned,
-        "reachable": report.reachable,
-        "would-track": report.tracked,
-        "would-delete": report.deleted,
-        "kept-by-retention": report.kept_by_retention,
+        "scanned": report.counts.scanned,
+        "reachable": report.counts.reachable,
+        "would-track": report.counts.tracked,
+        "would-delete": report.counts.deleted,
+        "kept-by-retention": report.counts.kept_by_retention,
         "roots": report.roots,
     });
     out["timings"] = serde_json::Value::Object(timings);

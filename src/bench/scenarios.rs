@@ -571,7 +571,7 @@ impl Bench {
             let start = Instant::now();
             let report = collector.collect(self.catalog.clock().now_ms()).await?;
             runs.push(start.elapsed());
-            scanned = report.scanned.objects;
+            scanned = report.counts.scanned.objects;
             // The raw primitive: one listing of every object of the warehouse.
             let start = Instant::now();
             listed = warehouse

@@ -11,7 +11,7 @@ use super::journal::JournalRef;
 use super::ledger::{Ledger, LedgerEntry, Trust};
 use super::reachability::Observation;
 use super::refs::Protected;
-use super::report::{ActionKind, Counts, GcReport};
+use super::report::{ActionKind, GcCounts, GcReport};
 use super::rules::{self, ClockDecision, Facts, Timing, Walk};
 use crate::error::Result;
 
@@ -275,7 +275,7 @@ impl Judge<'_> {
 /// What one page of assessments adds up to.
 #[derive(Default)]
 pub(crate) struct PageTally {
-    pub counts: Counts,
+    pub counts: GcCounts,
     pub doomed: Vec<Doomed>,
     /// How many more objects this sequence may doom.
     pub room: u64,

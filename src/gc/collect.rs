@@ -8,7 +8,7 @@ use futures::StreamExt;
 
 use super::GarbageCollector;
 use super::ledger::Ledger;
-use super::report::{Counts, GcPhase, GcProgress, GcReport, GcStatus};
+use super::report::{GcCounts, GcPhase, GcProgress, GcReport, GcStatus};
 use std::sync::Arc;
 
 use super::run::{Found, Invocation, RunContext};
@@ -122,7 +122,7 @@ impl GarbageCollector {
                 if let Ok(totals) =
                     super::job::run_totals(job, plan, self.config.io_concurrency).await
                 {
-                    report.set_counts(&totals);
+                    report.counts = totals;
                 }
                 report.warnings.push(format!(
                     "gc run {} was finished (or given up) by another invocation while this one was under way; this one stopped ({})",
@@ -336,7 +336,7 @@ impl<'a> Budget<'a> {
 /// What the steps of one `collect` call did, merged.
 #[derive(Default)]
 struct Merged {
-    counts: Counts,
+    counts: GcCounts,
     actions: Vec<super::report::GcAction>,
     actions_truncated: bool,
     warnings: Vec<String>,
@@ -348,7 +348,7 @@ impl Merged {
         self.steps += 1;
         let report = &outcome.report;
         if !matches!(outcome.step, GcStep::Finish { .. }) || !outcome.done {
-            self.counts.merge(&report.counts());
+            self.counts.merge(&report.counts);
         }
         for action in &report.actions {
             if self.actions.len() < report.config.max_reported_actions {
@@ -369,7 +369,7 @@ impl Merged {
     /// step's, with this call's counts) with every step's actions and warnings.
     fn report(self, mut last: GcReport) -> GcReport {
         if last.status == GcStatus::InProgress {
-            last.set_counts(&self.counts);
+            last.counts = self.counts;
         }
         last.actions = self.actions;
         last.actions_truncated = self.actions_truncated;

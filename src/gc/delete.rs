@@ -18,7 +18,7 @@ use super::job::{Doomed, Page, Rules, Seq, Walk};
 use super::ledger::{Ledger, Trust};
 use super::refs::RefMap;
 use super::release::DeletionRecords;
-use super::report::{ActionKind, Counts, GcPhase, GcProgress};
+use super::report::{ActionKind, GcCounts, GcPhase, GcProgress};
 use super::run::Invocation;
 use super::scan::Nested;
 use super::step::{GcStep, StepOutcome};
@@ -58,9 +58,9 @@ impl Invocation<'_> {
                 .strictest(Rules::of(&self.gc.config))
                 .timing();
             let cleared = self.release_deletions(partition, &timing).await?;
-            self.report.add_counts(&Counts {
+            self.report.add_counts(&GcCounts {
                 ledger_files_cleared: cleared,
-                ..Counts::default()
+                ..GcCounts::default()
             });
         }
         Ok(self.outcome(step, done))
@@ -160,8 +160,8 @@ impl Invocation<'_> {
         nested: &Nested,
         trust: &Arc<Trust>,
         dangling: &mut DanglingReferences,
-    ) -> Result<(Counts, Vec<String>)> {
-        let mut counts = Counts::default();
+    ) -> Result<(GcCounts, Vec<String>)> {
+        let mut counts = GcCounts::default();
         let ledger = Ledger::new(self.gc.catalog.warehouse());
         let mut deletable = Vec::new();
         let timing;
@@ -255,7 +255,7 @@ impl Invocation<'_> {
         batch: Vec<Doomed>,
         dangling: &mut DanglingReferences,
         timing: &super::rules::Timing,
-        counts: &mut Counts,
+        counts: &mut GcCounts,
     ) -> Result<Vec<Doomed>> {
         let now = self.elapsed_now();
         let (batch, stale): (Vec<Doomed>, Vec<Doomed>) = batch
@@ -319,7 +319,7 @@ impl Invocation<'_> {
     /// to delete (a symbolic link on its path) is kept and reported.
     async fn delete_batch(
         &mut self,
-        counts: &mut Counts,
+        counts: &mut GcCounts,
         batch: Vec<Doomed>,
     ) -> Result<Vec<String>> {
         let warehouse = self.gc.catalog.warehouse();
@@ -422,9 +422,9 @@ impl Invocation<'_> {
                     covered(first, second, &object).then_some(file.name)
                 })
                 .collect();
-            let counts = Counts {
+            let counts = GcCounts {
                 ledger_files_cleared: ledger.delete(stale).await? as u64,
-                ..Counts::default()
+                ..GcCounts::default()
             };
             let mut totals = last.as_ref().map(|page| page.totals).unwrap_or_default();
             totals.merge(&counts);

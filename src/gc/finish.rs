@@ -9,7 +9,7 @@
 use super::job::{Job, Seq, planned_runs};
 use super::journal::JournalRef;
 use super::ledger::Ledger;
-use super::report::{Counts, GcPhase, GcProgress};
+use super::report::{GcCounts, GcPhase, GcProgress};
 use super::run::Invocation;
 use super::step::{GcStep, StepOutcome};
 use crate::error::Result;
@@ -74,7 +74,7 @@ impl Invocation<'_> {
             // only files the next run prunes (it never fails a finished run).
             self.tidy_up(journal).await;
         }
-        self.report.set_counts(&totals);
+        self.report.counts = totals;
         self.report.roots = observed.observation.roots.clone();
         self.report
             .warnings
@@ -107,7 +107,7 @@ impl Invocation<'_> {
     }
 
     /// The whole run's counts: the sum of every sequence's newest page.
-    pub(crate) async fn totals(&self) -> Result<Counts> {
+    pub(crate) async fn totals(&self) -> Result<GcCounts> {
         super::job::run_totals(&self.job, &self.plan, self.gc.config.io_concurrency).await
     }
 

@@ -38,7 +38,7 @@ use uuid::Uuid;
 use super::journal::{JournalRef, JournalState};
 use super::reachability::Observation;
 use super::refs::SelfCovering;
-use super::report::Counts;
+use super::report::GcCounts;
 use crate::error::{Error, ErrorKind, Result};
 use crate::warehouse::layout::RUNS_DIR;
 use crate::warehouse::{Fetched, ListItem, ListRange, Listed, Positioned, Warehouse};
@@ -292,7 +292,7 @@ pub(crate) struct Page {
     /// Whether the sequence is complete with this page.
     pub done: bool,
     /// The sequence's totals up to and including this page.
-    pub totals: Counts,
+    pub totals: GcCounts,
     /// Metadata pass 1: unreachable metadata files to decide.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub candidates: Vec<Object>,
@@ -410,7 +410,7 @@ pub(crate) struct Referenced {
     pub names: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub self_covering: Vec<SelfCovering>,
-    pub totals: Counts,
+    pub totals: GcCounts,
 }
 
 /// A sequence of pages: `metadata`, `assessed`, `scan/<p>`, `deleted/<p>`, `swept/<p>`.
@@ -864,7 +864,7 @@ pub(crate) struct PartitionProgress {
 }
 /// The counts of `plan`'s run: the sum of every sequence's newest page (what a late step of
 /// a finished run reports too; nothing once the run's files are pruned).
-pub(crate) async fn run_totals(job: &Job, plan: &Plan, concurrency: usize) -> Result<Counts> {
+pub(crate) async fn run_totals(job: &Job, plan: &Plan, concurrency: usize) -> Result<GcCounts> {
     let mut sequences = vec![
         Seq::Metadata,
         Seq::Assessed,
@@ -878,7 +878,7 @@ pub(crate) async fn run_totals(job: &Job, plan: &Plan, concurrency: usize) -> Re
             Seq::Swept(partition),
         ]);
     }
-    let mut totals = Counts::default();
+    let mut totals = GcCounts::default();
     for page in job
         .last_pages(&sequences, concurrency)
         .await?

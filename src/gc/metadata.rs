@@ -11,7 +11,7 @@ use super::assess::{Judge, PageTally};
 use super::job::{Object, Page, Referenced, Seq, Walk};
 use super::ledger::{Ledger, LedgerEntry, PageScope};
 use super::refs::{Protected, SelfCovering};
-use super::report::Counts;
+use super::report::GcCounts;
 use super::run::{Invocation, NextPage, PageListing};
 use super::scan::{Nested, skip};
 use crate::error::{Error, Result};
@@ -187,7 +187,7 @@ impl Invocation<'_> {
     async fn collect_referenced(&self) -> Result<Referenced> {
         let mut names = std::collections::BTreeSet::new();
         let mut self_covering = Vec::new();
-        let mut totals = Counts::default();
+        let mut totals = GcCounts::default();
         for number in self.job.page_numbers(&Seq::Metadata).await? {
             let page = self
                 .job
@@ -366,7 +366,7 @@ impl Invocation<'_> {
 /// What pass 1 learns from one page of `metadata/`.
 #[derive(Default)]
 struct MetadataPage {
-    counts: Counts,
+    counts: GcCounts,
     /// The unreachable metadata files that may be deleted.
     candidates: Vec<Object>,
     /// What the listed files that exist name (rule (P)).

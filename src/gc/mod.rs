@@ -260,7 +260,7 @@ pub use crate::catalog::ownership::{OwnershipMarker, adopt, claim, verify_owners
 pub use config::GcConfig;
 pub use reachability::RootStats;
 pub use report::{
-    ActionKind, GcAction, GcPhase, GcProgress, GcReport, GcStatus, RunProgress, Tally,
+    ActionKind, GcAction, GcCounts, GcPhase, GcProgress, GcReport, GcStatus, RunProgress, Tally,
 };
 #[doc(hidden)] // The `gc` Lambda function's scheduled event, for the handler layer.
 pub use scheduled::{run_scheduled, run_scheduled_within};

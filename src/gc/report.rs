@@ -30,50 +30,63 @@ impl Tally {
     }
 }
 
-/// The counts of a run (or of part of one: a page, a partition), as [`GcReport`] reports
-/// them; see there for what each means.
+/// The counts of a run (or of part of one: a page, a partition), flattened into
+/// [`GcReport`] (its JSON has them at the top level).
+///
+/// Every object listed under the managed prefixes is counted in `scanned` and in exactly
+/// one of `reachable`, `kept-nested`, `kept-unknown-format`, `kept-by-grace`,
+/// `kept-by-retention`, `kept-by-condemn-delay`, `kept-by-reference`,
+/// `kept-at-verification`, `deferred` or `deleted` (in a dry run, `deleted` counts what
+/// would be deleted). `tracked` and `condemned` count ledger transitions made (or, dry,
+/// that would be made) by the run.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", default, deny_unknown_fields)]
-pub(crate) struct Counts {
-    /// Objects listed under the managed prefixes.
+pub struct GcCounts {
+    /// Objects listed under `metadata/` and `indexes/`.
     pub scanned: Tally,
     /// Reachable from a root.
     pub reachable: Tally,
-    /// Inside a nested warehouse or pointer store.
+    /// Inside a subtree that holds another warehouse's ownership marker or a pointer
+    /// store's records: never collected (a nested warehouse or pointer store).
     pub kept_nested: Tally,
-    /// Metadata of a format version this collector does not understand.
+    /// Under `metadata/`, index metadata of a format version this collector does not
+    /// understand: never deleted, and whatever it may name is kept with it.
     pub kept_unknown_format: Tally,
-    /// Listing entries that are no objects the collector may touch.
+    /// Listing entries that are no objects the collector may touch (symbolic links,
+    /// file names that are not UTF-8): never followed, never deleted.
     pub skipped: u64,
-    /// Younger than the grace period.
+    /// Unreachable but younger than the grace period (maybe an in-flight writer's).
     pub kept_by_grace: Tally,
     /// Unreachable for less than the retention period.
     pub kept_by_retention: Tally,
-    /// Named by a publication logged too recently for this run's walk to date its loss.
+    /// Unreachable, but named by a publication the catalog logged too recently for this
+    /// run's walk to date the loss (a later run starts its clock).
     pub kept_recently_published: Tally,
-    /// Whose name is too long for the ledger to mirror: kept, never tracked.
+    /// Unreachable, but its name is too long for the ledger to mirror (the store's key
+    /// limit): never tracked, so never deleted. Remove such objects by hand.
     pub kept_unmirrorable: Tally,
     /// Condemned less than the condemnation delay ago.
     pub kept_by_condemn_delay: Tally,
-    /// Named by an unreachable metadata file that still exists.
+    /// Past retention, but referenced by an unreachable metadata file that still exists
+    /// (it goes first; this object follows in a later run).
     pub kept_by_reference: Tally,
-    /// Reachable again (or newly evidenced) at the verification walk.
+    /// Doomed, but reachable again (or newly evidenced) at the verification walk.
     pub kept_at_verification: Tally,
-    /// Over the deletion limit.
+    /// Deletable, but over this run's deletion limit.
     pub deferred: Tally,
-    /// Deleted (dry run: would be).
+    /// Deleted (dry run: would be deleted).
     pub deleted: Tally,
-    /// Retention clocks started.
+    /// Objects whose retention clock this run started.
     pub tracked: Tally,
-    /// Condemnations made.
+    /// Objects this run condemned.
     pub condemned: Tally,
-    /// Ledger files removed.
+    /// Ledger files removed because their object is reachable again or gone.
     pub ledger_files_cleared: u64,
 }
 
-impl Counts {
+impl GcCounts {
     /// Add `other` to these counts.
-    pub(crate) fn merge(&mut self, other: &Counts) {
+    pub(crate) fn merge(&mut self, other: &GcCounts) {
         self.scanned.merge(other.scanned);
         self.reachable.merge(other.reachable);
         self.kept_nested.merge(other.kept_nested);
@@ -137,14 +150,8 @@ pub struct GcAction {
     pub reason: String,
 }
 
-/// The report of one [`collect`](super::GarbageCollector::collect) run.
-///
-/// Every object listed under the managed prefixes is counted in `scanned` and in exactly
-/// one of `reachable`, `kept-nested`, `kept-unknown-format`, `kept-by-grace`,
-/// `kept-by-retention`, `kept-by-condemn-delay`, `kept-by-reference`,
-/// `kept-at-verification`, `deferred` or `deleted` (in a dry run,
-/// `deleted` counts what would be deleted). `tracked` and `condemned` count ledger
-/// transitions made (or, dry, that would be made) by this run.
+/// The report of one [`collect`](super::GarbageCollector::collect) run; its counts are
+/// [`GcCounts`].
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct GcReport {
@@ -163,46 +170,9 @@ pub struct GcReport {
     pub catalog_id: Option<Uuid>,
     /// What the walk over the pointer records found.
     pub roots: RootStats,
-    /// Objects listed under `metadata/` and `indexes/`.
-    pub scanned: Tally,
-    /// Reachable from a root.
-    pub reachable: Tally,
-    /// Inside a subtree that holds another warehouse's ownership marker or a pointer
-    /// store's records: never collected (a nested warehouse or pointer store).
-    pub kept_nested: Tally,
-    /// Under `metadata/`, index metadata of a format version this collector does not
-    /// understand: never deleted, and whatever it may name is kept with it.
-    pub kept_unknown_format: Tally,
-    /// Listing entries that are no objects the collector may touch (symbolic links,
-    /// file names that are not UTF-8): never followed, never deleted.
-    pub skipped: u64,
-    /// Unreachable but younger than the grace period (maybe an in-flight writer's).
-    pub kept_by_grace: Tally,
-    /// Unreachable for less than the retention period.
-    pub kept_by_retention: Tally,
-    /// Unreachable, but named by a publication the catalog logged too recently for this
-    /// run's walk to date the loss (a later run starts its clock).
-    pub kept_recently_published: Tally,
-    /// Unreachable, but its name is too long for the ledger to mirror (the store's key
-    /// limit): never tracked, so never deleted. Remove such objects by hand.
-    pub kept_unmirrorable: Tally,
-    /// Condemned less than the condemnation delay ago.
-    pub kept_by_condemn_delay: Tally,
-    /// Past retention, but referenced by an unreachable metadata file that still exists
-    /// (it goes first; this object follows in a later run).
-    pub kept_by_reference: Tally,
-    /// Doomed, but reachable again (or newly evidenced) at the verification walk.
-    pub kept_at_verification: Tally,
-    /// Deletable, but over this run's deletion limit.
-    pub deferred: Tally,
-    /// Deleted (dry run: would be deleted).
-    pub deleted: Tally,
-    /// Objects whose retention clock this run started.
-    pub tracked: Tally,
-    /// Objects this run condemned.
-    pub condemned: Tally,
-    /// Ledger files removed because their object is reachable again or gone.
-    pub ledger_files_cleared: u64,
+    /// What the run counted.
+    #[serde(flatten)]
+    pub counts: GcCounts,
     /// Per-object actions, at most `config.max-reported-actions`.
     pub actions: Vec<GcAction>,
     /// Whether `actions` was cut short.
@@ -240,23 +210,7 @@ impl GcReport {
             config: config.clone(),
             catalog_id: None,
             roots: RootStats::default(),
-            scanned: Tally::default(),
-            reachable: Tally::default(),
-            kept_nested: Tally::default(),
-            kept_unknown_format: Tally::default(),
-            skipped: 0,
-            kept_by_grace: Tally::default(),
-            kept_by_retention: Tally::default(),
-            kept_recently_published: Tally::default(),
-            kept_unmirrorable: Tally::default(),
-            kept_by_condemn_delay: Tally::default(),
-            kept_by_reference: Tally::default(),
-            kept_at_verification: Tally::default(),
-            deferred: Tally::default(),
-            deleted: Tally::default(),
-            tracked: Tally::default(),
-            condemned: Tally::default(),
-            ledger_files_cleared: 0,
+            counts: GcCounts::default(),
             actions: Vec::new(),
             actions_truncated: false,
             warnings: Vec::new(),
@@ -264,55 +218,9 @@ impl GcReport {
         }
     }
 
-    /// The counts of this report.
-    pub(crate) fn counts(&self) -> Counts {
-        Counts {
-            scanned: self.scanned,
-            reachable: self.reachable,
-            kept_nested: self.kept_nested,
-            kept_unknown_format: self.kept_unknown_format,
-            skipped: self.skipped,
-            kept_by_grace: self.kept_by_grace,
-            kept_by_retention: self.kept_by_retention,
-            kept_recently_published: self.kept_recently_published,
-            kept_unmirrorable: self.kept_unmirrorable,
-            kept_by_condemn_delay: self.kept_by_condemn_delay,
-            kept_by_reference: self.kept_by_reference,
-            kept_at_verification: self.kept_at_verification,
-            deferred: self.deferred,
-            deleted: self.deleted,
-            tracked: self.tracked,
-            condemned: self.condemned,
-            ledger_files_cleared: self.ledger_files_cleared,
-        }
-    }
-
-    /// Replace this report's counts.
-    pub(crate) fn set_counts(&mut self, counts: &Counts) {
-        self.scanned = counts.scanned;
-        self.reachable = counts.reachable;
-        self.kept_nested = counts.kept_nested;
-        self.kept_unknown_format = counts.kept_unknown_format;
-        self.skipped = counts.skipped;
-        self.kept_by_grace = counts.kept_by_grace;
-        self.kept_by_retention = counts.kept_by_retention;
-        self.kept_recently_published = counts.kept_recently_published;
-        self.kept_unmirrorable = counts.kept_unmirrorable;
-        self.kept_by_condemn_delay = counts.kept_by_condemn_delay;
-        self.kept_by_reference = counts.kept_by_reference;
-        self.kept_at_verification = counts.kept_at_verification;
-        self.deferred = counts.deferred;
-        self.deleted = counts.deleted;
-        self.tracked = counts.tracked;
-        self.condemned = counts.condemned;
-        self.ledger_files_cleared = counts.ledger_files_cleared;
-    }
-
     /// Add `counts` to this report's.
-    pub(crate) fn add_counts(&mut self, counts: &Counts) {
-        let mut all = self.counts();
-        all.merge(counts);
-        self.set_counts(&all);
+    pub(crate) fn add_counts(&mut self, counts: &GcCounts) {
+        self.counts.merge(counts);
     }
 
     pub(crate) fn act(&mut self, path: &str, size: u64, action: ActionKind, reason: String) {

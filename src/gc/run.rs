@@ -423,7 +423,7 @@ impl GarbageCollector {
             // A step retried after the finish step wrote its mark (killed before it
             // answered) reports the whole run, as the finish step did.
             let totals = super::job::run_totals(&job, &plan, self.config.io_concurrency).await?;
-            report.set_counts(&totals);
+            report.counts = totals;
             return Ok(Found::Finished(report));
         }
         self.hold(job, plan, report, now_ms, budget).await

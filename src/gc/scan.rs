@@ -14,7 +14,7 @@ use super::assess::{Judge, PageTally};
 use super::job::{Object, Page, Seq, Walk};
 use super::ledger::{Ledger, LedgerEntry, PageScope, Trust};
 use super::refs::{Protected, RefMap};
-use super::report::Counts;
+use super::report::GcCounts;
 use super::run::{Invocation, NextPage, PageListing};
 use super::step::{GcStep, StepOutcome};
 use crate::error::{Error, Result};
@@ -100,7 +100,7 @@ pub(crate) async fn linked_so_far(
 }
 
 /// Count (and, for the first few of a page, name) a skipped listing entry.
-pub(crate) fn skip(counts: &mut Counts, warnings: &mut Vec<String>, item: ListItem) {
+pub(crate) fn skip(counts: &mut GcCounts, warnings: &mut Vec<String>, item: ListItem) {
     let ListItem::Skipped { name, reason } = item else {
         return;
     };

@@ -121,17 +121,7 @@ impl IndexMetadata {
     /// integer 0; `-0.0` and `1e0` are not integers), non-canonical
     /// UUIDs, and any violated invariant or family/provider rule.
     pub fn from_json_slice(bytes: &[u8], registry: &FamilyRegistry) -> Result<IndexMetadata> {
-        const WHAT: &str = "index metadata";
-        let text = check_text(bytes, WHAT)?;
-        check_format_version(&text)?;
-        let wire: WireMetadata = deserialize_text(&text, WHAT)?;
-        if wire.format_version != FORMAT_VERSION {
-            return Err(Error::new(
-                ErrorKind::UnsupportedFormatVersion,
-                format!("format-version: {} is not supported", wire.format_version),
-            ));
-        }
-        Unchecked::from(wire).validate(FamilyRules::Check(registry))
+        Unchecked::from(read_wire(bytes)?).validate(FamilyRules::Check(registry))
     }
 
     /// Parse one metadata document as the **base** of a commit: in the format (the
@@ -144,17 +134,7 @@ impl IndexMetadata {
     /// Crate-private on purpose: the value may break today's rules, so it is only ever
     /// compared against, never published or handed out.
     pub(crate) fn from_json_slice_as_base(bytes: &[u8]) -> Result<IndexMetadata> {
-        const WHAT: &str = "index metadata";
-        let text = check_text(bytes, WHAT)?;
-        check_format_version(&text)?;
-        let wire: WireMetadata = deserialize_text(&text, WHAT)?;
-        if wire.format_version != FORMAT_VERSION {
-            return Err(Error::new(
-                ErrorKind::UnsupportedFormatVersion,
-                format!("format-version: {} is not supported", wire.format_version),
-            ));
-        }
-        Unchecked::from(wire).into_base()
+        Unchecked::from(read_wire(bytes)?).into_base()
     }
 
     /// The canonical JSON form (pretty-printed, fields in spec order, maps sorted by key,
@@ -238,4 +218,19 @@ impl IndexMetadata {
     pub fn properties(&self) -> &BTreeMap<String, String> {
         &self.properties
     }
+}
+
+/// The strict JSON layout of one metadata document, in the supported format version.
+fn read_wire(bytes: &[u8]) -> Result<WireMetadata> {
+    const WHAT: &str = "index metadata";
+    let text = check_text(bytes, WHAT)?;
+    check_format_version(&text)?;
+    let wire: WireMetadata = deserialize_text(&text, WHAT)?;
+    if wire.format_version != FORMAT_VERSION {
+        return Err(Error::new(
+            ErrorKind::UnsupportedFormatVersion,
+            format!("format-version: {} is not supported", wire.format_version),
+        ));
+    }
+    Ok(wire)
 }

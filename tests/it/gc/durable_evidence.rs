@@ -663,7 +663,13 @@ async fn class8(backend: Backend, seed: u64) {
     let until = env.now() + 3 * HOUR;
     while env.now() < until {
         env.advance(10 * MINUTE);
-        unknown = unknown.max(env.collect(&config).await.kept_unknown_format.objects);
+        unknown = unknown.max(
+            env.collect(&config)
+                .await
+                .counts
+                .kept_unknown_format
+                .objects,
+        );
     }
     assert!(
         env.none_exist(&garbage).await,

@@ -210,7 +210,7 @@ async fn a_late_step_of_a_finished_run_is_a_no_op_and_takes_no_lease() {
         let outcome = gc.step(step, env.now(), None).await.expect("late step");
         if step != GcStep::Plan {
             assert!(outcome.done, "{step:?}");
-            assert_eq!(outcome.report.deleted.objects, 0, "{step:?}");
+            assert_eq!(outcome.report.counts.deleted.objects, 0, "{step:?}");
         } else {
             assert_eq!(
                 outcome.report.run_id, current,
@@ -427,7 +427,7 @@ async fn odd_names_at_partition_and_page_boundaries_keep_live_tables() {
                     (env.now() - dropped_at) / MINUTE,
                     report.run_id,
                     report.status,
-                    report.deleted.objects
+                    report.counts.deleted.objects
                 );
             }
             let gone = env.missing(&live).await;

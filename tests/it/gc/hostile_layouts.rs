@@ -53,7 +53,7 @@ async fn passes(env: &Env, config: &GcConfig, hours: i64) -> Vec<GcReport> {
 }
 
 fn deleted(reports: &[GcReport]) -> u64 {
-    reports.iter().map(|r| r.deleted.objects).sum()
+    reports.iter().map(|r| r.counts.deleted.objects).sum()
 }
 
 /// A new index whose tables are at `layout`, written raw; registered under `name`.
@@ -601,7 +601,7 @@ async fn class3_nested_warehouses_and_pointer_stores_are_never_collected_on(back
         "{backend:?}: nested data deleted"
     );
     assert!(
-        reports.iter().any(|r| r.kept_nested.objects > 0
+        reports.iter().any(|r| r.counts.kept_nested.objects > 0
             && r.warnings.iter().any(|w| w.contains("indexes/team/wh2"))),
         "{backend:?}: reported"
     );
@@ -1440,7 +1440,10 @@ async fn class4_symbolic_links_are_never_followed_and_nothing_outside_is_deleted
             "the link {link} was deleted"
         );
     }
-    assert!(reports.iter().all(|r| r.skipped > 0), "links are reported");
+    assert!(
+        reports.iter().all(|r| r.counts.skipped > 0),
+        "links are reported"
+    );
     assert!(
         !env.exists("indexes/garbage/part-0").await,
         "garbage is still collected"
@@ -1626,7 +1629,11 @@ async fn class5_a_stray_file_of_an_unknown_format_keeps_what_it_names_and_collec
 
     let reports = passes(&env, &config, 4).await;
     assert!(reports.iter().all(|r| r.status == gc::GcStatus::Completed));
-    assert!(reports.iter().any(|r| r.kept_unknown_format.objects == 1));
+    assert!(
+        reports
+            .iter()
+            .any(|r| r.counts.kept_unknown_format.objects == 1)
+    );
     assert!(
         !env.exists_raw("indexes/plain-garbage/part-0").await,
         "{backend:?}"
@@ -1800,7 +1807,7 @@ async fn class6_a_paused_run_whose_lease_was_taken_over_stops_before_deleting() 
                 dry_run: true,
                 ..config.clone()
             };
-            if env.collect(&dry).await.deleted.objects > 0 {
+            if env.collect(&dry).await.counts.deleted.objects > 0 {
                 break;
             }
             env.collect(&config).await;

@@ -53,8 +53,11 @@ async fn a_dropped_index_is_collected_only_after_retention() {
         assert_eq!(first, None, "{backend:?}: deleted before retention");
         assert!(env.all_exist(&doomed).await);
         let report = env.collect(&config).await;
-        assert_eq!(report.deleted.objects, 0);
-        assert!(report.kept_by_retention.objects + report.kept_by_condemn_delay.objects > 0);
+        assert_eq!(report.counts.deleted.objects, 0);
+        assert!(
+            report.counts.kept_by_retention.objects + report.counts.kept_by_condemn_delay.objects
+                > 0
+        );
 
         // After retention (+ condemnation delay and a run or two) it is gone, the live
         // index untouched, and the ledger empty.
@@ -102,8 +105,8 @@ async fn orphans_of_a_crashed_commit_wait_for_grace_plus_retention() {
     // In grace: untouched and not even tracked.
     env.advance(5 * MINUTE);
     let report = env.collect(&config).await;
-    assert_eq!(report.kept_by_grace.objects, orphans.len() as u64);
-    assert_eq!(report.tracked.objects, 0);
+    assert_eq!(report.counts.kept_by_grace.objects, orphans.len() as u64);
+    assert_eq!(report.counts.tracked.objects, 0);
 
     let first = run_until(
         &env,
@@ -327,10 +330,10 @@ async fn re_registering_an_old_metadata_file_before_it_is_condemned_keeps_it() {
         env.advance(10 * MINUTE);
         let report = env.collect(&config).await;
         assert_eq!(
-            report.condemned.objects, 0,
+            report.counts.condemned.objects, 0,
             "condemned before re-registering"
         );
-        if report.tracked.objects > 0 {
+        if report.counts.tracked.objects > 0 {
             tracked = true;
             break;
         }
@@ -346,9 +349,9 @@ async fn re_registering_an_old_metadata_file_before_it_is_condemned_keeps_it() {
         .expect("re-registered");
     env.advance(20 * MINUTE);
     let report = env.collect(&config).await;
-    assert_eq!(report.deleted.objects, 0);
+    assert_eq!(report.counts.deleted.objects, 0);
     assert!(
-        report.ledger_files_cleared > 0,
+        report.counts.ledger_files_cleared > 0,
         "the ledger entries are cleared"
     );
     run_until(&env, &config, env.now() + 6 * HOUR, &[]).await;
@@ -384,7 +387,7 @@ async fn dropped_until_condemned(
     let mut condemned = false;
     for _ in 0..40 {
         env.advance(10 * MINUTE);
-        if env.collect(config).await.condemned.objects > 0 {
+        if env.collect(config).await.counts.condemned.objects > 0 {
             condemned = true;
             break;
         }
@@ -545,7 +548,7 @@ async fn old_tables_doomed(env: &Env, config: &GcConfig) -> Layout {
     let tables = old.files().len() as u64;
     for _ in 0..40 {
         env.advance(10 * MINUTE);
-        if env.collect(&dry_run).await.deleted.objects >= tables {
+        if env.collect(&dry_run).await.counts.deleted.objects >= tables {
             return old;
         }
         env.collect(config).await;
@@ -683,7 +686,10 @@ async fn dangling_reference_filled_in(backend: Backend, filling: Filling, seed: 
         "tables a live index names were deleted ({filling:?}): {:?}",
         report.actions
     );
-    assert!(report.kept_at_verification.objects >= tables, "{report:?}");
+    assert!(
+        report.counts.kept_at_verification.objects >= tables,
+        "{report:?}"
+    );
     assert!(
         report
             .warnings
@@ -732,7 +738,7 @@ async fn the_guard_reads_a_logged_publication_once_per_run_not_once_per_partitio
     let mut doomed = false;
     for _ in 0..40 {
         env.advance(10 * MINUTE);
-        if env.collect(&dry_run).await.deleted.objects >= files.len() as u64 {
+        if env.collect(&dry_run).await.counts.deleted.objects >= files.len() as u64 {
             doomed = true;
             break;
         }
@@ -1005,7 +1011,11 @@ async fn metadata_written_during_the_deleting_run_is_refused_after_it() {
             written.load(std::sync::atomic::Ordering::SeqCst),
             "the hook never ran"
         );
-        assert!(report.deleted.objects >= tables, "{:?}", report.actions);
+        assert!(
+            report.counts.deleted.objects >= tables,
+            "{:?}",
+            report.actions
+        );
         assert!(env.none_exist(&old.files()).await, "the tables were kept");
         // Right after the run, and up to the grace period after the file was written
         // (10 minutes here), with runs in between, the register is refused: it would
@@ -1064,8 +1074,8 @@ async fn race_at(backend: Backend, phase: gc::GcPhase, republish: Republish, see
     // (A dry run first: the real run of the same moment would delete.)
     let tables = layout.files().len() as u64;
     let doomed = |report: &gc::GcReport| match republish {
-        Republish::TheFile => report.deleted.objects > 0,
-        Republish::ItsTables => report.deleted.objects >= tables,
+        Republish::TheFile => report.counts.deleted.objects > 0,
+        Republish::ItsTables => report.counts.deleted.objects >= tables,
     };
     let dry_run = GcConfig {
         dry_run: true,
@@ -1125,7 +1135,7 @@ async fn race_at(backend: Backend, phase: gc::GcPhase, republish: Republish, see
     let next = env.collect(&config).await;
     assert_eq!(next.status, GcStatus::Completed, "{:?}", next.warnings);
     match republish {
-        Republish::TheFile => assert!(report.deleted.objects > 0, "{:?}", report.actions),
+        Republish::TheFile => assert!(report.counts.deleted.objects > 0, "{:?}", report.actions),
         // The refused register's change-log entry names the tables: a run that reads it
         // before deleting keeps them, and they go a retention later.
         Republish::ItsTables => {
@@ -1192,7 +1202,7 @@ async fn a_run_that_dies_mid_delete_is_resumed_safely() {
         };
         for _ in 0..30 {
             env.advance(10 * MINUTE);
-            if env.collect(&dry).await.deleted.objects > 1 {
+            if env.collect(&dry).await.counts.deleted.objects > 1 {
                 break;
             }
             env.collect(&config.clone()).await;
@@ -1266,7 +1276,7 @@ async fn dry_runs_report_and_change_nothing() {
         before,
         "a dry run changed the warehouse"
     );
-    assert!(dry.deleted.objects > 0);
+    assert!(dry.counts.deleted.objects > 0);
     assert!(
         dry.actions
             .iter()
@@ -1285,12 +1295,12 @@ async fn dry_runs_report_and_change_nothing() {
     }
     assert_eq!(
         json["scanned"]["objects"],
-        serde_json::json!(dry.scanned.objects)
+        serde_json::json!(dry.counts.scanned.objects)
     );
     let real = env.collect(&config).await;
     assert_eq!(
-        real.deleted.objects + real.kept_by_reference.objects,
-        dry.deleted.objects + dry.kept_by_reference.objects
+        real.counts.deleted.objects + real.counts.kept_by_reference.objects,
+        dry.counts.deleted.objects + dry.counts.kept_by_reference.objects
     );
 }
 

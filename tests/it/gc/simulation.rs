@@ -1453,12 +1453,12 @@ impl Sim {
                         self.now(),
                         report.status,
                         report.roots.pointer_records,
-                        report.kept_by_grace.objects,
-                        report.kept_by_retention.objects,
-                        report.kept_by_condemn_delay.objects,
-                        report.kept_by_reference.objects,
-                        report.kept_at_verification.objects,
-                        report.deleted.objects,
+                        report.counts.kept_by_grace.objects,
+                        report.counts.kept_by_retention.objects,
+                        report.counts.kept_by_condemn_delay.objects,
+                        report.counts.kept_by_reference.objects,
+                        report.counts.kept_at_verification.objects,
+                        report.counts.deleted.objects,
                         actions
                     );
                     for warning in &report.warnings {
