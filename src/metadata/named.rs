@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashSet};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
-use super::strings::JsonStrings;
+use super::strings::{Found, JsonStrings};
 use super::{IndexMetadata, MAX_METADATA_BYTES};
 use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
@@ -226,7 +226,7 @@ fn readings(bytes: &[u8]) -> Vec<std::borrow::Cow<'_, [u8]>> {
 /// its own name (rounds 35 G3 and G6, 36). Also how many distinct strings and parts name
 /// something: their spellings count once.
 fn names_in_strings(
-    strings: Vec<String>,
+    strings: impl IntoIterator<Item = impl Into<Found>>,
     warehouse: &Warehouse,
     holder: &str,
 ) -> (Vec<String>, usize) {
@@ -234,7 +234,8 @@ fn names_in_strings(
     let mut out = Vec::new();
     let mut naming: HashSet<String> = HashSet::new();
     let mut reader = warehouse.name_reader();
-    for text in strings {
+    for found in strings {
+        let Found { text, as_written } = found.into();
         let mut parts: Vec<&str> = text
             .split(|c: char| c.is_control() || c == ',' || c == ';')
             .chain(text.split_whitespace())
@@ -244,7 +245,10 @@ fn names_in_strings(
         parts.sort_unstable();
         parts.dedup();
         for part in std::iter::once(text.as_str()).chain(parts) {
-            let mut names = reader.names_of_location(part);
+            let mut names = match as_written {
+                true => reader.names_of_location_as_written(part),
+                false => reader.names_of_location(part),
+            };
             if !part.contains("://") {
                 if let Some(name) = normalize(part) {
                     names.extend(aliases(&name));

@@ -19,7 +19,27 @@ pub(crate) struct JsonStrings {
     current: Vec<u8>,
     /// The open string is longer than [`MAX_STRING_BYTES`].
     overlong: bool,
-    strings: Vec<String>,
+    strings: Vec<Found>,
+}
+
+/// One string of a document: its value, or the text as written between its quotes where
+/// that differs from the value (escapes) or does not decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Found {
+    /// The text.
+    pub(crate) text: String,
+    /// Whether this is the string as written beside its decoded value: its backslashes are
+    /// the document's escapes, not the value's.
+    pub(crate) as_written: bool,
+}
+
+impl From<String> for Found {
+    fn from(text: String) -> Found {
+        Found {
+            text,
+            as_written: false,
+        }
+    }
 }
 
 impl JsonStrings {
@@ -83,7 +103,7 @@ impl JsonStrings {
     }
 
     /// The strings found (a string the document's end cut off included).
-    pub(crate) fn finish(mut self) -> Vec<String> {
+    pub(crate) fn finish(mut self) -> Vec<Found> {
         if self.open {
             self.close();
         }
@@ -93,16 +113,22 @@ impl JsonStrings {
 
 /// A string as written between quotes: decoded (escapes resolved), and as written if that
 /// differs or does not decode (a file of another format may mean either).
-fn decoded(raw: &[u8]) -> Vec<String> {
+fn decoded(raw: &[u8]) -> Vec<Found> {
     let literal = String::from_utf8_lossy(raw).into_owned();
     let mut quoted = Vec::with_capacity(raw.len() + 2);
     quoted.push(b'"');
     quoted.extend_from_slice(raw);
     quoted.push(b'"');
     match serde_json::from_slice::<String>(&quoted) {
-        Ok(text) if text == literal => vec![text],
-        Ok(text) => vec![text, literal],
-        Err(_) => vec![literal],
+        Ok(text) if text == literal => vec![text.into()],
+        Ok(text) => vec![
+            text.into(),
+            Found {
+                text: literal,
+                as_written: true,
+            },
+        ],
+        Err(_) => vec![literal.into()],
     }
 }
 
@@ -115,7 +141,11 @@ mod tests {
         for chunk in chunks {
             strings.feed(chunk);
         }
-        strings.finish()
+        strings
+            .finish()
+            .into_iter()
+            .map(|found| found.text)
+            .collect()
     }
 
     #[test]

@@ -671,30 +671,46 @@ fn relative_forms(location: &str) -> Vec<(String, bool)> {
     forms
 }
 
-/// `scheme` (lower-cased) and the rest, if `location` starts with a URI scheme.
 /// Whether a shell, or an engine that unquotes the way one does, may read `location` as a
-/// local path other than its letters: a quote (`'`, `"`, `` ` ``), a backslash, a `$`
-/// (variables, `$'…'` ANSI-C quoting with its many escapes, `$"…"`) or a control
-/// character. Imitating each reading did not converge (rounds 49–51: every imitation of
-/// quote removal and escapes had a bypass, such as a quote kept inside the other kind of
-/// quote, a quote decoded from `\x27`, `\u0073`, octal escapes past `\377`), so such a
-/// location is not interpreted at all. One token that is a URI of another store
-/// (`s3://b/a$b`) is no local path.
-fn shell_reads_otherwise(location: &str) -> bool {
+/// local path other than its letters: a quote (`'`, `"`, `` ` ``), a backslash or a `$`
+/// (variables, `$'…'` ANSI-C quoting with its many escapes, `$"…"`), as written or once
+/// percent-decoded (`%27`: a reader that decodes a URI and hands the path to a shell), and
+/// with `controls`, a control character. Without `backslashes`, a backslash does not count
+/// (a string as written in a JSON document, whose backslashes are its escapes: its value
+/// is read as well). Imitating each reading did not converge (rounds
+/// 49–51: every imitation of quote removal and escapes had a bypass, such as a quote kept
+/// inside the other kind of quote, a quote decoded from `\x27`, `\u0073`, octal escapes
+/// past `\377`), so such a location is not interpreted at all.
+///
+/// One token that is a URI of another store (`s3://b/a$b`) is no local path, unless it
+/// chains another URL (fsspec's `zip://x::file:///…`), names `file:` anywhere, or holds a
+/// `%` or a control character (round 52, F2, F3).
+fn shell_reads_otherwise(location: &str, controls: bool, backslashes: bool) -> bool {
     let location = location.trim();
-    let special = |c: char| matches!(c, '\'' | '"' | '`' | '\\' | '$') || c.is_control();
-    if !location.chars().any(special) {
+    let decoded = percent_decode_str(location).decode_utf8_lossy();
+    let special = |c: char| {
+        matches!(c, '\'' | '"' | '`' | '$')
+            || (backslashes && c == '\\')
+            || (controls && c.is_control())
+    };
+    if !location.chars().chain(decoded.chars()).any(special) {
         return false;
     }
-    let one_token = !location
-        .chars()
-        .any(|c| c.is_whitespace() || matches!(c, ';' | ',' | '|' | '&' | '(' | ')' | '<' | '>'));
+    let one_token = !location.chars().any(|c| {
+        c.is_whitespace()
+            || c.is_control()
+            || matches!(c, ';' | ',' | '|' | '&' | '(' | ')' | '<' | '>' | '%')
+    });
+    let lower = location.to_ascii_lowercase();
+    let chained =
+        lower.contains("::") || lower.contains("file:") || lower.matches("//").count() > 1;
     let other_store = split_scheme(location).is_some_and(|(scheme, rest)| {
         scheme != "file" && scheme != "local" && rest.starts_with("//")
     });
-    !(one_token && other_store && !location.chars().any(char::is_control))
+    !(one_token && other_store && !chained)
 }
 
+/// `scheme` (lower-cased) and the rest, if `location` starts with a URI scheme.
 fn split_scheme(location: &str) -> Option<(String, &str)> {
     let (scheme, rest) = location.split_once(':')?;
     let mut chars = scheme.chars();
@@ -783,7 +799,27 @@ pub(crate) struct NameReader<'w> {
 impl NameReader<'_> {
     /// Every name of this warehouse that `location` may denote in some engine's reading
     /// (see the [module docs](self)); empty if it denotes nothing inside the root.
+    ///
+    /// On a local warehouse, a location that a shell reads otherwise than its letters
+    /// ([`shell_reads_otherwise`]) may name anything: every managed prefix, marked as a
+    /// give-up (a file holding such a string keeps everything while it is live: round 52,
+    /// F1).
     pub(crate) fn names_of_location(&mut self, location: &str) -> Vec<String> {
+        self.names_of(location, true)
+    }
+
+    /// [`names_of_location`](Self::names_of_location) of a string as written in a JSON
+    /// document beside its decoded value: its backslashes are the document's escapes (the
+    /// value, read too, has its own).
+    pub(crate) fn names_of_location_as_written(&mut self, location: &str) -> Vec<String> {
+        self.names_of(location, false)
+    }
+
+    fn names_of(&mut self, location: &str, backslashes: bool) -> Vec<String> {
+        if self.links.is_some() && shell_reads_otherwise(location, false, backslashes) {
+            self.unbounded = true;
+            return every_managed_prefix();
+        }
         let (names, gave_up) = self
             .warehouse
             .names_of_location_with(location, &mut self.links);
@@ -800,7 +836,7 @@ impl NameReader<'_> {
     /// as a give-up (publication refuses it; the collector keeps everything while it is
     /// bound).
     pub(crate) fn names_of_source(&mut self, location: &str) -> Vec<String> {
-        if self.links.is_some() && shell_reads_otherwise(location) {
+        if self.links.is_some() && shell_reads_otherwise(location, true, true) {
             self.unbounded = true;
             return every_managed_prefix();
         }
@@ -1362,6 +1398,13 @@ mod tests {
             format!("{p}/$HOME/"),
             format!("{p}/a\tb/"),
             "s3://b/a$b;/x/it's".to_owned(),
+            // Round 52, F2: another store's URI chaining a local one; F3: percent-encoded.
+            format!("zip://part-0.parquet::file://{p}/\"it's\"/part-0.parquet"),
+            format!("s3://b/k::file://{p}/$'\\u0073'/part-0.parquet"),
+            format!("zip://part-0.parquet::file://$PWD/{p}/s/"),
+            format!("s3://b/k?x=file://{p}/$HOME/"),
+            format!("file://{p}/%22it%27s%22/"),
+            format!("{p}/%24HOME/"),
         ] {
             let mut reader = wh.name_reader();
             let names = reader.names_of_source(&location);
@@ -1379,6 +1422,17 @@ mod tests {
             let mut reader = wh.name_reader();
             assert!(reader.names_of_source(&location).is_empty(), "{location}");
             assert!(!reader.gave_up(), "{location}");
+        }
+        // Round 52, F1: any string on a local warehouse (a family file's) too.
+        for location in [
+            format!("{p}/\"it's\"/part-0.parquet"),
+            "$'it\\x27s'".to_owned(),
+            format!("{p}/%27s/"),
+        ] {
+            let mut reader = wh.name_reader();
+            let names = reader.names_of_location(&location);
+            assert!(reader.gave_up(), "{location}");
+            assert!(names.contains(&"indexes".to_owned()), "{location}");
         }
         // On another store a source is read as it was (a shell's file system is not the
         // bucket).
