@@ -82,7 +82,7 @@ impl Namespace {
             )));
         }
         for segment in &segments {
-            check_segment("namespace segment", segment)?;
+            check_segment("a namespace segment", segment)?;
         }
         let total: usize = segments.iter().map(String::len).sum();
         if total > MAX_IDENTIFIER_BYTES {
@@ -190,7 +190,7 @@ impl IndexIdentifier {
     /// A validated identifier.
     pub fn new(namespace: Namespace, name: impl Into<String>) -> Result<Self> {
         let name = name.into();
-        check_segment("index name", &name)?;
+        check_segment("an index name", &name)?;
         let total = namespace.byte_len() + name.len();
         if total > MAX_IDENTIFIER_BYTES {
             return Err(invalid(format!(
@@ -261,11 +261,11 @@ fn invalid(message: impl Into<String>) -> Error {
 
 fn check_segment(what: &str, segment: &str) -> Result<()> {
     if segment.is_empty() {
-        return Err(invalid(format!("a {what} must not be empty")));
+        return Err(invalid(format!("{what} must not be empty")));
     }
     if segment.len() > MAX_SEGMENT_BYTES {
         return Err(invalid(format!(
-            "a {what} has at most {MAX_SEGMENT_BYTES} bytes, got {}",
+            "{what} has at most {MAX_SEGMENT_BYTES} bytes, got {}",
             segment.len()
         )));
     }

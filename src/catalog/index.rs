@@ -589,7 +589,18 @@ fn check_replay(
     Ok(())
 }
 
+/// The error of a base that is not the current location: a conflict, unless the base is
+/// no metadata location at all (no absolute URI: empty, a plain path), which no reload
+/// can fix.
 fn conflict(identifier: &IndexIdentifier, base: &str, current: &str) -> Error {
+    if url::Url::parse(base).is_err() {
+        return Error::new(
+            ErrorKind::InvalidRequest,
+            format!(
+                "commit to {identifier}: the base `{base}` is not a metadata location (an absolute URI such as `{current}`)"
+            ),
+        );
+    }
     Error::new(
         ErrorKind::CommitConflict,
         format!(

@@ -97,6 +97,10 @@ pub(crate) fn store_error(store: &dyn PointerStore, err: StoreError) -> Error {
             ErrorKind::StoreUnsupported,
             format!("{} does not support {what}", store.describe()),
         ),
+        StoreError::Corrupt(what) => Error::new(
+            ErrorKind::CorruptRecord,
+            format!("{} holds a damaged record: {what}", store.describe()),
+        ),
         StoreError::Unavailable {
             retryable: false, ..
         } => Error::with_source(

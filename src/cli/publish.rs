@@ -38,13 +38,23 @@ pub struct PublishArgs {
     #[arg(long)]
     pub create: bool,
     /// Also expire, in the same commit, all but the N snapshots with the highest sequence
-    /// numbers (the new one counts: `--keep-last 1` keeps only the new snapshot).
-    #[arg(long, value_name = "N")]
+    /// numbers (the new one counts: `--keep-last 1` keeps only the new snapshot). At least 1.
+    #[arg(long, value_name = "N", value_parser = parse_keep_last)]
     pub keep_last: Option<usize>,
     /// Also expire, in the same commit, the snapshots older than this (e.g. `7d`, `1h30m`);
     /// snapshots kept by --keep-last stay.
     #[arg(long, value_name = "DURATION", value_parser = crate::gc::config::parse_duration)]
     pub older_than: Option<Duration>,
+}
+
+/// `--keep-last N`: a whole number of at least 1 (the current snapshot is always kept, so
+/// 0 would not mean what it says).
+fn parse_keep_last(text: &str) -> std::result::Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("keeps at least 1 snapshot (the current one is always kept)".to_owned()),
+        Ok(n) => Ok(n),
+        Err(err) => Err(err.to_string()),
+    }
 }
 
 /// Arguments of `expire`: remove old snapshots (the current one is always kept).
@@ -57,8 +67,9 @@ pub struct ExpireArgs {
     /// Index name.
     #[arg(long)]
     pub name: String,
-    /// Keep the N snapshots with the highest sequence numbers.
-    #[arg(long, value_name = "N", group = "retention")]
+    /// Keep the N snapshots with the highest sequence numbers (at least 1: the current
+    /// snapshot is always kept).
+    #[arg(long, value_name = "N", group = "retention", value_parser = parse_keep_last)]
     pub keep_last: Option<usize>,
     /// Expire snapshots older than this (e.g. `7d`, `12h`, `1h30m`, `90s`, `500ms`);
     /// snapshots kept by --keep-last stay.

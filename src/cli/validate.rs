@@ -11,7 +11,7 @@ use crate::metadata::{IndexMetadata, MAX_METADATA_BYTES};
 
 #[derive(Debug, Args)]
 pub(crate) struct ValidateArgs {
-    /// The metadata file to validate.
+    /// The metadata file to validate: a path or a `file://` URI (as `load` prints it).
     file: std::path::PathBuf,
     /// Also check that FILE may replace this metadata file in a commit (the successor
     /// rules: same index, at most one new snapshot published by the spec's steps,
@@ -24,7 +24,19 @@ fn read(path: &Path) -> Result<IndexMetadata> {
     IndexMetadata::from_json_slice(&read_bytes(path)?, &FamilyRegistry::builtin())
 }
 
-fn read_bytes(path: &Path) -> Result<Vec<u8>> {
+/// The local file a path or a `file://` URI names (a metadata location as `load` and
+/// `commit` print it).
+fn local_path(given: &Path) -> std::path::PathBuf {
+    given
+        .to_str()
+        .and_then(|text| url::Url::parse(text).ok())
+        .filter(|url| url.scheme() == "file")
+        .and_then(|url| url.to_file_path().ok())
+        .unwrap_or_else(|| given.to_path_buf())
+}
+
+fn read_bytes(given: &Path) -> Result<Vec<u8>> {
+    let path = &local_path(given);
     let unreadable = |err: std::io::Error| {
         Error::with_source(
             ErrorKind::InvalidRequest,

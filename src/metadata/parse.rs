@@ -18,8 +18,8 @@ fn invalid(message: String) -> Error {
     Error::new(ErrorKind::InvalidIndexMetadata, message)
 }
 
-/// Check the size cap and UTF-8, and read every `-0` as the integer it is (see
-/// [`negative_zero_as_integer`]).
+/// Check the size cap and UTF-8, and read every `-0` as the integer it is and integers
+/// too large for a float as out of range (see [`normalised_numbers`]).
 pub(super) fn check_text<'a>(bytes: &'a [u8], what: &str) -> Result<Cow<'a, str>> {
     if bytes.len() > MAX_METADATA_BYTES {
         return Err(invalid(format!(
@@ -29,24 +29,28 @@ pub(super) fn check_text<'a>(bytes: &'a [u8], what: &str) -> Result<Cow<'a, str>
     }
     let text = std::str::from_utf8(bytes)
         .map_err(|err| invalid(format!("{what}: not valid UTF-8: {err}")))?;
-    Ok(negative_zero_as_integer(text))
+    Ok(normalised_numbers(text))
 }
 
-/// `-0` is a valid JSON integer (RFC 8259: `int = zero / digit1-9 *DIGIT` after an
-/// optional minus), equal to 0, but serde_json reads it as the float `-0.0`, which an
-/// integer field would refuse. Every number token that is exactly `-0` (a `-` at a token
-/// boundary, then `0`, then no fraction, exponent or digit) has its sign blanked out. The
-/// replacement keeps every byte offset, so error positions are unchanged; text inside
-/// strings, `-0.0`, `-0e0` and exponents such as `1e-0` are left alone.
-fn negative_zero_as_integer(text: &str) -> Cow<'_, str> {
-    if !text.contains("-0") {
-        return Cow::Borrowed(text);
-    }
+/// Number tokens serde_json would misread, rewritten in place (every byte offset kept, so
+/// error positions are unchanged; text inside strings is left alone):
+///
+/// - `-0` is a valid JSON integer (RFC 8259: `int = zero / digit1-9 *DIGIT` after an
+///   optional minus), equal to 0, but serde_json reads it as the float `-0.0`, which an
+///   integer field would refuse: its sign is blanked out (`-0.0`, `-0e0` and exponents
+///   such as `1e-0` are left alone);
+/// - an integer of more than 300 digits is beyond a float's range, which serde_json reports
+///   as malformed JSON without the field: it becomes `9e99` (or `-9e99`) and spaces, which
+///   the integer fields report as out of range at their JSON path.
+fn normalised_numbers(text: &str) -> Cow<'_, str> {
+    const MAX_DIGITS: usize = 300;
     let bytes = text.as_bytes();
     let mut out: Option<Vec<u8>> = None;
     let mut in_string = false;
     let mut escaped = false;
-    for (at, &byte) in bytes.iter().enumerate() {
+    let mut at = 0;
+    while at < bytes.len() {
+        let byte = bytes[at];
         if in_string {
             match byte {
                 _ if escaped => escaped = false,
@@ -54,27 +58,41 @@ fn negative_zero_as_integer(text: &str) -> Cow<'_, str> {
                 b'"' => in_string = false,
                 _ => {}
             }
+            at += 1;
             continue;
         }
+        let boundary = at == 0
+            || matches!(
+                bytes[at - 1],
+                b'[' | b',' | b':' | b' ' | b'\t' | b'\n' | b'\r'
+            );
         match byte {
             b'"' => in_string = true,
-            b'-' => {
-                let boundary = at == 0
-                    || matches!(
-                        bytes[at - 1],
-                        b'[' | b',' | b':' | b' ' | b'\t' | b'\n' | b'\r'
-                    );
-                let zero = bytes.get(at + 1) == Some(&b'0');
-                let ends = !matches!(bytes.get(at + 2), Some(b'0'..=b'9' | b'.' | b'e' | b'E'));
-                if boundary && zero && ends {
+            b'-' | b'0'..=b'9' if boundary => {
+                let end = bytes[at..]
+                    .iter()
+                    .position(|b| !matches!(b, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
+                    .map_or(bytes.len(), |len| at + len);
+                let token = &bytes[at..end];
+                let digits = token.strip_prefix(b"-").unwrap_or(token);
+                let integer = !digits.is_empty() && digits.iter().all(u8::is_ascii_digit);
+                if token == b"-0" {
                     out.get_or_insert_with(|| bytes.to_vec())[at] = b' ';
+                } else if integer && digits.len() > MAX_DIGITS {
+                    let written = out.get_or_insert_with(|| bytes.to_vec());
+                    let far: &[u8] = if token[0] == b'-' { b"-9e99" } else { b"9e99" };
+                    written[at..end].fill(b' ');
+                    written[at..at + far.len()].copy_from_slice(far);
                 }
+                at = end;
+                continue;
             }
             _ => {}
         }
+        at += 1;
     }
     match out {
-        // Only an ASCII `-` became an ASCII space: still UTF-8.
+        // Only ASCII bytes replaced ASCII bytes: still UTF-8.
         Some(bytes) => Cow::Owned(String::from_utf8(bytes).unwrap_or_else(|_| text.to_owned())),
         None => Cow::Borrowed(text),
     }
@@ -201,7 +219,7 @@ mod tests {
 
     #[test]
     fn negative_zero_is_an_integer() {
-        let read = |text: &str| negative_zero_as_integer(text).into_owned();
+        let read = |text: &str| normalised_numbers(text).into_owned();
         assert_eq!(read(r#"{"a": -0}"#), r#"{"a":  0}"#);
         assert_eq!(read(r#"[-0,-0 ,-0]"#), r#"[ 0, 0 , 0]"#);
         assert_eq!(read("-0"), " 0");

@@ -37,6 +37,7 @@ pub struct SnapshotContents {
     #[serde(deserialize_with = "strict::non_empty")]
     pub index_family: String,
     /// The family schema version.
+    #[serde(deserialize_with = "strict::int")]
     pub index_schema_version: i32,
     /// The distance metric (identity field).
     #[serde(deserialize_with = "strict::non_empty")]
@@ -155,7 +156,9 @@ impl Snapshot {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(remote = "Self", deny_unknown_fields, rename_all = "kebab-case")]
 pub struct SnapshotLogEntry {
+    #[serde(deserialize_with = "strict::long")]
     timestamp_ms: i64,
+    #[serde(deserialize_with = "strict::long")]
     snapshot_id: i64,
 }
 

@@ -77,9 +77,91 @@ pub(crate) fn check_key_fields(fields: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// A JSON integer within `min..=max` (a `long` or an `int` of the metadata spec): an
+/// integer outside it is out of range, a number with a fraction or an exponent is no
+/// integer (`1e0`, `1.0`); the error says which, at the field.
+struct Integer {
+    name: &'static str,
+    min: i64,
+    max: i64,
+}
+
+/// The metadata spec's `long`.
+const LONG: Integer = Integer {
+    name: "a long (a signed 64-bit integer)",
+    min: i64::MIN,
+    max: i64::MAX,
+};
+
+/// The metadata spec's `int`.
+const INT: Integer = Integer {
+    name: "an int (a signed 32-bit integer)",
+    min: i32::MIN as i64,
+    max: i32::MAX as i64,
+};
+
+impl Integer {
+    fn out_of_range<E: de::Error>(&self, value: impl std::fmt::Display) -> E {
+        E::custom(format_args!("{value} is out of range for {}", self.name))
+    }
+}
+
+impl de::Visitor<'_> for Integer {
+    type Value = i64;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "{}", self.name)
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<i64, E> {
+        if value < self.min || value > self.max {
+            return Err(self.out_of_range(value));
+        }
+        Ok(value)
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<i64, E> {
+        match i64::try_from(value) {
+            Ok(value) => self.visit_i64(value),
+            Err(_) => Err(self.out_of_range(value)),
+        }
+    }
+
+    // serde_json reads an integer beyond the 64-bit range as a float (see
+    // `parse::normalised_numbers` for one beyond a float's): its written digits are gone,
+    // so the message does not repeat them.
+    #[allow(clippy::cast_precision_loss)] // Comparing magnitudes only.
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<i64, E> {
+        if value.is_finite()
+            && value.fract() == 0.0
+            && (value < self.min as f64 || value > self.max as f64)
+        {
+            return Err(E::custom(format_args!(
+                "an integer out of range for {}",
+                self.name
+            )));
+        }
+        Err(E::custom(format_args!(
+            "expected {}, got {value}: a number with a fraction or an exponent is no integer",
+            self.name
+        )))
+    }
+}
+
+/// A `long`.
+pub(crate) fn long<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+    deserializer.deserialize_i64(LONG)
+}
+
+/// An `int`.
+pub(crate) fn int<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i32, D::Error> {
+    let value = deserializer.deserialize_i64(INT)?;
+    i32::try_from(value).map_err(|_| INT.out_of_range(value))
+}
+
 /// A positive `long`.
 pub(crate) fn positive_i64<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
-    let value = i64::deserialize(deserializer)?;
+    let value = long(deserializer)?;
     if value <= 0 {
         return Err(de::Error::custom(format_args!(
             "must be positive, got {value}"
@@ -90,7 +172,7 @@ pub(crate) fn positive_i64<'de, D: Deserializer<'de>>(deserializer: D) -> Result
 
 /// A positive `int`.
 pub(crate) fn positive_i32<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i32, D::Error> {
-    let value = i32::deserialize(deserializer)?;
+    let value = int(deserializer)?;
     if value <= 0 {
         return Err(de::Error::custom(format_args!(
             "must be positive, got {value}"

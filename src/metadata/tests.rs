@@ -927,3 +927,71 @@ fn index_family_is_an_identity_field() {
     // The other family contributes no parameter references.
     assert_eq!(metadata.warehouse_references(&registry).len(), 3);
 }
+
+/// An integer beyond its field's range is out of range at its JSON path, however far
+/// beyond (past the 64-bit range serde_json reads it as a float; past a float's range, as
+/// malformed JSON, before the pre-pass); a number with a fraction or an exponent is no
+/// integer.
+#[test]
+fn out_of_range_integers_name_their_field() {
+    let text = std::str::from_utf8(SPEC_EXAMPLE).expect("utf-8");
+    let huge = "9".repeat(400);
+    for (field, value, fragment) in [
+        (
+            "\"indexed-rows\": 1000000",
+            "99999999999999999999",
+            "out of range for a long",
+        ),
+        (
+            "\"indexed-rows\": 1000000",
+            huge.as_str(),
+            "out of range for a long",
+        ),
+        (
+            "\"indexed-rows\": 1000000",
+            "9223372036854775808",
+            "out of range for a long",
+        ),
+        ("\"indexed-rows\": 1000000", "1e3", "no integer"),
+        (
+            "\"index-schema-version\": 1",
+            "4294967297",
+            "out of range for an int",
+        ),
+        (
+            "\"index-schema-version\": 1",
+            "-99999999999999999999",
+            "out of range for an int",
+        ),
+        (
+            "\"last-updated-ms\": 1750000000000",
+            "-99999999999999999999",
+            "out of range for a long",
+        ),
+        (
+            "\"last-updated-ms\": 1750000000000",
+            &format!("-{huge}"),
+            "out of range for a long",
+        ),
+    ] {
+        assert!(text.contains(field), "{field}");
+        let name = field.split('"').nth(1).expect("name");
+        let changed = text.replacen(field, &format!("\"{name}\": {value}"), 1);
+        let err = IndexMetadata::from_json_slice(changed.as_bytes(), &registry()).expect_err(value);
+        assert_eq!(
+            err.kind(),
+            ErrorKind::InvalidIndexMetadata,
+            "{value}: {err}"
+        );
+        assert!(
+            err.message().contains(fragment),
+            "{value}: {}",
+            err.message()
+        );
+        assert!(
+            err.message().contains(name),
+            "{value}: no path: {}",
+            err.message()
+        );
+    }
+}

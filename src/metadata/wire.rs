@@ -16,11 +16,15 @@ use crate::json::strict_object;
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(remote = "Self", deny_unknown_fields, rename_all = "kebab-case")]
 pub(super) struct WireMetadata {
+    #[serde(deserialize_with = "strict::int")]
     pub(super) format_version: i32,
     #[serde(deserialize_with = "strict::uuid")]
     pub(super) index_uuid: Uuid,
+    #[serde(deserialize_with = "strict::long")]
     pub(super) last_updated_ms: i64,
+    #[serde(deserialize_with = "strict::long")]
     pub(super) last_sequence_number: i64,
+    #[serde(deserialize_with = "strict::long")]
     pub(super) current_snapshot_id: i64,
     pub(super) snapshots: Vec<WireSnapshot>,
     pub(super) snapshot_log: Vec<SnapshotLogEntry>,
@@ -38,6 +42,7 @@ pub(super) struct WireSnapshot {
     snapshot_id: i64,
     #[serde(deserialize_with = "strict::positive_i64")]
     sequence_number: i64,
+    #[serde(deserialize_with = "strict::long")]
     timestamp_ms: i64,
     #[serde(deserialize_with = "crate::json::unique_map")]
     summary: BTreeMap<String, String>,
@@ -50,6 +55,7 @@ pub(super) struct WireSnapshot {
     indexed_rows: i64,
     #[serde(deserialize_with = "strict::non_empty")]
     index_family: String,
+    #[serde(deserialize_with = "strict::int")]
     index_schema_version: i32,
     #[serde(deserialize_with = "strict::non_empty")]
     metric: String,

@@ -263,6 +263,11 @@ pub enum StoreError {
     /// The store does not offer this primitive.
     #[error("not supported by this store: {0}")]
     NotSupported(String),
+    /// A stored record is not in the store's own form (a damaged record file or item):
+    /// nothing applied, and retrying cannot help. The catalog reports
+    /// [`ErrorKind::CorruptRecord`](crate::ErrorKind::CorruptRecord).
+    #[error("a stored record is damaged: {0}")]
+    Corrupt(String),
 }
 
 impl StoreError {

@@ -24,7 +24,7 @@ const MAX_NUMBER_BYTES: usize = 21;
 
 impl DynamoStore {
     pub(super) fn corrupt(&self, key: &str, what: &str) -> StoreError {
-        StoreError::fatal(format!(
+        StoreError::Corrupt(format!(
             "DynamoDB table `{}`: the item of `{key}` is not a pointer record ({what})",
             self.table
         ))

@@ -103,10 +103,12 @@ impl LocalStore {
 }
 
 /// A failed file-system call that did not apply: permanent (`fatal`) when retrying cannot
-/// fix it — no permission, a read-only file system, a path component that is a file, a
-/// corrupt pointer file — else retryable.
+/// fix it — no permission, a read-only file system, a path component that is a file —
+/// else retryable; a damaged pointer file is [`StoreError::Corrupt`].
 fn unavailable(err: io::Error) -> StoreError {
-    if is_permanent(err.kind()) {
+    if err.kind() == io::ErrorKind::InvalidData {
+        StoreError::Corrupt(err.to_string())
+    } else if is_permanent(err.kind()) {
         StoreError::fatal(err)
     } else {
         StoreError::unavailable(err)

@@ -109,6 +109,7 @@ mod tests {
                 retryable: false, ..
             } => "fatal",
             StoreError::NotSupported(_) => "not-supported",
+            StoreError::Corrupt(_) => "corrupt",
         };
         let cases = [
             ("exists", &create, 1, "already-exists"),

@@ -147,7 +147,10 @@ impl Cli {
                 let path = entry.path();
                 if path.is_dir() {
                     walk(&path, out);
-                } else if !path.to_string_lossy().contains('.') {
+                } else if !path
+                    .file_name()
+                    .is_some_and(|name| name.to_string_lossy().contains('.'))
+                {
                     out.push(path);
                 }
             }
@@ -770,4 +773,57 @@ fn a_warehouse_is_a_plain_path_or_an_absolute_file_uri() {
     );
     assert!(message.contains("relative `file:` URI"), "{message}");
     assert!(!Path::new("/").join(&name).exists(), "created at the root");
+}
+
+/// A damaged pointer file (no header, an empty file) is `CORRUPT_RECORD`, for `load` and
+/// for the listing that meets it, not a refusal of the store; a base that is no metadata
+/// location (empty, a plain path) is `INVALID_REQUEST`, not a conflict a reload could fix;
+/// `validate` reads the `file://` location `load` prints; `--keep-last 0` is a usage
+/// error (the current snapshot is always kept).
+#[tokio::test]
+async fn damaged_records_malformed_bases_and_printed_locations() {
+    let cli = Cli::new();
+    let env = cli.env();
+    cli.succeeds(["namespace", "create", "--namespace", "docs"]);
+    let (metadata, valid) = env.new_index().await;
+    let id = id_args(&["docs"], "x");
+    cli.succeeds(with(&["register", "--metadata", &valid], &id));
+    let (_, successor) = env.successor(&metadata, 2).await;
+
+    let plain = valid.trim_start_matches("file://").to_owned();
+    for base in [plain.as_str(), "", "notauri"] {
+        let message = cli.fails(
+            with(&["commit", "--base", base, "--new", &successor], &id),
+            "INVALID_REQUEST",
+        );
+        assert!(message.contains("not a metadata location"), "{message}");
+    }
+    cli.fails(
+        with(
+            &[
+                "commit",
+                "--base",
+                "s3://elsewhere/m.json",
+                "--new",
+                &successor,
+            ],
+            &id,
+        ),
+        "COMMIT_CONFLICT",
+    );
+
+    let loaded = cli.succeeds(with(&["load"], &id));
+    let printed = loaded["metadata-location"].as_str().expect("location");
+    let summary = cli.succeeds(["validate", printed]);
+    assert!(summary.is_object(), "{summary}");
+    cli.usage_error(with(&["expire", "--keep-last", "0"], &id));
+
+    let records = cli.index_records();
+    assert_eq!(records.len(), 1, "{records:?}");
+    for damaged in [&b"garbage"[..], b"", b"parqdb-pointer x\n{}"] {
+        std::fs::write(&records[0], damaged).expect("damaged");
+        let message = cli.fails(with(&["load"], &id), "CORRUPT_RECORD");
+        assert!(message.contains("damaged"), "{message}");
+        cli.fails(["list", "--namespace", "docs"], "CORRUPT_RECORD");
+    }
 }
