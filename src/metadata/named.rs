@@ -128,15 +128,22 @@ pub(crate) async fn read_parsed(
             )));
         }
         Ok(Fetched::TooLarge(size)) => {
-            let mut strings = JsonStrings::default();
+            let (mut strings, mut other) = (JsonStrings::default(), JsonStrings::other_pairing());
             let found = warehouse
-                .read_chunks(name, &mut |chunk| strings.feed(chunk))
+                .read_chunks(name, &mut |chunk| {
+                    strings.feed(chunk);
+                    other.feed(chunk);
+                })
                 .await
                 .map_err(failed)?;
             if !found {
                 return Ok(Parsed::Missing);
             }
-            let (references, strings) = names_in_strings(strings.finish(), warehouse, name);
+            let (references, strings) = names_in_strings(
+                strings.finish().into_iter().chain(other.finish()),
+                warehouse,
+                name,
+            );
             return Ok(Parsed::Opaque {
                 why: format!("{size} bytes, larger than any metadata file"),
                 foreign_format: false,
@@ -178,6 +185,12 @@ fn string_references(bytes: &[u8], warehouse: &Warehouse, holder: &str) -> (Vec<
         let mut strings = JsonStrings::default();
         strings.feed(&text);
         found.extend(strings.finish());
+        // No JSON: a stray quote (a comment's) may shift the pairing of the others.
+        if serde_json::from_slice::<serde::de::IgnoredAny>(&text).is_err() {
+            let mut other = JsonStrings::other_pairing();
+            other.feed(&text);
+            found.extend(other.finish());
+        }
     }
     names_in_strings(found, warehouse, holder)
 }
@@ -235,7 +248,15 @@ fn names_in_strings(
     let mut naming: HashSet<String> = HashSet::new();
     let mut reader = warehouse.name_reader();
     for found in strings {
-        let Found { text, as_written } = found.into();
+        let (text, as_written) = match found.into() {
+            Found::Value(text) => (text, false),
+            Found::AsWritten(text) => (text, true),
+            Found::Overlong => {
+                naming.insert(String::new());
+                out.extend(MANAGED_PREFIXES.iter().map(|prefix| (*prefix).to_owned()));
+                continue;
+            }
+        };
         let mut parts: Vec<&str> = text
             .split(|c: char| c.is_control() || c == ',' || c == ';')
             .chain(text.split_whitespace())

@@ -22,27 +22,39 @@ pub(crate) struct JsonStrings {
     strings: Vec<Found>,
 }
 
-/// One string of a document: its value, or the text as written between its quotes where
-/// that differs from the value (escapes) or does not decode.
+/// One string of a document.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Found {
-    /// The text.
-    pub(crate) text: String,
-    /// Whether this is the string as written beside its decoded value: its backslashes are
-    /// the document's escapes, not the value's.
-    pub(crate) as_written: bool,
+pub(crate) enum Found {
+    /// Its value.
+    Value(String),
+    /// The text as written between its quotes, beside its value where that differs
+    /// (escapes): its backslashes are the document's escapes, not the value's.
+    AsWritten(String),
+    /// A string longer than [`MAX_STRING_BYTES`]: no object name as written, but a
+    /// reader that collapses repeated slashes, trims white space or drops `/.` segments
+    /// may make one of it (round 53, A1), so it may name anything.
+    Overlong,
 }
 
 impl From<String> for Found {
     fn from(text: String) -> Found {
-        Found {
-            text,
-            as_written: false,
-        }
+        Found::Value(text)
     }
 }
 
 impl JsonStrings {
+    /// A reader of the strings in the other pairing of the document's double quotes: the
+    /// text before the first quote, between the second and the third, and so on. A
+    /// document that is no JSON may hold a stray quote (in a comment of JSON with
+    /// comments: `// the 5" sample`) that shifts which text lies between quotes for a
+    /// reader that skips it (round 53, A3).
+    pub(crate) fn other_pairing() -> JsonStrings {
+        JsonStrings {
+            open: true,
+            ..JsonStrings::default()
+        }
+    }
+
     /// Read the next chunk of the document.
     pub(crate) fn feed(&mut self, mut chunk: &[u8]) {
         while !chunk.is_empty() {
@@ -95,7 +107,9 @@ impl JsonStrings {
 
     fn close(&mut self) {
         let raw = std::mem::take(&mut self.current);
-        if !std::mem::take(&mut self.overlong) {
+        if std::mem::take(&mut self.overlong) {
+            self.strings.push(Found::Overlong);
+        } else {
             self.strings.extend(decoded(&raw));
         }
         self.open = false;
@@ -120,15 +134,9 @@ fn decoded(raw: &[u8]) -> Vec<Found> {
     quoted.extend_from_slice(raw);
     quoted.push(b'"');
     match serde_json::from_slice::<String>(&quoted) {
-        Ok(text) if text == literal => vec![text.into()],
-        Ok(text) => vec![
-            text.into(),
-            Found {
-                text: literal,
-                as_written: true,
-            },
-        ],
-        Err(_) => vec![literal.into()],
+        Ok(text) if text == literal => vec![Found::Value(text)],
+        Ok(text) => vec![Found::Value(text), Found::AsWritten(literal)],
+        Err(_) => vec![Found::Value(literal)],
     }
 }
 
@@ -144,7 +152,10 @@ mod tests {
         strings
             .finish()
             .into_iter()
-            .map(|found| found.text)
+            .filter_map(|found| match found {
+                Found::Value(text) | Found::AsWritten(text) => Some(text),
+                Found::Overlong => None,
+            })
             .collect()
     }
 
@@ -174,7 +185,7 @@ mod tests {
     }
 
     #[test]
-    fn a_string_cut_off_by_the_end_counts_and_an_endless_one_does_not() {
+    fn a_string_cut_off_by_the_end_counts_and_an_endless_one_names_anything() {
         assert_eq!(
             strings_of(&[br#"{"tables": ["indexes/old/1/ivf_post"#]),
             ["tables", "indexes/old/1/ivf_post"]
@@ -185,5 +196,21 @@ mod tests {
             ["indexes/c"]
         );
         assert!(strings_of(&[b"no quotes at all"]).is_empty());
+        // The endless one is there, as a string that may name anything.
+        let mut strings = JsonStrings::default();
+        strings.feed(&[b"\"", &long[..], b"\""].concat());
+        assert_eq!(strings.finish(), [Found::Overlong]);
+    }
+
+    #[test]
+    fn the_other_pairing_of_quotes_reads_past_a_stray_quote() {
+        let document = b"{ // the 5\" sample\n \"c\": \"indexes/old/x\" }";
+        let mut other = JsonStrings::other_pairing();
+        other.feed(document);
+        let found = other.finish();
+        assert!(
+            found.contains(&Found::Value("indexes/old/x".to_owned())),
+            "{found:?}"
+        );
     }
 }

@@ -251,7 +251,7 @@ impl Links {
             }
             return known.clone();
         }
-        let resolved = std::fs::canonicalize(path);
+        let resolved = self.resolve(path);
         if let Err(err) = &resolved
             && err.kind() == std::io::ErrorKind::PermissionDenied
         {
@@ -262,6 +262,50 @@ impl Links {
             self.resolved.insert(path.as_os_str().to_owned(), answer);
         }
         resolved.ok()
+    }
+
+    /// `std::fs::canonicalize(path)`, from its parent's resolution in this view where that
+    /// gives the same answer: a plain last component (no `.`, `..`, empty or trailing
+    /// segment) that is no link is its parent's resolution joined with it, and one that is
+    /// missing there is missing (`NotFound`); anything else (a link, an error of another
+    /// kind, a parent unresolved for another reason than a lasting miss) is resolved by
+    /// `canonicalize` itself. One `lstat` per
+    /// new name instead of a `readlink` per component of every path (the directories
+    /// above the warehouse were read again for each of a file's strings).
+    fn resolve(&mut self, path: &Path) -> std::io::Result<PathBuf> {
+        use std::os::unix::ffi::OsStrExt;
+        let text = path.as_os_str().as_bytes();
+        let plain = path.is_absolute()
+            && !text.ends_with(b"/")
+            && !text.ends_with(b"/.")
+            && !text.ends_with(b"/..")
+            && !text.windows(2).any(|pair| pair == b"//")
+            && !text.windows(3).any(|three| three == b"/./")
+            && !text.windows(4).any(|four| four == b"/../");
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return std::fs::canonicalize(path);
+        };
+        if !plain || parent.as_os_str().is_empty() {
+            return std::fs::canonicalize(path);
+        }
+        let denied = self.denied;
+        let Some(real_parent) = self.canonical(parent) else {
+            self.denied = denied;
+            // A parent that lastingly does not resolve, for a reason other than permission
+            // (missing, no directory, a loop, too long), leaves nothing below it to find.
+            let missing = matches!(self.resolved.get(parent.as_os_str()), Some(None))
+                && !self.denied_paths.contains(parent.as_os_str());
+            if missing {
+                return Err(std::io::ErrorKind::NotFound.into());
+            }
+            return std::fs::canonicalize(path);
+        };
+        let candidate = real_parent.join(name);
+        match std::fs::symlink_metadata(&candidate) {
+            Ok(meta) if !meta.file_type().is_symlink() => Ok(candidate),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Err(err),
+            _ => std::fs::canonicalize(path),
+        }
     }
 
     fn id(&mut self, path: &Path) -> Option<(u64, u64)> {
@@ -879,11 +923,14 @@ fn widened(text: &str) -> String {
 }
 
 /// Whether `path` lies in a file system that shows processes rather than files (`/proc`,
-/// `/sys`, `/dev`): never walked, and a link into it may lead anywhere.
+/// `/sys`, `/dev`): never walked, and a link into it may lead anywhere. `/dev/shm` is a
+/// file system of ordinary files (tmpfs, used for scratch data): walked like any other
+/// directory (round 53, A2).
 fn pseudo(path: &Path) -> bool {
     ["/proc", "/sys", "/dev"]
         .iter()
         .any(|top| path.starts_with(top))
+        && !path.starts_with("/dev/shm")
 }
 
 /// The answer of a file-system lookup to remember for the rest of a batch: a success, or a

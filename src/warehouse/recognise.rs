@@ -1118,6 +1118,27 @@ mod tests {
         }
     }
 
+    /// Round 53, A2: a source in `/dev/shm` (tmpfs: ordinary files) is walked for links
+    /// into the warehouse like any other directory.
+    #[test]
+    fn a_source_in_dev_shm_is_walked_for_links() {
+        use std::os::unix::fs::symlink;
+        let shm = std::path::Path::new("/dev/shm");
+        assert!(shm.is_dir(), "this test needs /dev/shm");
+        let (_dir, base) = tree(&["wh/indexes/old/src"]);
+        let root = base.join("wh");
+        let source = tempfile::tempdir_in(shm).expect("dir in /dev/shm");
+        symlink(
+            root.join("indexes/old/src"),
+            source.path().join("part-1.parquet"),
+        )
+        .expect("link");
+        let wh = Warehouse::local(&root).expect("warehouse");
+        let mut reader = wh.name_reader();
+        let names = reader.names_of_source(&format!("{}/", source.path().display()));
+        assert!(names.contains(&"indexes/old/src".to_owned()), "{names:?}");
+    }
+
     /// A directory a source names may hold links into the warehouse, which a listing that
     /// follows links reads (`object_store`'s local listing; round 43, H2): below it, behind
     /// a link to another directory outside, inside the warehouse outside the managed

@@ -1853,6 +1853,49 @@ async fn class5_a_family_string_a_shell_reads_otherwise_keeps_everything_while_l
     );
 }
 
+/// Round 53: what a live family file that is no metadata names, past the limits of
+/// reading its strings: a string longer than any name as written, which a reader that
+/// collapses repeated slashes makes into a live table's path (A1), and a path behind a
+/// stray quote in a comment of JSON with comments, which shifts the pairing of quotes
+/// (A3). Both keep what they may name while the file is live.
+#[tokio::test]
+async fn class5_a_family_file_past_the_string_readers_limits_keeps_what_it_may_name() {
+    for backend in [Backend::Memory, Backend::Local] {
+        for (n, overlong) in [true, false].into_iter().enumerate() {
+            let env = Env::open(backend, 530 + n as u64).await;
+            let config = test_config();
+            let old = Layout::under("old/1");
+            let (old_id, _, _) = env.register("old", &old).await;
+            env.catalog.drop_index(&old_id).await.expect("dropped");
+            let victim = format!("{}part-0.parquet", old.postings);
+            let root = env.warehouse.root().trim_end_matches('/').to_owned();
+            let family = match overlong {
+                true => format!(
+                    r#"{{"centroids": ["{root}{}{victim}"]}}"#,
+                    "/".repeat(25_000)
+                ),
+                false => format!(
+                    "{{ // centroids of the 5\" sample\n  \"centroids\": \"{root}/{victim}\" }}"
+                ),
+            };
+            env.put_raw("metadata/live/centroids.json", family.into_bytes().leak())
+                .await;
+            let mut layout = Layout::under("live/1");
+            layout.centroids_metadata = Some("metadata/live/centroids.json".to_owned());
+            env.register("live", &layout).await;
+            let reports = passes(&env, &config, 6).await;
+            assert!(
+                reports.iter().all(|r| r.status == gc::GcStatus::Completed),
+                "{backend:?}"
+            );
+            assert!(
+                env.exists_raw(&victim).await,
+                "{backend:?}, overlong {overlong}: {victim} was deleted while a live family file names it"
+            );
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 6. Lease fencing
 // ---------------------------------------------------------------------------------------
