@@ -142,7 +142,7 @@ impl de::Visitor<'_> for Integer {
             )));
         }
         Err(E::custom(format_args!(
-            "expected {}, got {value}: a number with a fraction or an exponent is no integer",
+            "expected {}: a number with a fraction or an exponent is no integer",
             self.name
         )))
     }

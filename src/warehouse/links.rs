@@ -70,6 +70,10 @@ const MAX_WALK_ENTRIES: usize = 100_000;
 /// The most dangling links one lookup follows as written (as the kernel's `ELOOP` bound).
 const MAX_HOPS: usize = 40;
 
+/// The most components of a path [`Links`] resolves from its parent's resolution; a deeper
+/// one is resolved by `canonicalize` in one call.
+const MAX_DEPTH: usize = 64;
+
 /// One view of a local warehouse's links, taken as a reader first needs each part: the
 /// root's resolved path, the identities (device, inode) of its ancestors and managed
 /// prefixes, and each path's resolution. A metadata file's strings are read with one view
@@ -253,7 +257,8 @@ impl Links {
         }
         let resolved = self.resolve(path);
         if let Err(err) = &resolved
-            && err.kind() == std::io::ErrorKind::PermissionDenied
+            && (err.kind() == std::io::ErrorKind::PermissionDenied
+                || (err.raw_os_error() == Some(libc::ENAMETOOLONG) && fits_as_given(path)))
         {
             self.denied = true;
             self.denied_paths.insert(path.as_os_str().to_owned());
@@ -285,7 +290,9 @@ impl Links {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return std::fs::canonicalize(path);
         };
-        if !plain || parent.as_os_str().is_empty() {
+        // A deep path is resolved in one call: the walk up its parents would recurse once
+        // per component.
+        if !plain || parent.as_os_str().is_empty() || path.components().count() > MAX_DEPTH {
             return std::fs::canonicalize(path);
         }
         let denied = self.denied;
@@ -366,8 +373,11 @@ impl Links {
         for part in rest.iter().rev() {
             full.push(part);
         }
+        // A path that resolves to bytes that are no UTF-8 names no object, but a directory
+        // there may hold links into the warehouse, which this view cannot name: anything
+        // (round 54, N1).
         let Some(full) = full.to_str() else {
-            return Vec::new();
+            return self.anything();
         };
         let full = Path::new("/").join(clamp_dots(full));
         let mut names = names_below(&root, &full);
@@ -920,6 +930,15 @@ fn widened(text: &str) -> String {
         }
     }
     out
+}
+
+/// Whether `path`, as given, fits what the kernel accepts (`PATH_MAX` in all, `NAME_MAX`
+/// per component): if it does, a lookup that fails with `ENAMETOOLONG` failed on what it
+/// resolved to (links to long paths), which a reader opening the short path reaches all
+/// the same (round 54, N2): what lies there is unknown, as behind a refused permission.
+fn fits_as_given(path: &Path) -> bool {
+    path.as_os_str().len() < libc::PATH_MAX as usize
+        && path.components().all(|part| part.as_os_str().len() <= 255)
 }
 
 /// Whether `path` lies in a file system that shows processes rather than files (`/proc`,

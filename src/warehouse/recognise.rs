@@ -67,7 +67,6 @@ impl Warehouse {
         location: &str,
         links: &mut Option<Links>,
     ) -> (Vec<String>, bool) {
-        let location = location.trim();
         let mut gave_up = false;
         let mut names: Vec<String> = Vec::new();
         let mut add = |found: Vec<String>| {
@@ -77,7 +76,15 @@ impl Warehouse {
                 }
             }
         };
+        // Trimmed (as a reader that trims reads it) and exactly as written, white space at
+        // its ends included (a reader that does not trim: round 54, W1).
+        let mut all = pieces(location.trim());
         for piece in pieces(location) {
+            if !all.contains(&piece) {
+                all.push(piece);
+            }
+        }
+        for piece in all {
             let piece = piece.as_str();
             match alternatives(piece) {
                 Some(paths) => paths
@@ -1115,6 +1122,54 @@ mod tests {
                     || "indexes/old/src".starts_with(&format!("{name}/"))
             };
             assert!(names.iter().any(covers), "{location}: {names:?}");
+        }
+    }
+
+    /// Round 54: a source whose directory resolves to a name that is no UTF-8 (N1) or to a
+    /// path past `PATH_MAX` (N2) may name anything (links into the warehouse may lie
+    /// there); one whose name ends in white space is read as written too (W1).
+    #[test]
+    fn sources_resolving_past_what_a_view_can_name_may_name_anything() {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::symlink;
+        let (_dir, base) = tree(&["wh/indexes/old/src", "spaced/src \u{a0}", "spaced/src "]);
+        let root = base.join("wh");
+        let wh = Warehouse::local(&root).expect("warehouse");
+        // N1: `src -> caf\xe9`, holding a link into the warehouse.
+        let latin = base.join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+        std::fs::create_dir(&latin).expect("dir");
+        symlink(root.join("indexes/old/src"), latin.join("part-1.parquet")).expect("link");
+        symlink(&latin, base.join("src")).expect("link");
+        // N2: `deep` resolves through a chain of links to a path past `PATH_MAX`.
+        let mut short = base.clone();
+        for i in 0..22 {
+            let next = short.join("d".repeat(200));
+            std::fs::create_dir(&next).expect("dir");
+            let link = base.join(format!("l{i}"));
+            symlink(&next, &link).expect("link");
+            short = link;
+        }
+        symlink(root.join("indexes/old/src"), short.join("part-1.parquet")).expect("link");
+        symlink(&short, base.join("deep")).expect("link");
+        let b = base.display();
+        for location in [format!("{b}/src/"), format!("{b}/deep/")] {
+            let mut reader = wh.name_reader();
+            let names = reader.names_of_source(&location);
+            assert!(reader.gave_up(), "{location}: {names:?}");
+        }
+        // W1: the directory named with its trailing white space.
+        for dir in ["src ", "src \u{a0}"] {
+            symlink(
+                root.join("indexes/old/src"),
+                base.join("spaced").join(dir).join("part-1.parquet"),
+            )
+            .expect("link");
+            let mut reader = wh.name_reader();
+            let names = reader.names_of_source(&format!("{b}/spaced/{dir}"));
+            assert!(
+                names.contains(&"indexes/old/src".to_owned()),
+                "{dir:?}: {names:?}"
+            );
         }
     }
 
