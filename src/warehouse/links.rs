@@ -465,8 +465,14 @@ impl Links {
             self.walked_from.insert(current.clone(), dir.to_path_buf());
             let entries = match std::fs::read_dir(&current) {
                 Ok(entries) => entries,
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+                // Refused, too deep to open by its full path (a reader that opens each
+                // directory from its parent reaches it: round 55, L1) or failing: what it
+                // holds is unknown.
                 Err(err) => {
                     self.denied |= err.kind() == std::io::ErrorKind::PermissionDenied;
+                    let anything = self.anything();
+                    add(anything, &mut names);
                     continue;
                 }
             };
@@ -481,7 +487,14 @@ impl Links {
                     continue;
                 };
                 let path = entry.path();
-                let next = if kind.is_symlink() {
+                let next = if kind.is_symlink() && !fits_as_given(&path) {
+                    // A link whose path is too long to resolve by its full name leads
+                    // wherever it points for a reader that resolves it from its directory
+                    // (round 55, L1).
+                    let anything = self.anything();
+                    add(anything, &mut names);
+                    continue;
+                } else if kind.is_symlink() {
                     // A link into a process's view (`/proc/self/cwd/…`) leads where the
                     // reading process stands, not where the collector does (round 46, A2).
                     if std::fs::read_link(&path).is_ok_and(|target| pseudo(&target)) {

@@ -1126,8 +1126,9 @@ mod tests {
     }
 
     /// Round 54: a source whose directory resolves to a name that is no UTF-8 (N1) or to a
-    /// path past `PATH_MAX` (N2) may name anything (links into the warehouse may lie
-    /// there); one whose name ends in white space is read as written too (W1).
+    /// path past `PATH_MAX` (N2), or holds directories deeper than that (round 55, L1), may
+    /// name anything (links into the warehouse may lie there); one whose name ends in white
+    /// space is read as written too (W1).
     #[test]
     fn sources_resolving_past_what_a_view_can_name_may_name_anything() {
         use std::os::unix::ffi::OsStrExt;
@@ -1151,8 +1152,24 @@ mod tests {
         }
         symlink(root.join("indexes/old/src"), short.join("part-1.parquet")).expect("link");
         symlink(&short, base.join("deep")).expect("link");
+        // L1 (round 55): below `walked/`, a link at a depth past `PATH_MAX` (made through
+        // short links to each level, kept outside `walked/`).
+        let mut short = base.join("walked");
+        std::fs::create_dir(&short).expect("dir");
+        for i in 0..22 {
+            let next = short.join("w".repeat(200));
+            std::fs::create_dir(&next).expect("dir");
+            let link = base.join(format!("w{i}"));
+            symlink(&next, &link).expect("link");
+            short = link;
+        }
+        symlink(root.join("indexes/old/src"), short.join("part-1.parquet")).expect("link");
         let b = base.display();
-        for location in [format!("{b}/src/"), format!("{b}/deep/")] {
+        for location in [
+            format!("{b}/src/"),
+            format!("{b}/deep/"),
+            format!("{b}/walked/"),
+        ] {
             let mut reader = wh.name_reader();
             let names = reader.names_of_source(&location);
             assert!(reader.gave_up(), "{location}: {names:?}");
