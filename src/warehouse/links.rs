@@ -332,6 +332,11 @@ impl Links {
     /// directory (itself resolved); anything if a lookup on the way was refused
     /// permission.
     pub(super) fn linked_names(&mut self, path: &Path) -> Vec<String> {
+        // A path into a process's view (`/proc/<pid>/root/…` resolves through that
+        // process's mounts, not the collector's) or the kernel's (round 56, P1).
+        if ["/proc", "/sys"].iter().any(|top| path.starts_with(top)) {
+            return self.anything();
+        }
         let mut names = self.resolved_names(path);
         if std::mem::take(&mut self.denied) {
             names.extend(self.anything());
@@ -441,8 +446,13 @@ impl Links {
                 .iter()
                 .any(|prefix| path.starts_with(root.join(prefix)))
         };
-        if !self.walking || managed(dir) || root.starts_with(dir) || pseudo(dir) || !dir.is_dir() {
+        if !self.walking || managed(dir) || root.starts_with(dir) || !dir.is_dir() {
             return Vec::new();
+        }
+        // A directory in `/proc`, `/sys` or `/dev` is not walked, but may hold links (a
+        // writable `/dev` tmpfs, reached directly or through links: round 56, D1).
+        if pseudo(dir) {
+            return self.anything();
         }
         if let Some(known) = self
             .walked_from
@@ -531,9 +541,11 @@ impl Links {
                         add(names_below(root, &real.join(rest)), &mut names);
                     }
                 }
-                if !managed(&next)
+                if pseudo(&next) {
+                    let anything = self.anything();
+                    add(anything, &mut names);
+                } else if !managed(&next)
                     && !root.starts_with(&next)
-                    && !pseudo(&next)
                     && visited.insert(next.clone())
                 {
                     pending.push(next);

@@ -1126,8 +1126,8 @@ mod tests {
     }
 
     /// Round 54: a source whose directory resolves to a name that is no UTF-8 (N1) or to a
-    /// path past `PATH_MAX` (N2), or holds directories deeper than that (round 55, L1), may
-    /// name anything (links into the warehouse may lie there); one whose name ends in white
+    /// path past `PATH_MAX` (N2), or holds directories deeper than that (round 55, L1), or
+    /// lies in `/dev` or another process's view (round 56, D1, P1), may name anything (links into the warehouse may lie there); one whose name ends in white
     /// space is read as written too (W1).
     #[test]
     fn sources_resolving_past_what_a_view_can_name_may_name_anything() {
@@ -1164,11 +1164,19 @@ mod tests {
             short = link;
         }
         symlink(root.join("indexes/old/src"), short.join("part-1.parquet")).expect("link");
+        // D1 (round 56): a directory in `/dev` (a tmpfs may hold links), reached directly or
+        // through a relative link; P1: a path through another process's view.
+        std::fs::create_dir(base.join("to-dev")).expect("dir");
+        let up = "../".repeat(base.components().count() + 1);
+        symlink(format!("{up}dev"), base.join("to-dev/sub")).expect("link");
         let b = base.display();
         for location in [
             format!("{b}/src/"),
             format!("{b}/deep/"),
             format!("{b}/walked/"),
+            format!("{b}/to-dev/"),
+            "/dev/".to_owned(),
+            format!("/proc/1/root{b}/spaced/"),
         ] {
             let mut reader = wh.name_reader();
             let names = reader.names_of_source(&location);
