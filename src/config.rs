@@ -3,7 +3,7 @@
 //! | `--catalog` / `PARQDB_CATALOG`  | pointer store                                   |
 //! |---------------------------------|-------------------------------------------------|
 //! | (unset)                         | the warehouse's own store, under `_catalog/`    |
-//! | `file:///abs/dir`, `/abs/dir`, `./dir` | [`LocalStore`] in that directory (a plain path from the working directory) |
+//! | `file:///abs/dir` (the CLI: also `/abs/dir`, `./dir`) | [`LocalStore`] in that directory |
 //! | `memory://`                     | [`MemoryStore`] (process-local)                 |
 //! | `s3://bucket/prefix`            | [`S3Store`] (S3, MinIO, other S3-compatible servers) |
 //! | `dynamodb://TABLE`              | [`DynamoStore`] on that table                   |
@@ -12,7 +12,7 @@
 //! | `--warehouse` / `PARQDB_WAREHOUSE` | warehouse                                     |
 //! |------------------------------------|-----------------------------------------------|
 //! | (unset)                            | `file://$PWD/warehouse`                       |
-//! | `file:///abs/dir`, `/abs/dir`, `./dir` | a local directory (created if missing; a plain path from the working directory) |
+//! | `file:///abs/dir` (the CLI: also `/abs/dir`, `./dir`) | a local directory (created if missing) |
 //! | `memory://name`                    | process-local, for tests                      |
 //! | `s3://bucket/prefix`               | an S3 bucket prefix                           |
 //!
@@ -93,14 +93,24 @@ pub struct CatalogConfig {
 }
 
 impl CatalogConfig {
-    /// A configuration from optional URIs. A plain path (`/data/wh`, `./wh`, `wh`) is read
-    /// as the local directory it names, relative to the working directory.
+    /// A configuration from optional URIs.
     pub fn new(warehouse: Option<String>, catalog: Option<String>) -> Self {
         CatalogConfig {
-            warehouse: warehouse.map(plain_path_as_uri),
-            catalog: catalog.map(plain_path_as_uri),
+            warehouse,
+            catalog,
             ..CatalogConfig::default()
         }
+    }
+
+    /// [`CatalogConfig::new`] from what a person types (the CLI): a plain path (`/data/wh`,
+    /// `./wh`, `wh`) is read as the local directory it names, relative to the working
+    /// directory. A deployment's configuration ([`CatalogConfig::from_env`]) takes URIs
+    /// only: there a plain path is a mistake to report, not a directory to create.
+    pub(crate) fn typed(warehouse: Option<String>, catalog: Option<String>) -> Self {
+        CatalogConfig::new(
+            warehouse.map(plain_path_as_uri),
+            catalog.map(plain_path_as_uri),
+        )
     }
 
     /// A configuration from `PARQDB_WAREHOUSE` and `PARQDB_CATALOG`.
@@ -449,17 +459,17 @@ mod tests {
     #[test]
     fn a_plain_path_names_the_local_directory_from_the_working_directory() {
         let cwd = std::env::current_dir().expect("cwd");
-        let config = CatalogConfig::new(Some("wh".to_owned()), Some("./pointers".to_owned()));
+        let config = CatalogConfig::typed(Some("wh".to_owned()), Some("./pointers".to_owned()));
         let warehouse = Url::parse(&config.warehouse_uri().expect("uri")).expect("url");
         assert_eq!(warehouse.to_file_path(), Ok(cwd.join("wh")));
         let catalog = Url::parse(config.catalog.as_deref().expect("catalog")).expect("url");
         assert_eq!(catalog.to_file_path(), Ok(cwd.join("./pointers")));
-        let absolute = CatalogConfig::new(Some("/data/my wh#1".to_owned()), None);
+        let absolute = CatalogConfig::typed(Some("/data/my wh#1".to_owned()), None);
         let url = Url::parse(&absolute.warehouse_uri().expect("uri")).expect("url");
         assert_eq!(url.to_file_path(), Ok(PathBuf::from("/data/my wh#1")));
         // URIs stay as they are.
         for uri in ["s3://b/wh", "memory://x", "file:///abs/wh", "dynamodb://t"] {
-            let config = CatalogConfig::new(Some(uri.to_owned()), Some(uri.to_owned()));
+            let config = CatalogConfig::typed(Some(uri.to_owned()), Some(uri.to_owned()));
             assert_eq!(config.warehouse_uri().expect("uri"), uri);
             assert_eq!(config.catalog.as_deref(), Some(uri));
         }

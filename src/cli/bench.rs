@@ -64,7 +64,7 @@ pub(crate) async fn run(
                     Some((w, c)) => (w.to_owned(), Some(c.to_owned())),
                     None => (spec.clone(), None),
                 };
-                let uris = CatalogConfig::new(Some(warehouse), catalog);
+                let uris = CatalogConfig::typed(Some(warehouse), catalog);
                 CatalogConfig {
                     warehouse: uris.warehouse,
                     catalog: uris.catalog,

@@ -89,7 +89,7 @@ enum Command {
 
 impl Cli {
     fn config(&self) -> CatalogConfig {
-        CatalogConfig::new(self.warehouse.clone(), self.catalog.clone())
+        CatalogConfig::typed(self.warehouse.clone(), self.catalog.clone())
     }
 
     /// The embedded catalog (commands that need the store itself).
