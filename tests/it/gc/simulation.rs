@@ -347,15 +347,6 @@ const ODD: [&str; 33] = [
     "\"", "<", ">", "*", "!", "$", "&", "'", "(", ")", "+", ",", ";", "=", "@", ":", ".",
 ];
 
-/// Whether a string holds what a shell reads otherwise than its letters, as written or
-/// percent-decoded: the collector's rule for strings on a local warehouse (round 52).
-fn shell_reads_otherwise(text: &str) -> bool {
-    let decoded = percent_encoding::percent_decode_str(text).decode_utf8_lossy();
-    text.chars()
-        .chain(decoded.chars())
-        .any(|c| matches!(c, '\'' | '"' | '`' | '$' | '\\'))
-}
-
 /// Whether `name` is `ancestor` or lies below it on a segment boundary.
 fn within(name: &str, ancestor: &str) -> bool {
     name == ancestor
@@ -2231,20 +2222,6 @@ impl Sim {
             6 => (serde_json::to_vec(&spelled).expect("json"), names, None),
             7 => (b"\x00\x01 not json {".to_vec(), Vec::new(), None),
             _ => (Vec::new(), Vec::new(), None),
-        };
-        // On a local warehouse a string a shell reads otherwise than its letters (a quote,
-        // a backtick, a `$` or a backslash, as written or percent-decoded: an odd segment)
-        // may name anything (round 52): the stray keeps every managed prefix while it exists.
-        let names = if self.env.local_dir.is_some()
-            && !names.is_empty()
-            && spelled
-                .iter()
-                .filter_map(serde_json::Value::as_str)
-                .any(shell_reads_otherwise)
-        {
-            vec!["indexes".to_owned(), "metadata".to_owned()]
-        } else {
-            names
         };
         self.put_raw(&path, bytes).await;
         self.track(&path, false);
