@@ -106,6 +106,7 @@ impl CatalogConfig {
     /// `./wh`, `wh`) is read as the local directory it names, relative to the working
     /// directory. A deployment's configuration ([`CatalogConfig::from_env`]) takes URIs
     /// only: there a plain path is a mistake to report, not a directory to create.
+    #[cfg(feature = "cli")]
     pub(crate) fn typed(warehouse: Option<String>, catalog: Option<String>) -> Self {
         CatalogConfig::new(
             warehouse.map(plain_path_as_uri),
@@ -362,6 +363,7 @@ impl CatalogConfig {
 /// A URI as given; a plain path (no scheme) as the `file:` URI of the directory it names,
 /// relative to the working directory. A path that cannot be made absolute stays as given,
 /// for [`parse`] to report.
+#[cfg(feature = "cli")]
 fn plain_path_as_uri(given: String) -> String {
     if given.is_empty() || Url::parse(&given) != Err(url::ParseError::RelativeUrlWithoutBase) {
         return given;
@@ -457,6 +459,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "cli")]
     fn a_plain_path_names_the_local_directory_from_the_working_directory() {
         let cwd = std::env::current_dir().expect("cwd");
         let config = CatalogConfig::typed(Some("wh".to_owned()), Some("./pointers".to_owned()));
