@@ -18,7 +18,9 @@ use crate::error::{Error, Result};
 use crate::family::FamilyRegistry;
 use crate::metadata::named::{Parsed, read_parsed, references_of};
 use crate::warehouse::layout::nested_root;
-use crate::warehouse::{ListItem, ListRange, METADATA_DIR, Warehouse, aliases, is_within};
+use crate::warehouse::{
+    INDEXES_DIR, ListItem, ListRange, METADATA_DIR, Warehouse, aliases, is_within,
+};
 
 impl Invocation<'_> {
     /// Ensure the journal exists (a run killed between its plan and its journal), then
@@ -408,9 +410,8 @@ impl MetadataPage {
             Some(Parsed::Missing) => return, // deleted since it was listed
             Some(Parsed::Metadata(metadata)) => {
                 let refs = references_of(&metadata, registry, warehouse);
-                for reference in refs.direct().chain(&refs.family) {
-                    self.keep(&listed.name, true, reference.clone());
-                }
+                let references = refs.direct().chain(&refs.family).cloned().collect();
+                self.keep_all(&listed.name, (true, false), references);
                 None
             }
             Some(Parsed::Opaque {
@@ -419,10 +420,9 @@ impl MetadataPage {
                 references,
                 ..
             }) => {
-                // What it may name (never a whole managed prefix: see `read_parsed`).
-                for reference in references {
-                    self.keep(&listed.name, foreign_format, reference);
-                }
+                // What it may name (a whole managed prefix only where reading it gave up:
+                // see `read_parsed`).
+                self.keep_all(&listed.name, (foreign_format, foreign_format), references);
                 foreign_format.then_some(why)
             }
             // No reader reads it as metadata (larger than any): it keeps nothing for them.
@@ -448,6 +448,34 @@ impl MetadataPage {
                 size: listed.size,
                 last_modified_ms: listed.last_modified_ms,
             });
+        }
+    }
+
+    /// Keep what the existing file `file` (index metadata or not) names (rule (P)).
+    ///
+    /// A file that may name anything (reading it gave up: it names every managed prefix)
+    /// keeps all of `indexes/`, but not all of `metadata/` (only the files there it names
+    /// as written): two such files would otherwise each keep the other, and nothing
+    /// would ever be collected again. So it goes before the other files under
+    /// `metadata/` it may name; deleting one of those is what deleting any unreachable
+    /// metadata file is (condemned first, so no publication reaches it). Reported, as
+    /// nothing of `indexes/` goes while it exists. `metadata`: whether
+    /// `file` is index metadata (of any format); `never`: whether it is never deleted.
+    fn keep_all(&mut self, file: &str, (metadata, never): (bool, bool), references: Vec<String>) {
+        let gave_up = references.iter().any(|r| r == METADATA_DIR);
+        if gave_up {
+            self.warnings.push(format!(
+                "`{file}` may name any file of the warehouse (reading it gave up at a bound, or it holds a location no reader reads as it is written): nothing under `{INDEXES_DIR}/` is collected while it exists{}",
+                match never {
+                    true => "; it is never deleted: remove it by hand if it is a stray",
+                    false => ", and it is collected itself in time",
+                }
+            ));
+        }
+        for reference in references {
+            if reference != METADATA_DIR {
+                self.keep(file, metadata, reference);
+            }
         }
     }
 

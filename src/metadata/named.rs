@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashSet};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
-use super::strings::JsonStrings;
+use super::strings::{Found, JsonStrings};
 use super::{IndexMetadata, MAX_METADATA_BYTES};
 use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
@@ -128,15 +128,22 @@ pub(crate) async fn read_parsed(
             )));
         }
         Ok(Fetched::TooLarge(size)) => {
-            let mut strings = JsonStrings::default();
+            let (mut strings, mut other) = (JsonStrings::default(), JsonStrings::other_pairing());
             let found = warehouse
-                .read_chunks(name, &mut |chunk| strings.feed(chunk))
+                .read_chunks(name, &mut |chunk| {
+                    strings.feed(chunk);
+                    other.feed(chunk);
+                })
                 .await
                 .map_err(failed)?;
             if !found {
                 return Ok(Parsed::Missing);
             }
-            let (references, strings) = names_in_strings(strings.finish(), warehouse, name);
+            let (references, strings) = names_in_strings(
+                strings.finish().into_iter().chain(other.finish()),
+                warehouse,
+                name,
+            );
             return Ok(Parsed::Opaque {
                 why: format!("{size} bytes, larger than any metadata file"),
                 foreign_format: false,
@@ -178,6 +185,12 @@ fn string_references(bytes: &[u8], warehouse: &Warehouse, holder: &str) -> (Vec<
         let mut strings = JsonStrings::default();
         strings.feed(&text);
         found.extend(strings.finish());
+        // No JSON: a stray quote (a comment's) may shift the pairing of the others.
+        if serde_json::from_slice::<serde::de::IgnoredAny>(&text).is_err() {
+            let mut other = JsonStrings::other_pairing();
+            other.feed(&text);
+            found.extend(other.finish());
+        }
     }
     names_in_strings(found, warehouse, holder)
 }
@@ -226,7 +239,7 @@ fn readings(bytes: &[u8]) -> Vec<std::borrow::Cow<'_, [u8]>> {
 /// its own name (rounds 35 G3 and G6, 36). Also how many distinct strings and parts name
 /// something: their spellings count once.
 fn names_in_strings(
-    strings: Vec<String>,
+    strings: impl IntoIterator<Item = impl Into<Found>>,
     warehouse: &Warehouse,
     holder: &str,
 ) -> (Vec<String>, usize) {
@@ -234,7 +247,16 @@ fn names_in_strings(
     let mut out = Vec::new();
     let mut naming: HashSet<String> = HashSet::new();
     let mut reader = warehouse.name_reader();
-    for text in strings {
+    for found in strings {
+        let (text, as_written) = match found.into() {
+            Found::Value(text) => (text, false),
+            Found::AsWritten(text) => (text, true),
+            Found::Overlong => {
+                naming.insert(String::new());
+                out.extend(MANAGED_PREFIXES.iter().map(|prefix| (*prefix).to_owned()));
+                continue;
+            }
+        };
         let mut parts: Vec<&str> = text
             .split(|c: char| c.is_control() || c == ',' || c == ';')
             .chain(text.split_whitespace())
@@ -244,7 +266,10 @@ fn names_in_strings(
         parts.sort_unstable();
         parts.dedup();
         for part in std::iter::once(text.as_str()).chain(parts) {
-            let mut names = reader.names_of_location(part);
+            let mut names = match as_written {
+                true => reader.names_of_location_as_written(part),
+                false => reader.names_of_location(part),
+            };
             if !part.contains("://") {
                 if let Some(name) = normalize(part) {
                     names.extend(aliases(&name));

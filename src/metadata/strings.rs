@@ -19,10 +19,42 @@ pub(crate) struct JsonStrings {
     current: Vec<u8>,
     /// The open string is longer than [`MAX_STRING_BYTES`].
     overlong: bool,
-    strings: Vec<String>,
+    strings: Vec<Found>,
+}
+
+/// One string of a document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// Its value.
+    Value(String),
+    /// The text as written between its quotes, beside its value where that differs
+    /// (escapes): its backslashes are the document's escapes, not the value's.
+    AsWritten(String),
+    /// A string longer than [`MAX_STRING_BYTES`]: no object name as written, but a
+    /// reader that collapses repeated slashes, trims white space or drops `/.` segments
+    /// may make one of it (round 53, A1), so it may name anything.
+    Overlong,
+}
+
+impl From<String> for Found {
+    fn from(text: String) -> Found {
+        Found::Value(text)
+    }
 }
 
 impl JsonStrings {
+    /// A reader of the strings in the other pairing of the document's double quotes: the
+    /// text before the first quote, between the second and the third, and so on. A
+    /// document that is no JSON may hold a stray quote (in a comment of JSON with
+    /// comments: `// the 5" sample`) that shifts which text lies between quotes for a
+    /// reader that skips it (round 53, A3).
+    pub(crate) fn other_pairing() -> JsonStrings {
+        JsonStrings {
+            open: true,
+            ..JsonStrings::default()
+        }
+    }
+
     /// Read the next chunk of the document.
     pub(crate) fn feed(&mut self, mut chunk: &[u8]) {
         while !chunk.is_empty() {
@@ -75,7 +107,9 @@ impl JsonStrings {
 
     fn close(&mut self) {
         let raw = std::mem::take(&mut self.current);
-        if !std::mem::take(&mut self.overlong) {
+        if std::mem::take(&mut self.overlong) {
+            self.strings.push(Found::Overlong);
+        } else {
             self.strings.extend(decoded(&raw));
         }
         self.open = false;
@@ -83,7 +117,7 @@ impl JsonStrings {
     }
 
     /// The strings found (a string the document's end cut off included).
-    pub(crate) fn finish(mut self) -> Vec<String> {
+    pub(crate) fn finish(mut self) -> Vec<Found> {
         if self.open {
             self.close();
         }
@@ -93,16 +127,16 @@ impl JsonStrings {
 
 /// A string as written between quotes: decoded (escapes resolved), and as written if that
 /// differs or does not decode (a file of another format may mean either).
-fn decoded(raw: &[u8]) -> Vec<String> {
+fn decoded(raw: &[u8]) -> Vec<Found> {
     let literal = String::from_utf8_lossy(raw).into_owned();
     let mut quoted = Vec::with_capacity(raw.len() + 2);
     quoted.push(b'"');
     quoted.extend_from_slice(raw);
     quoted.push(b'"');
     match serde_json::from_slice::<String>(&quoted) {
-        Ok(text) if text == literal => vec![text],
-        Ok(text) => vec![text, literal],
-        Err(_) => vec![literal],
+        Ok(text) if text == literal => vec![Found::Value(text)],
+        Ok(text) => vec![Found::Value(text), Found::AsWritten(literal)],
+        Err(_) => vec![Found::Value(literal)],
     }
 }
 
@@ -115,7 +149,14 @@ mod tests {
         for chunk in chunks {
             strings.feed(chunk);
         }
-        strings.finish()
+        strings
+            .finish()
+            .into_iter()
+            .filter_map(|found| match found {
+                Found::Value(text) | Found::AsWritten(text) => Some(text),
+                Found::Overlong => None,
+            })
+            .collect()
     }
 
     #[test]
@@ -144,7 +185,7 @@ mod tests {
     }
 
     #[test]
-    fn a_string_cut_off_by_the_end_counts_and_an_endless_one_does_not() {
+    fn a_string_cut_off_by_the_end_counts_and_an_endless_one_names_anything() {
         assert_eq!(
             strings_of(&[br#"{"tables": ["indexes/old/1/ivf_post"#]),
             ["tables", "indexes/old/1/ivf_post"]
@@ -155,5 +196,21 @@ mod tests {
             ["indexes/c"]
         );
         assert!(strings_of(&[b"no quotes at all"]).is_empty());
+        // The endless one is there, as a string that may name anything.
+        let mut strings = JsonStrings::default();
+        strings.feed(&[b"\"", &long[..], b"\""].concat());
+        assert_eq!(strings.finish(), [Found::Overlong]);
+    }
+
+    #[test]
+    fn the_other_pairing_of_quotes_reads_past_a_stray_quote() {
+        let document = b"{ // the 5\" sample\n \"c\": \"indexes/old/x\" }";
+        let mut other = JsonStrings::other_pairing();
+        other.feed(document);
+        let found = other.finish();
+        assert!(
+            found.contains(&Found::Value("indexes/old/x".to_owned())),
+            "{found:?}"
+        );
     }
 }

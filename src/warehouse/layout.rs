@@ -200,7 +200,10 @@ impl Warehouse {
     }
 }
 
-/// The root of the nested catalog structure `name` belongs to, if it shows one.
+/// The root of the nested catalog structure `name` belongs to, if it shows one: an
+/// ownership marker, the catalog's or the collector's directory, or a pointer record of an
+/// object-store pointer store (`i/`, `n/`, `_meta/` and the capability probe's `_probe/`
+/// keys, whose last segment starts with `=`).
 pub(crate) fn nested_root(name: &str) -> Option<String> {
     let segments: Vec<&str> = name.split('/').collect();
     let root_before = |at: usize| -> Option<String> { (at > 0).then(|| segments[..at].join("/")) };
@@ -218,7 +221,9 @@ pub(crate) fn nested_root(name: &str) -> Option<String> {
         return root_before(last - 1);
     }
     if segments[last].starts_with('=')
-        && let Some(at) = segments[..last].iter().position(|s| *s == "i" || *s == "n")
+        && let Some(at) = segments[..last]
+            .iter()
+            .position(|s| matches!(*s, "i" | "n" | "_probe"))
     {
         return root_before(at);
     }
@@ -241,6 +246,11 @@ mod tests {
             ("metadata/cat/_meta/=catalog-id", Some("metadata/cat")),
             ("metadata/cat/i/ns/=name", Some("metadata/cat")),
             ("metadata/cat/n/=ns", Some("metadata/cat")),
+            (
+                "metadata/team/cat/_probe/=passed",
+                Some("metadata/team/cat"),
+            ),
+            ("metadata/cat/_probe/7f3e/=k", Some("metadata/cat")),
             ("indexes/_gc/lease/1.json", Some("indexes")),
             ("indexes/a/1/ivf_postings/part-0.parquet", None),
             ("indexes/a/1/ivf_postings/bucket=3/part-0", None),

@@ -70,6 +70,10 @@ const MAX_WALK_ENTRIES: usize = 100_000;
 /// The most dangling links one lookup follows as written (as the kernel's `ELOOP` bound).
 const MAX_HOPS: usize = 40;
 
+/// The most components of a path [`Links`] resolves from its parent's resolution; a deeper
+/// one is resolved by `canonicalize` in one call.
+const MAX_DEPTH: usize = 64;
+
 /// One view of a local warehouse's links, taken as a reader first needs each part: the
 /// root's resolved path, the identities (device, inode) of its ancestors and managed
 /// prefixes, and each path's resolution. A metadata file's strings are read with one view
@@ -251,9 +255,10 @@ impl Links {
             }
             return known.clone();
         }
-        let resolved = std::fs::canonicalize(path);
+        let resolved = self.resolve(path);
         if let Err(err) = &resolved
-            && err.kind() == std::io::ErrorKind::PermissionDenied
+            && (err.kind() == std::io::ErrorKind::PermissionDenied
+                || (err.raw_os_error() == Some(libc::ENAMETOOLONG) && fits_as_given(path)))
         {
             self.denied = true;
             self.denied_paths.insert(path.as_os_str().to_owned());
@@ -262,6 +267,52 @@ impl Links {
             self.resolved.insert(path.as_os_str().to_owned(), answer);
         }
         resolved.ok()
+    }
+
+    /// `std::fs::canonicalize(path)`, from its parent's resolution in this view where that
+    /// gives the same answer: a plain last component (no `.`, `..`, empty or trailing
+    /// segment) that is no link is its parent's resolution joined with it, and one that is
+    /// missing there is missing (`NotFound`); anything else (a link, an error of another
+    /// kind, a parent unresolved for another reason than a lasting miss) is resolved by
+    /// `canonicalize` itself. One `lstat` per
+    /// new name instead of a `readlink` per component of every path (the directories
+    /// above the warehouse were read again for each of a file's strings).
+    fn resolve(&mut self, path: &Path) -> std::io::Result<PathBuf> {
+        use std::os::unix::ffi::OsStrExt;
+        let text = path.as_os_str().as_bytes();
+        let plain = path.is_absolute()
+            && !text.ends_with(b"/")
+            && !text.ends_with(b"/.")
+            && !text.ends_with(b"/..")
+            && !text.windows(2).any(|pair| pair == b"//")
+            && !text.windows(3).any(|three| three == b"/./")
+            && !text.windows(4).any(|four| four == b"/../");
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return std::fs::canonicalize(path);
+        };
+        // A deep path is resolved in one call: the walk up its parents would recurse once
+        // per component.
+        if !plain || parent.as_os_str().is_empty() || path.components().count() > MAX_DEPTH {
+            return std::fs::canonicalize(path);
+        }
+        let denied = self.denied;
+        let Some(real_parent) = self.canonical(parent) else {
+            self.denied = denied;
+            // A parent that lastingly does not resolve, for a reason other than permission
+            // (missing, no directory, a loop, too long), leaves nothing below it to find.
+            let missing = matches!(self.resolved.get(parent.as_os_str()), Some(None))
+                && !self.denied_paths.contains(parent.as_os_str());
+            if missing {
+                return Err(std::io::ErrorKind::NotFound.into());
+            }
+            return std::fs::canonicalize(path);
+        };
+        let candidate = real_parent.join(name);
+        match std::fs::symlink_metadata(&candidate) {
+            Ok(meta) if !meta.file_type().is_symlink() => Ok(candidate),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Err(err),
+            _ => std::fs::canonicalize(path),
+        }
     }
 
     fn id(&mut self, path: &Path) -> Option<(u64, u64)> {
@@ -281,6 +332,11 @@ impl Links {
     /// directory (itself resolved); anything if a lookup on the way was refused
     /// permission.
     pub(super) fn linked_names(&mut self, path: &Path) -> Vec<String> {
+        // A path into a process's view (`/proc/<pid>/root/…` resolves through that
+        // process's mounts, not the collector's) or the kernel's (round 56, P1).
+        if ["/proc", "/sys"].iter().any(|top| path.starts_with(top)) {
+            return self.anything();
+        }
         let mut names = self.resolved_names(path);
         if std::mem::take(&mut self.denied) {
             names.extend(self.anything());
@@ -322,8 +378,11 @@ impl Links {
         for part in rest.iter().rev() {
             full.push(part);
         }
+        // A path that resolves to bytes that are no UTF-8 names no object, but a directory
+        // there may hold links into the warehouse, which this view cannot name: anything
+        // (round 54, N1).
         let Some(full) = full.to_str() else {
-            return Vec::new();
+            return self.anything();
         };
         let full = Path::new("/").join(clamp_dots(full));
         let mut names = names_below(&root, &full);
@@ -387,8 +446,13 @@ impl Links {
                 .iter()
                 .any(|prefix| path.starts_with(root.join(prefix)))
         };
-        if !self.walking || managed(dir) || root.starts_with(dir) || pseudo(dir) || !dir.is_dir() {
+        if !self.walking || managed(dir) || root.starts_with(dir) || !dir.is_dir() {
             return Vec::new();
+        }
+        // A directory in `/proc`, `/sys` or `/dev` is not walked, but may hold links (a
+        // writable `/dev` tmpfs, reached directly or through links: round 56, D1).
+        if pseudo(dir) {
+            return self.anything();
         }
         if let Some(known) = self
             .walked_from
@@ -411,8 +475,14 @@ impl Links {
             self.walked_from.insert(current.clone(), dir.to_path_buf());
             let entries = match std::fs::read_dir(&current) {
                 Ok(entries) => entries,
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+                // Refused, too deep to open by its full path (a reader that opens each
+                // directory from its parent reaches it: round 55, L1) or failing: what it
+                // holds is unknown.
                 Err(err) => {
                     self.denied |= err.kind() == std::io::ErrorKind::PermissionDenied;
+                    let anything = self.anything();
+                    add(anything, &mut names);
                     continue;
                 }
             };
@@ -427,7 +497,14 @@ impl Links {
                     continue;
                 };
                 let path = entry.path();
-                let next = if kind.is_symlink() {
+                let next = if kind.is_symlink() && !fits_as_given(&path) {
+                    // A link whose path is too long to resolve by its full name leads
+                    // wherever it points for a reader that resolves it from its directory
+                    // (round 55, L1).
+                    let anything = self.anything();
+                    add(anything, &mut names);
+                    continue;
+                } else if kind.is_symlink() {
                     // A link into a process's view (`/proc/self/cwd/…`) leads where the
                     // reading process stands, not where the collector does (round 46, A2).
                     if std::fs::read_link(&path).is_ok_and(|target| pseudo(&target)) {
@@ -464,9 +541,11 @@ impl Links {
                         add(names_below(root, &real.join(rest)), &mut names);
                     }
                 }
-                if !managed(&next)
+                if pseudo(&next) {
+                    let anything = self.anything();
+                    add(anything, &mut names);
+                } else if !managed(&next)
                     && !root.starts_with(&next)
-                    && !pseudo(&next)
                     && visited.insert(next.clone())
                 {
                     pending.push(next);
@@ -878,12 +957,24 @@ fn widened(text: &str) -> String {
     out
 }
 
+/// Whether `path`, as given, fits what the kernel accepts (`PATH_MAX` in all, `NAME_MAX`
+/// per component): if it does, a lookup that fails with `ENAMETOOLONG` failed on what it
+/// resolved to (links to long paths), which a reader opening the short path reaches all
+/// the same (round 54, N2): what lies there is unknown, as behind a refused permission.
+fn fits_as_given(path: &Path) -> bool {
+    path.as_os_str().len() < libc::PATH_MAX as usize
+        && path.components().all(|part| part.as_os_str().len() <= 255)
+}
+
 /// Whether `path` lies in a file system that shows processes rather than files (`/proc`,
-/// `/sys`, `/dev`): never walked, and a link into it may lead anywhere.
+/// `/sys`, `/dev`): never walked, and a link into it may lead anywhere. `/dev/shm` is a
+/// file system of ordinary files (tmpfs, used for scratch data): walked like any other
+/// directory (round 53, A2).
 fn pseudo(path: &Path) -> bool {
     ["/proc", "/sys", "/dev"]
         .iter()
         .any(|top| path.starts_with(top))
+        && !path.starts_with("/dev/shm")
 }
 
 /// The answer of a file-system lookup to remember for the rest of a batch: a success, or a

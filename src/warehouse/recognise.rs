@@ -67,7 +67,6 @@ impl Warehouse {
         location: &str,
         links: &mut Option<Links>,
     ) -> (Vec<String>, bool) {
-        let location = location.trim();
         let mut gave_up = false;
         let mut names: Vec<String> = Vec::new();
         let mut add = |found: Vec<String>| {
@@ -77,7 +76,15 @@ impl Warehouse {
                 }
             }
         };
+        // Trimmed (as a reader that trims reads it) and exactly as written, white space at
+        // its ends included (a reader that does not trim: round 54, W1).
+        let mut all = pieces(location.trim());
         for piece in pieces(location) {
+            if !all.contains(&piece) {
+                all.push(piece);
+            }
+        }
+        for piece in all {
             let piece = piece.as_str();
             match alternatives(piece) {
                 Some(paths) => paths
@@ -671,30 +678,46 @@ fn relative_forms(location: &str) -> Vec<(String, bool)> {
     forms
 }
 
-/// `scheme` (lower-cased) and the rest, if `location` starts with a URI scheme.
 /// Whether a shell, or an engine that unquotes the way one does, may read `location` as a
-/// local path other than its letters: a quote (`'`, `"`, `` ` ``), a backslash, a `$`
-/// (variables, `$'…'` ANSI-C quoting with its many escapes, `$"…"`) or a control
-/// character. Imitating each reading did not converge (rounds 49–51: every imitation of
-/// quote removal and escapes had a bypass, such as a quote kept inside the other kind of
-/// quote, a quote decoded from `\x27`, `\u0073`, octal escapes past `\377`), so such a
-/// location is not interpreted at all. One token that is a URI of another store
-/// (`s3://b/a$b`) is no local path.
-fn shell_reads_otherwise(location: &str) -> bool {
+/// local path other than its letters: a quote (`'`, `"`, `` ` ``), a backslash or a `$`
+/// (variables, `$'…'` ANSI-C quoting with its many escapes, `$"…"`), as written or once
+/// percent-decoded (`%27`: a reader that decodes a URI and hands the path to a shell), and
+/// with `controls`, a control character. Without `backslashes`, a backslash does not count
+/// (a string as written in a JSON document, whose backslashes are its escapes: its value
+/// is read as well). Imitating each reading did not converge (rounds
+/// 49–51: every imitation of quote removal and escapes had a bypass, such as a quote kept
+/// inside the other kind of quote, a quote decoded from `\x27`, `\u0073`, octal escapes
+/// past `\377`), so such a location is not interpreted at all.
+///
+/// One token that is a URI of another store (`s3://b/a$b`) is no local path, unless it
+/// chains another URL (fsspec's `zip://x::file:///…`), names `file:` anywhere, or holds a
+/// `%` or a control character (round 52, F2, F3).
+fn shell_reads_otherwise(location: &str, controls: bool, backslashes: bool) -> bool {
     let location = location.trim();
-    let special = |c: char| matches!(c, '\'' | '"' | '`' | '\\' | '$') || c.is_control();
-    if !location.chars().any(special) {
+    let decoded = percent_decode_str(location).decode_utf8_lossy();
+    let special = |c: char| {
+        matches!(c, '\'' | '"' | '`' | '$')
+            || (backslashes && c == '\\')
+            || (controls && c.is_control())
+    };
+    if !location.chars().chain(decoded.chars()).any(special) {
         return false;
     }
-    let one_token = !location
-        .chars()
-        .any(|c| c.is_whitespace() || matches!(c, ';' | ',' | '|' | '&' | '(' | ')' | '<' | '>'));
+    let one_token = !location.chars().any(|c| {
+        c.is_whitespace()
+            || c.is_control()
+            || matches!(c, ';' | ',' | '|' | '&' | '(' | ')' | '<' | '>' | '%')
+    });
+    let lower = location.to_ascii_lowercase();
+    let chained =
+        lower.contains("::") || lower.contains("file:") || lower.matches("//").count() > 1;
     let other_store = split_scheme(location).is_some_and(|(scheme, rest)| {
         scheme != "file" && scheme != "local" && rest.starts_with("//")
     });
-    !(one_token && other_store && !location.chars().any(char::is_control))
+    !(one_token && other_store && !chained)
 }
 
+/// `scheme` (lower-cased) and the rest, if `location` starts with a URI scheme.
 fn split_scheme(location: &str) -> Option<(String, &str)> {
     let (scheme, rest) = location.split_once(':')?;
     let mut chars = scheme.chars();
@@ -783,7 +806,27 @@ pub(crate) struct NameReader<'w> {
 impl NameReader<'_> {
     /// Every name of this warehouse that `location` may denote in some engine's reading
     /// (see the [module docs](self)); empty if it denotes nothing inside the root.
+    ///
+    /// On a local warehouse, a location that a shell reads otherwise than its letters
+    /// ([`shell_reads_otherwise`]) may name anything: every managed prefix, marked as a
+    /// give-up (a file holding such a string keeps everything while it is live: round 52,
+    /// F1).
     pub(crate) fn names_of_location(&mut self, location: &str) -> Vec<String> {
+        self.names_of(location, true)
+    }
+
+    /// [`names_of_location`](Self::names_of_location) of a string as written in a JSON
+    /// document beside its decoded value: its backslashes are the document's escapes (the
+    /// value, read too, has its own).
+    pub(crate) fn names_of_location_as_written(&mut self, location: &str) -> Vec<String> {
+        self.names_of(location, false)
+    }
+
+    fn names_of(&mut self, location: &str, backslashes: bool) -> Vec<String> {
+        if self.links.is_some() && shell_reads_otherwise(location, false, backslashes) {
+            self.unbounded = true;
+            return every_managed_prefix();
+        }
         let (names, gave_up) = self
             .warehouse
             .names_of_location_with(location, &mut self.links);
@@ -800,7 +843,7 @@ impl NameReader<'_> {
     /// as a give-up (publication refuses it; the collector keeps everything while it is
     /// bound).
     pub(crate) fn names_of_source(&mut self, location: &str) -> Vec<String> {
-        if self.links.is_some() && shell_reads_otherwise(location) {
+        if self.links.is_some() && shell_reads_otherwise(location, true, true) {
             self.unbounded = true;
             return every_managed_prefix();
         }
@@ -1080,6 +1123,100 @@ mod tests {
             };
             assert!(names.iter().any(covers), "{location}: {names:?}");
         }
+    }
+
+    /// Round 54: a source whose directory resolves to a name that is no UTF-8 (N1) or to a
+    /// path past `PATH_MAX` (N2), or holds directories deeper than that (round 55, L1), or
+    /// lies in `/dev` or another process's view (round 56, D1, P1), may name anything (links into the warehouse may lie there); one whose name ends in white
+    /// space is read as written too (W1).
+    #[test]
+    fn sources_resolving_past_what_a_view_can_name_may_name_anything() {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::symlink;
+        let (_dir, base) = tree(&["wh/indexes/old/src", "spaced/src \u{a0}", "spaced/src "]);
+        let root = base.join("wh");
+        let wh = Warehouse::local(&root).expect("warehouse");
+        // N1: `src -> caf\xe9`, holding a link into the warehouse.
+        let latin = base.join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+        std::fs::create_dir(&latin).expect("dir");
+        symlink(root.join("indexes/old/src"), latin.join("part-1.parquet")).expect("link");
+        symlink(&latin, base.join("src")).expect("link");
+        // N2: `deep` resolves through a chain of links to a path past `PATH_MAX`.
+        let mut short = base.clone();
+        for i in 0..22 {
+            let next = short.join("d".repeat(200));
+            std::fs::create_dir(&next).expect("dir");
+            let link = base.join(format!("l{i}"));
+            symlink(&next, &link).expect("link");
+            short = link;
+        }
+        symlink(root.join("indexes/old/src"), short.join("part-1.parquet")).expect("link");
+        symlink(&short, base.join("deep")).expect("link");
+        // L1 (round 55): below `walked/`, a link at a depth past `PATH_MAX` (made through
+        // short links to each level, kept outside `walked/`).
+        let mut short = base.join("walked");
+        std::fs::create_dir(&short).expect("dir");
+        for i in 0..22 {
+            let next = short.join("w".repeat(200));
+            std::fs::create_dir(&next).expect("dir");
+            let link = base.join(format!("w{i}"));
+            symlink(&next, &link).expect("link");
+            short = link;
+        }
+        symlink(root.join("indexes/old/src"), short.join("part-1.parquet")).expect("link");
+        // D1 (round 56): a directory in `/dev` (a tmpfs may hold links), reached directly or
+        // through a relative link; P1: a path through another process's view.
+        std::fs::create_dir(base.join("to-dev")).expect("dir");
+        let up = "../".repeat(base.components().count() + 1);
+        symlink(format!("{up}dev"), base.join("to-dev/sub")).expect("link");
+        let b = base.display();
+        for location in [
+            format!("{b}/src/"),
+            format!("{b}/deep/"),
+            format!("{b}/walked/"),
+            format!("{b}/to-dev/"),
+            "/dev/".to_owned(),
+            format!("/proc/1/root{b}/spaced/"),
+        ] {
+            let mut reader = wh.name_reader();
+            let names = reader.names_of_source(&location);
+            assert!(reader.gave_up(), "{location}: {names:?}");
+        }
+        // W1: the directory named with its trailing white space.
+        for dir in ["src ", "src \u{a0}"] {
+            symlink(
+                root.join("indexes/old/src"),
+                base.join("spaced").join(dir).join("part-1.parquet"),
+            )
+            .expect("link");
+            let mut reader = wh.name_reader();
+            let names = reader.names_of_source(&format!("{b}/spaced/{dir}"));
+            assert!(
+                names.contains(&"indexes/old/src".to_owned()),
+                "{dir:?}: {names:?}"
+            );
+        }
+    }
+
+    /// Round 53, A2: a source in `/dev/shm` (tmpfs: ordinary files) is walked for links
+    /// into the warehouse like any other directory.
+    #[test]
+    fn a_source_in_dev_shm_is_walked_for_links() {
+        use std::os::unix::fs::symlink;
+        let shm = std::path::Path::new("/dev/shm");
+        assert!(shm.is_dir(), "this test needs /dev/shm");
+        let (_dir, base) = tree(&["wh/indexes/old/src"]);
+        let root = base.join("wh");
+        let source = tempfile::tempdir_in(shm).expect("dir in /dev/shm");
+        symlink(
+            root.join("indexes/old/src"),
+            source.path().join("part-1.parquet"),
+        )
+        .expect("link");
+        let wh = Warehouse::local(&root).expect("warehouse");
+        let mut reader = wh.name_reader();
+        let names = reader.names_of_source(&format!("{}/", source.path().display()));
+        assert!(names.contains(&"indexes/old/src".to_owned()), "{names:?}");
     }
 
     /// A directory a source names may hold links into the warehouse, which a listing that
@@ -1362,6 +1499,13 @@ mod tests {
             format!("{p}/$HOME/"),
             format!("{p}/a\tb/"),
             "s3://b/a$b;/x/it's".to_owned(),
+            // Round 52, F2: another store's URI chaining a local one; F3: percent-encoded.
+            format!("zip://part-0.parquet::file://{p}/\"it's\"/part-0.parquet"),
+            format!("s3://b/k::file://{p}/$'\\u0073'/part-0.parquet"),
+            format!("zip://part-0.parquet::file://$PWD/{p}/s/"),
+            format!("s3://b/k?x=file://{p}/$HOME/"),
+            format!("file://{p}/%22it%27s%22/"),
+            format!("{p}/%24HOME/"),
         ] {
             let mut reader = wh.name_reader();
             let names = reader.names_of_source(&location);
@@ -1379,6 +1523,17 @@ mod tests {
             let mut reader = wh.name_reader();
             assert!(reader.names_of_source(&location).is_empty(), "{location}");
             assert!(!reader.gave_up(), "{location}");
+        }
+        // Round 52, F1: any string on a local warehouse (a family file's) too.
+        for location in [
+            format!("{p}/\"it's\"/part-0.parquet"),
+            "$'it\\x27s'".to_owned(),
+            format!("{p}/%27s/"),
+        ] {
+            let mut reader = wh.name_reader();
+            let names = reader.names_of_location(&location);
+            assert!(reader.gave_up(), "{location}");
+            assert!(names.contains(&"indexes".to_owned()), "{location}");
         }
         // On another store a source is read as it was (a shell's file system is not the
         // bucket).

@@ -840,6 +840,8 @@ async fn class4_links_in_a_source_directory_outside_keep_what_they_lead_to() {
 /// than its letters (`plain/"it's"/` opens `plain/it's`, here a link to a dropped index's
 /// table; `$'it\x27s'` and `$'\u0069t\x27s'` the same) is refused at register with the
 /// cause, and nothing is registered; the plain spelling of the same directory is accepted.
+/// Round 52 (F2, F3): the same behind another store's URI chaining a `file://` one, and
+/// percent-encoded.
 #[tokio::test]
 async fn class4_a_source_a_shell_reads_otherwise_is_refused() {
     let env = Env::open(Backend::Local, 408).await;
@@ -852,9 +854,22 @@ async fn class4_a_source_a_shell_reads_otherwise_is_refused() {
     env.catalog.drop_index(&old_id).await.expect("dropped");
     symlink_at(root.join(&old.postings), &plain.join("it's"), env.now());
     let id = env.id("live").await;
-    for spelling in [r#""it's""#, r#"$'it\x27s'"#, r#"$'\u0069t\x27s'"#, "$DIR"] {
+    let p = plain.display();
+    // Round 52: a chain (fsspec's `::`) behind another store's URI, and quotes
+    // percent-encoded, too.
+    for location in [
+        format!(r#"{p}/"it's"/"#),
+        format!(r#"{p}/$'it\x27s'/"#),
+        format!(r#"{p}/$'\u0069t\x27s'/"#),
+        format!("{p}/$DIR/"),
+        format!(r#"zip://part-0.parquet::file://{p}/"it's"/part-0.parquet"#),
+        format!(r#"s3://b/k::file://{p}/$'\u0069t\x27s'/part-0.parquet"#),
+        format!("zip://part-0.parquet::file://$PWD/{p}/"),
+        format!("file://{p}/%22it%27s%22/"),
+    ] {
+        let spelling = location.as_str();
         let live = Layout {
-            source: crate::support::gc::source_at(&format!("{}/{spelling}/", plain.display())),
+            source: crate::support::gc::source_at(&location),
             ..Layout::under("live/1")
         };
         let (_, location) = env.new_index(&live).await;
@@ -1777,6 +1792,168 @@ async fn class5_what_a_family_file_names_in_its_readers_forms_is_kept() {
             assert!(
                 env.exists_raw(name).await,
                 "{backend:?}: {name} was deleted while the live family file names it"
+            );
+        }
+    }
+}
+
+/// Round 52, F1: a live family file's string in a spelling a shell reads otherwise than its
+/// letters (`plain/"it's"/…` opens `plain/it's/…`, here a link outside the warehouse to a
+/// dropped index's table; `$'it\x27s'`, `\u0073` the same) may name anything: everything
+/// is kept while the file is live. A stray file no index reaches with such a string (an
+/// apostrophe in a note) keeps everything only while it exists: it goes, then the rest.
+#[tokio::test]
+async fn class5_a_family_string_a_shell_reads_otherwise_keeps_everything_while_live() {
+    let spellings = [r#"\"it's\""#, r#"$'it\\x27s'"#, r#"$'i\\u0074\\x27s'"#];
+    for (n, spelling) in spellings.into_iter().enumerate() {
+        let env = Env::open(Backend::Local, 520 + n as u64).await;
+        let config = test_config();
+        let root = env.local_dir.clone().expect("local");
+        let outside = tempfile::tempdir().expect("dir");
+        let plain = outside.path().join("plain");
+        std::fs::create_dir_all(&plain).expect("dir");
+        let old = Layout::under("old/1");
+        let (old_id, _, _) = env.register("old", &old).await;
+        env.catalog.drop_index(&old_id).await.expect("dropped");
+        let victim = format!("{}part-0.parquet", old.postings);
+        symlink_at(root.join(&old.postings), &plain.join("it's"), env.now());
+        let family = format!(
+            r#"{{"centroids": ["{}/{spelling}/part-0.parquet"]}}"#,
+            plain.display()
+        );
+        env.put_raw("metadata/live/centroids.json", family.into_bytes().leak())
+            .await;
+        let mut layout = Layout::under("live/1");
+        layout.centroids_metadata = Some("metadata/live/centroids.json".to_owned());
+        env.register("live", &layout).await;
+        let reports = passes(&env, &config, 6).await;
+        assert!(
+            reports.iter().all(|r| r.status == gc::GcStatus::Completed),
+            "{spelling}"
+        );
+        assert!(
+            env.exists_raw(&victim).await,
+            "{spelling}: {victim} was deleted while a live family file names it"
+        );
+    }
+    let env = Env::open(Backend::Local, 529).await;
+    let config = test_config();
+    env.register("live", &Layout::under("live/1")).await;
+    env.put_raw(
+        "metadata/stray/v1.metadata.json",
+        br#"{"note": "Bob's rebuild of indexes/x/"}"#,
+    )
+    .await;
+    env.put_raw("indexes/plain-garbage/part-0", b"x").await;
+    passes(&env, &config, 12).await;
+    assert!(!env.exists_raw("metadata/stray/v1.metadata.json").await);
+    assert!(
+        !env.exists_raw("indexes/plain-garbage/part-0").await,
+        "collection goes on once the stray file is gone"
+    );
+}
+
+/// Files under `metadata/` whose reading gives up (they may name any file: a string a
+/// shell reads otherwise on a local warehouse, a string longer than any name on every
+/// store) go first: each keeps all of `indexes/` while it exists, but not the others, nor
+/// a stray that names one of them, so two of them never keep each other and everything
+/// is collected in time; every run reports them.
+#[tokio::test]
+async fn class8_files_that_may_name_anything_go_first() {
+    for (n, backend) in [Backend::Local, Backend::Memory].into_iter().enumerate() {
+        let env = Env::open(backend, 540 + n as u64).await;
+        let config = test_config();
+        env.register("live", &Layout::under("live/1")).await;
+        let anything = |note: &str| match backend {
+            Backend::Local => format!(r#"{{"note": "{note}: Bob's rebuild of indexes/x/"}}"#),
+            _ => format!(
+                r#"{{"note": "{note}", "path": "indexes/{}"}}"#,
+                "x/".repeat(20_000)
+            ),
+        };
+        let strays = [
+            "metadata/a.json",
+            "metadata/b/notes.metadata.json",
+            "metadata/b/deep/c",
+        ];
+        for stray in strays {
+            env.put_raw(stray, anything(stray).into_bytes().leak())
+                .await;
+        }
+        // A stray naming one of them as written, and one naming their directory.
+        env.put_raw("metadata/d.json", br#"{"n": "metadata/a.json"}"#)
+            .await;
+        env.put_raw("metadata/b/e.json", br#"{"n": "metadata/b"}"#)
+            .await;
+        env.put_raw("indexes/plain-garbage/part-0", b"x").await;
+        let reports = passes(&env, &config, 16).await;
+        let first = &reports[0];
+        for stray in strays {
+            assert!(
+                first
+                    .warnings
+                    .iter()
+                    .any(|w| w.starts_with(&format!("`{stray}` may name any file"))),
+                "{backend:?}: {stray} is reported: {:?}",
+                first.warnings
+            );
+        }
+        for gone in strays.into_iter().chain([
+            "metadata/d.json",
+            "metadata/b/e.json",
+            "indexes/plain-garbage/part-0",
+        ]) {
+            assert!(
+                !env.exists_raw(gone).await,
+                "{backend:?}: {gone} is still there: files that may name anything kept each other"
+            );
+        }
+        assert_eq!(
+            env.collect(&config).await.counts.reachable.objects,
+            env.collect(&config).await.counts.scanned.objects,
+            "{backend:?}: only the live index is left"
+        );
+    }
+}
+
+/// Round 53: what a live family file that is no metadata names, past the limits of
+/// reading its strings: a string longer than any name as written, which a reader that
+/// collapses repeated slashes makes into a live table's path (A1), and a path behind a
+/// stray quote in a comment of JSON with comments, which shifts the pairing of quotes
+/// (A3). Both keep what they may name while the file is live.
+#[tokio::test]
+async fn class5_a_family_file_past_the_string_readers_limits_keeps_what_it_may_name() {
+    for backend in [Backend::Memory, Backend::Local] {
+        for (n, overlong) in [true, false].into_iter().enumerate() {
+            let env = Env::open(backend, 530 + n as u64).await;
+            let config = test_config();
+            let old = Layout::under("old/1");
+            let (old_id, _, _) = env.register("old", &old).await;
+            env.catalog.drop_index(&old_id).await.expect("dropped");
+            let victim = format!("{}part-0.parquet", old.postings);
+            let root = env.warehouse.root().trim_end_matches('/').to_owned();
+            let family = match overlong {
+                true => format!(
+                    r#"{{"centroids": ["{root}{}{victim}"]}}"#,
+                    "/".repeat(25_000)
+                ),
+                false => format!(
+                    "{{ // centroids of the 5\" sample\n  \"centroids\": \"{root}/{victim}\" }}"
+                ),
+            };
+            env.put_raw("metadata/live/centroids.json", family.into_bytes().leak())
+                .await;
+            let mut layout = Layout::under("live/1");
+            layout.centroids_metadata = Some("metadata/live/centroids.json".to_owned());
+            env.register("live", &layout).await;
+            let reports = passes(&env, &config, 6).await;
+            assert!(
+                reports.iter().all(|r| r.status == gc::GcStatus::Completed),
+                "{backend:?}"
+            );
+            assert!(
+                env.exists_raw(&victim).await,
+                "{backend:?}, overlong {overlong}: {victim} was deleted while a live family file names it"
             );
         }
     }

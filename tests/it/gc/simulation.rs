@@ -209,6 +209,8 @@ struct Stats {
     nested_files: u64,
     links: u64,
     strays: u64,
+    /// Files the collector reported as possibly naming any file.
+    gave_up: u64,
     unknown_format: u64,
     misplaced_refused: u64,
     pauses: u64,
@@ -226,6 +228,7 @@ impl Stats {
         self.nested_files += other.nested_files;
         self.links += other.links;
         self.strays += other.strays;
+        self.gave_up += other.gave_up;
         self.unknown_format += other.unknown_format;
         self.misplaced_refused += other.misplaced_refused;
         self.pauses += other.pauses;
@@ -311,6 +314,11 @@ struct Sim {
     strays: BTreeMap<String, Stray>,
     /// Roots of nested catalog structures: nothing below them may ever be deleted.
     nested_roots: Vec<String>,
+    /// Files under `metadata/` the collector reported as possibly naming any file (it
+    /// gave up reading them: odd strings, junk read in many encodings, links it cannot
+    /// follow to the end): while one exists it keeps all of `indexes/`, but no more of
+    /// `metadata/` than the names it holds, so such files never keep one another.
+    gave_up: BTreeSet<String>,
     hostile: Option<Hostile>,
     /// Metadata file (relative) -> the location it was written as a successor of: a
     /// commit from there may publish it at any later time (an identifier catching up
@@ -437,6 +445,7 @@ impl Sim {
             pending: Vec::new(),
             strays: BTreeMap::new(),
             nested_roots: Vec::new(),
+            gave_up: BTreeSet::new(),
             hostile,
             bases: HashMap::new(),
             backup: None,
@@ -559,19 +568,46 @@ impl Sim {
 
     /// What the file `path` references, if it is a metadata file or a stray.
     fn referrer_refs(&self, path: &str) -> Option<BTreeSet<String>> {
+        let mut refs = BTreeSet::new();
         if let Some(metadata) = self.metadata.get(path) {
-            let mut refs = BTreeSet::new();
             self.refs_of(metadata, &mut refs);
-            return Some(refs);
+        } else if let Some(stray) = self.strays.get(path) {
+            refs.extend(
+                stray
+                    .names
+                    .iter()
+                    .flat_map(|name| covered(&self.objects, name)),
+            );
+        } else if !self.gave_up.contains(path) {
+            return None;
         }
-        let stray = self.strays.get(path)?;
-        Some(
-            stray
-                .names
-                .iter()
-                .flat_map(|name| covered(&self.objects, name))
-                .collect(),
-        )
+        if self.gave_up.contains(path) {
+            refs.extend(covered(&self.objects, "indexes"));
+        }
+        Some(refs)
+    }
+
+    /// Learn the files the collector reported as possibly naming any file.
+    fn note_gave_up(&mut self, warnings: &[String]) {
+        for warning in warnings {
+            let Some((path, _)) = warning
+                .strip_prefix('`')
+                .and_then(|rest| rest.split_once("` may name any file"))
+            else {
+                continue;
+            };
+            assert!(
+                self.metadata.contains_key(path)
+                    || self.strays.contains_key(path)
+                    || self.nested(path),
+                "the collector gave up on {path}, which the history never wrote as metadata, a stray or a nested catalog's file"
+            );
+            if self.gave_up.insert(path.to_owned()) {
+                if let Some(stats) = self.stats() {
+                    stats.gave_up += 1;
+                }
+            }
+        }
     }
 
     fn reachable(&self) -> BTreeSet<String> {
@@ -670,8 +706,9 @@ impl Sim {
     /// Everything an existing metadata file or stray references (they keep it).
     fn protected(&self) -> BTreeSet<String> {
         let mut protected = BTreeSet::new();
-        for path in self.metadata.keys().chain(self.strays.keys()) {
-            if self.objects[path].deleted.is_some() {
+        let referrers = self.metadata.keys().chain(self.strays.keys());
+        for path in referrers.chain(&self.gave_up) {
+            if self.objects.get(path).is_none_or(|o| o.deleted.is_some()) {
                 continue;
             }
             protected.extend(self.referrer_refs(path).unwrap_or_default());
@@ -1442,6 +1479,7 @@ impl Sim {
         }
         match result {
             Ok(report) => {
+                self.note_gave_up(&report.warnings);
                 if let Ok(trace) = std::env::var("PARQDB_GC_SIM_TRACE") {
                     let actions: Vec<_> = report
                         .actions
