@@ -114,6 +114,35 @@ impl CatalogConfig {
         )
     }
 
+    /// Refuse a local warehouse or pointer-store directory that does not exist, rather
+    /// than create it: for the CLI's commands that only act on what is there (`load`,
+    /// `list`, `commit`, `drop`, `gc`, …), where a missing directory is a mistyped path.
+    #[cfg(feature = "cli")]
+    pub(crate) fn require_existing_dirs(&self) -> Result<()> {
+        let warehouse = self.warehouse_uri()?;
+        for (what, uri, option) in [
+            ("warehouse", Some(&warehouse), "--warehouse"),
+            ("catalog", self.catalog.as_ref(), "--catalog"),
+        ] {
+            let Some(uri) = uri else { continue };
+            let Ok(url) = parse(uri, what) else { continue };
+            if url.scheme() != "file" {
+                continue;
+            }
+            let dir = local_path(&url, uri)?;
+            if !dir.exists() {
+                return Err(Error::new(
+                    ErrorKind::Configuration,
+                    format!(
+                        "the {what} directory {} does not exist: check `{option}` (`init`, `register` and `namespace create` create it)",
+                        dir.display()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// A configuration from `PARQDB_WAREHOUSE` and `PARQDB_CATALOG`.
     pub fn from_env() -> Self {
         let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());

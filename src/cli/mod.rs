@@ -92,14 +92,40 @@ impl Cli {
         CatalogConfig::typed(self.warehouse.clone(), self.catalog.clone())
     }
 
+    /// The configuration, for a command that may write: a missing local directory is
+    /// created; for one that only acts on what exists, it is refused (a mistyped path).
+    fn config_for_command(&self) -> Result<CatalogConfig> {
+        let config = self.config();
+        if self.acts_on_existing_state() {
+            config.require_existing_dirs()?;
+        }
+        Ok(config)
+    }
+
+    /// Whether the command only reads, or changes what exists (it can create nothing).
+    fn acts_on_existing_state(&self) -> bool {
+        use namespace::NamespaceCommand as Ns;
+        match &self.command {
+            Command::Load(_)
+            | Command::List(_)
+            | Command::Commit(_)
+            | Command::Drop(_)
+            | Command::Rename(_)
+            | Command::Expire(_)
+            | Command::Gc(_) => true,
+            Command::Namespace(command) => !matches!(command, Ns::Create(_)),
+            _ => false,
+        }
+    }
+
     /// The embedded catalog (commands that need the store itself).
     async fn catalog(&self) -> Result<Catalog> {
-        self.config().build().await
+        self.config_for_command()?.build().await
     }
 
     /// The catalog `--catalog` names: embedded, or remote for `lambda://PREFIX`.
     async fn connect(&self) -> Result<Arc<dyn IndexCatalog>> {
-        self.config().connect().await
+        self.config_for_command()?.connect().await
     }
 
     /// Run the command: `Some(json)` to print, `None` if the command printed itself.
@@ -119,7 +145,7 @@ impl Cli {
                     .await?
             }
             Command::Expire(args) => {
-                let config = self.config();
+                let config = self.config_for_command()?;
                 publish::run_expire(args, config.connect().await?, &config.open_warehouse()?)
                     .await?
             }

@@ -775,6 +775,54 @@ fn a_warehouse_is_a_plain_path_or_an_absolute_file_uri() {
     assert!(!Path::new("/").join(&name).exists(), "created at the root");
 }
 
+/// A command that only acts on what exists (`load`, `list`, `commit`, `drop`, `rename`,
+/// `expire`, `gc`, `namespace list|exists|drop`) refuses a local warehouse or pointer-store
+/// directory that does not exist, naming it, and creates nothing: a mistyped path is not a
+/// new, empty catalog. Writes that create (`init`, `register`, `namespace create`) still
+/// create it.
+#[test]
+fn read_commands_refuse_a_missing_warehouse_and_create_nothing() {
+    let cli = Cli::new();
+    let missing = cli.dir.join("typo");
+    let pointers = cli.dir.join("typo-pointers");
+    let id = || vec![s("--namespace"), s("ns"), s("--name"), s("x")];
+    let commands: Vec<Vec<String>> = vec![
+        with(&["load"], &id()),
+        with(&["list", "--namespace", "ns"], &[]),
+        with(&["drop"], &id()),
+        with(&["namespace", "list"], &[]),
+        with(&["namespace", "exists", "--namespace", "ns"], &[]),
+        with(&["namespace", "drop", "--namespace", "ns"], &[]),
+        with(&["gc", "--dry-run"], &[]),
+        with(&["expire", "--keep-last", "1"], &id()),
+    ];
+    for command in &commands {
+        for (option, dir) in [("--warehouse", &missing), ("--catalog", &pointers)] {
+            let mut args = vec![s(option), format!("file://{}", dir.display())];
+            args.extend(command.iter().cloned());
+            let message = cli.fails(args, "INVALID_CONFIGURATION");
+            assert!(
+                message.contains(&dir.display().to_string()) && message.contains("does not exist"),
+                "{command:?} {option}: {message}"
+            );
+            assert!(
+                !dir.exists(),
+                "{command:?} {option}: created {}",
+                dir.display()
+            );
+        }
+    }
+    cli.succeeds([
+        "--warehouse".to_owned(),
+        format!("file://{}", missing.display()),
+        s("namespace"),
+        s("create"),
+        s("--namespace"),
+        s("ns"),
+    ]);
+    assert!(missing.is_dir(), "a write creates the warehouse");
+}
+
 /// A damaged pointer file (no header, an empty file) is `CORRUPT_RECORD`, for `load` and
 /// for the listing that meets it, not a refusal of the store; a base that is no metadata
 /// location (empty, a plain path) is `INVALID_REQUEST`, not a conflict a reload could fix;
