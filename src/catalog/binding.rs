@@ -59,14 +59,25 @@ impl SourceBinding {
     }
 
     /// The binding a document gives (the CLI's `--source`): a valid table-definition, or
-    /// [`SourceBinding::Malformed`] with the JSON value (or, if the bytes are not JSON,
-    /// their text).
+    /// [`SourceBinding::Malformed`] with the JSON value, or the text as given where the
+    /// bytes are no JSON or their value hides what is wrong with them (a duplicate key:
+    /// the value keeps one).
     pub fn from_json_slice(bytes: &[u8]) -> SourceBinding {
         if let Ok(table) = TableDefinition::from_json_slice(bytes) {
             return SourceBinding::Table(table);
         }
+        let hides_nothing = |value: &Value| {
+            matches!(
+                SourceBinding::from_json_value(value.clone()),
+                SourceBinding::Malformed(_)
+            )
+        };
         match serde_json::from_slice::<Value>(bytes) {
-            Ok(value) if !value.is_null() && bytes.len() <= MAX_MALFORMED_TEXT => {
+            Ok(value)
+                if !value.is_null()
+                    && bytes.len() <= MAX_MALFORMED_TEXT
+                    && hides_nothing(&value) =>
+            {
                 SourceBinding::Malformed(value)
             }
             _ => {
@@ -99,11 +110,21 @@ impl SourceBinding {
             SourceBinding::Snapshot => Ok(None),
             SourceBinding::Table(table) => Ok(Some(table)),
             SourceBinding::Malformed(value) => {
-                let bytes = serde_json::to_vec(value).unwrap_or_default();
-                let why = match TableDefinition::from_json_slice(&bytes) {
+                // Text as given (no JSON, or JSON whose value hides the fault) is judged as
+                // the document it is; a JSON value as itself.
+                let document = match value {
+                    Value::String(text) if text.trim_start().starts_with(['{', '[']) => {
+                        text.as_bytes().to_vec()
+                    }
+                    _ => serde_json::to_vec(value).unwrap_or_default(),
+                };
+                let why = match TableDefinition::from_json_slice(&document) {
                     Err(err) => err.message().to_owned(),
-                    // Not reachable for a value built by `from_json_*`; say so plainly.
-                    Ok(_) => "it was given as malformed".to_owned(),
+                    // A string that is a valid table-definition's text: a JSON string, not
+                    // the object.
+                    Ok(_) => {
+                        "a JSON string holding a table-definition's text, not the object".to_owned()
+                    }
                 };
                 Err(Error::new(
                     ErrorKind::InvalidIndexMetadata,
@@ -183,5 +204,56 @@ mod tests {
         }
         assert_eq!(SourceBinding::from(None), SourceBinding::Snapshot);
         assert!(SourceBinding::Snapshot.checked().expect("none").is_none());
+    }
+
+    fn why(given: &str) -> String {
+        let err = SourceBinding::from_json_slice(given.as_bytes())
+            .checked()
+            .expect_err("malformed");
+        assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{given}");
+        err.message().to_owned()
+    }
+
+    #[test]
+    fn a_malformed_binding_says_what_is_wrong_with_it_as_given() {
+        for (given, says) in [
+            (
+                r#"{"provider":"parquet","provider":"x","properties":{}}"#,
+                "duplicate field `provider`",
+            ),
+            (
+                r#"{"provider":"parquet","properties":{"a":"1","a":"2"}}"#,
+                "duplicate key \"a\"",
+            ),
+            (
+                r#"{"provider":"parquet","properties":{"location":"s3://a/b""#,
+                "EOF while parsing",
+            ),
+            (
+                r#"{"provider":"parquet","properties":{}} trailing"#,
+                "trailing characters",
+            ),
+            (r#"{"provider":1}"#, "provider: invalid type: integer"),
+            (
+                r#""{\"provider\":\"parquet\",\"properties\":{}}""#,
+                "a JSON string holding",
+            ),
+            ("[1, 2]", "invalid type: sequence"),
+        ] {
+            let message = why(given);
+            assert!(message.contains(says), "{given}: {message}");
+        }
+    }
+
+    #[test]
+    fn text_as_given_passes_through_a_remote_hop_with_the_same_verdict() {
+        let given = br#"{"provider":"parquet","provider":"x","properties":{}}"#;
+        let here = SourceBinding::from_json_slice(given);
+        let sent = serde_json::to_value(&here).expect("serializes");
+        let there = SourceBinding::from_json_value(sent);
+        assert_eq!(
+            here.checked().expect_err("malformed").message(),
+            there.checked().expect_err("malformed").message()
+        );
     }
 }
