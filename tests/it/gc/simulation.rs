@@ -602,10 +602,10 @@ impl Sim {
                     || self.nested(path),
                 "the collector gave up on {path}, which the history never wrote as metadata, a stray or a nested catalog's file"
             );
-            if self.gave_up.insert(path.to_owned()) {
-                if let Some(stats) = self.stats() {
-                    stats.gave_up += 1;
-                }
+            if self.gave_up.insert(path.to_owned())
+                && let Some(stats) = self.stats()
+            {
+                stats.gave_up += 1;
             }
         }
     }
