@@ -39,8 +39,11 @@ use super::refs::RefMap;
 use crate::catalog::changelog;
 use crate::error::{Error, Result};
 use crate::family::FamilyRegistry;
-use crate::metadata::named::{Parsed, possible_metadata, read_parsed, references_of};
+use crate::metadata::named::{
+    Parsed, metadata_below, possible_metadata, read_parsed, references_of,
+};
 use crate::warehouse::Warehouse;
+use crate::warehouse::{METADATA_DIR, is_within};
 
 /// The dangling references of a verification walk, and what the files that appeared at
 /// them since name.
@@ -243,6 +246,9 @@ impl DanglingReferences {
                 .try_collect()
                 .await?;
             let before = self.named.len();
+            // Directories under `metadata/` the files name: their files that may be
+            // metadata are read as family references' are (`metadata_below`).
+            let mut directories: Vec<String> = Vec::new();
             for (name, stamp, parsed) in read {
                 let Some(parsed) = parsed else {
                     continue;
@@ -257,6 +263,7 @@ impl DanglingReferences {
                 }
                 let references = match parsed {
                     Parsed::Missing => {
+                        directories.push(name.clone());
                         self.pending.insert(name);
                         continue;
                     }
@@ -301,11 +308,28 @@ impl DanglingReferences {
                     }
                 };
                 self.named.insert(name.clone(), 0);
+                directories.extend(references.iter().cloned());
                 for reference in references {
                     self.named.insert(reference, 0);
                 }
                 if !self.published.contains(&name) && self.reported.insert(name.clone()) {
                     appeared.push(name);
+                }
+            }
+            match metadata_below(warehouse, &directories).await? {
+                Some(files) => {
+                    for file in files {
+                        if self.visited.insert(file.clone()) {
+                            frontier.push(file);
+                        }
+                    }
+                }
+                None => {
+                    self.unbounded.extend(
+                        directories
+                            .into_iter()
+                            .filter(|d| is_within(d, METADATA_DIR)),
+                    );
                 }
             }
             if self.named.len() > before {

@@ -19,7 +19,7 @@ use crate::family::FamilyRegistry;
 use crate::metadata::named::{Parsed, read_parsed, references_of};
 use crate::warehouse::layout::nested_root;
 use crate::warehouse::{
-    INDEXES_DIR, ListItem, ListRange, METADATA_DIR, Warehouse, aliases, is_within,
+    ListItem, ListRange, MANAGED_PREFIXES, METADATA_DIR, Warehouse, aliases, is_within,
 };
 
 impl Invocation<'_> {
@@ -365,6 +365,17 @@ impl Invocation<'_> {
     }
 }
 
+/// What kind of file names what it names, for rule (P).
+#[derive(Debug, Clone, Copy)]
+struct FileKind {
+    /// Index metadata (of any format): never one of the tables of what it names.
+    metadata: bool,
+    /// Never deleted (a format this collector does not understand).
+    never: bool,
+    /// The walk's `R` covers it: it is live, and never collected while it is.
+    covered: bool,
+}
+
 /// What pass 1 learns from one page of `metadata/`.
 #[derive(Default)]
 struct MetadataPage {
@@ -411,7 +422,12 @@ impl MetadataPage {
             Some(Parsed::Metadata(metadata)) => {
                 let refs = references_of(&metadata, registry, warehouse);
                 let references = refs.direct().chain(&refs.family).cloned().collect();
-                self.keep_all(&listed.name, (true, false), references);
+                let kind = FileKind {
+                    metadata: true,
+                    never: false,
+                    covered,
+                };
+                self.keep_all(&listed.name, kind, references);
                 None
             }
             Some(Parsed::Opaque {
@@ -422,15 +438,28 @@ impl MetadataPage {
             }) => {
                 // What it may name (a whole managed prefix only where reading it gave up:
                 // see `read_parsed`).
-                self.keep_all(&listed.name, (foreign_format, foreign_format), references);
+                let kind = FileKind {
+                    metadata: foreign_format,
+                    never: foreign_format,
+                    covered,
+                };
+                self.keep_all(&listed.name, kind, references);
                 foreign_format.then_some(why)
             }
-            // No reader reads it as metadata (larger than any): it keeps nothing for them.
+            // Too large to read to the end: it may name anything, as a file whose reading
+            // gave up (a live directory may hold it, or come to).
             Some(Parsed::Unbounded(why)) => {
                 self.warnings.push(format!(
                     "`{}` under `metadata/` is no metadata and is not read ({why})",
                     listed.name
                 ));
+                let kind = FileKind {
+                    metadata: false,
+                    never: false,
+                    covered,
+                };
+                let everything = MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect();
+                self.keep_all(&listed.name, kind, everything);
                 None
             }
         };
@@ -451,30 +480,42 @@ impl MetadataPage {
         }
     }
 
-    /// Keep what the existing file `file` (index metadata or not) names (rule (P)).
+    /// Keep what the existing file `file` names (rule (P)).
     ///
-    /// A file that may name anything (reading it gave up: it names every managed prefix)
-    /// keeps all of `indexes/`, but not all of `metadata/` (only the files there it names
-    /// as written): two such files would otherwise each keep the other, and nothing
-    /// would ever be collected again. So it goes before the other files under
-    /// `metadata/` it may name; deleting one of those is what deleting any unreachable
-    /// metadata file is (condemned first, so no publication reaches it). Reported, as
-    /// nothing of `indexes/` goes while it exists. `metadata`: whether
-    /// `file` is index metadata (of any format); `never`: whether it is never deleted.
-    fn keep_all(&mut self, file: &str, (metadata, never): (bool, bool), references: Vec<String>) {
+    /// A file that may name anything (reading it gave up, or it is too large to read: it
+    /// names every managed prefix) keeps all of `indexes/`; an unreachable one, which
+    /// will be collected, goes first: of `metadata/` it keeps only the files it names as
+    /// written. Two such files would otherwise each keep the other (and a file naming
+    /// one of them), and nothing would ever be collected again. One the walk reaches (a
+    /// file in a live directory), or one never deleted (a format this collector does not
+    /// understand), keeps all of `metadata/` too. Each is reported: nothing under
+    /// `indexes/` goes while it exists.
+    fn keep_all(&mut self, file: &str, kind: FileKind, references: Vec<String>) {
         let gave_up = references.iter().any(|r| r == METADATA_DIR);
+        let goes_first = gave_up && !kind.covered && !kind.never;
         if gave_up {
+            let (kept, why) = match (kind.covered, kind.never) {
+                (true, _) => (
+                    "nothing",
+                    "a live index reaches it: replace it, or what names its directory",
+                ),
+                (false, true) => (
+                    "nothing",
+                    "it is never deleted: remove it by hand if it is a stray",
+                ),
+                (false, false) => ("nothing under `indexes/`", "it is collected itself in time"),
+            };
             self.warnings.push(format!(
-                "`{file}` may name any file of the warehouse (reading it gave up at a bound, or it holds a location no reader reads as it is written): nothing under `{INDEXES_DIR}/` is collected while it exists{}",
-                match never {
-                    true => "; it is never deleted: remove it by hand if it is a stray",
-                    false => ", and it is collected itself in time",
-                }
+                "`{file}` may name any file of the warehouse (reading it gave up at a bound, or it holds a location no reader reads as it is written): {kept} is collected while it exists ({why})"
             ));
         }
         for reference in references {
-            if reference != METADATA_DIR {
-                self.keep(file, metadata, reference);
+            match (reference == METADATA_DIR, goes_first) {
+                // It goes first: of `metadata/` it keeps what it names as written.
+                (true, true) => {}
+                // All of it, itself included (it stays anyway).
+                (true, false) => self.referenced.push(reference),
+                (false, _) => self.keep(file, kind.metadata, reference),
             }
         }
     }

@@ -40,9 +40,12 @@ use crate::catalog::record::{HISTORY, PointerRecord, PointerState};
 use crate::catalog::write::store_error;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::Namespace;
-use crate::metadata::named::{Parsed, possible_metadata, read_parsed, references_of};
+use crate::metadata::named::{
+    Parsed, metadata_below, possible_metadata, read_parsed, references_of,
+};
 use crate::store::PointerStoreExt;
 use crate::store::{PointerStore, StoreError, StoreKey, Versioned};
+use crate::warehouse::METADATA_DIR;
 
 const PAGE: usize = 1000;
 
@@ -415,6 +418,9 @@ impl Walker<'_> {
                 .buffer_unordered(concurrency.max(1))
                 .try_collect()
                 .await?;
+            // Directories under `metadata/` the layer's files name: their files that may
+            // be metadata are read as family references' are (`metadata_below`).
+            let mut directories: Vec<String> = Vec::new();
             for (name, root, parsed) in results {
                 observation.reachable.insert(name.clone(), 0);
                 if !matches!(parsed, Parsed::Missing) {
@@ -427,6 +433,7 @@ impl Walker<'_> {
                         for reference in refs.direct() {
                             observation.reachable.insert(reference.clone(), 0);
                         }
+                        directories.extend(refs.direct().cloned());
                         for reference in refs.family {
                             if visited.insert(reference.clone()) {
                                 frontier.push((reference, false));
@@ -455,6 +462,7 @@ impl Walker<'_> {
                         observation.warnings.push(format!(
                             "a family parameter references `{name}`, which does not exist"
                         ));
+                        directories.push(name.clone());
                         observation.dangling.insert(name);
                     }
                     Parsed::Opaque {
@@ -477,12 +485,31 @@ impl Walker<'_> {
                                 frontier.push((reference, false));
                             }
                         }
+                        if references.iter().any(|r| r == METADATA_DIR) {
+                            observation.warnings.push(format!(
+                                "`{name}`, which live metadata reaches, may name any file of the warehouse (reading it gave up at a bound, or it holds a location no reader reads as it is written): nothing is collected while it is live; replace it with a file every reader reads alike"
+                            ));
+                        }
+                        directories.extend(references.iter().cloned());
                         for reference in references {
                             observation.reachable.insert(reference, 0);
                         }
                         observation.dangling.insert(name);
                     }
                     Parsed::Unbounded(why) => return Err(unbounded(warehouse, &name, &why)),
+                }
+            }
+            let Some(files) = metadata_below(warehouse, &directories).await? else {
+                let directory = directories.first().cloned().unwrap_or_default();
+                return Err(unbounded(
+                    warehouse,
+                    &directory,
+                    "the directories live metadata names under `metadata/` hold too many files to read",
+                ));
+            };
+            for file in files {
+                if visited.insert(file.clone()) {
+                    frontier.push((file, false));
                 }
             }
         }

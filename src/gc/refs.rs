@@ -130,8 +130,9 @@ pub(crate) struct SelfCovering {
     pub reference: String,
     /// The file that names it.
     pub file: String,
-    /// Whether that file is index metadata (then it is never one of the reference's
-    /// tables).
+    /// Whether that file goes before what the reference covers: index metadata (never
+    /// one of the reference's tables), or an unreachable file that may name anything
+    /// (such files do not keep one another).
     #[serde(default)]
     pub metadata: bool,
 }

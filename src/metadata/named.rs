@@ -14,7 +14,9 @@ use super::strings::{Found, JsonStrings};
 use super::{IndexMetadata, MAX_METADATA_BYTES};
 use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
-use crate::warehouse::{Fetched, MANAGED_PREFIXES, Warehouse, aliases, object_name};
+use crate::warehouse::{
+    Fetched, ListItem, MANAGED_PREFIXES, METADATA_DIR, Warehouse, aliases, is_within, object_name,
+};
 
 /// The name of a warehouse-relative location as written in metadata, if it is one.
 pub(crate) fn normalize(location: &str) -> Option<String> {
@@ -318,9 +320,13 @@ pub(crate) async fn names_of_metadata(
     let mut visited: HashSet<String> = HashSet::from([name.to_owned()]);
     let mut frontier = vec![name.to_owned()];
     while let Some(file) = frontier.pop() {
+        // Directories under `metadata/` it names: their files that may be metadata are
+        // read as family references' are (`metadata_below`).
+        let mut directories: Vec<String> = Vec::new();
         match read_parsed(warehouse, registry, &file).await? {
             Parsed::Metadata(metadata) => {
                 let refs = references_of(&metadata, registry, warehouse);
+                directories.extend(refs.direct().cloned());
                 names.extend(refs.direct().cloned());
                 for reference in refs.family {
                     if visited.insert(reference.clone()) {
@@ -337,6 +343,7 @@ pub(crate) async fn names_of_metadata(
                 let Some(follow) = possible_metadata(warehouse, &references, strings).await? else {
                     return Err(unbounded(warehouse, &file, "it names too many files"));
                 };
+                directories.extend(references.iter().cloned());
                 names.extend(references);
                 for reference in follow {
                     if visited.insert(reference.clone()) {
@@ -345,7 +352,20 @@ pub(crate) async fn names_of_metadata(
                 }
             }
             Parsed::Unbounded(why) => return Err(unbounded(warehouse, &file, &why)),
-            Parsed::Missing => {}
+            Parsed::Missing => directories.push(file.clone()),
+        }
+        let Some(below) = metadata_below(warehouse, &directories).await? else {
+            return Err(unbounded(
+                warehouse,
+                &file,
+                "the directories it names under `metadata/` hold too many files to read",
+            ));
+        };
+        for found in below {
+            if visited.insert(found.clone()) {
+                names.push(found.clone());
+                frontier.push(found);
+            }
         }
     }
     Ok(names)
@@ -390,6 +410,40 @@ pub(crate) async fn possible_metadata(
             .filter_map(|(name, json)| json.then_some(name))
             .collect(),
     ))
+}
+
+/// Of the files below `references` that lie under `metadata/` (directories a live
+/// reference names: an index table placed there, a family file's string naming a
+/// directory), those that may be metadata (they start like a JSON object): a reader of
+/// the directory reads them, so they are read as a family reference's file is. (Round 57:
+/// a file there was read only by the collector's metadata pass, so one that may name
+/// anything protected nothing while a run's walk and deletes went on.) A file has nothing
+/// below it; a whole managed prefix (a file that may name anything) is reachable already.
+/// One listing per reference under `metadata/`; `None` past [`MAX_FOLLOWED`] files.
+pub(crate) async fn metadata_below<'r>(
+    warehouse: &Warehouse,
+    references: impl IntoIterator<Item = &'r String>,
+) -> Result<Option<Vec<String>>> {
+    let mut files = Vec::new();
+    let directories: BTreeSet<&String> = references
+        .into_iter()
+        .filter(|name| name.as_str() != METADATA_DIR && is_within(name, METADATA_DIR))
+        .collect();
+    for directory in directories {
+        let mut listing = warehouse.list(directory);
+        while let Some(item) = listing.try_next().await? {
+            if let ListItem::Object(listed) = item
+                && listed.name != *directory
+            {
+                files.push(listed.name);
+            }
+            if files.len() > MAX_FOLLOWED {
+                return Ok(None);
+            }
+        }
+    }
+    let count = files.len();
+    possible_metadata(warehouse, &files, count).await
 }
 
 /// How many names [`possible_metadata`] checks at a time.

@@ -1916,6 +1916,88 @@ async fn class8_files_that_may_name_anything_go_first() {
     }
 }
 
+/// Round 57 (helper-53): a file under `metadata/` that is live only because a live
+/// directory holds it (a family file names the directory, or an index table lies under
+/// `metadata/`) is read by the metadata pass, not by the walk. When its reading gives up
+/// (a path through `/proc/self/root`, a quoted name, a `**` glob) or it is too large to
+/// read, it keeps everything while it is live: the file it names is not deleted, nor is
+/// one that may name anything itself.
+#[tokio::test]
+async fn class5_a_live_file_in_a_live_directory_that_may_name_anything_keeps_everything() {
+    let cases = [
+        ("family directory", "/proc/self/root"),
+        ("table under metadata/", "quote"),
+        ("family directory", "globstar"),
+        ("family directory", "a target that gives up too"),
+        ("table under metadata/", "larger than any file read"),
+    ];
+    for (n, (live, spelling)) in cases.into_iter().enumerate() {
+        let env = Env::open(Backend::Local, 550 + n as u64).await;
+        let config = test_config();
+        let root = env.local_dir.clone().expect("local");
+        let target = "metadata/data/x.json";
+        let body: &[u8] = match spelling {
+            "a target that gives up too" => br#"{"note": "Bob's centroids"}"#,
+            _ => br#"{"centroids": [[0.1, 0.2]]}"#,
+        };
+        env.put_raw(target, body).await;
+        let named = match spelling {
+            "/proc/self/root" => format!("/proc/self/root{}/{target}", root.display()),
+            "globstar" => "metadata/**/x.json".to_owned(),
+            "larger than any file read" => target.to_owned(),
+            _ => "metadata/data/'x'.json".to_owned(),
+        };
+        let mut layout = Layout::under("live/1");
+        let holder = if live == "family directory" {
+            env.put_raw(
+                "metadata/fam/centroids.json",
+                br#"{"parts": "metadata/fam/parts/"}"#,
+            )
+            .await;
+            layout.centroids_metadata = Some("metadata/fam/centroids.json".to_owned());
+            "metadata/fam/parts/manifest.json"
+        } else {
+            layout.centroids = "metadata/cent/".to_owned();
+            "metadata/cent/manifest.json"
+        };
+        let holding = format!(r#"{{"payload": "{named}"}}"#);
+        env.put_raw(holder, holding.into_bytes().leak()).await;
+        if spelling == "larger than any file read" {
+            // Sparse: past the largest file whose strings are read, no disk used.
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(root.join(holder))
+                .expect("holder");
+            file.set_len(1_100_000_000).expect("sparse");
+        }
+        env.register("live", &layout).await;
+        if spelling == "larger than any file read" {
+            // The walk reads the live directory's files: this one cannot be read to the
+            // end, so every run stops before deleting anything, as for a family file.
+            for _ in 0..12 {
+                env.advance(PASS_EVERY * 6);
+                let run = GarbageCollector::new(env.catalog.clone(), config.clone())
+                    .expect("gc")
+                    .collect(env.now())
+                    .await;
+                let err = run.expect_err("stopped");
+                assert!(err.message().contains("cannot be read to the end"), "{err}");
+            }
+        } else {
+            let reports = passes(&env, &config, 12).await;
+            assert!(
+                reports.iter().all(|r| r.status == gc::GcStatus::Completed),
+                "{live}, {spelling}"
+            );
+        }
+        assert!(
+            env.exists_raw(target).await,
+            "{live}, {spelling}: {target} was deleted while a live file may name it"
+        );
+        assert!(env.exists_raw(holder).await, "{live}, {spelling}");
+    }
+}
+
 /// Round 53: what a live family file that is no metadata names, past the limits of
 /// reading its strings: a string longer than any name as written, which a reader that
 /// collapses repeated slashes makes into a live table's path (A1), and a path behind a

@@ -316,9 +316,11 @@ struct Sim {
     nested_roots: Vec<String>,
     /// Files under `metadata/` the collector reported as possibly naming any file (it
     /// gave up reading them: odd strings, junk read in many encodings, links it cannot
-    /// follow to the end): while one exists it keeps all of `indexes/`, but no more of
-    /// `metadata/` than the names it holds, so such files never keep one another.
-    gave_up: BTreeSet<String>,
+    /// follow to the end), and whether it said it keeps everything while one exists (one
+    /// it never deletes, or a live one). An unreachable one keeps all of `indexes/`, but
+    /// no more of `metadata/` than the names it holds, so such files never keep one
+    /// another.
+    gave_up: BTreeMap<String, bool>,
     hostile: Option<Hostile>,
     /// Metadata file (relative) -> the location it was written as a successor of: a
     /// commit from there may publish it at any later time (an identifier catching up
@@ -445,7 +447,7 @@ impl Sim {
             pending: Vec::new(),
             strays: BTreeMap::new(),
             nested_roots: Vec::new(),
-            gave_up: BTreeSet::new(),
+            gave_up: BTreeMap::new(),
             hostile,
             bases: HashMap::new(),
             backup: None,
@@ -578,11 +580,16 @@ impl Sim {
                     .iter()
                     .flat_map(|name| covered(&self.objects, name)),
             );
-        } else if !self.gave_up.contains(path) {
+        } else if !self.gave_up.contains_key(path) {
             return None;
         }
-        if self.gave_up.contains(path) {
-            refs.extend(covered(&self.objects, "indexes"));
+        match self.gave_up.get(path) {
+            Some(true) => {
+                refs.extend(covered(&self.objects, "indexes"));
+                refs.extend(covered(&self.objects, "metadata"));
+            }
+            Some(false) => refs.extend(covered(&self.objects, "indexes")),
+            None => {}
         }
         Some(refs)
     }
@@ -590,19 +597,23 @@ impl Sim {
     /// Learn the files the collector reported as possibly naming any file.
     fn note_gave_up(&mut self, warnings: &[String]) {
         for warning in warnings {
-            let Some((path, _)) = warning
+            let Some((path, said)) = warning
                 .strip_prefix('`')
                 .and_then(|rest| rest.split_once("` may name any file"))
             else {
                 continue;
             };
+            let keeps_everything = said.contains(": nothing is collected while it exists");
             assert!(
                 self.metadata.contains_key(path)
                     || self.strays.contains_key(path)
                     || self.nested(path),
                 "the collector gave up on {path}, which the history never wrote as metadata, a stray or a nested catalog's file"
             );
-            if self.gave_up.insert(path.to_owned())
+            let known = self.gave_up.get(path).copied();
+            self.gave_up
+                .insert(path.to_owned(), keeps_everything || known == Some(true));
+            if known.is_none()
                 && let Some(stats) = self.stats()
             {
                 stats.gave_up += 1;
@@ -707,7 +718,7 @@ impl Sim {
     fn protected(&self) -> BTreeSet<String> {
         let mut protected = BTreeSet::new();
         let referrers = self.metadata.keys().chain(self.strays.keys());
-        for path in referrers.chain(&self.gave_up) {
+        for path in referrers.chain(self.gave_up.keys()) {
             if self.objects.get(path).is_none_or(|o| o.deleted.is_some()) {
                 continue;
             }
