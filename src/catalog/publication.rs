@@ -56,7 +56,9 @@ use super::Catalog;
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::metadata::IndexMetadata;
-use crate::metadata::named::{names_of_metadata, references_of};
+use crate::metadata::named::{
+    Below, directories_of, files_below, names_of_metadata, references_of,
+};
 use crate::warehouse::layout::{CATALOG_DIR, ledger_holds, nested_root};
 use crate::warehouse::{
     GC_DIR, MANAGED_PREFIXES, METADATA_DIR, OWNER_MARKER, is_within, object_name,
@@ -288,7 +290,23 @@ impl Catalog {
         // What a new family reference makes reachable, as the collector's walk reads it:
         // the object itself and, if it is metadata, what it names, following its own
         // references (a fresh centroids file may name an old index's tables).
-        let reached = futures::future::try_join_all(new_references.iter().map(|name| async move {
+        // So are the files that may be metadata in a new table placed under `metadata/`
+        // (the walk reads them as family references' files: `metadata_below`).
+        let new_tables = tables.iter().filter(|name| !known.tables.contains(name));
+        let in_tables = match files_below(warehouse, &directories_of([], new_tables)).await? {
+            Below::Files(files) => files,
+            Below::Anything(why) => {
+                return Err(Error::new(
+                    ErrorKind::InvalidIndexMetadata,
+                    format!(
+                        "metadata file `{}`: an index table under `metadata/` may hold files that name anything ({why}); place index tables under `indexes/`",
+                        publication.location
+                    ),
+                ));
+            }
+        };
+        let followed = new_references.iter().chain(&in_tables);
+        let reached = futures::future::try_join_all(followed.map(|name| async move {
             refuse_too_large(self, name).await?;
             names_of_metadata(self.warehouse(), registry, name).await
         }))

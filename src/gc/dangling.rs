@@ -40,10 +40,9 @@ use crate::catalog::changelog;
 use crate::error::{Error, Result};
 use crate::family::FamilyRegistry;
 use crate::metadata::named::{
-    Parsed, metadata_below, possible_metadata, read_parsed, references_of,
+    Below, Parsed, directories_of, files_below, possible_metadata, read_parsed, references_of,
 };
 use crate::warehouse::Warehouse;
-use crate::warehouse::{METADATA_DIR, is_within};
 
 /// The dangling references of a verification walk, and what the files that appeared at
 /// them since name.
@@ -73,6 +72,11 @@ pub(crate) struct DanglingReferences {
     /// files): the guard names everything.
     #[serde(default)]
     unbounded: BTreeSet<String>,
+    /// Directories a live reference names whose files are read as family references'
+    /// (`metadata::named::files_below`): listed again before every batch, as a file may
+    /// appear there at any time (round 58, F3).
+    #[serde(default)]
+    directories: BTreeSet<String>,
     /// Entries logged from this time on may announce publications the walk did not see.
     #[serde(skip)]
     log_from_ms: i64,
@@ -119,10 +123,16 @@ pub(crate) struct Reread {
 impl DanglingReferences {
     /// The references `dangling` that named no file at a verification walk; publications
     /// logged from `log_from_ms` on may have landed after it.
-    pub(crate) fn new(dangling: BTreeSet<String>, log_from_ms: i64) -> Self {
+    /// `directories` are those whose files the walk read as family references'.
+    pub(crate) fn new(
+        dangling: BTreeSet<String>,
+        directories: BTreeSet<String>,
+        log_from_ms: i64,
+    ) -> Self {
         DanglingReferences {
             visited: dangling.iter().cloned().collect(),
             pending: dangling,
+            directories,
             log_from_ms,
             ..DanglingReferences::default()
         }
@@ -139,6 +149,7 @@ impl DanglingReferences {
         self.logged.extend(other.logged);
         self.unreadable.extend(other.unreadable);
         self.unbounded.extend(other.unbounded);
+        self.directories.extend(other.directories);
         self.named.merge(other.named);
         // What both read of a file counts only if they read it as the same file.
         for (name, stamp) in other.read_as {
@@ -222,6 +233,10 @@ impl DanglingReferences {
         self.follow_log(warehouse, concurrency).await?;
         let mut appeared = Vec::new();
         let mut frontier: Vec<String> = self.pending.iter().cloned().collect();
+        // Every directory known so far, listed again: a file that appeared there since is
+        // read now.
+        let known: Vec<String> = self.directories.iter().cloned().collect();
+        self.read_below(warehouse, &known, &mut frontier).await?;
         while !frontier.is_empty() {
             let layer = std::mem::take(&mut frontier);
             let read_as = &self.read_as;
@@ -246,8 +261,8 @@ impl DanglingReferences {
                 .try_collect()
                 .await?;
             let before = self.named.len();
-            // Directories under `metadata/` the files name: their files that may be
-            // metadata are read as family references' are (`metadata_below`).
+            // Directories the files name: their files that may be metadata are read as
+            // family references' are (`files_below`).
             let mut directories: Vec<String> = Vec::new();
             for (name, stamp, parsed) in read {
                 let Some(parsed) = parsed else {
@@ -263,13 +278,14 @@ impl DanglingReferences {
                 }
                 let references = match parsed {
                     Parsed::Missing => {
-                        directories.push(name.clone());
+                        directories.extend(directories_of([&name], []));
                         self.pending.insert(name);
                         continue;
                     }
                     Parsed::Metadata(metadata) => {
                         self.pending.remove(&name);
                         let refs = references_of(&metadata, registry, warehouse);
+                        directories.extend(directories_of([], &refs.tables));
                         let direct = refs.direct().cloned().collect();
                         for reference in refs.family {
                             if self.visited.insert(reference.clone()) {
@@ -286,6 +302,7 @@ impl DanglingReferences {
                         ..
                     } => {
                         self.pending.insert(name.clone());
+                        directories.extend(directories_of(&references, []));
                         match possible_metadata(warehouse, &references, strings).await? {
                             Some(follow) => {
                                 for reference in follow {
@@ -308,7 +325,6 @@ impl DanglingReferences {
                     }
                 };
                 self.named.insert(name.clone(), 0);
-                directories.extend(references.iter().cloned());
                 for reference in references {
                     self.named.insert(reference, 0);
                 }
@@ -316,22 +332,11 @@ impl DanglingReferences {
                     appeared.push(name);
                 }
             }
-            match metadata_below(warehouse, &directories).await? {
-                Some(files) => {
-                    for file in files {
-                        if self.visited.insert(file.clone()) {
-                            frontier.push(file);
-                        }
-                    }
-                }
-                None => {
-                    self.unbounded.extend(
-                        directories
-                            .into_iter()
-                            .filter(|d| is_within(d, METADATA_DIR)),
-                    );
-                }
-            }
+            let new: Vec<String> = directories
+                .into_iter()
+                .filter(|directory| self.directories.insert(directory.clone()))
+                .collect();
+            self.read_below(warehouse, &new, &mut frontier).await?;
             if self.named.len() > before {
                 self.named.add_link_targets(warehouse).await?;
             }
@@ -340,6 +345,33 @@ impl DanglingReferences {
             appeared,
             learned: self.extent() != extent,
         })
+    }
+
+    /// Queue the files below `directories` not read yet (`files_below`); what is below
+    /// may also name anything (a link there): then the guard names everything.
+    async fn read_below(
+        &mut self,
+        warehouse: &Warehouse,
+        directories: &[String],
+        frontier: &mut Vec<String>,
+    ) -> Result<()> {
+        if directories.is_empty() {
+            return Ok(());
+        }
+        match files_below(warehouse, directories).await? {
+            Below::Files(files) => {
+                for file in files {
+                    if self.visited.insert(file.clone()) {
+                        frontier.push(file);
+                    }
+                }
+            }
+            // Kept by the directory's name (`blind` says why it names everything).
+            Below::Anything(_) => {
+                self.unbounded.extend(directories.first().cloned());
+            }
+        }
+        Ok(())
     }
 
     /// Whether a file that appeared at a dangling reference names `name` (in any
@@ -360,7 +392,7 @@ impl DanglingReferences {
         }
         self.unbounded.iter().next().map(|file| {
             format!(
-                "`{file}`, which a live family reference leads to, is no metadata and cannot be read to the end: what it names is unknown"
+                "`{file}`, which a live family reference leads to, is no metadata that can be read to the end (or a directory holding a link or too many files): what it names is unknown"
             )
         })
     }
@@ -387,8 +419,11 @@ mod tests {
     async fn a_file_written_at_a_dangling_reference_is_read_and_followed() {
         let warehouse = Warehouse::in_memory("memory://dangling/wh").expect("warehouse");
         let registry = FamilyRegistry::builtin();
-        let mut dangling =
-            DanglingReferences::new(BTreeSet::from(["metadata/later.json".to_owned()]), 0);
+        let mut dangling = DanglingReferences::new(
+            BTreeSet::from(["metadata/later.json".to_owned()]),
+            BTreeSet::new(),
+            0,
+        );
         let reread = async |dangling: &mut DanglingReferences| {
             dangling
                 .reread(&warehouse, &registry, 4)
@@ -433,7 +468,7 @@ mod tests {
         let later = BTreeSet::from(["metadata/later.json".to_owned()]);
         let table = "indexes/old/1/ivf_postings/part-0";
         write_later(&warehouse).await;
-        let mut first = DanglingReferences::new(later.clone(), 0);
+        let mut first = DanglingReferences::new(later.clone(), BTreeSet::new(), 0);
         let read = first.reread(&warehouse, &registry, 4).await.expect("read");
         assert_eq!(read.appeared, ["metadata/later.json"]);
         assert!(read.learned);
@@ -451,7 +486,7 @@ mod tests {
             .put_if_absent(&garbled, Bytes::from_static(b"{"))
             .await
             .expect("garbled");
-        let mut second = DanglingReferences::new(later, 0);
+        let mut second = DanglingReferences::new(later, BTreeSet::new(), 0);
         for guard in job.guards().await.expect("guards") {
             second.absorb(guard);
         }
@@ -477,7 +512,7 @@ mod tests {
     async fn a_change_log_entry_that_does_not_parse_keeps_everything() {
         let warehouse = Warehouse::in_memory("memory://unreadable/wh").expect("warehouse");
         let registry = FamilyRegistry::builtin();
-        let mut dangling = DanglingReferences::new(BTreeSet::new(), 0);
+        let mut dangling = DanglingReferences::new(BTreeSet::new(), BTreeSet::new(), 0);
         dangling
             .reread(&warehouse, &registry, 4)
             .await

@@ -101,8 +101,10 @@ impl Invocation<'_> {
             .strictest(Rules::of(&self.gc.config))
             .timing()
             .settle_ms;
+        let walked = walked.unwrap_or_default();
         let mut dangling = DanglingReferences::new(
-            walked.map(|walked| walked.references).unwrap_or_default(),
+            walked.references,
+            walked.directories,
             walk_start_ms.saturating_sub(settle_ms),
         );
         // What the run's other delete steps read already.

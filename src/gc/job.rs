@@ -607,10 +607,11 @@ impl Job {
             if let Some(walk) = self.read::<Dangling>(&file).await? {
                 let all = found.get_or_insert_with(|| Dangling {
                     walk_start_ms: walk.walk_start_ms,
-                    references: Default::default(),
+                    ..Dangling::default()
                 });
                 all.walk_start_ms = all.walk_start_ms.min(walk.walk_start_ms);
                 all.references.extend(walk.references);
+                all.directories.extend(walk.directories);
             }
         }
         Ok(found)
@@ -792,6 +793,10 @@ const GUARDS_READ: usize = 4;
 pub(crate) struct Dangling {
     pub walk_start_ms: i64,
     pub references: std::collections::BTreeSet<String>,
+    /// The directories whose files the walk read as family references' (listed again
+    /// before every batch).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub directories: std::collections::BTreeSet<String>,
 }
 
 /// Whether `name` is a file a run writes in its directory `dir`.
@@ -1084,6 +1089,10 @@ mod dangling {
             let dangling = Dangling {
                 walk_start_ms,
                 references: references.clone(),
+                directories: references
+                    .iter()
+                    .map(|name| format!("{name}-dir"))
+                    .collect(),
             };
             job.write_dangling(Uuid::from_u128(id), &dangling)
                 .await
@@ -1098,6 +1107,10 @@ mod dangling {
         let both = Dangling {
             walk_start_ms: 10,
             references: first.union(&second).cloned().collect(),
+            directories: first
+                .union(&second)
+                .map(|name| format!("{name}-dir"))
+                .collect(),
         };
         assert_eq!(job.dangling().await.expect("read"), Some(both));
         let own = job.own_files().await.expect("own");

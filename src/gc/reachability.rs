@@ -41,11 +41,11 @@ use crate::catalog::write::store_error;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::Namespace;
 use crate::metadata::named::{
-    Parsed, metadata_below, possible_metadata, read_parsed, references_of,
+    Below, Parsed, directories_of, files_below, possible_metadata, read_parsed, references_of,
 };
 use crate::store::PointerStoreExt;
 use crate::store::{PointerStore, StoreError, StoreKey, Versioned};
-use crate::warehouse::METADATA_DIR;
+use crate::warehouse::{MANAGED_PREFIXES, METADATA_DIR};
 
 const PAGE: usize = 1000;
 
@@ -105,6 +105,11 @@ pub(crate) struct Observation {
     /// the walk's file: see [`dangling`](super::dangling)).
     #[serde(skip)]
     pub dangling: BTreeSet<String>,
+    /// The directories live metadata names whose files the walk read as family
+    /// references' (`metadata::named::files_below`): the guard lists them again before
+    /// every delete batch, as a file may appear there after the walk.
+    #[serde(skip)]
+    pub directories: BTreeSet<String>,
 }
 
 impl Observation {
@@ -418,8 +423,8 @@ impl Walker<'_> {
                 .buffer_unordered(concurrency.max(1))
                 .try_collect()
                 .await?;
-            // Directories under `metadata/` the layer's files name: their files that may
-            // be metadata are read as family references' are (`metadata_below`).
+            // Directories the layer's files name: their files that may be metadata are
+            // read as family references' are (`files_below`).
             let mut directories: Vec<String> = Vec::new();
             for (name, root, parsed) in results {
                 observation.reachable.insert(name.clone(), 0);
@@ -433,7 +438,7 @@ impl Walker<'_> {
                         for reference in refs.direct() {
                             observation.reachable.insert(reference.clone(), 0);
                         }
-                        directories.extend(refs.direct().cloned());
+                        directories.extend(directories_of([], &refs.tables));
                         for reference in refs.family {
                             if visited.insert(reference.clone()) {
                                 frontier.push((reference, false));
@@ -462,7 +467,7 @@ impl Walker<'_> {
                         observation.warnings.push(format!(
                             "a family parameter references `{name}`, which does not exist"
                         ));
-                        directories.push(name.clone());
+                        directories.extend(directories_of([&name], []));
                         observation.dangling.insert(name);
                     }
                     Parsed::Opaque {
@@ -490,7 +495,7 @@ impl Walker<'_> {
                                 "`{name}`, which live metadata reaches, may name any file of the warehouse (reading it gave up at a bound, or it holds a location no reader reads as it is written): nothing is collected while it is live; replace it with a file every reader reads alike"
                             ));
                         }
-                        directories.extend(references.iter().cloned());
+                        directories.extend(directories_of(&references, []));
                         for reference in references {
                             observation.reachable.insert(reference, 0);
                         }
@@ -499,17 +504,23 @@ impl Walker<'_> {
                     Parsed::Unbounded(why) => return Err(unbounded(warehouse, &name, &why)),
                 }
             }
-            let Some(files) = metadata_below(warehouse, &directories).await? else {
-                let directory = directories.first().cloned().unwrap_or_default();
-                return Err(unbounded(
-                    warehouse,
-                    &directory,
-                    "the directories live metadata names under `metadata/` hold too many files to read",
-                ));
-            };
-            for file in files {
-                if visited.insert(file.clone()) {
-                    frontier.push((file, false));
+            // Listed again before every delete batch (a file may appear there later).
+            observation.directories.extend(directories.iter().cloned());
+            match files_below(warehouse, &directories).await? {
+                Below::Files(files) => {
+                    for file in files {
+                        if visited.insert(file.clone()) {
+                            frontier.push((file, false));
+                        }
+                    }
+                }
+                Below::Anything(why) => {
+                    observation.warnings.push(format!(
+                        "a directory live metadata names may hold a file that names any file of the warehouse ({why}): nothing is collected while it is live"
+                    ));
+                    for prefix in MANAGED_PREFIXES {
+                        observation.reachable.insert(prefix.to_owned(), 0);
+                    }
                 }
             }
         }

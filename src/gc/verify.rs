@@ -123,6 +123,7 @@ impl Invocation<'_> {
             let dangling = super::job::Dangling {
                 walk_start_ms,
                 references: std::mem::take(&mut observation.dangling),
+                directories: std::mem::take(&mut observation.directories),
             };
             self.job
                 .write_dangling(catalog.ids().uuid(), &dangling)

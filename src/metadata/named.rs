@@ -320,13 +320,13 @@ pub(crate) async fn names_of_metadata(
     let mut visited: HashSet<String> = HashSet::from([name.to_owned()]);
     let mut frontier = vec![name.to_owned()];
     while let Some(file) = frontier.pop() {
-        // Directories under `metadata/` it names: their files that may be metadata are
-        // read as family references' are (`metadata_below`).
+        // Directories it names: their files that may be metadata are read as family
+        // references' are (`files_below`).
         let mut directories: Vec<String> = Vec::new();
         match read_parsed(warehouse, registry, &file).await? {
             Parsed::Metadata(metadata) => {
                 let refs = references_of(&metadata, registry, warehouse);
-                directories.extend(refs.direct().cloned());
+                directories.extend(directories_of([], &refs.tables));
                 names.extend(refs.direct().cloned());
                 for reference in refs.family {
                     if visited.insert(reference.clone()) {
@@ -343,7 +343,7 @@ pub(crate) async fn names_of_metadata(
                 let Some(follow) = possible_metadata(warehouse, &references, strings).await? else {
                     return Err(unbounded(warehouse, &file, "it names too many files"));
                 };
-                directories.extend(references.iter().cloned());
+                directories.extend(directories_of(&references, []));
                 names.extend(references);
                 for reference in follow {
                     if visited.insert(reference.clone()) {
@@ -352,14 +352,11 @@ pub(crate) async fn names_of_metadata(
                 }
             }
             Parsed::Unbounded(why) => return Err(unbounded(warehouse, &file, &why)),
-            Parsed::Missing => directories.push(file.clone()),
+            Parsed::Missing => directories.extend(directories_of([&file], [])),
         }
-        let Some(below) = metadata_below(warehouse, &directories).await? else {
-            return Err(unbounded(
-                warehouse,
-                &file,
-                "the directories it names under `metadata/` hold too many files to read",
-            ));
+        let below = match files_below(warehouse, &directories).await? {
+            Below::Files(files) => files,
+            Below::Anything(why) => return Err(unbounded(warehouse, &file, &why)),
         };
         for found in below {
             if visited.insert(found.clone()) {
@@ -412,38 +409,75 @@ pub(crate) async fn possible_metadata(
     ))
 }
 
-/// Of the files below `references` that lie under `metadata/` (directories a live
-/// reference names: an index table placed there, a family file's string naming a
-/// directory), those that may be metadata (they start like a JSON object): a reader of
-/// the directory reads them, so they are read as a family reference's file is. (Round 57:
-/// a file there was read only by the collector's metadata pass, so one that may name
-/// anything protected nothing while a run's walk and deletes went on.) A file has nothing
-/// below it; a whole managed prefix (a file that may name anything) is reachable already.
-/// One listing per reference under `metadata/`; `None` past [`MAX_FOLLOWED`] files.
-pub(crate) async fn metadata_below<'r>(
-    warehouse: &Warehouse,
-    references: impl IntoIterator<Item = &'r String>,
-) -> Result<Option<Vec<String>>> {
-    let mut files = Vec::new();
-    let directories: BTreeSet<&String> = references
+/// What [`files_below`] found below the directories it listed.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Below {
+    /// The files that may be metadata (they start like a JSON object).
+    Files(Vec<String>),
+    /// What is below may name anything: a symbolic link (what it leads to is not read),
+    /// or more files than [`MAX_FOLLOWED`]. Why.
+    Anything(String),
+}
+
+/// The directories among `names` a reader may read as directories: of the names a
+/// family reference leads to (a family file's strings, a family reference naming no
+/// file), those inside a managed prefix, and of an index's tables those placed under
+/// `metadata/` (where the collector reads files as possible metadata). A whole managed
+/// prefix is left out (a file that may name anything makes everything reachable).
+pub(crate) fn directories_of<'n>(
+    family: impl IntoIterator<Item = &'n String>,
+    tables: impl IntoIterator<Item = &'n String>,
+) -> Vec<String> {
+    let inside = |name: &&String, prefixes: &[&str]| {
+        !MANAGED_PREFIXES.contains(&name.as_str())
+            && prefixes.iter().any(|prefix| is_within(name, prefix))
+    };
+    let mut out: Vec<String> = family
         .into_iter()
-        .filter(|name| name.as_str() != METADATA_DIR && is_within(name, METADATA_DIR))
+        .filter(|name| inside(name, &MANAGED_PREFIXES))
+        .chain(
+            tables
+                .into_iter()
+                .filter(|name| inside(name, &[METADATA_DIR])),
+        )
+        .cloned()
         .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The files below `directories` (see [`directories_of`]) that may be metadata: a reader
+/// of a directory reads its files, so they are read as a family reference's file is, by
+/// the walk, the delete guard and publication alike (round 57: such a file was read only
+/// by the collector's pass over `metadata/`, and not at all under `indexes/`; round 58:
+/// nor through a link). A file has nothing below it. One listing per directory.
+pub(crate) async fn files_below(warehouse: &Warehouse, directories: &[String]) -> Result<Below> {
+    let mut files = Vec::new();
     for directory in directories {
         let mut listing = warehouse.list(directory);
         while let Some(item) = listing.try_next().await? {
-            if let ListItem::Object(listed) = item
-                && listed.name != *directory
-            {
-                files.push(listed.name);
+            match item {
+                ListItem::Object(listed) if listed.name == *directory => {}
+                ListItem::Object(listed) => files.push(listed.name),
+                ListItem::Skipped { name, reason } => {
+                    return Ok(Below::Anything(format!(
+                        "`{name}` in the directory `{directory}` is not read ({reason})"
+                    )));
+                }
             }
             if files.len() > MAX_FOLLOWED {
-                return Ok(None);
+                return Ok(Below::Anything(format!(
+                    "the directory `{directory}` holds more than {MAX_FOLLOWED} files"
+                )));
             }
         }
     }
     let count = files.len();
-    possible_metadata(warehouse, &files, count).await
+    Ok(match possible_metadata(warehouse, &files, count).await? {
+        Some(files) => Below::Files(files),
+        None => Below::Anything(format!("more than {MAX_FOLLOWED} files to read")),
+    })
 }
 
 /// How many names [`possible_metadata`] checks at a time.

@@ -999,11 +999,16 @@ async fn refused_for_a_link(env: &Env, layout: &Layout, location: &str) {
     // A source directory's links are read as the source naming what they lead to (round
     // 43, H2), so a source linking to a condemned file may be refused first for naming a
     // file under `indexes/`.
+    // A directory a family file names is read as the walk reads it, and a link there is
+    // refused as naming what the collector does not read (round 58).
     assert!(
         err.message().contains("symbolic link in a new table")
             || err
                 .message()
-                .contains("under the warehouse's `metadata/`, `indexes/`"),
+                .contains("under the warehouse's `metadata/`, `indexes/`")
+            || err
+                .message()
+                .contains("a symbolic link; the collector never follows"),
         "{err}"
     );
 }
@@ -1962,15 +1967,16 @@ async fn class5_a_live_file_in_a_live_directory_that_may_name_anything_keeps_eve
         };
         let holding = format!(r#"{{"payload": "{named}"}}"#);
         env.put_raw(holder, holding.into_bytes().leak()).await;
+        env.register("live", &layout).await;
         if spelling == "larger than any file read" {
-            // Sparse: past the largest file whose strings are read, no disk used.
+            // Grown after registration (publication refuses a file that large), sparse:
+            // past the largest file whose strings are read, no disk used.
             let file = std::fs::OpenOptions::new()
                 .write(true)
                 .open(root.join(holder))
                 .expect("holder");
             file.set_len(1_100_000_000).expect("sparse");
         }
-        env.register("live", &layout).await;
         if spelling == "larger than any file read" {
             // The walk reads the live directory's files: this one cannot be read to the
             // end, so every run stops before deleting anything, as for a family file.
@@ -1995,6 +2001,84 @@ async fn class5_a_live_file_in_a_live_directory_that_may_name_anything_keeps_eve
             "{live}, {spelling}: {target} was deleted while a live file may name it"
         );
         assert!(env.exists_raw(holder).await, "{live}, {spelling}");
+    }
+}
+
+/// Round 58 (helper-54, F1): a symbolic link in a directory a live family file names, or
+/// in an index table placed under `metadata/`, leads to JSON the collector does not read
+/// (outside the warehouse, or under `indexes/`): publication refuses such a directory, and
+/// a link made there after registration makes the walk keep everything, with a warning.
+#[tokio::test]
+async fn class4_a_link_in_a_live_directory_is_refused_or_keeps_everything() {
+    for (n, table) in [false, true].into_iter().enumerate() {
+        let env = Env::open(Backend::Local, 560 + n as u64).await;
+        let config = test_config();
+        let root = env.local_dir.clone().expect("local");
+        let outside = tempfile::tempdir().expect("dir");
+        let target = "metadata/data/x.json";
+        env.put_raw(target, br#"{"centroids": [[0.1]]}"#).await;
+        std::fs::write(
+            outside.path().join("m.json"),
+            format!(r#"{{"payload": "{target}"}}"#),
+        )
+        .expect("outside json");
+        let mut layout = Layout::under("live/1");
+        let directory = if table {
+            layout.centroids = "metadata/cent/".to_owned();
+            env.put_raw("metadata/cent/part-0.parquet", b"PAR1").await;
+            "metadata/cent"
+        } else {
+            env.put_raw(
+                "metadata/fam/centroids.json",
+                br#"{"parts": "metadata/fam/parts/"}"#,
+            )
+            .await;
+            env.put_raw("metadata/fam/parts/part-0.json", br#"{"n": 1}"#)
+                .await;
+            layout.centroids_metadata = Some("metadata/fam/centroids.json".to_owned());
+            "metadata/fam/parts"
+        };
+        symlink_at(
+            outside.path().join("m.json"),
+            &root.join(directory).join("m.json"),
+            env.now(),
+        );
+        let (metadata, location) = env.new_index(&layout).await;
+        drop(metadata);
+        let id = env.id("live").await;
+        let refused = env
+            .catalog
+            .register(&id, Some(&layout.source), &location)
+            .await
+            .expect_err("refused");
+        assert_eq!(
+            refused.kind(),
+            parqdb_catalog::ErrorKind::InvalidIndexMetadata,
+            "{refused}"
+        );
+        assert!(refused.message().contains("symbolic link"), "{refused}");
+        // Registered first, the link made after: every run keeps everything.
+        std::fs::remove_file(root.join(directory).join("m.json")).expect("unlinked");
+        env.catalog
+            .register(&id, Some(&layout.source), &location)
+            .await
+            .expect("registered");
+        symlink_at(
+            outside.path().join("m.json"),
+            &root.join(directory).join("m.json"),
+            env.now(),
+        );
+        let reports = passes(&env, &config, 12).await;
+        assert!(
+            reports
+                .iter()
+                .all(|r| r.warnings.iter().any(|w| w.contains("symbolic link"))),
+            "table {table}: every run says why it keeps everything"
+        );
+        assert!(
+            env.exists_raw(target).await,
+            "table {table}: {target} was deleted"
+        );
     }
 }
 

@@ -816,6 +816,74 @@ async fn a_directory_holding_a_file_that_may_name_anything_is_not_published_over
     }
 }
 
+/// Round 58 (helper-54, F2 and F3): a live index's family file names a directory (under
+/// `metadata/` or `indexes/`); a writer puts a JSON file there that names the tables a
+/// deleting run has doomed, after the run's verification walk. The walk read the
+/// directory's files as family references' files, and the guard lists the directory
+/// again before every delete batch: the tables are kept, by this run and every later one.
+#[tokio::test]
+async fn a_file_appearing_in_a_live_directory_during_the_deletes_keeps_what_it_names() {
+    for (n, directory) in ["metadata/fam/parts", "indexes/fam/parts"]
+        .into_iter()
+        .enumerate()
+    {
+        for (m, backend) in [Backend::Memory, Backend::Local].into_iter().enumerate() {
+            let env = claimed(backend, 80 + 2 * n as u64 + m as u64).await;
+            let config = test_config();
+            let family = "metadata/fam/centroids.json";
+            let naming = format!(r#"{{"parts": "{directory}/"}}"#);
+            env.put(family, naming.into_bytes().leak()).await;
+            let live = Layout {
+                centroids_metadata: Some(family.to_owned()),
+                ..Layout::under("live/1")
+            };
+            env.register("live", &live).await;
+            let old = old_tables_doomed(&env, &config).await;
+            let file = format!("{directory}/manifest.json");
+            let body = format!(r#"{{"tables": ["{}", "{}"]}}"#, old.centroids, old.postings);
+            let (catalog, name) = (env.catalog.clone(), file.clone());
+            let written = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flag = written.clone();
+            let gc = GarbageCollector::new(env.catalog.clone(), config.clone())
+                .expect("gc")
+                .with_progress(move |event| {
+                    let delete = gc::GcProgress::Phase {
+                        phase: gc::GcPhase::Delete,
+                    };
+                    if *event == delete && !flag.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                        let (catalog, name, body) = (catalog.clone(), name.clone(), body.clone());
+                        on_own_thread(async move {
+                            let warehouse = catalog.warehouse();
+                            warehouse
+                                .object_store()
+                                .put(
+                                    &warehouse.path(&name).expect("name"),
+                                    object_store::PutPayload::from(body.into_bytes()),
+                                )
+                                .await
+                                .expect("written");
+                        });
+                    }
+                });
+            let report = gc.collect(env.now()).await.expect("run");
+            assert!(
+                written.load(std::sync::atomic::Ordering::SeqCst),
+                "the hook never ran"
+            );
+            assert!(
+                env.all_exist(&old.files()).await,
+                "{backend:?} {directory}: tables a file in a live directory names were deleted: {:?}",
+                report.actions
+            );
+            run_until(&env, &config, env.now() + 3 * HOUR, &[]).await;
+            assert!(
+                env.all_exist(&old.files()).await,
+                "{backend:?} {directory}: deleted by a later run"
+            );
+        }
+    }
+}
+
 /// C1 of the attacks (`docs/gc-attacks.md`): the guard of the delete steps reads the
 /// metadata of every publication the change log announced since the verification walk.
 /// Each partition's delete step starts from what the run's earlier steps kept
