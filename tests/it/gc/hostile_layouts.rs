@@ -56,6 +56,31 @@ fn deleted(reports: &[GcReport]) -> u64 {
     reports.iter().map(|r| r.counts.deleted.objects).sum()
 }
 
+/// A live index whose family file (no metadata) is `family`: six hours of runs complete,
+/// and `victim`, which the file names, is still there.
+async fn live_family_file_keeps(
+    env: &Env,
+    config: &GcConfig,
+    family: String,
+    victim: &str,
+    case: &str,
+) {
+    env.put_raw("metadata/live/centroids.json", family.into_bytes().leak())
+        .await;
+    let mut layout = Layout::under("live/1");
+    layout.centroids_metadata = Some("metadata/live/centroids.json".to_owned());
+    env.register("live", &layout).await;
+    let reports = passes(env, config, 6).await;
+    assert!(
+        reports.iter().all(|r| r.status == gc::GcStatus::Completed),
+        "{case}"
+    );
+    assert!(
+        env.exists_raw(victim).await,
+        "{case}: {victim} was deleted while a live family file names it"
+    );
+}
+
 /// A new index whose tables are at `layout`, written raw; registered under `name`.
 async fn register_raw(env: &Env, name: &str, layout: &Layout) -> (IndexIdentifier, String) {
     write_raw_tables(env, layout).await;
@@ -969,23 +994,11 @@ async fn condemned_old_file(env: &Env) -> String {
     let (old_id, _, _) = env.register("old", &old).await;
     env.catalog.drop_index(&old_id).await.expect("dropped");
     let target = format!("{}part-0.parquet", old.postings);
-    let dry_run = GcConfig {
-        dry_run: true,
-        ..config.clone()
-    };
-    for _ in 0..40 {
-        env.advance(10 * MINUTE);
-        let report = env.collect(&dry_run).await;
-        if report
-            .actions
-            .iter()
-            .any(|action| action.path == target && action.action == gc::ActionKind::Delete)
-        {
-            return target;
-        }
-        env.collect(&config).await;
-    }
-    panic!("the old file was never condemned");
+    assert!(
+        env.collect_until_doomed(&config, &target).await,
+        "the old file was never condemned"
+    );
+    target
 }
 
 /// Registering `location` (written for `layout`) is refused for a link to a condemned file.
@@ -1826,20 +1839,7 @@ async fn class5_a_family_string_a_shell_reads_otherwise_keeps_everything_while_l
             r#"{{"centroids": ["{}/{spelling}/part-0.parquet"]}}"#,
             plain.display()
         );
-        env.put_raw("metadata/live/centroids.json", family.into_bytes().leak())
-            .await;
-        let mut layout = Layout::under("live/1");
-        layout.centroids_metadata = Some("metadata/live/centroids.json".to_owned());
-        env.register("live", &layout).await;
-        let reports = passes(&env, &config, 6).await;
-        assert!(
-            reports.iter().all(|r| r.status == gc::GcStatus::Completed),
-            "{spelling}"
-        );
-        assert!(
-            env.exists_raw(&victim).await,
-            "{spelling}: {victim} was deleted while a live family file names it"
-        );
+        live_family_file_keeps(&env, &config, family, &victim, spelling).await;
     }
     let env = Env::open(Backend::Local, 529).await;
     let config = test_config();
@@ -2107,20 +2107,8 @@ async fn class5_a_family_file_past_the_string_readers_limits_keeps_what_it_may_n
                     "{{ // centroids of the 5\" sample\n  \"centroids\": \"{root}/{victim}\" }}"
                 ),
             };
-            env.put_raw("metadata/live/centroids.json", family.into_bytes().leak())
-                .await;
-            let mut layout = Layout::under("live/1");
-            layout.centroids_metadata = Some("metadata/live/centroids.json".to_owned());
-            env.register("live", &layout).await;
-            let reports = passes(&env, &config, 6).await;
-            assert!(
-                reports.iter().all(|r| r.status == gc::GcStatus::Completed),
-                "{backend:?}"
-            );
-            assert!(
-                env.exists_raw(&victim).await,
-                "{backend:?}, overlong {overlong}: {victim} was deleted while a live family file names it"
-            );
+            let case = format!("{backend:?}, overlong {overlong}");
+            live_family_file_keeps(&env, &config, family, &victim, &case).await;
         }
     }
 }

@@ -556,6 +556,49 @@ async fn old_tables_doomed(env: &Env, config: &GcConfig) -> Layout {
     panic!("the old tables were never doomed");
 }
 
+/// One run whose first delete phase starts with `work` (a writer acting between the
+/// run's verification walk and its deletes); its report.
+async fn run_with_first_delete(
+    env: &Env,
+    config: &GcConfig,
+    work: impl Fn() + Send + Sync + 'static,
+) -> gc::GcReport {
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = done.clone();
+    let report = GarbageCollector::new(env.catalog.clone(), config.clone())
+        .expect("gc")
+        .with_progress(move |event| {
+            let delete = gc::GcProgress::Phase {
+                phase: gc::GcPhase::Delete,
+            };
+            if *event == delete && !flag.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                work();
+            }
+        })
+        .collect(env.now())
+        .await
+        .expect("run");
+    assert!(
+        done.load(std::sync::atomic::Ordering::SeqCst),
+        "the hook never ran"
+    );
+    report
+}
+
+/// Write `body` at `name` of the catalog's warehouse as a writer does: in place, whatever
+/// is there.
+async fn put_in_place(catalog: &parqdb_catalog::catalog::Catalog, name: &str, body: bytes::Bytes) {
+    let warehouse = catalog.warehouse();
+    warehouse
+        .object_store()
+        .put(
+            &warehouse.path(name).expect("name"),
+            object_store::PutPayload::from(body),
+        )
+        .await
+        .expect("written");
+}
+
 /// Run `work` to its end on a thread and runtime of its own: what a synchronous progress
 /// hook does to act in the middle of a run.
 fn on_own_thread<T: Send + 'static>(work: impl Future<Output = T> + Send + 'static) -> T {
@@ -645,42 +688,21 @@ async fn dangling_reference_filled_in(backend: Backend, filling: Filling, seed: 
     let body = bytes::Bytes::from(env.metadata_for(&old).to_json_vec());
     let (catalog, name) = (env.catalog.clone(), later.clone());
     let (id, source, location) = (live_id.clone(), live.source.clone(), live_location.clone());
-    let written = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = written.clone();
-    let gc = GarbageCollector::new(env.catalog.clone(), config.clone())
-        .expect("gc")
-        .with_progress(move |event| {
-            let delete = gc::GcProgress::Phase {
-                phase: gc::GcPhase::Delete,
-            };
-            if *event == delete && !flag.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                let (catalog, name, body) = (catalog.clone(), name.clone(), body.clone());
-                let (id, source, location) = (id.clone(), source.clone(), location.clone());
-                on_own_thread(async move {
-                    if registered_late {
-                        catalog
-                            .register(&id, Some(&source), &location)
-                            .await
-                            .expect("registered during the deletes");
-                    }
-                    // Written (or finished) in place.
-                    let warehouse = catalog.warehouse();
-                    warehouse
-                        .object_store()
-                        .put(
-                            &warehouse.path(&name).expect("name"),
-                            object_store::PutPayload::from(body),
-                        )
-                        .await
-                        .expect("written");
-                });
+    let report = run_with_first_delete(&env, &config, move || {
+        let (catalog, name, body) = (catalog.clone(), name.clone(), body.clone());
+        let (id, source, location) = (id.clone(), source.clone(), location.clone());
+        on_own_thread(async move {
+            if registered_late {
+                catalog
+                    .register(&id, Some(&source), &location)
+                    .await
+                    .expect("registered during the deletes");
             }
+            // Written (or finished) in place.
+            put_in_place(&catalog, &name, body).await;
         });
-    let report = gc.collect(env.now()).await.expect("run");
-    assert!(
-        written.load(std::sync::atomic::Ordering::SeqCst),
-        "the hook never ran"
-    );
+    })
+    .await;
     assert!(
         env.all_exist(&old.files()).await,
         "tables a live index names were deleted ({filling:?}): {:?}",
@@ -732,27 +754,8 @@ async fn a_directory_holding_a_file_that_may_name_anything_is_not_published_over
         let old_metadata = env.relative(&old_location);
         env.advance(HOUR);
         env.catalog.drop_index(&old_id).await.expect("dropped");
-        // Until the old metadata file is doomed.
-        let dry_run = GcConfig {
-            dry_run: true,
-            ..config.clone()
-        };
-        let mut doomed = false;
-        for _ in 0..40 {
-            env.advance(10 * MINUTE);
-            let report = env.collect(&dry_run).await;
-            if report
-                .actions
-                .iter()
-                .any(|a| a.path == old_metadata && a.action == gc::ActionKind::Delete)
-            {
-                doomed = true;
-                break;
-            }
-            env.collect(&config).await;
-        }
         assert!(
-            doomed,
+            env.collect_until_doomed(&config, &old_metadata).await,
             "{backend:?}: the old metadata file was never doomed"
         );
         // Written now (young: not condemned), a string longer than any name: it may name
@@ -842,34 +845,13 @@ async fn a_file_appearing_in_a_live_directory_during_the_deletes_keeps_what_it_n
             let file = format!("{directory}/manifest.json");
             let body = format!(r#"{{"tables": ["{}", "{}"]}}"#, old.centroids, old.postings);
             let (catalog, name) = (env.catalog.clone(), file.clone());
-            let written = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let flag = written.clone();
-            let gc = GarbageCollector::new(env.catalog.clone(), config.clone())
-                .expect("gc")
-                .with_progress(move |event| {
-                    let delete = gc::GcProgress::Phase {
-                        phase: gc::GcPhase::Delete,
-                    };
-                    if *event == delete && !flag.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                        let (catalog, name, body) = (catalog.clone(), name.clone(), body.clone());
-                        on_own_thread(async move {
-                            let warehouse = catalog.warehouse();
-                            warehouse
-                                .object_store()
-                                .put(
-                                    &warehouse.path(&name).expect("name"),
-                                    object_store::PutPayload::from(body.into_bytes()),
-                                )
-                                .await
-                                .expect("written");
-                        });
-                    }
+            let report = run_with_first_delete(&env, &config, move || {
+                let (catalog, name, body) = (catalog.clone(), name.clone(), body.clone());
+                on_own_thread(async move {
+                    put_in_place(&catalog, &name, body.into()).await;
                 });
-            let report = gc.collect(env.now()).await.expect("run");
-            assert!(
-                written.load(std::sync::atomic::Ordering::SeqCst),
-                "the hook never ran"
-            );
+            })
+            .await;
             assert!(
                 env.all_exist(&old.files()).await,
                 "{backend:?} {directory}: tables a file in a live directory names were deleted: {:?}",

@@ -581,6 +581,27 @@ impl Env {
             .expect("gc run")
     }
 
+    /// Collect every 10 minutes (at most 40 times) until a dry run would delete `name`;
+    /// whether it came to that.
+    pub async fn collect_until_doomed(&self, config: &GcConfig, name: &str) -> bool {
+        let dry_run = GcConfig {
+            dry_run: true,
+            ..config.clone()
+        };
+        for _ in 0..40 {
+            self.advance(10 * MINUTE);
+            let report = self.collect(&dry_run).await;
+            let doomed = |a: &parqdb_catalog::gc::GcAction| {
+                a.path == name && a.action == parqdb_catalog::gc::ActionKind::Delete
+            };
+            if report.actions.iter().any(doomed) {
+                return true;
+            }
+            self.collect(config).await;
+        }
+        false
+    }
+
     /// [`Env::collect`] with no time budget: the run stops after its first step (its plan,
     /// for a new run), unfinished.
     pub async fn collect_without_budget(&self, config: &GcConfig) -> GcReport {
