@@ -14,8 +14,10 @@ use super::strings::{Found, JsonStrings};
 use super::{IndexMetadata, MAX_METADATA_BYTES};
 use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
+use crate::warehouse::layout::CATALOG_DIR;
 use crate::warehouse::{
-    Fetched, ListItem, MANAGED_PREFIXES, METADATA_DIR, Warehouse, aliases, is_within, object_name,
+    Fetched, GC_DIR, ListItem, MANAGED_PREFIXES, METADATA_DIR, Warehouse, aliases, is_within,
+    object_name,
 };
 
 /// The name of a warehouse-relative location as written in metadata, if it is one.
@@ -290,6 +292,11 @@ fn names_in_strings(
                 // holder's directory: through links (round 41, F3).
                 names.extend(reader.names_relative_to(folder, part));
             }
+            // Nothing inside, but a directory or JSON outside the warehouse that a reader
+            // reads: it may name anything (round 59, B).
+            if names.is_empty() && reader.leads_outside(folder, part) {
+                names = MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect();
+            }
             // A location in metadata of any version names a table or a file, never a
             // whole managed prefix: a stray note naming `indexes` must not stop collection.
             // Unless reading it gave up at a bound: then it may name anything (round 44, J1).
@@ -419,26 +426,29 @@ pub(crate) enum Below {
     Anything(String),
 }
 
-/// The directories among `names` a reader may read as directories: of the names a
-/// family reference leads to (a family file's strings, a family reference naming no
-/// file), those inside a managed prefix, and of an index's tables those placed under
-/// `metadata/` (where the collector reads files as possible metadata). A whole managed
-/// prefix is left out (a file that may name anything makes everything reachable).
+/// The directories among `names` a reader may read as directories: the names a family
+/// reference leads to (a family file's strings, a family reference naming no file),
+/// anywhere in the warehouse (round 59, A: `extra/d/` beside the managed prefixes), and of
+/// an index's tables those placed under `metadata/` (where the collector reads files as
+/// possible metadata). A whole managed prefix is left out (a file that may name anything
+/// makes everything reachable), and so are the catalog's and the collector's own
+/// directories as a whole.
 pub(crate) fn directories_of<'n>(
     family: impl IntoIterator<Item = &'n String>,
     tables: impl IntoIterator<Item = &'n String>,
 ) -> Vec<String> {
-    let inside = |name: &&String, prefixes: &[&str]| {
-        !MANAGED_PREFIXES.contains(&name.as_str())
-            && prefixes.iter().any(|prefix| is_within(name, prefix))
+    // A whole top-level directory of the catalog's own is no directory a reader reads
+    // (and the collector's is large).
+    let whole = |name: &&String| {
+        MANAGED_PREFIXES.contains(&name.as_str()) || [GC_DIR, CATALOG_DIR].contains(&name.as_str())
     };
     let mut out: Vec<String> = family
         .into_iter()
-        .filter(|name| inside(name, &MANAGED_PREFIXES))
+        .filter(|name| !whole(name))
         .chain(
             tables
                 .into_iter()
-                .filter(|name| inside(name, &[METADATA_DIR])),
+                .filter(|name| !whole(name) && is_within(name, METADATA_DIR)),
         )
         .cloned()
         .collect();

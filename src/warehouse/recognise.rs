@@ -857,6 +857,43 @@ impl NameReader<'_> {
         names
     }
 
+    /// On a local warehouse, whether `part`, a string of a file that is no metadata held
+    /// in the warehouse's directory `folder`, leads to a directory or a file that starts
+    /// like JSON outside the warehouse (an absolute path, a `file:` URI, a path relative
+    /// to `folder`): a reader of the file may read it, which the collector does not, so it
+    /// may name anything (round 59, B). Marked as a give-up. What does not exist (yet) is
+    /// not followed.
+    pub(crate) fn leads_outside(&mut self, folder: &str, part: &str) -> bool {
+        let Some(root) = self.warehouse.local.as_deref() else {
+            return false;
+        };
+        let path = match url::Url::parse(part) {
+            Ok(url) if url.scheme() == "file" => url.to_file_path().ok(),
+            Ok(_) => None,
+            Err(_) if part.starts_with('/') => Some(std::path::PathBuf::from(part)),
+            Err(_) => Some(root.join(folder).join(part)),
+        };
+        let Some(real) = path.and_then(|path| std::fs::canonicalize(path).ok()) else {
+            return false;
+        };
+        if real.starts_with(root) || root.starts_with(&real) {
+            return false;
+        }
+        let outside = match std::fs::metadata(&real) {
+            Ok(meta) if meta.is_dir() => true,
+            Ok(meta) if meta.is_file() => {
+                let mut start = [0u8; 64];
+                let read = std::fs::File::open(&real)
+                    .and_then(|mut file| std::io::Read::read(&mut file, &mut start))
+                    .unwrap_or(0);
+                super::objects::opens_json(&start[..read]) && read > 0
+            }
+            _ => false,
+        };
+        self.unbounded |= outside;
+        outside
+    }
+
     /// Whether a lookup since the last call gave up at a bound (the names it gave are
     /// every managed prefix because the location may name anything), and forget it.
     pub(crate) fn gave_up(&mut self) -> bool {

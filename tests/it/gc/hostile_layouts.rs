@@ -2082,6 +2082,46 @@ async fn class4_a_link_in_a_live_directory_is_refused_or_keeps_everything() {
     }
 }
 
+/// Round 59 (helper-55): a live family file (no metadata) names JSON the collector must
+/// read to know what it names: (A) a directory inside the warehouse beside the managed
+/// prefixes (`extra/d/`), read as the walk reads directories under them; (B) a file or a
+/// directory outside the warehouse, by absolute path or `file:` URI, which the collector
+/// does not read: it may name anything. A dropped index's table the JSON names stays.
+#[tokio::test]
+async fn class5_a_family_file_naming_json_beside_or_outside_the_managed_prefixes_keeps_it() {
+    let cases = ["beside", "outside path", "outside uri", "outside directory"];
+    for (n, case) in cases.into_iter().enumerate() {
+        let env = Env::open(Backend::Local, 570 + n as u64).await;
+        let config = test_config();
+        let old = Layout::under("old/1");
+        let (old_id, _, _) = env.register("old", &old).await;
+        env.catalog.drop_index(&old_id).await.expect("dropped");
+        let victim = format!("{}part-0.parquet", old.postings);
+        let naming = format!(r#"{{"tables": ["{victim}"]}}"#);
+        let outside = tempfile::tempdir().expect("dir");
+        let named = match case {
+            "beside" => {
+                env.put_raw("extra/d/g.json", naming.into_bytes().leak())
+                    .await;
+                "extra/d/".to_owned()
+            }
+            _ => {
+                let root = env.local_dir.clone().expect("local");
+                let naming = naming.replace(&victim, &format!("{}/{victim}", root.display()));
+                std::fs::create_dir_all(outside.path().join("d")).expect("dir");
+                std::fs::write(outside.path().join("d/g.json"), naming).expect("json");
+                match case {
+                    "outside path" => format!("{}/d/g.json", outside.path().display()),
+                    "outside uri" => format!("file://{}/d/g.json", outside.path().display()),
+                    _ => format!("{}/d/", outside.path().display()),
+                }
+            }
+        };
+        let family = format!(r#"{{"parts": "{named}"}}"#);
+        live_family_file_keeps(&env, &config, family, &victim, case).await;
+    }
+}
+
 /// Round 53: what a live family file that is no metadata names, past the limits of
 /// reading its strings: a string longer than any name as written, which a reader that
 /// collapses repeated slashes makes into a live table's path (A1), and a path behind a
