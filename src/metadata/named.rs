@@ -292,10 +292,10 @@ fn names_in_strings(
                 // holder's directory: through links (round 41, F3).
                 names.extend(reader.names_relative_to(folder, part));
             }
-            // Nothing inside, but a directory or JSON outside the warehouse that a reader
-            // reads: it may name anything (round 59, B).
-            if names.is_empty() && reader.leads_outside(folder, part) {
-                names = MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect();
+            // A path that leads outside the warehouse (in any of a reader's resolutions):
+            // what a reader finds there, now or later, may name anything (rounds 59 B, 60).
+            if reader.leads_outside(folder, part) {
+                names.extend(MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()));
             }
             // A location in metadata of any version names a table or a file, never a
             // whole managed prefix: a stray note naming `indexes` must not stop collection.

@@ -717,6 +717,22 @@ fn shell_reads_otherwise(location: &str, controls: bool, backslashes: bool) -> b
     !(one_token && other_store && !chained)
 }
 
+/// `path` with its `.` and `..` resolved by their letters (for a path that does not
+/// exist, so the file system cannot resolve it).
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
 /// `scheme` (lower-cased) and the rest, if `location` starts with a URI scheme.
 fn split_scheme(location: &str) -> Option<(String, &str)> {
     let (scheme, rest) = location.split_once(':')?;
@@ -858,38 +874,36 @@ impl NameReader<'_> {
     }
 
     /// On a local warehouse, whether `part`, a string of a file that is no metadata held
-    /// in the warehouse's directory `folder`, leads to a directory or a file that starts
-    /// like JSON outside the warehouse (an absolute path, a `file:` URI, a path relative
-    /// to `folder`): a reader of the file may read it, which the collector does not, so it
-    /// may name anything (round 59, B). Marked as a give-up. What does not exist (yet) is
-    /// not followed.
+    /// in the warehouse's directory `folder`, leads outside the warehouse: an absolute
+    /// path or a `file:` URI that resolves (through what exists, lexically past it) to a
+    /// place outside the root, or a path relative to the root or to `folder` that leads
+    /// to something outside. A reader of the file may read what is there, or what appears
+    /// at an absolute path later, which the collector does not read, so it may name
+    /// anything (rounds 59 B, 60): marked as a give-up. The root's own ancestors are not
+    /// outside (a reading of them is a reading of the root).
     pub(crate) fn leads_outside(&mut self, folder: &str, part: &str) -> bool {
         let Some(root) = self.warehouse.local.as_deref() else {
             return false;
         };
-        let path = match url::Url::parse(part) {
-            Ok(url) if url.scheme() == "file" => url.to_file_path().ok(),
-            Ok(_) => None,
-            Err(_) if part.starts_with('/') => Some(std::path::PathBuf::from(part)),
-            Err(_) => Some(root.join(folder).join(part)),
-        };
-        let Some(real) = path.and_then(|path| std::fs::canonicalize(path).ok()) else {
-            return false;
-        };
-        if real.starts_with(root) || root.starts_with(&real) {
-            return false;
-        }
-        let outside = match std::fs::metadata(&real) {
-            Ok(meta) if meta.is_dir() => true,
-            Ok(meta) if meta.is_file() => {
-                let mut start = [0u8; 64];
-                let read = std::fs::File::open(&real)
-                    .and_then(|mut file| std::io::Read::read(&mut file, &mut start))
-                    .unwrap_or(0);
-                super::objects::opens_json(&start[..read]) && read > 0
+        // An absolute path counts whether or not anything is there yet; a relative one
+        // only where something is (`../../../indexes/…` relative to the file is common,
+        // and names nothing relative to the root).
+        let (candidates, absolute): (Vec<std::path::PathBuf>, bool) = match url::Url::parse(part) {
+            Ok(url) if url.scheme() == "file" => {
+                (url.to_file_path().ok().into_iter().collect(), true)
             }
-            _ => false,
+            Ok(_) => (Vec::new(), true),
+            Err(_) if part.starts_with('/') => (vec![std::path::PathBuf::from(part)], true),
+            Err(_) => (vec![root.join(part), root.join(folder).join(part)], false),
         };
+        let outside = candidates.iter().any(|path| {
+            let resolved = match std::fs::canonicalize(path) {
+                Ok(real) => real,
+                Err(_) if absolute => lexical(path),
+                Err(_) => return false,
+            };
+            !(resolved.starts_with(root) || root.starts_with(&resolved))
+        });
         self.unbounded |= outside;
         outside
     }

@@ -2089,7 +2089,14 @@ async fn class4_a_link_in_a_live_directory_is_refused_or_keeps_everything() {
 /// does not read: it may name anything. A dropped index's table the JSON names stays.
 #[tokio::test]
 async fn class5_a_family_file_naming_json_beside_or_outside_the_managed_prefixes_keeps_it() {
-    let cases = ["beside", "outside path", "outside uri", "outside directory"];
+    let cases = [
+        "beside",
+        "outside path",
+        "outside uri",
+        "outside directory",
+        "outside, relative to the root",
+        "outside, written after registration",
+    ];
     for (n, case) in cases.into_iter().enumerate() {
         let env = Env::open(Backend::Local, 570 + n as u64).await;
         let config = test_config();
@@ -2108,12 +2115,32 @@ async fn class5_a_family_file_naming_json_beside_or_outside_the_managed_prefixes
             _ => {
                 let root = env.local_dir.clone().expect("local");
                 let naming = naming.replace(&victim, &format!("{}/{victim}", root.display()));
-                std::fs::create_dir_all(outside.path().join("d")).expect("dir");
-                std::fs::write(outside.path().join("d/g.json"), naming).expect("json");
+                // Beside the warehouse directory, for a path relative to the root.
+                let beside = root.with_file_name(format!("outside-{n}"));
+                let dir = match case {
+                    "outside, relative to the root" => beside.clone(),
+                    _ => outside.path().to_path_buf(),
+                };
+                std::fs::create_dir_all(dir.join("d")).expect("dir");
+                let json = dir.join("d/g.json");
+                if case == "outside, written after registration" {
+                    // Nothing there when the index is registered and the runs start: the
+                    // file appears in the first run, after its walk.
+                    let write = (json.clone(), naming.clone());
+                    std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_millis(300));
+                        std::fs::write(write.0, write.1).expect("json");
+                    });
+                } else {
+                    std::fs::write(&json, naming).expect("json");
+                }
                 match case {
-                    "outside path" => format!("{}/d/g.json", outside.path().display()),
-                    "outside uri" => format!("file://{}/d/g.json", outside.path().display()),
-                    _ => format!("{}/d/", outside.path().display()),
+                    "outside path" | "outside, written after registration" => {
+                        json.display().to_string()
+                    }
+                    "outside uri" => format!("file://{}", json.display()),
+                    "outside, relative to the root" => format!("../outside-{n}/d/g.json"),
+                    _ => format!("{}/d/", dir.display()),
                 }
             }
         };
