@@ -12,8 +12,9 @@
 //! 2. **Not condemned.** The collector's ledger holds no condemnation of the file, nor of
 //!    anything at or below an index table or a family reference
 //!    (`ivf_centroids_metadata_location`) the base did not already have, nor of anything a
-//!    new family reference names if it is metadata (followed as the collector's walk
-//!    follows it: `metadata::named::names_of_metadata`): a condemned
+//!    new family reference names (followed as the collector's walk follows it:
+//!    `metadata::named::names_of_metadata`; a family reference's file that exists and is
+//!    no metadata may name anything, and is refused: GC round 62): a condemned
 //!    object is deleted once its condemnation is older than the condemnation delay, and
 //!    publishing it would leave a pointer to a deleted file (a backup's metadata restored
 //!    as a new file, or new metadata written over old tables). Such a file is

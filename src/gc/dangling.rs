@@ -40,7 +40,7 @@ use crate::catalog::changelog;
 use crate::error::{Error, Result};
 use crate::family::FamilyRegistry;
 use crate::metadata::named::{
-    Below, Parsed, directories_of, files_below, possible_metadata, read_parsed, references_of,
+    Below, Parsed, directories_of, files_below, read_parsed, references_of,
 };
 use crate::warehouse::Warehouse;
 
@@ -52,8 +52,9 @@ use crate::warehouse::Warehouse;
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub(crate) struct DanglingReferences {
-    /// Files to read (again): references naming no file (or none that parses), and
-    /// metadata published since the walk, not read yet.
+    /// Files to read again before every batch (a `HEAD` while they are unchanged):
+    /// references that named no file at the walk, metadata published since, and the
+    /// family references' files those lead to.
     pending: BTreeSet<String>,
     /// Every name queued so far (the walk's references, published metadata, and what the
     /// files read name through family references).
@@ -269,7 +270,7 @@ impl DanglingReferences {
                     continue;
                 };
                 match (&parsed, stamp) {
-                    (Parsed::Opaque { .. }, Some(stamp)) => {
+                    (Parsed::Opaque { .. } | Parsed::Metadata(_), Some(stamp)) => {
                         self.read_as.insert(name.clone(), stamp);
                     }
                     _ => {
@@ -282,8 +283,11 @@ impl DanglingReferences {
                         self.pending.insert(name);
                         continue;
                     }
+                    // Read again before every batch too, at the cost of a `HEAD` while
+                    // it is unchanged: a file still being written may parse as metadata
+                    // before its end lands (round 63, F3).
                     Parsed::Metadata(metadata) => {
-                        self.pending.remove(&name);
+                        self.pending.insert(name.clone());
                         let refs = references_of(&metadata, registry, warehouse);
                         directories.extend(directories_of([], &refs.tables));
                         let direct = refs.direct().cloned().collect();
@@ -294,31 +298,10 @@ impl DanglingReferences {
                         }
                         direct
                     }
-                    // Possibly written half: read again before the next batch. What it
-                    // names that may be metadata is read as a family reference's is.
-                    Parsed::Opaque {
-                        references,
-                        strings,
-                        ..
-                    } => {
-                        self.pending.insert(name.clone());
-                        directories.extend(directories_of(&references, []));
-                        match possible_metadata(warehouse, &references, strings).await? {
-                            Some(follow) => {
-                                for reference in follow {
-                                    if self.visited.insert(reference.clone()) {
-                                        frontier.push(reference);
-                                    }
-                                }
-                            }
-                            None => {
-                                self.unbounded.insert(name.clone());
-                            }
-                        }
-                        references
-                    }
-                    // It may name anything: nothing more is deleted.
-                    Parsed::Unbounded(_) => {
+                    // It may name anything: nothing more is deleted (a file that is no
+                    // metadata may name anything; see the walk, `gc::reachability`).
+                    // Read again before the next batch.
+                    Parsed::Opaque { .. } | Parsed::Unbounded(_) => {
                         self.pending.insert(name.clone());
                         self.unbounded.insert(name.clone());
                         Vec::new()
@@ -416,7 +399,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_file_written_at_a_dangling_reference_is_read_and_followed() {
+    async fn a_file_that_is_no_metadata_written_at_a_dangling_reference_names_anything() {
         let warehouse = Warehouse::in_memory("memory://dangling/wh").expect("warehouse");
         let registry = FamilyRegistry::builtin();
         let mut dangling = DanglingReferences::new(
@@ -433,27 +416,63 @@ mod tests {
         };
         assert!(reread(&mut dangling).await.is_empty());
         assert!(!dangling.names("indexes/old/1/ivf_postings/part-0"));
-        // Not metadata: every string in it that names an object counts.
+        // Not metadata: it may name anything (a reader of its format may take names
+        // from it by rules no catalog knows), so nothing more is deleted.
         write_later(&warehouse).await;
         assert_eq!(reread(&mut dangling).await, ["metadata/later.json"]);
         assert!(dangling.names("indexes/old/1/ivf_postings/part-0"));
-        assert!(dangling.names("metadata/later.json"));
-        assert!(!dangling.names("indexes/old/1/ivf_centroids/part-0"));
-        // Reported once (not metadata: read again, in case it was written half).
+        assert!(dangling.names("indexes/any/other/file"));
+        assert!(
+            dangling
+                .blind()
+                .is_some_and(|why| why.contains("metadata/later.json"))
+        );
+        // Reported once, and read again before every batch (it may be written further).
         assert!(reread(&mut dangling).await.is_empty());
         assert!(dangling.pending.contains("metadata/later.json"));
-        // Written further (it changed): read again, and what it names now is kept too.
+    }
+
+    /// Round 63 (helper-59, F3): a file at a dangling reference that parses as metadata
+    /// while it is being written (its first document landed) is read again before every
+    /// batch: once the rest lands, and it is no metadata, it may name anything.
+    #[tokio::test]
+    async fn a_file_that_parsed_as_metadata_at_a_dangling_reference_is_read_again() {
+        let warehouse = Warehouse::in_memory("memory://dangling/wh").expect("warehouse");
+        let registry = FamilyRegistry::builtin();
+        let name = "metadata/later/v1.metadata.json";
+        let mut dangling =
+            DanglingReferences::new(BTreeSet::from([name.to_owned()]), BTreeSet::new(), 0);
+        let metadata: &[u8] =
+            include_bytes!("../../tests/fixtures/metadata/valid/minimal-compact.json");
         warehouse
-            .overwrite(
-                "metadata/later.json",
-                Bytes::from_static(
-                    br#"{"tables": ["indexes/old/1/ivf_postings/", "indexes/old/1/ivf_centroids/"]}"#,
-                ),
-            )
+            .put_if_absent(name, Bytes::from_static(metadata))
             .await
             .expect("written");
-        assert!(reread(&mut dangling).await.is_empty());
-        assert!(dangling.names("indexes/old/1/ivf_centroids/part-0"));
+        let read = dangling
+            .reread(&warehouse, &registry, 4)
+            .await
+            .expect("read");
+        assert_eq!(read.appeared, [name]);
+        assert!(!dangling.names("indexes/old/1/ivf_postings/part-0"));
+        // Unchanged: not read again (a `HEAD`), and still nothing more named.
+        dangling
+            .reread(&warehouse, &registry, 4)
+            .await
+            .expect("read");
+        assert!(dangling.blind().is_none());
+        // The rest of the file lands: no metadata any more.
+        let mut whole = metadata.to_vec();
+        whole.extend_from_slice(b"\n{\"tables\": [\"indexes/old/1/ivf_postings/\"]}");
+        warehouse
+            .overwrite(name, Bytes::from(whole))
+            .await
+            .expect("written");
+        dangling
+            .reread(&warehouse, &registry, 4)
+            .await
+            .expect("read");
+        assert!(dangling.names("indexes/old/1/ivf_postings/part-0"));
+        assert!(dangling.blind().is_some_and(|why| why.contains(name)));
     }
 
     #[tokio::test]

@@ -109,7 +109,6 @@ impl Invocation<'_> {
                         why: "not a JSON document".to_owned(),
                         foreign_format: false,
                         references: Vec::new(),
-                        strings: 0,
                     };
                     return Ok((ListItem::Object(listed), Some(opaque)));
                 }

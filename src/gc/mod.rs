@@ -166,7 +166,8 @@
 //!    published since, is read right before every delete batch, and what it names is kept
 //!    (`dangling`); one that lands between that read and the batch's delete request is
 //!    read by no check, and what it names may be deleted under the live pointer
-//!    (docs/gc-attacks.md, F1b).
+//!    (docs/gc-attacks.md, F1b). A family file that was valid metadata at the
+//!    verification walk is not read again: it is written once, whole (round 63, F1, F2).
 //! 4. A request already sent when a machine sleeps may land after its publish window; no
 //!    client-side clock can prevent it (see `catalog::publication`).
 //! 5. A local warehouse lives on a case- and normalisation-sensitive file system (on
@@ -177,14 +178,17 @@
 //!    in a local pointer store are followed, and one that leads nowhere is an error.
 //! 6. A reader of a live index reads metadata (a JSON document in every format version)
 //!    and the locations it names. A family reference's file that is not valid metadata
-//!    (another version, written half) names every JSON string in it in every spelling
-//!    (encodings, escapes, lists in one string, relative to the root and to the file), and
-//!    the JSON objects among those are read in turn, as are the files that start like
-//!    JSON in a directory a family reference leads to (either managed prefix) or in an
-//!    index table placed under `metadata/` (a link there may name anything:
-//!    `metadata::named::files_below`); text of other formats (lists of
-//!    names, YAML, compressed or encoded data) is no metadata and names nothing
-//!    (docs/gc-attacks.md, round 36).
+//!    (another format or version, written half) may name anything, by rules no catalog
+//!    knows (where its strings lead, on which file system, from which directory: rounds
+//!    35–62): publication refuses it, and one written after its reference was published
+//!    keeps everything while it is live (the walk says so; the delete guard stops). The
+//!    same holds for the files that start like JSON in a directory a family reference
+//!    leads to, or in an index table placed under `metadata/` (a link there may name
+//!    anything: `metadata::named::files_below`). A stray file no pointer reaches is read
+//!    for what it may name, every JSON string in every spelling (encodings, escapes, lists
+//!    in one string, relative to the root and to the file, where it leads outside a local
+//!    warehouse); text of other formats (lists of names, YAML, compressed or encoded
+//!    data) names nothing (docs/gc-attacks.md, round 36).
 //!
 //! The history of the attacks that shaped these rules is in `docs/gc-attacks.md`.
 //!

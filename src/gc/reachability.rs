@@ -41,11 +41,11 @@ use crate::catalog::write::store_error;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::Namespace;
 use crate::metadata::named::{
-    Below, Parsed, directories_of, files_below, possible_metadata, read_parsed, references_of,
+    Below, Parsed, directories_of, files_below, read_parsed, references_of,
 };
 use crate::store::PointerStoreExt;
 use crate::store::{PointerStore, StoreError, StoreKey, Versioned};
-use crate::warehouse::{MANAGED_PREFIXES, METADATA_DIR};
+use crate::warehouse::MANAGED_PREFIXES;
 
 const PAGE: usize = 1000;
 
@@ -470,34 +470,20 @@ impl Walker<'_> {
                         directories.extend(directories_of([&name], []));
                         observation.dangling.insert(name);
                     }
-                    Parsed::Opaque {
-                        references,
-                        strings,
-                        ..
-                    } => {
-                        // A referenced object in another format: reachable itself, and so is
-                        // whatever it may name; a file it names that may be metadata is read
-                        // as a family reference's is. It may also be written half (a writer
-                        // that writes in place): read again before every delete batch, as a
-                        // reference that names nothing is (`dangling`).
-                        let Some(follow) =
-                            possible_metadata(warehouse, &references, strings).await?
-                        else {
-                            return Err(unbounded(warehouse, &name, "it names too many files"));
-                        };
-                        for reference in follow {
-                            if visited.insert(reference.clone()) {
-                                frontier.push((reference, false));
-                            }
-                        }
-                        if references.iter().any(|r| r == METADATA_DIR) {
-                            observation.warnings.push(format!(
-                                "`{name}`, which live metadata reaches, may name any file of the warehouse (reading it gave up at a bound, or it holds a location no reader reads as it is written): nothing is collected while it is live; replace it with a file every reader reads alike"
-                            ));
-                        }
-                        directories.extend(directories_of(&references, []));
-                        for reference in references {
-                            observation.reachable.insert(reference, 0);
+                    Parsed::Opaque { why, .. } => {
+                        // A referenced object that is no metadata (another format, written
+                        // half, a future format version): a reader of its format may take
+                        // names from it by rules the collector cannot know (where its
+                        // strings lead, on which file system, under which base: rounds
+                        // 35–62), so it may name anything, and nothing is collected while
+                        // it is live. Publication refuses such a file; it got here by
+                        // being written after its reference was published. It is read
+                        // again before every delete batch (`dangling`).
+                        observation.warnings.push(format!(
+                            "`{name}`, which live metadata reaches, may name any file of the warehouse (it is no metadata: {why}): nothing is collected while it is live; replace it with a metadata file"
+                        ));
+                        for prefix in MANAGED_PREFIXES {
+                            observation.reachable.insert(prefix.to_owned(), 0);
                         }
                         observation.dangling.insert(name);
                     }

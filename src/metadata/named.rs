@@ -89,9 +89,6 @@ pub(crate) enum Parsed {
         why: String,
         foreign_format: bool,
         references: Vec<String>,
-        /// How many distinct strings (or parts of strings) of the file name something: the
-        /// spellings of one count once (see [`possible_metadata`]).
-        strings: usize,
     },
     /// It may name anything: larger than [`MAX_SCANNED_BYTES`], or naming more files that
     /// may be metadata than [`MAX_FOLLOWED`]. Why.
@@ -143,7 +140,7 @@ pub(crate) async fn read_parsed(
             if !found {
                 return Ok(Parsed::Missing);
             }
-            let (references, strings) = names_in_strings(
+            let references = names_in_strings(
                 strings.finish().into_iter().chain(other.finish()),
                 warehouse,
                 name,
@@ -152,22 +149,17 @@ pub(crate) async fn read_parsed(
                 why: format!("{size} bytes, larger than any metadata file"),
                 foreign_format: false,
                 references,
-                strings,
             });
         }
         Err(err) => return Err(failed(err)),
     };
     match IndexMetadata::from_json_slice(&bytes, registry) {
         Ok(metadata) => Ok(Parsed::Metadata(Box::new(metadata))),
-        Err(err) => {
-            let (references, strings) = string_references(&bytes, warehouse, name);
-            Ok(Parsed::Opaque {
-                why: err.message().to_owned(),
-                foreign_format: err.kind() == ErrorKind::UnsupportedFormatVersion,
-                references,
-                strings,
-            })
-        }
+        Err(err) => Ok(Parsed::Opaque {
+            why: err.message().to_owned(),
+            foreign_format: err.kind() == ErrorKind::UnsupportedFormatVersion,
+            references: string_references(&bytes, warehouse, name),
+        }),
     }
 }
 
@@ -183,7 +175,7 @@ pub(crate) async fn read_parsed(
 /// Only JSON strings count: a reader of a live index reads metadata, which in every format
 /// version is a JSON document; text of other formats (a list of names, YAML, a compressed
 /// file) is no metadata, and no reader of an index interprets what it says (round 36).
-fn string_references(bytes: &[u8], warehouse: &Warehouse, holder: &str) -> (Vec<String>, usize) {
+fn string_references(bytes: &[u8], warehouse: &Warehouse, holder: &str) -> Vec<String> {
     let mut found = Vec::new();
     for text in readings(bytes) {
         let mut strings = JsonStrings::default();
@@ -240,23 +232,20 @@ fn readings(bytes: &[u8]) -> Vec<std::borrow::Cow<'_, [u8]>> {
 /// included, against the warehouse root and against `holder`'s directory (a reader of the
 /// file may take names relative to it, as a manifest's `centroids-0.bin` or `../x/`), as a
 /// file system resolves them: a `..` may climb above the root and come back in through
-/// its own name (rounds 35 G3 and G6, 36). Also how many distinct strings and parts name
-/// something: their spellings count once.
+/// its own name (rounds 35 G3 and G6, 36).
 fn names_in_strings(
     strings: impl IntoIterator<Item = impl Into<Found>>,
     warehouse: &Warehouse,
     holder: &str,
-) -> (Vec<String>, usize) {
+) -> Vec<String> {
     let folder = holder.rsplit_once('/').map_or("", |(dir, _)| dir);
     let mut out = Vec::new();
-    let mut naming: HashSet<String> = HashSet::new();
-    let mut reader = warehouse.name_reader();
+    let mut reader = warehouse.family_name_reader();
     for found in strings {
         let (text, as_written) = match found.into() {
             Found::Value(text) => (text, false),
             Found::AsWritten(text) => (text, true),
             Found::Overlong => {
-                naming.insert(String::new());
                 out.extend(MANAGED_PREFIXES.iter().map(|prefix| (*prefix).to_owned()));
                 continue;
             }
@@ -293,8 +282,8 @@ fn names_in_strings(
                 names.extend(reader.names_relative_to(folder, part));
             }
             // A path that leads outside the warehouse (in any of a reader's resolutions):
-            // what a reader finds there, now or later, may name anything (rounds 59 B, 60).
-            if reader.leads_outside(folder, part) {
+            // what a reader finds there, now or later, may name anything (rounds 59 B, 60, 61).
+            if reader.leads_outside(part) {
                 names.extend(MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()));
             }
             // A location in metadata of any version names a table or a file, never a
@@ -303,15 +292,12 @@ fn names_in_strings(
             if !reader.gave_up() {
                 names.retain(|name| !MANAGED_PREFIXES.contains(&name.as_str()));
             }
-            if !names.is_empty() {
-                naming.insert(part.to_owned());
-                out.extend(names);
-            }
+            out.extend(names);
         }
     }
     out.sort_unstable();
     out.dedup();
-    (out, naming.len())
+    out
 }
 
 /// Everything the metadata file `name` names, itself included, following family
@@ -342,22 +328,9 @@ pub(crate) async fn names_of_metadata(
                     }
                 }
             }
-            Parsed::Opaque {
-                references,
-                strings,
-                ..
-            } => {
-                let Some(follow) = possible_metadata(warehouse, &references, strings).await? else {
-                    return Err(unbounded(warehouse, &file, "it names too many files"));
-                };
-                directories.extend(directories_of(&references, []));
-                names.extend(references);
-                for reference in follow {
-                    if visited.insert(reference.clone()) {
-                        frontier.push(reference);
-                    }
-                }
-            }
+            // No metadata: a reader of its format may take names from it by rules no
+            // catalog knows, so it may name anything (see the walk, `gc::reachability`).
+            Parsed::Opaque { why, .. } => return Err(unbounded(warehouse, &file, &why)),
             Parsed::Unbounded(why) => return Err(unbounded(warehouse, &file, &why)),
             Parsed::Missing => directories.extend(directories_of([&file], [])),
         }
@@ -380,7 +353,7 @@ fn unbounded(warehouse: &Warehouse, file: &str, why: &str) -> Error {
     Error::new(
         ErrorKind::InvalidIndexMetadata,
         format!(
-            "`{}`, which the metadata leads to through family references, is no metadata and cannot be read to the end ({why}): what it names is unknown. Write a metadata file",
+            "`{}`, which the metadata leads to through family references, is no metadata that can be read to the end ({why}): what it names is unknown. Write a metadata file",
             warehouse.absolute(file)
         ),
     )
@@ -556,7 +529,7 @@ mod tests {
                     false => unit.to_le_bytes(),
                 });
             }
-            let (names, _) = string_references(&bytes, &warehouse, "metadata/x.json");
+            let names = string_references(&bytes, &warehouse, "metadata/x.json");
             assert!(names.contains(&"indexes/a/1".to_owned()), "{names:?}");
         }
     }
@@ -594,52 +567,12 @@ mod tests {
             ("UTF-32LE with a mark", utf32(false, true)),
             ("UTF-32BE with a mark", utf32(true, true)),
         ] {
-            let (names, _) = string_references(&bytes, &warehouse, "metadata/x.json");
+            let names = string_references(&bytes, &warehouse, "metadata/x.json");
             assert!(
                 names.contains(&"indexes/a/1".to_owned()),
                 "{what}: {names:?}"
             );
         }
-    }
-
-    /// A file naming one object many times checks it once: only distinct names count
-    /// against [`MAX_FOLLOWED`].
-    #[tokio::test]
-    async fn the_same_name_many_times_is_checked_once() {
-        let warehouse = Warehouse::in_memory("memory://same/wh").expect("warehouse");
-        warehouse
-            .put_if_absent("indexes/c/h.json", Bytes::from_static(b"\xEF\xBB\xBF{}"))
-            .await
-            .expect("written");
-        let strings = vec!["indexes/c/h.json".to_owned(); MAX_FOLLOWED + 1];
-        let (names, strings) = names_in_strings(strings, &warehouse, "metadata/x.json");
-        assert_eq!(strings, 1);
-        let follow = possible_metadata(&warehouse, &names, strings)
-            .await
-            .expect("checked");
-        assert_eq!(
-            follow,
-            Some(vec!["indexes/c/h.json".to_owned()]),
-            "behind a byte-order mark"
-        );
-    }
-
-    /// The spellings of one string count once against [`MAX_FOLLOWED`] (round 34 F6: a
-    /// file of 50,001 labels with a `~` was cut off at half the limit).
-    #[tokio::test]
-    async fn the_spellings_of_one_string_count_once() {
-        let warehouse = Warehouse::in_memory("memory://spellings/wh").expect("warehouse");
-        let strings: Vec<String> = (0..MAX_FOLLOWED).map(|i| format!("w~{i}")).collect();
-        let (names, strings) = names_in_strings(strings, &warehouse, "metadata/x.json");
-        assert!(
-            names.len() > 2 * MAX_FOLLOWED,
-            "every label has more spellings: `~` escaped, and below `metadata/`"
-        );
-        assert_eq!(strings, MAX_FOLLOWED);
-        let follow = possible_metadata(&warehouse, &names, strings)
-            .await
-            .expect("checked");
-        assert_eq!(follow, Some(Vec::new()));
     }
 
     /// Round 44 (J1): a string whose reading gives up at a bound (five patterns, through
@@ -656,9 +589,9 @@ mod tests {
             .expect("link");
         let warehouse = Warehouse::local(&root).expect("warehouse");
         let far = format!("{}/x/[a]/[b]/[c]/[d]/[s]/part-0.parquet", base.display());
-        let (names, _) = names_in_strings(vec![far], &warehouse, "metadata/fam/c.json");
+        let names = names_in_strings(vec![far], &warehouse, "metadata/fam/c.json");
         assert!(names.contains(&"indexes".to_owned()), "{names:?}");
-        let (names, _) = names_in_strings(
+        let names = names_in_strings(
             vec!["indexes".to_owned()],
             &warehouse,
             "metadata/fam/c.json",
@@ -683,7 +616,7 @@ mod tests {
             .expect("link");
         let warehouse = Warehouse::local(&root).expect("warehouse");
         let strings = vec!["../../../plain/l/../src/part-0.parquet".to_owned()];
-        let (names, _) = names_in_strings(strings, &warehouse, "metadata/fam/centroids.json");
+        let names = names_in_strings(strings, &warehouse, "metadata/fam/centroids.json");
         assert!(
             names.contains(&"indexes/old/src/part-0.parquet".to_owned()),
             "{names:?}"
@@ -708,8 +641,7 @@ mod tests {
         ]
         .map(str::to_owned)
         .to_vec();
-        let (names, strings) =
-            names_in_strings(strings, &warehouse, "metadata/c/v1/centroids.json");
+        let names = names_in_strings(strings, &warehouse, "metadata/c/v1/centroids.json");
         for name in [
             "metadata/c/v1/centroids-0.bin",
             "metadata/c/v1/centroids-1.bin",
@@ -728,6 +660,5 @@ mod tests {
             !names.iter().any(|name| name.contains("above")),
             "{names:?}"
         );
-        assert!(strings >= 9, "{strings}");
     }
 }

@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use super::outside::{Outside, Reach};
 use super::{MANAGED_PREFIXES, object_name};
 
 /// The names a local path reaches through symbolic links (see [`Links::linked_names`]),
@@ -123,6 +124,12 @@ pub(super) struct Links {
     /// A single word read from above the warehouse is walked too (a source table's
     /// location, not a word of free text: round 48, N1).
     walk_words: bool,
+    /// Where the paths looked up lead outside the warehouse, observed while a file's
+    /// strings are read ([`Links::observe_outside`]).
+    outside: Option<Outside>,
+    /// The path looked up is a relative one read from a directory other than the
+    /// warehouse's ([`Links::set_elsewhere`]).
+    elsewhere: bool,
 }
 
 impl Links {
@@ -171,7 +178,28 @@ impl Links {
             walking: true,
             denied_paths: HashSet::new(),
             denied: false,
+            outside: None,
+            elsewhere: false,
         }
+    }
+
+    /// Whether the paths looked up from now on are relative ones read from a directory
+    /// other than the warehouse's (a working directory, a home, a directory above): where
+    /// they lead outside counts only if a reader may find names there now (see
+    /// [`Outside`]).
+    pub(super) fn set_elsewhere(&mut self, elsewhere: bool) {
+        self.elsewhere = elsewhere;
+    }
+
+    /// Observe where the paths looked up from now on lead outside the warehouse (see
+    /// [`Outside`]): for the strings of a file, not for a source table's location.
+    pub(super) fn observe_outside(&mut self) {
+        self.outside = Some(Outside::default());
+    }
+
+    /// Where the paths looked up since the last call lead outside the warehouse.
+    pub(super) fn take_outside(&mut self) -> Reach {
+        self.outside.as_mut().map(Outside::take).unwrap_or_default()
     }
 
     /// The warehouse root resolved, looked up once it resolves.
@@ -385,6 +413,10 @@ impl Links {
             return self.anything();
         };
         let full = Path::new("/").join(clamp_dots(full));
+        let strict = !self.walking || self.elsewhere;
+        if let Some(outside) = self.outside.as_mut() {
+            outside.observe(&root, &resolved, rest.is_empty(), &full, strict);
+        }
         let mut names = names_below(&root, &full);
         // Below this process's working directory: maybe reached through
         // `/proc/self/cwd` in a spelling no text rule sees (a pattern, an escape, a link to

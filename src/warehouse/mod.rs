@@ -36,6 +36,7 @@ mod local_files;
 mod location;
 mod names;
 mod objects;
+mod outside;
 mod placement;
 mod range;
 mod recognise;

@@ -237,7 +237,7 @@ pub(crate) enum Fetched {
 /// takes: a byte-order mark (UTF-8, UTF-16 or UTF-32) opens one, and otherwise the first
 /// byte that is neither white space nor NUL (the other bytes of a UTF-16 or UTF-32 code
 /// unit without a mark, RFC 4627) is `{`, or there is none.
-fn opens_json(start: &[u8]) -> bool {
+pub(super) fn opens_json(start: &[u8]) -> bool {
     const MARKS: [&[u8]; 4] = [b"\xEF\xBB\xBF", b"\xFF\xFE", b"\xFE\xFF", b"\0\0\xFE\xFF"];
     MARKS.iter().any(|mark| start.starts_with(mark))
         || start

@@ -49,6 +49,17 @@ impl Warehouse {
 
     /// A reader of many locations with one view of the local file system's links (see
     /// [`NameReader`]): what one metadata file's strings name.
+    /// A [`name_reader`](Self::name_reader) for the strings of a file that is no
+    /// metadata, which also observes where they lead outside the warehouse
+    /// ([`NameReader::leads_outside`]).
+    pub(crate) fn family_name_reader(&self) -> NameReader<'_> {
+        let mut reader = self.name_reader();
+        if let Some(links) = reader.links.as_mut() {
+            links.observe_outside();
+        }
+        reader
+    }
+
     pub(crate) fn name_reader(&self) -> NameReader<'_> {
         NameReader {
             warehouse: self,
@@ -107,9 +118,11 @@ impl Warehouse {
     /// as alternatives).
     fn names_of_path(&self, location: &str, links: &mut Option<Links>) -> Vec<String> {
         let mut names = Vec::new();
-        let mut all: Vec<(Reading, bool)> = readings(location)
+        // Each reading, with whether its directories are walked for links and whether it
+        // is a relative path read from a directory other than the warehouse's.
+        let mut all: Vec<(Reading, bool, bool)> = readings(location)
             .into_iter()
-            .map(|reading| (reading, true))
+            .map(|reading| (reading, true, false))
             .collect();
         // A relative path is resolved against an engine's working directory (or home), which
         // no catalog knows; on a local warehouse that may be the warehouse directory or any
@@ -147,18 +160,18 @@ impl Warehouse {
                     if !read_anyway && !firsts.iter().any(|first| view.exists(&base.join(first))) {
                         continue;
                     }
-                    let walk = base.as_path() == dir.as_path()
-                        || relative.contains('/')
-                        || view.walks_words();
+                    let elsewhere = base.as_path() != dir.as_path();
+                    let walk = !elsewhere || relative.contains('/') || view.walks_words();
                     let base = base.display().to_string();
                     let path = format!("{}/{relative}", base.trim_end_matches('/'));
-                    all.push((Reading::Local(path), walk));
+                    all.push((Reading::Local(path), walk, elsewhere));
                 }
             }
         }
-        for (reading, walk) in all {
+        for (reading, walk, elsewhere) in all {
             if let Some(links) = links.as_mut() {
                 links.set_walking(walk);
+                links.set_elsewhere(elsewhere);
             }
             for path in spellings(&reading) {
                 // The path as written (object names may hold `*` or `[`), and, read as a
@@ -241,6 +254,7 @@ impl Warehouse {
         }
         if let Some(links) = links.as_mut() {
             links.set_walking(true);
+            links.set_elsewhere(false);
         }
         names
     }
@@ -717,22 +731,6 @@ fn shell_reads_otherwise(location: &str, controls: bool, backslashes: bool) -> b
     !(one_token && other_store && !chained)
 }
 
-/// `path` with its `.` and `..` resolved by their letters (for a path that does not
-/// exist, so the file system cannot resolve it).
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
-
 /// `scheme` (lower-cased) and the rest, if `location` starts with a URI scheme.
 fn split_scheme(location: &str) -> Option<(String, &str)> {
     let (scheme, rest) = location.split_once(':')?;
@@ -873,37 +871,30 @@ impl NameReader<'_> {
         names
     }
 
-    /// On a local warehouse, whether `part`, a string of a file that is no metadata held
-    /// in the warehouse's directory `folder`, leads outside the warehouse: an absolute
-    /// path or a `file:` URI that resolves (through what exists, lexically past it) to a
-    /// place outside the root, or a path relative to the root or to `folder` that leads
-    /// to something outside. A reader of the file may read what is there, or what appears
-    /// at an absolute path later, which the collector does not read, so it may name
-    /// anything (rounds 59 B, 60): marked as a give-up. The root's own ancestors are not
-    /// outside (a reading of them is a reading of the root).
-    pub(crate) fn leads_outside(&mut self, folder: &str, part: &str) -> bool {
-        let Some(root) = self.warehouse.local.as_deref() else {
+    /// On a local warehouse, whether `part`, a string of a file that is no metadata, read
+    /// since the last call (by [`names_of_location`](Self::names_of_location) and
+    /// [`names_relative_to`](Self::names_relative_to) of a reader from
+    /// [`Warehouse::family_name_reader`]), leads outside the warehouse in any of the
+    /// paths that reading tried: every spelling, every directory a reader may stand in,
+    /// the file's folder, as the file system resolves them (see the `outside` module for
+    /// what counts). A reader of the file may read what is there, or what appears there
+    /// later, which the collector does not read, so it may name anything (rounds 59 B, 60,
+    /// 61): marked as a give-up.
+    pub(crate) fn leads_outside(&mut self, part: &str) -> bool {
+        let Some(links) = self.links.as_mut() else {
             return false;
         };
-        // An absolute path counts whether or not anything is there yet; a relative one
-        // only where something is (`../../../indexes/…` relative to the file is common,
-        // and names nothing relative to the root).
-        let (candidates, absolute): (Vec<std::path::PathBuf>, bool) = match url::Url::parse(part) {
-            Ok(url) if url.scheme() == "file" => {
-                (url.to_file_path().ok().into_iter().collect(), true)
-            }
-            Ok(_) => (Vec::new(), true),
-            Err(_) if part.starts_with('/') => (vec![std::path::PathBuf::from(part)], true),
-            Err(_) => (vec![root.join(part), root.join(folder).join(part)], false),
-        };
-        let outside = candidates.iter().any(|path| {
-            let resolved = match std::fs::canonicalize(path) {
-                Ok(real) => real,
-                Err(_) if absolute => lexical(path),
-                Err(_) => return false,
-            };
-            !(resolved.starts_with(root) || root.starts_with(&resolved))
-        });
+        let reach = links.take_outside();
+        let absolute = pieces(part.trim())
+            .into_iter()
+            .chain(pieces(part))
+            .any(|piece| match alternatives(&piece) {
+                Some(paths) => paths.iter().any(|path| {
+                    path.trim().starts_with('/') || split_scheme(path.trim()).is_some()
+                }),
+                None => true,
+            });
+        let outside = reach.may_name_anything(absolute);
         self.unbounded |= outside;
         outside
     }

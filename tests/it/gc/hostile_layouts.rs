@@ -56,8 +56,9 @@ fn deleted(reports: &[GcReport]) -> u64 {
     reports.iter().map(|r| r.counts.deleted.objects).sum()
 }
 
-/// A live index whose family file (no metadata) is `family`: six hours of runs complete,
-/// and `victim`, which the file names, is still there.
+/// A live index whose family file (no metadata) is `family`, written after the index was
+/// registered (publication refuses such a file): six hours of runs complete, each saying
+/// the file may name anything, and `victim`, which the file names, is still there.
 async fn live_family_file_keeps(
     env: &Env,
     config: &GcConfig,
@@ -65,15 +66,21 @@ async fn live_family_file_keeps(
     victim: &str,
     case: &str,
 ) {
-    env.put_raw("metadata/live/centroids.json", family.into_bytes().leak())
-        .await;
     let mut layout = Layout::under("live/1");
     layout.centroids_metadata = Some("metadata/live/centroids.json".to_owned());
     env.register("live", &layout).await;
+    env.put_raw("metadata/live/centroids.json", family.into_bytes().leak())
+        .await;
     let reports = passes(env, config, 6).await;
     assert!(
         reports.iter().all(|r| r.status == gc::GcStatus::Completed),
         "{case}"
+    );
+    assert!(
+        reports.iter().all(|r| r.warnings.iter().any(|w| w.contains(
+            "`metadata/live/centroids.json`, which live metadata reaches, may name any file"
+        ))),
+        "{case}: every run says why it keeps everything"
     );
     assert!(
         env.exists_raw(victim).await,
@@ -1013,7 +1020,8 @@ async fn refused_for_a_link(env: &Env, layout: &Layout, location: &str) {
     // 43, H2), so a source linking to a condemned file may be refused first for naming a
     // file under `indexes/`.
     // A directory a family file names is read as the walk reads it, and a link there is
-    // refused as naming what the collector does not read (round 58).
+    // refused as naming what the collector does not read (round 58); a family file that is
+    // no metadata is refused first (round 62).
     assert!(
         err.message().contains("symbolic link in a new table")
             || err
@@ -1021,7 +1029,8 @@ async fn refused_for_a_link(env: &Env, layout: &Layout, location: &str) {
                 .contains("under the warehouse's `metadata/`, `indexes/`")
             || err
                 .message()
-                .contains("a symbolic link; the collector never follows"),
+                .contains("a symbolic link; the collector never follows")
+            || err.message().contains("is no metadata"),
         "{err}"
     );
 }
@@ -1756,10 +1765,12 @@ async fn class5_a_stray_file_keeps_what_it_names_with_a_percent_sign() {
 /// Round 35 G3 and G6, round 36: a live family reference whose file is no metadata names
 /// objects in the forms a reader of a JSON document may take: relative to the file itself
 /// (`centroids-0.bin` beside it, `../../../indexes/…`), several in one string (one per
-/// line, comma-separated), and so do the JSON objects it names in turn. All of them stay
-/// while the reference is live; plain garbage goes.
+/// line, comma-separated), and so do the JSON objects it names in turn. Round 62: what
+/// else a reader of its format takes from it no catalog knows (where its strings lead,
+/// on which file system), so publication refuses it, and written after publication it
+/// keeps everything while it is live, plain garbage too.
 #[tokio::test]
-async fn class5_what_a_family_file_names_in_its_readers_forms_is_kept() {
+async fn class5_a_live_family_file_that_is_no_metadata_is_refused_or_keeps_everything() {
     let named = [
         "metadata/c/v1/centroids-0.bin",
         "metadata/c/v1/centroids-1.bin",
@@ -1778,15 +1789,6 @@ async fn class5_what_a_family_file_names_in_its_readers_forms_is_kept() {
             env.put_raw(name, b"\x00\x01their data").await;
         }
         env.put_raw("indexes/plain-garbage/part-0", b"x").await;
-        env.put_raw(
-            "metadata/c/v1/centroids.json",
-            br#"{"files": ["centroids-0.bin", "./centroids-1.bin"],
-                 "postings-from": "../../../indexes/old1/part-0",
-                 "lines": "indexes/old2/part-0\nindexes/old3/part-0",
-                 "csv": "indexes/old8/part-0,indexes/old9/part-0",
-                 "chain": ["indexes/c1/manifest.json", "manifest.json"]}"#,
-        )
-        .await;
         env.put_raw("indexes/c1/manifest.json", br#"{"t": "../old4/part-0"}"#)
             .await;
         env.put_raw(
@@ -1796,15 +1798,43 @@ async fn class5_what_a_family_file_names_in_its_readers_forms_is_kept() {
         .await;
         let mut layout = Layout::under("live/1");
         layout.centroids_metadata = Some("metadata/c/v1/centroids.json".to_owned());
-        env.register("live", &layout).await;
+        // Published while the family file is not there yet, then written.
+        let (metadata, location) = env.new_index(&layout).await;
+        drop(metadata);
+        let id = env.id("live").await;
+        env.catalog
+            .register(&id, Some(&layout.source), &location)
+            .await
+            .expect("registered");
+        env.put_raw(
+            "metadata/c/v1/centroids.json",
+            br#"{"files": ["centroids-0.bin", "./centroids-1.bin"],
+                 "postings-from": "../../../indexes/old1/part-0",
+                 "lines": "indexes/old2/part-0\nindexes/old3/part-0",
+                 "csv": "indexes/old8/part-0,indexes/old9/part-0",
+                 "chain": ["indexes/c1/manifest.json", "manifest.json"]}"#,
+        )
+        .await;
+        // Published over the file, it is refused.
+        let other = env.id("refused").await;
+        let refused = env
+            .catalog
+            .register(&other, Some(&layout.source), &location)
+            .await
+            .expect_err("a family file that is no metadata is refused");
+        assert_eq!(refused.kind(), ErrorKind::InvalidIndexMetadata, "{refused}");
+        assert!(
+            refused.message().contains("is no metadata"),
+            "{backend:?}: {refused}"
+        );
         let reports = passes(&env, &config, 6).await;
         assert!(
             reports.iter().all(|r| r.status == gc::GcStatus::Completed),
             "{backend:?}"
         );
         assert!(
-            !env.exists_raw("indexes/plain-garbage/part-0").await,
-            "{backend:?}: collection went on"
+            env.exists_raw("indexes/plain-garbage/part-0").await,
+            "{backend:?}: nothing is collected while the family file is live"
         );
         for name in named {
             assert!(
@@ -1952,22 +1982,26 @@ async fn class5_a_live_file_in_a_live_directory_that_may_name_anything_keeps_eve
             "larger than any file read" => target.to_owned(),
             _ => "metadata/data/'x'.json".to_owned(),
         };
+        // Written after the index was registered: publication refuses files that are no
+        // metadata where a family reference leads (round 62).
         let mut layout = Layout::under("live/1");
         let holder = if live == "family directory" {
-            env.put_raw(
-                "metadata/fam/centroids.json",
-                br#"{"parts": "metadata/fam/parts/"}"#,
-            )
-            .await;
             layout.centroids_metadata = Some("metadata/fam/centroids.json".to_owned());
             "metadata/fam/parts/manifest.json"
         } else {
             layout.centroids = "metadata/cent/".to_owned();
             "metadata/cent/manifest.json"
         };
+        env.register("live", &layout).await;
+        if live == "family directory" {
+            env.put_raw(
+                "metadata/fam/centroids.json",
+                br#"{"parts": "metadata/fam/parts/"}"#,
+            )
+            .await;
+        }
         let holding = format!(r#"{{"payload": "{named}"}}"#);
         env.put_raw(holder, holding.into_bytes().leak()).await;
-        env.register("live", &layout).await;
         if spelling == "larger than any file read" {
             // Grown after registration (publication refuses a file that large), sparse:
             // past the largest file whose strings are read, no disk used.
@@ -2056,13 +2090,27 @@ async fn class4_a_link_in_a_live_directory_is_refused_or_keeps_everything() {
             parqdb_catalog::ErrorKind::InvalidIndexMetadata,
             "{refused}"
         );
-        assert!(refused.message().contains("symbolic link"), "{refused}");
-        // Registered first, the link made after: every run keeps everything.
+        // The family file is no metadata: refused for that first (round 62).
+        assert!(
+            refused.message().contains("symbolic link")
+                || refused.message().contains("is no metadata"),
+            "{refused}"
+        );
+        // Registered first, the link (and the family file) made after: every run keeps
+        // everything.
         std::fs::remove_file(root.join(directory).join("m.json")).expect("unlinked");
+        let family = root.join("metadata/fam/centroids.json");
+        let family_text = std::fs::read(&family).ok();
+        if family_text.is_some() {
+            std::fs::remove_file(&family).expect("family file removed");
+        }
         env.catalog
             .register(&id, Some(&layout.source), &location)
             .await
             .expect("registered");
+        if let Some(text) = family_text {
+            std::fs::write(&family, text).expect("family file written");
+        }
         symlink_at(
             outside.path().join("m.json"),
             &root.join(directory).join("m.json"),
@@ -2070,9 +2118,10 @@ async fn class4_a_link_in_a_live_directory_is_refused_or_keeps_everything() {
         );
         let reports = passes(&env, &config, 12).await;
         assert!(
-            reports
+            reports.iter().all(|r| r
+                .warnings
                 .iter()
-                .all(|r| r.warnings.iter().any(|w| w.contains("symbolic link"))),
+                .any(|w| w.contains("symbolic link") || w.contains("it is no metadata"))),
             "table {table}: every run says why it keeps everything"
         );
         assert!(
@@ -2086,7 +2135,9 @@ async fn class4_a_link_in_a_live_directory_is_refused_or_keeps_everything() {
 /// read to know what it names: (A) a directory inside the warehouse beside the managed
 /// prefixes (`extra/d/`), read as the walk reads directories under them; (B) a file or a
 /// directory outside the warehouse, by absolute path or `file:` URI, which the collector
-/// does not read: it may name anything. A dropped index's table the JSON names stays.
+/// does not read: it may name anything. Rounds 60–61: the same by a path relative to the
+/// root, and where nothing is there yet (an absolute path; a relative one into a directory
+/// outside). A dropped index's table the JSON names stays.
 #[tokio::test]
 async fn class5_a_family_file_naming_json_beside_or_outside_the_managed_prefixes_keeps_it() {
     let cases = [
@@ -2096,6 +2147,7 @@ async fn class5_a_family_file_naming_json_beside_or_outside_the_managed_prefixes
         "outside directory",
         "outside, relative to the root",
         "outside, nothing there yet",
+        "outside, relative to the root, nothing there yet",
     ];
     for (n, case) in cases.into_iter().enumerate() {
         let env = Env::open(Backend::Local, 570 + n as u64).await;
@@ -2118,22 +2170,84 @@ async fn class5_a_family_file_naming_json_beside_or_outside_the_managed_prefixes
                 // Beside the warehouse directory, for a path relative to the root.
                 let beside = root.with_file_name(format!("outside-{n}"));
                 let dir = match case {
-                    "outside, relative to the root" => beside.clone(),
+                    "outside, relative to the root"
+                    | "outside, relative to the root, nothing there yet" => beside.clone(),
                     _ => outside.path().to_path_buf(),
                 };
                 std::fs::create_dir_all(dir.join("d")).expect("dir");
                 let json = dir.join("d/g.json");
-                // Nothing there yet for the last case: a file may appear there at any
-                // time, which no run reads, so the path alone may name anything.
-                if case != "outside, nothing there yet" {
+                // Nothing there yet: a file may appear there at any time, which no run
+                // reads, so the path alone (or a directory outside on its way) may name
+                // anything.
+                if !case.ends_with("nothing there yet") {
                     std::fs::write(&json, naming).expect("json");
                 }
                 match case {
                     "outside path" | "outside, nothing there yet" => json.display().to_string(),
                     "outside uri" => format!("file://{}", json.display()),
-                    "outside, relative to the root" => format!("../outside-{n}/d/g.json"),
+                    "outside, relative to the root"
+                    | "outside, relative to the root, nothing there yet" => {
+                        format!("../outside-{n}/d/g.json")
+                    }
                     _ => format!("{}/d/", dir.display()),
                 }
+            }
+        };
+        let family = format!(r#"{{"parts": "{named}"}}"#);
+        live_family_file_keeps(&env, &config, family, &victim, case).await;
+    }
+}
+
+/// Round 61 (helper-57): JSON outside the warehouse that a live family file leads to by
+/// spellings and from places round 60's outside rule did not try, though the name reading
+/// does: a `file:` URI and an absolute path whose `..` follows a link (their letters lead
+/// back inside; the second names nothing yet), a `file:` URI with a host, the `local:`
+/// scheme, a path relative to the directory holding the warehouse, percent-encoded dot
+/// segments, and the directory holding the warehouse, which holds the JSON directly. Each
+/// may name anything: a dropped index's table the JSON names stays.
+#[tokio::test]
+async fn class5_every_path_a_family_string_leads_outside_by_keeps_what_is_there() {
+    let cases = [
+        "file URI, `..` after a link",
+        "absolute path, `..` after a link, nothing there yet",
+        "file URI with a host",
+        "local scheme",
+        "relative to the directory holding the warehouse",
+        "percent-encoded dot segments",
+        "the directory holding the warehouse",
+    ];
+    for (n, case) in cases.into_iter().enumerate() {
+        let env = Env::open(Backend::Local, 590 + n as u64).await;
+        let config = test_config();
+        let old = Layout::under("old/1");
+        let (old_id, _, _) = env.register("old", &old).await;
+        env.catalog.drop_index(&old_id).await.expect("dropped");
+        let victim = format!("{}part-0.parquet", old.postings);
+        let root = env.local_dir.clone().expect("local");
+        let parent = root.parent().expect("parent").to_path_buf();
+        let naming = format!(r#"{{"tables": ["{}/{victim}"]}}"#, root.display());
+        let beside = parent.join("outside");
+        std::fs::create_dir_all(beside.join("d")).expect("dir");
+        std::fs::write(beside.join("d/g.json"), &naming).expect("json");
+        // `beside/l/../..` is `far` for the file system, `parent` by its letters.
+        std::fs::create_dir_all(beside.join("far/a/b/warehouse")).expect("dir");
+        std::os::unix::fs::symlink(beside.join("far/a/b"), beside.join("l")).expect("link");
+        std::fs::create_dir_all(beside.join("far/warehouse")).expect("dir");
+        std::fs::write(beside.join("far/warehouse/g.json"), &naming).expect("json");
+        let named = match case {
+            "file URI, `..` after a link" => {
+                format!("file://{}/l/../../warehouse/g.json", beside.display())
+            }
+            "absolute path, `..` after a link, nothing there yet" => {
+                format!("{}/l/../../warehouse/later.json", beside.display())
+            }
+            "file URI with a host" => format!("file://127.0.0.1{}/d/g.json", beside.display()),
+            "local scheme" => format!("local://{}/d/g.json", beside.display()),
+            "relative to the directory holding the warehouse" => "outside/d/g.json".to_owned(),
+            "percent-encoded dot segments" => "%2e%2e/outside/d/g.json".to_owned(),
+            _ => {
+                std::fs::write(parent.join("g.json"), &naming).expect("json");
+                format!("{}/", parent.display())
             }
         };
         let family = format!(r#"{{"parts": "{named}"}}"#);
