@@ -278,8 +278,12 @@ impl DanglingReferences {
                     }
                 }
                 let references = match parsed {
+                    // A reference that names no file may name a directory, which a
+                    // reader reads: it is named, everything below it with it, as the walk
+                    // names it (round 64, F1).
                     Parsed::Missing => {
                         directories.extend(directories_of([&name], []));
+                        self.named.insert(name.clone(), 0);
                         self.pending.insert(name);
                         continue;
                     }
@@ -473,6 +477,40 @@ mod tests {
             .expect("read");
         assert!(dangling.names("indexes/old/1/ivf_postings/part-0"));
         assert!(dangling.blind().is_some_and(|why| why.contains(name)));
+    }
+
+    /// Round 64 (helper-60, F1): metadata appearing at a dangling reference leads, through
+    /// its own family reference, to a name that is a directory (no file): what lies below
+    /// it is named, as the walk names it.
+    #[tokio::test]
+    async fn a_family_reference_the_guard_finds_naming_a_directory_names_what_is_below() {
+        let warehouse = Warehouse::in_memory("memory://dangling/wh").expect("warehouse");
+        let registry = FamilyRegistry::builtin();
+        let name = "metadata/later/v1.metadata.json";
+        let mut dangling =
+            DanglingReferences::new(BTreeSet::from([name.to_owned()]), BTreeSet::new(), 0);
+        warehouse
+            .put_if_absent("metadata/old/z/part-0.bin", Bytes::from_static(b"\x00data"))
+            .await
+            .expect("written");
+        let text = String::from_utf8(
+            include_bytes!("../../tests/fixtures/metadata/valid/spec-example.json").to_vec(),
+        )
+        .expect("utf-8");
+        // The spec's example, its centroids metadata location naming the directory.
+        let named = text.replace(
+            "metadata/fe985f6d-3592-4385-a1ca-71347057a210/v1.metadata.json",
+            "metadata/old/z",
+        );
+        warehouse
+            .put_if_absent(name, Bytes::from(named))
+            .await
+            .expect("written");
+        dangling
+            .reread(&warehouse, &registry, 4)
+            .await
+            .expect("read");
+        assert!(dangling.names("metadata/old/z/part-0.bin"));
     }
 
     #[tokio::test]

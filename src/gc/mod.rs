@@ -182,9 +182,10 @@
 //!    knows (where its strings lead, on which file system, from which directory: rounds
 //!    35–62): publication refuses it, and one written after its reference was published
 //!    keeps everything while it is live (the walk says so; the delete guard stops). The
-//!    same holds for the files that start like JSON in a directory a family reference
-//!    leads to, or in an index table placed under `metadata/` (a link there may name
-//!    anything: `metadata::named::files_below`). A stray file no pointer reaches is read
+//!    same holds for the files that open a JSON object (as metadata does) in a directory a
+//!    family reference leads to, or in an index table placed under `metadata/` (a link
+//!    there may name anything: `metadata::named::files_below`); other files there are
+//!    data (round 64, F2). A stray file no pointer reaches is read
 //!    for what it may name, every JSON string in every spelling (encodings, escapes, lists
 //!    in one string, relative to the root and to the file, where it leads outside a local
 //!    warehouse); text of other formats (lists of names, YAML, compressed or encoded
