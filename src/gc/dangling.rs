@@ -436,33 +436,43 @@ mod tests {
         assert!(dangling.pending.contains("metadata/later.json"));
     }
 
+    /// A metadata file's name that no file has yet.
+    const LATER: &str = "metadata/later/v1.metadata.json";
+
+    /// An empty warehouse in memory and a guard whose one dangling reference is `name`.
+    fn guard_of(name: &str) -> (Warehouse, DanglingReferences) {
+        let warehouse = Warehouse::in_memory("memory://dangling/wh").expect("warehouse");
+        let dangling =
+            DanglingReferences::new(BTreeSet::from([name.to_owned()]), BTreeSet::new(), 0);
+        (warehouse, dangling)
+    }
+
+    /// One read of the guard before a batch (built-in families); the files that appeared.
+    async fn read(dangling: &mut DanglingReferences, warehouse: &Warehouse) -> Vec<String> {
+        dangling
+            .reread(warehouse, &FamilyRegistry::builtin(), 4)
+            .await
+            .expect("read")
+            .appeared
+    }
+
     /// Round 63 (helper-59, F3): a file at a dangling reference that parses as metadata
     /// while it is being written (its first document landed) is read again before every
     /// batch: once the rest lands, and it is no metadata, it may name anything.
     #[tokio::test]
     async fn a_file_that_parsed_as_metadata_at_a_dangling_reference_is_read_again() {
-        let warehouse = Warehouse::in_memory("memory://dangling/wh").expect("warehouse");
-        let registry = FamilyRegistry::builtin();
-        let name = "metadata/later/v1.metadata.json";
-        let mut dangling =
-            DanglingReferences::new(BTreeSet::from([name.to_owned()]), BTreeSet::new(), 0);
+        let (warehouse, mut dangling) = guard_of(LATER);
+        let name = LATER;
         let metadata: &[u8] =
             include_bytes!("../../tests/fixtures/metadata/valid/minimal-compact.json");
         warehouse
             .put_if_absent(name, Bytes::from_static(metadata))
             .await
             .expect("written");
-        let read = dangling
-            .reread(&warehouse, &registry, 4)
-            .await
-            .expect("read");
-        assert_eq!(read.appeared, [name]);
+        assert_eq!(read(&mut dangling, &warehouse).await, [name]);
         assert!(!dangling.names("indexes/old/1/ivf_postings/part-0"));
         // Unchanged: not read again (a `HEAD`), and still nothing more named.
-        dangling
-            .reread(&warehouse, &registry, 4)
-            .await
-            .expect("read");
+        read(&mut dangling, &warehouse).await;
         assert!(dangling.blind().is_none());
         // The rest of the file lands: no metadata any more.
         let mut whole = metadata.to_vec();
@@ -471,10 +481,7 @@ mod tests {
             .overwrite(name, Bytes::from(whole))
             .await
             .expect("written");
-        dangling
-            .reread(&warehouse, &registry, 4)
-            .await
-            .expect("read");
+        read(&mut dangling, &warehouse).await;
         assert!(dangling.names("indexes/old/1/ivf_postings/part-0"));
         assert!(dangling.blind().is_some_and(|why| why.contains(name)));
     }
@@ -484,11 +491,8 @@ mod tests {
     /// it is named, as the walk names it.
     #[tokio::test]
     async fn a_family_reference_the_guard_finds_naming_a_directory_names_what_is_below() {
-        let warehouse = Warehouse::in_memory("memory://dangling/wh").expect("warehouse");
-        let registry = FamilyRegistry::builtin();
-        let name = "metadata/later/v1.metadata.json";
-        let mut dangling =
-            DanglingReferences::new(BTreeSet::from([name.to_owned()]), BTreeSet::new(), 0);
+        let (warehouse, mut dangling) = guard_of(LATER);
+        let name = LATER;
         warehouse
             .put_if_absent("metadata/old/z/part-0.bin", Bytes::from_static(b"\x00data"))
             .await
@@ -506,10 +510,7 @@ mod tests {
             .put_if_absent(name, Bytes::from(named))
             .await
             .expect("written");
-        dangling
-            .reread(&warehouse, &registry, 4)
-            .await
-            .expect("read");
+        read(&mut dangling, &warehouse).await;
         assert!(dangling.names("metadata/old/z/part-0.bin"));
     }
 
@@ -570,10 +571,7 @@ mod tests {
         let warehouse = Warehouse::in_memory("memory://unreadable/wh").expect("warehouse");
         let registry = FamilyRegistry::builtin();
         let mut dangling = DanglingReferences::new(BTreeSet::new(), BTreeSet::new(), 0);
-        dangling
-            .reread(&warehouse, &registry, 4)
-            .await
-            .expect("read");
+        read(&mut dangling, &warehouse).await;
         assert!(!dangling.names("indexes/old/1/ivf_postings/part-0"));
         let entry = changelog::entry_name(5, uuid::Uuid::from_u128(7));
         warehouse
