@@ -14,16 +14,17 @@
 //! file found there names, followed through family references as the walk follows them,
 //! is kept, and a reference that still names nothing is read again before the next batch.
 //! A file that does not parse (written half, or of another format, or too large to be
-//! metadata) is read again too, once it has changed (its size or times, by a `HEAD`:
-//! every write changes one of them). What is left is the time between that read and the
-//! batch's delete request.
+//! metadata) is read again too: on an object store once it has changed (its entity tag,
+//! by a `HEAD`: every write replaces it), on a local warehouse every time (no `HEAD`
+//! shows a write through a shared memory mapping, round 65 F1). What is left is the time
+//! between that read and the batch's delete request.
 //!
 //! The cost, per batch of up to
 //! [`GcConfig::delete_batch_size`](super::GcConfig::delete_batch_size) deletes: a ranged
 //! listing of the change log since the walk, a `GET` of each entry not read yet and of the
-//! metadata it publishes, and a `HEAD` per reference that names nothing or no metadata
-//! (and a `GET` when it has changed); with no publication since the walk and every family
-//! reference naming metadata, one `LIST`.
+//! metadata it publishes, and a `HEAD` per pending reference (and a `GET` when its entity
+//! tag changed; on a local warehouse a `GET` each time); with no publication since the
+//! walk and every family reference naming metadata, one `LIST`.
 //! What a guard has read is kept for the run's other delete steps (`guard/` in the run's
 //! directory, see the `job` module): a step starts from the newest few of those files, so
 //! each logged publication's metadata is read about once per run, not once per step of
@@ -89,8 +90,9 @@ pub(crate) struct DanglingReferences {
     read_as: BTreeMap<String, Stamp>,
 }
 
-/// A file as a `HEAD` shows it: any write changes one of these (the store's tag of the
-/// contents, where it keeps one, also within the second its times show).
+/// A file as a `HEAD` shows it: with the store's tag of the contents (an object store's,
+/// which every write replaces), it proves the file unchanged; without one it proves
+/// nothing (see [`Warehouse::head_tagged`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct Stamp {
@@ -243,16 +245,21 @@ impl DanglingReferences {
             let read_as = &self.read_as;
             let read: Vec<(String, Option<Stamp>, Option<Parsed>)> = futures::stream::iter(layer)
                 .map(|name| async move {
-                    // A file read before and unchanged since (its size and times) names
-                    // what it named: only a `HEAD` (a file too large to be metadata is
-                    // read whole each time otherwise).
+                    // A file read before and unchanged since names what it named: only a
+                    // `HEAD` (a file too large to be metadata is read whole each time
+                    // otherwise). Only an object store's entity tag, which every write
+                    // replaces, proves it unchanged; a local file is read every time (a
+                    // write through a shared memory mapping moves neither its size nor its
+                    // times: round 65, F1).
                     let stamp = match warehouse.head_tagged(&name).await {
                         Ok(Some((listed, tag))) => Some(Stamp::of(&listed, tag)),
                         Ok(None) => return Ok::<_, Error>((name, None, Some(Parsed::Missing))),
                         // Not a name a `HEAD` can ask for (a local staging name): read.
                         Err(_) => None,
                     };
-                    if stamp.is_some() && read_as.get(&name) == stamp.as_ref() {
+                    if stamp.as_ref().is_some_and(|stamp| stamp.tag.is_some())
+                        && read_as.get(&name) == stamp.as_ref()
+                    {
                         return Ok((name, stamp, None));
                     }
                     let parsed = read_parsed(warehouse, registry, &name).await?;
@@ -327,6 +334,13 @@ impl DanglingReferences {
             if self.named.len() > before {
                 self.named.add_link_targets(warehouse).await?;
             }
+        }
+        // What the links at or below everything named lead to (a local warehouse), as
+        // the verification walk keeps what links below reachable names lead to: a table
+        // the guard names may hold a link into an old table (round 65, F2).
+        let named: Vec<String> = self.named.names().cloned().collect();
+        for target in warehouse.links_below(named).await? {
+            self.named.insert(target, 0);
         }
         Ok(Reread {
             appeared,
@@ -512,6 +526,119 @@ mod tests {
             .expect("written");
         read(&mut dangling, &warehouse).await;
         assert!(dangling.names("metadata/old/z/part-0.bin"));
+    }
+
+    /// A shared memory mapping of a whole local file: a page written through it once
+    /// takes more writes without the file's size or times moving.
+    struct Mapping {
+        map: *mut libc::c_void,
+        len: usize,
+        _file: std::fs::File,
+    }
+
+    impl Mapping {
+        fn of(path: &std::path::Path) -> Mapping {
+            use std::os::fd::AsRawFd;
+            let file = std::fs::File::options()
+                .read(true)
+                .write(true)
+                .open(path)
+                .expect("opened");
+            let len = file.metadata().expect("metadata").len() as usize;
+            // SAFETY: a fresh shared mapping of the open file's `len` bytes; `write` stays
+            // within them and `drop` unmaps it.
+            let map = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    file.as_raw_fd(),
+                    0,
+                )
+            };
+            assert_ne!(map, libc::MAP_FAILED, "mapped");
+            Mapping {
+                map,
+                len,
+                _file: file,
+            }
+        }
+
+        fn write(&self, bytes: &[u8]) {
+            assert!(bytes.len() <= self.len, "within the mapping");
+            // SAFETY: within the mapping (checked above), which lives as long as `self`.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.map.cast(), bytes.len()) }
+        }
+    }
+
+    impl Drop for Mapping {
+        fn drop(&mut self) {
+            // SAFETY: the mapping `of` made, unmapped once.
+            unsafe { libc::munmap(self.map, self.len) };
+        }
+    }
+
+    /// Round 65 (helper-61, F1): a local file at a dangling reference that parsed as
+    /// metadata, then written further through a shared memory mapping (its size and times
+    /// stay as a `HEAD` saw them), is read again before the next batch all the same:
+    /// once it is no metadata, it may name anything.
+    #[tokio::test]
+    async fn a_local_file_written_further_without_its_times_moving_is_read_again() {
+        let dir = tempfile::tempdir().expect("dir");
+        let warehouse = Warehouse::local(dir.path()).expect("warehouse");
+        let mut dangling =
+            DanglingReferences::new(BTreeSet::from([LATER.to_owned()]), BTreeSet::new(), 0);
+        let metadata: &[u8] =
+            include_bytes!("../../tests/fixtures/metadata/valid/minimal-compact.json");
+        let mut later = metadata.to_vec();
+        later.extend_from_slice(b"\n{\"tables\": [\"indexes/old/1/ivf_postings/\"]}");
+        // The file as it will be, blank after the first document for now.
+        let mut first = metadata.to_vec();
+        first.resize(later.len(), b' ');
+        warehouse
+            .put_if_absent(LATER, Bytes::from(first.clone()))
+            .await
+            .expect("written");
+        let mapping = Mapping::of(&dir.path().join(LATER));
+        mapping.write(&first);
+        assert_eq!(read(&mut dangling, &warehouse).await, [LATER]);
+        assert!(dangling.blind().is_none());
+        let stamp = warehouse.head(LATER).await.expect("head");
+        // The rest lands through a mapping: the second document, no metadata any more.
+        mapping.write(&later);
+        assert_eq!(warehouse.head(LATER).await.expect("head"), stamp);
+        read(&mut dangling, &warehouse).await;
+        assert!(dangling.names("indexes/old/1/ivf_postings/part-0"));
+        assert!(dangling.blind().is_some_and(|why| why.contains(LATER)));
+    }
+
+    /// Round 65 (helper-61, F2): metadata appearing at a dangling reference names a table
+    /// holding a symbolic link into an old table: what the link leads to is named, as the
+    /// verification walk names what links below reachable names lead to.
+    #[tokio::test]
+    async fn a_link_below_a_table_the_guard_finds_names_its_target() {
+        let dir = tempfile::tempdir().expect("dir");
+        let warehouse = Warehouse::local(dir.path()).expect("warehouse");
+        let mut dangling =
+            DanglingReferences::new(BTreeSet::from([LATER.to_owned()]), BTreeSet::new(), 0);
+        for name in ["indexes/t2/part-0.parquet", "indexes/old/z/part-0.parquet"] {
+            warehouse
+                .put_if_absent(name, Bytes::from_static(b"PAR1"))
+                .await
+                .expect("written");
+        }
+        std::os::unix::fs::symlink("../old/z", dir.path().join("indexes/t2/part-1"))
+            .expect("linked");
+        let metadata = include_str!("../../tests/fixtures/metadata/valid/minimal-compact.json")
+            .replace("\"location\":\"p\"", "\"location\":\"indexes/t2/\"");
+        warehouse
+            .put_if_absent(LATER, Bytes::from(metadata))
+            .await
+            .expect("written");
+        assert_eq!(read(&mut dangling, &warehouse).await, [LATER]);
+        assert!(dangling.names("indexes/t2/part-0.parquet"));
+        assert!(dangling.names("indexes/old/z/part-0.parquet"));
     }
 
     #[tokio::test]

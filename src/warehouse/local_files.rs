@@ -27,24 +27,6 @@ pub(super) async fn regular_file(path: &Path) -> std::io::Result<Option<std::fs:
     }
 }
 
-/// A tag of the file at `path` that every write changes: its inode and device, size,
-/// modification time and status-change time (which nobody can set: a rewrite that puts
-/// the modification time back still moves it).
-pub(super) async fn tag(path: &Path) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = regular_file(path).await.ok()??;
-    Some(format!(
-        "{:x}-{:x}-{:x}-{}.{}-{}.{}",
-        meta.dev(),
-        meta.ino(),
-        meta.size(),
-        meta.mtime(),
-        meta.mtime_nsec(),
-        meta.ctime(),
-        meta.ctime_nsec()
-    ))
-}
-
 /// Read the file `name` at `path` unless it is larger than `max_bytes`.
 pub(super) async fn get(path: &Path, name: &str, max_bytes: u64) -> std::io::Result<Fetched> {
     let Some(meta) = regular_file(path).await? else {
