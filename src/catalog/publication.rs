@@ -337,12 +337,17 @@ impl Catalog {
         searched.extend(reached.iter().cloned());
         searched.sort_unstable();
         searched.dedup();
-        let linked = self
-            .warehouse()
-            .links_below(searched)
-            .await?
-            .into_iter()
-            .map(|name| (name, Named::Linked));
+        let below = self.warehouse().links_below(searched).await?;
+        if let Some(why) = below.unread {
+            return Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!(
+                    "metadata file `{}`: below what it newly names, {why}: a symbolic link there may lead to a file the garbage collector condemned, and no check can see it. Make it readable (or move the mount out of the warehouse)",
+                    publication.location
+                ),
+            ));
+        }
+        let linked = below.targets.into_iter().map(|name| (name, Named::Linked));
         let named_by_references = reached.into_iter().map(|name| (name, Named::ByReference));
         for (name, what) in references
             .chain(tables_named)

@@ -74,6 +74,10 @@ pub(crate) struct DanglingReferences {
     /// files): the guard names everything.
     #[serde(default)]
     unbounded: BTreeSet<String>,
+    /// Places below what the guard names that it could not read for links (why): a link
+    /// there may lead anywhere, so the guard names everything (round 66).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    unread: BTreeSet<String>,
     /// Directories a live reference names whose files are read as family references'
     /// (`metadata::named::files_below`): listed again before every batch, as a file may
     /// appear there at any time (round 58, F3).
@@ -152,6 +156,7 @@ impl DanglingReferences {
         self.logged.extend(other.logged);
         self.unreadable.extend(other.unreadable);
         self.unbounded.extend(other.unbounded);
+        self.unread.extend(other.unread);
         self.directories.extend(other.directories);
         self.named.merge(other.named);
         // What both read of a file counts only if they read it as the same file.
@@ -169,7 +174,7 @@ impl DanglingReferences {
     }
 
     /// How much it has read (grows whenever a read learns something).
-    fn extent(&self) -> [usize; 7] {
+    fn extent(&self) -> [usize; 8] {
         [
             self.visited.len(),
             self.logged.len(),
@@ -178,6 +183,7 @@ impl DanglingReferences {
             self.visited.len().saturating_sub(self.pending.len()),
             self.unreadable.len(),
             self.unbounded.len(),
+            self.unread.len(),
         ]
     }
 
@@ -339,9 +345,12 @@ impl DanglingReferences {
         // the verification walk keeps what links below reachable names lead to: a table
         // the guard names may hold a link into an old table (round 65, F2).
         let named: Vec<String> = self.named.names().cloned().collect();
-        for target in warehouse.links_below(named).await? {
+        let below = warehouse.links_below(named).await?;
+        for target in below.targets {
             self.named.insert(target, 0);
         }
+        // A place below them it cannot read may hold a link to anything (round 66).
+        self.unread.extend(below.unread);
         Ok(Reread {
             appeared,
             learned: self.extent() != extent,
@@ -380,6 +389,7 @@ impl DanglingReferences {
     pub(crate) fn names(&self, name: &str) -> bool {
         !self.unreadable.is_empty()
             || !self.unbounded.is_empty()
+            || !self.unread.is_empty()
             || self.named.covers_any_spelling(name)
     }
 
@@ -389,6 +399,11 @@ impl DanglingReferences {
         if let Some(entry) = self.unreadable.iter().next() {
             return Some(format!(
                 "the change-log entry `{entry}`, logged since the verification walk, does not parse: what it announced is unknown"
+            ));
+        }
+        if let Some(why) = self.unread.iter().next() {
+            return Some(format!(
+                "below what a file found at a live family reference names, {why}: a symbolic link there may lead anywhere"
             ));
         }
         self.unbounded.iter().next().map(|file| {
@@ -639,6 +654,44 @@ mod tests {
         assert_eq!(read(&mut dangling, &warehouse).await, [LATER]);
         assert!(dangling.names("indexes/t2/part-0.parquet"));
         assert!(dangling.names("indexes/old/z/part-0.parquet"));
+    }
+
+    /// Round 66 (helper-62, F3): the same, with the link too deep below the table to
+    /// open by its path: a link there may lead anywhere, so the guard names everything.
+    #[tokio::test]
+    async fn a_place_below_a_table_the_guard_cannot_read_names_everything() {
+        let dir = tempfile::tempdir().expect("dir");
+        let warehouse = Warehouse::local(dir.path()).expect("warehouse");
+        let mut dangling =
+            DanglingReferences::new(BTreeSet::from([LATER.to_owned()]), BTreeSet::new(), 0);
+        for name in ["indexes/t2/part-0.parquet", "indexes/old/z/part-0.parquet"] {
+            warehouse
+                .put_if_absent(name, Bytes::from_static(b"PAR1"))
+                .await
+                .expect("written");
+        }
+        let target = dir.path().join("indexes/old/z");
+        crate::warehouse::deep_link(
+            dir.path(),
+            "indexes/t2",
+            22,
+            target.to_str().expect("utf-8"),
+        );
+        let metadata = include_str!("../../tests/fixtures/metadata/valid/minimal-compact.json")
+            .replace("\"location\":\"p\"", "\"location\":\"indexes/t2/\"");
+        warehouse
+            .put_if_absent(LATER, Bytes::from(metadata))
+            .await
+            .expect("written");
+        read(&mut dangling, &warehouse).await;
+        assert!(dangling.names("indexes/old/z/part-0.parquet"));
+        assert!(
+            dangling
+                .blind()
+                .is_some_and(|why| why.contains("indexes/t2")),
+            "{:?}",
+            dangling.blind()
+        );
     }
 
     #[tokio::test]

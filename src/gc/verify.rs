@@ -11,6 +11,7 @@ use super::run::Invocation;
 use super::scan::Nested;
 use super::step::{GcStep, StepOutcome};
 use crate::error::Result;
+use crate::warehouse::MANAGED_PREFIXES;
 
 /// How many link targets one verification names in its warnings.
 const MAX_LINK_WARNINGS: usize = 5;
@@ -115,7 +116,16 @@ impl Invocation<'_> {
             // made after the scans passed it names its target too.
             let reachable: Vec<String> = observation.reachable.names().cloned().collect();
             let mut linked = linked;
-            linked.extend(catalog.warehouse().links_below(reachable).await?);
+            let below = catalog.warehouse().links_below(reachable).await?;
+            linked.extend(below.targets);
+            // A place below a reachable name the walk cannot read may hold a link to
+            // anything (round 66): nothing is deleted this run.
+            if let Some(why) = below.unread {
+                linked.extend(MANAGED_PREFIXES.iter().map(|prefix| (*prefix).to_owned()));
+                self.report.warnings.push(format!(
+                    "below a live name, {why}: a symbolic link there may lead anywhere, so nothing is deleted this run. Make it readable to the collector (or move the mount out of the warehouse)"
+                ));
+            }
             linked.sort_unstable();
             linked.dedup();
             // When it started and its dangling family references go first (see

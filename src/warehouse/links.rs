@@ -993,7 +993,7 @@ fn widened(text: &str) -> String {
 /// per component): if it does, a lookup that fails with `ENAMETOOLONG` failed on what it
 /// resolved to (links to long paths), which a reader opening the short path reaches all
 /// the same (round 54, N2): what lies there is unknown, as behind a refused permission.
-fn fits_as_given(path: &Path) -> bool {
+pub(super) fn fits_as_given(path: &Path) -> bool {
     path.as_os_str().len() < libc::PATH_MAX as usize
         && path.components().all(|part| part.as_os_str().len() <= 255)
 }

@@ -38,6 +38,9 @@ mod names;
 mod objects;
 mod outside;
 mod placement;
+#[cfg(any(test, feature = "test-util"))]
+#[doc(hidden)] // A layout the tests of the collector make (tests/it/gc/hostile_layouts.rs).
+pub use placement::deep_link;
 mod range;
 mod recognise;
 pub(crate) use recognise::NameReader;

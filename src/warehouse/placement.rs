@@ -8,6 +8,15 @@ use super::layout::{GC_DIR, MANAGED_PREFIXES, OWNER_MARKER};
 use super::{Warehouse, local, unavailable};
 use crate::error::{Error, ErrorKind, Result};
 
+/// What [`Warehouse::links_below`] found.
+#[derive(Debug, Default)]
+pub(crate) struct LinksBelow {
+    /// The names inside the warehouse the links lead to.
+    pub targets: Vec<String>,
+    /// The first place the walk could not read, and why: a link there may lead anywhere.
+    pub unread: Option<String>,
+}
+
 impl Warehouse {
     /// Refuse to publish the object `name` if, on a local warehouse, its path below the
     /// root passes through a symbolic link: the collector never follows links, so it
@@ -75,8 +84,18 @@ impl Warehouse {
             let mut targets = Vec::new();
             for name in links {
                 let path = dir.join(&name);
-                let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                    continue;
+                let meta = match std::fs::symlink_metadata(&path) {
+                    Ok(meta) => meta,
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+                    // Too long to look at by its name, or refused: a reader that opens it
+                    // from its directory follows it anywhere (round 66). It names
+                    // everything, as if just made.
+                    Err(_) => {
+                        for prefix in MANAGED_PREFIXES {
+                            targets.push((name.clone(), (*prefix).to_owned(), i64::MAX));
+                        }
+                        continue;
+                    }
                 };
                 if !meta.file_type().is_symlink() {
                     continue;
@@ -98,33 +117,80 @@ impl Warehouse {
     /// links lead to is walked once. The verification walk keeps these, so a link made in
     /// a live table (or a live source table inside the warehouse, which no listing of the
     /// collector covers) after the scans passed it still keeps what it leads to.
-    pub(crate) async fn links_below(&self, names: Vec<String>) -> Result<Vec<String>> {
+    ///
+    /// A place below them the walk cannot read may hold a link to anything
+    /// ([`LinksBelow::unread`]): a directory it may not open or whose path is too long to
+    /// open by name (a reader that opens each directory from its parent reads it), a link
+    /// too long to resolve by its name, a directory of another file system mounted there
+    /// (GC round 66, as `Links::walk` answers since rounds 46 and 55).
+    pub(crate) async fn links_below(&self, names: Vec<String>) -> Result<LinksBelow> {
         let Some(dir) = &self.local else {
-            return Ok(Vec::new());
+            return Ok(LinksBelow::default());
         };
         let dir = dir.as_ref().clone();
         blocking("looking for links in the warehouse failed", move || {
-            let mut targets = Vec::new();
+            use std::os::unix::fs::MetadataExt;
+            let mut below = LinksBelow::default();
             let mut walked: std::collections::HashSet<String> = names.iter().cloned().collect();
             let mut frontier = names;
             while let Some(name) = frontier.pop() {
-                let walk = walkdir::WalkDir::new(dir.join(&name))
+                let start = dir.join(&name);
+                // The device the name's own directory is on (where a link at the name
+                // itself leads, for a table placed on another disk).
+                let device = std::fs::metadata(&start).ok().map(|meta| meta.dev());
+                let walk = walkdir::WalkDir::new(&start)
                     .follow_links(false)
                     .same_file_system(true);
-                for entry in walk.into_iter().filter_map(|entry| entry.ok()) {
-                    if entry.file_type().is_symlink() {
-                        for target in link_names(&dir, entry.path()) {
-                            if walked.insert(target.clone()) {
-                                frontier.push(target.clone());
+                for entry in walk {
+                    let entry = match entry {
+                        Ok(entry) => entry,
+                        Err(err) => {
+                            let missing = err
+                                .io_error()
+                                .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound);
+                            if !missing {
+                                let at = err.path().unwrap_or(&start).display().to_string();
+                                below
+                                    .unread
+                                    .get_or_insert(format!("`{at}` cannot be read ({err})"));
                             }
-                            targets.push(target);
+                            continue;
                         }
+                    };
+                    let path = entry.path();
+                    if entry.file_type().is_dir()
+                        && entry.depth() > 0
+                        && entry
+                            .metadata()
+                            .is_ok_and(|meta| device.is_some_and(|device| meta.dev() != device))
+                    {
+                        below.unread.get_or_insert(format!(
+                            "`{}` is another file system mounted there",
+                            path.display()
+                        ));
+                        continue;
+                    }
+                    if !entry.file_type().is_symlink() {
+                        continue;
+                    }
+                    if !super::links::fits_as_given(path) {
+                        below.unread.get_or_insert(format!(
+                            "the link `{}` is too long to resolve by its name",
+                            path.display()
+                        ));
+                        continue;
+                    }
+                    for target in link_names(&dir, path) {
+                        if walked.insert(target.clone()) {
+                            frontier.push(target.clone());
+                        }
+                        below.targets.push(target);
                     }
                 }
             }
-            targets.sort_unstable();
-            targets.dedup();
-            targets
+            below.targets.sort_unstable();
+            below.targets.dedup();
+            below
         })
         .await
     }
@@ -213,4 +279,78 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|err| Error::with_source(ErrorKind::StoreUnavailable, what, err))
+}
+
+/// Below the directory `under` of the local warehouse `root`, a chain of `depth`
+/// directories with 200-byte names (longer than a path can be opened by, from 21 on)
+/// holding a symbolic link `shared` to `target`, each made from its parent's open
+/// directory, as a writer that works relative to its directory makes them. For tests.
+#[cfg(any(test, feature = "test-util"))]
+pub fn deep_link(root: &std::path::Path, under: &str, depth: usize, target: &str) {
+    use std::ffi::CString;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    std::fs::create_dir_all(root.join(under)).expect("made");
+    let open = |at: i32, name: &CString| {
+        // SAFETY: `openat` on an open directory and a NUL-terminated name.
+        let fd = unsafe { libc::openat(at, name.as_ptr(), libc::O_DIRECTORY | libc::O_RDONLY) };
+        assert!(fd >= 0, "opened");
+        // SAFETY: a descriptor `openat` just returned, owned here alone.
+        unsafe { OwnedFd::from_raw_fd(fd) }
+    };
+    let start = CString::new(root.join(under).into_os_string().into_encoded_bytes()).expect("c");
+    let mut dir = open(libc::AT_FDCWD, &start);
+    let name = CString::new("d".repeat(200)).expect("c");
+    for _ in 0..depth {
+        // SAFETY: `mkdirat` in an open directory with a NUL-terminated name.
+        let made = unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o755) };
+        assert_eq!(made, 0, "made");
+        dir = open(dir.as_raw_fd(), &name);
+    }
+    let (target, link) = (
+        CString::new(target).expect("c"),
+        CString::new("shared").expect("c"),
+    );
+    // SAFETY: `symlinkat` in an open directory with NUL-terminated names.
+    let linked = unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), link.as_ptr()) };
+    assert_eq!(linked, 0, "linked");
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+
+    /// Round 66 (helper-62, F1): a link in a live table whose path is too long to open by
+    /// name (a reader that opens each directory from its parent follows it) may lead
+    /// anywhere; a shallow one is followed.
+    #[tokio::test]
+    async fn a_link_below_a_name_too_deep_to_read_may_lead_anywhere() {
+        let dir = tempfile::tempdir().expect("dir");
+        let wh = Warehouse::local(dir.path()).expect("warehouse");
+        wh.put_if_absent("indexes/old/z/part-0.parquet", Bytes::from_static(b"PAR1"))
+            .await
+            .expect("written");
+        let target = dir.path().join("indexes/old/z");
+        let target = target.to_str().expect("utf-8");
+        deep_link(dir.path(), "indexes/shallow", 2, target);
+        let below = wh
+            .links_below(vec!["indexes/shallow".to_owned()])
+            .await
+            .expect("walked");
+        assert_eq!(below.targets, ["indexes/old/z"]);
+        assert_eq!(below.unread, None);
+        deep_link(dir.path(), "indexes/deep", 22, target);
+        let below = wh
+            .links_below(vec!["indexes/deep".to_owned()])
+            .await
+            .expect("walked");
+        assert!(
+            below
+                .unread
+                .as_deref()
+                .is_some_and(|why| why.contains("indexes/deep")),
+            "{below:?}"
+        );
+    }
 }

@@ -994,6 +994,31 @@ async fn class4_a_new_source_or_referenced_table_linking_to_a_condemned_file_is_
     refused_for_a_link(&env, &referencing, &location).await;
 }
 
+/// Round 66 (helper-62, F4): a new table holding a link too deep to open by its path (a
+/// reader that opens each directory from its parent follows it) may lead to a condemned
+/// file the check cannot see: registering it is refused, saying why.
+#[tokio::test]
+async fn class4_a_new_table_with_a_place_the_check_cannot_read_is_refused() {
+    let env = Env::open(Backend::Local, 407).await;
+    let root = env.local_dir.clone().expect("local");
+    let target = condemned_old_file(&env).await;
+    let deep = Layout::under("deep/1");
+    let (_, location) = env.new_index(&deep).await;
+    parqdb_catalog::warehouse::deep_link(
+        &root,
+        deep.postings.trim_end_matches('/'),
+        22,
+        root.join(&target).to_str().expect("utf-8"),
+    );
+    let err = env
+        .catalog
+        .register(&env.id("deep").await, Some(&deep.source), &location)
+        .await
+        .expect_err("a table the check cannot read is refused");
+    assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+    assert!(err.message().contains("cannot be read"), "{err}");
+}
+
 /// Drop an index and collect until its first postings file is condemned; its name.
 async fn condemned_old_file(env: &Env) -> String {
     let config = test_config();
