@@ -62,7 +62,7 @@ use crate::metadata::named::{
 };
 use crate::warehouse::layout::{CATALOG_DIR, ledger_holds, nested_root};
 use crate::warehouse::{
-    GC_DIR, MANAGED_PREFIXES, METADATA_DIR, OWNER_MARKER, is_within, object_name,
+    GC_DIR, MANAGED_PREFIXES, METADATA_DIR, OWNER_MARKER, every_spelling, is_within, object_name,
 };
 
 /// The longest a register or commit may take, from its first read to the outcome of its
@@ -337,7 +337,10 @@ impl Catalog {
         searched.extend(reached.iter().cloned());
         searched.sort_unstable();
         searched.dedup();
-        let below = self.warehouse().links_below(searched).await?;
+        let below = self
+            .warehouse()
+            .links_below(every_spelling(searched))
+            .await?;
         if let Some(why) = below.unread {
             return Err(Error::new(
                 ErrorKind::InvalidIndexMetadata,

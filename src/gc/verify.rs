@@ -11,7 +11,7 @@ use super::run::Invocation;
 use super::scan::Nested;
 use super::step::{GcStep, StepOutcome};
 use crate::error::Result;
-use crate::warehouse::MANAGED_PREFIXES;
+use crate::warehouse::{MANAGED_PREFIXES, every_spelling};
 
 /// How many link targets one verification names in its warnings.
 const MAX_LINK_WARNINGS: usize = 5;
@@ -112,11 +112,22 @@ impl Invocation<'_> {
                 concurrency,
             )
             .await?;
-            // What links at or below a reachable name lead to (a local warehouse): one
-            // made after the scans passed it names its target too.
-            let reachable: Vec<String> = observation.reachable.names().cloned().collect();
+            // What links at or below a name a reader may read lead to (a local
+            // warehouse): one made after the scans passed it names its target too. Those
+            // names are what the walk reaches and what the change log says was published
+            // or replaced since (a reader of the replaced metadata still reads its tables,
+            // rule L), each in every spelling (round 67, A and D).
+            let read: Vec<String> = observation
+                .reachable
+                .names()
+                .chain(observation.history.republished.names())
+                .cloned()
+                .collect();
             let mut linked = linked;
-            let below = catalog.warehouse().links_below(reachable).await?;
+            let below = catalog
+                .warehouse()
+                .links_below(every_spelling(read))
+                .await?;
             linked.extend(below.targets);
             // A place below a reachable name the walk cannot read may hold a link to
             // anything (round 66): nothing is deleted this run.

@@ -84,18 +84,12 @@ impl Warehouse {
             let mut targets = Vec::new();
             for name in links {
                 let path = dir.join(&name);
-                let meta = match std::fs::symlink_metadata(&path) {
-                    Ok(meta) => meta,
-                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
-                    // Too long to look at by its name, or refused: a reader that opens it
-                    // from its directory follows it anywhere (round 66). It names
-                    // everything, as if just made.
-                    Err(_) => {
-                        for prefix in MANAGED_PREFIXES {
-                            targets.push((name.clone(), (*prefix).to_owned(), i64::MAX));
-                        }
-                        continue;
-                    }
+                // One it cannot look at (too long to open by its name, refused) is left
+                // to the search below live names (`links_below`), which keeps everything
+                // while such a place lies below one: in garbage no reader reaches it
+                // (round 67, U1).
+                let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                    continue;
                 };
                 if !meta.file_type().is_symlink() {
                     continue;
@@ -106,6 +100,46 @@ impl Warehouse {
                 }
             }
             targets
+        })
+        .await
+    }
+
+    /// What the symbolic links a listing showed by `shown` (a name no metadata can name,
+    /// shown lossily below the root: [`super::UNNAMEABLE_LINK`]) lead to inside the
+    /// warehouse, each with the name shown: every link of the shown name's directory whose
+    /// own name no metadata can name, read by its real bytes. `None` for a shown name whose
+    /// directory cannot be read (its links may lead anywhere). Empty on other stores.
+    pub(crate) async fn unnameable_link_targets(
+        &self,
+        shown: Vec<String>,
+    ) -> Result<Vec<(String, Option<Vec<String>>)>> {
+        let Some(dir) = &self.local else {
+            return Ok(Vec::new());
+        };
+        let dir = dir.as_ref().clone();
+        blocking("resolving links in the warehouse failed", move || {
+            shown
+                .into_iter()
+                .map(|name| {
+                    let parent = std::path::Path::new(&name)
+                        .parent()
+                        .map(|parent| dir.join(parent));
+                    let targets = parent.and_then(|parent| {
+                        let entries = std::fs::read_dir(&parent).ok()?;
+                        let mut targets = Vec::new();
+                        for entry in entries {
+                            let path = entry.ok()?.path();
+                            let link = std::fs::symlink_metadata(&path)
+                                .is_ok_and(|meta| meta.file_type().is_symlink());
+                            if link && local::name_of(&dir, &path).is_err() {
+                                targets.extend(link_names(&dir, &path));
+                            }
+                        }
+                        Some(targets)
+                    });
+                    (name, targets)
+                })
+                .collect()
         })
         .await
     }

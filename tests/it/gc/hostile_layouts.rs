@@ -994,6 +994,170 @@ async fn class4_a_new_source_or_referenced_table_linking_to_a_condemned_file_is_
     refused_for_a_link(&env, &referencing, &location).await;
 }
 
+/// Round 67 (helper-63, D): a live table located at `indexes/tilde~/…` whose files also
+/// sit under another spelling of that location (`indexes/tilde%7E/…`, as a writer that
+/// percent-encodes `~` stores them; the collector keeps both), where a link into an old
+/// table is made after the scan that would delete it passed: the verification walk looks
+/// for links below every spelling of a live name, and the old table is kept.
+#[tokio::test]
+async fn class4_a_link_in_another_spelling_of_a_live_table_keeps_what_it_leads_to() {
+    let env = Env::open(Backend::Local, 408).await;
+    let config = GcConfig {
+        partitions: 1,
+        ..test_config()
+    };
+    let root = env.local_dir.clone().expect("local");
+    let (old, live) = (Layout::under("old/1"), Layout::under("tilde~/1"));
+    let (old_id, _, _) = env.register("old", &old).await;
+    env.register("live", &live).await;
+    let stored = root.join(live.postings.replace('~', "%7E"));
+    std::fs::create_dir_all(&stored).expect("dir");
+    std::fs::write(stored.join("part-0.parquet"), b"PAR1").expect("written");
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    let target = format!("{}part-0.parquet", old.postings);
+    assert!(
+        env.collect_until_doomed(&config, &target).await,
+        "never doomed"
+    );
+    let gc = env.gc(config.clone());
+    let planned = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
+    let run = planned.report.run_id;
+    gc.step(GcStep::Scan { run, partition: 0 }, env.now(), None)
+        .await
+        .expect("scan");
+    symlink_at(root.join(&old.postings), &stored.join("l"), env.now());
+    for step in [
+        GcStep::Verify { run },
+        GcStep::Delete { run, partition: 0 },
+        GcStep::Finish { run },
+    ] {
+        gc.step(step, env.now(), None).await.expect("step");
+    }
+    assert!(
+        env.exists(&target).await,
+        "a file a link in the live table leads to was deleted"
+    );
+}
+
+/// Round 67 (helper-63, A and C): a link into an old table made in a live table after the
+/// scan passed it, the index then committed away from that table (its old snapshots
+/// expired) before the verification walk: a reader of the replaced metadata still reads
+/// the table and follows the link, so the walk looks for links below what the change log
+/// says was replaced too, and the old table is kept.
+#[tokio::test]
+async fn class4_a_link_in_a_table_replaced_before_the_verification_walk_keeps_what_it_leads_to() {
+    let env = Env::open(Backend::Local, 409).await;
+    let config = GcConfig {
+        partitions: 1,
+        ..test_config()
+    };
+    let root = env.local_dir.clone().expect("local");
+    let (old, live) = (Layout::under("old/1"), Layout::under("t2/1"));
+    let (old_id, _, _) = env.register("old", &old).await;
+    let (live_id, metadata, location) = env.register("live", &live).await;
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    let target = format!("{}part-0.parquet", old.postings);
+    assert!(
+        env.collect_until_doomed(&config, &target).await,
+        "never doomed"
+    );
+    let gc = env.gc(config.clone());
+    let planned = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
+    let run = planned.report.run_id;
+    gc.step(GcStep::Scan { run, partition: 0 }, env.now(), None)
+        .await
+        .expect("scan");
+    symlink_at(
+        root.join(&old.postings),
+        &root.join(&live.postings).join("l"),
+        env.now(),
+    );
+    let next = Layout::under("t3/1");
+    let (_, successor) = env.successor(&metadata, &next, Some(1)).await;
+    env.catalog
+        .commit(&live_id, Some(&next.source), &location, &successor)
+        .await
+        .expect("committed away");
+    for step in [
+        GcStep::Verify { run },
+        GcStep::Delete { run, partition: 0 },
+        GcStep::Finish { run },
+    ] {
+        gc.step(step, env.now(), None).await.expect("step");
+    }
+    assert!(
+        env.exists(&target).await,
+        "a file a link in the replaced table leads to was deleted"
+    );
+}
+
+/// Round 67 (helper-63, C): a link whose name is not UTF-8 (the listing cannot name it,
+/// so its target cannot be looked up by the name it shows), old to the collector, in a
+/// table the index was committed away from: while the table is kept (the replaced
+/// metadata still names it, rule P), so is what the link leads to.
+#[tokio::test]
+async fn class4_an_unnameable_link_in_a_kept_table_keeps_what_it_leads_to() {
+    use std::os::unix::ffi::OsStringExt;
+    let env = Env::open(Backend::Local, 411).await;
+    // The collector's clock a day past the real one: the link, dated by its birth (real)
+    // time, is old to it.
+    let real_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis() as i64;
+    env.advance(real_ms - env.now() + 24 * HOUR);
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let (old, t2) = (Layout::under("old/1"), Layout::under("t2/1"));
+    let (old_id, _, _) = env.register("old", &old).await;
+    let (live_id, metadata, location) = env.register("live", &t2).await;
+    let name = std::ffi::OsString::from_vec(b"l\xff".to_vec());
+    std::os::unix::fs::symlink(root.join(&old.postings), root.join(&t2.postings).join(name))
+        .expect("linked");
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    let (kept, linked) = (
+        format!("{}part-0.parquet", t2.postings),
+        format!("{}part-0.parquet", old.postings),
+    );
+    // Long past its retention, the old table is kept only by the live table's link.
+    passes(&env, &config, 4).await;
+    assert!(env.exists(&linked).await, "kept while the table is live");
+    let next = Layout::under("t3/1");
+    let (_, successor) = env.successor(&metadata, &next, Some(1)).await;
+    env.catalog
+        .commit(&live_id, Some(&next.source), &location, &successor)
+        .await
+        .expect("committed away");
+    checked_passes(&env, &config, 8, "unnameable link", async |_| {
+        if env.exists(&kept).await {
+            assert!(
+                env.exists(&linked).await,
+                "a file a link in a kept table leads to was deleted"
+            );
+        }
+    })
+    .await;
+}
+
+/// Round 67 (helper-63, U1): a directory too deep to open by its path in garbage (no
+/// live name above it) does not stop collection: nothing a reader reads lies below it.
+#[tokio::test]
+async fn class4_a_place_too_deep_to_read_in_garbage_does_not_stop_collection() {
+    let env = Env::open(Backend::Local, 410).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let old = Layout::under("old/1");
+    let (old_id, _, _) = env.register("old", &old).await;
+    env.register("live", &Layout::under("live/1")).await;
+    parqdb_catalog::warehouse::deep_link(&root, "indexes/junk", 22, "/nowhere");
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    passes(&env, &config, 8).await;
+    assert!(
+        env.none_exist(&old.files()).await,
+        "the dropped index is collected"
+    );
+}
+
 /// Round 66 (helper-62, F4): a new table holding a link too deep to open by its path (a
 /// reader that opens each directory from its parent follows it) may lead to a condemned
 /// file the check cannot see: registering it is refused, saying why.
