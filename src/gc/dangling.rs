@@ -628,29 +628,41 @@ mod tests {
         assert!(dangling.blind().is_some_and(|why| why.contains(LATER)));
     }
 
-    /// Round 65 (helper-61, F2): metadata appearing at a dangling reference names a table
-    /// holding a symbolic link into an old table: what the link leads to is named, as the
-    /// verification walk names what links below reachable names lead to.
-    #[tokio::test]
-    async fn a_link_below_a_table_the_guard_finds_names_its_target() {
+    /// A local warehouse holding `indexes/t2/` and the old table `indexes/old/z/`, and a
+    /// guard whose one dangling reference is [`LATER`].
+    async fn tables_t2_and_old_z() -> (tempfile::TempDir, Warehouse, DanglingReferences) {
         let dir = tempfile::tempdir().expect("dir");
         let warehouse = Warehouse::local(dir.path()).expect("warehouse");
-        let mut dangling =
-            DanglingReferences::new(BTreeSet::from([LATER.to_owned()]), BTreeSet::new(), 0);
         for name in ["indexes/t2/part-0.parquet", "indexes/old/z/part-0.parquet"] {
             warehouse
                 .put_if_absent(name, Bytes::from_static(b"PAR1"))
                 .await
                 .expect("written");
         }
-        std::os::unix::fs::symlink("../old/z", dir.path().join("indexes/t2/part-1"))
-            .expect("linked");
+        let dangling =
+            DanglingReferences::new(BTreeSet::from([LATER.to_owned()]), BTreeSet::new(), 0);
+        (dir, warehouse, dangling)
+    }
+
+    /// Write metadata at [`LATER`] whose postings table is `indexes/t2/`.
+    async fn write_later_naming_t2(warehouse: &Warehouse) {
         let metadata = include_str!("../../tests/fixtures/metadata/valid/minimal-compact.json")
             .replace("\"location\":\"p\"", "\"location\":\"indexes/t2/\"");
         warehouse
             .put_if_absent(LATER, Bytes::from(metadata))
             .await
             .expect("written");
+    }
+
+    /// Round 65 (helper-61, F2): metadata appearing at a dangling reference names a table
+    /// holding a symbolic link into an old table: what the link leads to is named, as the
+    /// verification walk names what links below reachable names lead to.
+    #[tokio::test]
+    async fn a_link_below_a_table_the_guard_finds_names_its_target() {
+        let (dir, warehouse, mut dangling) = tables_t2_and_old_z().await;
+        std::os::unix::fs::symlink("../old/z", dir.path().join("indexes/t2/part-1"))
+            .expect("linked");
+        write_later_naming_t2(&warehouse).await;
         assert_eq!(read(&mut dangling, &warehouse).await, [LATER]);
         assert!(dangling.names("indexes/t2/part-0.parquet"));
         assert!(dangling.names("indexes/old/z/part-0.parquet"));
@@ -660,16 +672,7 @@ mod tests {
     /// open by its path: a link there may lead anywhere, so the guard names everything.
     #[tokio::test]
     async fn a_place_below_a_table_the_guard_cannot_read_names_everything() {
-        let dir = tempfile::tempdir().expect("dir");
-        let warehouse = Warehouse::local(dir.path()).expect("warehouse");
-        let mut dangling =
-            DanglingReferences::new(BTreeSet::from([LATER.to_owned()]), BTreeSet::new(), 0);
-        for name in ["indexes/t2/part-0.parquet", "indexes/old/z/part-0.parquet"] {
-            warehouse
-                .put_if_absent(name, Bytes::from_static(b"PAR1"))
-                .await
-                .expect("written");
-        }
+        let (dir, warehouse, mut dangling) = tables_t2_and_old_z().await;
         let target = dir.path().join("indexes/old/z");
         crate::warehouse::deep_link(
             dir.path(),
@@ -677,12 +680,7 @@ mod tests {
             22,
             target.to_str().expect("utf-8"),
         );
-        let metadata = include_str!("../../tests/fixtures/metadata/valid/minimal-compact.json")
-            .replace("\"location\":\"p\"", "\"location\":\"indexes/t2/\"");
-        warehouse
-            .put_if_absent(LATER, Bytes::from(metadata))
-            .await
-            .expect("written");
+        write_later_naming_t2(&warehouse).await;
         read(&mut dangling, &warehouse).await;
         assert!(dangling.names("indexes/old/z/part-0.parquet"));
         assert!(

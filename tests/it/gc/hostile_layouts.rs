@@ -994,6 +994,29 @@ async fn class4_a_new_source_or_referenced_table_linking_to_a_condemned_file_is_
     refused_for_a_link(&env, &referencing, &location).await;
 }
 
+/// One run of `config` (one partition) driven step by step, with `change` made between
+/// its scan and its verification walk.
+async fn run_with_a_change_after_the_scan(
+    env: &Env,
+    config: &GcConfig,
+    change: impl AsyncFnOnce(),
+) {
+    let gc = env.gc(config.clone());
+    let planned = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
+    let run = planned.report.run_id;
+    gc.step(GcStep::Scan { run, partition: 0 }, env.now(), None)
+        .await
+        .expect("scan");
+    change().await;
+    for step in [
+        GcStep::Verify { run },
+        GcStep::Delete { run, partition: 0 },
+        GcStep::Finish { run },
+    ] {
+        gc.step(step, env.now(), None).await.expect("step");
+    }
+}
+
 /// Round 67 (helper-63, D): a live table located at `indexes/tilde~/…` whose files also
 /// sit under another spelling of that location (`indexes/tilde%7E/…`, as a writer that
 /// percent-encodes `~` stores them; the collector keeps both), where a link into an old
@@ -1019,20 +1042,10 @@ async fn class4_a_link_in_another_spelling_of_a_live_table_keeps_what_it_leads_t
         env.collect_until_doomed(&config, &target).await,
         "never doomed"
     );
-    let gc = env.gc(config.clone());
-    let planned = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
-    let run = planned.report.run_id;
-    gc.step(GcStep::Scan { run, partition: 0 }, env.now(), None)
-        .await
-        .expect("scan");
-    symlink_at(root.join(&old.postings), &stored.join("l"), env.now());
-    for step in [
-        GcStep::Verify { run },
-        GcStep::Delete { run, partition: 0 },
-        GcStep::Finish { run },
-    ] {
-        gc.step(step, env.now(), None).await.expect("step");
-    }
+    run_with_a_change_after_the_scan(&env, &config, async || {
+        symlink_at(root.join(&old.postings), &stored.join("l"), env.now());
+    })
+    .await;
     assert!(
         env.exists(&target).await,
         "a file a link in the live table leads to was deleted"
@@ -1061,34 +1074,36 @@ async fn class4_a_link_in_a_table_replaced_before_the_verification_walk_keeps_wh
         env.collect_until_doomed(&config, &target).await,
         "never doomed"
     );
-    let gc = env.gc(config.clone());
-    let planned = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
-    let run = planned.report.run_id;
-    gc.step(GcStep::Scan { run, partition: 0 }, env.now(), None)
-        .await
-        .expect("scan");
-    symlink_at(
-        root.join(&old.postings),
-        &root.join(&live.postings).join("l"),
-        env.now(),
-    );
-    let next = Layout::under("t3/1");
-    let (_, successor) = env.successor(&metadata, &next, Some(1)).await;
-    env.catalog
-        .commit(&live_id, Some(&next.source), &location, &successor)
-        .await
-        .expect("committed away");
-    for step in [
-        GcStep::Verify { run },
-        GcStep::Delete { run, partition: 0 },
-        GcStep::Finish { run },
-    ] {
-        gc.step(step, env.now(), None).await.expect("step");
-    }
+    run_with_a_change_after_the_scan(&env, &config, async || {
+        symlink_at(
+            root.join(&old.postings),
+            &root.join(&live.postings).join("l"),
+            env.now(),
+        );
+        let next = Layout::under("t3/1");
+        let (_, successor) = env.successor(&metadata, &next, Some(1)).await;
+        env.catalog
+            .commit(&live_id, Some(&next.source), &location, &successor)
+            .await
+            .expect("committed away");
+    })
+    .await;
     assert!(
         env.exists(&target).await,
         "a file a link in the replaced table leads to was deleted"
     );
+}
+
+/// A local warehouse whose collector's clock is a day past the real one: links made now,
+/// dated by their birth (real) time, are old to it.
+async fn past_the_real_clock(seed: u64) -> Env {
+    let env = Env::open(Backend::Local, seed).await;
+    let real_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis() as i64;
+    env.advance(real_ms - env.now() + 24 * HOUR);
+    env
 }
 
 /// Round 67 (helper-63, C): a link whose name is not UTF-8 (the listing cannot name it,
@@ -1098,14 +1113,7 @@ async fn class4_a_link_in_a_table_replaced_before_the_verification_walk_keeps_wh
 #[tokio::test]
 async fn class4_an_unnameable_link_in_a_kept_table_keeps_what_it_leads_to() {
     use std::os::unix::ffi::OsStringExt;
-    let env = Env::open(Backend::Local, 411).await;
-    // The collector's clock a day past the real one: the link, dated by its birth (real)
-    // time, is old to it.
-    let real_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after the epoch")
-        .as_millis() as i64;
-    env.advance(real_ms - env.now() + 24 * HOUR);
+    let env = past_the_real_clock(411).await;
     let config = test_config();
     let root = env.local_dir.clone().expect("local");
     let (old, t2) = (Layout::under("old/1"), Layout::under("t2/1"));
@@ -1232,14 +1240,7 @@ async fn refused_for_a_link(env: &Env, layout: &Layout, location: &str) {
 #[tokio::test]
 async fn class4_old_links_in_a_live_table_keep_what_they_lead_to_whatever_their_names_and_chains() {
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
-    let env = Env::open(Backend::Local, 407).await;
-    // The collector's clock a day past the real one: the links, dated by their birth
-    // (real) time, are old to it.
-    let real_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after the epoch")
-        .as_millis() as i64;
-    env.advance(real_ms - env.now() + 24 * HOUR);
+    let env = past_the_real_clock(407).await;
     let config = test_config();
     let root = env.local_dir.clone().expect("local");
     let (a, b) = (Layout::under("olda/1"), Layout::under("oldb/1"));
