@@ -120,8 +120,8 @@ impl Invocation<'_> {
         while let Some((item, parsed)) = read.try_next().await? {
             let covered = match &item {
                 ListItem::Object(listed) => reachable.covers_any_spelling(&listed.name),
-                ListItem::Skipped { name, reason } => {
-                    links.push((name.clone(), reason.clone()));
+                ListItem::Skipped { name, .. } => {
+                    links.push(name.clone());
                     false
                 }
             };

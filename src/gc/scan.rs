@@ -19,7 +19,7 @@ use super::run::{Invocation, NextPage, PageListing};
 use super::step::{GcStep, StepOutcome};
 use crate::error::{Error, Result};
 use crate::warehouse::layout::nested_root;
-use crate::warehouse::{ListItem, ListRange, MANAGED_PREFIXES};
+use crate::warehouse::{ListItem, ListRange};
 
 /// How many skipped listing entries one page names in its warnings.
 const MAX_SKIP_WARNINGS: usize = 5;
@@ -83,33 +83,12 @@ impl Nested {
 pub(crate) async fn linked_so_far(
     warehouse: &crate::warehouse::Warehouse,
     last: Option<&Page>,
-    skipped: Vec<(String, String)>,
+    skipped: Vec<String>,
     names: impl Fn(&str, i64) -> bool,
 ) -> Result<Vec<String>> {
     let mut linked: std::collections::BTreeSet<String> = last
         .map(|page| page.linked.iter().cloned().collect())
         .unwrap_or_default();
-    // A link whose name no metadata can name is read by its real bytes in its directory:
-    // below a name the run keeps (a table a reader of retained metadata reads), what it
-    // leads to is kept; if its directory cannot be read, it may lead anywhere (round 67,
-    // C).
-    let (unnameable, skipped): (Vec<_>, Vec<_>) = skipped
-        .into_iter()
-        .partition(|(_, reason)| reason.starts_with(crate::warehouse::UNNAMEABLE_LINK));
-    let kept: Vec<String> = unnameable
-        .into_iter()
-        .map(|(link, _)| link)
-        .filter(|link| names(link, i64::MIN))
-        .collect();
-    if !kept.is_empty() {
-        for (_, targets) in warehouse.unnameable_link_targets(kept).await? {
-            match targets {
-                Some(targets) => linked.extend(targets),
-                None => linked.extend(MANAGED_PREFIXES.iter().map(|p| (*p).to_owned())),
-            }
-        }
-    }
-    let skipped: Vec<String> = skipped.into_iter().map(|(name, _)| name).collect();
     if !skipped.is_empty() {
         for (link, target, landed_ms) in warehouse.link_targets_dated(skipped).await? {
             if names(&link, landed_ms) {
@@ -263,8 +242,8 @@ impl Invocation<'_> {
             while let Some(item) = decided.try_next().await? {
                 match item {
                     Scanned::Skipped(skipped) => {
-                        if let ListItem::Skipped { name, reason } = &skipped {
-                            links.push((name.clone(), reason.clone()));
+                        if let ListItem::Skipped { name, .. } = &skipped {
+                            links.push(name.clone());
                         }
                         skip(&mut tally.counts, &mut warnings, skipped)
                     }

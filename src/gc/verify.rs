@@ -112,29 +112,37 @@ impl Invocation<'_> {
                 concurrency,
             )
             .await?;
-            // What links at or below a name a reader may read lead to (a local
-            // warehouse): one made after the scans passed it names its target too. Those
-            // names are what the walk reaches and what the change log says was published
-            // or replaced since (a reader of the replaced metadata still reads its tables,
-            // rule L), each in every spelling (round 67, A and D).
-            let read: Vec<String> = observation
+            // What every symbolic link in the managed prefixes leads to (a local
+            // warehouse), read by its real bytes, wherever it lies: the collector never
+            // deletes a link, and which tables a reader reads it follows (live, replaced,
+            // retained, named in another spelling) is more than any set of names says
+            // (rounds 65-68). So one made after the scans passed it names its target too;
+            // and below the live names outside them (source tables in the warehouse).
+            let outside: Vec<String> = observation
                 .reachable
                 .names()
                 .chain(observation.history.republished.names())
+                .filter(|name| {
+                    !MANAGED_PREFIXES
+                        .iter()
+                        .any(|prefix| crate::warehouse::is_within(name, prefix))
+                })
                 .cloned()
                 .collect();
+            let searched = MANAGED_PREFIXES
+                .iter()
+                .map(|prefix| (*prefix).to_owned())
+                .chain(every_spelling(outside))
+                .collect();
             let mut linked = linked;
-            let below = catalog
-                .warehouse()
-                .links_below(every_spelling(read))
-                .await?;
+            let below = catalog.warehouse().links_below(searched).await?;
             linked.extend(below.targets);
-            // A place below a reachable name the walk cannot read may hold a link to
-            // anything (round 66): nothing is deleted this run.
+            // A place the walk cannot read may hold a link to anything (round 66):
+            // nothing is deleted this run.
             if let Some(why) = below.unread {
                 linked.extend(MANAGED_PREFIXES.iter().map(|prefix| (*prefix).to_owned()));
                 self.report.warnings.push(format!(
-                    "below a live name, {why}: a symbolic link there may lead anywhere, so nothing is deleted this run. Make it readable to the collector (or move the mount out of the warehouse)"
+                    "in the warehouse, {why}: a symbolic link there may lead anywhere, so nothing is deleted this run. Make it readable to the collector, or remove it (or move the mount out of the warehouse)"
                 ));
             }
             linked.sort_unstable();

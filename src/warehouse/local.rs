@@ -114,25 +114,10 @@ fn walk_error(root: &Path, start: &Path, err: walkdir::Error) -> Option<Result<W
     Some(Ok(Walked::Unreadable(path, item)))
 }
 
-/// How a listing's skipped entry for a symbolic link whose name no metadata can name (not
-/// UTF-8, a control character) begins its reason: its target cannot be looked up by the
-/// name shown, so a scan that finds one below a name it keeps keeps everything (round 67).
-pub(crate) const UNNAMEABLE_LINK: &str = "a symbolic link whose name no metadata can name";
-
 /// The listing item of a non-directory entry; `None` if it vanished while listing.
 fn item_of(root: &Path, entry: &walkdir::DirEntry) -> Option<ListItem> {
     let file_type = entry.file_type();
     Some(match name_of(root, entry.path()) {
-        Err(reason) if file_type.is_symlink() => ListItem::Skipped {
-            // Shown below the root (lossily), where the names that keep it lie.
-            name: entry
-                .path()
-                .strip_prefix(root)
-                .map_or_else(|_| entry.path().display().to_string(), |relative| {
-                    relative.to_string_lossy().into_owned()
-                }),
-            reason: format!("{UNNAMEABLE_LINK} ({reason}); the collector never follows or deletes links"),
-        },
         Err(reason) => ListItem::Skipped {
             name: entry.path().display().to_string(),
             reason,
@@ -440,7 +425,7 @@ pub(crate) fn is_staging_name(name: &str) -> bool {
 }
 
 /// The name of `path` below `root`, or why it has none.
-pub(super) fn name_of(root: &Path, path: &Path) -> std::result::Result<String, String> {
+fn name_of(root: &Path, path: &Path) -> std::result::Result<String, String> {
     let relative = path
         .strip_prefix(root)
         .map_err(|_| "outside the warehouse directory".to_owned())?;

@@ -32,7 +32,6 @@ pub(crate) mod layout;
 mod links;
 mod list;
 mod local;
-pub(crate) use local::UNNAMEABLE_LINK;
 mod local_files;
 mod location;
 mod names;

@@ -104,46 +104,6 @@ impl Warehouse {
         .await
     }
 
-    /// What the symbolic links a listing showed by `shown` (a name no metadata can name,
-    /// shown lossily below the root: [`super::UNNAMEABLE_LINK`]) lead to inside the
-    /// warehouse, each with the name shown: every link of the shown name's directory whose
-    /// own name no metadata can name, read by its real bytes. `None` for a shown name whose
-    /// directory cannot be read (its links may lead anywhere). Empty on other stores.
-    pub(crate) async fn unnameable_link_targets(
-        &self,
-        shown: Vec<String>,
-    ) -> Result<Vec<(String, Option<Vec<String>>)>> {
-        let Some(dir) = &self.local else {
-            return Ok(Vec::new());
-        };
-        let dir = dir.as_ref().clone();
-        blocking("resolving links in the warehouse failed", move || {
-            shown
-                .into_iter()
-                .map(|name| {
-                    let parent = std::path::Path::new(&name)
-                        .parent()
-                        .map(|parent| dir.join(parent));
-                    let targets = parent.and_then(|parent| {
-                        let entries = std::fs::read_dir(&parent).ok()?;
-                        let mut targets = Vec::new();
-                        for entry in entries {
-                            let path = entry.ok()?.path();
-                            let link = std::fs::symlink_metadata(&path)
-                                .is_ok_and(|meta| meta.file_type().is_symlink());
-                            if link && local::name_of(&dir, &path).is_err() {
-                                targets.extend(link_names(&dir, &path));
-                            }
-                        }
-                        Some(targets)
-                    });
-                    (name, targets)
-                })
-                .collect()
-        })
-        .await
-    }
-
     /// What the symbolic links at or below the names `names` lead to inside the warehouse,
     /// on a local warehouse (empty on other stores), and what the links at or below those
     /// lead to, to the end of every chain (a directory of links a live link leads to, a
@@ -286,7 +246,15 @@ impl Warehouse {
 /// anywhere, and names every managed prefix.
 fn link_names(dir: &std::path::Path, path: &std::path::Path) -> Vec<String> {
     // The link's own name may be any bytes (not UTF-8: another engine's Latin-1 name);
-    // what counts is where it leads.
+    // what counts is where it leads. Where it leads, in the end, to a path in the
+    // warehouse that is not UTF-8 (`x=Z\xfcrich/part-0.parquet`), nothing there has a name
+    // the collector could delete: it names nothing (round 68, U2).
+    if let Ok(target) = std::fs::canonicalize(path)
+        && let Ok(below) = target.strip_prefix(dir)
+        && below.to_str().is_none()
+    {
+        return Vec::new();
+    }
     let (names, gave_up) = super::links::linked_names(dir, path);
     if gave_up {
         return MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect();

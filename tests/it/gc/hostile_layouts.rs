@@ -1147,10 +1147,12 @@ async fn class4_an_unnameable_link_in_a_kept_table_keeps_what_it_leads_to() {
     .await;
 }
 
-/// Round 67 (helper-63, U1): a directory too deep to open by its path in garbage (no
-/// live name above it) does not stop collection: nothing a reader reads lies below it.
+/// Round 67 (helper-63, U1) and round 68: a directory too deep to open by its path in
+/// garbage may hold a link a reader follows (every link in the warehouse keeps what it
+/// leads to, wherever it lies): no run deletes anything while it is there, and every run
+/// that would says where it is; once it is gone, collection goes on.
 #[tokio::test]
-async fn class4_a_place_too_deep_to_read_in_garbage_does_not_stop_collection() {
+async fn class4_a_place_too_deep_to_read_pauses_collection_and_says_where() {
     let env = Env::open(Backend::Local, 410).await;
     let config = test_config();
     let root = env.local_dir.clone().expect("local");
@@ -1159,10 +1161,20 @@ async fn class4_a_place_too_deep_to_read_in_garbage_does_not_stop_collection() {
     env.register("live", &Layout::under("live/1")).await;
     parqdb_catalog::warehouse::deep_link(&root, "indexes/junk", 22, "/nowhere");
     env.catalog.drop_index(&old_id).await.expect("dropped");
+    let reports = passes(&env, &config, 8).await;
+    assert_eq!(deleted(&reports), 0, "nothing is deleted while it is there");
+    assert!(
+        reports.iter().any(|report| report
+            .warnings
+            .iter()
+            .any(|warning| warning.contains("indexes/junk") && warning.contains("cannot be read"))),
+        "a run says where it is"
+    );
+    std::fs::remove_dir_all(root.join("indexes/junk")).expect("removed");
     passes(&env, &config, 8).await;
     assert!(
         env.none_exist(&old.files()).await,
-        "the dropped index is collected"
+        "the dropped index is collected once it is gone"
     );
 }
 
