@@ -246,15 +246,7 @@ impl Warehouse {
 /// anywhere, and names every managed prefix.
 fn link_names(dir: &std::path::Path, path: &std::path::Path) -> Vec<String> {
     // The link's own name may be any bytes (not UTF-8: another engine's Latin-1 name);
-    // what counts is where it leads. Where it leads, in the end, to a path in the
-    // warehouse that is not UTF-8 (`x=Z\xfcrich/part-0.parquet`), nothing there has a name
-    // the collector could delete: it names nothing (round 68, U2).
-    if let Ok(target) = std::fs::canonicalize(path)
-        && let Ok(below) = target.strip_prefix(dir)
-        && below.to_str().is_none()
-    {
-        return Vec::new();
-    }
+    // what counts is where it leads.
     let (names, gave_up) = super::links::linked_names(dir, path);
     if gave_up {
         return MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect();
