@@ -62,7 +62,7 @@ use crate::metadata::named::{
 };
 use crate::warehouse::layout::{CATALOG_DIR, ledger_holds, nested_root};
 use crate::warehouse::{
-    GC_DIR, MANAGED_PREFIXES, METADATA_DIR, OWNER_MARKER, every_spelling, is_within, object_name,
+    GC_DIR, MANAGED_PREFIXES, METADATA_DIR, OWNER_MARKER, is_within, object_name,
 };
 
 /// The longest a register or commit may take, from its first read to the outcome of its
@@ -337,15 +337,25 @@ impl Catalog {
         searched.extend(reached.iter().cloned());
         searched.sort_unstable();
         searched.dedup();
-        let below = self
-            .warehouse()
-            .links_below(every_spelling(searched))
-            .await?;
+        let below = self.warehouse().links_below(searched).await?;
         if let Some(why) = below.unread {
             return Err(Error::new(
                 ErrorKind::InvalidIndexMetadata,
                 format!(
                     "metadata file `{}`: below what it newly names, {why}: a symbolic link there may lead to a file the garbage collector condemned, and no check can see it. Make it readable (or move the mount out of the warehouse)",
+                    publication.location
+                ),
+            ));
+        }
+        // A link to all of a managed prefix, the root or above, or the catalog's own
+        // directories names nothing the collector keeps for it (so that one in garbage
+        // does not stop collection), while a reader of the new table reads through it
+        // whatever lies there, condemned files too (round 70, F4).
+        if let Some(link) = below.wide {
+            return Err(Error::new(
+                ErrorKind::InvalidIndexMetadata,
+                format!(
+                    "metadata file `{}`: below what it newly names, the symbolic link `{link}` leads to the whole of a managed prefix, the warehouse root or above it, or the catalog's own directories, where the garbage collector cannot tell what a reader reads. Link to the tables themselves, or place the files in the table",
                     publication.location
                 ),
             ));

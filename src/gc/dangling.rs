@@ -43,7 +43,7 @@ use crate::family::FamilyRegistry;
 use crate::metadata::named::{
     Below, Parsed, directories_of, files_below, read_parsed, references_of,
 };
-use crate::warehouse::{Warehouse, every_spelling};
+use crate::warehouse::Warehouse;
 
 /// The dangling references of a verification walk, and what the files that appeared at
 /// them since name.
@@ -345,7 +345,7 @@ impl DanglingReferences {
         // the verification walk keeps what links below reachable names lead to: a table
         // the guard names may hold a link into an old table (round 65, F2).
         let named: Vec<String> = self.named.names().cloned().collect();
-        let below = warehouse.links_below(every_spelling(named)).await?;
+        let below = warehouse.links_below(named).await?;
         for target in below.targets {
             self.named.insert(target, 0);
         }

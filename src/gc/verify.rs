@@ -11,7 +11,7 @@ use super::run::Invocation;
 use super::scan::Nested;
 use super::step::{GcStep, StepOutcome};
 use crate::error::Result;
-use crate::warehouse::{MANAGED_PREFIXES, every_spelling};
+use crate::warehouse::MANAGED_PREFIXES;
 
 /// How many link targets one verification names in its warnings.
 const MAX_LINK_WARNINGS: usize = 5;
@@ -132,7 +132,7 @@ impl Invocation<'_> {
             let searched = MANAGED_PREFIXES
                 .iter()
                 .map(|prefix| (*prefix).to_owned())
-                .chain(every_spelling(outside))
+                .chain(outside)
                 .collect();
             let mut linked = linked;
             let below = catalog.warehouse().links_below(searched).await?;
@@ -143,6 +143,13 @@ impl Invocation<'_> {
                 linked.extend(MANAGED_PREFIXES.iter().map(|prefix| (*prefix).to_owned()));
                 self.report.warnings.push(format!(
                     "in the warehouse, {why}: a symbolic link there may lead anywhere, so nothing is deleted this run. Make it readable to the collector, or remove it (or move the mount out of the warehouse)"
+                ));
+            }
+            // A link that may lead anywhere keeps everything while it is there (round 69,
+            // U1): say which, so that collection can resume once it is removed.
+            if let Some(link) = below.boundless {
+                self.report.warnings.push(format!(
+                    "the symbolic link `{link}` may lead anywhere (to a directory with more entries than a search for links reads, a place it cannot read, or a path that is no name, outside the warehouse or not there): everything is kept while it is there. Remove it, or point it at a smaller directory inside the warehouse"
                 ));
             }
             linked.sort_unstable();

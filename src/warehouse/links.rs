@@ -53,6 +53,16 @@ fn names_below(root: &Path, path: &Path) -> Vec<String> {
     object_name(below).ok().into_iter().collect()
 }
 
+/// Whether the path `below` a warehouse root (not the root itself) is no name: not UTF-8,
+/// or not a valid object name (a control character). Nothing at or below it can be listed
+/// or deleted, but links there lead on.
+pub(super) fn unnameable(below: &Path) -> bool {
+    !below.as_os_str().is_empty()
+        && below
+            .to_str()
+            .is_none_or(|below| object_name(below).is_err())
+}
+
 /// What makes a segment of a local path a pattern to some reader: `glob(3)`'s `*`, `?` and
 /// `[`, braces, and the `(` of a shell's extended patterns (`@(s)`, `+(s)`; round 45, X1).
 const PATTERN_CHARS: [char; 5] = ['*', '?', '[', '{', '('];
@@ -66,7 +76,7 @@ const MAX_PATTERN_ENTRIES: usize = 10_000;
 
 /// The most directory entries one view reads walking local directories for links into
 /// the warehouse ([`Links::walk`]); past it, a walk may name anything.
-const MAX_WALK_ENTRIES: usize = 100_000;
+pub(super) const MAX_WALK_ENTRIES: usize = 100_000;
 
 /// The most dangling links one lookup follows as written (as the kernel's `ELOOP` bound).
 const MAX_HOPS: usize = 40;
@@ -551,6 +561,13 @@ impl Links {
                         continue;
                     };
                     add(names_below(root, &target), &mut names);
+                    // A place in the warehouse that is no name is not walked here (it lies
+                    // below a managed prefix, or it is no name to give): a link there may
+                    // lead anywhere (round 70, F2, F3).
+                    if target.strip_prefix(root).is_ok_and(unnameable) {
+                        let anything = self.anything();
+                        add(anything, &mut names);
+                    }
                     if let Some(cwd) = self.cwd.clone()
                         && target.starts_with(&cwd)
                     {
@@ -1002,7 +1019,7 @@ pub(super) fn fits_as_given(path: &Path) -> bool {
 /// `/sys`, `/dev`): never walked, and a link into it may lead anywhere. `/dev/shm` is a
 /// file system of ordinary files (tmpfs, used for scratch data): walked like any other
 /// directory (round 53, A2).
-fn pseudo(path: &Path) -> bool {
+pub(super) fn pseudo(path: &Path) -> bool {
     ["/proc", "/sys", "/dev"]
         .iter()
         .any(|top| path.starts_with(top))

@@ -29,6 +29,7 @@
 mod delete;
 mod errors;
 pub(crate) mod layout;
+mod link_search;
 mod links;
 mod list;
 mod local;
@@ -56,7 +57,7 @@ pub use layout::OWNER_MARKER;
 pub(crate) use layout::{GC_DIR, INDEXES_DIR, MANAGED_PREFIXES, METADATA_DIR};
 pub(crate) use location::resolve_existing;
 pub(crate) use names::object_name;
-pub(crate) use names::{aliases, every_spelling, is_within};
+pub(crate) use names::{aliases, is_within};
 pub(crate) use objects::Fetched;
 #[doc(hidden)] // With `Warehouse::list_range`, for tests/it/gc/hostile_layouts.rs.
 pub use range::{ListRange, Positioned};

@@ -100,16 +100,6 @@ pub(crate) fn aliases(name: &str) -> Vec<String> {
     out
 }
 
-/// `names` and every other spelling of each ([`aliases`]), each once: what to look at on
-/// disk for a set of names, where the file of one may sit under another spelling.
-pub(crate) fn every_spelling(names: Vec<String>) -> Vec<String> {
-    let mut all: Vec<String> = names.iter().flat_map(|name| aliases(name)).collect();
-    all.extend(names);
-    all.sort_unstable();
-    all.dedup();
-    all
-}
-
 /// Whether `name` is `ancestor` or lies below it on a segment boundary.
 pub(crate) fn is_within(name: &str, ancestor: &str) -> bool {
     name == ancestor

@@ -15,6 +15,12 @@ pub(crate) struct LinksBelow {
     pub targets: Vec<String>,
     /// The first place the walk could not read, and why: a link there may lead anywhere.
     pub unread: Option<String>,
+    /// The first link whose target could not be searched to the end (a directory outside
+    /// with more entries than a walk for links reads): it names every managed prefix.
+    pub boundless: Option<String>,
+    /// The first link that leads to a managed prefix as a whole, the root or above it, or
+    /// the catalog's or the collector's own directories (it names none of them).
+    pub wide: Option<String>,
 }
 
 impl Warehouse {
@@ -95,7 +101,7 @@ impl Warehouse {
                     continue;
                 }
                 let landed_ms = local::listed(name.clone(), &meta).landed_ms;
-                for target in link_names(&dir, &path) {
+                for target in link_names(&dir, &path).names {
                     targets.push((name.clone(), target, landed_ms));
                 }
             }
@@ -104,11 +110,13 @@ impl Warehouse {
         .await
     }
 
-    /// What the symbolic links at or below the names `names` lead to inside the warehouse,
-    /// on a local warehouse (empty on other stores), and what the links at or below those
-    /// lead to, to the end of every chain (a directory of links a live link leads to, a
-    /// link to a link): a directory is walked without following links, and each name the
-    /// links lead to is walked once. The verification walk keeps these, so a link made in
+    /// What the symbolic links at or below the names `names`, in every spelling they have
+    /// on disk (`indexes/n%20b/` for `indexes/n b`), lead to inside the warehouse, on a
+    /// local warehouse (empty on other stores), and what the links at or below those lead
+    /// to, to the end of every chain (a directory of links a live link leads to, a link to
+    /// a link): a directory is walked without following links, each name the links lead
+    /// to is walked once, and directories that changed while the walk ran are looked at
+    /// again (a directory moved behind the walk; see `link_search`). The verification walk keeps these, so a link made in
     /// a live table (or a live source table inside the warehouse, which no listing of the
     /// collector covers) after the scans passed it still keeps what it leads to.
     ///
@@ -123,68 +131,7 @@ impl Warehouse {
         };
         let dir = dir.as_ref().clone();
         blocking("looking for links in the warehouse failed", move || {
-            use std::os::unix::fs::MetadataExt;
-            let mut below = LinksBelow::default();
-            let mut walked: std::collections::HashSet<String> = names.iter().cloned().collect();
-            let mut frontier = names;
-            while let Some(name) = frontier.pop() {
-                let start = dir.join(&name);
-                // The device the name's own directory is on (where a link at the name
-                // itself leads, for a table placed on another disk).
-                let device = std::fs::metadata(&start).ok().map(|meta| meta.dev());
-                let walk = walkdir::WalkDir::new(&start)
-                    .follow_links(false)
-                    .same_file_system(true);
-                for entry in walk {
-                    let entry = match entry {
-                        Ok(entry) => entry,
-                        Err(err) => {
-                            let missing = err
-                                .io_error()
-                                .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound);
-                            if !missing {
-                                let at = err.path().unwrap_or(&start).display().to_string();
-                                below
-                                    .unread
-                                    .get_or_insert(format!("`{at}` cannot be read ({err})"));
-                            }
-                            continue;
-                        }
-                    };
-                    let path = entry.path();
-                    if entry.file_type().is_dir()
-                        && entry.depth() > 0
-                        && entry
-                            .metadata()
-                            .is_ok_and(|meta| device.is_some_and(|device| meta.dev() != device))
-                    {
-                        below.unread.get_or_insert(format!(
-                            "`{}` is another file system mounted there",
-                            path.display()
-                        ));
-                        continue;
-                    }
-                    if !entry.file_type().is_symlink() {
-                        continue;
-                    }
-                    if !super::links::fits_as_given(path) {
-                        below.unread.get_or_insert(format!(
-                            "the link `{}` is too long to resolve by its name",
-                            path.display()
-                        ));
-                        continue;
-                    }
-                    for target in link_names(&dir, path) {
-                        if walked.insert(target.clone()) {
-                            frontier.push(target.clone());
-                        }
-                        below.targets.push(target);
-                    }
-                }
-            }
-            below.targets.sort_unstable();
-            below.targets.dedup();
-            below
+            super::link_search::search(&dir, names)
         })
         .await
     }
@@ -238,30 +185,59 @@ impl Warehouse {
     }
 }
 
-/// What the symbolic link at `path` names: the names inside the warehouse `dir` it leads
-/// to, but never a managed prefix as a whole, the collector's or the catalog's own
-/// directories, or the root (a link to all of `indexes/` names nothing, as a string naming
-/// it does: it must not stop collection). Unless following it gave up at a bound (a
-/// directory outside with more entries than a walk for links reads): then it may lead
-/// anywhere, and names every managed prefix.
-fn link_names(dir: &std::path::Path, path: &std::path::Path) -> Vec<String> {
+/// What the symbolic link at `path` names ([`LinkNames`]): the names inside the warehouse
+/// `dir` it leads to, but never a managed prefix as a whole, the collector's or the
+/// catalog's own directories, or the root (a link to all of `indexes/` names nothing, as a
+/// string naming it does: it must not stop collection; publication refuses one, see
+/// [`LinkNames::wide`]). A link to a place in the warehouse whose path is no name names
+/// what the links there lead to (`link_search::unnameable_place`). Unless following it
+/// gave up at a bound (a directory outside with more entries than a walk for links reads,
+/// a place there it cannot read): then it may lead anywhere and names every managed
+/// prefix.
+pub(super) fn link_names(dir: &std::path::Path, path: &std::path::Path) -> LinkNames {
     // The link's own name may be any bytes (not UTF-8: another engine's Latin-1 name);
     // what counts is where it leads.
-    let (names, gave_up) = super::links::linked_names(dir, path);
+    let real_root = std::fs::canonicalize(dir).ok();
+    let (names, gave_up) = match super::link_search::unnameable_place(real_root.as_deref(), path) {
+        Some(place) => {
+            let below = super::link_search::search_place(dir, place);
+            let unsure = below.unread.is_some() || below.boundless.is_some();
+            (below.targets, unsure)
+        }
+        None => super::links::linked_names(dir, path),
+    };
     if gave_up {
-        return MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect();
+        let every = MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect();
+        return LinkNames {
+            names: every,
+            gave_up: true,
+            wide: false,
+        };
     }
-    names
-        .into_iter()
-        .filter(|name| {
-            let top = name.split('/').next().unwrap_or_default();
-            !name.is_empty()
-                && !MANAGED_PREFIXES.contains(&name.as_str())
-                && top != GC_DIR
-                && top != super::layout::CATALOG_DIR
-                && name != OWNER_MARKER
-        })
-        .collect()
+    let (names, wide): (Vec<String>, Vec<String>) = names.into_iter().partition(|name| {
+        let top = name.split('/').next().unwrap_or_default();
+        !name.is_empty()
+            && !MANAGED_PREFIXES.contains(&name.as_str())
+            && top != GC_DIR
+            && top != super::layout::CATALOG_DIR
+            && name != OWNER_MARKER
+    });
+    LinkNames {
+        names,
+        gave_up: false,
+        wide: !wide.is_empty(),
+    }
+}
+
+/// What a symbolic link names: see [`link_names`].
+pub(super) struct LinkNames {
+    /// The names inside the warehouse it leads to.
+    pub names: Vec<String>,
+    /// Whether following it gave up at a bound (`names` is every managed prefix).
+    pub gave_up: bool,
+    /// Whether it also leads to a managed prefix as a whole, the root, or the catalog's
+    /// or the collector's own directories, which it does not name.
+    pub wide: bool,
 }
 
 /// Run `work` on the blocking pool (file-system calls); a failure to run it is

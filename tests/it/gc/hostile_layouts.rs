@@ -953,6 +953,30 @@ async fn class4_a_new_table_linking_to_a_condemned_file_is_refused() {
     refused_for_a_link(&env, &new, &location).await;
 }
 
+/// Round 68 (helper-64, F4): a new table published as `indexes/n b/…` whose files sit
+/// under another spelling on disk (`indexes/n%20b/…`, which the collector keeps for it and
+/// a reader of it may open), holding a link to a condemned file: registering it is
+/// refused, as for a link under the spelling the metadata gives.
+#[tokio::test]
+async fn class4_a_new_table_linking_to_a_condemned_file_under_another_spelling_is_refused() {
+    let env = Env::open(Backend::Local, 411).await;
+    let root = env.local_dir.clone().expect("local");
+    let target = condemned_old_file(&env).await;
+    let new = Layout::under("n b/1");
+    let (_, location) = env.new_index(&new).await;
+    for stored in [
+        "indexes/n%20b/1/ivf_postings",
+        "indexes/%6E b/1/ivf_postings",
+    ] {
+        std::fs::create_dir_all(root.join(stored)).expect("dir");
+        std::os::unix::fs::symlink(root.join(&target), root.join(stored).join("linked.parquet"))
+            .expect("link");
+        refused_for_a_link(&env, &new, &location).await;
+        std::fs::remove_dir_all(root.join(stored.split('/').take(2).collect::<Vec<_>>().join("/")))
+            .expect("removed");
+    }
+}
+
 /// Round 34, finding 1: the same refusal for a link below anything else a publication
 /// newly makes reachable: (a) a new source table inside the warehouse; (b) a table a new
 /// family reference's file names.

@@ -1,0 +1,737 @@
+//! The search for symbolic links at and below names of a local warehouse
+//! ([`search`]), in every spelling the names have on disk, and consistent while the tree
+//! changes under it.
+//!
+//! Two things make a plain directory walk miss a link a reader follows:
+//!
+//! - **Spellings.** The collector keeps an object when any spelling of its name is
+//!   reachable (`indexes/n%20b/` for `indexes/n b/`, `indexes/a%7Eb/` for `indexes/a~b/`):
+//!   a reader of one spelling may open the files of another. The search lists the
+//!   directory of each segment and starts below every entry that is a spelling of the
+//!   segment (they share a form: [`spellings`]), not only below the spellings the name gives (GC round 68,
+//!   F4).
+//! - **Moves.** A directory renamed during the walk from a place not walked yet into one
+//!   walked already is walked under neither name (round 69, F2). Every directory's
+//!   modification and change times are taken before it is listed; after the walk they are
+//!   taken again, a changed directory is listed again and what appeared in it (a directory
+//!   or a link not read at that path) is walked, and a directory gone from where it was
+//!   listed, or from where it was found, asks for another look. The search ends after a
+//!   look that read no new link and found nothing gone (a writer adding files or
+//!   directories costs one more listing of each directory it changed); a tree that still
+//!   shows something new after [`MAX_LOOKS`] looks is answered as unread.
+//! - **Places beyond names.** A directory a link leads to outside the warehouse (or into
+//!   the catalog's own directories) is searched by the same walk, with the same looks,
+//!   so a directory moved there while the walk runs is read where it went (round 70, F1).
+//!   What is there is no object; what the links there lead to is.
+//!
+//! What is left: a directory moved twice, each move timed between the looks that would
+//! see it, or a change that lands in the same clock tick as the times taken before the
+//! directory was listed (file-system times move in ticks of a few milliseconds). Both are
+//! stated in the collector's assumptions (`gc` module docs, 5).
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use object_store::path::PathPart;
+
+use super::placement::{LinksBelow, link_names};
+
+/// How many looks after the walk a tree may keep changing before the search gives up
+/// (the answer is then "unread": a link there may lead anywhere).
+pub(super) const MAX_LOOKS: usize = 8;
+
+/// What the symbolic links at or below `names` (each in every spelling on disk) lead to
+/// inside the local warehouse `root`, to the end of every chain. See
+/// [`Warehouse::links_below`](super::Warehouse::links_below).
+pub(super) fn search(root: &Path, names: Vec<String>) -> LinksBelow {
+    let mut search = Search::new(root);
+    search.run(names);
+    search.finish()
+}
+
+/// What the symbolic links at or below the place `place` (a path below `root` that is
+/// not UTF-8, so no name) lead to: see [`unnameable_place`].
+pub(super) fn search_place(root: &Path, place: PathBuf) -> LinksBelow {
+    let mut search = Search::new(root);
+    search.unnameable.insert(place.clone());
+    search.frontier.push(place);
+    search.run(Vec::new());
+    search.finish()
+}
+
+/// Where the link at `path` leads in the end, if that is a place inside the warehouse
+/// (whose root the file system resolves to `real_root`) whose path below the root is no
+/// name: not UTF-8 (`x=Z\xfcrich/part-0.parquet`) or holding a control character. Nothing
+/// at or below it has a name the collector could delete, so the link names nothing there,
+/// and what it reaches is what the links there lead to (round 68, U2; round 69, F1; round
+/// 70, F3).
+pub(super) fn unnameable_place(real_root: Option<&Path>, path: &Path) -> Option<PathBuf> {
+    let place = std::fs::canonicalize(path).ok()?;
+    let below = place.strip_prefix(real_root?).ok()?;
+    super::links::unnameable(below).then_some(place)
+}
+
+/// Where the link at `path` leads in the end, if that is a directory whose links the view
+/// of links walks but whose contents no name covers: outside the warehouse (not the root's
+/// ancestors, which hold everything, nor a file system of processes, which the view of
+/// links answers as anything), or in the catalog's or the collector's own directories.
+fn place_beyond_names(real_root: Option<&Path>, path: &Path) -> Option<PathBuf> {
+    let real_root = real_root?;
+    let place = std::fs::canonicalize(path).ok()?;
+    if !place.is_dir() {
+        return None;
+    }
+    match place.strip_prefix(real_root) {
+        Ok(below) => {
+            let top = below.components().next()?.as_os_str();
+            (top == super::layout::GC_DIR || top == super::layout::CATALOG_DIR).then_some(place)
+        }
+        Err(_) => {
+            (!real_root.starts_with(&place) && !super::links::pseudo(&place)).then_some(place)
+        }
+    }
+}
+
+/// What a test runs after each directory is listed.
+#[cfg(test)]
+type ListingHook = Box<dyn FnMut(&Path)>;
+
+/// A directory's entries by every form a reader may open each by.
+type Spelled = HashMap<Vec<u8>, Vec<OsString>>;
+
+/// A directory as it was when it was listed: where it is, which file and when it last
+/// changed, and the device its walk started on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
+}
+
+impl Stamp {
+    fn of(meta: &std::fs::Metadata) -> Stamp {
+        Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            modified: (meta.mtime(), meta.mtime_nsec()),
+            changed: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+}
+
+/// One search: what was listed and read, what the links lead to, and the first place
+/// that could not be read.
+pub(super) struct Search {
+    root: PathBuf,
+    /// Every directory listed, by path: its stamp and the device its start was on.
+    listed: HashMap<PathBuf, (Stamp, Option<u64>)>,
+    /// Every link read, by path, with its `(device, inode)`.
+    read: HashMap<PathBuf, (u64, u64)>,
+    /// The root as the file system resolves it (where a link's real target is compared).
+    real_root: Option<PathBuf>,
+    /// The names the walk started at (given, or what links lead to).
+    started: HashSet<String>,
+    /// The places not UTF-8 inside the warehouse links led to, walked or to walk.
+    unnameable: HashSet<PathBuf>,
+    /// Places links led to, not walked yet.
+    frontier: Vec<PathBuf>,
+    /// Directories links led to beyond the warehouse's names, not walked yet (walked
+    /// across mounts, as the view of links walks them).
+    beyond: Vec<PathBuf>,
+    /// Listings of directories the spellings were looked up in.
+    entries: HashMap<PathBuf, std::rc::Rc<Spelled>>,
+    /// Whether something was gone from where the walk found it since the last look.
+    moved: bool,
+    found: LinksBelow,
+    /// Called after each directory is listed (tests move directories there).
+    #[cfg(test)]
+    after_listing: Option<ListingHook>,
+}
+
+impl Search {
+    pub(super) fn new(root: &Path) -> Search {
+        Search {
+            root: root.to_path_buf(),
+            listed: HashMap::new(),
+            read: HashMap::new(),
+            real_root: std::fs::canonicalize(root).ok(),
+            started: HashSet::new(),
+            unnameable: HashSet::new(),
+            frontier: Vec::new(),
+            beyond: Vec::new(),
+            entries: HashMap::new(),
+            moved: false,
+            found: LinksBelow::default(),
+            #[cfg(test)]
+            after_listing: None,
+        }
+    }
+
+    /// Walk below every spelling on disk of `names`, then look again until the tree
+    /// shows nothing new.
+    pub(super) fn run(&mut self, names: Vec<String>) {
+        for name in names {
+            if self.started.insert(name.clone()) {
+                for start in self.spelled_on_disk(&name) {
+                    self.start_at(start);
+                }
+            }
+        }
+        self.follow_frontier();
+        for _ in 0..MAX_LOOKS {
+            if !self.look_again() {
+                return;
+            }
+        }
+        let first = self.listed.keys().min().map_or_else(
+            || self.root.display().to_string(),
+            |p| p.display().to_string(),
+        );
+        self.unread(format!(
+            "the directories at and below `{first}` kept changing while they were searched for links ({MAX_LOOKS} looks)"
+        ));
+    }
+
+    pub(super) fn finish(mut self) -> LinksBelow {
+        self.found.targets.sort_unstable();
+        self.found.targets.dedup();
+        self.found
+    }
+
+    /// Walk what the links found so far lead to, until no place is left.
+    fn follow_frontier(&mut self) {
+        loop {
+            if let Some(start) = self.frontier.pop() {
+                self.start_at(start);
+            } else if let Some(place) = self.beyond.pop() {
+                self.walk(vec![(place, 0)], None);
+            } else {
+                return;
+            }
+        }
+    }
+
+    /// Walk below `start`, on the device `start` leads to (where a link at the name itself
+    /// leads, for a table placed on another disk).
+    fn start_at(&mut self, start: PathBuf) {
+        let device = std::fs::metadata(&start).ok().map(|meta| meta.dev());
+        self.walk(vec![(start, 0)], device);
+    }
+
+    /// Walk depth-first from `stack` without following links; return whether it read a
+    /// link not read before. (A directory that is new and holds no link is no sign of a
+    /// move worth another look: a busy writer makes those all the time.)
+    fn walk(&mut self, mut stack: Vec<(PathBuf, usize)>, device: Option<u64>) -> bool {
+        let mut new = false;
+        while let Some((path, depth)) = stack.pop() {
+            let meta = match std::fs::symlink_metadata(&path) {
+                Ok(meta) => meta,
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                    // Listed in its directory, gone now: moved (or removed) while the walk
+                    // ran. A start that does not exist is no move.
+                    self.moved |= depth > 0;
+                    continue;
+                }
+                Err(err) => {
+                    self.unread(format!("`{}` cannot be read ({err})", path.display()));
+                    continue;
+                }
+            };
+            if meta.file_type().is_symlink() {
+                new |= self.read_link(path, &meta);
+                continue;
+            }
+            if !meta.is_dir() {
+                continue;
+            }
+            if depth > 0 && device.is_some_and(|device| meta.dev() != device) {
+                self.unread(format!(
+                    "`{}` is another file system mounted there",
+                    path.display()
+                ));
+                continue;
+            }
+            let stamp = Stamp::of(&meta);
+            if self
+                .listed
+                .get(&path)
+                .is_some_and(|(seen, _)| (seen.dev, seen.ino) == (stamp.dev, stamp.ino))
+                && depth > 0
+            {
+                // The same directory at the same place: its own stamp tells if it changed.
+                continue;
+            }
+            self.list(&path, stamp, device, depth, &mut stack);
+        }
+        new
+    }
+
+    /// List the directory `path` (stamped `stamp` right before), queueing the directories
+    /// and links in it.
+    fn list(
+        &mut self,
+        path: &Path,
+        stamp: Stamp,
+        device: Option<u64>,
+        depth: usize,
+        stack: &mut Vec<(PathBuf, usize)>,
+    ) {
+        self.listed.insert(path.to_path_buf(), (stamp, device));
+        let entries = match std::fs::read_dir(path) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                self.moved = true;
+                return;
+            }
+            Err(err) => {
+                self.unread(format!("`{}` cannot be read ({err})", path.display()));
+                return;
+            }
+        };
+        for entry in entries {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(err) => {
+                    self.unread(format!("`{}` cannot be read ({err})", path.display()));
+                    return;
+                }
+            };
+            // A regular file holds no link; a type the directory does not give is looked
+            // at.
+            if entry
+                .file_type()
+                .map_or(true, |kind| kind.is_dir() || kind.is_symlink())
+            {
+                stack.push((entry.path(), depth + 1));
+            }
+        }
+        #[cfg(test)]
+        if let Some(hook) = self.after_listing.as_mut() {
+            hook(path);
+        }
+    }
+
+    /// Read the link at `path` unless read there already; return whether it was new.
+    fn read_link(&mut self, path: PathBuf, meta: &std::fs::Metadata) -> bool {
+        let id = (meta.dev(), meta.ino());
+        if self.read.get(&path) == Some(&id) {
+            return false;
+        }
+        if !super::links::fits_as_given(&path) {
+            self.unread(format!(
+                "the link `{}` is too long to resolve by its name",
+                path.display()
+            ));
+            return true;
+        }
+        // A link that leads, in the end, to a place inside the warehouse whose path is not
+        // UTF-8 (`x=Z\xfcrich/part-0.parquet`) names nothing the collector could delete
+        // (no name at or below it is UTF-8): the place is searched for links instead, so
+        // that what those lead to is kept (round 68, U2; round 69, F1).
+        if let Some(place) = unnameable_place(self.real_root.as_deref(), &path) {
+            if self.unnameable.insert(place.clone()) {
+                self.frontier.push(place);
+            }
+            self.read.insert(path, id);
+            return true;
+        }
+        let named = link_names(&self.root, &path);
+        if named.gave_up {
+            self.found
+                .boundless
+                .get_or_insert_with(|| path.display().to_string());
+        }
+        if named.wide {
+            self.found
+                .wide
+                .get_or_insert_with(|| path.display().to_string());
+        }
+        if !named.gave_up
+            && let Some(place) = place_beyond_names(self.real_root.as_deref(), &path)
+            && self.unnameable.insert(place.clone())
+        {
+            self.beyond.push(place);
+        }
+        for target in named.names {
+            if self.started.insert(target.clone()) {
+                self.frontier.push(self.root.join(&target));
+            }
+            self.found.targets.push(target);
+        }
+        self.read.insert(path, id);
+        true
+    }
+
+    /// Take every listed directory's times again; list a changed one again and walk what
+    /// appeared in it. Return whether this look found anything new (or anything gone
+    /// from where it was), so that another look is due.
+    fn look_again(&mut self) -> bool {
+        let mut new = std::mem::take(&mut self.moved);
+        let mut changed = Vec::new();
+        let mut gone = Vec::new();
+        for (path, (stamp, device)) in &self.listed {
+            match std::fs::symlink_metadata(path) {
+                Ok(meta) if meta.is_dir() && Stamp::of(&meta) == *stamp => {}
+                Ok(meta) if meta.is_dir() && (meta.dev(), meta.ino()) == (stamp.dev, stamp.ino) => {
+                    changed.push((path.clone(), Stamp::of(&meta), *device));
+                }
+                _ => gone.push(path.clone()),
+            }
+        }
+        for path in gone {
+            self.listed.remove(&path);
+            new = true;
+        }
+        for (path, stamp, device) in changed {
+            let mut stack = Vec::new();
+            self.list(&path, stamp, device, 0, &mut stack);
+            new |= self.walk(stack, device);
+        }
+        // A replaced directory (another inode at a listed path) was dropped above and is
+        // found again through its parent, which changed with it.
+        let before = self.found.targets.len();
+        self.follow_frontier();
+        new | (self.found.targets.len() > before)
+    }
+
+    /// Every path below the root that spells `name` on disk: the name as given, and for
+    /// each segment every entry of its directory that is a spelling of it.
+    fn spelled_on_disk(&mut self, name: &str) -> Vec<PathBuf> {
+        let mut at = vec![self.root.clone()];
+        for segment in name.split('/') {
+            let mut next = Vec::new();
+            for parent in &at {
+                next.push(parent.join(segment));
+                let spelled = self.spellings_in(parent);
+                for form in spellings(segment.as_bytes()) {
+                    for entry in spelled.get(&form).into_iter().flatten() {
+                        next.push(parent.join(entry));
+                    }
+                }
+            }
+            next.sort_unstable();
+            next.dedup();
+            at = next;
+        }
+        at
+    }
+
+    /// The entries of the directory `dir` by every form a reader may open them by
+    /// ([`spellings`]), listed once per search; none if it is no directory. One that
+    /// cannot be listed is unread: another spelling may hide there.
+    fn spellings_in(&mut self, dir: &Path) -> std::rc::Rc<Spelled> {
+        if let Some(spelled) = self.entries.get(dir) {
+            return spelled.clone();
+        }
+        let listed = std::fs::read_dir(dir).and_then(|entries| {
+            entries
+                .map(|entry| entry.map(|entry| entry.file_name()))
+                .collect::<std::io::Result<Vec<_>>>()
+        });
+        let entries = match listed {
+            Ok(entries) => entries,
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                Vec::new()
+            }
+            Err(err) => {
+                self.unread(format!("`{}` cannot be listed ({err})", dir.display()));
+                Vec::new()
+            }
+        };
+        let mut spelled = Spelled::new();
+        for entry in entries {
+            let mut forms = spellings(entry.as_bytes());
+            forms.sort_unstable();
+            forms.dedup();
+            for form in forms {
+                spelled.entry(form).or_default().push(entry.clone());
+            }
+        }
+        let spelled = std::rc::Rc::new(spelled);
+        self.entries.insert(dir.to_path_buf(), spelled.clone());
+        spelled
+    }
+
+    fn unread(&mut self, why: String) {
+        self.found.unread.get_or_insert(why);
+    }
+}
+
+/// The forms of one segment a reader may open it by: itself, percent-decoded once or
+/// twice, and encoded the way `object_store` encodes a path part. An entry is a spelling
+/// of a segment when they share a form. When unsure, it is: searching more costs a walk,
+/// searching less may miss a link.
+fn spellings(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let decode = |bytes: &[u8]| percent_encoding::percent_decode(bytes).collect::<Vec<u8>>();
+    let once = decode(bytes);
+    let twice = decode(&once);
+    let mut forms = vec![bytes.to_vec(), once, twice];
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        let encoded = PathPart::from(text).as_ref().as_bytes().to_vec();
+        forms.push(decode(&encoded));
+        forms.push(encoded);
+    }
+    forms
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    use super::*;
+
+    fn link(root: &Path, at: &str, target: &str) {
+        std::fs::create_dir_all(root.join(at).parent().expect("parent")).expect("made");
+        std::os::unix::fs::symlink(target, root.join(at)).expect("linked");
+    }
+
+    fn old_z(root: &Path) {
+        std::fs::create_dir_all(root.join("indexes/old/z")).expect("made");
+        std::fs::write(root.join("indexes/old/z/part-0.parquet"), b"PAR1").expect("written");
+    }
+
+    /// Round 68, F4: a table published as `indexes/n b/` whose files sit under another
+    /// spelling on disk (`n%20b`, `%6E%20b`, `n%2520b`) holds a link a reader of the table
+    /// follows: found below every spelling.
+    #[test]
+    fn a_link_under_any_spelling_of_a_name_on_disk_is_found() {
+        for on_disk in ["n%20b", "%6E%20b", "%6e b", "n%2520b", "n b"] {
+            let dir = tempfile::tempdir().expect("dir");
+            old_z(dir.path());
+            link(dir.path(), &format!("indexes/{on_disk}/l"), "../old/z");
+            let below = search(dir.path(), vec!["indexes/n b".to_owned()]);
+            assert_eq!(below.targets, ["indexes/old/z"], "{on_disk}");
+            assert_eq!(below.unread, None);
+        }
+        // and the other way round: `indexes/a%7Eb` names what sits at `a~b`
+        let dir = tempfile::tempdir().expect("dir");
+        old_z(dir.path());
+        link(dir.path(), "indexes/a~b/l", "../old/z");
+        let below = search(dir.path(), vec!["indexes/a%7Eb".to_owned()]);
+        assert_eq!(below.targets, ["indexes/old/z"]);
+    }
+
+    /// A different name is not searched.
+    #[test]
+    fn a_link_under_another_name_is_not_found() {
+        let dir = tempfile::tempdir().expect("dir");
+        old_z(dir.path());
+        link(dir.path(), "indexes/n%20c/l", "../old/z");
+        link(dir.path(), "indexes/nb/l", "../old/z");
+        let below = search(dir.path(), vec!["indexes/n b".to_owned()]);
+        assert_eq!(below.targets, Vec::<String>::new());
+    }
+
+    /// Round 69, F2: a directory holding a link, moved from a table the walk has listed
+    /// but not entered into one it walked already, is found where it went.
+    #[test]
+    fn a_directory_moved_behind_the_walk_is_walked_where_it_went() {
+        for moved_when in ["after its table was listed", "before its table was listed"] {
+            let dir = tempfile::tempdir().expect("dir");
+            let root = dir.path().to_path_buf();
+            old_z(&root);
+            std::fs::create_dir_all(root.join("indexes/ta")).expect("made");
+            link(&root, "indexes/tb/stage/l", "../../old/z");
+            let mut search = Search::new(&root);
+            let (from, to) = (root.join("indexes/tb/stage"), root.join("indexes/ta/v7"));
+            let (ta, tb) = (root.join("indexes/ta"), root.join("indexes/tb"));
+            let mut done = false;
+            let before = moved_when.starts_with("before");
+            search.after_listing = Some(Box::new(move |listed: &Path| {
+                // `ta` is listed first (the names are walked in the order given); the
+                // move lands once `ta` is behind the walk, before `tb` is listed or
+                // after it was listed and before `stage` is entered.
+                let trigger = if before { &ta } else { &tb };
+                if listed == trigger && !done && (before || from.exists()) {
+                    std::fs::rename(&from, &to).expect("moved");
+                    done = true;
+                }
+            }));
+            search.run(vec!["indexes/ta".to_owned(), "indexes/tb".to_owned()]);
+            let below = search.finish();
+            assert!(root.join("indexes/ta/v7/l").exists(), "{moved_when}");
+            assert_eq!(below.targets, ["indexes/old/z"], "{moved_when}");
+            assert_eq!(below.unread, None, "{moved_when}");
+        }
+    }
+
+    /// Round 69, U1: a link to a directory outside with more entries than a search for
+    /// links reads may lead anywhere: it names every managed prefix, and the search says
+    /// which link it is.
+    #[test]
+    fn a_link_too_large_to_search_is_named() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (root, outside) = (dir.path().join("wh"), dir.path().join("outside"));
+        std::fs::create_dir_all(&outside).expect("made");
+        for at in 0..=super::super::links::MAX_WALK_ENTRIES {
+            std::fs::File::create(outside.join(format!("f{at}"))).expect("made");
+        }
+        link(&root, "indexes/old/l", outside.to_str().expect("utf-8"));
+        let below = search(&root, vec!["indexes".to_owned()]);
+        assert_eq!(below.targets, ["indexes", "metadata"]);
+        assert!(
+            below
+                .boundless
+                .as_deref()
+                .is_some_and(|link| link.ends_with("indexes/old/l")),
+            "{below:?}"
+        );
+    }
+
+    /// Round 68, U2: a link in a Latin-1 partition directory to a file beside it names
+    /// nothing (no name there is UTF-8, so nothing there can be deleted); round 69, F1: a
+    /// link to a Latin-1 directory outside the managed prefixes is searched for the links
+    /// in it, which keep what they lead to.
+    #[test]
+    fn a_link_to_a_place_that_is_not_utf8_names_what_the_links_there_lead_to() {
+        use std::os::unix::ffi::OsStrExt;
+        let latin1 = |text: &[u8]| OsStr::from_bytes(text).to_owned();
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path().to_path_buf();
+        old_z(&root);
+        let partition = root.join("indexes/t2").join(latin1(b"x=Z\xfcrich"));
+        std::fs::create_dir_all(&partition).expect("made");
+        std::fs::write(partition.join("part-0.parquet"), b"PAR1").expect("written");
+        std::os::unix::fs::symlink("part-0.parquet", partition.join("latest")).expect("linked");
+        let below = search(&root, vec!["indexes".to_owned(), "metadata".to_owned()]);
+        assert_eq!(below.targets, Vec::<String>::new());
+        assert_eq!((below.unread, below.boundless), (None, None));
+
+        let side = root.join(latin1(b"side\xfc"));
+        std::fs::create_dir_all(&side).expect("made");
+        std::os::unix::fs::symlink("../indexes/old/z", side.join("z")).expect("linked");
+        std::os::unix::fs::symlink(&side, root.join("indexes/t2/l")).expect("linked");
+        let below = search(&root, vec!["indexes".to_owned()]);
+        assert_eq!(below.targets, ["indexes/old/z"]);
+        assert_eq!((below.unread, below.boundless), (None, None));
+    }
+
+    /// Round 70, F3: a place whose name holds a control character is no name either: the
+    /// links there are searched.
+    #[test]
+    fn a_link_to_a_place_with_a_control_character_names_what_the_links_there_lead_to() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path().to_path_buf();
+        old_z(&root);
+        link(&root, "indexes/t2/x=Z\u{1}rich/z", "../../old/z");
+        link(&root, "indexes/new/l", "../t2/x=Z\u{1}rich");
+        let below = search(&root, vec!["indexes/new".to_owned()]);
+        assert_eq!(below.targets, ["indexes/old/z"]);
+    }
+
+    /// Round 70, F1: a directory outside the warehouse a link leads to is walked by the
+    /// search itself, so its directories are looked at again like the warehouse's (a
+    /// directory moved there while the walk runs is read where it went).
+    #[test]
+    fn a_directory_outside_a_link_leads_to_is_looked_at_again() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (root, outside) = (dir.path().join("wh"), dir.path().join("outside"));
+        old_z(&root);
+        std::fs::create_dir_all(outside.join("data/ta")).expect("made");
+        link(
+            &outside,
+            "data/tb/stage/z",
+            root.join("indexes/old/z").to_str().expect("utf-8"),
+        );
+        link(
+            &root,
+            "indexes/post1/ext",
+            outside.join("data").to_str().expect("utf-8"),
+        );
+        let mut search = Search::new(&root);
+        let (from, to) = (outside.join("data/tb/stage"), outside.join("data/ta/v7"));
+        let ta = outside.join("data/ta");
+        let mut done = false;
+        search.after_listing = Some(Box::new(move |listed: &Path| {
+            if listed == ta && !done && from.exists() {
+                std::fs::rename(&from, &to).expect("moved");
+                done = true;
+            }
+        }));
+        search.run(vec!["indexes/post1".to_owned()]);
+        assert!(search.listed.contains_key(&outside.join("data/ta")));
+        let below = search.finish();
+        assert_eq!(below.targets, ["indexes/old/z"]);
+        assert_eq!(below.unread, None);
+    }
+
+    /// Round 70, F4: a link to all of a managed prefix or to the root names nothing (one in
+    /// garbage must not stop collection), and says so, for publication to refuse it.
+    #[test]
+    fn a_link_to_a_whole_prefix_is_wide() {
+        for to in ["..", "../..", "../../metadata"] {
+            let dir = tempfile::tempdir().expect("dir");
+            old_z(dir.path());
+            link(dir.path(), "indexes/new/all", to);
+            let below = search(dir.path(), vec!["indexes/new".to_owned()]);
+            assert_eq!(below.targets, Vec::<String>::new(), "{to}");
+            assert!(
+                below
+                    .wide
+                    .as_deref()
+                    .is_some_and(|l| l.ends_with("indexes/new/all")),
+                "{to}: {below:?}"
+            );
+        }
+    }
+
+    /// A tree that shows something new at every look is answered as unread, naming it.
+    #[test]
+    fn a_tree_that_keeps_changing_is_unread() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path().to_path_buf();
+        std::fs::create_dir_all(root.join("indexes/t")).expect("made");
+        let mut search = Search::new(&root);
+        let t = root.join("indexes/t");
+        let mut made = 0;
+        search.after_listing = Some(Box::new(move |listed: &Path| {
+            if listed == t {
+                made += 1;
+                std::os::unix::fs::symlink("part-0.parquet", t.join(format!("l{made}")))
+                    .expect("linked");
+            }
+        }));
+        search.run(vec!["indexes".to_owned()]);
+        let below = search.finish();
+        assert!(
+            below
+                .unread
+                .as_deref()
+                .is_some_and(|why| why.contains("kept changing")),
+            "{below:?}"
+        );
+    }
+
+    /// Files and directories written into a walked directory while the walk runs (a busy
+    /// writer) cost one more listing of it, and the search ends (round 70, U2).
+    #[test]
+    fn files_written_during_the_walk_end_the_search() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path().to_path_buf();
+        std::fs::create_dir_all(root.join("indexes/t")).expect("made");
+        let mut search = Search::new(&root);
+        let t = root.join("indexes/t");
+        let mut made = 0;
+        search.after_listing = Some(Box::new(move |listed: &Path| {
+            if listed == t {
+                made += 1;
+                std::fs::write(t.join(format!("part-{made}.parquet")), b"PAR1").expect("written");
+                let partition = t.join(format!("dt={made}"));
+                std::fs::create_dir(&partition).expect("made");
+                std::fs::write(partition.join("part-0.parquet"), b"PAR1").expect("written");
+            }
+        }));
+        search.run(vec!["indexes".to_owned()]);
+        let below = search.finish();
+        assert_eq!(below.unread, None);
+    }
+}
