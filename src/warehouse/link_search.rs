@@ -14,11 +14,13 @@
 //!   walked already is walked under neither name (round 69, F2). Every directory's
 //!   modification and change times are taken before it is listed; after the walk they are
 //!   taken again, a changed directory is listed again and what appeared in it (a directory
-//!   or a link not read at that path) is walked, and a directory gone from where it was
-//!   listed, or from where it was found, asks for another look. The search ends after a
-//!   look that read no new link and found nothing gone (a writer adding files or
-//!   directories costs one more listing of each directory it changed); a tree that still
-//!   shows something new after [`MAX_LOOKS`] looks is answered as unread.
+//!   or a link not read at that path) is walked, and a directory gone from where the walk
+//!   found it (before it was listed) asks for another look. The search ends after a look
+//!   that read no new link and found nothing missing (a writer adding or removing files
+//!   and directories costs one more listing of each directory it changed); a tree that
+//!   still shows something new after [`MAX_LOOKS`] looks is answered as unread. The same
+//!   looks are taken by the view of links over the directories outside the warehouse it
+//!   walks (`links::Links::walk`: a source table's directory).
 //! - **Places beyond names.** A directory a link leads to outside the warehouse (or into
 //!   the catalog's own directories) is searched by the same walk, with the same looks,
 //!   so a directory moved there while the walk runs is read where it went (round 70, F1).
@@ -95,17 +97,13 @@ fn place_beyond_names(real_root: Option<&Path>, path: &Path) -> Option<PathBuf> 
     }
 }
 
-/// What a test runs after each directory is listed.
-#[cfg(test)]
-type ListingHook = Box<dyn FnMut(&Path)>;
-
 /// A directory's entries by every form a reader may open each by.
 type Spelled = HashMap<Vec<u8>, Vec<OsString>>;
 
 /// A directory as it was when it was listed: where it is, which file and when it last
 /// changed, and the device its walk started on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
+pub(super) struct Stamp {
     dev: u64,
     ino: u64,
     modified: (i64, i64),
@@ -113,6 +111,14 @@ struct Stamp {
 }
 
 impl Stamp {
+    /// The stamp of the directory at `path` (not following a link), if it is one.
+    pub(super) fn at(path: &Path) -> Option<Stamp> {
+        std::fs::symlink_metadata(path)
+            .ok()
+            .filter(std::fs::Metadata::is_dir)
+            .map(|meta| Stamp::of(&meta))
+    }
+
     fn of(meta: &std::fs::Metadata) -> Stamp {
         Stamp {
             dev: meta.dev(),
@@ -129,8 +135,9 @@ pub(super) struct Search {
     root: PathBuf,
     /// Every directory listed, by path: its stamp and the device its start was on.
     listed: HashMap<PathBuf, (Stamp, Option<u64>)>,
-    /// Every link read, by path, with its `(device, inode)`.
-    read: HashMap<PathBuf, (u64, u64)>,
+    /// Every link read, by path, with its `(device, inode)` and change time (a link made
+    /// again at the same path may reuse the inode).
+    read: HashMap<PathBuf, (u64, u64, (i64, i64))>,
     /// The root as the file system resolves it (where a link's real target is compared).
     real_root: Option<PathBuf>,
     /// The names the walk started at (given, or what links lead to).
@@ -149,7 +156,7 @@ pub(super) struct Search {
     found: LinksBelow,
     /// Called after each directory is listed (tests move directories there).
     #[cfg(test)]
-    after_listing: Option<ListingHook>,
+    after_listing: Option<super::links::ListingHook>,
 }
 
 impl Search {
@@ -311,13 +318,13 @@ impl Search {
         }
         #[cfg(test)]
         if let Some(hook) = self.after_listing.as_mut() {
-            hook(path);
+            (hook.0)(path);
         }
     }
 
     /// Read the link at `path` unless read there already; return whether it was new.
     fn read_link(&mut self, path: PathBuf, meta: &std::fs::Metadata) -> bool {
-        let id = (meta.dev(), meta.ino());
+        let id = (meta.dev(), meta.ino(), (meta.ctime(), meta.ctime_nsec()));
         if self.read.get(&path) == Some(&id) {
             return false;
         }
@@ -382,9 +389,12 @@ impl Search {
                 _ => gone.push(path.clone()),
             }
         }
+        // A directory gone from where it was listed was walked whole when it was listed
+        // (what it held then was read, or missing, which asked for this look); what moved
+        // into it since is a second move (round 71, U: a committer's temporary
+        // directories must not pause the deletes).
         for path in gone {
             self.listed.remove(&path);
-            new = true;
         }
         for (path, stamp, device) in changed {
             let mut stack = Vec::new();
@@ -546,16 +556,18 @@ mod tests {
             let (ta, tb) = (root.join("indexes/ta"), root.join("indexes/tb"));
             let mut done = false;
             let before = moved_when.starts_with("before");
-            search.after_listing = Some(Box::new(move |listed: &Path| {
-                // `ta` is listed first (the names are walked in the order given); the
-                // move lands once `ta` is behind the walk, before `tb` is listed or
-                // after it was listed and before `stage` is entered.
-                let trigger = if before { &ta } else { &tb };
-                if listed == trigger && !done && (before || from.exists()) {
-                    std::fs::rename(&from, &to).expect("moved");
-                    done = true;
-                }
-            }));
+            search.after_listing = Some(super::super::links::ListingHook(Box::new(
+                move |listed: &Path| {
+                    // `ta` is listed first (the names are walked in the order given); the
+                    // move lands once `ta` is behind the walk, before `tb` is listed or
+                    // after it was listed and before `stage` is entered.
+                    let trigger = if before { &ta } else { &tb };
+                    if listed == trigger && !done && (before || from.exists()) {
+                        std::fs::rename(&from, &to).expect("moved");
+                        done = true;
+                    }
+                },
+            )));
             search.run(vec!["indexes/ta".to_owned(), "indexes/tb".to_owned()]);
             let below = search.finish();
             assert!(root.join("indexes/ta/v7/l").exists(), "{moved_when}");
@@ -651,12 +663,14 @@ mod tests {
         let (from, to) = (outside.join("data/tb/stage"), outside.join("data/ta/v7"));
         let ta = outside.join("data/ta");
         let mut done = false;
-        search.after_listing = Some(Box::new(move |listed: &Path| {
-            if listed == ta && !done && from.exists() {
-                std::fs::rename(&from, &to).expect("moved");
-                done = true;
-            }
-        }));
+        search.after_listing = Some(super::super::links::ListingHook(Box::new(
+            move |listed: &Path| {
+                if listed == ta && !done && from.exists() {
+                    std::fs::rename(&from, &to).expect("moved");
+                    done = true;
+                }
+            },
+        )));
         search.run(vec!["indexes/post1".to_owned()]);
         assert!(search.listed.contains_key(&outside.join("data/ta")));
         let below = search.finish();
@@ -684,6 +698,26 @@ mod tests {
         }
     }
 
+    /// Round 72 (helper-67, U): a directory removed after it was listed (a committer's
+    /// attempt directory) asks for no other look: what it held was read when it was
+    /// listed. A link that appeared asks for one.
+    #[test]
+    fn a_directory_removed_after_it_was_listed_asks_for_no_other_look() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path().to_path_buf();
+        std::fs::create_dir_all(root.join("indexes/t/_temporary/attempt_0")).expect("made");
+        let mut search = Search::new(&root);
+        search.run(vec!["indexes".to_owned()]);
+        std::fs::remove_dir(root.join("indexes/t/_temporary/attempt_0")).expect("removed");
+        assert!(
+            !search.look_again(),
+            "a removed directory asked for another look"
+        );
+        std::os::unix::fs::symlink("x", root.join("indexes/t/l")).expect("linked");
+        assert!(search.look_again(), "a new link asks for another look");
+        assert!(!search.look_again());
+    }
+
     /// A tree that shows something new at every look is answered as unread, naming it.
     #[test]
     fn a_tree_that_keeps_changing_is_unread() {
@@ -693,13 +727,15 @@ mod tests {
         let mut search = Search::new(&root);
         let t = root.join("indexes/t");
         let mut made = 0;
-        search.after_listing = Some(Box::new(move |listed: &Path| {
-            if listed == t {
-                made += 1;
-                std::os::unix::fs::symlink("part-0.parquet", t.join(format!("l{made}")))
-                    .expect("linked");
-            }
-        }));
+        search.after_listing = Some(super::super::links::ListingHook(Box::new(
+            move |listed: &Path| {
+                if listed == t {
+                    made += 1;
+                    std::os::unix::fs::symlink("part-0.parquet", t.join(format!("l{made}")))
+                        .expect("linked");
+                }
+            },
+        )));
         search.run(vec!["indexes".to_owned()]);
         let below = search.finish();
         assert!(
@@ -711,8 +747,9 @@ mod tests {
         );
     }
 
-    /// Files and directories written into a walked directory while the walk runs (a busy
-    /// writer) cost one more listing of it, and the search ends (round 70, U2).
+    /// Files and directories written into a walked directory, or removed from it, while
+    /// the walk runs (a busy writer) cost one more listing of it, and the search ends
+    /// (rounds 71 and 72, U).
     #[test]
     fn files_written_during_the_walk_end_the_search() {
         let dir = tempfile::tempdir().expect("dir");
@@ -721,15 +758,25 @@ mod tests {
         let mut search = Search::new(&root);
         let t = root.join("indexes/t");
         let mut made = 0;
-        search.after_listing = Some(Box::new(move |listed: &Path| {
-            if listed == t {
-                made += 1;
-                std::fs::write(t.join(format!("part-{made}.parquet")), b"PAR1").expect("written");
-                let partition = t.join(format!("dt={made}"));
-                std::fs::create_dir(&partition).expect("made");
-                std::fs::write(partition.join("part-0.parquet"), b"PAR1").expect("written");
-            }
-        }));
+        search.after_listing = Some(super::super::links::ListingHook(Box::new(
+            move |listed: &Path| {
+                if listed == t {
+                    made += 1;
+                    std::fs::write(t.join(format!("part-{made}.parquet")), b"PAR1")
+                        .expect("written");
+                    let partition = t.join(format!("dt={made}"));
+                    std::fs::create_dir(&partition).expect("made");
+                    std::fs::write(partition.join("part-0.parquet"), b"PAR1").expect("written");
+                    // a committer's attempt directory, made and removed by the next task
+                    // (round 72, U)
+                    let attempt = |n: i32| t.join(format!("_temporary/attempt_{n}"));
+                    std::fs::create_dir_all(attempt(made)).expect("made");
+                    if made > 1 {
+                        std::fs::remove_dir(attempt(made - 1)).expect("removed");
+                    }
+                }
+            },
+        )));
         search.run(vec!["indexes".to_owned()]);
         let below = search.finish();
         assert_eq!(below.unread, None);

@@ -85,6 +85,21 @@ const MAX_HOPS: usize = 40;
 /// one is resolved by `canonicalize` in one call.
 const MAX_DEPTH: usize = 64;
 
+/// A link as a walk read it: its device, inode and change time (none if it could not be
+/// looked at).
+type LinkSeen = Option<(u64, u64, i64, i64)>;
+
+/// What a test runs after a walk lists a directory (it moves directories there).
+#[cfg(test)]
+pub(super) struct ListingHook(pub Box<dyn FnMut(&Path) + Send>);
+
+#[cfg(test)]
+impl std::fmt::Debug for ListingHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ListingHook")
+    }
+}
+
 /// One view of a local warehouse's links, taken as a reader first needs each part: the
 /// root's resolved path, the identities (device, inode) of its ancestors and managed
 /// prefixes, and each path's resolution. A metadata file's strings are read with one view
@@ -131,6 +146,9 @@ pub(super) struct Links {
     /// Whether each path looked up by [`Links::exists`] is there (a link counts, dangling
     /// or not), by its exact bytes.
     present: HashMap<OsString, bool>,
+    /// Called after each directory a walk lists (tests move directories there).
+    #[cfg(test)]
+    after_listing: Option<ListingHook>,
     /// A single word read from above the warehouse is walked too (a source table's
     /// location, not a word of free text: round 48, N1).
     walk_words: bool,
@@ -190,6 +208,8 @@ impl Links {
             denied: false,
             outside: None,
             elsewhere: false,
+            #[cfg(test)]
+            after_listing: None,
         }
     }
 
@@ -513,92 +533,145 @@ impl Links {
         };
         let mut visited = std::collections::HashSet::from([dir.to_path_buf()]);
         let mut pending = vec![dir.to_path_buf()];
-        'walk: while let Some(current) = pending.pop() {
-            self.walked_from.insert(current.clone(), dir.to_path_buf());
-            let entries = match std::fs::read_dir(&current) {
-                Ok(entries) => entries,
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
-                // Refused, too deep to open by its full path (a reader that opens each
-                // directory from its parent reaches it: round 55, L1) or failing: what it
-                // holds is unknown.
-                Err(err) => {
-                    self.denied |= err.kind() == std::io::ErrorKind::PermissionDenied;
-                    let anything = self.anything();
-                    add(anything, &mut names);
-                    continue;
-                }
-            };
-            for entry in entries.flatten() {
-                if self.walk_budget == 0 {
-                    let anything = self.anything();
-                    add(anything, &mut names);
-                    break 'walk;
-                }
-                self.walk_budget -= 1;
-                let Ok(kind) = entry.file_type() else {
-                    continue;
-                };
-                let path = entry.path();
-                let next = if kind.is_symlink() && !fits_as_given(&path) {
-                    // A link whose path is too long to resolve by its full name leads
-                    // wherever it points for a reader that resolves it from its directory
-                    // (round 55, L1).
-                    let anything = self.anything();
-                    add(anything, &mut names);
-                    continue;
-                } else if kind.is_symlink() {
-                    // A link into a process's view (`/proc/self/cwd/…`) leads where the
-                    // reading process stands, not where the collector does (round 46, A2).
-                    if std::fs::read_link(&path).is_ok_and(|target| pseudo(&target)) {
+        // Each directory's stamp before it was listed, and the links read, by path and
+        // stamp: after the walk, changed directories are listed again, as the search for
+        // links in the warehouse does (`link_search`), so a directory moved behind the
+        // walk is read where it went (round 72, F1: a source table outside).
+        let mut stamps: HashMap<PathBuf, Option<super::link_search::Stamp>> = HashMap::new();
+        let mut read_links: HashSet<(PathBuf, LinkSeen)> = HashSet::new();
+        let mut looks = 0;
+        'looks: loop {
+            let mut new = false;
+            'walk: while let Some(current) = pending.pop() {
+                self.walked_from.insert(current.clone(), dir.to_path_buf());
+                stamps.insert(current.clone(), super::link_search::Stamp::at(&current));
+                let entries = match std::fs::read_dir(&current) {
+                    Ok(entries) => entries,
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                        // Queued when its parent was listed, gone now: moved while the walk ran.
+                        new |= current != dir;
+                        continue;
+                    }
+                    // Refused, too deep to open by its full path (a reader that opens each
+                    // directory from its parent reaches it: round 55, L1) or failing: what it
+                    // holds is unknown.
+                    Err(err) => {
+                        self.denied |= err.kind() == std::io::ErrorKind::PermissionDenied;
                         let anything = self.anything();
                         add(anything, &mut names);
                         continue;
                     }
-                    let Some(target) = self.canonical(&path) else {
-                        // Dangling here; maybe not for a reader elsewhere (N5, N6).
-                        let found = self.resolved_names(&path);
-                        add(found, &mut names);
+                };
+                let entries: Vec<_> = entries.flatten().collect();
+                #[cfg(test)]
+                if let Some(hook) = self.after_listing.as_mut() {
+                    (hook.0)(&current);
+                }
+                for entry in entries {
+                    // Listing a changed directory again costs no budget (looks are bounded).
+                    if looks == 0 {
+                        if self.walk_budget == 0 {
+                            let anything = self.anything();
+                            add(anything, &mut names);
+                            break 'walk;
+                        }
+                        self.walk_budget -= 1;
+                    }
+                    let Ok(kind) = entry.file_type() else {
                         continue;
                     };
-                    add(names_below(root, &target), &mut names);
-                    // A place in the warehouse that is no name is not walked here (it lies
-                    // below a managed prefix, or it is no name to give): a link there may
-                    // lead anywhere (round 70, F2, F3).
-                    if target.strip_prefix(root).is_ok_and(unnameable) {
+                    let path = entry.path();
+                    if kind.is_symlink() {
+                        let id = std::fs::symlink_metadata(&path).ok().map(|meta| {
+                            use std::os::unix::fs::MetadataExt;
+                            (meta.dev(), meta.ino(), meta.ctime(), meta.ctime_nsec())
+                        });
+                        if !read_links.insert((path.clone(), id)) {
+                            continue;
+                        }
+                        new = true;
+                    }
+                    let next = if kind.is_symlink() && !fits_as_given(&path) {
+                        // A link whose path is too long to resolve by its full name leads
+                        // wherever it points for a reader that resolves it from its directory
+                        // (round 55, L1).
                         let anything = self.anything();
                         add(anything, &mut names);
-                    }
-                    if let Some(cwd) = self.cwd.clone()
-                        && target.starts_with(&cwd)
-                    {
-                        let found = self.resolved_names(&path);
-                        add(found, &mut names);
-                    }
-                    if !target.is_dir() {
                         continue;
+                    } else if kind.is_symlink() {
+                        // A link into a process's view (`/proc/self/cwd/…`) leads where the
+                        // reading process stands, not where the collector does (round 46, A2).
+                        if std::fs::read_link(&path).is_ok_and(|target| pseudo(&target)) {
+                            let anything = self.anything();
+                            add(anything, &mut names);
+                            continue;
+                        }
+                        let Some(target) = self.canonical(&path) else {
+                            // Dangling here; maybe not for a reader elsewhere (N5, N6).
+                            let found = self.resolved_names(&path);
+                            add(found, &mut names);
+                            continue;
+                        };
+                        add(names_below(root, &target), &mut names);
+                        // A place in the warehouse that is no name is not walked here (it lies
+                        // below a managed prefix, or it is no name to give): a link there may
+                        // lead anywhere (round 70, F2, F3).
+                        if target.strip_prefix(root).is_ok_and(unnameable) {
+                            let anything = self.anything();
+                            add(anything, &mut names);
+                        }
+                        if let Some(cwd) = self.cwd.clone()
+                            && target.starts_with(&cwd)
+                        {
+                            let found = self.resolved_names(&path);
+                            add(found, &mut names);
+                        }
+                        if !target.is_dir() {
+                            continue;
+                        }
+                        target
+                    } else if kind.is_dir() {
+                        path
+                    } else {
+                        continue;
+                    };
+                    // The same directory as the root, an ancestor of it or a managed prefix,
+                    // under another mount.
+                    for (alias, real) in self.aliases(root, &next) {
+                        if let Ok(rest) = next.strip_prefix(&alias) {
+                            add(names_below(root, &real.join(rest)), &mut names);
+                        }
                     }
-                    target
-                } else if kind.is_dir() {
-                    path
-                } else {
-                    continue;
-                };
-                // The same directory as the root, an ancestor of it or a managed prefix,
-                // under another mount.
-                for (alias, real) in self.aliases(root, &next) {
-                    if let Ok(rest) = next.strip_prefix(&alias) {
-                        add(names_below(root, &real.join(rest)), &mut names);
+                    if pseudo(&next) {
+                        let anything = self.anything();
+                        add(anything, &mut names);
+                    } else if !managed(&next)
+                        && !root.starts_with(&next)
+                        && visited.insert(next.clone())
+                    {
+                        pending.push(next);
                     }
                 }
-                if pseudo(&next) {
-                    let anything = self.anything();
-                    add(anything, &mut names);
-                } else if !managed(&next)
-                    && !root.starts_with(&next)
-                    && visited.insert(next.clone())
-                {
-                    pending.push(next);
+            }
+            if looks > 0 && !new {
+                break 'looks;
+            }
+            if looks == super::link_search::MAX_LOOKS {
+                let anything = self.anything();
+                add(anything, &mut names);
+                break 'looks;
+            }
+            looks += 1;
+            // Look again: list each changed directory again (a new directory in it is walked,
+            // a new link read); one gone was walked whole when it was listed.
+            for (path, stamp) in &stamps {
+                let now = super::link_search::Stamp::at(path);
+                if now.is_some() && now != *stamp {
+                    pending.push(path.clone());
                 }
+            }
+            if pending.is_empty() && !new {
+                break 'looks;
             }
         }
         self.walked.insert(dir.to_path_buf(), names.clone());
@@ -1053,6 +1126,38 @@ fn lasting<T: Clone>(answer: &std::io::Result<T>) -> Option<Option<T>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Round 72 (helper-67, F1): a directory moved, while the walk runs, from a directory
+    /// outside the warehouse the walk has not listed yet into one it has (a source table's
+    /// staging directory moved into place) is read where it went.
+    #[test]
+    fn a_directory_moved_behind_an_outside_walk_is_read_where_it_went() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (root, src) = (dir.path().join("wh"), dir.path().join("src"));
+        std::fs::create_dir_all(root.join("indexes/old/z")).expect("made");
+        std::fs::create_dir_all(src.join("ta")).expect("made");
+        std::fs::create_dir_all(src.join("tb")).expect("made");
+        // The walk lists the entry read last first: the staging directory sits in the
+        // one it lists second.
+        let order: Vec<PathBuf> = std::fs::read_dir(&src)
+            .expect("listed")
+            .map(|entry| entry.expect("entry").path())
+            .collect();
+        let (later, first) = (order[0].clone(), order[1].clone());
+        std::fs::create_dir_all(later.join("stage")).expect("made");
+        std::os::unix::fs::symlink(root.join("indexes/old/z"), later.join("stage/z"))
+            .expect("linked");
+        let mut links = Links::new(&root, None);
+        let (from, to) = (later.join("stage"), first.join("v7"));
+        links.after_listing = Some(ListingHook(Box::new(move |listed: &Path| {
+            if listed == first && from.exists() {
+                std::fs::rename(&from, &to).expect("moved");
+            }
+        })));
+        let real_root = std::fs::canonicalize(&root).expect("root");
+        let names = links.walk(&real_root, &std::fs::canonicalize(&src).expect("src"));
+        assert_eq!(names, ["indexes/old/z"]);
+    }
 
     /// A pattern segment matches what any reader's dialect may match, and no more than
     /// that: an odd name with a `(`, a `[` that opens nothing or a brace is no wildcard
