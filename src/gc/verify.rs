@@ -145,6 +145,24 @@ impl Invocation<'_> {
                     "in the warehouse, {why}: a symbolic link there may lead anywhere, so nothing is deleted this run. Make it readable to the collector, or remove it (or move the mount out of the warehouse)"
                 ));
             }
+            // A link to a whole managed prefix or the root names nothing (one in garbage
+            // must not stop collection), but one in a table the run keeps, or that was
+            // published or replaced since, is read by that table's readers: everything
+            // is kept while it is there (round 45's K10; round 72, F1). One that is no
+            // name lies beyond the warehouse's names: kept too.
+            let kept_wide = below.wide.iter().find(|link| {
+                link.name.as_ref().is_none_or(|name| {
+                    observation.reachable.covers_any_spelling(name)
+                        || observation.history.republished.covers_any_spelling(name)
+                })
+            });
+            if let Some(link) = kept_wide {
+                linked.extend(MANAGED_PREFIXES.iter().map(|prefix| (*prefix).to_owned()));
+                self.report.warnings.push(format!(
+                    "the symbolic link `{}` in a table the collector keeps leads to the whole of a managed prefix or the warehouse root: a reader of that table reads everything there, so nothing is deleted while it is there. Link to the tables themselves instead",
+                    link.path
+                ));
+            }
             // A link that may lead anywhere keeps everything while it is there (round 69,
             // U1): say which, so that collection can resume once it is removed.
             if let Some(link) = below.boundless {

@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 
 use object_store::path::PathPart;
 
-use super::placement::{LinksBelow, link_names};
+use super::placement::{LinksBelow, WideLink, link_names};
 
 /// How many looks after the walk a tree may keep changing before the search gives up
 /// (the answer is then "unread": a link there may lead anywhere).
@@ -111,6 +111,11 @@ pub(super) struct Stamp {
 }
 
 impl Stamp {
+    /// Whether `other` is a stamp of the same directory (perhaps changed since).
+    pub(super) fn same_directory(&self, other: &Stamp) -> bool {
+        (self.dev, self.ino) == (other.dev, other.ino)
+    }
+
     /// The stamp of the directory at `path` (not following a link), if it is one.
     pub(super) fn at(path: &Path) -> Option<Stamp> {
         std::fs::symlink_metadata(path)
@@ -146,6 +151,8 @@ pub(super) struct Search {
     unnameable: HashSet<PathBuf>,
     /// Places links led to, not walked yet.
     frontier: Vec<PathBuf>,
+    /// Where walks started, with the device each kept to.
+    starts: HashMap<PathBuf, Option<u64>>,
     /// Directories links led to beyond the warehouse's names, not walked yet (walked
     /// across mounts, as the view of links walks them).
     beyond: Vec<PathBuf>,
@@ -169,6 +176,7 @@ impl Search {
             started: HashSet::new(),
             unnameable: HashSet::new(),
             frontier: Vec::new(),
+            starts: HashMap::new(),
             beyond: Vec::new(),
             entries: HashMap::new(),
             moved: false,
@@ -215,6 +223,7 @@ impl Search {
             if let Some(start) = self.frontier.pop() {
                 self.start_at(start);
             } else if let Some(place) = self.beyond.pop() {
+                self.starts.insert(place.clone(), None);
                 self.walk(vec![(place, 0)], None);
             } else {
                 return;
@@ -226,6 +235,7 @@ impl Search {
     /// leads, for a table placed on another disk).
     fn start_at(&mut self, start: PathBuf) {
         let device = std::fs::metadata(&start).ok().map(|meta| meta.dev());
+        self.starts.insert(start.clone(), device);
         self.walk(vec![(start, 0)], device);
     }
 
@@ -322,9 +332,12 @@ impl Search {
         }
     }
 
-    /// Read the link at `path` unless read there already; return whether it was new.
+    /// Read the link at `path` unless read there already, as it is; return whether no
+    /// link was read at that path before (a link made again where one was, a writer's
+    /// `latest` repointed, is read, but is no sign of a move: round 72, U1).
     fn read_link(&mut self, path: PathBuf, meta: &std::fs::Metadata) -> bool {
         let id = (meta.dev(), meta.ino(), (meta.ctime(), meta.ctime_nsec()));
+        let new = !self.read.contains_key(&path);
         if self.read.get(&path) == Some(&id) {
             return false;
         }
@@ -344,7 +357,7 @@ impl Search {
                 self.frontier.push(place);
             }
             self.read.insert(path, id);
-            return true;
+            return new;
         }
         let named = link_names(&self.root, &path);
         if named.gave_up {
@@ -353,9 +366,15 @@ impl Search {
                 .get_or_insert_with(|| path.display().to_string());
         }
         if named.wide {
-            self.found
-                .wide
-                .get_or_insert_with(|| path.display().to_string());
+            let name = path
+                .strip_prefix(&self.root)
+                .ok()
+                .and_then(Path::to_str)
+                .and_then(|below| super::object_name(below).ok());
+            self.found.wide.push(WideLink {
+                path: path.display().to_string(),
+                name,
+            });
         }
         if !named.gave_up
             && let Some(place) = place_beyond_names(self.real_root.as_deref(), &path)
@@ -370,7 +389,7 @@ impl Search {
             self.found.targets.push(target);
         }
         self.read.insert(path, id);
-        true
+        new
     }
 
     /// Take every listed directory's times again; list a changed one again and walk what
@@ -395,6 +414,11 @@ impl Search {
         // directories must not pause the deletes).
         for path in gone {
             self.listed.remove(&path);
+            // A start replaced (by a link, by another directory): nothing listed shows
+            // what leads there now (round 72, F2).
+            if let Some(device) = self.starts.get(&path).copied() {
+                new |= self.walk(vec![(path, 0)], device);
+            }
         }
         for (path, stamp, device) in changed {
             let mut stack = Vec::new();
@@ -403,9 +427,10 @@ impl Search {
         }
         // A replaced directory (another inode at a listed path) was dropped above and is
         // found again through its parent, which changed with it.
-        let before = self.found.targets.len();
+        // What links read in this look lead to is walked in it; that they led somewhere
+        // new is no sign of a move.
         self.follow_frontier();
-        new | (self.found.targets.len() > before)
+        new
     }
 
     /// Every path below the root that spells `name` on disk: the name as given, and for
@@ -688,13 +713,9 @@ mod tests {
             link(dir.path(), "indexes/new/all", to);
             let below = search(dir.path(), vec!["indexes/new".to_owned()]);
             assert_eq!(below.targets, Vec::<String>::new(), "{to}");
-            assert!(
-                below
-                    .wide
-                    .as_deref()
-                    .is_some_and(|l| l.ends_with("indexes/new/all")),
-                "{to}: {below:?}"
-            );
+            assert_eq!(below.wide.len(), 1, "{to}: {below:?}");
+            assert!(below.wide[0].path.ends_with("indexes/new/all"), "{to}");
+            assert_eq!(below.wide[0].name.as_deref(), Some("indexes/new/all"));
         }
     }
 
@@ -716,6 +737,27 @@ mod tests {
         std::os::unix::fs::symlink("x", root.join("indexes/t/l")).expect("linked");
         assert!(search.look_again(), "a new link asks for another look");
         assert!(!search.look_again());
+    }
+
+    /// Round 72 (helper-68, U1): a link made again at the same path (a writer's `latest`
+    /// repointed) is read again, what it leads to kept, but asks for no other look.
+    #[test]
+    fn a_link_repointed_is_read_again_but_asks_for_no_other_look() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path().to_path_buf();
+        old_z(&root);
+        std::fs::create_dir_all(root.join("indexes/old/y")).expect("made");
+        link(&root, "indexes/t/latest", "../old/z");
+        let mut search = Search::new(&root);
+        search.run(vec!["indexes".to_owned()]);
+        std::fs::remove_file(root.join("indexes/t/latest")).expect("removed");
+        link(&root, "indexes/t/latest", "../old/y");
+        assert!(
+            !search.look_again(),
+            "a repointed link asked for another look"
+        );
+        let below = search.finish();
+        assert_eq!(below.targets, ["indexes/old/y", "indexes/old/z"]);
     }
 
     /// A tree that shows something new at every look is answered as unread, naming it.

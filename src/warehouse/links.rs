@@ -538,7 +538,9 @@ impl Links {
         // links in the warehouse does (`link_search`), so a directory moved behind the
         // walk is read where it went (round 72, F1: a source table outside).
         let mut stamps: HashMap<PathBuf, Option<super::link_search::Stamp>> = HashMap::new();
-        let mut read_links: HashSet<(PathBuf, LinkSeen)> = HashSet::new();
+        let mut read_links: HashMap<PathBuf, LinkSeen> = HashMap::new();
+        // Each link that led to a directory walked, and that directory.
+        let mut via: Vec<(PathBuf, PathBuf)> = Vec::new();
         let mut looks = 0;
         'looks: loop {
             let mut new = false;
@@ -586,10 +588,14 @@ impl Links {
                             use std::os::unix::fs::MetadataExt;
                             (meta.dev(), meta.ino(), meta.ctime(), meta.ctime_nsec())
                         });
-                        if !read_links.insert((path.clone(), id)) {
-                            continue;
+                        // A link made again where one was read (a writer's `latest`
+                        // repointed) is read again, but is no sign of a move (round 72,
+                        // U1).
+                        match read_links.insert(path.clone(), id) {
+                            Some(read) if read == id => continue,
+                            Some(_) => {}
+                            None => new = true,
                         }
-                        new = true;
                     }
                     let next = if kind.is_symlink() && !fits_as_given(&path) {
                         // A link whose path is too long to resolve by its full name leads
@@ -629,6 +635,7 @@ impl Links {
                         if !target.is_dir() {
                             continue;
                         }
+                        via.push((path.clone(), target.clone()));
                         target
                     } else if kind.is_dir() {
                         path
@@ -664,11 +671,48 @@ impl Links {
             looks += 1;
             // Look again: list each changed directory again (a new directory in it is walked,
             // a new link read); one gone was walked whole when it was listed.
+            let mut replaced = Vec::new();
             for (path, stamp) in &stamps {
                 let now = super::link_search::Stamp::at(path);
                 if now.is_some() && now != *stamp {
                     pending.push(path.clone());
+                    if !now
+                        .zip(*stamp)
+                        .is_some_and(|(now, was)| now.same_directory(&was))
+                    {
+                        replaced.push(path.clone());
+                    }
                 }
+            }
+            // Another directory at a listed path: what lies below it is read again.
+            for path in replaced {
+                visited.retain(|seen| seen == &path || !seen.starts_with(&path));
+            }
+            // A directory a link led to, gone or replaced by a link: the link leads
+            // elsewhere now (round 72, F2).
+            for (link, target) in &via {
+                if super::link_search::Stamp::at(target).is_none()
+                    && let Ok(now) = std::fs::canonicalize(link)
+                    && now.is_dir()
+                    && !managed(&now)
+                    && !root.starts_with(&now)
+                    && visited.insert(now.clone())
+                {
+                    pending.push(now);
+                    new = true;
+                }
+            }
+            // The start itself replaced (by a link, by another directory): what leads
+            // here leads there now, and nothing listed shows it (round 72, F2).
+            if super::link_search::Stamp::at(dir) != stamps.get(dir).copied().flatten()
+                && let Ok(now) = std::fs::canonicalize(dir)
+                && now.is_dir()
+                && !managed(&now)
+                && !root.starts_with(&now)
+                && visited.insert(now.clone())
+            {
+                pending.push(now);
+                new = true;
             }
             if pending.is_empty() && !new {
                 break 'looks;
@@ -1156,6 +1200,41 @@ mod tests {
         })));
         let real_root = std::fs::canonicalize(&root).expect("root");
         let names = links.walk(&real_root, &std::fs::canonicalize(&src).expect("src"));
+        assert_eq!(names, ["indexes/old/z"]);
+    }
+
+    /// Round 72 (helper-68, F2): a directory a link in the walk leads to, replaced by a
+    /// link to where its staging directory went while the walk ran, is read where the
+    /// link leads now.
+    #[test]
+    fn a_directory_replaced_by_a_link_behind_an_outside_walk_is_read_where_it_leads() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (root, out) = (dir.path().join("wh"), dir.path().join("out"));
+        std::fs::create_dir_all(root.join("indexes/old/z")).expect("made");
+        std::fs::create_dir_all(out.join("src")).expect("made");
+        std::fs::create_dir_all(out.join("v1/big")).expect("made");
+        std::fs::create_dir_all(out.join("v1/stage")).expect("made");
+        std::os::unix::fs::symlink(root.join("indexes/old/z"), out.join("v1/stage/z"))
+            .expect("linked");
+        std::os::unix::fs::symlink(out.join("v1"), out.join("src/cur")).expect("linked");
+        let mut links = Links::new(&root, None);
+        let out_at = out.clone();
+        let mut done = false;
+        links.after_listing = Some(ListingHook(Box::new(move |listed: &Path| {
+            // once the walk is in `v1`: move `v1` away, its staging directory to `v2`, and
+            // make `v1` a link to `v2`
+            if listed.ends_with("v1") && !done {
+                done = true;
+                std::fs::rename(out_at.join("v1"), out_at.join("v1.old")).expect("moved");
+                std::fs::rename(out_at.join("v1.old/stage"), out_at.join("v2")).expect("moved");
+                std::os::unix::fs::symlink(out_at.join("v2"), out_at.join("v1")).expect("linked");
+            }
+        })));
+        let real_root = std::fs::canonicalize(&root).expect("root");
+        let names = links.walk(
+            &real_root,
+            &std::fs::canonicalize(out.join("src")).expect("src"),
+        );
         assert_eq!(names, ["indexes/old/z"]);
     }
 

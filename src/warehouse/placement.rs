@@ -18,9 +18,20 @@ pub(crate) struct LinksBelow {
     /// The first link whose target could not be searched to the end (a directory outside
     /// with more entries than a walk for links reads): it names every managed prefix.
     pub boundless: Option<String>,
-    /// The first link that leads to a managed prefix as a whole, the root or above it, or
-    /// the catalog's or the collector's own directories (it names none of them).
-    pub wide: Option<String>,
+    /// The links that lead to a managed prefix as a whole, the root or above it, or the
+    /// catalog's or the collector's own directories (they name none of them: one in
+    /// garbage must not stop collection, one in a kept table keeps everything).
+    pub wide: Vec<WideLink>,
+}
+
+/// A symbolic link to a whole managed prefix, the root or above it (see
+/// [`LinksBelow::wide`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WideLink {
+    /// Its path, as shown.
+    pub path: String,
+    /// Its name in the warehouse, if it has one.
+    pub name: Option<String>,
 }
 
 impl Warehouse {

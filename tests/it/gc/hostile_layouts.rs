@@ -666,6 +666,52 @@ async fn class3_nested_warehouses_and_pointer_stores_are_never_collected_on(back
 // 4. Symbolic links (local)
 // ---------------------------------------------------------------------------------------
 
+/// Round 45's K10, round 72 (helper-68, F1): a link in a live table to the whole of
+/// `indexes/` (or the root) makes a reader of the table read every index: nothing is
+/// deleted while it is there, and the warning names it; once it is removed, collection
+/// goes on. The same link in garbage does not stop collection.
+#[tokio::test]
+async fn class4_a_link_to_a_whole_prefix_in_a_live_table_keeps_everything_and_says_which() {
+    let env = Env::open(Backend::Local, 412).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let (old, live, junk) = (
+        Layout::under("old/1"),
+        Layout::under("live/1"),
+        Layout::under("junk/1"),
+    );
+    let (old_id, _, _) = env.register("old", &old).await;
+    let (junk_id, _, _) = env.register("junk", &junk).await;
+    env.register("live", &live).await;
+    let all = root.join(format!("{}all", live.postings));
+    symlink_at("../../..", &all, env.now());
+    symlink_at(
+        "../../..",
+        &root.join(format!("{}all", junk.postings)),
+        env.now(),
+    );
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    env.catalog.drop_index(&junk_id).await.expect("dropped");
+    let reports = passes(&env, &config, 8).await;
+    assert_eq!(
+        deleted(&reports),
+        0,
+        "a file a live table's link leads to was deleted"
+    );
+    assert!(env.all_exist(&old.files()).await);
+    let warned = reports
+        .iter()
+        .flat_map(|report| &report.warnings)
+        .any(|warning| {
+            warning.contains(&format!("{}all", live.postings)) && warning.contains("whole of")
+        });
+    assert!(warned, "no warning names the link");
+    std::fs::remove_file(&all).expect("removed");
+    let reports = passes(&env, &config, 8).await;
+    assert!(deleted(&reports) > 0, "collection did not resume");
+    assert!(!env.exists(&format!("{}part-0.parquet", old.postings)).await);
+}
+
 /// Round 33, finding 5 (`docs/gc-attacks.md`): a symbolic link below a live table's
 /// directory leads to a file of a dropped index (a writer sharing files between versions
 /// by link). The listing never follows the link, and the file it leads to lies in an
