@@ -355,8 +355,7 @@ impl DanglingReferences {
         // everything (round 72, F1).
         self.unread.extend(below.wide.into_iter().map(|link| {
             format!(
-                "the symbolic link `{}` leads to the whole of a managed prefix or the warehouse root",
-                link.path
+                "the symbolic link `{link}` leads to the whole of a managed prefix or the warehouse root"
             )
         }));
         Ok(Reread {

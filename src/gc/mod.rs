@@ -178,6 +178,10 @@
 //!    deletes), and a directory moved while the walk runs is read where it went, unless
 //!    it moved twice, each move between the walk's looks, or within the clock tick (a few
 //!    milliseconds) in which the directory it went to was listed (`warehouse::link_search`).
+//!    A link to a whole managed prefix or the root keeps everything while a reader of a
+//!    table the walk reached, or the change log names, reaches it; one in a table kept
+//!    only by existing metadata (rule P) keeps nothing (open: docs/gc-attacks.md, round
+//!    74, K1).
 //!    The catalog's own bookkeeping (`_gc/`, `_catalog/`) is
 //!    in real directories (a link there stops the collector with `STORE_REFUSED`); links
 //!    in a local pointer store are followed, and one that leads nowhere is an error.

@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 
 use object_store::path::PathPart;
 
-use super::placement::{LinksBelow, WideLink, link_names};
+use super::placement::{LinksBelow, link_names};
 
 /// How many looks after the walk a tree may keep changing before the search gives up
 /// (the answer is then "unread": a link there may lead anywhere).
@@ -366,15 +366,7 @@ impl Search {
                 .get_or_insert_with(|| path.display().to_string());
         }
         if named.wide {
-            let name = path
-                .strip_prefix(&self.root)
-                .ok()
-                .and_then(Path::to_str)
-                .and_then(|below| super::object_name(below).ok());
-            self.found.wide.push(WideLink {
-                path: path.display().to_string(),
-                name,
-            });
+            self.found.wide.push(path.display().to_string());
         }
         if !named.gave_up
             && let Some(place) = place_beyond_names(self.real_root.as_deref(), &path)
@@ -523,6 +515,27 @@ mod tests {
     use std::ffi::OsStr;
 
     use super::*;
+
+    /// A search of `indexes/` while a writer acts in `indexes/t` each time the search
+    /// lists it (`write(t, how many times so far)`).
+    fn with_a_writer_in_t(mut write: impl FnMut(&Path, usize) + Send + 'static) -> LinksBelow {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path().to_path_buf();
+        let t = root.join("indexes/t");
+        std::fs::create_dir_all(&t).expect("made");
+        let mut search = Search::new(&root);
+        let mut made = 0;
+        search.after_listing = Some(super::super::links::ListingHook(Box::new(
+            move |listed: &Path| {
+                if listed == t {
+                    made += 1;
+                    write(&t, made);
+                }
+            },
+        )));
+        search.run(vec!["indexes".to_owned()]);
+        search.finish()
+    }
 
     fn link(root: &Path, at: &str, target: &str) {
         std::fs::create_dir_all(root.join(at).parent().expect("parent")).expect("made");
@@ -714,8 +727,7 @@ mod tests {
             let below = search(dir.path(), vec!["indexes/new".to_owned()]);
             assert_eq!(below.targets, Vec::<String>::new(), "{to}");
             assert_eq!(below.wide.len(), 1, "{to}: {below:?}");
-            assert!(below.wide[0].path.ends_with("indexes/new/all"), "{to}");
-            assert_eq!(below.wide[0].name.as_deref(), Some("indexes/new/all"));
+            assert!(below.wide[0].ends_with("indexes/new/all"), "{to}");
         }
     }
 
@@ -763,23 +775,10 @@ mod tests {
     /// A tree that shows something new at every look is answered as unread, naming it.
     #[test]
     fn a_tree_that_keeps_changing_is_unread() {
-        let dir = tempfile::tempdir().expect("dir");
-        let root = dir.path().to_path_buf();
-        std::fs::create_dir_all(root.join("indexes/t")).expect("made");
-        let mut search = Search::new(&root);
-        let t = root.join("indexes/t");
-        let mut made = 0;
-        search.after_listing = Some(super::super::links::ListingHook(Box::new(
-            move |listed: &Path| {
-                if listed == t {
-                    made += 1;
-                    std::os::unix::fs::symlink("part-0.parquet", t.join(format!("l{made}")))
-                        .expect("linked");
-                }
-            },
-        )));
-        search.run(vec!["indexes".to_owned()]);
-        let below = search.finish();
+        let below = with_a_writer_in_t(|t, made| {
+            std::os::unix::fs::symlink("part-0.parquet", t.join(format!("l{made}")))
+                .expect("linked");
+        });
         assert!(
             below
                 .unread
@@ -794,33 +793,19 @@ mod tests {
     /// (rounds 71 and 72, U).
     #[test]
     fn files_written_during_the_walk_end_the_search() {
-        let dir = tempfile::tempdir().expect("dir");
-        let root = dir.path().to_path_buf();
-        std::fs::create_dir_all(root.join("indexes/t")).expect("made");
-        let mut search = Search::new(&root);
-        let t = root.join("indexes/t");
-        let mut made = 0;
-        search.after_listing = Some(super::super::links::ListingHook(Box::new(
-            move |listed: &Path| {
-                if listed == t {
-                    made += 1;
-                    std::fs::write(t.join(format!("part-{made}.parquet")), b"PAR1")
-                        .expect("written");
-                    let partition = t.join(format!("dt={made}"));
-                    std::fs::create_dir(&partition).expect("made");
-                    std::fs::write(partition.join("part-0.parquet"), b"PAR1").expect("written");
-                    // a committer's attempt directory, made and removed by the next task
-                    // (round 72, U)
-                    let attempt = |n: i32| t.join(format!("_temporary/attempt_{n}"));
-                    std::fs::create_dir_all(attempt(made)).expect("made");
-                    if made > 1 {
-                        std::fs::remove_dir(attempt(made - 1)).expect("removed");
-                    }
-                }
-            },
-        )));
-        search.run(vec!["indexes".to_owned()]);
-        let below = search.finish();
+        let below = with_a_writer_in_t(|t, made| {
+            std::fs::write(t.join(format!("part-{made}.parquet")), b"PAR1").expect("written");
+            let partition = t.join(format!("dt={made}"));
+            std::fs::create_dir(&partition).expect("made");
+            std::fs::write(partition.join("part-0.parquet"), b"PAR1").expect("written");
+            // a committer's attempt directory, made and removed by the next task
+            // (round 72, U)
+            let attempt = |n: usize| t.join(format!("_temporary/attempt_{n}"));
+            std::fs::create_dir_all(attempt(made)).expect("made");
+            if made > 1 {
+                std::fs::remove_dir(attempt(made - 1)).expect("removed");
+            }
+        });
         assert_eq!(below.unread, None);
     }
 }

@@ -690,9 +690,17 @@ impl Links {
             }
             // A directory a link led to, gone or replaced by a link: the link leads
             // elsewhere now (round 72, F2).
-            for (link, target) in &via {
-                if super::link_search::Stamp::at(target).is_none()
-                    && let Ok(now) = std::fs::canonicalize(link)
+            // The start itself replaced (by a link, by another directory): what leads
+            // here leads there now, and nothing listed shows it (round 72, F2).
+            let start_replaced =
+                super::link_search::Stamp::at(dir) != stamps.get(dir).copied().flatten();
+            let leading = via
+                .iter()
+                .filter(|(_, target)| super::link_search::Stamp::at(target).is_none())
+                .map(|(link, _)| link.as_path())
+                .chain(start_replaced.then_some(dir));
+            for from in leading {
+                if let Ok(now) = std::fs::canonicalize(from)
                     && now.is_dir()
                     && !managed(&now)
                     && !root.starts_with(&now)
@@ -701,18 +709,6 @@ impl Links {
                     pending.push(now);
                     new = true;
                 }
-            }
-            // The start itself replaced (by a link, by another directory): what leads
-            // here leads there now, and nothing listed shows it (round 72, F2).
-            if super::link_search::Stamp::at(dir) != stamps.get(dir).copied().flatten()
-                && let Ok(now) = std::fs::canonicalize(dir)
-                && now.is_dir()
-                && !managed(&now)
-                && !root.starts_with(&now)
-                && visited.insert(now.clone())
-            {
-                pending.push(now);
-                new = true;
             }
             if pending.is_empty() && !new {
                 break 'looks;

@@ -19,19 +19,10 @@ pub(crate) struct LinksBelow {
     /// with more entries than a walk for links reads): it names every managed prefix.
     pub boundless: Option<String>,
     /// The links that lead to a managed prefix as a whole, the root or above it, or the
-    /// catalog's or the collector's own directories (they name none of them: one in
-    /// garbage must not stop collection, one in a kept table keeps everything).
-    pub wide: Vec<WideLink>,
-}
-
-/// A symbolic link to a whole managed prefix, the root or above it (see
-/// [`LinksBelow::wide`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct WideLink {
-    /// Its path, as shown.
-    pub path: String,
-    /// Its name in the warehouse, if it has one.
-    pub name: Option<String>,
+    /// catalog's or the collector's own directories, as shown (they name none of them:
+    /// one in garbage must not stop collection, one a reader of a kept table reaches keeps
+    /// everything).
+    pub wide: Vec<String>,
 }
 
 impl Warehouse {

@@ -712,6 +712,56 @@ async fn class4_a_link_to_a_whole_prefix_in_a_live_table_keeps_everything_and_sa
     assert!(!env.exists(&format!("{}part-0.parquet", old.postings)).await);
 }
 
+/// Round 74 (helper-69, F1 and U1): a link to the whole of `indexes/` that a reader of a
+/// live table reaches through another link (`sub -> ../mid`, `mid/all -> ..`) keeps
+/// everything too, wherever it lies; one in garbage whose name is no name (not UTF-8)
+/// does not stop collection.
+#[tokio::test]
+async fn class4_a_link_to_a_whole_prefix_reached_through_a_link_keeps_everything() {
+    use std::os::unix::ffi::OsStrExt;
+    let env = Env::open(Backend::Local, 413).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let (old, live, junk) = (
+        Layout::under("old/1"),
+        Layout::under("live/1"),
+        Layout::under("junk/1"),
+    );
+    let (old_id, _, _) = env.register("old", &old).await;
+    let (junk_id, _, _) = env.register("junk", &junk).await;
+    env.register("live", &live).await;
+    std::fs::create_dir_all(root.join("indexes/mid")).expect("dir");
+    symlink_at(
+        root.join("indexes"),
+        &root.join("indexes/mid/all"),
+        env.now(),
+    );
+    let sub = root.join(format!("{}sub", live.postings));
+    symlink_at(root.join("indexes/mid"), &sub, env.now());
+    let unnamed = std::ffi::OsStr::from_bytes(b"z\xfc");
+    symlink_at(
+        "../../..",
+        &root.join(&junk.postings).join(unnamed),
+        env.now(),
+    );
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    env.catalog.drop_index(&junk_id).await.expect("dropped");
+    let reports = passes(&env, &config, 8).await;
+    assert_eq!(
+        deleted(&reports),
+        0,
+        "a file a live table reaches was deleted"
+    );
+    assert!(env.all_exist(&old.files()).await);
+    std::fs::remove_file(&sub).expect("removed");
+    let reports = passes(&env, &config, 8).await;
+    assert!(
+        deleted(&reports) > 0,
+        "a link in garbage stopped collection"
+    );
+    assert!(!env.exists(&format!("{}part-0.parquet", old.postings)).await);
+}
+
 /// Round 33, finding 5 (`docs/gc-attacks.md`): a symbolic link below a live table's
 /// directory leads to a file of a dropped index (a writer sharing files between versions
 /// by link). The listing never follows the link, and the file it leads to lies in an
