@@ -39,11 +39,8 @@ use std::path::{Path, PathBuf};
 
 use object_store::path::PathPart;
 
-use super::placement::{LinksBelow, link_names};
-
-/// How many looks after the walk a tree may keep changing before the search gives up
-/// (the answer is then "unread": a link there may lead anywhere).
-pub(super) const MAX_LOOKS: usize = 8;
+use super::layout::{GC_DIR, MANAGED_PREFIXES, OWNER_MARKER};
+use super::stamp::{MAX_LOOKS, Stamp};
 
 /// What the symbolic links at or below `names` (each in every spelling on disk) lead to
 /// inside the local warehouse `root`, to the end of every chain. See
@@ -56,7 +53,7 @@ pub(super) fn search(root: &Path, names: Vec<String>) -> LinksBelow {
 
 /// What the symbolic links at or below the place `place` (a path below `root` that is
 /// not UTF-8, so no name) lead to: see [`unnameable_place`].
-pub(super) fn search_place(root: &Path, place: PathBuf) -> LinksBelow {
+fn search_place(root: &Path, place: PathBuf) -> LinksBelow {
     let mut search = Search::new(root);
     search.unnameable.insert(place.clone());
     search.frontier.push(place);
@@ -70,7 +67,7 @@ pub(super) fn search_place(root: &Path, place: PathBuf) -> LinksBelow {
 /// at or below it has a name the collector could delete, so the link names nothing there,
 /// and what it reaches is what the links there lead to (round 68, U2; round 69, F1; round
 /// 70, F3).
-pub(super) fn unnameable_place(real_root: Option<&Path>, path: &Path) -> Option<PathBuf> {
+fn unnameable_place(real_root: Option<&Path>, path: &Path) -> Option<PathBuf> {
     let place = std::fs::canonicalize(path).ok()?;
     let below = place.strip_prefix(real_root?).ok()?;
     super::links::unnameable(below).then_some(place)
@@ -100,38 +97,76 @@ fn place_beyond_names(real_root: Option<&Path>, path: &Path) -> Option<PathBuf> 
 /// A directory's entries by every form a reader may open each by.
 type Spelled = HashMap<Vec<u8>, Vec<OsString>>;
 
-/// A directory as it was when it was listed: where it is, which file and when it last
-/// changed, and the device its walk started on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Stamp {
-    dev: u64,
-    ino: u64,
-    modified: (i64, i64),
-    changed: (i64, i64),
+/// What [`Warehouse::links_below`](super::Warehouse::links_below) found.
+#[derive(Debug, Default)]
+pub(crate) struct LinksBelow {
+    /// The names inside the warehouse the links lead to.
+    pub targets: Vec<String>,
+    /// The first place the walk could not read, and why: a link there may lead anywhere.
+    pub unread: Option<String>,
+    /// The first link whose target could not be searched to the end (a directory outside
+    /// with more entries than a walk for links reads): it names every managed prefix.
+    pub boundless: Option<String>,
+    /// The links that lead to a managed prefix as a whole, the root or above it, or the
+    /// catalog's or the collector's own directories, as shown (they name none of them:
+    /// one in garbage must not stop collection, one a reader of a kept table reaches keeps
+    /// everything).
+    pub wide: Vec<String>,
 }
 
-impl Stamp {
-    /// Whether `other` is a stamp of the same directory (perhaps changed since).
-    pub(super) fn same_directory(&self, other: &Stamp) -> bool {
-        (self.dev, self.ino) == (other.dev, other.ino)
-    }
-
-    /// The stamp of the directory at `path` (not following a link), if it is one.
-    pub(super) fn at(path: &Path) -> Option<Stamp> {
-        std::fs::symlink_metadata(path)
-            .ok()
-            .filter(std::fs::Metadata::is_dir)
-            .map(|meta| Stamp::of(&meta))
-    }
-
-    fn of(meta: &std::fs::Metadata) -> Stamp {
-        Stamp {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            modified: (meta.mtime(), meta.mtime_nsec()),
-            changed: (meta.ctime(), meta.ctime_nsec()),
+/// What the symbolic link at `path` names ([`LinkNames`]): the names inside the warehouse
+/// `dir` it leads to, but never a managed prefix as a whole, the collector's or the
+/// catalog's own directories, or the root (a link to all of `indexes/` names nothing, as a
+/// string naming it does: it must not stop collection; publication refuses one, see
+/// [`LinkNames::wide`]). A link to a place in the warehouse whose path is no name names
+/// what the links there lead to ([`unnameable_place`]). Unless following it
+/// gave up at a bound (a directory outside with more entries than a walk for links reads,
+/// a place there it cannot read): then it may lead anywhere and names every managed
+/// prefix.
+pub(super) fn link_names(dir: &Path, path: &Path) -> LinkNames {
+    // The link's own name may be any bytes (not UTF-8: another engine's Latin-1 name);
+    // what counts is where it leads.
+    let real_root = std::fs::canonicalize(dir).ok();
+    let (names, gave_up) = match unnameable_place(real_root.as_deref(), path) {
+        Some(place) => {
+            let below = search_place(dir, place);
+            let unsure = below.unread.is_some() || below.boundless.is_some();
+            (below.targets, unsure)
         }
+        None => super::links::linked_names(dir, path),
+    };
+    if gave_up {
+        let every = MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect();
+        return LinkNames {
+            names: every,
+            gave_up: true,
+            wide: false,
+        };
     }
+    let (names, wide): (Vec<String>, Vec<String>) = names.into_iter().partition(|name| {
+        let top = name.split('/').next().unwrap_or_default();
+        !name.is_empty()
+            && !MANAGED_PREFIXES.contains(&name.as_str())
+            && top != GC_DIR
+            && top != super::layout::CATALOG_DIR
+            && name != OWNER_MARKER
+    });
+    LinkNames {
+        names,
+        gave_up: false,
+        wide: !wide.is_empty(),
+    }
+}
+
+/// What a symbolic link names: see [`link_names`].
+pub(super) struct LinkNames {
+    /// The names inside the warehouse it leads to.
+    pub names: Vec<String>,
+    /// Whether following it gave up at a bound (`names` is every managed prefix).
+    pub gave_up: bool,
+    /// Whether it also leads to a managed prefix as a whole, the root, or the catalog's
+    /// or the collector's own directories, which it does not name.
+    pub wide: bool,
 }
 
 /// One search: what was listed and read, what the links lead to, and the first place
@@ -276,7 +311,7 @@ impl Search {
             if self
                 .listed
                 .get(&path)
-                .is_some_and(|(seen, _)| (seen.dev, seen.ino) == (stamp.dev, stamp.ino))
+                .is_some_and(|(seen, _)| seen.same_directory(&stamp))
                 && depth > 0
             {
                 // The same directory at the same place: its own stamp tells if it changed.
@@ -394,7 +429,7 @@ impl Search {
         for (path, (stamp, device)) in &self.listed {
             match std::fs::symlink_metadata(path) {
                 Ok(meta) if meta.is_dir() && Stamp::of(&meta) == *stamp => {}
-                Ok(meta) if meta.is_dir() && (meta.dev(), meta.ino()) == (stamp.dev, stamp.ino) => {
+                Ok(meta) if meta.is_dir() && Stamp::of(&meta).same_directory(stamp) => {
                     changed.push((path.clone(), Stamp::of(&meta), *device));
                 }
                 _ => gone.push(path.clone()),

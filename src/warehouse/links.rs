@@ -537,7 +537,7 @@ impl Links {
         // stamp: after the walk, changed directories are listed again, as the search for
         // links in the warehouse does (`link_search`), so a directory moved behind the
         // walk is read where it went (round 72, F1: a source table outside).
-        let mut stamps: HashMap<PathBuf, Option<super::link_search::Stamp>> = HashMap::new();
+        let mut stamps: HashMap<PathBuf, Option<super::stamp::Stamp>> = HashMap::new();
         let mut read_links: HashMap<PathBuf, LinkSeen> = HashMap::new();
         // Each link that led to a directory walked, and that directory.
         let mut via: Vec<(PathBuf, PathBuf)> = Vec::new();
@@ -546,7 +546,7 @@ impl Links {
             let mut new = false;
             'walk: while let Some(current) = pending.pop() {
                 self.walked_from.insert(current.clone(), dir.to_path_buf());
-                stamps.insert(current.clone(), super::link_search::Stamp::at(&current));
+                stamps.insert(current.clone(), super::stamp::Stamp::at(&current));
                 let entries = match std::fs::read_dir(&current) {
                     Ok(entries) => entries,
                     Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
@@ -663,7 +663,7 @@ impl Links {
             if looks > 0 && !new {
                 break 'looks;
             }
-            if looks == super::link_search::MAX_LOOKS {
+            if looks == super::stamp::MAX_LOOKS {
                 let anything = self.anything();
                 add(anything, &mut names);
                 break 'looks;
@@ -673,7 +673,7 @@ impl Links {
             // a new link read); one gone was walked whole when it was listed.
             let mut replaced = Vec::new();
             for (path, stamp) in &stamps {
-                let now = super::link_search::Stamp::at(path);
+                let now = super::stamp::Stamp::at(path);
                 if now.is_some() && now != *stamp {
                     pending.push(path.clone());
                     if !now
@@ -692,11 +692,10 @@ impl Links {
             // elsewhere now (round 72, F2).
             // The start itself replaced (by a link, by another directory): what leads
             // here leads there now, and nothing listed shows it (round 72, F2).
-            let start_replaced =
-                super::link_search::Stamp::at(dir) != stamps.get(dir).copied().flatten();
+            let start_replaced = super::stamp::Stamp::at(dir) != stamps.get(dir).copied().flatten();
             let leading = via
                 .iter()
-                .filter(|(_, target)| super::link_search::Stamp::at(target).is_none())
+                .filter(|(_, target)| super::stamp::Stamp::at(target).is_none())
                 .map(|(link, _)| link.as_path())
                 .chain(start_replaced.then_some(dir));
             for from in leading {

@@ -39,6 +39,7 @@ mod names;
 mod objects;
 mod outside;
 mod placement;
+mod stamp;
 #[cfg(any(test, feature = "test-util"))]
 #[doc(hidden)] // A layout the tests of the collector make (tests/it/gc/hostile_layouts.rs).
 pub use placement::deep_link;

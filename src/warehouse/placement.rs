@@ -5,25 +5,9 @@ use object_store::ObjectStoreExt;
 use object_store::path::Path;
 
 use super::layout::{GC_DIR, MANAGED_PREFIXES, OWNER_MARKER};
+use super::link_search::LinksBelow;
 use super::{Warehouse, local, unavailable};
 use crate::error::{Error, ErrorKind, Result};
-
-/// What [`Warehouse::links_below`] found.
-#[derive(Debug, Default)]
-pub(crate) struct LinksBelow {
-    /// The names inside the warehouse the links lead to.
-    pub targets: Vec<String>,
-    /// The first place the walk could not read, and why: a link there may lead anywhere.
-    pub unread: Option<String>,
-    /// The first link whose target could not be searched to the end (a directory outside
-    /// with more entries than a walk for links reads): it names every managed prefix.
-    pub boundless: Option<String>,
-    /// The links that lead to a managed prefix as a whole, the root or above it, or the
-    /// catalog's or the collector's own directories, as shown (they name none of them:
-    /// one in garbage must not stop collection, one a reader of a kept table reaches keeps
-    /// everything).
-    pub wide: Vec<String>,
-}
 
 impl Warehouse {
     /// Refuse to publish the object `name` if, on a local warehouse, its path below the
@@ -103,7 +87,7 @@ impl Warehouse {
                     continue;
                 }
                 let landed_ms = local::listed(name.clone(), &meta).landed_ms;
-                for target in link_names(&dir, &path).names {
+                for target in super::link_search::link_names(&dir, &path).names {
                     targets.push((name.clone(), target, landed_ms));
                 }
             }
@@ -185,61 +169,6 @@ impl Warehouse {
         }
         Ok(None)
     }
-}
-
-/// What the symbolic link at `path` names ([`LinkNames`]): the names inside the warehouse
-/// `dir` it leads to, but never a managed prefix as a whole, the collector's or the
-/// catalog's own directories, or the root (a link to all of `indexes/` names nothing, as a
-/// string naming it does: it must not stop collection; publication refuses one, see
-/// [`LinkNames::wide`]). A link to a place in the warehouse whose path is no name names
-/// what the links there lead to (`link_search::unnameable_place`). Unless following it
-/// gave up at a bound (a directory outside with more entries than a walk for links reads,
-/// a place there it cannot read): then it may lead anywhere and names every managed
-/// prefix.
-pub(super) fn link_names(dir: &std::path::Path, path: &std::path::Path) -> LinkNames {
-    // The link's own name may be any bytes (not UTF-8: another engine's Latin-1 name);
-    // what counts is where it leads.
-    let real_root = std::fs::canonicalize(dir).ok();
-    let (names, gave_up) = match super::link_search::unnameable_place(real_root.as_deref(), path) {
-        Some(place) => {
-            let below = super::link_search::search_place(dir, place);
-            let unsure = below.unread.is_some() || below.boundless.is_some();
-            (below.targets, unsure)
-        }
-        None => super::links::linked_names(dir, path),
-    };
-    if gave_up {
-        let every = MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect();
-        return LinkNames {
-            names: every,
-            gave_up: true,
-            wide: false,
-        };
-    }
-    let (names, wide): (Vec<String>, Vec<String>) = names.into_iter().partition(|name| {
-        let top = name.split('/').next().unwrap_or_default();
-        !name.is_empty()
-            && !MANAGED_PREFIXES.contains(&name.as_str())
-            && top != GC_DIR
-            && top != super::layout::CATALOG_DIR
-            && name != OWNER_MARKER
-    });
-    LinkNames {
-        names,
-        gave_up: false,
-        wide: !wide.is_empty(),
-    }
-}
-
-/// What a symbolic link names: see [`link_names`].
-pub(super) struct LinkNames {
-    /// The names inside the warehouse it leads to.
-    pub names: Vec<String>,
-    /// Whether following it gave up at a bound (`names` is every managed prefix).
-    pub gave_up: bool,
-    /// Whether it also leads to a managed prefix as a whole, the root, or the catalog's
-    /// or the collector's own directories, which it does not name.
-    pub wide: bool,
 }
 
 /// Run `work` on the blocking pool (file-system calls); a failure to run it is
