@@ -672,44 +672,21 @@ async fn class3_nested_warehouses_and_pointer_stores_are_never_collected_on(back
 /// goes on. The same link in garbage does not stop collection.
 #[tokio::test]
 async fn class4_a_link_to_a_whole_prefix_in_a_live_table_keeps_everything_and_says_which() {
-    let env = Env::open(Backend::Local, 412).await;
-    let config = test_config();
-    let root = env.local_dir.clone().expect("local");
-    let (old, live, junk) = (
-        Layout::under("old/1"),
-        Layout::under("live/1"),
-        Layout::under("junk/1"),
-    );
-    let (old_id, _, _) = env.register("old", &old).await;
-    let (junk_id, _, _) = env.register("junk", &junk).await;
-    env.register("live", &live).await;
-    let all = root.join(format!("{}all", live.postings));
-    symlink_at("../../..", &all, env.now());
-    symlink_at(
-        "../../..",
-        &root.join(format!("{}all", junk.postings)),
-        env.now(),
-    );
-    env.catalog.drop_index(&old_id).await.expect("dropped");
-    env.catalog.drop_index(&junk_id).await.expect("dropped");
-    let reports = passes(&env, &config, 8).await;
-    assert_eq!(
-        deleted(&reports),
-        0,
-        "a file a live table's link leads to was deleted"
-    );
-    assert!(env.all_exist(&old.files()).await);
+    let mut all = None;
+    let reports = while_a_wide_link_is_there(412, |root, live, junk, now| {
+        let link = root.join(format!("{}all", live.postings));
+        symlink_at("../../..", &link, now);
+        symlink_at("../../..", &root.join(format!("{}all", junk.postings)), now);
+        all = Some(format!("{}all", live.postings));
+        link
+    })
+    .await;
+    let all = all.expect("made");
     let warned = reports
         .iter()
         .flat_map(|report| &report.warnings)
-        .any(|warning| {
-            warning.contains(&format!("{}all", live.postings)) && warning.contains("whole of")
-        });
+        .any(|warning| warning.contains(&all) && warning.contains("whole of"));
     assert!(warned, "no warning names the link");
-    std::fs::remove_file(&all).expect("removed");
-    let reports = passes(&env, &config, 8).await;
-    assert!(deleted(&reports) > 0, "collection did not resume");
-    assert!(!env.exists(&format!("{}part-0.parquet", old.postings)).await);
 }
 
 /// Round 74 (helper-69, F1 and U1): a link to the whole of `indexes/` that a reader of a
@@ -719,7 +696,27 @@ async fn class4_a_link_to_a_whole_prefix_in_a_live_table_keeps_everything_and_sa
 #[tokio::test]
 async fn class4_a_link_to_a_whole_prefix_reached_through_a_link_keeps_everything() {
     use std::os::unix::ffi::OsStrExt;
-    let env = Env::open(Backend::Local, 413).await;
+    while_a_wide_link_is_there(413, |root, live, junk, now| {
+        std::fs::create_dir_all(root.join("indexes/mid")).expect("dir");
+        symlink_at(root.join("indexes"), &root.join("indexes/mid/all"), now);
+        let sub = root.join(format!("{}sub", live.postings));
+        symlink_at(root.join("indexes/mid"), &sub, now);
+        let unnamed = std::ffi::OsStr::from_bytes(b"z\xfc");
+        symlink_at("../../..", &root.join(&junk.postings).join(unnamed), now);
+        sub
+    })
+    .await;
+}
+
+/// Three indexes `old`, `junk` (both dropped) and `live`, with `make(root, live, junk,
+/// now)`'s links to whole prefixes: nothing is deleted while they are there; once the
+/// link `make` returns is removed, collection goes on (`old`'s files go). The reports of
+/// the runs while it was there.
+async fn while_a_wide_link_is_there(
+    seed: u64,
+    make: impl FnOnce(&std::path::Path, &Layout, &Layout, i64) -> std::path::PathBuf,
+) -> Vec<GcReport> {
+    let env = Env::open(Backend::Local, seed).await;
     let config = test_config();
     let root = env.local_dir.clone().expect("local");
     let (old, live, junk) = (
@@ -730,20 +727,7 @@ async fn class4_a_link_to_a_whole_prefix_reached_through_a_link_keeps_everything
     let (old_id, _, _) = env.register("old", &old).await;
     let (junk_id, _, _) = env.register("junk", &junk).await;
     env.register("live", &live).await;
-    std::fs::create_dir_all(root.join("indexes/mid")).expect("dir");
-    symlink_at(
-        root.join("indexes"),
-        &root.join("indexes/mid/all"),
-        env.now(),
-    );
-    let sub = root.join(format!("{}sub", live.postings));
-    symlink_at(root.join("indexes/mid"), &sub, env.now());
-    let unnamed = std::ffi::OsStr::from_bytes(b"z\xfc");
-    symlink_at(
-        "../../..",
-        &root.join(&junk.postings).join(unnamed),
-        env.now(),
-    );
+    let removed_later = make(&root, &live, &junk, env.now());
     env.catalog.drop_index(&old_id).await.expect("dropped");
     env.catalog.drop_index(&junk_id).await.expect("dropped");
     let reports = passes(&env, &config, 8).await;
@@ -753,13 +737,11 @@ async fn class4_a_link_to_a_whole_prefix_reached_through_a_link_keeps_everything
         "a file a live table reaches was deleted"
     );
     assert!(env.all_exist(&old.files()).await);
-    std::fs::remove_file(&sub).expect("removed");
-    let reports = passes(&env, &config, 8).await;
-    assert!(
-        deleted(&reports) > 0,
-        "a link in garbage stopped collection"
-    );
+    std::fs::remove_file(&removed_later).expect("removed");
+    let after = passes(&env, &config, 8).await;
+    assert!(deleted(&after) > 0, "collection did not resume");
     assert!(!env.exists(&format!("{}part-0.parquet", old.postings)).await);
+    reports
 }
 
 /// Round 33, finding 5 (`docs/gc-attacks.md`): a symbolic link below a live table's
