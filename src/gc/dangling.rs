@@ -351,13 +351,6 @@ impl DanglingReferences {
         }
         // A place below them it cannot read may hold a link to anything (round 66).
         self.unread.extend(below.unread);
-        // A link there to a whole managed prefix or the root: a reader of the table reads
-        // everything (round 72, F1).
-        self.unread.extend(below.wide.into_iter().map(|link| {
-            format!(
-                "the symbolic link `{link}` leads to the whole of a managed prefix or the warehouse root"
-            )
-        }));
         Ok(Reread {
             appeared,
             learned: self.extent() != extent,

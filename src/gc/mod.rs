@@ -178,10 +178,9 @@
 //!    deletes), and a directory moved while the walk runs is read where it went, unless
 //!    it moved twice, each move between the walk's looks, or within the clock tick (a few
 //!    milliseconds) in which the directory it went to was listed (`warehouse::link_search`).
-//!    A link to a whole managed prefix or the root keeps everything while a reader of a
-//!    table the walk reached, or the change log names, reaches it; one in a table kept
-//!    only by existing metadata (rule P) keeps nothing (open: docs/gc-attacks.md, round
-//!    74, K1).
+//!    A link to a whole managed prefix or the root names nothing (one in garbage must not
+//!    stop collection), so one made in a live table keeps nothing (open: round 45's K10,
+//!    docs/gc-attacks.md rounds 73–74); publication refuses a new table holding one.
 //!    The catalog's own bookkeeping (`_gc/`, `_catalog/`) is
 //!    in real directories (a link there stops the collector with `STORE_REFUSED`); links
 //!    in a local pointer store are followed, and one that leads nowhere is an error.

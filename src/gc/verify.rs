@@ -145,28 +145,6 @@ impl Invocation<'_> {
                     "in the warehouse, {why}: a symbolic link there may lead anywhere, so nothing is deleted this run. Make it readable to the collector, or remove it (or move the mount out of the warehouse)"
                 ));
             }
-            // A link to a whole managed prefix or the root names nothing (one in garbage
-            // must not stop collection), but one a reader of a kept table reaches (in the
-            // table, or through links from it, wherever it lies) makes that reader read
-            // everything: everything is kept while it is there (round 45's K10; rounds 73
-            // and 74). Which ones a reader reaches is a search from the kept names (what
-            // the walk reached, and what was published or replaced since), run only when
-            // the whole search found such a link at all.
-            if !below.wide.is_empty() {
-                let kept: Vec<String> = observation
-                    .reachable
-                    .names()
-                    .chain(observation.history.republished.names())
-                    .cloned()
-                    .collect();
-                let reached = catalog.warehouse().links_below(kept).await?;
-                if let Some(link) = reached.wide.first() {
-                    linked.extend(MANAGED_PREFIXES.iter().map(|prefix| (*prefix).to_owned()));
-                    self.report.warnings.push(format!(
-                        "the symbolic link `{link}`, which a reader of a table the collector keeps reaches, leads to the whole of a managed prefix or the warehouse root: that reader reads everything there, so nothing is deleted while it is there. Link to the tables themselves instead"
-                    ));
-                }
-            }
             // A link that may lead anywhere keeps everything while it is there (round 69,
             // U1): say which, so that collection can resume once it is removed.
             if let Some(link) = below.boundless {

@@ -107,10 +107,9 @@ pub(crate) struct LinksBelow {
     /// The first link whose target could not be searched to the end (a directory outside
     /// with more entries than a walk for links reads): it names every managed prefix.
     pub boundless: Option<String>,
-    /// The links that lead to a managed prefix as a whole, the root or above it, or the
-    /// catalog's or the collector's own directories, as shown (they name none of them:
-    /// one in garbage must not stop collection, one a reader of a kept table reaches keeps
-    /// everything).
+    /// The links that lead to a managed prefix as a whole, or the root or above it, as
+    /// shown (they name none of them: one in garbage must not stop collection, one a
+    /// reader of a kept table reaches keeps everything).
     pub wide: Vec<String>,
 }
 
@@ -143,18 +142,27 @@ pub(super) fn link_names(dir: &Path, path: &Path) -> LinkNames {
             wide: false,
         };
     }
-    let (names, wide): (Vec<String>, Vec<String>) = names.into_iter().partition(|name| {
-        let top = name.split('/').next().unwrap_or_default();
-        !name.is_empty()
-            && !MANAGED_PREFIXES.contains(&name.as_str())
-            && top != GC_DIR
-            && top != super::layout::CATALOG_DIR
-            && name != OWNER_MARKER
-    });
+    // The root or a whole managed prefix: a reader reads everything there. The catalog's
+    // and the collector's own directories hold nothing the collector deletes (the links
+    // there are searched as places beyond names).
+    let wide = names
+        .iter()
+        .any(|name| name.is_empty() || MANAGED_PREFIXES.contains(&name.as_str()));
+    let names = names
+        .into_iter()
+        .filter(|name| {
+            let top = name.split('/').next().unwrap_or_default();
+            !name.is_empty()
+                && !MANAGED_PREFIXES.contains(&name.as_str())
+                && top != GC_DIR
+                && top != super::layout::CATALOG_DIR
+                && name != OWNER_MARKER
+        })
+        .collect();
     LinkNames {
         names,
         gave_up: false,
-        wide: !wide.is_empty(),
+        wide,
     }
 }
 
@@ -164,8 +172,8 @@ pub(super) struct LinkNames {
     pub names: Vec<String>,
     /// Whether following it gave up at a bound (`names` is every managed prefix).
     pub gave_up: bool,
-    /// Whether it also leads to a managed prefix as a whole, the root, or the catalog's
-    /// or the collector's own directories, which it does not name.
+    /// Whether it also leads to a managed prefix as a whole or the root, which it does
+    /// not name.
     pub wide: bool,
 }
 
