@@ -351,7 +351,7 @@ impl Catalog {
         // directories names nothing the collector keeps for it (so that one in garbage
         // does not stop collection), while a reader of the new table reads through it
         // whatever lies there, condemned files too (round 70, F4).
-        if let Some(link) = below.wide.first() {
+        if let Some(link) = below.wide.first().map(|wide| &wide.link) {
             return Err(Error::new(
                 ErrorKind::InvalidIndexMetadata,
                 format!(

@@ -351,6 +351,13 @@ impl DanglingReferences {
         }
         // A place below them it cannot read may hold a link to anything (round 66).
         self.unread.extend(below.unread);
+        // A link there to a whole managed prefix or the root: a reader of the table reads
+        // everything there (round 45's K10), as the verification walk keeps it.
+        for wide in below.wide {
+            for prefix in wide.prefixes {
+                self.named.insert(prefix, 0);
+            }
+        }
         Ok(Reread {
             appeared,
             learned: self.extent() != extent,

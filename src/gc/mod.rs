@@ -179,8 +179,10 @@
 //!    it moved twice, each move between the walk's looks, or within the clock tick (a few
 //!    milliseconds) in which the directory it went to was listed (`warehouse::link_search`).
 //!    A link to a whole managed prefix or the root names nothing (one in garbage must not
-//!    stop collection), so one made in a live table keeps nothing (open: round 45's K10,
-//!    docs/gc-attacks.md rounds 73–74); publication refuses a new table holding one.
+//!    stop collection), but one a reader of a kept table reaches keeps everything it
+//!    leads to, and one a reader of a table only existing metadata names (rule P) keeps
+//!    all of `indexes/` there (`wide_links`; round 45's K10, round 75); publication
+//!    refuses a new table holding one.
 //!    The catalog's own bookkeeping (`_gc/`, `_catalog/`) is
 //!    in real directories (a link there stops the collector with `STORE_REFUSED`); links
 //!    in a local pointer store are followed, and one that leads nowhere is an error.
@@ -269,6 +271,7 @@ mod scheduled;
 mod status;
 mod step;
 mod verify;
+mod wide_links;
 
 use std::sync::Arc;
 

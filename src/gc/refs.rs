@@ -181,6 +181,11 @@ impl Protected {
         };
     }
 
+    /// Every reference, self-covering ones too.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &String> {
+        self.refs.names().chain(self.beside.keys())
+    }
+
     /// Whether `name`, or another spelling of it, is kept (see
     /// [`RefMap::covers_any_spelling`] and [`Naming`]).
     pub(crate) fn covers_any_spelling(&self, name: &str) -> bool {

@@ -145,6 +145,25 @@ impl Invocation<'_> {
                     "in the warehouse, {why}: a symbolic link there may lead anywhere, so nothing is deleted this run. Make it readable to the collector, or remove it (or move the mount out of the warehouse)"
                 ));
             }
+            // A link to a whole managed prefix or the root that a reader of a kept table
+            // reaches keeps everything there (`wide_links`), searched for only when the
+            // whole search found such a link at all.
+            if !below.wide.is_empty() {
+                let referenced = self.referenced().await?;
+                let live = observation
+                    .reachable
+                    .names()
+                    .chain(observation.history.republished.names());
+                let reached =
+                    super::wide_links::reached(catalog.warehouse(), live, referenced.names())
+                        .await?;
+                for (n, wide) in reached.into_iter().enumerate() {
+                    if n < MAX_LINK_WARNINGS {
+                        self.report.warnings.push(wide.warning());
+                    }
+                    linked.extend(wide.prefixes);
+                }
+            }
             // A link that may lead anywhere keeps everything while it is there (round 69,
             // U1): say which, so that collection can resume once it is removed.
             if let Some(link) = below.boundless {

@@ -107,10 +107,19 @@ pub(crate) struct LinksBelow {
     /// The first link whose target could not be searched to the end (a directory outside
     /// with more entries than a walk for links reads): it names every managed prefix.
     pub boundless: Option<String>,
-    /// The links that lead to a managed prefix as a whole, or the root or above it, as
-    /// shown (they name none of them: one in garbage must not stop collection, one a
-    /// reader of a kept table reaches keeps everything).
-    pub wide: Vec<String>,
+    /// The links that lead to a managed prefix as a whole, or the root or above it (they
+    /// name none of them: one in garbage must not stop collection, one a reader of a kept
+    /// table reaches keeps everything there).
+    pub wide: Vec<WideLink>,
+}
+
+/// A symbolic link to a managed prefix as a whole, or to the root or above it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WideLink {
+    /// The link, as shown.
+    pub link: String,
+    /// The managed prefixes a reader through it reads all of (every one for the root).
+    pub prefixes: Vec<String>,
 }
 
 /// What the symbolic link at `path` names ([`LinkNames`]): the names inside the warehouse
@@ -139,7 +148,7 @@ pub(super) fn link_names(dir: &Path, path: &Path) -> LinkNames {
         return LinkNames {
             names: every,
             gave_up: true,
-            wide: false,
+            wide: Vec::new(),
         };
     }
     // The root or a whole managed prefix: a reader reads everything there. The catalog's
@@ -147,7 +156,9 @@ pub(super) fn link_names(dir: &Path, path: &Path) -> LinkNames {
     // there are searched as places beyond names).
     let wide = names
         .iter()
-        .any(|name| name.is_empty() || MANAGED_PREFIXES.contains(&name.as_str()));
+        .filter(|name| MANAGED_PREFIXES.contains(&name.as_str()))
+        .cloned()
+        .collect();
     let names = names
         .into_iter()
         .filter(|name| {
@@ -172,9 +183,9 @@ pub(super) struct LinkNames {
     pub names: Vec<String>,
     /// Whether following it gave up at a bound (`names` is every managed prefix).
     pub gave_up: bool,
-    /// Whether it also leads to a managed prefix as a whole or the root, which it does
-    /// not name.
-    pub wide: bool,
+    /// The managed prefixes it also leads to as a whole (every one for the root or
+    /// above), which it does not name.
+    pub wide: Vec<String>,
 }
 
 /// One search: what was listed and read, what the links lead to, and the first place
@@ -408,8 +419,11 @@ impl Search {
                 .boundless
                 .get_or_insert_with(|| path.display().to_string());
         }
-        if named.wide {
-            self.found.wide.push(path.display().to_string());
+        if !named.wide.is_empty() {
+            self.found.wide.push(WideLink {
+                link: path.display().to_string(),
+                prefixes: named.wide,
+            });
         }
         if !named.gave_up
             && let Some(place) = place_beyond_names(self.real_root.as_deref(), &path)
@@ -770,7 +784,13 @@ mod tests {
             let below = search(dir.path(), vec!["indexes/new".to_owned()]);
             assert_eq!(below.targets, Vec::<String>::new(), "{to}");
             assert_eq!(below.wide.len(), 1, "{to}: {below:?}");
-            assert!(below.wide[0].ends_with("indexes/new/all"), "{to}");
+            assert!(below.wide[0].link.ends_with("indexes/new/all"), "{to}");
+            let prefixes: &[&str] = match to {
+                ".." => &["indexes"],
+                "../.." => &["metadata", "indexes"],
+                _ => &["metadata"],
+            };
+            assert_eq!(below.wide[0].prefixes, prefixes, "{to}");
         }
     }
 

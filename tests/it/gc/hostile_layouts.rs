@@ -666,6 +666,159 @@ async fn class3_nested_warehouses_and_pointer_stores_are_never_collected_on(back
 // 4. Symbolic links (local)
 // ---------------------------------------------------------------------------------------
 
+/// Round 45's K10, round 72 (helper-68, F1): a link in a live table to the warehouse
+/// root makes a reader of the table read everything: nothing is deleted while it is
+/// there, and the warning names it; once it is removed, collection goes on. The same link
+/// in garbage does not stop collection.
+#[tokio::test]
+async fn class4_a_link_to_the_root_in_a_live_table_keeps_everything_and_says_which() {
+    let mut all = None;
+    let reports =
+        while_a_wide_link_is_there(412, &["indexes", "metadata"], |root, live, junk, now| {
+            let link = root.join(format!("{}all", live.postings));
+            symlink_at("../../../..", &link, now);
+            symlink_at(
+                "../../../..",
+                &root.join(format!("{}all", junk.postings)),
+                now,
+            );
+            all = Some(format!("{}all", live.postings));
+            link
+        })
+        .await;
+    let all = all.expect("made");
+    let warned = reports
+        .iter()
+        .flat_map(|report| &report.warnings)
+        .any(|warning| {
+            warning.contains(&all)
+                && warning.contains("a reader of a table the collector keeps")
+                && warning.contains("whole of `metadata` and `indexes`")
+        });
+    assert!(warned, "no warning names the link");
+}
+
+/// Round 74 (helper-69, F1 and U1): a link to the whole of `indexes/` that a reader of a
+/// live table reaches through another link (`sub -> ../mid`, `mid/all -> ..`) keeps all
+/// of `indexes/` (and no more: the dropped indexes' metadata goes), wherever it lies; one
+/// in garbage whose name is no name (not UTF-8) does not stop collection.
+#[tokio::test]
+async fn class4_a_link_to_a_whole_prefix_reached_through_a_link_keeps_everything_there() {
+    use std::os::unix::ffi::OsStrExt;
+    let reports = while_a_wide_link_is_there(413, &["indexes"], |root, live, junk, now| {
+        std::fs::create_dir_all(root.join("indexes/mid")).expect("dir");
+        symlink_at(root.join("indexes"), &root.join("indexes/mid/all"), now);
+        let sub = root.join(format!("{}sub", live.postings));
+        symlink_at(root.join("indexes/mid"), &sub, now);
+        let unnamed = std::ffi::OsStr::from_bytes(b"z\xfc");
+        symlink_at("../../..", &root.join(&junk.postings).join(unnamed), now);
+        sub
+    })
+    .await;
+    assert!(
+        deleted(&reports) > 0,
+        "the dropped indexes' metadata files were kept too"
+    );
+}
+
+/// Round 75 (round 74's K1): a link to the whole of `indexes/` in a table only an existing
+/// metadata file names (a dropped index, rule P) keeps all of `indexes/` while that file
+/// is there: a reader of it reads everything there. It keeps no metadata file (neither
+/// itself nor another: metadata goes before what it names), so once the file is gone, so
+/// is everything else.
+#[tokio::test]
+async fn class4_a_link_to_a_whole_prefix_in_a_table_old_metadata_names_keeps_it_until_that_goes() {
+    let env = Env::open(Backend::Local, 414).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let (old, junk) = (Layout::under("old/1"), Layout::under("junk/1"));
+    let (old_id, _, old_metadata) = env.register("old", &old).await;
+    let (junk_id, _, _) = env.register("junk", &junk).await;
+    symlink_at(
+        "../../..",
+        &root.join(format!("{}all", old.postings)),
+        env.now(),
+    );
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    env.catalog.drop_index(&junk_id).await.expect("dropped");
+    let old_metadata = env.relative(&old_metadata);
+    let mut metadata_gone = false;
+    let mut warned = false;
+    for report in passes(&env, &config, 12).await {
+        warned |= report.warnings.iter().any(|warning| {
+            warning.contains(&format!("{}all", old.postings))
+                && warning.contains("a reader of a table existing metadata names")
+                && warning.contains("whole of `indexes`")
+        });
+        for action in report
+            .actions
+            .iter()
+            .filter(|a| a.action == gc::ActionKind::Delete)
+        {
+            if action.path.starts_with("indexes/") {
+                assert!(
+                    metadata_gone,
+                    "{} was deleted while {old_metadata}, whose table links to all of indexes/, exists",
+                    action.path
+                );
+            }
+        }
+        metadata_gone |= !env.exists(&old_metadata).await;
+    }
+    assert!(warned, "no warning names the link");
+    assert!(metadata_gone, "the old metadata file was kept");
+    assert!(
+        !env.exists(&junk.files()[0]).await,
+        "collection did not go on"
+    );
+    assert!(
+        !env.exists(&old.files()[0]).await,
+        "collection did not go on"
+    );
+}
+
+/// Three indexes `old`, `junk` (both dropped) and `live`, with `make(root, live, junk,
+/// now)`'s links to whole prefixes: nothing under `kept` is deleted while they are there;
+/// once the link `make` returns is removed, collection goes on (`old`'s files go). The
+/// reports of the runs while it was there.
+async fn while_a_wide_link_is_there(
+    seed: u64,
+    kept: &[&str],
+    make: impl FnOnce(&std::path::Path, &Layout, &Layout, i64) -> std::path::PathBuf,
+) -> Vec<GcReport> {
+    let env = Env::open(Backend::Local, seed).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let (old, live, junk) = (
+        Layout::under("old/1"),
+        Layout::under("live/1"),
+        Layout::under("junk/1"),
+    );
+    let (old_id, _, _) = env.register("old", &old).await;
+    let (junk_id, _, _) = env.register("junk", &junk).await;
+    env.register("live", &live).await;
+    let removed_later = make(&root, &live, &junk, env.now());
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    env.catalog.drop_index(&junk_id).await.expect("dropped");
+    let reports = passes(&env, &config, 8).await;
+    for action in reports.iter().flat_map(|report| &report.actions) {
+        assert!(
+            action.action != gc::ActionKind::Delete
+                || !kept
+                    .iter()
+                    .any(|prefix| action.path.starts_with(&format!("{prefix}/"))),
+            "{} was deleted while a reader of a live table reads all of {kept:?}",
+            action.path
+        );
+    }
+    assert!(env.all_exist(&old.files()).await);
+    std::fs::remove_file(&removed_later).expect("removed");
+    let after = passes(&env, &config, 8).await;
+    assert!(deleted(&after) > 0, "collection did not resume");
+    assert!(!env.exists(&format!("{}part-0.parquet", old.postings)).await);
+    reports
+}
+
 /// Round 33, finding 5 (`docs/gc-attacks.md`): a symbolic link below a live table's
 /// directory leads to a file of a dropped index (a writer sharing files between versions
 /// by link). The listing never follows the link, and the file it leads to lies in an

@@ -208,6 +208,8 @@ struct Stats {
     nested_roots: u64,
     nested_files: u64,
     links: u64,
+    /// Runs that kept a whole prefix for a link to it a reader of a live table reaches.
+    wide_kept: u64,
     strays: u64,
     /// Files the collector reported as possibly naming any file.
     gave_up: u64,
@@ -227,6 +229,7 @@ impl Stats {
         self.nested_roots += other.nested_roots;
         self.nested_files += other.nested_files;
         self.links += other.links;
+        self.wide_kept += other.wide_kept;
         self.strays += other.strays;
         self.gave_up += other.gave_up;
         self.unknown_format += other.unknown_format;
@@ -249,6 +252,9 @@ struct Foreign {
 struct Link {
     at: String,
     names: Option<String>,
+    /// Where it leads if that is the warehouse root (`""`) or a managed prefix as a
+    /// whole: a reader of a table it lies in reads everything there.
+    wide: Option<String>,
     made: i64,
 }
 
@@ -348,6 +354,10 @@ struct Sim {
     last_gc: i64,
     gc_runs: u64,
     deleted_total: u64,
+    /// When the collector last said it keeps everything for a link to the root or a whole
+    /// managed prefix that a reader of a kept table reaches (the model checks each time
+    /// that one does): garbage goes only in time after the last.
+    wide_kept_until: BTreeMap<String, i64>,
 }
 
 /// Characters `object_store`'s `PathPart` percent-encodes, and a few more that are special
@@ -461,6 +471,7 @@ impl Sim {
             last_gc: now,
             gc_runs: 0,
             deleted_total: 0,
+            wide_kept_until: BTreeMap::new(),
         }
     }
 
@@ -792,7 +803,15 @@ impl Sim {
                         .copied()
                         .unwrap_or(i64::MIN),
                 )
-                .max(self.restarted);
+                .max(self.restarted)
+                .max(
+                    self.wide_kept_until
+                        .iter()
+                        .filter(|(prefix, _)| within(path, prefix))
+                        .map(|(_, at)| *at)
+                        .max()
+                        .unwrap_or(i64::MIN),
+                );
             let deadline = base + RETENTION + DELAY + 3 * PERIOD + LEASE + 2 * MINUTE;
             assert!(
                 self.budgeted || now <= deadline,
@@ -803,31 +822,179 @@ impl Sim {
 
     /// Links and the files outside the warehouse directory are untouched; what a link in a
     /// live table leads to was not deleted after the link was made.
-    fn check_outside(&self) {
-        let Some(hostile) = &self.hostile else {
-            return;
-        };
-        let live_dirs: Vec<String> = self
-            .live
+    /// The table directories of live indexes (without their trailing `/`).
+    fn live_dirs(&self) -> Vec<String> {
+        self.live
             .values()
-            .flat_map(|live| live.metadata.snapshots().to_vec())
+            .flat_map(|live| Self::table_dirs(&live.metadata))
+            .collect()
+    }
+
+    /// The table directories `metadata` names (without their trailing `/`).
+    fn table_dirs(metadata: &IndexMetadata) -> Vec<String> {
+        metadata
+            .snapshots()
+            .iter()
             .flat_map(|snapshot| {
                 snapshot
                     .contents()
                     .index_tables
                     .values()
-                    .map(|table| table.properties()["location"].clone())
+                    .map(|table| {
+                        table.properties()["location"]
+                            .trim_end_matches('/')
+                            .to_owned()
+                    })
                     .collect::<Vec<_>>()
             })
+            .collect()
+    }
+
+    /// The links to the root or a whole managed prefix a reader of the tables `dirs`
+    /// reaches: in them, or below where the links in them lead, and so on.
+    fn wide_links_reached(&self, dirs: &[String]) -> Vec<Link> {
+        let Some(hostile) = &self.hostile else {
+            return Vec::new();
+        };
+        let mut places: Vec<String> = dirs.to_vec();
+        loop {
+            let more: Vec<String> = hostile
+                .made_links
+                .iter()
+                .filter(|link| places.iter().any(|dir| within(&link.at, dir)))
+                .filter_map(|link| link.names.clone())
+                .filter(|names| !places.contains(names))
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            places.extend(more);
+        }
+        hostile
+            .made_links
+            .iter()
+            .filter(|link| link.wide.is_some() && places.iter().any(|dir| within(&link.at, dir)))
+            .cloned()
+            .collect()
+    }
+
+    /// Learn the links the collector said keep everything (a reader of a kept table
+    /// reaches them), checking that one does by the tables live before or after the run.
+    fn note_wide(&mut self, warnings: &[String], live_before: &[String]) {
+        let Some(root) = self.env.local_dir.clone() else {
+            return;
+        };
+        let mut live = live_before.to_vec();
+        live.extend(self.live_dirs());
+        // A table existing metadata or a stray names is one a reader may read (rule P).
+        let mut existing = live.clone();
+        let exists = |path: &String| self.objects.get(path).is_some_and(|o| o.deleted.is_none());
+        for (path, metadata) in &self.metadata {
+            if exists(path) {
+                existing.extend(Self::table_dirs(metadata));
+            }
+        }
+        for (path, stray) in &self.strays {
+            if exists(path) {
+                existing.extend(
+                    stray
+                        .names
+                        .iter()
+                        .map(|name| name.trim_end_matches('/').to_owned()),
+                );
+            }
+        }
+        let reached_live = self.wide_links_reached(&live);
+        let reached_existing = self.wide_links_reached(&existing);
+        for warning in warnings {
+            let Some((link, reader)) = warning
+                .strip_prefix("the symbolic link `")
+                .and_then(|rest| rest.split_once("`, which a reader of a table "))
+            else {
+                continue;
+            };
+            let (reached, of_live) = if reader.starts_with("the collector keeps reaches") {
+                (&reached_live, true)
+            } else if reader.starts_with("existing metadata names reaches") {
+                (&reached_existing, false)
+            } else {
+                panic!("unknown warning: {warning}");
+            };
+            let at = std::path::Path::new(link)
+                .strip_prefix(&root)
+                .ok()
+                .and_then(|relative| relative.to_str())
+                .unwrap_or_else(|| {
+                    panic!("the collector kept everything for {link}, outside the warehouse")
+                });
+            let made = reached
+                .iter()
+                .find(|made| made.at == at)
+                .unwrap_or_else(|| panic!("the collector kept a whole prefix for the link {at}, which no such reader reaches: {warning}"));
+            let wide = made.wide.clone().unwrap_or_default();
+            // A reader of a table only existing metadata names keeps no metadata.
+            let kept: Vec<&str> = ["indexes", "metadata"]
+                .into_iter()
+                .filter(|prefix| wide.is_empty() || wide == *prefix)
+                .filter(|prefix| of_live || *prefix == "indexes")
+                .collect();
+            assert!(
+                !kept.is_empty(),
+                "the collector kept a whole prefix for the link {at} to `{wide}`: {warning}"
+            );
+            let now = self.now();
+            if let Some(stats) = self.stats() {
+                stats.wide_kept += 1;
+            }
+            for prefix in kept {
+                self.wide_kept_until.insert(prefix.to_owned(), now);
+            }
+        }
+    }
+
+    /// Nothing under where a link reached before and after the run leads was deleted by
+    /// it.
+    fn check_wide(&self, live_before: &[String], deletions_before: usize) {
+        let after = self.live_dirs();
+        let kept: Vec<String> = live_before
+            .iter()
+            .filter(|dir| after.contains(dir))
+            .cloned()
             .collect();
+        let reached = self.wide_links_reached(&kept);
+        if reached.is_empty() {
+            return;
+        }
+        let prefix = self.env.warehouse.prefix().to_string();
+        for deletion in &self.env.sim.deletions()[deletions_before..] {
+            let path = deletion
+                .path
+                .strip_prefix(&format!("{prefix}/"))
+                .unwrap_or(&deletion.path);
+            if path.starts_with("_gc/") {
+                continue;
+            }
+            for link in &reached {
+                let wide = link.wide.as_deref().unwrap_or_default();
+                assert!(
+                    !wide.is_empty() && !within(path, wide),
+                    "deleted {path} while a reader of a live table reaches the link {}, which leads to `{wide}` as a whole",
+                    link.at
+                );
+            }
+        }
+    }
+
+    fn check_outside(&self) {
+        let Some(hostile) = &self.hostile else {
+            return;
+        };
+        let live_dirs = self.live_dirs();
         for link in &hostile.made_links {
             let Some(names) = &link.names else {
                 continue;
             };
-            if !live_dirs
-                .iter()
-                .any(|dir| within(&link.at, dir.trim_end_matches('/')))
-            {
+            if !live_dirs.iter().any(|dir| within(&link.at, dir)) {
                 continue;
             }
             for path in covered(&self.objects, names) {
@@ -1428,6 +1595,8 @@ impl Sim {
     /// dying mid-delete.
     async fn gc(&mut self, allow_chaos: bool) {
         self.mark();
+        let live_before = self.live_dirs();
+        let deletions_before = self.env.sim.deletions().len();
         let dry = allow_chaos && self.rng.random_bool(0.1);
         let crash = allow_chaos && !dry && self.rng.random_bool(0.08);
         let inject = if allow_chaos && self.rng.random_bool(0.2) {
@@ -1491,6 +1660,7 @@ impl Sim {
         match result {
             Ok(report) => {
                 self.note_gave_up(&report.warnings);
+                self.note_wide(&report.warnings, &live_before);
                 if let Ok(trace) = std::env::var("PARQDB_GC_SIM_TRACE") {
                     let actions: Vec<_> = report
                         .actions
@@ -1542,6 +1712,7 @@ impl Sim {
             }
         }
         self.check_deletions();
+        self.check_wide(&live_before, deletions_before);
         self.mark();
     }
 
@@ -2170,9 +2341,16 @@ impl Sim {
             });
         let hostile = self.hostile.as_mut().expect("hostile");
         hostile.links_made.push(path);
+        let wide = target
+            .strip_prefix(&root)
+            .ok()
+            .and_then(|relative| relative.to_str())
+            .map(|relative| relative.trim_end_matches('/').to_owned())
+            .filter(|relative| ["", "indexes", "metadata"].contains(&relative.as_str()));
         hostile.made_links.push(Link {
             at,
             names,
+            wide,
             made: now,
         });
         hostile.stats.links += 1;
@@ -2619,9 +2797,17 @@ impl Sim {
         let reachable = self.reachable();
         let protected = self.protected();
         let managed = self.managed_objects().await;
+        // A link to the root or a whole prefix that a reader of a live table reaches keeps
+        // everything there.
+        let wide: Vec<String> = self
+            .wide_links_reached(&self.live_dirs())
+            .into_iter()
+            .filter_map(|link| link.wide)
+            .collect();
         let leftover: Vec<&String> = managed
             .iter()
             .filter(|p| !reachable.contains(*p) && !protected.contains(*p) && !self.nested(p))
+            .filter(|p| !wide.iter().any(|w| w.is_empty() || within(p, w)))
             .filter(|p| self.objects.get(*p).is_none_or(|o| o.never.is_none()))
             .collect();
         assert!(
@@ -2803,6 +2989,10 @@ async fn hostile_layouts_never_delete_live_foreign_or_outside_data() {
             ("refused foreign writes", stats.foreign_refused),
             ("nested structures", stats.nested_roots),
             ("links", stats.links),
+            (
+                "links to a whole prefix a reader of a live table reaches",
+                stats.wide_kept,
+            ),
             ("strays", stats.strays),
             ("unknown-format files", stats.unknown_format),
             ("refused misplaced metadata", stats.misplaced_refused),

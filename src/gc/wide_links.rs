@@ -1,0 +1,107 @@
+//! Links to a whole managed prefix (or the root) that a reader of a kept table reaches.
+//!
+//! Such a link names nothing: one in garbage must not stop collection. But a reader of a
+//! table that holds one (in the table, or through links from it, wherever it lies) reads
+//! everything there, so all of it is kept while the link is there (round 45's K10,
+//! rounds 73 to 75). Which readers count:
+//!
+//! - a reader of what the walk reached, or what was published or replaced since: the
+//!   link keeps everything it leads to;
+//! - a reader of a table only existing unreachable metadata names (rule P): the link
+//!   keeps all of `indexes/` it leads to, but nothing of `metadata/`, as a file that may
+//!   name anything does (so old metadata files never keep one another, nor themselves,
+//!   through their tables' links: metadata goes before what it names).
+//!
+//! A whole prefix among the kept names is no table a reader reads but the collector
+//! keeping everything there (a file that may name anything): no search starts there.
+//!
+//! ```text
+//! indexes/live/1/postings/all -> ../../..     a reader of `live` reads all of indexes/
+//! ```
+
+use crate::error::Result;
+use crate::warehouse::{MANAGED_PREFIXES, METADATA_DIR, Warehouse};
+
+/// Who reads through a link to a whole prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reader {
+    /// A reader of a table the walk reached, or published since.
+    Live,
+    /// A reader of a table only existing (unreachable) metadata names.
+    OfExistingMetadata,
+}
+
+/// A link to a whole prefix a reader reaches, and what it keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WideKept {
+    /// The link, as shown.
+    pub link: String,
+    /// The managed prefixes kept as a whole for it.
+    pub prefixes: Vec<String>,
+    /// Who reaches it.
+    pub reader: Reader,
+}
+
+impl WideKept {
+    /// The warning that names it and says what it keeps.
+    pub(crate) fn warning(&self) -> String {
+        let reader = match self.reader {
+            Reader::Live => "a reader of a table the collector keeps",
+            Reader::OfExistingMetadata => "a reader of a table existing metadata names",
+        };
+        format!(
+            "the symbolic link `{}`, which {reader} reaches, leads to the whole of `{}`: that reader reads everything there, so nothing there is deleted while it is there. Link to the tables themselves instead",
+            self.link,
+            self.prefixes.join("` and `")
+        )
+    }
+}
+
+/// The links to a whole prefix readers of the tables `live` and `existing` (rule P) name
+/// reach, and what each keeps (a link both reach is the live reader's).
+pub(crate) async fn reached<'a>(
+    warehouse: &Warehouse,
+    live: impl IntoIterator<Item = &'a String>,
+    existing: impl IntoIterator<Item = &'a String>,
+) -> Result<Vec<WideKept>> {
+    let mut kept: Vec<WideKept> = warehouse
+        .links_below(tables(live))
+        .await?
+        .wide
+        .into_iter()
+        .map(|wide| WideKept {
+            link: wide.link,
+            prefixes: wide.prefixes,
+            reader: Reader::Live,
+        })
+        .collect();
+    let existing = tables(existing);
+    if existing.is_empty() {
+        return Ok(kept);
+    }
+    for wide in warehouse.links_below(existing).await?.wide {
+        let prefixes: Vec<String> = wide
+            .prefixes
+            .into_iter()
+            .filter(|prefix| prefix != METADATA_DIR)
+            .collect();
+        if prefixes.is_empty() || kept.iter().any(|seen| seen.link == wide.link) {
+            continue;
+        }
+        kept.push(WideKept {
+            link: wide.link,
+            prefixes,
+            reader: Reader::OfExistingMetadata,
+        });
+    }
+    Ok(kept)
+}
+
+/// The names a reader may read as tables: all but the root and whole prefixes.
+fn tables<'a>(names: impl IntoIterator<Item = &'a String>) -> Vec<String> {
+    names
+        .into_iter()
+        .filter(|name| !name.is_empty() && !MANAGED_PREFIXES.contains(&name.as_str()))
+        .cloned()
+        .collect()
+}
