@@ -181,8 +181,9 @@
 //!    A link to a whole managed prefix or the root names nothing (one in garbage must not
 //!    stop collection), but one a reader of a kept table reaches keeps everything it
 //!    leads to, and one a reader of a table only existing metadata names (rule P) keeps
-//!    all of `indexes/` there (`wide_links`; round 45's K10, round 75); publication
-//!    refuses a new table holding one.
+//!    all of `indexes/` there (`wide_links`; round 45's K10, rounds 75–76: a reader who
+//!    reaches a whole prefix reads the links there too); publication refuses a new table
+//!    holding one.
 //!    The catalog's own bookkeeping (`_gc/`, `_catalog/`) is
 //!    in real directories (a link there stops the collector with `STORE_REFUSED`); links
 //!    in a local pointer store are followed, and one that leads nowhere is an error.

@@ -3,7 +3,7 @@
 //! Such a link names nothing: one in garbage must not stop collection. But a reader of a
 //! table that holds one (in the table, or through links from it, wherever it lies) reads
 //! everything there, so all of it is kept while the link is there (round 45's K10,
-//! rounds 73 to 75). Which readers count:
+//! rounds 73 to 76). Which readers count:
 //!
 //! - a reader of what the walk reached, or what was published or replaced since: the
 //!   link keeps everything it leads to;
@@ -12,15 +12,18 @@
 //!   name anything does (so old metadata files never keep one another, nor themselves,
 //!   through their tables' links: metadata goes before what it names).
 //!
-//! A whole prefix among the kept names is no table a reader reads but the collector
-//! keeping everything there (a file that may name anything): no search starts there.
+//! A reader reaches everything below a whole prefix a link leads to, or a kept name that
+//! is one (a table at `indexes/`, a source table's link to it, a file that may name
+//! anything): the search goes on from there, so links there count too (round 76).
 //!
 //! ```text
 //! indexes/live/1/postings/all -> ../../..     a reader of `live` reads all of indexes/
 //! ```
 
+use std::collections::BTreeSet;
+
 use crate::error::Result;
-use crate::warehouse::{MANAGED_PREFIXES, METADATA_DIR, Warehouse};
+use crate::warehouse::{METADATA_DIR, Warehouse, WideLink};
 
 /// Who reads through a link to a whole prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,10 +67,8 @@ pub(crate) async fn reached<'a>(
     live: impl IntoIterator<Item = &'a String>,
     existing: impl IntoIterator<Item = &'a String>,
 ) -> Result<Vec<WideKept>> {
-    let mut kept: Vec<WideKept> = warehouse
-        .links_below(tables(live))
+    let mut kept: Vec<WideKept> = reach(warehouse, tables(live))
         .await?
-        .wide
         .into_iter()
         .map(|wide| WideKept {
             link: wide.link,
@@ -79,7 +80,7 @@ pub(crate) async fn reached<'a>(
     if existing.is_empty() {
         return Ok(kept);
     }
-    for wide in warehouse.links_below(existing).await?.wide {
+    for wide in reach(warehouse, existing).await? {
         let prefixes: Vec<String> = wide
             .prefixes
             .into_iter()
@@ -97,11 +98,38 @@ pub(crate) async fn reached<'a>(
     Ok(kept)
 }
 
-/// The names a reader may read as tables: all but the root and whole prefixes.
+/// Every link to a whole prefix a reader of `tables` reaches: below them, through links
+/// onward, and below every prefix such a link leads to (the reader reads all of it, so
+/// the links there too: round 76, F2), until no new prefix is reached.
+async fn reach(warehouse: &Warehouse, tables: Vec<String>) -> Result<Vec<WideLink>> {
+    let mut searched: BTreeSet<String> = tables.iter().cloned().collect();
+    let mut found: Vec<WideLink> = Vec::new();
+    let mut next = tables;
+    while !next.is_empty() {
+        let below = warehouse.links_below(next).await?;
+        next = Vec::new();
+        for wide in below.wide {
+            if found.iter().any(|seen| seen.link == wide.link) {
+                continue;
+            }
+            next.extend(
+                wide.prefixes
+                    .iter()
+                    .filter(|prefix| searched.insert((*prefix).clone()))
+                    .cloned(),
+            );
+            found.push(wide);
+        }
+    }
+    Ok(found)
+}
+
+/// The names a reader may read as tables: all but the root (a table at a whole prefix
+/// is read whole: round 76, F1).
 fn tables<'a>(names: impl IntoIterator<Item = &'a String>) -> Vec<String> {
     names
         .into_iter()
-        .filter(|name| !name.is_empty() && !MANAGED_PREFIXES.contains(&name.as_str()))
+        .filter(|name| !name.is_empty())
         .cloned()
         .collect()
 }

@@ -56,6 +56,7 @@ use url::Url;
 
 pub use layout::OWNER_MARKER;
 pub(crate) use layout::{GC_DIR, INDEXES_DIR, MANAGED_PREFIXES, METADATA_DIR};
+pub(crate) use link_search::WideLink;
 pub(crate) use location::resolve_existing;
 pub(crate) use names::object_name;
 pub(crate) use names::{aliases, is_within};

@@ -725,55 +725,162 @@ async fn class4_a_link_to_a_whole_prefix_reached_through_a_link_keeps_everything
 /// metadata file names (a dropped index, rule P) keeps all of `indexes/` while that file
 /// is there: a reader of it reads everything there. It keeps no metadata file (neither
 /// itself nor another: metadata goes before what it names), so once the file is gone, so
-/// is everything else.
+/// is everything else. Round 76 (helper-70, F4): the same through a link to all of
+/// `metadata/` (which keeps nothing for that reader) and one there to `indexes/`.
 #[tokio::test]
 async fn class4_a_link_to_a_whole_prefix_in_a_table_old_metadata_names_keeps_it_until_that_goes() {
-    let env = Env::open(Backend::Local, 414).await;
+    let direct: &[(&str, &str)] = &[("indexes/old/1/ivf_postings/all", "../../..")];
+    let chained: &[(&str, &str)] = &[
+        ("indexes/old/1/ivf_postings/m", "../../../../metadata"),
+        ("metadata/junk/idx", "../../indexes"),
+    ];
+    for (seed, links) in [(414, direct), (417, chained)] {
+        let env = Env::open(Backend::Local, seed).await;
+        let config = test_config();
+        let root = env.local_dir.clone().expect("local");
+        let (old, junk) = (Layout::under("old/1"), Layout::under("junk/1"));
+        let (old_id, _, old_metadata) = env.register("old", &old).await;
+        let (junk_id, _, _) = env.register("junk", &junk).await;
+        for (at, to) in links {
+            std::fs::create_dir_all(root.join(at).parent().expect("parent")).expect("dir");
+            symlink_at(to, &root.join(at), env.now());
+        }
+        let wide = links.last().expect("a link").0;
+        env.catalog.drop_index(&old_id).await.expect("dropped");
+        env.catalog.drop_index(&junk_id).await.expect("dropped");
+        let old_metadata = env.relative(&old_metadata);
+        let mut metadata_gone = false;
+        let mut warned = false;
+        for report in passes(&env, &config, 12).await {
+            warned |= report.warnings.iter().any(|warning| {
+                warning.contains(wide)
+                    && warning.contains("a reader of a table existing metadata names")
+                    && warning.contains("whole of `indexes`")
+            });
+            for action in report
+                .actions
+                .iter()
+                .filter(|a| a.action == gc::ActionKind::Delete)
+            {
+                if action.path.starts_with("indexes/") {
+                    assert!(
+                        metadata_gone,
+                        "{} was deleted while {old_metadata}, whose table links to all of indexes/, exists ({links:?})",
+                        action.path
+                    );
+                }
+            }
+            metadata_gone |= !env.exists(&old_metadata).await;
+        }
+        assert!(warned, "no warning names the link {wide}");
+        assert!(metadata_gone, "the old metadata file was kept");
+        assert!(
+            !env.exists(&junk.files()[0]).await,
+            "collection did not go on"
+        );
+        assert!(
+            !env.exists(&old.files()[0]).await,
+            "collection did not go on"
+        );
+    }
+}
+
+/// Round 76 (helper-70, F2, F2b): a reader who reaches a link to a whole prefix reads the
+/// links there too: a link to `indexes/` in a live table and one in garbage there to
+/// `metadata/` (or the other way round) keep both prefixes while the first is there.
+#[tokio::test]
+async fn class4_links_to_whole_prefixes_reached_through_one_another_keep_all_they_lead_to() {
+    for (seed, first, second, to) in [
+        (415, "../../..", "indexes/mid/meta", "../../metadata"),
+        (
+            416,
+            "../../../../metadata",
+            "metadata/extra/idx",
+            "../../indexes",
+        ),
+    ] {
+        while_a_wide_link_is_there(seed, &["indexes", "metadata"], |root, live, _, now| {
+            std::fs::create_dir_all(root.join(second).parent().expect("parent")).expect("dir");
+            symlink_at(to, &root.join(second), now);
+            let link = root.join(format!("{}all", live.postings));
+            symlink_at(first, &link, now);
+            link
+        })
+        .await;
+    }
+}
+
+/// Round 76 (helper-70, F3): a live source table outside the warehouse holding a link to
+/// all of `indexes/` makes its reader read every link there: one to `metadata/` keeps
+/// that too.
+#[tokio::test]
+async fn class4_a_source_linking_to_a_whole_prefix_reads_the_links_there() {
+    let outside = tempfile::tempdir().expect("dir");
+    let ext = outside.path().join("ext");
+    std::fs::create_dir_all(&ext).expect("dir");
+    let live = Layout {
+        source: crate::support::gc::source_at(&format!("{}/", ext.display())),
+        ..Layout::under("live/1")
+    };
+    // While the source's link is there all of `indexes/` is reachable: nothing there goes;
+    // once it is gone, the link to `metadata/` is garbage's.
+    let reports = while_a_wide_link_of_a_live_table_is_there(
+        418,
+        live,
+        &["indexes", "metadata"],
+        |root, _, _, now| {
+            std::fs::create_dir_all(root.join("indexes/mid")).expect("dir");
+            symlink_at("../../metadata", &root.join("indexes/mid/meta"), now);
+            symlink_at(root.join("indexes"), &ext.join("all"), now);
+            ext.join("all")
+        },
+    )
+    .await;
+    assert!(
+        reports
+            .iter()
+            .flat_map(|report| &report.warnings)
+            .any(|warning| warning.contains("indexes/mid/meta")
+                && warning.contains("whole of `metadata`")),
+        "no warning names the link"
+    );
+}
+
+/// Round 76 (helper-70, F1, F1b): a live table located at a whole prefix (`indexes/`) is
+/// read whole, links there too: one to `metadata/` keeps all of it while it is there.
+#[tokio::test]
+async fn class4_a_table_at_a_whole_prefix_reads_the_links_there() {
+    let env = Env::open(Backend::Local, 419).await;
     let config = test_config();
     let root = env.local_dir.clone().expect("local");
-    let (old, junk) = (Layout::under("old/1"), Layout::under("junk/1"));
+    let old = Layout::under("old/1");
     let (old_id, _, old_metadata) = env.register("old", &old).await;
-    let (junk_id, _, _) = env.register("junk", &junk).await;
-    symlink_at(
-        "../../..",
-        &root.join(format!("{}all", old.postings)),
-        env.now(),
-    );
+    let live = Layout {
+        postings: "indexes/".to_owned(),
+        ..Layout::under("live/1")
+    };
+    env.register("live", &live).await;
+    std::fs::create_dir_all(root.join("indexes/live")).expect("dir");
+    let link = root.join("indexes/live/meta");
+    symlink_at("../../metadata", &link, env.now());
     env.catalog.drop_index(&old_id).await.expect("dropped");
-    env.catalog.drop_index(&junk_id).await.expect("dropped");
     let old_metadata = env.relative(&old_metadata);
-    let mut metadata_gone = false;
-    let mut warned = false;
-    for report in passes(&env, &config, 12).await {
-        warned |= report.warnings.iter().any(|warning| {
-            warning.contains(&format!("{}all", old.postings))
-                && warning.contains("a reader of a table existing metadata names")
-                && warning.contains("whole of `indexes`")
-        });
-        for action in report
-            .actions
-            .iter()
-            .filter(|a| a.action == gc::ActionKind::Delete)
-        {
-            if action.path.starts_with("indexes/") {
-                assert!(
-                    metadata_gone,
-                    "{} was deleted while {old_metadata}, whose table links to all of indexes/, exists",
-                    action.path
-                );
-            }
-        }
-        metadata_gone |= !env.exists(&old_metadata).await;
-    }
-    assert!(warned, "no warning names the link");
-    assert!(metadata_gone, "the old metadata file was kept");
+    let reports = passes(&env, &config, 8).await;
+    assert_eq!(
+        deleted(&reports),
+        0,
+        "a file the live table reaches was deleted"
+    );
+    assert!(env.exists(&old_metadata).await);
+    std::fs::remove_file(&link).expect("removed");
+    passes(&env, &config, 8).await;
     assert!(
-        !env.exists(&junk.files()[0]).await,
-        "collection did not go on"
+        !env.exists(&old_metadata).await,
+        "the dropped index's metadata was not collected"
     );
     assert!(
-        !env.exists(&old.files()[0]).await,
-        "collection did not go on"
+        env.all_exist(&old.files()).await,
+        "all of indexes/ is the live table's"
     );
 }
 
@@ -786,14 +893,20 @@ async fn while_a_wide_link_is_there(
     kept: &[&str],
     make: impl FnOnce(&std::path::Path, &Layout, &Layout, i64) -> std::path::PathBuf,
 ) -> Vec<GcReport> {
+    while_a_wide_link_of_a_live_table_is_there(seed, Layout::under("live/1"), kept, make).await
+}
+
+/// [`while_a_wide_link_is_there`] with the live index's tables and source `live`.
+async fn while_a_wide_link_of_a_live_table_is_there(
+    seed: u64,
+    live: Layout,
+    kept: &[&str],
+    make: impl FnOnce(&std::path::Path, &Layout, &Layout, i64) -> std::path::PathBuf,
+) -> Vec<GcReport> {
     let env = Env::open(Backend::Local, seed).await;
     let config = test_config();
     let root = env.local_dir.clone().expect("local");
-    let (old, live, junk) = (
-        Layout::under("old/1"),
-        Layout::under("live/1"),
-        Layout::under("junk/1"),
-    );
+    let (old, junk) = (Layout::under("old/1"), Layout::under("junk/1"));
     let (old_id, _, _) = env.register("old", &old).await;
     let (junk_id, _, _) = env.register("junk", &junk).await;
     env.register("live", &live).await;

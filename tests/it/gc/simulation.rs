@@ -851,7 +851,8 @@ impl Sim {
     }
 
     /// The links to the root or a whole managed prefix a reader of the tables `dirs`
-    /// reaches: in them, or below where the links in them lead, and so on.
+    /// reaches: in them, or below where the links in them lead (a whole prefix too), and
+    /// so on.
     fn wide_links_reached(&self, dirs: &[String]) -> Vec<Link> {
         let Some(hostile) = &self.hostile else {
             return Vec::new();
@@ -862,7 +863,14 @@ impl Sim {
                 .made_links
                 .iter()
                 .filter(|link| places.iter().any(|dir| within(&link.at, dir)))
-                .filter_map(|link| link.names.clone())
+                .flat_map(|link| match (&link.names, &link.wide) {
+                    (Some(names), _) => vec![names.clone()],
+                    (None, Some(wide)) if wide.is_empty() => {
+                        vec!["indexes".to_owned(), "metadata".to_owned()]
+                    }
+                    (None, Some(wide)) => vec![wide.clone()],
+                    (None, None) => Vec::new(),
+                })
                 .filter(|names| !places.contains(names))
                 .collect();
             if more.is_empty() {
@@ -892,6 +900,16 @@ impl Sim {
         for (path, metadata) in &self.metadata {
             if exists(path) {
                 existing.extend(Self::table_dirs(metadata));
+            }
+        }
+        // A file whose reading gave up keeps all of `indexes/` (and all of `metadata/` when
+        // it keeps everything): the collector's search starts there too.
+        for (path, everything) in &self.gave_up {
+            if exists(path) {
+                existing.push("indexes".to_owned());
+                if *everything {
+                    existing.push("metadata".to_owned());
+                }
             }
         }
         for (path, stray) in &self.strays {
