@@ -352,9 +352,21 @@ impl DanglingReferences {
         // A place below them it cannot read may hold a link to anything (round 66).
         self.unread.extend(below.unread);
         // A link there to a whole managed prefix or the root: a reader of the table reads
-        // everything there (round 45's K10), as the verification walk keeps it.
-        for wide in below.wide {
-            for prefix in wide.prefixes {
+        // everything there, and the links there too (round 45's K10, round 76), as the
+        // verification walk keeps it.
+        let reached: Vec<String> = below
+            .wide
+            .into_iter()
+            .flat_map(|wide| wide.prefixes)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if !reached.is_empty() {
+            let further = super::wide_links::reach(warehouse, reached.clone()).await?;
+            for prefix in reached
+                .into_iter()
+                .chain(further.into_iter().flat_map(|wide| wide.prefixes))
+            {
                 self.named.insert(prefix, 0);
             }
         }

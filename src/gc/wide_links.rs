@@ -101,7 +101,7 @@ pub(crate) async fn reached<'a>(
 /// Every link to a whole prefix a reader of `tables` reaches: below them, through links
 /// onward, and below every prefix such a link leads to (the reader reads all of it, so
 /// the links there too: round 76, F2), until no new prefix is reached.
-async fn reach(warehouse: &Warehouse, tables: Vec<String>) -> Result<Vec<WideLink>> {
+pub(crate) async fn reach(warehouse: &Warehouse, tables: Vec<String>) -> Result<Vec<WideLink>> {
     let mut searched: BTreeSet<String> = tables.iter().cloned().collect();
     let mut found: Vec<WideLink> = Vec::new();
     let mut next = tables;

@@ -1284,6 +1284,87 @@ async fn class4_a_new_source_or_referenced_table_linking_to_a_condemned_file_is_
     refused_for_a_link(&env, &referencing, &location).await;
 }
 
+/// Round 77 (helper-71, G1): a live index's family file written after the verification
+/// walk (the delete guard's own case), whose table links to all of `metadata/`, where a
+/// link to all of `indexes/` lies: the guard reads the family file before the deletes and
+/// keeps everything its reader reaches, through both links.
+#[tokio::test]
+async fn class4_a_late_family_file_keeps_what_its_reader_reaches_through_whole_prefixes() {
+    let env = Env::open(Backend::Local, 420).await;
+    let config = GcConfig {
+        partitions: 1,
+        ..test_config()
+    };
+    let root = env.local_dir.clone().expect("local");
+    let old = Layout::under("old/1");
+    let (old_id, _, _) = env.register("old", &old).await;
+    let family = "metadata/fam/v1.metadata.json";
+    let live = Layout {
+        centroids_metadata: Some(family.to_owned()),
+        ..Layout::under("live/1")
+    };
+    env.register("live", &live).await;
+    let fam = Layout::under("fam/1");
+    let (_, fam_location) = env.new_index(&fam).await;
+    let fam_bytes = std::fs::read(root.join(env.relative(&fam_location))).expect("family");
+    symlink_at(
+        "../../../../metadata",
+        &root.join(format!("{}all", fam.centroids)),
+        env.now(),
+    );
+    std::fs::create_dir_all(root.join("metadata/junk")).expect("dir");
+    symlink_at("../../indexes", &root.join("metadata/junk/idx"), env.now());
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    let target = format!("{}part-0.parquet", old.postings);
+    let dry_run = GcConfig {
+        dry_run: true,
+        ..config.clone()
+    };
+    let mut written = false;
+    for _ in 0..(8 * HOUR / PASS_EVERY) {
+        env.advance(PASS_EVERY);
+        let dooms = !written
+            && env
+                .collect(&dry_run)
+                .await
+                .actions
+                .iter()
+                .any(|action| action.path == target && action.action == gc::ActionKind::Delete);
+        run_with_a_change_after_the_verification_walk(&env, &config, async || {
+            if dooms {
+                std::fs::create_dir_all(root.join("metadata/fam")).expect("dir");
+                std::fs::write(root.join(family), &fam_bytes).expect("family file");
+                written = true;
+            }
+        })
+        .await;
+    }
+    assert!(written, "no run doomed the file");
+    assert!(
+        env.all_exist(&old.files()).await,
+        "a file the late family file's reader reaches was deleted"
+    );
+}
+
+/// One run of `config` (one partition) driven step by step, with `change` made between
+/// its verification walk and its deletes.
+async fn run_with_a_change_after_the_verification_walk(
+    env: &Env,
+    config: &GcConfig,
+    change: impl AsyncFnOnce(),
+) {
+    let gc = env.gc(config.clone());
+    let planned = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
+    let run = planned.report.run_id;
+    for step in [GcStep::Scan { run, partition: 0 }, GcStep::Verify { run }] {
+        gc.step(step, env.now(), None).await.expect("step");
+    }
+    change().await;
+    for step in [GcStep::Delete { run, partition: 0 }, GcStep::Finish { run }] {
+        gc.step(step, env.now(), None).await.expect("step");
+    }
+}
+
 /// One run of `config` (one partition) driven step by step, with `change` made between
 /// its scan and its verification walk.
 async fn run_with_a_change_after_the_scan(
