@@ -173,7 +173,8 @@
 //! 5. A local warehouse lives on a case- and normalisation-sensitive file system (on
 //!    macOS HFS+, casefolded ext4 or SMB, metadata naming `indexes/ABC/` reads files the
 //!    collector lists as `indexes/abc/`), and nobody swaps a symbolic link into a path
-//!    while a run deletes there. A link is read where it lies when the verification walk
+//!    while a run deletes there; a bind mount made before the verification walk is read
+//!    like a link (the same directory at two places). A link is read where it lies when the verification walk
 //!    passes (one made in a live table after that walk keeps nothing for that run's
 //!    deletes), and a directory moved while the walk runs is read where it went, unless
 //!    it moved twice, each move between the walk's looks, or within the clock tick (a few

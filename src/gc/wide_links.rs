@@ -53,7 +53,7 @@ impl WideKept {
             Reader::OfExistingMetadata => "a reader of a table existing metadata names",
         };
         format!(
-            "the symbolic link `{}`, which {reader} reaches, leads to the whole of `{}`: that reader reads everything there, so nothing there is deleted while it is there. Link to the tables themselves instead",
+            "the symbolic link or bind mount `{}`, which {reader} reaches, leads to the whole of `{}`: that reader reads everything there, so nothing there is deleted while it is there. Link to the tables themselves instead",
             self.link,
             self.prefixes.join("` and `")
         )

@@ -177,6 +177,38 @@ pub(super) fn link_names(dir: &Path, path: &Path) -> LinkNames {
     }
 }
 
+/// The root and each managed prefix below `root` (as given and as the file system
+/// resolves it), by `(device, inode)`, with the prefixes a reader through another path to
+/// it reads all of.
+fn whole_directories(root: &Path) -> HashMap<(u64, u64), (Vec<PathBuf>, Vec<String>)> {
+    let real = std::fs::canonicalize(root).ok();
+    let mut whole = HashMap::new();
+    let every: Vec<String> = MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect();
+    let places = std::iter::once((String::new(), every)).chain(
+        MANAGED_PREFIXES
+            .iter()
+            .map(|p| ((*p).to_owned(), vec![(*p).to_owned()])),
+    );
+    for (below, prefixes) in places {
+        let at: Vec<PathBuf> = std::iter::once(root)
+            .chain(real.as_deref())
+            .map(|base| {
+                if below.is_empty() {
+                    base.to_path_buf()
+                } else {
+                    base.join(&below)
+                }
+            })
+            .collect();
+        if let Ok(meta) = std::fs::metadata(&at[0])
+            && meta.is_dir()
+        {
+            whole.insert((meta.dev(), meta.ino()), (at, prefixes));
+        }
+    }
+    whole
+}
+
 /// What a symbolic link names: see [`link_names`].
 pub(super) struct LinkNames {
     /// The names inside the warehouse it leads to.
@@ -214,6 +246,11 @@ pub(super) struct Search {
     entries: HashMap<PathBuf, std::rc::Rc<Spelled>>,
     /// Whether something was gone from where the walk found it since the last look.
     moved: bool,
+    /// Every directory walked, by `(device, inode)`: where it was first listed.
+    directories: HashMap<(u64, u64), PathBuf>,
+    /// The root and the managed prefixes, by `(device, inode)`: the paths they are at, and
+    /// the prefixes a reader through another path to them reads all of.
+    whole: HashMap<(u64, u64), (Vec<PathBuf>, Vec<String>)>,
     found: LinksBelow,
     /// Called after each directory is listed (tests move directories there).
     #[cfg(test)]
@@ -234,6 +271,8 @@ impl Search {
             beyond: Vec::new(),
             entries: HashMap::new(),
             moved: false,
+            directories: HashMap::new(),
+            whole: whole_directories(root),
             found: LinksBelow::default(),
             #[cfg(test)]
             after_listing: None,
@@ -327,6 +366,9 @@ impl Search {
                 continue;
             }
             let stamp = Stamp::of(&meta);
+            if self.is_another_place_of_a_directory(&path, &meta) {
+                continue;
+            }
             if self
                 .listed
                 .get(&path)
@@ -339,6 +381,57 @@ impl Search {
             self.list(&path, stamp, device, depth, &mut stack);
         }
         new
+    }
+
+    /// Whether the directory `meta` describes, at `path`, is one the walk knows at another
+    /// place that still shows it: a bind mount, which a reader reads through like a link
+    /// (round 78, B1). One of the root or a whole managed prefix is such a link to it; one
+    /// of another directory names both places (each keeps what the other shows, as a
+    /// link's target is kept). It is not walked again (a mount of an ancestor is a
+    /// cycle). A directory gone from where it was first seen was moved: it is walked where
+    /// it went.
+    fn is_another_place_of_a_directory(&mut self, path: &Path, meta: &std::fs::Metadata) -> bool {
+        let id = (meta.dev(), meta.ino());
+        if let Some((places, prefixes)) = self.whole.get(&id) {
+            if places.iter().any(|place| place == path) {
+                return false;
+            }
+            self.found.wide.push(WideLink {
+                link: path.display().to_string(),
+                prefixes: prefixes.clone(),
+            });
+            return true;
+        }
+        let first = match self.directories.get(&id) {
+            Some(first) if first != path => first.clone(),
+            Some(_) => return false,
+            None => {
+                self.directories.insert(id, path.to_path_buf());
+                return false;
+            }
+        };
+        let still_there = std::fs::symlink_metadata(&first)
+            .is_ok_and(|seen| seen.is_dir() && (seen.dev(), seen.ino()) == id);
+        if !still_there {
+            self.directories.insert(id, path.to_path_buf());
+            return false;
+        }
+        for place in [&first, &path.to_path_buf()] {
+            if let Some(name) = self.name_of_place(place) {
+                self.found.targets.push(name);
+            }
+        }
+        true
+    }
+
+    /// The name inside the warehouse of the directory at `place`, if it has one.
+    fn name_of_place(&self, place: &Path) -> Option<String> {
+        let below = place.strip_prefix(&self.root).ok().or_else(|| {
+            self.real_root
+                .as_deref()
+                .and_then(|real| place.strip_prefix(real).ok())
+        })?;
+        super::object_name(below.to_str()?).ok()
     }
 
     /// List the directory `path` (stamped `stamp` right before), queueing the directories
@@ -602,6 +695,65 @@ mod tests {
     fn old_z(root: &Path) {
         std::fs::create_dir_all(root.join("indexes/old/z")).expect("made");
         std::fs::write(root.join("indexes/old/z/part-0.parquet"), b"PAR1").expect("written");
+    }
+
+    /// Round 78 (helper-72, B1): a bind mount is read like a link: one of all of
+    /// `indexes/` inside a table leads to the whole prefix (wide), and one of another
+    /// directory names both places (the one not walked again: a mount of an ancestor is a
+    /// cycle). Mounting needs rights: the test runs again in a user and mount namespace of
+    /// its own (`unshare -Urm`, util-linux), where the mounts end with the process.
+    #[test]
+    fn a_bind_mount_is_read_like_a_link() {
+        const INSIDE: &str = "PARQDB_TEST_MOUNT_NAMESPACE_ROOT";
+        let Some(root) = std::env::var_os(INSIDE).map(PathBuf::from) else {
+            let dir = tempfile::tempdir().expect("dir");
+            let status = std::process::Command::new("unshare")
+                .args(["-Urm", "--propagation", "private"])
+                .arg(std::env::current_exe().expect("the test binary"))
+                .args([
+                    "--exact",
+                    "warehouse::link_search::tests::a_bind_mount_is_read_like_a_link",
+                    "--test-threads=1",
+                ])
+                .env(INSIDE, dir.path())
+                .status()
+                .expect("unshare (util-linux) runs");
+            assert!(
+                status.success(),
+                "the test in its own mount namespace failed"
+            );
+            return;
+        };
+        let bind = |from: &str, to: &str| {
+            std::fs::create_dir_all(root.join(to)).expect("made");
+            let status = std::process::Command::new("mount")
+                .arg("--bind")
+                .args([root.join(from), root.join(to)])
+                .status()
+                .expect("mount runs");
+            assert!(status.success(), "mount --bind {from} {to}");
+        };
+        old_z(&root);
+        std::fs::create_dir_all(root.join("metadata")).expect("made");
+        bind("indexes", "indexes/new/all");
+        let below = search(&root, vec!["indexes/new".to_owned()]);
+        assert_eq!(below.wide.len(), 1, "{below:?}");
+        assert!(below.wide[0].link.ends_with("indexes/new/all"));
+        assert_eq!(below.wide[0].prefixes, ["indexes"]);
+        // The whole of both prefixes, searched from them: the mount is found, no cycle.
+        let below = search(&root, vec!["indexes".to_owned(), "metadata".to_owned()]);
+        assert_eq!(below.wide.len(), 1, "{below:?}");
+        assert_eq!(below.unread, None);
+        bind("indexes/old", "indexes/other/m");
+        let below = search(
+            &root,
+            vec!["indexes/other".to_owned(), "indexes/old".to_owned()],
+        );
+        assert!(
+            below.targets.contains(&"indexes/old".to_owned())
+                && below.targets.contains(&"indexes/other/m".to_owned()),
+            "{below:?}"
+        );
     }
 
     /// Round 68, F4: a table published as `indexes/n b/` whose files sit under another

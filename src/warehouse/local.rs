@@ -9,9 +9,11 @@
 //! with `symlink_metadata` (no link, the root's file system — a mount point below the
 //! warehouse is not the warehouse — and the object itself a regular file). What remains
 //! is a race with someone who swaps a directory for a link between that check and the
-//! deletion of that one file, and bind mounts of the same file system (indistinguishable
-//! by device): the collector assumes nobody rearranges the warehouse *while* a run
-//! deletes (layouts made before are safe).
+//! deletion of that one file, or makes a bind mount of the same file system (which no
+//! device number tells apart) after the verification walk: the collector assumes nobody
+//! rearranges the warehouse *while* a run deletes. A bind mount made before is read by
+//! that walk like a link (`link_search`: the same directory at two places, by device and
+//! inode).
 
 use std::path::{Component, Path, PathBuf};
 

@@ -926,7 +926,7 @@ impl Sim {
         let reached_existing = self.wide_links_reached(&existing);
         for warning in warnings {
             let Some((link, reader)) = warning
-                .strip_prefix("the symbolic link `")
+                .strip_prefix("the symbolic link or bind mount `")
                 .and_then(|rest| rest.split_once("`, which a reader of a table "))
             else {
                 continue;
