@@ -700,59 +700,35 @@ mod tests {
     /// Round 78 (helper-72, B1): a bind mount is read like a link: one of all of
     /// `indexes/` inside a table leads to the whole prefix (wide), and one of another
     /// directory names both places (the one not walked again: a mount of an ancestor is a
-    /// cycle). Mounting needs rights: the test runs again in a user and mount namespace of
-    /// its own (`unshare -Urm`, util-linux), where the mounts end with the process.
+    /// cycle). In a mount namespace of its own (`mounts::in_a_mount_namespace`).
     #[test]
     fn a_bind_mount_is_read_like_a_link() {
-        const INSIDE: &str = "PARQDB_TEST_MOUNT_NAMESPACE_ROOT";
-        let Some(root) = std::env::var_os(INSIDE).map(PathBuf::from) else {
-            let dir = tempfile::tempdir().expect("dir");
-            let status = std::process::Command::new("unshare")
-                .args(["-Urm", "--propagation", "private"])
-                .arg(std::env::current_exe().expect("the test binary"))
-                .args([
-                    "--exact",
-                    "warehouse::link_search::tests::a_bind_mount_is_read_like_a_link",
-                    "--test-threads=1",
-                ])
-                .env(INSIDE, dir.path())
-                .status()
-                .expect("unshare (util-linux) runs");
-            assert!(
-                status.success(),
-                "the test in its own mount namespace failed"
-            );
-            return;
-        };
-        let bind = |from: &str, to: &str| {
-            std::fs::create_dir_all(root.join(to)).expect("made");
-            let status = std::process::Command::new("mount")
-                .arg("--bind")
-                .args([root.join(from), root.join(to)])
-                .status()
-                .expect("mount runs");
-            assert!(status.success(), "mount --bind {from} {to}");
-        };
-        old_z(&root);
-        std::fs::create_dir_all(root.join("metadata")).expect("made");
-        bind("indexes", "indexes/new/all");
-        let below = search(&root, vec!["indexes/new".to_owned()]);
-        assert_eq!(below.wide.len(), 1, "{below:?}");
-        assert!(below.wide[0].link.ends_with("indexes/new/all"));
-        assert_eq!(below.wide[0].prefixes, ["indexes"]);
-        // The whole of both prefixes, searched from them: the mount is found, no cycle.
-        let below = search(&root, vec!["indexes".to_owned(), "metadata".to_owned()]);
-        assert_eq!(below.wide.len(), 1, "{below:?}");
-        assert_eq!(below.unread, None);
-        bind("indexes/old", "indexes/other/m");
-        let below = search(
-            &root,
-            vec!["indexes/other".to_owned(), "indexes/old".to_owned()],
-        );
-        assert!(
-            below.targets.contains(&"indexes/old".to_owned())
-                && below.targets.contains(&"indexes/other/m".to_owned()),
-            "{below:?}"
+        use super::super::mounts::{bind, in_a_mount_namespace};
+        in_a_mount_namespace(
+            "warehouse::link_search::tests::a_bind_mount_is_read_like_a_link",
+            |root| {
+                old_z(root);
+                std::fs::create_dir_all(root.join("metadata")).expect("made");
+                bind(root, "indexes", "indexes/new/all");
+                let below = search(root, vec!["indexes/new".to_owned()]);
+                assert_eq!(below.wide.len(), 1, "{below:?}");
+                assert!(below.wide[0].link.ends_with("indexes/new/all"));
+                assert_eq!(below.wide[0].prefixes, ["indexes"]);
+                // Both prefixes searched whole: the mount is found, and no cycle.
+                let below = search(root, vec!["indexes".to_owned(), "metadata".to_owned()]);
+                assert_eq!(below.wide.len(), 1, "{below:?}");
+                assert_eq!(below.unread, None);
+                bind(root, "indexes/old", "indexes/other/m");
+                let below = search(
+                    root,
+                    vec!["indexes/other".to_owned(), "indexes/old".to_owned()],
+                );
+                assert!(
+                    below.targets.contains(&"indexes/old".to_owned())
+                        && below.targets.contains(&"indexes/other/m".to_owned()),
+                    "{below:?}"
+                );
+            },
         );
     }
 

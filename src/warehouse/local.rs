@@ -9,11 +9,11 @@
 //! with `symlink_metadata` (no link, the root's file system — a mount point below the
 //! warehouse is not the warehouse — and the object itself a regular file). What remains
 //! is a race with someone who swaps a directory for a link between that check and the
-//! deletion of that one file, or makes a bind mount of the same file system (which no
-//! device number tells apart) after the verification walk: the collector assumes nobody
-//! rearranges the warehouse *while* a run deletes. A bind mount made before is read by
-//! that walk like a link (`link_search`: the same directory at two places, by device and
-//! inode).
+//! deletion of that one file, or mounts something there in between: the collector
+//! assumes nobody rearranges the warehouse *while* a run deletes. A mount point below the
+//! warehouse, a bind mount of this file system too, is never deleted at or below
+//! (`mounts`, from the process's mount table), and the verification walk reads a bind
+//! mount like a link (`link_search`: the same directory at two places).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -445,17 +445,29 @@ fn name_of(root: &Path, path: &Path) -> std::result::Result<String, String> {
     Ok(segments.join("/"))
 }
 
-/// Whether the object `name` may be deleted: every component below `root` exists and is
-/// no symbolic link, and the object is a regular file. `Ok(None)` if it is gone.
+/// Whether the object `name` may be deleted: every component below `root` exists, is no
+/// symbolic link and no mount point (of another file system, or a bind mount of this one:
+/// `mounts`), and the object is a regular file. `Ok(None)` if it is gone.
 pub(crate) fn deletable(root: &Path, name: &str) -> std::result::Result<Option<()>, String> {
     use std::os::unix::fs::MetadataExt;
     let device = std::fs::metadata(root)
         .map_err(|err| format!("cannot inspect `{}`: {err}", root.display()))?
         .dev();
+    let real_root = std::fs::canonicalize(root)
+        .map_err(|err| format!("cannot resolve `{}`: {err}", root.display()))?;
+    let mounts = super::mounts::mount_points_below(&real_root)?;
     let mut path = root.to_path_buf();
+    let mut real = real_root;
     let segments: Vec<&str> = name.split('/').collect();
     for (at, segment) in segments.iter().enumerate() {
         path.push(segment);
+        real.push(segment);
+        if mounts.contains(&real) {
+            return Err(format!(
+                "`{}` is a mount point below the warehouse (a bind mount shows another directory or file there); nothing is deleted at or below it",
+                path.display()
+            ));
+        }
         let meta = match std::fs::symlink_metadata(&path) {
             Ok(meta) => meta,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -609,6 +621,43 @@ mod tests {
         let (objects, skipped) = names(&root, "indexes").await;
         assert!(objects.is_empty());
         assert_eq!(skipped, vec!["indexes/link"]);
+    }
+
+    /// GC round 79 (helper-73): nothing is deleted at or below a bind mount below the
+    /// root, which shows another directory (a whole prefix, a directory outside) or file
+    /// there under a garbage name; what it shows is deletable by its own name.
+    #[test]
+    fn nothing_is_deletable_through_a_bind_mount() {
+        use super::super::mounts::{bind, in_a_mount_namespace};
+        in_a_mount_namespace(
+            "warehouse::local::tests::nothing_is_deletable_through_a_bind_mount",
+            |dir| {
+                let root = dir.join("wh");
+                std::fs::create_dir_all(root.join("indexes/live")).expect("made");
+                std::fs::write(root.join("indexes/live/part-0.parquet"), b"PAR1").expect("file");
+                std::fs::create_dir_all(dir.join("outside/src")).expect("made");
+                std::fs::write(dir.join("outside/src/docs-0.parquet"), b"PAR1").expect("file");
+                bind(dir, "wh/indexes", "wh/indexes/orphan/mnt");
+                bind(dir, "outside/src", "wh/indexes/orphan/src");
+                bind(
+                    dir,
+                    "wh/indexes/live/part-0.parquet",
+                    "wh/indexes/orphan/p.parquet",
+                );
+                for through in [
+                    "indexes/orphan/mnt/live/part-0.parquet",
+                    "indexes/orphan/src/docs-0.parquet",
+                    "indexes/orphan/p.parquet",
+                ] {
+                    let refused = deletable(&root, through).expect_err(through);
+                    assert!(refused.contains("mount point"), "{refused}");
+                }
+                assert_eq!(
+                    deletable(&root, "indexes/live/part-0.parquet"),
+                    Ok(Some(()))
+                );
+            },
+        );
     }
 
     #[tokio::test]

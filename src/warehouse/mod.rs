@@ -35,6 +35,7 @@ mod list;
 mod local;
 mod local_files;
 mod location;
+mod mounts;
 mod names;
 mod objects;
 mod outside;

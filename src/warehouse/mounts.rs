@@ -1,0 +1,117 @@
+//! The mount points below a local warehouse, as the collector's process sees them
+//! (`/proc/self/mountinfo`). A bind mount of the same file system shows another directory
+//! (or file) under a name inside the warehouse, and no device number tells it apart: a
+//! deletion through it deletes the other directory's file (GC round 79). Nothing is
+//! deleted at or below one.
+//!
+//! ```text
+//! mount --bind wh/indexes wh/indexes/orphan/mnt     indexes/orphan/mnt/live/… is live data
+//! ```
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+
+/// The mount points strictly below `real_root` (a resolved path). None where the system
+/// has no `/proc/self/mountinfo` (not Linux: there, only another device is seen).
+pub(super) fn mount_points_below(real_root: &Path) -> Result<HashSet<PathBuf>, String> {
+    let table = match std::fs::read("/proc/self/mountinfo") {
+        Ok(table) => table,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(HashSet::new()),
+        Err(err) => return Err(format!("cannot read the mount table: {err}")),
+    };
+    Ok(table
+        .split(|byte| *byte == b'\n')
+        .filter_map(|line| line.split(|byte| *byte == b' ').nth(4))
+        .map(|field| PathBuf::from(OsString::from_vec(unescaped(field))))
+        .filter(|point| point != real_root && point.starts_with(real_root))
+        .collect())
+}
+
+/// A mount table field with its octal escapes (`\040` for a space) undone.
+fn unescaped(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut at = 0;
+    while at < field.len() {
+        let octal = field
+            .get(at + 1..at + 4)
+            .filter(|digits| field[at] == b'\\' && digits.iter().all(|d| (b'0'..=b'7').contains(d)))
+            .map(|digits| digits.iter().fold(0u32, |n, d| n * 8 + u32::from(d - b'0')));
+        match octal.and_then(|value| u8::try_from(value).ok()) {
+            Some(byte) => {
+                out.push(byte);
+                at += 4;
+            }
+            None => {
+                out.push(field[at]);
+                at += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Run `test` (named `name`, its full test path) in a user and mount namespace of its own
+/// (`unshare -Urm`, util-linux), where it may bind-mount below the directory it is given
+/// and the mounts end with its process: the test binary runs itself again there.
+#[cfg(test)]
+pub(super) fn in_a_mount_namespace(name: &str, test: impl FnOnce(&Path)) {
+    const INSIDE: &str = "PARQDB_TEST_MOUNT_NAMESPACE_ROOT";
+    if let Some(root) = std::env::var_os(INSIDE) {
+        test(Path::new(&root));
+        return;
+    }
+    let dir = tempfile::tempdir().expect("dir");
+    let status = std::process::Command::new("unshare")
+        .args(["-Urm", "--propagation", "private"])
+        .arg(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", name, "--test-threads=1"])
+        .env(INSIDE, dir.path())
+        .status()
+        .expect("unshare (util-linux) runs");
+    assert!(status.success(), "{name} failed in its own mount namespace");
+}
+
+/// `mount --bind root/from root/to` (`to` made first, a file where `from` is one).
+#[cfg(test)]
+pub(super) fn bind(root: &Path, from: &str, to: &str) {
+    let target = root.join(to);
+    std::fs::create_dir_all(target.parent().expect("parent")).expect("made");
+    if root.join(from).is_dir() {
+        std::fs::create_dir_all(&target).expect("made");
+    } else {
+        std::fs::write(&target, b"").expect("made");
+    }
+    let status = std::process::Command::new("mount")
+        .arg("--bind")
+        .args([root.join(from), target])
+        .status()
+        .expect("mount runs");
+    assert!(status.success(), "mount --bind {from} {to}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_in_the_mount_table_are_undone() {
+        assert_eq!(unescaped(br"/a\040b\134c\11"), b"/a b\\c\\11");
+    }
+
+    /// A bind mount below the root is a mount point below it; the root itself is not.
+    #[test]
+    fn bind_mounts_below_the_root_are_seen() {
+        in_a_mount_namespace(
+            "warehouse::mounts::tests::bind_mounts_below_the_root_are_seen",
+            |root| {
+                std::fs::create_dir_all(root.join("wh/indexes/a")).expect("made");
+                bind(root, "wh/indexes/a", "wh/indexes/b/m");
+                let real = std::fs::canonicalize(root.join("wh")).expect("real");
+                let points = mount_points_below(&real).expect("table");
+                assert_eq!(points, HashSet::from([real.join("indexes/b/m")]));
+            },
+        );
+    }
+}
