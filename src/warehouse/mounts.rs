@@ -13,13 +13,21 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-/// The mount points strictly below `real_root` (a resolved path). None where the system
-/// has no `/proc/self/mountinfo` (not Linux: there, only another device is seen).
+/// The mount points strictly below `real_root` (a resolved path). On Linux the mount
+/// table must be readable: a process without its own `/proc/self` (a `/proc` not mounted,
+/// or another process-ID namespace's, as after `nsenter -m`) gets an error, and nothing is
+/// deleted (round 80, P1). Elsewhere (no such table) only another device is seen.
 pub(super) fn mount_points_below(real_root: &Path) -> Result<HashSet<PathBuf>, String> {
     let table = match std::fs::read("/proc/self/mountinfo") {
         Ok(table) => table,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(HashSet::new()),
-        Err(err) => return Err(format!("cannot read the mount table: {err}")),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound && !cfg!(target_os = "linux") => {
+            return Ok(HashSet::new());
+        }
+        Err(err) => {
+            return Err(format!(
+                "cannot read this process's mount table, `/proc/self/mountinfo` ({err}), which shows the bind mounts a deletion must not pass through; nothing is deleted in a local warehouse without it (mount this process's own /proc)"
+            ));
+        }
     };
     Ok(table
         .split(|byte| *byte == b'\n')
@@ -98,6 +106,25 @@ mod tests {
     #[test]
     fn escapes_in_the_mount_table_are_undone() {
         assert_eq!(unescaped(br"/a\040b\134c\11"), b"/a b\\c\\11");
+    }
+
+    /// Round 80 (helper-74, P1): without its own mount table (no `/proc/self`, as in a
+    /// `/proc` of another process-ID namespace or none), a Linux process sees no mounts it
+    /// could rule out: an error, never "no mounts".
+    #[test]
+    fn no_mount_table_is_an_error() {
+        in_a_mount_namespace(
+            "warehouse::mounts::tests::no_mount_table_is_an_error",
+            |root| {
+                let status = std::process::Command::new("mount")
+                    .args(["-t", "tmpfs", "none", "/proc"])
+                    .status()
+                    .expect("mount runs");
+                assert!(status.success(), "a tmpfs over /proc");
+                let refused = mount_points_below(root).expect_err("no mount table");
+                assert!(refused.contains("/proc/self/mountinfo"), "{refused}");
+            },
+        );
     }
 
     /// A bind mount below the root is a mount point below it; the root itself is not.
