@@ -251,6 +251,8 @@ pub(super) struct Search {
     /// The root and the managed prefixes, by `(device, inode)`: the paths they are at, and
     /// the prefixes a reader through another path to them reads all of.
     whole: HashMap<(u64, u64), (Vec<PathBuf>, Vec<String>)>,
+    /// The process's mount table: what a bind mount shows.
+    mounts: super::mounts::MountTable,
     found: LinksBelow,
     /// Called after each directory is listed (tests move directories there).
     #[cfg(test)]
@@ -273,6 +275,7 @@ impl Search {
             moved: false,
             directories: HashMap::new(),
             whole: whole_directories(root),
+            mounts: super::mounts::MountTable::read(),
             found: LinksBelow::default(),
             #[cfg(test)]
             after_listing: None,
@@ -401,6 +404,20 @@ impl Search {
                 prefixes: prefixes.clone(),
             });
             return true;
+        }
+        // A bind mount of another directory of the warehouse, met where it is mounted
+        // only (a late table the delete guard searches: round 81, G2): it names what it
+        // shows, as a link to it would; it is walked here too.
+        let real = match (path.strip_prefix(&self.root), self.real_root.as_deref()) {
+            (Ok(rest), Some(real_root)) => real_root.join(rest),
+            _ => path.to_path_buf(),
+        };
+        if let Some(name) = self
+            .mounts
+            .shown_at(&real)
+            .and_then(|shown| self.name_of_place(&shown))
+        {
+            self.found.targets.push(name);
         }
         let first = match self.directories.get(&id) {
             Some(first) if first != path => first.clone(),
@@ -726,6 +743,13 @@ mod tests {
                 assert!(
                     below.targets.contains(&"indexes/old".to_owned())
                         && below.targets.contains(&"indexes/other/m".to_owned()),
+                    "{below:?}"
+                );
+                // Round 81 (helper-75, G2): met where it is mounted only (the delete
+                // guard's search of a late table), it names what it shows.
+                let below = search(root, vec!["indexes/other".to_owned()]);
+                assert!(
+                    below.targets.contains(&"indexes/old".to_owned()),
                     "{below:?}"
                 );
             },

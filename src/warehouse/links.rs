@@ -114,6 +114,9 @@ pub(super) struct Links {
     root: Option<PathBuf>,
     /// The root's ancestors and managed prefixes, by identity.
     known: Option<Vec<((u64, u64), PathBuf)>>,
+    /// The process's mount table, read when a walk first needs it (what a bind mount in
+    /// a directory outside shows: round 81, S1).
+    mounts: Option<super::mounts::MountTable>,
     /// Each path looked up, resolved (`None`: it does not resolve, and will not), by its
     /// exact bytes (see [`lasting`] for which answers are kept):
     /// `Path` compares `/a/l/` and `/a/l` as equal, but `canonicalize` fails on the first
@@ -197,6 +200,7 @@ impl Links {
             dir: dir.to_path_buf(),
             root: None,
             known: None,
+            mounts: None,
             resolved: HashMap::new(),
             ids: HashMap::new(),
             unbounded: false,
@@ -642,6 +646,15 @@ impl Links {
                     } else {
                         continue;
                     };
+                    // A bind mount of a directory of the warehouse: a reader reads it there
+                    // (round 81, S1).
+                    if let Some(shown) = self
+                        .mounts
+                        .get_or_insert_with(super::mounts::MountTable::read)
+                        .shown_at(&next)
+                    {
+                        add(names_below(root, &shown), &mut names);
+                    }
                     // The same directory as the root, an ancestor of it or a managed prefix,
                     // under another mount.
                     for (alias, real) in self.aliases(root, &next) {
@@ -1196,6 +1209,26 @@ mod tests {
         let real_root = std::fs::canonicalize(&root).expect("root");
         let names = links.walk(&real_root, &std::fs::canonicalize(&src).expect("src"));
         assert_eq!(names, ["indexes/old/z"]);
+    }
+
+    /// Round 81 (helper-75, S1): a directory of the warehouse bind-mounted into a source
+    /// table outside (`src/part=1` showing `indexes/old/z`) is read there by a reader of
+    /// the source: the walk names it, as it names a link there.
+    #[test]
+    fn a_bind_mount_of_the_warehouse_in_a_directory_outside_names_what_it_shows() {
+        use super::super::mounts::{bind, in_a_mount_namespace};
+        in_a_mount_namespace(
+            "warehouse::links::tests::a_bind_mount_of_the_warehouse_in_a_directory_outside_names_what_it_shows",
+            |dir| {
+                std::fs::create_dir_all(dir.join("wh/indexes/old/z")).expect("made");
+                std::fs::create_dir_all(dir.join("src")).expect("made");
+                bind(dir, "wh/indexes/old/z", "src/part=1");
+                let root = std::fs::canonicalize(dir.join("wh")).expect("root");
+                let mut links = Links::new(&root, None);
+                let src = std::fs::canonicalize(dir.join("src")).expect("src");
+                assert_eq!(links.walk(&root, &src), ["indexes/old/z"]);
+            },
+        );
     }
 
     /// Round 72 (helper-68, F2): a directory a link in the walk leads to, replaced by a

@@ -13,6 +13,58 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
+/// One mount: its file system (`major:minor`), the directory of that file system it shows
+/// (`/` for the whole), and where.
+#[derive(Debug, Clone)]
+struct Mount {
+    device: Vec<u8>,
+    shows: PathBuf,
+    at: PathBuf,
+}
+
+/// The process's mount table, for what a bind mount shows.
+#[derive(Debug, Clone, Default)]
+pub(super) struct MountTable {
+    mounts: Vec<Mount>,
+}
+
+impl MountTable {
+    /// The table as `/proc/self/mountinfo` gives it; empty where it cannot be read (what a
+    /// bind mount shows is then read only by device and inode, `link_search`).
+    pub(super) fn read() -> MountTable {
+        let Ok(table) = std::fs::read("/proc/self/mountinfo") else {
+            return MountTable::default();
+        };
+        let mounts = table
+            .split(|byte| *byte == b'\n')
+            .filter_map(|line| {
+                let fields: Vec<&[u8]> = line.split(|byte| *byte == b' ').collect();
+                Some(Mount {
+                    device: fields.get(2)?.to_vec(),
+                    shows: PathBuf::from(OsString::from_vec(unescaped(fields.get(3)?))),
+                    at: PathBuf::from(OsString::from_vec(unescaped(fields.get(4)?))),
+                })
+            })
+            .collect();
+        MountTable { mounts }
+    }
+
+    /// The directory the mount point `at` (a resolved path) shows, where it is a bind mount
+    /// of a directory that a mount of its whole file system shows elsewhere (round 81):
+    /// `mount --bind wh/indexes/old src/part=1` shows `wh/indexes/old` at `src/part=1`.
+    pub(super) fn shown_at(&self, at: &Path) -> Option<PathBuf> {
+        let top = self.mounts.iter().rev().find(|mount| mount.at == at)?;
+        self.mounts
+            .iter()
+            .filter(|whole| whole.device == top.device && whole.at != top.at)
+            .find_map(|whole| {
+                let rest = top.shows.strip_prefix(&whole.shows).ok()?;
+                Some(whole.at.join(rest))
+            })
+            .filter(|shown| shown != at)
+    }
+}
+
 /// The mount points strictly below `real_root` (a resolved path). On Linux the mount
 /// table must be readable: a process without its own `/proc/self` (a `/proc` not mounted,
 /// or another process-ID namespace's, as after `nsenter -m`) gets an error, and nothing is
@@ -138,6 +190,13 @@ mod tests {
                 let real = std::fs::canonicalize(root.join("wh")).expect("real");
                 let points = mount_points_below(&real).expect("table");
                 assert_eq!(points, HashSet::from([real.join("indexes/b/m")]));
+                // What it shows, and that a directory no mount shows shows nothing else.
+                let table = MountTable::read();
+                assert_eq!(
+                    table.shown_at(&real.join("indexes/b/m")),
+                    Some(real.join("indexes/a"))
+                );
+                assert_eq!(table.shown_at(&real.join("indexes/a")), None);
             },
         );
     }
