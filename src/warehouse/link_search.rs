@@ -412,12 +412,10 @@ impl Search {
             (Ok(rest), Some(real_root)) => real_root.join(rest),
             _ => path.to_path_buf(),
         };
-        if let Some(name) = self
-            .mounts
-            .shown_at(&real)
-            .and_then(|shown| self.name_of_place(&shown))
-        {
-            self.found.targets.push(name);
+        for shown in self.mounts.shown_at(&real) {
+            if let Some(name) = self.name_of_place(&shown) {
+                self.found.targets.push(name);
+            }
         }
         let first = match self.directories.get(&id) {
             Some(first) if first != path => first.clone(),

@@ -648,11 +648,11 @@ impl Links {
                     };
                     // A bind mount of a directory of the warehouse: a reader reads it there
                     // (round 81, S1).
-                    if let Some(shown) = self
+                    let shown = self
                         .mounts
                         .get_or_insert_with(super::mounts::MountTable::read)
-                        .shown_at(&next)
-                    {
+                        .shown_at(&next);
+                    for shown in shown {
                         add(names_below(root, &shown), &mut names);
                     }
                     // The same directory as the root, an ancestor of it or a managed prefix,

@@ -13,10 +13,12 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-/// One mount: its file system (`major:minor`), the directory of that file system it shows
-/// (`/` for the whole), and where.
+/// One mount: its id and its parent's, its file system (`major:minor`), the directory of
+/// that file system it shows (`/` for the whole), and where.
 #[derive(Debug, Clone)]
 struct Mount {
+    id: Vec<u8>,
+    parent: Vec<u8>,
     device: Vec<u8>,
     shows: PathBuf,
     at: PathBuf,
@@ -40,6 +42,8 @@ impl MountTable {
             .filter_map(|line| {
                 let fields: Vec<&[u8]> = line.split(|byte| *byte == b' ').collect();
                 Some(Mount {
+                    id: fields.first()?.to_vec(),
+                    parent: fields.get(1)?.to_vec(),
                     device: fields.get(2)?.to_vec(),
                     shows: PathBuf::from(OsString::from_vec(unescaped(fields.get(3)?))),
                     at: PathBuf::from(OsString::from_vec(unescaped(fields.get(4)?))),
@@ -49,19 +53,27 @@ impl MountTable {
         MountTable { mounts }
     }
 
-    /// The directory the mount point `at` (a resolved path) shows, where it is a bind mount
-    /// of a directory that a mount of its whole file system shows elsewhere (round 81):
-    /// `mount --bind wh/indexes/old src/part=1` shows `wh/indexes/old` at `src/part=1`.
-    pub(super) fn shown_at(&self, at: &Path) -> Option<PathBuf> {
-        let top = self.mounts.iter().rev().find(|mount| mount.at == at)?;
+    /// Every place the mount point `at` (a resolved path) shows, where it is a bind mount
+    /// of a directory that other mounts of its file system show too (round 81):
+    /// `mount --bind wh/indexes/old src/part=1` shows `wh/indexes/old` at `src/part=1`. The
+    /// mount seen at `at` is the one no other mount there is stacked on (by parent id, not
+    /// by the table's order: a moved mount keeps its place in it), and each mount of the
+    /// same file system showing an ancestor gives a place, so a warehouse that is itself
+    /// a bind mount is among them (round 82).
+    pub(super) fn shown_at(&self, at: &Path) -> Vec<PathBuf> {
+        let here: Vec<&Mount> = self.mounts.iter().filter(|mount| mount.at == at).collect();
+        let Some(top) = here
+            .iter()
+            .find(|mount| !here.iter().any(|above| above.parent == mount.id))
+        else {
+            return Vec::new();
+        };
         self.mounts
             .iter()
-            .filter(|whole| whole.device == top.device && whole.at != top.at)
-            .find_map(|whole| {
-                let rest = top.shows.strip_prefix(&whole.shows).ok()?;
-                Some(whole.at.join(rest))
-            })
+            .filter(|other| other.device == top.device && other.at != top.at)
+            .filter_map(|other| Some(other.at.join(top.shows.strip_prefix(&other.shows).ok()?)))
             .filter(|shown| shown != at)
+            .collect()
     }
 }
 
@@ -192,11 +204,48 @@ mod tests {
                 assert_eq!(points, HashSet::from([real.join("indexes/b/m")]));
                 // What it shows, and that a directory no mount shows shows nothing else.
                 let table = MountTable::read();
-                assert_eq!(
-                    table.shown_at(&real.join("indexes/b/m")),
-                    Some(real.join("indexes/a"))
+                assert!(
+                    table
+                        .shown_at(&real.join("indexes/b/m"))
+                        .contains(&real.join("indexes/a")),
+                    "{table:?}"
                 );
-                assert_eq!(table.shown_at(&real.join("indexes/a")), None);
+                assert_eq!(
+                    table.shown_at(&real.join("indexes/a")),
+                    Vec::<PathBuf>::new()
+                );
+                // The warehouse itself a bind mount of another directory: what a mount
+                // shows is named at the warehouse's own path too (round 82, M1).
+                std::fs::create_dir_all(root.join("data/indexes/c")).expect("made");
+                bind(root, "data", "wh2");
+                bind(root, "wh2/indexes/c", "src/part=1");
+                let wh2 = std::fs::canonicalize(root.join("wh2")).expect("real");
+                let shown = MountTable::read()
+                    .shown_at(&std::fs::canonicalize(root.join("src/part=1")).expect("real"));
+                assert!(shown.contains(&wh2.join("indexes/c")), "{shown:?}");
+                // A mount moved onto another keeps its earlier place in the table: the one
+                // seen is the one nothing is stacked on (round 82, M2).
+                bind(root, "wh/indexes/a", "park");
+                std::fs::create_dir_all(root.join("src/moved")).expect("made");
+                let run = |args: &[&std::ffi::OsStr]| {
+                    let status = std::process::Command::new("mount").args(args).status();
+                    assert!(status.expect("mount runs").success(), "mount {args:?}");
+                };
+                let moved = root.join("src/moved");
+                run(&[
+                    "-t".as_ref(),
+                    "tmpfs".as_ref(),
+                    "none".as_ref(),
+                    moved.as_os_str(),
+                ]);
+                run(&[
+                    "--move".as_ref(),
+                    root.join("park").as_os_str(),
+                    moved.as_os_str(),
+                ]);
+                let shown =
+                    MountTable::read().shown_at(&std::fs::canonicalize(&moved).expect("real"));
+                assert!(shown.contains(&real.join("indexes/a")), "{shown:?}");
             },
         );
     }
