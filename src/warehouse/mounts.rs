@@ -8,26 +8,26 @@
 //! mount --bind wh/indexes wh/indexes/orphan/mnt     indexes/orphan/mnt/live/… is live data
 //! ```
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-/// One mount: its id and its parent's, its file system (`major:minor`), the directory of
-/// that file system it shows (`/` for the whole), and where.
+/// One mount: its file system (`major:minor`), the directory of that file system it shows
+/// (`/` for the whole), and where.
 #[derive(Debug, Clone)]
 struct Mount {
-    id: Vec<u8>,
-    parent: Vec<u8>,
     device: Vec<u8>,
     shows: PathBuf,
     at: PathBuf,
 }
 
-/// The process's mount table, for what a bind mount shows.
+/// The process's mount table, for what a bind mount shows: the mounts, and the ones at
+/// each mount point.
 #[derive(Debug, Clone, Default)]
 pub(super) struct MountTable {
     mounts: Vec<Mount>,
+    at: HashMap<PathBuf, Vec<usize>>,
 }
 
 impl MountTable {
@@ -37,41 +37,46 @@ impl MountTable {
         let Ok(table) = std::fs::read("/proc/self/mountinfo") else {
             return MountTable::default();
         };
-        let mounts = table
+        let mounts: Vec<Mount> = table
             .split(|byte| *byte == b'\n')
             .filter_map(|line| {
                 let fields: Vec<&[u8]> = line.split(|byte| *byte == b' ').collect();
                 Some(Mount {
-                    id: fields.first()?.to_vec(),
-                    parent: fields.get(1)?.to_vec(),
                     device: fields.get(2)?.to_vec(),
                     shows: PathBuf::from(OsString::from_vec(unescaped(fields.get(3)?))),
                     at: PathBuf::from(OsString::from_vec(unescaped(fields.get(4)?))),
                 })
             })
             .collect();
-        MountTable { mounts }
+        let mut at: HashMap<PathBuf, Vec<usize>> = HashMap::new();
+        for (index, mount) in mounts.iter().enumerate() {
+            at.entry(mount.at.clone()).or_default().push(index);
+        }
+        MountTable { mounts, at }
     }
 
-    /// Every place the mount point `at` (a resolved path) shows, where it is a bind mount
-    /// of a directory that other mounts of its file system show too (round 81):
-    /// `mount --bind wh/indexes/old src/part=1` shows `wh/indexes/old` at `src/part=1`. The
-    /// mount seen at `at` is the one no other mount there is stacked on (by parent id, not
-    /// by the table's order: a moved mount keeps its place in it), and each mount of the
-    /// same file system showing an ancestor gives a place, so a warehouse that is itself
-    /// a bind mount is among them (round 82).
+    /// Every place a mount at `at` (a resolved path) may show, where it is a bind mount of
+    /// a directory that other mounts of its file system show too (round 81):
+    /// `mount --bind wh/indexes/old src/part=1` shows `wh/indexes/old` at `src/part=1`.
+    /// Each mount of the same file system showing an ancestor gives a place (a warehouse
+    /// that is itself a bind mount among them: round 82, M1), and every mount at `at`
+    /// counts, not only the one on top: which one a reader sees depends on mounts above
+    /// it (stacked, moved, or hidden under a mount of a parent directory: rounds 82–83),
+    /// and one more name only keeps more.
     pub(super) fn shown_at(&self, at: &Path) -> Vec<PathBuf> {
-        let here: Vec<&Mount> = self.mounts.iter().filter(|mount| mount.at == at).collect();
-        let Some(top) = here
-            .iter()
-            .find(|mount| !here.iter().any(|above| above.parent == mount.id))
-        else {
+        let Some(here) = self.at.get(at) else {
             return Vec::new();
         };
-        self.mounts
-            .iter()
-            .filter(|other| other.device == top.device && other.at != top.at)
-            .filter_map(|other| Some(other.at.join(top.shows.strip_prefix(&other.shows).ok()?)))
+        here.iter()
+            .map(|index| &self.mounts[*index])
+            .flat_map(|mount| {
+                self.mounts
+                    .iter()
+                    .filter(move |other| other.device == mount.device && other.at != mount.at)
+                    .filter_map(move |other| {
+                        Some(other.at.join(mount.shows.strip_prefix(&other.shows).ok()?))
+                    })
+            })
             .filter(|shown| shown != at)
             .collect()
     }
@@ -223,8 +228,8 @@ mod tests {
                 let shown = MountTable::read()
                     .shown_at(&std::fs::canonicalize(root.join("src/part=1")).expect("real"));
                 assert!(shown.contains(&wh2.join("indexes/c")), "{shown:?}");
-                // A mount moved onto another keeps its earlier place in the table: the one
-                // seen is the one nothing is stacked on (round 82, M2).
+                // A mount moved onto another keeps its earlier place in the table; every
+                // mount at a point counts (round 82, M2).
                 bind(root, "wh/indexes/a", "park");
                 std::fs::create_dir_all(root.join("src/moved")).expect("made");
                 let run = |args: &[&std::ffi::OsStr]| {
@@ -245,6 +250,26 @@ mod tests {
                 ]);
                 let shown =
                     MountTable::read().shown_at(&std::fs::canonicalize(&moved).expect("real"));
+                assert!(shown.contains(&real.join("indexes/a")), "{shown:?}");
+                // A mount hidden under a mount of a parent directory, at the same point as
+                // the bind mount a reader sees (round 83, O1).
+                let (hidden, cover) = (root.join("out/src/hid"), root.join("out/src"));
+                std::fs::create_dir_all(&hidden).expect("made");
+                run(&[
+                    "-t".as_ref(),
+                    "tmpfs".as_ref(),
+                    "none".as_ref(),
+                    hidden.as_os_str(),
+                ]);
+                run(&[
+                    "-t".as_ref(),
+                    "tmpfs".as_ref(),
+                    "none".as_ref(),
+                    cover.as_os_str(),
+                ]);
+                bind(root, "wh/indexes/a", "out/src/hid");
+                let shown =
+                    MountTable::read().shown_at(&std::fs::canonicalize(&hidden).expect("real"));
                 assert!(shown.contains(&real.join("indexes/a")), "{shown:?}");
             },
         );
