@@ -535,6 +535,21 @@ impl Links {
                 }
             }
         };
+        // The directory itself, or one above it, a bind mount of a directory of the
+        // warehouse: a reader of it reads there (round 84, C1).
+        let table = self
+            .mounts
+            .get_or_insert_with(super::mounts::MountTable::read);
+        let mut shown_above: Vec<String> = Vec::new();
+        for above in dir.ancestors() {
+            let Ok(rest) = dir.strip_prefix(above) else {
+                continue;
+            };
+            for shown in table.shown_at(above) {
+                shown_above.extend(names_below(root, &shown.join(rest)));
+            }
+        }
+        add(shown_above, &mut names);
         let mut visited = std::collections::HashSet::from([dir.to_path_buf()]);
         let mut pending = vec![dir.to_path_buf()];
         // Each directory's stamp before it was listed, and the links read, by path and
@@ -1227,6 +1242,14 @@ mod tests {
                 let mut links = Links::new(&root, None);
                 let src = std::fs::canonicalize(dir.join("src")).expect("src");
                 assert_eq!(links.walk(&root, &src), ["indexes/old/z"]);
+                // The source directory itself, or one above it, the mount (round 84, C1).
+                std::fs::create_dir_all(dir.join("wh/indexes/old/y/sub")).expect("made");
+                bind(dir, "wh/indexes/old/y", "y");
+                for (source, shown) in [("y", "indexes/old/y"), ("y/sub", "indexes/old/y/sub")] {
+                    let mut links = Links::new(&root, None);
+                    let source = std::fs::canonicalize(dir.join(source)).expect("source");
+                    assert_eq!(links.walk(&root, &source), [shown]);
+                }
             },
         );
     }
