@@ -129,9 +129,10 @@ fn unescaped(field: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Run `test` (named `name`, its full test path) in a user and mount namespace of its own
-/// (`unshare -Urm`, util-linux), where it may bind-mount below the directory it is given
-/// and the mounts end with its process: the test binary runs itself again there.
+/// Run `test` (named `name`, its full test path) in a mount namespace of its own (`unshare
+/// -m`, util-linux; with a user namespace, `-Ur`, unless the process is root), where it may
+/// mount below the directory it is given and the mounts end with its process: the test
+/// binary runs itself again there.
 #[cfg(test)]
 pub(super) fn in_a_mount_namespace(name: &str, test: impl FnOnce(&Path)) {
     const INSIDE: &str = "PARQDB_TEST_MOUNT_NAMESPACE_ROOT";
@@ -140,8 +141,17 @@ pub(super) fn in_a_mount_namespace(name: &str, test: impl FnOnce(&Path)) {
         return;
     }
     let dir = tempfile::tempdir().expect("dir");
+    // Root needs no user namespace (a machine may have them off); anyone else does.
+    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1))
+            == Some("0")
+    });
     let status = std::process::Command::new("unshare")
-        .args(["-Urm", "--propagation", "private"])
+        .args(if root { &["-m"][..] } else { &["-Urm"][..] })
+        .args(["--propagation", "private"])
         .arg(std::env::current_exe().expect("the test binary"))
         .args(["--exact", name, "--test-threads=1"])
         .env(INSIDE, dir.path())
