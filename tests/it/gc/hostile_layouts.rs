@@ -1330,7 +1330,7 @@ async fn class4_a_late_family_file_keeps_what_its_reader_reaches_through_whole_p
                 .actions
                 .iter()
                 .any(|action| action.path == target && action.action == gc::ActionKind::Delete);
-        run_with_a_change_after_the_verification_walk(&env, &config, async || {
+        run_with_a_change(&env, &config, ChangeAfter::Verify, async || {
             if dooms {
                 std::fs::create_dir_all(root.join("metadata/fam")).expect("dir");
                 std::fs::write(root.join(family), &fam_bytes).expect("family file");
@@ -1346,45 +1346,43 @@ async fn class4_a_late_family_file_keeps_what_its_reader_reaches_through_whole_p
     );
 }
 
-/// One run of `config` (one partition) driven step by step, with `change` made between
-/// its verification walk and its deletes.
-async fn run_with_a_change_after_the_verification_walk(
-    env: &Env,
-    config: &GcConfig,
-    change: impl AsyncFnOnce(),
-) {
-    let gc = env.gc(config.clone());
-    let planned = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
-    let run = planned.report.run_id;
-    for step in [GcStep::Scan { run, partition: 0 }, GcStep::Verify { run }] {
-        gc.step(step, env.now(), None).await.expect("step");
-    }
-    change().await;
-    for step in [GcStep::Delete { run, partition: 0 }, GcStep::Finish { run }] {
-        gc.step(step, env.now(), None).await.expect("step");
-    }
+/// Where [`run_with_a_change`] makes its change.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ChangeAfter {
+    /// Between the scan and the verification walk.
+    Scan,
+    /// Between the verification walk and the deletes.
+    Verify,
 }
 
-/// One run of `config` (one partition) driven step by step, with `change` made between
-/// its scan and its verification walk.
-async fn run_with_a_change_after_the_scan(
+/// One run of `config` (one partition) driven step by step, with `change` made after the
+/// step `after`.
+async fn run_with_a_change(
     env: &Env,
     config: &GcConfig,
+    after: ChangeAfter,
     change: impl AsyncFnOnce(),
 ) {
     let gc = env.gc(config.clone());
     let planned = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
     let run = planned.report.run_id;
-    gc.step(GcStep::Scan { run, partition: 0 }, env.now(), None)
-        .await
-        .expect("scan");
-    change().await;
-    for step in [
+    let steps = [
+        GcStep::Scan { run, partition: 0 },
         GcStep::Verify { run },
         GcStep::Delete { run, partition: 0 },
         GcStep::Finish { run },
-    ] {
-        gc.step(step, env.now(), None).await.expect("step");
+    ];
+    let changed_after = match after {
+        ChangeAfter::Scan => 1,
+        ChangeAfter::Verify => 2,
+    };
+    let (before, rest) = steps.split_at(changed_after);
+    for step in before {
+        gc.step(*step, env.now(), None).await.expect("step");
+    }
+    change().await;
+    for step in rest {
+        gc.step(*step, env.now(), None).await.expect("step");
     }
 }
 
@@ -1413,7 +1411,7 @@ async fn class4_a_link_in_another_spelling_of_a_live_table_keeps_what_it_leads_t
         env.collect_until_doomed(&config, &target).await,
         "never doomed"
     );
-    run_with_a_change_after_the_scan(&env, &config, async || {
+    run_with_a_change(&env, &config, ChangeAfter::Scan, async || {
         symlink_at(root.join(&old.postings), &stored.join("l"), env.now());
     })
     .await;
@@ -1445,7 +1443,7 @@ async fn class4_a_link_in_a_table_replaced_before_the_verification_walk_keeps_wh
         env.collect_until_doomed(&config, &target).await,
         "never doomed"
     );
-    run_with_a_change_after_the_scan(&env, &config, async || {
+    run_with_a_change(&env, &config, ChangeAfter::Scan, async || {
         symlink_at(
             root.join(&old.postings),
             &root.join(&live.postings).join("l"),
