@@ -295,6 +295,23 @@ mod tests {
 
     #[tokio::test]
     async fn every_log_line_names_the_request_and_the_trace() {
+        // `tracing` caches which callsites are of interest process-wide, and another test's
+        // thread may recompute that cache while this one's subscriber is in place (no line
+        // was captured once in a full run): the test runs again in a process of its own.
+        const ALONE: &str = "PARQDB_TEST_TRACING_ALONE";
+        if std::env::var_os(ALONE).is_none() {
+            let status = std::process::Command::new(std::env::current_exe().expect("test binary"))
+                .args([
+                    "--exact",
+                    "lambda::handler::invocation::tests::every_log_line_names_the_request_and_the_trace",
+                    "--test-threads=1",
+                ])
+                .env(ALONE, "1")
+                .status()
+                .expect("the test binary runs");
+            assert!(status.success(), "the test failed in a process of its own");
+            return;
+        }
         let captured = Captured::default();
         let writer = captured.clone();
         let subscriber = tracing_subscriber::fmt()
