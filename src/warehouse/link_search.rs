@@ -330,6 +330,7 @@ impl Search {
     /// Walk below `start`, on the device `start` leads to (where a link at the name itself
     /// leads, for a table placed on another disk).
     fn start_at(&mut self, start: PathBuf) {
+        self.note_mounted(&start, true);
         let device = std::fs::metadata(&start).ok().map(|meta| meta.dev());
         self.starts.insert(start.clone(), device);
         self.walk(vec![(start, 0)], device);
@@ -439,6 +440,70 @@ impl Search {
         true
     }
 
+    /// What a mount at `path` (a file or a directory in the warehouse), or with
+    /// `ancestors` at a directory above it below the root, shows elsewhere, noted as a
+    /// link there would be (round 85: a table below a bind mount of garbage, a file bind
+    /// mount, an overlay of garbage): a place of the root or a whole managed prefix as a
+    /// wide link, another place by its name; an overlay whose layers the table cannot
+    /// place leaves the search unread.
+    fn note_mounted(&mut self, path: &Path, ancestors: bool) {
+        let (Some(real_root), Ok(below)) =
+            (self.real_root.as_deref(), path.strip_prefix(&self.root))
+        else {
+            return;
+        };
+        let real = real_root.join(below);
+        if !ancestors && self.mounts.shown_through(&real, false) == Default::default() {
+            return;
+        }
+        let real_root = real_root.to_path_buf();
+        let mut aboves = vec![real.as_path()];
+        if ancestors {
+            aboves.extend(
+                real.ancestors()
+                    .skip(1)
+                    .take_while(|above| *above != real_root),
+            );
+        }
+        let mut places = Vec::new();
+        for above in aboves {
+            let Ok(rest) = real.strip_prefix(above) else {
+                continue;
+            };
+            let shown = self.mounts.shown_through(above, false);
+            if shown.unknown {
+                self.unread(format!(
+                    "`{}` is an overlay mount whose layers the mount table does not place",
+                    above.display()
+                ));
+            }
+            places.extend(
+                shown
+                    .places
+                    .into_iter()
+                    .map(|place| (above.to_path_buf(), place.join(rest))),
+            );
+        }
+        for (at, place) in places {
+            let prefixes: Vec<String> = match real_root.starts_with(&place) {
+                true => MANAGED_PREFIXES.iter().map(|p| (*p).to_owned()).collect(),
+                false => MANAGED_PREFIXES
+                    .iter()
+                    .filter(|prefix| place == real_root.join(prefix))
+                    .map(|p| (*p).to_owned())
+                    .collect(),
+            };
+            if !prefixes.is_empty() {
+                self.found.wide.push(WideLink {
+                    link: at.display().to_string(),
+                    prefixes,
+                });
+            } else if let Some(name) = self.name_of_place(&place) {
+                self.found.targets.push(name);
+            }
+        }
+    }
+
     /// The name inside the warehouse of the directory at `place`, if it has one.
     fn name_of_place(&self, place: &Path) -> Option<String> {
         let below = place.strip_prefix(&self.root).ok().or_else(|| {
@@ -479,13 +544,15 @@ impl Search {
                     return;
                 }
             };
-            // A regular file holds no link; a type the directory does not give is looked
-            // at.
+            // A regular file holds no link, but may be a bind mount of another file
+            // (round 85, C1); a type the directory does not give is looked at.
             if entry
                 .file_type()
                 .map_or(true, |kind| kind.is_dir() || kind.is_symlink())
             {
                 stack.push((entry.path(), depth + 1));
+            } else {
+                self.note_mounted(&entry.path(), false);
             }
         }
         #[cfg(test)]
@@ -750,6 +817,54 @@ mod tests {
                     below.targets.contains(&"indexes/old".to_owned()),
                     "{below:?}"
                 );
+                // Round 85: a table below such a mount (met inside it only), a file of
+                // the warehouse mounted over a table's file, and a link in a table to a
+                // file below a mount of the warehouse outside it (E1).
+                bind(root, "indexes/old", "indexes/up");
+                let below = search(root, vec!["indexes/up/z".to_owned()]);
+                assert!(
+                    below.targets.contains(&"indexes/old/z".to_owned()),
+                    "{below:?}"
+                );
+                std::fs::create_dir_all(root.join("indexes/keep")).expect("made");
+                bind(
+                    root,
+                    "indexes/old/z/part-0.parquet",
+                    "indexes/keep/part-0.parquet",
+                );
+                for start in ["indexes/keep", "indexes/keep/part-0.parquet"] {
+                    // (and the places the earlier mounts show it at)
+                    let below = search(root, vec![start.to_owned()]);
+                    assert!(
+                        below
+                            .targets
+                            .contains(&"indexes/old/z/part-0.parquet".to_owned()),
+                        "{start}: {below:?}"
+                    );
+                }
+                let out = tempfile::tempdir().expect("outside");
+                let status = std::process::Command::new("mount")
+                    .arg("--bind")
+                    .args([root.join("indexes/old/z"), out.path().to_path_buf()])
+                    .status()
+                    .expect("mount runs");
+                assert!(status.success(), "mount --bind indexes/old/z outside");
+                link(
+                    root,
+                    "indexes/live/l.parquet",
+                    &out.path().join("part-0.parquet").display().to_string(),
+                );
+                let below = search(root, vec!["indexes/live".to_owned()]);
+                assert!(
+                    below
+                        .targets
+                        .contains(&"indexes/old/z/part-0.parquet".to_owned()),
+                    "{below:?}"
+                );
+                let status = std::process::Command::new("umount")
+                    .arg(out.path())
+                    .status();
+                assert!(status.expect("umount runs").success());
             },
         );
     }

@@ -261,6 +261,30 @@ impl Links {
         every_managed_prefix()
     }
 
+    /// The names of what the resolved `path` shows through mounts (at it, and with
+    /// `ancestors` at every directory above it: [`MountTable::shown_through`]); anything
+    /// where the table cannot tell.
+    ///
+    /// [`MountTable::shown_through`]: super::mounts::MountTable::shown_through
+    fn names_through_mounts(&mut self, root: &Path, path: &Path, ancestors: bool) -> Vec<String> {
+        let shown = self
+            .mounts
+            .get_or_insert_with(super::mounts::MountTable::read)
+            .shown_through(path, ancestors);
+        let mut names: Vec<String> = Vec::new();
+        for place in &shown.places {
+            for name in names_below(root, place) {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+        if shown.unknown {
+            names.extend(self.anything());
+        }
+        names
+    }
+
     /// Whether a lookup gave up at a bound since the last call, and forget it.
     pub(super) fn take_unbounded(&mut self) -> bool {
         std::mem::take(&mut self.unbounded)
@@ -452,6 +476,14 @@ impl Links {
             outside.observe(&root, &resolved, rest.is_empty(), &full, strict);
         }
         let mut names = names_below(&root, &full);
+        // The path, or a directory above it, a mount point that shows another directory
+        // (a bind mount of warehouse garbage, an overlay of it): a reader of the path
+        // reads there, file or directory, existing or not (rounds 84–85, C1, A1, E1, F1).
+        for name in self.names_through_mounts(&root, &full, true) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
         // Below this process's working directory: maybe reached through
         // `/proc/self/cwd` in a spelling no text rule sees (a pattern, an escape, a link to
         // it), which for a reader elsewhere leads from its own working directory. The rest
@@ -535,21 +567,6 @@ impl Links {
                 }
             }
         };
-        // The directory itself, or one above it, a bind mount of a directory of the
-        // warehouse: a reader of it reads there (round 84, C1).
-        let table = self
-            .mounts
-            .get_or_insert_with(super::mounts::MountTable::read);
-        let mut shown_above: Vec<String> = Vec::new();
-        for above in dir.ancestors() {
-            let Ok(rest) = dir.strip_prefix(above) else {
-                continue;
-            };
-            for shown in table.shown_at(above) {
-                shown_above.extend(names_below(root, &shown.join(rest)));
-            }
-        }
-        add(shown_above, &mut names);
         let mut visited = std::collections::HashSet::from([dir.to_path_buf()]);
         let mut pending = vec![dir.to_path_buf()];
         // Each directory's stamp before it was listed, and the links read, by path and
@@ -651,25 +668,25 @@ impl Links {
                             let found = self.resolved_names(&path);
                             add(found, &mut names);
                         }
+                        // The target, or a directory above it, a mount point showing
+                        // another directory (round 85, B1): wherever it lies.
+                        let found = self.names_through_mounts(root, &target, true);
+                        add(found, &mut names);
                         if !target.is_dir() {
                             continue;
                         }
                         via.push((path.clone(), target.clone()));
                         target
-                    } else if kind.is_dir() {
-                        path
                     } else {
-                        continue;
+                        // A bind mount of a directory or a file of the warehouse, or an
+                        // overlay of one: a reader reads it there (rounds 81, 85: S1, C1).
+                        let found = self.names_through_mounts(root, &path, false);
+                        add(found, &mut names);
+                        if !kind.is_dir() {
+                            continue;
+                        }
+                        path
                     };
-                    // A bind mount of a directory of the warehouse: a reader reads it there
-                    // (round 81, S1).
-                    let shown = self
-                        .mounts
-                        .get_or_insert_with(super::mounts::MountTable::read)
-                        .shown_at(&next);
-                    for shown in shown {
-                        add(names_below(root, &shown), &mut names);
-                    }
                     // The same directory as the root, an ancestor of it or a managed prefix,
                     // under another mount.
                     for (alias, real) in self.aliases(root, &next) {
@@ -1242,14 +1259,97 @@ mod tests {
                 let mut links = Links::new(&root, None);
                 let src = std::fs::canonicalize(dir.join("src")).expect("src");
                 assert_eq!(links.walk(&root, &src), ["indexes/old/z"]);
-                // The source directory itself, or one above it, the mount (round 84, C1).
+                // The source directory itself, or one above it, the mount (round 84, C1),
+                // and a file below it, there or not (round 85, A1).
                 std::fs::create_dir_all(dir.join("wh/indexes/old/y/sub")).expect("made");
+                std::fs::write(dir.join("wh/indexes/old/y/part-0.parquet"), b"PAR1").expect("file");
                 bind(dir, "wh/indexes/old/y", "y");
-                for (source, shown) in [("y", "indexes/old/y"), ("y/sub", "indexes/old/y/sub")] {
+                for (source, shown) in [
+                    ("y", "indexes/old/y"),
+                    ("y/sub", "indexes/old/y/sub"),
+                    ("y/part-0.parquet", "indexes/old/y/part-0.parquet"),
+                    ("y/sub/none.parquet", "indexes/old/y/sub/none.parquet"),
+                ] {
                     let mut links = Links::new(&root, None);
-                    let source = std::fs::canonicalize(dir.join(source)).expect("source");
-                    assert_eq!(links.walk(&root, &source), [shown]);
+                    assert_eq!(links.linked_names(&dir.join(source)), [shown], "{source}");
                 }
+                // A link in a source outside to a file or a directory below such a mount
+                // (round 85, B1), and a file of the warehouse mounted over a file there
+                // (C1).
+                std::fs::create_dir_all(dir.join("src2")).expect("made");
+                std::os::unix::fs::symlink(dir.join("y/sub"), dir.join("src2/l")).expect("linked");
+                std::os::unix::fs::symlink(
+                    dir.join("y/part-0.parquet"),
+                    dir.join("src2/l.parquet"),
+                )
+                .expect("linked");
+                std::fs::write(dir.join("wh/indexes/old/f.parquet"), b"PAR1").expect("file");
+                bind(dir, "wh/indexes/old/f.parquet", "src2/x.parquet");
+                let mut links = Links::new(&root, None);
+                let mut names = links.linked_names(&dir.join("src2"));
+                names.sort();
+                assert_eq!(
+                    names,
+                    [
+                        "indexes/old/f.parquet",
+                        "indexes/old/y/part-0.parquet",
+                        "indexes/old/y/sub"
+                    ]
+                );
+                // The mounted file as the location itself (C1).
+                let mut links = Links::new(&root, None);
+                assert_eq!(
+                    links.linked_names(&dir.join("src2/x.parquet")),
+                    ["indexes/old/f.parquet"]
+                );
+            },
+        );
+    }
+
+    /// Round 85 (helper-79, F1): an overlay whose lower layer is warehouse garbage shows it
+    /// to a reader of the overlay; one whose layers the mount table names relative to a
+    /// directory it does not give may show anything.
+    #[test]
+    fn an_overlay_of_the_warehouse_names_its_layers() {
+        use super::super::mounts::in_a_mount_namespace;
+        in_a_mount_namespace(
+            "warehouse::links::tests::an_overlay_of_the_warehouse_names_its_layers",
+            |dir| {
+                for made in ["wh/indexes/old/y", "lo2", "ov", "rel", "up", "wk"] {
+                    std::fs::create_dir_all(dir.join(made)).expect("made");
+                }
+                std::fs::write(dir.join("wh/indexes/old/y/part-0.parquet"), b"PAR1").expect("file");
+                let overlay = |options: String, at: &str| {
+                    let status = std::process::Command::new("mount")
+                        .current_dir(dir)
+                        .args(["-t", "overlay", "overlay", "-o", &options, at])
+                        .status()
+                        .expect("mount runs");
+                    assert!(status.success(), "mount -t overlay -o {options} {at}");
+                };
+                let (lower, other) = (dir.join("wh/indexes/old/y"), dir.join("lo2"));
+                overlay(
+                    format!("lowerdir={}:{}", lower.display(), other.display()),
+                    "ov",
+                );
+                let root = std::fs::canonicalize(dir.join("wh")).expect("root");
+                for (source, shown) in [
+                    ("ov", "indexes/old/y"),
+                    ("ov/part-0.parquet", "indexes/old/y/part-0.parquet"),
+                ] {
+                    let mut links = Links::new(&root, None);
+                    assert_eq!(links.linked_names(&dir.join(source)), [shown], "{source}");
+                    assert!(!links.take_unbounded(), "{source}");
+                }
+                overlay("lowerdir=wh/indexes/old/y:lo2".to_owned(), "rel");
+                let mut links = Links::new(&root, None);
+                let mut names = links.linked_names(&dir.join("rel"));
+                names.sort();
+                names.dedup();
+                let mut every = every_managed_prefix();
+                every.sort();
+                assert_eq!(names, every);
+                assert!(links.take_unbounded(), "an overlay of unknown layers");
             },
         );
     }

@@ -7,6 +7,12 @@
 //! ```text
 //! mount --bind wh/indexes wh/indexes/orphan/mnt     indexes/orphan/mnt/live/… is live data
 //! ```
+//!
+//! An overlay mount shows its layers (`lowerdir=`, `upperdir=`): an overlay whose lower
+//! layer is warehouse garbage shows those files to a reader of the overlay (round 85, F1).
+//! Other file systems that show a directory under another path by rules of their own
+//! (FUSE's `bindfs`, an NFS export of the same machine) are not seen: the collector's
+//! assumption 5.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -14,12 +20,67 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
 /// One mount: its file system (`major:minor`), the directory of that file system it shows
-/// (`/` for the whole), and where.
+/// (`/` for the whole), where, and for an overlay its layers.
 #[derive(Debug, Clone)]
 struct Mount {
     device: Vec<u8>,
     shows: PathBuf,
     at: PathBuf,
+    layers: Layers,
+}
+
+/// The directories an overlay mount shows as one (none for other file systems).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+enum Layers {
+    #[default]
+    None,
+    /// Its layers, as the table names them (absolute paths).
+    Paths(Vec<PathBuf>),
+    /// A layer named relative to the directory its mount was made from, which the table
+    /// does not give: it may show anything.
+    Unknown,
+}
+
+/// What a path shows through mounts besides itself ([`MountTable::shown_through`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Shown {
+    /// The other places a reader of the path reads.
+    pub places: Vec<PathBuf>,
+    /// An overlay with a layer the table cannot place, or mounts within mounts past
+    /// [`MAX_MOUNT_HOPS`]: the path may show anything.
+    pub unknown: bool,
+}
+
+/// The most mounts within mounts (a layer that is itself a bind mount, …) followed from
+/// one path.
+const MAX_MOUNT_HOPS: usize = 4;
+
+/// An overlay's layers from its super options (`lowerdir=/a:/b,upperdir=/u,…`; kernels
+/// from 6.8 also accept `lowerdir+=` and `datadir+=`, shown alike). A layer's `:` and `,`
+/// are escaped in octal by the kernel.
+fn overlay_layers(options: &[u8]) -> Layers {
+    let mut layers = Vec::new();
+    for option in options.split(|byte| *byte == b',') {
+        let Some(at) = option.iter().position(|byte| *byte == b'=') else {
+            continue;
+        };
+        let (key, value) = (&option[..at], &option[at + 1..]);
+        let key = key.strip_suffix(b"+").unwrap_or(key);
+        if !matches!(key, b"lowerdir" | b"upperdir" | b"datadir") {
+            continue;
+        }
+        for layer in value
+            .split(|byte| *byte == b':')
+            .filter(|layer| !layer.is_empty())
+        {
+            let layer = PathBuf::from(OsString::from_vec(unescaped(layer)));
+            if !layer.is_absolute() {
+                return Layers::Unknown;
+            }
+            layers.push(layer);
+        }
+    }
+    Layers::Paths(layers)
 }
 
 /// The process's mount table, for what a bind mount shows: the mounts, and the ones at
@@ -41,10 +102,19 @@ impl MountTable {
             .split(|byte| *byte == b'\n')
             .filter_map(|line| {
                 let fields: Vec<&[u8]> = line.split(|byte| *byte == b' ').collect();
+                // After the optional fields and their `-`: type, source, super options.
+                let tail = fields.iter().position(|field| *field == b"-")?;
+                let layers = match fields.get(tail + 1) {
+                    Some(kind) if *kind == b"overlay" => {
+                        overlay_layers(fields.get(tail + 3).copied().unwrap_or_default())
+                    }
+                    _ => Layers::None,
+                };
                 Some(Mount {
                     device: fields.get(2)?.to_vec(),
                     shows: PathBuf::from(OsString::from_vec(unescaped(fields.get(3)?))),
                     at: PathBuf::from(OsString::from_vec(unescaped(fields.get(4)?))),
+                    layers,
                 })
             })
             .collect();
@@ -79,6 +149,67 @@ impl MountTable {
             })
             .filter(|shown| shown != at)
             .collect()
+    }
+
+    /// Every other place a reader of the resolved path `path` reads, through the mounts
+    /// at it and, with `ancestors`, at every directory above it (a source table's
+    /// location, or a link's target, below a bind mount of warehouse garbage: round 85,
+    /// A1, B1, E1): what a bind mount shows ([`MountTable::shown_at`]) and an overlay's
+    /// layers (F1), each followed through the mounts on its own way in turn.
+    pub(super) fn shown_through(&self, path: &Path, ancestors: bool) -> Shown {
+        let mut shown = Shown::default();
+        if !ancestors && !self.at.contains_key(path) {
+            return shown;
+        }
+        let mut seen: HashSet<PathBuf> = HashSet::from([path.to_path_buf()]);
+        let mut pending = vec![(path.to_path_buf(), 0)];
+        while let Some((place, hops)) = pending.pop() {
+            let mut found = Vec::new();
+            let aboves: Vec<&Path> = match ancestors || hops > 0 {
+                true => place.ancestors().collect(),
+                false => vec![place.as_path()],
+            };
+            for above in aboves {
+                let Some(here) = self.at.get(above) else {
+                    continue;
+                };
+                let Ok(rest) = place.strip_prefix(above) else {
+                    continue;
+                };
+                // Every place of a bind mount's directory comes at once (by device).
+                for other in self.shown_at(above) {
+                    found.push((other.join(rest), false));
+                }
+                for mount in here.iter().map(|index| &self.mounts[*index]) {
+                    match &mount.layers {
+                        Layers::None => {}
+                        Layers::Unknown => shown.unknown = true,
+                        Layers::Paths(layers) => {
+                            for layer in layers {
+                                let layer =
+                                    std::fs::canonicalize(layer).unwrap_or_else(|_| layer.clone());
+                                found.push((layer.join(rest), true));
+                            }
+                        }
+                    }
+                }
+            }
+            for (other, layer) in found {
+                if !seen.insert(other.clone()) {
+                    continue;
+                }
+                shown.places.push(other.clone());
+                // A layer is a path of another file system: the mounts on its way are
+                // followed in turn (a layer that is itself a bind mount, or an overlay).
+                if layer {
+                    match hops < MAX_MOUNT_HOPS {
+                        true => pending.push((other, hops + 1)),
+                        false => shown.unknown = true,
+                    }
+                }
+            }
+        }
+        shown
     }
 }
 
