@@ -175,11 +175,12 @@
 //!    collector lists as `indexes/abc/`), and nobody swaps a symbolic link into a path
 //!    while a run deletes there; a bind mount made before the verification walk is read
 //!    like a link (the same directory at two places, or what the mount table says it
-//!    shows, at any path a reader reads or above it: round 85), an overlay mount like
-//!    links to its layers, and the mounts readers see are the collector's (one mount
-//!    namespace: a mount only a reader's namespace holds is not seen; round 80, N1). A
-//!    file system that shows another directory by rules of its own (FUSE's `bindfs`, an
-//!    NFS export of the same machine mounted back) is not seen either. A link is read where it lies when the verification walk
+//!    shows, at any path a reader reads or above it: round 85), a path an overlay mount
+//!    serves (other than the warehouse's own) may show anything (round 86), and the mounts
+//!    readers see are the collector's (one mount namespace: a mount only a reader's
+//!    namespace holds is not seen; round 80, N1). A file system that shows another
+//!    directory by rules of its own (FUSE's `bindfs`, an NFS export of the same machine
+//!    mounted back) is not seen either. A link is read where it lies when the verification walk
 //!    passes (one made in a live table after that walk keeps nothing for that run's
 //!    deletes), and a directory moved while the walk runs is read where it went, unless
 //!    it moved twice, each move between the walk's looks, or within the clock tick (a few

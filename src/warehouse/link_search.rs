@@ -113,6 +113,10 @@ pub(crate) struct LinksBelow {
     pub wide: Vec<WideLink>,
 }
 
+/// The most entries one search reads in directories too deep to open by their path
+/// (`deep`); past it, the search is unread.
+const MAX_DEEP_ENTRIES: usize = 1_000_000;
+
 /// A symbolic link to a managed prefix as a whole, or to the root or above it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct WideLink {
@@ -253,6 +257,9 @@ pub(super) struct Search {
     whole: HashMap<(u64, u64), (Vec<PathBuf>, Vec<String>)>,
     /// The process's mount table: what a bind mount shows.
     mounts: super::mounts::MountTable,
+    /// How many more entries directories too deep to open by path may show
+    /// ([`MAX_DEEP_ENTRIES`]).
+    deep_budget: usize,
     found: LinksBelow,
     /// Called after each directory is listed (tests move directories there).
     #[cfg(test)]
@@ -276,6 +283,7 @@ impl Search {
             directories: HashMap::new(),
             whole: whole_directories(root),
             mounts: super::mounts::MountTable::read(),
+            deep_budget: MAX_DEEP_ENTRIES,
             found: LinksBelow::default(),
             #[cfg(test)]
             after_listing: None,
@@ -348,6 +356,11 @@ impl Search {
                     // Listed in its directory, gone now: moved (or removed) while the walk
                     // ran. A start that does not exist is no move.
                     self.moved |= depth > 0;
+                    continue;
+                }
+                // Too deep to open by its path: read through its parents (U1).
+                Err(err) if err.raw_os_error() == Some(libc::ENAMETOOLONG) => {
+                    self.read_deep(&path, device, depth);
                     continue;
                 }
                 Err(err) => {
@@ -443,9 +456,9 @@ impl Search {
     /// What a mount at `path` (a file or a directory in the warehouse), or with
     /// `ancestors` at a directory above it below the root, shows elsewhere, noted as a
     /// link there would be (round 85: a table below a bind mount of garbage, a file bind
-    /// mount, an overlay of garbage): a place of the root or a whole managed prefix as a
-    /// wide link, another place by its name; an overlay whose layers the table cannot
-    /// place leaves the search unread.
+    /// mount): a place of the root or a whole managed prefix as a wide link, another place
+    /// by its name; an overlay there (which may show anything: round 86) leaves the
+    /// search unread.
     fn note_mounted(&mut self, path: &Path, ancestors: bool) {
         let (Some(real_root), Ok(below)) =
             (self.real_root.as_deref(), path.strip_prefix(&self.root))
@@ -453,7 +466,7 @@ impl Search {
             return;
         };
         let real = real_root.join(below);
-        if !ancestors && self.mounts.shown_through(&real, false) == Default::default() {
+        if !ancestors && !self.mounts.is_mount_point(&real) {
             return;
         }
         let real_root = real_root.to_path_buf();
@@ -470,10 +483,10 @@ impl Search {
             let Ok(rest) = real.strip_prefix(above) else {
                 continue;
             };
-            let shown = self.mounts.shown_through(above, false);
+            let shown = self.mounts.shown_through(above, false, &real_root);
             if shown.unknown {
                 self.unread(format!(
-                    "`{}` is an overlay mount whose layers the mount table does not place",
+                    "`{}` is an overlay mount: which files it shows, the collector cannot tell",
                     above.display()
                 ));
             }
@@ -501,6 +514,23 @@ impl Search {
             } else if let Some(name) = self.name_of_place(&place) {
                 self.found.targets.push(name);
             }
+        }
+    }
+
+    /// A directory too deep to open by its path (`deep`): read through its parents; one
+    /// holding only files and directories names nothing, anything else leaves the search
+    /// unread.
+    fn read_deep(&mut self, path: &Path, device: Option<u64>, depth: usize) {
+        let (root, real_root) = (self.root.clone(), self.real_root.clone());
+        let mounts = &self.mounts;
+        let mounted = |at: &Path| match (at.strip_prefix(&root), real_root.as_deref()) {
+            (Ok(rest), Some(real_root)) => mounts.is_mount_point(&real_root.join(rest)),
+            _ => mounts.is_mount_point(at),
+        };
+        match super::deep::read_below(path, device, &mounted, &mut self.deep_budget) {
+            Ok(false) => {}
+            Ok(true) => self.moved |= depth > 0,
+            Err(why) => self.unread(why),
         }
     }
 
@@ -865,6 +895,40 @@ mod tests {
                     .arg(out.path())
                     .status();
                 assert!(status.expect("umount runs").success());
+            },
+        );
+    }
+
+    /// Round 86: an overlay mounted in a table (or above one) may show anything, garbage
+    /// of the warehouse among it: the search is unread.
+    #[test]
+    fn an_overlay_in_a_table_leaves_the_search_unread() {
+        use super::super::mounts::in_a_mount_namespace;
+        in_a_mount_namespace(
+            "warehouse::link_search::tests::an_overlay_in_a_table_leaves_the_search_unread",
+            |root| {
+                old_z(root);
+                std::fs::create_dir_all(root.join("indexes/live/ov")).expect("made");
+                std::fs::create_dir_all(root.join("lo2")).expect("made");
+                let options = format!(
+                    "lowerdir={}:{}",
+                    root.join("indexes/old").display(),
+                    root.join("lo2").display()
+                );
+                let status = std::process::Command::new("mount")
+                    .args(["-t", "overlay", "overlay", "-o", &options])
+                    .arg(root.join("indexes/live/ov"))
+                    .status()
+                    .expect("mount runs");
+                assert!(status.success(), "mount -t overlay -o {options}");
+                for start in ["indexes/live", "indexes/live/ov", "indexes/live/ov/z"] {
+                    let below = search(root, vec![start.to_owned()]);
+                    // (met as another file system below a start, or as an overlay at or
+                    // above one)
+                    assert!(below.unread.is_some(), "{start}: {below:?}");
+                }
+                let below = search(root, vec!["indexes/old".to_owned()]);
+                assert_eq!(below.unread, None);
             },
         );
     }

@@ -263,14 +263,14 @@ impl Links {
 
     /// The names of what the resolved `path` shows through mounts (at it, and with
     /// `ancestors` at every directory above it: [`MountTable::shown_through`]); anything
-    /// where the table cannot tell.
+    /// where the table cannot tell (an overlay other than the warehouse's own mount).
     ///
     /// [`MountTable::shown_through`]: super::mounts::MountTable::shown_through
     fn names_through_mounts(&mut self, root: &Path, path: &Path, ancestors: bool) -> Vec<String> {
         let shown = self
             .mounts
             .get_or_insert_with(super::mounts::MountTable::read)
-            .shown_through(path, ancestors);
+            .shown_through(path, ancestors, root);
         let mut names: Vec<String> = Vec::new();
         for place in &shown.places {
             for name in names_below(root, place) {
@@ -1306,50 +1306,55 @@ mod tests {
         );
     }
 
-    /// Round 85 (helper-79, F1): an overlay whose lower layer is warehouse garbage shows it
-    /// to a reader of the overlay; one whose layers the mount table names relative to a
-    /// directory it does not give may show anything.
+    /// Rounds 85–86 (helper-79 F1, helper-80 A1, B1, D1, C1): an overlay whose lower layer
+    /// is warehouse garbage shows it to a reader of the overlay, and the mount table names
+    /// its layers only by strings that may be escaped, relative or stale: a path an overlay
+    /// serves (or a bind mount of part of one) may show anything. A path no overlay serves
+    /// is read as before.
     #[test]
-    fn an_overlay_of_the_warehouse_names_its_layers() {
-        use super::super::mounts::in_a_mount_namespace;
+    fn a_path_an_overlay_serves_may_show_anything() {
+        use super::super::mounts::{bind, in_a_mount_namespace};
         in_a_mount_namespace(
-            "warehouse::links::tests::an_overlay_of_the_warehouse_names_its_layers",
+            "warehouse::links::tests::a_path_an_overlay_serves_may_show_anything",
             |dir| {
-                for made in ["wh/indexes/old/y", "lo2", "ov", "rel", "up", "wk"] {
+                for made in ["wh/indexes/old/y/sub", "lo2", "out/ov", "plain"] {
                     std::fs::create_dir_all(dir.join(made)).expect("made");
                 }
                 std::fs::write(dir.join("wh/indexes/old/y/part-0.parquet"), b"PAR1").expect("file");
-                let overlay = |options: String, at: &str| {
-                    let status = std::process::Command::new("mount")
-                        .current_dir(dir)
-                        .args(["-t", "overlay", "overlay", "-o", &options, at])
-                        .status()
-                        .expect("mount runs");
-                    assert!(status.success(), "mount -t overlay -o {options} {at}");
-                };
                 let (lower, other) = (dir.join("wh/indexes/old/y"), dir.join("lo2"));
-                overlay(
-                    format!("lowerdir={}:{}", lower.display(), other.display()),
-                    "ov",
-                );
+                let options = format!("lowerdir={}:{}", lower.display(), other.display());
+                let status = std::process::Command::new("mount")
+                    .args(["-t", "overlay", "overlay", "-o", &options])
+                    .arg(dir.join("out/ov"))
+                    .status()
+                    .expect("mount runs");
+                assert!(status.success(), "mount -t overlay -o {options}");
+                bind(dir, "out/ov/sub", "part");
                 let root = std::fs::canonicalize(dir.join("wh")).expect("root");
-                for (source, shown) in [
-                    ("ov", "indexes/old/y"),
-                    ("ov/part-0.parquet", "indexes/old/y/part-0.parquet"),
-                ] {
-                    let mut links = Links::new(&root, None);
-                    assert_eq!(links.linked_names(&dir.join(source)), [shown], "{source}");
-                    assert!(!links.take_unbounded(), "{source}");
-                }
-                overlay("lowerdir=wh/indexes/old/y:lo2".to_owned(), "rel");
-                let mut links = Links::new(&root, None);
-                let mut names = links.linked_names(&dir.join("rel"));
-                names.sort();
-                names.dedup();
                 let mut every = every_managed_prefix();
                 every.sort();
-                assert_eq!(names, every);
-                assert!(links.take_unbounded(), "an overlay of unknown layers");
+                for source in [
+                    "out/ov",
+                    "out/ov/part-0.parquet",
+                    "out/ov/none",
+                    "part",
+                    "part/x.parquet",
+                ] {
+                    let mut links = Links::new(&root, None);
+                    let mut names = links.linked_names(&dir.join(source));
+                    names.sort();
+                    names.dedup();
+                    assert_eq!(names, every, "{source}");
+                    assert!(links.take_unbounded(), "{source}");
+                }
+                // A directory outside holding the overlay (walked), and one no overlay
+                // serves.
+                let mut links = Links::new(&root, None);
+                assert!(links.linked_names(&dir.join("out")).len() >= 2);
+                assert!(links.take_unbounded(), "a walk meets the overlay");
+                let mut links = Links::new(&root, None);
+                assert_eq!(links.linked_names(&dir.join("plain")), Vec::<String>::new());
+                assert!(!links.take_unbounded());
             },
         );
     }

@@ -26,6 +26,7 @@
 //! the way to an object, an enclosing warehouse), `local` (the local file
 //! system's listings and checks) and `errors` (store errors as the crate's).
 
+mod deep;
 mod delete;
 mod errors;
 pub(crate) mod layout;
@@ -43,7 +44,7 @@ mod placement;
 mod stamp;
 #[cfg(any(test, feature = "test-util"))]
 #[doc(hidden)] // A layout the tests of the collector make (tests/it/gc/hostile_layouts.rs).
-pub use placement::deep_link;
+pub use placement::{deep_file, deep_link};
 mod range;
 mod recognise;
 pub(crate) use recognise::NameReader;

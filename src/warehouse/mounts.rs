@@ -8,10 +8,13 @@
 //! mount --bind wh/indexes wh/indexes/orphan/mnt     indexes/orphan/mnt/live/… is live data
 //! ```
 //!
-//! An overlay mount shows its layers (`lowerdir=`, `upperdir=`): an overlay whose lower
-//! layer is warehouse garbage shows those files to a reader of the overlay (round 85, F1).
-//! Other file systems that show a directory under another path by rules of their own
-//! (FUSE's `bindfs`, an NFS export of the same machine) are not seen: the collector's
+//! An overlay mount (and a bind mount of part of one) shows files of its layers, which the
+//! table names only by the strings given when it was mounted: escaped by the mounter's
+//! rules, relative to its chroot, or stale once a link on the way is repointed or a layer
+//! moved (round 86, helper-80: A1, B1, D1, C1). What an overlay shows is therefore unknown:
+//! a path that one other than the warehouse's own mount serves may show anything. Other
+//! file systems that show a directory under another path by rules of their own (FUSE's
+//! `bindfs`, an NFS export of the same machine mounted back) are not seen: the collector's
 //! assumption 5.
 
 use std::collections::{HashMap, HashSet};
@@ -19,26 +22,15 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-/// One mount: its file system (`major:minor`), the directory of that file system it shows
-/// (`/` for the whole), where, and for an overlay its layers.
+/// One mount: its id, its file system (`major:minor`), the directory of that file system
+/// it shows (`/` for the whole), where, and whether it is an overlay.
 #[derive(Debug, Clone)]
 struct Mount {
+    id: Vec<u8>,
     device: Vec<u8>,
     shows: PathBuf,
     at: PathBuf,
-    layers: Layers,
-}
-
-/// The directories an overlay mount shows as one (none for other file systems).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-enum Layers {
-    #[default]
-    None,
-    /// Its layers, as the table names them (absolute paths).
-    Paths(Vec<PathBuf>),
-    /// A layer named relative to the directory its mount was made from, which the table
-    /// does not give: it may show anything.
-    Unknown,
+    overlay: bool,
 }
 
 /// What a path shows through mounts besides itself ([`MountTable::shown_through`]).
@@ -46,41 +38,9 @@ enum Layers {
 pub(super) struct Shown {
     /// The other places a reader of the path reads.
     pub places: Vec<PathBuf>,
-    /// An overlay with a layer the table cannot place, or mounts within mounts past
-    /// [`MAX_MOUNT_HOPS`]: the path may show anything.
+    /// An overlay other than the warehouse's own mount serves the path: it may show
+    /// anything.
     pub unknown: bool,
-}
-
-/// The most mounts within mounts (a layer that is itself a bind mount, …) followed from
-/// one path.
-const MAX_MOUNT_HOPS: usize = 4;
-
-/// An overlay's layers from its super options (`lowerdir=/a:/b,upperdir=/u,…`; kernels
-/// from 6.8 also accept `lowerdir+=` and `datadir+=`, shown alike). A layer's `:` and `,`
-/// are escaped in octal by the kernel.
-fn overlay_layers(options: &[u8]) -> Layers {
-    let mut layers = Vec::new();
-    for option in options.split(|byte| *byte == b',') {
-        let Some(at) = option.iter().position(|byte| *byte == b'=') else {
-            continue;
-        };
-        let (key, value) = (&option[..at], &option[at + 1..]);
-        let key = key.strip_suffix(b"+").unwrap_or(key);
-        if !matches!(key, b"lowerdir" | b"upperdir" | b"datadir") {
-            continue;
-        }
-        for layer in value
-            .split(|byte| *byte == b':')
-            .filter(|layer| !layer.is_empty())
-        {
-            let layer = PathBuf::from(OsString::from_vec(unescaped(layer)));
-            if !layer.is_absolute() {
-                return Layers::Unknown;
-            }
-            layers.push(layer);
-        }
-    }
-    Layers::Paths(layers)
 }
 
 /// The process's mount table, for what a bind mount shows: the mounts, and the ones at
@@ -102,19 +62,14 @@ impl MountTable {
             .split(|byte| *byte == b'\n')
             .filter_map(|line| {
                 let fields: Vec<&[u8]> = line.split(|byte| *byte == b' ').collect();
-                // After the optional fields and their `-`: type, source, super options.
+                // After the optional fields and their `-`: the file system's type.
                 let tail = fields.iter().position(|field| *field == b"-")?;
-                let layers = match fields.get(tail + 1) {
-                    Some(kind) if *kind == b"overlay" => {
-                        overlay_layers(fields.get(tail + 3).copied().unwrap_or_default())
-                    }
-                    _ => Layers::None,
-                };
                 Some(Mount {
+                    id: fields.first()?.to_vec(),
                     device: fields.get(2)?.to_vec(),
                     shows: PathBuf::from(OsString::from_vec(unescaped(fields.get(3)?))),
                     at: PathBuf::from(OsString::from_vec(unescaped(fields.get(4)?))),
-                    layers,
+                    overlay: fields.get(tail + 1).is_some_and(|kind| *kind == b"overlay"),
                 })
             })
             .collect();
@@ -151,64 +106,59 @@ impl MountTable {
             .collect()
     }
 
-    /// Every other place a reader of the resolved path `path` reads, through the mounts
-    /// at it and, with `ancestors`, at every directory above it (a source table's
+    /// Whether something is mounted at the resolved path `at`.
+    pub(super) fn is_mount_point(&self, at: &Path) -> bool {
+        self.at.contains_key(at)
+    }
+
+    /// The mounts at the deepest mount point at or above the resolved `path`: those that
+    /// serve it (every mount at that point counts: rounds 82–83).
+    fn serving(&self, path: &Path) -> &[usize] {
+        path.ancestors()
+            .find_map(|above| self.at.get(above))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Every other place a reader of the resolved path `path` reads, through the bind
+    /// mounts at it and, with `ancestors`, at every directory above it (a source table's
     /// location, or a link's target, below a bind mount of warehouse garbage: round 85,
-    /// A1, B1, E1): what a bind mount shows ([`MountTable::shown_at`]) and an overlay's
-    /// layers (F1), each followed through the mounts on its own way in turn.
-    pub(super) fn shown_through(&self, path: &Path, ancestors: bool) -> Shown {
+    /// A1, B1, E1; a bind names its place by the kernel's own reading, which follows
+    /// moves); and whether an overlay other than one serving the warehouse root
+    /// `real_root` serves it (with `ancestors`) or is mounted at it: then it may show
+    /// anything (round 86).
+    pub(super) fn shown_through(&self, path: &Path, ancestors: bool, real_root: &Path) -> Shown {
         let mut shown = Shown::default();
         if !ancestors && !self.at.contains_key(path) {
             return shown;
         }
-        let mut seen: HashSet<PathBuf> = HashSet::from([path.to_path_buf()]);
-        let mut pending = vec![(path.to_path_buf(), 0)];
-        while let Some((place, hops)) = pending.pop() {
-            let mut found = Vec::new();
-            let aboves: Vec<&Path> = match ancestors || hops > 0 {
-                true => place.ancestors().collect(),
-                false => vec![place.as_path()],
+        let aboves: Vec<&Path> = match ancestors {
+            true => path.ancestors().collect(),
+            false => vec![path],
+        };
+        for above in aboves {
+            let Ok(rest) = path.strip_prefix(above) else {
+                continue;
             };
-            for above in aboves {
-                let Some(here) = self.at.get(above) else {
-                    continue;
-                };
-                let Ok(rest) = place.strip_prefix(above) else {
-                    continue;
-                };
-                // Every place of a bind mount's directory comes at once (by device).
-                for other in self.shown_at(above) {
-                    found.push((other.join(rest), false));
-                }
-                for mount in here.iter().map(|index| &self.mounts[*index]) {
-                    match &mount.layers {
-                        Layers::None => {}
-                        Layers::Unknown => shown.unknown = true,
-                        Layers::Paths(layers) => {
-                            for layer in layers {
-                                let layer =
-                                    std::fs::canonicalize(layer).unwrap_or_else(|_| layer.clone());
-                                found.push((layer.join(rest), true));
-                            }
-                        }
-                    }
-                }
-            }
-            for (other, layer) in found {
-                if !seen.insert(other.clone()) {
-                    continue;
-                }
-                shown.places.push(other.clone());
-                // A layer is a path of another file system: the mounts on its way are
-                // followed in turn (a layer that is itself a bind mount, or an overlay).
-                if layer {
-                    match hops < MAX_MOUNT_HOPS {
-                        true => pending.push((other, hops + 1)),
-                        false => shown.unknown = true,
-                    }
+            for other in self.shown_at(above) {
+                let place = other.join(rest);
+                if !shown.places.contains(&place) {
+                    shown.places.push(place);
                 }
             }
         }
+        let here: &[usize] = match ancestors {
+            true => self.serving(path),
+            false => self.at.get(path).map_or(&[], Vec::as_slice),
+        };
+        let root_mounts: Vec<&[u8]> = self
+            .serving(real_root)
+            .iter()
+            .map(|index| self.mounts[*index].id.as_slice())
+            .collect();
+        shown.unknown = here
+            .iter()
+            .map(|index| &self.mounts[*index])
+            .any(|mount| mount.overlay && !root_mounts.contains(&mount.id.as_slice()));
         shown
     }
 }

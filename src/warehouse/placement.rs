@@ -189,6 +189,43 @@ async fn blocking<T: Send + 'static>(
 #[cfg(any(test, feature = "test-util"))]
 pub fn deep_link(root: &std::path::Path, under: &str, depth: usize, target: &str) {
     use std::ffi::CString;
+    use std::os::fd::AsRawFd;
+    let dir = deep_chain(root, under, depth);
+    let (target, link) = (
+        CString::new(target).expect("c"),
+        CString::new("shared").expect("c"),
+    );
+    // SAFETY: `symlinkat` in an open directory with NUL-terminated names.
+    let linked = unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), link.as_ptr()) };
+    assert_eq!(linked, 0, "linked");
+}
+
+/// The same chain as [`deep_link`] holding a regular file `part-0.parquet` instead of a
+/// link. For tests.
+#[cfg(any(test, feature = "test-util"))]
+pub fn deep_file(root: &std::path::Path, under: &str, depth: usize) {
+    use std::ffi::CString;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let dir = deep_chain(root, under, depth);
+    let name = CString::new("part-0.parquet").expect("c");
+    // SAFETY: `openat` in an open directory with a NUL-terminated name.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
+            0o644,
+        )
+    };
+    assert!(fd >= 0, "created");
+    // SAFETY: a descriptor `openat` just returned, owned here alone.
+    drop(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) });
+}
+
+/// The chain of [`deep_link`] and [`deep_file`]: its deepest directory, open.
+#[cfg(any(test, feature = "test-util"))]
+fn deep_chain(root: &std::path::Path, under: &str, depth: usize) -> std::os::fd::OwnedFd {
+    use std::ffi::CString;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     std::fs::create_dir_all(root.join(under)).expect("made");
     let open = |at: i32, name: &CString| {
@@ -207,13 +244,7 @@ pub fn deep_link(root: &std::path::Path, under: &str, depth: usize, target: &str
         assert_eq!(made, 0, "made");
         dir = open(dir.as_raw_fd(), &name);
     }
-    let (target, link) = (
-        CString::new(target).expect("c"),
-        CString::new("shared").expect("c"),
-    );
-    // SAFETY: `symlinkat` in an open directory with NUL-terminated names.
-    let linked = unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), link.as_ptr()) };
-    assert_eq!(linked, 0, "linked");
+    dir
 }
 
 #[cfg(test)]
@@ -253,5 +284,14 @@ mod tests {
                 .is_some_and(|why| why.contains("indexes/deep")),
             "{below:?}"
         );
+        // U1: as deep, holding files and directories only, read through its parents: it
+        // names nothing, and the search is not unread.
+        deep_file(dir.path(), "indexes/plain", 40);
+        let below = wh
+            .links_below(vec!["indexes/plain".to_owned()])
+            .await
+            .expect("walked");
+        assert_eq!(below.unread, None, "{below:?}");
+        assert!(below.targets.is_empty(), "{below:?}");
     }
 }

@@ -1547,6 +1547,45 @@ async fn class4_a_place_too_deep_to_read_pauses_collection_and_says_where() {
     );
 }
 
+/// U1 (recorded since round 55): a directory too deep to open by its path that holds only
+/// files and directories (an engine's deep partitions, or anyone's) is read through its
+/// parents: it names nothing, and collection goes on around it (its files, which no
+/// listing can name, are kept). It used to pause every delete for as long as it was there.
+#[tokio::test]
+async fn class4_a_place_too_deep_to_open_by_path_holding_only_files_does_not_stop_collection() {
+    let env = Env::open(Backend::Local, 411).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let old = Layout::under("old/1");
+    let (old_id, _, _) = env.register("old", &old).await;
+    let live = Layout::under("live/1");
+    env.register("live", &live).await;
+    parqdb_catalog::warehouse::deep_file(&root, "indexes/junk", 40);
+    // and one inside the live table: read by the search from the live names
+    parqdb_catalog::warehouse::deep_file(&root, live.postings.trim_end_matches('/'), 40);
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    let reports = passes(&env, &config, 8).await;
+    assert!(
+        env.none_exist(&old.files()).await,
+        "the dropped index is collected while the deep directories are there"
+    );
+    assert!(
+        !reports
+            .iter()
+            .flat_map(|report| &report.warnings)
+            .any(|warning| warning.contains("nothing is deleted this run")),
+        "no run paused"
+    );
+    assert!(
+        env.all_exist(&live.files()).await,
+        "the live index is whole"
+    );
+    assert!(
+        root.join("indexes/junk").exists(),
+        "the deep directory stays"
+    );
+}
+
 /// Round 66 (helper-62, F4): a new table holding a link too deep to open by its path (a
 /// reader that opens each directory from its parent follows it) may lead to a condemned
 /// file the check cannot see: registering it is refused, saying why.
