@@ -340,7 +340,24 @@ impl Walker<'_> {
             }
             let stats = &mut observation.roots;
             stats.pointer_records += 1;
-            for location in record.source.warehouse_names(&mut warehouse.name_reader()) {
+            let names = record.source.warehouse_names(&mut warehouse.name_reader());
+            let whole: Vec<&str> = MANAGED_PREFIXES
+                .iter()
+                .copied()
+                .filter(|prefix| names.iter().any(|name| name == prefix))
+                .collect();
+            // A source a reader may find anything through (an overlay mount, a place the
+            // collector may not read, too many alternatives): said, not kept silently
+            // (round 86).
+            if !whole.is_empty() {
+                let whole: Vec<String> =
+                    whole.iter().map(|prefix| format!("`{prefix}/`")).collect();
+                observation.warnings.push(format!(
+                    "the source table of the pointer record `{key}` may lead to any file under {} (its location, or a link or mount on its way, could not be read within the collector's bounds: an overlay mount, a place the collector may not read, a link into a process's view); all of it is kept while the record is there. Move the source table, or bind the index to another one",
+                    whole.join(" and ")
+                ));
+            }
+            for location in names {
                 observation.reachable.insert(location, 0);
             }
             let root = match record.state {

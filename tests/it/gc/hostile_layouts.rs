@@ -1134,6 +1134,48 @@ async fn class4_links_in_a_source_directory_outside_keep_what_they_lead_to() {
     );
 }
 
+/// Round 86: a live source whose directory comes to hold a link into a process's view
+/// (`/proc/self/cwd`, which leads where each reader stands) may lead to anything: the
+/// collector keeps everything while it is there, and every run says which record's source
+/// keeps it (it used to keep everything silently). Once the link is gone, collection goes
+/// on.
+#[tokio::test]
+async fn class4_a_source_that_may_lead_anywhere_keeps_everything_and_says_so() {
+    let env = Env::open(Backend::Local, 412).await;
+    let config = test_config();
+    let outside = tempfile::tempdir().expect("dir");
+    let ext = outside.path().join("ext");
+    std::fs::create_dir_all(&ext).expect("dirs");
+    let old = Layout::under("old/1");
+    let (old_id, _, _) = env.register("old", &old).await;
+    let live = Layout {
+        source: crate::support::gc::source_at(&format!("{}/", ext.display())),
+        ..Layout::under("live/1")
+    };
+    env.register("live", &live).await;
+    std::os::unix::fs::symlink("/proc/self/cwd", ext.join("here")).expect("linked");
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    let reports = passes(&env, &config, 8).await;
+    assert_eq!(
+        deleted(&reports),
+        0,
+        "everything is kept while it may be read"
+    );
+    assert!(
+        reports.iter().all(|report| report
+            .warnings
+            .iter()
+            .any(|warning| warning.contains("may lead to any file under"))),
+        "every run says why"
+    );
+    std::fs::remove_file(ext.join("here")).expect("unlinked");
+    passes(&env, &config, 8).await;
+    assert!(
+        env.none_exist(&old.files()).await,
+        "collected once it is gone"
+    );
+}
+
 /// Round 51: a source outside the warehouse named in a spelling a shell reads otherwise
 /// than its letters (`plain/"it's"/` opens `plain/it's`, here a link to a dropped index's
 /// table; `$'it\x27s'` and `$'\u0069t\x27s'` the same) is refused at register with the
