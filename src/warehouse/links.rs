@@ -590,9 +590,23 @@ impl Links {
                         new |= current != dir;
                         continue;
                     }
-                    // Refused, too deep to open by its full path (a reader that opens each
-                    // directory from its parent reaches it: round 55, L1) or failing: what it
-                    // holds is unknown.
+                    // Too deep to open by its full path (a reader that opens each directory
+                    // from its parent reaches it: round 55, L1): read through its parents
+                    // (`deep`); one holding only files and directories names nothing (U1).
+                    Err(err) if err.raw_os_error() == Some(libc::ENAMETOOLONG) => {
+                        let table = self
+                            .mounts
+                            .get_or_insert_with(super::mounts::MountTable::read);
+                        let mounted = |at: &Path| table.is_mount_point(at);
+                        if super::deep::read_below(&current, None, &mounted, &mut self.walk_budget)
+                            .is_err()
+                        {
+                            let anything = self.anything();
+                            add(anything, &mut names);
+                        }
+                        continue;
+                    }
+                    // Refused or failing: what it holds is unknown.
                     Err(err) => {
                         self.denied |= err.kind() == std::io::ErrorKind::PermissionDenied;
                         let anything = self.anything();

@@ -1224,6 +1224,12 @@ mod tests {
             let names = reader.names_of_source(&location);
             assert!(reader.gave_up(), "{location}: {names:?}");
         }
+        // U1: as deep, holding only files and directories: read through its parents, it
+        // names nothing.
+        crate::warehouse::deep_file(&base, "plaindeep", 22);
+        let mut reader = wh.name_reader();
+        let names = reader.names_of_source(&format!("{b}/plaindeep/"));
+        assert!(!reader.gave_up(), "{names:?}");
         // W1: the directory named with its trailing white space.
         for dir in ["src ", "src \u{a0}"] {
             symlink(
