@@ -176,7 +176,9 @@
 //!    while a run deletes there; a bind mount made before the verification walk is read
 //!    like a link (the same directory at two places, or what the mount table says it
 //!    shows, at any path a reader reads or above it: round 85), a path an overlay mount
-//!    serves (other than the warehouse's own) may show anything (round 86), and the mounts
+//!    serves (other than the warehouse's own) may show anything (round 86), but a
+//!    container's root file system (an overlay at `/`) shows its own files only (its
+//!    runtime made it from image layers no path in the container shows), and the mounts
 //!    readers see are the collector's (one mount namespace: a mount only a reader's
 //!    namespace holds is not seen; round 80, N1). A file system that shows another
 //!    directory by rules of its own (FUSE's `bindfs`, an NFS export of the same machine

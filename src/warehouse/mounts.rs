@@ -12,7 +12,9 @@
 //! table names only by the strings given when it was mounted: escaped by the mounter's
 //! rules, relative to its chroot, or stale once a link on the way is repointed or a layer
 //! moved (round 86, helper-80: A1, B1, D1, C1). What an overlay shows is therefore unknown:
-//! a path that one other than the warehouse's own mount serves may show anything. Other
+//! a path that one other than the warehouse's own mount serves may show anything, except
+//! a container's root file system (an overlay at `/`, made by its runtime from image
+//! layers that are the host's directories, which no path in the container shows). Other
 //! file systems that show a directory under another path by rules of their own (FUSE's
 //! `bindfs`, an NFS export of the same machine mounted back) are not seen: the collector's
 //! assumption 5.
@@ -55,9 +57,14 @@ impl MountTable {
     /// The table as `/proc/self/mountinfo` gives it; empty where it cannot be read (what a
     /// bind mount shows is then read only by device and inode, `link_search`).
     pub(super) fn read() -> MountTable {
-        let Ok(table) = std::fs::read("/proc/self/mountinfo") else {
-            return MountTable::default();
-        };
+        match std::fs::read("/proc/self/mountinfo") {
+            Ok(table) => MountTable::parse(&table),
+            Err(_) => MountTable::default(),
+        }
+    }
+
+    /// A table in `/proc/<pid>/mountinfo`'s format.
+    fn parse(table: &[u8]) -> MountTable {
         let mounts: Vec<Mount> = table
             .split(|byte| *byte == b'\n')
             .filter_map(|line| {
@@ -124,8 +131,8 @@ impl MountTable {
     /// location, or a link's target, below a bind mount of warehouse garbage: round 85,
     /// A1, B1, E1; a bind names its place by the kernel's own reading, which follows
     /// moves); and whether an overlay other than one serving the warehouse root
-    /// `real_root` serves it (with `ancestors`) or is mounted at it: then it may show
-    /// anything (round 86).
+    /// `real_root` (or a container's root file system, at `/`) serves it (with
+    /// `ancestors`) or is mounted at it: then it may show anything (round 86).
     pub(super) fn shown_through(&self, path: &Path, ancestors: bool, real_root: &Path) -> Shown {
         let mut shown = Shown::default();
         if !ancestors && !self.at.contains_key(path) {
@@ -155,10 +162,14 @@ impl MountTable {
             .iter()
             .map(|index| self.mounts[*index].id.as_slice())
             .collect();
-        shown.unknown = here
-            .iter()
-            .map(|index| &self.mounts[*index])
-            .any(|mount| mount.overlay && !root_mounts.contains(&mount.id.as_slice()));
+        // A container's root file system (an overlay its runtime made from image layers,
+        // at `/`) is read as its own files: its layers are the host's directories, which
+        // no path in this namespace shows, and every path outside a volume is on it.
+        shown.unknown = here.iter().map(|index| &self.mounts[*index]).any(|mount| {
+            mount.overlay
+                && mount.at != Path::new("/")
+                && !root_mounts.contains(&mount.id.as_slice())
+        });
         shown
     }
 }
@@ -262,6 +273,37 @@ pub(super) fn bind(root: &Path, from: &str, to: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Round 86: which overlays may show anything, from a table as a container shows it:
+    /// its root file system an overlay at `/`, the warehouse on a volume, and an overlay
+    /// mounted at `/mnt/o` (a bind mount of part of it at `/srv/part`).
+    #[test]
+    fn a_path_an_overlay_serves_may_show_anything_but_a_containers_root() {
+        let table = MountTable::parse(
+            b"1 0 0:40 / / rw - overlay overlay rw,lowerdir=/var/lib/docker/l/A:/var/lib/docker/l/B\n\
+2 1 8:1 /srv/data /data rw - ext4 /dev/sda1 rw\n\
+3 1 0:50 / /mnt/o rw - overlay overlay rw,lowerdir=/x:/y\n\
+4 1 0:50 /sub /srv/part rw - overlay overlay rw,lowerdir=/x:/y\n",
+        );
+        let root = Path::new("/data/wh");
+        let unknown = |path: &str| table.shown_through(Path::new(path), true, root).unknown;
+        assert!(!unknown("/usr/lib/x"), "the container's root");
+        assert!(!unknown("/data/wh/indexes/a"), "the warehouse's own volume");
+        assert!(!unknown("/data/elsewhere"), "another path on the volume");
+        assert!(unknown("/mnt/o"), "an overlay's mount point");
+        assert!(unknown("/mnt/o/a/b.parquet"), "below it");
+        assert!(unknown("/srv/part/c"), "a bind mount of part of it");
+        let at = |path: &str| table.shown_through(Path::new(path), false, root).unknown;
+        assert!(at("/mnt/o") && !at("/mnt/o/a") && !at("/usr"));
+        // The warehouse itself on an overlay other than `/`: a path that overlay serves is
+        // the warehouse's own files.
+        let root = Path::new("/mnt/o/wh");
+        assert!(
+            !table
+                .shown_through(Path::new("/mnt/o/src"), true, root)
+                .unknown
+        );
+    }
 
     #[test]
     fn escapes_in_the_mount_table_are_undone() {
