@@ -178,7 +178,8 @@
 //!    shows, at any path a reader reads or above it: round 85), a path an overlay mount
 //!    serves (other than the warehouse's own) may show anything (round 86), but a
 //!    container's root file system (an overlay at `/`) shows its own files only (its
-//!    runtime made it from image layers no path in the container shows), and the mounts
+//!    runtime made it from image layers no path in the container shows; a warehouse any
+//!    other overlay serves deletes nothing: round 87), and the mounts
 //!    readers see are the collector's (one mount namespace: a mount only a reader's
 //!    namespace holds is not seen; round 80, N1). A file system that shows another
 //!    directory by rules of its own (FUSE's `bindfs`, an NFS export of the same machine

@@ -138,7 +138,14 @@ impl Invocation<'_> {
             let below = catalog.warehouse().links_below(searched).await?;
             linked.extend(below.targets);
             // A place the walk cannot read may hold a link to anything (round 66):
-            // nothing is deleted this run.
+            // nothing is deleted this run. So may an overlay's layers, where an overlay
+            // serves the warehouse (round 87, O1).
+            if let Some(at) = catalog.warehouse().overlay_serving().await? {
+                linked.extend(MANAGED_PREFIXES.iter().map(|prefix| (*prefix).to_owned()));
+                self.report.warnings.push(format!(
+                    "the warehouse lies on an overlay mount at `{at}`, whose layers show its files at other paths the collector cannot tell: nothing is deleted. Keep a local warehouse on a plain file system (a volume), not on an overlay"
+                ));
+            }
             if let Some(why) = below.unread {
                 linked.extend(MANAGED_PREFIXES.iter().map(|prefix| (*prefix).to_owned()));
                 self.report.warnings.push(format!(

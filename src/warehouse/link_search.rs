@@ -113,10 +113,6 @@ pub(crate) struct LinksBelow {
     pub wide: Vec<WideLink>,
 }
 
-/// The most entries one search reads in directories too deep to open by their path
-/// (`deep`); past it, the search is unread.
-const MAX_DEEP_ENTRIES: usize = 1_000_000;
-
 /// A symbolic link to a managed prefix as a whole, or to the root or above it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct WideLink {
@@ -257,9 +253,9 @@ pub(super) struct Search {
     whole: HashMap<(u64, u64), (Vec<PathBuf>, Vec<String>)>,
     /// The process's mount table: what a bind mount shows.
     mounts: super::mounts::MountTable,
-    /// How many more entries directories too deep to open by path may show
-    /// ([`MAX_DEEP_ENTRIES`]).
-    deep_budget: usize,
+    /// Each directory too deep to open by its path read so far (`deep`), with the device
+    /// its walk kept to and the fingerprint of what it held: read again at every look.
+    deep: HashMap<PathBuf, (Option<u64>, u64)>,
     found: LinksBelow,
     /// Called after each directory is listed (tests move directories there).
     #[cfg(test)]
@@ -283,7 +279,7 @@ impl Search {
             directories: HashMap::new(),
             whole: whole_directories(root),
             mounts: super::mounts::MountTable::read(),
-            deep_budget: MAX_DEEP_ENTRIES,
+            deep: HashMap::new(),
             found: LinksBelow::default(),
             #[cfg(test)]
             after_listing: None,
@@ -521,17 +517,51 @@ impl Search {
     /// holding only files and directories names nothing, anything else leaves the search
     /// unread.
     fn read_deep(&mut self, path: &Path, device: Option<u64>, depth: usize) {
-        let (root, real_root) = (self.root.clone(), self.real_root.clone());
-        let mounts = &self.mounts;
-        let mounted = |at: &Path| match (at.strip_prefix(&root), real_root.as_deref()) {
+        match self.deep_print(path, device) {
+            Ok(Some(print)) => {
+                self.deep.insert(path.to_path_buf(), (device, print));
+            }
+            Ok(None) => self.moved |= depth > 0,
+            Err(why) => self.unread(why),
+        }
+    }
+
+    /// The fingerprint of the deep directory `path` read whole (`deep::read_below`; like
+    /// the walk, the search reads any number of entries).
+    fn deep_print(&self, path: &Path, device: Option<u64>) -> Result<Option<u64>, String> {
+        let (root, real_root, mounts) = (&self.root, self.real_root.as_deref(), &self.mounts);
+        let mounted = |at: &Path| match (at.strip_prefix(root), real_root) {
             (Ok(rest), Some(real_root)) => mounts.is_mount_point(&real_root.join(rest)),
             _ => mounts.is_mount_point(at),
         };
-        match super::deep::read_below(path, device, &mounted, &mut self.deep_budget) {
-            Ok(false) => {}
-            Ok(true) => self.moved |= depth > 0,
-            Err(why) => self.unread(why),
+        super::deep::read_below(path, device, &mounted, &mut usize::MAX.clone())
+    }
+
+    /// Read every deep directory again; whether one changed since it was read (another
+    /// look is due, as for a changed directory: round 87, S1).
+    fn look_again_deep(&mut self) -> bool {
+        let mut new = false;
+        let deep: Vec<(PathBuf, Option<u64>, u64)> = self
+            .deep
+            .iter()
+            .map(|(path, (device, print))| (path.clone(), *device, *print))
+            .collect();
+        for (path, device, print) in deep {
+            match self.deep_print(&path, device) {
+                Ok(Some(now)) if now == print => {}
+                Ok(Some(now)) => {
+                    new = true;
+                    self.deep.insert(path, (device, now));
+                }
+                // Gone from where it was read: it was read whole then (as a listed
+                // directory gone is).
+                Ok(None) => {
+                    self.deep.remove(&path);
+                }
+                Err(why) => self.unread(why),
+            }
         }
+        new
     }
 
     /// The name inside the warehouse of the directory at `place`, if it has one.
@@ -651,6 +681,7 @@ impl Search {
     /// from where it was), so that another look is due.
     fn look_again(&mut self) -> bool {
         let mut new = std::mem::take(&mut self.moved);
+        new |= self.look_again_deep();
         let mut changed = Vec::new();
         let mut gone = Vec::new();
         for (path, (stamp, device)) in &self.listed {
@@ -896,6 +927,44 @@ mod tests {
                     .status();
                 assert!(status.expect("umount runs").success());
             },
+        );
+    }
+
+    /// Round 87 (helper-81, S1): a directory too deep to open by its path is read again at
+    /// every look, so a link that appears there after it was read (moved in from a place
+    /// not read yet) is found.
+    #[test]
+    fn a_deep_directory_is_read_again_at_each_look() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path();
+        old_z(root);
+        crate::warehouse::deep_file(root, "indexes/live/deep", 22);
+        let mut search = Search::new(root);
+        search.run(vec!["indexes/live".to_owned()]);
+        assert_eq!(search.found.unread, None, "files and directories only");
+        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY;
+        let start = root.join("indexes/live/deep");
+        let mut at = rustix::fs::open(&start, flags, rustix::fs::Mode::empty()).expect("opened");
+        for _ in 0..22 {
+            at = rustix::fs::openat(
+                &at,
+                "d".repeat(200).as_str(),
+                flags,
+                rustix::fs::Mode::empty(),
+            )
+            .expect("opened");
+        }
+        let target = root.join("indexes/old/z/part-0.parquet");
+        rustix::fs::symlinkat(target.as_path(), &at, "x.parquet").expect("linked");
+        search.look_again();
+        assert!(
+            search
+                .found
+                .unread
+                .as_deref()
+                .is_some_and(|why| why.contains("symbolic link")),
+            "{:?}",
+            search.found
         );
     }
 

@@ -285,6 +285,17 @@ impl Links {
         names
     }
 
+    /// The fingerprint of the directory `path`, too deep to open by its path, read whole
+    /// through its parents (`deep::read_below`, within the walks' budget); `None` if it is
+    /// gone, `Err` if it may hold anything.
+    fn read_deep(&mut self, path: &Path) -> Result<Option<u64>, ()> {
+        let table = self
+            .mounts
+            .get_or_insert_with(super::mounts::MountTable::read);
+        let mounted = |at: &Path| table.is_mount_point(at);
+        super::deep::read_below(path, None, &mounted, &mut self.walk_budget).map_err(|_| ())
+    }
+
     /// Whether a lookup gave up at a bound since the last call, and forget it.
     pub(super) fn take_unbounded(&mut self) -> bool {
         std::mem::take(&mut self.unbounded)
@@ -578,8 +589,12 @@ impl Links {
         // Each link that led to a directory walked, and that directory.
         let mut via: Vec<(PathBuf, PathBuf)> = Vec::new();
         let mut looks = 0;
+        // Each directory too deep to open by its path read so far, with the fingerprint of
+        // what it held (`deep`): read again at every look (round 87, S1).
+        let mut deep: HashMap<PathBuf, u64> = HashMap::new();
+        let mut deep_changed = false;
         'looks: loop {
-            let mut new = false;
+            let mut new = std::mem::take(&mut deep_changed);
             'walk: while let Some(current) = pending.pop() {
                 self.walked_from.insert(current.clone(), dir.to_path_buf());
                 stamps.insert(current.clone(), super::stamp::Stamp::at(&current));
@@ -594,15 +609,15 @@ impl Links {
                     // from its parent reaches it: round 55, L1): read through its parents
                     // (`deep`); one holding only files and directories names nothing (U1).
                     Err(err) if err.raw_os_error() == Some(libc::ENAMETOOLONG) => {
-                        let table = self
-                            .mounts
-                            .get_or_insert_with(super::mounts::MountTable::read);
-                        let mounted = |at: &Path| table.is_mount_point(at);
-                        if super::deep::read_below(&current, None, &mounted, &mut self.walk_budget)
-                            .is_err()
-                        {
-                            let anything = self.anything();
-                            add(anything, &mut names);
+                        match self.read_deep(&current) {
+                            Ok(Some(print)) => {
+                                deep.insert(current, print);
+                            }
+                            Ok(None) => new |= current != dir,
+                            Err(()) => {
+                                let anything = self.anything();
+                                add(anything, &mut names);
+                            }
                         }
                         continue;
                     }
@@ -728,6 +743,23 @@ impl Links {
                 break 'looks;
             }
             looks += 1;
+            // Read each deep directory again: one changed asks for another look.
+            for (path, print) in deep.clone() {
+                match self.read_deep(&path) {
+                    Ok(Some(now)) if now == print => {}
+                    Ok(Some(now)) => {
+                        deep_changed = true;
+                        deep.insert(path, now);
+                    }
+                    Ok(None) => {
+                        deep.remove(&path);
+                    }
+                    Err(()) => {
+                        let anything = self.anything();
+                        add(anything, &mut names);
+                    }
+                }
+            }
             // Look again: list each changed directory again (a new directory in it is walked,
             // a new link read); one gone was walked whole when it was listed.
             let mut replaced = Vec::new();

@@ -126,6 +126,17 @@ impl MountTable {
             .map_or(&[], Vec::as_slice)
     }
 
+    /// The mount point of an overlay that serves the resolved `real_root` (a container's
+    /// root file system at `/` aside): its layers show the warehouse's files at other
+    /// paths, which the table cannot tell (round 87, O1).
+    pub(super) fn overlay_serving(&self, real_root: &Path) -> Option<&Path> {
+        self.serving(real_root)
+            .iter()
+            .map(|index| &self.mounts[*index])
+            .find(|mount| mount.overlay && mount.at != Path::new("/"))
+            .map(|mount| mount.at.as_path())
+    }
+
     /// Every other place a reader of the resolved path `path` reads, through the bind
     /// mounts at it and, with `ancestors`, at every directory above it (a source table's
     /// location, or a link's target, below a bind mount of warehouse garbage: round 85,
@@ -296,12 +307,20 @@ mod tests {
         let at = |path: &str| table.shown_through(Path::new(path), false, root).unknown;
         assert!(at("/mnt/o") && !at("/mnt/o/a") && !at("/usr"));
         // The warehouse itself on an overlay other than `/`: a path that overlay serves is
-        // the warehouse's own files.
+        // the warehouse's own files, but its layers show them at other paths (round 87,
+        // O1): the collector deletes nothing there.
         let root = Path::new("/mnt/o/wh");
         assert!(
             !table
                 .shown_through(Path::new("/mnt/o/src"), true, root)
                 .unknown
+        );
+        assert_eq!(table.overlay_serving(root), Some(Path::new("/mnt/o")));
+        assert_eq!(table.overlay_serving(Path::new("/data/wh")), None);
+        assert_eq!(
+            table.overlay_serving(Path::new("/srv/wh")),
+            None,
+            "a container's root"
         );
     }
 

@@ -122,6 +122,23 @@ impl Warehouse {
         .await
     }
 
+    /// Where an overlay mount serves a local warehouse (a container's root file system
+    /// aside), if one does: its layers show the warehouse's files at other paths, which
+    /// the mount table cannot tell, so a reader may read any of them there (round 87, O1).
+    pub(crate) async fn overlay_serving(&self) -> Result<Option<String>> {
+        let Some(dir) = &self.local else {
+            return Ok(None);
+        };
+        let dir = dir.as_ref().clone();
+        blocking("reading the mount table failed", move || {
+            let real = std::fs::canonicalize(&dir).ok()?;
+            super::mounts::MountTable::read()
+                .overlay_serving(&real)
+                .map(|at| at.display().to_string())
+        })
+        .await
+    }
+
     /// The warehouse root this one is nested in, if any: an ancestor directory holding
     /// an ownership marker whose `metadata/`, `indexes/` or `_gc/` contains this root.
     /// Such a warehouse would have its objects collected by the outer one.
