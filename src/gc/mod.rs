@@ -187,7 +187,8 @@
 //!    passes (one made in a live table after that walk keeps nothing for that run's
 //!    deletes), and a directory moved while the walk runs is read where it went, unless
 //!    it moved twice, each move between the walk's looks, or within the clock tick (a few
-//!    milliseconds) in which the directory it went to was listed (`warehouse::link_search`).
+//!    milliseconds; seconds on file systems with coarse timestamps) in which the directory
+//!    it went to was listed (`warehouse::link_search`).
 //!    A link to a whole managed prefix or the root names nothing (one in garbage must not
 //!    stop collection), but one a reader of a kept table reaches keeps everything it
 //!    leads to, and one a reader of a table only existing metadata names (rule P) keeps

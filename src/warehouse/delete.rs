@@ -37,6 +37,8 @@ impl Warehouse {
     pub(crate) async fn delete(&self, names: Vec<String>) -> Vec<(String, Deletion)> {
         let mut outcomes = Vec::with_capacity(names.len());
         let mut paths = Vec::with_capacity(names.len());
+        // The mount table, read again only when it changed (one `poll` per deletion).
+        let mounts = Arc::new(std::sync::Mutex::new(super::mounts::MountWatch::default()));
         for name in names {
             let path = match self.path(&name) {
                 Ok(path) => path,
@@ -47,7 +49,7 @@ impl Warehouse {
             };
             match &self.local {
                 Some(dir) => {
-                    let outcome = self.delete_local(dir, &name, &path).await;
+                    let outcome = self.delete_local(dir, &mounts, &name, &path).await;
                     outcomes.push((name, outcome));
                 }
                 None => paths.push((name, path)),
@@ -103,9 +105,19 @@ impl Warehouse {
     }
     /// Check one local object and delete it right away (the check and the deletion of a
     /// file are adjacent, not a batch apart).
-    async fn delete_local(&self, dir: &Arc<PathBuf>, name: &str, path: &Path) -> Deletion {
-        let (dir, checked) = (dir.clone(), name.to_owned());
-        match tokio::task::spawn_blocking(move || local::deletable(&dir, &checked)).await {
+    async fn delete_local(
+        &self,
+        dir: &Arc<PathBuf>,
+        mounts: &Arc<std::sync::Mutex<super::mounts::MountWatch>>,
+        name: &str,
+        path: &Path,
+    ) -> Deletion {
+        let (dir, mounts, checked) = (dir.clone(), mounts.clone(), name.to_owned());
+        let check = move || match mounts.lock() {
+            Ok(mut mounts) => local::deletable(&dir, &checked, &mut mounts),
+            Err(_) => Err("the mount table's reader failed".to_owned()),
+        };
+        match tokio::task::spawn_blocking(check).await {
             Ok(Ok(Some(()))) => {}
             Ok(Ok(None)) => return Deletion::Missing,
             Ok(Err(why)) => return Deletion::Refused(why),

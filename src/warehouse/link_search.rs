@@ -254,8 +254,8 @@ pub(super) struct Search {
     /// The process's mount table: what a bind mount shows.
     mounts: super::mounts::MountTable,
     /// Each directory too deep to open by its path read so far (`deep`), with the device
-    /// its walk kept to and the fingerprint of what it held: read again at every look.
-    deep: HashMap<PathBuf, (Option<u64>, u64)>,
+    /// its walk kept to: read again at every look.
+    deep: HashMap<PathBuf, Option<u64>>,
     found: LinksBelow,
     /// Called after each directory is listed (tests move directories there).
     #[cfg(test)]
@@ -517,18 +517,18 @@ impl Search {
     /// holding only files and directories names nothing, anything else leaves the search
     /// unread.
     fn read_deep(&mut self, path: &Path, device: Option<u64>, depth: usize) {
-        match self.deep_print(path, device) {
-            Ok(Some(print)) => {
-                self.deep.insert(path.to_path_buf(), (device, print));
+        match self.read_deep_whole(path, device) {
+            Ok(true) => {
+                self.deep.insert(path.to_path_buf(), device);
             }
-            Ok(None) => self.moved |= depth > 0,
+            Ok(false) => self.moved |= depth > 0,
             Err(why) => self.unread(why),
         }
     }
 
-    /// The fingerprint of the deep directory `path` read whole (`deep::read_below`; like
-    /// the walk, the search reads any number of entries).
-    fn deep_print(&self, path: &Path, device: Option<u64>) -> Result<Option<u64>, String> {
+    /// Read the deep directory `path` whole (`deep::read_below`; like the walk, the search
+    /// reads any number of entries): whether it is there.
+    fn read_deep_whole(&self, path: &Path, device: Option<u64>) -> Result<bool, String> {
         let (root, real_root, mounts) = (&self.root, self.real_root.as_deref(), &self.mounts);
         let mounted = |at: &Path| match (at.strip_prefix(root), real_root) {
             (Ok(rest), Some(real_root)) => mounts.is_mount_point(&real_root.join(rest)),
@@ -537,31 +537,27 @@ impl Search {
         super::deep::read_below(path, device, &mounted, &mut usize::MAX.clone())
     }
 
-    /// Read every deep directory again; whether one changed since it was read (another
-    /// look is due, as for a changed directory: round 87, S1).
-    fn look_again_deep(&mut self) -> bool {
-        let mut new = false;
-        let deep: Vec<(PathBuf, Option<u64>, u64)> = self
+    /// Read every deep directory again, whole, as a look lists a changed directory again:
+    /// a link moved into one after it was read is found (round 87, S1). One that holds
+    /// only files and directories asks for no other look, as a directory listed again
+    /// without a new link does (round 88, W1: a busy writer there used up every look).
+    fn look_again_deep(&mut self) {
+        let deep: Vec<(PathBuf, Option<u64>)> = self
             .deep
             .iter()
-            .map(|(path, (device, print))| (path.clone(), *device, *print))
+            .map(|(path, device)| (path.clone(), *device))
             .collect();
-        for (path, device, print) in deep {
-            match self.deep_print(&path, device) {
-                Ok(Some(now)) if now == print => {}
-                Ok(Some(now)) => {
-                    new = true;
-                    self.deep.insert(path, (device, now));
-                }
+        for (path, device) in deep {
+            match self.read_deep_whole(&path, device) {
+                Ok(true) => {}
                 // Gone from where it was read: it was read whole then (as a listed
                 // directory gone is).
-                Ok(None) => {
+                Ok(false) => {
                     self.deep.remove(&path);
                 }
                 Err(why) => self.unread(why),
             }
         }
-        new
     }
 
     /// The name inside the warehouse of the directory at `place`, if it has one.
@@ -681,7 +677,7 @@ impl Search {
     /// from where it was), so that another look is due.
     fn look_again(&mut self) -> bool {
         let mut new = std::mem::take(&mut self.moved);
-        new |= self.look_again_deep();
+        self.look_again_deep();
         let mut changed = Vec::new();
         let mut gone = Vec::new();
         for (path, (stamp, device)) in &self.listed {

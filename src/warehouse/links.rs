@@ -285,17 +285,6 @@ impl Links {
         names
     }
 
-    /// The fingerprint of the directory `path`, too deep to open by its path, read whole
-    /// through its parents (`deep::read_below`, within the walks' budget); `None` if it is
-    /// gone, `Err` if it may hold anything.
-    fn read_deep(&mut self, path: &Path) -> Result<Option<u64>, ()> {
-        let table = self
-            .mounts
-            .get_or_insert_with(super::mounts::MountTable::read);
-        let mounted = |at: &Path| table.is_mount_point(at);
-        super::deep::read_below(path, None, &mounted, &mut self.walk_budget).map_err(|_| ())
-    }
-
     /// Whether a lookup gave up at a bound since the last call, and forget it.
     pub(super) fn take_unbounded(&mut self) -> bool {
         std::mem::take(&mut self.unbounded)
@@ -589,12 +578,11 @@ impl Links {
         // Each link that led to a directory walked, and that directory.
         let mut via: Vec<(PathBuf, PathBuf)> = Vec::new();
         let mut looks = 0;
-        // Each directory too deep to open by its path read so far, with the fingerprint of
-        // what it held (`deep`): read again at every look (round 87, S1).
-        let mut deep: HashMap<PathBuf, u64> = HashMap::new();
-        let mut deep_changed = false;
+        // Each directory too deep to open by its path read so far (`deep`): read again at
+        // every look (round 87, S1), as a changed directory is listed again.
+        let mut deep: HashSet<PathBuf> = HashSet::new();
         'looks: loop {
-            let mut new = std::mem::take(&mut deep_changed);
+            let mut new = false;
             'walk: while let Some(current) = pending.pop() {
                 self.walked_from.insert(current.clone(), dir.to_path_buf());
                 stamps.insert(current.clone(), super::stamp::Stamp::at(&current));
@@ -609,11 +597,12 @@ impl Links {
                     // from its parent reaches it: round 55, L1): read through its parents
                     // (`deep`); one holding only files and directories names nothing (U1).
                     Err(err) if err.raw_os_error() == Some(libc::ENAMETOOLONG) => {
-                        match self.read_deep(&current) {
-                            Ok(Some(print)) => {
-                                deep.insert(current, print);
+                        let budget = &mut self.walk_budget;
+                        match read_deep(&mut self.mounts, &current, budget) {
+                            Ok(true) => {
+                                deep.insert(current);
                             }
-                            Ok(None) => new |= current != dir,
+                            Ok(false) => new |= current != dir,
                             Err(()) => {
                                 let anything = self.anything();
                                 add(anything, &mut names);
@@ -743,15 +732,12 @@ impl Links {
                 break 'looks;
             }
             looks += 1;
-            // Read each deep directory again: one changed asks for another look.
-            for (path, print) in deep.clone() {
-                match self.read_deep(&path) {
-                    Ok(Some(now)) if now == print => {}
-                    Ok(Some(now)) => {
-                        deep_changed = true;
-                        deep.insert(path, now);
-                    }
-                    Ok(None) => {
+            // Read each deep directory again, whole (reading it again costs no budget, as
+            // listing a changed directory again costs none: round 88, B1).
+            for path in deep.clone() {
+                match read_deep(&mut self.mounts, &path, &mut usize::MAX.clone()) {
+                    Ok(true) => {}
+                    Ok(false) => {
                         deep.remove(&path);
                     }
                     Err(()) => {
@@ -1216,6 +1202,19 @@ fn widened(text: &str) -> String {
 pub(super) fn fits_as_given(path: &Path) -> bool {
     path.as_os_str().len() < libc::PATH_MAX as usize
         && path.components().all(|part| part.as_os_str().len() <= 255)
+}
+
+/// Whether the directory `path`, too deep to open by its path, is there, read whole
+/// through its parents (`deep::read_below`) within `budget`; `Err` if it may hold
+/// anything.
+fn read_deep(
+    mounts: &mut Option<super::mounts::MountTable>,
+    path: &Path,
+    budget: &mut usize,
+) -> Result<bool, ()> {
+    let table = mounts.get_or_insert_with(super::mounts::MountTable::read);
+    let mounted = |at: &Path| table.is_mount_point(at);
+    super::deep::read_below(path, None, &mounted, budget).map_err(|_| ())
 }
 
 /// Whether `path` lies in a file system that shows processes rather than files (`/proc`,

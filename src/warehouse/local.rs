@@ -446,16 +446,21 @@ fn name_of(root: &Path, path: &Path) -> std::result::Result<String, String> {
 }
 
 /// Whether the object `name` may be deleted: every component below `root` exists, is no
-/// symbolic link and no mount point (of another file system, or a bind mount of this one:
-/// `mounts`), and the object is a regular file. `Ok(None)` if it is gone.
-pub(crate) fn deletable(root: &Path, name: &str) -> std::result::Result<Option<()>, String> {
+/// symbolic link and no mount point (of another file system, or a bind mount of this one,
+/// as `mounts` shows the table now), and the object is a regular file. `Ok(None)` if it
+/// is gone.
+pub(crate) fn deletable(
+    root: &Path,
+    name: &str,
+    mounts: &mut super::mounts::MountWatch,
+) -> std::result::Result<Option<()>, String> {
     use std::os::unix::fs::MetadataExt;
     let device = std::fs::metadata(root)
         .map_err(|err| format!("cannot inspect `{}`: {err}", root.display()))?
         .dev();
     let real_root = std::fs::canonicalize(root)
         .map_err(|err| format!("cannot resolve `{}`: {err}", root.display()))?;
-    let mounts = super::mounts::mount_points_below(&real_root)?;
+    let mounts = mounts.points_below(&real_root)?;
     let mut path = root.to_path_buf();
     let mut real = real_root;
     let segments: Vec<&str> = name.split('/').collect();
@@ -523,6 +528,7 @@ fn io_error(path: &Path, err: std::io::Error) -> Error {
 
 #[cfg(test)]
 mod tests {
+    use super::super::mounts::MountWatch;
     use super::*;
     use futures::TryStreamExt;
 
@@ -649,11 +655,16 @@ mod tests {
                     "indexes/orphan/src/docs-0.parquet",
                     "indexes/orphan/p.parquet",
                 ] {
-                    let refused = deletable(&root, through).expect_err(through);
+                    let refused =
+                        deletable(&root, through, &mut MountWatch::default()).expect_err(through);
                     assert!(refused.contains("mount point"), "{refused}");
                 }
                 assert_eq!(
-                    deletable(&root, "indexes/live/part-0.parquet"),
+                    deletable(
+                        &root,
+                        "indexes/live/part-0.parquet",
+                        &mut MountWatch::default()
+                    ),
                     Ok(Some(()))
                 );
             },
@@ -684,10 +695,16 @@ mod tests {
             skipped,
             vec!["indexes/a/file-link", "indexes/a/part-1#3", "indexes/link"]
         );
-        assert_eq!(deletable(&root, "indexes/a/part-0"), Ok(Some(())));
-        assert!(deletable(&root, "indexes/link/precious").is_err());
-        assert!(deletable(&root, "indexes/a/file-link").is_err());
-        assert_eq!(deletable(&root, "indexes/none"), Ok(None));
+        assert_eq!(
+            deletable(&root, "indexes/a/part-0", &mut MountWatch::default()),
+            Ok(Some(()))
+        );
+        assert!(deletable(&root, "indexes/link/precious", &mut MountWatch::default()).is_err());
+        assert!(deletable(&root, "indexes/a/file-link", &mut MountWatch::default()).is_err());
+        assert_eq!(
+            deletable(&root, "indexes/none", &mut MountWatch::default()),
+            Ok(None)
+        );
         assert_eq!(linked(&root, "indexes/a/part-0"), None);
         assert!(linked(&root, "indexes/link/precious").is_some());
         assert!(linked(&root, "indexes/a/file-link").is_some());
