@@ -626,7 +626,7 @@ impl Search {
         if self.read.get(&path) == Some(&id) {
             return false;
         }
-        if !super::links::fits_as_given(&path) {
+        if !super::deep::fits_as_given(&path) {
             self.unread(format!(
                 "the link `{}` is too long to resolve by its name",
                 path.display()

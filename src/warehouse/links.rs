@@ -344,7 +344,8 @@ impl Links {
         let resolved = self.resolve(path);
         if let Err(err) = &resolved
             && (err.kind() == std::io::ErrorKind::PermissionDenied
-                || (err.raw_os_error() == Some(libc::ENAMETOOLONG) && fits_as_given(path)))
+                || (err.raw_os_error() == Some(libc::ENAMETOOLONG)
+                    && super::deep::fits_as_given(path)))
         {
             self.denied = true;
             self.denied_paths.insert(path.as_os_str().to_owned());
@@ -651,7 +652,7 @@ impl Links {
                             None => new = true,
                         }
                     }
-                    let next = if kind.is_symlink() && !fits_as_given(&path) {
+                    let next = if kind.is_symlink() && !super::deep::fits_as_given(&path) {
                         // A link whose path is too long to resolve by its full name leads
                         // wherever it points for a reader that resolves it from its directory
                         // (round 55, L1).
@@ -1193,15 +1194,6 @@ fn widened(text: &str) -> String {
         }
     }
     out
-}
-
-/// Whether `path`, as given, fits what the kernel accepts (`PATH_MAX` in all, `NAME_MAX`
-/// per component): if it does, a lookup that fails with `ENAMETOOLONG` failed on what it
-/// resolved to (links to long paths), which a reader opening the short path reaches all
-/// the same (round 54, N2): what lies there is unknown, as behind a refused permission.
-pub(super) fn fits_as_given(path: &Path) -> bool {
-    path.as_os_str().len() < libc::PATH_MAX as usize
-        && path.components().all(|part| part.as_os_str().len() <= 255)
 }
 
 /// Whether the directory `path`, too deep to open by its path, is there, read whole

@@ -939,13 +939,7 @@ async fn while_a_wide_link_of_a_live_table_is_there(
 /// rest of the dropped index is collected.
 #[tokio::test]
 async fn class4_a_link_below_a_live_table_keeps_what_it_leads_to() {
-    let env = Env::open(Backend::Local, 403).await;
-    let config = test_config();
-    let root = env.local_dir.clone().expect("local");
-    let old = Layout::under("old/1");
-    let (old_id, _, _) = env.register("old", &old).await;
-    let live = Layout::under("live/1");
-    env.register("live", &live).await;
+    let (env, config, root, old, old_id, live) = old_and_live(403).await;
     let shared = format!("{}part-0.parquet", old.postings);
     symlink_at(
         "../../../old/1/ivf_postings/part-0.parquet",
@@ -1564,12 +1558,7 @@ async fn class4_an_unnameable_link_in_a_kept_table_keeps_what_it_leads_to() {
 /// that would says where it is; once it is gone, collection goes on.
 #[tokio::test]
 async fn class4_a_place_too_deep_to_read_pauses_collection_and_says_where() {
-    let env = Env::open(Backend::Local, 410).await;
-    let config = test_config();
-    let root = env.local_dir.clone().expect("local");
-    let old = Layout::under("old/1");
-    let (old_id, _, _) = env.register("old", &old).await;
-    env.register("live", &Layout::under("live/1")).await;
+    let (env, config, root, old, old_id, _) = old_and_live(410).await;
     parqdb_catalog::warehouse::deep_link(&root, "indexes/junk", 22, "/nowhere");
     env.catalog.drop_index(&old_id).await.expect("dropped");
     let reports = passes(&env, &config, 8).await;
@@ -1595,13 +1584,7 @@ async fn class4_a_place_too_deep_to_read_pauses_collection_and_says_where() {
 /// listing can name, are kept). It used to pause every delete for as long as it was there.
 #[tokio::test]
 async fn class4_a_place_too_deep_to_open_by_path_holding_only_files_does_not_stop_collection() {
-    let env = Env::open(Backend::Local, 411).await;
-    let config = test_config();
-    let root = env.local_dir.clone().expect("local");
-    let old = Layout::under("old/1");
-    let (old_id, _, _) = env.register("old", &old).await;
-    let live = Layout::under("live/1");
-    env.register("live", &live).await;
+    let (env, config, root, old, old_id, live) = old_and_live(411).await;
     parqdb_catalog::warehouse::deep_file(&root, "indexes/junk", 40);
     // and one inside the live table: read by the search from the live names
     parqdb_catalog::warehouse::deep_file(&root, live.postings.trim_end_matches('/'), 40);
@@ -4542,4 +4525,25 @@ async fn a_logged_publication_that_may_name_anything_delays_collection_but_never
         env.none_exist(&old.files()).await,
         "the dropped index was never collected"
     );
+}
+
+/// A local warehouse (seeded `seed`) holding an index `old/1`, to be dropped, and a live
+/// index `live/1`: the layout most class-4 cases put garbage and live data in.
+async fn old_and_live(
+    seed: u64,
+) -> (
+    Env,
+    GcConfig,
+    std::path::PathBuf,
+    Layout,
+    IndexIdentifier,
+    Layout,
+) {
+    let env = Env::open(Backend::Local, seed).await;
+    let root = env.local_dir.clone().expect("local");
+    let old = Layout::under("old/1");
+    let (old_id, _, _) = env.register("old", &old).await;
+    let live = Layout::under("live/1");
+    env.register("live", &live).await;
+    (env, test_config(), root, old, old_id, live)
 }
