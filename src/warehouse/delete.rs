@@ -37,8 +37,8 @@ impl Warehouse {
     pub(crate) async fn delete(&self, names: Vec<String>) -> Vec<(String, Deletion)> {
         let mut outcomes = Vec::with_capacity(names.len());
         let mut paths = Vec::with_capacity(names.len());
-        // The mount table, read again only when it changed (one `poll` per deletion).
-        let mounts = Arc::new(std::sync::Mutex::new(super::mounts::MountWatch::default()));
+        // The warehouse directory as the batch first finds it (round 89, R2).
+        let batch = Arc::new(std::sync::Mutex::new(super::mounts::BatchRoot::default()));
         for name in names {
             let path = match self.path(&name) {
                 Ok(path) => path,
@@ -49,7 +49,7 @@ impl Warehouse {
             };
             match &self.local {
                 Some(dir) => {
-                    let outcome = self.delete_local(dir, &mounts, &name, &path).await;
+                    let outcome = self.delete_local(dir, &batch, &name, &path).await;
                     outcomes.push((name, outcome));
                 }
                 None => paths.push((name, path)),
@@ -108,14 +108,14 @@ impl Warehouse {
     async fn delete_local(
         &self,
         dir: &Arc<PathBuf>,
-        mounts: &Arc<std::sync::Mutex<super::mounts::MountWatch>>,
+        batch: &Arc<std::sync::Mutex<super::mounts::BatchRoot>>,
         name: &str,
         path: &Path,
     ) -> Deletion {
-        let (dir, mounts, checked) = (dir.clone(), mounts.clone(), name.to_owned());
-        let check = move || match mounts.lock() {
-            Ok(mut mounts) => local::deletable(&dir, &checked, &mut mounts),
-            Err(_) => Err("the mount table's reader failed".to_owned()),
+        let (dir, batch, checked) = (dir.clone(), batch.clone(), name.to_owned());
+        let check = move || match batch.lock() {
+            Ok(mut batch) => local::deletable(&dir, &checked, &mut batch),
+            Err(_) => Err("the check of the warehouse directory failed".to_owned()),
         };
         match tokio::task::spawn_blocking(check).await {
             Ok(Ok(Some(()))) => {}

@@ -445,56 +445,74 @@ fn name_of(root: &Path, path: &Path) -> std::result::Result<String, String> {
     Ok(segments.join("/"))
 }
 
-/// Whether the object `name` may be deleted: every component below `root` exists, is no
-/// symbolic link and no mount point (of another file system, or a bind mount of this one,
-/// as `mounts` shows the table now), and the object is a regular file. `Ok(None)` if it
-/// is gone.
+/// Whether the object `name` may be deleted: the warehouse directory is still the one
+/// `batch` first saw (no mount over it or above it, no other directory put in its place:
+/// round 89, R2), every component below `root` exists, is no symbolic link and no mount
+/// point (of another file system, or a bind mount of this one: round 79), and the object
+/// is a regular file. `Ok(None)` if it is gone.
+///
+/// A mount point is told by `statx`'s mount-root attribute of the component itself, as
+/// the kernel sees it at that instant (round 89, R1: a table of mount points cached for a
+/// batch went stale when a directory holding one was renamed into garbage); kernels
+/// without the attribute (before 5.8) read the mount table for each deletion.
 pub(crate) fn deletable(
     root: &Path,
     name: &str,
-    mounts: &mut super::mounts::MountWatch,
+    batch: &mut super::mounts::BatchRoot,
 ) -> std::result::Result<Option<()>, String> {
-    use std::os::unix::fs::MetadataExt;
-    let device = std::fs::metadata(root)
-        .map_err(|err| format!("cannot inspect `{}`: {err}", root.display()))?
-        .dev();
-    let real_root = std::fs::canonicalize(root)
-        .map_err(|err| format!("cannot resolve `{}`: {err}", root.display()))?;
-    let mounts = mounts.points_below(&real_root)?;
+    let device = batch.check(root)?;
+    let mut table: Option<std::collections::HashSet<PathBuf>> = None;
     let mut path = root.to_path_buf();
-    let mut real = real_root;
     let segments: Vec<&str> = name.split('/').collect();
     for (at, segment) in segments.iter().enumerate() {
         path.push(segment);
-        real.push(segment);
-        if mounts.contains(&real) {
+        let stat = match rustix::fs::statx(
+            rustix::fs::CWD,
+            &path,
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW | rustix::fs::AtFlags::NO_AUTOMOUNT,
+            rustix::fs::StatxFlags::BASIC_STATS,
+        ) {
+            Ok(stat) => stat,
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(err) => return Err(format!("cannot inspect `{}`: {err}", path.display())),
+        };
+        let mount_root = rustix::fs::StatxAttributes::MOUNT_ROOT;
+        let mounted = match stat.stx_attributes_mask.contains(mount_root) {
+            true => stat.stx_attributes.contains(mount_root),
+            false => {
+                if table.is_none() {
+                    let real_root = std::fs::canonicalize(root)
+                        .map_err(|err| format!("cannot resolve `{}`: {err}", root.display()))?;
+                    table = Some(super::mounts::mount_points_below(&real_root)?);
+                }
+                let real = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+                table.as_ref().is_some_and(|points| points.contains(&real))
+            }
+        };
+        if mounted {
             return Err(format!(
                 "`{}` is a mount point below the warehouse (a bind mount shows another directory or file there); nothing is deleted at or below it",
                 path.display()
             ));
         }
-        let meta = match std::fs::symlink_metadata(&path) {
-            Ok(meta) => meta,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(err) => return Err(format!("cannot inspect `{}`: {err}", path.display())),
-        };
-        if meta.file_type().is_symlink() {
+        let kind = rustix::fs::FileType::from_raw_mode(stat.stx_mode.into());
+        if kind == rustix::fs::FileType::Symlink {
             return Err(format!(
                 "`{}` is a symbolic link; nothing is deleted through or at a link",
                 path.display()
             ));
         }
-        if meta.dev() != device {
+        if rustix::fs::makedev(stat.stx_dev_major, stat.stx_dev_minor) != device {
             return Err(format!(
                 "`{}` is on another file system (a mount point below the warehouse); nothing is deleted there",
                 path.display()
             ));
         }
         let last = at + 1 == segments.len();
-        if last && !meta.file_type().is_file() {
+        if last && kind != rustix::fs::FileType::RegularFile {
             return Err(format!("`{}` is not a regular file", path.display()));
         }
-        if !last && !meta.file_type().is_dir() {
+        if !last && kind != rustix::fs::FileType::Directory {
             return Ok(None);
         }
     }
@@ -528,7 +546,7 @@ fn io_error(path: &Path, err: std::io::Error) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use super::super::mounts::MountWatch;
+    use super::super::mounts::BatchRoot;
     use super::*;
     use futures::TryStreamExt;
 
@@ -656,17 +674,31 @@ mod tests {
                     "indexes/orphan/p.parquet",
                 ] {
                     let refused =
-                        deletable(&root, through, &mut MountWatch::default()).expect_err(through);
+                        deletable(&root, through, &mut BatchRoot::default()).expect_err(through);
                     assert!(refused.contains("mount point"), "{refused}");
                 }
+                let mut batch = BatchRoot::default();
                 assert_eq!(
-                    deletable(
-                        &root,
-                        "indexes/live/part-0.parquet",
-                        &mut MountWatch::default()
-                    ),
+                    deletable(&root, "indexes/live/part-0.parquet", &mut batch),
                     Ok(Some(()))
                 );
+                // Round 89 (helper-83, R1): a directory holding a mount point renamed into
+                // garbage while the batch deletes: refused at the next deletion.
+                std::fs::create_dir_all(dir.join("park/d/m")).expect("made");
+                bind(dir, "wh/indexes/live", "park/d/m");
+                std::fs::rename(dir.join("park/d"), root.join("indexes/orphan/d")).expect("moved");
+                let refused = deletable(&root, "indexes/orphan/d/m/part-0.parquet", &mut batch)
+                    .expect_err("through a mount moved in");
+                assert!(refused.contains("mount point"), "{refused}");
+                // R2: a mount over the warehouse directory while the batch deletes: nothing
+                // more is deleted in the batch.
+                std::fs::create_dir_all(dir.join("other/indexes/live")).expect("made");
+                std::fs::write(dir.join("other/indexes/live/part-0.parquet"), b"PAR1")
+                    .expect("file");
+                bind(dir, "other", "wh");
+                let refused = deletable(&root, "indexes/live/part-0.parquet", &mut batch)
+                    .expect_err("another directory at the root");
+                assert!(refused.contains("not the one this batch"), "{refused}");
             },
         );
     }
@@ -696,13 +728,13 @@ mod tests {
             vec!["indexes/a/file-link", "indexes/a/part-1#3", "indexes/link"]
         );
         assert_eq!(
-            deletable(&root, "indexes/a/part-0", &mut MountWatch::default()),
+            deletable(&root, "indexes/a/part-0", &mut BatchRoot::default()),
             Ok(Some(()))
         );
-        assert!(deletable(&root, "indexes/link/precious", &mut MountWatch::default()).is_err());
-        assert!(deletable(&root, "indexes/a/file-link", &mut MountWatch::default()).is_err());
+        assert!(deletable(&root, "indexes/link/precious", &mut BatchRoot::default()).is_err());
+        assert!(deletable(&root, "indexes/a/file-link", &mut BatchRoot::default()).is_err());
         assert_eq!(
-            deletable(&root, "indexes/none", &mut MountWatch::default()),
+            deletable(&root, "indexes/none", &mut BatchRoot::default()),
             Ok(None)
         );
         assert_eq!(linked(&root, "indexes/a/part-0"), None);

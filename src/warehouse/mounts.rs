@@ -185,85 +185,66 @@ impl MountTable {
     }
 }
 
-/// The mount points strictly below a resolved root, read again only when the process's
-/// mount table changed: the kernel marks an open `/proc/self/mountinfo` with a priority
-/// event after any mount or unmount in the namespace since the last `poll` (proc(5)), so
-/// a deletion asks one `poll` instead of reading and parsing the whole table (measured:
-/// about 10 % of a local deleting run with a table of 20 mounts; with thousands, more).
-/// On Linux the table must be readable: a process without its own `/proc/self` (a `/proc`
-/// not mounted, or another process-ID namespace's, as after `nsenter -m`) gets an error,
-/// and nothing is deleted (round 80, P1). Elsewhere (no such table) only another device
-/// is seen.
+/// The warehouse directory as a batch of deletions first found it: its mount (`statx`'s
+/// mount id) and identity. A mount made over it or above it, or another directory put in
+/// its place, while the batch deletes would send the batch's later deletions elsewhere
+/// (another warehouse's live files: round 89, R2); every deletion checks it first.
 #[derive(Debug, Default)]
-pub(super) struct MountWatch {
-    /// The open table, and the root and mount points read from it.
-    read: Option<(std::fs::File, PathBuf, HashSet<PathBuf>)>,
+pub(super) struct BatchRoot {
+    first: Option<(Option<u64>, u64, u64)>,
 }
 
-impl MountWatch {
-    /// The mount points strictly below `real_root`, as the table shows them now.
-    pub(super) fn points_below(&mut self, real_root: &Path) -> Result<&HashSet<PathBuf>, String> {
-        let current = self
-            .read
-            .as_ref()
-            .is_some_and(|(file, root, _)| root == real_root && !changed_since_last_poll(file));
-        if !current {
-            self.read = None;
-            let (file, points) = read_mount_points(real_root)?;
-            self.read = Some((file, real_root.to_path_buf(), points));
-        }
-        Ok(self
-            .read
-            .as_ref()
-            .map(|(_, _, points)| points)
-            .unwrap_or(&EMPTY))
-    }
-}
-
-static EMPTY: std::sync::LazyLock<HashSet<PathBuf>> = std::sync::LazyLock::new(HashSet::new);
-
-/// Whether the mount table open as `file` changed since the last poll of it (or may have:
-/// a failed poll counts as a change).
-fn changed_since_last_poll(file: &std::fs::File) -> bool {
-    use rustix::event::{PollFd, PollFlags, Timespec};
-    let mut fds = [PollFd::new(file, PollFlags::PRI)];
-    let now = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    match rustix::event::poll(&mut fds, Some(&now)) {
-        Ok(_) => !fds[0].revents().is_empty(),
-        Err(_) => true,
-    }
-}
-
-/// Open the table, poll it once (so that the next poll reports only later changes), and
-/// read the mount points strictly below `real_root` from it.
-fn read_mount_points(real_root: &Path) -> Result<(std::fs::File, HashSet<PathBuf>), String> {
-    use std::io::Read;
-    let refused = |err: std::io::Error| {
-        format!(
-            "cannot read this process's mount table, `/proc/self/mountinfo` ({err}), which shows the bind mounts a deletion must not pass through; nothing is deleted in a local warehouse without it (mount this process's own /proc)"
+impl BatchRoot {
+    /// Check `root` against what the batch first found; its device.
+    pub(super) fn check(&mut self, root: &Path) -> Result<u64, String> {
+        let stat = rustix::fs::statx(
+            rustix::fs::CWD,
+            root,
+            rustix::fs::AtFlags::empty(),
+            rustix::fs::StatxFlags::BASIC_STATS | rustix::fs::StatxFlags::MNT_ID,
         )
-    };
-    let mut file = match std::fs::File::open("/proc/self/mountinfo") {
-        Ok(file) => file,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound && !cfg!(target_os = "linux") => {
-            let placeholder = std::fs::File::open("/dev/null").map_err(refused)?;
-            return Ok((placeholder, HashSet::new()));
+        .map_err(|err| format!("cannot inspect `{}`: {err}", root.display()))?;
+        let device = rustix::fs::makedev(stat.stx_dev_major, stat.stx_dev_minor);
+        let mount =
+            (stat.stx_mask & rustix::fs::StatxFlags::MNT_ID.bits() != 0).then_some(stat.stx_mnt_id);
+        let now = (mount, device, stat.stx_ino);
+        match self.first {
+            None => self.first = Some(now),
+            Some(first) if first == now => {}
+            Some(_) => {
+                return Err(format!(
+                    "the warehouse directory `{}` is not the one this batch of deletions started in (a mount over it or above it, or another directory in its place); nothing more is deleted in this batch",
+                    root.display()
+                ));
+            }
         }
-        Err(err) => return Err(refused(err)),
+        Ok(device)
+    }
+}
+
+/// The mount points strictly below `real_root` (a resolved path), for kernels whose
+/// `statx` does not tell a mount point (before 5.8). On Linux the mount table must be
+/// readable: a process without its own `/proc/self` (a `/proc` not mounted, or another
+/// process-ID namespace's, as after `nsenter -m`) gets an error, and nothing is deleted
+/// (round 80, P1). Elsewhere (no such table) only another device is seen.
+pub(super) fn mount_points_below(real_root: &Path) -> Result<HashSet<PathBuf>, String> {
+    let table = match std::fs::read("/proc/self/mountinfo") {
+        Ok(table) => table,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound && !cfg!(target_os = "linux") => {
+            return Ok(HashSet::new());
+        }
+        Err(err) => {
+            return Err(format!(
+                "cannot read this process's mount table, `/proc/self/mountinfo` ({err}), which shows the bind mounts a deletion must not pass through; nothing is deleted in a local warehouse without it (mount this process's own /proc)"
+            ));
+        }
     };
-    changed_since_last_poll(&file);
-    let mut table = Vec::new();
-    file.read_to_end(&mut table).map_err(refused)?;
-    let points = table
+    Ok(table
         .split(|byte| *byte == b'\n')
         .filter_map(|line| line.split(|byte| *byte == b' ').nth(4))
         .map(|field| PathBuf::from(OsString::from_vec(unescaped(field))))
         .filter(|point| point != real_root && point.starts_with(real_root))
-        .collect();
-    Ok((file, points))
+        .collect())
 }
 
 /// A mount table field with its octal escapes (`\040` for a space) undone.
@@ -399,10 +380,7 @@ mod tests {
                     .status()
                     .expect("mount runs");
                 assert!(status.success(), "a tmpfs over /proc");
-                let refused = MountWatch::default()
-                    .points_below(root)
-                    .map(|_| ())
-                    .expect_err("no mount table");
+                let refused = mount_points_below(root).expect_err("no mount table");
                 assert!(refused.contains("/proc/self/mountinfo"), "{refused}");
             },
         );
@@ -417,16 +395,8 @@ mod tests {
                 std::fs::create_dir_all(root.join("wh/indexes/a")).expect("made");
                 bind(root, "wh/indexes/a", "wh/indexes/b/m");
                 let real = std::fs::canonicalize(root.join("wh")).expect("real");
-                let mut watch = MountWatch::default();
-                let points = watch.points_below(&real).expect("table").clone();
+                let points = mount_points_below(&real).expect("table");
                 assert_eq!(points, HashSet::from([real.join("indexes/b/m")]));
-                // A mount made since is seen by the same watch (the table's poll event).
-                assert_eq!(watch.points_below(&real).expect("table"), &points);
-                bind(root, "wh/indexes/a", "wh/indexes/b/n");
-                assert_eq!(
-                    watch.points_below(&real).expect("table"),
-                    &HashSet::from([real.join("indexes/b/m"), real.join("indexes/b/n")])
-                );
                 // What it shows, and that a directory no mount shows shows nothing else.
                 let table = MountTable::read();
                 assert!(
