@@ -127,7 +127,7 @@
 //!
 //! | rule | statement | enforced by | model | tests |
 //! |---|---|---|---|---|
-//! | **O** ours | `o` is a regular file reached without a symbolic link, a mount point (another file system, or a bind mount of this one: round 79; told by `statx` at each deletion: round 89) or another file system, below the warehouse directory the batch started in (round 89), and no listed object shows it lies in a nested catalog structure (an ownership marker, `_catalog/`, `_gc/`, pointer records) | `warehouse::local::deletable`, `warehouse::mounts`, `warehouse::layout::nested_root`, `scan::Nested` | — (layout, not protocol) | `gc::hostile_layouts` classes 3–4, `gc::simulation` hostile layouts |
+//! | **O** ours | `o` is a regular file reached without a symbolic link, a mount point (another file system, or a bind mount of this one: round 79) or another file system, below the warehouse directory the process opened, through directories opened and checked one by one and unlinked from the one checked (`warehouse::unlink`, rounds 89–90), and no listed object shows it lies in a nested catalog structure (an ownership marker, `_catalog/`, `_gc/`, pointer records) | `warehouse::unlink`, `warehouse::mounts`, `warehouse::layout::nested_root`, `scan::Nested` | — (layout, not protocol) | `gc::hostile_layouts` classes 3–4, `gc::simulation` hostile layouts |
 //! | **U** unreachable | no spelling of `o`, nor of any path a symbolic link leads it to, is covered by `R` of the run's first walk nor of its verification walk; a reference covers itself and its subtree on a segment boundary | `reachability::observe`, `RefMap::covers_any_spelling`, `Warehouse::link_targets`, `NameReader::names_of_location` | `Run::reachable`, `reachable_again` | `gc::durable_evidence::class1_*`, `class4_*`, `gc::scenarios::sibling_prefixes_are_not_confused` |
 //! | **G** grace | `last_modified(o) + grace + skew <= now`: in-flight writers own young files | `rules::decide` | `TIMING.grace_ms` | `gc::scenarios::orphans_of_a_crashed_commit_wait_for_grace_plus_retention`, `gc::directory_references::tables_copied_in_with_old_times_*` |
 //! | **W** walks date losses | a clock is the end of a walk that found `o` unreachable; nothing (a record's time, a quiet catalog, a first sighting) dates a loss earlier | `rules::retention_clock` | `Assess` | `gc::durable_evidence::class3_*`, `class5_*` |
@@ -197,7 +197,11 @@
 //!    holding one.
 //!    The catalog's own bookkeeping (`_gc/`, `_catalog/`) is
 //!    in real directories (a link there stops the collector with `STORE_REFUSED`); links
-//!    in a local pointer store are followed, and one that leads nowhere is an error.
+//!    in a local pointer store are followed, and one that leads nowhere is an error. A
+//!    warehouse over a store of the caller's (`Warehouse::with_local_dir`) is checked
+//!    through open directories and then deleted by that store, by path: a directory
+//!    swapped in between is not seen there (`Warehouse::local` unlinks through the
+//!    directory it checked: round 90).
 //! 6. A reader of a live index reads metadata (a JSON document in every format version)
 //!    and the locations it names. A family reference's file that is not valid metadata
 //!    (another format or version, written half) may name anything, by rules no catalog

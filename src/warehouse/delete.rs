@@ -8,7 +8,8 @@ use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
-use super::{Deletion, Warehouse, local, unavailable};
+use super::unlink::{self, Unlinked};
+use super::{Deletion, Warehouse, unavailable};
 use crate::error::{Error, ErrorKind};
 
 impl Warehouse {
@@ -31,14 +32,12 @@ impl Warehouse {
         Ok(deleted)
     }
 
-    /// Delete objects by name. On the local file system an object is only deleted if no
-    /// component of its path below the root is a symbolic link or on another file system
-    /// and it is a regular file, checked right before that object's deletion.
+    /// Delete objects by name. On the local file system an object is only deleted through
+    /// open directories, each checked, from the warehouse directory this process opened:
+    /// never through a symbolic link or a mount point, and only a regular file (`unlink`).
     pub(crate) async fn delete(&self, names: Vec<String>) -> Vec<(String, Deletion)> {
         let mut outcomes = Vec::with_capacity(names.len());
         let mut paths = Vec::with_capacity(names.len());
-        // The warehouse directory as the batch first finds it (round 89, R2).
-        let batch = Arc::new(std::sync::Mutex::new(super::mounts::BatchRoot::default()));
         for name in names {
             let path = match self.path(&name) {
                 Ok(path) => path,
@@ -49,7 +48,7 @@ impl Warehouse {
             };
             match &self.local {
                 Some(dir) => {
-                    let outcome = self.delete_local(dir, &batch, &name, &path).await;
+                    let outcome = self.delete_local(dir, &name, &path).await;
                     outcomes.push((name, outcome));
                 }
                 None => paths.push((name, path)),
@@ -103,36 +102,32 @@ impl Warehouse {
         }
         outcomes
     }
-    /// Check one local object and delete it right away (the check and the deletion of a
-    /// file are adjacent, not a batch apart).
-    async fn delete_local(
-        &self,
-        dir: &Arc<PathBuf>,
-        batch: &Arc<std::sync::Mutex<super::mounts::BatchRoot>>,
-        name: &str,
-        path: &Path,
-    ) -> Deletion {
-        let (dir, batch, checked) = (dir.clone(), batch.clone(), name.to_owned());
-        let check = move || match batch.lock() {
-            Ok(mut batch) => local::deletable(&dir, &checked, &mut batch),
-            Err(_) => Err("the check of the warehouse directory failed".to_owned()),
+    /// Delete one local object through open directories, each checked (`unlink`); over a
+    /// store of the caller's, checked that way and then deleted by the store.
+    async fn delete_local(&self, dir: &Arc<PathBuf>, name: &str, path: &Path) -> Deletion {
+        let (dir, opened, checked) = (dir.clone(), self.local_opened.clone(), name.to_owned());
+        let own = self.local_own_store;
+        let work = move || match own {
+            true => unlink::delete(&dir, &checked, &opened),
+            false => unlink::check(&dir, &checked, &opened),
         };
-        match tokio::task::spawn_blocking(check).await {
-            Ok(Ok(Some(()))) => {}
-            Ok(Ok(None)) => return Deletion::Missing,
-            Ok(Err(why)) => return Deletion::Refused(why),
-            Err(err) => {
-                return Deletion::Failed(Error::with_source(
-                    ErrorKind::StoreUnavailable,
-                    "checking a deletion failed",
-                    err,
-                ));
+        match tokio::task::spawn_blocking(work).await {
+            Ok(Unlinked::Deleted) if !own => match self.store.delete(path).await {
+                Ok(()) => Deletion::Deleted,
+                Err(object_store::Error::NotFound { .. }) => Deletion::Missing,
+                Err(err) => Deletion::Failed(unavailable(name, err)),
+            },
+            Ok(Unlinked::Deleted) => Deletion::Deleted,
+            Ok(Unlinked::Missing) => Deletion::Missing,
+            Ok(Unlinked::Refused(why)) => Deletion::Refused(why),
+            Ok(Unlinked::Failed(why)) => {
+                Deletion::Failed(Error::new(ErrorKind::StoreUnavailable, why))
             }
-        }
-        match self.store.delete(path).await {
-            Ok(()) => Deletion::Deleted,
-            Err(object_store::Error::NotFound { .. }) => Deletion::Missing,
-            Err(err) => Deletion::Failed(unavailable(name, err)),
+            Err(err) => Deletion::Failed(Error::with_source(
+                ErrorKind::StoreUnavailable,
+                "deleting a local file failed",
+                err,
+            )),
         }
     }
 }

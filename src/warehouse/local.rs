@@ -445,80 +445,6 @@ fn name_of(root: &Path, path: &Path) -> std::result::Result<String, String> {
     Ok(segments.join("/"))
 }
 
-/// Whether the object `name` may be deleted: the warehouse directory is still the one
-/// `batch` first saw (no mount over it or above it, no other directory put in its place:
-/// round 89, R2), every component below `root` exists, is no symbolic link and no mount
-/// point (of another file system, or a bind mount of this one: round 79), and the object
-/// is a regular file. `Ok(None)` if it is gone.
-///
-/// A mount point is told by `statx`'s mount-root attribute of the component itself, as
-/// the kernel sees it at that instant (round 89, R1: a table of mount points cached for a
-/// batch went stale when a directory holding one was renamed into garbage); kernels
-/// without the attribute (before 5.8) read the mount table for each deletion.
-pub(crate) fn deletable(
-    root: &Path,
-    name: &str,
-    batch: &mut super::mounts::BatchRoot,
-) -> std::result::Result<Option<()>, String> {
-    let device = batch.check(root)?;
-    let mut table: Option<std::collections::HashSet<PathBuf>> = None;
-    let mut path = root.to_path_buf();
-    let segments: Vec<&str> = name.split('/').collect();
-    for (at, segment) in segments.iter().enumerate() {
-        path.push(segment);
-        let stat = match rustix::fs::statx(
-            rustix::fs::CWD,
-            &path,
-            rustix::fs::AtFlags::SYMLINK_NOFOLLOW | rustix::fs::AtFlags::NO_AUTOMOUNT,
-            rustix::fs::StatxFlags::BASIC_STATS,
-        ) {
-            Ok(stat) => stat,
-            Err(rustix::io::Errno::NOENT) => return Ok(None),
-            Err(err) => return Err(format!("cannot inspect `{}`: {err}", path.display())),
-        };
-        let mount_root = rustix::fs::StatxAttributes::MOUNT_ROOT;
-        let mounted = match stat.stx_attributes_mask.contains(mount_root) {
-            true => stat.stx_attributes.contains(mount_root),
-            false => {
-                if table.is_none() {
-                    let real_root = std::fs::canonicalize(root)
-                        .map_err(|err| format!("cannot resolve `{}`: {err}", root.display()))?;
-                    table = Some(super::mounts::mount_points_below(&real_root)?);
-                }
-                let real = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
-                table.as_ref().is_some_and(|points| points.contains(&real))
-            }
-        };
-        if mounted {
-            return Err(format!(
-                "`{}` is a mount point below the warehouse (a bind mount shows another directory or file there); nothing is deleted at or below it",
-                path.display()
-            ));
-        }
-        let kind = rustix::fs::FileType::from_raw_mode(stat.stx_mode.into());
-        if kind == rustix::fs::FileType::Symlink {
-            return Err(format!(
-                "`{}` is a symbolic link; nothing is deleted through or at a link",
-                path.display()
-            ));
-        }
-        if rustix::fs::makedev(stat.stx_dev_major, stat.stx_dev_minor) != device {
-            return Err(format!(
-                "`{}` is on another file system (a mount point below the warehouse); nothing is deleted there",
-                path.display()
-            ));
-        }
-        let last = at + 1 == segments.len();
-        if last && kind != rustix::fs::FileType::RegularFile {
-            return Err(format!("`{}` is not a regular file", path.display()));
-        }
-        if !last && kind != rustix::fs::FileType::Directory {
-            return Ok(None);
-        }
-    }
-    Ok(Some(()))
-}
-
 /// Why the path of the object `name` below `root` passes through a symbolic link, if it
 /// does (a missing component ends the check: reading the object reports that).
 pub(crate) fn linked(root: &Path, name: &str) -> Option<String> {
@@ -546,7 +472,6 @@ fn io_error(path: &Path, err: std::io::Error) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use super::super::mounts::BatchRoot;
     use super::*;
     use futures::TryStreamExt;
 
@@ -647,62 +572,6 @@ mod tests {
         assert_eq!(skipped, vec!["indexes/link"]);
     }
 
-    /// GC round 79 (helper-73): nothing is deleted at or below a bind mount below the
-    /// root, which shows another directory (a whole prefix, a directory outside) or file
-    /// there under a garbage name; what it shows is deletable by its own name.
-    #[test]
-    fn nothing_is_deletable_through_a_bind_mount() {
-        use super::super::mounts::{bind, in_a_mount_namespace};
-        in_a_mount_namespace(
-            "warehouse::local::tests::nothing_is_deletable_through_a_bind_mount",
-            |dir| {
-                let root = dir.join("wh");
-                std::fs::create_dir_all(root.join("indexes/live")).expect("made");
-                std::fs::write(root.join("indexes/live/part-0.parquet"), b"PAR1").expect("file");
-                std::fs::create_dir_all(dir.join("outside/src")).expect("made");
-                std::fs::write(dir.join("outside/src/docs-0.parquet"), b"PAR1").expect("file");
-                bind(dir, "wh/indexes", "wh/indexes/orphan/mnt");
-                bind(dir, "outside/src", "wh/indexes/orphan/src");
-                bind(
-                    dir,
-                    "wh/indexes/live/part-0.parquet",
-                    "wh/indexes/orphan/p.parquet",
-                );
-                for through in [
-                    "indexes/orphan/mnt/live/part-0.parquet",
-                    "indexes/orphan/src/docs-0.parquet",
-                    "indexes/orphan/p.parquet",
-                ] {
-                    let refused =
-                        deletable(&root, through, &mut BatchRoot::default()).expect_err(through);
-                    assert!(refused.contains("mount point"), "{refused}");
-                }
-                let mut batch = BatchRoot::default();
-                assert_eq!(
-                    deletable(&root, "indexes/live/part-0.parquet", &mut batch),
-                    Ok(Some(()))
-                );
-                // Round 89 (helper-83, R1): a directory holding a mount point renamed into
-                // garbage while the batch deletes: refused at the next deletion.
-                std::fs::create_dir_all(dir.join("park/d/m")).expect("made");
-                bind(dir, "wh/indexes/live", "park/d/m");
-                std::fs::rename(dir.join("park/d"), root.join("indexes/orphan/d")).expect("moved");
-                let refused = deletable(&root, "indexes/orphan/d/m/part-0.parquet", &mut batch)
-                    .expect_err("through a mount moved in");
-                assert!(refused.contains("mount point"), "{refused}");
-                // R2: a mount over the warehouse directory while the batch deletes: nothing
-                // more is deleted in the batch.
-                std::fs::create_dir_all(dir.join("other/indexes/live")).expect("made");
-                std::fs::write(dir.join("other/indexes/live/part-0.parquet"), b"PAR1")
-                    .expect("file");
-                bind(dir, "other", "wh");
-                let refused = deletable(&root, "indexes/live/part-0.parquet", &mut batch)
-                    .expect_err("another directory at the root");
-                assert!(refused.contains("not the one this batch"), "{refused}");
-            },
-        );
-    }
-
     #[tokio::test]
     async fn links_are_never_followed_nor_deletable() {
         let dir = tempfile::tempdir().expect("dir");
@@ -726,16 +595,6 @@ mod tests {
         assert_eq!(
             skipped,
             vec!["indexes/a/file-link", "indexes/a/part-1#3", "indexes/link"]
-        );
-        assert_eq!(
-            deletable(&root, "indexes/a/part-0", &mut BatchRoot::default()),
-            Ok(Some(()))
-        );
-        assert!(deletable(&root, "indexes/link/precious", &mut BatchRoot::default()).is_err());
-        assert!(deletable(&root, "indexes/a/file-link", &mut BatchRoot::default()).is_err());
-        assert_eq!(
-            deletable(&root, "indexes/none", &mut BatchRoot::default()),
-            Ok(None)
         );
         assert_eq!(linked(&root, "indexes/a/part-0"), None);
         assert!(linked(&root, "indexes/link/precious").is_some());

@@ -42,6 +42,7 @@ mod objects;
 mod outside;
 mod placement;
 mod stamp;
+mod unlink;
 #[cfg(any(test, feature = "test-util"))]
 #[doc(hidden)] // A layout the tests of the collector make (tests/it/gc/hostile_layouts.rs).
 pub use placement::{deep_file, deep_link};
@@ -129,6 +130,13 @@ pub struct Warehouse {
     /// That directory as it was given, made absolute but with its links not resolved
     /// (`./warehouse -> /disk2/wh`): an engine may stand above either spelling.
     local_as_given: Option<Arc<PathBuf>>,
+    /// That directory as this process opened it: nothing is deleted once another one is
+    /// there (`unlink`).
+    local_opened: Arc<std::sync::OnceLock<unlink::RootIdentity>>,
+    /// Whether the store is this warehouse's own over that directory (`Warehouse::local`),
+    /// so that deletions unlink through the checked directories, or a store of the
+    /// caller's (`with_local_dir`), which deletes by path after the check.
+    local_own_store: bool,
 }
 
 impl Warehouse {
@@ -143,6 +151,8 @@ impl Warehouse {
             store,
             local: None,
             local_as_given: None,
+            local_opened: Arc::default(),
+            local_own_store: false,
         })
     }
 
@@ -186,8 +196,10 @@ impl Warehouse {
             )
         })?;
         let mut warehouse = Warehouse::new(root.as_str(), Arc::new(store), Path::default())?;
+        warehouse.opened_at(&dir);
         warehouse.local = Some(Arc::new(dir));
         warehouse.local_as_given = as_given(given);
+        warehouse.local_own_store = true;
         Ok(warehouse)
     }
 
@@ -197,8 +209,20 @@ impl Warehouse {
     /// through a link or outside `dir`.
     pub fn with_local_dir(mut self, dir: &std::path::Path) -> Result<Warehouse> {
         self.local_as_given = as_given(dir);
-        self.local = Some(Arc::new(create_local_dir(dir)?));
+        let dir = create_local_dir(dir)?;
+        self.opened_at(&dir);
+        self.local = Some(Arc::new(dir));
+        self.local_own_store = false;
         Ok(self)
+    }
+
+    /// Record the local directory `dir` as this process opens it (else its first deletion
+    /// records it).
+    fn opened_at(&mut self, dir: &std::path::Path) {
+        self.local_opened = Arc::default();
+        if let Ok(identity) = unlink::RootIdentity::of(dir) {
+            let _ = self.local_opened.set(identity);
+        }
     }
 
     /// The root URI, without a trailing `/`.

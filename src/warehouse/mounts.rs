@@ -185,43 +185,6 @@ impl MountTable {
     }
 }
 
-/// The warehouse directory as a batch of deletions first found it: its mount (`statx`'s
-/// mount id) and identity. A mount made over it or above it, or another directory put in
-/// its place, while the batch deletes would send the batch's later deletions elsewhere
-/// (another warehouse's live files: round 89, R2); every deletion checks it first.
-#[derive(Debug, Default)]
-pub(super) struct BatchRoot {
-    first: Option<(Option<u64>, u64, u64)>,
-}
-
-impl BatchRoot {
-    /// Check `root` against what the batch first found; its device.
-    pub(super) fn check(&mut self, root: &Path) -> Result<u64, String> {
-        let stat = rustix::fs::statx(
-            rustix::fs::CWD,
-            root,
-            rustix::fs::AtFlags::empty(),
-            rustix::fs::StatxFlags::BASIC_STATS | rustix::fs::StatxFlags::MNT_ID,
-        )
-        .map_err(|err| format!("cannot inspect `{}`: {err}", root.display()))?;
-        let device = rustix::fs::makedev(stat.stx_dev_major, stat.stx_dev_minor);
-        let mount =
-            (stat.stx_mask & rustix::fs::StatxFlags::MNT_ID.bits() != 0).then_some(stat.stx_mnt_id);
-        let now = (mount, device, stat.stx_ino);
-        match self.first {
-            None => self.first = Some(now),
-            Some(first) if first == now => {}
-            Some(_) => {
-                return Err(format!(
-                    "the warehouse directory `{}` is not the one this batch of deletions started in (a mount over it or above it, or another directory in its place); nothing more is deleted in this batch",
-                    root.display()
-                ));
-            }
-        }
-        Ok(device)
-    }
-}
-
 /// The mount points strictly below `real_root` (a resolved path), for kernels whose
 /// `statx` does not tell a mount point (before 5.8). On Linux the mount table must be
 /// readable: a process without its own `/proc/self` (a `/proc` not mounted, or another
