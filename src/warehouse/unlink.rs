@@ -129,7 +129,7 @@ fn checked(
     let stat = match rustix::fs::statx(&dir, *last, no_follow(), stat_flags()) {
         Ok(stat) => stat,
         Err(Errno::NOENT) => return Unlinked::Missing,
-        Err(err) => return Unlinked::Failed(format!("cannot inspect `{}`: {err}", walker.shown())),
+        Err(err) => return walker.cannot("inspect", err),
     };
     if let Some(refused) = walker.refuses(&stat, true) {
         return refused;
@@ -188,15 +188,9 @@ impl Walker<'_> {
                     self.shown()
                 )));
             }
-            Err(err) => {
-                return Err(Unlinked::Failed(format!(
-                    "cannot open `{}`: {err}",
-                    self.shown()
-                )));
-            }
+            Err(err) => return Err(self.cannot("open", err)),
         };
-        let stat = stat_of(&next)
-            .map_err(|err| Unlinked::Failed(format!("cannot inspect `{}`: {err}", self.shown())))?;
+        let stat = stat_of(&next).map_err(|err| self.cannot("inspect", err))?;
         match self.refuses(&stat, false) {
             Some(refused) => Err(refused),
             None => Ok(Some(next)),
@@ -260,6 +254,21 @@ impl Walker<'_> {
 
     fn shown(&self) -> String {
         self.path.display().to_string()
+    }
+
+    /// The outcome of an `action` on the current path that failed with `err`: a refusal
+    /// of permission keeps the object with a warning, and collection goes on around it
+    /// (round 91, E1: a directory made unreadable between the listing and the deletes
+    /// stopped every run, each resuming on the same file); anything else is the file
+    /// system failing.
+    fn cannot(&self, action: &str, err: Errno) -> Unlinked {
+        match err {
+            Errno::ACCESS | Errno::PERM => Unlinked::Refused(format!(
+                "`{}` cannot be deleted by the collector (it may not {action} it: {err}); it is kept: delete it by hand if it is garbage",
+                self.shown()
+            )),
+            err => Unlinked::Failed(format!("cannot {action} `{}`: {err}", self.shown())),
+        }
     }
 }
 
@@ -352,6 +361,28 @@ mod tests {
     #[test]
     fn a_file_the_collector_may_not_delete_is_refused() {
         use std::os::unix::fs::PermissionsExt;
+        // Root may delete anyway: run again as `nobody` (util-linux's `setpriv`).
+        const INSIDE: &str = "PARQDB_TEST_UNPRIVILEGED";
+        let probe = tempfile::tempdir().expect("dir");
+        let is_root =
+            std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(probe.path()).expect("meta"))
+                == 0;
+        if is_root && std::env::var_os(INSIDE).is_none() {
+            let status = std::process::Command::new("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(std::env::current_exe().expect("the test binary"))
+                .args([
+                    "--exact",
+                    "warehouse::unlink::tests::a_file_the_collector_may_not_delete_is_refused",
+                    "--test-threads=1",
+                ])
+                .env(INSIDE, "1")
+                .env("TMPDIR", "/tmp")
+                .status()
+                .expect("setpriv (util-linux) runs");
+            assert!(status.success(), "failed as nobody");
+            return;
+        }
         let dir = tempfile::tempdir().expect("dir");
         let root = dir.path().join("wh");
         std::fs::create_dir_all(root.join("indexes/junk")).expect("dirs");
@@ -365,6 +396,20 @@ mod tests {
         match root_user {
             true => assert_eq!(outcome, Unlinked::Deleted),
             false => refused(outcome, "cannot be deleted by the collector"),
+        }
+        // Round 91 (helper-85, E1): a directory on the way the collector may not read or
+        // search (0o444, 0o000).
+        std::fs::create_dir_all(root.join("indexes/zzz/sub")).expect("dirs");
+        for mode in [0o444, 0o000] {
+            std::fs::write(root.join("indexes/zzz/sub/f.parquet"), b"x").expect("file");
+            let sub = root.join("indexes/zzz/sub");
+            std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            let outcome = unlinked(&root, "indexes/zzz/sub/f.parquet", &OnceLock::new());
+            std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+            match root_user {
+                true => assert_eq!(outcome, Unlinked::Deleted),
+                false => refused(outcome, "cannot be deleted by the collector"),
+            }
         }
     }
 
