@@ -148,9 +148,15 @@ impl Warehouse {
         }
     }
 
-    /// The object `name`'s size and time, if it exists.
+    /// The object `name`'s size and time, if it exists. On a local warehouse (over its own
+    /// store) the file is looked at, never opened: an open of a file the collector may not
+    /// read stopped every run, and one of a FIFO blocked it for good (round 92, F1, F2);
+    /// nothing but a regular file is an object.
     pub async fn head(&self, name: &str) -> Result<Option<Listed>> {
         let path = self.path(name)?;
+        if let Some(found) = self.head_local(name).await {
+            return found;
+        }
         match self.store.head(&path).await {
             Ok(meta) => Ok(Some(self.listed(&meta, name))),
             Err(err) if is_missing(&err) => Ok(None),
@@ -165,6 +171,9 @@ impl Warehouse {
     /// tells it changed.
     pub(crate) async fn head_tagged(&self, name: &str) -> Result<Option<(Listed, Option<String>)>> {
         let path = self.path(name)?;
+        if let Some(found) = self.head_local(name).await {
+            return found.map(|listed| listed.map(|listed| (listed, None)));
+        }
         match self.store.head(&path).await {
             Ok(meta) => {
                 let tag = match self.local {
@@ -176,6 +185,21 @@ impl Warehouse {
             Err(err) if is_missing(&err) => Ok(None),
             Err(err) => Err(unavailable(name, err)),
         }
+    }
+
+    /// [`Warehouse::head`] of a local warehouse over its own store, by the file's metadata
+    /// (a regular file, following links as a read does); `None` for any other warehouse.
+    async fn head_local(&self, name: &str) -> Option<Result<Option<Listed>>> {
+        let dir = self.local.as_deref().filter(|_| self.local_own_store)?;
+        Some(match local_files::regular_file(&dir.join(name)).await {
+            Ok(Some(meta)) => Ok(Some(local::listed(name.to_owned(), &meta))),
+            Ok(None) => Ok(None),
+            Err(err) => Err(Error::with_source(
+                ErrorKind::StoreUnavailable,
+                format!("cannot inspect `{name}` in the warehouse"),
+                err,
+            )),
+        })
     }
 
     /// Create the object `name` unless it exists; `false` if it did.
@@ -254,6 +278,46 @@ mod tests {
     use object_store::memory::InMemory;
 
     use super::*;
+
+    /// Round 92 (helper-86, F1, F2): on a local warehouse a head looks at the file and
+    /// never opens it: a FIFO is no object (an open would block for good), and a file the
+    /// collector may not read is still seen.
+    #[tokio::test]
+    async fn a_local_head_never_opens_the_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("dir");
+        let wh = Warehouse::local(dir.path()).expect("warehouse");
+        std::fs::create_dir_all(dir.path().join("indexes/junk")).expect("dirs");
+        let status = std::process::Command::new("mkfifo")
+            .arg(dir.path().join("indexes/junk/fifo.parquet"))
+            .status()
+            .expect("mkfifo runs");
+        assert!(status.success());
+        let empty = dir.path().join("indexes/junk/empty.parquet");
+        std::fs::write(&empty, b"").expect("file");
+        std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+        let head = |name: &'static str| {
+            let wh = wh.clone();
+            async move {
+                tokio::time::timeout(std::time::Duration::from_secs(30), wh.head(name))
+                    .await
+                    .expect("a head never blocks")
+            }
+        };
+        assert_eq!(head("indexes/junk/fifo.parquet").await.expect("head"), None);
+        let listed = head("indexes/junk/empty.parquet")
+            .await
+            .expect("head")
+            .expect("seen");
+        assert_eq!(listed.size, 0);
+        let tagged = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            wh.head_tagged("indexes/junk/fifo.parquet"),
+        )
+        .await
+        .expect("a head never blocks");
+        assert_eq!(tagged.expect("head"), None);
+    }
 
     fn warehouse(root: &str) -> Warehouse {
         Warehouse::new(root, Arc::new(InMemory::new()), Path::from("wh")).expect("valid root")
