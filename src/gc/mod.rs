@@ -205,7 +205,9 @@
 //! 6. A reader of a live index reads metadata (a JSON document in every format version)
 //!    and the locations it names. The collector may read every file under `metadata/`:
 //!    one it may not read stops every run until it can (it may be metadata that names
-//!    anything; round 92, F3). A family reference's file that is not valid metadata
+//!    anything; round 92, F3); and it may list every directory under the managed
+//!    prefixes: one it may not list pauses every delete (a link there may lead anywhere;
+//!    round 66, and round 93, N1). A family reference's file that is not valid metadata
 //!    (another format or version, written half) may name anything, by rules no catalog
 //!    knows (where its strings lead, on which file system, from which directory: rounds
 //!    35–62): publication refuses it, and one written after its reference was published

@@ -194,6 +194,14 @@ impl Warehouse {
         Some(match local_files::regular_file(&dir.join(name)).await {
             Ok(Some(meta)) => Ok(Some(local::listed(name.to_owned(), &meta))),
             Ok(None) => Ok(None),
+            // The collector may not look there: what is there is unknown, and so it stays.
+            Err(err) if err.kind() == std::io::ErrorKind::PermissionDenied => {
+                Err(Error::with_source(
+                    ErrorKind::StoreRefused,
+                    format!("the collector may not look at `{name}` in the warehouse"),
+                    err,
+                ))
+            }
             Err(err) => Err(Error::with_source(
                 ErrorKind::StoreUnavailable,
                 format!("cannot inspect `{name}` in the warehouse"),
@@ -317,6 +325,49 @@ mod tests {
         .await
         .expect("a head never blocks");
         assert_eq!(tagged.expect("head"), None);
+    }
+
+    /// Round 93 (helper-87, G1): a file the collector may not look at (its directory made
+    /// unsearchable) is a refusal, which the delete step reads as "may have been written
+    /// since" (kept), not a failure that stops every run. Root looks anyway: run again as
+    /// `nobody` (util-linux's `setpriv`).
+    #[tokio::test]
+    async fn a_local_head_the_collector_may_not_make_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        const INSIDE: &str = "PARQDB_TEST_UNPRIVILEGED";
+        let dir = tempfile::tempdir().expect("dir");
+        let is_root =
+            std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(dir.path()).expect("meta")) == 0;
+        if is_root && std::env::var_os(INSIDE).is_none() {
+            let status = std::process::Command::new("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(std::env::current_exe().expect("the test binary"))
+                .args([
+                    "--exact",
+                    "warehouse::objects::tests::a_local_head_the_collector_may_not_make_is_refused",
+                    "--test-threads=1",
+                ])
+                .env(INSIDE, "1")
+                .env("TMPDIR", "/tmp")
+                .status()
+                .expect("setpriv (util-linux) runs");
+            assert!(status.success(), "failed as nobody");
+            return;
+        }
+        let wh = Warehouse::local(dir.path()).expect("warehouse");
+        let junk = dir.path().join("indexes/junk");
+        std::fs::create_dir_all(&junk).expect("dirs");
+        std::fs::write(junk.join("empty.parquet"), b"").expect("file");
+        std::fs::set_permissions(&junk, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+        let head = wh.head("indexes/junk/empty.parquet").await;
+        std::fs::set_permissions(&junk, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        match is_root {
+            true => assert!(head.is_ok()),
+            false => assert_eq!(
+                head.map(|_| ()).map_err(|err| err.kind()),
+                Err(ErrorKind::StoreRefused)
+            ),
+        }
     }
 
     fn warehouse(root: &str) -> Warehouse {
