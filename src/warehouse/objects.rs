@@ -334,26 +334,14 @@ mod tests {
     #[tokio::test]
     async fn a_local_head_the_collector_may_not_make_is_refused() {
         use std::os::unix::fs::PermissionsExt;
-        const INSIDE: &str = "PARQDB_TEST_UNPRIVILEGED";
+        if super::super::unlink::tests::ran_as_nobody(
+            "warehouse::objects::tests::a_local_head_the_collector_may_not_make_is_refused",
+        ) {
+            return;
+        }
         let dir = tempfile::tempdir().expect("dir");
         let is_root =
             std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(dir.path()).expect("meta")) == 0;
-        if is_root && std::env::var_os(INSIDE).is_none() {
-            let status = std::process::Command::new("setpriv")
-                .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-                .arg(std::env::current_exe().expect("the test binary"))
-                .args([
-                    "--exact",
-                    "warehouse::objects::tests::a_local_head_the_collector_may_not_make_is_refused",
-                    "--test-threads=1",
-                ])
-                .env(INSIDE, "1")
-                .env("TMPDIR", "/tmp")
-                .status()
-                .expect("setpriv (util-linux) runs");
-            assert!(status.success(), "failed as nobody");
-            return;
-        }
         let wh = Warehouse::local(dir.path()).expect("warehouse");
         let junk = dir.path().join("indexes/junk");
         std::fs::create_dir_all(&junk).expect("dirs");

@@ -304,8 +304,29 @@ fn below() -> OFlags {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// Run the test `name` (its full path) again as `nobody` (util-linux's `setpriv`) if
+    /// this process is root and not that run already; whether it did (and passed).
+    pub(in crate::warehouse) fn ran_as_nobody(name: &str) -> bool {
+        const INSIDE: &str = "PARQDB_TEST_UNPRIVILEGED";
+        let probe = tempfile::tempdir().expect("dir");
+        let meta = std::fs::metadata(probe.path()).expect("meta");
+        if std::os::unix::fs::MetadataExt::uid(&meta) != 0 || std::env::var_os(INSIDE).is_some() {
+            return false;
+        }
+        let status = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(std::env::current_exe().expect("the test binary"))
+            .args(["--exact", name, "--test-threads=1"])
+            .env(INSIDE, "1")
+            .env("TMPDIR", "/tmp")
+            .status()
+            .expect("setpriv (util-linux) runs");
+        assert!(status.success(), "{name} failed as nobody");
+        true
+    }
 
     /// Delete `name` below `root` for a process that opened `root` as `opened`.
     fn unlinked(root: &Path, name: &str, opened: &OnceLock<RootIdentity>) -> Unlinked {
@@ -361,26 +382,9 @@ mod tests {
     #[test]
     fn a_file_the_collector_may_not_delete_is_refused() {
         use std::os::unix::fs::PermissionsExt;
-        // Root may delete anyway: run again as `nobody` (util-linux's `setpriv`).
-        const INSIDE: &str = "PARQDB_TEST_UNPRIVILEGED";
-        let probe = tempfile::tempdir().expect("dir");
-        let is_root =
-            std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(probe.path()).expect("meta"))
-                == 0;
-        if is_root && std::env::var_os(INSIDE).is_none() {
-            let status = std::process::Command::new("setpriv")
-                .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-                .arg(std::env::current_exe().expect("the test binary"))
-                .args([
-                    "--exact",
-                    "warehouse::unlink::tests::a_file_the_collector_may_not_delete_is_refused",
-                    "--test-threads=1",
-                ])
-                .env(INSIDE, "1")
-                .env("TMPDIR", "/tmp")
-                .status()
-                .expect("setpriv (util-linux) runs");
-            assert!(status.success(), "failed as nobody");
+        // Root may delete anyway: run again as `nobody`.
+        if ran_as_nobody("warehouse::unlink::tests::a_file_the_collector_may_not_delete_is_refused")
+        {
             return;
         }
         let dir = tempfile::tempdir().expect("dir");
