@@ -8,8 +8,9 @@
 #   1. installs (on first use) cargo-lambda and ziglang (pinned below) into a venv under
 #      ${PARQDB_TOOLS_DIR:-$HOME/.cache/parqdb-catalog}/cargo-lambda, and the Rust target;
 #   2. checks what the functions link, from cargo's dependency graph for the target: none
-#      of the CLI's or the remote client's crates (clap, indicatif, aws-sdk-s3, aws-config)
-#      and one crypto provider (aws-lc-rs; ring must not be linked). aws-sdk-lambda is
+#      of the CLI's or the remote client's crates (clap, indicatif, aws-config) and one
+#      crypto provider (aws-lc-rs; ring must not be linked). aws-sdk-s3 is linked for an
+#      S3 warehouse's listings (signed with object_store's credentials). aws-sdk-lambda is
 #      linked for `refresh`'s builder function (configured from the environment only);
 #      the other binaries do not reference it, so the linker leaves it out of them;
 #   3. builds every binary of the functions crate (`cargo lambda build --release --arm64
@@ -58,7 +59,7 @@ ensure_tools() {
 check_graph() {
     local graph forbidden found=0
     graph="$(cargo tree -p parqdb-catalog-functions -e normal --target "$target" --prefix none --locked)"
-    for forbidden in clap indicatif aws-sdk-s3 aws-config ring; do
+    for forbidden in clap indicatif aws-config ring; do
         if grep -q "^$forbidden v" <<<"$graph"; then
             echo "build-functions.sh: the functions link \`$forbidden\`:" >&2
             cargo tree -p parqdb-catalog-functions -e normal --target "$target" -i "$forbidden" --locked >&2

@@ -204,16 +204,15 @@ impl CatalogConfig {
             #[cfg(feature = "s3")]
             "s3" => {
                 let (bucket, _) = bucket_and_prefix(&url, &uri)?;
-                let store = amazon_s3_builder(&bucket, &self.s3_options())?
-                    .build()
-                    .map_err(|err| {
-                        Error::with_source(
-                            ErrorKind::Configuration,
-                            format!("warehouse `{uri}`"),
-                            err,
-                        )
-                    })?;
-                Warehouse::new(&uri, Arc::new(store), Warehouse::root_key(&uri)?)
+                let builder = amazon_s3_builder(&bucket, &self.s3_options())?;
+                let store = builder.clone().build().map_err(|err| {
+                    Error::with_source(ErrorKind::Configuration, format!("warehouse `{uri}`"), err)
+                })?;
+                let lister = crate::warehouse::s3_key_lister(&builder, store.credentials().clone());
+                Ok(
+                    Warehouse::new(&uri, Arc::new(store), Warehouse::root_key(&uri)?)?
+                        .with_key_lister(lister),
+                )
             }
             other => Err(unsupported("warehouse", other, &uri)),
         }

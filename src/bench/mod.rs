@@ -8,7 +8,7 @@
 //! | scenario     | catalog                                   | raw primitive                         |
 //! |--------------|-------------------------------------------|---------------------------------------|
 //! | `load`       | `load`, and `load_if_changed` (unchanged) | `get` of the pointer record            |
-//! | `commit`     | `commit` with the base metadata cached    | `get` + conditional `put` of a record; and the physical minimum: `get` of a record and `GET` of the new metadata file concurrently, then a conditional `put` |
+//! | `commit`     | `commit` with the base metadata cached    | `get` + conditional `put` of a record; the physical minimum: `get` of a record and `GET` of the new metadata file concurrently, then a conditional `put`; and that minimum with a change-log entry created beside the reads (`+log`: the write the collector's safety argument adds) |
 //! | `contention` | N writers, reload-and-retry on one index  | the same with 1 writer                 |
 //! | `list`       | `list` of a namespace of `--list-size` identifiers, half of them dropped | paginated store listing of all its keys (tombstones included) |
 //! | `parse`      | strict parse + validate, 1,000 snapshots  | `serde_json::Value` parse              |
@@ -110,6 +110,14 @@ pub struct BenchRow {
     /// `catalog.p50 / minimum.p50`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_minimum_p50: Option<f64>,
+    /// The physical minimum plus the one write the collector's safety argument adds
+    /// (commit: a change-log entry created beside the reads, before the conditional
+    /// write).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logged_minimum: Option<Summary>,
+    /// `catalog.p50 / logged_minimum.p50`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_logged_minimum_p50: Option<f64>,
     /// Scenario-specific numbers (contention: attempts, fairness, lost updates).
     #[serde(skip_serializing_if = "serde_json::Value::is_null")]
     pub details: serde_json::Value,
@@ -127,6 +135,8 @@ impl BenchRow {
             raw,
             minimum: None,
             ratio_minimum_p50: None,
+            logged_minimum: None,
+            ratio_logged_minimum_p50: None,
             details: serde_json::Value::Null,
         }
     }
@@ -135,6 +145,13 @@ impl BenchRow {
         let minimum = minimum.summary();
         self.ratio_minimum_p50 = ratio(&self.catalog, Some(&minimum));
         self.minimum = Some(minimum);
+        self
+    }
+
+    fn with_logged_minimum(mut self, logged: &Samples) -> BenchRow {
+        let logged = logged.summary();
+        self.ratio_logged_minimum_p50 = ratio(&self.catalog, Some(&logged));
+        self.logged_minimum = Some(logged);
         self
     }
 }
@@ -161,7 +178,7 @@ impl BenchReport {
     pub fn table(&self) -> String {
         let mut out = format!("store: {}\nwarehouse: {}\n", self.store, self.warehouse);
         out.push_str(&format!(
-            "{:<52} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>7} {:>9} {:>7}\n",
+            "{:<52} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>7} {:>9} {:>7} {:>9} {:>7}\n",
             "operation",
             "n",
             "p50 ms",
@@ -171,7 +188,9 @@ impl BenchReport {
             "raw p50",
             "ratio",
             "min p50",
-            "vs min"
+            "vs min",
+            "+log p50",
+            "vs +log"
         ));
         let ms = |s: Option<Summary>| {
             s.map(|s| format!("{:.3}", s.p50_ms))
@@ -181,7 +200,7 @@ impl BenchReport {
         for row in &self.rows {
             let c = &row.catalog;
             out.push_str(&format!(
-                "{:<52} {:>8} {:>9.3} {:>9.3} {:>9.3} {:>10.1} {:>9} {:>7} {:>9} {:>7}\n",
+                "{:<52} {:>8} {:>9.3} {:>9.3} {:>9.3} {:>10.1} {:>9} {:>7} {:>9} {:>7} {:>9} {:>7}\n",
                 row.operation,
                 c.count,
                 c.p50_ms,
@@ -192,6 +211,8 @@ impl BenchReport {
                 times(row.ratio_p50),
                 ms(row.minimum),
                 times(row.ratio_minimum_p50),
+                ms(row.logged_minimum),
+                times(row.ratio_logged_minimum_p50),
             ));
             if !row.details.is_null() {
                 out.push_str(&format!("    {}\n", row.details));
@@ -221,6 +242,10 @@ pub fn backend_report(reports: &[BenchReport]) -> String {
         (
             "commit vs physical minimum (≤ 1.10×)",
             Box::new(|r| times(row(r, "commit").and_then(|r| r.ratio_minimum_p50))),
+        ),
+        (
+            "commit vs physical minimum with the change-log entry",
+            Box::new(|r| times(row(r, "commit").and_then(|r| r.ratio_logged_minimum_p50))),
         ),
         (
             "list, half dropped, vs raw listing (≤ 1.2×)",

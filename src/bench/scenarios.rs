@@ -215,8 +215,15 @@ impl Bench {
                     .map_err(unavailable)
             }
         };
-        let (mut commits, mut raw, mut minimum) =
-            (Samples::default(), Samples::default(), Samples::default());
+        let (mut commits, mut raw, mut minimum, mut logged) = (
+            Samples::default(),
+            Samples::default(),
+            Samples::default(),
+            Samples::default(),
+        );
+        // A change-log entry's size: what a commit's entry holds (key, ids, locations).
+        let entry = Bytes::from(vec![b'x'; 1024]);
+        let mut entries = Vec::new();
         let deadline = Instant::now() + self.duration;
         let mut version = 1;
         // Warm the cache with the base, as a publisher that just wrote it would have.
@@ -248,14 +255,36 @@ impl Bench {
                 .await
                 .map_err(unavailable)?;
             minimum.push(start.elapsed());
+
+            // The same with the one write the collector's safety argument adds before the
+            // pointer write: a change-log entry, created (if absent) beside the reads.
+            let name = format!("_bench/{}/change-{version}.json", self.run);
+            let start = Instant::now();
+            let (current, file, created) = futures::join!(
+                store.get(&raw_key),
+                async { warehouse.object_store().get(&path).await?.bytes().await },
+                warehouse.put_if_absent(&name, entry.clone())
+            );
+            let current = current.map_err(unavailable)?;
+            std::hint::black_box(file.map_err(object_error)?);
+            created?;
+            write_next(store.as_ref(), &raw_key, current, version)
+                .await
+                .map_err(unavailable)?;
+            logged.push(start.elapsed());
+            entries.push(name);
         }
+        // The entries are the bench's own scratch, outside the managed prefixes (a file
+        // left behind by a refused deletion is harmless).
+        warehouse.delete(entries).await;
         Ok(BenchRow::new(
             "commit",
             "commit vs raw read + conditional write",
             &commits,
             Some(&raw),
         )
-        .with_minimum(&minimum))
+        .with_minimum(&minimum)
+        .with_logged_minimum(&logged))
     }
 
     /// `writers` writers publish on one index with reload-and-retry.

@@ -58,7 +58,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::metadata::IndexMetadata;
 use crate::metadata::named::{
-    Below, directories_of, files_below, names_of_metadata, references_of,
+    Below, References, directories_of, files_below, names_of_metadata, references_of,
 };
 use crate::warehouse::layout::{CATALOG_DIR, ledger_holds, nested_root};
 use crate::warehouse::{
@@ -76,6 +76,8 @@ pub(crate) struct Publication {
     pub location: String,
     /// Its parsed content, read from the warehouse (never from the cache).
     pub metadata: Arc<IndexMetadata>,
+    /// What it names, read once for every check of the publication.
+    pub refs: References,
 }
 
 /// The deadline of one register or commit.
@@ -192,7 +194,12 @@ impl Catalog {
             refuse_condemned(self, &name, "metadata file"),
             warehouse.refuse_links(&name),
         )?;
-        Ok(Publication { location, metadata })
+        let refs = references_of(&metadata, self.registry(), warehouse);
+        Ok(Publication {
+            location,
+            metadata,
+            refs,
+        })
     }
 
     /// Refuse a publication that names the warehouse's own bookkeeping: an index table or
@@ -206,7 +213,6 @@ impl Catalog {
         source: &crate::metadata::TableDefinition,
     ) -> Result<()> {
         let warehouse = self.warehouse();
-        let registry = self.registry();
         let refuse = |what: &str, name: &str, why: &str| {
             Err(Error::new(
                 ErrorKind::InvalidIndexMetadata,
@@ -220,7 +226,7 @@ impl Catalog {
         let bookkeeping = |name: &str| {
             is_within(name, GC_DIR) || is_within(name, CATALOG_DIR) || name == OWNER_MARKER
         };
-        let refs = references_of(&publication.metadata, registry, warehouse);
+        let refs = &publication.refs;
         if let Some(name) = refs.tables.iter().find(|name| bookkeeping(name)) {
             return refuse("index table", name, "in the catalog's own bookkeeping");
         }
@@ -276,7 +282,7 @@ impl Catalog {
     ) -> Result<()> {
         let registry = self.registry();
         let warehouse = self.warehouse();
-        let refs = references_of(&publication.metadata, registry, warehouse);
+        let refs = &publication.refs;
         let known = base
             .map(|base| references_of(base, registry, warehouse))
             .unwrap_or_default();

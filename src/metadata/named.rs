@@ -27,7 +27,7 @@ pub(crate) fn normalize(location: &str) -> Option<String> {
 
 /// The references of one metadata file, in canonical form, each list sorted and without
 /// repeats.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct References {
     /// Index-table locations.
     pub tables: Vec<String>,

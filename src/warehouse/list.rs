@@ -15,6 +15,13 @@ impl Warehouse {
         if let Some(dir) = &self.local {
             return local::list(dir.as_ref().clone(), prefix.to_owned());
         }
+        if let Some(lister) = self.key_lister() {
+            let this = self.clone();
+            return lister
+                .keys(self.key_prefix(prefix), None)
+                .map(move |entry| entry.map(|entry| this.item_of_key(&entry)))
+                .boxed();
+        }
         let this = self.clone();
         let what = prefix.to_owned();
         self.store
@@ -28,6 +35,9 @@ impl Warehouse {
 
     /// The objects directly in the directory `dir` (not below it).
     pub(crate) async fn list_files(&self, dir: &str) -> Result<Vec<Listed>> {
+        if let Some(lister) = self.key_lister() {
+            return Box::pin(self.key_files(lister.as_ref(), dir)).await;
+        }
         let listed = self
             .store
             .list_with_delimiter(Some(&self.key(dir)))

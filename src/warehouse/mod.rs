@@ -46,8 +46,11 @@ mod unlink;
 #[cfg(any(test, feature = "test-util"))]
 #[doc(hidden)] // A layout the tests of the collector make (tests/it/gc/hostile_layouts.rs).
 pub use placement::{deep_file, deep_link};
+mod keys;
 mod range;
 mod recognise;
+#[cfg(feature = "s3")]
+mod s3_list;
 pub(crate) use recognise::NameReader;
 
 use std::path::PathBuf;
@@ -57,6 +60,11 @@ use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore};
 use url::Url;
 
+#[cfg(feature = "s3")]
+#[doc(hidden)]
+pub use keys::s3_key_lister;
+#[doc(hidden)]
+pub use keys::{KeyLister, RawEntry};
 pub use layout::OWNER_MARKER;
 pub(crate) use layout::{GC_DIR, INDEXES_DIR, MANAGED_PREFIXES, METADATA_DIR};
 pub(crate) use link_search::WideLink;
@@ -137,6 +145,9 @@ pub struct Warehouse {
     /// so that deletions unlink through the checked directories, or a store of the
     /// caller's (`with_local_dir`), which deletes by path after the check.
     local_own_store: bool,
+    /// The store's own listing of keys, where object_store's cannot list every key (the
+    /// `keys` module).
+    key_lister: Option<Arc<dyn KeyLister>>,
 }
 
 impl Warehouse {
@@ -153,6 +164,7 @@ impl Warehouse {
             local_as_given: None,
             local_opened: Arc::default(),
             local_own_store: false,
+            key_lister: None,
         })
     }
 

@@ -213,6 +213,9 @@ impl Warehouse {
                     )
                 })?;
         }
+        if let Some(lister) = self.key_lister() {
+            return Box::pin(self.key_segments(lister.as_ref(), prefix)).await;
+        }
         let base = self.key(prefix);
         let listed = self
             .store
@@ -265,6 +268,32 @@ impl Warehouse {
             && offset.as_deref().is_none_or(|offset| after > offset)
         {
             offset = Some(after.to_owned());
+        }
+        if let Some(lister) = self.key_lister() {
+            // The store's own listing: every key in byte order (folder markers and keys
+            // object_store cannot parse included, as skipped entries), positioned at the
+            // key itself.
+            let this = self.clone();
+            let after = after.map(str::to_owned);
+            return lister
+                .keys(format!("{}/", base.as_ref()), offset)
+                .try_filter(move |entry| {
+                    let key = entry.key.as_str();
+                    let keep = lower.as_deref().is_none_or(|lower| key >= lower)
+                        && after.as_deref().is_none_or(|after| key > after);
+                    futures::future::ready(keep)
+                })
+                .try_take_while(move |entry| {
+                    let inside = upper
+                        .as_deref()
+                        .is_none_or(|upper| entry.key.as_str() < upper);
+                    futures::future::ready(Ok(inside))
+                })
+                .map_ok(move |entry| Positioned {
+                    item: this.item_of_key(&entry),
+                    position: entry.key,
+                })
+                .boxed();
         }
         let listing = match offset.as_deref().map(Path::parse) {
             Some(Ok(offset)) => self.store.list_with_offset(Some(&base), &offset),

@@ -4405,26 +4405,34 @@ mod s3 {
     }
 
     /// S3 keys `object_store::path::Path::parse` refuses (an empty segment, a `.` or `..`
-    /// segment, a control character) are ordinary S3 keys. Listed through object_store, one
-    /// of them under a managed prefix fails the listing: KNOWN LIMITATION until S3 warehouses
-    /// are listed with raw keys (the scale-out collector's listing): today such a key makes
-    /// every run stop before deleting anything — safe, not live. This test holds the safety
-    /// half (nothing is deleted, the live index is untouched, the error names the listing)
-    /// and that collection resumes once the key is removed.
+    /// segment, a control character) and folder markers are ordinary S3 keys that any
+    /// engine may write (`…/ivf_postings/` joined with `/part-0`). Listed through
+    /// object_store, one of them under a managed prefix failed every listing, so every run
+    /// stopped for good (round 94, F1); a marker first in its directory listed as an object
+    /// named like the directory, which runs then "deleted" (F2). The warehouse lists with
+    /// `ListObjectsV2` itself: each such key is kept and reported as skipped, no deletion
+    /// names it or a directory, and collection goes on around it.
     #[tokio::test]
-    async fn redteam_liveness_s3_keys_object_store_cannot_parse_stop_runs_safely() {
-        let keys = [
+    async fn redteam94_s3_keys_object_store_cannot_parse_are_kept_and_collection_goes_on() {
+        let odd = [
             "wh/indexes/stray//part-0",
+            "wh/indexes//lead",
             "wh/metadata/./x.metadata.json",
+            "wh/metadata//y.metadata.json",
             "wh/indexes/x/../y",
             "wh/indexes/ctl\u{1}z",
+            "wh/indexes/garbage/",
+            "wh/indexes/live/",
+            "wh/indexes/live/1/",
+            "wh/metadata/",
         ];
-        for key in keys {
-            let env = Env::open(Backend::S3, 1502).await;
-            let config = test_config();
-            env.register("live", &Layout::under("live/1")).await;
-            env.put("indexes/garbage/1/part-0", b"x").await;
-            let (s3, bucket) = raw_s3(&env);
+        let env = Env::open(Backend::S3, 1502).await;
+        let config = test_config();
+        let live = Layout::under("live/1");
+        env.register("live", &live).await;
+        env.put("indexes/garbage/1/part-0", b"x").await;
+        let (s3, bucket) = raw_s3(&env);
+        for key in odd {
             s3.put_object()
                 .bucket(&bucket)
                 .key(key)
@@ -4432,47 +4440,43 @@ mod s3 {
                 .send()
                 .await
                 .expect("an ordinary S3 key");
-            let managed = |env: &Env| {
-                env.sim
-                    .deletions()
-                    .iter()
-                    .filter(|d| {
-                        d.path.starts_with("wh/metadata/") || d.path.starts_with("wh/indexes/")
-                    })
-                    .count()
-            };
-            let before = managed(&env);
-            for _ in 0..36 {
-                env.advance(10 * MINUTE);
-                let err = env
-                    .gc(config.clone())
-                    .collect(env.now())
-                    .await
-                    .expect_err("the listing fails on the unparseable key");
-                // Typed, and never retried into a deletion: unavailable or refused.
-                assert!(
-                    matches!(
-                        err.kind(),
-                        ErrorKind::StoreUnavailable | ErrorKind::StoreRefused
-                    ),
-                    "{key:?}: {err}"
-                );
-            }
-            assert_eq!(managed(&env), before, "{key:?}: a failed run deleted data");
-            assert!(env.exists("indexes/garbage/1/part-0").await);
-            // Remove the stray key: collection resumes.
-            s3.delete_object()
+        }
+        let reports = checked_passes(&env, &config, 6, "odd keys", async |report| {
+            assert!(
+                report.counts.skipped >= odd.len() as u64,
+                "every odd key is listed and skipped: {:?}",
+                report.warnings
+            );
+        })
+        .await;
+        assert!(
+            !env.exists("indexes/garbage/1/part-0").await,
+            "garbage is collected"
+        );
+        assert!(
+            env.all_exist(&live.files()).await,
+            "the live index is whole"
+        );
+        for key in odd {
+            s3.head_object()
                 .bucket(&bucket)
                 .key(key)
                 .send()
                 .await
-                .expect("removed");
-            checked_passes(&env, &config, 6, key, async |_| {}).await;
-            assert!(
-                !env.exists("indexes/garbage/1/part-0").await,
-                "{key:?}: garbage is collected again"
-            );
+                .unwrap_or_else(|err| panic!("{key:?} is kept: {err:?}"));
         }
+        let deleted: Vec<&str> = reports
+            .iter()
+            .flat_map(|report| &report.actions)
+            .filter(|action| action.action == parqdb_catalog::gc::ActionKind::Delete)
+            .map(|action| action.path.as_str())
+            .collect();
+        assert!(
+            deleted
+                .iter()
+                .all(|path| path.ends_with("indexes/garbage/1/part-0")),
+            "only the garbage file is deleted: {deleted:?}"
+        );
     }
 }
 

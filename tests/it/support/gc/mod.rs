@@ -28,7 +28,7 @@ use parqdb_catalog::metadata::{IndexMetadata, SnapshotContents, TableDefinition}
 use parqdb_catalog::store::local::LocalStore;
 use parqdb_catalog::store::memory::MemoryStore;
 use parqdb_catalog::store::{PointerStore, PointerStoreExt, PutMode, StoreKey};
-use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::warehouse::{KeyLister, RawEntry, Warehouse};
 use parqdb_catalog::{Clock, IndexIdentifier, ManualClock, Namespace, SeededIds};
 use parqdb_catalog_testkit::fixture;
 
@@ -218,6 +218,79 @@ impl SimStore {
                 }
             })
             .boxed()
+    }
+}
+
+impl SimStore {
+    /// The simulated time of the object at `key`, where the store gave it one.
+    fn stamp_key(&self, entry: &mut RawEntry) {
+        let Ok(location) = Path::parse(&entry.key) else {
+            return;
+        };
+        if let Some(ms) = self.state.mtimes.lock().expect("lock").get(&location) {
+            entry.last_modified_ms = *ms;
+        }
+    }
+}
+
+/// A warehouse's key lister over this simulated store: the store's own listing (an S3
+/// warehouse's `ListObjectsV2`), stamped with the simulated times, counted, and one request
+/// per page of 1000 against the kill budget, as the store's own listings are.
+pub struct SimLister {
+    inner: Arc<dyn KeyLister>,
+    sim: SimStore,
+}
+
+impl fmt::Debug for SimLister {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SimLister({:?})", self.inner)
+    }
+}
+
+#[async_trait]
+impl KeyLister for SimLister {
+    fn keys(
+        self: Arc<Self>,
+        prefix: String,
+        start_after: Option<String>,
+    ) -> BoxStream<'static, parqdb_catalog::Result<RawEntry>> {
+        let sim = self.sim.clone();
+        let mut seen = 0u64;
+        self.inner
+            .clone()
+            .keys(prefix, start_after)
+            .then(move |entry| {
+                let sim = sim.clone();
+                let first_of_page = seen.is_multiple_of(1000);
+                seen += 1;
+                async move {
+                    if first_of_page {
+                        sim.gate().await;
+                    }
+                    let mut entry = entry?;
+                    sim.stamp_key(&mut entry);
+                    *sim.state
+                        .listed
+                        .lock()
+                        .expect("lock")
+                        .entry(entry.key.clone())
+                        .or_default() += 1;
+                    Ok(entry)
+                }
+            })
+            .boxed()
+    }
+
+    async fn directory(
+        &self,
+        prefix: &str,
+    ) -> parqdb_catalog::Result<(Vec<RawEntry>, Vec<String>)> {
+        self.sim.gate().await;
+        let (mut objects, prefixes) = self.inner.directory(prefix).await?;
+        for object in &mut objects {
+            self.sim.stamp_key(object);
+        }
+        Ok((objects, prefixes))
     }
 }
 
@@ -451,16 +524,18 @@ impl Env {
         }
         let options = crate::support::services::s3_options();
         let bucket = crate::support::services::new_bucket_named("parqdb-gc-").await;
-        let store = parqdb_catalog::store::s3::amazon_s3_builder(&bucket, &options)
-            .expect("builder")
-            .build()
-            .expect("S3 client");
+        let builder =
+            parqdb_catalog::store::s3::amazon_s3_builder(&bucket, &options).expect("builder");
+        let store = builder.clone().build().expect("S3 client");
+        let lister =
+            parqdb_catalog::warehouse::s3_key_lister(&builder, store.credentials().clone());
         Env::assemble(
             Arc::new(store),
             format!("s3://{bucket}/wh"),
             Path::from("wh"),
             Arc::new(MemoryStore::new()),
             None,
+            Some(lister),
             seed,
         )
     }
@@ -494,17 +569,19 @@ impl Env {
                 None,
             ),
         };
-        Env::assemble(inner, root, prefix, pointer_store, dir, seed)
+        Env::assemble(inner, root, prefix, pointer_store, dir, None, seed)
     }
 
     /// The environment over the object store `inner` (the warehouse at `root`, under
-    /// `prefix`; in `dir`'s `warehouse/` for local files) and `pointer_store`.
+    /// `prefix`; in `dir`'s `warehouse/` for local files; listed by `lister` where the
+    /// store has one, as an S3 warehouse is) and `pointer_store`.
     fn assemble(
         inner: Arc<dyn ObjectStore>,
         root: String,
         prefix: Path,
         pointer_store: Arc<dyn PointerStore>,
         dir: Option<tempfile::TempDir>,
+        lister: Option<Arc<dyn KeyLister>>,
         seed: u64,
     ) -> Env {
         let clock = Arc::new(ManualClock::new(START_MS));
@@ -519,6 +596,10 @@ impl Env {
             Warehouse::new(&root, Arc::new(sim.clone()), prefix).expect("warehouse");
         if let Some(local) = &local_dir {
             warehouse = warehouse.with_local_dir(local).expect("local dir");
+        }
+        if let Some(inner) = lister {
+            let sim = sim.clone();
+            warehouse = warehouse.with_key_lister(Arc::new(SimLister { inner, sim }));
         }
         let catalog = Catalog::builder(pointer_store.clone(), warehouse.clone())
             .clock(clock.clone())
