@@ -55,7 +55,10 @@ pub fn s3_key_lister(
     builder: &object_store::aws::AmazonS3Builder,
     credentials: object_store::aws::AwsCredentialProvider,
 ) -> Arc<dyn KeyLister> {
-    Arc::new(super::s3_list::S3Lister::new(builder, credentials))
+    Arc::new(crate::store::s3::lister::S3Lister::new(
+        builder,
+        credentials,
+    ))
 }
 
 impl Warehouse {

@@ -1,10 +1,10 @@
 //! Listings: `ListObjectsV2` pages under the store's prefix, classified by object size
 //! where sizes are trusted.
 
-use object_store::list::{PaginatedListOptions, PaginatedListStore};
+use object_store::path::Path;
 
 use super::classes::class_of_size;
-use super::errors::read_error;
+use super::lister::PageRequest;
 use super::{MAX_KEYS_PER_REQUEST, S3Store};
 use crate::store::{ListEntry, ListPage, Listing, StoreError, StoreKey};
 
@@ -28,30 +28,41 @@ impl S3Store {
             // only the entries still missing: skipped tombstones would shrink every request
             // and turn one page into a geometric series of requests.
             let wanted = limit.saturating_add(1);
-            let options = PaginatedListOptions {
-                offset: offset.clone(),
+            let request = PageRequest {
+                start_after: if page_token.is_none() {
+                    offset.as_deref()
+                } else {
+                    None
+                },
                 max_keys: Some(wanted.clamp(1, MAX_KEYS_PER_REQUEST)),
-                page_token: page_token.take(),
-                ..PaginatedListOptions::default()
+                ..PageRequest::default()
             };
             let response = self
-                .client
-                .list_paginated(Some(&object_prefix), options)
+                .lister
+                .page(&object_prefix, request, page_token.take())
                 .await
-                .map_err(read_error)?;
+                .map_err(|failure| {
+                    if failure.refused {
+                        StoreError::fatal(failure)
+                    } else {
+                        StoreError::unavailable(failure)
+                    }
+                })?;
             let mut objects: Vec<(String, u64)> = response
-                .result
                 .objects
                 .into_iter()
-                .map(|meta| (meta.location.as_ref().to_owned(), meta.size))
+                .map(|listed| (listed.key, listed.size))
                 .collect();
             objects.sort_unstable();
             for (object, size) in objects {
                 // S3 filters by the raw prefix; foreign objects (keys outside the store's
-                // alphabet) are skipped.
+                // alphabet, or that object_store cannot address) are skipped.
                 let Some(key) = self.store_key(&object) else {
                     continue;
                 };
+                if Path::parse(&object).is_err() {
+                    continue;
+                }
                 if !key.as_str().starts_with(prefix.as_str())
                     || start_after.is_some_and(|after| key <= *after)
                 {
@@ -71,7 +82,7 @@ impl S3Store {
                     listing,
                 });
             }
-            match response.page_token {
+            match response.next {
                 Some(token) => page_token = Some(token),
                 None => return Ok(page),
             }

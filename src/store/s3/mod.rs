@@ -101,6 +101,7 @@ mod classes;
 mod connector;
 mod errors;
 mod list;
+pub(crate) mod lister;
 mod options;
 
 use std::sync::Arc;
@@ -132,6 +133,9 @@ pub use self::options::{S3Options, amazon_s3_builder};
 #[derive(Debug, Clone)]
 pub struct S3Store {
     client: Arc<AmazonS3>,
+    /// Listings: `ListObjectsV2` itself, where object_store would fail a page on a key it
+    /// cannot parse (`lister`).
+    lister: Arc<lister::S3Lister>,
     bucket: String,
     prefix: String,
     classes: Arc<Classes>,
@@ -148,6 +152,7 @@ impl S3Store {
         let bucket = builder
             .get_config_value(&AmazonS3ConfigKey::Bucket)
             .unwrap_or_default();
+        let configured = builder.clone();
         let client = builder
             .with_http_connector(CountingConnector)
             .build()
@@ -158,8 +163,10 @@ impl S3Store {
                     err,
                 )
             })?;
+        let lister = lister::S3Lister::new(&configured, client.credentials().clone());
         Ok(S3Store {
             client: Arc::new(client),
+            lister: Arc::new(lister),
             bucket,
             prefix,
             classes: Arc::new(Classes::default()),

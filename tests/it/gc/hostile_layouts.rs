@@ -3420,7 +3420,6 @@ async fn redteam_liveness_object_store_staging_files_do_not_stop_collection() {
 /// An S3 client of the test server (raw keys, past object_store's parsing) and the
 /// warehouse's bucket.
 fn raw_s3(env: &Env) -> (aws_sdk_s3::Client, String) {
-    use aws_sdk_s3::config::{Credentials, Region};
     let bucket = env
         .warehouse
         .root()
@@ -3428,23 +3427,7 @@ fn raw_s3(env: &Env) -> (aws_sdk_s3::Client, String) {
         .and_then(|rest| rest.split('/').next())
         .expect("bucket")
         .to_owned();
-    let endpoint = std::env::var("PARQDB_TEST_S3_ENDPOINT").expect("endpoint");
-    let client = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::new()
-            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-            .endpoint_url(endpoint)
-            .region(Region::new("us-east-1"))
-            .credentials_provider(Credentials::new(
-                "parqdb-test",
-                "parqdb-test",
-                None,
-                None,
-                "t",
-            ))
-            .force_path_style(true)
-            .build(),
-    );
-    (client, bucket)
+    (crate::support::services::raw_s3_client(), bucket)
 }
 
 /// The scan reads a page's ledger entries with one listing bounded by the page's listed

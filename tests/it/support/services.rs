@@ -44,6 +44,27 @@ pub fn s3_options() -> S3Options {
     }
 }
 
+/// An aws-sdk-s3 client of the test server: keys as they are, past object_store's parsing.
+pub fn raw_s3_client() -> aws_sdk_s3::Client {
+    use aws_sdk_s3::config::{Credentials, Region};
+    let options = s3_options();
+    aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::new()
+            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+            .endpoint_url(options.endpoint.expect("endpoint"))
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new(
+                "parqdb-test",
+                "parqdb-test",
+                None,
+                None,
+                "t",
+            ))
+            .force_path_style(true)
+            .build(),
+    )
+}
+
 /// A new, empty bucket.
 pub async fn new_bucket() -> String {
     new_bucket_named("parqdb-test-").await

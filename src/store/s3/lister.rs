@@ -1,0 +1,231 @@
+//! `ListObjectsV2` with aws-sdk-s3, signed with object_store's credentials: the listing of
+//! keys object_store cannot list. object_store turns every key of a page into a `Path` and
+//! fails the whole page on a key it cannot parse (an empty, `.` or `..` segment, a control
+//! character), so one such key would stop every listing of its prefix (GC round 94, F1).
+//! The pointer store lists its keys with it, and so does an S3 warehouse
+//! (`warehouse::keys`).
+
+use std::time::Duration;
+
+use aws_credential_types::provider::error::CredentialsError;
+use aws_credential_types::provider::{ProvideCredentials, future};
+use object_store::ClientConfigKey;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, AwsCredentialProvider};
+
+/// `ListObjectsV2` over one bucket, signed with object_store's credentials (so the listing
+/// authenticates wherever the store's own client does: static keys, the environment, web
+/// identity, containers, instance metadata), with object_store's timeouts.
+pub(crate) struct S3Lister {
+    bucket: String,
+    client: aws_sdk_s3::Client,
+}
+
+impl std::fmt::Debug for S3Lister {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Lister")
+            .field("bucket", &self.bucket)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One key of a listing, as the store returned it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ListedKey {
+    /// The key, exactly.
+    pub key: String,
+    pub size: u64,
+    /// Its last-modified time (Unix epoch milliseconds).
+    pub last_modified_ms: i64,
+}
+
+/// A page of a listing: its objects, its common prefixes (with a delimiter) and the token
+/// of the next page.
+pub(crate) struct KeysPage {
+    pub objects: Vec<ListedKey>,
+    pub prefixes: Vec<String>,
+    pub next: Option<String>,
+}
+
+/// What one page asks for.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PageRequest<'a> {
+    /// Keys after this one (the first page of a listing only).
+    pub start_after: Option<&'a str>,
+    /// Group the keys below the next `/` into common prefixes.
+    pub delimiter: bool,
+    /// At most this many keys (the store's limit, 1,000, when `None`).
+    pub max_keys: Option<usize>,
+}
+
+/// A listing that failed: `refused` when retrying cannot help (access denied, no such
+/// bucket, bad credentials).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub(crate) struct ListFailure {
+    pub refused: bool,
+    pub message: String,
+}
+
+/// object_store's credential provider as the SDK's.
+#[derive(Debug)]
+struct Credentials(AwsCredentialProvider);
+
+impl ProvideCredentials for Credentials {
+    fn provide_credentials<'a>(&'a self) -> future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        future::ProvideCredentials::new(async move {
+            let credential = self
+                .0
+                .get_credential()
+                .await
+                .map_err(CredentialsError::provider_error)?;
+            Ok(aws_credential_types::Credentials::new(
+                credential.key_id.clone(),
+                credential.secret_key.clone(),
+                credential.token.clone(),
+                None,
+                "object_store",
+            ))
+        })
+    }
+}
+
+impl S3Lister {
+    /// A lister of the bucket `builder` was configured for (its endpoint, region and
+    /// addressing style), signing with `credentials` (the built store's).
+    pub(crate) fn new(builder: &AmazonS3Builder, credentials: AwsCredentialProvider) -> S3Lister {
+        let value = |key| builder.get_config_value(&key);
+        let endpoint =
+            value(AmazonS3ConfigKey::S3Endpoint).or_else(|| value(AmazonS3ConfigKey::Endpoint));
+        let region = value(AmazonS3ConfigKey::Region).unwrap_or_else(|| "us-east-1".to_owned());
+        let virtual_hosted = value(AmazonS3ConfigKey::VirtualHostedStyleRequest)
+            .is_some_and(|value| value.eq_ignore_ascii_case("true"));
+        // object_store's timeouts, as configured, else its defaults (30 s a request, 5 s to
+        // connect): a listing never hangs where the store's own requests would not.
+        let duration = |key, default| {
+            value(AmazonS3ConfigKey::Client(key))
+                .and_then(|text| humantime::parse_duration(&text).ok())
+                .unwrap_or(default)
+        };
+        let timeouts = aws_sdk_s3::config::timeout::TimeoutConfig::builder()
+            .connect_timeout(duration(
+                ClientConfigKey::ConnectTimeout,
+                Duration::from_secs(5),
+            ))
+            .operation_attempt_timeout(duration(ClientConfigKey::Timeout, Duration::from_secs(30)))
+            .build();
+        let mut config = aws_sdk_s3::config::Builder::new()
+            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+            .timeout_config(timeouts)
+            .region(aws_sdk_s3::config::Region::new(region))
+            .credentials_provider(Credentials(credentials))
+            .force_path_style(!virtual_hosted);
+        if let Some(endpoint) = endpoint {
+            config = config.endpoint_url(endpoint);
+        }
+        S3Lister {
+            bucket: value(AmazonS3ConfigKey::Bucket).unwrap_or_default(),
+            client: aws_sdk_s3::Client::from_conf(config.build()),
+        }
+    }
+
+    /// One page of the keys that start with `prefix`, from `token` (a page's `next`).
+    pub(crate) async fn page(
+        &self,
+        prefix: &str,
+        request: PageRequest<'_>,
+        token: Option<String>,
+    ) -> Result<KeysPage, ListFailure> {
+        let mut list = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .set_continuation_token(token)
+            // Keys come back URL-encoded: a key may hold characters XML 1.0 cannot carry
+            // (a control character), which would fail the whole response.
+            .encoding_type(aws_sdk_s3::types::EncodingType::Url);
+        if let Some(after) = request.start_after {
+            list = list.start_after(after);
+        }
+        if request.delimiter {
+            list = list.delimiter("/");
+        }
+        if let Some(max) = request.max_keys {
+            list = list.max_keys(i32::try_from(max.clamp(1, 1000)).unwrap_or(1000));
+        }
+        let response = list.send().await.map_err(list_failure)?;
+        let objects = response
+            .contents()
+            .iter()
+            .filter_map(|object| {
+                Some(ListedKey {
+                    key: decoded(object.key()?),
+                    size: object.size().unwrap_or(0).max(0) as u64,
+                    last_modified_ms: object.last_modified().map_or(0, |at| {
+                        at.secs()
+                            .saturating_mul(1000)
+                            .saturating_add(i64::from(at.subsec_nanos() / 1_000_000))
+                    }),
+                })
+            })
+            .collect();
+        let prefixes = response
+            .common_prefixes()
+            .iter()
+            .filter_map(|prefix| prefix.prefix().map(decoded))
+            .collect();
+        let next = response
+            .is_truncated()
+            .unwrap_or(false)
+            .then(|| response.next_continuation_token().map(str::to_owned))
+            .flatten();
+        Ok(KeysPage {
+            objects,
+            prefixes,
+            next,
+        })
+    }
+}
+
+/// A key (or common prefix) of a listing with `encoding-type=url`, as it is: S3 encodes a
+/// space as `+` (and a `+` as `%2B`), as HTML forms do.
+fn decoded(encoded: &str) -> String {
+    let spaced = encoded.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// A failed listing: refused for good (access denied, no such bucket, bad credentials) or
+/// unavailable.
+fn list_failure<E, R>(err: aws_sdk_s3::error::SdkError<E, R>) -> ListFailure
+where
+    E: aws_sdk_s3::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let code = err.as_service_error().and_then(|e| e.code()).unwrap_or("");
+    let refused = matches!(
+        code,
+        "AccessDenied" | "NoSuchBucket" | "InvalidAccessKeyId" | "SignatureDoesNotMatch"
+    );
+    ListFailure {
+        refused,
+        message: aws_sdk_s3::error::DisplayErrorContext(err).to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decoded;
+
+    #[test]
+    fn url_encoded_keys_decode_as_s3_encodes_them() {
+        assert_eq!(decoded("wh/indexes/a%20b+c%2Bd"), "wh/indexes/a b c+d");
+        assert_eq!(decoded("wh/indexes/zz/a%01b"), "wh/indexes/zz/a\u{1}b");
+        assert_eq!(decoded("wh/indexes/zz//x"), "wh/indexes/zz//x");
+        assert_eq!(decoded("wh/%C3%BC/k/"), "wh/ü/k/");
+    }
+}
