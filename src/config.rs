@@ -209,10 +209,11 @@ impl CatalogConfig {
                     Error::with_source(ErrorKind::Configuration, format!("warehouse `{uri}`"), err)
                 })?;
                 let lister = crate::warehouse::s3_key_lister(&builder, store.credentials().clone());
-                Ok(
-                    Warehouse::new(&uri, Arc::new(store), Warehouse::root_key(&uri)?)?
-                        .with_key_lister(lister),
-                )
+                let warehouse = Warehouse::new(&uri, Arc::new(store), Warehouse::root_key(&uri)?)?;
+                Ok(match lister {
+                    Some(lister) => warehouse.with_key_lister(lister),
+                    None => warehouse,
+                })
             }
             other => Err(unsupported("warehouse", other, &uri)),
         }

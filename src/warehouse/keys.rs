@@ -48,17 +48,17 @@ pub trait KeyLister: Send + Sync + std::fmt::Debug {
 
 /// The key lister of the bucket `builder` is configured for (its endpoint, region and
 /// addressing style), signing with `credentials` (those of the store built from it):
-/// `ListObjectsV2` with aws-sdk-s3.
+/// `ListObjectsV2` with aws-sdk-s3. `None` when the configuration holds a setting the
+/// lister would not carry over (a proxy, say): the warehouse then lists through
+/// object_store.
 #[cfg(feature = "s3")]
 #[doc(hidden)]
 pub fn s3_key_lister(
     builder: &object_store::aws::AmazonS3Builder,
     credentials: object_store::aws::AwsCredentialProvider,
-) -> Arc<dyn KeyLister> {
-    Arc::new(crate::store::s3::lister::S3Lister::new(
-        builder,
-        credentials,
-    ))
+) -> Option<Arc<dyn KeyLister>> {
+    let lister = crate::store::s3::lister::S3Lister::new(builder, credentials)?;
+    Some(Arc::new(lister))
 }
 
 impl Warehouse {

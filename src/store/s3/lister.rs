@@ -94,14 +94,24 @@ impl ProvideCredentials for Credentials {
 
 impl S3Lister {
     /// A lister of the bucket `builder` was configured for (its endpoint, region and
-    /// addressing style), signing with `credentials` (the built store's).
-    pub(crate) fn new(builder: &AmazonS3Builder, credentials: AwsCredentialProvider) -> S3Lister {
+    /// addressing style), signing with `credentials` (the built store's); `None` when the
+    /// configuration holds a setting the lister would not carry over to its own client
+    /// (see [`carried`]), so that it never reads another place than the store does.
+    pub(crate) fn new(
+        builder: &AmazonS3Builder,
+        credentials: AwsCredentialProvider,
+    ) -> Option<S3Lister> {
         let value = |key| builder.get_config_value(&key);
         let endpoint =
             value(AmazonS3ConfigKey::S3Endpoint).or_else(|| value(AmazonS3ConfigKey::Endpoint));
-        let region = value(AmazonS3ConfigKey::Region).unwrap_or_else(|| "us-east-1".to_owned());
         let virtual_hosted = value(AmazonS3ConfigKey::VirtualHostedStyleRequest)
             .is_some_and(|value| value.eq_ignore_ascii_case("true"));
+        if !carried(builder) {
+            return None;
+        }
+        let region = value(AmazonS3ConfigKey::Region)
+            .or_else(|| value(AmazonS3ConfigKey::DefaultRegion))
+            .unwrap_or_else(|| "us-east-1".to_owned());
         // object_store's timeouts, as configured, else its defaults (30 s a request, 5 s to
         // connect): a listing never hangs where the store's own requests would not.
         let duration = |key, default| {
@@ -125,10 +135,10 @@ impl S3Lister {
         if let Some(endpoint) = endpoint {
             config = config.endpoint_url(endpoint);
         }
-        S3Lister {
+        Some(S3Lister {
             bucket: value(AmazonS3ConfigKey::Bucket).unwrap_or_default(),
             client: aws_sdk_s3::Client::from_conf(config.build()),
-        }
+        })
     }
 
     /// One page of the keys that start with `prefix`, from `token` (a page's `next`).
@@ -157,12 +167,19 @@ impl S3Lister {
             list = list.max_keys(i32::try_from(max.clamp(1, 1000)).unwrap_or(1000));
         }
         let response = list.send().await.map_err(list_failure)?;
+        // Only a response that says it encoded its keys is decoded: a server that ignores
+        // the request's encoding returns them as they are (`a+b` is then `a+b`).
+        let encoded = response.encoding_type() == Some(&aws_sdk_s3::types::EncodingType::Url);
+        let key_of = |key: &str| match encoded {
+            true => decoded(key),
+            false => key.to_owned(),
+        };
         let objects = response
             .contents()
             .iter()
             .filter_map(|object| {
                 Some(ListedKey {
-                    key: decoded(object.key()?),
+                    key: key_of(object.key()?),
                     size: object.size().unwrap_or(0).max(0) as u64,
                     last_modified_ms: object.last_modified().map_or(0, |at| {
                         at.secs()
@@ -175,7 +192,7 @@ impl S3Lister {
         let prefixes = response
             .common_prefixes()
             .iter()
-            .filter_map(|prefix| prefix.prefix().map(decoded))
+            .filter_map(|prefix| prefix.prefix().map(key_of))
             .collect();
         let next = response
             .is_truncated()
@@ -188,6 +205,38 @@ impl S3Lister {
             next,
         })
     }
+}
+
+/// Whether every setting of `builder` that decides where and how a listing request goes
+/// is one the lister carries over (endpoint, region, addressing, bucket, timeouts,
+/// credentials): not a proxy, custom certificate handling, requester pays, unsigned
+/// requests, S3 Express, or virtual-hosted addressing through an explicit endpoint (which
+/// then holds the bucket already: GC round 95, F2 and F3). A store configured with one of
+/// them lists through object_store, as before round 94.
+fn carried(builder: &AmazonS3Builder) -> bool {
+    let value = |key| builder.get_config_value(&key);
+    let on = |key| value(key).is_some_and(|value: String| value.eq_ignore_ascii_case("true"));
+    let endpoint = value(AmazonS3ConfigKey::S3Endpoint)
+        .or_else(|| value(AmazonS3ConfigKey::Endpoint))
+        .is_some();
+    let client = |key| AmazonS3ConfigKey::Client(key);
+    let unset = [
+        client(ClientConfigKey::ProxyUrl),
+        client(ClientConfigKey::ProxyCaCertificate),
+        client(ClientConfigKey::ProxyExcludes),
+    ]
+    .into_iter()
+    .all(|key| value(key).is_none_or(|value| value.is_empty()));
+    let off = [
+        client(ClientConfigKey::AllowInvalidCertificates),
+        client(ClientConfigKey::NoSystemCertificates),
+        AmazonS3ConfigKey::SkipSignature,
+        AmazonS3ConfigKey::S3Express,
+        AmazonS3ConfigKey::RequestPayer,
+    ]
+    .into_iter()
+    .all(|key| !on(key));
+    unset && off && !(endpoint && on(AmazonS3ConfigKey::VirtualHostedStyleRequest))
 }
 
 /// A key (or common prefix) of a listing with `encoding-type=url`, as it is: S3 encodes a
@@ -219,7 +268,56 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::decoded;
+    use std::sync::Arc;
+
+    use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, AwsCredential};
+    use object_store::{ClientConfigKey, StaticCredentialProvider};
+
+    use super::{S3Lister, decoded};
+
+    fn lister(settings: &[(AmazonS3ConfigKey, &str)]) -> Option<S3Lister> {
+        let mut builder = AmazonS3Builder::new()
+            .with_bucket_name("b")
+            .with_region("eu-west-1");
+        for (key, value) in settings {
+            builder = builder.with_config(*key, *value);
+        }
+        let credentials = Arc::new(StaticCredentialProvider::new(AwsCredential {
+            key_id: "k".into(),
+            secret_key: "s".into(),
+            token: None,
+        }));
+        S3Lister::new(&builder, credentials)
+    }
+
+    #[test]
+    fn a_configuration_the_lister_cannot_carry_lists_through_object_store() {
+        use AmazonS3ConfigKey as K;
+        assert!(lister(&[]).is_some());
+        assert!(lister(&[(K::Endpoint, "http://127.0.0.1:9000")]).is_some());
+        assert!(lister(&[(K::VirtualHostedStyleRequest, "true")]).is_some());
+        assert!(
+            lister(&[
+                (K::VirtualHostedStyleRequest, "false"),
+                (K::Endpoint, "http://h")
+            ])
+            .is_some()
+        );
+        for refused in [
+            vec![
+                (K::VirtualHostedStyleRequest, "true"),
+                (K::Endpoint, "http://b.s3.test"),
+            ],
+            vec![(K::Client(ClientConfigKey::ProxyUrl), "http://proxy:3128")],
+            vec![(K::Client(ClientConfigKey::ProxyExcludes), "s3.test")],
+            vec![(K::Client(ClientConfigKey::AllowInvalidCertificates), "true")],
+            vec![(K::SkipSignature, "true")],
+            vec![(K::RequestPayer, "true")],
+            vec![(K::S3Express, "true")],
+        ] {
+            assert!(lister(&refused).is_none(), "{refused:?}");
+        }
+    }
 
     #[test]
     fn url_encoded_keys_decode_as_s3_encodes_them() {

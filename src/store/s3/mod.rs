@@ -134,8 +134,9 @@ pub use self::options::{S3Options, amazon_s3_builder};
 pub struct S3Store {
     client: Arc<AmazonS3>,
     /// Listings: `ListObjectsV2` itself, where object_store would fail a page on a key it
-    /// cannot parse (`lister`).
-    lister: Arc<lister::S3Lister>,
+    /// cannot parse (`lister`); `None` for a builder the caller configured (its client
+    /// options are not all readable back) or a setting the lister does not carry.
+    lister: Option<Arc<lister::S3Lister>>,
     bucket: String,
     prefix: String,
     classes: Arc<Classes>,
@@ -148,6 +149,12 @@ impl S3Store {
     /// The store installs its own HTTP connector (object_store's reqwest connector, wrapped
     /// to tell requests that never left the machine from those that may have applied).
     pub fn new(builder: AmazonS3Builder, prefix: &str) -> Result<S3Store, Error> {
+        S3Store::open(builder, prefix, false)
+    }
+
+    /// [`S3Store::new`], listing with `ListObjectsV2` itself where `own_builder` (a builder
+    /// of [`amazon_s3_builder`], whose every setting is readable) allows it.
+    fn open(builder: AmazonS3Builder, prefix: &str, own_builder: bool) -> Result<S3Store, Error> {
         let prefix = normalise_prefix(prefix)?;
         let bucket = builder
             .get_config_value(&AmazonS3ConfigKey::Bucket)
@@ -163,10 +170,13 @@ impl S3Store {
                     err,
                 )
             })?;
-        let lister = lister::S3Lister::new(&configured, client.credentials().clone());
+        let lister = own_builder
+            .then(|| lister::S3Lister::new(&configured, client.credentials().clone()))
+            .flatten()
+            .map(Arc::new);
         Ok(S3Store {
             client: Arc::new(client),
-            lister: Arc::new(lister),
+            lister,
             bucket,
             prefix,
             classes: Arc::new(Classes::default()),
@@ -176,7 +186,7 @@ impl S3Store {
     /// A store at `s3://bucket/prefix`, configured from the environment and `options`.
     pub fn from_uri(uri: &str, options: &S3Options) -> Result<S3Store, Error> {
         let (bucket, prefix) = parse_uri(uri)?;
-        S3Store::new(amazon_s3_builder(&bucket, options)?, &prefix)
+        S3Store::open(amazon_s3_builder(&bucket, options)?, &prefix, true)
     }
 
     /// The bucket.

@@ -535,7 +535,7 @@ impl Env {
             Path::from("wh"),
             Arc::new(MemoryStore::new()),
             None,
-            Some(lister),
+            Some(lister.expect("the test server's configuration is listed by the store's lister")),
             seed,
         )
     }
