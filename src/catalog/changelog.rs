@@ -224,9 +224,12 @@ pub(crate) async fn read(warehouse: &Warehouse, concurrency: usize) -> Result<Ch
 /// The names of the entries logged at or after `from_ms` (names sort by time: one ranged
 /// listing).
 pub(crate) async fn names_since(warehouse: &Warehouse, from_ms: i64) -> Result<Vec<String>> {
+    // The range's lower bound is a directory's (`…/<from>/` on an object store), after the
+    // entries `<from>-<uuid>.json` themselves (`-` sorts before `/`): start a millisecond
+    // earlier, and keep what is at or after `from_ms` below (round 96, a note).
     let range = crate::warehouse::ListRange::new(
         CHANGES_DIR,
-        Some(format!("{:020}", from_ms.max(0))),
+        Some(format!("{:020}", from_ms.saturating_sub(1).max(0))),
         None,
     );
     warehouse
@@ -348,6 +351,35 @@ pub(crate) async fn prune(warehouse: &Warehouse, settled: impl Fn(i64) -> bool) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// On an object store a ranged listing's lower bound is a directory key, which sorts
+    /// after the entries named for the same millisecond (`<ms>-<uuid>.json`): the names
+    /// since a time include those logged at it, on every store.
+    #[tokio::test]
+    async fn the_names_since_a_time_include_those_logged_at_it() {
+        let dir = tempfile::tempdir().expect("dir");
+        for warehouse in [
+            Warehouse::in_memory("memory://changes/wh").expect("memory"),
+            Warehouse::local(dir.path()).expect("local"),
+        ] {
+            for (at, id) in [(999, 1), (1_000, 2), (1_000, 3), (1_001, 4)] {
+                warehouse
+                    .put_if_absent(
+                        &entry_name(at, Uuid::from_u128(id)),
+                        Bytes::from_static(b"{}"),
+                    )
+                    .await
+                    .expect("entry");
+            }
+            let mut names = names_since(&warehouse, 1_000).await.expect("names");
+            names.sort();
+            let expected: Vec<String> = [(1_000, 2), (1_000, 3), (1_001, 4)]
+                .into_iter()
+                .map(|(at, id)| entry_name(at, Uuid::from_u128(id)))
+                .collect();
+            assert_eq!(names, expected);
+        }
+    }
 
     #[test]
     fn entry_names_sort_by_time_and_parse_back() {

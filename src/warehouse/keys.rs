@@ -129,7 +129,7 @@ impl Warehouse {
     }
 
     /// The subdirectories directly in `prefix` (see `Warehouse::segments`): a common
-    /// prefix object_store could not parse is no partition boundary (its keys fall into
+    /// prefix the catalog could not name is no partition boundary (its keys fall into
     /// whichever range they sort in).
     pub(super) async fn key_segments(
         &self,
@@ -140,10 +140,15 @@ impl Warehouse {
         let (_, prefixes) = lister.directory(&base).await?;
         let mut segments: Vec<String> = prefixes
             .iter()
-            .filter(|common| object_store::path::Path::parse(common.trim_end_matches('/')).is_ok())
-            .filter_map(|common| common.strip_prefix(&base))
-            .map(|segment| segment.trim_end_matches('/').to_owned())
-            .filter(|segment| !segment.is_empty() && !segment.contains('/'))
+            .filter_map(|common| common.strip_prefix(&base)?.strip_suffix('/'))
+            // Only a segment the catalog could name is a boundary (a position the listing
+            // resumes at): one object_store cannot parse, or that holds a character XML
+            // cannot carry, is not (rounds 94 and 96).
+            .filter(|segment| {
+                object_store::path::Path::parse(format!("{base}{segment}")).is_ok()
+                    && super::names::check_segment(segment).is_ok()
+            })
+            .map(str::to_owned)
             .collect();
         segments.sort_by(|a, b| format!("{a}/").cmp(&format!("{b}/")));
         segments.dedup();

@@ -157,7 +157,11 @@ impl S3Lister {
             // Keys come back URL-encoded: a key may hold characters XML 1.0 cannot carry
             // (a control character), which would fail the whole response.
             .encoding_type(aws_sdk_s3::types::EncodingType::Url);
-        if let Some(after) = request.start_after {
+        if let Some(after) = request
+            .start_after
+            .map(xml_safe)
+            .filter(|after| !after.is_empty())
+        {
             list = list.start_after(after);
         }
         if request.delimiter {
@@ -239,6 +243,23 @@ fn carried(builder: &AmazonS3Builder) -> bool {
     unset && off && !(endpoint && on(AmazonS3ConfigKey::VirtualHostedStyleRequest))
 }
 
+/// The longest prefix of `key` that XML 1.0 can carry. Some servers (moto) echo the
+/// request's `StartAfter` in the response unencoded, and a character XML cannot carry (a
+/// control character, U+FFFE, U+FFFF) there fails the whole response; a skipped key may be
+/// a listing position (GC round 96, F1). The prefix sorts at or before the key, so the
+/// listing starts no later: the callers drop what it lists at or before the position.
+fn xml_safe(key: &str) -> &str {
+    let xml = |c: char| {
+        matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}')
+            || c >= '\u{10000}'
+    };
+    let end = key
+        .char_indices()
+        .find(|(_, c)| !xml(*c))
+        .map_or(key.len(), |(at, _)| at);
+    &key[..end]
+}
+
 /// A key (or common prefix) of a listing with `encoding-type=url`, as it is: S3 encodes a
 /// space as `+` (and a `+` as `%2B`), as HTML forms do.
 fn decoded(encoded: &str) -> String {
@@ -273,7 +294,7 @@ mod tests {
     use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, AwsCredential};
     use object_store::{ClientConfigKey, StaticCredentialProvider};
 
-    use super::{S3Lister, decoded};
+    use super::{S3Lister, decoded, xml_safe};
 
     fn lister(settings: &[(AmazonS3ConfigKey, &str)]) -> Option<S3Lister> {
         let mut builder = AmazonS3Builder::new()
@@ -317,6 +338,15 @@ mod tests {
         ] {
             assert!(lister(&refused).is_none(), "{refused:?}");
         }
+    }
+
+    #[test]
+    fn a_start_after_is_cut_before_what_xml_cannot_carry() {
+        assert_eq!(xml_safe("wh/indexes/zz/b\u{1}.parquet"), "wh/indexes/zz/b");
+        assert_eq!(xml_safe("wh/indexes/zz\u{FFFF}"), "wh/indexes/zz");
+        assert_eq!(xml_safe("wh/indexes/\u{FFFE}x"), "wh/indexes/");
+        assert_eq!(xml_safe("wh/indexes/ü b\t~/x"), "wh/indexes/ü b\t~/x");
+        assert_eq!(xml_safe("wh/😀"), "wh/😀");
     }
 
     #[test]

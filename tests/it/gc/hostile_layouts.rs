@@ -4387,6 +4387,58 @@ mod s3 {
         }
     }
 
+    /// A skipped key's raw key may be a listing position: the last entry of a page (where
+    /// the next page starts after it) or, as a directory, a partition boundary. A server
+    /// that echoes `StartAfter` unencoded (moto) failed every response once that position
+    /// held a character XML cannot carry (round 96, F1): every run stopped, `gc abandon`
+    /// too. With one entry per page and many partitions, each odd key is a page's last
+    /// entry; none may stop collection, and each is kept.
+    #[tokio::test]
+    async fn redteam96_a_skipped_key_at_a_listing_position_never_stops_collection() {
+        let odd = [
+            "wh/indexes/zz\u{FFFF}/x.parquet",
+            "wh/indexes/b\u{1}.parquet",
+            "wh/indexes/c\u{FFFE}",
+            "wh/indexes/garbage/1/part-0\u{FFFF}",
+        ];
+        let env = Env::open(Backend::S3, 1506).await;
+        let config = GcConfig {
+            page_size: 1,
+            partitions: 8,
+            ..test_config()
+        };
+        let live = Layout::under("live/1");
+        env.register("live", &live).await;
+        env.put("indexes/garbage/1/part-0", b"x").await;
+        let (s3, bucket) = raw_s3(&env);
+        for key in odd {
+            s3.put_object()
+                .bucket(&bucket)
+                .key(key)
+                .body(b"x".to_vec().into())
+                .send()
+                .await
+                .expect("an ordinary S3 key");
+        }
+        checked_passes(&env, &config, 6, "odd positions", async |_| {}).await;
+        assert!(
+            !env.exists("indexes/garbage/1/part-0").await,
+            "garbage is collected"
+        );
+        assert!(
+            env.all_exist(&live.files()).await,
+            "the live index is whole"
+        );
+        for key in odd {
+            s3.head_object()
+                .bucket(&bucket)
+                .key(key)
+                .send()
+                .await
+                .unwrap_or_else(|err| panic!("{key:?} is kept: {err:?}"));
+        }
+    }
+
     /// S3 keys `object_store::path::Path::parse` refuses (an empty segment, a `.` or `..`
     /// segment, a control character) and folder markers are ordinary S3 keys that any
     /// engine may write (`…/ivf_postings/` joined with `/part-0`). Listed through
