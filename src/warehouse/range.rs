@@ -127,7 +127,14 @@ impl Warehouse {
     pub(crate) fn position_of_name(&self, name: &str) -> String {
         match self.local {
             Some(_) => local::position_of_name(name),
-            None => self.key(name).as_ref().to_owned(),
+            // The store key as it is, never through a `Path` (whose fallback for a name it
+            // cannot parse drops empty segments and escapes control characters): a skipped
+            // key's position moved below the ledger is the mirror of that very key (GC
+            // round 97, F1).
+            None => match self.prefix.as_ref() {
+                "" => name.to_owned(),
+                prefix => format!("{prefix}/{name}"),
+            },
         }
     }
 
@@ -402,6 +409,25 @@ mod tests {
             let mut expected: Vec<String> = NAMES.iter().map(|n| (*n).to_owned()).collect();
             expected.sort();
             assert_eq!(seen, expected, "{parts} partitions: {ranges:?}");
+        }
+    }
+
+    /// A position is the store key as it is, also for a name object_store cannot parse (a
+    /// skipped key), and so is its mirror below the ledger (round 97, F1).
+    #[test]
+    fn an_object_store_position_is_the_key_as_it_is() {
+        let warehouse = Warehouse::in_memory("memory://range/wh").expect("warehouse");
+        for name in [
+            "indexes/zz//k",
+            "indexes/d\u{1}/k",
+            "indexes/a/./b",
+            "indexes/a b+c",
+        ] {
+            assert_eq!(warehouse.position_of_name(name), format!("wh/{name}"));
+            assert_eq!(
+                warehouse.position_under("_gc/ledger", &format!("wh/{name}")),
+                Some(format!("wh/_gc/ledger/{name}"))
+            );
         }
     }
 

@@ -148,29 +148,24 @@ impl S3Lister {
         request: PageRequest<'_>,
         token: Option<String>,
     ) -> Result<KeysPage, ListFailure> {
-        let mut list = self
-            .client
-            .list_objects_v2()
-            .bucket(&self.bucket)
-            .prefix(prefix)
-            .set_continuation_token(token)
-            // Keys come back URL-encoded: a key may hold characters XML 1.0 cannot carry
-            // (a control character), which would fail the whole response.
-            .encoding_type(aws_sdk_s3::types::EncodingType::Url);
-        if let Some(after) = request
-            .start_after
-            .map(xml_safe)
-            .filter(|after| !after.is_empty())
-        {
-            list = list.start_after(after);
-        }
-        if request.delimiter {
-            list = list.delimiter("/");
-        }
-        if let Some(max) = request.max_keys {
-            list = list.max_keys(i32::try_from(max.clamp(1, 1000)).unwrap_or(1000));
-        }
-        let response = list.send().await.map_err(list_failure)?;
+        // The exact position first: S3 encodes `StartAfter` in its response as it encodes
+        // keys. A server that echoes it unencoded fails every response whose position holds
+        // a character XML cannot carry (GC round 96, F1): asked again from the longest
+        // prefix XML can carry, a lower bound the callers filter past (round 97: cutting
+        // always would list a directory of such keys again for every page).
+        let exact = request.start_after.filter(|after| !after.is_empty());
+        let response = match self.send(prefix, request, exact, token.clone()).await {
+            Ok(response) => response,
+            Err(failure) => match exact.map(xml_safe).filter(|cut| Some(*cut) != exact) {
+                Some(cut) => {
+                    let cut = Some(cut).filter(|cut| !cut.is_empty());
+                    self.send(prefix, request, cut, token)
+                        .await
+                        .map_err(|_| failure)?
+                }
+                None => return Err(failure),
+            },
+        };
         // Only a response that says it encoded its keys is decoded: a server that ignores
         // the request's encoding returns them as they are (`a+b` is then `a+b`).
         let encoded = response.encoding_type() == Some(&aws_sdk_s3::types::EncodingType::Url);
@@ -209,6 +204,35 @@ impl S3Lister {
             next,
         })
     }
+
+    /// One `ListObjectsV2` request after `start_after`.
+    async fn send(
+        &self,
+        prefix: &str,
+        request: PageRequest<'_>,
+        start_after: Option<&str>,
+        token: Option<String>,
+    ) -> Result<aws_sdk_s3::operation::list_objects_v2::ListObjectsV2Output, ListFailure> {
+        let mut list = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .set_continuation_token(token)
+            // Keys come back URL-encoded: a key may hold characters XML 1.0 cannot carry
+            // (a control character), which would fail the whole response.
+            .encoding_type(aws_sdk_s3::types::EncodingType::Url);
+        if let Some(after) = start_after {
+            list = list.start_after(after);
+        }
+        if request.delimiter {
+            list = list.delimiter("/");
+        }
+        if let Some(max) = request.max_keys {
+            list = list.max_keys(i32::try_from(max.clamp(1, 1000)).unwrap_or(1000));
+        }
+        list.send().await.map_err(list_failure)
+    }
 }
 
 /// Whether every setting of `builder` that decides where and how a listing request goes
@@ -243,11 +267,11 @@ fn carried(builder: &AmazonS3Builder) -> bool {
     unset && off && !(endpoint && on(AmazonS3ConfigKey::VirtualHostedStyleRequest))
 }
 
-/// The longest prefix of `key` that XML 1.0 can carry. Some servers (moto) echo the
-/// request's `StartAfter` in the response unencoded, and a character XML cannot carry (a
-/// control character, U+FFFE, U+FFFF) there fails the whole response; a skipped key may be
-/// a listing position (GC round 96, F1). The prefix sorts at or before the key, so the
-/// listing starts no later: the callers drop what it lists at or before the position.
+/// The longest prefix of `key` that XML 1.0 can carry: where a listing starts again when
+/// a server echoing `StartAfter` unencoded could not answer the exact position (a control
+/// character, U+FFFE, U+FFFF; a skipped key may be a listing position: GC round 96, F1).
+/// The prefix sorts at or before the key, so the listing starts no later: the callers
+/// drop what it lists at or before the position.
 fn xml_safe(key: &str) -> &str {
     let xml = |c: char| {
         matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}')
