@@ -25,6 +25,10 @@ use super::step::{GcStep, StepOutcome};
 use crate::error::{Error, ErrorKind, Result};
 use crate::warehouse::{Deletion, ListItem, ListRange, METADATA_DIR};
 
+/// How many objects of one batch the store refused to delete a run names in its
+/// warnings (the rest are counted, and summed up in one more warning).
+const NAMED_REFUSALS: usize = 5;
+
 impl Invocation<'_> {
     /// The delete step for partition `partition`: its doomed objects, then its ledger.
     pub(crate) async fn delete(mut self, partition: usize) -> Result<StepOutcome> {
@@ -336,6 +340,7 @@ impl Invocation<'_> {
             warehouse.delete(names).await.into_iter().collect();
         let mut failure = None;
         let mut ledger_files = Vec::new();
+        let mut refused = 0;
         let rules = self.run.plan.rules;
         for item in batch {
             match outcomes.remove(&item.name) {
@@ -351,15 +356,24 @@ impl Invocation<'_> {
                 }
                 Some(Deletion::Refused(why)) => {
                     counts.kept_nested.add(item.size);
-                    self.report
-                        .warnings
-                        .push(format!("`{}` was not deleted: {why}", item.name));
+                    refused += 1;
+                    if refused <= NAMED_REFUSALS {
+                        self.report
+                            .warnings
+                            .push(format!("`{}` was not deleted: {why}", item.name));
+                    }
                 }
                 Some(Deletion::Failed(err)) => {
                     failure.get_or_insert(err);
                 }
                 None => {}
             }
+        }
+        if refused > NAMED_REFUSALS {
+            self.report.warnings.push(format!(
+                "{} more objects of the batch were not deleted for the same kind of reason; they are kept",
+                refused - NAMED_REFUSALS
+            ));
         }
         match failure {
             None => Ok(ledger_files),

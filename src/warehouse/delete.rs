@@ -12,6 +12,9 @@ use super::unlink::{self, Unlinked};
 use super::{Deletion, Warehouse, unavailable};
 use crate::error::{Error, ErrorKind};
 
+/// How many objects a batch did not confirm are deleted alone at once.
+const DELETES_ALONE_AT_ONCE: usize = 16;
+
 impl Warehouse {
     /// Delete files the collector wrote under `_gc/` (missing ones are fine, a refused one
     /// is logged and kept); how many are gone.
@@ -65,7 +68,6 @@ impl Warehouse {
             .collect()
             .await;
         let mut done = std::collections::HashSet::new();
-        let mut failure: Option<object_store::Error> = None;
         for result in results {
             match result {
                 Ok(path) => {
@@ -74,34 +76,47 @@ impl Warehouse {
                 Err(object_store::Error::NotFound { path, .. }) => {
                     done.insert(Path::parse(&path).unwrap_or_default());
                 }
-                Err(err) => {
-                    failure.get_or_insert(err);
-                }
+                // A key the batch refused, or a batch that failed whole: each of its
+                // objects is deleted alone below, which says why.
+                Err(_) => {}
             }
         }
-        for (name, path) in paths {
-            if done.contains(&path) {
-                outcomes.push((name, Deletion::Deleted));
-                continue;
-            }
-            // Not confirmed: gone means deleted (by us or an earlier attempt).
-            let outcome = match self.store.head(&path).await {
-                Err(object_store::Error::NotFound { .. }) => Deletion::Deleted,
-                _ => Deletion::Failed(match &failure {
-                    Some(err) => Error::new(
-                        ErrorKind::StoreUnavailable,
-                        format!("deleting `{name}` failed: {err}"),
-                    ),
-                    None => Error::new(
-                        ErrorKind::StoreUnavailable,
-                        format!("deleting `{name}` was not confirmed"),
-                    ),
-                }),
-            };
-            outcomes.push((name, outcome));
-        }
+        let (confirmed, unconfirmed): (Vec<_>, Vec<_>) =
+            paths.into_iter().partition(|(_, path)| done.contains(path));
+        outcomes.extend(
+            confirmed
+                .into_iter()
+                .map(|(name, _)| (name, Deletion::Deleted)),
+        );
+        let alone: Vec<(String, Deletion)> = futures::stream::iter(unconfirmed)
+            .map(|(name, path)| async move {
+                let outcome = self.delete_alone(&name, &path).await;
+                (name, outcome)
+            })
+            .buffered(DELETES_ALONE_AT_ONCE)
+            .collect()
+            .await;
+        outcomes.extend(alone);
         outcomes
     }
+    /// Delete one object the batch did not confirm, with the store's typed answer: gone
+    /// (now or before) is deleted; a refusal of permission keeps it with a reason, so
+    /// collection goes on around it (GC round 99: a bucket policy protecting one key made
+    /// `DeleteObjects` answer `AccessDenied` for it alone, which stopped every run);
+    /// anything else is the store failing.
+    async fn delete_alone(&self, name: &str, path: &Path) -> Deletion {
+        match self.store.delete(path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Deletion::Deleted,
+            Err(err) if refuses_permission(&err) => Deletion::Refused(format!(
+                "`{name}` cannot be deleted by the collector (the store refused: {err}); it is kept: delete it by hand if it is garbage"
+            )),
+            Err(err) => Deletion::Failed(Error::new(
+                ErrorKind::StoreUnavailable,
+                format!("deleting `{name}` failed: {err}"),
+            )),
+        }
+    }
+
     /// Delete one local object through open directories, each checked (`unlink`); over a
     /// store of the caller's, checked that way and then deleted by the store.
     async fn delete_local(&self, dir: &Arc<PathBuf>, name: &str, path: &Path) -> Deletion {
@@ -129,5 +144,21 @@ impl Warehouse {
                 err,
             )),
         }
+    }
+}
+
+/// Whether a store's answer to a deletion refuses permission: object_store's
+/// `PermissionDenied` (an HTTP 403), or the per-key answer `AccessDenied` of an S3
+/// `DeleteObjects` batch, which object_store's S3 client (deleting one object too) gives as
+/// a generic error whose text ends with the S3 error code (`… (code: AccessDenied)`); its
+/// type is private. `tests/it/gc/hostile_layouts.rs` (`redteam99_…`) holds this against a
+/// real server's answer.
+fn refuses_permission(err: &object_store::Error) -> bool {
+    match err {
+        object_store::Error::PermissionDenied { .. } => true,
+        object_store::Error::Generic { source, .. } => {
+            source.to_string().ends_with("(code: AccessDenied)")
+        }
+        _ => false,
     }
 }

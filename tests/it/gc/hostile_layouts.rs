@@ -4445,6 +4445,58 @@ mod s3 {
         collect_beside_odd_keys(1507, &odd, &config, async |_| {}).await;
     }
 
+    /// A bucket policy may forbid deleting some keys (a prefix an operator protects, a
+    /// role scoped too narrowly): `DeleteObjects` then answers `AccessDenied` for those keys
+    /// alone and deletes the rest. Such an object failed its batch, and with it every run,
+    /// each resuming on the same batch: nothing more was ever collected (round 99). It is
+    /// kept with a warning, as a local file the collector may not delete is, and
+    /// collection goes on around it.
+    #[tokio::test]
+    async fn redteam99_an_object_the_bucket_policy_forbids_deleting_never_stops_collection() {
+        let env = Env::open(Backend::S3, 1508).await;
+        let live = Layout::under("live/1");
+        env.register("live", &live).await;
+        env.put("indexes/garbage/1/part-0", b"x").await;
+        env.put("indexes/protected/1/part-0", b"x").await;
+        let (s3, bucket) = raw_s3(&env);
+        let policy = serde_json::json!({
+            "Version": "2012-10-17",
+            "Statement": [{
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:DeleteObject",
+                "Resource": format!("arn:aws:s3:::{bucket}/wh/indexes/protected/*"),
+            }],
+        });
+        s3.put_bucket_policy()
+            .bucket(&bucket)
+            .policy(policy.to_string())
+            .send()
+            .await
+            .expect("a bucket policy");
+        let reports =
+            checked_passes(&env, &test_config(), 6, "a protected object", async |_| {}).await;
+        assert!(
+            !env.exists("indexes/garbage/1/part-0").await,
+            "garbage beside the protected object is collected"
+        );
+        assert!(
+            env.exists("indexes/protected/1/part-0").await,
+            "the object the policy protects is kept"
+        );
+        assert!(
+            env.all_exist(&live.files()).await,
+            "the live index is whole"
+        );
+        assert!(
+            reports.iter().any(|report| report
+                .warnings
+                .iter()
+                .any(|warning| warning.contains("indexes/protected/1/part-0"))),
+            "a run says the object could not be deleted"
+        );
+    }
+
     /// A skipped key's raw key may be a listing position: the last entry of a page (where
     /// the next page starts after it) or, as a directory, a partition boundary. A server
     /// that echoes `StartAfter` unencoded (moto) failed every response once that position
