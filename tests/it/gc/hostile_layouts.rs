@@ -4458,6 +4458,9 @@ mod s3 {
         env.register("live", &live).await;
         env.put("indexes/garbage/1/part-0", b"x").await;
         env.put("indexes/protected/1/part-0", b"x").await;
+        // A key ending in a space: an XML reader that trimmed the answer's text would
+        // not find the refused key among those asked for.
+        env.put("indexes/protected/2/part-0 ", b"x").await;
         let (s3, bucket) = raw_s3(&env);
         let policy = serde_json::json!({
             "Version": "2012-10-17",
@@ -4480,10 +4483,12 @@ mod s3 {
             !env.exists("indexes/garbage/1/part-0").await,
             "garbage beside the protected object is collected"
         );
-        assert!(
-            env.exists("indexes/protected/1/part-0").await,
-            "the object the policy protects is kept"
-        );
+        for protected in ["indexes/protected/1/part-0", "indexes/protected/2/part-0 "] {
+            assert!(
+                env.exists(protected).await,
+                "the object the policy protects is kept: {protected:?}"
+            );
+        }
         assert!(
             env.all_exist(&live.files()).await,
             "the live index is whole"
