@@ -23,7 +23,7 @@ use super::run::Invocation;
 use super::scan::Nested;
 use super::step::{GcStep, StepOutcome};
 use crate::error::{Error, ErrorKind, Result};
-use crate::warehouse::{Deletion, ListItem, ListRange, METADATA_DIR};
+use crate::warehouse::{Deletion, ListItem, ListRange, METADATA_DIR, is_within};
 
 /// How many objects of one batch the store refused to delete a run names in its
 /// warnings (the rest are counted, and summed up in one more warning).
@@ -170,6 +170,7 @@ impl Invocation<'_> {
         let mut counts = GcCounts::default();
         let ledger = Ledger::new(self.gc.catalog.warehouse());
         let mut deletable = Vec::new();
+        let mut unseen = Vec::new();
         let timing;
         {
             let clock = self.clock();
@@ -213,13 +214,33 @@ impl Invocation<'_> {
                     }
                     continue;
                 }
-                if item.size == 0 && self.written_since(&item, &judge.timing).await? {
-                    counts.kept_by_grace.add(item.size);
-                    continue;
+                if item.size == 0 {
+                    match self.written_since(&item, &judge.timing).await {
+                        Ok(false) => {}
+                        Ok(true) => {
+                            counts.kept_by_grace.add(item.size);
+                            continue;
+                        }
+                        // Whatever keeps the store from answering for it (a directory
+                        // made unsearchable, round 93, G1; an object written with a
+                        // customer-provided key, whose `HEAD` is refused without it,
+                        // round 100, F2; a failure): it may have been written since, so
+                        // it is kept, and collection goes on around it.
+                        Err(err) => {
+                            counts.kept_by_grace.add(item.size);
+                            unseen.push(format!(
+                                "`{}` was not deleted: looking at it again before the delete failed ({}); it is kept",
+                                item.name,
+                                err.full_message()
+                            ));
+                            continue;
+                        }
+                    }
                 }
                 deletable.push(item);
             }
         }
+        self.report.warnings.extend(unseen);
         if self.gc.config.dry_run {
             for item in deletable {
                 counts.deleted.add(item.size);
@@ -309,14 +330,9 @@ impl Invocation<'_> {
     /// deletes the key `k`: a file written there later is not the object the run doomed.
     /// Empty objects are few, so this costs one `HEAD` per doomed empty object.
     async fn written_since(&self, item: &Doomed, timing: &super::rules::Timing) -> Result<bool> {
-        let now = match self.gc.catalog.warehouse().head(&item.name).await {
-            Ok(Some(now)) => now,
-            Ok(None) => return Ok(false),
-            // A file the collector may not look at (its directory made unsearchable since
-            // the listing): it may have been written since, so it is kept, and collection
-            // goes on around it (round 93, G1: every run stopped on it).
-            Err(err) if err.kind() == crate::error::ErrorKind::StoreRefused => return Ok(true),
-            Err(err) => return Err(err),
+        let now = match self.gc.catalog.warehouse().head(&item.name).await? {
+            Some(now) => now,
+            None => return Ok(false),
         };
         let young = now
             .last_modified_ms
@@ -341,6 +357,7 @@ impl Invocation<'_> {
         let mut failure = None;
         let mut ledger_files = Vec::new();
         let mut refused = 0;
+        let mut stuck = None;
         let rules = self.run.plan.rules;
         for item in batch {
             match outcomes.remove(&item.name) {
@@ -353,6 +370,28 @@ impl Invocation<'_> {
                         item.reason(&rules),
                     );
                     ledger_files.extend(item.ledger_files);
+                }
+                // A file under `metadata/` that may name anything keeps all of `indexes/`
+                // until it goes itself: kept with a warning, it held everything for good,
+                // quietly (round 100, F1). The run stops on it instead, naming it. (Any
+                // other file kept here keeps only what it names.)
+                Some(Deletion::Refused(why))
+                    if is_within(&item.name, METADATA_DIR)
+                        && super::metadata::may_name_anything(
+                            warehouse,
+                            self.gc.catalog.registry(),
+                            &item.name,
+                        )
+                        .await? =>
+                {
+                    counts.kept_nested.add(item.size);
+                    stuck.get_or_insert(Error::new(
+                        ErrorKind::StoreRefused,
+                        format!(
+                            "gc stopped: `{}` may name any file, so nothing under `indexes/` is collected while it exists, and it cannot be deleted ({why}): let the collector delete it, or delete it by hand",
+                            item.name
+                        ),
+                    ));
                 }
                 Some(Deletion::Refused(why)) => {
                     counts.kept_nested.add(item.size);
@@ -374,6 +413,9 @@ impl Invocation<'_> {
                 "{} more objects of the batch were not deleted for the same kind of reason; they are kept",
                 refused - NAMED_REFUSALS
             ));
+        }
+        if let Some(stuck) = stuck {
+            return Err(stuck);
         }
         match failure {
             None => Ok(ledger_files),

@@ -364,6 +364,26 @@ impl Invocation<'_> {
     }
 }
 
+/// Whether the file `name` under `metadata/` may name anything, as pass 1 reads it (its
+/// reading gives up, or it is too large to read): while it exists it keeps all of
+/// `indexes/` ([`MetadataPage::keep_all`]). `false` if it is gone.
+pub(super) async fn may_name_anything(
+    warehouse: &Warehouse,
+    registry: &FamilyRegistry,
+    name: &str,
+) -> Result<bool> {
+    let references: Vec<String> = match read_parsed(warehouse, registry, name).await? {
+        Parsed::Metadata(metadata) => {
+            let refs = references_of(&metadata, registry, warehouse);
+            refs.direct().chain(&refs.family).cloned().collect()
+        }
+        Parsed::Opaque { references, .. } => references,
+        Parsed::Unbounded(_) => return Ok(true),
+        Parsed::Missing => return Ok(false),
+    };
+    Ok(references.iter().any(|reference| reference == METADATA_DIR))
+}
+
 /// What kind of file names what it names, for rule (P).
 #[derive(Debug, Clone, Copy)]
 struct FileKind {

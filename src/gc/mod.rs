@@ -205,12 +205,15 @@
 //! 6. A reader of a live index reads metadata (a JSON document in every format version)
 //!    and the locations it names. The collector may read every file under `metadata/`:
 //!    one it may not read stops every run until it can (it may be metadata that names
-//!    anything; round 92, F3); and it may list every directory under the managed
-//!    prefixes: one it may not list pauses every delete (a link there may lead anywhere;
-//!    round 66, and round 93, N1). A family reference's file that is not valid metadata
-//!    (another format or version, written half) may name anything, by rules no catalog
-//!    knows (where its strings lead, on which file system, from which directory: rounds
-//!    35–62): publication refuses it, and one written after its reference was published
+//!    anything; round 92, F3; so does one archived or encrypted with a key it lacks), and
+//!    delete every unreachable one that may name anything: a refusal stops the run, naming
+//!    it (it keeps all of `indexes/` while it exists; round 100, F1). It may list every
+//!    directory under the managed prefixes: one it may not list pauses every delete (a
+//!    link there may lead anywhere; round 66, and round 93, N1). A family reference's
+//!    file that is not valid metadata (another format or version, written half) may name
+//!    anything, by rules no catalog knows (where its strings lead, on which file system,
+//!    from which directory: rounds 35–62): publication refuses it, and one written after
+//!    its reference was published
 //!    keeps everything while it is live (the walk says so; the delete guard stops). The
 //!    same holds for the files that open a JSON object (as metadata does) in a directory a
 //!    family reference leads to, or in an index table placed under `metadata/` (a link

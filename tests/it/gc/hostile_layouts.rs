@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::gc::hooked_store::{HookedStore, process_over};
 use crate::support::gc::{
     Backend, Env, HOUR, Layout, MINUTE, copy_dir, set_mtime, symlink_at, test_config,
 };
@@ -2586,6 +2587,49 @@ async fn class8_files_that_may_name_anything_go_first() {
     }
 }
 
+/// Round 100, F2: an empty garbage object whose `HEAD` the store refuses without a key
+/// the collector does not have (S3 answers `400` for an object written with a
+/// customer-provided encryption key, SSE-C: an engine's empty `_SUCCESS` marker, say)
+/// stopped every run at the delete step's second look at it, `gc abandon` and every new
+/// run too. It may have been written since, so it is kept with a warning, and collection
+/// goes on around it.
+#[tokio::test]
+async fn redteam100_an_empty_object_the_store_will_not_describe_never_stops_collection() {
+    let env = Env::open(Backend::Memory, 1510).await;
+    let config = test_config();
+    let live = Layout::under("live/1");
+    env.register("live", &live).await;
+    env.put("indexes/tmp/job1/_SUCCESS", b"").await;
+    env.put("indexes/orphan/1/part-0", b"x").await;
+    let store = HookedStore::new(Arc::new(env.sim.clone()))
+        .refuse_heads_on(|key| key.ends_with("/_SUCCESS"));
+    let gc = process_over(&env, Arc::new(store), 1510, &config);
+    let mut warned = false;
+    for _ in 0..(6 * HOUR / PASS_EVERY) {
+        env.advance(PASS_EVERY);
+        let report = gc
+            .collect(env.now())
+            .await
+            .unwrap_or_else(|err| panic!("a run stopped: {err}"));
+        warned |= report.warnings.iter().any(|warning| {
+            warning.contains("indexes/tmp/job1/_SUCCESS") && warning.contains("it is kept")
+        });
+    }
+    assert!(
+        !env.exists("indexes/orphan/1/part-0").await,
+        "garbage beside it is collected"
+    );
+    assert!(
+        env.exists("indexes/tmp/job1/_SUCCESS").await,
+        "the object the store will not describe is kept"
+    );
+    assert!(warned, "a run says why it was kept");
+    assert!(
+        env.all_exist(&live.files()).await,
+        "the live index is whole"
+    );
+}
+
 /// Round 57 (helper-53): a file under `metadata/` that is live only because a live
 /// directory holds it (a family file names the directory, or an index table lies under
 /// `metadata/`) is read by the metadata pass, not by the walk. When its reading gives up
@@ -4461,6 +4505,9 @@ mod s3 {
         // A key ending in a space: an XML reader that trimmed the answer's text would
         // not find the refused key among those asked for.
         env.put("indexes/protected/2/part-0 ", b"x").await;
+        // A stray under `metadata/` that names nothing keeps nothing: kept alike.
+        env.put("metadata/protected/notes.json", br#"{"note": "x"}"#)
+            .await;
         let (s3, bucket) = raw_s3(&env);
         let policy = serde_json::json!({
             "Version": "2012-10-17",
@@ -4468,7 +4515,10 @@ mod s3 {
                 "Effect": "Deny",
                 "Principal": "*",
                 "Action": "s3:DeleteObject",
-                "Resource": format!("arn:aws:s3:::{bucket}/wh/indexes/protected/*"),
+                "Resource": [
+                    format!("arn:aws:s3:::{bucket}/wh/indexes/protected/*"),
+                    format!("arn:aws:s3:::{bucket}/wh/metadata/protected/*"),
+                ],
             }],
         });
         s3.put_bucket_policy()
@@ -4483,7 +4533,11 @@ mod s3 {
             !env.exists("indexes/garbage/1/part-0").await,
             "garbage beside the protected object is collected"
         );
-        for protected in ["indexes/protected/1/part-0", "indexes/protected/2/part-0 "] {
+        for protected in [
+            "indexes/protected/1/part-0",
+            "indexes/protected/2/part-0 ",
+            "metadata/protected/notes.json",
+        ] {
             assert!(
                 env.exists(protected).await,
                 "the object the policy protects is kept: {protected:?}"
@@ -4493,12 +4547,88 @@ mod s3 {
             env.all_exist(&live.files()).await,
             "the live index is whole"
         );
+        for protected in [
+            "indexes/protected/1/part-0",
+            "metadata/protected/notes.json",
+        ] {
+            assert!(
+                reports
+                    .iter()
+                    .any(|report| report.warnings.iter().any(|warning| {
+                        warning.starts_with(&format!("`{protected}` was not deleted"))
+                    })),
+                "a run says {protected} could not be deleted"
+            );
+        }
+    }
+
+    /// Round 100, F1: a file under `metadata/` that may name anything keeps all of
+    /// `indexes/` until it is collected itself. A bucket policy that keeps it from being
+    /// deleted made round 99 keep it with a warning, run after run, and nothing under
+    /// `indexes/` was ever collected again while every run reported success. A refused
+    /// deletion under `metadata/` stops the run instead, naming the file and the cure; once
+    /// the policy is lifted, collection goes on.
+    #[tokio::test]
+    async fn redteam100_a_metadata_file_the_policy_keeps_stops_the_run_naming_it() {
+        let env = Env::open(Backend::S3, 1509).await;
+        let live = Layout::under("live/1");
+        env.register("live", &live).await;
+        env.put("indexes/orphan/1/part-0", b"x").await;
+        let anything = format!(r#"{{"note": "{}"}}"#, "A".repeat(30_000));
+        env.put("metadata/old/notes.json", anything.into_bytes().leak())
+            .await;
+        let (s3, bucket) = raw_s3(&env);
+        let policy = serde_json::json!({
+            "Version": "2012-10-17",
+            "Statement": [{
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:DeleteObject",
+                "Resource": format!("arn:aws:s3:::{bucket}/wh/metadata/old/*"),
+            }],
+        });
+        s3.put_bucket_policy()
+            .bucket(&bucket)
+            .policy(policy.to_string())
+            .send()
+            .await
+            .expect("a bucket policy");
+        let config = test_config();
+        let mut stopped = None;
+        for _ in 0..(6 * HOUR / PASS_EVERY) {
+            env.advance(PASS_EVERY);
+            if let Err(err) = env.gc(config.clone()).collect(env.now()).await {
+                stopped = Some(err);
+                break;
+            }
+        }
+        let err = stopped.expect("a run stops on the metadata file it may not delete");
+        assert_eq!(err.kind(), ErrorKind::StoreRefused, "{err}");
         assert!(
-            reports.iter().any(|report| report
-                .warnings
-                .iter()
-                .any(|warning| warning.contains("indexes/protected/1/part-0"))),
-            "a run says the object could not be deleted"
+            err.message().contains("metadata/old/notes.json"),
+            "the error names the file: {err}"
+        );
+        assert!(
+            env.exists("indexes/orphan/1/part-0").await,
+            "everything under indexes/ is kept while the file exists"
+        );
+        s3.delete_bucket_policy()
+            .bucket(&bucket)
+            .send()
+            .await
+            .expect("the policy lifted");
+        checked_passes(&env, &config, 6, "the policy lifted", async |_| {}).await;
+        assert!(
+            !env.exists("metadata/old/notes.json").await,
+            "the file goes once it may"
+        );
+        assert!(
+            !env.exists("indexes/orphan/1/part-0").await,
+            "then the garbage under indexes/ goes"
+        );
+        assert!(
+            env.all_exist(&live.files()).await,
+            "the live index is whole"
         );
     }
 

@@ -36,6 +36,7 @@ pub struct HookedStore {
     inner: Arc<dyn ObjectStore>,
     pause: Mutex<Option<Pred>>,
     fail: Mutex<Option<Pred>>,
+    refuse_heads: Mutex<Option<Pred>>,
     /// Stamps the paused put's object with this clock's time when the put began.
     backdate: Option<Arc<ManualClock>>,
     stamps: Stamps,
@@ -51,6 +52,7 @@ impl HookedStore {
             inner,
             pause: Mutex::new(None),
             fail: Mutex::new(None),
+            refuse_heads: Mutex::new(None),
             backdate: None,
             stamps: Arc::new(Mutex::new(HashMap::new())),
             paused: tokio::sync::Notify::new(),
@@ -90,6 +92,17 @@ impl HookedStore {
     /// Fail every put whose key matches `pred`.
     pub fn fail_on(self, pred: impl Fn(&str) -> bool + Send + Sync + 'static) -> HookedStore {
         *self.fail.lock().expect("lock") = Some(Box::new(pred));
+        self
+    }
+
+    /// Answer every `HEAD` of a key that matches `pred` with a client error, as S3 answers
+    /// one of an object written with a customer-provided encryption key (SSE-C) that the
+    /// request does not carry (`400`).
+    pub fn refuse_heads_on(
+        self,
+        pred: impl Fn(&str) -> bool + Send + Sync + 'static,
+    ) -> HookedStore {
+        *self.refuse_heads.lock().expect("lock") = Some(Box::new(pred));
         self
     }
 
@@ -191,6 +204,23 @@ impl ObjectStore for HookedStore {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
+        let key = location.as_ref();
+        if options.head
+            && self
+                .refuse_heads
+                .lock()
+                .expect("lock")
+                .as_ref()
+                .is_some_and(|pred| pred(key))
+        {
+            return Err(object_store::Error::Generic {
+                store: "hooked",
+                source: format!(
+                    "HEAD of {key}: 400 Bad Request (the object was stored with a customer-provided key)"
+                )
+                .into(),
+            });
+        }
         if !options.head {
             *self
                 .gets
