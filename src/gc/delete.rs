@@ -25,8 +25,8 @@ use super::step::{GcStep, StepOutcome};
 use crate::error::{Error, ErrorKind, Result};
 use crate::warehouse::{Deletion, ListItem, ListRange, METADATA_DIR, is_within};
 
-/// How many objects of one batch the store refused to delete a run names in its
-/// warnings (the rest are counted, and summed up in one more warning).
+/// How many objects of one batch (or page) the store refused to delete, or to describe,
+/// a run names in its warnings (the rest are counted, and summed up in one more warning).
 const NAMED_REFUSALS: usize = 5;
 
 impl Invocation<'_> {
@@ -170,7 +170,7 @@ impl Invocation<'_> {
         let mut counts = GcCounts::default();
         let ledger = Ledger::new(self.gc.catalog.warehouse());
         let mut deletable = Vec::new();
-        let mut unseen = Vec::new();
+        let (mut unseen, mut named_unseen) = (0, Vec::new());
         let timing;
         {
             let clock = self.clock();
@@ -228,11 +228,14 @@ impl Invocation<'_> {
                         // it is kept, and collection goes on around it.
                         Err(err) => {
                             counts.kept_by_grace.add(item.size);
-                            unseen.push(format!(
-                                "`{}` was not deleted: looking at it again before the delete failed ({}); it is kept",
-                                item.name,
-                                err.full_message()
-                            ));
+                            unseen += 1;
+                            if unseen <= NAMED_REFUSALS {
+                                named_unseen.push(format!(
+                                    "`{}` was not deleted: looking at it again before the delete failed ({}); it is kept",
+                                    item.name,
+                                    err.full_message()
+                                ));
+                            }
                             continue;
                         }
                     }
@@ -240,7 +243,13 @@ impl Invocation<'_> {
                 deletable.push(item);
             }
         }
-        self.report.warnings.extend(unseen);
+        self.report.warnings.extend(named_unseen);
+        if unseen > NAMED_REFUSALS {
+            self.report.warnings.push(format!(
+                "{} more empty objects of the page could not be looked at again; they are kept",
+                unseen - NAMED_REFUSALS
+            ));
+        }
         if self.gc.config.dry_run {
             for item in deletable {
                 counts.deleted.add(item.size);

@@ -4474,6 +4474,32 @@ mod s3 {
         reports
     }
 
+    /// Forbid every deletion under the warehouse prefixes `prefixes` with a bucket policy
+    /// (what an operator protecting them writes); the raw client and bucket, to lift it.
+    async fn deny_deletes_under(env: &Env, prefixes: &[&str]) -> (aws_sdk_s3::Client, String) {
+        let (s3, bucket) = raw_s3(env);
+        let resources: Vec<String> = prefixes
+            .iter()
+            .map(|prefix| format!("arn:aws:s3:::{bucket}/wh/{prefix}*"))
+            .collect();
+        let policy = serde_json::json!({
+            "Version": "2012-10-17",
+            "Statement": [{
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:DeleteObject",
+                "Resource": resources,
+            }],
+        });
+        s3.put_bucket_policy()
+            .bucket(&bucket)
+            .policy(policy.to_string())
+            .send()
+            .await
+            .expect("a bucket policy");
+        (s3, bucket)
+    }
+
     /// The ledger of a page is read from the previous page's last position moved below
     /// `_gc/ledger/`. When that entry was a skipped key (`garbage//k1`), the position went
     /// through an object_store `Path`, which drops the empty segment: the ledger read began
@@ -4508,25 +4534,7 @@ mod s3 {
         // A stray under `metadata/` that names nothing keeps nothing: kept alike.
         env.put("metadata/protected/notes.json", br#"{"note": "x"}"#)
             .await;
-        let (s3, bucket) = raw_s3(&env);
-        let policy = serde_json::json!({
-            "Version": "2012-10-17",
-            "Statement": [{
-                "Effect": "Deny",
-                "Principal": "*",
-                "Action": "s3:DeleteObject",
-                "Resource": [
-                    format!("arn:aws:s3:::{bucket}/wh/indexes/protected/*"),
-                    format!("arn:aws:s3:::{bucket}/wh/metadata/protected/*"),
-                ],
-            }],
-        });
-        s3.put_bucket_policy()
-            .bucket(&bucket)
-            .policy(policy.to_string())
-            .send()
-            .await
-            .expect("a bucket policy");
+        deny_deletes_under(&env, &["indexes/protected/", "metadata/protected/"]).await;
         let reports =
             checked_passes(&env, &test_config(), 6, "a protected object", async |_| {}).await;
         assert!(
@@ -4577,22 +4585,7 @@ mod s3 {
         let anything = format!(r#"{{"note": "{}"}}"#, "A".repeat(30_000));
         env.put("metadata/old/notes.json", anything.into_bytes().leak())
             .await;
-        let (s3, bucket) = raw_s3(&env);
-        let policy = serde_json::json!({
-            "Version": "2012-10-17",
-            "Statement": [{
-                "Effect": "Deny",
-                "Principal": "*",
-                "Action": "s3:DeleteObject",
-                "Resource": format!("arn:aws:s3:::{bucket}/wh/metadata/old/*"),
-            }],
-        });
-        s3.put_bucket_policy()
-            .bucket(&bucket)
-            .policy(policy.to_string())
-            .send()
-            .await
-            .expect("a bucket policy");
+        let (s3, bucket) = deny_deletes_under(&env, &["metadata/old/"]).await;
         let config = test_config();
         let mut stopped = None;
         for _ in 0..(6 * HOUR / PASS_EVERY) {

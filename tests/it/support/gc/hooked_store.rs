@@ -134,6 +134,14 @@ impl HookedStore {
     }
 }
 
+/// Whether `pred`, if set, holds for `key`.
+fn matches(pred: &Mutex<Option<Pred>>, key: &str) -> bool {
+    pred.lock()
+        .expect("lock")
+        .as_ref()
+        .is_some_and(|pred| pred(key))
+}
+
 impl fmt::Debug for HookedStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "HookedStore")
@@ -155,13 +163,7 @@ impl ObjectStore for HookedStore {
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
         let key = location.as_ref();
-        if self
-            .fail
-            .lock()
-            .expect("lock")
-            .as_ref()
-            .is_some_and(|pred| pred(key))
-        {
+        if matches(&self.fail, key) {
             return Err(object_store::Error::Generic {
                 store: "hooked",
                 source: format!("injected failure writing {key}").into(),
@@ -205,14 +207,7 @@ impl ObjectStore for HookedStore {
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
         let key = location.as_ref();
-        if options.head
-            && self
-                .refuse_heads
-                .lock()
-                .expect("lock")
-                .as_ref()
-                .is_some_and(|pred| pred(key))
-        {
+        if options.head && matches(&self.refuse_heads, key) {
             return Err(object_store::Error::Generic {
                 store: "hooked",
                 source: format!(
