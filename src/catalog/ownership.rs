@@ -32,7 +32,10 @@
 //! * **A copy of a pointer store** (restored or cloned elsewhere) carries its catalog id;
 //!   the marker also records the store's location ([`PointerStore::location`](crate::store::PointerStore::location)), and a
 //!   store with the right id at another location is refused too (a deliberate move is
-//!   re-homed with `init --adopt`).
+//!   re-homed with `init --adopt`). A DynamoDB table's location holds its region: a
+//!   same-named table in another region is another store. Markers written before that
+//!   name the table alone and are still honoured, with a warning, until `init --adopt`
+//!   rebinds them.
 //! * **Init** ([`claim`], `parqdb-catalog init`) claims explicitly.
 //! * **The collector** ([`verify_ownership`]) refuses to run unless the marker names this
 //!   catalog: a catalog only deletes from a warehouse it owns, never from one it merely
@@ -271,6 +274,15 @@ fn normalized(location: &str) -> String {
     }
 }
 
+/// Whether a marker written before stores were bound to their region (`dynamodb://t`)
+/// names the store now at `here` (`dynamodb://t?region=…`). Such a marker is honoured (a
+/// release must not refuse its own warehouses), with a warning: `init --adopt` rebinds it.
+fn binds_name_only(marker: &str, here: &str) -> bool {
+    marker.starts_with("dynamodb://")
+        && !marker.contains('?')
+        && here.split_once('?').is_some_and(|(name, _)| name == marker)
+}
+
 /// Which catalogs may claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Claim<'a> {
@@ -384,7 +396,21 @@ fn check_owner(catalog: &Catalog, marker: &OwnershipMarker, id: Option<Uuid>) ->
     let store = catalog.store();
     if id == Some(marker.catalog_id) {
         let here = store.location().map(|location| normalized(&location));
-        if here.is_none_or(|here| here == normalized(&marker.catalog)) {
+        if here
+            .as_deref()
+            .is_none_or(|here| here == normalized(&marker.catalog))
+        {
+            return Ok(());
+        }
+        if here
+            .as_deref()
+            .is_some_and(|here| binds_name_only(&marker.catalog, here))
+        {
+            tracing::warn!(
+                marker = %marker.catalog,
+                store = %store.describe(),
+                "the ownership marker names the DynamoDB table without its region, so a same-named table in another region would pass as this store; run `parqdb-catalog init --adopt` to bind it to the region"
+            );
             return Ok(());
         }
         return Err(Error::new(
@@ -437,5 +463,27 @@ pub(crate) async fn ensure_owned(catalog: &Catalog, publishing: Option<&str>) ->
         None => claim_as(catalog, catalog.clock().now_ms(), Claim::Unused(publishing))
             .await
             .map(|_| ()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::binds_name_only;
+
+    #[test]
+    fn a_marker_naming_a_table_alone_names_it_in_any_region_and_nothing_else() {
+        assert!(binds_name_only(
+            "dynamodb://t",
+            "dynamodb://t?region=us-east-1"
+        ));
+        assert!(!binds_name_only(
+            "dynamodb://t",
+            "dynamodb://t2?region=us-east-1"
+        ));
+        assert!(!binds_name_only(
+            "dynamodb://t?region=us-east-1",
+            "dynamodb://t?region=us-west-2"
+        ));
+        assert!(!binds_name_only("s3://b/p", "s3://b/p?region=x"));
     }
 }

@@ -279,8 +279,16 @@ impl PointerStore for DynamoStore {
         format!("dynamodb://{}", self.table)
     }
 
+    /// The table and its region: a table's name is unique only within its account and
+    /// region, so a same-named table elsewhere (a backup restored in a recovery region, a
+    /// Global Tables replica) is another store, and a copy of this one (GC round 102, F1:
+    /// bound to the name alone, such a copy passed for the owner and collected its live
+    /// data). Without a configured region, the name alone.
     fn location(&self) -> Option<String> {
-        Some(self.describe())
+        Some(match self.client.config().region() {
+            Some(region) => format!("dynamodb://{}?region={region}", self.table),
+            None => self.describe(),
+        })
     }
 
     async fn get_opts(

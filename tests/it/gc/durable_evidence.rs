@@ -981,6 +981,127 @@ mod s3 {
 mod dynamodb {
     use super::*;
 
+    /// Round 102, F1: a table's name is unique only within its account and region. A
+    /// backup restored under the same name in a recovery region (or a Global Tables
+    /// replica) carries every item, the catalog id included; bound to the name alone, it
+    /// passed for the owner: its writers published into the warehouse and the owner's
+    /// collector deleted what they published, and its collector deleted the owner's live
+    /// data. Bound to the table's region, it is a copy: its writes and its collector are
+    /// refused.
+    #[tokio::test]
+    async fn redteam102_a_same_named_table_in_another_region_is_a_copy() {
+        use aws_sdk_dynamodb::config::Region;
+        use parqdb_catalog::store::dynamodb::DynamoStore;
+        let client = crate::support::services::dynamodb_client();
+        let table = format!("parqdb-gc-{}", uuid::Uuid::new_v4().simple());
+        let store = DynamoStore::new(client.clone(), table.clone());
+        store.create_table().await.expect("table");
+        let env = Env::open_with_pointers(Backend::Local, 2625, Arc::new(store)).await;
+        let config = test_config();
+        let live = Layout::under("ddb/1");
+        let (id, _, v1) = env.register("ddb", &live).await;
+        runs_for(&env, &config, 30 * MINUTE).await;
+        // The table restored in another region under its own name: every item.
+        let west = aws_sdk_dynamodb::Client::from_conf(
+            client
+                .config()
+                .to_builder()
+                .region(Region::new("us-west-2"))
+                .build(),
+        );
+        let copy = DynamoStore::new(west.clone(), table.clone());
+        copy.create_table().await.expect("the restored table");
+        let items = client
+            .scan()
+            .table_name(&table)
+            .send()
+            .await
+            .expect("scan")
+            .items
+            .unwrap_or_default();
+        assert!(!items.is_empty(), "the table holds the catalog");
+        for item in items {
+            west.put_item()
+                .table_name(&table)
+                .set_item(Some(item))
+                .send()
+                .await
+                .expect("item restored");
+        }
+        let restored = Catalog::builder(Arc::new(copy), env.warehouse.clone())
+            .clock(env.clock.clone())
+            .ids(Arc::new(SeededIds::new(2626)))
+            .build();
+        assert_eq!(
+            restored
+                .load(&id)
+                .await
+                .expect("the copy holds the index")
+                .metadata_location,
+            v1,
+            "a faithful copy"
+        );
+        let ns = parqdb_catalog::Namespace::new(["west"]).expect("ns");
+        let err = restored
+            .create_namespace(&ns, std::collections::BTreeMap::new())
+            .await
+            .expect_err("a copy may not write into the owner's warehouse");
+        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+        let err = GarbageCollector::new(restored, config.clone())
+            .expect("collector")
+            .collect(env.now())
+            .await
+            .expect_err("a copy may not collect in the owner's warehouse");
+        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+        runs_for(&env, &config, 3 * HOUR).await;
+        assert!(
+            env.all_exist(&objects(&env, &live, &v1)).await,
+            "the owner's index is whole"
+        );
+    }
+
+    /// A marker written before DynamoDB stores were bound to their region names the table
+    /// alone: the release that binds them must go on writing to and collecting in its own
+    /// warehouses (with a warning until `init --adopt` rebinds the marker).
+    #[tokio::test]
+    async fn a_marker_naming_the_table_alone_is_still_the_owners() {
+        use parqdb_catalog::store::dynamodb::DynamoStore;
+        let client = crate::support::services::dynamodb_client();
+        let table = format!("parqdb-gc-{}", uuid::Uuid::new_v4().simple());
+        let store = DynamoStore::new(client, table.clone());
+        store.create_table().await.expect("table");
+        let env = Env::open_with_pointers(Backend::Local, 2627, Arc::new(store)).await;
+        let config = test_config();
+        let live = Layout::under("ddb/1");
+        let (_, _, v1) = env.register("ddb", &live).await;
+        let marker = env
+            .local_dir
+            .clone()
+            .expect("local")
+            .join("_catalog-owner.json");
+        let mut written: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&marker).expect("marker")).expect("json");
+        assert_eq!(
+            written["catalog"],
+            format!("dynamodb://{table}?region=us-east-1"),
+            "a new marker binds the table's region"
+        );
+        written["catalog"] = format!("dynamodb://{table}").into();
+        std::fs::write(&marker, serde_json::to_vec(&written).expect("json")).expect("marker");
+        env.put("indexes/orphan/1/part-0", b"x").await;
+        let later = Layout::under("ddb/2");
+        env.register("later", &later).await;
+        runs_for(&env, &config, 20 * HOUR).await;
+        assert!(
+            !env.exists("indexes/orphan/1/part-0").await,
+            "the owner still collects"
+        );
+        assert!(
+            env.all_exist(&objects(&env, &live, &v1)).await,
+            "the owner's index is whole"
+        );
+    }
+
     /// On DynamoDB the walk reaches index records through namespace records: a partial
     /// restore (or a hand edit) that leaves out a namespace item hides its index records from
     /// the listing, though `load` still reads them. A record the previous finished run saw is
