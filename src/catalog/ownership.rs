@@ -274,6 +274,20 @@ fn normalized(location: &str) -> String {
     }
 }
 
+/// The warning for a marker of this catalog written before DynamoDB stores were bound to
+/// their region, which names the store now at its location by the table alone: a
+/// same-named table in another region would pass for it. The collector reports it in
+/// every run's plan (GC round 103: in a log line alone, the command never showed it).
+pub(crate) fn unbound_region(catalog: &Catalog, marker: &OwnershipMarker) -> Option<String> {
+    let here = normalized(&catalog.store().location()?);
+    binds_name_only(&marker.catalog, &here).then(|| {
+        format!(
+            "the ownership marker binds the warehouse to `{}` without its region, so a same-named table in another region (a restored backup, a replica) would pass for this catalog's store `{here}`; run `parqdb-catalog init --adopt` from this region to bind it (adopting restarts every retention clock)",
+            marker.catalog
+        )
+    })
+}
+
 /// Whether a marker written before stores were bound to their region (`dynamodb://t`)
 /// names the store now at `here` (`dynamodb://t?region=…`). Such a marker is honoured (a
 /// release must not refuse its own warehouses), with a warning: `init --adopt` rebinds it.
@@ -402,15 +416,8 @@ fn check_owner(catalog: &Catalog, marker: &OwnershipMarker, id: Option<Uuid>) ->
         {
             return Ok(());
         }
-        if here
-            .as_deref()
-            .is_some_and(|here| binds_name_only(&marker.catalog, here))
-        {
-            tracing::warn!(
-                marker = %marker.catalog,
-                store = %store.describe(),
-                "the ownership marker names the DynamoDB table without its region, so a same-named table in another region would pass as this store; run `parqdb-catalog init --adopt` to bind it to the region"
-            );
+        if let Some(warning) = unbound_region(catalog, marker) {
+            tracing::warn!(marker = %marker.catalog, "{warning}");
             return Ok(());
         }
         return Err(Error::new(
@@ -420,7 +427,7 @@ fn check_owner(catalog: &Catalog, marker: &OwnershipMarker, id: Option<Uuid>) ->
                 catalog.warehouse().root(),
                 marker.catalog_id,
                 marker.catalog,
-                store.describe()
+                bound_location(catalog)
             ),
         ));
     }

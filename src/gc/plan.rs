@@ -51,6 +51,9 @@ impl GarbageCollector {
             }
         };
         invocation.report.catalog_id = Some(marker.catalog_id);
+        if let Some(warning) = crate::catalog::ownership::unbound_region(&self.catalog, &marker) {
+            invocation.report.warnings.push(warning);
+        }
         let run = invocation.run.clone();
         let done = invocation.plan_metadata().await?;
         Ok((invocation.outcome(GcStep::Plan, done), Some(run)))

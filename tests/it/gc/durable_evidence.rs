@@ -1088,6 +1088,15 @@ mod dynamodb {
         );
         written["catalog"] = format!("dynamodb://{table}").into();
         std::fs::write(&marker, serde_json::to_vec(&written).expect("json")).expect("marker");
+        let report = env.collect(&config).await;
+        assert!(
+            report
+                .warnings
+                .iter()
+                .any(|warning| warning.contains("without its region")),
+            "every run says the marker is not bound to the region: {:?}",
+            report.warnings
+        );
         env.put("indexes/orphan/1/part-0", b"x").await;
         let later = Layout::under("ddb/2");
         env.register("later", &later).await;
