@@ -99,6 +99,7 @@ impl Warehouse {
         outcomes.extend(alone);
         outcomes
     }
+
     /// Delete one object the batch did not confirm, with the store's typed answer: gone
     /// (now or before) is deleted; a refusal of permission keeps it with a reason, so
     /// collection goes on around it (GC round 99: a bucket policy protecting one key made
