@@ -32,10 +32,18 @@
 //! * **A copy of a pointer store** (restored or cloned elsewhere) carries its catalog id;
 //!   the marker also records the store's location ([`PointerStore::location`](crate::store::PointerStore::location)), and a
 //!   store with the right id at another location is refused too (a deliberate move is
-//!   re-homed with `init --adopt`). A DynamoDB table's location holds its region: a
-//!   same-named table in another region is another store. Markers written before that
-//!   name the table alone and are still honoured, with a warning, until `init --adopt`
-//!   rebinds them.
+//!   re-homed with `init --adopt`). A DynamoDB table's location is the table instance:
+//!   its name, region, account and creation time (`DescribeTable`, asked at every check),
+//!   so a same-named table in another region or account, or one deleted and restored
+//!   under its name, is another store. Markers written before that (naming the table
+//!   alone, or the table and its region) are still honoured, with a warning in every gc
+//!   report, until `init --adopt` rebinds them — but not once the catalog has bound the
+//!   warehouse exactly: such a marker is version 2, which earlier releases refuse to read
+//!   (none of them rewrites it looser or collects under it), and every claim and adoption
+//!   leaves `_gc/claims/<catalog-id>.bound` before it writes the marker. A looser marker
+//!   where either shows an exact binding (an earlier release's `init --adopt` after the
+//!   marker was removed, perhaps from a copy's account) binds nobody until `init --adopt`
+//!   runs again with this release.
 //! * **Init** ([`claim`], `parqdb-catalog init`) claims explicitly.
 //! * **The collector** ([`verify_ownership`]) refuses to run unless the marker names this
 //!   catalog: a catalog only deletes from a warehouse it owns, never from one it merely
@@ -66,14 +74,17 @@ pub const OWNERSHIP_TTL: std::time::Duration = std::time::Duration::from_secs(60
 /// The pointer-store key of the catalog's id record.
 pub const CATALOG_ID_KEY: &str = "_meta/=catalog-id";
 
-const MARKER_VERSION: i32 = 1;
+/// The marker versions this release reads: 1, and 2 for a marker binding a DynamoDB table
+/// as one instance (see [`marker_version`]).
+const MARKER_VERSIONS: std::ops::RangeInclusive<i32> = 1..=2;
 const MAX_MARKER_BYTES: u64 = 64 * 1024;
 
 /// The ownership marker of a warehouse.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct OwnershipMarker {
-    /// Always 1.
+    /// 2 for a DynamoDB table bound as one instance (its region, account and creation
+    /// time), which releases that bind less cannot read; else 1.
     pub marker_version: i32,
     /// The owning catalog's id.
     pub catalog_id: Uuid,
@@ -179,7 +190,7 @@ pub async fn read_marker(warehouse: &Warehouse) -> Result<Option<OwnershipMarker
             warehouse.absolute(MARKER)
         ))
     })?;
-    if marker.marker_version != MARKER_VERSION {
+    if !MARKER_VERSIONS.contains(&marker.marker_version) {
         return Err(refuse(format!(
             "the warehouse ownership marker has marker-version {}, which this version does not understand",
             marker.marker_version
@@ -216,21 +227,23 @@ async fn earlier_use(
     own: Option<(Uuid, &str)>,
     now_ms: i64,
 ) -> Result<Option<String>> {
-    // This catalog's own claim record (its marker was lost since), if it names this
+    // This catalog's own claim and binding records (its marker was lost since, or a claim
+    // stopped between the binding record and the marker), each if it names this
     // catalog's pointer store: a copy of the store (restored, cloned) carries the same id
-    // but is not the owner, so the record is evidence against it.
-    let own_record = match own {
-        Some((id, location)) => {
-            let record = claim_record(id);
+    // but is not the owner, so its records are evidence against it.
+    let mut own_records = Vec::new();
+    if let Some((id, location)) = own {
+        for record in [claim_record(id), binding_record(id)] {
             let names_this_store = match warehouse.get(&record, MAX_MARKER_BYTES).await? {
                 Fetched::Object(bytes, _) => serde_json::from_slice::<OwnershipMarker>(&bytes)
                     .is_ok_and(|marker| normalized(&marker.catalog) == normalized(location)),
                 Fetched::Missing | Fetched::TooLarge(_) => false,
             };
-            names_this_store.then_some(record)
+            if names_this_store {
+                own_records.push(record);
+            }
         }
-        None => None,
-    };
+    }
     let young_after = now_ms.saturating_sub(UNCLAIMED_METADATA_AGE.as_millis() as i64);
     for dir in [GC_DIR, METADATA_DIR, INDEXES_DIR] {
         let mut listed = warehouse.list(dir);
@@ -244,7 +257,7 @@ async fn earlier_use(
                 }
                 ListItem::Skipped { name, .. } => name,
             };
-            if Some(name.as_str()) != publishing && Some(&name) != own_record.as_ref() {
+            if Some(name.as_str()) != publishing && !own_records.contains(&name) {
                 return Ok(Some(name));
             }
         }
@@ -252,15 +265,51 @@ async fn earlier_use(
     Ok(None)
 }
 
+/// The version of a marker binding the store at `location`: 2 where this release binds more
+/// than earlier ones did (a DynamoDB table's account and creation time). Releases that bind
+/// less refuse to read it, so none of them can take the marker for its own and rewrite it
+/// looser with `init --adopt`, nor collect under it (GC round 105, F2: a round-103
+/// collector in a copy's account deleted the owner's live data); 1 elsewhere, which every
+/// release reads.
+fn marker_version(location: &str) -> i32 {
+    if location.starts_with("dynamodb://") {
+        2
+    } else {
+        1
+    }
+}
+
 fn claim_record(id: Uuid) -> String {
     format!("{CLAIMS_DIR}/{id}.json")
 }
 
+/// The mark that catalog `id` has bound the warehouse to its store as exactly as this
+/// release binds (a DynamoDB table by its account and creation time): written
+/// create-if-absent by every claim and adoption of this release, never removed. Once it
+/// exists, a marker of the same catalog that binds less (written by an earlier release's
+/// `init --adopt`, perhaps in a copy's account) is refused, not honoured: honouring it
+/// would let every same-named table pass (GC round 104, F1).
+fn binding_record(id: Uuid) -> String {
+    format!("{CLAIMS_DIR}/{id}.bound")
+}
+
 /// The store location a marker is bound to: the store's own location, or its
 /// description for a process-local store.
-fn bound_location(catalog: &Catalog) -> String {
+async fn bound_location(catalog: &Catalog) -> Result<String> {
     let store = catalog.store();
-    store.location().unwrap_or_else(|| store.describe())
+    Ok(location_of(catalog)
+        .await?
+        .unwrap_or_else(|| store.describe()))
+}
+
+/// The catalog's store location in comparable form (`None`: a process-local store).
+async fn location_of(catalog: &Catalog) -> Result<Option<String>> {
+    let store = catalog.store();
+    let location = store
+        .location()
+        .await
+        .map_err(|err| store_error(store.as_ref(), err))?;
+    Ok(location.map(|location| normalized(&location)))
 }
 
 /// A location in comparable form: `file://` paths resolved.
@@ -274,27 +323,62 @@ fn normalized(location: &str) -> String {
     }
 }
 
-/// The warning for a marker of this catalog written before DynamoDB stores were bound to
-/// their region, which names the store now at its location by the table alone: a
-/// same-named table in another region would pass for it. The collector reports it in
-/// every run's plan (GC round 103: in a log line alone, the command never showed it).
-pub(crate) fn unbound_region(catalog: &Catalog, marker: &OwnershipMarker) -> Option<String> {
-    let here = normalized(&catalog.store().location()?);
-    binds_name_only(&marker.catalog, &here).then(|| {
-        format!(
-            "the ownership marker binds the warehouse to `{}` without its region, so a same-named table in another region (a restored backup, a replica) would pass for this catalog's store `{here}`; run `parqdb-catalog init --adopt` from this region to bind it (adopting restarts every retention clock)",
-            marker.catalog
-        )
-    })
+/// The warning for a marker of this catalog written before DynamoDB stores were bound as
+/// exactly as now (by the table alone, or by the table and its region), which names the
+/// store now at `here` with fewer of its attributes: a same-named table elsewhere would
+/// pass for it. The collector reports it in every run's plan (GC round 103: in a log line
+/// alone, the command never showed it).
+pub(crate) async fn loose_binding(
+    catalog: &Catalog,
+    marker: &OwnershipMarker,
+) -> Result<Option<String>> {
+    Ok(location_of(catalog)
+        .await?
+        .and_then(|here| loose_binding_at(marker, &here)))
 }
 
-/// Whether a marker written before stores were bound to their region (`dynamodb://t`)
-/// names the store now at `here` (`dynamodb://t?region=…`). Such a marker is honoured (a
-/// release must not refuse its own warehouses), with a warning: `init --adopt` rebinds it.
-fn binds_name_only(marker: &str, here: &str) -> bool {
-    marker.starts_with("dynamodb://")
-        && !marker.contains('?')
-        && here.split_once('?').is_some_and(|(name, _)| name == marker)
+fn loose_binding_at(marker: &OwnershipMarker, here: &str) -> Option<String> {
+    let missing = binds_less(&marker.catalog, here)?;
+    let words: Vec<&str> = missing
+        .iter()
+        .map(|attribute| match *attribute {
+            "created" => "creation time",
+            other => other,
+        })
+        .collect();
+    let missing = match words.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => return None,
+    };
+    Some(format!(
+        "the ownership marker binds the warehouse to `{}` without its {missing}, so a same-named table elsewhere (a backup restored in another region or account, a replica, a table deleted and restored under this name) would pass for this catalog's store `{here}`; run `parqdb-catalog init --adopt` with this store's region and account to bind it (adopting restarts every retention clock)",
+        marker.catalog
+    ))
+}
+
+/// The attributes of the store at `here` (`dynamodb://t?region=…&account=…&created=…`)
+/// that a marker of an earlier release leaves out, if it is one: the same table alone
+/// (`dynamodb://t`, before GC round 102) or the same table and region
+/// (`dynamodb://t?region=…`, rounds 102–103). No other shape is honoured. Such a marker
+/// is honoured (a release must not refuse its own warehouses), with a warning, until
+/// `init --adopt` rebinds it — unless the catalog bound the warehouse exactly before
+/// (see [`check_owner`]).
+fn binds_less<'a>(marker: &str, here: &'a str) -> Option<Vec<&'a str>> {
+    let (table, query) = here.split_once('?')?;
+    if !table.starts_with("dynamodb://") {
+        return None;
+    }
+    let ours: Vec<(&str, &str)> = query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .collect();
+    let keys = |skip: usize| ours.iter().skip(skip).map(|(key, _)| *key).collect();
+    if marker == table {
+        return Some(keys(0));
+    }
+    let region = marker.strip_prefix(table)?.strip_prefix("?region=")?;
+    (ours.first() == Some(&("region", region))).then(|| keys(1))
 }
 
 /// Which catalogs may claim.
@@ -311,7 +395,7 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
     let warehouse = catalog.warehouse();
     refuse_nested(warehouse).await?;
     let existing = read_marker(warehouse).await?;
-    let here = bound_location(catalog);
+    let here = bound_location(catalog).await?;
     if existing.is_none()
         && let Claim::Unused(publishing) = how
         && let Some(evidence) = earlier_use(
@@ -335,19 +419,31 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
     }
     let id = ensure_catalog_id(catalog, now_ms).await?;
     let marker = OwnershipMarker {
-        marker_version: MARKER_VERSION,
+        marker_version: marker_version(&here),
         catalog_id: id,
-        catalog: here,
+        catalog: here.clone(),
         warehouse: warehouse.root().to_owned(),
         created_ms: now_ms,
     };
     let bytes = Bytes::from(serde_json::to_vec_pretty(&marker).unwrap_or_default());
+    // The binding record goes first, before any marker this claim writes: a claim that
+    // stops between the two leaves the record, never an exact marker without it (GC round
+    // 105, F1: a lost record let a looser marker pass again).
+    let binding = binding_record(id);
+    let bind = || warehouse.put_if_absent(&binding, bytes.clone());
     let owned = match existing {
-        None if warehouse.put_if_absent(MARKER, bytes.clone()).await? => marker,
+        None => {
+            bind().await?;
+            match warehouse.put_if_absent(MARKER, bytes.clone()).await? {
+                true => marker,
+                false => verify_marker(catalog).await?,
+            }
+        }
         Some(current) if how == Claim::Adopt && current.catalog_id == id => {
             // Re-home (this catalog's store moved) or re-adopt (the warehouse or the
             // store was restored from a backup): a new epoch, so every retention clock
             // starts again and no loss is dated before the operator's step.
+            bind().await?;
             warehouse.overwrite(MARKER, bytes.clone()).await?;
             marker
         }
@@ -401,22 +497,49 @@ async fn verify_marker(catalog: &Catalog) -> Result<OwnershipMarker> {
             warehouse.root()
         )));
     };
-    let id = catalog_id(catalog).await?;
-    check_owner(catalog, &marker, id)?;
+    check_marker(catalog, &marker).await?;
     Ok(marker)
 }
 
-fn check_owner(catalog: &Catalog, marker: &OwnershipMarker, id: Option<Uuid>) -> Result<()> {
+/// Check that `marker` names this catalog at its store's location (see [`check_owner`]).
+pub(crate) async fn check_marker(catalog: &Catalog, marker: &OwnershipMarker) -> Result<()> {
+    let (id, here) = futures::try_join!(catalog_id(catalog), location_of(catalog))?;
+    check_owner(catalog, marker, id, here.as_deref()).await
+}
+
+/// Whether `marker` names this catalog (id `id`) at its store's location `here` (`None`:
+/// a process-local store, bound by the id alone). A marker of an earlier release that
+/// binds this store less exactly is honoured, with a warning, unless this catalog has
+/// bound the warehouse exactly before ([`binding_record`]).
+async fn check_owner(
+    catalog: &Catalog,
+    marker: &OwnershipMarker,
+    id: Option<Uuid>,
+    here: Option<&str>,
+) -> Result<()> {
     let store = catalog.store();
     if id == Some(marker.catalog_id) {
-        let here = store.location().map(|location| normalized(&location));
-        if here
-            .as_deref()
-            .is_none_or(|here| here == normalized(&marker.catalog))
-        {
+        let Some(here) = here else {
+            return Ok(());
+        };
+        if here == normalized(&marker.catalog) {
             return Ok(());
         }
-        if let Some(warning) = unbound_region(catalog, marker) {
+        if let Some(warning) = loose_binding_at(marker, here) {
+            let warehouse = catalog.warehouse();
+            let record = binding_record(marker.catalog_id);
+            // A marker of version 2 was written exactly: one that binds less was changed.
+            if marker.marker_version >= 2 || warehouse.head(&record).await?.is_some() {
+                return Err(Error::new(
+                    ErrorKind::WarehouseNotOwned,
+                    format!(
+                        "the ownership marker of `{}` binds it to `{}`, less exactly than catalog {} bound it before (`{record}`): an earlier release's `init --adopt` rewrote it, perhaps from a copy of the store (a same-named table in another account or region would pass for it). Neither this store ({here}) nor any copy may write or collect until `parqdb-catalog init --adopt` runs with this release from the owner's store (adopting restarts every retention clock)",
+                        warehouse.root(),
+                        marker.catalog,
+                        marker.catalog_id
+                    ),
+                ));
+            }
             tracing::warn!(marker = %marker.catalog, "{warning}");
             return Ok(());
         }
@@ -427,7 +550,7 @@ fn check_owner(catalog: &Catalog, marker: &OwnershipMarker, id: Option<Uuid>) ->
                 catalog.warehouse().root(),
                 marker.catalog_id,
                 marker.catalog,
-                bound_location(catalog)
+                here
             ),
         ));
     }
@@ -455,8 +578,7 @@ pub(crate) async fn ensure_owned(catalog: &Catalog, publishing: Option<&str>) ->
     let warehouse = catalog.warehouse();
     match read_marker(warehouse).await? {
         Some(marker) => {
-            let id = catalog_id(catalog).await?;
-            check_owner(catalog, &marker, id)?;
+            check_marker(catalog, &marker).await?;
             refuse_nested(warehouse).await?;
             // The claim record a claim by an earlier version (or one that stopped between
             // the marker and the record) did not leave: without it a warehouse whose
@@ -475,22 +597,42 @@ pub(crate) async fn ensure_owned(catalog: &Catalog, publishing: Option<&str>) ->
 
 #[cfg(test)]
 mod tests {
-    use super::binds_name_only;
+    use super::binds_less;
+
+    const HERE: &str = "dynamodb://t?region=us-east-1&account=111122223333&created=1750000000123";
 
     #[test]
-    fn a_marker_naming_a_table_alone_names_it_in_any_region_and_nothing_else() {
-        assert!(binds_name_only(
-            "dynamodb://t",
-            "dynamodb://t?region=us-east-1"
-        ));
-        assert!(!binds_name_only(
-            "dynamodb://t",
-            "dynamodb://t2?region=us-east-1"
-        ));
-        assert!(!binds_name_only(
-            "dynamodb://t?region=us-east-1",
-            "dynamodb://t?region=us-west-2"
-        ));
-        assert!(!binds_name_only("s3://b/p", "s3://b/p?region=x"));
+    fn a_marker_binding_a_table_less_exactly_names_it_with_every_attribute_it_gives() {
+        assert_eq!(
+            binds_less("dynamodb://t", HERE),
+            Some(vec!["region", "account", "created"]),
+            "the table alone (before round 102)"
+        );
+        assert_eq!(
+            binds_less("dynamodb://t?region=us-east-1", HERE),
+            Some(vec!["account", "created"]),
+            "the table and its region (rounds 102 and 103)"
+        );
+    }
+
+    #[test]
+    fn a_marker_naming_another_table_region_account_or_instance_is_not_loose_but_wrong() {
+        for marker in [
+            "dynamodb://t2",
+            "dynamodb://t2?region=us-east-1",
+            "dynamodb://t?region=us-west-2",
+            "dynamodb://t?region=us-east-1&account=444455556666",
+            "dynamodb://t?region=us-east-1&account=111122223333&created=1",
+            "dynamodb://t?account=444455556666",
+            "dynamodb://t?region",
+            "dynamodb://t?",
+            "dynamodb://t?region=us-east-1&region=us-east-1",
+            "dynamodb://t?region=us-east-1&account=111122223333",
+            "dynamodb://t?account=111122223333&region=us-east-1",
+        ] {
+            assert_eq!(binds_less(marker, HERE), None, "{marker}");
+        }
+        assert_eq!(binds_less(HERE, HERE), None, "exact: not loose");
+        assert_eq!(binds_less("s3://b/p", "s3://b/p?region=x"), None);
     }
 }

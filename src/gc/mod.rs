@@ -56,9 +56,9 @@
 //! the same step goes on from the last checkpoint):
 //!
 //! 1. **Plan** — **ownership** ([`verify_ownership`]): the warehouse's `_catalog-owner.json`
-//!    must name this catalog's id (else `WAREHOUSE_NOT_OWNED`, or `INVALID_CONFIGURATION`
-//!    without a marker), and the warehouse must not lie inside another warehouse's managed
-//!    prefixes. The unfinished run, if there is one, is resumed; else a new run takes the
+//!    must name this catalog's id at its store's location (else `WAREHOUSE_NOT_OWNED`, or
+//!    `INVALID_CONFIGURATION` without a marker; every later step checks it again), and the
+//!    warehouse must not lie inside another warehouse's managed prefixes. The unfinished run, if there is one, is resumed; else a new run takes the
 //!    **lease** (a busy lease makes the step answer [`GcStatus::Skipped`]), **walks** the
 //!    catalog (`reachability`: every pointer record; the metadata of every `live` and
 //!    `moving` record, and of tombstones younger than the clock-skew allowance, is a root;
@@ -418,6 +418,7 @@ impl GarbageCollector {
     ///
     /// A dry run writes nothing: it only names the run it would give up.
     pub async fn abandon(&self) -> Result<Option<uuid::Uuid>> {
+        verify_ownership(&self.catalog).await?;
         // A run planned by a newer release too: the operator decides to give it up.
         let unfinished = self.newest_unfinished().await?;
         let run = unfinished.as_ref().map(|(journal, _, _)| journal.run_id);
@@ -427,7 +428,7 @@ impl GarbageCollector {
         if let Some((_, job, _)) = &unfinished {
             job.abandon().await?;
         }
-        self.break_lease().await?;
+        self.break_owned_lease().await?;
         Ok(run)
     }
 
@@ -437,8 +438,15 @@ impl GarbageCollector {
     /// start at once. Safe while a run is under way: deletion is fenced by the lease's
     /// generation, and a broken run is resumed by the next one. Returns the holder.
     ///
-    /// A dry run writes nothing: it only names the holder.
+    /// A dry run writes nothing: it only names the holder. Only the warehouse's owner may
+    /// break it, as only the owner may abandon a run (GC round 106: a stranger's catalog
+    /// gave up the owner's runs, again and again).
     pub async fn break_lease(&self) -> Result<Option<uuid::Uuid>> {
+        verify_ownership(&self.catalog).await?;
+        self.break_owned_lease().await
+    }
+
+    async fn break_owned_lease(&self) -> Result<Option<uuid::Uuid>> {
         let warehouse = self.catalog.warehouse();
         if self.config.dry_run {
             return Ok(lease::state(warehouse)

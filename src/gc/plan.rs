@@ -51,7 +51,9 @@ impl GarbageCollector {
             }
         };
         invocation.report.catalog_id = Some(marker.catalog_id);
-        if let Some(warning) = crate::catalog::ownership::unbound_region(&self.catalog, &marker) {
+        if let Some(warning) =
+            crate::catalog::ownership::loose_binding(&self.catalog, &marker).await?
+        {
             invocation.report.warnings.push(warning);
         }
         let run = invocation.run.clone();

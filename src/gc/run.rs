@@ -394,6 +394,10 @@ impl GarbageCollector {
                 format!("there is no planned gc run {run} in this warehouse (under {RUNS_DIR}/)"),
             )
         };
+        // Every step checks ownership, not only the plan step: a copy of the pointer store
+        // (refused at the plan) must not go on with the owner's run by its id, walking
+        // its own records at the verification (GC round 104).
+        crate::catalog::ownership::verify_ownership(&self.catalog).await?;
         let (journal, finished) = self.find_run(run).await?.ok_or_else(unknown)?;
         let job = Job::new(self.job_store(), journal);
         if !finished && job.abandoned().await? {

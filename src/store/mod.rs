@@ -366,8 +366,13 @@ pub trait PointerStore: Send + Sync + fmt::Debug + 'static {
     /// catalog's ownership of a warehouse is bound to it: a copy of a pointer store
     /// (restored elsewhere) carries the catalog id but not the location, and must not
     /// write where the original does (see `catalog::ownership`). Wrappers forward it.
-    fn location(&self) -> Option<String> {
-        None
+    ///
+    /// Asked at every ownership check (once a minute per catalog), never cached by the
+    /// store: a store that learns its identity from the service (a DynamoDB table's
+    /// account and creation time) asks again, so a table deleted and restored under its
+    /// name while a process runs is another store to it.
+    async fn location(&self) -> Result<Option<String>, StoreError> {
+        Ok(None)
     }
 
     /// What this store offers beyond the required primitives. Wrappers forward it.

@@ -400,8 +400,8 @@ impl PointerStore for FaultyStore {
         format!("{} (fault-injecting)", self.inner.describe())
     }
 
-    fn location(&self) -> Option<String> {
-        self.inner.location()
+    async fn location(&self) -> Result<Option<String>, StoreError> {
+        self.inner.location().await
     }
 
     fn capabilities(&self) -> Capabilities {

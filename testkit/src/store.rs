@@ -129,8 +129,8 @@ impl<H: Hook> PointerStore for Hooked<H> {
         format!("{} (hooked)", self.inner.describe())
     }
 
-    fn location(&self) -> Option<String> {
-        self.inner.location()
+    async fn location(&self) -> Result<Option<String>, StoreError> {
+        self.inner.location().await
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -279,16 +279,16 @@ impl PointerStore for DynamoStore {
         format!("dynamodb://{}", self.table)
     }
 
-    /// The table and its region: a table's name is unique only within its account and
-    /// region, so a same-named table elsewhere (a backup restored in a recovery region, a
-    /// Global Tables replica) is another store, and a copy of this one (GC round 102, F1:
-    /// bound to the name alone, such a copy passed for the owner and collected its live
-    /// data). Without a configured region, the name alone.
-    fn location(&self) -> Option<String> {
-        Some(match self.client.config().region() {
-            Some(region) => format!("dynamodb://{}?region={region}", self.table),
-            None => self.describe(),
-        })
+    /// The table as one instance: its name, region, account and creation time
+    /// (`dynamodb://TABLE?region=R&account=A&created=MS`, from `DescribeTable`). A
+    /// table's name is unique only within its account and region, and a table restored
+    /// from a backup is a new table: a same-named table in another region (GC round 102)
+    /// or account (round 103: AWS Backup's cross-account copy), or one deleted and
+    /// restored under its name, is another store, and a copy of this one carries its
+    /// catalog id. Bound to the name (or the name and region) alone, such a copy passed
+    /// for the owner and collected the owner's live data.
+    async fn location(&self) -> Result<Option<String>, StoreError> {
+        self.bound_location().await.map(Some)
     }
 
     async fn get_opts(

@@ -195,6 +195,47 @@ impl DynamoStore {
             .await
     }
 
+    /// The table's location as ownership binds it (see [`PointerStore::location`]):
+    /// `dynamodb://TABLE?region=R&account=A&created=MS`, the region as the client is
+    /// configured (else the ARN's), the account from the table's ARN and its creation time
+    /// in epoch milliseconds. A description without an ARN or a creation time is
+    /// [`StoreError::NotSupported`]: a location that leaves them out would let a copy pass.
+    ///
+    /// [`PointerStore::location`]: crate::store::PointerStore::location
+    pub(super) async fn bound_location(&self) -> Result<String, StoreError> {
+        let described = self.describe_table().await.map_err(|err| {
+            let failure = classify(&err, describe_failure);
+            self.error("DescribeTable", &err, failure, false)
+        })?;
+        let table = described.table;
+        let table_arn = table.as_ref().and_then(|table| table.table_arn());
+        // arn:<partition>:dynamodb:<region>:<account>:table/<name>
+        let mut arn = table_arn.unwrap_or_default().split(':').skip(3);
+        let (arn_region, account) = (arn.next(), arn.next());
+        let created = table
+            .as_ref()
+            .and_then(|table| table.creation_date_time())
+            .and_then(|time| time.to_millis().ok());
+        let configured = self
+            .client
+            .config()
+            .region()
+            .map(|region| region.to_string());
+        match (configured.as_deref().or(arn_region), account, created) {
+            (Some(region), Some(account), Some(created))
+                if !region.is_empty() && !account.is_empty() =>
+            {
+                Ok(format!(
+                    "dynamodb://{}?region={region}&account={account}&created={created}",
+                    self.table
+                ))
+            }
+            _ => Err(StoreError::NotSupported(format!(
+                "binding a warehouse to the table: DescribeTable answered without its region, account (ARN {table_arn:?}) or creation time"
+            ))),
+        }
+    }
+
     /// Whether the table has the `shown` index with the documented schema; asked once.
     pub(super) async fn has_shown_index(&self) -> Result<bool, StoreError> {
         self.shown_index

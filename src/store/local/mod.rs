@@ -136,12 +136,12 @@ impl PointerStore for LocalStore {
         format!("file://{}", self.root.display())
     }
 
-    fn location(&self) -> Option<String> {
+    async fn location(&self) -> Result<Option<String>, StoreError> {
         let root = self
             .root
             .canonicalize()
             .unwrap_or_else(|_| self.root.clone());
-        Some(format!("file://{}", root.display()))
+        Ok(Some(format!("file://{}", root.display())))
     }
 
     async fn get_opts(

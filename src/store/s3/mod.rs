@@ -252,8 +252,8 @@ impl PointerStore for S3Store {
         }
     }
 
-    fn location(&self) -> Option<String> {
-        Some(self.describe())
+    async fn location(&self) -> Result<Option<String>, store::StoreError> {
+        Ok(Some(self.describe()))
     }
 
     async fn get_opts(

@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::gc::hooked_store::HookedStore;
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, copy_dir, test_config};
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::SeededIds;
@@ -978,8 +979,105 @@ mod s3 {
 
 /// The tests with pointers in DynamoDB Local (`PARQDB_TEST_DYNAMODB_ENDPOINT`): the whole
 /// suite runs them, the fast tier does not (`tests/it/tiers.txt`).
+/// Round 105, F1: a claim writes its binding record before the marker, so no claim that
+/// stops between them leaves an exact marker without the record (which let a looser marker
+/// pass again); and a claim that stopped after the record claims on its next try (its own
+/// record is no evidence that somebody else used the warehouse).
+#[tokio::test]
+async fn redteam105_a_claim_writes_its_binding_record_before_its_marker() {
+    let env = Env::open_unclaimed(Backend::Memory, 2641).await;
+    let over = |fail: fn(&str) -> bool| {
+        let store = HookedStore::new(Arc::new(env.sim.clone())).fail_on(fail);
+        let warehouse = parqdb_catalog::Warehouse::new(
+            env.warehouse.root(),
+            Arc::new(store),
+            env.warehouse.prefix().clone(),
+        )
+        .expect("warehouse");
+        Catalog::builder(env.pointer_store.clone(), warehouse)
+            .clock(env.clock.clone())
+            .ids(Arc::new(SeededIds::new(2641)))
+            .build()
+    };
+    let no_record = over(|key| key.ends_with(".bound"));
+    gc::claim(&no_record, env.now())
+        .await
+        .expect_err("the binding record cannot be written");
+    assert!(
+        !env.exists_raw("_catalog-owner.json").await,
+        "no marker without its binding record"
+    );
+    let no_marker = over(|key| key.ends_with("_catalog-owner.json"));
+    gc::claim(&no_marker, env.now())
+        .await
+        .expect_err("the marker cannot be written");
+    assert!(!env.exists_raw("_catalog-owner.json").await);
+    let marker = gc::claim(&env.catalog, env.now())
+        .await
+        .expect("the claim goes on past its own binding record");
+    let id = marker.catalog_id;
+    assert!(
+        env.exists_raw(&format!("_gc/claims/{id}.bound")).await,
+        "the record of the stopped claim"
+    );
+    assert!(env.exists_raw("_catalog-owner.json").await);
+}
+
+/// Round 106, F2: only the warehouse's owner may give up a run or break the run lease; a
+/// stranger's catalog (any pointer store pointed at the warehouse) gave up the owner's
+/// run, and could have again before every one of its runs finished.
+#[tokio::test]
+async fn redteam106_a_stranger_may_not_abandon_the_owners_run_or_break_its_lease() {
+    use parqdb_catalog::gc::GcStep;
+    let env = Env::open(Backend::Local, 2643).await;
+    let config = test_config();
+    env.register("live", &Layout::under("live/1")).await;
+    let planned = env
+        .gc(config.clone())
+        .step(GcStep::Plan, env.now(), None)
+        .await
+        .expect("the owner plans a run");
+    let run = planned.report.run_id;
+    let dir = tempfile::tempdir().expect("dir");
+    let stranger = Catalog::builder(Arc::new(LocalStore::new(dir.path())), env.warehouse.clone())
+        .clock(env.clock.clone())
+        .ids(Arc::new(SeededIds::new(2644)))
+        .build();
+    let collector = GarbageCollector::new(stranger, config.clone()).expect("collector");
+    let refusals = [
+        collector
+            .abandon()
+            .await
+            .expect_err("a stranger may not abandon"),
+        collector
+            .break_lease()
+            .await
+            .expect_err("a stranger may not break the lease"),
+    ];
+    for err in refusals {
+        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+    }
+    let scanned = env
+        .gc(config)
+        .step(GcStep::Scan { run, partition: 0 }, env.now(), None)
+        .await
+        .expect("the owner's run goes on");
+    assert_eq!(scanned.report.run_id, run);
+}
+
 mod dynamodb {
     use super::*;
+
+    /// A new DynamoDB Local table, its client, and a local warehouse its catalog owns.
+    async fn owner_env(seed: u64) -> (aws_sdk_dynamodb::Client, String, Env) {
+        use parqdb_catalog::store::dynamodb::DynamoStore;
+        let client = crate::support::services::dynamodb_client();
+        let table = format!("parqdb-gc-{}", uuid::Uuid::new_v4().simple());
+        let store = DynamoStore::new(client.clone(), table.clone());
+        store.create_table().await.expect("table");
+        let env = Env::open_with_pointers(Backend::Local, seed, Arc::new(store)).await;
+        (client, table, env)
+    }
 
     /// Round 102, F1: a table's name is unique only within its account and region. A
     /// backup restored under the same name in a recovery region (or a Global Tables
@@ -992,11 +1090,7 @@ mod dynamodb {
     async fn redteam102_a_same_named_table_in_another_region_is_a_copy() {
         use aws_sdk_dynamodb::config::Region;
         use parqdb_catalog::store::dynamodb::DynamoStore;
-        let client = crate::support::services::dynamodb_client();
-        let table = format!("parqdb-gc-{}", uuid::Uuid::new_v4().simple());
-        let store = DynamoStore::new(client.clone(), table.clone());
-        store.create_table().await.expect("table");
-        let env = Env::open_with_pointers(Backend::Local, 2625, Arc::new(store)).await;
+        let (client, table, env) = owner_env(2625).await;
         let config = test_config();
         let live = Layout::under("ddb/1");
         let (id, _, v1) = env.register("ddb", &live).await;
@@ -1011,48 +1105,12 @@ mod dynamodb {
         );
         let copy = DynamoStore::new(west.clone(), table.clone());
         copy.create_table().await.expect("the restored table");
-        let items = client
-            .scan()
-            .table_name(&table)
-            .send()
-            .await
-            .expect("scan")
-            .items
-            .unwrap_or_default();
-        assert!(!items.is_empty(), "the table holds the catalog");
-        for item in items {
-            west.put_item()
-                .table_name(&table)
-                .set_item(Some(item))
-                .send()
-                .await
-                .expect("item restored");
-        }
+        restore_items(&client, &west, &table).await;
         let restored = Catalog::builder(Arc::new(copy), env.warehouse.clone())
             .clock(env.clock.clone())
             .ids(Arc::new(SeededIds::new(2626)))
             .build();
-        assert_eq!(
-            restored
-                .load(&id)
-                .await
-                .expect("the copy holds the index")
-                .metadata_location,
-            v1,
-            "a faithful copy"
-        );
-        let ns = parqdb_catalog::Namespace::new(["west"]).expect("ns");
-        let err = restored
-            .create_namespace(&ns, std::collections::BTreeMap::new())
-            .await
-            .expect_err("a copy may not write into the owner's warehouse");
-        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
-        let err = GarbageCollector::new(restored, config.clone())
-            .expect("collector")
-            .collect(env.now())
-            .await
-            .expect_err("a copy may not collect in the owner's warehouse");
-        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+        refused_copy(restored, &env, &config, &id, &v1).await;
         runs_for(&env, &config, 3 * HOUR).await;
         assert!(
             env.all_exist(&objects(&env, &live, &v1)).await,
@@ -1065,12 +1123,7 @@ mod dynamodb {
     /// warehouses (with a warning until `init --adopt` rebinds the marker).
     #[tokio::test]
     async fn a_marker_naming_the_table_alone_is_still_the_owners() {
-        use parqdb_catalog::store::dynamodb::DynamoStore;
-        let client = crate::support::services::dynamodb_client();
-        let table = format!("parqdb-gc-{}", uuid::Uuid::new_v4().simple());
-        let store = DynamoStore::new(client, table.clone());
-        store.create_table().await.expect("table");
-        let env = Env::open_with_pointers(Backend::Local, 2627, Arc::new(store)).await;
+        let (_, table, env) = owner_env(2627).await;
         let config = test_config();
         let live = Layout::under("ddb/1");
         let (_, _, v1) = env.register("ddb", &live).await;
@@ -1081,33 +1134,396 @@ mod dynamodb {
             .join("_catalog-owner.json");
         let mut written: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&marker).expect("marker")).expect("json");
+        let bound = written["catalog"].as_str().expect("catalog").to_owned();
+        let attributes = bound
+            .strip_prefix(&format!("dynamodb://{table}?"))
+            .expect("a new marker binds the table by its name and attributes");
+        let keys: Vec<&str> = attributes
+            .split('&')
+            .map(|pair| pair.split_once('=').expect("key=value").0)
+            .collect();
         assert_eq!(
-            written["catalog"],
-            format!("dynamodb://{table}?region=us-east-1"),
-            "a new marker binds the table's region"
+            keys,
+            ["region", "account", "created"],
+            "a new marker binds the table's region, account and creation time: {bound}"
         );
-        written["catalog"] = format!("dynamodb://{table}").into();
-        std::fs::write(&marker, serde_json::to_vec(&written).expect("json")).expect("marker");
-        let report = env.collect(&config).await;
-        assert!(
-            report
-                .warnings
-                .iter()
-                .any(|warning| warning.contains("without its region")),
-            "every run says the marker is not bound to the region: {:?}",
-            report.warnings
+        assert!(bound.contains("region=us-east-1&"), "{bound}");
+        assert_eq!(
+            written["marker-version"], 2,
+            "a marker binding a table as one instance is one earlier releases cannot read"
         );
-        env.put("indexes/orphan/1/part-0", b"x").await;
+        // Earlier releases wrote version 1.
+        written["marker-version"] = 1.into();
+        // Markers of two earlier releases: the table alone, then the table and its region.
+        // An earlier release never wrote the mark of an exact binding.
+        let catalog_id = written["catalog-id"]
+            .as_str()
+            .expect("catalog id")
+            .to_owned();
+        let binding = env
+            .local_dir
+            .clone()
+            .expect("local")
+            .join(format!("_gc/claims/{catalog_id}.bound"));
+        std::fs::remove_file(&binding).expect("this release marks its exact binding");
+        let mut orphans = 0;
+        for (older, missing) in [
+            (
+                format!("dynamodb://{table}"),
+                "without its region, account and creation time",
+            ),
+            (
+                format!("dynamodb://{table}?region=us-east-1"),
+                "without its account and creation time",
+            ),
+        ] {
+            written["catalog"] = older.into();
+            std::fs::write(&marker, serde_json::to_vec(&written).expect("json")).expect("marker");
+            let report = env.collect(&config).await;
+            assert!(
+                report
+                    .warnings
+                    .iter()
+                    .any(|warning| warning.contains(missing)),
+                "every run says what the marker does not bind ({missing}): {:?}",
+                report.warnings
+            );
+            orphans += 1;
+            let orphan = format!("indexes/orphan/{orphans}/part-0");
+            env.put(&orphan, b"x").await;
+            let later = Layout::under(&format!("ddb/later-{orphans}"));
+            env.register(&format!("later{orphans}"), &later).await;
+            runs_for(&env, &config, 20 * HOUR).await;
+            assert!(!env.exists(&orphan).await, "the owner still collects");
+            assert!(
+                env.all_exist(&objects(&env, &live, &v1)).await,
+                "the owner's index is whole"
+            );
+        }
+    }
+
+    /// Assert that `copy` (a faithful copy of the owner's store) may neither write into the
+    /// owner's warehouse nor collect in it; the refusal of its write.
+    async fn refused_copy(
+        copy: Catalog,
+        env: &Env,
+        config: &GcConfig,
+        id: &parqdb_catalog::IndexIdentifier,
+        v1: &str,
+    ) -> parqdb_catalog::Error {
+        assert_eq!(
+            copy.load(id)
+                .await
+                .expect("the copy holds the index")
+                .metadata_location,
+            v1,
+            "a faithful copy"
+        );
+        let ns = parqdb_catalog::Namespace::new(["copy"]).expect("ns");
+        let err = copy
+            .create_namespace(&ns, std::collections::BTreeMap::new())
+            .await
+            .expect_err("a copy may not write into the owner's warehouse");
+        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+        let refused = GarbageCollector::new(copy, config.clone())
+            .expect("collector")
+            .collect(env.now())
+            .await
+            .expect_err("a copy may not collect in the owner's warehouse");
+        assert_eq!(refused.kind(), ErrorKind::WarehouseNotOwned, "{refused}");
+        err
+    }
+
+    /// Every item of `table` as `from` sees it, put into the same-named table `to` sees (a
+    /// backup restored in another region or account).
+    async fn restore_items(
+        from: &aws_sdk_dynamodb::Client,
+        to: &aws_sdk_dynamodb::Client,
+        table: &str,
+    ) {
+        transfer(from, table, to, table).await;
+    }
+
+    /// Every item of the table `from` put into the table `to` (a backup, and its restore).
+    async fn copy_items(client: &aws_sdk_dynamodb::Client, from: &str, to: &str) {
+        transfer(client, from, client, to).await;
+    }
+
+    async fn transfer(
+        source: &aws_sdk_dynamodb::Client,
+        from: &str,
+        target: &aws_sdk_dynamodb::Client,
+        to: &str,
+    ) {
+        let items = source
+            .scan()
+            .table_name(from)
+            .send()
+            .await
+            .expect("scan")
+            .items
+            .unwrap_or_default();
+        assert!(!items.is_empty(), "the table holds the catalog");
+        for item in items {
+            target
+                .put_item()
+                .table_name(to)
+                .set_item(Some(item))
+                .send()
+                .await
+                .expect("item copied");
+        }
+    }
+
+    /// Round 103, F1: a backup restored under the table's name in **another account**,
+    /// same region (AWS Backup's cross-account copy), carries the catalog id; bound to the
+    /// name and region, it passed for the owner and its collector deleted the owner's live
+    /// index. Bound to the table's account and creation time, it is a copy: its writes
+    /// and its collector are refused, and the owner's index stays whole. (DynamoDB Local
+    /// keeps one database per access key: a second key stands in for a second account; its
+    /// ARNs name one account for all, so the table's creation time tells them apart, as it
+    /// tells apart any restored table on AWS.)
+    #[tokio::test]
+    async fn redteam103_a_same_named_table_in_another_account_is_a_copy() {
+        let (client, table, env) = owner_env(2629).await;
+        let config = test_config();
+        let live = Layout::under("ddb/1");
+        let (id, _, v1) = env.register("ddb", &live).await;
+        runs_for(&env, &config, 30 * MINUTE).await;
+        let restored = cross_account_copy(&client, &table, &env, 2630).await;
+        let err = refused_copy(restored, &env, &config, &id, &v1).await;
+        assert!(err.message().contains("account="), "{err}");
         let later = Layout::under("ddb/2");
-        env.register("later", &later).await;
-        runs_for(&env, &config, 20 * HOUR).await;
-        assert!(
-            !env.exists("indexes/orphan/1/part-0").await,
-            "the owner still collects"
-        );
+        let (_, _, v2) = env.register("later", &later).await;
+        runs_for(&env, &config, 3 * HOUR).await;
         assert!(
             env.all_exist(&objects(&env, &live, &v1)).await,
             "the owner's index is whole"
+        );
+        assert!(
+            env.all_exist(&objects(&env, &later, &v2)).await,
+            "the owner's later index is whole"
+        );
+    }
+
+    /// A copy in another account (every item of the owner's table, under its name) and
+    /// the copy's catalog, refused as a copy so far.
+    async fn cross_account_copy(
+        client: &aws_sdk_dynamodb::Client,
+        table: &str,
+        env: &Env,
+        seed: u64,
+    ) -> Catalog {
+        use aws_sdk_dynamodb::config::Credentials;
+        use parqdb_catalog::store::dynamodb::DynamoStore;
+        let other_account = aws_sdk_dynamodb::Client::from_conf(
+            client
+                .config()
+                .to_builder()
+                .credentials_provider(Credentials::new(
+                    "AnotherAccount",
+                    "dummy",
+                    None,
+                    None,
+                    "tests",
+                ))
+                .build(),
+        );
+        let copy = DynamoStore::new(other_account.clone(), table.to_owned());
+        copy.create_table().await.expect("the restored table");
+        restore_items(client, &other_account, table).await;
+        Catalog::builder(Arc::new(copy), env.warehouse.clone())
+            .clock(env.clock.clone())
+            .ids(Arc::new(SeededIds::new(seed)))
+            .build()
+    }
+
+    /// Round 104, F1: once the owner has bound the warehouse exactly, a marker of the
+    /// same catalog that binds it less (an earlier release's `init --adopt`, run from a
+    /// copy in another account) is not honoured as an earlier release's marker would be:
+    /// honoured, it let the copy pass too, and the copy's collector deleted the owner's
+    /// live index. Both are refused until `init --adopt` runs with this release from the
+    /// owner's table; then the owner goes on and the copy is refused again.
+    #[tokio::test]
+    async fn redteam104_a_marker_loosened_after_an_exact_binding_is_refused() {
+        let (client, table, env) = owner_env(2633).await;
+        let config = test_config();
+        let live = Layout::under("ddb/1");
+        let (_, _, v1) = env.register("ddb", &live).await;
+        let copy = cross_account_copy(&client, &table, &env, 2634).await;
+        // An earlier release's `init --adopt` in the copy's account: the marker now names
+        // the table and its region alone.
+        let marker = env
+            .local_dir
+            .clone()
+            .expect("local")
+            .join("_catalog-owner.json");
+        let mut written: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&marker).expect("marker")).expect("json");
+        written["catalog"] = format!("dynamodb://{table}?region=us-east-1").into();
+        written["created-ms"] = env.now().into();
+        written["marker-version"] = 1.into();
+        std::fs::write(&marker, serde_json::to_vec(&written).expect("json")).expect("marker");
+        // A new process of the owner (a catalog trusts its last check for a minute).
+        let owner = Catalog::builder(env.pointer_store.clone(), env.warehouse.clone())
+            .clock(env.clock.clone())
+            .ids(Arc::new(SeededIds::new(2637)))
+            .build();
+        for catalog in [&owner, &copy] {
+            let ns = parqdb_catalog::Namespace::new(["after"]).expect("ns");
+            let err = catalog
+                .create_namespace(&ns, std::collections::BTreeMap::new())
+                .await
+                .expect_err("a loosened marker binds nobody");
+            assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+            assert!(err.message().contains("init --adopt"), "{err}");
+            let err = GarbageCollector::new(catalog.clone(), config.clone())
+                .expect("collector")
+                .collect(env.now())
+                .await
+                .expect_err("nor may anybody collect under it");
+            assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+        }
+        gc::adopt(&owner, env.now())
+            .await
+            .expect("the owner adopts with this release");
+        let later = Layout::under("ddb/2");
+        let (_, _, v2) = env.register("later", &later).await;
+        let err = GarbageCollector::new(copy, config.clone())
+            .expect("collector")
+            .collect(env.now())
+            .await
+            .expect_err("the copy is refused again");
+        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+        runs_for(&env, &config, 3 * HOUR).await;
+        assert!(env.all_exist(&objects(&env, &live, &v1)).await);
+        assert!(env.all_exist(&objects(&env, &later, &v2)).await);
+    }
+
+    /// Round 105, F2: a marker binding a table as one instance is version 2, which earlier
+    /// releases refuse to read (so none of them rewrites it looser with `init --adopt`, or
+    /// collects under it); and a version-2 marker that binds less than it says was changed
+    /// by hand: it binds nobody, binding record or not.
+    #[tokio::test]
+    async fn redteam105_an_exact_marker_loosened_binds_nobody_even_without_its_binding_record() {
+        let (client, table, env) = owner_env(2639).await;
+        let config = test_config();
+        env.register("ddb", &Layout::under("ddb/1")).await;
+        let dir = env.local_dir.clone().expect("local");
+        let marker = dir.join("_catalog-owner.json");
+        let mut written: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&marker).expect("marker")).expect("json");
+        assert_eq!(written["marker-version"], 2);
+        let id = written["catalog-id"].as_str().expect("id").to_owned();
+        std::fs::remove_file(dir.join(format!("_gc/claims/{id}.bound"))).expect("binding record");
+        written["catalog"] = format!("dynamodb://{table}?region=us-east-1").into();
+        std::fs::write(&marker, serde_json::to_vec(&written).expect("json")).expect("marker");
+        let copy = cross_account_copy(&client, &table, &env, 2640).await;
+        let err = GarbageCollector::new(copy, config)
+            .expect("collector")
+            .collect(env.now())
+            .await
+            .expect_err("a version-2 marker binds exactly or not at all");
+        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+    }
+
+    /// Round 104, F2: every step checks ownership, not only the plan step. A copy refused
+    /// at the plan could go on with the owner's run by its id (its scan, verification and
+    /// deletes), its verification walking the copy's records.
+    #[tokio::test]
+    async fn redteam104_a_copy_may_not_go_on_with_the_owners_run() {
+        use parqdb_catalog::gc::GcStep;
+        let (client, table, env) = owner_env(2635).await;
+        let config = test_config();
+        let live = Layout::under("ddb/1");
+        env.register("ddb", &live).await;
+        let planned = GarbageCollector::new(env.catalog.clone(), config.clone())
+            .expect("collector")
+            .step(GcStep::Plan, env.now(), None)
+            .await
+            .expect("the owner plans a run");
+        let run = planned.report.run_id;
+        let copy = cross_account_copy(&client, &table, &env, 2636).await;
+        let collector = GarbageCollector::new(copy, config.clone()).expect("collector");
+        for step in [
+            GcStep::Scan { run, partition: 0 },
+            GcStep::Verify { run },
+            GcStep::Delete { run, partition: 0 },
+            GcStep::Finish { run },
+        ] {
+            let err = collector
+                .step(step, env.now(), None)
+                .await
+                .expect_err("a copy may not go on with the owner's run");
+            assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{step:?}: {err}");
+        }
+    }
+
+    /// A table deleted and restored from a backup under its own name is a new table: the
+    /// catalog refuses to write to or collect in the warehouse until the operator adopts
+    /// it (which restarts every retention clock: a restore never shortens retention), and
+    /// then goes on.
+    #[tokio::test]
+    async fn a_table_restored_under_its_own_name_is_adopted_before_it_writes() {
+        use parqdb_catalog::store::dynamodb::DynamoStore;
+        let (client, table, env) = owner_env(2631).await;
+        let config = test_config();
+        let live = Layout::under("ddb/1");
+        let (id, _, v1) = env.register("ddb", &live).await;
+        runs_for(&env, &config, 30 * MINUTE).await;
+        // The backup: every item, kept aside in another table.
+        let backup = format!("{table}-backup");
+        DynamoStore::new(client.clone(), backup.clone())
+            .create_table()
+            .await
+            .expect("backup table");
+        copy_items(&client, &table, &backup).await;
+        client
+            .delete_table()
+            .table_name(&table)
+            .send()
+            .await
+            .expect("table deleted");
+        // Creation times are in milliseconds: the restored table's is a later one.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let restored_store = DynamoStore::new(client.clone(), table.clone());
+        restored_store.create_table().await.expect("restored table");
+        copy_items(&client, &backup, &table).await;
+        let restored = Catalog::builder(Arc::new(restored_store), env.warehouse.clone())
+            .clock(env.clock.clone())
+            .ids(Arc::new(SeededIds::new(2632)))
+            .build();
+        assert_eq!(
+            restored.load(&id).await.expect("load").metadata_location,
+            v1
+        );
+        let ns = parqdb_catalog::Namespace::new(["after"]).expect("ns");
+        let err = restored
+            .create_namespace(&ns, std::collections::BTreeMap::new())
+            .await
+            .expect_err("a restored table is not the owner until adopted");
+        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+        let marker = parqdb_catalog::gc::adopt(&restored, env.now())
+            .await
+            .expect("adopted");
+        assert!(marker.catalog.contains("created="), "{}", marker.catalog);
+        restored
+            .create_namespace(&ns, std::collections::BTreeMap::new())
+            .await
+            .expect("the adopted table writes");
+        let collector = GarbageCollector::new(restored, config.clone()).expect("collector");
+        let report = collector
+            .collect(env.now())
+            .await
+            .expect("the adopted table collects");
+        assert!(
+            report.warnings.iter().all(|w| !w.contains("without its")),
+            "{:?}",
+            report.warnings
+        );
+        assert!(
+            env.all_exist(&objects(&env, &live, &v1)).await,
+            "the index is whole"
         );
     }
 

@@ -602,6 +602,14 @@ fn writers_may_claim_the_warehouse_create_only_and_nobody_else_may_write_the_mar
             !grants("s3:GetObject", marker).is_empty(),
             "{role} must read the ownership marker"
         );
+        assert!(
+            !grants("s3:GetObject", claim_records).is_empty(),
+            "{role} must read the claim records: whether the catalog bound the warehouse exactly before (GC round 104)"
+        );
+        assert!(
+            !grants("dynamodb:DescribeTable", "!GetAtt PointerTable.Arn").is_empty(),
+            "{role} must describe the pointer table: ownership binds the warehouse to the table's account and creation time (GC round 103)"
+        );
         let puts = grants("s3:PutObject", marker);
         assert!(!puts.is_empty(), "{role} must create the ownership marker");
         let puts_id = grants("s3:PutObject", catalog_id);
@@ -645,6 +653,16 @@ fn writers_may_claim_the_warehouse_create_only_and_nobody_else_may_write_the_mar
             "{role}: PutItem on the `_meta/=` partition: {partitions:?}"
         );
     }
+    let collector = role_of(&template, "GcFunction");
+    assert!(
+        statements.iter().any(|s| s.owner == collector
+            && s.effect == "Allow"
+            && s.actions.contains(&"dynamodb:DescribeTable")
+            && s.resources
+                .iter()
+                .any(|r| resource_text(r) == "!GetAtt PointerTable.Arn")),
+        "the collector checks ownership before every run: it must describe the pointer table"
+    );
     for statement in &statements {
         // The restore role puts back what a backup holds, the marker included; a restore
         // is followed by `init --adopt` (tests/it/infra/operations.rs checks the role).
