@@ -227,23 +227,21 @@ async fn earlier_use(
     own: Option<(Uuid, &str)>,
     now_ms: i64,
 ) -> Result<Option<String>> {
-    // This catalog's own claim and binding records (its marker was lost since, or a claim
-    // stopped between the binding record and the marker), each if it names this
+    // This catalog's own claim record (its marker was lost since), if it names this
     // catalog's pointer store: a copy of the store (restored, cloned) carries the same id
-    // but is not the owner, so its records are evidence against it.
-    let mut own_records = Vec::new();
-    if let Some((id, location)) = own {
-        for record in [claim_record(id), binding_record(id)] {
+    // but is not the owner, so the record is evidence against it.
+    let own_record = match own {
+        Some((id, location)) => {
+            let record = claim_record(id);
             let names_this_store = match warehouse.get(&record, MAX_MARKER_BYTES).await? {
                 Fetched::Object(bytes, _) => serde_json::from_slice::<OwnershipMarker>(&bytes)
                     .is_ok_and(|marker| normalized(&marker.catalog) == normalized(location)),
                 Fetched::Missing | Fetched::TooLarge(_) => false,
             };
-            if names_this_store {
-                own_records.push(record);
-            }
+            names_this_store.then_some(record)
         }
-    }
+        None => None,
+    };
     let young_after = now_ms.saturating_sub(UNCLAIMED_METADATA_AGE.as_millis() as i64);
     for dir in [GC_DIR, METADATA_DIR, INDEXES_DIR] {
         let mut listed = warehouse.list(dir);
@@ -257,7 +255,15 @@ async fn earlier_use(
                 }
                 ListItem::Skipped { name, .. } => name,
             };
-            if Some(name.as_str()) != publishing && !own_records.contains(&name) {
+            // A binding record is no evidence of use: it goes before its claim's marker, so
+            // alone (without the claim record that follows the marker) it is a claim under
+            // way or one that stopped before its marker, by this catalog or another (a
+            // racing catalog that sees it must go on and lose the race for the marker, not
+            // take the warehouse for a used one).
+            if is_binding_record(&name) {
+                continue;
+            }
+            if Some(name.as_str()) != publishing && Some(&name) != own_record.as_ref() {
                 return Ok(Some(name));
             }
         }
@@ -291,6 +297,14 @@ fn claim_record(id: Uuid) -> String {
 /// would let every same-named table pass (GC round 104, F1).
 fn binding_record(id: Uuid) -> String {
     format!("{CLAIMS_DIR}/{id}.bound")
+}
+
+/// Whether the warehouse file `name` is a binding record ([`binding_record`]).
+fn is_binding_record(name: &str) -> bool {
+    name.strip_prefix(CLAIMS_DIR)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .and_then(|rest| rest.strip_suffix(".bound"))
+        .is_some_and(|id| Uuid::parse_str(id).is_ok())
 }
 
 /// The store location a marker is bound to: the store's own location, or its

@@ -1023,6 +1023,24 @@ async fn redteam105_a_claim_writes_its_binding_record_before_its_marker() {
     assert!(env.exists_raw("_catalog-owner.json").await);
 }
 
+/// A binding record alone is no evidence that a warehouse was used: it goes before its
+/// claim's marker, so a catalog racing for a fresh warehouse may see another's record
+/// before that marker, and must go on to lose (or win) the race for the marker, answering
+/// `WAREHOUSE_NOT_OWNED` if it loses, not take the warehouse for a used one
+/// (`gc::hostile_layouts::class2_two_catalogs_racing_for_a_fresh_warehouse_have_exactly_one_owner`
+/// caught it, now and then).
+#[tokio::test]
+async fn a_binding_record_alone_is_no_evidence_of_use() {
+    let env = Env::open_unclaimed(Backend::Memory, 2645).await;
+    let stranger = uuid::Uuid::new_v4();
+    env.put(&format!("_gc/claims/{stranger}.bound"), b"{}")
+        .await;
+    let marker = gc::claim(&env.catalog, env.now())
+        .await
+        .expect("a claim under way elsewhere is no use of the warehouse");
+    assert_ne!(marker.catalog_id, stranger);
+}
+
 /// Round 106, F2: only the warehouse's owner may give up a run or break the run lease; a
 /// stranger's catalog (any pointer store pointed at the warehouse) gave up the owner's
 /// run, and could have again before every one of its runs finished.
