@@ -63,7 +63,7 @@ use super::write::{Basis, WriteOutcome, conditional_write, read_with_retry, stor
 use crate::error::{Error, ErrorKind, Result};
 use crate::retry::{Retry, RetryPolicy};
 use crate::store::{PutMode as StorePutMode, StoreKey};
-use crate::warehouse::layout::CLAIMS_DIR;
+use crate::warehouse::layout::{CLAIMS_DIR, nested_root};
 use crate::warehouse::{Fetched, GC_DIR, INDEXES_DIR, ListItem, METADATA_DIR, Warehouse};
 
 pub(crate) use crate::warehouse::OWNER_MARKER as MARKER;
@@ -248,7 +248,12 @@ async fn earlier_use(
         while let Some(item) = listed.next().await {
             let name = match item? {
                 ListItem::Object(listed) => {
-                    if dir != GC_DIR && listed.last_modified_ms > young_after {
+                    // A young file is a first writer's preparation, unless it shows another
+                    // warehouse or pointer store nested inside this one (GC round 107: a
+                    // stranger claimed the directory enclosing a young warehouse, whose
+                    // owner was then refused as nested).
+                    let nested = nested_root(&listed.name).is_some();
+                    if dir != GC_DIR && listed.last_modified_ms > young_after && !nested {
                         continue;
                     }
                     listed.name
@@ -299,12 +304,39 @@ fn binding_record(id: Uuid) -> String {
     format!("{CLAIMS_DIR}/{id}.bound")
 }
 
-/// Whether the warehouse file `name` is a binding record ([`binding_record`]).
+/// Whether the warehouse file `name` is a binding record ([`binding_record`]), or a
+/// local store's staging file of one (`<record>#<n>`, left by a write that stopped before
+/// its rename: GC round 107).
 fn is_binding_record(name: &str) -> bool {
+    let name = match name.rsplit_once('#') {
+        Some((record, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => record,
+        _ => name,
+    };
     name.strip_prefix(CLAIMS_DIR)
         .and_then(|rest| rest.strip_prefix('/'))
         .and_then(|rest| rest.strip_suffix(".bound"))
         .is_some_and(|id| Uuid::parse_str(id).is_ok())
+}
+
+/// The record showing that catalog `id` bound the warehouse exactly before, if one does:
+/// its binding record, or its claim record if that holds a marker of version 2 or one
+/// naming the store at `here` exactly (the binding record may be lost with the marker:
+/// GC round 107).
+async fn bound_exactly(warehouse: &Warehouse, id: Uuid, here: &str) -> Result<Option<String>> {
+    let binding = binding_record(id);
+    if warehouse.head(&binding).await?.is_some() {
+        return Ok(Some(binding));
+    }
+    let claim = claim_record(id);
+    let exact = match warehouse.get(&claim, MAX_MARKER_BYTES).await? {
+        Fetched::Object(bytes, _) => {
+            serde_json::from_slice::<OwnershipMarker>(&bytes).is_ok_and(|recorded| {
+                recorded.marker_version >= 2 || normalized(&recorded.catalog) == here
+            })
+        }
+        Fetched::Missing | Fetched::TooLarge(_) => false,
+    };
+    Ok(exact.then_some(claim))
 }
 
 /// The store location a marker is bound to: the store's own location, or its
@@ -541,9 +573,12 @@ async fn check_owner(
         }
         if let Some(warning) = loose_binding_at(marker, here) {
             let warehouse = catalog.warehouse();
-            let record = binding_record(marker.catalog_id);
             // A marker of version 2 was written exactly: one that binds less was changed.
-            if marker.marker_version >= 2 || warehouse.head(&record).await?.is_some() {
+            let exact = match marker.marker_version >= 2 {
+                true => Some(MARKER.to_owned()),
+                false => bound_exactly(warehouse, marker.catalog_id, here).await?,
+            };
+            if let Some(record) = exact {
                 return Err(Error::new(
                     ErrorKind::WarehouseNotOwned,
                     format!(
@@ -596,12 +631,19 @@ pub(crate) async fn ensure_owned(catalog: &Catalog, publishing: Option<&str>) ->
             refuse_nested(warehouse).await?;
             // The claim record a claim by an earlier version (or one that stopped between
             // the marker and the record) did not leave: without it a warehouse whose
-            // marker is lost and whose metadata is young looks unused to a stranger.
+            // marker is lost and whose metadata is young looks unused to a stranger. And
+            // the binding record of an exact marker, if it was lost (GC round 107: removed
+            // with the marker, it let a looser marker pass again).
             let bytes = Bytes::from(serde_json::to_vec_pretty(&marker).unwrap_or_default());
-            warehouse
-                .put_if_absent(&claim_record(marker.catalog_id), bytes)
-                .await
-                .map(|_| ())
+            let claim = claim_record(marker.catalog_id);
+            let binding = binding_record(marker.catalog_id);
+            let bind = async {
+                match marker.marker_version >= 2 {
+                    true => warehouse.put_if_absent(&binding, bytes.clone()).await,
+                    false => Ok(false),
+                }
+            };
+            futures::try_join!(warehouse.put_if_absent(&claim, bytes.clone()), bind).map(|_| ())
         }
         None => claim_as(catalog, catalog.clock().now_ms(), Claim::Unused(publishing))
             .await

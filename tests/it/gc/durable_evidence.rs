@@ -1041,6 +1041,41 @@ async fn a_binding_record_alone_is_no_evidence_of_use() {
     assert_ne!(marker.catalog_id, stranger);
 }
 
+/// Round 107, F2: a local store writes a file as a staging file `<name>#<n>` renamed into
+/// place; a claim stopped between the two leaves the binding record's staging file, which
+/// is no more evidence of use than the record itself.
+#[tokio::test]
+async fn redteam107_a_binding_records_staging_file_is_no_evidence_of_use() {
+    let env = Env::open_unclaimed(Backend::Local, 2647).await;
+    let claims = env.local_dir.clone().expect("local").join("_gc/claims");
+    std::fs::create_dir_all(&claims).expect("dir");
+    std::fs::write(
+        claims.join(format!("{}.bound#1", uuid::Uuid::new_v4())),
+        b"{",
+    )
+    .expect("staging file");
+    gc::claim(&env.catalog, env.now())
+        .await
+        .expect("a stopped write of a binding record is no use of the warehouse");
+}
+
+/// Round 107, F3: a young file that shows a warehouse (or a pointer store) nested inside
+/// this one is evidence of use: a stranger claimed the directory enclosing a warehouse
+/// claimed within the day, and the inner owner was then refused as nested.
+#[tokio::test]
+async fn redteam107_a_young_warehouse_inside_is_evidence_of_use() {
+    let env = Env::open_unclaimed(Backend::Local, 2648).await;
+    env.put("indexes/wh/_catalog-owner.json", b"{}").await;
+    let err = gc::claim(&env.catalog, env.now())
+        .await
+        .expect_err("a warehouse inside is somebody's");
+    assert_eq!(err.kind(), ErrorKind::Configuration, "{err}");
+    assert!(
+        err.message().contains("indexes/wh/_catalog-owner.json"),
+        "{err}"
+    );
+}
+
 /// Round 106, F2: only the warehouse's owner may give up a run or break the run lease; a
 /// stranger's catalog (any pointer store pointed at the warehouse) gave up the owner's
 /// run, and could have again before every one of its runs finished.
@@ -1184,6 +1219,7 @@ mod dynamodb {
             .expect("local")
             .join(format!("_gc/claims/{catalog_id}.bound"));
         std::fs::remove_file(&binding).expect("this release marks its exact binding");
+        let claim = binding.with_extension("json");
         let mut orphans = 0;
         for (older, missing) in [
             (
@@ -1197,6 +1233,8 @@ mod dynamodb {
         ] {
             written["catalog"] = older.into();
             std::fs::write(&marker, serde_json::to_vec(&written).expect("json")).expect("marker");
+            // ... and its claim record, a copy of the marker it wrote.
+            std::fs::write(&claim, serde_json::to_vec(&written).expect("json")).expect("claim");
             let report = env.collect(&config).await;
             assert!(
                 report
@@ -1443,6 +1481,60 @@ mod dynamodb {
             .await
             .expect_err("a version-2 marker binds exactly or not at all");
         assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+    }
+
+    /// Round 107, F1: the binding record is repaired by the owner's next write when it is
+    /// lost, and a claim record holding the exact marker shows the exact binding too: with
+    /// the marker and the binding record both removed (a rollback's step, a cleanup tool)
+    /// and a looser marker written in their place (an earlier release's adoption from a
+    /// copy's account), the copy's collector deleted the owner's live data.
+    #[tokio::test]
+    async fn redteam107_a_lost_binding_record_is_repaired_and_the_claim_record_shows_it_too() {
+        let (client, table, env) = owner_env(2649).await;
+        let config = test_config();
+        let live = Layout::under("ddb/1");
+        let (_, _, v1) = env.register("ddb", &live).await;
+        let dir = env.local_dir.clone().expect("local");
+        let marker = dir.join("_catalog-owner.json");
+        let mut written: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&marker).expect("marker")).expect("json");
+        let id = written["catalog-id"].as_str().expect("id").to_owned();
+        let binding = dir.join(format!("_gc/claims/{id}.bound"));
+        let owner = |seed| {
+            Catalog::builder(env.pointer_store.clone(), env.warehouse.clone())
+                .clock(env.clock.clone())
+                .ids(Arc::new(SeededIds::new(seed)))
+                .build()
+        };
+        std::fs::remove_file(&binding).expect("binding record");
+        let ns = parqdb_catalog::Namespace::new(["repaired"]).expect("ns");
+        owner(2650)
+            .create_namespace(&ns, std::collections::BTreeMap::new())
+            .await
+            .expect("the owner writes");
+        assert!(
+            binding.exists(),
+            "the owner's write repairs the binding record"
+        );
+        std::fs::remove_file(&binding).expect("binding record");
+        written["catalog"] = format!("dynamodb://{table}?region=us-east-1").into();
+        written["marker-version"] = 1.into();
+        std::fs::write(&marker, serde_json::to_vec(&written).expect("json")).expect("marker");
+        let copy = cross_account_copy(&client, &table, &env, 2651).await;
+        let err = GarbageCollector::new(copy, config.clone())
+            .expect("collector")
+            .collect(env.now())
+            .await
+            .expect_err("the claim record shows the exact binding");
+        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+        assert!(err.message().contains(".json"), "{err}");
+        let ns = parqdb_catalog::Namespace::new(["after"]).expect("ns");
+        let err = owner(2652)
+            .create_namespace(&ns, std::collections::BTreeMap::new())
+            .await
+            .expect_err("nor does the looser marker bind the owner");
+        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+        assert!(env.all_exist(&objects(&env, &live, &v1)).await);
     }
 
     /// Round 104, F2: every step checks ownership, not only the plan step. A copy refused
