@@ -318,20 +318,21 @@ fn is_binding_record(name: &str) -> bool {
         .is_some_and(|id| Uuid::parse_str(id).is_ok())
 }
 
-/// The record showing that catalog `id` bound the warehouse exactly before, if one does:
-/// its binding record, or its claim record if that holds a marker of version 2 or one
-/// naming the store at `here` exactly (the binding record may be lost with the marker:
-/// GC round 107).
-async fn bound_exactly(warehouse: &Warehouse, id: Uuid, here: &str) -> Result<Option<String>> {
-    let binding = binding_record(id);
+/// The record showing that the catalog of `marker` bound the warehouse more exactly
+/// before, if one does: its binding record, or its claim record if that holds a marker of
+/// version 2 or one binding a table more exactly than `marker` (whichever store it names:
+/// the binding record may be lost with the marker, GC rounds 107–108).
+async fn bound_exactly(warehouse: &Warehouse, marker: &OwnershipMarker) -> Result<Option<String>> {
+    let binding = binding_record(marker.catalog_id);
     if warehouse.head(&binding).await?.is_some() {
         return Ok(Some(binding));
     }
-    let claim = claim_record(id);
+    let claim = claim_record(marker.catalog_id);
     let exact = match warehouse.get(&claim, MAX_MARKER_BYTES).await? {
         Fetched::Object(bytes, _) => {
             serde_json::from_slice::<OwnershipMarker>(&bytes).is_ok_and(|recorded| {
-                recorded.marker_version >= 2 || normalized(&recorded.catalog) == here
+                recorded.marker_version >= 2
+                    || binds_less(&marker.catalog, &normalized(&recorded.catalog)).is_some()
             })
         }
         Fetched::Missing | Fetched::TooLarge(_) => false,
@@ -419,12 +420,18 @@ fn binds_less<'a>(marker: &str, here: &'a str) -> Option<Vec<&'a str>> {
         .split('&')
         .filter_map(|pair| pair.split_once('='))
         .collect();
-    let keys = |skip: usize| ours.iter().skip(skip).map(|(key, _)| *key).collect();
-    if marker == table {
-        return Some(keys(0));
-    }
-    let region = marker.strip_prefix(table)?.strip_prefix("?region=")?;
-    (ours.first() == Some(&("region", region))).then(|| keys(1))
+    let keys =
+        |skip: usize| -> Vec<&'a str> { ours.iter().skip(skip).map(|(key, _)| *key).collect() };
+    let missing = if marker == table {
+        keys(0)
+    } else {
+        let region = marker.strip_prefix(table)?.strip_prefix("?region=")?;
+        if ours.first() != Some(&("region", region)) {
+            return None;
+        }
+        keys(1)
+    };
+    (!missing.is_empty()).then_some(missing)
 }
 
 /// Which catalogs may claim.
@@ -547,36 +554,37 @@ async fn verify_marker(catalog: &Catalog) -> Result<OwnershipMarker> {
     Ok(marker)
 }
 
-/// Check that `marker` names this catalog at its store's location (see [`check_owner`]).
-pub(crate) async fn check_marker(catalog: &Catalog, marker: &OwnershipMarker) -> Result<()> {
+/// Check that `marker` names this catalog at its store's location (see [`check_owner`]);
+/// whether it names the location exactly.
+pub(crate) async fn check_marker(catalog: &Catalog, marker: &OwnershipMarker) -> Result<bool> {
     let (id, here) = futures::try_join!(catalog_id(catalog), location_of(catalog))?;
     check_owner(catalog, marker, id, here.as_deref()).await
 }
 
 /// Whether `marker` names this catalog (id `id`) at its store's location `here` (`None`:
-/// a process-local store, bound by the id alone). A marker of an earlier release that
-/// binds this store less exactly is honoured, with a warning, unless this catalog has
-/// bound the warehouse exactly before ([`binding_record`]).
+/// a process-local store, bound by the id alone), and whether exactly. A marker of an
+/// earlier release that binds this store less exactly is honoured, with a warning, unless
+/// this catalog has bound the warehouse exactly before ([`bound_exactly`]).
 async fn check_owner(
     catalog: &Catalog,
     marker: &OwnershipMarker,
     id: Option<Uuid>,
     here: Option<&str>,
-) -> Result<()> {
+) -> Result<bool> {
     let store = catalog.store();
     if id == Some(marker.catalog_id) {
         let Some(here) = here else {
-            return Ok(());
+            return Ok(true);
         };
         if here == normalized(&marker.catalog) {
-            return Ok(());
+            return Ok(true);
         }
         if let Some(warning) = loose_binding_at(marker, here) {
             let warehouse = catalog.warehouse();
             // A marker of version 2 was written exactly: one that binds less was changed.
             let exact = match marker.marker_version >= 2 {
                 true => Some(MARKER.to_owned()),
-                false => bound_exactly(warehouse, marker.catalog_id, here).await?,
+                false => bound_exactly(warehouse, marker).await?,
             };
             if let Some(record) = exact {
                 return Err(Error::new(
@@ -590,7 +598,7 @@ async fn check_owner(
                 ));
             }
             tracing::warn!(marker = %marker.catalog, "{warning}");
-            return Ok(());
+            return Ok(false);
         }
         return Err(Error::new(
             ErrorKind::WarehouseNotOwned,
@@ -627,7 +635,7 @@ pub(crate) async fn ensure_owned(catalog: &Catalog, publishing: Option<&str>) ->
     let warehouse = catalog.warehouse();
     match read_marker(warehouse).await? {
         Some(marker) => {
-            check_marker(catalog, &marker).await?;
+            let exact = check_marker(catalog, &marker).await?;
             refuse_nested(warehouse).await?;
             // The claim record a claim by an earlier version (or one that stopped between
             // the marker and the record) did not leave: without it a warehouse whose
@@ -637,8 +645,10 @@ pub(crate) async fn ensure_owned(catalog: &Catalog, publishing: Option<&str>) ->
             let bytes = Bytes::from(serde_json::to_vec_pretty(&marker).unwrap_or_default());
             let claim = claim_record(marker.catalog_id);
             let binding = binding_record(marker.catalog_id);
+            // Where this release binds more than earlier ones, and the marker binds exactly.
+            let repair = exact && marker_version(&marker.catalog) >= 2;
             let bind = async {
-                match marker.marker_version >= 2 {
+                match repair {
                     true => warehouse.put_if_absent(&binding, bytes.clone()).await,
                     false => Ok(false),
                 }
@@ -689,6 +699,14 @@ mod tests {
             assert_eq!(binds_less(marker, HERE), None, "{marker}");
         }
         assert_eq!(binds_less(HERE, HERE), None, "exact: not loose");
+        assert_eq!(
+            binds_less(
+                "dynamodb://t?region=us-east-1",
+                "dynamodb://t?region=us-east-1"
+            ),
+            None,
+            "as loose as the other: not less"
+        );
         assert_eq!(binds_less("s3://b/p", "s3://b/p?region=x"), None);
     }
 }

@@ -1537,6 +1537,55 @@ mod dynamodb {
         assert!(env.all_exist(&objects(&env, &live, &v1)).await);
     }
 
+    /// Round 108: an exact marker of version 1 (as no release wrote, but as a hand edit
+    /// leaves) gets its binding record repaired by the owner's next write too; and a claim
+    /// record binding the table more exactly than the marker shows the exact binding for
+    /// every store, the copy's included (it named the owner's location, so it stopped only
+    /// the owner).
+    #[tokio::test]
+    async fn redteam108_a_claim_record_binding_more_than_the_marker_refuses_every_store() {
+        let (client, table, env) = owner_env(2653).await;
+        let config = test_config();
+        let live = Layout::under("ddb/1");
+        let (_, _, v1) = env.register("ddb", &live).await;
+        let dir = env.local_dir.clone().expect("local");
+        let marker = dir.join("_catalog-owner.json");
+        let mut written: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&marker).expect("marker")).expect("json");
+        let id = written["catalog-id"].as_str().expect("id").to_owned();
+        let binding = dir.join(format!("_gc/claims/{id}.bound"));
+        let claim = dir.join(format!("_gc/claims/{id}.json"));
+        written["marker-version"] = 1.into();
+        for file in [&marker, &claim] {
+            std::fs::write(file, serde_json::to_vec(&written).expect("json")).expect("written");
+        }
+        std::fs::remove_file(&binding).expect("binding record");
+        let owner = Catalog::builder(env.pointer_store.clone(), env.warehouse.clone())
+            .clock(env.clock.clone())
+            .ids(Arc::new(SeededIds::new(2654)))
+            .build();
+        let ns = parqdb_catalog::Namespace::new(["repaired"]).expect("ns");
+        owner
+            .create_namespace(&ns, std::collections::BTreeMap::new())
+            .await
+            .expect("the owner writes");
+        assert!(
+            binding.exists(),
+            "an exact marker's binding record is repaired"
+        );
+        std::fs::remove_file(&binding).expect("binding record");
+        written["catalog"] = format!("dynamodb://{table}?region=us-east-1").into();
+        std::fs::write(&marker, serde_json::to_vec(&written).expect("json")).expect("marker");
+        let copy = cross_account_copy(&client, &table, &env, 2655).await;
+        let err = GarbageCollector::new(copy, config)
+            .expect("collector")
+            .collect(env.now())
+            .await
+            .expect_err("the claim record binds the table more exactly than the marker");
+        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
+        assert!(env.all_exist(&objects(&env, &live, &v1)).await);
+    }
+
     /// Round 104, F2: every step checks ownership, not only the plan step. A copy refused
     /// at the plan could go on with the owner's run by its id (its scan, verification and
     /// deletes), its verification walking the copy's records.
