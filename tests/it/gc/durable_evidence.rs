@@ -1362,6 +1362,31 @@ mod dynamodb {
         );
     }
 
+    /// The owner's marker (its path and what it holds) and its binding and claim records,
+    /// in a local warehouse.
+    struct OwnerFiles {
+        marker: std::path::PathBuf,
+        written: serde_json::Value,
+        binding: std::path::PathBuf,
+        claim: std::path::PathBuf,
+    }
+
+    impl OwnerFiles {
+        fn of(env: &Env) -> OwnerFiles {
+            let dir = env.local_dir.clone().expect("local");
+            let marker = dir.join("_catalog-owner.json");
+            let written: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&marker).expect("marker")).expect("json");
+            let id = written["catalog-id"].as_str().expect("id").to_owned();
+            OwnerFiles {
+                binding: dir.join(format!("_gc/claims/{id}.bound")),
+                claim: dir.join(format!("_gc/claims/{id}.json")),
+                marker,
+                written,
+            }
+        }
+    }
+
     /// A copy in another account (every item of the owner's table, under its name) and
     /// the copy's catalog, refused as a copy so far.
     async fn cross_account_copy(
@@ -1465,13 +1490,14 @@ mod dynamodb {
         let (client, table, env) = owner_env(2639).await;
         let config = test_config();
         env.register("ddb", &Layout::under("ddb/1")).await;
-        let dir = env.local_dir.clone().expect("local");
-        let marker = dir.join("_catalog-owner.json");
-        let mut written: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&marker).expect("marker")).expect("json");
+        let OwnerFiles {
+            marker,
+            mut written,
+            binding,
+            ..
+        } = OwnerFiles::of(&env);
         assert_eq!(written["marker-version"], 2);
-        let id = written["catalog-id"].as_str().expect("id").to_owned();
-        std::fs::remove_file(dir.join(format!("_gc/claims/{id}.bound"))).expect("binding record");
+        std::fs::remove_file(&binding).expect("binding record");
         written["catalog"] = format!("dynamodb://{table}?region=us-east-1").into();
         std::fs::write(&marker, serde_json::to_vec(&written).expect("json")).expect("marker");
         let copy = cross_account_copy(&client, &table, &env, 2640).await;
@@ -1494,12 +1520,12 @@ mod dynamodb {
         let config = test_config();
         let live = Layout::under("ddb/1");
         let (_, _, v1) = env.register("ddb", &live).await;
-        let dir = env.local_dir.clone().expect("local");
-        let marker = dir.join("_catalog-owner.json");
-        let mut written: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&marker).expect("marker")).expect("json");
-        let id = written["catalog-id"].as_str().expect("id").to_owned();
-        let binding = dir.join(format!("_gc/claims/{id}.bound"));
+        let OwnerFiles {
+            marker,
+            mut written,
+            binding,
+            ..
+        } = OwnerFiles::of(&env);
         let owner = |seed| {
             Catalog::builder(env.pointer_store.clone(), env.warehouse.clone())
                 .clock(env.clock.clone())
@@ -1548,13 +1574,12 @@ mod dynamodb {
         let config = test_config();
         let live = Layout::under("ddb/1");
         let (_, _, v1) = env.register("ddb", &live).await;
-        let dir = env.local_dir.clone().expect("local");
-        let marker = dir.join("_catalog-owner.json");
-        let mut written: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&marker).expect("marker")).expect("json");
-        let id = written["catalog-id"].as_str().expect("id").to_owned();
-        let binding = dir.join(format!("_gc/claims/{id}.bound"));
-        let claim = dir.join(format!("_gc/claims/{id}.json"));
+        let OwnerFiles {
+            marker,
+            mut written,
+            binding,
+            claim,
+        } = OwnerFiles::of(&env);
         written["marker-version"] = 1.into();
         for file in [&marker, &claim] {
             std::fs::write(file, serde_json::to_vec(&written).expect("json")).expect("written");
