@@ -361,16 +361,19 @@ pub trait PointerStore: Send + Sync + fmt::Debug + 'static {
     /// A short human-readable description (`memory`, `file:///...`, `s3://bucket/prefix`).
     fn describe(&self) -> String;
 
-    /// Where the records live, as a URI that names this store and no other (a canonical
-    /// directory, a bucket and prefix, a table), or `None` for a process-local store. A
-    /// catalog's ownership of a warehouse is bound to it: a copy of a pointer store
-    /// (restored elsewhere) carries the catalog id but not the location, and must not
-    /// write where the original does (see `catalog::ownership`). Wrappers forward it.
+    /// Where the records live, as a URI that names this store *instance* and no other,
+    /// or `None` for a process-local store: its name, then what tells it from a copy under
+    /// the same name (`file:///srv/catalog?inode=…&born=…`,
+    /// `s3://bucket/prefix?endpoint=…` off AWS,
+    /// `dynamodb://table?region=…&account=…&created=…`). A catalog's ownership of a
+    /// warehouse is bound to it: a copy of a pointer store (restored, replicated, cloned)
+    /// carries the catalog id but not the location, and must not write where the original
+    /// does (see `catalog::ownership`). Wrappers forward it.
     ///
     /// Asked at every ownership check (once a minute per catalog), never cached by the
-    /// store: a store that learns its identity from the service (a DynamoDB table's
-    /// account and creation time) asks again, so a table deleted and restored under its
-    /// name while a process runs is another store to it.
+    /// store: a store whose identity can change under its name (a directory restored at
+    /// its path, a table deleted and restored) asks again, so such a copy is another store
+    /// even to a process that ran before it.
     async fn location(&self) -> Result<Option<String>, StoreError> {
         Ok(None)
     }

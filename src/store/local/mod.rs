@@ -102,6 +102,36 @@ impl LocalStore {
     }
 }
 
+/// The location of the store at `root`: its canonical path, then the directory's inode
+/// and, where the file system keeps one, its birth time in nanoseconds
+/// (`file:///srv/catalog?inode=1234&born=1750000000123456789`). A copy of the directory
+/// (a backup restored at the same path, a copy on another host that shares the
+/// warehouse) has the same path but is another directory, and no copy keeps a birth
+/// time; a directory removed and created again may get its inode back, never its birth
+/// time. Moving the directory within its file system keeps both. Until the directory
+/// exists (before the first write) the path alone: a store without records holds no
+/// catalog id, so no marker can be bound to it.
+fn instance(root: &Path) -> io::Result<String> {
+    use std::os::unix::fs::MetadataExt;
+    let path = match root.canonicalize() {
+        Ok(path) => path,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            return Ok(format!("file://{}", root.display()));
+        }
+        Err(err) => return Err(err),
+    };
+    let meta = std::fs::metadata(&path)?;
+    let mut location = format!("file://{}?inode={}", path.display(), meta.ino());
+    if let Ok(born) = meta.created() {
+        let born = match born.duration_since(std::time::UNIX_EPOCH) {
+            Ok(since) => since.as_nanos() as i128,
+            Err(before) => -(before.duration().as_nanos() as i128),
+        };
+        location.push_str(&format!("&born={born}"));
+    }
+    Ok(location)
+}
+
 /// A failed file-system call that did not apply: permanent (`fatal`) when retrying cannot
 /// fix it — no permission, a read-only file system, a path component that is a file —
 /// else retryable; a damaged pointer file is [`StoreError::Corrupt`].
@@ -137,11 +167,12 @@ impl PointerStore for LocalStore {
     }
 
     async fn location(&self) -> Result<Option<String>, StoreError> {
-        let root = self
-            .root
-            .canonicalize()
-            .unwrap_or_else(|_| self.root.clone());
-        Ok(Some(format!("file://{}", root.display())))
+        let root = self.root.clone();
+        let location = tokio::task::spawn_blocking(move || instance(&root))
+            .await
+            .map_err(StoreError::unavailable)?
+            .map_err(unavailable)?;
+        Ok(Some(location))
     }
 
     async fn get_opts(

@@ -139,6 +139,9 @@ pub struct S3Store {
     lister: Option<Arc<lister::S3Lister>>,
     bucket: String,
     prefix: String,
+    /// The server other than AWS's that the bucket lives on, as [`instance_endpoint`]
+    /// spells it.
+    endpoint: Option<String>,
     classes: Arc<Classes>,
 }
 
@@ -159,6 +162,10 @@ impl S3Store {
         let bucket = builder
             .get_config_value(&AmazonS3ConfigKey::Bucket)
             .unwrap_or_default();
+        let endpoint = builder
+            .get_config_value(&AmazonS3ConfigKey::S3Endpoint)
+            .or_else(|| builder.get_config_value(&AmazonS3ConfigKey::Endpoint))
+            .and_then(|endpoint| instance_endpoint(&endpoint));
         let configured = builder.clone();
         let client = builder
             .with_http_connector(CountingConnector)
@@ -179,6 +186,7 @@ impl S3Store {
             lister,
             bucket,
             prefix,
+            endpoint,
             classes: Arc::new(Classes::default()),
         })
     }
@@ -242,6 +250,31 @@ impl S3Store {
     }
 }
 
+/// The endpoint that tells a bucket from a same-named one elsewhere, in one spelling:
+/// scheme and host in lower case, no default port, no trailing `/`. `None` for AWS's own
+/// endpoints (`*.amazonaws.com`, `*.amazonaws.com.cn`; a bucket name is unique in its
+/// partition there), so functions on the regional endpoint and a CLI on a VPC endpoint
+/// name one store. A server reached under two host names is two locations to ownership:
+/// configure one spelling everywhere (a refusal, never a deletion, when they differ).
+fn instance_endpoint(endpoint: &str) -> Option<String> {
+    let Ok(url) = url::Url::parse(endpoint) else {
+        return Some(endpoint.trim_end_matches('/').to_ascii_lowercase());
+    };
+    let host = url.host_str().unwrap_or_default().trim_end_matches('.');
+    if host == "amazonaws.com"
+        || host.ends_with(".amazonaws.com")
+        || host.ends_with(".amazonaws.com.cn")
+    {
+        return None;
+    }
+    let port = url
+        .port()
+        .map(|port| format!(":{port}"))
+        .unwrap_or_default();
+    let path = url.path().trim_end_matches('/');
+    Some(format!("{}://{host}{port}{path}", url.scheme()))
+}
+
 #[async_trait]
 impl PointerStore for S3Store {
     fn describe(&self) -> String {
@@ -253,7 +286,10 @@ impl PointerStore for S3Store {
     }
 
     async fn location(&self) -> Result<Option<String>, store::StoreError> {
-        Ok(Some(self.describe()))
+        Ok(Some(match &self.endpoint {
+            Some(endpoint) => format!("{}?endpoint={endpoint}", self.describe()),
+            None => self.describe(),
+        }))
     }
 
     async fn get_opts(
@@ -353,5 +389,66 @@ mod tests {
         let root = S3Store::from_uri("s3://bucket", &options).expect("store");
         assert_eq!(root.describe(), "s3://bucket");
         assert_eq!(root.object_name("n/=a"), "n/=a");
+    }
+
+    /// A store configured without the environment (which may name a test server).
+    fn store_at(endpoint: Option<&str>) -> S3Store {
+        let builder = AmazonS3Builder::new()
+            .with_bucket_name("bucket")
+            .with_region("us-east-1")
+            .with_access_key_id("id")
+            .with_secret_access_key("secret")
+            .with_allow_http(true);
+        let builder = match endpoint {
+            Some(endpoint) => builder.with_endpoint(endpoint),
+            None => builder,
+        };
+        S3Store::new(builder, "cat").expect("store")
+    }
+
+    #[tokio::test]
+    async fn a_bucket_on_another_server_is_located_by_its_endpoint_in_one_spelling() {
+        for (endpoint, location) in [
+            (
+                "http://127.0.0.1:9000",
+                "s3://bucket/cat?endpoint=http://127.0.0.1:9000",
+            ),
+            (
+                "HTTP://MinIO.Internal:9000/",
+                "s3://bucket/cat?endpoint=http://minio.internal:9000",
+            ),
+            (
+                "https://minio.internal:443",
+                "s3://bucket/cat?endpoint=https://minio.internal",
+            ),
+            (
+                "https://gw.example/s3/",
+                "s3://bucket/cat?endpoint=https://gw.example/s3",
+            ),
+        ] {
+            let store = store_at(Some(endpoint));
+            assert_eq!(
+                store.location().await.expect("location").as_deref(),
+                Some(location),
+                "{endpoint}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_bucket_on_aws_is_located_by_its_name_which_is_unique_there() {
+        for endpoint in [
+            None,
+            Some("https://s3.us-east-1.amazonaws.com"),
+            Some("https://bucket.vpce-0123-abcd.s3.us-east-1.vpce.amazonaws.com"),
+            Some("https://s3.cn-north-1.amazonaws.com.cn"),
+        ] {
+            let store = store_at(endpoint);
+            assert_eq!(
+                store.location().await.expect("location").as_deref(),
+                Some("s3://bucket/cat"),
+                "{endpoint:?}"
+            );
+        }
     }
 }

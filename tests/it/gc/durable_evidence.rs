@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::gc::hooked_store::HookedStore;
-use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, copy_dir, test_config};
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, copy_dir, restore_into, test_config};
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::SeededIds;
 use parqdb_catalog::catalog::{Catalog, IndexCatalog};
@@ -254,9 +254,9 @@ async fn class3_restoring_a_pointer_store_backup_in_place_restarts_every_clock()
     let b = Layout::under("b/1");
     let (_, _, location) = env.register("b", &b).await;
     runs_for(&env, &config, 40 * MINUTE).await;
-    // The operator restores the backup in place: `b`'s record is gone.
-    std::fs::remove_dir_all(&store).expect("removed");
-    copy_dir(backup.path(), &store);
+    // The operator restores the backup in place, into the store's directory (a directory
+    // restored in its place is another store: `gc::store_binding`): `b`'s record is gone.
+    restore_into(backup.path(), &store);
     let lost_at = env.now();
     env.assert_kept_through_retention(
         lost_at,
@@ -309,10 +309,11 @@ async fn whole_warehouse_restore(seed: u64, runs_while_b_lives: bool) {
     } else {
         env.advance(HOUR);
     }
-    // The operator restores the backup in place: `b` is gone, and so is every trace of
-    // it and of the runs after the backup.
-    std::fs::remove_dir_all(&root).expect("removed");
-    copy(&backup.path().join("wh"), &root);
+    // The operator restores the backup in place, into the same directories (`rsync -a
+    // --delete`; the pointer store's directory restored in its place would be another
+    // store: `gc::store_binding`): `b` is gone, and so is every trace of it and of the
+    // runs after the backup.
+    restore_into(&backup.path().join("wh"), &root);
     let lost_at = env.now();
     env.assert_kept_through_retention(
         lost_at,
@@ -1163,7 +1164,7 @@ mod dynamodb {
             .clock(env.clock.clone())
             .ids(Arc::new(SeededIds::new(2626)))
             .build();
-        refused_copy(restored, &env, &config, &id, &v1).await;
+        env.refused_copy(restored, &config, &id, &v1).await;
         runs_for(&env, &config, 3 * HOUR).await;
         assert!(
             env.all_exist(&objects(&env, &live, &v1)).await,
@@ -1258,38 +1259,6 @@ mod dynamodb {
         }
     }
 
-    /// Assert that `copy` (a faithful copy of the owner's store) may neither write into the
-    /// owner's warehouse nor collect in it; the refusal of its write.
-    async fn refused_copy(
-        copy: Catalog,
-        env: &Env,
-        config: &GcConfig,
-        id: &parqdb_catalog::IndexIdentifier,
-        v1: &str,
-    ) -> parqdb_catalog::Error {
-        assert_eq!(
-            copy.load(id)
-                .await
-                .expect("the copy holds the index")
-                .metadata_location,
-            v1,
-            "a faithful copy"
-        );
-        let ns = parqdb_catalog::Namespace::new(["copy"]).expect("ns");
-        let err = copy
-            .create_namespace(&ns, std::collections::BTreeMap::new())
-            .await
-            .expect_err("a copy may not write into the owner's warehouse");
-        assert_eq!(err.kind(), ErrorKind::WarehouseNotOwned, "{err}");
-        let refused = GarbageCollector::new(copy, config.clone())
-            .expect("collector")
-            .collect(env.now())
-            .await
-            .expect_err("a copy may not collect in the owner's warehouse");
-        assert_eq!(refused.kind(), ErrorKind::WarehouseNotOwned, "{refused}");
-        err
-    }
-
     /// Every item of `table` as `from` sees it, put into the same-named table `to` sees (a
     /// backup restored in another region or account).
     async fn restore_items(
@@ -1347,7 +1316,7 @@ mod dynamodb {
         let (id, _, v1) = env.register("ddb", &live).await;
         runs_for(&env, &config, 30 * MINUTE).await;
         let restored = cross_account_copy(&client, &table, &env, 2630).await;
-        let err = refused_copy(restored, &env, &config, &id, &v1).await;
+        let err = env.refused_copy(restored, &config, &id, &v1).await;
         assert!(err.message().contains("account="), "{err}");
         let later = Layout::under("ddb/2");
         let (_, _, v2) = env.register("later", &later).await;

@@ -14,4 +14,5 @@ mod scale;
 mod scenarios;
 mod simulation;
 mod state_machine;
+mod store_binding;
 mod superseded_runs;

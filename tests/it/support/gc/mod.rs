@@ -481,6 +481,40 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
+/// Restore `backup` into `dir` as `rsync -a --delete backup/ dir/` does: the directories
+/// present in both stay (the same directories, so a pointer store restored this way is
+/// still the same store instance), everything else of `dir` is removed, and the backup's
+/// files are copied in with their times (`cp -a`).
+pub fn restore_into(backup: &std::path::Path, dir: &std::path::Path) {
+    fn clear(backup: &std::path::Path, dir: &std::path::Path) {
+        for entry in std::fs::read_dir(dir).expect("read dir") {
+            let entry = entry.expect("entry");
+            let kept = backup.join(entry.file_name());
+            let is_dir = entry.file_type().expect("type").is_dir();
+            if is_dir && kept.is_dir() {
+                clear(&kept, &entry.path());
+            } else if is_dir {
+                std::fs::remove_dir_all(entry.path()).expect("removed");
+            } else {
+                std::fs::remove_file(entry.path()).expect("removed");
+            }
+        }
+    }
+    clear(backup, dir);
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(backup.join("."))
+        .arg(dir)
+        .status()
+        .expect("cp");
+    assert!(
+        status.success(),
+        "cp -a {}/. {}",
+        backup.display(),
+        dir.display()
+    );
+}
+
 /// A catalog over a simulated-time warehouse.
 pub struct Env {
     pub catalog: Catalog,
@@ -633,6 +667,47 @@ impl Env {
             .await
             .expect("the fresh warehouse is claimed");
         env
+    }
+
+    /// Assert that `copy` (a faithful copy of the owner's store, holding index `id` at
+    /// `v1`) may neither write into the owner's warehouse nor collect in it; the refusal of
+    /// its write.
+    pub async fn refused_copy(
+        &self,
+        copy: Catalog,
+        config: &GcConfig,
+        id: &IndexIdentifier,
+        v1: &str,
+    ) -> parqdb_catalog::Error {
+        assert_eq!(
+            copy.load(id)
+                .await
+                .expect("the copy holds the index")
+                .metadata_location,
+            v1,
+            "a faithful copy"
+        );
+        let ns = Namespace::new(["copy"]).expect("ns");
+        let err = copy
+            .create_namespace(&ns, BTreeMap::new())
+            .await
+            .expect_err("a copy may not write into the owner's warehouse");
+        assert_eq!(
+            err.kind(),
+            parqdb_catalog::ErrorKind::WarehouseNotOwned,
+            "{err}"
+        );
+        let refused = GarbageCollector::new(copy, config.clone())
+            .expect("collector")
+            .collect(self.now())
+            .await
+            .expect_err("a copy may not collect in the owner's warehouse");
+        assert_eq!(
+            refused.kind(),
+            parqdb_catalog::ErrorKind::WarehouseNotOwned,
+            "{refused}"
+        );
+        err
     }
 
     /// Another catalog (its own pointer store) over the same warehouse.

@@ -32,18 +32,22 @@
 //! * **A copy of a pointer store** (restored or cloned elsewhere) carries its catalog id;
 //!   the marker also records the store's location ([`PointerStore::location`](crate::store::PointerStore::location)), and a
 //!   store with the right id at another location is refused too (a deliberate move is
-//!   re-homed with `init --adopt`). A DynamoDB table's location is the table instance:
-//!   its name, region, account and creation time (`DescribeTable`, asked at every check),
-//!   so a same-named table in another region or account, or one deleted and restored
-//!   under its name, is another store. Markers written before that (naming the table
-//!   alone, or the table and its region) are still honoured, with a warning in every gc
-//!   report, until `init --adopt` rebinds them — but not once the catalog has bound the
-//!   warehouse exactly: such a marker is version 2, which earlier releases refuse to read
-//!   (none of them rewrites it looser or collects under it), and every claim and adoption
-//!   leaves `_gc/claims/<catalog-id>.bound` before it writes the marker. A looser marker
-//!   where either shows an exact binding (an earlier release's `init --adopt` after the
-//!   marker was removed, perhaps from a copy's account) binds nobody until `init --adopt`
-//!   runs again with this release.
+//!   re-homed with `init --adopt`). A location names the store *instance*, asked at every
+//!   check, so a copy under the store's own name is another store (see `binding`): a
+//!   DynamoDB table by its name, region, account and creation time (`DescribeTable`; a
+//!   same-named table in another region or account, or one deleted and restored under its
+//!   name); a local directory by its path, inode and birth time (a backup restored at the
+//!   path, a copy on another host that shares the warehouse); an S3-compatible bucket by
+//!   its name, prefix and server endpoint (a same-named bucket on a replica site). Markers
+//!   written before that (naming the store alone, or a table and its region) are still
+//!   honoured, with a warning in every gc report, until `init --adopt` rebinds them — but
+//!   not once the catalog has bound the warehouse exactly: such a marker is version 2,
+//!   which earlier releases refuse to read (none of them rewrites it looser or collects
+//!   under it), and every claim and adoption leaves `_gc/claims/<catalog-id>.bound` as
+//!   exact as its marker before it writes the marker. A looser marker where that record
+//!   or the claim record shows an exact binding (an earlier release's `init --adopt` after
+//!   the marker was removed, perhaps from a copy) binds nobody until `init --adopt` runs
+//!   again with this release.
 //! * **Init** ([`claim`], `parqdb-catalog init`) claims explicitly.
 //! * **The collector** ([`verify_ownership`]) refuses to run unless the marker names this
 //!   catalog: a catalog only deletes from a warehouse it owns, never from one it merely
@@ -57,6 +61,10 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
+
+mod binding;
+
+use binding::{binds_less, copies, loose_binding_at, marker_version, normalized};
 
 use super::Catalog;
 use super::write::{Basis, WriteOutcome, conditional_write, read_with_retry, store_error};
@@ -74,8 +82,8 @@ pub const OWNERSHIP_TTL: std::time::Duration = std::time::Duration::from_secs(60
 /// The pointer-store key of the catalog's id record.
 pub const CATALOG_ID_KEY: &str = "_meta/=catalog-id";
 
-/// The marker versions this release reads: 1, and 2 for a marker binding a DynamoDB table
-/// as one instance (see [`marker_version`]).
+/// The marker versions this release reads: 1, and 2 for a marker binding its store as
+/// one instance (see `binding::marker_version`).
 const MARKER_VERSIONS: std::ops::RangeInclusive<i32> = 1..=2;
 const MAX_MARKER_BYTES: u64 = 64 * 1024;
 
@@ -83,8 +91,9 @@ const MAX_MARKER_BYTES: u64 = 64 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct OwnershipMarker {
-    /// 2 for a DynamoDB table bound as one instance (its region, account and creation
-    /// time), which releases that bind less cannot read; else 1.
+    /// 2 for a store bound as one instance (a DynamoDB table's region, account and
+    /// creation time; a directory's inode; a bucket's server endpoint), which releases that
+    /// bind less cannot read; else 1.
     pub marker_version: i32,
     /// The owning catalog's id.
     pub catalog_id: Uuid,
@@ -276,30 +285,16 @@ async fn earlier_use(
     Ok(None)
 }
 
-/// The version of a marker binding the store at `location`: 2 where this release binds more
-/// than earlier ones did (a DynamoDB table's account and creation time). Releases that bind
-/// less refuse to read it, so none of them can take the marker for its own and rewrite it
-/// looser with `init --adopt`, nor collect under it (GC round 105, F2: a round-103
-/// collector in a copy's account deleted the owner's live data); 1 elsewhere, which every
-/// release reads.
-fn marker_version(location: &str) -> i32 {
-    if location.starts_with("dynamodb://") {
-        2
-    } else {
-        1
-    }
-}
-
 fn claim_record(id: Uuid) -> String {
     format!("{CLAIMS_DIR}/{id}.json")
 }
 
 /// The mark that catalog `id` has bound the warehouse to its store as exactly as this
-/// release binds (a DynamoDB table by its account and creation time): written
-/// create-if-absent by every claim and adoption of this release, never removed. Once it
-/// exists, a marker of the same catalog that binds less (written by an earlier release's
-/// `init --adopt`, perhaps in a copy's account) is refused, not honoured: honouring it
-/// would let every same-named table pass (GC round 104, F1).
+/// release binds (a copy of the version-2 marker; see `binding`): left by every claim and
+/// adoption of this release before its marker ([`record_binding`]), never removed. Once it
+/// holds a version-2 marker, a marker of the same catalog that binds less (written by an
+/// earlier release's `init --adopt`, perhaps from a copy) is refused, not honoured:
+/// honouring it would let every copy under the store's name pass (GC round 104, F1).
 fn binding_record(id: Uuid) -> String {
     format!("{CLAIMS_DIR}/{id}.bound")
 }
@@ -319,25 +314,69 @@ fn is_binding_record(name: &str) -> bool {
 }
 
 /// The record showing that the catalog of `marker` bound the warehouse more exactly
-/// before, if one does: its binding record, or its claim record if that holds a marker of
-/// version 2 or one binding a table more exactly than `marker` (whichever store it names:
-/// the binding record may be lost with the marker, GC rounds 107–108).
+/// before, if one does: its binding record or its claim record, if either holds a marker
+/// of version 2 or one binding the store more exactly than `marker` (whichever store it
+/// names: the binding record may be lost with the marker, GC rounds 107–108). A binding
+/// record that holds no marker counts too (only a claim writes one). The binding records
+/// of rounds 104–108 for a directory or a bucket hold the marker they preceded, naming
+/// the store alone: no evidence of an exact binding.
 async fn bound_exactly(warehouse: &Warehouse, marker: &OwnershipMarker) -> Result<Option<String>> {
-    let binding = binding_record(marker.catalog_id);
-    if warehouse.head(&binding).await?.is_some() {
-        return Ok(Some(binding));
-    }
-    let claim = claim_record(marker.catalog_id);
-    let exact = match warehouse.get(&claim, MAX_MARKER_BYTES).await? {
-        Fetched::Object(bytes, _) => {
-            serde_json::from_slice::<OwnershipMarker>(&bytes).is_ok_and(|recorded| {
-                recorded.marker_version >= 2
-                    || binds_less(&marker.catalog, &normalized(&recorded.catalog)).is_some()
-            })
-        }
-        Fetched::Missing | Fetched::TooLarge(_) => false,
+    let loose = normalized(&marker.catalog);
+    let binds_more = |recorded: &OwnershipMarker| {
+        recorded.marker_version >= 2 || binds_less(&loose, &normalized(&recorded.catalog)).is_some()
     };
-    Ok(exact.then_some(claim))
+    let records = [
+        (binding_record(marker.catalog_id), true),
+        (claim_record(marker.catalog_id), false),
+    ];
+    for (record, unreadable_binds) in records {
+        let exact = match warehouse.get(&record, MAX_MARKER_BYTES).await? {
+            Fetched::Object(bytes, _) => match serde_json::from_slice::<OwnershipMarker>(&bytes) {
+                Ok(recorded) => binds_more(&recorded),
+                Err(_) => unreadable_binds,
+            },
+            Fetched::TooLarge(_) => unreadable_binds,
+            Fetched::Missing => false,
+        };
+        if exact {
+            return Ok(Some(record));
+        }
+    }
+    Ok(None)
+}
+
+/// Leave `record` (the binding or the claim record of `marker`, serialized as `bytes`)
+/// at least as exact as the marker: create it if it is missing, and make it the marker
+/// where it holds a looser one (the records of rounds 104–108 name a directory or a
+/// bucket alone, and an adoption that binds it exactly must leave the evidence of that).
+/// One read where the record is already as exact as the marker.
+async fn record_binding(
+    warehouse: &Warehouse,
+    record: &str,
+    marker: &OwnershipMarker,
+    bytes: &Bytes,
+) -> Result<()> {
+    // How exactly the marker's location binds (a hand-edited marker may give a version
+    // below its location's: GC round 108).
+    let exactness = marker_version(&marker.catalog);
+    let as_exact = match warehouse.get(record, MAX_MARKER_BYTES).await? {
+        // A claim racing for it is this catalog's, and binds as this one does.
+        Fetched::Missing => {
+            return warehouse
+                .put_if_absent(record, bytes.clone())
+                .await
+                .map(drop);
+        }
+        Fetched::Object(recorded, _) => serde_json::from_slice::<OwnershipMarker>(&recorded)
+            .is_ok_and(|recorded| {
+                recorded.marker_version >= 2 || marker_version(&recorded.catalog) >= exactness
+            }),
+        Fetched::TooLarge(_) => false,
+    };
+    if !as_exact && exactness >= 2 {
+        warehouse.overwrite(record, bytes.clone()).await?;
+    }
+    Ok(())
 }
 
 /// The store location a marker is bound to: the store's own location, or its
@@ -359,21 +398,9 @@ async fn location_of(catalog: &Catalog) -> Result<Option<String>> {
     Ok(location.map(|location| normalized(&location)))
 }
 
-/// A location in comparable form: `file://` paths resolved.
-fn normalized(location: &str) -> String {
-    match location.strip_prefix("file://") {
-        Some(path) => format!(
-            "file://{}",
-            crate::warehouse::resolve_existing(std::path::Path::new(path)).display()
-        ),
-        None => location.to_owned(),
-    }
-}
-
-/// The warning for a marker of this catalog written before DynamoDB stores were bound as
-/// exactly as now (by the table alone, or by the table and its region), which names the
-/// store now at `here` with fewer of its attributes: a same-named table elsewhere would
-/// pass for it. The collector reports it in every run's plan (GC round 103: in a log line
+/// The warning for a marker of this catalog written before its kind of store was bound
+/// as exactly as now (see `binding`), which names the store with fewer of its attributes:
+/// a copy of the store would pass for it. The collector reports it in every run's plan (GC round 103: in a log line
 /// alone, the command never showed it).
 pub(crate) async fn loose_binding(
     catalog: &Catalog,
@@ -381,57 +408,7 @@ pub(crate) async fn loose_binding(
 ) -> Result<Option<String>> {
     Ok(location_of(catalog)
         .await?
-        .and_then(|here| loose_binding_at(marker, &here)))
-}
-
-fn loose_binding_at(marker: &OwnershipMarker, here: &str) -> Option<String> {
-    let missing = binds_less(&marker.catalog, here)?;
-    let words: Vec<&str> = missing
-        .iter()
-        .map(|attribute| match *attribute {
-            "created" => "creation time",
-            other => other,
-        })
-        .collect();
-    let missing = match words.split_last() {
-        Some((last, [])) => (*last).to_owned(),
-        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
-        None => return None,
-    };
-    Some(format!(
-        "the ownership marker binds the warehouse to `{}` without its {missing}, so a same-named table elsewhere (a backup restored in another region or account, a replica, a table deleted and restored under this name) would pass for this catalog's store `{here}`; run `parqdb-catalog init --adopt` with this store's region and account to bind it (adopting restarts every retention clock)",
-        marker.catalog
-    ))
-}
-
-/// The attributes of the store at `here` (`dynamodb://t?region=…&account=…&created=…`)
-/// that a marker of an earlier release leaves out, if it is one: the same table alone
-/// (`dynamodb://t`, before GC round 102) or the same table and region
-/// (`dynamodb://t?region=…`, rounds 102–103). No other shape is honoured. Such a marker
-/// is honoured (a release must not refuse its own warehouses), with a warning, until
-/// `init --adopt` rebinds it — unless the catalog bound the warehouse exactly before
-/// (see [`check_owner`]).
-fn binds_less<'a>(marker: &str, here: &'a str) -> Option<Vec<&'a str>> {
-    let (table, query) = here.split_once('?')?;
-    if !table.starts_with("dynamodb://") {
-        return None;
-    }
-    let ours: Vec<(&str, &str)> = query
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .collect();
-    let keys =
-        |skip: usize| -> Vec<&'a str> { ours.iter().skip(skip).map(|(key, _)| *key).collect() };
-    let missing = if marker == table {
-        keys(0)
-    } else {
-        let region = marker.strip_prefix(table)?.strip_prefix("?region=")?;
-        if ours.first() != Some(&("region", region)) {
-            return None;
-        }
-        keys(1)
-    };
-    (!missing.is_empty()).then_some(missing)
+        .and_then(|here| loose_binding_at(&normalized(&marker.catalog), &here)))
 }
 
 /// Which catalogs may claim.
@@ -448,16 +425,16 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
     let warehouse = catalog.warehouse();
     refuse_nested(warehouse).await?;
     let existing = read_marker(warehouse).await?;
-    let here = bound_location(catalog).await?;
     if existing.is_none()
         && let Claim::Unused(publishing) = how
-        && let Some(evidence) = earlier_use(
-            warehouse,
-            publishing,
-            catalog_id(catalog).await?.map(|id| (id, here.as_str())),
-            now_ms,
-        )
-        .await?
+        && let Some(evidence) = {
+            let own = match catalog_id(catalog).await? {
+                Some(id) => Some((id, bound_location(catalog).await?)),
+                None => None,
+            };
+            let own = own.as_ref().map(|(id, here)| (*id, here.as_str()));
+            earlier_use(warehouse, publishing, own, now_ms).await?
+        }
     {
         // A catalog that won the race for the marker since it was read above has left
         // its claim record too: answer as its marker says (`WAREHOUSE_NOT_OWNED`).
@@ -471,6 +448,9 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
         )));
     }
     let id = ensure_catalog_id(catalog, now_ms).await?;
+    // Asked once the store holds its id record: a local store's directory exists then,
+    // and its location names the directory's inode and birth time.
+    let here = bound_location(catalog).await?;
     let marker = OwnershipMarker {
         marker_version: marker_version(&here),
         catalog_id: id,
@@ -483,12 +463,12 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
     // stops between the two leaves the record, never an exact marker without it (GC round
     // 105, F1: a lost record let a looser marker pass again).
     let binding = binding_record(id);
-    let bind = || warehouse.put_if_absent(&binding, bytes.clone());
+    let bind = || record_binding(warehouse, &binding, &marker, &bytes);
     let owned = match existing {
         None => {
             bind().await?;
             match warehouse.put_if_absent(MARKER, bytes.clone()).await? {
-                true => marker,
+                true => marker.clone(),
                 false => verify_marker(catalog).await?,
             }
         }
@@ -498,7 +478,7 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
             // starts again and no loss is dated before the operator's step.
             bind().await?;
             warehouse.overwrite(MARKER, bytes.clone()).await?;
-            marker
+            marker.clone()
         }
         _ => verify_marker(catalog).await?,
     };
@@ -507,7 +487,11 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
     // alone): a warehouse whose marker is lost later (deleted by hand, or by a tool that
     // cleans up "stray" files) still shows it was used, and no stranger's first write
     // takes it over (see `earlier_use`).
-    warehouse.put_if_absent(&claim_record(id), bytes).await?;
+    let owned_bytes = match owned == marker {
+        true => bytes,
+        false => Bytes::from(serde_json::to_vec_pretty(&owned).unwrap_or_default()),
+    };
+    record_binding(warehouse, &claim_record(id), &owned, &owned_bytes).await?;
     Ok(owned)
 }
 
@@ -579,7 +563,7 @@ async fn check_owner(
         if here == normalized(&marker.catalog) {
             return Ok(true);
         }
-        if let Some(warning) = loose_binding_at(marker, here) {
+        if let Some(warning) = loose_binding_at(&normalized(&marker.catalog), here) {
             let warehouse = catalog.warehouse();
             // A marker of version 2 was written exactly: one that binds less was changed.
             let exact = match marker.marker_version >= 2 {
@@ -590,10 +574,11 @@ async fn check_owner(
                 return Err(Error::new(
                     ErrorKind::WarehouseNotOwned,
                     format!(
-                        "the ownership marker of `{}` binds it to `{}`, less exactly than catalog {} bound it before (`{record}`): an earlier release's `init --adopt` rewrote it, perhaps from a copy of the store (a same-named table in another account or region would pass for it). Neither this store ({here}) nor any copy may write or collect until `parqdb-catalog init --adopt` runs with this release from the owner's store (adopting restarts every retention clock)",
+                        "the ownership marker of `{}` binds it to `{}`, less exactly than catalog {} bound it before (`{record}`): an earlier release's `init --adopt` rewrote it, perhaps from a copy of the store ({} would pass for it). Neither this store ({here}) nor any copy may write or collect until `parqdb-catalog init --adopt` runs with this release from the owner's store (adopting restarts every retention clock)",
                         warehouse.root(),
                         marker.catalog,
-                        marker.catalog_id
+                        marker.catalog_id,
+                        copies(here)
                     ),
                 ));
             }
@@ -645,68 +630,19 @@ pub(crate) async fn ensure_owned(catalog: &Catalog, publishing: Option<&str>) ->
             let bytes = Bytes::from(serde_json::to_vec_pretty(&marker).unwrap_or_default());
             let claim = claim_record(marker.catalog_id);
             let binding = binding_record(marker.catalog_id);
-            // Where this release binds more than earlier ones, and the marker binds exactly.
+            // Where the marker's location binds the store as one instance (whatever its
+            // version says: GC round 108), and the store is there.
             let repair = exact && marker_version(&marker.catalog) >= 2;
             let bind = async {
                 match repair {
-                    true => warehouse.put_if_absent(&binding, bytes.clone()).await,
-                    false => Ok(false),
+                    true => record_binding(warehouse, &binding, &marker, &bytes).await,
+                    false => Ok(()),
                 }
             };
-            futures::try_join!(warehouse.put_if_absent(&claim, bytes.clone()), bind).map(|_| ())
+            futures::try_join!(record_binding(warehouse, &claim, &marker, &bytes), bind).map(|_| ())
         }
         None => claim_as(catalog, catalog.clock().now_ms(), Claim::Unused(publishing))
             .await
             .map(|_| ()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::binds_less;
-
-    const HERE: &str = "dynamodb://t?region=us-east-1&account=111122223333&created=1750000000123";
-
-    #[test]
-    fn a_marker_binding_a_table_less_exactly_names_it_with_every_attribute_it_gives() {
-        assert_eq!(
-            binds_less("dynamodb://t", HERE),
-            Some(vec!["region", "account", "created"]),
-            "the table alone (before round 102)"
-        );
-        assert_eq!(
-            binds_less("dynamodb://t?region=us-east-1", HERE),
-            Some(vec!["account", "created"]),
-            "the table and its region (rounds 102 and 103)"
-        );
-    }
-
-    #[test]
-    fn a_marker_naming_another_table_region_account_or_instance_is_not_loose_but_wrong() {
-        for marker in [
-            "dynamodb://t2",
-            "dynamodb://t2?region=us-east-1",
-            "dynamodb://t?region=us-west-2",
-            "dynamodb://t?region=us-east-1&account=444455556666",
-            "dynamodb://t?region=us-east-1&account=111122223333&created=1",
-            "dynamodb://t?account=444455556666",
-            "dynamodb://t?region",
-            "dynamodb://t?",
-            "dynamodb://t?region=us-east-1&region=us-east-1",
-            "dynamodb://t?region=us-east-1&account=111122223333",
-            "dynamodb://t?account=111122223333&region=us-east-1",
-        ] {
-            assert_eq!(binds_less(marker, HERE), None, "{marker}");
-        }
-        assert_eq!(binds_less(HERE, HERE), None, "exact: not loose");
-        assert_eq!(
-            binds_less(
-                "dynamodb://t?region=us-east-1",
-                "dynamodb://t?region=us-east-1"
-            ),
-            None,
-            "as loose as the other: not less"
-        );
-        assert_eq!(binds_less("s3://b/p", "s3://b/p?region=x"), None);
     }
 }
