@@ -13,7 +13,7 @@
 //! <root>/_gc/lease/                  LEASE_DIR: the lease's generations
 //! <root>/_gc/changes/               CHANGES_DIR: the catalog's change log of pointer writes
 //! <root>/_gc/claims/<catalog-id>.json  CLAIMS_DIR: the owning catalog's claim records,
-//! <root>/_gc/claims/<catalog-id>.bound  and the mark that it bound a DynamoDB table exactly
+//! <root>/_gc/claims/<catalog-id>.bound  and the mark that it bound its store exactly
 //! <root>/metadata/                   METADATA_DIR: immutable metadata files (managed)
 //! <root>/indexes/                    INDEXES_DIR: immutable index tables (managed)
 //! ```

@@ -8,10 +8,11 @@
 //! |---|---|---|
 //! | DynamoDB table | `dynamodb://TABLE` | `region`, `account`, `created` (the table's creation time) |
 //! | local directory | `file:///canonical/path` | `inode`, and `born` (its birth time, in ns) where the file system keeps one |
-//! | S3-compatible bucket | `s3://bucket/prefix` | `endpoint`, for a server other than AWS's |
+//! | S3 bucket | `s3://bucket/prefix` | `endpoint` of a server other than AWS's, or AWS's `partition` |
 //!
-//! A marker holding such a location has `marker-version` 2 ([`marker_version`]); markers of
-//! earlier releases hold the name alone (and, for a DynamoDB table, its name and region).
+//! A marker holding such a location has `marker-version` 2 (a DynamoDB table) or 3 (a
+//! directory or a bucket; [`marker_version`]); markers of earlier releases hold the name
+//! alone (and, for a DynamoDB table, its name and region).
 //! [`binds_less`] recognises exactly those shapes, and no other.
 
 /// The attributes of one kind of store, in the order its location gives them; each
@@ -22,7 +23,7 @@ fn shapes(name: &str) -> &'static [&'static [&'static str]] {
     } else if name.starts_with("file://") {
         &[&["inode", "born"], &["inode"]]
     } else if name.starts_with("s3://") {
-        &[&["endpoint"]]
+        &[&["endpoint"], &["partition"]]
     } else {
         &[]
     }
@@ -34,7 +35,11 @@ fn split(location: &str) -> Option<(&str, Vec<(&str, &str)>)> {
     let (name, query) = location.rsplit_once('?')?;
     let attributes: Vec<(&str, &str)> = if name.starts_with("s3://") {
         // An endpoint URL may hold `&` and `=`: it is the one attribute, and the rest.
-        vec![("endpoint", query.strip_prefix("endpoint=")?)]
+        let (key, value) = query.split_once('=')?;
+        vec![(
+            ["endpoint", "partition"].into_iter().find(|k| *k == key)?,
+            value,
+        )]
     } else {
         query
             .split('&')
@@ -67,16 +72,18 @@ pub(super) fn normalized(location: &str) -> String {
     }
 }
 
-/// The version of a marker binding the store at `location`: 2 where this release binds
-/// the store as one instance (see the module docs). Releases that bind less refuse to
-/// read it, so none of them can take the marker for its own and rewrite it looser with
+/// The version of a marker binding the store at `location`: where this release binds the
+/// store as one instance (see the module docs), one that no release binding it less can
+/// read, so none of them can take the marker for its own and rewrite it looser with
 /// `init --adopt`, nor collect under it (GC round 105, F2: a round-103 collector in a
-/// copy's account deleted the owner's live data); 1 for a location with no instance
-/// attributes (an S3 bucket on AWS, whose name is unique; a process-local store), which
-/// every release reads.
+/// copy's account deleted the owner's live data): 2 for a DynamoDB table (rounds 104–108
+/// bind it as this release does, and read 2), 3 for a directory or a bucket (rounds
+/// 104–108 read 2 and bind them by name alone: GC round 109, F3). 1 for a location with
+/// no instance attributes (a process-local store), which every release reads.
 pub(super) fn marker_version(location: &str) -> i32 {
     match split(location) {
-        Some(_) => 2,
+        Some((name, _)) if name.starts_with("dynamodb://") => 2,
+        Some(_) => 3,
         None => 1,
     }
 }
@@ -125,7 +132,7 @@ pub(super) fn loose_binding_at(marker: &str, here: &str) -> Option<String> {
         None => return None,
     };
     Some(format!(
-        "the ownership marker binds the warehouse to `{marker}` without its {missing}, so {} would pass for this catalog's store `{here}`; run `parqdb-catalog init --adopt` with this store to bind it (adopting restarts every retention clock)",
+        "the ownership marker binds the warehouse to `{marker}` without its {missing}, so {} would pass for this catalog's store `{here}`; run `parqdb-catalog init --adopt` with the owner's store — the one whose pointers are current, never a copy — to bind it (adopting restarts every retention clock)",
         copies(here)
     ))
 }
@@ -137,7 +144,7 @@ pub(super) fn copies(here: &str) -> &'static str {
     } else if here.starts_with("file://") {
         "a copy of the store's directory at the same path (a backup restored there, or a copy on another host that shares the warehouse)"
     } else {
-        "a same-named bucket on another S3-compatible server (a replica site, a copy)"
+        "a same-named bucket on another S3-compatible server or in another AWS partition (a replica site, a copy)"
     }
 }
 
@@ -175,6 +182,10 @@ mod tests {
             "a file system that keeps no birth times"
         );
         assert_eq!(binds_less("s3://b/p", BUCKET), Some(vec!["endpoint"]));
+        assert_eq!(
+            binds_less("s3://b/p", "s3://b/p?partition=aws"),
+            Some(vec!["partition"])
+        );
         let odd = "file:///srv/a?b?inode=5&born=6";
         assert_eq!(
             binds_less("file:///srv/a?b", odd),
@@ -209,9 +220,22 @@ mod tests {
         ] {
             assert_eq!(binds_less(marker, DIR), None, "{marker}");
         }
-        for marker in ["s3://b", "s3://b/p?endpoint=http://other:9000", "s3://b/q"] {
+        for marker in [
+            "s3://b",
+            "s3://b/p?endpoint=http://other:9000",
+            "s3://b/q",
+            "s3://b/p?partition=aws",
+        ] {
             assert_eq!(binds_less(marker, BUCKET), None, "{marker}");
         }
+        assert_eq!(
+            binds_less(
+                "s3://b/p?endpoint=http://minio.internal:9000",
+                "s3://b/p?partition=aws"
+            ),
+            None,
+            "a replica's marker does not bind the bucket on AWS, nor the other way round"
+        );
         assert_eq!(binds_less(HERE, HERE), None, "exact: not loose");
         assert_eq!(binds_less(DIR, DIR), None, "exact: not loose");
         assert_eq!(
@@ -223,7 +247,12 @@ mod tests {
             "as loose as the other: not less"
         );
         assert_eq!(binds_less("s3://b/p", "s3://b/p?region=x"), None);
-        assert_eq!(binds_less("s3://b/p", "s3://b/p"), None, "AWS: the name");
+        assert_eq!(
+            binds_less("s3://b/p", "s3://b/p"),
+            None,
+            "no instance: not loose"
+        );
+        assert_eq!(binds_less("s3://b/p", "s3://b/p?region=us-east-1"), None);
         assert_eq!(
             binds_less("file:///srv/x", "file:///srv/x?inode=&born=1"),
             None,
@@ -232,10 +261,11 @@ mod tests {
     }
 
     #[test]
-    fn only_a_location_naming_an_instance_makes_a_version_2_marker() {
+    fn only_a_location_naming_an_instance_makes_a_marker_earlier_releases_cannot_read() {
         assert_eq!(marker_version(HERE), 2);
-        assert_eq!(marker_version(DIR), 2);
-        assert_eq!(marker_version(BUCKET), 2);
+        assert_eq!(marker_version(DIR), 3);
+        assert_eq!(marker_version(BUCKET), 3);
+        assert_eq!(marker_version("s3://b/p?partition=aws"), 3);
         for earlier in [
             "dynamodb://t",
             "dynamodb://t?region=us-east-1",

@@ -37,11 +37,12 @@
 //!   DynamoDB table by its name, region, account and creation time (`DescribeTable`; a
 //!   same-named table in another region or account, or one deleted and restored under its
 //!   name); a local directory by its path, inode and birth time (a backup restored at the
-//!   path, a copy on another host that shares the warehouse); an S3-compatible bucket by
-//!   its name, prefix and server endpoint (a same-named bucket on a replica site). Markers
+//!   path, a copy on another host that shares the warehouse); an S3 bucket by its name,
+//!   prefix and its server's endpoint, or its AWS partition (a same-named bucket on a
+//!   replica site, or in another partition). Markers
 //!   written before that (naming the store alone, or a table and its region) are still
 //!   honoured, with a warning in every gc report, until `init --adopt` rebinds them — but
-//!   not once the catalog has bound the warehouse exactly: such a marker is version 2,
+//!   not once the catalog has bound the warehouse exactly: such a marker is version 2 or 3,
 //!   which earlier releases refuse to read (none of them rewrites it looser or collects
 //!   under it), and every claim and adoption leaves `_gc/claims/<catalog-id>.bound` as
 //!   exact as its marker before it writes the marker. A looser marker where that record
@@ -82,18 +83,18 @@ pub const OWNERSHIP_TTL: std::time::Duration = std::time::Duration::from_secs(60
 /// The pointer-store key of the catalog's id record.
 pub const CATALOG_ID_KEY: &str = "_meta/=catalog-id";
 
-/// The marker versions this release reads: 1, and 2 for a marker binding its store as
-/// one instance (see `binding::marker_version`).
-const MARKER_VERSIONS: std::ops::RangeInclusive<i32> = 1..=2;
+/// The marker versions this release reads: 1, and 2 and 3 for a marker binding its store
+/// as one instance (see `binding::marker_version`).
+const MARKER_VERSIONS: std::ops::RangeInclusive<i32> = 1..=3;
 const MAX_MARKER_BYTES: u64 = 64 * 1024;
 
 /// The ownership marker of a warehouse.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct OwnershipMarker {
-    /// 2 for a store bound as one instance (a DynamoDB table's region, account and
-    /// creation time; a directory's inode; a bucket's server endpoint), which releases that
-    /// bind less cannot read; else 1.
+    /// 2 or 3 for a store bound as one instance (2: a DynamoDB table's region, account and
+    /// creation time; 3: a directory's inode, a bucket's server or partition), which
+    /// releases that bind less cannot read; else 1.
     pub marker_version: i32,
     /// The owning catalog's id.
     pub catalog_id: Uuid,
@@ -290,9 +291,9 @@ fn claim_record(id: Uuid) -> String {
 }
 
 /// The mark that catalog `id` has bound the warehouse to its store as exactly as this
-/// release binds (a copy of the version-2 marker; see `binding`): left by every claim and
+/// release binds (a copy of the exact marker; see `binding`): left by every claim and
 /// adoption of this release before its marker ([`record_binding`]), never removed. Once it
-/// holds a version-2 marker, a marker of the same catalog that binds less (written by an
+/// holds a marker of version 2 or more, a marker of the same catalog that binds less (written by an
 /// earlier release's `init --adopt`, perhaps from a copy) is refused, not honoured:
 /// honouring it would let every copy under the store's name pass (GC round 104, F1).
 fn binding_record(id: Uuid) -> String {
@@ -315,7 +316,7 @@ fn is_binding_record(name: &str) -> bool {
 
 /// The record showing that the catalog of `marker` bound the warehouse more exactly
 /// before, if one does: its binding record or its claim record, if either holds a marker
-/// of version 2 or one binding the store more exactly than `marker` (whichever store it
+/// of version 2 or more, or one binding the store more exactly than `marker` (whichever store it
 /// names: the binding record may be lost with the marker, GC rounds 107–108). A binding
 /// record that holds no marker counts too (only a claim writes one). The binding records
 /// of rounds 104–108 for a directory or a bucket hold the marker they preceded, naming
@@ -369,7 +370,10 @@ async fn record_binding(
         }
         Fetched::Object(recorded, _) => serde_json::from_slice::<OwnershipMarker>(&recorded)
             .is_ok_and(|recorded| {
-                recorded.marker_version >= 2 || marker_version(&recorded.catalog) >= exactness
+                recorded
+                    .marker_version
+                    .max(marker_version(&recorded.catalog))
+                    >= exactness
             }),
         Fetched::TooLarge(_) => false,
     };
@@ -565,7 +569,7 @@ async fn check_owner(
         }
         if let Some(warning) = loose_binding_at(&normalized(&marker.catalog), here) {
             let warehouse = catalog.warehouse();
-            // A marker of version 2 was written exactly: one that binds less was changed.
+            // A marker of version 2 or 3 was written exactly: one that binds less was changed.
             let exact = match marker.marker_version >= 2 {
                 true => Some(MARKER.to_owned()),
                 false => bound_exactly(warehouse, marker).await?,

@@ -139,9 +139,8 @@ pub struct S3Store {
     lister: Option<Arc<lister::S3Lister>>,
     bucket: String,
     prefix: String,
-    /// The server other than AWS's that the bucket lives on, as [`instance_endpoint`]
-    /// spells it.
-    endpoint: Option<String>,
+    /// What tells the bucket from a same-named one elsewhere ([`instance`]).
+    instance: String,
     classes: Arc<Classes>,
 }
 
@@ -164,8 +163,12 @@ impl S3Store {
             .unwrap_or_default();
         let endpoint = builder
             .get_config_value(&AmazonS3ConfigKey::S3Endpoint)
-            .or_else(|| builder.get_config_value(&AmazonS3ConfigKey::Endpoint))
-            .and_then(|endpoint| instance_endpoint(&endpoint));
+            .or_else(|| builder.get_config_value(&AmazonS3ConfigKey::Endpoint));
+        let region = builder.get_config_value(&AmazonS3ConfigKey::Region);
+        let virtual_hosted = builder
+            .get_config_value(&AmazonS3ConfigKey::VirtualHostedStyleRequest)
+            .is_some_and(|on| on.eq_ignore_ascii_case("true"));
+        let instance = instance(endpoint.as_deref(), region.as_deref(), virtual_hosted);
         let configured = builder.clone();
         let client = builder
             .with_http_connector(CountingConnector)
@@ -186,7 +189,7 @@ impl S3Store {
             lister,
             bucket,
             prefix,
-            endpoint,
+            instance,
             classes: Arc::new(Classes::default()),
         })
     }
@@ -250,29 +253,103 @@ impl S3Store {
     }
 }
 
-/// The endpoint that tells a bucket from a same-named one elsewhere, in one spelling:
-/// scheme and host in lower case, no default port, no trailing `/`. `None` for AWS's own
-/// endpoints (`*.amazonaws.com`, `*.amazonaws.com.cn`; a bucket name is unique in its
-/// partition there), so functions on the regional endpoint and a CLI on a VPC endpoint
-/// name one store. A server reached under two host names is two locations to ownership:
-/// configure one spelling everywhere (a refusal, never a deletion, when they differ).
-fn instance_endpoint(endpoint: &str) -> Option<String> {
-    let Ok(url) = url::Url::parse(endpoint) else {
-        return Some(endpoint.trim_end_matches('/').to_ascii_lowercase());
+/// What tells a bucket from a same-named one elsewhere, as the attribute of its location:
+/// `endpoint=URL` for a server other than AWS's, in one spelling (scheme and host in lower
+/// case, no default port, no trailing `/`), or `partition=P` on AWS (`aws`, `aws-cn`,
+/// `aws-us-gov`, …), where a bucket name is unique in its partition — so a same-named
+/// bucket on an S3-compatible replica is another store (GC round 109: named by the bucket
+/// alone, an owner on AWS and a replica elsewhere passed for one another). Only AWS's own
+/// S3 service endpoints (`s3.amazonaws.com`, `s3.<region>.amazonaws.com`, dual-stack and
+/// FIPS ones) over HTTPS, without a port or a path and with path-style requests, are
+/// AWS's: an explicit endpoint that names a bucket (`https://other.s3.<region>.amazonaws.com`,
+/// any endpoint with virtual-hosted requests, `https://s3.amazonaws.com/other`) addresses
+/// that bucket, not the configured one, and binds by its spelling (GC round 110: it passed
+/// for the owner). A server reached under two spellings is two locations to ownership:
+/// configure one everywhere (a refusal, never a deletion, when they differ).
+fn instance(endpoint: Option<&str>, region: Option<&str>, virtual_hosted: bool) -> String {
+    let url = match endpoint {
+        None => None,
+        Some(endpoint) => match url::Url::parse(endpoint) {
+            Ok(url) => Some(url),
+            Err(_) => {
+                return format!(
+                    "endpoint={}",
+                    endpoint.trim_end_matches('/').to_ascii_lowercase()
+                );
+            }
+        },
     };
-    let host = url.host_str().unwrap_or_default().trim_end_matches('.');
-    if host == "amazonaws.com"
-        || host.ends_with(".amazonaws.com")
-        || host.ends_with(".amazonaws.com.cn")
-    {
-        return None;
-    }
-    let port = url
-        .port()
-        .map(|port| format!(":{port}"))
+    let host = url
+        .as_ref()
+        .map(|url| {
+            url.host_str()
+                .unwrap_or_default()
+                .trim_end_matches('.')
+                .to_owned()
+        })
         .unwrap_or_default();
-    let path = url.path().trim_end_matches('/');
-    Some(format!("{}://{host}{port}{path}", url.scheme()))
+    let service = url.as_ref().is_none_or(|url| {
+        aws_service_host(&host)
+            && !virtual_hosted
+            && url.path().trim_end_matches('/').is_empty()
+            && url.port().is_none()
+            && url.scheme() == "https"
+    });
+    if let (Some(url), false) = (&url, service) {
+        let port = url
+            .port()
+            .map(|port| format!(":{port}"))
+            .unwrap_or_default();
+        let path = url.path().trim_end_matches('/');
+        return format!("endpoint={}://{host}{port}{path}", url.scheme());
+    }
+    let region = region.unwrap_or("us-east-1");
+    let partition = if host.ends_with(".amazonaws.com.cn") || region.starts_with("cn-") {
+        "aws-cn"
+    } else if region.starts_with("us-gov-") {
+        "aws-us-gov"
+    } else if region.starts_with("us-isob-") {
+        "aws-iso-b"
+    } else if region.starts_with("us-iso-") {
+        "aws-iso"
+    } else {
+        "aws"
+    };
+    format!("partition={partition}")
+}
+
+/// Whether `host` is one of AWS's S3 service endpoints, naming no bucket:
+/// `s3[-fips|-external-1][.dualstack][.<region>].amazonaws.com[.cn]`, or the legacy
+/// `s3-<region>.amazonaws.com`.
+fn aws_service_host(host: &str) -> bool {
+    let Some(labels) = host
+        .strip_suffix(".amazonaws.com")
+        .or_else(|| host.strip_suffix(".amazonaws.com.cn"))
+    else {
+        return false;
+    };
+    let region = |label: &str| {
+        let parts: Vec<&str> = label.split('-').collect();
+        parts.len() >= 3
+            && parts.iter().all(|part| !part.is_empty())
+            && parts[..parts.len() - 1]
+                .iter()
+                .all(|part| part.bytes().all(|b| b.is_ascii_lowercase()))
+            && parts[parts.len() - 1].bytes().all(|b| b.is_ascii_digit())
+    };
+    let labels: Vec<&str> = labels.split('.').collect();
+    let Some((first, rest)) = labels.split_first() else {
+        return false;
+    };
+    let service = matches!(*first, "s3" | "s3-fips" | "s3-external-1")
+        || first.strip_prefix("s3-").is_some_and(region);
+    let rest_ok = match rest {
+        [] => true,
+        [one] => region(one) || *one == "dualstack",
+        ["dualstack", one] => region(one),
+        _ => false,
+    };
+    service && rest_ok
 }
 
 #[async_trait]
@@ -286,10 +363,7 @@ impl PointerStore for S3Store {
     }
 
     async fn location(&self) -> Result<Option<String>, store::StoreError> {
-        Ok(Some(match &self.endpoint {
-            Some(endpoint) => format!("{}?endpoint={endpoint}", self.describe()),
-            None => self.describe(),
-        }))
+        Ok(Some(format!("{}?{}", self.describe(), self.instance)))
     }
 
     async fn get_opts(
@@ -391,19 +465,22 @@ mod tests {
         assert_eq!(root.object_name("n/=a"), "n/=a");
     }
 
-    /// A store configured without the environment (which may name a test server).
-    fn store_at(endpoint: Option<&str>) -> S3Store {
+    /// A builder configured without the environment (which may name a test server).
+    fn builder(endpoint: Option<&str>) -> AmazonS3Builder {
         let builder = AmazonS3Builder::new()
             .with_bucket_name("bucket")
             .with_region("us-east-1")
             .with_access_key_id("id")
             .with_secret_access_key("secret")
             .with_allow_http(true);
-        let builder = match endpoint {
+        match endpoint {
             Some(endpoint) => builder.with_endpoint(endpoint),
             None => builder,
-        };
-        S3Store::new(builder, "cat").expect("store")
+        }
+    }
+
+    fn store_at(endpoint: Option<&str>) -> S3Store {
+        S3Store::new(builder(endpoint), "cat").expect("store")
     }
 
     #[tokio::test]
@@ -435,19 +512,70 @@ mod tests {
         }
     }
 
+    /// GC round 110: an explicit AWS endpoint that names another bucket addresses that
+    /// bucket (a copy of the store), so it is no AWS service endpoint to the binding.
     #[tokio::test]
-    async fn a_bucket_on_aws_is_located_by_its_name_which_is_unique_there() {
-        for endpoint in [
-            None,
-            Some("https://s3.us-east-1.amazonaws.com"),
-            Some("https://bucket.vpce-0123-abcd.s3.us-east-1.vpce.amazonaws.com"),
-            Some("https://s3.cn-north-1.amazonaws.com.cn"),
+    async fn an_aws_endpoint_naming_a_bucket_binds_by_its_spelling() {
+        for (endpoint, virtual_hosted) in [
+            ("https://other.s3.us-east-1.amazonaws.com", true),
+            ("https://other.s3.us-east-1.amazonaws.com", false),
+            ("https://s3.us-east-1.amazonaws.com", true),
+            ("https://s3.us-east-1.amazonaws.com/other", false),
+            ("https://s3-other.s3.amazonaws.com", false),
+            ("https://s3.s3.us-east-1.amazonaws.com", false),
+            (
+                "https://bucket.vpce-0123-abcd.s3.us-east-1.vpce.amazonaws.com",
+                false,
+            ),
+            ("http://s3.us-east-1.amazonaws.com", false),
+            ("https://s3.us-east-1.amazonaws.com:8443", false),
         ] {
-            let store = store_at(endpoint);
+            let store = S3Store::new(
+                builder(Some(endpoint)).with_virtual_hosted_style_request(virtual_hosted),
+                "cat",
+            )
+            .expect("store");
+            let location = store.location().await.expect("location").expect("some");
+            assert!(
+                location.starts_with("s3://bucket/cat?endpoint="),
+                "{endpoint} (virtual-hosted {virtual_hosted}): {location}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_bucket_on_aws_is_located_by_its_name_and_partition() {
+        for (endpoint, region, partition) in [
+            (None, "us-east-1", "aws"),
+            (
+                Some("https://s3.us-east-1.amazonaws.com"),
+                "us-east-1",
+                "aws",
+            ),
+            (Some("https://s3.amazonaws.com/"), "us-east-1", "aws"),
+            (
+                Some("https://s3.dualstack.eu-west-1.amazonaws.com"),
+                "eu-west-1",
+                "aws",
+            ),
+            (
+                Some("https://s3-fips.us-east-2.amazonaws.com"),
+                "us-east-2",
+                "aws",
+            ),
+            (
+                Some("https://s3.cn-north-1.amazonaws.com.cn"),
+                "cn-north-1",
+                "aws-cn",
+            ),
+            (None, "cn-northwest-1", "aws-cn"),
+            (None, "us-gov-west-1", "aws-us-gov"),
+        ] {
+            let store = S3Store::new(builder(endpoint).with_region(region), "cat").expect("store");
             assert_eq!(
-                store.location().await.expect("location").as_deref(),
-                Some("s3://bucket/cat"),
-                "{endpoint:?}"
+                store.location().await.expect("location"),
+                Some(format!("s3://bucket/cat?partition={partition}")),
+                "{endpoint:?} in {region}"
             );
         }
     }

@@ -141,7 +141,8 @@ async fn redteam109_a_copy_of_a_local_store_at_the_owners_path_is_a_copy() {
 }
 
 /// A new local store's marker binds the directory's inode (and its birth time where the
-/// file system keeps one), as version 2, which earlier releases refuse to read.
+/// file system keeps one), as version 3, which earlier releases refuse to read (rounds
+/// 104–108 read version 2, and bound a directory by its path alone: GC round 109, F3).
 #[tokio::test]
 async fn a_local_stores_marker_binds_its_directory_as_one_instance() {
     let env = Env::open(Backend::Local, 2653).await;
@@ -156,8 +157,8 @@ async fn a_local_stores_marker_binds_its_directory_as_one_instance() {
             || attributes.starts_with(&format!("inode={inode}&born=")),
         "{attributes}"
     );
-    assert_eq!(files.marker()["marker-version"], 2);
-    assert_eq!(OwnerFiles::read(&files.binding)["marker-version"], 2);
+    assert_eq!(files.marker()["marker-version"], 3);
+    assert_eq!(OwnerFiles::read(&files.binding)["marker-version"], 3);
 }
 
 /// A marker of an earlier release names a local store by its path alone (and so did the
@@ -172,29 +173,18 @@ async fn a_marker_naming_a_local_store_by_its_path_is_the_owners_until_adopted()
     env.register("before", &Layout::under("before/1")).await;
     files.as_earlier_releases_wrote_them();
     let owner = || catalog_on(&env, env.pointer_store.clone(), 2655);
-    let report = GarbageCollector::new(owner(), config.clone())
-        .expect("collector")
-        .collect(env.now())
-        .await
-        .expect("the owner of an earlier release's marker collects");
-    assert!(
-        report
-            .warnings
-            .iter()
-            .any(|warning| warning.contains("without its inode")),
-        "every run says what the marker does not bind: {:?}",
-        report.warnings
-    );
+    env.collects_with_warning(owner(), &config, "without its inode")
+        .await;
     env.register("meanwhile", &Layout::under("meanwhile/1"))
         .await;
     gc::adopt(&owner(), env.now()).await.expect("adopted");
-    assert_eq!(files.marker()["marker-version"], 2, "bound as one instance");
+    assert_eq!(files.marker()["marker-version"], 3, "bound as one instance");
     assert_eq!(
         OwnerFiles::read(&files.binding)["marker-version"],
-        2,
+        3,
         "the binding record an earlier release left shows the exact binding now"
     );
-    assert_eq!(OwnerFiles::read(&files.claim)["marker-version"], 2);
+    assert_eq!(OwnerFiles::read(&files.claim)["marker-version"], 3);
     let report = GarbageCollector::new(owner(), config.clone())
         .expect("collector")
         .collect(env.now())
@@ -257,25 +247,12 @@ mod s3 {
             attributes,
             format!("endpoint={}", endpoint.trim_end_matches('/'))
         );
-        assert_eq!(files.marker()["marker-version"], 2);
+        assert_eq!(files.marker()["marker-version"], 3);
         let copy = catalog_on(&env, store(&bucket, &elsewhere), 2657);
         env.refused_copy(copy, &config, &id, &v1).await;
         files.as_earlier_releases_wrote_them();
-        let report = GarbageCollector::new(
-            catalog_on(&env, store(&bucket, &endpoint), 2658),
-            config.clone(),
-        )
-        .expect("collector")
-        .collect(env.now())
-        .await
-        .expect("the owner of an earlier release's marker collects");
-        assert!(
-            report
-                .warnings
-                .iter()
-                .any(|warning| warning.contains("without its endpoint")),
-            "{:?}",
-            report.warnings
-        );
+        let owner = catalog_on(&env, store(&bucket, &endpoint), 2658);
+        env.collects_with_warning(owner, &config, "without its endpoint")
+            .await;
     }
 }

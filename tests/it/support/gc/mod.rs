@@ -710,6 +710,24 @@ impl Env {
         err
     }
 
+    /// Assert that `owner`, under a marker of an earlier release, collects, and that its
+    /// run says what the marker does not bind (`missing`).
+    pub async fn collects_with_warning(&self, owner: Catalog, config: &GcConfig, missing: &str) {
+        let report = GarbageCollector::new(owner, config.clone())
+            .expect("collector")
+            .collect(self.now())
+            .await
+            .expect("the owner of an earlier release's marker collects");
+        assert!(
+            report
+                .warnings
+                .iter()
+                .any(|warning| warning.contains(missing)),
+            "every run says what the marker does not bind ({missing}): {:?}",
+            report.warnings
+        );
+    }
+
     /// Another catalog (its own pointer store) over the same warehouse.
     pub fn foreign_catalog(&self, seed: u64) -> Catalog {
         Catalog::builder(Arc::new(MemoryStore::new()), self.warehouse.clone())
