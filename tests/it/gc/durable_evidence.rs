@@ -1624,16 +1624,20 @@ mod dynamodb {
             .await
             .expect("backup table");
         copy_items(&client, &table, &backup).await;
+        let original = env.pointer_store.location().await.expect("location");
         client
             .delete_table()
             .table_name(&table)
             .send()
             .await
             .expect("table deleted");
-        // Creation times are in milliseconds: the restored table's is a later one.
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         let restored_store = DynamoStore::new(client.clone(), table.clone());
         restored_store.create_table().await.expect("restored table");
+        assert_ne!(
+            restored_store.location().await.expect("location"),
+            original,
+            "the restored table is another instance of the name (its creation time)"
+        );
         copy_items(&client, &backup, &table).await;
         let restored = Catalog::builder(Arc::new(restored_store), env.warehouse.clone())
             .clock(env.clock.clone())
