@@ -37,7 +37,7 @@ use super::Catalog;
 use super::record::{PointerRecord, PointerState};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::IndexIdentifier;
-use crate::warehouse::layout::CHANGES_DIR;
+use crate::warehouse::layout::{ADOPTIONS_DIR, CHANGES_DIR, LINKS_DIR};
 use crate::warehouse::{Fetched, ListItem, Warehouse};
 
 const CHANGE_VERSION: i32 = 1;
@@ -49,6 +49,9 @@ const MAX_CHANGE_BYTES: u64 = 1024 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub(crate) struct Change {
+    /// The entry's name, once read (not part of the entry).
+    #[serde(skip)]
+    pub name: String,
     pub change_version: i32,
     /// When the operation logged it (the catalog's clock, before any of its writes).
     pub at_ms: i64,
@@ -111,6 +114,9 @@ pub(crate) struct Prelogged {
     all: Vec<Uuid>,
     /// The entry's name once logged, or why logging failed.
     entry: Option<Result<String>>,
+    /// The pointer writes issued that may have landed: every one not (yet) known to
+    /// have lost.
+    may_have_landed: usize,
 }
 
 impl Prelogged {
@@ -121,6 +127,7 @@ impl Prelogged {
             ids: all.clone().into_iter(),
             all,
             entry: None,
+            may_have_landed: 0,
         }
     }
 
@@ -169,32 +176,71 @@ impl Prelogged {
         }
     }
 
+    /// A pointer write is about to be issued: until [`Prelogged::lost`], it may land.
+    pub(crate) fn issuing(&mut self) {
+        self.may_have_landed += 1;
+    }
+
+    /// The write issued last certainly did not land, and cannot (another writer changed
+    /// the key first).
+    pub(crate) fn lost(&mut self) {
+        self.may_have_landed = self.may_have_landed.saturating_sub(1);
+    }
+
+    /// Whether every pointer write issued so far certainly did not land: the operation
+    /// wrote nothing, and its entry may be withdrawn.
+    pub(crate) fn wrote_nothing(&self) -> bool {
+        self.may_have_landed == 0
+    }
+
     /// The next commit id, if any is left.
     pub(crate) fn next_id(&mut self) -> Option<Uuid> {
         self.ids.next()
     }
 
     /// Withdraw the entry of an operation that certainly wrote nothing (it failed before
-    /// its first write): it announced nothing that happened, and a refused publication
-    /// must not delay the collection of what it named. Best effort: an entry left behind
-    /// only delays collection.
+    /// its first write, or every write it issued lost to another writer): it announced
+    /// nothing that happened, and a refused publication must not delay the collection of
+    /// what it named. Best effort: an entry left behind keeps what it publishes until
+    /// `init --adopt` (the collector cannot tell it from a write another copy of the
+    /// store took: `gc::untaken`).
     pub(crate) async fn withdraw(&mut self, catalog: &Catalog) {
         if let Some(Ok(name)) = self.entry.take() {
-            for (_, outcome) in catalog.warehouse().delete(vec![name]).await {
-                if let crate::warehouse::Deletion::Failed(err) = outcome {
-                    tracing::debug!(error = %err, "withdrawing a change-log entry failed");
-                }
-            }
+            catalog.withdraw_entry(name).await;
         }
     }
 }
 
 impl Catalog {
+    /// Leave the link of `commit`, a pointer write replacing `base` (see `gc::untaken` and
+    /// `gc::history`): issued beside the write itself, so it costs no round trip. Best
+    /// effort, never a deletion: without it, an entry its base's writer logged waits for
+    /// the store to show that write itself (a leak until `init --adopt`), and a record
+    /// whose chain forgot the commit a run saw descends from it by the time its oldest
+    /// commit was logged, as before links (GC round 112, L1).
+    pub(crate) async fn log_link(&self, commit: Uuid, base: Option<Uuid>) {
+        let name = link_name(self.now_ms(), commit, base);
+        if let Err(err) = self.warehouse().put_if_absent(&name, Bytes::new()).await {
+            tracing::warn!(error = %err, "writing a commit link failed");
+        }
+    }
+
+    /// Withdraw the change-log entry `name` of writes that certainly did not land (best
+    /// effort: an entry left behind keeps what it publishes, `gc::untaken`).
+    pub(crate) async fn withdraw_entry(&self, name: String) {
+        for (_, outcome) in self.warehouse().delete(vec![name]).await {
+            if let crate::warehouse::Deletion::Failed(err) = outcome {
+                tracing::debug!(error = %err, "withdrawing a change-log entry failed");
+            }
+        }
+    }
+
     /// Log `writes` (one entry, stored before this returns). Every index-record write must
     /// be logged before it is issued.
     pub(crate) async fn log_writes(&self, writes: Vec<LoggedWrite>) -> Result<String> {
         let at_ms = self.now_ms();
         let change = Change {
+            name: String::new(),
             change_version: CHANGE_VERSION,
             at_ms,
             writes,
@@ -204,6 +250,238 @@ impl Catalog {
         self.warehouse().put_if_absent(&name, bytes).await?;
         Ok(name)
     }
+}
+
+/// The name of the link of `commit`, a write that replaced `base` (none: the key held no
+/// record), written at `at_ms`: names sort by time.
+pub(crate) fn link_name(at_ms: i64, commit: Uuid, base: Option<Uuid>) -> String {
+    let base = base.map_or_else(|| "none".to_owned(), |base| base.simple().to_string());
+    format!(
+        "{LINKS_DIR}/{:020}-{}-{base}",
+        at_ms.max(0),
+        commit.simple()
+    )
+}
+
+/// A commit link as its name states it: when it was written, the commit, and what it
+/// replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Link {
+    pub at_ms: i64,
+    pub commit: Uuid,
+    pub base: Option<Uuid>,
+}
+
+impl Link {
+    /// The link `name` states, if it is one this catalog writes.
+    pub(crate) fn parse(name: &str) -> Option<Link> {
+        let file = name.strip_prefix(LINKS_DIR)?.strip_prefix('/')?;
+        let mut parts = file.split('-');
+        let (at, commit, base) = (parts.next()?, parts.next()?, parts.next()?);
+        let link = Link {
+            at_ms: at.parse().ok()?,
+            commit: Uuid::try_parse(commit).ok()?,
+            base: match base {
+                "none" => None,
+                base => Some(Uuid::try_parse(base).ok()?),
+            },
+        };
+        (parts.next().is_none() && link_name(link.at_ms, link.commit, link.base) == name)
+            .then_some(link)
+    }
+}
+
+/// Every commit link (one listing; the links are empty objects named for what they say).
+pub(crate) async fn read_links(warehouse: &Warehouse) -> Result<Vec<Link>> {
+    let listed: Vec<ListItem> = warehouse.list(LINKS_DIR).try_collect().await?;
+    Ok(listed
+        .into_iter()
+        .filter_map(|item| match item {
+            ListItem::Object(listed) => Link::parse(&listed.name),
+            ListItem::Skipped { .. } => None,
+        })
+        .collect())
+}
+
+/// The commit links, by commit: which commits each replaced.
+#[derive(Debug, Default)]
+pub(crate) struct Links {
+    bases: std::collections::HashMap<Uuid, Vec<Uuid>>,
+    replaced: std::collections::HashSet<Uuid>,
+}
+
+impl Links {
+    /// Every link (one listing).
+    pub(crate) async fn read(warehouse: &Warehouse) -> Result<Links> {
+        let mut links = Links::default();
+        for link in read_links(warehouse).await? {
+            let bases = links.bases.entry(link.commit).or_default();
+            if let Some(base) = link.base {
+                bases.push(base);
+                links.replaced.insert(base);
+            }
+        }
+        Ok(links)
+    }
+
+    /// The commits `commit` replaced, as its links say (none for one without a link).
+    pub(crate) fn bases(&self, commit: Uuid) -> Vec<Uuid> {
+        self.bases.get(&commit).cloned().unwrap_or_default()
+    }
+
+    /// Whether `commit` has a link (a write of this release left one).
+    pub(crate) fn linked(&self, commit: Uuid) -> bool {
+        self.bases.contains_key(&commit)
+    }
+
+    /// Whether some link names `commit` as the commit it replaced.
+    pub(crate) fn replaced(&self, commit: Uuid) -> bool {
+        self.replaced.contains(&commit)
+    }
+}
+
+/// Delete the links written before `before_ms` (only files this catalog writes there).
+pub(crate) async fn prune_links(warehouse: &Warehouse, before_ms: i64) -> Result<usize> {
+    let old: Vec<String> = read_links(warehouse)
+        .await?
+        .into_iter()
+        .filter(|link| link.at_ms < before_ms)
+        .map(|link| link_name(link.at_ms, link.commit, link.base))
+        .collect();
+    let count = old.len();
+    for (name, outcome) in warehouse.delete(old).await {
+        if let crate::warehouse::Deletion::Failed(err) = outcome {
+            tracing::debug!(file = %name, error = %err, "pruning a commit link failed");
+        }
+    }
+    Ok(count)
+}
+
+/// Where the claim or adoption of `epoch_ms` lists the entries it found.
+fn release_name(epoch_ms: i64) -> String {
+    format!("{ADOPTIONS_DIR}/{:020}.json", epoch_ms.max(0))
+}
+
+/// Whether `name` is a list [`record_release`] writes (or one being written: a local
+/// file store's temporary `<name>#<n>`).
+pub(crate) fn is_release(name: &str) -> bool {
+    let name = match name.rsplit_once('#') {
+        Some((list, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => list,
+        _ => name,
+    };
+    name.strip_prefix(ADOPTIONS_DIR)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .and_then(|rest| rest.strip_suffix(".json"))
+        .and_then(|ms| ms.parse::<i64>().ok())
+        .is_some_and(|ms| release_name(ms) == name)
+}
+
+/// Record which entries of the log the claim or adoption of the epoch `epoch_ms`
+/// releases from rule N (`gc::untaken`), before it writes its marker: those logged before
+/// it whose publication the adopting store did not take (a writer stopped before its
+/// write, a write a restored backup lost) — the operator's word that this store is the
+/// catalog. Not the others: a copy of the store that passes for it (a cloned disk) reads
+/// the same list, and the owner's later writes it lacks must stay judged there (GC round
+/// 112, A1: an owner's adoption released them, and the clone's collector deleted the
+/// owner's live index). Which entries came before the epoch is what the log held then,
+/// never a writer's clock (one behind the adopter's dates a later entry before it).
+pub(crate) async fn record_release(catalog: &Catalog, epoch_ms: i64) -> Result<()> {
+    let warehouse = catalog.warehouse();
+    let log = read(warehouse, 8).await?;
+    let links = Links::read(warehouse).await?;
+    let publishing: Vec<(&Change, &LoggedWrite)> = log
+        .changes
+        .iter()
+        .flat_map(|change| change.writes.iter().map(move |write| (change, write)))
+        .filter(|(_, write)| write.publishes.is_some())
+        .collect();
+    let keys: std::collections::BTreeSet<&str> = publishing
+        .iter()
+        .map(|(_, write)| write.key.as_str())
+        .collect();
+    let mut held: Vec<Uuid> = Vec::new();
+    for key in keys {
+        let retry = crate::retry::Retry {
+            policy: &crate::retry::RetryPolicy::default(),
+            random: catalog.ids().as_ref(),
+            stop: None,
+        };
+        let key = crate::store::StoreKey::new(key)?;
+        let stored = super::write::read_with_retry(catalog.store().as_ref(), &key, retry).await?;
+        if let Some(chain) =
+            stored.and_then(|stored| super::record::CommitChain::from_bytes(&stored.value).ok())
+        {
+            held.extend(chain.commits());
+        }
+    }
+    let commits: Vec<&[Uuid]> = publishing
+        .iter()
+        .map(|(_, write)| write.commit_ids.as_slice())
+        .collect();
+    let names: std::collections::BTreeSet<&str> = publishing
+        .iter()
+        .zip(taken(&commits, held, |commit| links.bases(commit)))
+        .filter(|(_, taken)| !*taken)
+        .map(|((change, _), _)| change.name.as_str())
+        .collect();
+    let bytes = serde_json::to_vec(&names).map_err(|err| {
+        Error::with_source(
+            ErrorKind::InvalidRequest,
+            "encoding the released entries failed",
+            err,
+        )
+    })?;
+    // Create-if-absent, as every write a writer's claim makes under `_gc/`: an epoch is
+    // one millisecond, and a claim retried in it found the same log.
+    warehouse
+        .put_if_absent(&release_name(epoch_ms), Bytes::from(bytes))
+        .await?;
+    Ok(())
+}
+
+/// The entries the claim or adoption of the epoch `epoch_ms` released, if it recorded
+/// them (one this release wrote; `None` for an earlier release's or a lost record). A
+/// record that does not parse releases nothing.
+pub(crate) async fn released_at(
+    warehouse: &Warehouse,
+    epoch_ms: i64,
+) -> Result<Option<std::collections::BTreeSet<String>>> {
+    match warehouse
+        .get(&release_name(epoch_ms), MAX_CHANGE_BYTES * 64)
+        .await?
+    {
+        Fetched::Object(bytes, _) => Ok(Some(
+            serde_json::from_slice::<Vec<String>>(&bytes)
+                .map(|names| names.into_iter().collect())
+                .unwrap_or_default(),
+        )),
+        Fetched::TooLarge(_) => Ok(Some(std::collections::BTreeSet::new())),
+        Fetched::Missing => Ok(None),
+    }
+}
+
+/// Which logged writes the pointer store took (rule N), given the commit ids each may
+/// carry: those whose commit the store `held` (a record remembers it) or that a commit it
+/// took replaced (`base`: the commits a write replaced, as its links say — that writer
+/// read them there, in this store; a rename's one commit id replaces the source's record
+/// and the destination's). A write neither shows was stopped
+/// before it wrote, or another copy of the store took it.
+pub fn taken<C: Copy + Eq + std::hash::Hash>(
+    writes: &[&[C]],
+    held: impl IntoIterator<Item = C>,
+    base: impl Fn(C) -> Vec<C>,
+) -> Vec<bool> {
+    let mut store = std::collections::HashSet::new();
+    let mut queue: Vec<C> = held.into_iter().collect();
+    while let Some(commit) = queue.pop() {
+        if store.insert(commit) {
+            queue.extend(base(commit));
+        }
+    }
+    writes
+        .iter()
+        .map(|commits| commits.iter().any(|commit| store.contains(commit)))
+        .collect()
 }
 
 /// What the change log holds.
@@ -306,7 +584,7 @@ async fn read_listed(
         .await?;
     for (name, entry) in read {
         match entry {
-            Entry::Read(change) => log.changes.push(change),
+            Entry::Read(change) => log.changes.push(Change { name, ..change }),
             Entry::Gone => {}
             Entry::Unreadable => log.unreadable.push(name),
         }
@@ -315,14 +593,19 @@ async fn read_listed(
     Ok(log)
 }
 
-/// Delete the entries whose time `settled` accepts (and only files this catalog writes
-/// there); how many are gone.
-pub(crate) async fn prune(warehouse: &Warehouse, settled: impl Fn(i64) -> bool) -> Result<usize> {
+/// Delete the entries that `settled` accepts by name and time (and only files this
+/// catalog writes there); how many are gone.
+pub(crate) async fn prune(
+    warehouse: &Warehouse,
+    settled: impl Fn(&str, i64) -> bool,
+) -> Result<usize> {
     let listed: Vec<ListItem> = warehouse.list(CHANGES_DIR).try_collect().await?;
     let old: Vec<String> = listed
         .into_iter()
         .filter_map(|item| match item {
-            ListItem::Object(listed) if entry_time(&listed.name).is_some_and(&settled) => {
+            ListItem::Object(listed)
+                if entry_time(&listed.name).is_some_and(|at| settled(&listed.name, at)) =>
+            {
                 Some(listed.name)
             }
             _ => None,
@@ -407,6 +690,7 @@ mod tests {
         };
         for (at, id) in [(5, 1), (20, 2)] {
             let change = Change {
+                name: String::new(),
                 change_version: CHANGE_VERSION,
                 at_ms: at,
                 writes: vec![write.clone()],
@@ -440,12 +724,47 @@ mod tests {
             .expect("torn");
         let log = read(&warehouse, 4).await.expect("read");
         assert_eq!(log.unreadable, vec![torn]);
-        assert_eq!(prune(&warehouse, |at| at < 10).await.expect("pruned"), 2);
+        assert_eq!(prune(&warehouse, |_, at| at < 10).await.expect("pruned"), 2);
         let log = read(&warehouse, 4).await.expect("read");
         assert_eq!(log.changes.len(), 1);
         assert!(
             log.unreadable.is_empty(),
             "an unreadable entry is pruned once settled"
         );
+    }
+
+    /// A claim lists the entries the log holds before its marker whose publication its
+    /// store did not take; the collector reads the list back by the epoch, and the
+    /// ownership check knows the list for what it is.
+    #[tokio::test]
+    async fn a_release_lists_the_untaken_entries_logged_before_its_epoch() {
+        let warehouse = Warehouse::in_memory("memory://changes/release").expect("warehouse");
+        let catalog = Catalog::builder(
+            std::sync::Arc::new(crate::store::memory::MemoryStore::new()),
+            warehouse.clone(),
+        )
+        .build();
+        assert_eq!(released_at(&warehouse, 7).await.expect("read"), None);
+        let entry = catalog
+            .log_writes(vec![LoggedWrite {
+                key: "i/ns/=a".to_owned(),
+                commit_ids: vec![Uuid::from_u128(1)],
+                publishes: Some(warehouse.absolute("metadata/a.json")),
+                replaces: None,
+            }])
+            .await
+            .expect("entry");
+        record_release(&catalog, 7).await.expect("recorded");
+        let released = released_at(&warehouse, 7).await.expect("read");
+        assert_eq!(released, Some([entry].into_iter().collect()));
+        assert!(is_release(&release_name(7)));
+        assert!(is_release(&format!("{}#12", release_name(7))));
+        for name in [
+            "_gc/adoptions/7.json",
+            "_gc/adoptions/00000000000000000007.json.tmp",
+            "_gc/changes/00000000000000000007.json",
+        ] {
+            assert!(!is_release(name), "{name}");
+        }
     }
 }

@@ -92,17 +92,23 @@ impl Catalog {
     }
 
     /// Write `record` to `identifier`'s key, replacing `previous` (or creating it): log it
-    /// in the change log, then write it.
+    /// in the change log, then write it; a write that lost withdraws its entry.
     pub(crate) async fn write_pointer(
         &self,
         identifier: &IndexIdentifier,
         previous: Option<&Stored>,
         record: &PointerRecord,
     ) -> Result<WriteOutcome> {
-        self.log_writes(vec![LoggedWrite::of(identifier, record)])
+        let entry = self
+            .log_writes(vec![LoggedWrite::of(identifier, record)])
             .await?;
-        self.write_pointer_with(identifier, previous, record, self.retry())
-            .await
+        let outcome = self
+            .write_pointer_with(identifier, previous, record, self.retry())
+            .await;
+        if matches!(outcome, Ok(WriteOutcome::Lost)) {
+            self.withdraw_entry(entry).await;
+        }
+        outcome
     }
 
     /// Write the record of a register or commit, whose commit id its change-log entry
@@ -118,14 +124,19 @@ impl Catalog {
     ) -> Result<WriteOutcome> {
         ids.logged()?;
         let ended = || window.ended();
-        window
+        ids.issuing();
+        let outcome = window
             .write(self.write_pointer_with(
                 identifier,
                 previous,
                 record,
                 self.retry().until(&ended),
             ))
-            .await
+            .await;
+        if matches!(outcome, Ok(WriteOutcome::Lost)) {
+            ids.lost();
+        }
+        outcome
     }
 
     async fn write_pointer_with(
@@ -142,17 +153,24 @@ impl Catalog {
                 Basis::Commit(previous.record.commit_id),
             ),
         };
-        conditional_write_listed(
-            self.store().as_ref(),
-            &identifier.store_key(),
-            Bytes::from(record.to_bytes()),
-            mode,
-            record.listing(),
-            basis,
-            record.commit_id,
-            retry,
-        )
-        .await
+        // Beside the write, no round trip: which commit it replaces, for the collector
+        // (`gc::untaken`).
+        let base = previous.map(|previous| previous.record.commit_id);
+        let key = identifier.store_key();
+        let (outcome, ()) = futures::join!(
+            conditional_write_listed(
+                self.store().as_ref(),
+                &key,
+                Bytes::from(record.to_bytes()),
+                mode,
+                record.listing(),
+                basis,
+                record.commit_id,
+                retry,
+            ),
+            self.log_link(record.commit_id, base)
+        );
+        outcome
     }
 
     pub(crate) fn fresh_commit_id(&self) -> Uuid {
@@ -218,9 +236,10 @@ impl Catalog {
 
     /// Publish `location` within its window (see `catalog::publication`) with the commit
     /// ids drawn and logged up front (see `catalog::changelog`); the ids are withdrawn
-    /// from the log if the operation failed without writing — also when the window ended
-    /// before it wrote (an entry left behind delays collection by a run, or by a
-    /// retention if what it names cannot be read to the end).
+    /// from the log if the operation failed without writing — before its first write,
+    /// when every write it issued lost to another writer, or when the window ended before
+    /// it wrote (an entry left behind keeps what it publishes until the store shows the
+    /// write or the warehouse is adopted: `gc::untaken`).
     async fn publish_logged<T>(
         &self,
         location: &str,
@@ -232,7 +251,7 @@ impl Catalog {
             .publish_in_window(location, async |window| {
                 let result = publish(window, &mut ids).await;
                 finished = true;
-                if result.is_err() && !window.wrote() {
+                if result.is_err() && (!window.wrote() || ids.wrote_nothing()) {
                     ids.withdraw(self).await;
                 }
                 result

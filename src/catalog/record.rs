@@ -289,6 +289,14 @@ impl CommitChain {
             || self.previous_commit_ids.contains(&id)
     }
 
+    /// Every commit id the record remembers: its writer's, its creator's, its
+    /// predecessors'.
+    pub(crate) fn commits(&self) -> impl Iterator<Item = Uuid> + '_ {
+        std::iter::once(self.commit_id)
+            .chain(self.created_by)
+            .chain(self.previous_commit_ids.iter().copied())
+    }
+
     /// Whether the chain still covers `id`'s successor: `id` is this record's writer or a
     /// remembered predecessor, so whoever replaced it is known.
     pub(crate) fn covers(&self, id: Uuid) -> bool {

@@ -349,17 +349,29 @@ impl Catalog {
                 },
             },
         ];
-        self.log_writes(vec![
-            LoggedWrite::of(from, &tombstone),
-            LoggedWrite::of(&intent.to, &created),
-        ])
-        .await?;
+        let entry = self
+            .log_writes(vec![
+                LoggedWrite::of(from, &tombstone),
+                LoggedWrite::of(&intent.to, &created),
+            ])
+            .await?;
         let store = self.store().as_ref();
         let retry = self.retry();
         let mut ambiguous = false;
+        // Which commits the two writes replace, for the collector (`gc::untaken`): beside
+        // the first attempt, no round trip.
+        let mut links = Some(futures::future::join(
+            self.log_link(tombstone.commit_id, Some(source.record.commit_id)),
+            self.log_link(created.commit_id, dest.map(|dest| dest.record.commit_id)),
+        ));
         for attempt in 1..=retry.max_attempts() {
             super::write::note_pointer_write();
-            match store.transact(writes.clone()).await {
+            let transacted = store.transact(writes.clone());
+            let transacted = match links.take() {
+                Some(links) => futures::join!(transacted, links).0,
+                None => transacted.await,
+            };
+            match transacted {
                 Ok(_) => return Ok(true),
                 Err(StoreError::Precondition) | Err(StoreError::AlreadyExists) => {}
                 Err(StoreError::Ambiguous(_)) => ambiguous = true,
@@ -392,6 +404,8 @@ impl Catalog {
                 return Ok(true);
             }
             if !ambiguous {
+                // Lost, and no attempt can land later: it announced nothing.
+                self.withdraw_entry(entry).await;
                 return Ok(false);
             }
             retry.back_off(attempt).await;

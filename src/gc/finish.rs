@@ -6,6 +6,8 @@
 //! (it restarted their clocks), prunes old journals and old runs' files, and releases the
 //! lease; its report holds the whole run's counts.
 
+use std::collections::BTreeSet;
+
 use super::job::{Job, Seq, planned_runs};
 use super::journal::JournalRef;
 use super::ledger::Ledger;
@@ -71,8 +73,21 @@ impl Invocation<'_> {
                 .await?;
             ledger.journals().mark_done(journal).await?;
             // The run is finished: what follows is housekeeping, and its failure leaves
-            // only files the next run prunes (it never fails a finished run).
-            self.tidy_up(journal).await;
+            // only files the next run prunes (it never fails a finished run). Entries
+            // whose publication this store never took stay (see `untaken`).
+            let (observed_history, verified_history) =
+                (&observed.observation.history, &verified.observation.history);
+            let untaken: BTreeSet<String> = observed_history
+                .untaken
+                .union(&verified_history.untaken)
+                .cloned()
+                .collect();
+            let pinning: BTreeSet<String> = observed_history
+                .pinning
+                .union(&verified_history.pinning)
+                .cloned()
+                .collect();
+            self.tidy_up(journal, &untaken, &pinning).await;
         }
         self.report.counts = totals;
         self.report.roots = observed.observation.roots.clone();
@@ -89,12 +104,35 @@ impl Invocation<'_> {
     /// settled (logged `settle` before this run's walk started: this run's journal holds
     /// what they wrote, or what replaced it), the files of older runs, and release the
     /// lease. A failure is a warning: the next run does it again.
-    async fn tidy_up(&mut self, journal: JournalRef) {
+    async fn tidy_up(
+        &mut self,
+        journal: JournalRef,
+        untaken: &BTreeSet<String>,
+        pinning: &BTreeSet<String>,
+    ) {
         let warehouse = self.gc.catalog.warehouse();
         let (walk_start_ms, timing) = (self.plan.walk_start_ms, self.plan.rules.timing());
-        let settled = |at_ms| super::rules::settled(at_ms, walk_start_ms, &timing);
+        let settled = |name: &str, at_ms| {
+            super::rules::settled(at_ms, walk_start_ms, &timing) && !untaken.contains(name)
+        };
         if let Err(err) = crate::catalog::changelog::prune(warehouse, settled).await {
             tracing::warn!(error = %err, "gc: pruning the change log failed; the next run prunes it");
+        }
+        // A commit link resolves only entries logged before it (less the skew of two
+        // writers' clocks): the links older than every entry left that a link may still
+        // show taken are done with. Pruning a link only ever keeps more (it is evidence
+        // that a write was taken, or a record descends).
+        let oldest_left = pinning
+            .iter()
+            .filter_map(|name| crate::catalog::changelog::entry_time(name))
+            .chain([walk_start_ms.saturating_sub(timing.settle_ms)])
+            .min()
+            .unwrap_or(walk_start_ms);
+        let before = oldest_left
+            .saturating_sub(timing.settle_ms)
+            .saturating_sub(timing.skew_ms.saturating_mul(2));
+        if let Err(err) = crate::catalog::changelog::prune_links(warehouse, before).await {
+            tracing::warn!(error = %err, "gc: pruning the commit links failed; the next run prunes them");
         }
         if let Err(err) = self.prune_runs(journal).await {
             tracing::warn!(error = %err, "gc: pruning older runs' files failed; the next run prunes them");

@@ -27,7 +27,7 @@ use super::rules::{self, Timing};
 use crate::catalog::Catalog;
 use crate::catalog::changelog;
 use crate::error::{Error, ErrorKind, Result};
-use crate::metadata::named::names_of_metadata;
+use crate::metadata::named::{is_metadata, names_of_metadata};
 
 /// What the change log says about a walk.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,6 +49,13 @@ pub(crate) struct History {
     /// How many log entries were read.
     #[serde(default)]
     pub changes: u64,
+    /// The settled entries whose publication this pointer store never took (see
+    /// [`untaken`](super::untaken)): what they publish is kept, and they are not pruned.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub untaken: BTreeSet<String>,
+    /// Those of them that hold back the pruning of commit links (see `untaken::Untaken`).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub pinning: BTreeSet<String>,
 }
 
 /// What a walk found that the change log must explain (see `reachability::Observation`).
@@ -67,8 +74,8 @@ pub(crate) struct Walked<'a> {
 /// shorter than `record::HISTORY` is its whole history since its key was absent: it
 /// never held that commit (another disk's copy under a mount point, a register while the
 /// seen record was away, a backup put back). A full chain has forgotten its beginning: it
-/// descends from the seen commit if the catalog wrote its oldest remembered commit after
-/// that run (a busy index), and is a stranger otherwise (`history` decides).
+/// descends from the seen commit if the commit links lead from its oldest remembered
+/// commit back to it (a busy index), and is a stranger otherwise (`history` decides).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stranger {
     /// The oldest commit a full chain remembers; `None` for a whole chain.
@@ -81,19 +88,44 @@ const NAMED: usize = 5;
 /// Read the change log after a walk that made `observation` (the records it found, store
 /// key → commit id, and the writes of each since the previous finished run's walk), given
 /// what that walk found (`previous`), under the collector's `timing`.
+/// The walk started at `walk_start_ms`, in the ownership epoch that began at `epoch_ms`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn read(
     catalog: &Catalog,
     observation: Walked<'_>,
     previous: &JournalFacts,
     timing: &Timing,
+    walk_start_ms: i64,
+    epoch_ms: i64,
     concurrency: usize,
 ) -> Result<History> {
     let warehouse = catalog.warehouse();
     let log = changelog::read(warehouse, concurrency).await?;
+    // Which commits each commit replaced, as the writes' links say (one listing).
+    let links = changelog::Links::read(warehouse).await?;
+    let untaken = super::untaken::untaken(
+        catalog,
+        &log,
+        observation
+            .records
+            .values()
+            .chain(observation.changed.values().flatten())
+            .copied()
+            .collect(),
+        &links,
+        walk_start_ms,
+        epoch_ms,
+        timing,
+    )
+    .await?;
     let mut history = History {
         changes: log.changes.len() as u64,
+        untaken: untaken.entries,
+        pinning: untaken.pinning,
         ..History::default()
     };
+    let untaken_publications = untaken.publications;
+    let untaken = &untaken_publications;
     for name in &log.unreadable {
         history.unexplained.push(format!(
             "`{}` under the change log is no entry this catalog wrote, or does not parse; what it announced is unknown",
@@ -157,14 +189,35 @@ pub(crate) async fn read(
     };
     // A record that does not remember the commit seen at its key is the seen record
     // away, not its successor (rounds 37 J2 and 38 K1, K3, K4): unless its chain is full
-    // and the catalog wrote its oldest remembered commit since (see `Stranger`). A backup
-    // put back in place is a stranger too, until `init --adopt` says it is the catalog.
-    let strange = |found: Option<&Stranger>| {
-        found.is_some_and(|stranger| {
-            stranger
-                .origin
-                .is_none_or(|origin| !logged_since.contains(&origin))
-        })
+    // and the commit links lead from its oldest remembered commit back to the seen one
+    // (see `Stranger`). That its oldest commit was logged since is no evidence by itself:
+    // a clone of the store committing more than a chain remembers passed for the owner's
+    // successor, and its collector deleted the owner's live index (round 111, F3). Only
+    // where the links break at a commit logged since that has no link at all (its writer
+    // stopped, or the store failed, between its pointer write and its link) does the time
+    // decide, as before: one lost link must not stop collection for good (round 112, L1).
+    // A backup put back in place is a stranger too, until `init --adopt` says it is the
+    // catalog.
+    let descends = |origin: Uuid, seen: Uuid| {
+        let mut queue = vec![origin];
+        let mut visited: HashSet<Uuid> = HashSet::new();
+        while let Some(commit) = queue.pop() {
+            if commit == seen {
+                return true;
+            }
+            if !visited.insert(commit) {
+                continue;
+            }
+            if links.linked(commit) {
+                queue.extend(links.bases(commit));
+            } else if logged_since.contains(&commit) {
+                return true;
+            }
+        }
+        false
+    };
+    let strange = |found: Option<&Stranger>, seen: Uuid| {
+        found.is_some_and(|stranger| stranger.origin.is_none_or(|origin| !descends(origin, seen)))
     };
     let current_epoch = !previous.adopted_since;
     for (key, commit) in previous.records.iter().filter(|_| current_epoch) {
@@ -174,7 +227,7 @@ pub(crate) async fn read(
                 *commit,
                 "which the previous finished gc run saw, is gone",
             );
-        } else if strange(observation.unrelated.get(key)) {
+        } else if strange(observation.unrelated.get(key), *commit) {
             vanish(
                 key,
                 *commit,
@@ -193,7 +246,7 @@ pub(crate) async fn read(
     }
     for (key, commit) in &previous.untrusted {
         let gone = !records.contains_key(key) && !previous.records.contains_key(key);
-        if gone || strange(observation.unrelated.get(key)) {
+        if gone || strange(observation.unrelated.get(key), *commit) {
             vanish(
                 key,
                 *commit,
@@ -211,7 +264,7 @@ pub(crate) async fn read(
             .push(format!("and {} more such records", count - NAMED));
     }
     let registry = catalog.registry();
-    let named: Vec<Option<(i64, Named)>> = futures::stream::iter(published)
+    let named: Vec<Option<(i64, Named, String)>> = futures::stream::iter(published)
         .map(|(location, (published, replaced))| async move {
             let Ok(name) = warehouse.relative(&location) else {
                 return Ok::<_, Error>(None);
@@ -225,9 +278,17 @@ pub(crate) async fn read(
                 true => None,
                 false => warehouse.condemnation(&name).await?,
             };
+            // A publication this store never took counts as published now, at every walk
+            // until it is taken: another store may hold it (see `untaken`).
+            let never_taken = |at: &i64| {
+                untaken
+                    .get(&location)
+                    .is_some_and(|times| times.contains_key(at))
+            };
             let Some(at) = published
                 .into_iter()
                 .filter(|at| !rules::refused(*at, condemned, timing))
+                .map(|at| if never_taken(&at) { i64::MAX } else { at })
                 .chain(replaced)
                 .max()
             else {
@@ -238,28 +299,53 @@ pub(crate) async fn read(
                 // It leads to a file that may name anything (too large to read, naming
                 // too many files): a publication of it, landed or not (a register killed
                 // or timed out before it withdrew its entry), may have made anything
-                // reachable. Not an error: the entry is pruned once settled, and an
-                // error would stop every run until then, and after (no run finishes).
-                Err(err) if err.kind() == ErrorKind::InvalidIndexMetadata => {
-                    Named::Unknown(err.message().to_owned())
-                }
+                // reachable. Not an error: an error would stop every run until the entry
+                // is gone, and after (no run finishes).
+                Err(err) if err.kind() == ErrorKind::InvalidIndexMetadata => Named::Unknown {
+                    why: err.message().to_owned(),
+                    // The published file itself is no metadata: every writer refused it
+                    // (it reads the file), in any store. Else what the file leads to
+                    // changed since (a family reference's file written later): a writer
+                    // may have published it.
+                    publishable: is_metadata(warehouse, registry, &name).await?,
+                },
                 Err(err) => return Err(err),
             };
-            Ok(Some((at, named)))
+            Ok(Some((at, named, location)))
         })
         .buffer_unordered(concurrency.max(1))
         .try_collect()
         .await?;
-    for (at, named) in named.into_iter().flatten() {
+    for (at, named, location) in named.into_iter().flatten() {
         match named {
             Named::Names(names) => {
                 for name in names {
                     history.republished.insert(name, at);
                 }
             }
-            Named::Unknown(why) => history.unexplained.push(format!(
-                "a logged publication may have made anything reachable: {why}"
-            )),
+            Named::Unknown { why, publishable } => {
+                history.unexplained.push(format!(
+                    "a logged publication may have made anything reachable: {why}"
+                ));
+                // No store took a publication of a file that is no metadata (every writer
+                // refuses it): its entry is pruned once settled, or collection would stop
+                // for good (round 34, finding 5). One of metadata that leads to such a
+                // file stays untaken, keeping everything, until the store shows its write
+                // or an adoption: what the file leads to may have changed since it was
+                // published (pruning it let a clone's collector delete the owner's live
+                // index: round 111, F1).
+                if !publishable {
+                    for entry in untaken
+                        .get(&location)
+                        .into_iter()
+                        .flat_map(|at| at.values())
+                        .flatten()
+                    {
+                        history.untaken.remove(entry);
+                        history.pinning.remove(entry);
+                    }
+                }
+            }
         }
     }
     history.republished.add_link_targets(warehouse).await?;
@@ -269,11 +355,24 @@ pub(crate) async fn read(
 /// What a logged publication names.
 enum Named {
     Names(Vec<String>),
-    /// It may name anything (why).
-    Unknown(String),
+    /// It may name anything (why); whether the published file itself is metadata a writer
+    /// accepts (what it leads to may name anything).
+    Unknown {
+        why: String,
+        publishable: bool,
+    },
 }
 
 impl History {
+    /// The warning for the publications this store never took, if there are any.
+    pub(crate) fn untaken_warning(&self) -> Option<String> {
+        let first = self.untaken.first()?;
+        Some(format!(
+            "{} change-log entries (the first `{first}`) announce publications this pointer store never took: what they publish is kept, and collection of it waits. Either their writers were stopped between logging and writing, or another pointer store with this catalog's id took them — a copy the ownership check cannot tell from this one (a cloned disk or host, a backup restored into the store's directory, a replica) that is still writing: stop it. If this store is the catalog's and no copy writes, `parqdb-catalog init --adopt` releases them (adopting restarts every retention clock)",
+            self.untaken.len()
+        ))
+    }
+
     /// The earliest walk a retention clock may come from, given the ownership epoch
     /// `epoch_ms` and this history's walk starting at `walk_start_ms`: that walk itself
     /// when the records cannot be explained.

@@ -252,9 +252,14 @@ impl GarbageCollector {
             observation.walked(),
             &previous,
             &rules.timing(),
+            walk_start_ms,
+            epoch,
             self.config.io_concurrency.max(1),
         )
         .await?;
+        observation
+            .warnings
+            .extend(observation.history.untaken_warning());
         let epoch_ms = marker.created_ms.saturating_add(rules.skew_ms);
         let floor_ms = observation.history.floor(epoch_ms, walk_start_ms);
         // A walk slower than half the lease (or a pause in it) must not be planned behind

@@ -109,6 +109,8 @@ pub fn settled(at_ms: i64, walk_start_ms: i64, timing: &Timing) -> bool {
     at_ms.saturating_add(timing.settle_ms) < walk_start_ms
 }
 
+pub use crate::catalog::changelog::taken;
+
 /// Whether a change-log entry logged at `at_ms` that publishes a file condemned at
 /// `condemned_ms` was necessarily refused: its publication checked for condemnations
 /// strictly after this one was visible (an entry is logged within the publish window of

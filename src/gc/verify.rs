@@ -109,6 +109,8 @@ impl Invocation<'_> {
                 observation.walked(),
                 &previous,
                 &rules.timing(),
+                walk_start_ms,
+                self.plan.epoch_ms.unwrap_or(i64::MIN),
                 concurrency,
             )
             .await?;

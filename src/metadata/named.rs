@@ -105,6 +105,18 @@ pub(crate) const MAX_SCANNED_BYTES: u64 = 1 << 30;
 /// metadata ([`possible_metadata`]).
 pub(crate) const MAX_FOLLOWED: usize = 100_000;
 
+/// Whether the object `name` is metadata (store failures are errors).
+pub(crate) async fn is_metadata(
+    warehouse: &Warehouse,
+    registry: &FamilyRegistry,
+    name: &str,
+) -> Result<bool> {
+    Ok(matches!(
+        read_parsed(warehouse, registry, name).await?,
+        Parsed::Metadata(_)
+    ))
+}
+
 /// Read and parse the object `name`. Store failures are errors; anything else that is not
 /// valid metadata is opaque.
 pub(crate) async fn read_parsed(

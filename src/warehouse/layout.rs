@@ -12,6 +12,9 @@
 //!                                    are not yet released
 //! <root>/_gc/lease/                  LEASE_DIR: the lease's generations
 //! <root>/_gc/changes/               CHANGES_DIR: the catalog's change log of pointer writes
+//! <root>/_gc/links/                 LINKS_DIR: which commit each pointer write replaced
+//! <root>/_gc/adoptions/<ms>.json     ADOPTIONS_DIR: the change-log entries each claim or
+//!                                    adoption found (logged before its epoch)
 //! <root>/_gc/claims/<catalog-id>.json  CLAIMS_DIR: the owning catalog's claim records,
 //! <root>/_gc/claims/<catalog-id>.bound  and the mark that it bound its store exactly
 //! <root>/metadata/                   METADATA_DIR: immutable metadata files (managed)
@@ -81,6 +84,12 @@ pub(crate) const DELETED_DIR: &str = "_gc/deleted";
 pub(crate) const LEASE_DIR: &str = "_gc/lease";
 /// The change log: one entry per pointer write, which the collector reads after its walks.
 pub(crate) const CHANGES_DIR: &str = "_gc/changes";
+/// The commit links: `_gc/links/<ms>-<commit>-<base>` (empty), one per register or
+/// commit write, naming the commit it replaced (`none` for a key without a record).
+pub(crate) const LINKS_DIR: &str = "_gc/links";
+/// The entries each claim or adoption found: `_gc/adoptions/<created-ms>.json`, the names
+/// of the change-log entries logged before the epoch it began, whatever writers' clocks say.
+pub(crate) const ADOPTIONS_DIR: &str = "_gc/adoptions";
 /// The claim records: `_gc/claims/<catalog-id>.json`, a copy of the marker the owning
 /// catalog writes (create-if-absent) once the marker names it.
 pub(crate) const CLAIMS_DIR: &str = "_gc/claims";

@@ -97,6 +97,13 @@ pub trait Hook: Send + Sync + 'static {
     fn capabilities(&self, inner: Capabilities) -> Capabilities {
         inner
     }
+
+    /// The location the store reports, given the inner store's (default: that one). A
+    /// hook may pose as another store: a copy that the ownership check cannot tell from
+    /// the original, as a clone of its disk is.
+    fn location(&self, inner: Option<String>) -> Option<String> {
+        inner
+    }
 }
 
 /// See the module docs.
@@ -130,7 +137,7 @@ impl<H: Hook> PointerStore for Hooked<H> {
     }
 
     async fn location(&self) -> Result<Option<String>, StoreError> {
-        self.inner.location().await
+        Ok(self.hook.location(self.inner.location().await?))
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -275,7 +275,9 @@ async fn earlier_use(
             // way or one that stopped before its marker, by this catalog or another (a
             // racing catalog that sees it must go on and lose the race for the marker, not
             // take the warehouse for a used one).
-            if is_binding_record(&name) {
+            // Nor is a claim's list of the log (`changelog::record_release`), written
+            // before the binding record.
+            if is_binding_record(&name) || crate::catalog::changelog::is_release(&name) {
                 continue;
             }
             if Some(name.as_str()) != publishing && Some(&name) != own_record.as_ref() {
@@ -467,7 +469,11 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
     // stops between the two leaves the record, never an exact marker without it (GC round
     // 105, F1: a lost record let a looser marker pass again).
     let binding = binding_record(id);
-    let bind = || record_binding(warehouse, &binding, &marker, &bytes);
+    let bind = async || {
+        // What the log holds before the epoch begins (rule N of `gc` releases it).
+        crate::catalog::changelog::record_release(catalog, now_ms).await?;
+        record_binding(warehouse, &binding, &marker, &bytes).await
+    };
     let owned = match existing {
         None => {
             bind().await?;

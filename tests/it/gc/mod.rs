@@ -16,3 +16,4 @@ mod simulation;
 mod state_machine;
 mod store_binding;
 mod superseded_runs;
+mod untaken_publications;

@@ -17,7 +17,9 @@
 //! leaves its entry), drop identifiers; an operator backs up and
 //! restores the records, edits a record by hand or adopts the warehouse (records it
 //! restores name files a pointer reached within the retention: a backup older than that
-//! may name collected files, which no collector can prevent); time passes; the run crashes
+//! may name collected files, which no collector can prevent); the collector's store is
+//! cloned and the collector walks the clone while writers write the original (a copy the
+//! ownership check cannot tell apart, rule N); time passes; the run crashes
 //! (and a write it had in flight lands later, as a paused process's would).
 //!
 //! **Safety** (`always`): no object is deleted while a pointer reached it within the
@@ -25,7 +27,7 @@
 //! deleted file. **Liveness** (`sometimes`, plus the bound the random simulation checks):
 //! garbage that lost reachability is collected.
 //!
-//! `PARQDB_GC_MODEL_TIME`, `_PUBLISHES`, `_OPERATOR`, `_CRASHES` and `_RUNS` widen the
+//! `PARQDB_GC_MODEL_TIME`, `_PUBLISHES`, `_OPERATOR`, `_CRASHES`, `_RUNS` and `_FORKS` widen the
 //! configuration (BENCHMARKS.md reports a larger run).
 
 use std::collections::BTreeMap;
@@ -90,10 +92,14 @@ impl Record {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Logged {
     at: i64,
+    key: usize,
     commit: u8,
     publishes: Option<usize>,
     /// The file the write replaces (a commit's base, a dropped record's file).
     replaces: Option<usize>,
+    /// Listed by the adoption that began the current epoch: logged before it, whatever
+    /// the writers' clocks said (rule N judges only the entries an adoption did not list).
+    released: bool,
 }
 
 /// A publication logged and not yet landed: it lands within the window of its entry.
@@ -178,12 +184,19 @@ struct State {
     /// The record no walk sees (its disk not mounted), if any: it is still there, and
     /// readers find it (they read it where the disk is mounted).
     hidden: Option<usize>,
+    /// The commit links: each landed register or commit, and the commit it replaced.
+    links: Vec<(u8, Option<u8>)>,
+    /// A copy of the records the ownership check cannot tell from them (a clone of the
+    /// store's disk), taken at some point: the collector walks it from then on, while
+    /// writers go on writing the original (rule N).
+    forked: Option<[Record; KEYS]>,
     /// Budgets that keep the model finite.
     publishes_left: u8,
     drops_left: u8,
     operator_left: u8,
     crashes_left: u8,
     runs_left: u8,
+    forks_left: u8,
     /// The first safety violation seen, if any.
     violation: Option<String>,
     /// Whether anything has been collected.
@@ -211,6 +224,9 @@ enum Action {
         file: usize,
     },
     Adopt,
+    /// The collector's store is cloned: from now on it walks the clone, writers the
+    /// original.
+    Fork,
     StartRun,
     ReadLog,
     /// Assess every unreachable object (each assessment reads only the run's walk and log
@@ -239,6 +255,8 @@ struct GcModel {
     operator: u8,
     crashes: u8,
     runs: u8,
+    /// Clones of the store the collector walks (rule N).
+    forks: u8,
 }
 
 /// Where the checked histories start.
@@ -276,7 +294,7 @@ fn live_files(records: &[Record; KEYS]) -> impl Iterator<Item = usize> + '_ {
 impl State {
     /// The records as a walk finds them (a hidden one is absent).
     fn visible(&self) -> [Record; KEYS] {
-        let mut visible = self.records;
+        let mut visible = self.forked.unwrap_or(self.records);
         if let Some(key) = self.hidden {
             visible[key] = Record::Absent;
         }
@@ -289,17 +307,25 @@ impl State {
     fn read_log(
         &self,
         records: &[Option<(u8, Option<u8>)>; KEYS],
+        walk: i64,
     ) -> ([Option<i64>; OBJECTS], bool) {
         let mut republished = [None; OBJECTS];
-        for entry in &self.log {
-            // What it published, unless refused; what it replaced, in any case.
+        let untaken = self.untaken(records, walk);
+        for (entry, untaken) in self.log.iter().zip(untaken) {
+            // What it published, unless refused — at every walk if the store never took
+            // it (rule N) —; what it replaced, in any case.
             let published = entry
                 .publishes
                 .filter(|file| !rules::refused(entry.at, self.ledger[*file].condemned, &TIMING));
-            for file in published.into_iter().chain(entry.replaces) {
+            let at = if untaken { i64::MAX } else { entry.at };
+            for (file, at) in published
+                .map(|file| (file, at))
+                .into_iter()
+                .chain(entry.replaces.map(|file| (file, entry.at)))
+            {
                 for (object, named) in closure(std::iter::once(file)).iter().enumerate() {
                     if *named {
-                        republished[object] = republished[object].max(Some(entry.at));
+                        republished[object] = republished[object].max(Some(at));
                     }
                 }
             }
@@ -323,6 +349,43 @@ impl State {
             }
         }
         (republished, unexplained)
+    }
+
+    /// Which entries of the log publish what a walk that saw `records` at `walk` finds
+    /// never taken (rule N, by the collector's `rules::taken`): settled, not released by
+    /// the adoption that began the current epoch (what the log held and the adopting store
+    /// did not take), and neither held by a record (its chain, one deep) nor replaced by a
+    /// commit held (the commit links).
+    fn untaken(&self, records: &[Option<(u8, Option<u8>)>; KEYS], walk: i64) -> Vec<bool> {
+        self.log
+            .iter()
+            .zip(self.taken(records))
+            .map(|(entry, taken)| {
+                entry.publishes.is_some()
+                    && !entry.released
+                    && rules::settled(entry.at, walk, &TIMING)
+                    && !taken
+            })
+            .collect()
+    }
+
+    /// Which entries of the log `records` took (rule N's `rules::taken`).
+    fn taken(&self, records: &[Option<(u8, Option<u8>)>; KEYS]) -> Vec<bool> {
+        let commits: Vec<[u8; 1]> = self.log.iter().map(|entry| [entry.commit]).collect();
+        let writes: Vec<&[u8]> = commits.iter().map(|commit| commit.as_slice()).collect();
+        let held = records
+            .iter()
+            .flatten()
+            .flat_map(|(commit, previous)| [Some(*commit), *previous])
+            .flatten();
+        let base = |commit: u8| {
+            self.links
+                .iter()
+                .filter(|(linked, _)| *linked == commit)
+                .filter_map(|(_, base)| *base)
+                .collect::<Vec<u8>>()
+        };
+        rules::taken(&writes, held, base)
     }
 
     fn trusted_clock(&self, object: usize, run: u8) -> Option<Clock> {
@@ -439,9 +502,11 @@ impl Model for GcModel {
             next_commit: 1,
             log: vec![Logged {
                 at: 0,
+                key: 0,
                 commit: 1,
                 publishes: Some(0),
                 replaces: None,
+                released: false,
             }],
             pending: Vec::new(),
             deleted: [false; OBJECTS],
@@ -457,11 +522,14 @@ impl Model for GcModel {
             epoch: 0,
             backup: None,
             hidden: None,
+            forked: None,
+            links: Vec::new(),
             publishes_left: self.publishes,
             drops_left: 1,
             operator_left: self.operator,
             crashes_left: self.crashes,
             runs_left: self.runs,
+            forks_left: self.forks,
             violation: None,
             collected: false,
         };
@@ -537,7 +605,16 @@ impl Model for GcModel {
                 }
             }
         }
-        if state.operator_left > 0 {
+        // A clone of the store's disk, collecting while the original writes on: taken at
+        // the start, after any writes then (a clone taken later only holds more of the
+        // original's writes, which it then takes; `PARQDB_GC_MODEL_FORK_ANYTIME` lets it
+        // happen between any two runs, for a deeper run).
+        let fork_now = state.run.is_none() && (state.now == 0 || fork_anytime());
+        if state.forks_left > 0 && state.forked.is_none() && fork_now {
+            actions.push(Action::Fork);
+        }
+        // The operator's steps are on the original; none of them follows a fork.
+        if state.operator_left > 0 && state.forked.is_none() {
             match state.backup {
                 None => actions.push(Action::Backup),
                 // A backup older than the retention cannot be restored: what it names may
@@ -600,9 +677,11 @@ impl Model for GcModel {
                 };
                 state.log.push(Logged {
                     at: state.now,
+                    key,
                     commit,
                     publishes: Some(file),
                     replaces,
+                    released: false,
                 });
                 // The check for condemnations runs in the same window: a condemned file,
                 // or one over condemned tables, is refused (its entry stays: the writer
@@ -619,6 +698,8 @@ impl Model for GcModel {
             Action::WriteFresh => state.fresh_written = Some(state.now),
             Action::Land(at) => {
                 let pending = state.pending.remove(at);
+                let base = state.records[pending.key].commit().map(|(id, _)| id);
+                state.links.push((pending.commit, base));
                 state.records[pending.key] = Record::Live {
                     file: pending.file,
                     commit: state.records[pending.key].chain(pending.commit),
@@ -635,9 +716,11 @@ impl Model for GcModel {
                 let commit = state.fresh_commit();
                 state.log.push(Logged {
                     at: state.now,
+                    key,
                     commit,
                     publishes: None,
                     replaces: Some(file),
+                    released: false,
                 });
                 state.records[key] = Record::Dropped {
                     file,
@@ -660,6 +743,17 @@ impl Model for GcModel {
             Action::Adopt => {
                 state.operator_left -= 1;
                 state.epoch = state.now;
+                // The adoption releases what the log holds and the adopting store did not
+                // take (`changelog::record_release`).
+                let records = state.visible().map(Record::commit);
+                let taken = state.taken(&records);
+                for (entry, taken) in state.log.iter_mut().zip(taken) {
+                    entry.released |= !taken;
+                }
+            }
+            Action::Fork => {
+                state.forks_left -= 1;
+                state.forked = Some(state.records);
             }
             Action::StartRun => {
                 state.runs_left -= 1;
@@ -683,7 +777,7 @@ impl Model for GcModel {
             }
             Action::ReadLog => {
                 let run = state.run.as_ref()?;
-                let (republished, unexplained) = state.read_log(&run.records);
+                let (republished, unexplained) = state.read_log(&run.records, run.walk);
                 let floor = rules::floor(state.epoch, unexplained, run.walk);
                 let run = state.run.as_mut()?;
                 run.republished = republished;
@@ -756,7 +850,8 @@ impl Model for GcModel {
             }
             Action::Verify => {
                 let visible = state.visible();
-                let (republished, unexplained) = state.read_log(&visible.map(Record::commit));
+                let (republished, unexplained) =
+                    state.read_log(&visible.map(Record::commit), state.now);
                 let reachable = closure(live_files(&visible));
                 let run = state.run.as_mut()?;
                 run.reachable_again = reachable;
@@ -813,9 +908,11 @@ impl Model for GcModel {
                     }
                 }
                 state.journal = Some(journal);
-                state
-                    .log
-                    .retain(|entry| !rules::settled(entry.at, run.walk, &TIMING));
+                let untaken = state.untaken(&run.records, run.walk);
+                let mut untaken = untaken.into_iter();
+                state.log.retain(|entry| {
+                    untaken.next().unwrap_or(true) || !rules::settled(entry.at, run.walk, &TIMING)
+                });
             }
             Action::Release(object) => state.ledger[object] = Entry::default(),
             Action::Crash => {
@@ -854,6 +951,12 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// Whether a clone of the store may be taken at any step between runs (else before the
+/// first run).
+fn fork_anytime() -> bool {
+    std::env::var_os("PARQDB_GC_MODEL_FORK_ANYTIME").is_some()
+}
+
 /// Check every property over every interleaving of `model` (depth-first: memory holds
 /// the visited states' fingerprints and one path); the states explored.
 fn check(model: GcModel) -> (usize, usize, usize) {
@@ -883,14 +986,15 @@ fn configured(default: GcModel) -> GcModel {
         operator: env_number("PARQDB_GC_MODEL_OPERATOR", default.operator.into()) as u8,
         crashes: env_number("PARQDB_GC_MODEL_CRASHES", default.crashes.into()) as u8,
         runs: env_number("PARQDB_GC_MODEL_RUNS", default.runs.into()) as u8,
+        forks: env_number("PARQDB_GC_MODEL_FORKS", default.forks.into()) as u8,
     }
 }
 
 fn check_configured(name: &str, default: GcModel) {
     let model = configured(default);
     let described = format!(
-        "{name}: time {}, publications {}, operator actions {}, crashes {}, runs {}",
-        model.max_time, model.publishes, model.operator, model.crashes, model.runs
+        "{name}: time {}, publications {}, operator actions {}, crashes {}, runs {}, forks {}",
+        model.max_time, model.publishes, model.operator, model.crashes, model.runs, model.forks
     );
     let started = std::time::Instant::now();
     let (states, unique, depth) = check(model);
@@ -908,6 +1012,7 @@ const SMALL: GcModel = GcModel {
     operator: 0,
     crashes: 0,
     runs: 3,
+    forks: 0,
 };
 
 /// Writers register and commit any file at any identifier, publications land late or
@@ -947,6 +1052,23 @@ fn restores_hand_edits_and_adoption_never_let_a_run_delete_within_retention() {
         "operator",
         GcModel {
             operator: 1,
+            ..SMALL
+        },
+    );
+}
+
+/// The collector's store is cloned at any step (a block-level copy of its disk, which the
+/// ownership check cannot tell from it) and the collector walks the clone from then on,
+/// while writers register and commit on the original: what they publish is never taken
+/// by the clone, so nothing it names is deleted (rule N; GC round 109, F1).
+#[test]
+fn a_clone_of_the_store_never_lets_a_run_delete_what_the_original_reaches() {
+    check_configured(
+        "a clone of the store",
+        GcModel {
+            max_time: 7,
+            publishes: 1,
+            forks: 1,
             ..SMALL
         },
     );

@@ -351,6 +351,10 @@ struct Sim {
     /// every run restarts every clock until the operator adopts (at the latest when the
     /// history quiesces).
     unadopted: bool,
+    /// Metadata files a publication refused while the warehouse failed deletes may have
+    /// left announced: its writer could not withdraw its change-log entry, and no store
+    /// shows the write, so what the file names is kept until an adoption (rule N of `gc`).
+    unwithdrawn: BTreeSet<String>,
     last_gc: i64,
     gc_runs: u64,
     deleted_total: u64,
@@ -468,6 +472,7 @@ impl Sim {
             deletions_seen: 0,
             budgeted,
             unadopted: false,
+            unwithdrawn: BTreeSet::new(),
             last_gc: now,
             gc_runs: 0,
             deleted_total: 0,
@@ -729,6 +734,11 @@ impl Sim {
     fn protected(&self) -> BTreeSet<String> {
         let mut protected = BTreeSet::new();
         let referrers = self.metadata.keys().chain(self.strays.keys());
+        for path in &self.unwithdrawn {
+            if self.objects.get(path).is_some_and(|o| o.deleted.is_none()) {
+                protected.insert(path.clone());
+            }
+        }
         for path in referrers.chain(self.gave_up.keys()) {
             if self.objects.get(path).is_none_or(|o| o.deleted.is_some()) {
                 continue;
@@ -1672,8 +1682,18 @@ impl Sim {
         }
         let result = collector.collect(self.now()).await;
         self.env.sim.fail_deletes_after(None);
-        if let (Some(op), Some(true)) = (inject, *outcome.lock().expect("lock")) {
-            self.apply(&op);
+        match (inject, *outcome.lock().expect("lock")) {
+            (Some(op), Some(true)) => self.apply(&op),
+            // A refused publication withdraws its entry: a delete, which may have failed.
+            (
+                Some(Op::Register { location, .. } | Op::Commit { new: location, .. }),
+                Some(false),
+            ) if crash => {
+                if let Ok(relative) = self.env.warehouse.relative(&location) {
+                    self.unwithdrawn.insert(relative);
+                }
+            }
+            _ => {}
         }
         match result {
             Ok(report) => {
@@ -1864,6 +1884,7 @@ impl Sim {
             .await
             .expect("adopted");
         self.unadopted = false;
+        self.unwithdrawn.clear();
         self.crashed = true;
     }
 
@@ -2798,7 +2819,9 @@ impl Sim {
         }
         // Quiesce: stop writing, keep collecting; everything unreachable goes.
         self.settle_pending(true).await;
-        if self.unadopted {
+        // The operator adopts a restore, and releases what unwithdrawn entries keep (every
+        // run warns of them).
+        if self.unadopted || !self.unwithdrawn.is_empty() {
             self.adopt().await;
         }
         let end = self.now() + RETENTION + DELAY + 4 * PERIOD + LEASE;

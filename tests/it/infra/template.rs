@@ -627,11 +627,34 @@ fn writers_may_claim_the_warehouse_create_only_and_nobody_else_may_write_the_mar
             !puts_records.is_empty(),
             "{role} must create its claim record"
         );
+        // Every pointer write is logged first and leaves its commit link beside it, and a
+        // claim lists the log before its marker (src/catalog/changelog.rs; GC round 112,
+        // L2: without the links every busy index stopped collection).
+        let mut puts_gc = Vec::new();
+        let writes_pointers = *role != role_of(&template, "NamespaceFunction");
+        for (dir, why) in [
+            ("changes", "log its pointer writes"),
+            ("links", "leave the commit link of each pointer write"),
+            (
+                "adoptions",
+                "list the change log when it claims the warehouse",
+            ),
+        ]
+        .into_iter()
+        .filter(|(dir, _)| writes_pointers || *dir == "adoptions")
+        {
+            let resource =
+                format!("!Sub ${{WarehouseBucket.Arn}}/${{WarehousePrefix}}/_gc/{dir}/*");
+            let puts = grants("s3:PutObject", &resource);
+            assert!(!puts.is_empty(), "{role} must {why} (`_gc/{dir}/*`)");
+            puts_gc.extend(puts);
+        }
         for put in puts
             .iter()
             .chain(&puts_id)
             .chain(&puts_classes)
             .chain(&puts_records)
+            .chain(&puts_gc)
         {
             assert!(
                 requires_if_none_match(put.condition),
