@@ -212,17 +212,17 @@ impl Prelogged {
 }
 
 impl Catalog {
-    /// Leave the link of `commit`, a pointer write replacing `base` (see `gc::untaken` and
-    /// `gc::history`): issued beside the write itself, so it costs no round trip. Best
-    /// effort, never a deletion: without it, an entry its base's writer logged waits for
-    /// the store to show that write itself (a leak until `init --adopt`), and a record
-    /// whose chain forgot the commit a run saw descends from it by the time its oldest
-    /// commit was logged, as before links (GC round 112, L1).
-    pub(crate) async fn log_link(&self, commit: Uuid, base: Option<Uuid>) {
+    /// Store the link of `commit`, a pointer write replacing `base` (see `gc::untaken` and
+    /// `gc::history`), before the write is issued: a commit a record holds has its link,
+    /// always, so a record whose links do not lead back to the commit a run saw does not
+    /// descend from it (a clone's commits, or an earlier release's writer: no evidence,
+    /// and none is guessed from times — GC round 113, M1), and an entry behind a commit the
+    /// store took is taken (round 113, L3). A write whose link cannot be stored is not
+    /// issued.
+    pub(crate) async fn log_link(&self, commit: Uuid, base: Option<Uuid>) -> Result<()> {
         let name = link_name(self.now_ms(), commit, base);
-        if let Err(err) = self.warehouse().put_if_absent(&name, Bytes::new()).await {
-            tracing::warn!(error = %err, "writing a commit link failed");
-        }
+        self.warehouse().put_if_absent(&name, Bytes::new()).await?;
+        Ok(())
     }
 
     /// Withdraw the change-log entry `name` of writes that certainly did not land (best
@@ -329,11 +329,6 @@ impl Links {
         self.bases.get(&commit).cloned().unwrap_or_default()
     }
 
-    /// Whether `commit` has a link (a write of this release left one).
-    pub(crate) fn linked(&self, commit: Uuid) -> bool {
-        self.bases.contains_key(&commit)
-    }
-
     /// Whether some link names `commit` as the commit it replaced.
     pub(crate) fn replaced(&self, commit: Uuid) -> bool {
         self.replaced.contains(&commit)
@@ -357,6 +352,11 @@ pub(crate) async fn prune_links(warehouse: &Warehouse, before_ms: i64) -> Result
     Ok(count)
 }
 
+/// The clock skew an adoption allows between its own clock and writers' (the collector's
+/// default allowance): entries logged later than a publish window and twice this before it
+/// are not released.
+const ADOPTION_SKEW_MS: i64 = 5 * 60 * 1000;
+
 /// Where the claim or adoption of `epoch_ms` lists the entries it found.
 fn release_name(epoch_ms: i64) -> String {
     format!("{ADOPTIONS_DIR}/{:020}.json", epoch_ms.max(0))
@@ -378,7 +378,8 @@ pub(crate) fn is_release(name: &str) -> bool {
 
 /// Record which entries of the log the claim or adoption of the epoch `epoch_ms`
 /// releases from rule N (`gc::untaken`), before it writes its marker: those logged before
-/// it whose publication the adopting store did not take (a writer stopped before its
+/// it (settled: no write of theirs can land any more) whose publication the adopting store
+/// did not take (a writer stopped before its
 /// write, a write a restored backup lost) — the operator's word that this store is the
 /// catalog. Not the others: a copy of the store that passes for it (a cloned disk) reads
 /// the same list, and the owner's later writes it lacks must stay judged there (GC round
@@ -389,9 +390,16 @@ pub(crate) async fn record_release(catalog: &Catalog, epoch_ms: i64) -> Result<(
     let warehouse = catalog.warehouse();
     let log = read(warehouse, 8).await?;
     let links = Links::read(warehouse).await?;
+    // An entry logged within a publish window (and the clocks' skew) of the adoption may
+    // belong to a write still in flight, which lands after the records are read: it stays
+    // judged (GC round 113, A2: released, it let a clone delete the owner's commit).
+    let settled_before = epoch_ms
+        .saturating_sub(i64::try_from(catalog.inner.publish_window.as_millis()).unwrap_or(i64::MAX))
+        .saturating_sub(2 * ADOPTION_SKEW_MS);
     let publishing: Vec<(&Change, &LoggedWrite)> = log
         .changes
         .iter()
+        .filter(|change| change.at_ms < settled_before)
         .flat_map(|change| change.writes.iter().map(move |write| (change, write)))
         .filter(|(_, write)| write.publishes.is_some())
         .collect();

@@ -99,9 +99,15 @@ impl Catalog {
         previous: Option<&Stored>,
         record: &PointerRecord,
     ) -> Result<WriteOutcome> {
-        let entry = self
-            .log_writes(vec![LoggedWrite::of(identifier, record)])
-            .await?;
+        let (entry, link) = futures::join!(
+            self.log_writes(vec![LoggedWrite::of(identifier, record)]),
+            self.link(previous, record)
+        );
+        let entry = entry?;
+        if let Err(err) = link {
+            self.withdraw_entry(entry).await;
+            return Err(err);
+        }
         let outcome = self
             .write_pointer_with(identifier, previous, record, self.retry())
             .await;
@@ -123,6 +129,7 @@ impl Catalog {
         record: &PointerRecord,
     ) -> Result<WriteOutcome> {
         ids.logged()?;
+        self.link(previous, record).await?;
         let ended = || window.ended();
         ids.issuing();
         let outcome = window
@@ -153,24 +160,24 @@ impl Catalog {
                 Basis::Commit(previous.record.commit_id),
             ),
         };
-        // Beside the write, no round trip: which commit it replaces, for the collector
-        // (`gc::untaken`).
+        conditional_write_listed(
+            self.store().as_ref(),
+            &identifier.store_key(),
+            Bytes::from(record.to_bytes()),
+            mode,
+            record.listing(),
+            basis,
+            record.commit_id,
+            retry,
+        )
+        .await
+    }
+
+    /// Store the link of `record`'s write, which replaces `previous` (or creates the key),
+    /// before the write (see `Catalog::log_link`).
+    async fn link(&self, previous: Option<&Stored>, record: &PointerRecord) -> Result<()> {
         let base = previous.map(|previous| previous.record.commit_id);
-        let key = identifier.store_key();
-        let (outcome, ()) = futures::join!(
-            conditional_write_listed(
-                self.store().as_ref(),
-                &key,
-                Bytes::from(record.to_bytes()),
-                mode,
-                record.listing(),
-                basis,
-                record.commit_id,
-                retry,
-            ),
-            self.log_link(record.commit_id, base)
-        );
-        outcome
+        self.log_link(record.commit_id, base).await
     }
 
     pub(crate) fn fresh_commit_id(&self) -> Uuid {

@@ -349,29 +349,27 @@ impl Catalog {
                 },
             },
         ];
-        let entry = self
-            .log_writes(vec![
+        // The entry, and the links of the two writes (which commits they replace, for the
+        // collector: `gc::untaken`), are stored before the transaction is issued.
+        let (entry, tombstone_link, created_link) = futures::join!(
+            self.log_writes(vec![
                 LoggedWrite::of(from, &tombstone),
                 LoggedWrite::of(&intent.to, &created),
-            ])
-            .await?;
+            ]),
+            self.log_link(tombstone.commit_id, Some(source.record.commit_id)),
+            self.log_link(created.commit_id, dest.map(|dest| dest.record.commit_id)),
+        );
+        let entry = entry?;
+        if let Err(err) = tombstone_link.and(created_link) {
+            self.withdraw_entry(entry).await;
+            return Err(err);
+        }
         let store = self.store().as_ref();
         let retry = self.retry();
         let mut ambiguous = false;
-        // Which commits the two writes replace, for the collector (`gc::untaken`): beside
-        // the first attempt, no round trip.
-        let mut links = Some(futures::future::join(
-            self.log_link(tombstone.commit_id, Some(source.record.commit_id)),
-            self.log_link(created.commit_id, dest.map(|dest| dest.record.commit_id)),
-        ));
         for attempt in 1..=retry.max_attempts() {
             super::write::note_pointer_write();
-            let transacted = store.transact(writes.clone());
-            let transacted = match links.take() {
-                Some(links) => futures::join!(transacted, links).0,
-                None => transacted.await,
-            };
-            match transacted {
+            match store.transact(writes.clone()).await {
                 Ok(_) => return Ok(true),
                 Err(StoreError::Precondition) | Err(StoreError::AlreadyExists) => {}
                 Err(StoreError::Ambiguous(_)) => ambiguous = true,

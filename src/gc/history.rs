@@ -134,18 +134,11 @@ pub(crate) async fn read(
     }
     let (records, changed) = (observation.records, observation.changed);
     let mut logged: HashSet<Uuid> = HashSet::new();
-    // The commit ids of writes logged since the previous finished run's walk (a write
-    // that landed after it was logged no earlier than `settle` before it).
-    let mut logged_since: HashSet<Uuid> = HashSet::new();
-    let since_ms = previous.run_ms.saturating_sub(timing.settle_ms);
     // Location -> (times it was published, times it was replaced).
     let mut published: HashMap<String, (Vec<i64>, Vec<i64>)> = HashMap::new();
     for change in &log.changes {
         for write in &change.writes {
             logged.extend(write.commit_ids.iter().copied());
-            if change.at_ms >= since_ms {
-                logged_since.extend(write.commit_ids.iter().copied());
-            }
             if let Some(location) = &write.publishes {
                 published
                     .entry(location.clone())
@@ -190,31 +183,16 @@ pub(crate) async fn read(
     // A record that does not remember the commit seen at its key is the seen record
     // away, not its successor (rounds 37 J2 and 38 K1, K3, K4): unless its chain is full
     // and the commit links lead from its oldest remembered commit back to the seen one
-    // (see `Stranger`). That its oldest commit was logged since is no evidence by itself:
-    // a clone of the store committing more than a chain remembers passed for the owner's
-    // successor, and its collector deleted the owner's live index (round 111, F3). Only
-    // where the links break at a commit logged since that has no link at all (its writer
-    // stopped, or the store failed, between its pointer write and its link) does the time
-    // decide, as before: one lost link must not stop collection for good (round 112, L1).
-    // A backup put back in place is a stranger too, until `init --adopt` says it is the
-    // catalog.
+    // (see `Stranger`; every pointer write stores its link before it is issued). That its
+    // oldest commit was logged since is no evidence: a clone of the store committing more
+    // than a chain remembers passed for the owner's successor, and its collector deleted
+    // the owner's live index (round 111, F3; round 113, M1, through a commit without a
+    // link). A backup put back in place is a stranger too, until `init --adopt` says it is
+    // the catalog.
     let descends = |origin: Uuid, seen: Uuid| {
-        let mut queue = vec![origin];
-        let mut visited: HashSet<Uuid> = HashSet::new();
-        while let Some(commit) = queue.pop() {
-            if commit == seen {
-                return true;
-            }
-            if !visited.insert(commit) {
-                continue;
-            }
-            if links.linked(commit) {
-                queue.extend(links.bases(commit));
-            } else if logged_since.contains(&commit) {
-                return true;
-            }
-        }
-        false
+        rules::taken(&[std::slice::from_ref(&seen)], [origin], |commit| {
+            links.bases(commit)
+        })[0]
     };
     let strange = |found: Option<&Stranger>, seen: Uuid| {
         found.is_some_and(|stranger| stranger.origin.is_none_or(|origin| !descends(origin, seen)))

@@ -16,8 +16,8 @@
 //! before (a publication restarts clocks when it was logged; the epoch floor gives
 //! everything a full retention from the adoption). Which entries came before the epoch is
 //! decided by that list, not by clocks: a writer whose clock is behind the adopter's dates
-//! a later entry before the epoch (the model check found it at once). For an epoch an
-//! earlier release began (no list), what its clock dates after the epoch is judged. GC round
+//! a later entry before the epoch (the model check found it at once). An epoch an earlier
+//! release began (no list) releases nothing. GC round
 //! 109, F1: a clone of the owner's disk on another host, sharing the warehouse, deleted
 //! the owner's later index — none of its records differed from the owner's.
 //!
@@ -74,10 +74,8 @@ pub(crate) async fn untaken(
         .iter()
         .flat_map(|change| change.writes.iter().map(move |write| (change, write)))
         .collect();
-    // Judged: a settled publication of the current epoch. The claim or adoption that
-    // began it listed the entries logged before it (released); an earlier release's
-    // adoption listed none, and released what its clock dated before it, or in its own
-    // millisecond.
+    // Judged: a settled publication the claim or adoption that began the current epoch
+    // did not release (`changelog::record_release`).
     let settled: Vec<usize> = (0..logged.len())
         .filter(|at| {
             let (change, write) = logged[*at];
@@ -92,10 +90,12 @@ pub(crate) async fn untaken(
         .into_iter()
         .filter(|at| {
             let change = logged[*at].0;
-            match &released {
-                Some(released) => !released.contains(&change.name),
-                None => change.at_ms > epoch_ms,
-            }
+            // An epoch without a list (begun by an earlier release, or its list lost)
+            // releases nothing: its clock dates nothing before it (GC round 113, M2: an
+            // earlier release's adoption released the owner's writes on a clone).
+            released
+                .as_ref()
+                .is_none_or(|released| !released.contains(&change.name))
         })
         .collect();
     if judged.is_empty() {

@@ -743,12 +743,13 @@ impl Model for GcModel {
             Action::Adopt => {
                 state.operator_left -= 1;
                 state.epoch = state.now;
-                // The adoption releases what the log holds and the adopting store did not
-                // take (`changelog::record_release`).
+                // The adoption releases what the log holds, settled, and the adopting store
+                // did not take (`changelog::record_release`).
                 let records = state.visible().map(Record::commit);
                 let taken = state.taken(&records);
+                let now = state.now;
                 for (entry, taken) in state.log.iter_mut().zip(taken) {
-                    entry.released |= !taken;
+                    entry.released |= !taken && rules::settled(entry.at, now, &TIMING);
                 }
             }
             Action::Fork => {

@@ -115,6 +115,9 @@ const SKEW: i64 = MINUTE;
 const LEASE: i64 = 5 * MINUTE;
 /// The longest gap between successful GC runs.
 const PERIOD: i64 = 30 * MINUTE;
+/// How long before an adoption an entry must be logged for the adoption to release it: a
+/// publish window and twice the skew an adoption allows (`changelog::record_release`).
+const ADOPTION_SETTLE: i64 = MINUTE + 2 * 5 * MINUTE;
 
 fn config(rng: &mut StdRng) -> GcConfig {
     GcConfig {
@@ -355,6 +358,10 @@ struct Sim {
     /// left announced: its writer could not withdraw its change-log entry, and no store
     /// shows the write, so what the file names is kept until an adoption (rule N of `gc`).
     unwithdrawn: BTreeSet<String>,
+    /// The metadata files operations published, and when: an adoption releases no entry
+    /// logged within [`ADOPTION_SETTLE`] of it, so one a restore lost stays kept until the
+    /// next adoption.
+    published_at: Vec<(i64, String)>,
     last_gc: i64,
     gc_runs: u64,
     deleted_total: u64,
@@ -473,6 +480,7 @@ impl Sim {
             budgeted,
             unadopted: false,
             unwithdrawn: BTreeSet::new(),
+            published_at: Vec::new(),
             last_gc: now,
             gc_runs: 0,
             deleted_total: 0,
@@ -1352,6 +1360,10 @@ impl Sim {
         if std::env::var_os("PARQDB_GC_SIM_TRACE").is_some() {
             eprintln!("op at {}: {op:?}", self.now());
         }
+        if let Op::Register { location, .. } | Op::Commit { new: location, .. } = op {
+            let now = self.now();
+            self.published_at.push((now, self.env.relative(location)));
+        }
         match op {
             Op::Register { name, location } => {
                 let metadata = self.metadata[&self.env.relative(location)].clone();
@@ -1885,6 +1897,13 @@ impl Sim {
             .expect("adopted");
         self.unadopted = false;
         self.unwithdrawn.clear();
+        // What was published within the settle time before it stays judged (a write in
+        // flight may land after the adoption reads the records): kept until the next
+        // adoption if the store lacks it.
+        let recent = self.now() - ADOPTION_SETTLE;
+        self.published_at.retain(|(at, _)| *at > recent);
+        self.unwithdrawn
+            .extend(self.published_at.iter().map(|(_, path)| path.clone()));
         self.crashed = true;
     }
 
@@ -2822,6 +2841,7 @@ impl Sim {
         // The operator adopts a restore, and releases what unwithdrawn entries keep (every
         // run warns of them).
         if self.unadopted || !self.unwithdrawn.is_empty() {
+            self.env.advance(ADOPTION_SETTLE + 1);
             self.adopt().await;
         }
         let end = self.now() + RETENTION + DELAY + 4 * PERIOD + LEASE;

@@ -7,6 +7,7 @@
 //! took shows which commit it replaced, however many commits ago its record forgot it.
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ use parqdb_catalog::store::local::LocalStore;
 use parqdb_catalog::store::{PointerStore, StoreError};
 use parqdb_catalog_testkit::store::{Call, Hook, Hooked};
 
+use crate::support::gc::hooked_store::HookedStore;
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, copy_dir, test_config};
 use parqdb_catalog::{IndexIdentifier, IndexMetadata};
 
@@ -352,6 +354,26 @@ impl ClonedThenCommitted {
             watched,
         }
     }
+
+    /// `on`, and then the owner's collector runs once, an hour later (its entry taken).
+    async fn collected_by_owner(env: &Env, next: &Layout) -> ClonedThenCommitted {
+        let cloned = ClonedThenCommitted::on(env, next).await;
+        env.advance(HOUR);
+        env.collect_completed(&gc::GcConfig::default()).await;
+        cloned
+    }
+
+    /// The clone's writer commits its own successors of `a`, a minute apart, more often
+    /// than a record remembers.
+    async fn commit_on_the_clone_past_a_records_memory(&self, env: &Env) {
+        let writer = self.clone.catalog(env);
+        let mut head = self.cloned.clone();
+        for n in 0..=parqdb_catalog::catalog::record::HISTORY {
+            env.advance(MINUTE);
+            let tag = format!("a/clone{n}");
+            head = commit_successor(env, &writer, &self.id, (&head.0, &head.1), &tag).await;
+        }
+    }
 }
 
 /// Round 111, F1: the owner's later snapshot names a family reference (centroids) that an
@@ -383,28 +405,9 @@ async fn redteam111_an_untaken_publication_whose_names_became_unknown_is_not_pru
 #[tokio::test]
 async fn redteam111_a_busy_clone_does_not_pass_for_the_owners_successor() {
     let env = Env::open(Backend::Local, 2740).await;
-    let ClonedThenCommitted {
-        clone,
-        id,
-        cloned: (metadata, v1),
-        watched,
-    } = ClonedThenCommitted::on(&env, &Layout::under("a/owner")).await;
-    env.advance(HOUR);
-    env.collect_completed(&gc::GcConfig::default()).await;
-    // The clone's writer commits its own successors of `a`, seventeen times.
-    let writer = clone.catalog(&env);
-    let (mut base, mut location) = (metadata, v1);
-    for n in 0..=parqdb_catalog::catalog::record::HISTORY {
-        env.advance(MINUTE);
-        let layout = Layout::under(&format!("a/clone{n}"));
-        let (next, at) = env.successor(&base, &layout, Some(1)).await;
-        writer
-            .commit(&id, Some(&layout.source), &location, &at)
-            .await
-            .expect("the clone commits");
-        (base, location) = (next, at);
-    }
-    let deleted = clone.collect_daily(&env, 24, &watched).await;
+    let cloned = ClonedThenCommitted::collected_by_owner(&env, &Layout::under("a/owner")).await;
+    cloned.commit_on_the_clone_past_a_records_memory(&env).await;
+    let deleted = cloned.clone.collect_daily(&env, 24, &cloned.watched).await;
     assert!(deleted.is_empty(), "the clone deleted {deleted:?}");
 }
 
@@ -489,64 +492,170 @@ async fn redteam112_an_adoption_by_the_owner_releases_nothing_a_clone_lacks() {
     assert!(env.all_exist(&watched).await);
 }
 
-/// Round 112, L1: the link of one commit of a busy index is lost (the store failed, or
-/// its writer stopped, between its pointer write and its link). Its record's chain no
-/// longer remembers the commit the previous run saw, and the links break there: the time
-/// decides for a commit logged since that run without any link, so collection goes on
-/// (it stopped for good: the record stayed "away" in every run).
+/// Round 112, L1 and round 113, L3: a commit whose link cannot be stored is not issued (a
+/// lost link broke the chain of evidence: first collection stopped for good, then the
+/// entries behind it stayed untaken), and its entry is withdrawn: the pointer is unchanged,
+/// and the next commit goes on.
 #[tokio::test]
-async fn redteam112_one_lost_link_does_not_stop_collection() {
+async fn redteam113_a_write_whose_link_cannot_be_stored_is_not_issued() {
     let env = Env::open(Backend::Memory, 2770).await;
-    let config = test_config();
-    let (id, first, v0) = env.register("a", &Layout::under("a/0")).await;
-    let (z, _, _) = env.register("z", &Layout::under("z/1")).await;
-    // The commit the run sees is no register (a record always remembers its creator).
-    let seen = Layout::under("a/seen");
-    let (mut metadata, mut location) = env.successor(&first, &seen, Some(1)).await;
+    let (id, metadata, v1) = env.register("a", &Layout::under("a/1")).await;
+    let refusing =
+        HookedStore::new(Arc::new(env.sim.clone())).fail_on(|key| key.contains("_gc/links/"));
+    let warehouse = parqdb_catalog::Warehouse::new(
+        env.warehouse.root(),
+        Arc::new(refusing),
+        env.warehouse.prefix().clone(),
+    )
+    .expect("warehouse");
+    let writer = Catalog::builder(env.pointer_store.clone(), warehouse)
+        .clock(env.clock.clone())
+        .ids(Arc::new(SeededIds::new(2771)))
+        .build();
+    let entries = async || {
+        env.objects()
+            .await
+            .into_iter()
+            .filter(|name| name.starts_with("_gc/changes/"))
+            .count()
+    };
+    let before = entries().await;
+    let next = Layout::under("a/2");
+    let (_, v2) = env.successor(&metadata, &next, None).await;
+    writer
+        .commit(&id, Some(&next.source), &v1, &v2)
+        .await
+        .expect_err("no link, no write");
+    assert_eq!(
+        env.catalog
+            .load(&id)
+            .await
+            .expect("loaded")
+            .metadata_location,
+        v1
+    );
+    assert_eq!(entries().await, before, "its entry is withdrawn");
     env.catalog
-        .commit(&id, Some(&seen.source), &v0, &location)
+        .commit(&id, Some(&next.source), &v1, &v2)
         .await
-        .expect("committed");
+        .expect("the next commit goes on");
+}
+
+/// Round 113, A2: the owner adopts while one of its own commits is in flight (its entry
+/// logged, its pointer write landing after the adoption read the records). An adoption
+/// releases no entry logged within a publish window and the skew of it, so the clone
+/// still keeps that commit's files.
+#[tokio::test]
+async fn redteam113_an_adoption_racing_a_write_in_flight_releases_nothing_of_it() {
+    let env = Env::open(Backend::Local, 2780).await;
+    let ClonedThenCommitted { clone, id, .. } =
+        ClonedThenCommitted::on(&env, &Layout::under("a/2")).await;
+    let current = env.catalog.load(&id).await.expect("loaded");
+    let base = env
+        .catalog
+        .read_metadata(&current.metadata_location)
+        .await
+        .expect("metadata");
     env.advance(HOUR);
-    env.collect_completed(&config).await;
-    let links_before: Vec<String> = env
-        .objects()
+    let next = Layout::under("a/3");
+    let (_, v3) = env.successor(&base, &next, Some(1)).await;
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let slow = Catalog::builder(
+        Arc::new(Hooked::new(env.pointer_store.clone(), Gate(gate.clone()))),
+        env.warehouse.clone(),
+    )
+    .clock(env.clock.clone())
+    .ids(Arc::new(SeededIds::new(2781)))
+    .probe_on_first_write(false)
+    .build();
+    let in_flight = {
+        let (id, source, base, v3) = (
+            id.clone(),
+            next.source.clone(),
+            current.metadata_location.clone(),
+            v3.clone(),
+        );
+        tokio::spawn(async move { slow.commit(&id, Some(&source), &base, &v3).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    gc::adopt(&env.catalog, env.now()).await.expect("adopted");
+    gate.add_permits(1);
+    tokio::time::timeout(Duration::from_secs(30), in_flight)
         .await
+        .expect("the commit ends")
+        .expect("task")
+        .expect("the commit lands");
+    let watched: Vec<String> = next
+        .files()
         .into_iter()
-        .filter(|name| name.starts_with("_gc/links/"))
+        .chain([env.relative(&v3)])
         .collect();
-    for n in 1..=parqdb_catalog::catalog::record::HISTORY + 4 {
-        env.advance(MINUTE);
-        let (successor, at) = commit_successor(
-            &env,
-            &env.catalog,
-            &id,
-            (&metadata, &location),
-            &format!("a/{n}"),
-        )
-        .await;
-        (metadata, location) = (successor, at);
+    let deleted = clone.collect_daily(&env, 24, &watched).await;
+    assert!(deleted.is_empty(), "the clone deleted {deleted:?}");
+}
+
+/// A store whose pointer writes wait until the gate opens (`add_permits`).
+struct Gate(Arc<tokio::sync::Semaphore>);
+
+#[async_trait]
+impl Hook for Gate {
+    async fn before(
+        &self,
+        _inner: &Arc<dyn PointerStore>,
+        call: Call<'_>,
+    ) -> Result<(), StoreError> {
+        if matches!(call, Call::Put { .. }) {
+            let _open = self.0.acquire().await;
+        }
+        Ok(())
     }
-    let lost = env
-        .objects()
-        .await
-        .into_iter()
-        .filter(|name| name.starts_with("_gc/links/") && !links_before.contains(name))
-        .min()
-        .expect("the first commit's link");
+}
+
+/// Round 113, M1: the clone's writer is of an earlier release (it stores no commit links)
+/// and commits more often than a record remembers. Nothing links the clone's record back to
+/// the commit the owner's run saw, so it is away, and the owner's files are kept.
+#[tokio::test]
+async fn redteam113_a_busy_clone_without_links_does_not_pass_for_the_owners_successor() {
+    let env = Env::open(Backend::Local, 2790).await;
+    let cloned = ClonedThenCommitted::collected_by_owner(&env, &Layout::under("a/owner")).await;
+    let links = async || -> BTreeSet<String> {
+        env.objects()
+            .await
+            .into_iter()
+            .filter(|name| name.starts_with("_gc/links/"))
+            .collect()
+    };
+    let owners = links().await;
+    cloned.commit_on_the_clone_past_a_records_memory(&env).await;
+    for link in links().await.difference(&owners) {
+        env.warehouse
+            .object_store()
+            .delete(&env.warehouse.path(link).expect("path"))
+            .await
+            .expect("as an earlier release's writer left none");
+    }
+    let deleted = cloned.clone.collect_daily(&env, 24, &cloned.watched).await;
+    assert!(deleted.is_empty(), "the clone deleted {deleted:?}");
+}
+
+/// Round 113, M2: the owner adopts with an earlier release, which lists nothing: an epoch
+/// without a list releases nothing, so the owner's writes the clone lacks stay judged there.
+#[tokio::test]
+async fn redteam113_an_adoption_without_a_list_releases_nothing() {
+    let env = Env::open(Backend::Local, 2795).await;
+    let ClonedThenCommitted { clone, watched, .. } =
+        ClonedThenCommitted::on(&env, &Layout::under("a/2")).await;
+    env.advance(HOUR);
+    let marker = gc::adopt(&env.catalog, env.now()).await.expect("adopted");
     env.warehouse
         .object_store()
-        .delete(&env.warehouse.path(&lost).expect("path"))
+        .delete(
+            &env.warehouse
+                .path(&format!("_gc/adoptions/{:020}.json", marker.created_ms))
+                .expect("path"),
+        )
         .await
-        .expect("the link lost");
-    env.catalog.drop_index(&z).await.expect("dropped");
-    for _ in 0..12 {
-        env.advance(24 * HOUR);
-        env.collect_completed(&config).await;
-    }
-    assert!(
-        env.none_exist(&Layout::under("z/1").files()).await,
-        "the dropped index was collected"
-    );
-    assert!(env.exists(&env.relative(&location)).await);
+        .expect("as an earlier release's adoption wrote none");
+    let deleted = clone.collect_daily(&env, 24, &watched).await;
+    assert!(deleted.is_empty(), "the clone deleted {deleted:?}");
 }
