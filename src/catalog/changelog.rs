@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::Catalog;
-use super::record::{PointerRecord, PointerState};
+use super::record::{CommitChain, PointerRecord, PointerState};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identifier::IndexIdentifier;
 use crate::warehouse::layout::{ADOPTIONS_DIR, CHANGES_DIR, LINKS_DIR};
@@ -386,7 +386,14 @@ pub(crate) fn is_release(name: &str) -> bool {
 /// 112, A1: an owner's adoption released them, and the clone's collector deleted the
 /// owner's live index). Which entries came before the epoch is what the log held then,
 /// never a writer's clock (one behind the adopter's dates a later entry before it).
-pub(crate) async fn record_release(catalog: &Catalog, epoch_ms: i64) -> Result<()> {
+///
+/// The list also names the records an adoption `forgives` (`gc::adoption`): keys the
+/// collector's previous journal lists that the adopting store lacks or holds otherwise.
+pub(crate) async fn record_release(
+    catalog: &Catalog,
+    epoch_ms: i64,
+    forgiven: &std::collections::BTreeSet<String>,
+) -> Result<()> {
     let warehouse = catalog.warehouse();
     let log = read(warehouse, 8).await?;
     let links = Links::read(warehouse).await?;
@@ -409,16 +416,7 @@ pub(crate) async fn record_release(catalog: &Catalog, epoch_ms: i64) -> Result<(
         .collect();
     let mut held: Vec<Uuid> = Vec::new();
     for key in keys {
-        let retry = crate::retry::Retry {
-            policy: &crate::retry::RetryPolicy::default(),
-            random: catalog.ids().as_ref(),
-            stop: None,
-        };
-        let key = crate::store::StoreKey::new(key)?;
-        let stored = super::write::read_with_retry(catalog.store().as_ref(), &key, retry).await?;
-        if let Some(chain) =
-            stored.and_then(|stored| super::record::CommitChain::from_bytes(&stored.value).ok())
-        {
+        if let Some(chain) = chain_at(catalog, key).await? {
             held.extend(chain.commits());
         }
     }
@@ -426,13 +424,17 @@ pub(crate) async fn record_release(catalog: &Catalog, epoch_ms: i64) -> Result<(
         .iter()
         .map(|(_, write)| write.commit_ids.as_slice())
         .collect();
-    let names: std::collections::BTreeSet<&str> = publishing
+    let released = publishing
         .iter()
         .zip(taken(&commits, held, |commit| links.bases(commit)))
         .filter(|(_, taken)| !*taken)
-        .map(|((change, _), _)| change.name.as_str())
+        .map(|((change, _), _)| change.name.clone())
         .collect();
-    let bytes = serde_json::to_vec(&names).map_err(|err| {
+    let release = Release {
+        released,
+        forgiven: forgiven.clone(),
+    };
+    let bytes = serde_json::to_vec(&release).map_err(|err| {
         Error::with_source(
             ErrorKind::InvalidRequest,
             "encoding the released entries failed",
@@ -447,23 +449,42 @@ pub(crate) async fn record_release(catalog: &Catalog, epoch_ms: i64) -> Result<(
     Ok(())
 }
 
-/// The entries the claim or adoption of the epoch `epoch_ms` released, if it recorded
-/// them (one this release wrote; `None` for an earlier release's or a lost record). A
-/// record that does not parse releases nothing.
-pub(crate) async fn released_at(
-    warehouse: &Warehouse,
-    epoch_ms: i64,
-) -> Result<Option<std::collections::BTreeSet<String>>> {
+/// The commit chain of the record at the store key `key`, read now; `None` if there is no
+/// record, or one that does not parse as a chain (it holds nothing the collector can tell).
+pub(crate) async fn chain_at(catalog: &Catalog, key: &str) -> Result<Option<CommitChain>> {
+    let retry = crate::retry::Retry {
+        policy: &crate::retry::RetryPolicy::default(),
+        random: catalog.ids().as_ref(),
+        stop: None,
+    };
+    let key = crate::store::StoreKey::new(key)?;
+    let stored = super::write::read_with_retry(catalog.store().as_ref(), &key, retry).await?;
+    Ok(stored.and_then(|stored| CommitChain::from_bytes(&stored.value).ok()))
+}
+
+/// What the claim or adoption that began an epoch released (see [`record_release`]).
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Release {
+    /// The change-log entries released from rule N.
+    pub released: std::collections::BTreeSet<String>,
+    /// The store keys of records the adoption forgave: rule X of `gc::history` does not
+    /// hold the collector's previous journal against them.
+    pub forgiven: std::collections::BTreeSet<String>,
+}
+
+/// What the claim or adoption of the epoch `epoch_ms` released, if it recorded it (one
+/// this release wrote; `None` for an earlier release's or a lost record). A record that
+/// does not parse releases and forgives nothing.
+pub(crate) async fn released_at(warehouse: &Warehouse, epoch_ms: i64) -> Result<Option<Release>> {
     match warehouse
         .get(&release_name(epoch_ms), MAX_CHANGE_BYTES * 64)
         .await?
     {
         Fetched::Object(bytes, _) => Ok(Some(
-            serde_json::from_slice::<Vec<String>>(&bytes)
-                .map(|names| names.into_iter().collect())
-                .unwrap_or_default(),
+            serde_json::from_slice::<Release>(&bytes).unwrap_or_default(),
         )),
-        Fetched::TooLarge(_) => Ok(Some(std::collections::BTreeSet::new())),
+        Fetched::TooLarge(_) => Ok(Some(Release::default())),
         Fetched::Missing => Ok(None),
     }
 }

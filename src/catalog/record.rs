@@ -282,6 +282,11 @@ impl CommitChain {
         serde_json::from_slice(bytes).map_err(|err| corrupt("stored", err.to_string()))
     }
 
+    /// The commit id that wrote this record.
+    pub(crate) fn commit_id(&self) -> Uuid {
+        self.commit_id
+    }
+
     /// Whether `id` wrote this record or a remembered predecessor.
     pub(crate) fn remembers(&self, id: Uuid) -> bool {
         self.commit_id == id

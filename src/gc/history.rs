@@ -103,9 +103,12 @@ pub(crate) async fn read(
     let log = changelog::read(warehouse, concurrency).await?;
     // Which commits each commit replaced, as the writes' links say (one listing).
     let links = changelog::Links::read(warehouse).await?;
+    // What the claim or adoption that began the epoch released and forgave.
+    let release = changelog::released_at(warehouse, epoch_ms).await?;
     let untaken = super::untaken::untaken(
         catalog,
         &log,
+        observation.records,
         observation
             .records
             .values()
@@ -114,7 +117,7 @@ pub(crate) async fn read(
             .collect(),
         &links,
         walk_start_ms,
-        epoch_ms,
+        release.as_ref().map(|release| &release.released),
         timing,
     )
     .await?;
@@ -197,8 +200,20 @@ pub(crate) async fn read(
     let strange = |found: Option<&Stranger>, seen: Uuid| {
         found.is_some_and(|stranger| stranger.origin.is_none_or(|origin| !descends(origin, seen)))
     };
-    let current_epoch = !previous.adopted_since;
-    for (key, commit) in previous.records.iter().filter(|_| current_epoch) {
+    // Rule X across an adoption: the records the adoption forgave (those the adopting
+    // store lacked, or held without descending from what the previous run saw: a backup
+    // put back) are gone for good. Every other record the previous run saw must still be
+    // there and descend from it: a copy of the store that passes the ownership check reads
+    // the owner's adoption too, and forgetting the owner's records there let its collector
+    // delete them (GC round 114, F1). An epoch without a list (begun by an earlier
+    // release) forgives nothing.
+    let forgiven = |key: &String| {
+        previous.adopted_since
+            && release
+                .as_ref()
+                .is_some_and(|release| release.forgiven.contains(key))
+    };
+    for (key, commit) in previous.records.iter().filter(|(key, _)| !forgiven(key)) {
         if !records.contains_key(key) {
             vanish(
                 key,
@@ -213,7 +228,7 @@ pub(crate) async fn read(
             );
         }
     }
-    for (key, commit) in previous.vanished.iter().filter(|_| current_epoch) {
+    for (key, commit) in previous.vanished.iter().filter(|(key, _)| !forgiven(key)) {
         if !records.contains_key(key) || observation.not_back.contains(key) {
             vanish(
                 key,

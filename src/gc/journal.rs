@@ -121,8 +121,9 @@ pub(crate) struct JournalFacts {
     /// copy or a restore of `_gc/`, or runs that never finished): records that must still
     /// exist, with a commit id they held. Only their absence counts (filled by the plan).
     pub untrusted: BTreeMap<String, Uuid>,
-    /// The warehouse was adopted since the run (filled by the plan): records it saw that
-    /// are missing now are gone for good, not away.
+    /// The warehouse was adopted since the run (filled by the plan): the records it saw
+    /// that the adoption forgave (`gc::adoption`) are gone for good if missing now, not
+    /// away.
     pub adopted_since: bool,
 }
 

@@ -33,11 +33,7 @@ use uuid::Uuid;
 
 use crate::catalog::Catalog;
 use crate::catalog::changelog::{self, Change, ChangeLog, Links, LoggedWrite};
-use crate::catalog::record::CommitChain;
-use crate::catalog::write::read_with_retry;
 use crate::error::Result;
-use crate::retry::{Retry, RetryPolicy};
-use crate::store::StoreKey;
 
 use super::rules::{self, Timing};
 
@@ -57,15 +53,18 @@ pub(crate) struct Untaken {
 }
 
 /// Which publications of `log` this store never took, judged after a walk that started at
-/// `walk_start_ms` and found the commits `walked` (every record's, and the writes of each
-/// since the previous run), in the ownership epoch that began at `epoch_ms`.
+/// `walk_start_ms` and found `records` (store key -> commit id) and the commits `walked`
+/// (every record's, and the writes of each since the previous run), in an ownership epoch
+/// whose claim or adoption released the entries `released` (`None`: it listed none).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn untaken(
     catalog: &Catalog,
     log: &ChangeLog,
+    records: &BTreeMap<String, Uuid>,
     walked: Vec<Uuid>,
     links: &Links,
     walk_start_ms: i64,
-    epoch_ms: i64,
+    released: Option<&BTreeSet<String>>,
     timing: &Timing,
 ) -> Result<Untaken> {
     // Every write of the log, with its entry.
@@ -85,7 +84,6 @@ pub(crate) async fn untaken(
     if settled.is_empty() {
         return Ok(Untaken::default());
     }
-    let released = changelog::released_at(catalog.warehouse(), epoch_ms).await?;
     let judged: Vec<usize> = settled
         .into_iter()
         .filter(|at| {
@@ -93,9 +91,7 @@ pub(crate) async fn untaken(
             // An epoch without a list (begun by an earlier release, or its list lost)
             // releases nothing: its clock dates nothing before it (GC round 113, M2: an
             // earlier release's adoption released the owner's writes on a clone).
-            released
-                .as_ref()
-                .is_none_or(|released| !released.contains(&change.name))
+            released.is_none_or(|released| !released.contains(&change.name))
         })
         .collect();
     if judged.is_empty() {
@@ -121,14 +117,13 @@ pub(crate) async fn untaken(
         return Ok(Untaken::default());
     }
     for key in keys {
-        let retry = Retry {
-            policy: &RetryPolicy::default(),
-            random: catalog.ids().as_ref(),
-            stop: None,
-        };
-        let stored = read_with_retry(catalog.store().as_ref(), &StoreKey::new(key)?, retry).await?;
-        // A record that does not parse as a chain holds nothing this collector can tell.
-        if let Some(chain) = stored.and_then(|stored| CommitChain::from_bytes(&stored.value).ok()) {
+        // Only a record the walk saw as it is now: a write that landed after the walk is
+        // in no journal this run writes, and an entry it took away from rule N would leave
+        // a copy of the store that lacks it nothing to keep its files by (GC round 114,
+        // F2). The next walk sees it.
+        if let Some(chain) = changelog::chain_at(catalog, key).await?
+            && records.get(key) == Some(&chain.commit_id())
+        {
             held.extend(chain.commits());
         }
     }

@@ -58,6 +58,8 @@
 //! `indexes/` or `_gc/` ([`Warehouse::enclosing_owner`]): the outer collector would treat
 //! its objects as its own garbage.
 
+use std::collections::BTreeSet;
+
 use bytes::Bytes;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -423,8 +425,9 @@ enum Claim<'a> {
     /// Only an unused warehouse (a first write; `init`), tolerating the named file.
     Unused(Option<&'a str>),
     /// Any unclaimed warehouse, and re-home a marker of this catalog's id bound to
-    /// another store location (`init --adopt`).
-    Adopt,
+    /// another store location (`init --adopt`), forgiving the records named (see
+    /// `gc::adoption`).
+    Adopt(&'a BTreeSet<String>),
 }
 
 async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<OwnershipMarker> {
@@ -470,8 +473,13 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
     // 105, F1: a lost record let a looser marker pass again).
     let binding = binding_record(id);
     let bind = async || {
-        // What the log holds before the epoch begins (rule N of `gc` releases it).
-        crate::catalog::changelog::record_release(catalog, now_ms).await?;
+        // What the log holds before the epoch begins (rule N of `gc` releases it), and the
+        // records an adoption forgives.
+        let forgiven = match how {
+            Claim::Adopt(forgiven) => forgiven,
+            Claim::Unused(_) => &BTreeSet::new(),
+        };
+        crate::catalog::changelog::record_release(catalog, now_ms, forgiven).await?;
         record_binding(warehouse, &binding, &marker, &bytes).await
     };
     let owned = match existing {
@@ -482,7 +490,7 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
                 false => verify_marker(catalog).await?,
             }
         }
-        Some(current) if how == Claim::Adopt && current.catalog_id == id => {
+        Some(current) if matches!(how, Claim::Adopt(_)) && current.catalog_id == id => {
             // Re-home (this catalog's store moved) or re-adopt (the warehouse or the
             // store was restored from a backup): a new epoch, so every retention clock
             // starts again and no loss is dated before the operator's step.
@@ -516,14 +524,20 @@ pub async fn claim(catalog: &Catalog, now_ms: i64) -> Result<OwnershipMarker> {
 
 /// Claim the catalog's warehouse even if it already holds data without a marker (written
 /// by an earlier version, or its marker was lost), and re-home a marker of this catalog
-/// bound to another store location (the store was moved): `parqdb-catalog init --adopt`.
+/// bound to another store location (the store was moved): `parqdb-catalog init --adopt`,
+/// through `gc::adopt`, which says which records of the collector's journal the adoption
+/// `forgives` (those this store lacks or holds otherwise).
 /// Adopting a warehouse this catalog already owns starts a new ownership epoch: every
 /// retention clock starts again (the step after restoring a backup of the warehouse or
 /// of the pointer store).
 /// The operator asserts that this catalog's pointers are the only ones naming the
 /// warehouse's data. A warehouse another catalog owns is still refused.
-pub async fn adopt(catalog: &Catalog, now_ms: i64) -> Result<OwnershipMarker> {
-    claim_as(catalog, now_ms, Claim::Adopt).await
+pub(crate) async fn adopt(
+    catalog: &Catalog,
+    now_ms: i64,
+    forgiven: &BTreeSet<String>,
+) -> Result<OwnershipMarker> {
+    claim_as(catalog, now_ms, Claim::Adopt(forgiven)).await
 }
 
 /// Check that the catalog owns its warehouse; return the marker. A missing marker is

@@ -659,3 +659,139 @@ async fn redteam113_an_adoption_without_a_list_releases_nothing() {
     let deleted = clone.collect_daily(&env, 24, &watched).await;
     assert!(deleted.is_empty(), "the clone deleted {deleted:?}");
 }
+
+/// Round 114, F1: after the clone, the owner commits `a` and registers `b`, collects (its
+/// entries taken by its store, and pruned) and adopts its own warehouse. The clone reads
+/// the owner's adoption as the start of its own epoch; the records the owner's run saw are
+/// still to be there: the clone lacks `b` and holds `a` before the owner's commit, so both
+/// are away, and it keeps their files (it forgot them, and deleted them).
+#[tokio::test]
+async fn redteam114_the_owners_adoption_forgives_no_record_on_a_clone() {
+    let env = Env::open(Backend::Local, 2800).await;
+    let ClonedThenCommitted {
+        clone, mut watched, ..
+    } = ClonedThenCommitted::on(&env, &Layout::under("a/2")).await;
+    let registered = Layout::under("b/1");
+    let (b, _, _) = env.register("b", &registered).await;
+    let current = env
+        .catalog
+        .load(&b)
+        .await
+        .expect("loaded")
+        .metadata_location;
+    watched.extend(registered.files());
+    watched.push(env.relative(&current));
+    env.advance(HOUR);
+    env.collect_completed(&gc::GcConfig::default()).await;
+    assert!(
+        !env.objects()
+            .await
+            .iter()
+            .any(|name| name.starts_with("_gc/changes/")),
+        "the owner's run pruned the entries its store took"
+    );
+    env.advance(HOUR);
+    gc::adopt(&env.catalog, env.now()).await.expect("adopted");
+    let deleted = clone.collect_daily(&env, 24, &watched).await;
+    assert!(deleted.is_empty(), "the clone deleted {deleted:?}");
+}
+
+/// Round 114, F2: a write that lands after a run's walk is in no journal of that run, so
+/// the run does not count its entry taken: pruned, it left a copy of the store that lacks
+/// the write nothing to keep its files by. (A rename's steps have no publish window; here
+/// a commit held in flight until the run reads the record again stands for one.) The next
+/// run's walk sees the write, and prunes the entry.
+#[tokio::test]
+async fn redteam114_a_write_landing_after_the_walk_does_not_take_its_entry() {
+    let env = Env::open(Backend::Local, 2805).await;
+    let (id, metadata, v1) = env.register("a", &Layout::under("a/1")).await;
+    env.advance(HOUR);
+    let next = Layout::under("a/2");
+    let (_, v2) = env.successor(&metadata, &next, Some(1)).await;
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let slow = Catalog::builder(
+        Arc::new(Hooked::new(env.pointer_store.clone(), Gate(gate.clone()))),
+        env.warehouse.clone(),
+    )
+    .clock(env.clock.clone())
+    .ids(Arc::new(SeededIds::new(2806)))
+    .probe_on_first_write(false)
+    .build();
+    let (landed_tx, landed) = tokio::sync::oneshot::channel();
+    {
+        let (id, source, v1, v2) = (id.clone(), next.source.clone(), v1.clone(), v2.clone());
+        tokio::spawn(async move {
+            let landed = slow.commit(&id, Some(&source), &v1, &v2).await;
+            let _ = landed_tx.send(landed.map(|_| ()));
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let entries = async || -> BTreeSet<String> {
+        env.objects()
+            .await
+            .into_iter()
+            .filter(|name| name.starts_with("_gc/changes/"))
+            .collect()
+    };
+    let logged = entries().await;
+    assert_eq!(logged.len(), 2, "the register's and the commit's entries");
+    env.advance(HOUR);
+    // The owner's collector: its walk sees `a` at its register; when the run reads `a`
+    // again, the commit lands first.
+    let lands = LandsWhenRead {
+        key: id.store_key(),
+        gate,
+        landed: tokio::sync::Mutex::new(Some(landed)),
+    };
+    let collector = catalog_on(
+        &env,
+        Arc::new(Hooked::new(env.pointer_store.clone(), lands)),
+        2807,
+    );
+    let report = GarbageCollector::new(collector, gc::GcConfig::default())
+        .expect("collector")
+        .collect(env.now())
+        .await
+        .expect("collected");
+    assert_eq!(report.status, gc::GcStatus::Completed, "{report:?}");
+    let current = env
+        .catalog
+        .load(&id)
+        .await
+        .expect("loaded")
+        .metadata_location;
+    assert_eq!(current, v2, "the commit landed during the run");
+    let left = entries().await;
+    assert_eq!(left.len(), 1, "the commit's entry stays: {left:?}");
+    env.advance(HOUR);
+    env.collect_completed(&gc::GcConfig::default()).await;
+    assert!(entries().await.is_empty(), "the next run's walk took it");
+}
+
+/// A store whose first read of `key` waits until the write held at `gate` has landed.
+struct LandsWhenRead {
+    key: parqdb_catalog::store::StoreKey,
+    gate: Arc<tokio::sync::Semaphore>,
+    landed: tokio::sync::Mutex<Option<tokio::sync::oneshot::Receiver<parqdb_catalog::Result<()>>>>,
+}
+
+#[async_trait]
+impl Hook for LandsWhenRead {
+    async fn before(
+        &self,
+        _inner: &Arc<dyn PointerStore>,
+        call: Call<'_>,
+    ) -> Result<(), StoreError> {
+        if let Call::Get { key } = call
+            && *key == self.key
+            && let Some(landed) = self.landed.lock().await.take()
+        {
+            self.gate.add_permits(1);
+            landed
+                .await
+                .expect("the writer answers")
+                .expect("the commit lands");
+        }
+        Ok(())
+    }
+}
