@@ -762,18 +762,18 @@ mod tests {
         );
     }
 
-    /// A claim lists the entries the log holds before its marker whose publication its
-    /// store did not take; the collector reads the list back by the epoch, and the
-    /// ownership check knows the list for what it is.
+    /// A claim lists the entries the log holds settled before its marker whose
+    /// publication its store did not take, and the records an adoption forgives; the
+    /// collector reads the list back by the epoch, and the ownership check knows the list
+    /// for what it is.
     #[tokio::test]
-    async fn a_release_lists_the_untaken_entries_logged_before_its_epoch() {
+    async fn a_release_lists_the_untaken_entries_settled_before_its_epoch() {
         let warehouse = Warehouse::in_memory("memory://changes/release").expect("warehouse");
         let catalog = Catalog::builder(
             std::sync::Arc::new(crate::store::memory::MemoryStore::new()),
             warehouse.clone(),
         )
         .build();
-        assert_eq!(released_at(&warehouse, 7).await.expect("read"), None);
         let entry = catalog
             .log_writes(vec![LoggedWrite {
                 key: "i/ns/=a".to_owned(),
@@ -783,10 +783,30 @@ mod tests {
             }])
             .await
             .expect("entry");
-        record_release(&catalog, 7).await.expect("recorded");
-        let released = released_at(&warehouse, 7).await.expect("read");
-        assert_eq!(released, Some([entry].into_iter().collect()));
-        assert!(is_release(&release_name(7)));
+        let logged = entry_time(&entry).expect("its time");
+        let forgiven: std::collections::BTreeSet<String> = ["i/ns/=b".to_owned()].into();
+        // Within a publish window and twice the skew of the epoch: its write may still land.
+        let soon = logged + 60_000;
+        assert!(released_at(&warehouse, soon).await.expect("read").is_none());
+        record_release(&catalog, soon, &forgiven)
+            .await
+            .expect("recorded");
+        let release = released_at(&warehouse, soon)
+            .await
+            .expect("read")
+            .expect("listed");
+        assert!(release.released.is_empty(), "{release:?}");
+        assert_eq!(release.forgiven, forgiven);
+        let later = logged + 3_600_000;
+        record_release(&catalog, later, &forgiven)
+            .await
+            .expect("recorded");
+        let release = released_at(&warehouse, later)
+            .await
+            .expect("read")
+            .expect("listed");
+        assert_eq!(release.released, [entry].into());
+        assert!(is_release(&release_name(later)));
         assert!(is_release(&format!("{}#12", release_name(7))));
         for name in [
             "_gc/adoptions/7.json",
