@@ -101,6 +101,15 @@ async fn commit_successor(
     (successor, at)
 }
 
+/// The warehouse's objects under `prefix`.
+async fn objects_under(env: &Env, prefix: &str) -> BTreeSet<String> {
+    env.objects()
+        .await
+        .into_iter()
+        .filter(|name| name.starts_with(prefix))
+        .collect()
+}
+
 /// A catalog on `store` over `env`'s warehouse (a process of its own: no cached check).
 fn catalog_on(env: &Env, store: Arc<dyn PointerStore>, seed: u64) -> Catalog {
     Catalog::builder(store, env.warehouse.clone())
@@ -425,13 +434,7 @@ async fn redteam111_a_killed_writers_entry_does_not_keep_every_later_link() {
     let stuck = Layout::under("a/stuck");
     let (_, orphan) = env.successor(&metadata, &stuck, None).await;
     killed_in_its_write(hanging.commit(&id, Some(&stuck.source), &location, &orphan)).await;
-    let links = async || {
-        env.objects()
-            .await
-            .into_iter()
-            .filter(|name| name.starts_with("_gc/links/"))
-            .count()
-    };
+    let links = async || objects_under(&env, "_gc/links/").await.len();
     let mut most = 0;
     for day in 0..10 {
         for n in 0..5 {
@@ -512,13 +515,7 @@ async fn redteam113_a_write_whose_link_cannot_be_stored_is_not_issued() {
         .clock(env.clock.clone())
         .ids(Arc::new(SeededIds::new(2771)))
         .build();
-    let entries = async || {
-        env.objects()
-            .await
-            .into_iter()
-            .filter(|name| name.starts_with("_gc/changes/"))
-            .count()
-    };
+    let entries = async || objects_under(&env, "_gc/changes/").await.len();
     let before = entries().await;
     let next = Layout::under("a/2");
     let (_, v2) = env.successor(&metadata, &next, None).await;
@@ -559,15 +556,7 @@ async fn redteam113_an_adoption_racing_a_write_in_flight_releases_nothing_of_it(
     env.advance(HOUR);
     let next = Layout::under("a/3");
     let (_, v3) = env.successor(&base, &next, Some(1)).await;
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let slow = Catalog::builder(
-        Arc::new(Hooked::new(env.pointer_store.clone(), Gate(gate.clone()))),
-        env.warehouse.clone(),
-    )
-    .clock(env.clock.clone())
-    .ids(Arc::new(SeededIds::new(2781)))
-    .probe_on_first_write(false)
-    .build();
+    let (slow, gate) = Gate::writer(&env, 2781);
     let in_flight = {
         let (id, source, base, v3) = (
             id.clone(),
@@ -597,6 +586,22 @@ async fn redteam113_an_adoption_racing_a_write_in_flight_releases_nothing_of_it(
 /// A store whose pointer writes wait until the gate opens (`add_permits`).
 struct Gate(Arc<tokio::sync::Semaphore>);
 
+impl Gate {
+    /// A writer over `env`'s store whose pointer writes wait at the gate returned.
+    fn writer(env: &Env, seed: u64) -> (Catalog, Arc<tokio::sync::Semaphore>) {
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let writer = Catalog::builder(
+            Arc::new(Hooked::new(env.pointer_store.clone(), Gate(gate.clone()))),
+            env.warehouse.clone(),
+        )
+        .clock(env.clock.clone())
+        .ids(Arc::new(SeededIds::new(seed)))
+        .probe_on_first_write(false)
+        .build();
+        (writer, gate)
+    }
+}
+
 #[async_trait]
 impl Hook for Gate {
     async fn before(
@@ -618,13 +623,7 @@ impl Hook for Gate {
 async fn redteam113_a_busy_clone_without_links_does_not_pass_for_the_owners_successor() {
     let env = Env::open(Backend::Local, 2790).await;
     let cloned = ClonedThenCommitted::collected_by_owner(&env, &Layout::under("a/owner")).await;
-    let links = async || -> BTreeSet<String> {
-        env.objects()
-            .await
-            .into_iter()
-            .filter(|name| name.starts_with("_gc/links/"))
-            .collect()
-    };
+    let links = async || objects_under(&env, "_gc/links/").await;
     let owners = links().await;
     cloned.commit_on_the_clone_past_a_records_memory(&env).await;
     for link in links().await.difference(&owners) {
@@ -708,15 +707,7 @@ async fn redteam114_a_write_landing_after_the_walk_does_not_take_its_entry() {
     env.advance(HOUR);
     let next = Layout::under("a/2");
     let (_, v2) = env.successor(&metadata, &next, Some(1)).await;
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let slow = Catalog::builder(
-        Arc::new(Hooked::new(env.pointer_store.clone(), Gate(gate.clone()))),
-        env.warehouse.clone(),
-    )
-    .clock(env.clock.clone())
-    .ids(Arc::new(SeededIds::new(2806)))
-    .probe_on_first_write(false)
-    .build();
+    let (slow, gate) = Gate::writer(&env, 2806);
     let (landed_tx, landed) = tokio::sync::oneshot::channel();
     {
         let (id, source, v1, v2) = (id.clone(), next.source.clone(), v1.clone(), v2.clone());
@@ -726,13 +717,7 @@ async fn redteam114_a_write_landing_after_the_walk_does_not_take_its_entry() {
         });
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let entries = async || -> BTreeSet<String> {
-        env.objects()
-            .await
-            .into_iter()
-            .filter(|name| name.starts_with("_gc/changes/"))
-            .collect()
-    };
+    let entries = async || objects_under(&env, "_gc/changes/").await;
     let logged = entries().await;
     assert_eq!(logged.len(), 2, "the register's and the commit's entries");
     env.advance(HOUR);
