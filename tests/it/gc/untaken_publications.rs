@@ -110,6 +110,18 @@ async fn objects_under(env: &Env, prefix: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// Wait until the change log holds `count` entries (a writer held at its pointer write
+/// has logged its own): a condition, not a time.
+async fn entries_logged(env: &Env, count: usize) {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while objects_under(env, "_gc/changes/").await.len() < count {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the writer logs its entry");
+}
+
 /// A catalog on `store` over `env`'s warehouse (a process of its own: no cached check).
 fn catalog_on(env: &Env, store: Arc<dyn PointerStore>, seed: u64) -> Catalog {
     Catalog::builder(store, env.warehouse.clone())
@@ -566,7 +578,7 @@ async fn redteam113_an_adoption_racing_a_write_in_flight_releases_nothing_of_it(
         );
         tokio::spawn(async move { slow.commit(&id, Some(&source), &base, &v3).await })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    entries_logged(&env, 3).await;
     gc::adopt(&env.catalog, env.now()).await.expect("adopted");
     gate.add_permits(1);
     tokio::time::timeout(Duration::from_secs(30), in_flight)
@@ -716,7 +728,7 @@ async fn redteam114_a_write_landing_after_the_walk_does_not_take_its_entry() {
             let _ = landed_tx.send(landed.map(|_| ()));
         });
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    entries_logged(&env, 2).await;
     let entries = async || objects_under(&env, "_gc/changes/").await;
     let logged = entries().await;
     assert_eq!(logged.len(), 2, "the register's and the commit's entries");
