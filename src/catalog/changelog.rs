@@ -387,12 +387,13 @@ pub(crate) fn is_release(name: &str) -> bool {
 /// owner's live index). Which entries came before the epoch is what the log held then,
 /// never a writer's clock (one behind the adopter's dates a later entry before it).
 ///
-/// The list also names the records an adoption `forgives` (`gc::adoption`): keys the
-/// collector's previous journal lists that the adopting store lacks or holds otherwise.
+/// The list also names the records an adoption `forgives` (`gc::adoption`): the records
+/// (a key and the commit seen there) the collector's previous journal lists that the
+/// adopting store lacks or holds without descending from them.
 pub(crate) async fn record_release(
     catalog: &Catalog,
     epoch_ms: i64,
-    forgiven: &std::collections::BTreeSet<String>,
+    forgiven: &Forgiven,
 ) -> Result<()> {
     let warehouse = catalog.warehouse();
     let log = read(warehouse, 8).await?;
@@ -468,10 +469,16 @@ pub(crate) async fn chain_at(catalog: &Catalog, key: &str) -> Result<Option<Comm
 pub(crate) struct Release {
     /// The change-log entries released from rule N.
     pub released: std::collections::BTreeSet<String>,
-    /// The store keys of records the adoption forgave: rule X of `gc::history` does not
-    /// hold the collector's previous journal against them.
-    pub forgiven: std::collections::BTreeSet<String>,
+    /// The records the adoption forgave, by store key: rule X of `gc::history` does not
+    /// hold the collector's previous journal against these commits at these keys (and
+    /// holds it against every other commit the journal lists at the same key).
+    pub forgiven: Forgiven,
 }
+
+/// Records forgiven by an adoption: the commits of each store key (see [`Release`]). A
+/// record, not a key: a key where the journal saw both the adopting store's commit and a
+/// copy's keeps the former judged (GC round 115, F1).
+pub(crate) type Forgiven = std::collections::BTreeMap<String, std::collections::BTreeSet<Uuid>>;
 
 /// What the claim or adoption of the epoch `epoch_ms` released, if it recorded it (one
 /// this release wrote; `None` for an earlier release's or a lost record). A record that
@@ -784,7 +791,7 @@ mod tests {
             .await
             .expect("entry");
         let logged = entry_time(&entry).expect("its time");
-        let forgiven: std::collections::BTreeSet<String> = ["i/ns/=b".to_owned()].into();
+        let forgiven: Forgiven = [("i/ns/=b".to_owned(), [Uuid::from_u128(2)].into())].into();
         // Within a publish window and twice the skew of the epoch: its write may still land.
         let soon = logged + 60_000;
         assert!(released_at(&warehouse, soon).await.expect("read").is_none());

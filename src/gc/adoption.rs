@@ -5,22 +5,23 @@
 //! finished run saw against each walk: one that is gone, or holds a record that does not
 //! descend from what the run saw, stops every retention clock (a disk not mounted, a
 //! backup put back by mistake). Across an adoption, the records the adopting store lacks
-//! or holds otherwise are gone for good: the adoption **forgives** them, and lists their
-//! keys (`_gc/adoptions/<ms>.json`, written before its marker) for every later run of
-//! its epoch.
+//! or holds otherwise are gone for good: the adoption **forgives** them, and lists them
+//! (`_gc/adoptions/<ms>.json`, written before its marker: each key with the commits seen
+//! there) for every later run of its epoch.
 //!
-//! Only those. A copy of the store that the ownership check cannot tell from it (a cloned
-//! disk, sharing the warehouse) reads the owner's adoption as its own epoch; had the
-//! adoption forgotten every record, the owner's records the copy lacks would be gone
-//! there, and its collector deleted the owner's live index (GC round 114, F1). The same
-//! reason limits what an adoption releases from rule N (`untaken`).
-
-use std::collections::BTreeSet;
+//! Only those, and record by record. A copy of the store that the ownership check cannot
+//! tell from it (a cloned disk, sharing the warehouse) reads the owner's adoption as its
+//! own epoch; had the adoption forgotten every record, the owner's records the copy lacks
+//! would be gone there, and its collector deleted the owner's live index (GC round 114,
+//! F1). Had it forgiven a whole key, a key where the journal saw the copy's commit beside
+//! the owner's (both stores writing the same index) would have lost the owner's record
+//! there too (round 115, F1). The same reason limits what an adoption releases from rule
+//! N (`untaken`).
 
 use uuid::Uuid;
 
 use crate::catalog::Catalog;
-use crate::catalog::changelog::{self, Links};
+use crate::catalog::changelog::{self, Forgiven, Links};
 use crate::catalog::ownership::{self, OwnershipMarker};
 use crate::error::Result;
 
@@ -50,19 +51,19 @@ pub async fn adopt(catalog: &Catalog, now_ms: i64) -> Result<OwnershipMarker> {
     ownership::adopt(catalog, now_ms, &forgiven).await
 }
 
-/// The keys of the records the previous finished run saw (and of those it listed as
-/// vanished) that this store lacks now, or holds without descending from the commit the
-/// run saw there (neither its chain nor the commit links lead back to it).
-async fn forgiven(catalog: &Catalog) -> Result<BTreeSet<String>> {
+/// The records the previous finished run saw (and those it listed as vanished) that this
+/// store lacks now, or holds without descending from the commit the run saw there
+/// (neither its chain nor the commit links lead back to it): each key with those commits.
+async fn forgiven(catalog: &Catalog) -> Result<Forgiven> {
     let warehouse = catalog.warehouse();
     let journals = Journals::new(warehouse);
     let Some(previous) = journals.state().await?.previous else {
-        return Ok(BTreeSet::new());
+        return Ok(Forgiven::new());
     };
     let facts = journals.read(previous).await?;
     let links = Links::read(warehouse).await?;
     let seen: Vec<(String, Uuid)> = facts.records.into_iter().chain(facts.vanished).collect();
-    let mut forgiven = BTreeSet::new();
+    let mut forgiven = Forgiven::new();
     for chunk in seen.chunks(READS_AT_ONCE) {
         let held = futures::future::try_join_all(
             chunk
@@ -77,7 +78,7 @@ async fn forgiven(catalog: &Catalog) -> Result<BTreeSet<String>> {
                 })[0]
             });
             if !descends {
-                forgiven.insert(key.clone());
+                forgiven.entry(key.clone()).or_default().insert(*commit);
             }
         }
     }

@@ -205,15 +205,19 @@ pub(crate) async fn read(
     // put back) are gone for good. Every other record the previous run saw must still be
     // there and descend from it: a copy of the store that passes the ownership check reads
     // the owner's adoption too, and forgetting the owner's records there let its collector
-    // delete them (GC round 114, F1). An epoch without a list (begun by an earlier
-    // release) forgives nothing.
-    let forgiven = |key: &String| {
+    // delete them (GC round 114, F1). Record by record: a key where the previous run saw
+    // the copy's commit (as vanished) beside the owner's keeps the owner's judged (round
+    // 115, F1). An epoch without a list (begun by an earlier release) forgives nothing.
+    let forgiven = |(key, commit): &(&String, &Uuid)| {
         previous.adopted_since
-            && release
-                .as_ref()
-                .is_some_and(|release| release.forgiven.contains(key))
+            && release.as_ref().is_some_and(|release| {
+                release
+                    .forgiven
+                    .get(*key)
+                    .is_some_and(|commits| commits.contains(*commit))
+            })
     };
-    for (key, commit) in previous.records.iter().filter(|(key, _)| !forgiven(key)) {
+    for (key, commit) in previous.records.iter().filter(|seen| !forgiven(seen)) {
         if !records.contains_key(key) {
             vanish(
                 key,
@@ -228,7 +232,7 @@ pub(crate) async fn read(
             );
         }
     }
-    for (key, commit) in previous.vanished.iter().filter(|(key, _)| !forgiven(key)) {
+    for (key, commit) in previous.vanished.iter().filter(|seen| !forgiven(seen)) {
         if !records.contains_key(key) || observation.not_back.contains(key) {
             vanish(
                 key,

@@ -58,8 +58,6 @@
 //! `indexes/` or `_gc/` ([`Warehouse::enclosing_owner`]): the outer collector would treat
 //! its objects as its own garbage.
 
-use std::collections::BTreeSet;
-
 use bytes::Bytes;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -70,6 +68,7 @@ mod binding;
 use binding::{binds_less, copies, loose_binding_at, marker_version, normalized};
 
 use super::Catalog;
+use super::changelog::Forgiven;
 use super::write::{Basis, WriteOutcome, conditional_write, read_with_retry, store_error};
 use crate::error::{Error, ErrorKind, Result};
 use crate::retry::{Retry, RetryPolicy};
@@ -427,7 +426,7 @@ enum Claim<'a> {
     /// Any unclaimed warehouse, and re-home a marker of this catalog's id bound to
     /// another store location (`init --adopt`), forgiving the records named (see
     /// `gc::adoption`).
-    Adopt(&'a BTreeSet<String>),
+    Adopt(&'a Forgiven),
 }
 
 async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<OwnershipMarker> {
@@ -477,7 +476,7 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
         // records an adoption forgives.
         let forgiven = match how {
             Claim::Adopt(forgiven) => forgiven,
-            Claim::Unused(_) => &BTreeSet::new(),
+            Claim::Unused(_) => &Forgiven::new(),
         };
         crate::catalog::changelog::record_release(catalog, now_ms, forgiven).await?;
         record_binding(warehouse, &binding, &marker, &bytes).await
@@ -535,7 +534,7 @@ pub async fn claim(catalog: &Catalog, now_ms: i64) -> Result<OwnershipMarker> {
 pub(crate) async fn adopt(
     catalog: &Catalog,
     now_ms: i64,
-    forgiven: &BTreeSet<String>,
+    forgiven: &Forgiven,
 ) -> Result<OwnershipMarker> {
     claim_as(catalog, now_ms, Claim::Adopt(forgiven)).await
 }

@@ -323,15 +323,20 @@ impl ClonedStore {
         catalog_on(env, self.store.clone(), 2790)
     }
 
+    /// One run of a collector on the clone, now.
+    async fn collect(&self, env: &Env) -> gc::GcReport {
+        GarbageCollector::new(self.catalog(env), gc::GcConfig::default())
+            .expect("collector")
+            .collect(env.now())
+            .await
+            .expect("the clone collects")
+    }
+
     /// Collect on the clone daily for `days`; the first of `watched` it deleted, if any.
     async fn collect_daily(&self, env: &Env, days: usize, watched: &[String]) -> Vec<String> {
         for _ in 0..days {
             env.advance(24 * HOUR);
-            GarbageCollector::new(self.catalog(env), gc::GcConfig::default())
-                .expect("collector")
-                .collect(env.now())
-                .await
-                .expect("the clone collects");
+            self.collect(env).await;
             let missing = env.missing(watched).await;
             if !missing.is_empty() {
                 return missing;
@@ -705,6 +710,51 @@ async fn redteam114_the_owners_adoption_forgives_no_record_on_a_clone() {
     gc::adopt(&env.catalog, env.now()).await.expect("adopted");
     let deleted = clone.collect_daily(&env, 24, &watched).await;
     assert!(deleted.is_empty(), "the clone deleted {deleted:?}");
+}
+
+/// Round 115, F1: both the owner and a clone of its store commit index `a` (the same
+/// workload runs on both hosts). A journal then lists `a` with one store's commit seen
+/// and the other's vanished; the owner's operator adopts, as the collector's warning says.
+/// The adoption forgives the clone's commit there, not the key: the clone's collector
+/// still holds the owner's commit against its record (the owner's run pruned its entry,
+/// so rule N no longer does), and keeps the owner's metadata and tables. It deleted them
+/// when the adoption forgave the whole key. Twice: the owner adopting after its own run
+/// (its journal: its commit seen, the clone's vanished) and right after the clone's
+/// (the clone's commit seen, the owner's vanished).
+#[tokio::test]
+async fn redteam115_an_adoption_forgives_a_commit_not_the_key_both_stores_wrote() {
+    for (owner_collects_last, seed) in [(true, 2810), (false, 2815)] {
+        let env = Env::open(Backend::Local, seed).await;
+        let cloned = ClonedThenCommitted::collected_by_owner(&env, &Layout::under("a/2")).await;
+        assert!(
+            objects_under(&env, "_gc/changes/").await.is_empty(),
+            "the owner's run pruned the entries its store took"
+        );
+        let (metadata, v1) = &cloned.cloned;
+        let writer = cloned.clone.catalog(&env);
+        commit_successor(&env, &writer, &cloned.id, (metadata, v1), "a/clone").await;
+        env.advance(HOUR);
+        let report = cloned.clone.collect(&env).await;
+        assert!(
+            report
+                .warnings
+                .iter()
+                .any(|warning| warning.contains("does not descend")),
+            "the clone's run finds the owner's commit gone: {:?}",
+            report.warnings
+        );
+        if owner_collects_last {
+            env.advance(HOUR);
+            env.collect_completed(&gc::GcConfig::default()).await;
+        }
+        env.advance(HOUR);
+        gc::adopt(&env.catalog, env.now()).await.expect("adopted");
+        let deleted = cloned.clone.collect_daily(&env, 24, &cloned.watched).await;
+        assert!(
+            deleted.is_empty(),
+            "owner collects last: {owner_collects_last}; the clone deleted {deleted:?}"
+        );
+    }
 }
 
 /// Round 114, F2: a write that lands after a run's walk is in no journal of that run, so
