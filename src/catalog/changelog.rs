@@ -329,6 +329,14 @@ impl Links {
         self.bases.get(&commit).cloned().unwrap_or_default()
     }
 
+    /// Whether a record holding the commits `held` (its chain) descends from `seen`: it
+    /// holds it, or the links lead from one of them back to it ([`taken`]).
+    pub(crate) fn descends(&self, held: impl IntoIterator<Item = Uuid>, seen: Uuid) -> bool {
+        taken(&[std::slice::from_ref(&seen)], held, |commit| {
+            self.bases(commit)
+        })[0]
+    }
+
     /// Whether some link names `commit` as the commit it replaced.
     pub(crate) fn replaced(&self, commit: Uuid) -> bool {
         self.replaced.contains(&commit)

@@ -26,7 +26,6 @@ use crate::catalog::ownership::{self, OwnershipMarker};
 use crate::error::Result;
 
 use super::journal::Journals;
-use super::rules;
 
 /// How many records an adoption reads at once.
 const READS_AT_ONCE: usize = 16;
@@ -72,11 +71,7 @@ async fn forgiven(catalog: &Catalog) -> Result<Forgiven> {
         )
         .await?;
         for ((key, commit), chain) in chunk.iter().zip(held) {
-            let descends = chain.is_some_and(|chain| {
-                rules::taken(&[std::slice::from_ref(commit)], chain.commits(), |c| {
-                    links.bases(c)
-                })[0]
-            });
+            let descends = chain.is_some_and(|chain| links.descends(chain.commits(), *commit));
             if !descends {
                 forgiven.entry(key.clone()).or_default().insert(*commit);
             }

@@ -192,13 +192,12 @@ pub(crate) async fn read(
     // the owner's live index (round 111, F3; round 113, M1, through a commit without a
     // link). A backup put back in place is a stranger too, until `init --adopt` says it is
     // the catalog.
-    let descends = |origin: Uuid, seen: Uuid| {
-        rules::taken(&[std::slice::from_ref(&seen)], [origin], |commit| {
-            links.bases(commit)
-        })[0]
-    };
     let strange = |found: Option<&Stranger>, seen: Uuid| {
-        found.is_some_and(|stranger| stranger.origin.is_none_or(|origin| !descends(origin, seen)))
+        found.is_some_and(|stranger| {
+            stranger
+                .origin
+                .is_none_or(|origin| !links.descends([origin], seen))
+        })
     };
     // Rule X across an adoption: the records the adoption forgave (those the adopting
     // store lacked, or held without descending from what the previous run saw: a backup

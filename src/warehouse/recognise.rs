@@ -595,12 +595,18 @@ fn readings(location: &str) -> Vec<Reading> {
         }
         "s3" | "s3a" | "s3n" => match rest.strip_prefix("//") {
             Some(after) => {
-                let (bucket, key) = after.split_once('/').unwrap_or((after, ""));
-                query_readings(key)
+                let (authority, key) = after.split_once('/').unwrap_or((after, ""));
+                // `s3://reader@bucket/…` and `s3://bucket:443/…` read `bucket`:
+                // object_store and the URL parsers readers use take the host alone (GC
+                // round 117, F1).
+                let keys = query_readings(key);
+                hosts(authority)
                     .into_iter()
-                    .map(|key| Reading::Bucket {
-                        bucket: bucket.to_owned(),
-                        key: key.to_owned(),
+                    .flat_map(|bucket| {
+                        keys.iter().map(move |key| Reading::Bucket {
+                            bucket: bucket.to_owned(),
+                            key: (*key).to_owned(),
+                        })
                     })
                     .collect()
             }
@@ -610,9 +616,8 @@ fn readings(location: &str) -> Vec<Reading> {
             let Some(after) = rest.strip_prefix("//") else {
                 return Vec::new();
             };
-            let (host, path) = after.split_at(after.find('/').unwrap_or(after.len()));
-            let host = host.rsplit('@').next().unwrap_or(host);
-            let host = host.split(':').next().unwrap_or(host);
+            let (authority, path) = after.split_at(after.find('/').unwrap_or(after.len()));
+            let host = host_of(authority);
             let path = strip_query(path);
             let mut readings = Vec::new();
             // Virtual-hosted style: the bucket is the host up to a label boundary (bucket
@@ -636,14 +641,37 @@ fn readings(location: &str) -> Vec<Reading> {
         _ => match rest.strip_prefix("//") {
             Some(after) => {
                 let (authority, path) = after.split_at(after.find('/').unwrap_or(after.len()));
-                vec![Reading::Other {
-                    scheme,
-                    authority: authority.to_owned(),
-                    path: strip_query(path).to_owned(),
-                }]
+                hosts(authority)
+                    .into_iter()
+                    .map(|authority| Reading::Other {
+                        scheme: scheme.clone(),
+                        authority: authority.to_owned(),
+                        path: strip_query(path).to_owned(),
+                    })
+                    .collect()
             }
             None => Vec::new(),
         },
+    }
+}
+
+/// The host of a URL's authority, as URL parsers read it: without the user information
+/// (up to the last `@`) and the port (`:443`; an IPv6 literal `[::1]` keeps its colons).
+fn host_of(authority: &str) -> &str {
+    let host = authority.rsplit('@').next().unwrap_or(authority);
+    match host.strip_prefix('[') {
+        Some(literal) => literal.find(']').map_or(host, |end| &host[..end + 2]),
+        None => host.split(':').next().unwrap_or(host),
+    }
+}
+
+/// The places an authority may name: its host ([`host_of`]), and the authority as written
+/// when that differs (a reader that takes it whole).
+fn hosts(authority: &str) -> Vec<&str> {
+    let host = host_of(authority);
+    match host == authority {
+        true => vec![host],
+        false => vec![host, authority],
     }
 }
 
@@ -1772,6 +1800,34 @@ mod tests {
         let names = s3().names_of_location("s3://b/wh/");
         assert!(names.contains(&"indexes".to_owned()), "{names:?}");
         assert!(wh.names_of_location(&format!("{abs}2/")).is_empty());
+    }
+
+    /// GC round 117, F1: object_store (and every URL parser a reader uses) takes the host
+    /// of an `s3://` authority as the bucket, without the user and the port.
+    #[test]
+    fn a_user_or_a_port_before_the_bucket_names_the_bucket() {
+        let wh = s3();
+        for location in [
+            "s3://reader@b/wh/indexes/src/",
+            "s3://b:443/wh/indexes/src/",
+            "s3a://key:secret@b:9000/wh/indexes/src",
+            "s3://@b/wh/indexes/src/",
+            "https://reader@b.s3.amazonaws.com:443/wh/indexes/src/",
+        ] {
+            let names = wh.names_of_location(location);
+            assert!(
+                names.contains(&"indexes/src".to_owned()),
+                "{location}: {names:?}"
+            );
+        }
+        let names = wh.names_of_location("s3://reader@b/wh/");
+        assert!(names.contains(&"indexes".to_owned()), "{names:?}");
+        assert!(
+            wh.names_of_location("s3://reader@b2/wh/indexes/src/")
+                .is_empty()
+        );
+        assert_eq!(host_of("[::1]:9000"), "[::1]");
+        assert_eq!(host_of("u@[::1]"), "[::1]");
     }
 
     /// Found by the issue-26 attack: a bucket name with dots in a virtual-hosted URL.

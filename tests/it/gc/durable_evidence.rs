@@ -950,6 +950,11 @@ mod s3 {
             format!("s3a://{bucket}/wh/./indexes/src/"),
             format!("https://{bucket}.s3.us-east-1.amazonaws.com/wh/indexes/src/"),
             format!("http://127.0.0.1:9000/{bucket}/wh/indexes/src"),
+            // A user or a port before the bucket: object_store reads the host alone
+            // (GC round 117, F1).
+            format!("s3://reader@{bucket}/wh/indexes/src/"),
+            format!("s3://{bucket}:443/wh/indexes/src/"),
+            format!("s3a://key:secret@{bucket}:9000/wh//indexes/src"),
         ];
         class4(env, spellings).await;
     }
