@@ -108,4 +108,9 @@ scripts/check-infra.sh
 # before the test build needs the disk (0.7 GB).
 cargo check --manifest-path fuzz/Cargo.toml --target-dir "$state/fuzz-target"
 rm -rf "$state/fuzz-target"
-cargo test --workspace --locked --no-fail-fast
+# One test more at a time than there are cores: many tests wait on the S3-compatible
+# server, which answers one request at a time, while others (the model check, the
+# simulation) need a core; the extra thread keeps every core busy. `RUST_TEST_THREADS`
+# overrides it.
+cargo test --workspace --locked --no-fail-fast -- \
+    --test-threads "${RUST_TEST_THREADS:-$(($(nproc) + 1))}"
