@@ -409,6 +409,21 @@ fn pieces(location: &str) -> Vec<String> {
             }
         }
     }
+    // Any URL as the WHATWG URL standard parses it (the `url` crate: object_store's
+    // `parse_url` and `AmazonS3Builder::with_url`, DataFusion's `ListingTableUrl`): tabs
+    // and line breaks dropped anywhere, a backslash read as `/` and any number of slashes
+    // after a special scheme (`https:b.s3…`, `https:///b.s3…`), the host of one
+    // percent-decoded and IDNA-mapped (fullwidth letters, `。`, soft hyphens), and `?` or
+    // `#` ending the authority (`s3://b?/wh/…` reads the bucket's root): its serialisation,
+    // and the same without its query and fragment (GC round 118, F1).
+    for text in pieces.clone() {
+        if let Ok(mut url) = url::Url::parse(&text) {
+            add(&mut pieces, url.as_str());
+            url.set_query(None);
+            url.set_fragment(None);
+            add(&mut pieces, url.as_str());
+        }
+    }
     pieces
 }
 
@@ -1828,6 +1843,42 @@ mod tests {
         );
         assert_eq!(host_of("[::1]:9000"), "[::1]");
         assert_eq!(host_of("u@[::1]"), "[::1]");
+    }
+
+    /// GC round 118, F1: object_store and DataFusion parse a location with the `url`
+    /// crate (the WHATWG URL standard), which reads more spellings as the bucket and key
+    /// than a split at `/` does.
+    #[test]
+    fn a_location_names_what_the_url_standard_reads_in_it() {
+        let wh = s3();
+        for location in [
+            "https://b.s3.amazonaws.com\\wh/indexes/src/",
+            "https://%62.s3.amazonaws.com/wh/indexes/src/",
+            "s3://b/w\th/indexes/src/",
+            "s3a://b/w\nh/indexes/src/",
+            "https:///b.s3.amazonaws.com/wh/indexes/src/",
+            "https:b.s3.amazonaws.com/wh/indexes/src/",
+            "https://\u{ff42}.s3.amazonaws.com/wh/indexes/src/",
+            "https://b\u{3002}s3.amazonaws.com/wh/indexes/src/",
+            "https://b\u{ad}.s3.amazonaws.com/wh/indexes/src/",
+            "https://b%2Es3%2Eamazonaws%2Ecom/wh/indexes/src/",
+            "https://s3.us-east-1.amazonaws.com\\b/wh/indexes/src/",
+            "https://b.s3.amazonaws.com/wh\\indexes\\src\\",
+            "https://b.s3.amazonaws.com/w\th/indexes/src/",
+        ] {
+            let names = wh.names_of_location(location);
+            assert!(
+                names.contains(&"indexes/src".to_owned()) || names.contains(&"indexes".to_owned()),
+                "{location:?}: {names:?}"
+            );
+        }
+        for location in ["s3://b?/wh/indexes/src/", "s3://b#/wh/indexes/src/"] {
+            let names = wh.names_of_location(location);
+            assert!(
+                names.contains(&"indexes".to_owned()),
+                "{location:?}: {names:?}"
+            );
+        }
     }
 
     /// Found by the issue-26 attack: a bucket name with dots in a virtual-hosted URL.

@@ -955,6 +955,17 @@ mod s3 {
             format!("s3://reader@{bucket}/wh/indexes/src/"),
             format!("s3://{bucket}:443/wh/indexes/src/"),
             format!("s3a://key:secret@{bucket}:9000/wh//indexes/src"),
+            // What the `url` crate (object_store, DataFusion) reads in them: a backslash
+            // as `/`, a percent-encoded host, a tab dropped, `?` ending the authority
+            // (GC round 118, F1).
+            format!("https://{bucket}.s3.amazonaws.com\\wh/indexes/src/"),
+            format!(
+                "https://%{:02X}{}.s3.amazonaws.com/wh/indexes/src/",
+                bucket.as_bytes()[0],
+                &bucket[1..]
+            ),
+            format!("s3://{bucket}/w\th/indexes/src/"),
+            format!("s3://{bucket}?/wh/indexes/src/"),
         ];
         class4(env, spellings).await;
     }
