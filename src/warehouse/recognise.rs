@@ -339,8 +339,11 @@ impl Warehouse {
 /// [`alternatives`]). Round 45, N.
 fn pieces(location: &str) -> Vec<String> {
     let mut pieces = vec![location.to_owned()];
-    let add = |pieces: &mut Vec<String>, piece: &str| {
-        if !piece.is_empty() && !pieces.iter().any(|known| known == piece) {
+    // Known pieces in a set: a long location of many words must not cost their square
+    // (round 119: 32,000 words took minutes).
+    let mut known: std::collections::HashSet<String> = pieces.iter().cloned().collect();
+    let mut add = |pieces: &mut Vec<String>, piece: &str| {
+        if !piece.is_empty() && known.insert(piece.to_owned()) {
             pieces.push(piece.to_owned());
         }
     };
@@ -488,6 +491,13 @@ fn plus_as_space(text: &str) -> String {
 /// The most paths one location is read as (see [`alternatives`]).
 const MAX_ALTERNATIVES: usize = 4096;
 
+/// The most bytes the brace expansion of one location may write before it gives up
+/// ([`alternatives`] is then `None`: the location may name anything). Groups whose
+/// choices expand alike (`{a,a}{a,a}…`, `{a,{a}}…`) keep the output at one path while the
+/// work doubles with each group: the work is capped, not only the output (GC round 119,
+/// F3: sixty such groups in a stray file stopped every run for good).
+const MAX_EXPANSION_BYTES: usize = 16 << 20;
+
 /// Every path a location may stand for: itself, and, as Hadoop's `FileInputFormat` and
 /// Spark read an input, each part of a comma-separated list (commas outside braces), each
 /// with its brace alternatives expanded (`/data/{a,b}/` is `/data/a/` and `/data/b/`,
@@ -496,10 +506,12 @@ const MAX_ALTERNATIVES: usize = 4096;
 /// than [`MAX_ALTERNATIVES`] (round 35 G4).
 fn alternatives(location: &str) -> Option<Vec<String>> {
     let mut out = vec![location.to_owned()];
+    let mut seen: std::collections::HashSet<String> = out.iter().cloned().collect();
+    let mut budget = MAX_EXPANSION_BYTES;
     let parts = split_outside_braces(location);
     for part in std::iter::once(location).chain(if parts.len() > 1 { parts } else { Vec::new() }) {
-        for path in expand_braces(part.trim())? {
-            if !out.contains(&path) {
+        for path in expand_braces(part.trim(), &mut budget)? {
+            if seen.insert(path.clone()) {
                 out.push(path);
             }
             if out.len() > MAX_ALTERNATIVES {
@@ -557,16 +569,22 @@ fn first_group(text: &str) -> Option<(usize, usize)> {
 }
 
 /// `text` with every brace group expanded into its alternatives; `None` past
-/// [`MAX_ALTERNATIVES`].
-fn expand_braces(text: &str) -> Option<Vec<String>> {
+/// [`MAX_ALTERNATIVES`] paths, or once the expansion has written `budget` bytes.
+fn expand_braces(text: &str, budget: &mut usize) -> Option<Vec<String>> {
+    *budget = budget.checked_sub(text.len() + 1)?;
     let Some((open, close)) = first_group(text) else {
         return Some(vec![text.to_owned()]);
     };
     let (head, body, tail) = (&text[..open], &text[open + 1..close], &text[close + 1..]);
     let mut out: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut choices = std::collections::HashSet::new();
     for choice in split_outside_braces(body) {
-        for path in expand_braces(&format!("{head}{choice}{tail}"))? {
-            if !out.contains(&path) {
+        if !choices.insert(choice) {
+            continue;
+        }
+        for path in expand_braces(&format!("{head}{choice}{tail}"), budget)? {
+            if seen.insert(path.clone()) {
                 out.push(path);
             }
             if out.len() > MAX_ALTERNATIVES {
@@ -608,14 +626,17 @@ fn readings(location: &str) -> Vec<Reading> {
                 .map(|path| Reading::Local(path.to_owned()))
                 .collect()
         }
-        "s3" | "s3a" | "s3n" => match rest.strip_prefix("//") {
+        // The S3 schemes, and those other readers send to an S3 API too: Flink's Presto
+        // plugin (`s3p`), DuckDB's `r2` and `gs`/`gcs` over an S3-compatible endpoint
+        // (round 119, F4).
+        "s3" | "s3a" | "s3n" | "s3p" | "r2" | "gs" | "gcs" => match rest.strip_prefix("//") {
             Some(after) => {
                 let (authority, key) = after.split_once('/').unwrap_or((after, ""));
                 // `s3://reader@bucket/…` and `s3://bucket:443/…` read `bucket`:
                 // object_store and the URL parsers readers use take the host alone (GC
                 // round 117, F1).
                 let keys = query_readings(key);
-                hosts(authority)
+                let mut readings: Vec<Reading> = hosts(authority)
                     .into_iter()
                     .flat_map(|bucket| {
                         keys.iter().map(move |key| Reading::Bucket {
@@ -623,7 +644,20 @@ fn readings(location: &str) -> Vec<Reading> {
                             key: (*key).to_owned(),
                         })
                     })
-                    .collect()
+                    .collect();
+                // No authority: fsspec and s3fs strip every slash and take the first
+                // segment for the bucket (`s3:///bucket/…`; round 119, F2).
+                if authority.is_empty() {
+                    let trimmed = key.trim_start_matches('/');
+                    let (bucket, key) = trimmed.split_once('/').unwrap_or((trimmed, ""));
+                    for key in query_readings(key) {
+                        readings.push(Reading::Bucket {
+                            bucket: bucket.to_owned(),
+                            key: key.to_owned(),
+                        });
+                    }
+                }
+                readings
             }
             None => Vec::new(),
         },
@@ -635,22 +669,33 @@ fn readings(location: &str) -> Vec<Reading> {
             let host = host_of(authority);
             let path = strip_query(path);
             let mut readings = Vec::new();
+            let trimmed = path.trim_start_matches('/');
             // Virtual-hosted style: the bucket is the host up to a label boundary (bucket
             // names may hold dots: `my.bucket.s3.us-east-1.amazonaws.com`), so every such
-            // prefix is a reading.
-            for (at, _) in host.match_indices('.') {
+            // prefix is a reading, and the whole host (a bucket named for its domain, by
+            // CNAME). The key is the path, or, as object_store reads a host of
+            // `amazonaws.com` that begins with `s3` (`s3bucket.s3.amazonaws.com`), the path
+            // without its first segment (round 119, F1).
+            let below_first = trimmed.split_once('/').map_or("", |(_, rest)| rest);
+            let dots = host.match_indices('.').map(|(at, _)| at);
+            for bucket in dots.map(|at| &host[..at]).chain([host]) {
+                for key in [trimmed, below_first] {
+                    readings.push(Reading::Bucket {
+                        bucket: bucket.to_owned(),
+                        key: key.to_owned(),
+                    });
+                }
+            }
+            // Path style (S3, MinIO, a local server): the bucket is the first segment, as
+            // written and percent-decoded (round 119, F4).
+            let (bucket, key) = trimmed.split_once('/').unwrap_or((trimmed, ""));
+            let decoded = percent_decode_str(bucket).decode_utf8_lossy();
+            for bucket in [bucket, decoded.as_ref()] {
                 readings.push(Reading::Bucket {
-                    bucket: host[..at].to_owned(),
-                    key: path.trim_start_matches('/').to_owned(),
+                    bucket: bucket.to_owned(),
+                    key: key.to_owned(),
                 });
             }
-            // Path style (S3, MinIO, a local server): the bucket is the first segment.
-            let trimmed = path.trim_start_matches('/');
-            let (bucket, key) = trimmed.split_once('/').unwrap_or((trimmed, ""));
-            readings.push(Reading::Bucket {
-                bucket: bucket.to_owned(),
-                key: key.to_owned(),
-            });
             readings
         }
         _ => match rest.strip_prefix("//") {
@@ -1039,7 +1084,7 @@ mod tests {
         for outside in [
             "s3://other/wh/indexes/src",
             "s3://b/wh2/indexes/src",
-            "gs://b/wh/indexes/src",
+            "az://b/wh/indexes/src",
             "file:///b/wh/indexes/src",
             "/b/wh/indexes/src",
             "wh/indexes/src",
@@ -1879,6 +1924,56 @@ mod tests {
                 "{location:?}: {names:?}"
             );
         }
+    }
+
+    /// GC round 119: what other S3 readers take for a bucket and key (F1, F2, F4), and a
+    /// brace expansion whose work doubles while its output does not grow (F3).
+    #[test]
+    fn what_other_s3_readers_read_is_recognised_and_braces_are_bounded() {
+        let on = |root: &str| {
+            let prefix = root.split_once("://").map_or("", |(_, rest)| rest);
+            let prefix = prefix.split_once('/').map_or("", |(_, rest)| rest);
+            Warehouse::new(root, Arc::new(InMemory::new()), StorePath::from(prefix))
+                .expect("warehouse")
+        };
+        let cases = [
+            // object_store drops the first segment under a host beginning with `s3`.
+            (
+                "s3://s3b/wh",
+                "https://s3b.s3.amazonaws.com/x/wh/indexes/src/",
+            ),
+            // fsspec and s3fs: no authority, the first segment is the bucket.
+            ("s3://b/wh", "s3:///b/wh/indexes/src/"),
+            ("s3://b/wh", "s3a:////b/wh/indexes/src/"),
+            // Other schemes sent to an S3 API.
+            ("s3://b/wh", "s3p://b/wh/indexes/src/"),
+            ("s3://b/wh", "r2://b/wh/indexes/src/"),
+            ("s3://b/wh", "gs://b/wh/indexes/src/"),
+            // A percent-encoded path-style bucket; a bucket named for its domain.
+            (
+                "s3://b/wh",
+                "https://s3.us-east-1.amazonaws.com/%62/wh/indexes/src/",
+            ),
+            (
+                "s3://cdn.example.com/wh",
+                "https://cdn.example.com/wh/indexes/src/",
+            ),
+        ];
+        for (root, location) in cases {
+            let names = on(root).names_of_location(location);
+            assert!(
+                names.contains(&"indexes/src".to_owned()),
+                "{root} {location}: {names:?}"
+            );
+        }
+        // Groups that expand alike: one path, found without doubling the work per group.
+        let alike = format!("s3://elsewhere/x/{}", "{a,a}".repeat(60));
+        assert!(s3().names_of_location(&alike).is_empty());
+        // Groups whose choices differ in spelling only: the work is capped, and a location
+        // the expansion gave up on may name anything.
+        let nested = format!("s3://elsewhere/x/{}", "{a,{a}}".repeat(40));
+        let names = s3().names_of_location(&nested);
+        assert!(names.contains(&"indexes".to_owned()), "{names:?}");
     }
 
     /// Found by the issue-26 attack: a bucket name with dots in a virtual-hosted URL.
