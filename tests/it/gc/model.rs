@@ -21,25 +21,30 @@
 //! cloned (a copy the ownership check cannot tell apart, sharing the warehouse: the
 //! ledger, the journals, the log), and from then on runs walk the clone (and the
 //! original, where the configuration lets the owner collect) while writers write the
-//! original (rule N), and the owner may still adopt the warehouse on the original (the
-//! other operator steps come before the clone); time passes; the run crashes (and a write it had in flight lands later, as a paused
-//! process's would).
+//! original (rule N) and, where the configuration lets them, the clone (never over a
+//! record the original still holds from before the clone: assumption 7 of `gc`), and the
+//! owner may still adopt the warehouse on the original (the other operator steps come
+//! before the clone); time passes; the run crashes (and a write it had in flight lands
+//! later, as a paused process's would).
 //!
 //! Each run's log read holds the previous finished run's journal against its walk (rule
 //! X): a record the journal saw that is gone, or that does not descend from the commit
 //! seen (neither its chain nor the commit links from it lead there: `history::Stranger`),
 //! and one the journal found vanished that is still gone or not back, is unexplained, and
 //! its journal lists it as vanished. The journal says the epoch its run was planned in;
-//! across an epoch change rule X skips only the keys the adoption forgave: those of the
-//! newest finished journal the adopting store lacked or held a stranger at.
+//! across an epoch change rule X skips only the records the adoption forgave: the commits
+//! the newest finished journal saw or found vanished at a key where the adopting store
+//! lacked a record or held one that does not descend from them — record by record, never
+//! a whole key (GC round 115, F1).
 //!
 //! **Safety** (`always`): no object is deleted while a pointer reached it within the
 //! retention before, nor while an existing metadata file names it; no pointer ever names a
 //! deleted file. **Liveness** (`sometimes`, plus the bound the random simulation checks):
 //! garbage that lost reachability is collected.
 //!
-//! `PARQDB_GC_MODEL_TIME`, `_PUBLISHES`, `_OPERATOR`, `_CRASHES`, `_RUNS`, `_FORKS` and `_DROPS`
-//! widen the configuration (BENCHMARKS.md reports a larger run).
+//! `PARQDB_GC_MODEL_TIME`, `_PUBLISHES`, `_CLONE_PUBLISHES`, `_OPERATOR`, `_CRASHES`,
+//! `_RUNS`, `_FORKS` and `_DROPS` widen the configuration (BENCHMARKS.md reports a larger
+//! run).
 
 use std::collections::BTreeMap;
 
@@ -120,6 +125,8 @@ struct Pending {
     file: usize,
     commit: u8,
     deadline: i64,
+    /// A writer of the clone of the store (`Action::PublishOnClone`): it lands there.
+    clone: bool,
 }
 
 /// What a finished run's journal says: the commit its walk saw at each key, those it
@@ -131,6 +138,10 @@ struct Journal {
     vanished: [Option<u8>; KEYS],
     epoch: i64,
 }
+
+/// The commits an adoption forgave at a key (`changelog::Forgiven`): of those the journal
+/// it read lists there, at most the one seen and the one vanished.
+type Forgiven = [Option<u8>; 2];
 
 /// A clock fact in the ledger.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -169,8 +180,8 @@ struct Run {
     clone: bool,
     /// The ownership epoch it was planned in.
     epoch: i64,
-    /// The keys rule X skips: across an epoch change, those the adoption forgave.
-    forgiven: [bool; KEYS],
+    /// The records rule X skips: across an epoch change, those the adoption forgave.
+    forgiven: [Forgiven; KEYS],
     walk: i64,
     reachable: [bool; OBJECTS],
     records: [Option<(u8, Option<u8>)>; KEYS],
@@ -205,8 +216,8 @@ struct State {
     done_at: BTreeMap<u8, i64>,
     /// The latest finished run's journal.
     journal: Option<Journal>,
-    /// The keys the adoption that began the current epoch forgave (`Action::Adopt`).
-    forgiven: [bool; KEYS],
+    /// The records the adoption that began the current epoch forgave (`Action::Adopt`).
+    forgiven: [Forgiven; KEYS],
     next_run: u8,
     run: Option<Run>,
     epoch: i64,
@@ -224,6 +235,7 @@ struct State {
     forked: Option<[Record; KEYS]>,
     /// Budgets that keep the model finite.
     publishes_left: u8,
+    clone_publishes_left: u8,
     drops_left: u8,
     operator_left: u8,
     crashes_left: u8,
@@ -241,6 +253,14 @@ enum Action {
     /// A register or commit of `file` at `key` logs its entry; `refused`: its check found
     /// the file condemned (the entry stays, as a crashed writer's would).
     Publish {
+        key: usize,
+        file: usize,
+    },
+    /// A writer of the clone of the store registers or commits `file` at `key` there: it
+    /// logs its entry in the shared change log, and lands on the clone's records (its
+    /// commit link stored before, in the shared warehouse), as `Publish` and `Land` do on
+    /// the original.
+    PublishOnClone {
         key: usize,
         file: usize,
     },
@@ -287,6 +307,8 @@ struct GcModel {
     start: Start,
     max_time: i64,
     publishes: u8,
+    /// Publications on the clone of the store, once there is one.
+    clone_publishes: u8,
     operator: u8,
     crashes: u8,
     runs: u8,
@@ -296,6 +318,9 @@ struct GcModel {
     drops: u8,
     /// Whether runs after a clone may walk the original too (else only the clone).
     owner_collects: bool,
+    /// Whether they still may once the owner adopted the warehouse (else the owner's
+    /// collector stops at its adoption).
+    owner_collects_after_adopting: bool,
 }
 
 /// Where the checked histories start.
@@ -347,13 +372,13 @@ impl State {
     /// What the change log says after a walk that saw `records`: the latest entry that
     /// may have published each object (refused entries excluded), whether a record is
     /// unexplained, and which records the journal lists that the walk finds vanished
-    /// (rule X: gone, or held by a record that does not descend from them; not at the
-    /// keys in `forgiven`).
+    /// (rule X: gone, or held by a record that does not descend from them; not the
+    /// records in `forgiven`).
     fn read_log(
         &self,
         records: &[Option<(u8, Option<u8>)>; KEYS],
         walk: i64,
-        forgiven: &[bool; KEYS],
+        forgiven: &[Forgiven; KEYS],
     ) -> ([Option<i64>; OBJECTS], bool, [Option<u8>; KEYS]) {
         let mut republished = [None; OBJECTS];
         let untaken = self.untaken(records, walk);
@@ -391,22 +416,21 @@ impl State {
                     unexplained |= !rules::explained(false, logged(write));
                 }
             }
-            if forgiven[key] {
-                continue;
-            }
             // Rule X: a record the journal saw is gone, or is a stranger (it does not
             // descend from the commit seen: `history::Stranger`); one it found vanished is
-            // still gone, or not back (the record does not remember it).
+            // still gone, or not back (the record does not remember it). Not a record the
+            // adoption forgave: that commit at that key.
             let Some(journal) = self.journal else {
                 continue;
             };
-            if let Some(seen) = journal.seen[key]
+            let judged = |commit: &u8| !forgiven[key].contains(&Some(*commit));
+            if let Some(seen) = journal.seen[key].filter(judged)
                 && !self.descends(*record, seen)
             {
                 unexplained = true;
                 vanished[key] = Some(seen);
             }
-            if let Some(gone) = journal.vanished[key]
+            if let Some(gone) = journal.vanished[key].filter(judged)
                 && !record
                     .is_some_and(|(commit, previous)| commit == gone || previous == Some(gone))
             {
@@ -415,6 +439,35 @@ impl State {
             }
         }
         (republished, unexplained, vanished)
+    }
+
+    /// A register or commit of `file` at `key` over `base`, by a writer of the original
+    /// or (`clone`) of the clone: it logs its entry, and the check for condemnations runs
+    /// in the same window: a condemned file, or one over condemned tables, is refused (its
+    /// entry stays: the writer crashed before withdrawing it); else the write is pending.
+    fn publish(&mut self, key: usize, file: usize, base: Record, clone: bool) {
+        let commit = self.fresh_commit();
+        let replaces = match base {
+            Record::Live { file, .. } => Some(file),
+            _ => None,
+        };
+        self.log.push(Logged {
+            at: self.now,
+            key,
+            commit,
+            publishes: Some(file),
+            replaces,
+            released: false,
+        });
+        if !self.refuses(base, file) {
+            self.pending.push(Pending {
+                key,
+                file,
+                commit,
+                deadline: self.now + 1,
+                clone,
+            });
+        }
     }
 
     /// The commits `commit` replaced, as the commit links say.
@@ -436,18 +489,17 @@ impl State {
         rules::taken(&[&[seen]], held, |commit| self.bases(commit))[0]
     }
 
-    /// The keys an adoption by a store holding `records` forgives: those of the newest
-    /// finished journal (its records, and its vanished records) where the store lacks a
-    /// record or holds one that does not descend from the journal's commit.
-    fn forgiven(&self, records: &[Option<(u8, Option<u8>)>; KEYS]) -> [bool; KEYS] {
+    /// The records an adoption by a store holding `records` forgives: those of the newest
+    /// finished journal (its records, and its vanished records) whose commit the store's
+    /// record at their key does not descend from (or it lacks one there), each commit on
+    /// its own (`gc::adoption::forgiven`).
+    fn forgiven(&self, records: &[Option<(u8, Option<u8>)>; KEYS]) -> [Forgiven; KEYS] {
         let Some(journal) = self.journal else {
-            return [false; KEYS];
+            return [[None; 2]; KEYS];
         };
         std::array::from_fn(|key| {
             [journal.seen[key], journal.vanished[key]]
-                .into_iter()
-                .flatten()
-                .any(|seen| !self.descends(records[key], seen))
+                .map(|seen| seen.filter(|seen| !self.descends(records[key], *seen)))
         })
     }
 
@@ -509,10 +561,10 @@ impl State {
         (0..FILES).any(|file| self.exists(file) && NAMES[file][object])
     }
 
-    /// Whether a publication of `file` at `key` finds something condemned (rule C): the
-    /// file, or a table it names that the record's current file does not.
-    fn refuses(&self, key: usize, file: usize) -> bool {
-        let base = match self.records[key] {
+    /// Whether a publication of `file` over the record `base` finds something condemned
+    /// (rule C): the file, or a table it names that the record's current file does not.
+    fn refuses(&self, base: Record, file: usize) -> bool {
+        let base = match base {
             Record::Live { file, .. } => Some(file),
             _ => None,
         };
@@ -610,7 +662,7 @@ impl Model for GcModel {
             in_flight: None,
             done_at: BTreeMap::new(),
             journal: None,
-            forgiven: [false; KEYS],
+            forgiven: [[None; 2]; KEYS],
             next_run: 1,
             run: None,
             epoch: 0,
@@ -619,6 +671,7 @@ impl Model for GcModel {
             forked: None,
             links: Vec::new(),
             publishes_left: self.publishes,
+            clone_publishes_left: self.clone_publishes,
             drops_left: self.drops,
             operator_left: self.operator,
             crashes_left: self.crashes,
@@ -680,12 +733,11 @@ impl Model for GcModel {
         if state.now < self.max_time {
             actions.push(Action::Tick);
         }
+        // A writer picks up tables that exist, and publishes a file whose tables exist
+        // when its publication starts (gc assumption 3).
+        let tables_exist =
+            |file: usize| (FILES..OBJECTS).all(|table| !NAMES[file][table] || state.exists(table));
         if state.publishes_left > 0 {
-            // A writer picks up tables that exist, and publishes a file whose tables
-            // exist when its publication starts (gc assumption 3).
-            let tables_exist = |file: usize| {
-                (FILES..OBJECTS).all(|table| !NAMES[file][table] || state.exists(table))
-            };
             // (Only where the histories start with tables left over: elsewhere it adds
             // interleavings and nothing the configuration reaches.)
             if self.start == Start::DroppedLongAgo
@@ -706,6 +758,32 @@ impl Model for GcModel {
                 for file in 0..FILES {
                     if state.exists(file) && (tables_exist(file) || just_written(file)) {
                         actions.push(Action::Publish { key, file });
+                    }
+                }
+            }
+        }
+        // A writer of the clone publishes there in the same way (the configurations with a
+        // clone write no `FRESH`), right after the clone as the clone itself is taken
+        // (`PARQDB_GC_MODEL_FORK_ANYTIME` lets it write at any step): both hosts run the
+        // same workload. Never over a record the original still holds from before the
+        // clone: to the clone's collector that is the one store moving on, and it deletes
+        // what the idle original still names (assumption 7 of `gc`: round 116, F1, a stated
+        // limit). Nor the file the original holds at that key (with both stores reaching
+        // the same files, nothing the write does can lose them: it only adds histories).
+        let clone_writes_now = (state.now == 0 && state.next_run == 1) || fork_anytime();
+        if let Some(forked) = state.forked
+            && state.clone_publishes_left > 0
+            && clone_writes_now
+        {
+            for (key, (copy, original)) in forked.iter().zip(&state.records).enumerate() {
+                let shared = matches!(copy, Record::Live { .. }) && copy == original;
+                let held = match original {
+                    Record::Live { file, .. } => Some(*file),
+                    _ => None,
+                };
+                for file in 0..FILES {
+                    if !shared && held != Some(file) && state.exists(file) && tables_exist(file) {
+                        actions.push(Action::PublishOnClone { key, file });
                     }
                 }
             }
@@ -765,7 +843,10 @@ impl Model for GcModel {
         }
         let Some(run) = &state.run else {
             if state.runs_left > 0 {
-                if state.forked.is_none() || self.owner_collects {
+                // (After a clone, the operator's one step is the adoption.)
+                let owner_collects = self.owner_collects
+                    && (self.owner_collects_after_adopting || state.operator_left > 0);
+                if state.forked.is_none() || owner_collects {
                     actions.push(Action::StartRun { clone: false });
                 }
                 if state.forked.is_some() {
@@ -797,39 +878,27 @@ impl Model for GcModel {
             Action::Tick => state.now += 1,
             Action::Publish { key, file } => {
                 state.publishes_left -= 1;
-                let commit = state.fresh_commit();
-                let replaces = match state.records[key] {
-                    Record::Live { file, .. } => Some(file),
-                    _ => None,
-                };
-                state.log.push(Logged {
-                    at: state.now,
-                    key,
-                    commit,
-                    publishes: Some(file),
-                    replaces,
-                    released: false,
-                });
-                // The check for condemnations runs in the same window: a condemned file,
-                // or one over condemned tables, is refused (its entry stays: the writer
-                // crashed before withdrawing it).
-                if !state.refuses(key, file) {
-                    state.pending.push(Pending {
-                        key,
-                        file,
-                        commit,
-                        deadline: state.now + 1,
-                    });
-                }
+                let base = state.records[key];
+                state.publish(key, file, base, false);
+            }
+            Action::PublishOnClone { key, file } => {
+                state.clone_publishes_left -= 1;
+                let base = state.forked?[key];
+                state.publish(key, file, base, true);
             }
             Action::WriteFresh => state.fresh_written = Some(state.now),
             Action::Land(at) => {
                 let pending = state.pending.remove(at);
-                let base = state.records[pending.key].commit().map(|(id, _)| id);
+                // The store its writer writes: the original, or the clone.
+                let records = match pending.clone {
+                    true => state.forked.as_mut()?,
+                    false => &mut state.records,
+                };
+                let base = records[pending.key].commit().map(|(id, _)| id);
                 state.links.push((pending.commit, base));
-                state.records[pending.key] = Record::Live {
+                records[pending.key] = Record::Live {
                     file: pending.file,
-                    commit: state.records[pending.key].chain(pending.commit),
+                    commit: records[pending.key].chain(pending.commit),
                 };
             }
             Action::Expire(at) => {
@@ -870,7 +939,7 @@ impl Model for GcModel {
             Action::Adopt => {
                 state.operator_left -= 1;
                 state.epoch = state.now;
-                // The adopting store is the original. The adoption forgives the keys of
+                // The adopting store is the original. The adoption forgives the records of
                 // the newest finished journal it lacks or holds a stranger at, and releases
                 // what the log holds, settled, and it did not take
                 // (`changelog::record_release`).
@@ -893,10 +962,10 @@ impl Model for GcModel {
                 let walked = state.walked(clone)?;
                 let records = walked.map(Record::commit);
                 // Across an epoch change (the previous journal was planned before the
-                // current epoch's adoption), rule X skips the keys the adoption forgave.
+                // current epoch's adoption), rule X skips the records the adoption forgave.
                 let forgiven = match state.journal {
                     Some(journal) if journal.epoch != state.epoch => state.forgiven,
-                    _ => [false; KEYS],
+                    _ => [[None; 2]; KEYS],
                 };
                 state.run = Some(Run {
                     id,
@@ -1127,20 +1196,32 @@ fn configured(default: GcModel) -> GcModel {
         start: default.start,
         max_time: env_number("PARQDB_GC_MODEL_TIME", default.max_time as u64) as i64,
         publishes: env_number("PARQDB_GC_MODEL_PUBLISHES", default.publishes.into()) as u8,
+        clone_publishes: env_number(
+            "PARQDB_GC_MODEL_CLONE_PUBLISHES",
+            default.clone_publishes.into(),
+        ) as u8,
         operator: env_number("PARQDB_GC_MODEL_OPERATOR", default.operator.into()) as u8,
         crashes: env_number("PARQDB_GC_MODEL_CRASHES", default.crashes.into()) as u8,
         runs: env_number("PARQDB_GC_MODEL_RUNS", default.runs.into()) as u8,
         forks: env_number("PARQDB_GC_MODEL_FORKS", default.forks.into()) as u8,
         drops: env_number("PARQDB_GC_MODEL_DROPS", default.drops.into()) as u8,
         owner_collects: default.owner_collects,
+        owner_collects_after_adopting: default.owner_collects_after_adopting,
     }
 }
 
 fn check_configured(name: &str, default: GcModel) {
     let model = configured(default);
     let described = format!(
-        "{name}: time {}, publications {}, operator actions {}, crashes {}, runs {}, forks {}",
-        model.max_time, model.publishes, model.operator, model.crashes, model.runs, model.forks
+        "{name}: time {}, publications {} (on a clone {}), operator actions {}, crashes {}, \
+         runs {}, forks {}",
+        model.max_time,
+        model.publishes,
+        model.clone_publishes,
+        model.operator,
+        model.crashes,
+        model.runs,
+        model.forks
     );
     let started = std::time::Instant::now();
     let (states, unique, depth) = check(model);
@@ -1155,12 +1236,14 @@ const SMALL: GcModel = GcModel {
     start: Start::Registered,
     max_time: 5,
     publishes: 0,
+    clone_publishes: 0,
     operator: 0,
     crashes: 0,
     runs: 3,
     forks: 0,
     drops: 1,
     owner_collects: false,
+    owner_collects_after_adopting: true,
 };
 
 /// Writers register and commit any file at any identifier, publications land late or
@@ -1239,6 +1322,40 @@ fn an_adoption_after_a_clone_never_lets_the_clone_forget_the_owners_records() {
             runs: 4,
             drops: 0,
             owner_collects: true,
+            ..SMALL
+        },
+    );
+}
+
+/// After a clone of the store, both stores write the same identifier: the owner registered
+/// it on the original, and a writer of the clone registers it there on another file. A
+/// journal then lists the owner's commit and the clone's at that key (one seen, the other
+/// vanished), the owner's run prunes its entry, the owner adopts the warehouse (forgiving
+/// the clone's commit, which its store does not descend from), and the clone's collector
+/// runs past the retention: the owner's commit still counts there, so the clone's runs find
+/// it gone and keep what it names (GC round 115, F1: with the whole key forgiven, the
+/// clone's collector deleted the owner's metadata and its table at time 7: the owner's run
+/// and the clone's at time 2, the latter starting their clocks, the adoption in that tick,
+/// and two more runs on the clone).
+///
+/// The owner's collector stops at its adoption here: where the original writes nothing
+/// more, its later runs only leave journals of the new epoch, against which the clone's
+/// runs judge every record. Both limits keep the check near a minute in a debug build:
+/// letting the owner collect on takes half as long again, letting the clone write at any
+/// step more than ten times as long (`PARQDB_GC_MODEL_FORK_ANYTIME`).
+#[test]
+fn an_adoption_forgives_records_not_keys_when_both_stores_write() {
+    check_configured(
+        "both stores write, then an adoption",
+        GcModel {
+            start: Start::ForkedThenRegistered,
+            max_time: 7,
+            clone_publishes: 1,
+            operator: 1,
+            runs: 4,
+            drops: 0,
+            owner_collects: true,
+            owner_collects_after_adopting: false,
             ..SMALL
         },
     );
