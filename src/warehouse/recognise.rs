@@ -64,6 +64,7 @@ impl Warehouse {
         NameReader {
             warehouse: self,
             unbounded: false,
+            budget: MAX_EXPANSION_BYTES,
             links: self
                 .local
                 .as_ref()
@@ -77,6 +78,7 @@ impl Warehouse {
         &self,
         location: &str,
         links: &mut Option<Links>,
+        budget: &mut usize,
     ) -> (Vec<String>, bool) {
         let mut gave_up = false;
         let mut names: Vec<String> = Vec::new();
@@ -97,7 +99,7 @@ impl Warehouse {
         }
         for piece in all {
             let piece = piece.as_str();
-            match alternatives(piece) {
+            match alternatives(piece, budget) {
                 Some(paths) => paths
                     .iter()
                     .for_each(|path| add(self.names_of_path(path, links))),
@@ -491,11 +493,14 @@ fn plus_as_space(text: &str) -> String {
 /// The most paths one location is read as (see [`alternatives`]).
 const MAX_ALTERNATIVES: usize = 4096;
 
-/// The most bytes the brace expansion of one location may write before it gives up
-/// ([`alternatives`] is then `None`: the location may name anything). Groups whose
-/// choices expand alike (`{a,a}{a,a}…`, `{a,{a}}…`) keep the output at one path while the
-/// work doubles with each group: the work is capped, not only the output (GC round 119,
-/// F3: sixty such groups in a stray file stopped every run for good).
+/// The most bytes the brace expansions of one [`NameReader`] (one file's strings, one
+/// metadata file's sources) may write before they give up ([`alternatives`] is then
+/// `None`: the location may name anything). Groups whose choices expand alike
+/// (`{a,a}{a,a}…`, `{a,{a}}…`) keep the output at one path while the work doubles with
+/// each group: the work is capped, not only the output (GC round 119, F3: sixty such
+/// groups in a stray file stopped every run for good), and for the whole file, not each
+/// string (round 120, F2: a thousand strings, each within the cap, did). A location
+/// without braces costs nothing.
 const MAX_EXPANSION_BYTES: usize = 16 << 20;
 
 /// Every path a location may stand for: itself, and, as Hadoop's `FileInputFormat` and
@@ -504,13 +509,12 @@ const MAX_EXPANSION_BYTES: usize = 16 << 20;
 /// nested braces too, as `GlobExpander` does before `..` is resolved: an alternative
 /// `{src,../wh/indexes/old}` climbs out of the literal directory). `None` if there are more
 /// than [`MAX_ALTERNATIVES`] (round 35 G4).
-fn alternatives(location: &str) -> Option<Vec<String>> {
+fn alternatives(location: &str, budget: &mut usize) -> Option<Vec<String>> {
     let mut out = vec![location.to_owned()];
     let mut seen: std::collections::HashSet<String> = out.iter().cloned().collect();
-    let mut budget = MAX_EXPANSION_BYTES;
     let parts = split_outside_braces(location);
     for part in std::iter::once(location).chain(if parts.len() > 1 { parts } else { Vec::new() }) {
-        for path in expand_braces(part.trim(), &mut budget)? {
+        for path in expand_braces(part.trim(), budget)? {
             if seen.insert(path.clone()) {
                 out.push(path);
             }
@@ -571,10 +575,10 @@ fn first_group(text: &str) -> Option<(usize, usize)> {
 /// `text` with every brace group expanded into its alternatives; `None` past
 /// [`MAX_ALTERNATIVES`] paths, or once the expansion has written `budget` bytes.
 fn expand_braces(text: &str, budget: &mut usize) -> Option<Vec<String>> {
-    *budget = budget.checked_sub(text.len() + 1)?;
     let Some((open, close)) = first_group(text) else {
         return Some(vec![text.to_owned()]);
     };
+    *budget = budget.checked_sub(text.len() + 1)?;
     let (head, body, tail) = (&text[..open], &text[open + 1..close], &text[close + 1..]);
     let mut out: Vec<String> = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -629,7 +633,7 @@ fn readings(location: &str) -> Vec<Reading> {
         // The S3 schemes, and those other readers send to an S3 API too: Flink's Presto
         // plugin (`s3p`), DuckDB's `r2` and `gs`/`gcs` over an S3-compatible endpoint
         // (round 119, F4).
-        "s3" | "s3a" | "s3n" | "s3p" | "r2" | "gs" | "gcs" => match rest.strip_prefix("//") {
+        scheme if S3_SCHEMES.contains(&scheme) => match rest.strip_prefix("//") {
             Some(after) => {
                 let (authority, key) = after.split_once('/').unwrap_or((after, ""));
                 // `s3://reader@bucket/…` and `s3://bucket:443/…` read `bucket`:
@@ -645,6 +649,16 @@ fn readings(location: &str) -> Vec<Reading> {
                         })
                     })
                     .collect();
+                // fsspec strips each of its protocols in turn, by `://` or `::`
+                // (`s3://s3a://bucket/…`, `s3://s3a::bucket/…`; round 120, F1): what is
+                // left is read as a location without an authority.
+                let inner = without_s3_schemes(after);
+                if inner.len() < after.len() {
+                    readings.extend(self::readings(&format!(
+                        "s3:///{}",
+                        inner.trim_start_matches('/')
+                    )));
+                }
                 // No authority: fsspec and s3fs strip every slash and take the first
                 // segment for the bucket (`s3:///bucket/…`; round 119, F2).
                 if authority.is_empty() {
@@ -712,6 +726,30 @@ fn readings(location: &str) -> Vec<Reading> {
             }
             None => Vec::new(),
         },
+    }
+}
+
+/// The schemes read as S3 locations: S3's own, and those other readers send to an S3 API
+/// too (Flink's Presto plugin `s3p`, DuckDB's `r2`, `gs` and `gcs` over an S3-compatible
+/// endpoint; round 119, F4).
+const S3_SCHEMES: [&str; 7] = ["s3", "s3a", "s3n", "s3p", "r2", "gs", "gcs"];
+
+/// `text` without every S3 scheme it begins with, each followed by `://` or `::`.
+fn without_s3_schemes(mut text: &str) -> &str {
+    'strip: loop {
+        for scheme in S3_SCHEMES {
+            let rest = text
+                .get(..scheme.len())
+                .filter(|head| head.eq_ignore_ascii_case(scheme))
+                .map(|_| &text[scheme.len()..]);
+            if let Some(after) =
+                rest.and_then(|rest| rest.strip_prefix("://").or_else(|| rest.strip_prefix("::")))
+            {
+                text = after;
+                continue 'strip;
+            }
+        }
+        return text;
     }
 }
 
@@ -903,6 +941,8 @@ pub(crate) struct NameReader<'w> {
     /// A reading gave up at a bound outside the view of links (too many alternatives)
     /// since [`NameReader::gave_up`] was last asked.
     unbounded: bool,
+    /// What is left of the brace expansions' work ([`MAX_EXPANSION_BYTES`]).
+    budget: usize,
 }
 
 impl NameReader<'_> {
@@ -929,9 +969,9 @@ impl NameReader<'_> {
             self.unbounded = true;
             return every_managed_prefix();
         }
-        let (names, gave_up) = self
-            .warehouse
-            .names_of_location_with(location, &mut self.links);
+        let (names, gave_up) =
+            self.warehouse
+                .names_of_location_with(location, &mut self.links, &mut self.budget);
         self.unbounded |= gave_up;
         names
     }
@@ -976,7 +1016,7 @@ impl NameReader<'_> {
         let absolute = pieces(part.trim())
             .into_iter()
             .chain(pieces(part))
-            .any(|piece| match alternatives(&piece) {
+            .any(|piece| match alternatives(&piece, &mut self.budget) {
                 Some(paths) => paths.iter().any(|path| {
                     path.trim().starts_with('/') || split_scheme(path.trim()).is_some()
                 }),
@@ -1007,9 +1047,9 @@ impl NameReader<'_> {
             return Vec::new();
         }
         let path = format!("{}/{folder}/{part}", dir.display());
-        let (names, gave_up) = self
-            .warehouse
-            .names_of_location_with(&path, &mut self.links);
+        let (names, gave_up) =
+            self.warehouse
+                .names_of_location_with(&path, &mut self.links, &mut self.budget);
         self.unbounded |= gave_up;
         names
     }
@@ -1134,7 +1174,10 @@ mod tests {
             "s3://elsewhere/{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}";
         let names = wh.names_of_location(many);
         assert!(names.contains(&"indexes".to_owned()), "{names:?}");
-        assert_eq!(alternatives("/a/{b,c}/d").map(|all| all.len()), Some(3));
+        assert_eq!(
+            alternatives("/a/{b,c}/d", &mut MAX_EXPANSION_BYTES.clone()).map(|all| all.len()),
+            Some(3)
+        );
     }
 
     #[test]
@@ -1958,6 +2001,12 @@ mod tests {
                 "s3://cdn.example.com/wh",
                 "https://cdn.example.com/wh/indexes/src/",
             ),
+            // fsspec strips each of its protocols in turn (round 120, F1).
+            ("s3://b/wh", "s3://s3a://b/wh/indexes/src/"),
+            ("s3://b/wh", "s3a://s3://b/wh/indexes/src/"),
+            ("s3://b/wh", "s3://s3a::b/wh/indexes/src/"),
+            ("s3://b/wh", "s3://s3a:///b/wh/indexes/src/"),
+            ("s3://b/wh", "simplecache::s3://s3a://b/wh/indexes/src/"),
         ];
         for (root, location) in cases {
             let names = on(root).names_of_location(location);
@@ -1974,6 +2023,21 @@ mod tests {
         let nested = format!("s3://elsewhere/x/{}", "{a,{a}}".repeat(40));
         let names = s3().names_of_location(&nested);
         assert!(names.contains(&"indexes".to_owned()), "{names:?}");
+        // The cap is the reader's (one file's strings), not each string's (round 120, F2):
+        // once spent, every string with braces may name anything, at no cost; one without
+        // braces is read as ever.
+        let wh = s3();
+        let mut reader = wh.name_reader();
+        for n in 0..1000 {
+            let names =
+                reader.names_of_location(&format!("s3://elsewhere/s{n}/{}", "{a,{a}}".repeat(24)));
+            assert!(names.contains(&"indexes".to_owned()), "{n}: {names:?}");
+        }
+        assert!(
+            reader
+                .names_of_location("s3://b/wh/indexes/src/")
+                .contains(&"indexes/src".to_owned())
+        );
     }
 
     /// Found by the issue-26 attack: a bucket name with dots in a virtual-hosted URL.
