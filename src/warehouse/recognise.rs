@@ -630,9 +630,7 @@ fn readings(location: &str) -> Vec<Reading> {
                 .map(|path| Reading::Local(path.to_owned()))
                 .collect()
         }
-        // The S3 schemes, and those other readers send to an S3 API too: Flink's Presto
-        // plugin (`s3p`), DuckDB's `r2` and `gs`/`gcs` over an S3-compatible endpoint
-        // (round 119, F4).
+        // An S3 location (see `S3_SCHEMES`).
         scheme if S3_SCHEMES.contains(&scheme) => match rest.strip_prefix("//") {
             Some(after) => {
                 let (authority, key) = after.split_once('/').unwrap_or((after, ""));
