@@ -104,8 +104,8 @@ cargo clippy -p parqdb-catalog --lib --no-default-features --locked -- -D warnin
 scripts/check-infra.sh
 # The fuzz targets always build (running them needs nightly; see fuzz/README.md). Their
 # bodies also run on stable in tests/it/fuzz_bodies.rs.
-# They have their own dependency graph: check them in a target of their own, removed
-# before the test build needs the disk (0.7 GB).
+# They have their own dependency graph (the library without the AWS SDKs: about a minute):
+# check them in a target of their own, removed before the test build needs the disk.
 cargo check --manifest-path fuzz/Cargo.toml --target-dir "$state/fuzz-target"
 rm -rf "$state/fuzz-target"
 # One test more at a time than there are cores: many tests wait on the S3-compatible
