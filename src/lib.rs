@@ -104,6 +104,11 @@
 //! The README has the command, the deployment and the architecture.
 #![deny(missing_docs)]
 
+#[cfg(any(
+    all(feature = "dynamodb", not(feature = "credential-chain")),
+    feature = "builder-function"
+))]
+mod aws_environment;
 #[cfg(feature = "cli")]
 mod bench;
 pub mod catalog;

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use aws_sdk_lambda::Client;
 use aws_sdk_lambda::config::retry::RetryConfig;
 use aws_sdk_lambda::config::timeout::TimeoutConfig;
-use aws_sdk_lambda::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_lambda::config::{BehaviorVersion, Region};
 use aws_sdk_lambda::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_lambda::primitives::Blob;
 use aws_sdk_lambda::types::InvocationType;
@@ -14,6 +14,7 @@ use serde::Deserialize;
 
 use super::contract::{BuildFunctionRequest, BuildFunctionResponse};
 use super::{BuildRequest, IndexBuilder};
+use crate::aws_environment;
 use crate::error::{Error, ErrorKind, Result};
 use crate::metadata::SnapshotContents;
 
@@ -144,37 +145,19 @@ impl LambdaBuilder {
     /// `AWS_ENDPOINT_URL`) for another endpoint. `INVALID_CONFIGURATION` without a region
     /// or credentials, or for an empty function name.
     pub fn from_env(function: &str, timeout: Duration) -> Result<LambdaBuilder> {
-        let var = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
-        let missing = |what: &str| {
-            Error::new(
-                ErrorKind::Configuration,
-                format!("no {what} is configured for invoking the builder function"),
-            )
-        };
         if function.is_empty() {
-            return Err(missing("function name"));
-        }
-        let region = var("AWS_REGION")
-            .or_else(|| var("AWS_DEFAULT_REGION"))
-            .ok_or_else(|| missing("region (AWS_REGION)"))?;
-        let (Some(key_id), Some(secret)) = (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
-        else {
-            return Err(missing(
-                "credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
+            return Err(Error::new(
+                ErrorKind::Configuration,
+                "no function name is configured for invoking the builder function",
             ));
-        };
-        let credentials = Credentials::new(
-            key_id,
-            secret,
-            var("AWS_SESSION_TOKEN"),
-            None,
-            "environment",
-        );
+        }
+        let (region, credentials) =
+            aws_environment::region_and_credentials("for invoking the builder function")?;
         let mut config = aws_sdk_lambda::Config::builder()
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new(region))
             .credentials_provider(credentials);
-        if let Some(endpoint) = var("AWS_ENDPOINT_URL_LAMBDA").or_else(|| var("AWS_ENDPOINT_URL")) {
+        if let Some(endpoint) = aws_environment::endpoint("LAMBDA") {
             config = config.endpoint_url(endpoint);
         }
         Ok(LambdaBuilder::new(

@@ -42,34 +42,12 @@ pub(super) async fn client_config(
     timeouts: TimeoutConfig,
     retries: RetryConfig,
 ) -> Result<aws_sdk_dynamodb::Config> {
-    use aws_sdk_dynamodb::config::{Credentials, Region};
+    use aws_sdk_dynamodb::config::Region;
 
-    let var = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
-    let missing = |what: &str| {
-        Error::new(
-            ErrorKind::Configuration,
-            format!(
-                "no {what} is configured for DynamoDB: this build reads the environment only \
-                 (the `credential-chain` feature adds profiles and instance credentials)"
-            ),
-        )
-    };
-    let region = var("AWS_REGION")
-        .or_else(|| var("AWS_DEFAULT_REGION"))
-        .ok_or_else(|| missing("region (AWS_REGION)"))?;
-    let (Some(key_id), Some(secret)) = (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
-    else {
-        return Err(missing(
-            "credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
-        ));
-    };
-    let credentials = Credentials::new(
-        key_id,
-        secret,
-        var("AWS_SESSION_TOKEN"),
-        None,
-        "environment",
-    );
+    let (region, credentials) = crate::aws_environment::region_and_credentials(
+        "for DynamoDB: this build reads the environment only \
+         (the `credential-chain` feature adds profiles and instance credentials)",
+    )?;
     let mut builder = aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new(region))
@@ -78,8 +56,7 @@ pub(super) async fn client_config(
         .retry_config(retries);
     let endpoint = endpoint
         .map(str::to_owned)
-        .or_else(|| var("AWS_ENDPOINT_URL_DYNAMODB"))
-        .or_else(|| var("AWS_ENDPOINT_URL"));
+        .or_else(|| crate::aws_environment::endpoint("DYNAMODB"));
     if let Some(endpoint) = endpoint {
         builder = builder.endpoint_url(endpoint);
     }
