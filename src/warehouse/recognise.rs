@@ -19,6 +19,7 @@
 //! working directory, which no catalog knows; on a local warehouse it is read against the
 //! warehouse directory too (an engine may run there).
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use percent_encoding::percent_decode_str;
@@ -81,10 +82,13 @@ impl Warehouse {
         budget: &mut usize,
     ) -> (Vec<String>, bool) {
         let mut gave_up = false;
+        // In the order found, each once: a set beside the list keeps the thousands of names
+        // of a wide brace group linear (round 121, F4).
         let mut names: Vec<String> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
         let mut add = |found: Vec<String>| {
             for name in found {
-                if !names.contains(&name) {
+                if seen.insert(name.clone()) {
                     names.push(name);
                 }
             }
@@ -601,6 +605,56 @@ fn expand_braces(text: &str, budget: &mut usize) -> Option<Vec<String>> {
 
 /// The readings of a location: what place and path it names.
 fn readings(location: &str) -> Vec<Reading> {
+    let mut readings = scheme_readings(location);
+    readings.extend(bucket_path_readings(location));
+    readings.extend(gdal_readings(location));
+    readings
+}
+
+/// What GDAL reads in a location that holds one of its virtual file systems anywhere
+/// ([`GDAL_BUCKET_PATHS`], [`GDAL_URLS`]).
+fn gdal_readings(location: &str) -> Vec<Reading> {
+    let mut readings = Vec::new();
+    for prefix in GDAL_BUCKET_PATHS {
+        for (at, _) in location.match_indices(prefix) {
+            readings.extend(bucket_path_readings(&format!(
+                "s3://{}",
+                &location[at + prefix.len()..]
+            )));
+        }
+    }
+    for prefix in GDAL_URLS {
+        for (at, _) in location.match_indices(prefix) {
+            readings.extend(scheme_readings(&location[at + prefix.len()..]));
+        }
+    }
+    readings
+}
+
+/// s3fs's own path form, which every path an `S3FileSystem` is handed goes through
+/// (`fs.ls`, `fs.open`, pyarrow and pandas given `filesystem=fs`): without every leading
+/// `s3::`/`s3a::` (and `s3://`), without leading slashes, the first segment is the bucket.
+/// So `B/key`, `/B/key`, `s3a::B/key` and `s3::s3a::B/key` all read bucket `B` (round
+/// 121, F1 and F2). A location that is something else reads a bucket name no bucket can
+/// have (`file:`), which names nothing. A lone word (`b`, a piece of a list, a property's
+/// value) is no path: it takes a scheme or a slash to be read as a bucket.
+fn bucket_path_readings(location: &str) -> Vec<Reading> {
+    let path = without_s3_schemes(location).trim_start_matches('/');
+    let (bucket, key) = path.split_once('/').unwrap_or((path, ""));
+    if bucket.is_empty() || path == location && !path.contains('/') {
+        return Vec::new();
+    }
+    query_readings(key)
+        .into_iter()
+        .map(|key| Reading::Bucket {
+            bucket: bucket.to_owned(),
+            key: key.to_owned(),
+        })
+        .collect()
+}
+
+/// The readings of a location by its scheme (a path without one is a local path).
+fn scheme_readings(location: &str) -> Vec<Reading> {
     let Some((scheme, rest)) = split_scheme(location) else {
         // No scheme: an absolute path is a local file path; a relative one is resolved
         // against an engine's working directory, which nobody here knows.
@@ -729,8 +783,37 @@ fn readings(location: &str) -> Vec<Reading> {
 
 /// The schemes read as S3 locations: S3's own, and those other readers send to an S3 API
 /// too (Flink's Presto plugin `s3p`, DuckDB's `r2`, `gs` and `gcs` over an S3-compatible
-/// endpoint; round 119, F4).
-const S3_SCHEMES: [&str; 7] = ["s3", "s3a", "s3n", "s3p", "r2", "gs", "gcs"];
+/// endpoint; round 119, F4; Lance's `s3+ddb` and PyIceberg's `oss`, and fsspec's caching
+/// wrappers, whose target protocol may be S3: round 122, G2 and G3).
+const S3_SCHEMES: [&str; 12] = [
+    "s3",
+    "s3a",
+    "s3n",
+    "s3p",
+    "r2",
+    "gs",
+    "gcs",
+    "s3+ddb",
+    "oss",
+    "simplecache",
+    "filecache",
+    "blockcache",
+];
+
+/// GDAL's virtual file systems over an S3 API, whose path is `bucket/key` (`/vsis3/B/k`,
+/// also after a driver prefix, `PARQUET:/vsis3/…`, or inside a chain, `/vsizip//vsis3/…`;
+/// round 122, G4).
+const GDAL_BUCKET_PATHS: [&str; 6] = [
+    "/vsis3/",
+    "/vsis3_streaming/",
+    "/vsigs/",
+    "/vsigs_streaming/",
+    "/vsioss/",
+    "/vsioss_streaming/",
+];
+
+/// GDAL's virtual file systems over a URL (`/vsicurl/https://…`).
+const GDAL_URLS: [&str; 2] = ["/vsicurl/", "/vsicurl_streaming/"];
 
 /// `text` without every S3 scheme it begins with, each followed by `://` or `::`.
 fn without_s3_schemes(mut text: &str) -> &str {
@@ -990,9 +1073,19 @@ impl NameReader<'_> {
         if let Some(links) = self.links.as_mut() {
             links.set_walk_words(true);
         }
-        let names = self.names_of_location(location);
+        let mut names = self.names_of_location(location);
         if let Some(links) = self.links.as_mut() {
             links.set_walk_words(false);
+        }
+        // A source location that is one word is a bucket to s3fs (`fs.find("B")` lists
+        // the whole bucket; round 122, G1), where a word of free text is not read so.
+        let word = location.trim();
+        if !word.is_empty() && !word.contains(['/', ':']) {
+            for name in self.names_of_location(&format!("s3://{word}")) {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
         }
         names
     }
@@ -1119,12 +1212,25 @@ mod tests {
                 wh.names_of_location(spelling)
             );
         }
+        // s3fs's path form (`bucket/key`, leading slashes stripped; round 121, F2), and
+        // with it the path of a `file:` URL, which is also read as a path.
+        for spelling in [
+            "/b/wh/indexes/src",
+            "b/wh/indexes/src",
+            "file:///b/wh/indexes/src",
+        ] {
+            assert!(
+                wh.names_of_location(spelling)
+                    .contains(&"indexes/src".to_owned()),
+                "{spelling}: {:?}",
+                wh.names_of_location(spelling)
+            );
+        }
         for outside in [
             "s3://other/wh/indexes/src",
             "s3://b/wh2/indexes/src",
             "az://b/wh/indexes/src",
-            "file:///b/wh/indexes/src",
-            "/b/wh/indexes/src",
+            "b",
             "wh/indexes/src",
             "indexes/src",
             "s3://b/wh/../indexes/src",
@@ -2005,6 +2111,32 @@ mod tests {
             ("s3://b/wh", "s3://s3a::b/wh/indexes/src/"),
             ("s3://b/wh", "s3://s3a:///b/wh/indexes/src/"),
             ("s3://b/wh", "simplecache::s3://s3a://b/wh/indexes/src/"),
+            // s3fs's own path form for any path an `S3FileSystem` is handed: leading
+            // `s3::`/`s3a::` stripped, then slashes, then the bucket (round 121, F1, F2).
+            ("s3://b/wh", "s3a::b/wh/indexes/src/"),
+            ("s3://b/wh", "s3::b/wh/indexes/src/"),
+            ("s3://b/wh", "s3::s3a::b/wh/indexes/src/"),
+            ("s3://b/wh", "s3a::/b/wh/indexes/src/"),
+            ("s3://b/wh", "b/wh/indexes/src/"),
+            ("s3://b/wh", "/b/wh/indexes/src/"),
+            ("s3://b/wh", "//b/wh/indexes/src/"),
+            // Lance's and PyIceberg's S3 schemes, fsspec's caching wrappers over S3, GDAL's
+            // virtual file systems (round 122, G2 to G4).
+            (
+                "s3://b/wh",
+                "s3+ddb://b/wh/indexes/src/?ddbTableName=commits",
+            ),
+            ("s3://b/wh", "OSS://b/wh/indexes/src/"),
+            ("s3://b/wh", "simplecache://b/wh/indexes/src/"),
+            ("s3://b/wh", "blockcache://b/wh/indexes/src/"),
+            ("s3://b/wh", "/vsis3/b/wh/indexes/src/"),
+            ("s3://b/wh", "/vsis3_streaming/b/wh/indexes/src/"),
+            ("s3://b/wh", "PARQUET:/vsis3/b/wh/indexes/src/"),
+            ("s3://b/wh", "/vsizip//vsis3/b/wh/indexes/src/"),
+            (
+                "s3://b/wh",
+                "/vsicurl/https://b.s3.us-east-1.amazonaws.com/wh/indexes/src/",
+            ),
         ];
         for (root, location) in cases {
             let names = on(root).names_of_location(location);
@@ -2013,6 +2145,15 @@ mod tests {
                 "{root} {location}: {names:?}"
             );
         }
+        // A source location of one word is a bucket to s3fs (round 122, G1): the bucket
+        // of the warehouse names all of it; a word of free text is no bucket.
+        let source_names = s3().name_reader().names_of_source(" b ");
+        assert!(
+            source_names.contains(&"indexes".to_owned()),
+            "{source_names:?}"
+        );
+        assert!(s3().name_reader().names_of_source("other").is_empty());
+        assert!(s3().names_of_location("b").is_empty());
         // Groups that expand alike: one path, found without doubling the work per group.
         let alike = format!("s3://elsewhere/x/{}", "{a,a}".repeat(60));
         assert!(s3().names_of_location(&alike).is_empty());
