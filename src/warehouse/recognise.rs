@@ -611,36 +611,85 @@ fn readings(location: &str) -> Vec<Reading> {
     readings
 }
 
-/// What GDAL reads in a location that holds one of its virtual file systems anywhere
-/// ([`GDAL_BUCKET_PATHS`], [`GDAL_URLS`]).
+/// What GDAL reads in a location that holds its virtual file systems anywhere
+/// ([`GDAL_BUCKET_PATHS`], [`GDAL_URLS`]). Each occurrence is read up to the next one: a
+/// nested file system's path goes on below the outer one's, so the outer path cut there
+/// names a directory above what GDAL reads (more, never less), and the work stays linear
+/// in the location's length however many occurrences it holds (round 124, J0: reading
+/// each to the end was quadratic, and 240 KB stopped every run).
 fn gdal_readings(location: &str) -> Vec<Reading> {
+    let mut found: Vec<(usize, &str, bool)> = GDAL_BUCKET_PATHS
+        .iter()
+        .map(|prefix| (*prefix, true))
+        .chain(GDAL_URLS.iter().map(|prefix| (*prefix, false)))
+        .flat_map(|(prefix, bucket)| {
+            location
+                .match_indices(prefix)
+                .map(move |(at, _)| (at, prefix, bucket))
+        })
+        .collect();
+    found.sort_unstable();
     let mut readings = Vec::new();
-    for prefix in GDAL_BUCKET_PATHS {
-        for (at, _) in location.match_indices(prefix) {
-            readings.extend(bucket_path_readings(&format!(
-                "s3://{}",
-                &location[at + prefix.len()..]
-            )));
+    for (index, &(at, prefix, bucket)) in found.iter().enumerate() {
+        let end = found[index..]
+            .iter()
+            .map(|&(next, _, _)| next)
+            .find(|&next| next > at)
+            .unwrap_or(location.len());
+        let start = at + prefix.len();
+        let rest = location.get(start..end.max(start)).unwrap_or("");
+        if bucket {
+            readings.extend(bucket_path_readings(&format!("s3://{rest}")));
+            continue;
         }
-    }
-    for prefix in GDAL_URLS {
-        for (at, _) in location.match_indices(prefix) {
-            let rest = &location[at + prefix.len()..];
-            let url = match (rest.strip_prefix('/'), rest.strip_prefix('?')) {
-                (Some(url), _) => url.to_owned(),
-                (None, Some(options)) => match options
-                    .split('&')
-                    .find_map(|option| option.strip_prefix("url="))
-                {
-                    Some(url) => percent_decode_str(url).decode_utf8_lossy().into_owned(),
-                    None => continue,
-                },
-                (None, None) => continue,
-            };
+        // `/vsicurl/URL`, or options after `/vsicurl?` or (when what follows is not a
+        // URL) after `/vsicurl/`: both readings of either (round 124, J1).
+        let Some(after) = rest.strip_prefix('/').or_else(|| rest.strip_prefix('?')) else {
+            continue;
+        };
+        readings.extend(url_readings(after));
+        for url in gdal_url_options(after) {
             readings.extend(url_readings(&url));
         }
     }
     readings
+}
+
+/// The URLs GDAL's `/vsicurl` options give (`url=…`): options are split at `&` (outside
+/// double quotes, which are dropped, and also plainly), each is percent-decoded, then
+/// split at its first `=` or `:`, and a key of any case `url` gives its value (round 124,
+/// J2; GDAL's `VSICurlGetURLFromFilename`). Every such value counts, not just GDAL's last.
+fn gdal_url_options(options: &str) -> Vec<String> {
+    let mut tokens: Vec<String> = options.split('&').map(str::to_owned).collect();
+    let mut token = String::new();
+    let mut quoted = false;
+    let mut chars = options.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => quoted = !quoted,
+            '\\' if quoted => token.extend(chars.next()),
+            '&' if !quoted => tokens.push(std::mem::take(&mut token)),
+            c => token.push(c),
+        }
+    }
+    tokens.push(token);
+    let mut urls = Vec::new();
+    for token in &tokens {
+        let decoded = percent_decode_str(token).decode_utf8_lossy();
+        for separator in ['=', ':'] {
+            for text in [decoded.as_ref(), token.as_str()] {
+                if let Some((key, value)) = text.split_once(separator)
+                    && key.trim().eq_ignore_ascii_case("url")
+                {
+                    urls.push(value.to_owned());
+                    urls.push(percent_decode_str(value).decode_utf8_lossy().into_owned());
+                }
+            }
+        }
+    }
+    urls.sort_unstable();
+    urls.dedup();
+    urls
 }
 
 /// The readings of a URL handed to a URL client (libcurl under GDAL), as written and as
@@ -2176,6 +2225,32 @@ mod tests {
                 "s3://b/wh",
                 "/vsicurl/https://%62.s3.us-east-1.amazonaws.com/wh/indexes/src/",
             ),
+            // GDAL's options after `/vsicurl/`, its key in any case and percent-encoded,
+            // `:` for `=`, a quoted value, a later `url` (round 124, J1, J2).
+            (
+                "s3://b/wh",
+                "/vsicurl/url=https://b.s3.us-east-1.amazonaws.com/wh/indexes/src/",
+            ),
+            (
+                "s3://b/wh",
+                "/vsicurl?URL=https://b.s3.us-east-1.amazonaws.com/wh/indexes/src/",
+            ),
+            (
+                "s3://b/wh",
+                "/vsicurl?u%72l=https://b.s3.us-east-1.amazonaws.com/wh/indexes/src/",
+            ),
+            (
+                "s3://b/wh",
+                "/vsicurl?url:https://b.s3.us-east-1.amazonaws.com/wh/indexes/src/",
+            ),
+            (
+                "s3://b/wh",
+                "/vsicurl?url=\"https://b.s3.us-east-1.amazonaws.com/wh/indexes/src/\"",
+            ),
+            (
+                "s3://b/wh",
+                "/vsicurl?url=https://example.com/x&url=https://b.s3.us-east-1.amazonaws.com/wh/indexes/src/",
+            ),
             (
                 "s3://b/wh",
                 "/vsicurl/https://\u{ff42}.s3.us-east-1.amazonaws.com/wh/indexes/src/",
@@ -2197,11 +2272,20 @@ mod tests {
         );
         assert!(s3().name_reader().names_of_source("other").is_empty());
         assert!(s3().names_of_location("b").is_empty());
-        // GDAL's URLs inside URLs are read once each: twenty-four nested `/vsicurl/` over
-        // S3 schemes are read in linear time (round 123, H0: each occurrence
-        // doubled the work, 1.5 GB at twenty-two).
-        let nested = "/vsicurl/s3://s3://x".repeat(24);
-        assert!(s3().names_of_location(&nested).is_empty());
+        // GDAL's URLs inside URLs are read once each, each up to the next: nested
+        // `/vsicurl/` over S3 schemes (round 123, H0: each occurrence doubled the work,
+        // 1.5 GB at twenty-two) and thousands of occurrences (round 124, J0: reading each
+        // to the end was quadratic, 2.8 GB at 240 KB) end at once and name nothing.
+        for nested in [
+            "/vsicurl/s3://s3://x".repeat(24),
+            "/vsicurl/s3://x".repeat(16_000),
+            "/vsis3/x".repeat(16_000),
+        ] {
+            assert!(s3().names_of_location(&nested).is_empty());
+        }
+        // Each occurrence still reads what it names, up to the next.
+        let names = s3().names_of_location("/vsis3/b/wh/indexes/src/vsis3/x");
+        assert!(names.contains(&"indexes/src".to_owned()), "{names:?}");
         // Groups that expand alike: one path, found without doubling the work per group.
         let alike = format!("s3://elsewhere/x/{}", "{a,a}".repeat(60));
         assert!(s3().names_of_location(&alike).is_empty());
