@@ -652,6 +652,14 @@ fn gdal_readings(location: &str) -> Vec<Reading> {
             readings.extend(url_readings(&url));
         }
     }
+    // GDAL reads every option after its first `/vsicurl?`, a value holding `/vsicurl` or
+    // `/vsis3/` included: the `url` options of the whole tail, in one pass (round 125, K0).
+    if let Some(&(at, prefix, _)) = found.iter().find(|&&(_, _, bucket)| !bucket) {
+        let tail = location[at + prefix.len()..].trim_start_matches(['/', '?']);
+        for url in gdal_url_options(tail) {
+            readings.extend(url_readings(&url));
+        }
+    }
     readings
 }
 
@@ -2230,6 +2238,15 @@ mod tests {
             (
                 "s3://b/wh",
                 "/vsicurl/url=https://b.s3.us-east-1.amazonaws.com/wh/indexes/src/",
+            ),
+            // An option's value holding another prefix hides no later `url` (round 125, K0).
+            (
+                "s3://b/wh",
+                "/vsicurl?x=/vsicurl&url=https://b.s3.us-east-1.amazonaws.com/wh/indexes/src/",
+            ),
+            (
+                "s3://b/wh",
+                "/vsicurl?x=/vsis3/&url=https://b.s3.us-east-1.amazonaws.com/wh/indexes/src/",
             ),
             (
                 "s3://b/wh",
