@@ -250,10 +250,27 @@ fn names_in_strings(
     warehouse: &Warehouse,
     holder: &str,
 ) -> Vec<String> {
+    names_in_strings_within(strings, warehouse, holder, MAX_NAMED_BYTES)
+}
+
+/// [`names_in_strings`], giving up past `max_bytes` of names ([`MAX_NAMED_BYTES`]).
+fn names_in_strings_within(
+    strings: impl IntoIterator<Item = impl Into<Found>>,
+    warehouse: &Warehouse,
+    holder: &str,
+    max_bytes: usize,
+) -> Vec<String> {
     let folder = holder.rsplit_once('/').map_or("", |(dir, _)| dir);
-    let mut out = Vec::new();
+    let mut out: Vec<String> = Vec::new();
+    let mut held = 0;
     let mut reader = warehouse.family_name_reader();
     for found in strings {
+        // So many names the collector's memory would not hold them: it may name anything
+        // (round 126: a stray file of comma lists of distinct names stopped every run).
+        if held > max_bytes {
+            out.extend(MANAGED_PREFIXES.iter().map(|prefix| (*prefix).to_owned()));
+            break;
+        }
         let (text, as_written) = match found.into() {
             Found::Value(text) => (text, false),
             Found::AsWritten(text) => (text, true),
@@ -304,6 +321,10 @@ fn names_in_strings(
             if !reader.gave_up() {
                 names.retain(|name| !MANAGED_PREFIXES.contains(&name.as_str()));
             }
+            held += names
+                .iter()
+                .map(|name| name.len() + NAME_OVERHEAD)
+                .sum::<usize>();
             out.extend(names);
         }
     }
@@ -311,6 +332,16 @@ fn names_in_strings(
     out.dedup();
     out
 }
+
+/// The most memory the names one file that does not parse gives may take (counted as
+/// their bytes and [`NAME_OVERHEAD`] each, duplicates included) before the rest of the file
+/// is not read: past it the file may name anything (it keeps everything under `indexes/`
+/// while it exists, and is collected itself in time). Sized for the collector's smallest
+/// deployed memory (512 MB), which holds several such files' names at once.
+const MAX_NAMED_BYTES: usize = 64 << 20;
+
+/// The memory of one name besides its bytes: a `String` and its allocation's overhead.
+const NAME_OVERHEAD: usize = 48;
 
 /// Everything the metadata file `name` names, itself included, following family
 /// references to the metadata they name: what a logged publication of it may have made
@@ -638,6 +669,33 @@ mod tests {
     /// Round 35 G3 and G6: a reader may take a file's names relative to the file itself
     /// (`centroids-0.bin` beside it, `../../../indexes/old1/…`), and several names from one
     /// string (one per line, or a list with commas).
+    #[test]
+    fn a_file_of_more_names_than_memory_holds_names_anything() {
+        let warehouse = Warehouse::in_memory("memory://many/wh").expect("warehouse");
+        let strings: Vec<String> = (0..40)
+            .map(|s| {
+                (0..500)
+                    .map(|n| format!("indexes/x{s}_{n}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect();
+        let few = names_in_strings_within(strings.clone(), &warehouse, "metadata/s.json", 1 << 30);
+        assert!(few.contains(&"indexes/x39_499".to_owned()));
+        assert!(!few.contains(&"indexes".to_owned()), "{:?}", &few[..3]);
+        let held: usize = few.iter().map(|name| name.len() + NAME_OVERHEAD).sum();
+        let capped = names_in_strings_within(strings, &warehouse, "metadata/s.json", held / 4);
+        for prefix in MANAGED_PREFIXES {
+            assert!(capped.contains(&(*prefix).to_owned()), "{prefix}");
+        }
+        assert!(
+            capped.len() < few.len() / 2,
+            "{} of {}",
+            capped.len(),
+            few.len()
+        );
+    }
+
     #[test]
     fn names_relative_to_the_file_and_lists_in_one_string_count() {
         let warehouse = Warehouse::in_memory("memory://relative/wh").expect("warehouse");

@@ -78,6 +78,14 @@ const MAX_PATTERN_ENTRIES: usize = 10_000;
 /// the warehouse ([`Links::walk`]); past it, a walk may name anything.
 pub(super) const MAX_WALK_ENTRIES: usize = 100_000;
 
+/// The most memory (about) the answers one view remembers by path may take before it
+/// forgets them ([`Links::remember`]).
+const MAX_VIEW_BYTES: usize = 32 << 20;
+
+/// The memory of one remembered answer besides its path's bytes (the key, and a resolved
+/// path about as long): the map's entry and the allocations' overhead.
+const VIEW_ENTRY_OVERHEAD: usize = 96;
+
 /// The most dangling links one lookup follows as written (as the kernel's `ELOOP` bound).
 const MAX_HOPS: usize = 40;
 
@@ -137,6 +145,8 @@ pub(super) struct Links {
     walking: bool,
     /// The paths whose lookup was refused permission.
     denied_paths: HashSet<OsString>,
+    /// About how much memory the answers remembered by path take ([`MAX_VIEW_BYTES`]).
+    remembered: usize,
     /// A lookup was refused permission since the last answer: the collector's user may not
     /// see what an engine's user reads there (round 46, U1–U3), so it may be anything.
     denied: bool,
@@ -209,6 +219,7 @@ impl Links {
             walked_from: HashMap::new(),
             walking: true,
             denied_paths: HashSet::new(),
+            remembered: 0,
             denied: false,
             outside: None,
             elsewhere: false,
@@ -330,8 +341,25 @@ impl Links {
         let found =
             self.canonical(path).is_some() || self.denied || path.symlink_metadata().is_ok();
         self.denied = denied;
+        self.remember(path);
         self.present.insert(path.as_os_str().to_owned(), found);
         found
+    }
+
+    /// Count an answer about to be remembered for `path`; past [`MAX_VIEW_BYTES`], forget
+    /// every answer remembered by path first. They only spare lookups: forgotten, each is
+    /// looked up again, and the view's memory stays bounded however many paths a file
+    /// names (GC round 126: a stray file of distinct names held gigabytes).
+    fn remember(&mut self, path: &Path) {
+        let bytes = 2 * path.as_os_str().len() + VIEW_ENTRY_OVERHEAD;
+        if self.remembered + bytes > MAX_VIEW_BYTES {
+            self.resolved.clear();
+            self.ids.clear();
+            self.present.clear();
+            self.denied_paths.clear();
+            self.remembered = 0;
+        }
+        self.remembered += bytes;
     }
 
     fn canonical(&mut self, path: &Path) -> Option<PathBuf> {
@@ -348,9 +376,11 @@ impl Links {
                     && super::deep::fits_as_given(path)))
         {
             self.denied = true;
+            self.remember(path);
             self.denied_paths.insert(path.as_os_str().to_owned());
         }
         if let Some(answer) = lasting(&resolved) {
+            self.remember(path);
             self.resolved.insert(path.as_os_str().to_owned(), answer);
         }
         resolved.ok()
@@ -409,6 +439,7 @@ impl Links {
         }
         let id = std::fs::metadata(path).map(|m| (m.dev(), m.ino()));
         if let Some(answer) = lasting(&id) {
+            self.remember(path);
             self.ids.insert(path.as_os_str().to_owned(), answer);
         }
         id.ok()
@@ -439,24 +470,52 @@ impl Links {
         let mut rest: Vec<OsString> = Vec::new();
         let mut hops = 0;
         let resolved = loop {
-            if let Some(resolved) = self.canonical(&existing) {
-                break resolved;
+            // The deepest directory on the way that resolves, found from the top: a path
+            // resolves only if its parent does, so every one below the first that does not
+            // does not either, and none of them is looked up (round 121, F3: looking up
+            // each of a long path's ancestors from the bottom, and remembering each, cost
+            // memory and time quadratic in its length).
+            let ancestors: Vec<&Path> = existing.ancestors().collect();
+            let mut first_missing = None;
+            for (depth, ancestor) in ancestors.iter().enumerate().rev() {
+                if self.canonical(ancestor).is_none() {
+                    first_missing = Some(depth);
+                    break;
+                }
             }
+            let Some(missing) = first_missing else {
+                match self.canonical(&existing) {
+                    Some(resolved) => break resolved,
+                    None => return Vec::new(),
+                }
+            };
+            // Those below it, from the bottom up: a last segment `..` below a directory
+            // that is not there reaches nothing.
+            for below in &ancestors[..missing] {
+                match below.file_name() {
+                    Some(last) => rest.push(last.to_owned()),
+                    None => return Vec::new(),
+                }
+            }
+            let missing = ancestors[missing];
             // A link that dangles here may lead somewhere for a reader elsewhere (through
             // `/proc/self/cwd`): followed as written, to its last existing directory
             // (round 48, N6, N7).
             if hops < MAX_HOPS
-                && let Ok(target) = std::fs::read_link(&existing)
-                && let Some(parent) = existing.parent()
+                && let Ok(target) = std::fs::read_link(missing)
+                && let Some(parent) = missing.parent()
             {
                 hops += 1;
                 existing = parent.join(target);
                 continue;
             }
-            match (existing.file_name(), existing.parent()) {
+            match (missing.file_name(), missing.parent()) {
                 (Some(last), Some(parent)) => {
                     rest.push(last.to_owned());
-                    existing = parent.to_path_buf();
+                    match self.canonical(parent) {
+                        Some(resolved) => break resolved,
+                        None => return Vec::new(),
+                    }
                 }
                 _ => return Vec::new(),
             }
@@ -1497,5 +1556,34 @@ mod tests {
         ] {
             assert_eq!(lasting(&Err::<u8, _>(passing)), None);
         }
+    }
+
+    /// GC round 121, F3: a path of thousands of segments that are not there (a stray
+    /// file's comma list, read as one path) is looked up from the top, to the first
+    /// missing directory: the view remembers a few answers, not one per segment (which
+    /// held memory quadratic in the path's length, and stopped every run).
+    #[test]
+    fn a_long_missing_path_is_looked_up_to_its_first_missing_directory() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path().join("wh");
+        std::fs::create_dir_all(root.join("indexes/t")).expect("made");
+        let mut links = Links::new(&root, None);
+        let long = (0..2000)
+            .map(|n| format!("indexes/x{n}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let path = dir.path().join("elsewhere").join(&long);
+        assert!(links.linked_names(&path).is_empty());
+        let below = root.join("indexes/t").join(&long);
+        assert_eq!(links.linked_names(&below), [format!("indexes/t/{long}")]);
+        let depth = path.components().count();
+        assert!(
+            links.resolved.len() < 2 * dir.path().components().count() + 8,
+            "{} answers for paths of {depth} segments",
+            links.resolved.len()
+        );
+        // What lies below a missing directory is still read as it is written.
+        let through = root.join("indexes/t/x/../../t/y");
+        assert_eq!(links.linked_names(&through), Vec::<String>::new());
     }
 }

@@ -51,6 +51,8 @@ pub(super) struct Shown {
 pub(super) struct MountTable {
     mounts: Vec<Mount>,
     at: HashMap<PathBuf, Vec<usize>>,
+    /// The most components of a mount point: no deeper directory is one.
+    deepest: usize,
 }
 
 impl MountTable {
@@ -84,7 +86,16 @@ impl MountTable {
         for (index, mount) in mounts.iter().enumerate() {
             at.entry(mount.at.clone()).or_default().push(index);
         }
-        MountTable { mounts, at }
+        let deepest = at
+            .keys()
+            .map(|at| at.components().count())
+            .max()
+            .unwrap_or(0);
+        MountTable {
+            mounts,
+            at,
+            deepest,
+        }
     }
 
     /// Every place a mount at `at` (a resolved path) may show, where it is a bind mount of
@@ -121,9 +132,21 @@ impl MountTable {
     /// The mounts at the deepest mount point at or above the resolved `path`: those that
     /// serve it (every mount at that point counts: rounds 82–83).
     fn serving(&self, path: &Path) -> &[usize] {
-        path.ancestors()
+        self.ancestors_that_may_be_mount_points(path)
             .find_map(|above| self.at.get(above))
             .map_or(&[], Vec::as_slice)
+    }
+
+    /// `path` and the directories above it, from the bottom, without those deeper than
+    /// any mount point: a long path's ancestors are not each looked up (GC round 126: each
+    /// lookup hashes the ancestor, so a path of many segments cost time quadratic in its
+    /// length).
+    fn ancestors_that_may_be_mount_points<'p>(
+        &self,
+        path: &'p Path,
+    ) -> impl Iterator<Item = &'p Path> {
+        let depth = path.components().count();
+        path.ancestors().skip(depth.saturating_sub(self.deepest))
     }
 
     /// The mount point of an overlay that serves the resolved `real_root` (a container's
@@ -150,10 +173,13 @@ impl MountTable {
             return shown;
         }
         let aboves: Vec<&Path> = match ancestors {
-            true => path.ancestors().collect(),
+            true => self.ancestors_that_may_be_mount_points(path).collect(),
             false => vec![path],
         };
         for above in aboves {
+            if !self.at.contains_key(above) {
+                continue;
+            }
             let Ok(rest) = path.strip_prefix(above) else {
                 continue;
             };

@@ -39,6 +39,9 @@ enum Reading {
         authority: String,
         path: String,
     },
+    /// Anything: a reader's path climbs out of what the location shows (`..` after a cut
+    /// that reaches past the bucket). Read as the root, and as a give-up.
+    Anywhere,
 }
 
 impl Warehouse {
@@ -104,14 +107,18 @@ impl Warehouse {
         for piece in all {
             let piece = piece.as_str();
             match alternatives(piece, budget) {
-                Some(paths) => paths
-                    .iter()
-                    .for_each(|path| add(self.names_of_path(path, links))),
+                Some(paths) => {
+                    for path in &paths {
+                        let (found, anywhere) = self.names_of_path(path, links);
+                        add(found);
+                        gave_up |= anywhere;
+                    }
+                }
                 // So many alternatives they may name anything: every managed prefix.
                 // Marked as a give-up, so that a string in a file keeps everything rather
                 // than being taken for a stray note naming `indexes` (round 49, B).
                 None => {
-                    add(self.names_of_path(piece, links));
+                    add(self.names_of_path(piece, links).0);
                     add(every_managed_prefix());
                     gave_up = true;
                 }
@@ -121,8 +128,9 @@ impl Warehouse {
     }
 
     /// [`NameReader::names_of_location`] of one path (no list, no braces read
-    /// as alternatives).
-    fn names_of_path(&self, location: &str, links: &mut Option<Links>) -> Vec<String> {
+    /// as alternatives), and whether a reading of it may name anything
+    /// ([`Reading::Anywhere`]).
+    fn names_of_path(&self, location: &str, links: &mut Option<Links>) -> (Vec<String>, bool) {
         let mut names = Vec::new();
         // Each reading, with whether its directories are walked for links and whether it
         // is a relative path read from a directory other than the warehouse's.
@@ -174,6 +182,9 @@ impl Warehouse {
                 }
             }
         }
+        let anywhere = all
+            .iter()
+            .any(|(reading, _, _)| matches!(reading, Reading::Anywhere));
         for (reading, walk, elsewhere) in all {
             if let Some(links) = links.as_mut() {
                 links.set_walking(walk);
@@ -262,7 +273,7 @@ impl Warehouse {
             links.set_walking(true);
             links.set_elsewhere(false);
         }
-        names
+        (names, anywhere)
     }
 
     /// The name the relative path `path` denotes when resolved against the directory
@@ -302,6 +313,7 @@ impl Warehouse {
         let root = &self.root;
         match reading {
             Reading::Local(_) => root.scheme() == "file",
+            Reading::Anywhere => true,
             Reading::Bucket { bucket, .. } => {
                 root.scheme() == "s3"
                     && root
@@ -612,11 +624,14 @@ fn readings(location: &str) -> Vec<Reading> {
 }
 
 /// What GDAL reads in a location that holds its virtual file systems anywhere
-/// ([`GDAL_BUCKET_PATHS`], [`GDAL_URLS`]). Each occurrence is read up to the next one: a
-/// nested file system's path goes on below the outer one's, so the outer path cut there
-/// names a directory above what GDAL reads (more, never less), and the work stays linear
-/// in the location's length however many occurrences it holds (round 124, J0: reading
-/// each to the end was quadratic, and 240 KB stopped every run).
+/// ([`GDAL_BUCKET_PATHS`], [`GDAL_URLS`]). Each occurrence is read up to the next one (GDAL
+/// may read a later one, behind a prefix of its own this list lacks), and up to a `}` (the
+/// end of an archive's path in `/vsizip/{…}/…`); the first also to the end, as GDAL reads
+/// it. A cut path names a directory above what GDAL reads (more, never less)
+/// once it climbs one directory for every `..` segment after the cut (curl resolves them:
+/// round 126, K1), and the work stays linear in the location's length however many
+/// occurrences it holds (round 124, J0: reading each to the end was quadratic, and
+/// 240 KB stopped every run). A climb past the bucket (or a URL's host) may lead anywhere.
 fn gdal_readings(location: &str) -> Vec<Reading> {
     let mut found: Vec<(usize, &str, bool)> = GDAL_BUCKET_PATHS
         .iter()
@@ -629,17 +644,39 @@ fn gdal_readings(location: &str) -> Vec<Reading> {
         })
         .collect();
     found.sort_unstable();
+    let dot_dots = dot_dot_segments(location);
     let mut readings = Vec::new();
-    for (index, &(at, prefix, bucket)) in found.iter().enumerate() {
-        let end = found[index..]
-            .iter()
-            .map(|&(next, _, _)| next)
-            .find(|&next| next > at)
-            .unwrap_or(location.len());
-        let start = at + prefix.len();
+    let cuts = found
+        .iter()
+        .enumerate()
+        .flat_map(|(index, &(at, prefix, bucket))| {
+            let next = found[index..]
+                .iter()
+                .map(|&(next, _, _)| next)
+                .find(|&next| next > at)
+                .unwrap_or(location.len());
+            let whole = (index == 0 && next < location.len()).then_some(location.len());
+            [Some(next), whole]
+                .into_iter()
+                .flatten()
+                .map(move |end| (at + prefix.len(), end, bucket))
+        });
+    for (start, end, bucket) in cuts {
+        let climb = dot_dots.len() - dot_dots.partition_point(|&dots| dots < end);
         let rest = location.get(start..end.max(start)).unwrap_or("");
         if bucket {
-            readings.extend(bucket_path_readings(&format!("s3://{rest}")));
+            let archive = rest.split('}').next().unwrap_or(rest);
+            for path in [rest, archive] {
+                // Path-style, `..` may leave the bucket: the whole path resolved too.
+                match climbed(path, climb, 0) {
+                    Some(path) => {
+                        readings.extend(bucket_path_readings(&format!("s3://{path}")));
+                        let resolved = clamp_dots(&path);
+                        readings.extend(bucket_path_readings(&format!("s3://{resolved}")));
+                    }
+                    None => readings.push(Reading::Anywhere),
+                }
+            }
             continue;
         }
         // `/vsicurl/URL`, or options after `/vsicurl?` or (when what follows is not a
@@ -647,9 +684,12 @@ fn gdal_readings(location: &str) -> Vec<Reading> {
         let Some(after) = rest.strip_prefix('/').or_else(|| rest.strip_prefix('?')) else {
             continue;
         };
-        readings.extend(url_readings(after));
-        for url in gdal_url_options(after) {
-            readings.extend(url_readings(&url));
+        for url in std::iter::once(after.to_owned()).chain(gdal_url_options(after)) {
+            let floor = if url.contains("://") { 2 } else { 0 };
+            match climbed(&url, climb, floor) {
+                Some(url) => readings.extend(url_readings(&url)),
+                None => readings.push(Reading::Anywhere),
+            }
         }
     }
     // GDAL reads every option after its first `/vsicurl?`, a value holding `/vsicurl` or
@@ -661,6 +701,33 @@ fn gdal_readings(location: &str) -> Vec<Reading> {
         }
     }
     readings
+}
+
+/// Where each `..` segment of `text` begins.
+fn dot_dot_segments(text: &str) -> Vec<usize> {
+    let mut at = 0;
+    let mut found = Vec::new();
+    for segment in text.split('/') {
+        if segment == ".." {
+            found.push(at);
+        }
+        at += segment.len() + 1;
+    }
+    found
+}
+
+/// `path` followed by `climb` more `..` segments, or `None` if they climb into its first
+/// `floor` segments or past its last (its bucket, or a URL's scheme and host: a
+/// path-style reader then takes the bucket from what follows).
+fn climbed(path: &str, climb: usize, floor: usize) -> Option<String> {
+    if climb == 0 {
+        return Some(path.to_owned());
+    }
+    let segments = clamp_dots(path)
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .count();
+    (segments > floor + climb).then(|| format!("{path}{}", "/..".repeat(climb)))
 }
 
 /// The URLs GDAL's `/vsicurl` options give (`url=…`): options are split at `&` (outside
@@ -1064,6 +1131,7 @@ fn spellings(reading: &Reading) -> Vec<String> {
         Reading::Local(path) => path,
         Reading::Bucket { key, .. } => key,
         Reading::Other { path, .. } => path,
+        Reading::Anywhere => return vec![String::new()],
     };
     let mut out = Vec::new();
     let decoded = percent_decode_str(path)
@@ -2272,6 +2340,16 @@ mod tests {
                 "s3://b/wh",
                 "/vsicurl/https://\u{ff42}.s3.us-east-1.amazonaws.com/wh/indexes/src/",
             ),
+            // `..` in a GDAL path, after a nested prefix too (round 126, K1), and out of
+            // another bucket, path-style.
+            ("s3://b/wh", "/vsis3/b/wh/x/y/../../indexes/src/"),
+            ("s3://b/wh", "/vsis3/b/wh/indexes/x/vsicurl/../../src/"),
+            ("s3://b/wh", "/vsis3/b/wh/indexes/x/vsis3/../../src/"),
+            ("s3://b/wh", "/vsis3/other/../b/wh/indexes/src/"),
+            (
+                "s3://b/wh",
+                "/vsicurl/https://s3.amazonaws.com/b/wh/indexes/x/vsis3/../../src/",
+            ),
         ];
         for (root, location) in cases {
             let names = on(root).names_of_location(location);
@@ -2303,6 +2381,32 @@ mod tests {
         // Each occurrence still reads what it names, up to the next.
         let names = s3().names_of_location("/vsis3/b/wh/indexes/src/vsis3/x");
         assert!(names.contains(&"indexes/src".to_owned()), "{names:?}");
+        // An archive's path ends at its `}`: the archive itself is named.
+        let names = s3().names_of_location("/vsizip/{/vsis3/b/wh/indexes/src/a.zip}/t.parquet");
+        assert!(names.contains(&"indexes/src/a.zip".to_owned()), "{names:?}");
+        // A later occurrence, cut at the next, climbs one directory per `..` after the
+        // cut (round 126, K1): a reader behind a prefix this list lacks reads it whole.
+        let later = "/vsicurl/https://h/a/vsis3/b/wh/indexes/x/y/vsis3/../../src/";
+        let names = s3().names_of_location(later);
+        assert!(names.contains(&"indexes".to_owned()), "{names:?}");
+        // A climb past the bucket may lead to any bucket, path-style: anything.
+        for anywhere in [
+            "/vsicurl/https://h/a/vsis3/x/vsicurl/../../b/wh/indexes/src/",
+            "/vsicurl/https://h/a/vsicurl/https://s3.amazonaws.com/x/vsis3/../../b/wh/",
+        ] {
+            let wh = s3();
+            let mut reader = wh.name_reader();
+            let names = reader.names_of_location(anywhere);
+            assert!(
+                names.contains(&"indexes".to_owned()),
+                "{anywhere}: {names:?}"
+            );
+            assert!(reader.gave_up(), "{anywhere}");
+        }
+        // Thousands of occurrences and `..` segments still end at once.
+        let climbing = format!("{}{}", "/vsis3/x/y".repeat(16_000), "/..".repeat(16_000));
+        let names = s3().names_of_location(&climbing);
+        assert!(names.contains(&"indexes".to_owned()), "{names:?}");
         // Groups that expand alike: one path, found without doubling the work per group.
         let alike = format!("s3://elsewhere/x/{}", "{a,a}".repeat(60));
         assert!(s3().names_of_location(&alike).is_empty());
