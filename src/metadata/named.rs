@@ -16,8 +16,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::family::FamilyRegistry;
 use crate::warehouse::layout::CATALOG_DIR;
 use crate::warehouse::{
-    Fetched, GC_DIR, ListItem, MANAGED_PREFIXES, METADATA_DIR, Warehouse, aliases, is_within,
-    object_name,
+    Fetched, GC_DIR, ListItem, MANAGED_PREFIXES, METADATA_DIR, NameReader, Warehouse, aliases,
+    is_within, object_name,
 };
 
 /// The name of a warehouse-relative location as written in metadata, if it is one.
@@ -141,22 +141,30 @@ pub(crate) async fn read_parsed(
             )));
         }
         Ok(Fetched::TooLarge(size)) => {
+            // Each chunk's strings read as they come: a file of strings is not held whole
+            // (up to `MAX_SCANNED_BYTES`, against the collector's memory: round 126).
             let (mut strings, mut other) = (JsonStrings::default(), JsonStrings::other_pairing());
+            let mut names = StringNames::new(warehouse, name, MAX_NAMED_BYTES);
             let found = warehouse
                 .read_chunks(name, &mut |chunk| {
+                    if names.full() {
+                        return;
+                    }
                     strings.feed(chunk);
                     other.feed(chunk);
+                    for found in strings.drain().into_iter().chain(other.drain()) {
+                        names.read(found);
+                    }
                 })
                 .await
                 .map_err(failed)?;
             if !found {
                 return Ok(Parsed::Missing);
             }
-            let references = names_in_strings(
-                strings.finish().into_iter().chain(other.finish()),
-                warehouse,
-                name,
-            );
+            for found in strings.finish().into_iter().chain(other.finish()) {
+                names.read(found);
+            }
+            let references = names.finish();
             return Ok(Parsed::Opaque {
                 why: format!("{size} bytes, larger than any metadata file"),
                 foreign_format: false,
@@ -182,25 +190,37 @@ pub(crate) async fn read_parsed(
 /// catalog's metadata may not contain (another format may allow a `%` and mean the object
 /// at that literal name), and in its other spellings too (that `%` may also be an escape);
 /// and in every encoding a reader may take the document in ([`readings`]). `holder` is the
-/// document's own name (see [`names_in_strings`]).
+/// document's own name (see [`StringNames`]).
 ///
 /// Only JSON strings count: a reader of a live index reads metadata, which in every format
 /// version is a JSON document; text of other formats (a list of names, YAML, a compressed
 /// file) is no metadata, and no reader of an index interprets what it says (round 36).
 fn string_references(bytes: &[u8], warehouse: &Warehouse, holder: &str) -> Vec<String> {
-    let mut found = Vec::new();
+    let mut names = StringNames::new(warehouse, holder, MAX_NAMED_BYTES);
     for text in readings(bytes) {
-        let mut strings = JsonStrings::default();
-        strings.feed(&text);
-        found.extend(strings.finish());
+        let mut pairings = vec![JsonStrings::default()];
         // No JSON: a stray quote (a comment's) may shift the pairing of the others.
         if serde_json::from_slice::<serde::de::IgnoredAny>(&text).is_err() {
-            let mut other = JsonStrings::other_pairing();
-            other.feed(&text);
-            found.extend(other.finish());
+            pairings.push(JsonStrings::other_pairing());
+        }
+        // A megabyte at a time: the strings are read as they come, not held whole.
+        for chunk in text.chunks(1 << 20) {
+            for strings in &mut pairings {
+                strings.feed(chunk);
+                strings
+                    .drain()
+                    .into_iter()
+                    .for_each(|found| names.read(found));
+            }
+        }
+        for strings in pairings {
+            strings
+                .finish()
+                .into_iter()
+                .for_each(|found| names.read(found));
         }
     }
-    names_in_strings(found, warehouse, holder)
+    names.finish()
 }
 
 /// A document's bytes in every encoding a JSON reader may take them in, as UTF-8: as they
@@ -238,47 +258,60 @@ fn readings(bytes: &[u8]) -> Vec<std::borrow::Cow<'_, [u8]>> {
     out
 }
 
-/// The names of warehouse objects among `strings` (see [`string_references`]), found in
-/// the object `holder`. Each string is also read as a list (its parts between line breaks,
+/// The names of warehouse objects among the strings (see [`string_references`]) of the
+/// object `holder`. Each string is also read as a list (its parts between line breaks,
 /// commas, semicolons or white space), and each relative one is also resolved, `.` and `..`
 /// included, against the warehouse root and against `holder`'s directory (a reader of the
 /// file may take names relative to it, as a manifest's `centroids-0.bin` or `../x/`), as a
 /// file system resolves them: a `..` may climb above the root and come back in through
 /// its own name (rounds 35 G3 and G6, 36).
-fn names_in_strings(
-    strings: impl IntoIterator<Item = impl Into<Found>>,
-    warehouse: &Warehouse,
-    holder: &str,
-) -> Vec<String> {
-    names_in_strings_within(strings, warehouse, holder, MAX_NAMED_BYTES)
+///
+/// Read a string at a time, as a document's chunks arrive (its strings are not held
+/// whole: round 126), giving up past `max_bytes` of names ([`MAX_NAMED_BYTES`]).
+struct StringNames<'w> {
+    warehouse: &'w Warehouse,
+    reader: NameReader<'w>,
+    folder: String,
+    out: Vec<String>,
+    held: usize,
+    max_bytes: usize,
 }
 
-/// [`names_in_strings`], giving up past `max_bytes` of names ([`MAX_NAMED_BYTES`]).
-fn names_in_strings_within(
-    strings: impl IntoIterator<Item = impl Into<Found>>,
-    warehouse: &Warehouse,
-    holder: &str,
-    max_bytes: usize,
-) -> Vec<String> {
-    let folder = holder.rsplit_once('/').map_or("", |(dir, _)| dir);
-    let mut out: Vec<String> = Vec::new();
-    let mut held = 0;
-    let mut reader = warehouse.family_name_reader();
-    for found in strings {
-        // So many names the collector's memory would not hold them: it may name anything
-        // (round 126: a stray file of comma lists of distinct names stopped every run).
-        if held > max_bytes {
-            out.extend(MANAGED_PREFIXES.iter().map(|prefix| (*prefix).to_owned()));
-            break;
+impl<'w> StringNames<'w> {
+    fn new(warehouse: &'w Warehouse, holder: &str, max_bytes: usize) -> StringNames<'w> {
+        StringNames {
+            warehouse,
+            reader: warehouse.family_name_reader(),
+            folder: holder
+                .rsplit_once('/')
+                .map_or("", |(dir, _)| dir)
+                .to_owned(),
+            out: Vec::new(),
+            held: 0,
+            max_bytes,
         }
-        let (text, as_written) = match found.into() {
+    }
+
+    /// Whether the names passed the bound: the file may name anything, and the rest of
+    /// its strings need not be read.
+    fn full(&self) -> bool {
+        self.held > self.max_bytes
+    }
+
+    fn read(&mut self, found: Found) {
+        if self.full() {
+            return;
+        }
+        let (text, as_written) = match found {
             Found::Value(text) => (text, false),
             Found::AsWritten(text) => (text, true),
             Found::Overlong => {
-                out.extend(MANAGED_PREFIXES.iter().map(|prefix| (*prefix).to_owned()));
-                continue;
+                self.out
+                    .extend(MANAGED_PREFIXES.iter().map(|prefix| (*prefix).to_owned()));
+                return;
             }
         };
+        let (warehouse, reader, folder) = (self.warehouse, &mut self.reader, self.folder.as_str());
         let mut parts: Vec<&str> = text
             .split(|c: char| c.is_control() || c == ',' || c == ';')
             .chain(text.split_whitespace())
@@ -321,16 +354,25 @@ fn names_in_strings_within(
             if !reader.gave_up() {
                 names.retain(|name| !MANAGED_PREFIXES.contains(&name.as_str()));
             }
-            held += names
+            self.held += names
                 .iter()
                 .map(|name| name.len() + NAME_OVERHEAD)
                 .sum::<usize>();
-            out.extend(names);
+            self.out.extend(names);
+        }
+        // So many names the collector's memory would not hold them: it may name anything
+        // (round 126: a stray file of comma lists of distinct names stopped every run).
+        if self.full() {
+            self.out
+                .extend(MANAGED_PREFIXES.iter().map(|prefix| (*prefix).to_owned()));
         }
     }
-    out.sort_unstable();
-    out.dedup();
-    out
+
+    fn finish(mut self) -> Vec<String> {
+        self.out.sort_unstable();
+        self.out.dedup();
+        self.out
+    }
 }
 
 /// The most memory the names one file that does not parse gives may take (counted as
@@ -513,6 +555,19 @@ const FOLLOW_CONCURRENCY: usize = 64;
 mod tests {
     use super::*;
 
+    /// [`StringNames`] of all of `strings`.
+    fn names_in_strings(
+        strings: impl IntoIterator<Item = impl Into<Found>>,
+        warehouse: &Warehouse,
+        holder: &str,
+    ) -> Vec<String> {
+        let mut names = StringNames::new(warehouse, holder, MAX_NAMED_BYTES);
+        strings
+            .into_iter()
+            .for_each(|found| names.read(found.into()));
+        names.finish()
+    }
+
     #[test]
     fn names_are_raw_and_drop_the_trailing_slash() {
         assert_eq!(
@@ -680,11 +735,18 @@ mod tests {
                     .join(",")
             })
             .collect();
-        let few = names_in_strings_within(strings.clone(), &warehouse, "metadata/s.json", 1 << 30);
+        let within = |max_bytes: usize| {
+            let mut names = StringNames::new(&warehouse, "metadata/s.json", max_bytes);
+            strings
+                .iter()
+                .for_each(|text| names.read(Found::Value(text.clone())));
+            names.finish()
+        };
+        let few = within(1 << 30);
         assert!(few.contains(&"indexes/x39_499".to_owned()));
         assert!(!few.contains(&"indexes".to_owned()), "{:?}", &few[..3]);
         let held: usize = few.iter().map(|name| name.len() + NAME_OVERHEAD).sum();
-        let capped = names_in_strings_within(strings, &warehouse, "metadata/s.json", held / 4);
+        let capped = within(held / 4);
         for prefix in MANAGED_PREFIXES {
             assert!(capped.contains(&(*prefix).to_owned()), "{prefix}");
         }

@@ -116,6 +116,11 @@ impl JsonStrings {
         self.escaped = false;
     }
 
+    /// The strings found so far (not one still open), which are then forgotten.
+    pub(crate) fn drain(&mut self) -> Vec<Found> {
+        std::mem::take(&mut self.strings)
+    }
+
     /// The strings found (a string the document's end cut off included).
     pub(crate) fn finish(mut self) -> Vec<Found> {
         if self.open {
@@ -182,6 +187,17 @@ mod tests {
             let chunks: Vec<&[u8]> = document.chunks(size).collect();
             assert_eq!(strings_of(&chunks), whole, "chunks of {size}");
         }
+    }
+
+    #[test]
+    fn strings_are_drained_as_they_close_and_an_open_one_waits() {
+        let mut strings = JsonStrings::default();
+        strings.feed(br#"["a", "b"#);
+        assert_eq!(strings.drain(), [Found::Value("a".to_owned())]);
+        assert!(strings.drain().is_empty());
+        strings.feed(br#"c", "d"#);
+        assert_eq!(strings.drain(), [Found::Value("bc".to_owned())]);
+        assert_eq!(strings.finish(), [Found::Value("d".to_owned())]);
     }
 
     #[test]

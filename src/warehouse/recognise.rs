@@ -89,10 +89,17 @@ impl Warehouse {
         // of a wide brace group linear (round 121, F4).
         let mut names: Vec<String> = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
+        // Behind an archive's prefix (`/vsizip//wh/indexes/src/a.zip/t.parquet`,
+        // `GPKG:/wh/…/a.gpkg:layer`) a reader opens a file above the path (the archive):
+        // each name also names its table's directory (round 126, L1).
+        let archive = archive_form(location);
         let mut add = |found: Vec<String>| {
             for name in found {
-                if seen.insert(name.clone()) {
-                    names.push(name);
+                let table = archive.then(|| table_of(&name)).flatten();
+                for name in std::iter::once(name).chain(table) {
+                    if seen.insert(name.clone()) {
+                        names.push(name);
+                    }
                 }
             }
         };
@@ -398,6 +405,26 @@ fn pieces(location: &str) -> Vec<String> {
             add(&mut pieces, piece);
         }
     }
+    // GDAL's driver prefixes (`PARQUET:/p`, `NETCDF:/p/f.nc:var`, `GTIFF_DIR:1:/p`): what
+    // follows each of up to three leading fields without a slash, whole and up to its next
+    // `:` (a subdataset's name follows; round 126, L1).
+    for text in pieces.clone() {
+        let mut rest = text.as_str();
+        for _ in 0..3 {
+            let Some((field, after)) = rest.split_once(':') else {
+                break;
+            };
+            // A URL's scheme (`az://…`) is no driver.
+            if field.contains('/') || after.starts_with("//") {
+                break;
+            }
+            rest = after;
+            add(&mut pieces, rest);
+            if let Some((path, _)) = rest.split_once(':') {
+                add(&mut pieces, path);
+            }
+        }
+    }
     // A `file:` URL as the WHATWG URL standard parses it (the `url` crate, so DataFusion's
     // `ListingTableUrl`): controls and spaces around it and tabs and line breaks anywhere
     // dropped, a backslash read as a `/` (round 47, W; round 48, N8, N9).
@@ -624,47 +651,95 @@ fn readings(location: &str) -> Vec<Reading> {
 }
 
 /// What GDAL reads in a location that holds its virtual file systems anywhere
-/// ([`GDAL_BUCKET_PATHS`], [`GDAL_URLS`]). Each occurrence is read up to the next one (GDAL
-/// may read a later one, behind a prefix of its own this list lacks), and up to a `}` (the
-/// end of an archive's path in `/vsizip/{…}/…`); the first also to the end, as GDAL reads
-/// it. A cut path names a directory above what GDAL reads (more, never less)
-/// once it climbs one directory for every `..` segment after the cut (curl resolves them:
-/// round 126, K1), and the work stays linear in the location's length however many
-/// occurrences it holds (round 124, J0: reading each to the end was quadratic, and
-/// 240 KB stopped every run). A climb past the bucket (or a URL's host) may lead anywhere.
+/// ([`gdal_prefixes`]). Each occurrence is read up to the next one (GDAL may read a later
+/// one, behind a prefix of its own), and up to a `}` (the end of an archive's path in
+/// `/vsizip/{…}/…`); the first of each kind also to the end, as GDAL reads it. A cut path
+/// names a directory above what GDAL reads (more, never less) once it climbs one directory
+/// for every `..` segment after the cut (curl resolves them: round 126, K1), and the work
+/// stays linear in the location's length however many occurrences it holds (round 124,
+/// J0: reading each to the end was quadratic, and 240 KB stopped every run). A climb past
+/// the bucket (or a URL's host, or a local path's top) may lead anywhere.
 fn gdal_readings(location: &str) -> Vec<Reading> {
-    let mut found: Vec<(usize, &str, bool)> = GDAL_BUCKET_PATHS
-        .iter()
-        .map(|prefix| (*prefix, true))
-        .chain(GDAL_URLS.iter().map(|prefix| (*prefix, false)))
-        .flat_map(|(prefix, bucket)| {
-            location
-                .match_indices(prefix)
-                .map(move |(at, _)| (at, prefix, bucket))
-        })
-        .collect();
-    found.sort_unstable();
+    let found = gdal_prefixes(location);
     let dot_dots = dot_dot_segments(location);
     let mut readings = Vec::new();
-    let cuts = found
-        .iter()
-        .enumerate()
-        .flat_map(|(index, &(at, prefix, bucket))| {
-            let next = found[index..]
-                .iter()
-                .map(|&(next, _, _)| next)
-                .find(|&next| next > at)
-                .unwrap_or(location.len());
-            let whole = (index == 0 && next < location.len()).then_some(location.len());
-            [Some(next), whole]
-                .into_iter()
-                .flatten()
-                .map(move |end| (at + prefix.len(), end, bucket))
-        });
-    for (start, end, bucket) in cuts {
-        let climb = dot_dots.len() - dot_dots.partition_point(|&dots| dots < end);
-        let rest = location.get(start..end.max(start)).unwrap_or("");
-        if bucket {
+    let mut wholly_read: Vec<Gdal> = Vec::new();
+    for (index, &(at, length, kind)) in found.iter().enumerate() {
+        let next = found[index..]
+            .iter()
+            .map(|&(next, _, _)| next)
+            .find(|&next| next > at)
+            .unwrap_or(location.len());
+        let whole = !wholly_read.contains(&kind) && next < location.len();
+        wholly_read.push(kind);
+        for end in [Some(next), whole.then_some(location.len())]
+            .into_iter()
+            .flatten()
+        {
+            let climb = dot_dots.len() - dot_dots.partition_point(|&dots| dots < end);
+            let start = at + length;
+            let rest = location.get(start..end.max(start)).unwrap_or("");
+            readings.extend(gdal_reading(kind, rest, climb));
+        }
+    }
+    // GDAL reads every option after its first `/vsicurl?`, a value holding `/vsicurl` or
+    // `/vsis3/` included: the `url` options of the whole tail, in one pass (round 125, K0).
+    if let Some(&(at, length, _)) = found.iter().find(|&&(_, _, kind)| kind == Gdal::Url) {
+        let tail = location[at + length..].trim_start_matches(['/', '?']);
+        for url in gdal_url_options(tail) {
+            readings.extend(url_readings(&url));
+        }
+    }
+    readings
+}
+
+/// The kinds of GDAL's virtual file systems: over an S3 API, whose path is `bucket/key`
+/// (`/vsis3/B/k`, also after a driver prefix, `PARQUET:/vsis3/…`, or inside a chain,
+/// `/vsizip//vsis3/…`; round 122, G4); over a URL (`/vsicurl/https://…`, or with options,
+/// `/vsicurl?…&url=<percent-encoded URL>`: round 123, H2); and over a file system path
+/// (`/vsizip//data/a.zip/t.parquet`, `/vsigzip/…`, `/vsitar/…`, and every other: round
+/// 126, L1), whose options (`/vsicached?file=/data/…`) are paths too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gdal {
+    Bucket,
+    Url,
+    Path,
+}
+
+/// Every GDAL virtual file system prefix in `location` (`/vsi` and a name, then `/`, or
+/// `?` for options): where it begins, its length, and its kind. A URL prefix's length stops
+/// before its `/` or `?`; the others' include the `/`.
+fn gdal_prefixes(location: &str) -> Vec<(usize, usize, Gdal)> {
+    let mut found = Vec::new();
+    for (at, _) in location.match_indices("/vsi") {
+        let after = &location[at + 4..];
+        let name_length = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        let name = &after[..name_length];
+        let kind = match name {
+            "s3" | "s3_streaming" | "gs" | "gs_streaming" | "oss" | "oss_streaming" => Gdal::Bucket,
+            "curl" | "curl_streaming" => Gdal::Url,
+            _ => Gdal::Path,
+        };
+        let length = 4 + name_length;
+        match (kind, after[name_length..].chars().next()) {
+            (Gdal::Url, Some('/' | '?')) | (Gdal::Path, Some('?')) => {
+                found.push((at, length, kind))
+            }
+            (_, Some('/')) => found.push((at, length + 1, kind)),
+            _ => {}
+        }
+    }
+    found
+}
+
+/// The readings of what follows one GDAL prefix of `kind` (see [`gdal_readings`]), cut
+/// where `climb` more `..` segments follow.
+fn gdal_reading(kind: Gdal, rest: &str, climb: usize) -> Vec<Reading> {
+    let mut readings = Vec::new();
+    match kind {
+        Gdal::Bucket => {
             let archive = rest.split('}').next().unwrap_or(rest);
             for path in [rest, archive] {
                 // Path-style, `..` may leave the bucket: the whole path resolved too.
@@ -677,30 +752,62 @@ fn gdal_readings(location: &str) -> Vec<Reading> {
                     None => readings.push(Reading::Anywhere),
                 }
             }
-            continue;
         }
-        // `/vsicurl/URL`, or options after `/vsicurl?` or (when what follows is not a
-        // URL) after `/vsicurl/`: both readings of either (round 124, J1).
-        let Some(after) = rest.strip_prefix('/').or_else(|| rest.strip_prefix('?')) else {
-            continue;
-        };
-        for url in std::iter::once(after.to_owned()).chain(gdal_url_options(after)) {
-            let floor = if url.contains("://") { 2 } else { 0 };
-            match climbed(&url, climb, floor) {
-                Some(url) => readings.extend(url_readings(&url)),
-                None => readings.push(Reading::Anywhere),
+        Gdal::Url => {
+            // `/vsicurl/URL`, or options after `/vsicurl?` or (when what follows is not
+            // a URL) after `/vsicurl/`: both readings of either (round 124, J1).
+            let Some(after) = rest.strip_prefix('/').or_else(|| rest.strip_prefix('?')) else {
+                return readings;
+            };
+            for url in std::iter::once(after.to_owned()).chain(gdal_url_options(after)) {
+                let floor = if url.contains("://") { 2 } else { 0 };
+                match climbed(&url, climb, floor) {
+                    Some(url) => readings.extend(url_readings(&url)),
+                    None => readings.push(Reading::Anywhere),
+                }
+            }
+        }
+        Gdal::Path => {
+            // A path, an archive's path in braces, or options' values.
+            let mut paths = vec![rest.to_owned()];
+            if let Some(braced) = rest.strip_prefix('{') {
+                paths.push(braced.split('}').next().unwrap_or(braced).to_owned());
+            }
+            if let Some(options) = rest.strip_prefix('?') {
+                for option in options.split('&') {
+                    if let Some((_, value)) = option.split_once('=') {
+                        paths.push(value.to_owned());
+                        paths.push(percent_decode_str(value).decode_utf8_lossy().into_owned());
+                    }
+                }
+            }
+            for path in paths.iter().filter(|path| path.starts_with('/')) {
+                match climbed(path, climb, 0) {
+                    Some(path) => readings.push(Reading::Local(path)),
+                    None => readings.push(Reading::Anywhere),
+                }
             }
         }
     }
-    // GDAL reads every option after its first `/vsicurl?`, a value holding `/vsicurl` or
-    // `/vsis3/` included: the `url` options of the whole tail, in one pass (round 125, K0).
-    if let Some(&(at, prefix, _)) = found.iter().find(|&&(_, _, bucket)| !bucket) {
-        let tail = location[at + prefix.len()..].trim_start_matches(['/', '?']);
-        for url in gdal_url_options(tail) {
-            readings.extend(url_readings(&url));
-        }
-    }
     readings
+}
+
+/// Whether `location` holds a GDAL prefix (`/vsi…`) or begins with a driver's
+/// (`PARQUET:/…`, a field without a slash before a `:` that no `//` follows), behind which
+/// a reader may open a file above the path it names (an archive, a container).
+fn archive_form(location: &str) -> bool {
+    location.contains("/vsi")
+        || location
+            .split_once(':')
+            .is_some_and(|(field, rest)| !field.contains('/') && !rest.starts_with("//"))
+}
+
+/// The directory of the table a name lies in (`indexes/t/x/y` → `indexes/t`), where that
+/// differs from the name and is no managed prefix.
+fn table_of(name: &str) -> Option<String> {
+    let mut segments = name.splitn(3, '/');
+    let (prefix, table, _) = (segments.next()?, segments.next()?, segments.next()?);
+    Some(format!("{prefix}/{table}"))
 }
 
 /// Where each `..` segment of `text` begins.
@@ -950,22 +1057,6 @@ const S3_SCHEMES: [&str; 13] = [
     "blockcache",
     "cached",
 ];
-
-/// GDAL's virtual file systems over an S3 API, whose path is `bucket/key` (`/vsis3/B/k`,
-/// also after a driver prefix, `PARQUET:/vsis3/…`, or inside a chain, `/vsizip//vsis3/…`;
-/// round 122, G4).
-const GDAL_BUCKET_PATHS: [&str; 6] = [
-    "/vsis3/",
-    "/vsis3_streaming/",
-    "/vsigs/",
-    "/vsigs_streaming/",
-    "/vsioss/",
-    "/vsioss_streaming/",
-];
-
-/// GDAL's virtual file systems over a URL: `/vsicurl/https://…`, or with options,
-/// `/vsicurl?…&url=<percent-encoded URL>` (round 123, H2).
-const GDAL_URLS: [&str; 2] = ["/vsicurl", "/vsicurl_streaming"];
 
 /// `text` without every S3 scheme it begins with, each followed by `://` or `::`.
 fn without_s3_schemes(mut text: &str) -> &str {
@@ -1435,6 +1526,44 @@ mod tests {
             alternatives("/a/{b,c}/d", &mut MAX_EXPANSION_BYTES.clone()).map(|all| all.len()),
             Some(3)
         );
+    }
+
+    /// GC round 126, L1: GDAL's prefixes and drivers' before a local path; what a reader
+    /// opens is the archive above the path, so the table's directory is named.
+    #[test]
+    fn gdal_prefixes_before_a_local_path_name_the_archive_above_it() {
+        let dir = tempfile::tempdir().expect("dir");
+        let root = dir.path().join("wh");
+        std::fs::create_dir_all(root.join("indexes/src")).expect("dirs");
+        let wh = Warehouse::local(&root).expect("warehouse");
+        let abs = std::fs::canonicalize(&root).expect("root");
+        let abs = abs.display();
+        for spelling in [
+            format!("/vsizip//{abs}/indexes/src/a.zip/part-0.parquet"),
+            format!("/vsizip/{{{abs}/indexes/src/a.zip}}/part-0.parquet"),
+            format!("/vsigzip/{abs}/indexes/src/part-1.parquet.gz"),
+            format!("/vsitar//{abs}/indexes/src/"),
+            format!("/vsicached?file={abs}/indexes/src/a"),
+            format!("PARQUET:{abs}/indexes/src/part-0.parquet"),
+            format!("NETCDF:{abs}/indexes/src/f.nc:var"),
+            format!("GTIFF_DIR:1:{abs}/indexes/src/f.tif"),
+            format!("/vsizip//{abs}/indexes/src/x/y/vsigzip/../../a.zip"),
+        ] {
+            let names = wh.names_of_location(&spelling);
+            assert!(
+                names.contains(&"indexes/src".to_owned()),
+                "{spelling}: {names:?}"
+            );
+        }
+        // A path outside the warehouse stays outside, and a driver's prefix before a URL
+        // of another store names nothing here.
+        for outside in [
+            format!("/vsizip/{abs}2/indexes/src/a.zip"),
+            format!("PARQUET:{abs}2/indexes/src/"),
+            "s3://b/indexes/src/a.zip".to_owned(),
+        ] {
+            assert!(wh.names_of_location(&outside).is_empty(), "{outside}");
+        }
     }
 
     #[test]
@@ -2346,6 +2475,15 @@ mod tests {
             ("s3://b/wh", "/vsis3/b/wh/indexes/x/vsicurl/../../src/"),
             ("s3://b/wh", "/vsis3/b/wh/indexes/x/vsis3/../../src/"),
             ("s3://b/wh", "/vsis3/other/../b/wh/indexes/src/"),
+            // An archive behind GDAL's prefix names its table (round 126, L1).
+            (
+                "s3://b/wh",
+                "/vsizip//vsis3/b/wh/indexes/src/a.zip/t.parquet",
+            ),
+            (
+                "s3://b/wh",
+                "/vsicurl_streaming/https://b.s3.amazonaws.com/wh/indexes/src/",
+            ),
             (
                 "s3://b/wh",
                 "/vsicurl/https://s3.amazonaws.com/b/wh/indexes/x/vsis3/../../src/",
