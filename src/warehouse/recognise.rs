@@ -42,6 +42,9 @@ enum Reading {
     /// Anything: a reader's path climbs out of what the location shows (`..` after a cut
     /// that reaches past the bucket). Read as the root, and as a give-up.
     Anywhere,
+    /// A relative local path (behind GDAL's prefixes: `/vsizip/indexes/…`), read from every
+    /// directory a reader may stand in, as a relative location is.
+    Relative(String),
 }
 
 impl Warehouse {
@@ -141,10 +144,14 @@ impl Warehouse {
         let mut names = Vec::new();
         // Each reading, with whether its directories are walked for links and whether it
         // is a relative path read from a directory other than the warehouse's.
-        let mut all: Vec<(Reading, bool, bool)> = readings(location)
-            .into_iter()
-            .map(|reading| (reading, true, false))
-            .collect();
+        let mut relatives = relative_forms(location);
+        let mut all: Vec<(Reading, bool, bool)> = Vec::new();
+        for reading in readings(location) {
+            match reading {
+                Reading::Relative(path) => relatives.push((path, false)),
+                reading => all.push((reading, true, false)),
+            }
+        }
         // A relative path is resolved against an engine's working directory (or home), which
         // no catalog knows; on a local warehouse that may be the warehouse directory or any
         // directory above it, as resolved or as configured (the default warehouse is
@@ -156,7 +163,7 @@ impl Warehouse {
         if let (Some(dir), Some(view)) = (&self.local, links.as_mut()) {
             let bases = view.bases().to_vec();
             let home = std::env::var_os("HOME").map(PathBuf::from);
-            for (relative, after_tilde) in relative_forms(location) {
+            for (relative, after_tilde) in relatives {
                 // Its first segment as written and with its dots resolved by text (a
                 // lexical reader takes `x/../indexes` for `indexes`).
                 let clamped = clamp_dots(&relative);
@@ -321,6 +328,7 @@ impl Warehouse {
         match reading {
             Reading::Local(_) => root.scheme() == "file",
             Reading::Anywhere => true,
+            Reading::Relative(_) => false,
             Reading::Bucket { bucket, .. } => {
                 root.scheme() == "s3"
                     && root
@@ -405,24 +413,25 @@ fn pieces(location: &str) -> Vec<String> {
             add(&mut pieces, piece);
         }
     }
-    // GDAL's driver prefixes (`PARQUET:/p`, `NETCDF:/p/f.nc:var`, `GTIFF_DIR:1:/p`): what
-    // follows each of up to three leading fields without a slash, whole and up to its next
-    // `:` (a subdataset's name follows; round 126, L1).
+    // GDAL's driver prefixes (`PARQUET:/p`, `NETCDF:/p/f.nc:var`, `GTIFF_DIR:1:/p`,
+    // `DERIVED_SUBDATASET:AMPLITUDE:GTIFF_DIR:1:p`): what follows the leading fields (those
+    // before the first `/`), whole and up to its next `:` (a subdataset's name follows;
+    // rounds 126 and 127, L1, M3); before a URL (`WMS:https://…`), the URL.
     for text in pieces.clone() {
-        let mut rest = text.as_str();
-        for _ in 0..3 {
-            let Some((field, after)) = rest.split_once(':') else {
-                break;
-            };
-            // A URL's scheme (`az://…`) is no driver.
-            if field.contains('/') || after.starts_with("//") {
-                break;
+        let head = text.find('/').map_or(text.as_str(), |slash| &text[..slash]);
+        let Some(colon) = head.rfind(':') else {
+            continue;
+        };
+        let rest = &text[colon + 1..];
+        if rest.starts_with("//") {
+            if let Some(scheme) = head[..colon].rfind(':') {
+                add(&mut pieces, &text[scheme + 1..]);
             }
-            rest = after;
-            add(&mut pieces, rest);
-            if let Some((path, _)) = rest.split_once(':') {
-                add(&mut pieces, path);
-            }
+            continue;
+        }
+        add(&mut pieces, rest);
+        if let Some((path, _)) = rest.split_once(':') {
+            add(&mut pieces, path);
         }
     }
     // A `file:` URL as the WHATWG URL standard parses it (the `url` crate, so DataFusion's
@@ -710,7 +719,13 @@ enum Gdal {
 /// `?` for options): where it begins, its length, and its kind. A URL prefix's length stops
 /// before its `/` or `?`; the others' include the `/`.
 fn gdal_prefixes(location: &str) -> Vec<(usize, usize, Gdal)> {
-    let mut found = Vec::new();
+    // GDAL's `vrt://` connection string: a path (absolute or relative) and options
+    // (round 127, M2); any case.
+    let lower = location.to_ascii_lowercase();
+    let mut found: Vec<(usize, usize, Gdal)> = lower
+        .match_indices("vrt://")
+        .map(|(at, _)| (at, 6, Gdal::Path))
+        .collect();
     for (at, _) in location.match_indices("/vsi") {
         let after = &location[at + 4..];
         let name_length = after
@@ -731,6 +746,7 @@ fn gdal_prefixes(location: &str) -> Vec<(usize, usize, Gdal)> {
             _ => {}
         }
     }
+    found.sort_unstable_by_key(|&(at, _, _)| at);
     found
 }
 
@@ -768,22 +784,24 @@ fn gdal_reading(kind: Gdal, rest: &str, climb: usize) -> Vec<Reading> {
             }
         }
         Gdal::Path => {
-            // A path, an archive's path in braces, or options' values.
+            // A path (relative ones from a reader's working directory: round 127, M1), an
+            // archive's path in braces, or options' values, after `?` or after the prefix's
+            // `/`, split at `&` or `,` (`/vsicrypt/key=…,file=/p`: M4).
+            let rest = rest.strip_prefix('?').unwrap_or(rest);
             let mut paths = vec![rest.to_owned()];
             if let Some(braced) = rest.strip_prefix('{') {
                 paths.push(braced.split('}').next().unwrap_or(braced).to_owned());
             }
-            if let Some(options) = rest.strip_prefix('?') {
-                for option in options.split('&') {
-                    if let Some((_, value)) = option.split_once('=') {
-                        paths.push(value.to_owned());
-                        paths.push(percent_decode_str(value).decode_utf8_lossy().into_owned());
-                    }
+            for option in rest.split(['&', ',']) {
+                if let Some((_, value)) = option.split_once('=') {
+                    paths.push(value.to_owned());
+                    paths.push(percent_decode_str(value).decode_utf8_lossy().into_owned());
                 }
             }
-            for path in paths.iter().filter(|path| path.starts_with('/')) {
+            for path in paths.iter().filter(|path| !path.is_empty()) {
                 match climbed(path, climb, 0) {
-                    Some(path) => readings.push(Reading::Local(path)),
+                    Some(path) if path.starts_with('/') => readings.push(Reading::Local(path)),
+                    Some(path) => readings.push(Reading::Relative(path)),
                     None => readings.push(Reading::Anywhere),
                 }
             }
@@ -797,6 +815,7 @@ fn gdal_reading(kind: Gdal, rest: &str, climb: usize) -> Vec<Reading> {
 /// a reader may open a file above the path it names (an archive, a container).
 fn archive_form(location: &str) -> bool {
     location.contains("/vsi")
+        || location.to_ascii_lowercase().contains("vrt://")
         || location
             .split_once(':')
             .is_some_and(|(field, rest)| !field.contains('/') && !rest.starts_with("//"))
@@ -1223,6 +1242,7 @@ fn spellings(reading: &Reading) -> Vec<String> {
         Reading::Bucket { key, .. } => key,
         Reading::Other { path, .. } => path,
         Reading::Anywhere => return vec![String::new()],
+        Reading::Relative(path) => path,
     };
     let mut out = Vec::new();
     let decoded = percent_decode_str(path)
@@ -1532,13 +1552,10 @@ mod tests {
     /// opens is the archive above the path, so the table's directory is named.
     #[test]
     fn gdal_prefixes_before_a_local_path_name_the_archive_above_it() {
-        let dir = tempfile::tempdir().expect("dir");
-        let root = dir.path().join("wh");
-        std::fs::create_dir_all(root.join("indexes/src")).expect("dirs");
-        let wh = Warehouse::local(&root).expect("warehouse");
-        let abs = std::fs::canonicalize(&root).expect("root");
-        let abs = abs.display();
-        for spelling in [
+        let (_dir, base) = tree(&["wh/indexes/src"]);
+        let wh = Warehouse::local(&base.join("wh")).expect("warehouse");
+        let abs = format!("{}/wh", base.display());
+        let spellings = [
             format!("/vsizip//{abs}/indexes/src/a.zip/part-0.parquet"),
             format!("/vsizip/{{{abs}/indexes/src/a.zip}}/part-0.parquet"),
             format!("/vsigzip/{abs}/indexes/src/part-1.parquet.gz"),
@@ -1548,22 +1565,37 @@ mod tests {
             format!("NETCDF:{abs}/indexes/src/f.nc:var"),
             format!("GTIFF_DIR:1:{abs}/indexes/src/f.tif"),
             format!("/vsizip//{abs}/indexes/src/x/y/vsigzip/../../a.zip"),
-        ] {
-            let names = wh.names_of_location(&spelling);
-            assert!(
-                names.contains(&"indexes/src".to_owned()),
-                "{spelling}: {names:?}"
-            );
-        }
+            // Relative after a prefix, `vrt://`, four driver fields, options after `/`
+            // (round 127, M1 to M4).
+            "/vsizip/indexes/src/a.zip/part-0.parquet".to_owned(),
+            "/vsizip/{indexes/src/a.zip}/part-0.parquet".to_owned(),
+            "/vsigzip/./indexes/src/part-1.parquet.gz".to_owned(),
+            format!("vrt://{abs}/indexes/src/part-0.parquet?bands=1"),
+            "VRT://indexes/src/part-0.parquet".to_owned(),
+            format!("DERIVED_SUBDATASET:AMPLITUDE:GTIFF_DIR:1:{abs}/indexes/src/part-0.parquet"),
+            "DERIVED_SUBDATASET:AMPLITUDE:GTIFF_DIR:1:indexes/src/part-0.parquet".to_owned(),
+            format!("/vsicrypt/key=AAAA,file={abs}/indexes/src/part-0.parquet"),
+            "/vsicrypt/key=AAAA,file=indexes/src/part-0.parquet".to_owned(),
+        ];
+        let missed: Vec<(&String, Vec<String>)> = spellings
+            .iter()
+            .map(|spelling| (spelling, wh.names_of_location(spelling)))
+            .filter(|(_, names)| !names.contains(&"indexes/src".to_owned()))
+            .collect();
+        assert_eq!(missed, []);
         // A path outside the warehouse stays outside, and a driver's prefix before a URL
         // of another store names nothing here.
-        for outside in [
+        let outside = [
             format!("/vsizip/{abs}2/indexes/src/a.zip"),
             format!("PARQUET:{abs}2/indexes/src/"),
             "s3://b/indexes/src/a.zip".to_owned(),
-        ] {
-            assert!(wh.names_of_location(&outside).is_empty(), "{outside}");
-        }
+        ];
+        let named: Vec<Vec<String>> = outside
+            .iter()
+            .map(|location| wh.names_of_location(location))
+            .filter(|names| !names.is_empty())
+            .collect();
+        assert_eq!(named, Vec::<Vec<String>>::new());
     }
 
     #[test]
