@@ -413,6 +413,17 @@ fn pieces(location: &str) -> Vec<String> {
             add(&mut pieces, piece);
         }
     }
+    // A dataset written inline as XML (GDAL's `<OGRVRTDataSource>…<SrcDataSource>p<…`,
+    // `<VRTDataset>…<SourceFilename>p<…`): the text between its tags and its attributes'
+    // values, with character references and CDATA decoded (round 128, N1).
+    for text in pieces.clone() {
+        if text.contains('<') {
+            let decoded = xml_text(&text);
+            for part in decoded.split(['<', '>', '"', '\'', '=']) {
+                add(&mut pieces, part.trim());
+            }
+        }
+    }
     // GDAL's driver prefixes (`PARQUET:/p`, `NETCDF:/p/f.nc:var`, `GTIFF_DIR:1:/p`,
     // `DERIVED_SUBDATASET:AMPLITUDE:GTIFF_DIR:1:p`): what follows the leading fields (those
     // before the first `/`), whole and up to its next `:` (a subdataset's name follows;
@@ -482,6 +493,47 @@ fn pieces(location: &str) -> Vec<String> {
         }
     }
     pieces
+}
+
+/// `text` with XML's character references (`&#101;`, `&#x2F;`, `&amp;` and the other
+/// four) decoded and CDATA's markers removed; a reference it cannot decode stays as
+/// written.
+fn xml_text(text: &str) -> String {
+    let text = text.replace("<![CDATA[", "").replace("]]>", "");
+    let mut parts = text.split('&');
+    let mut out = parts.next().unwrap_or_default().to_owned();
+    for part in parts {
+        let decoded = part
+            .split_once(';')
+            .and_then(|(name, after)| Some((xml_reference(name)?, after)));
+        match decoded {
+            Some((c, after)) => {
+                out.push(c);
+                out.push_str(after);
+            }
+            None => {
+                out.push('&');
+                out.push_str(part);
+            }
+        }
+    }
+    out
+}
+
+/// The character an XML reference's name (between `&` and `;`) stands for.
+fn xml_reference(name: &str) -> Option<char> {
+    let code = match name {
+        "amp" => return Some('&'),
+        "lt" => return Some('<'),
+        "gt" => return Some('>'),
+        "quot" => return Some('"'),
+        "apos" => return Some('\''),
+        _ => match name.strip_prefix("#x").or_else(|| name.strip_prefix("#X")) {
+            Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+            None => name.strip_prefix('#')?.parse().ok()?,
+        },
+    };
+    char::from_u32(code)
 }
 
 /// `text` without backslash-newlines (a shell's line continuation, even inside double
@@ -1596,6 +1648,23 @@ mod tests {
             .filter(|names| !names.is_empty())
             .collect();
         assert_eq!(named, Vec::<Vec<String>>::new());
+        // An inline XML dataset names what its text names, as text or character
+        // references (round 128, N1).
+        let victim = "indexes/src/part-0.parquet";
+        for xml in [
+            "<OGRVRTDataSource><OGRVRTLayer name=p><SrcDataSource>indexes/src/part-0.parquet</SrcDataSource></OGRVRTLayer></OGRVRTDataSource>".to_owned(),
+            format!("<VRTDataset><SimpleSource><SourceFilename>{abs}/{victim}</SourceFilename></SimpleSource></VRTDataset>"),
+            "<OGRVRTDataSource><SrcDataSource>ind&#101;xes&#47;src&#x2F;part-0.parquet</SrcDataSource></OGRVRTDataSource>".to_owned(),
+            "<X><![CDATA[indexes/src/part-0.parquet]]></X>".to_owned(),
+        ] {
+            let names = wh.names_of_location(&xml);
+            assert!(
+                names
+                    .iter()
+                    .any(|name| victim.strip_prefix(name.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))),
+                "{xml}: {names:?}"
+            );
+        }
     }
 
     #[test]
