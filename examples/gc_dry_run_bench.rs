@@ -21,15 +21,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use parqdb_catalog::catalog::{Catalog, IndexCatalog};
+use parqdb_catalog::Warehouse;
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::gc::{self, GarbageCollector, GcConfig};
-use parqdb_catalog::metadata::{
+use parqdb_catalog::store::LocalStore;
+use parqdb_catalog::{Catalog, IndexCatalog};
+use parqdb_catalog::{IndexIdentifier, Namespace, RandomIds, SystemClock};
+use parqdb_catalog::{
     IndexMetadata, IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
 };
-use parqdb_catalog::store::local::LocalStore;
-use parqdb_catalog::warehouse::Warehouse;
-use parqdb_catalog::{IndexIdentifier, Namespace, RandomIds, SystemClock};
 
 struct Args {
     indexes: usize,

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use fixture::{TestEnv, source};
 use lambda_host::{Clients, Deployment, dynamodb_deployment, local_deployment};
-use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::IndexCatalog;
 use parqdb_catalog::{IndexIdentifier, Namespace};
 
 fn rounds() -> usize {

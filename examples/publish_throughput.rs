@@ -14,10 +14,10 @@ mod publish;
 
 use std::sync::Arc;
 
-use parqdb_catalog::catalog::{Catalog, IndexCatalog};
-use parqdb_catalog::store::local::LocalStore;
-use parqdb_catalog::store::memory::MemoryStore;
-use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::Warehouse;
+use parqdb_catalog::store::LocalStore;
+use parqdb_catalog::store::MemoryStore;
+use parqdb_catalog::{Catalog, IndexCatalog};
 
 fn memory() -> (Arc<dyn IndexCatalog>, Warehouse) {
     let warehouse = Warehouse::in_memory("memory://publish/wh").expect("warehouse");

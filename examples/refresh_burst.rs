@@ -23,9 +23,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use parqdb_catalog::catalog::Catalog;
-use parqdb_catalog::metadata::IndexMetadata;
-use parqdb_catalog::publish::Publisher;
+use parqdb_catalog::Catalog;
+use parqdb_catalog::IndexMetadata;
+use parqdb_catalog::Publisher;
 use parqdb_catalog::refresh::{
     BuildRequest, IndexBuilder, PlaceholderBuilder, READ_START, RefreshRunner, Routes,
     SourceChange, published_read_start, snapshot_contains,
@@ -121,14 +121,15 @@ impl Outcome {
 
 /// The burst's `n`th write, made at `time_ms`.
 fn write(n: usize, time_ms: i64) -> SourceChange {
-    SourceChange::new(
+    let mut change = SourceChange::new(
         "lake",
         format!("docs/part-{n:05}.parquet"),
         format!("{:018X}", 0x0061_F082_9932_9D00_u64 + 3 * n as u64),
         time_ms,
     )
-    .expect("change")
-    .with_size(Some(1 << 20))
+    .expect("change");
+    change.size = Some(1 << 20);
+    change
 }
 
 /// Counts builds while delegating to the placeholder builder.
@@ -136,10 +137,7 @@ struct Counting<'a>(&'a AtomicUsize);
 
 #[async_trait::async_trait]
 impl IndexBuilder for Counting<'_> {
-    async fn build(
-        &self,
-        request: &BuildRequest<'_>,
-    ) -> Result<parqdb_catalog::metadata::SnapshotContents> {
+    async fn build(&self, request: &BuildRequest<'_>) -> Result<parqdb_catalog::SnapshotContents> {
         self.0.fetch_add(1, Ordering::Relaxed);
         PlaceholderBuilder.build(request).await
     }
@@ -412,7 +410,7 @@ pub async fn catalog(backend: &str) -> Catalog {
             parqdb_catalog::store::s3::create_bucket(&bucket, &options)
                 .await
                 .expect("bucket");
-            let warehouse = parqdb_catalog::warehouse::Warehouse::new(
+            let warehouse = parqdb_catalog::Warehouse::new(
                 &format!("s3://{bucket}/wh"),
                 Arc::new(
                     parqdb_catalog::store::s3::amazon_s3_builder(&bucket, &options)
@@ -432,7 +430,7 @@ pub async fn catalog(backend: &str) -> Catalog {
         }
         other => panic!("unknown backend `{other}` (local or s3)"),
     };
-    parqdb_catalog::config::CatalogConfig::new(Some(uri), None)
+    parqdb_catalog::CatalogConfig::new(Some(uri), None)
         .build()
         .await
         .expect("catalog")

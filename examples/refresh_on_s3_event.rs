@@ -33,8 +33,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use parqdb_catalog::config::CatalogConfig;
-use parqdb_catalog::publish::Publisher;
+use parqdb_catalog::CatalogConfig;
+use parqdb_catalog::Publisher;
 use parqdb_catalog::refresh::{
     Delivery, PlaceholderBuilder, RefreshOutcome, RefreshReport, RefreshRunner, Routes,
 };

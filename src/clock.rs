@@ -1,9 +1,4 @@
-//! Injected time and identifier generation.
-//!
-//! Core logic never calls `SystemTime::now`, `Uuid::new_v4` or `rand::rng` directly: it
-//! asks a [`Clock`] and an [`IdGenerator`] (backoff jitter included), so simulations and
-//! tests can run deterministically. `clippy.toml` bans those calls everywhere but in
-//! [`SystemClock`] and [`RandomIds`].
+//! Injected time and identifier generation (what [`Clock`] documents).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -13,6 +8,11 @@ use rand::{Rng, SeedableRng};
 use uuid::Uuid;
 
 /// A source of wall-clock time in Unix epoch milliseconds.
+///
+/// Core logic never calls `SystemTime::now`, `Uuid::new_v4` or `rand::rng` directly: it
+/// asks a [`Clock`] and an [`IdGenerator`] (backoff jitter included), so simulations and
+/// tests can run deterministically. `clippy.toml` bans those calls everywhere but in
+/// [`SystemClock`] and [`RandomIds`].
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Milliseconds since the Unix epoch.
     fn now_ms(&self) -> i64;

@@ -1,51 +1,5 @@
-//! Catalog configuration: which pointer store and which warehouse, from URIs.
-//!
-//! | `--catalog` / `PARQDB_CATALOG`  | pointer store                                   |
-//! |---------------------------------|-------------------------------------------------|
-//! | (unset)                         | the warehouse's own store, under `_catalog/`    |
-//! | `file:///abs/dir` (the CLI: also `/abs/dir`, `./dir`) | [`LocalStore`] in that directory |
-//! | `memory://`                     | [`MemoryStore`] (process-local)                 |
-//! | `s3://bucket/prefix`            | [`S3Store`] (S3, MinIO, other S3-compatible servers) |
-//! | `dynamodb://TABLE`              | [`DynamoStore`] on that table                   |
-//! | `lambda://PREFIX`               | no store: the deployed functions' alias `live`, `PREFIXload:live`, `PREFIXcommit:live`, ... (`?qualifier=` picks another) through [`LambdaCatalog`] ([`CatalogConfig::connect`] only) |
-//!
-//! | `--warehouse` / `PARQDB_WAREHOUSE` | warehouse                                     |
-//! |------------------------------------|-----------------------------------------------|
-//! | (unset)                            | `file://$PWD/warehouse`                       |
-//! | `file:///abs/dir` (the CLI: also `/abs/dir`, `./dir`) | a local directory (created if missing) |
-//! | `memory://name`                    | process-local, for tests                      |
-//! | `s3://bucket/prefix`               | an S3 bucket prefix                           |
-//!
-//! A relative `file:` URI (`file:wh`) is refused: URL parsers read it from the root of the
-//! file system.
-//!
-//! S3 endpoints, region and credentials come from the standard `AWS_*` environment
-//! (`AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, `AWS_REGION`, keys or the instance role), or from
-//! [`CatalogConfig::s3`]; DynamoDB uses `aws-config`'s standard chain, with
-//! `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL` or [`CatalogConfig::dynamodb_endpoint`]
-//! as endpoint override; Lambda likewise, with `AWS_ENDPOINT_URL_LAMBDA` /
-//! `AWS_ENDPOINT_URL` or [`CatalogConfig::lambda_endpoint`].
-//!
-//! [`CatalogConfig::with_store_timeouts`] bounds every request of the store clients (S3
-//! and DynamoDB, pointers and warehouse alike) below a caller's budget; the Lambda
-//! functions derive it from their timeout ([`crate::store::timeouts`]).
-//!
-//! [`CatalogConfig::build`] builds the embedded [`Catalog`] (direct store access);
-//! [`CatalogConfig::connect`] builds whichever catalog the URI names — the embedded one,
-//! or the remote [`LambdaCatalog`] for `lambda://` — as an `Arc<dyn IndexCatalog>`. The
-//! warehouse is still needed next to a remote catalog to read and write metadata files.
-//!
-//! ```
-//! use parqdb_catalog::config::CatalogConfig;
-//!
-//! let dir = tempfile::tempdir()?;
-//! let config = CatalogConfig::new(Some(format!("file://{}", dir.path().display())), None);
-//! # tokio::runtime::Runtime::new()?.block_on(async {
-//! let catalog = config.build().await?;
-//! assert!(catalog.store().describe().ends_with("/_catalog"));
-//! # Ok::<(), parqdb_catalog::Error>(()) })?;
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! Catalog configuration: which pointer store and which warehouse, from URIs (what
+//! [`CatalogConfig`] documents).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -72,6 +26,53 @@ use crate::warehouse::layout::CATALOG_DIR;
 const LAMBDA_SCHEME: &str = "lambda://";
 
 /// Where the catalog keeps pointers and metadata.
+///
+/// | `--catalog` / `PARQDB_CATALOG`  | pointer store                                   |
+/// |---------------------------------|-------------------------------------------------|
+/// | (unset)                         | the warehouse's own store, under `_catalog/`    |
+/// | `file:///abs/dir` (the CLI: also `/abs/dir`, `./dir`) | [`LocalStore`] in that directory |
+/// | `memory://`                     | [`MemoryStore`] (process-local)                 |
+/// | `s3://bucket/prefix`            | [`S3Store`] (S3, MinIO, other S3-compatible servers) |
+/// | `dynamodb://TABLE`              | [`DynamoStore`] on that table                   |
+/// | `lambda://PREFIX`               | no store: the deployed functions' alias `live`, `PREFIXload:live`, `PREFIXcommit:live`, ... (`?qualifier=` picks another) through [`LambdaCatalog`] ([`CatalogConfig::connect`] only) |
+///
+/// | `--warehouse` / `PARQDB_WAREHOUSE` | warehouse                                     |
+/// |------------------------------------|-----------------------------------------------|
+/// | (unset)                            | `file://$PWD/warehouse`                       |
+/// | `file:///abs/dir` (the CLI: also `/abs/dir`, `./dir`) | a local directory (created if missing) |
+/// | `memory://name`                    | process-local, for tests                      |
+/// | `s3://bucket/prefix`               | an S3 bucket prefix                           |
+///
+/// A relative `file:` URI (`file:wh`) is refused: URL parsers read it from the root of the
+/// file system.
+///
+/// S3 endpoints, region and credentials come from the standard `AWS_*` environment
+/// (`AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, `AWS_REGION`, keys or the instance role), or from
+/// [`CatalogConfig::s3`]; DynamoDB uses `aws-config`'s standard chain, with
+/// `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL` or [`CatalogConfig::dynamodb_endpoint`]
+/// as endpoint override; Lambda likewise, with `AWS_ENDPOINT_URL_LAMBDA` /
+/// `AWS_ENDPOINT_URL` or [`CatalogConfig::lambda_endpoint`].
+///
+/// [`CatalogConfig::with_store_timeouts`] bounds every request of the store clients (S3
+/// and DynamoDB, pointers and warehouse alike) below a caller's budget; the Lambda
+/// functions derive it from their timeout ([`StoreTimeouts`](crate::store::StoreTimeouts)).
+///
+/// [`CatalogConfig::build`] builds the embedded [`Catalog`] (direct store access);
+/// [`CatalogConfig::connect`] builds whichever catalog the URI names — the embedded one,
+/// or the remote [`LambdaCatalog`] for `lambda://` — as an `Arc<dyn IndexCatalog>`. The
+/// warehouse is still needed next to a remote catalog to read and write metadata files.
+///
+/// ```
+/// use parqdb_catalog::CatalogConfig;
+///
+/// let dir = tempfile::tempdir()?;
+/// let config = CatalogConfig::new(Some(format!("file://{}", dir.path().display())), None);
+/// # tokio::runtime::Runtime::new()?.block_on(async {
+/// let catalog = config.build().await?;
+/// assert!(catalog.store().describe().ends_with("/_catalog"));
+/// # Ok::<(), parqdb_catalog::Error>(()) })?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct CatalogConfig {
     /// The warehouse root URI (default `file://$PWD/warehouse`; set by [`CatalogConfig::new`]).
@@ -149,7 +150,7 @@ impl CatalogConfig {
         CatalogConfig::new(var("PARQDB_WAREHOUSE"), var("PARQDB_CATALOG"))
     }
 
-    /// Bound every store request by `timeouts` (see [`crate::store::timeouts`]).
+    /// Bound every store request by `timeouts` (see [`StoreTimeouts`](crate::store::StoreTimeouts)).
     pub fn with_store_timeouts(mut self, timeouts: StoreTimeouts) -> Self {
         self.store_timeouts = Some(timeouts);
         self

@@ -1,18 +1,4 @@
-//! The one public error type.
-//!
-//! Every fallible operation in this crate returns [`Error`], whose [`ErrorKind`] is one of
-//! the catalog spec's error codes (`COMMIT_CONFLICT`, `INDEX_NOT_FOUND`, ...) or one of the
-//! implementation-specific kinds this crate adds (invalid identifier, commit state unknown,
-//! store unavailable, ...). Callers branch on [`Error::kind`] (or on the stable string
-//! [`Error::code`]), never on message text.
-//!
-//! ```
-//! use parqdb_catalog::{Error, ErrorKind};
-//!
-//! let err = Error::new(ErrorKind::CommitConflict, "base metadata is no longer current");
-//! assert_eq!(err.code(), "COMMIT_CONFLICT");
-//! assert!(err.kind().is_retryable());
-//! ```
+//! The one public error type, [`Error`].
 
 use std::fmt;
 
@@ -166,6 +152,20 @@ impl fmt::Display for ErrorKind {
 }
 
 /// The error returned by every fallible operation of this crate.
+///
+/// Every fallible operation in this crate returns [`Error`], whose [`ErrorKind`] is one of
+/// the catalog spec's error codes (`COMMIT_CONFLICT`, `INDEX_NOT_FOUND`, ...) or one of the
+/// implementation-specific kinds this crate adds (invalid identifier, commit state unknown,
+/// store unavailable, ...). Callers branch on [`Error::kind`] (or on the stable string
+/// [`Error::code`]), never on message text.
+///
+/// ```
+/// use parqdb_catalog::{Error, ErrorKind};
+///
+/// let err = Error::new(ErrorKind::CommitConflict, "base metadata is no longer current");
+/// assert_eq!(err.code(), "COMMIT_CONFLICT");
+/// assert!(err.kind().is_retryable());
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct Error {

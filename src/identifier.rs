@@ -1,45 +1,4 @@
-//! Index identifiers and their storage-key codec.
-//!
-//! An identifier follows Iceberg's `TableIdentifier` model: an ordered [`Namespace`] of one
-//! or more segments plus a name. Segments and names are non-empty UTF-8 strings compared as
-//! exact code-point sequences (no normalisation, case-sensitive).
-//!
-//! # Limits
-//! Chosen so that every backend can store every valid identifier (S3 keys ≤ 1,024 bytes,
-//! DynamoDB sort keys ≤ 1,024 bytes, file names ≤ 255 bytes):
-//! - a segment or name is 1..=[`MAX_SEGMENT_BYTES`] bytes of UTF-8;
-//! - a namespace has 1..=[`MAX_NAMESPACE_DEPTH`] segments;
-//! - the namespace and name together are at most [`MAX_IDENTIFIER_BYTES`] bytes.
-//!
-//! Anything else is rejected with [`ErrorKind::InvalidIdentifier`].
-//!
-//! # Key encoding
-//! Each segment is encoded byte-wise: `a-z`, `0-9`, `_` and `-` stand for themselves, every
-//! other byte is `~` followed by two lowercase hex digits. The output alphabet has no upper
-//! case letters, no `.`, no `/` and no `=`, so encodings are stable on case-insensitive file
-//! systems, can never be `.` or `..`, and leave `/` and `=` free as structure:
-//!
-//! | record                   | key                                   |
-//! |--------------------------|---------------------------------------|
-//! | namespace `[a, b]`       | `n/a/=b` (parent segments, then `=leaf`) |
-//! | index `[a, b].x`         | `i/a/b/=x`                            |
-//! | children of `[a]`        | prefix `n/a/=`                        |
-//! | indexes in `[a, b]`      | prefix `i/a/b/=`                      |
-//!
-//! Namespace and index keys live under different first segments and cannot collide. Every
-//! segment is terminated by `/` before the `=`, so the listing prefix of `docs` (`i/docs/=`)
-//! never matches an index of `docs2` (`i/docs2/=...`). Decoding is strict: only the
-//! canonical encoding decodes, which makes the codec injective and reversible.
-//!
-//! ```
-//! use parqdb_catalog::{IndexIdentifier, Namespace};
-//!
-//! let id = IndexIdentifier::new(Namespace::new(["Docs", "v2"])?, "embeddings")?;
-//! let key = id.store_key();
-//! assert_eq!(key.as_str(), "i/~44ocs/v2/=embeddings");
-//! assert_eq!(IndexIdentifier::from_store_key(key.as_str())?, id);
-//! # Ok::<(), parqdb_catalog::Error>(())
-//! ```
+//! Index identifiers and their storage-key codec (what [`IndexIdentifier`] documents).
 
 use std::fmt;
 
@@ -49,11 +8,11 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::store::StoreKey;
 
 /// Largest segment or name, in bytes of UTF-8.
-pub const MAX_SEGMENT_BYTES: usize = 80;
+pub(crate) const MAX_SEGMENT_BYTES: usize = 80;
 /// Deepest namespace, in segments.
-pub const MAX_NAMESPACE_DEPTH: usize = 16;
+pub(crate) const MAX_NAMESPACE_DEPTH: usize = 16;
 /// Largest namespace plus name, in bytes of UTF-8.
-pub const MAX_IDENTIFIER_BYTES: usize = 255;
+pub(crate) const MAX_IDENTIFIER_BYTES: usize = 255;
 
 const INDEX_TREE: &str = "i/";
 const NAMESPACE_TREE: &str = "n/";
@@ -180,6 +139,47 @@ impl fmt::Display for Namespace {
 }
 
 /// An index identifier: a namespace plus a name.
+///
+/// An identifier follows Iceberg's `TableIdentifier` model: an ordered [`Namespace`] of one
+/// or more segments plus a name. Segments and names are non-empty UTF-8 strings compared as
+/// exact code-point sequences (no normalisation, case-sensitive).
+///
+/// # Limits
+/// Chosen so that every backend can store every valid identifier (S3 keys ≤ 1,024 bytes,
+/// DynamoDB sort keys ≤ 1,024 bytes, file names ≤ 255 bytes):
+/// - a segment or name is 1..=80 bytes of UTF-8;
+/// - a namespace has 1..=16 segments;
+/// - the namespace and name together are at most 255 bytes.
+///
+/// Anything else is rejected with [`ErrorKind::InvalidIdentifier`].
+///
+/// # Key encoding
+/// Each segment is encoded byte-wise: `a-z`, `0-9`, `_` and `-` stand for themselves, every
+/// other byte is `~` followed by two lowercase hex digits. The output alphabet has no upper
+/// case letters, no `.`, no `/` and no `=`, so encodings are stable on case-insensitive file
+/// systems, can never be `.` or `..`, and leave `/` and `=` free as structure:
+///
+/// | record                   | key                                   |
+/// |--------------------------|---------------------------------------|
+/// | namespace `[a, b]`       | `n/a/=b` (parent segments, then `=leaf`) |
+/// | index `[a, b].x`         | `i/a/b/=x`                            |
+/// | children of `[a]`        | prefix `n/a/=`                        |
+/// | indexes in `[a, b]`      | prefix `i/a/b/=`                      |
+///
+/// Namespace and index keys live under different first segments and cannot collide. Every
+/// segment is terminated by `/` before the `=`, so the listing prefix of `docs` (`i/docs/=`)
+/// never matches an index of `docs2` (`i/docs2/=...`). Decoding is strict: only the
+/// canonical encoding decodes, which makes the codec injective and reversible.
+///
+/// ```
+/// use parqdb_catalog::{IndexIdentifier, Namespace};
+///
+/// let id = IndexIdentifier::new(Namespace::new(["Docs", "v2"])?, "embeddings")?;
+/// let key = id.store_key();
+/// assert_eq!(key.as_str(), "i/~44ocs/v2/=embeddings");
+/// assert_eq!(IndexIdentifier::from_store_key(key.as_str())?, id);
+/// # Ok::<(), parqdb_catalog::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct IndexIdentifier {
     namespace: Namespace,

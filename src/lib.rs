@@ -93,13 +93,15 @@
 //! ```
 //!
 //! # Where to go next
-//! - [`catalog`]: the operations, their order of checks, replays and errors.
-//! - [`publish`]: the successor protocol with bounded, jittered retries, for refresh jobs.
+//! - [`Catalog`]: the operations, their order of checks, replays and errors
+//!   ([`IndexCatalog`] is the interface it and the remote client share).
+//! - [`Publisher`]: the successor protocol with bounded, jittered retries, for refresh jobs.
 //! - [`refresh`]: event-driven refresh that coalesces bursts of source changes.
 //! - [`gc`]: the garbage collector, conservative by construction.
 //! - [`store`]: the pointer stores (local files, memory, S3 and compatible servers,
-//!   DynamoDB); [`warehouse`]: where metadata and index tables live.
-//! - [`config`]: which store and warehouse, from URIs (what the command uses).
+//!   DynamoDB); [`Warehouse`]: where metadata and index tables live.
+//! - [`CatalogConfig`]: which store and warehouse, from URIs (what the command uses).
+//! - [`IndexMetadata`]: the strict metadata format and its snapshot rules.
 //!
 //! The README has the command, the deployment and the architecture.
 #![deny(missing_docs)]
@@ -111,36 +113,49 @@
 mod aws_environment;
 #[cfg(feature = "cli")]
 mod bench;
+#[doc(hidden)] // Its items are at the crate root; the path is for the workspace's tests.
 pub mod catalog;
 #[cfg(feature = "cli")]
 mod cli;
-pub mod clock;
-pub mod config;
-pub mod error;
+mod clock;
+mod config;
+mod error;
 pub mod family;
 pub mod gc;
-pub mod identifier;
+mod identifier;
 mod json;
 #[cfg(feature = "lambda")]
 #[doc(hidden)] // The handler layer of the `functions/` crate, not part of the API.
 pub mod lambda;
-pub mod metadata;
+mod metadata;
+#[doc(hidden)] // Its items are at the crate root; the path is for the workspace's tests.
 pub mod publish;
 pub mod refresh;
 #[cfg(feature = "remote")]
 pub mod remote;
 mod retry;
 pub mod store;
+#[doc(hidden)] // Its items are at the crate root; the path is for the workspace's tests.
 pub mod warehouse;
 
-pub use catalog::{Catalog, CommitResult, IndexCatalog, IndexPointer};
+pub use catalog::{
+    Catalog, CatalogBuilder, CommitResult, IdentifierPage, IndexCatalog, IndexPointer,
+    LoadIfChanged, NamespacePage, RetryPolicy, SourceBinding,
+};
 pub use clock::{Clock, IdGenerator, ManualClock, RandomIds, SeededIds, SystemClock};
 pub use config::CatalogConfig;
 pub use error::{Error, ErrorKind, Result};
 pub use identifier::{IndexIdentifier, Namespace};
-pub use metadata::{IndexMetadata, SnapshotContents, TableDefinition};
-pub use publish::Publisher;
-pub use store::PointerStore;
+#[doc(hidden)] // For the workspace's tests.
+pub use metadata::MAX_METADATA_BYTES;
+pub use metadata::{
+    IndexMetadata, IndexTableDefinition, ProviderDefinition, Snapshot, SnapshotContents,
+    SnapshotLogEntry, TableDefinition, TableIdentifierRef,
+};
+pub use publish::{
+    Declined, Expired, Jitter, PublishOutcome, PublishPolicy, Published, Publisher,
+    PublisherBuilder, Retention,
+};
 pub use warehouse::Warehouse;
 
 /// Run the `parqdb-catalog` command: parse the process's arguments, run the command, print

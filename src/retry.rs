@@ -11,8 +11,7 @@
 //!   window is `base_delay × 2^n` capped at `max_delay`, with full jitter.
 //! - [`PublishPolicy`] bounds the publication loop: its first window is `base_delay`
 //!   (`base_delay × 2^(n-1)` after `n` failures), its jitter is configurable, and on a slow
-//!   store the window's unit is the failed attempt's duration
-//!   ([`PublishPolicy::window_after`]).
+//!   store the window's unit is the failed attempt's duration.
 //!
 //! Both keep the bounds they had before they shared this schedule. Two details of the
 //! store-call policy changed without changing any bound in use: its delay is drawn at
@@ -117,22 +116,6 @@ impl RetryPolicy {
         }
     }
 
-    /// The backoff window after `failed` failed attempts: `min(max_delay, base_delay ×
-    /// 2^failed)`.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use parqdb_catalog::catalog::RetryPolicy;
-    ///
-    /// let policy = RetryPolicy::default(); // 20 ms, up to 2 s
-    /// assert_eq!(policy.window(1), Duration::from_millis(40));
-    /// assert_eq!(policy.window(3), Duration::from_millis(160));
-    /// assert_eq!(policy.window(10), Duration::from_secs(2));
-    /// ```
-    pub fn window(&self, failed: u32) -> Duration {
-        self.schedule().window(failed)
-    }
-
     /// Sleep after `failed` failed attempts, drawing the delay with a random number from
     /// `random`.
     pub(crate) async fn back_off(&self, failed: u32, random: &dyn IdGenerator) {
@@ -148,7 +131,8 @@ impl RetryPolicy {
 /// from the window `min(max_delay, base_delay × 2^(n-1))` according to `jitter`, then
 /// reloads and re-applies. On a store where an attempt takes longer than `base_delay`,
 /// the window's unit is the failed attempt's duration instead, and the cap at least
-/// `SLOW_STORE_SLOTS` (32) attempt-lengths ([`PublishPolicy::window_after`]): contenders
+/// `SLOW_STORE_SLOTS` (32) attempt-lengths (after a 25 ms attempt the third window is
+/// 100 ms rather than 40 ms; after a 100 ms one the cap is 3.2 s): contenders
 /// spread over as many attempt-lengths on an S3 round trip of tens of milliseconds as on a
 /// local file of one, which is what keeps 16 writers on one index near the single-writer
 /// rate. After `max_attempts` attempts it gives up with the last
@@ -194,27 +178,10 @@ impl PublishPolicy {
         }
     }
 
-    /// The backoff window after `failed` failed attempts, the last of which took
-    /// `attempt`: `min(cap, unit × 2^(failed-1))` with `unit = max(base_delay, attempt)`
-    /// and `cap = max(max_delay, SLOW_STORE_SLOTS × unit)`.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use parqdb_catalog::publish::PublishPolicy;
-    ///
-    /// let policy = PublishPolicy::default(); // 10 ms doubling up to 1 s
-    /// assert_eq!(policy.window_after(3, Duration::from_millis(2)), Duration::from_millis(40));
-    /// // A 25 ms attempt (an S3 round trip or three): the unit is the attempt.
-    /// assert_eq!(policy.window_after(3, Duration::from_millis(25)), Duration::from_millis(100));
-    /// // A 100 ms attempt: the cap grows to 32 attempt-lengths.
-    /// assert_eq!(policy.window_after(9, Duration::from_millis(100)), Duration::from_millis(3200));
-    /// ```
-    pub fn window_after(&self, failed: u32, attempt: Duration) -> Duration {
-        self.schedule_after(attempt).window(failed)
-    }
-
     /// Sleep after `failed` failed attempts, the last of which took `attempt`, drawing the
-    /// delay (from [`PublishPolicy::window_after`]) with a random number from `random`.
+    /// delay from the window `min(cap, unit × 2^(failed-1))` with `unit = max(base_delay,
+    /// attempt)` and `cap = max(max_delay, SLOW_STORE_SLOTS × unit)`, with a random number
+    /// from `random`.
     pub(crate) async fn back_off(&self, failed: u32, attempt: Duration, random: &dyn IdGenerator) {
         self.schedule_after(attempt).sleep(failed, random).await;
     }
@@ -287,13 +254,28 @@ mod tests {
     }
 
     #[test]
+    fn slow_store_windows_use_the_attempt_as_their_unit() {
+        let policy = PublishPolicy::default(); // 10 ms doubling up to 1 s
+        let window = |failed, attempt_ms| {
+            policy
+                .schedule_after(Duration::from_millis(attempt_ms))
+                .window(failed)
+        };
+        assert_eq!(window(3, 2), Duration::from_millis(40));
+        // A 25 ms attempt (an S3 round trip or three): the unit is the attempt.
+        assert_eq!(window(3, 25), Duration::from_millis(100));
+        // A 100 ms attempt: the cap grows to 32 attempt-lengths.
+        assert_eq!(window(9, 100), Duration::from_millis(3200));
+    }
+
+    #[test]
     fn store_call_windows_start_at_twice_the_base() {
         let policy = RetryPolicy::default();
-        assert_eq!(policy.window(1), Duration::from_millis(40));
-        assert_eq!(policy.window(2), Duration::from_millis(80));
-        assert_eq!(policy.window(6), Duration::from_millis(1280));
-        assert_eq!(policy.window(7), Duration::from_secs(2));
-        assert_eq!(policy.window(u32::MAX), Duration::from_secs(2));
+        assert_eq!(policy.schedule().window(1), Duration::from_millis(40));
+        assert_eq!(policy.schedule().window(2), Duration::from_millis(80));
+        assert_eq!(policy.schedule().window(6), Duration::from_millis(1280));
+        assert_eq!(policy.schedule().window(7), Duration::from_secs(2));
+        assert_eq!(policy.schedule().window(u32::MAX), Duration::from_secs(2));
         // The windows the policy had before it shared the schedule: base × 2^min(n, 16).
         for policy in [
             RetryPolicy::default(),
@@ -308,7 +290,11 @@ mod tests {
                     .base_delay
                     .saturating_mul(1u32 << failed.min(16))
                     .min(policy.max_delay);
-                assert_eq!(policy.window(failed), before, "{policy:?} {failed}");
+                assert_eq!(
+                    policy.schedule().window(failed),
+                    before,
+                    "{policy:?} {failed}"
+                );
             }
         }
     }

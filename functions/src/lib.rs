@@ -27,11 +27,11 @@ use lambda_runtime::tower::{Service, layer::layer_fn};
 use lambda_runtime::{LambdaEvent, LambdaInvocation, Runtime, service_fn};
 use lambda_runtime_api_client::body::Body;
 use lambda_runtime_api_client::{PooledClient, build_request};
-use parqdb_catalog::catalog::Catalog;
-use parqdb_catalog::config::CatalogConfig;
+use parqdb_catalog::Catalog;
+use parqdb_catalog::CatalogConfig;
 use parqdb_catalog::lambda::RawEvent;
 use parqdb_catalog::lambda::deadline::DEFAULT_MARGIN;
-use parqdb_catalog::store::timeouts::StoreTimeouts;
+use parqdb_catalog::store::StoreTimeouts;
 use parqdb_catalog::{Error, ErrorKind};
 use serde::{Deserialize, Serialize};
 

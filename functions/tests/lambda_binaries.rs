@@ -13,12 +13,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use parqdb_catalog::config::CatalogConfig;
+use parqdb_catalog::CatalogConfig;
+use parqdb_catalog::IndexMetadata;
+use parqdb_catalog::Warehouse;
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::lambda::Operation;
-use parqdb_catalog::metadata::IndexMetadata;
 use parqdb_catalog::store::dynamodb::DynamoStore;
-use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{RandomIds, SystemClock};
 use parqdb_catalog_testkit::fixture::{contents, source};
 use parqdb_catalog_testkit::lambda::{Env, Function, Outcome, failed_ids, sqs_batch};
@@ -178,7 +178,7 @@ async fn lifecycle(backend: Backend) {
     let ns = json!(["docs", "v1"]);
     let id = json!({"namespace": ns, "name": "embeddings"});
     let renamed = json!({"namespace": ns, "name": "embeddings-2"});
-    let source = source(1).to_json_value();
+    let source = serde_json::to_value(source(1)).expect("json");
 
     let namespace = f(&mut functions, "namespace");
     let created = namespace
@@ -489,11 +489,11 @@ fn valid_event(name: &str) -> Value {
     match name {
         "load" | "drop" => json!({"identifier": id}),
         "register" => {
-            json!({"identifier": id, "source": source(1).to_json_value(), "metadata-location": "file:///nowhere.json"})
+            json!({"identifier": id, "source": serde_json::to_value(source(1)).expect("json"), "metadata-location": "file:///nowhere.json"})
         }
         "commit" => json!({
             "identifier": id,
-            "source": source(1).to_json_value(),
+            "source": serde_json::to_value(source(1)).expect("json"),
             "base-metadata-location": "file:///a.json",
             "new-metadata-location": "file:///b.json",
         }),
@@ -844,7 +844,7 @@ async fn refresh_collapses_an_sqs_batch_and_reports_only_its_failed_messages() {
         "docs",
     )
     .expect("identifier");
-    let pointer = parqdb_catalog::catalog::IndexCatalog::load(&catalog, &docs)
+    let pointer = parqdb_catalog::IndexCatalog::load(&catalog, &docs)
         .await
         .expect("created by the first batch");
     let metadata = catalog
@@ -870,7 +870,7 @@ async fn refresh_collapses_an_sqs_batch_and_reports_only_its_failed_messages() {
         .collect();
     let response = refresh.invoke(&sqs_batch(&again)).await.response();
     assert_eq!(failed_ids(&response), Vec::<String>::new(), "{response}");
-    let still = parqdb_catalog::catalog::IndexCatalog::load(&catalog, &docs)
+    let still = parqdb_catalog::IndexCatalog::load(&catalog, &docs)
         .await
         .expect("loaded");
     assert_eq!(still.metadata_location, pointer.metadata_location);

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use parqdb_catalog::catalog::IndexCatalog;
-use parqdb_catalog::config::CatalogConfig;
-use parqdb_catalog::metadata::SnapshotContents;
-use parqdb_catalog::publish::Publisher;
+use parqdb_catalog::CatalogConfig;
+use parqdb_catalog::IndexCatalog;
+use parqdb_catalog::Publisher;
+use parqdb_catalog::SnapshotContents;
 use parqdb_catalog::{IndexIdentifier, Namespace};
 use parqdb_catalog_testkit::fixture;
 use parqdb_catalog_testkit::lambda::Function;

@@ -12,10 +12,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use parqdb_catalog::catalog::{Catalog, IndexCatalog};
-use parqdb_catalog::config::CatalogConfig;
+use parqdb_catalog::CatalogConfig;
 use parqdb_catalog::refresh::READ_START;
 use parqdb_catalog::refresh::contract::BUILD_CONTRACT;
+use parqdb_catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::{IndexIdentifier, Namespace};
 use parqdb_catalog_testkit::lambda::{
     Env, Fault, Function, LambdaHost, binary, failed_ids, sqs_batch,

@@ -15,9 +15,9 @@ use parqdb_catalog::lambda::event::{
     CommitRequest, DropRequest, ListRequest, LoadRequest, NamespaceRequest, RawEvent,
     RegisterRequest, RenameRequest, Request,
 };
-use parqdb_catalog::metadata::{IndexMetadata, SnapshotContents, TableDefinition};
 use parqdb_catalog::store::StoreKey;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
+use parqdb_catalog::{IndexMetadata, SnapshotContents, TableDefinition};
 
 static REGISTRY: LazyLock<FamilyRegistry> = LazyLock::new(FamilyRegistry::builtin);
 

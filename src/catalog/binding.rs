@@ -15,14 +15,14 @@ const MAX_MALFORMED_TEXT: usize = 1024;
 ///
 /// Every entry point (the CLI's `--source`, the `source` of a Lambda event, the remote
 /// client) hands the binding to the catalog as given, and the catalog judges it at one
-/// place in the [order of checks](super#the-order-of-checks): after the catalog's state
+/// place in the [order of checks](crate::Catalog#the-order-of-checks): after the catalog's state
 /// and the metadata, where it compares the binding with the current snapshot's
 /// `source-table`. A malformed binding is `INVALID_INDEX_METADATA` there, like a
 /// table-definition that differs from the `source-table`; on an existing identifier a
 /// register answers `ALREADY_EXISTS` first, whatever the binding.
 ///
 /// ```
-/// use parqdb_catalog::catalog::SourceBinding;
+/// use parqdb_catalog::SourceBinding;
 ///
 /// let malformed = SourceBinding::from_json_slice(br#"{"provider": ""}"#);
 /// assert!(matches!(malformed, SourceBinding::Malformed(_)));

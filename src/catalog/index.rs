@@ -276,7 +276,7 @@ impl Catalog {
         result
     }
 
-    /// register in the order of checks (see the module docs of [`crate::catalog`]):
+    /// register in the order of checks (see [`Catalog`](crate::Catalog#the-order-of-checks)):
     /// namespace, absence, the metadata, the source binding, then the write.
     async fn register_within(
         &self,
@@ -368,7 +368,7 @@ impl Catalog {
         .await
     }
 
-    /// commit in the order of checks (see the module docs of [`crate::catalog`]):
+    /// commit in the order of checks (see [`Catalog`](crate::Catalog#the-order-of-checks)):
     /// existence, the base (or a replay), the new metadata, the successor rules, the
     /// source binding, then the write.
     async fn commit_within(

@@ -1,67 +1,5 @@
-//! The catalog protocol, written once over a [`PointerStore`].
-//!
-//! [`Catalog`] implements every operation of the catalog spec — `load`, `register`,
-//! `commit`, `drop`, `rename`, `list` — plus explicit namespaces, on any pointer store. All
-//! semantics live here: identifier and metadata validation, the order of checks, the
-//! compare-and-swap, ambiguous-outcome resolution (`write`), the rename protocol
-//! (`rename`) and the capability probe. Backends only store bytes under conditions.
-//!
-//! # The order of checks
-//! Every entry point — this library's [`IndexCatalog`], the CLI, the Lambda functions and
-//! the remote [`LambdaCatalog`](crate::remote::LambdaCatalog) — reaches these same
-//! functions, so a request gets the same error whichever way it comes in. The catalog's
-//! state is checked before the request's content: a writer that lost a race learns that
-//! it lost the race, whatever else is wrong with its request.
-//!
-//! | # | `register(identifier, source?, location)` | `commit(identifier, source?, base, new)` |
-//! |---|---|---|
-//! | 1 | request shape and identifier (`INVALID_REQUEST`, `INVALID_IDENTIFIER`; at the entry point) | same |
-//! | 2 | the namespace exists (`NAMESPACE_NOT_FOUND`) | the identifier exists (`INDEX_NOT_FOUND`) |
-//! | 3 | the identifier is absent (`ALREADY_EXISTS`) | `base` is current (`COMMIT_CONFLICT`), unless the request is a [replay](#idempotent-replay) |
-//! | 4 | the metadata file: inside the warehouse, under `metadata/`, not condemned, readable; its `format-version` (`UNSUPPORTED_FORMAT_VERSION`), then its format and invariants (`INVALID_INDEX_METADATA`) | same, for `new` |
-//! | 5 | — | the successor rules against `base` (`INDEX_UUID_MISMATCH`, then `INVALID_INDEX_METADATA`; see [`IndexMetadata::check_successor_of`]) |
-//! | 6 | the source binding: an explicit `source` must be a table-definition equal to the current snapshot's `source-table`; none binds that `source-table` (`INVALID_INDEX_METADATA`, also for a malformed `source`: see [`SourceBinding`]) | same |
-//! | 7 | family references the collector condemned (`INVALID_INDEX_METADATA`) | same, for references `base` did not have |
-//! | 8 | the conditional write; lost to another register: `ALREADY_EXISTS`; the record kept changing: `CONCURRENT_MODIFICATION` | lost: re-evaluated from 2 (so a lost race is `COMMIT_CONFLICT`); the record kept changing with `base` current: `CONCURRENT_MODIFICATION` |
-//!
-//! Before any of it, a catalog's first write probes the store and claims the warehouse
-//! (`STORE_UNSUPPORTED`, `WAREHOUSE_NOT_OWNED`); store failures are `STORE_UNAVAILABLE`
-//! (transient, retry after backing off) or `STORE_REFUSED` (permanent), and a write whose
-//! outcome cannot be determined is `COMMIT_STATE_UNKNOWN`. drop, rename and the namespace
-//! operations check existence first and give up under contention with
-//! `CONCURRENT_MODIFICATION` too. `list` and the namespace listing check that the
-//! namespace (the parent) exists (`NAMESPACE_NOT_FOUND`) before the page size and the page
-//! token (`INVALID_REQUEST`).
-//!
-//! The source binding defaults **in the catalog**, not at the entry point: a request
-//! without a source costs the same checks in the same order as one with it.
-//!
-//! # Idempotent replay
-//! A commit whose `new` is already current succeeds with `already_applied: true` only if
-//! it is a retry of the commit that made `new` current: the pointer record keeps the
-//! location that commit replaced (`previous-location`, see `record`), which must equal
-//! `base`, and the requested source binding (by default `new`'s `source-table`) must equal
-//! the stored one. Any other request whose `base` is not current is `COMMIT_CONFLICT`,
-//! including a replay against a record written before `previous-location` existed (or one
-//! created by register or rename, which replaced nothing).
-//!
-//! ```
-//! use std::sync::Arc;
-//! use parqdb_catalog::catalog::{Catalog, IndexCatalog};
-//! use parqdb_catalog::store::memory::MemoryStore;
-//! use parqdb_catalog::warehouse::Warehouse;
-//! use parqdb_catalog::{IndexIdentifier, Namespace};
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> parqdb_catalog::Result<()> {
-//! let warehouse = Warehouse::in_memory("memory://docs/wh")?;
-//! let catalog = Catalog::builder(Arc::new(MemoryStore::new()), warehouse).build();
-//! let docs = Namespace::new(["docs"])?;
-//! catalog.create_namespace(&docs, Default::default()).await?;
-//! let id = IndexIdentifier::new(docs, "embeddings")?;
-//! assert_eq!(catalog.load(&id).await.unwrap_err().code(), "INDEX_NOT_FOUND");
-//! # Ok(()) }
-//! ```
+//! The catalog protocol, written once over a [`PointerStore`](crate::store::PointerStore):
+//! what [`Catalog`] documents (the operations, the order of checks, idempotent replay).
 
 mod binding;
 mod cache;
@@ -90,6 +28,7 @@ use tokio::sync::OnceCell;
 pub use crate::retry::RetryPolicy;
 pub use binding::SourceBinding;
 pub(crate) use cache::MetadataCache;
+#[doc(hidden)] // For the workspace's tests.
 pub use publication::PUBLISH_WINDOW;
 
 use crate::clock::{Clock, IdGenerator, RandomIds, SystemClock};
@@ -99,13 +38,13 @@ use crate::identifier::{IndexIdentifier, Namespace};
 use crate::metadata::{IndexMetadata, TableDefinition};
 use crate::retry::Retry;
 use crate::store::PointerStore;
-use crate::store::probe::{ProbeReport, probe};
+use crate::store::{ProbeReport, probe};
 use crate::warehouse::Warehouse;
 
 /// Default and largest page size of listings.
-pub const DEFAULT_PAGE_SIZE: usize = 100;
+pub(crate) const DEFAULT_PAGE_SIZE: usize = 100;
 /// Largest page size of listings.
-pub const MAX_PAGE_SIZE: usize = 1000;
+pub(crate) const MAX_PAGE_SIZE: usize = 1000;
 
 /// What `load` returns: the current metadata location and source binding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -176,7 +115,7 @@ pub trait IndexCatalog: Send + Sync {
 
     /// Create a source-bound mapping only if the identifier is absent. `source` is the
     /// source binding; `None` binds the metadata's current snapshot's `source-table`
-    /// (which an explicit source must equal). Errors in the [order of checks](self#the-order-of-checks).
+    /// (which an explicit source must equal). Errors in the [order of checks](crate::Catalog#the-order-of-checks).
     async fn register(
         &self,
         identifier: &IndexIdentifier,
@@ -200,8 +139,8 @@ pub trait IndexCatalog: Send + Sync {
     /// Replace the current location with `new` only if it equals `base`. `source` is the
     /// new source binding; `None` binds the new metadata's current snapshot's
     /// `source-table`. A retry of the commit that produced the current state succeeds
-    /// with `already_applied` ([replays](self#idempotent-replay)). Errors in the
-    /// [order of checks](self#the-order-of-checks).
+    /// with `already_applied` ([replays](crate::Catalog#idempotent-replay)). Errors in the
+    /// [order of checks](crate::Catalog#the-order-of-checks).
     async fn commit(
         &self,
         identifier: &IndexIdentifier,
@@ -265,6 +204,69 @@ pub trait IndexCatalog: Send + Sync {
 }
 
 /// The embedded catalog over a pointer store and a warehouse.
+///
+/// [`Catalog`] implements every operation of the catalog spec — `load`, `register`,
+/// `commit`, `drop`, `rename`, `list` — plus explicit namespaces, on any pointer store. All
+/// semantics live here: identifier and metadata validation, the order of checks, the
+/// compare-and-swap, ambiguous-outcome resolution (`write`), the rename protocol
+/// (`rename`) and the capability probe. Backends only store bytes under conditions.
+///
+/// # The order of checks
+/// Every entry point — this library's [`IndexCatalog`], the CLI, the Lambda functions and
+/// the remote [`LambdaCatalog`](crate::remote::LambdaCatalog) — reaches these same
+/// functions, so a request gets the same error whichever way it comes in. The catalog's
+/// state is checked before the request's content: a writer that lost a race learns that
+/// it lost the race, whatever else is wrong with its request.
+///
+/// | # | `register(identifier, source?, location)` | `commit(identifier, source?, base, new)` |
+/// |---|---|---|
+/// | 1 | request shape and identifier (`INVALID_REQUEST`, `INVALID_IDENTIFIER`; at the entry point) | same |
+/// | 2 | the namespace exists (`NAMESPACE_NOT_FOUND`) | the identifier exists (`INDEX_NOT_FOUND`) |
+/// | 3 | the identifier is absent (`ALREADY_EXISTS`) | `base` is current (`COMMIT_CONFLICT`), unless the request is a [replay](#idempotent-replay) |
+/// | 4 | the metadata file: inside the warehouse, under `metadata/`, not condemned, readable; its `format-version` (`UNSUPPORTED_FORMAT_VERSION`), then its format and invariants (`INVALID_INDEX_METADATA`) | same, for `new` |
+/// | 5 | — | the successor rules against `base` (`INDEX_UUID_MISMATCH`, then `INVALID_INDEX_METADATA`; see [`IndexMetadata::check_successor_of`]) |
+/// | 6 | the source binding: an explicit `source` must be a table-definition equal to the current snapshot's `source-table`; none binds that `source-table` (`INVALID_INDEX_METADATA`, also for a malformed `source`: see [`SourceBinding`]) | same |
+/// | 7 | family references the collector condemned (`INVALID_INDEX_METADATA`) | same, for references `base` did not have |
+/// | 8 | the conditional write; lost to another register: `ALREADY_EXISTS`; the record kept changing: `CONCURRENT_MODIFICATION` | lost: re-evaluated from 2 (so a lost race is `COMMIT_CONFLICT`); the record kept changing with `base` current: `CONCURRENT_MODIFICATION` |
+///
+/// Before any of it, a catalog's first write probes the store and claims the warehouse
+/// (`STORE_UNSUPPORTED`, `WAREHOUSE_NOT_OWNED`); store failures are `STORE_UNAVAILABLE`
+/// (transient, retry after backing off) or `STORE_REFUSED` (permanent), and a write whose
+/// outcome cannot be determined is `COMMIT_STATE_UNKNOWN`. drop, rename and the namespace
+/// operations check existence first and give up under contention with
+/// `CONCURRENT_MODIFICATION` too. `list` and the namespace listing check that the
+/// namespace (the parent) exists (`NAMESPACE_NOT_FOUND`) before the page size and the page
+/// token (`INVALID_REQUEST`).
+///
+/// The source binding defaults **in the catalog**, not at the entry point: a request
+/// without a source costs the same checks in the same order as one with it.
+///
+/// # Idempotent replay
+/// A commit whose `new` is already current succeeds with `already_applied: true` only if
+/// it is a retry of the commit that made `new` current: the pointer record keeps the
+/// location that commit replaced (`previous-location`, see `record`), which must equal
+/// `base`, and the requested source binding (by default `new`'s `source-table`) must equal
+/// the stored one. Any other request whose `base` is not current is `COMMIT_CONFLICT`,
+/// including a replay against a record written before `previous-location` existed (or one
+/// created by register or rename, which replaced nothing).
+///
+/// ```
+/// use std::sync::Arc;
+/// use parqdb_catalog::{Catalog, IndexCatalog};
+/// use parqdb_catalog::store::MemoryStore;
+/// use parqdb_catalog::Warehouse;
+/// use parqdb_catalog::{IndexIdentifier, Namespace};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> parqdb_catalog::Result<()> {
+/// let warehouse = Warehouse::in_memory("memory://docs/wh")?;
+/// let catalog = Catalog::builder(Arc::new(MemoryStore::new()), warehouse).build();
+/// let docs = Namespace::new(["docs"])?;
+/// catalog.create_namespace(&docs, Default::default()).await?;
+/// let id = IndexIdentifier::new(docs, "embeddings")?;
+/// assert_eq!(catalog.load(&id).await.unwrap_err().code(), "INDEX_NOT_FOUND");
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Catalog {
     inner: Arc<Inner>,

@@ -1,6 +1,6 @@
 //! The capability probe once per store and day, rather than once per process.
 //!
-//! A catalog probes its store before its first write ([`crate::store::probe`]), and every
+//! A catalog probes its store before its first write ([`crate::store::probe()`]), and every
 //! probe writes two keys under `_probe/<uuid>/`. With one process per Lambda container,
 //! that was two keys per cold start, never cleaned up. So a process that passes the probe
 //! records it in the store under [`MEMO_KEY`], and a process that finds a memo for the

@@ -67,6 +67,7 @@ use crate::warehouse::{
 
 /// The longest a register or commit may take, from its first read to the outcome of its
 /// compare-and-swap.
+#[doc(hidden)] // For the workspace's tests.
 pub const PUBLISH_WINDOW: Duration = Duration::from_secs(60);
 
 /// A metadata file checked for publication.

@@ -24,7 +24,7 @@
 //!
 //! `previous-location` (optional) is the metadata location the commit that set
 //! `metadata-location` replaced, i.e. that commit's base. It lets a replayed commit be
-//! recognised exactly (see [`crate::catalog`]): a retry of the commit that produced the
+//! recognised exactly (see [`Catalog`](crate::Catalog#idempotent-replay)): a retry of the commit that produced the
 //! current state names the same base. Register and rename create records without it
 //! (nothing was replaced); records written before it existed lack it too, and a replay
 //! against them is answered `COMMIT_CONFLICT`. Readers older than this field refuse records

@@ -80,7 +80,7 @@ pub(crate) struct ListArgs {
 /// The source binding given on the command line, as given (a file that cannot be read is
 /// `INVALID_REQUEST`). The catalog judges it in its order of checks, a malformed one too;
 /// without one it binds the metadata's current snapshot's `source-table` itself, after
-/// the same checks in the same order (see [`crate::catalog`]).
+/// the same checks in the same order (see [`Catalog`](crate::Catalog#the-order-of-checks)).
 fn source_binding(arg: Option<&str>) -> Result<SourceBinding> {
     Ok(match arg {
         None => SourceBinding::Snapshot,

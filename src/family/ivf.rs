@@ -13,6 +13,7 @@ pub(crate) const CENTROIDS_METADATA_LOCATION: &str = "ivf_centroids_metadata_loc
 /// `metadata/` (where metadata files live, see the catalog's publication rules) and is
 /// reported to the garbage collector; other parameters are not interpreted here.
 #[derive(Debug, Default, Clone, Copy)]
+#[doc(hidden)] // Built in (`FamilyRegistry::builtin`); named by the conformance tests.
 pub struct IvfFamily;
 
 impl IndexFamily for IvfFamily {

@@ -14,6 +14,7 @@ pub(crate) const LOCATION: &str = "location";
 /// below it. Other table properties and the provider-level properties are not
 /// interpreted here.
 #[derive(Debug, Default, Clone, Copy)]
+#[doc(hidden)] // Built in (`FamilyRegistry::builtin`).
 pub struct ParquetProvider;
 
 impl IndexProvider for ParquetProvider {

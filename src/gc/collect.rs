@@ -22,6 +22,7 @@ impl GarbageCollector {
     /// A step of a run that has finished is a no-op (`done`); a step whose run another run's
     /// lease blocks is `skipped`. A dry run keeps no state between invocations, so every
     /// step of a dry run runs the whole run in this process.
+    #[doc(hidden)] // The step API of the gc function (Step Functions), not for library users.
     pub async fn step(
         &self,
         step: GcStep,

@@ -140,6 +140,7 @@ impl GcConfig {
     }
 
     /// Like [`GcConfig::from_env`], reading variables through `lookup`.
+    #[doc(hidden)] // For the workspace's tests.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<GcConfig> {
         let mut config = GcConfig::default();
         let invalid = |name: &str, err: Error| {

@@ -3,10 +3,10 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use parqdb_catalog::catalog::Catalog;
+//! use parqdb_catalog::Catalog;
 //! use parqdb_catalog::gc::{self, GarbageCollector, GcConfig};
-//! use parqdb_catalog::store::local::LocalStore;
-//! use parqdb_catalog::warehouse::Warehouse;
+//! use parqdb_catalog::store::LocalStore;
+//! use parqdb_catalog::Warehouse;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> parqdb_catalog::Result<()> {
@@ -144,7 +144,7 @@
 //! | **F** fenced | every delete batch and every ledger write comes after a fresh proof that the run holds the newest lease generation; a lease is bounded (6 hours), an implausibly distant expiry is taken over, and `gc abandon` breaks one (fenced: the holder stops at its next renewal) | `lease`, `lease::fence` | one current run; `Crash` | `gc::durable_evidence::class6_*`, `gc::hostile_layouts` paused runs |
 //!
 //! Objects the ledger cannot track (a name whose mirror would exceed the store's key
-//! limit) are kept and reported ([`GcReport::kept_unmirrorable`]), and collection goes on
+//! limit) are kept and reported ([`GcCounts::kept_unmirrorable`]), and collection goes on
 //! around them. A step that fails because another invocation finished its run meanwhile
 //! reports the finished run, with a warning, not a failure.
 //!
@@ -314,12 +314,13 @@ pub use crate::catalog::ownership::{OwnershipMarker, claim, verify_ownership};
 pub use adoption::adopt;
 pub use config::GcConfig;
 pub use reachability::RootStats;
-pub use report::{
-    ActionKind, GcAction, GcCounts, GcPhase, GcProgress, GcReport, GcStatus, RunProgress, Tally,
-};
+#[doc(hidden)] // Reported by the step API of the gc function.
+pub use report::RunProgress;
+pub use report::{ActionKind, GcAction, GcCounts, GcPhase, GcProgress, GcReport, GcStatus, Tally};
 #[doc(hidden)] // The `gc` Lambda function's scheduled event, for the handler layer.
 pub use scheduled::{run_scheduled, run_scheduled_within};
 pub use status::{GcState, status};
+#[doc(hidden)] // The step API of the gc function (Step Functions), not for library users.
 pub use step::{GcStep, StepOutcome};
 
 use crate::catalog::Catalog;
@@ -472,6 +473,7 @@ impl GarbageCollector {
 
     /// This collector with a budget of at most `budget` (the smaller of it and the
     /// configured one): what an invocation with a deadline runs.
+    #[doc(hidden)] // The step API of the gc function (Step Functions), not for library users.
     pub fn within(&self, budget: std::time::Duration) -> GarbageCollector {
         let mut within = self.clone();
         within.config.budget = Some(

@@ -181,6 +181,7 @@ pub struct GcReport {
     pub warnings: Vec<String>,
     /// Where the run stands: its phase and, per partition of `indexes/`, its progress
     /// (`null` for a dry run, which keeps no state).
+    #[doc(hidden)] // Reported by the step API of the gc function.
     pub progress: Option<RunProgress>,
 }
 

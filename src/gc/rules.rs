@@ -1,6 +1,6 @@
 //! The collector's decisions as pure functions of durable evidence and time: when an
 //! unreachable object's retention clock may start, and when it may be condemned and
-//! deleted. The collector's steps ([`assess`](super::assess), the verify step) and the
+//! deleted. The collector's steps (`assess`, the verify step) and the
 //! model check of the protocol (`tests/it/gc/model.rs`) call these same functions.
 //!
 //! # The evidence

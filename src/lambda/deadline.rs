@@ -19,7 +19,7 @@
 //! is deleted when an outcome is unknown. A caller that gets `COMMIT_STATE_UNKNOWN`
 //! reloads (the remote client, [`crate::remote`], does so by itself).
 //!
-//! The store clients are bounded as well (see [`crate::store::timeouts`]), so that one
+//! The store clients are bounded as well (see [`StoreTimeouts`](crate::store::StoreTimeouts)), so that one
 //! slow request cannot use up the whole invocation and retries still fit in it.
 //!
 //! ```

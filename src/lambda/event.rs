@@ -13,7 +13,7 @@
 //! state and the metadata, and a value that is not a strict `table-definition` object is
 //! `INVALID_INDEX_METADATA` there (as in the CLI and the library). Omitted (or `null`), the
 //! catalog binds the metadata's current snapshot's `source-table`, with the same order of
-//! checks as an explicit source (see [`crate::catalog`]). Optional fields may be omitted
+//! checks as an explicit source (see [`Catalog`](crate::Catalog#the-order-of-checks)). Optional fields may be omitted
 //! or `null`.
 //!
 //! | function    | event                                                                    |

@@ -21,7 +21,7 @@
 //!
 //! ```
 //! use lambda_runtime::{Context, LambdaEvent};
-//! use parqdb_catalog::config::CatalogConfig;
+//! use parqdb_catalog::CatalogConfig;
 //! use parqdb_catalog::lambda::handler;
 //! use serde_json::json;
 //!

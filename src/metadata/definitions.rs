@@ -94,7 +94,7 @@ impl TableIdentifierRef {
 /// equality.
 ///
 /// ```
-/// use parqdb_catalog::metadata::TableDefinition;
+/// use parqdb_catalog::TableDefinition;
 ///
 /// let json = br#"{"provider": "parquet", "properties": {"location": "s3://b/docs/"}}"#;
 /// let table = TableDefinition::from_json_slice(json)?;
@@ -147,12 +147,6 @@ impl TableDefinition {
     /// the JSON path on any violation).
     pub fn from_json_slice(bytes: &[u8]) -> Result<Self> {
         parse_strict(bytes, "table definition")
-    }
-
-    /// The canonical JSON form.
-    pub fn to_json_value(&self) -> serde_json::Value {
-        // Cannot fail: string keys only, derived Serialize impls.
-        serde_json::to_value(self).expect("a table definition always serializes")
     }
 
     /// The table identifier in its external catalog, if recorded.
@@ -271,10 +265,9 @@ mod tests {
         assert_eq!(identifier.catalog(), Some("datafusion"));
         assert_eq!(identifier.namespace(), ["public"]);
         assert_eq!(identifier.name(), "documents");
-        let again = TableDefinition::from_json_slice(
-            &serde_json::to_vec(&table.to_json_value()).expect("serialize"),
-        )
-        .expect("reparse");
+        let again =
+            TableDefinition::from_json_slice(&serde_json::to_vec(&table).expect("serialize"))
+                .expect("reparse");
         assert_eq!(again, table);
 
         let built = TableDefinition::new(
@@ -304,7 +297,7 @@ mod tests {
             None
         );
         assert_eq!(
-            bare.to_json_value()["identifier"],
+            serde_json::to_value(&bare).expect("json")["identifier"],
             serde_json::json!({"namespace": [], "name": "t"})
         );
         rejects(

@@ -19,6 +19,7 @@ use super::MAX_METADATA_BYTES;
 impl Warehouse {
     /// Read a metadata file by absolute location: [`ErrorKind::InvalidIndexMetadata`] if
     /// it is outside the warehouse, missing or too large.
+    #[doc(hidden)] // A storage helper for the workspace's tests; `Catalog::read_metadata` is the API.
     pub async fn read_metadata(&self, location: &str) -> Result<Bytes> {
         let name = self.relative(location)?;
         match self.get(&name, MAX_METADATA_BYTES as u64).await? {
@@ -80,7 +81,7 @@ pub(crate) async fn read_base_metadata(
 ///
 /// ```
 /// use parqdb_catalog::family::FamilyRegistry;
-/// use parqdb_catalog::metadata::IndexMetadata;
+/// use parqdb_catalog::IndexMetadata;
 ///
 /// let registry = FamilyRegistry::builtin();
 /// # let bytes = include_bytes!("../../tests/fixtures/metadata/valid/spec-example.json");
@@ -94,6 +95,29 @@ pub(crate) async fn read_base_metadata(
 /// assert_eq!(again.to_json_vec(), canonical);
 /// # Ok::<(), parqdb_catalog::Error>(())
 /// ```
+///
+/// * [`IndexMetadata::from_json_slice`] parses and validates one metadata file against a
+///   [`FamilyRegistry`](crate::family::FamilyRegistry); [`IndexMetadata::to_json_vec`]
+///   writes its canonical, byte-stable JSON.
+/// * [`IndexMetadata::create`], [`IndexMetadata::successor`] and
+///   [`IndexMetadata::expire_snapshots`] build new metadata with an injected
+///   [`Clock`](crate::clock::Clock) and [`IdGenerator`](crate::clock::IdGenerator).
+/// * [`IndexMetadata::check_successor_of`] holds the rules a commit checks.
+/// * `read_index_metadata` reads one metadata file from the warehouse and parses it, its
+///   errors naming the file: the catalog, the publisher and their caches read through it.
+///
+/// Parsing is strict at every level: unknown fields, duplicate keys (in objects and in
+/// every map), missing required fields, `null`, wrong types, out-of-range or non-integral
+/// integers, non-canonical UUIDs, invalid UTF-8, trailing data and inputs over
+/// [`MAX_METADATA_BYTES`] are `INVALID_INDEX_METADATA`, and every message starts with
+/// the JSON path of the violation. `-0` is the integer 0. A `format-version` that is an
+/// `int` other than 1 is `UNSUPPORTED_FORMAT_VERSION`, decided before any other rule; one
+/// outside the `int` range is an out-of-range integer (`INVALID_INDEX_METADATA`).
+///
+/// The modules: `strict` (serde building blocks), `wire` (private wire structs),
+/// `definitions` and `snapshot` (public value types), `parse` (byte-level pipeline),
+/// `invariants` (cross-field rules and family/provider rules), `index_metadata` (the
+/// model), `builder`, `successor`, `expire` and `references`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexMetadata {
     pub(super) index_uuid: Uuid,

@@ -12,6 +12,7 @@ use crate::json;
 
 /// The largest metadata document (or definition) accepted, in bytes: 64 MiB. Larger
 /// inputs are rejected with `INVALID_INDEX_METADATA` before parsing.
+#[doc(hidden)] // For the workspace's tests.
 pub const MAX_METADATA_BYTES: usize = 64 * 1024 * 1024;
 
 fn invalid(message: String) -> Error {

@@ -82,7 +82,7 @@ fn retryable(err: &Error) -> bool {
 
 impl Publisher {
     /// Sleep before the attempt after `failed` failed ones, the last of which took
-    /// `attempt` ([`super::PublishPolicy::window_after`]), with the jitter of the id
+    /// `attempt` (see [`super::PublishPolicy`]), with the jitter of the id
     /// generator.
     pub(super) async fn back_off(&self, failed: u32, attempt: std::time::Duration) {
         let ids = self.inner.injected.ids.as_ref();

@@ -12,7 +12,7 @@ impl Publisher {
     ///
     /// The key is stored in the new snapshot's `summary` under
     /// [`IDEMPOTENCY_KEY`], together with the snapshot's metadata
-    /// file under [`METADATA_LOCATION`]. Before every attempt
+    /// file under `parqdb.metadata-location`. Before every attempt
     /// (so also after losing a race to a concurrent duplicate), the current metadata's
     /// retained snapshots are searched for the key: if one carries it, nothing is
     /// published and its result is returned with `already_published: true` — the same
@@ -22,7 +22,7 @@ impl Publisher {
     /// current metadata; after it is expired, the same key publishes again.
     ///
     /// Errors: `INVALID_REQUEST` for an empty key, a key over
-    /// [`MAX_IDEMPOTENCY_KEY_BYTES`] bytes or with
+    /// 1,024 bytes or with
     /// control characters; otherwise as [`Publisher::publish`].
     pub async fn publish_idempotent(
         &self,
@@ -58,7 +58,7 @@ impl Publisher {
 /// The publication of the retained snapshot carrying `key` (the lowest sequence number
 /// if several do), with `already_published: true`.
 ///
-/// Its location is the recorded [`METADATA_LOCATION`], or `current_location` for a
+/// Its location is the recorded `parqdb.metadata-location`, or `current_location` for a
 /// snapshot that carries the key but no recorded location (published by another tool).
 pub(crate) fn find_published(
     metadata: &IndexMetadata,

@@ -1,90 +1,4 @@
-//! Successor publication for refresh jobs: the catalog spec's commit protocol with
-//! bounded, jittered retries, over any [`IndexCatalog`].
-//!
-//! A [`Publisher`] runs the metadata spec's six successor steps for one index and
-//! repeats them when it loses the compare-and-swap:
-//!
-//! 1. load the current pointer and read, parse and validate its metadata file;
-//! 2. ask the caller what to publish on top of it (a closure, called again after every
-//!    lost race, which may decline: [`PublishOutcome::Declined`]);
-//! 3. build the successor with [`IndexMetadata::successor`] (new snapshot id, sequence
-//!    `last-sequence-number + 1`, log entry), using the injected [`Clock`] and
-//!    [`IdGenerator`];
-//! 4. write it with create-if-absent to a fresh, never reused location
-//!    `metadata/<index-uuid>/<sequence:05>-<uuid>.metadata.json` in the warehouse, and
-//!    read it back (it must parse, validate and equal what was built);
-//! 5. commit it with the loaded location as base and the new snapshot's `source-table`
-//!    as the source binding;
-//! 6. on `COMMIT_CONFLICT`, `CONCURRENT_MODIFICATION` or `STORE_UNAVAILABLE` (the
-//!    retryable failures that did not apply; never `STORE_REFUSED`), back off and go to 1,
-//!    at most [`PublishPolicy::max_attempts`] times.
-//!
-//! # Ambiguous outcomes
-//! A commit that ends in `COMMIT_STATE_UNKNOWN` may or may not have landed. Because
-//! every metadata location is unique, re-issuing the *same* commit is safe, and the
-//! publisher resolves the outcome by reloading: the pointer names our file, or the
-//! current metadata retains our snapshot (a later writer built on it) → published; the
-//! pointer still names the base → the same commit is re-issued; the current metadata
-//! allocated our sequence number to another snapshot, or never reached it → our commit
-//! lost, retry as after a conflict. Anything else (e.g. our snapshot may have been
-//! published and expired since) is returned as `COMMIT_STATE_UNKNOWN`. The metadata
-//! file written for the attempt is **never deleted** by the publisher: after an unknown
-//! outcome it may be, or become, the current metadata (iceberg #4673, #13443); files of
-//! lost attempts are orphans for the garbage collector.
-//!
-//! # Idempotency
-//! [`Publisher::publish_idempotent`] stores a caller-chosen key in the new snapshot's
-//! `summary` under [`IDEMPOTENCY_KEY`] (plus the snapshot's own metadata file under
-//! [`METADATA_LOCATION`]) and, before every attempt, looks for a retained snapshot with
-//! that key: if one exists, it returns the same [`Published`] result (location, snapshot
-//! id, sequence number) with `already_published: true` instead of publishing twice.
-//! **Limit:** a replay is recognised only while the key's snapshot is retained; once it
-//! is expired ([`Publisher::expire`]) the same key publishes again. Keep retention longer
-//! than the redelivery window of the event source.
-//!
-//! ```
-//! use std::collections::BTreeMap;
-//! use std::sync::Arc;
-//! use parqdb_catalog::catalog::{Catalog, IndexCatalog};
-//! use parqdb_catalog::metadata::SnapshotContents;
-//! use parqdb_catalog::publish::Publisher;
-//! use parqdb_catalog::store::memory::MemoryStore;
-//! use parqdb_catalog::warehouse::Warehouse;
-//! use parqdb_catalog::{IndexIdentifier, Namespace};
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> parqdb_catalog::Result<()> {
-//! let warehouse = Warehouse::in_memory("memory://docs/publish")?;
-//! let catalog = Catalog::builder(Arc::new(MemoryStore::new()), warehouse.clone()).build();
-//! let namespace = Namespace::new(["docs"])?;
-//! catalog.create_namespace(&namespace, BTreeMap::new()).await?;
-//! let id = IndexIdentifier::new(namespace, "embeddings")?;
-//!
-//! let publisher = Publisher::new(Arc::new(catalog), warehouse);
-//! let contents = |rows: i64| -> parqdb_catalog::Result<SnapshotContents> {
-//!     SnapshotContents::from_json_slice(format!(r#"{{
-//!         "source-table": {{"provider": "parquet", "properties": {{"location": "s3://b/docs/", "rows": "{rows}"}}}},
-//!         "vector-field": "embedding", "source-key-fields": ["id"], "indexed-rows": {rows},
-//!         "index-family": "ivf", "index-schema-version": 1, "metric": "cosine", "parameters": {{}},
-//!         "index-provider": {{"provider": "parquet", "properties": {{}}}},
-//!         "index-tables": {{
-//!             "ivf_centroids": {{"definition-version": 1, "properties": {{"location": "indexes/x/{rows}/ivf_centroids/"}}}},
-//!             "ivf_postings": {{"definition-version": 1, "properties": {{"location": "indexes/x/{rows}/ivf_postings/"}}}}
-//!         }}
-//!     }}"#).as_bytes())
-//! };
-//! let created = publisher.create_index(&id, contents(10)?, BTreeMap::new()).await?;
-//! assert_eq!(created.sequence_number, 1);
-//!
-//! let refreshed = publisher.publish(&id, |_current| Ok(Some(contents(20)?))).await?;
-//! assert_eq!(refreshed.published().expect("not declined").sequence_number, 2);
-//!
-//! let first = publisher.publish_idempotent(&id, "event-42", contents(30)?).await?;
-//! let replay = publisher.publish_idempotent(&id, "event-42", contents(30)?).await?;
-//! assert!(replay.already_published);
-//! assert_eq!((replay.metadata_location, replay.snapshot_id), (first.metadata_location, first.snapshot_id));
-//! # Ok(()) }
-//! ```
+//! Successor publication for refresh jobs: what [`Publisher`] documents.
 
 mod create;
 mod engine;
@@ -113,15 +27,16 @@ use engine::{Run, Step};
 
 /// The `summary` key holding the idempotency key of a snapshot published by
 /// [`Publisher::publish_idempotent`].
+#[doc(hidden)] // For the workspace's tests.
 pub const IDEMPOTENCY_KEY: &str = "parqdb.idempotency-key";
 
 /// The `summary` key holding the warehouse-relative metadata file that first published
 /// the snapshot (recorded with [`IDEMPOTENCY_KEY`], so a replay returns the same
 /// location).
-pub const METADATA_LOCATION: &str = "parqdb.metadata-location";
+pub(crate) const METADATA_LOCATION: &str = "parqdb.metadata-location";
 
 /// The longest idempotency key, in bytes.
-pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 1024;
+pub(crate) const MAX_IDEMPOTENCY_KEY_BYTES: usize = 1024;
 
 /// How many parsed metadata files a publisher keeps (they are immutable).
 const CACHE_CAPACITY: usize = 16;
@@ -130,6 +45,91 @@ const CACHE_CAPACITY: usize = 16;
 ///
 /// Works against any [`IndexCatalog`] (embedded or remote) whose metadata lives in the
 /// given [`Warehouse`]. See the [module docs](self) for the protocol.
+///
+/// A [`Publisher`] runs the metadata spec's six successor steps for one index and
+/// repeats them when it loses the compare-and-swap:
+///
+/// 1. load the current pointer and read, parse and validate its metadata file;
+/// 2. ask the caller what to publish on top of it (a closure, called again after every
+///    lost race, which may decline: [`PublishOutcome::Declined`]);
+/// 3. build the successor with [`IndexMetadata::successor`] (new snapshot id, sequence
+///    `last-sequence-number + 1`, log entry), using the injected [`Clock`] and
+///    [`IdGenerator`];
+/// 4. write it with create-if-absent to a fresh, never reused location
+///    `metadata/<index-uuid>/<sequence:05>-<uuid>.metadata.json` in the warehouse, and
+///    read it back (it must parse, validate and equal what was built);
+/// 5. commit it with the loaded location as base and the new snapshot's `source-table`
+///    as the source binding;
+/// 6. on `COMMIT_CONFLICT`, `CONCURRENT_MODIFICATION` or `STORE_UNAVAILABLE` (the
+///    retryable failures that did not apply; never `STORE_REFUSED`), back off and go to 1,
+///    at most [`PublishPolicy::max_attempts`] times.
+///
+/// # Ambiguous outcomes
+/// A commit that ends in `COMMIT_STATE_UNKNOWN` may or may not have landed. Because
+/// every metadata location is unique, re-issuing the *same* commit is safe, and the
+/// publisher resolves the outcome by reloading: the pointer names our file, or the
+/// current metadata retains our snapshot (a later writer built on it) → published; the
+/// pointer still names the base → the same commit is re-issued; the current metadata
+/// allocated our sequence number to another snapshot, or never reached it → our commit
+/// lost, retry as after a conflict. Anything else (e.g. our snapshot may have been
+/// published and expired since) is returned as `COMMIT_STATE_UNKNOWN`. The metadata
+/// file written for the attempt is **never deleted** by the publisher: after an unknown
+/// outcome it may be, or become, the current metadata (iceberg #4673, #13443); files of
+/// lost attempts are orphans for the garbage collector.
+///
+/// # Idempotency
+/// [`Publisher::publish_idempotent`] stores a caller-chosen key in the new snapshot's
+/// `summary` under [`IDEMPOTENCY_KEY`] (plus the snapshot's own metadata file under
+/// `parqdb.metadata-location`) and, before every attempt, looks for a retained snapshot with
+/// that key: if one exists, it returns the same [`Published`] result (location, snapshot
+/// id, sequence number) with `already_published: true` instead of publishing twice.
+/// **Limit:** a replay is recognised only while the key's snapshot is retained; once it
+/// is expired ([`Publisher::expire`]) the same key publishes again. Keep retention longer
+/// than the redelivery window of the event source.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use std::sync::Arc;
+/// use parqdb_catalog::{Catalog, IndexCatalog};
+/// use parqdb_catalog::SnapshotContents;
+/// use parqdb_catalog::Publisher;
+/// use parqdb_catalog::store::MemoryStore;
+/// use parqdb_catalog::Warehouse;
+/// use parqdb_catalog::{IndexIdentifier, Namespace};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> parqdb_catalog::Result<()> {
+/// let warehouse = Warehouse::in_memory("memory://docs/publish")?;
+/// let catalog = Catalog::builder(Arc::new(MemoryStore::new()), warehouse.clone()).build();
+/// let namespace = Namespace::new(["docs"])?;
+/// catalog.create_namespace(&namespace, BTreeMap::new()).await?;
+/// let id = IndexIdentifier::new(namespace, "embeddings")?;
+///
+/// let publisher = Publisher::new(Arc::new(catalog), warehouse);
+/// let contents = |rows: i64| -> parqdb_catalog::Result<SnapshotContents> {
+///     SnapshotContents::from_json_slice(format!(r#"{{
+///         "source-table": {{"provider": "parquet", "properties": {{"location": "s3://b/docs/", "rows": "{rows}"}}}},
+///         "vector-field": "embedding", "source-key-fields": ["id"], "indexed-rows": {rows},
+///         "index-family": "ivf", "index-schema-version": 1, "metric": "cosine", "parameters": {{}},
+///         "index-provider": {{"provider": "parquet", "properties": {{}}}},
+///         "index-tables": {{
+///             "ivf_centroids": {{"definition-version": 1, "properties": {{"location": "indexes/x/{rows}/ivf_centroids/"}}}},
+///             "ivf_postings": {{"definition-version": 1, "properties": {{"location": "indexes/x/{rows}/ivf_postings/"}}}}
+///         }}
+///     }}"#).as_bytes())
+/// };
+/// let created = publisher.create_index(&id, contents(10)?, BTreeMap::new()).await?;
+/// assert_eq!(created.sequence_number, 1);
+///
+/// let refreshed = publisher.publish(&id, |_current| Ok(Some(contents(20)?))).await?;
+/// assert_eq!(refreshed.published().expect("not declined").sequence_number, 2);
+///
+/// let first = publisher.publish_idempotent(&id, "event-42", contents(30)?).await?;
+/// let replay = publisher.publish_idempotent(&id, "event-42", contents(30)?).await?;
+/// assert!(replay.already_published);
+/// assert_eq!((replay.metadata_location, replay.snapshot_id), (first.metadata_location, first.snapshot_id));
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Publisher {
     inner: Arc<Inner>,
@@ -267,11 +267,6 @@ impl Publisher {
         &self.inner.injected.clock
     }
 
-    /// The retry policy.
-    pub fn policy(&self) -> &PublishPolicy {
-        &self.inner.policy
-    }
-
     /// Publish a successor built from what `f` returns for the current metadata.
     ///
     /// `f` is called with the current metadata on every attempt, i.e. again after each
@@ -280,7 +275,7 @@ impl Publisher {
     /// declines (the change is no longer valid) and ends the call with
     /// [`PublishOutcome::Declined`] — a normal outcome, not an error — and `Err` ends the
     /// call with that error. If `contents.summary` carries [`IDEMPOTENCY_KEY`], the
-    /// snapshot also records its metadata file under [`METADATA_LOCATION`].
+    /// snapshot also records its metadata file under `parqdb.metadata-location`.
     ///
     /// Errors: `INDEX_NOT_FOUND`; `INVALID_INDEX_METADATA` if the current metadata or the
     /// successor is invalid (e.g. `contents` change an identity field); the last
@@ -366,7 +361,7 @@ pub(crate) fn metadata_path(index_uuid: Uuid, sequence: i64, file_id: Uuid) -> S
     format!("metadata/{index_uuid}/{sequence:05}-{file_id}.metadata.json")
 }
 
-/// Record `relative` under [`METADATA_LOCATION`] if the contents carry an idempotency key.
+/// Record `relative` under `parqdb.metadata-location` if the contents carry an idempotency key.
 fn record_location(contents: &mut SnapshotContents, relative: &str) {
     if contents.summary.contains_key(IDEMPOTENCY_KEY) {
         contents

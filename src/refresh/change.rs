@@ -67,13 +67,13 @@ impl SourceChange {
     }
 
     /// With the object's version id.
-    pub fn with_version_id(mut self, version_id: Option<String>) -> Self {
+    pub(crate) fn with_version_id(mut self, version_id: Option<String>) -> Self {
         self.version_id = version_id.filter(|id| !id.is_empty() && id != "null");
         self
     }
 
     /// With the object's size.
-    pub fn with_size(mut self, size: Option<u64>) -> Self {
+    pub(crate) fn with_size(mut self, size: Option<u64>) -> Self {
         self.size = size;
         self
     }
@@ -99,6 +99,7 @@ impl SourceChange {
     /// The idempotency key of the write: the write itself
     /// (`s3://<bucket>/<key>#<sequencer>`), never the delivery's id (an EventBridge event
     /// id or an SQS message id differ between two deliveries of one write).
+    #[doc(hidden)] // For the refresh function's handler.
     pub fn state_key(&self) -> String {
         format!("{}#{}", self.uri(), self.position().hex())
     }

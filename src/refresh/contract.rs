@@ -61,10 +61,11 @@ use crate::json::{self, strict_object};
 use crate::metadata::{SnapshotContents, TableDefinition};
 
 /// The contract's name and version, the `contract` field of both messages.
+#[doc(hidden)] // For the functions crate's tests; `BuildFunctionResponse::new` sets it.
 pub const BUILD_CONTRACT: &str = "parqdb.refresh.build/1";
 
 /// The largest message of the contract, in bytes (Lambda's synchronous payload limit).
-pub const MAX_BUILD_MESSAGE_BYTES: usize = 6 * 1024 * 1024;
+pub(crate) const MAX_BUILD_MESSAGE_BYTES: usize = 6 * 1024 * 1024;
 
 /// One build, as the refresh function sends it to the builder function.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -141,7 +142,7 @@ pub struct BuildFunctionResponse {
 strict_object!(BuildFunctionResponse);
 
 /// Parse `bytes` as one `T` of the contract: one JSON object, nothing after it, at most
-/// [`MAX_BUILD_MESSAGE_BYTES`], `contract` equal to [`BUILD_CONTRACT`]. Errors are `kind`,
+/// 6 MiB, `contract` equal to [`BUILD_CONTRACT`]. Errors are `kind`,
 /// worded `<what>: <path>: <why>`.
 fn parse<T: serde::de::DeserializeOwned>(
     bytes: &[u8],
@@ -174,6 +175,7 @@ fn parse<T: serde::de::DeserializeOwned>(
 
 impl BuildFunctionRequest {
     /// The request for `request` (what the refresh function sends).
+    #[doc(hidden)] // The refresh side of the contract (LambdaBuilder).
     pub fn new(request: &BuildRequest<'_>) -> BuildFunctionRequest {
         BuildFunctionRequest {
             contract: BUILD_CONTRACT.to_owned(),
@@ -209,6 +211,7 @@ impl BuildFunctionRequest {
     }
 
     /// The request as JSON bytes.
+    #[doc(hidden)] // The refresh side of the contract (LambdaBuilder).
     pub fn to_json_vec(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
     }
@@ -227,6 +230,7 @@ impl BuildFunctionResponse {
     /// Parse a response strictly (what the refresh function does): `INVALID_CONFIGURATION`
     /// (the builder does not speak this contract) naming the JSON path, for another
     /// contract version, or for another build's id than `build_id`.
+    #[doc(hidden)] // The refresh side of the contract (LambdaBuilder).
     pub fn from_json_slice(bytes: &[u8], build_id: Uuid) -> Result<BuildFunctionResponse> {
         let response: BuildFunctionResponse = parse(
             bytes,

@@ -172,11 +172,6 @@ impl LambdaBuilder {
         &self.function
     }
 
-    /// The builder timeout.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
     async fn invoke(
         &self,
         request: &BuildRequest<'_>,

@@ -73,11 +73,11 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use parqdb_catalog::catalog::Catalog;
-//! use parqdb_catalog::publish::Publisher;
+//! use parqdb_catalog::Catalog;
+//! use parqdb_catalog::Publisher;
 //! use parqdb_catalog::refresh::{PlaceholderBuilder, RefreshRunner, Routes, SourceChange};
-//! use parqdb_catalog::store::memory::MemoryStore;
-//! use parqdb_catalog::warehouse::Warehouse;
+//! use parqdb_catalog::store::MemoryStore;
+//! use parqdb_catalog::Warehouse;
 //! use parqdb_catalog::{IndexIdentifier, Namespace};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -142,15 +142,17 @@ use crate::publish::{IDEMPOTENCY_KEY, PublishOutcome, Published, Publisher};
 /// The snapshot-summary key holding the build's read start: the refresh function's clock
 /// (Unix epoch milliseconds, decimal) when the build started reading the source table
 /// (see "Ordering" in the [module docs](self)).
+#[doc(hidden)] // For the functions crate, its tests and the refresh bench.
 pub const READ_START: &str = "parqdb.refresh.read-start-ms";
 
 /// The default clock-skew allowance: how far S3's clock and a refresh function's clock may
 /// differ, plus how long after its event time a write may take to become readable.
+#[doc(hidden)] // For the refresh function.
 pub const DEFAULT_CLOCK_SKEW: Duration = Duration::from_secs(2);
 
 /// The largest clock-skew allowance [`RefreshRunner::with_clock_skew`] accepts (a build may
 /// wait up to twice the allowance).
-pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(60);
+pub(crate) const MAX_CLOCK_SKEW: Duration = Duration::from_secs(60);
 
 /// How many indexes of one batch are refreshed concurrently by default.
 const DEFAULT_CONCURRENCY: usize = 4;
@@ -259,6 +261,7 @@ impl RefreshReport {
 }
 
 /// The newest read start ([`READ_START`]) any retained snapshot of `metadata` records.
+#[doc(hidden)] // For the refresh bench (examples/refresh_burst.rs).
 pub fn published_read_start(metadata: &IndexMetadata) -> Option<i64> {
     metadata
         .snapshots()
@@ -271,6 +274,7 @@ pub fn published_read_start(metadata: &IndexMetadata) -> Option<i64> {
 
 /// The ordering rule (see the [module docs](self)): whether a build that started reading
 /// the source at `read_start_ms` contains `change`, given the clock-skew allowance.
+#[doc(hidden)] // For the refresh bench (examples/refresh_burst.rs).
 pub fn snapshot_contains(read_start_ms: i64, change: &SourceChange, clock_skew: Duration) -> bool {
     change.time_ms.saturating_add(millis(clock_skew)) <= read_start_ms
 }
@@ -338,7 +342,7 @@ impl<B: IndexBuilder> RefreshRunner<B> {
     }
 
     /// The clock-skew allowance of the ordering rule (default [`DEFAULT_CLOCK_SKEW`]; see
-    /// the [module docs](self)). `INVALID_CONFIGURATION` above [`MAX_CLOCK_SKEW`].
+    /// the [module docs](self)). `INVALID_CONFIGURATION` above 60 s.
     pub fn with_clock_skew(mut self, clock_skew: Duration) -> Result<Self> {
         if clock_skew > MAX_CLOCK_SKEW {
             return Err(Error::new(
@@ -355,13 +359,8 @@ impl<B: IndexBuilder> RefreshRunner<B> {
     }
 
     /// The clock-skew allowance.
-    pub fn clock_skew(&self) -> Duration {
+    pub(crate) fn clock_skew(&self) -> Duration {
         Duration::from_millis(u64::try_from(self.clock_skew_ms).unwrap_or(0))
-    }
-
-    /// The publisher.
-    pub fn publisher(&self) -> &Publisher {
-        &self.publisher
     }
 
     /// Refresh every index `changes` name; one index's failure does not stop the others

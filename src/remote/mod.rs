@@ -19,7 +19,6 @@
 mod lambda;
 
 pub use crate::lambda::Operation;
-pub use lambda::{
-    DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_QUALIFIER, FunctionNames,
-    LambdaCatalog, LambdaCatalogBuilder,
-};
+#[doc(hidden)] // For the template's tests (tests/it/infra).
+pub use lambda::DEFAULT_QUALIFIER;
+pub use lambda::{FunctionNames, LambdaCatalog, LambdaCatalogBuilder};

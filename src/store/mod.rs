@@ -4,7 +4,7 @@
 //! `put_opts`: read a key with its version token, create if absent, replace if the version
 //! matches, list keys under a prefix with pagination, and (where the store has it) an atomic
 //! multi-key write. All catalog semantics — validation, compare-and-swap, idempotency,
-//! ambiguous-outcome resolution, error mapping — live once in [`crate::catalog`].
+//! ambiguous-outcome resolution, error mapping — live once in [`Catalog`](crate::Catalog).
 //!
 //! A store reports a lost condition as [`StoreError::AlreadyExists`] or
 //! [`StoreError::Precondition`], never as an SDK error; SDK types never leave a backend
@@ -28,12 +28,19 @@
 
 #[cfg(feature = "dynamodb")]
 pub mod dynamodb;
-pub mod local;
-pub mod memory;
-pub mod probe;
+pub(crate) mod local;
+pub(crate) mod memory;
+pub(crate) mod probe;
 #[cfg(feature = "s3")]
 pub mod s3;
-pub mod timeouts;
+pub(crate) mod timeouts;
+
+pub use local::LocalStore;
+pub use memory::MemoryStore;
+#[doc(hidden)] // `Catalog::probe` is the API; this is for the workspace's tests.
+pub use probe::probe;
+pub use probe::{ProbeCheck, ProbeReport};
+pub use timeouts::StoreTimeouts;
 
 use std::fmt;
 
@@ -44,7 +51,7 @@ use crate::error::{Error, ErrorKind};
 
 /// A validated storage key: `/`-separated segments over `[a-z0-9_~=+-]`.
 ///
-/// Keys come from the identifier codec ([`crate::identifier`]) and from the catalog's own
+/// Keys come from the identifier codec ([`IndexIdentifier`](crate::IndexIdentifier)) and from the catalog's own
 /// fixed names; the restricted alphabet leaves `.` free for backend-private files (lock and
 /// temporary files of the local store).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -265,7 +272,7 @@ pub enum StoreError {
     NotSupported(String),
     /// A stored record is not in the store's own form (a damaged record file or item):
     /// nothing applied, and retrying cannot help. The catalog reports
-    /// [`ErrorKind::CorruptRecord`](crate::ErrorKind::CorruptRecord).
+    /// [`ErrorKind::CorruptRecord`].
     #[error("a stored record is damaged: {0}")]
     Corrupt(String),
 }
@@ -336,7 +343,7 @@ impl<'a> ListOptions<'a> {
 impl Changed {
     /// The answer for a store that reads the whole value: `current` compared with the
     /// version the caller has, if any.
-    pub fn of(current: Option<Versioned>, options: GetOptions<'_>) -> Changed {
+    pub(crate) fn of(current: Option<Versioned>, options: GetOptions<'_>) -> Changed {
         match current {
             None => Changed::Missing,
             Some(current) if options.if_changed_from == Some(&current.version) => {
@@ -386,7 +393,7 @@ pub trait PointerStore: Send + Sync + fmt::Debug + 'static {
     /// Read a key with its version ([`Changed::Missing`] if absent; with
     /// [`GetOptions::if_changed_from`], [`Changed::Unchanged`] if it still has that
     /// version). Strongly consistent. A store that cannot ask the server for the
-    /// condition reads the value and answers [`Changed::of`].
+    /// condition reads the value and compares its version itself.
     async fn get_opts(
         &self,
         key: &StoreKey,
@@ -423,7 +430,7 @@ pub trait PointerStore: Send + Sync + fmt::Debug + 'static {
 /// The conveniences over [`PointerStore`]'s primitives, for every store.
 ///
 /// ```
-/// use parqdb_catalog::store::memory::MemoryStore;
+/// use parqdb_catalog::store::MemoryStore;
 /// use parqdb_catalog::store::{PointerStore, PointerStoreExt, PutMode, StoreKey};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

@@ -1,29 +1,4 @@
-//! Bounds on store requests, so that no store call outlives the caller's budget.
-//!
-//! The clients' own defaults are made for batch jobs: object_store waits 30 s per request
-//! and retries for up to 3 minutes (10 retries); the DynamoDB client allows 10 s per
-//! attempt and 3 attempts. A Lambda function with the default 30 s timeout would be killed
-//! (`Sandbox.Timedout`) long before such a call gave up. [`StoreTimeouts::within`] derives
-//! bounds from the time a caller has for one whole operation, so that a single store call
-//! — with the client's retries — takes at most half of it, leaving room for the catalog
-//! to resolve an ambiguous write by reading back. Both the pointer store and the warehouse
-//! (metadata files) are configured with them; see [`CatalogConfig::with_store_timeouts`]
-//! and the Lambda deadline ([`crate::lambda::deadline`] with the `lambda` feature), which
-//! bounds the invocation as a whole.
-//!
-//! ```
-//! use std::time::Duration;
-//! use parqdb_catalog::store::timeouts::StoreTimeouts;
-//!
-//! // A function with the default 30 s timeout, minus the 0.5 s deadline margin.
-//! let t = StoreTimeouts::within(Duration::from_millis(29_500));
-//! assert_eq!(t.call, Duration::from_millis(14_750));
-//! assert_eq!(t.attempt, Duration::from_millis(7_375));
-//! assert_eq!(t.connect, Duration::from_secs(3));
-//! assert!(t.attempt * (t.max_retries as u32 + 1) >= t.call);
-//! ```
-//!
-//! [`CatalogConfig::with_store_timeouts`]: crate::config::CatalogConfig::with_store_timeouts
+//! Bounds on store requests (what [`StoreTimeouts`] documents).
 
 use std::time::Duration;
 
@@ -36,7 +11,32 @@ const MIN_ATTEMPT: Duration = Duration::from_secs(1);
 /// The longest connection set-up.
 const MAX_CONNECT: Duration = Duration::from_secs(3);
 
-/// Timeouts and retries of the store clients (see the [module docs](self)).
+/// Timeouts and retries of the store clients.
+///
+/// The clients' own defaults are made for batch jobs: object_store waits 30 s per request
+/// and retries for up to 3 minutes (10 retries); the DynamoDB client allows 10 s per
+/// attempt and 3 attempts. A Lambda function with the default 30 s timeout would be killed
+/// (`Sandbox.Timedout`) long before such a call gave up. [`StoreTimeouts::within`] derives
+/// bounds from the time a caller has for one whole operation, so that a single store call
+/// — with the client's retries — takes at most half of it, leaving room for the catalog
+/// to resolve an ambiguous write by reading back. Both the pointer store and the warehouse
+/// (metadata files) are configured with them; see [`CatalogConfig::with_store_timeouts`]
+/// and the Lambda deadline ([`crate::lambda::deadline`] with the `lambda` feature), which
+/// bounds the invocation as a whole.
+///
+/// ```
+/// use std::time::Duration;
+/// use parqdb_catalog::store::StoreTimeouts;
+///
+/// // A function with the default 30 s timeout, minus the 0.5 s deadline margin.
+/// let t = StoreTimeouts::within(Duration::from_millis(29_500));
+/// assert_eq!(t.call, Duration::from_millis(14_750));
+/// assert_eq!(t.attempt, Duration::from_millis(7_375));
+/// assert_eq!(t.connect, Duration::from_secs(3));
+/// assert!(t.attempt * (t.max_retries as u32 + 1) >= t.call);
+/// ```
+///
+/// [`CatalogConfig::with_store_timeouts`]: crate::CatalogConfig::with_store_timeouts
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreTimeouts {
     /// Connecting (TCP and TLS).

@@ -59,6 +59,7 @@ use super::Warehouse;
 use crate::error::Result;
 
 /// The ownership marker's name under the warehouse root.
+#[doc(hidden)] // For the workspace's tests.
 pub const OWNER_MARKER: &str = "_catalog-owner.json";
 /// Where metadata files live: register and commit publish only files below it.
 pub const METADATA_DIR: &str = "metadata";

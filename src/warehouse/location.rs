@@ -28,6 +28,7 @@ impl Warehouse {
 
     /// The object-store path of the object `name` (a warehouse-relative location), or
     /// [`ErrorKind::InvalidIndexMetadata`] if it is no valid name.
+    #[doc(hidden)] // Storage helpers for the workspace's tests.
     pub fn path(&self, name: &str) -> Result<Path> {
         let name =
             object_name(name).map_err(|why| Error::new(ErrorKind::InvalidIndexMetadata, why))?;
@@ -45,6 +46,7 @@ impl Warehouse {
     /// not inside the root. Any spelling of the URI is accepted (escaped or not, any
     /// case of escapes); `.`, `..` and empty segments, escaped `/`, queries, fragments and
     /// credentials are refused.
+    #[doc(hidden)] // Storage helpers for the workspace's tests.
     pub fn relative(&self, location: &str) -> Result<String> {
         let outside = |why: &str| {
             Error::new(

@@ -1,30 +1,5 @@
-//! The warehouse: the one object-store root that holds metadata and index files.
-//!
-//! A catalog is configured with one warehouse root URI (`file:///data/wh`,
-//! `s3://bucket/wh`, `memory://name`). Every metadata location must be an absolute URI
-//! under that root: same scheme and authority, and a path under the root's path on a
-//! segment boundary, so `s3://b/wh` never accepts `s3://b/wh2/...`. Anything else is
-//! [`ErrorKind::InvalidIndexMetadata`]. Objects are addressed by their **names** (see
-//! [`names`](self#names)): the raw key below the root, the same spelling for a location in
-//! metadata, a listed object and a deletion.
-//!
-//! Layout: the `layout` submodule names every reserved path; the garbage collector's
-//! managed prefixes are `metadata/` (immutable metadata files) and `indexes/` (immutable
-//! index tables), and the catalog's and collector's own files live under `_catalog/`,
-//! `_gc/` and the ownership marker `_catalog-owner.json`.
-//!
-//! # Names
-//! See the `names` submodule: a name is the raw `/`-joined key below the root
-//! (`object_name`); a location is the root URI plus the name's segments, each
-//! percent-encoded once ([`Warehouse::absolute`]). [`Warehouse::relative`] accepts any
-//! spelling of a location inside the root and returns its name, refusing `.`/`..` and
-//! empty segments and escaped `/`.
-//!
-//! The submodules: `location` (names, locations and store paths), `objects` (reading and
-//! writing one object), `list` and `range` (listings), `delete` (deletions), `layout`
-//! (every reserved name and path: the catalog's, the collector's), `placement` (links on
-//! the way to an object, an enclosing warehouse), `local` (the local file
-//! system's listings and checks) and `errors` (store errors as the crate's).
+//! The warehouse: the one object-store root that holds metadata and index files (what
+//! [`Warehouse`] documents).
 
 mod deep;
 mod delete;
@@ -65,6 +40,7 @@ use url::Url;
 pub use keys::s3_key_lister;
 #[doc(hidden)]
 pub use keys::{KeyLister, RawEntry};
+#[doc(hidden)] // For the workspace's tests.
 pub use layout::OWNER_MARKER;
 pub(crate) use layout::{GC_DIR, INDEXES_DIR, MANAGED_PREFIXES, METADATA_DIR};
 pub(crate) use link_search::WideLink;
@@ -80,6 +56,7 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// One object found by a listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[doc(hidden)] // What `Warehouse::head` answers, for the workspace's tests.
 pub struct Listed {
     /// Its name.
     pub name: String,
@@ -126,6 +103,32 @@ pub(crate) enum Deletion {
 }
 
 /// The warehouse root and the object store that holds it.
+///
+/// A catalog is configured with one warehouse root URI (`file:///data/wh`,
+/// `s3://bucket/wh`, `memory://name`). Every metadata location must be an absolute URI
+/// under that root: same scheme and authority, and a path under the root's path on a
+/// segment boundary, so `s3://b/wh` never accepts `s3://b/wh2/...`. Anything else is
+/// [`ErrorKind::InvalidIndexMetadata`]. Objects are addressed by their **names** (see
+/// [names](#names)): the raw key below the root, the same spelling for a location in
+/// metadata, a listed object and a deletion.
+///
+/// Layout: the `layout` submodule names every reserved path; the garbage collector's
+/// managed prefixes are `metadata/` (immutable metadata files) and `indexes/` (immutable
+/// index tables), and the catalog's and collector's own files live under `_catalog/`,
+/// `_gc/` and the ownership marker `_catalog-owner.json`.
+///
+/// # Names
+/// See the `names` submodule: a name is the raw `/`-joined key below the root
+/// (`object_name`); a location is the root URI plus the name's segments, each
+/// percent-encoded once ([`Warehouse::absolute`]). [`Warehouse::relative`] accepts any
+/// spelling of a location inside the root and returns its name, refusing `.`/`..` and
+/// empty segments and escaped `/`.
+///
+/// The submodules: `location` (names, locations and store paths), `objects` (reading and
+/// writing one object), `list` and `range` (listings), `delete` (deletions), `layout`
+/// (every reserved name and path: the catalog's, the collector's), `placement` (links on
+/// the way to an object, an enclosing warehouse), `local` (the local file
+/// system's listings and checks) and `errors` (store errors as the crate's).
 #[derive(Debug, Clone)]
 pub struct Warehouse {
     root: Url,
@@ -262,6 +265,7 @@ impl Warehouse {
     }
 
     /// The object-store path of the warehouse root.
+    #[doc(hidden)] // Storage helpers for the workspace's tests.
     pub fn prefix(&self) -> &Path {
         &self.prefix
     }

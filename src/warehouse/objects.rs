@@ -152,6 +152,7 @@ impl Warehouse {
     /// store) the file is looked at, never opened: an open of a file the collector may not
     /// read stopped every run, and one of a FIFO blocked it for good (round 92, F1, F2);
     /// nothing but a regular file is an object.
+    #[doc(hidden)] // Storage helpers for the workspace's tests.
     pub async fn head(&self, name: &str) -> Result<Option<Listed>> {
         let path = self.path(name)?;
         if let Some(found) = self.head_local(name).await {
@@ -211,6 +212,7 @@ impl Warehouse {
     }
 
     /// Create the object `name` unless it exists; `false` if it did.
+    #[doc(hidden)] // Storage helpers for the workspace's tests.
     pub async fn put_if_absent(&self, name: &str, bytes: Bytes) -> Result<bool> {
         let path = self.path(name)?;
         self.put_if_absent_at(&path, bytes)

@@ -22,7 +22,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use parqdb_catalog_testkit::faulty::{FaultConfig, FaultyStore};
-//! use parqdb_catalog::store::memory::MemoryStore;
+//! use parqdb_catalog::store::MemoryStore;
 //!
 //! let store = FaultyStore::new(Arc::new(MemoryStore::new()), FaultConfig::uniform(7, 0.10));
 //! store.set_enabled(false); // set up without faults, then turn them on
@@ -482,8 +482,8 @@ impl PointerStore for FaultyStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use parqdb_catalog::store::MemoryStore;
     use parqdb_catalog::store::PointerStoreExt;
-    use parqdb_catalog::store::memory::MemoryStore;
 
     fn key(name: &str) -> StoreKey {
         StoreKey::new(name).expect("valid key")

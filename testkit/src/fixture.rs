@@ -4,7 +4,7 @@
 //! A test that needs other values changes only those, with struct update syntax:
 //!
 //! ```
-//! use parqdb_catalog::metadata::SnapshotContents;
+//! use parqdb_catalog::SnapshotContents;
 //! use parqdb_catalog_testkit::fixture;
 //!
 //! let contents = SnapshotContents {
@@ -18,9 +18,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use parqdb_catalog::metadata::{
-    IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition,
-};
+use parqdb_catalog::{IndexTableDefinition, ProviderDefinition, SnapshotContents, TableDefinition};
 
 /// Where the sample source table lives.
 pub const SOURCE_LOCATION: &str = "s3://example/documents/";

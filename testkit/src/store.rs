@@ -11,7 +11,7 @@
 //! use std::sync::Arc;
 //! use std::sync::atomic::{AtomicUsize, Ordering};
 //!
-//! use parqdb_catalog::store::memory::MemoryStore;
+//! use parqdb_catalog::store::MemoryStore;
 //! use parqdb_catalog::store::{PointerStore, PointerStoreExt, StoreError, StoreKey};
 //! use parqdb_catalog_testkit::store::{Call, Hook, Hooked};
 //!

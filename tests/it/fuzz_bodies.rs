@@ -24,8 +24,8 @@ use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
 
+use parqdb_catalog::TableDefinition;
 use parqdb_catalog::catalog::record::{NamespaceRecord, PointerRecord, PointerState, RenameIntent};
-use parqdb_catalog::metadata::TableDefinition;
 use parqdb_catalog::{IndexIdentifier, Namespace};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

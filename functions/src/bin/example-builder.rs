@@ -20,10 +20,10 @@
 
 use std::process::ExitCode;
 
+use parqdb_catalog::Warehouse;
 use parqdb_catalog::lambda::Invocations;
 use parqdb_catalog::refresh::contract::{BuildFunctionRequest, BuildFunctionResponse};
 use parqdb_catalog::refresh::{BuildRequest, IndexBuilder, PlaceholderBuilder};
-use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{Error, ErrorKind, Result};
 use serde_json::Value;
 

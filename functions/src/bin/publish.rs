@@ -16,8 +16,8 @@
 
 use std::process::ExitCode;
 
+use parqdb_catalog::Publisher;
 use parqdb_catalog::lambda::{Invocations, handler};
-use parqdb_catalog::publish::Publisher;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {

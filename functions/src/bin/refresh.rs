@@ -32,8 +32,8 @@
 
 use std::process::ExitCode;
 
+use parqdb_catalog::Publisher;
 use parqdb_catalog::lambda::{Invocations, handler};
-use parqdb_catalog::publish::Publisher;
 use std::time::Duration;
 
 use parqdb_catalog::lambda::deadline::DEFAULT_MARGIN;

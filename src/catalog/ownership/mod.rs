@@ -516,7 +516,7 @@ async fn claim_as(catalog: &Catalog, now_ms: i64, how: Claim<'_>) -> Result<Owne
 /// none and write the warehouse's ownership marker if it has none. Idempotent for the
 /// owner. Refused: a warehouse owned by another catalog ([`ErrorKind::WarehouseNotOwned`]),
 /// a nested one, and an unclaimed one that already holds data ([`ErrorKind::Configuration`]:
-/// see [`adopt`]).
+/// see [`adopt`](crate::gc::adopt)).
 pub async fn claim(catalog: &Catalog, now_ms: i64) -> Result<OwnershipMarker> {
     claim_as(catalog, now_ms, Claim::Unused(None)).await
 }

@@ -26,9 +26,9 @@ use crate::lambda::metrics::{Metrics, Outcome};
 ///
 /// ```no_run
 /// use lambda_runtime::{LambdaEvent, service_fn};
-/// use parqdb_catalog::config::CatalogConfig;
+/// use parqdb_catalog::CatalogConfig;
 /// use parqdb_catalog::lambda::{Invocations, RawEvent, handler};
-/// use parqdb_catalog::publish::Publisher;
+/// use parqdb_catalog::Publisher;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), lambda_runtime::Error> {
@@ -114,7 +114,7 @@ impl Invocations {
 /// ```no_run
 /// use std::sync::Arc;
 /// use lambda_runtime::{LambdaEvent, service_fn};
-/// use parqdb_catalog::config::CatalogConfig;
+/// use parqdb_catalog::CatalogConfig;
 /// use parqdb_catalog::lambda::{Handler, Operation, RawEvent};
 ///
 /// # #[tokio::main(flavor = "current_thread")]

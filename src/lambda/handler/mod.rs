@@ -426,7 +426,7 @@ mod tests {
             .expect("successor");
         let second_location = write(&catalog, &second, 2).await;
         let id = json!({"namespace": ["docs"], "name": "emb"});
-        let source = source().to_json_value();
+        let source = serde_json::to_value(source()).expect("json");
 
         let created = namespace(
             &catalog,

@@ -36,11 +36,11 @@
 //! Region and credentials come from `aws-config`'s standard chain; the endpoint from
 //! `AWS_ENDPOINT_URL_LAMBDA` / `AWS_ENDPOINT_URL` or [`LambdaCatalogBuilder::endpoint`]
 //! (for a local Lambda emulator). Each attempt times out after
-//! [`DEFAULT_ATTEMPT_TIMEOUT`] (a little above the functions' default 30 s timeout, so
+//! 35 s by default (a little above the functions' default 30 s timeout, so
 //! the function's own timeout is normally what the client sees).
 //!
 //! ```no_run
-//! use parqdb_catalog::catalog::IndexCatalog;
+//! use parqdb_catalog::IndexCatalog;
 //! use parqdb_catalog::remote::LambdaCatalog;
 //! use parqdb_catalog::{IndexIdentifier, Namespace};
 //!
@@ -86,9 +86,9 @@ use crate::lambda::event::{
 use crate::metadata::TableDefinition;
 
 /// Default timeout of one invocation attempt.
-pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(35);
+pub(crate) const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(35);
 /// Default timeout of connecting to the Lambda endpoint.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The catalog over a deployment's Lambda functions. See the [module docs](crate::remote).
 #[derive(Debug, Clone)]
@@ -132,19 +132,20 @@ impl LambdaCatalogBuilder {
     }
 
     /// Draw the backoff's jitter from this id generator (default: random).
+    #[doc(hidden)] // Injection for the workspace's tests (seeded ids).
     pub fn ids(mut self, ids: Arc<dyn IdGenerator>) -> Self {
         self.ids = ids;
         self
     }
 
-    /// Timeout of one invocation attempt (default [`DEFAULT_ATTEMPT_TIMEOUT`]). A
+    /// Timeout of one invocation attempt (default 35 s). A
     /// mutation that times out is resolved by reading back.
     pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
         self.attempt_timeout = timeout;
         self
     }
 
-    /// Timeout of connecting (default [`DEFAULT_CONNECT_TIMEOUT`]).
+    /// Timeout of connecting (default 3 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
@@ -208,11 +209,6 @@ impl LambdaCatalog {
             builder = builder.endpoint(endpoint);
         }
         builder.build().await
-    }
-
-    /// The functions this catalog invokes.
-    pub fn function_names(&self) -> &FunctionNames {
-        &self.invoker.names
     }
 
     /// The Lambda client (retries disabled: the catalog retries).

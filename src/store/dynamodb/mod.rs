@@ -160,9 +160,11 @@ use crate::error::Result;
 
 /// The partition-key attribute of every item (type S): the store key up to and including
 /// its first `=`. See the table schema above.
+#[doc(hidden)] // For the template's tests (tests/it/infra).
 pub const PARTITION_KEY: &str = "pk";
 /// The sort-key attribute of every item (type S): the rest of the store key, or `!` if it
 /// is empty. See the table schema above.
+#[doc(hidden)] // For the template's tests (tests/it/infra).
 pub const SORT_KEY: &str = "sk";
 /// Record-bytes attribute.
 const VALUE: &str = "value";
@@ -171,10 +173,12 @@ const VERSION: &str = "version";
 /// The sort key of a key whose leaf is empty (no `=`, or nothing after its first `=`).
 const NO_LEAF: &str = "!";
 /// The sort-key attribute of the `shown` index, present only on shown items (type S).
+#[doc(hidden)] // For the template's tests (tests/it/infra).
 pub const SHOWN_SORT_KEY: &str = "shown_sk";
 /// The listing-class attribute (type N), projected into the `shown` index.
 const LISTING: &str = "listing";
 /// The sparse local secondary index of shown items.
+#[doc(hidden)] // For the template's tests (tests/it/infra).
 pub const SHOWN_INDEX: &str = "shown";
 
 /// A pointer store in one DynamoDB table (see the [module docs](self) for the schema).

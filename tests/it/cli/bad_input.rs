@@ -10,11 +10,11 @@ use std::process::Command;
 use std::sync::Arc;
 
 use crate::support::fixture::TestEnv;
+use parqdb_catalog::Catalog;
 use parqdb_catalog::ErrorKind;
-use parqdb_catalog::catalog::Catalog;
-use parqdb_catalog::metadata::MAX_METADATA_BYTES;
-use parqdb_catalog::store::local::LocalStore;
-use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::MAX_METADATA_BYTES;
+use parqdb_catalog::Warehouse;
+use parqdb_catalog::store::LocalStore;
 
 const BIN: &str = env!("CARGO_BIN_EXE_parqdb-catalog");
 
@@ -520,11 +520,11 @@ async fn cli_order_of_checks_is_the_catalogs() {
     let (base, base_location) = env.new_index().await;
     let (_, next_location) = env.successor(&base, 2).await;
     let bad = env.write_raw(br#"{"format-version": 1}"#).await;
-    let source_one = crate::support::fixture::source(1)
-        .to_json_value()
+    let source_one = serde_json::to_value(crate::support::fixture::source(1))
+        .expect("json")
         .to_string();
-    let source_two = crate::support::fixture::source(2)
-        .to_json_value()
+    let source_two = serde_json::to_value(crate::support::fixture::source(2))
+        .expect("json")
         .to_string();
     for (round, register_source, commit_source) in [
         (0, Some(source_one.as_str()), Some(source_two.as_str())),
@@ -556,7 +556,7 @@ async fn cli_order_of_checks_is_the_catalogs() {
         let registered = cli.succeeds(register("docs", &base_location));
         assert_eq!(
             registered["source"],
-            crate::support::fixture::source(1).to_json_value()
+            serde_json::to_value(crate::support::fixture::source(1)).expect("json")
         );
         cli.fails(register("docs", &bad), "ALREADY_EXISTS");
         cli.fails(commit("absent", &base_location, &bad), "INDEX_NOT_FOUND");
@@ -569,15 +569,15 @@ async fn cli_order_of_checks_is_the_catalogs() {
         assert_eq!(committed["already-applied"], false);
         assert_eq!(
             committed["source"],
-            crate::support::fixture::source(2).to_json_value()
+            serde_json::to_value(crate::support::fixture::source(2)).expect("json")
         );
         let replay = cli.succeeds(commit(&name, &base_location, &next_location));
         assert_eq!(replay["already-applied"], true);
         cli.fails(commit(&name, &bad, &next_location), "COMMIT_CONFLICT");
     }
     // A replay with another source binding is no replay.
-    let other = crate::support::fixture::source(9)
-        .to_json_value()
+    let other = serde_json::to_value(crate::support::fixture::source(9))
+        .expect("json")
         .to_string();
     let mut args = with(
         &["commit", "--base", &base_location, "--new", &next_location],

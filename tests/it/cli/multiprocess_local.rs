@@ -5,9 +5,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use crate::support::fixture::TestEnv;
-use parqdb_catalog::catalog::Catalog;
-use parqdb_catalog::store::local::LocalStore;
-use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::Catalog;
+use parqdb_catalog::Warehouse;
+use parqdb_catalog::store::LocalStore;
 use parqdb_catalog::{ErrorKind, IndexIdentifier};
 
 const PROCESSES: usize = 8;

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use crate::support::conformance::SharedCatalog;
 use crate::support::fixture::{TestEnv, same_store};
-use parqdb_catalog::catalog::Catalog;
-use parqdb_catalog::store::local::LocalStore;
-use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::Catalog;
+use parqdb_catalog::Warehouse;
+use parqdb_catalog::store::LocalStore;
 
 async fn fresh() -> TestEnv {
     let dir = tempfile::tempdir().expect("temp dir").keep();

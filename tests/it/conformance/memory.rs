@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use crate::support::conformance::SharedCatalog;
 use crate::support::fixture::{RefusingStore, TestEnv, same_store};
-use parqdb_catalog::catalog::Catalog;
-use parqdb_catalog::store::memory::MemoryStore;
-use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::Catalog;
+use parqdb_catalog::Warehouse;
+use parqdb_catalog::store::MemoryStore;
 
 async fn fresh() -> TestEnv {
     let warehouse = Warehouse::in_memory("memory://conformance/wh").expect("warehouse");

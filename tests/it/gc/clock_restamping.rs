@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::support::gc::hooked_store::{LatePut, collect_in_background};
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
-use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::IndexCatalog;
 use parqdb_catalog::gc::{GcConfig, GcStatus};
 
 // 1. A re-stamp put that stalls and lands behind finished runs.

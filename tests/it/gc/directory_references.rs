@@ -12,9 +12,9 @@
 
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, contents, test_config};
 use bytes::Bytes;
-use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::IndexCatalog;
+use parqdb_catalog::IndexMetadata;
 use parqdb_catalog::family::FamilyRegistry;
-use parqdb_catalog::metadata::IndexMetadata;
 
 const PASS_EVERY: i64 = 10 * MINUTE;
 
@@ -284,7 +284,7 @@ async fn metadata_at_a_nested_catalog_structure_is_never_published() {
             .expect_err("refused");
         assert_eq!(
             err.kind(),
-            parqdb_catalog::error::ErrorKind::InvalidIndexMetadata,
+            parqdb_catalog::ErrorKind::InvalidIndexMetadata,
             "{name}: {err}"
         );
         assert!(err.message().contains("another catalog"), "{name}: {err}");

@@ -15,11 +15,11 @@ use crate::support::gc::hooked_store::HookedStore;
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, copy_dir, restore_into, test_config};
 use parqdb_catalog::ErrorKind;
 use parqdb_catalog::SeededIds;
-use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcStatus};
+use parqdb_catalog::store::LocalStore;
 use parqdb_catalog::store::PointerStore;
 use parqdb_catalog::store::PointerStoreExt;
-use parqdb_catalog::store::local::LocalStore;
+use parqdb_catalog::{Catalog, IndexCatalog};
 
 const DAY: i64 = 24 * HOUR;
 
@@ -120,7 +120,7 @@ async fn legacy_record(
     env: &Env,
     name: &str,
     location: &str,
-    source: &parqdb_catalog::metadata::TableDefinition,
+    source: &parqdb_catalog::TableDefinition,
 ) {
     let id = env.id(name).await;
     let record = parqdb_catalog::catalog::record::PointerRecord::created(

@@ -16,7 +16,7 @@ use crate::support::gc::hooked_store::{
 };
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::ErrorKind;
-use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::IndexCatalog;
 use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcStatus, GcStep};
 
 const DAY: i64 = 24 * HOUR;

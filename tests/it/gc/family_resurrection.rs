@@ -7,7 +7,7 @@
 //! reached it moved on.
 
 use crate::support::gc::{Backend, Env, Layout, MINUTE, test_config};
-use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::IndexCatalog;
 
 const PASS_EVERY: i64 = 10 * MINUTE;
 

@@ -19,10 +19,10 @@ use crate::support::gc::{
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
-use parqdb_catalog::catalog::{Catalog, IndexCatalog};
-use parqdb_catalog::config::CatalogConfig;
+use parqdb_catalog::CatalogConfig;
+use parqdb_catalog::Warehouse;
 use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcPhase, GcProgress, GcReport, GcStep};
-use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
 use parqdb_catalog_testkit::store::{Call, Hook, Hooked};
 
@@ -93,7 +93,7 @@ async fn live_family_file_keeps(
 async fn register_raw(env: &Env, name: &str, layout: &Layout) -> (IndexIdentifier, String) {
     write_raw_tables(env, layout).await;
     let id = env.id(name).await;
-    let metadata = parqdb_catalog::metadata::IndexMetadata::create(
+    let metadata = parqdb_catalog::IndexMetadata::create(
         crate::support::gc::contents(layout),
         BTreeMap::new(),
         env.clock.as_ref(),
@@ -213,7 +213,7 @@ async fn class1_metadata_locations_are_uris_with_one_canonical_form_on(backend: 
     let env = Env::open(backend, 102).await;
     let layout = Layout::under("uri/1");
     write_raw_tables(&env, &layout).await;
-    let metadata = parqdb_catalog::metadata::IndexMetadata::create(
+    let metadata = parqdb_catalog::IndexMetadata::create(
         crate::support::gc::contents(&layout),
         BTreeMap::new(),
         env.clock.as_ref(),
@@ -418,7 +418,7 @@ async fn class2_a_first_register_may_find_the_file_it_publishes() {
             .await
             .expect("table");
     }
-    let metadata = parqdb_catalog::metadata::IndexMetadata::create(
+    let metadata = parqdb_catalog::IndexMetadata::create(
         crate::support::gc::contents(&layout),
         BTreeMap::new(),
         first.clock.as_ref(),
@@ -507,7 +507,7 @@ fn wall_clock_ms() -> i64 {
 
 #[tokio::test]
 async fn class2_a_moved_pointer_store_is_rehomed_deliberately() {
-    use parqdb_catalog::store::local::LocalStore;
+    use parqdb_catalog::store::LocalStore;
     let env = Env::open(Backend::Local, 240).await;
     env.register("live", &Layout::under("live/1")).await;
     let root = env.local_dir.clone().expect("local");
@@ -2209,7 +2209,7 @@ async fn class5_metadata_outside_the_metadata_directory_is_never_published_on(ba
         "ivf_centroids_metadata_location".into(),
         "indexes/c/centroids.metadata.json".into(),
     );
-    let err = parqdb_catalog::metadata::IndexMetadata::create(
+    let err = parqdb_catalog::IndexMetadata::create(
         contents,
         BTreeMap::new(),
         env.clock.as_ref(),
@@ -3544,8 +3544,8 @@ async fn redteam_an_empty_doomed_object_whose_name_holds_a_new_file_is_kept() {
 /// tables', so the tables come up for deletion first; (P) is what must hold them.
 #[tokio::test]
 async fn redteam_p_tables_in_an_earlier_writers_spelling_outlive_the_metadata_naming_them() {
+    use parqdb_catalog::IndexMetadata;
     use parqdb_catalog::family::FamilyRegistry;
-    use parqdb_catalog::metadata::IndexMetadata;
     for backend in [Backend::Memory, Backend::Local] {
         for encoded in [false, true] {
             let env = Env::open(backend, 1503).await;
@@ -3787,7 +3787,7 @@ async fn intruder_deletes_nothing(
 /// owner's collector deletes the copy's live indexes (and the copy's, the owner's).
 #[tokio::test]
 async fn redteam_a_copy_of_the_pointer_store_does_not_pass_as_the_owner() {
-    use parqdb_catalog::store::local::LocalStore;
+    use parqdb_catalog::store::LocalStore;
     let env = Env::open(Backend::Local, 1508).await;
     let config = test_config();
     env.register("live", &Layout::under("live/1")).await;
@@ -3840,7 +3840,7 @@ async fn redteam_metadata_behind_a_link_under_metadata_keeps_its_tables() {
     std::os::unix::fs::symlink(&shared, root.join("metadata/ext")).expect("link");
     let layout = Layout::under("linked/1");
     env.write_tables(&layout).await;
-    let metadata = parqdb_catalog::metadata::IndexMetadata::create(
+    let metadata = parqdb_catalog::IndexMetadata::create(
         crate::support::gc::contents(&layout),
         BTreeMap::new(),
         env.clock.as_ref(),
@@ -3943,7 +3943,7 @@ async fn redteam_liveness_a_stray_json_naming_a_managed_prefix_does_not_stop_col
 /// released: after the collector's verification walk, a pointer to a deleted file.
 #[tokio::test]
 async fn redteam_a_register_that_ran_out_of_its_window_never_lands_later() {
-    use parqdb_catalog::store::local::LocalStore;
+    use parqdb_catalog::store::LocalStore;
     let env = Env::open(Backend::Local, 1513).await;
     let layout = Layout::under("late/1");
     let (_, location) = env.new_index(&layout).await;
@@ -3990,7 +3990,7 @@ async fn redteam_a_register_that_ran_out_of_its_window_never_lands_later() {
 /// out) and then collect the owner's indexes published after the copy was taken.
 #[tokio::test]
 async fn redteam16_a_copy_of_the_pointer_store_does_not_reclaim_a_warehouse_that_lost_its_marker() {
-    use parqdb_catalog::store::local::LocalStore;
+    use parqdb_catalog::store::LocalStore;
     let env = Env::open(Backend::Local, 1601).await;
     let config = test_config();
     env.register("old", &Layout::under("old/1")).await;

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
-use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::IndexCatalog;
 use parqdb_catalog::gc::{self, GcConfig, GcStatus};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

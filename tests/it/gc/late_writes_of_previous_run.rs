@@ -9,7 +9,7 @@ use crate::support::gc::hooked_store::{
     HookedStore, collect_in_background, process_over, resume_and_join,
 };
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
-use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::IndexCatalog;
 use parqdb_catalog::gc::GcStatus;
 
 /// When the paused process's late put lands, relative to the run it belongs to (which

@@ -5,7 +5,7 @@
 
 use crate::support::gc::hooked_store::{LatePut, collect_in_background};
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
-use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::IndexCatalog;
 
 // 1. `Known::for_clock`'s "written before the previous run started" shortcut trusts the
 //    store's last-modified as the time the clock file became visible.

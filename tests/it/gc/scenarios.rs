@@ -7,7 +7,7 @@ use object_store::ObjectStoreExt;
 
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, source_at, test_config};
 use parqdb_catalog::ErrorKind;
-use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::IndexCatalog;
 use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcStatus};
 
 async fn claimed(backend: Backend, seed: u64) -> Env {
@@ -587,7 +587,7 @@ async fn run_with_first_delete(
 
 /// Write `body` at `name` of the catalog's warehouse as a writer does: in place, whatever
 /// is there.
-async fn put_in_place(catalog: &parqdb_catalog::catalog::Catalog, name: &str, body: bytes::Bytes) {
+async fn put_in_place(catalog: &parqdb_catalog::Catalog, name: &str, body: bytes::Bytes) {
     let warehouse = catalog.warehouse();
     warehouse
         .object_store()
@@ -991,7 +991,7 @@ async fn a_family_reference_ending_with_a_slash_is_refused() {
 async fn a_family_reference_to_a_file_too_large_to_read_is_refused() {
     let env = claimed(Backend::Memory, 62).await;
     let huge = "metadata/c/huge-centroids.json";
-    let size = parqdb_catalog::metadata::MAX_METADATA_BYTES + 1;
+    let size = parqdb_catalog::MAX_METADATA_BYTES + 1;
     env.warehouse
         .put_if_absent(huge, bytes::Bytes::from(vec![b' '; size]))
         .await
@@ -1029,7 +1029,7 @@ async fn a_family_file_too_large_to_parse_keeps_what_it_names() {
         Nested,
         Through,
     }
-    let size = parqdb_catalog::metadata::MAX_METADATA_BYTES + 1;
+    let size = parqdb_catalog::MAX_METADATA_BYTES + 1;
     for (n, way) in [Way::Late, Way::Nested, Way::Through]
         .into_iter()
         .enumerate()

@@ -96,14 +96,14 @@ use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, contents, set_mtime
 use crate::support::scale::knob;
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStoreExt, PutPayload};
-use parqdb_catalog::catalog::{Catalog, IndexCatalog};
+use parqdb_catalog::IndexMetadata;
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::gc::{self, GarbageCollector, GcConfig, GcPhase, GcProgress, GcStatus};
-use parqdb_catalog::metadata::IndexMetadata;
+use parqdb_catalog::store::LocalStore;
+use parqdb_catalog::store::MemoryStore;
 use parqdb_catalog::store::PointerStoreExt;
-use parqdb_catalog::store::local::LocalStore;
-use parqdb_catalog::store::memory::MemoryStore;
 use parqdb_catalog::store::{PointerStore, StoreKey};
+use parqdb_catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace, SeededIds};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

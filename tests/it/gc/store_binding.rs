@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::support::gc::{Backend, Env, HOUR, Layout, copy_dir, test_config};
-use parqdb_catalog::catalog::Catalog;
+use parqdb_catalog::Catalog;
 use parqdb_catalog::gc::{self, GarbageCollector};
+use parqdb_catalog::store::LocalStore;
 use parqdb_catalog::store::PointerStore;
-use parqdb_catalog::store::local::LocalStore;
 use parqdb_catalog::{ErrorKind, SeededIds};
 
 /// A catalog on `store` over `env`'s warehouse (a process of its own: no cached check).
@@ -199,7 +199,7 @@ async fn a_marker_naming_a_local_store_by_its_path_is_the_owners_until_adopted()
         .expect_err("a marker loosened after an exact binding binds nobody");
     assert_eq!(refused.kind(), ErrorKind::WarehouseNotOwned, "{refused}");
     let ns = parqdb_catalog::Namespace::new(["after"]).expect("ns");
-    use parqdb_catalog::catalog::IndexCatalog;
+    use parqdb_catalog::IndexCatalog;
     let err = owner()
         .create_namespace(&ns, std::collections::BTreeMap::new())
         .await

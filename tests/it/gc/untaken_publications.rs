@@ -15,10 +15,10 @@ use object_store::ObjectStoreExt;
 
 use async_trait::async_trait;
 use parqdb_catalog::SeededIds;
-use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::gc::{self, GarbageCollector};
-use parqdb_catalog::store::local::LocalStore;
+use parqdb_catalog::store::LocalStore;
 use parqdb_catalog::store::{PointerStore, StoreError};
+use parqdb_catalog::{Catalog, IndexCatalog};
 use parqdb_catalog_testkit::store::{Call, Hook, Hooked};
 
 use crate::support::gc::hooked_store::HookedStore;

@@ -13,8 +13,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use parqdb_catalog::Error;
+use parqdb_catalog::IndexMetadata;
 use parqdb_catalog::family::FamilyRegistry;
-use parqdb_catalog::metadata::IndexMetadata;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/metadata")

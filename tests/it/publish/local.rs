@@ -9,14 +9,14 @@ mod refresh_example;
 use std::sync::Arc;
 
 use object_store::ObjectStoreExt;
-use parqdb_catalog::catalog::{Catalog, IndexCatalog};
-use parqdb_catalog::metadata::IndexMetadata;
-use parqdb_catalog::publish::{Published, Publisher};
+use parqdb_catalog::IndexMetadata;
+use parqdb_catalog::Warehouse;
 use parqdb_catalog::refresh::{RefreshOutcome, RefreshReport};
-use parqdb_catalog::store::local::LocalStore;
-use parqdb_catalog::store::memory::MemoryStore;
-use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::store::LocalStore;
+use parqdb_catalog::store::MemoryStore;
+use parqdb_catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
+use parqdb_catalog::{Published, Publisher};
 
 async fn memory() -> (Arc<dyn IndexCatalog>, Warehouse) {
     let warehouse = Warehouse::in_memory("memory://publish/wh").expect("warehouse");

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use parqdb_catalog::catalog::IndexCatalog;
-use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::IndexCatalog;
+use parqdb_catalog::Warehouse;
 
 async fn s3() -> (Arc<dyn IndexCatalog>, Warehouse) {
     let env = crate::support::services::s3_env().await;

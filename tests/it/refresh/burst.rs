@@ -61,15 +61,15 @@ async fn a_redelivered_burst_builds_and_commits_nothing() {
 mod runner {
     use std::sync::Arc;
 
-    use parqdb_catalog::catalog::Catalog;
-    use parqdb_catalog::metadata::SnapshotContents;
-    use parqdb_catalog::publish::Publisher;
+    use parqdb_catalog::Catalog;
+    use parqdb_catalog::Publisher;
+    use parqdb_catalog::SnapshotContents;
+    use parqdb_catalog::Warehouse;
     use parqdb_catalog::refresh::{
         BuildRequest, IndexBuilder, PlaceholderBuilder, READ_START, RefreshOutcome, RefreshRunner,
         Routes, SourceChange,
     };
-    use parqdb_catalog::store::memory::MemoryStore;
-    use parqdb_catalog::warehouse::Warehouse;
+    use parqdb_catalog::store::MemoryStore;
     use parqdb_catalog::{Error, ErrorKind, ManualClock, Result};
 
     use super::super::refresh_burst::docs;

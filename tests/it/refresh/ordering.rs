@@ -11,8 +11,8 @@
 use std::time::{Duration, SystemTime};
 
 use super::refresh_burst::{catalog, docs};
-use parqdb_catalog::catalog::Catalog;
-use parqdb_catalog::publish::Publisher;
+use parqdb_catalog::Catalog;
+use parqdb_catalog::Publisher;
 use parqdb_catalog::refresh::{
     Delivery, PlaceholderBuilder, RefreshOutcome, RefreshReport, RefreshRunner, Routes,
 };

@@ -27,12 +27,12 @@ use crate::support::history::backends::{Backend, assert_applied_once, catalog_ov
 use crate::support::history::{env_seeds, env_usize};
 use async_trait::async_trait;
 use bytes::Bytes;
+use parqdb_catalog::IndexMetadata;
+use parqdb_catalog::Warehouse;
 use parqdb_catalog::catalog::record::{NamespaceRecord, PointerRecord, PointerState};
-use parqdb_catalog::catalog::{Catalog, IndexCatalog};
-use parqdb_catalog::metadata::IndexMetadata;
 use parqdb_catalog::store::PointerStoreExt;
 use parqdb_catalog::store::{PointerStore, PutMode, StoreError, StoreKey};
-use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::{ErrorKind, IndexIdentifier, SystemClock};
 use parqdb_catalog_testkit::faulty::{Fault, FaultConfig, FaultyStore};
 use parqdb_catalog_testkit::store::{Call, Hook, Hooked};

@@ -24,7 +24,7 @@ use crate::support::history::checker::check;
 use crate::support::history::workload::{Workload, final_loads, run_workload};
 use crate::support::history::{Call, History, Op, Ret, Universe, env_seeds, mix};
 use parqdb_catalog::ErrorKind;
-use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::IndexCatalog;
 use parqdb_catalog_testkit::faulty::{FaultConfig, FaultStats, FaultyStore};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

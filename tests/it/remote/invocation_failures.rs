@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use crate::support::fixture::{TestEnv, source};
 use crate::support::lambda_host::{Clients, local_deployment};
-use parqdb_catalog::catalog::{IndexCatalog, RetryPolicy};
+use parqdb_catalog::Warehouse;
 use parqdb_catalog::lambda::Operation;
 use parqdb_catalog::remote::{FunctionNames, LambdaCatalog};
-use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{ErrorKind, IndexIdentifier};
+use parqdb_catalog::{IndexCatalog, RetryPolicy};
 use parqdb_catalog_testkit::lambda::{Fault, LambdaHost};
 
 fn fast_retries() -> RetryPolicy {

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use parqdb_catalog::store::LocalStore;
 use parqdb_catalog::store::PointerStore;
-use parqdb_catalog::store::local::LocalStore;
 
 async fn fresh() -> Arc<dyn PointerStore> {
     let dir = tempfile::tempdir().expect("temp dir").keep();

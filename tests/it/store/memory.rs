@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use parqdb_catalog::store::MemoryStore;
 use parqdb_catalog::store::PointerStore;
-use parqdb_catalog::store::memory::MemoryStore;
 
 async fn fresh() -> Arc<dyn PointerStore> {
     Arc::new(MemoryStore::new())

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use crate::support::fixture::{TestEnv, source};
 use async_trait::async_trait;
-use parqdb_catalog::catalog::{Catalog, IndexCatalog};
+use parqdb_catalog::Warehouse;
+use parqdb_catalog::store::MemoryStore;
 use parqdb_catalog::store::PointerStoreExt;
-use parqdb_catalog::store::memory::MemoryStore;
 use parqdb_catalog::store::{Capabilities, PointerStore, PutMode, StoreError, StoreKey};
-use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace, RandomIds};
 use parqdb_catalog_testkit::store::{Call, Hook, Hooked};
 
@@ -47,7 +47,7 @@ fn ignores_if_match() -> Arc<Hooked<IgnoresIfMatch>> {
 
 #[tokio::test]
 async fn probe_fails_on_a_store_that_ignores_if_match() {
-    let report = parqdb_catalog::store::probe::probe(ignores_if_match().as_ref(), &RandomIds)
+    let report = parqdb_catalog::store::probe(ignores_if_match().as_ref(), &RandomIds)
         .await
         .expect("probe ran");
     assert!(!report.passed());

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutPayload};
 use parqdb_catalog::store::PointerStoreExt;
-use parqdb_catalog::store::probe::probe;
+use parqdb_catalog::store::probe;
 use parqdb_catalog::store::s3::{S3Store, amazon_s3_builder, create_bucket};
 use parqdb_catalog::store::{PointerStore, PutMode, StoreError, StoreKey};
 use parqdb_catalog::{ErrorKind, RandomIds};

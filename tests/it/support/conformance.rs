@@ -5,10 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use parqdb_catalog::catalog::{IndexCatalog, LoadIfChanged, SourceBinding};
+use parqdb_catalog::IndexMetadata;
 use parqdb_catalog::family::{FamilyRegistry, IndexFamily};
-use parqdb_catalog::metadata::IndexMetadata;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
+use parqdb_catalog::{IndexCatalog, LoadIfChanged, SourceBinding};
 use serde_json::{Value, json};
 
 use super::fixture::{TestEnv, source};

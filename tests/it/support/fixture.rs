@@ -5,15 +5,15 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use parqdb_catalog::catalog::{Catalog, CommitResult, IndexCatalog};
+use parqdb_catalog::Warehouse;
 use parqdb_catalog::family::FamilyRegistry;
-use parqdb_catalog::metadata::{IndexMetadata, SnapshotContents};
 use parqdb_catalog::store::{
     Changed, GetOptions, ListOptions, ListPage, PointerStore, PutOptions, StoreError, StoreKey,
     Version,
 };
-use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::{Catalog, CommitResult, IndexCatalog};
 use parqdb_catalog::{IndexIdentifier, Namespace, RandomIds, SystemClock};
+use parqdb_catalog::{IndexMetadata, SnapshotContents};
 use parqdb_catalog_testkit::fixture;
 pub use parqdb_catalog_testkit::fixture::source;
 

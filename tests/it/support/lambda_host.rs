@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_lambda::config::{BehaviorVersion, Credentials, Region};
-use parqdb_catalog::catalog::{Catalog, RetryPolicy};
+use parqdb_catalog::Warehouse;
 use parqdb_catalog::remote::{FunctionNames, LambdaCatalog};
-use parqdb_catalog::store::local::LocalStore;
-use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::store::LocalStore;
+use parqdb_catalog::{Catalog, RetryPolicy};
 use parqdb_catalog_testkit::lambda::LambdaHost;
 
 use super::fixture::{TestEnv, same_store};

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
-use parqdb_catalog::catalog::Catalog;
+use parqdb_catalog::Catalog;
+use parqdb_catalog::Warehouse;
 use parqdb_catalog::store::dynamodb::DynamoStore;
 use parqdb_catalog::store::s3::{S3Options, S3Store, amazon_s3_builder, create_bucket};
-use parqdb_catalog::warehouse::Warehouse;
 
 use super::fixture::{TestEnv, same_store};
 

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use parqdb_catalog::RandomIds;
 use parqdb_catalog::store::PointerStoreExt;
 use parqdb_catalog::store::{
-    Changed, Listing, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version, probe::probe,
+    Changed, Listing, PointerStore, PutMode, StoreError, StoreKey, TxWrite, Version, probe,
 };
 
 fn key(text: &str) -> StoreKey {

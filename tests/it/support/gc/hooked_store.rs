@@ -19,10 +19,10 @@ use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
     PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
 };
-use parqdb_catalog::catalog::Catalog;
+use parqdb_catalog::Catalog;
+use parqdb_catalog::IndexMetadata;
+use parqdb_catalog::Warehouse;
 use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcReport, GcStatus};
-use parqdb_catalog::metadata::IndexMetadata;
-use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{Clock, IndexIdentifier, ManualClock, SeededIds};
 use tokio::task::JoinHandle;
 

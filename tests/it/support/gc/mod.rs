@@ -21,15 +21,15 @@ use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
     ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
 };
-use parqdb_catalog::catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::family::FamilyRegistry;
 use parqdb_catalog::gc::{GarbageCollector, GcConfig, GcReport, GcStatus};
-use parqdb_catalog::metadata::{IndexMetadata, SnapshotContents, TableDefinition};
-use parqdb_catalog::store::local::LocalStore;
-use parqdb_catalog::store::memory::MemoryStore;
+use parqdb_catalog::store::LocalStore;
+use parqdb_catalog::store::MemoryStore;
 use parqdb_catalog::store::{PointerStore, PointerStoreExt, PutMode, StoreKey};
 use parqdb_catalog::warehouse::{KeyLister, RawEntry, Warehouse};
+use parqdb_catalog::{Catalog, IndexCatalog};
 use parqdb_catalog::{Clock, IndexIdentifier, ManualClock, Namespace, SeededIds};
+use parqdb_catalog::{IndexMetadata, SnapshotContents, TableDefinition};
 use parqdb_catalog_testkit::fixture;
 
 pub const MINUTE: i64 = 60_000;

@@ -599,10 +599,10 @@ pub fn setup(shape: Shape, bin: &Path, dir: &Path, server_threads: usize) -> Set
 }
 
 fn register_live(server: &Server, catalog_uri: &str) -> usize {
-    use parqdb_catalog::catalog::IndexCatalog;
-    use parqdb_catalog::config::CatalogConfig;
+    use parqdb_catalog::CatalogConfig;
+    use parqdb_catalog::IndexCatalog;
+    use parqdb_catalog::IndexMetadata;
     use parqdb_catalog::family::FamilyRegistry;
-    use parqdb_catalog::metadata::IndexMetadata;
     use parqdb_catalog::{IndexIdentifier, Namespace, RandomIds, SystemClock};
     use parqdb_catalog_testkit::fixture;
 

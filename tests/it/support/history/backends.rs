@@ -4,9 +4,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parqdb_catalog::catalog::{Catalog, RetryPolicy};
+use parqdb_catalog::Warehouse;
 use parqdb_catalog::store::PointerStore;
-use parqdb_catalog::warehouse::Warehouse;
+use parqdb_catalog::{Catalog, RetryPolicy};
 
 /// A quick retry policy for tests (same attempts as the default, shorter waits).
 pub fn quick_retry() -> RetryPolicy {
@@ -41,8 +41,8 @@ pub enum Backend {
 impl Backend {
     /// A fresh, empty store and warehouse.
     pub async fn open(self) -> (Arc<dyn PointerStore>, Warehouse) {
-        use parqdb_catalog::store::local::LocalStore;
-        use parqdb_catalog::store::memory::MemoryStore;
+        use parqdb_catalog::store::LocalStore;
+        use parqdb_catalog::store::MemoryStore;
         use parqdb_catalog::store::s3::S3Store;
 
         use crate::support::services;

@@ -5,9 +5,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use parqdb_catalog::catalog::IndexCatalog;
-use parqdb_catalog::metadata::{IndexMetadata, TableDefinition};
+use parqdb_catalog::IndexCatalog;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, SystemClock};
+use parqdb_catalog::{IndexMetadata, TableDefinition};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

@@ -17,15 +17,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use parqdb_catalog::catalog::IndexCatalog;
+use parqdb_catalog::IndexCatalog;
+use parqdb_catalog::Warehouse;
 use parqdb_catalog::family::FamilyRegistry;
-use parqdb_catalog::metadata::{IndexMetadata, SnapshotContents};
 use parqdb_catalog::publish::request::handle_publish_json;
 use parqdb_catalog::publish::{
     IDEMPOTENCY_KEY, Jitter, PublishOutcome, PublishPolicy, Published, Publisher, Retention,
 };
-use parqdb_catalog::warehouse::Warehouse;
 use parqdb_catalog::{ErrorKind, IndexIdentifier, Namespace};
+use parqdb_catalog::{IndexMetadata, SnapshotContents};
 use parqdb_catalog_testkit::fixture;
 use serde_json::json;
 
@@ -803,7 +803,7 @@ macro_rules! publish_suite {
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn four_publishers_ten_each() {
             let (catalog, warehouse) = $fresh.await;
-            let policy = parqdb_catalog::publish::PublishPolicy::default();
+            let policy = parqdb_catalog::PublishPolicy::default();
             let stats =
                 $crate::support::publish::concurrent_publishers(catalog, warehouse, 4, 10, policy).await;
             eprintln!("{stats}");
