@@ -1,4 +1,32 @@
 //! Index identifiers and their storage-key codec (what [`IndexIdentifier`] documents).
+//!
+//! # Key encoding
+//! Each segment is encoded byte-wise: `a-z`, `0-9`, `_` and `-` stand for themselves, every
+//! other byte is `~` followed by two lowercase hex digits. The output alphabet has no upper
+//! case letters, no `.`, no `/` and no `=`, so encodings are stable on case-insensitive file
+//! systems, can never be `.` or `..`, and leave `/` and `=` free as structure:
+//!
+//! | record                   | key                                   |
+//! |--------------------------|---------------------------------------|
+//! | namespace `[a, b]`       | `n/a/=b` (parent segments, then `=leaf`) |
+//! | index `[a, b].x`         | `i/a/b/=x`                            |
+//! | children of `[a]`        | prefix `n/a/=`                        |
+//! | indexes in `[a, b]`      | prefix `i/a/b/=`                      |
+//!
+//! Namespace and index keys live under different first segments and cannot collide. Every
+//! segment is terminated by `/` before the `=`, so the listing prefix of `docs` (`i/docs/=`)
+//! never matches an index of `docs2` (`i/docs2/=...`). Decoding is strict: only the
+//! canonical encoding decodes, which makes the codec injective and reversible.
+//!
+//! ```
+//! use parqdb_catalog::{IndexIdentifier, Namespace};
+//!
+//! let id = IndexIdentifier::new(Namespace::new(["Docs", "v2"])?, "embeddings")?;
+//! let key = id.store_key();
+//! assert_eq!(key.as_str(), "i/~44ocs/v2/=embeddings");
+//! assert_eq!(IndexIdentifier::from_store_key(key.as_str())?, id);
+//! # Ok::<(), parqdb_catalog::Error>(())
+//! ```
 
 use std::fmt;
 
@@ -152,34 +180,6 @@ impl fmt::Display for Namespace {
 /// - the namespace and name together are at most 255 bytes.
 ///
 /// Anything else is rejected with [`ErrorKind::InvalidIdentifier`].
-///
-/// # Key encoding
-/// Each segment is encoded byte-wise: `a-z`, `0-9`, `_` and `-` stand for themselves, every
-/// other byte is `~` followed by two lowercase hex digits. The output alphabet has no upper
-/// case letters, no `.`, no `/` and no `=`, so encodings are stable on case-insensitive file
-/// systems, can never be `.` or `..`, and leave `/` and `=` free as structure:
-///
-/// | record                   | key                                   |
-/// |--------------------------|---------------------------------------|
-/// | namespace `[a, b]`       | `n/a/=b` (parent segments, then `=leaf`) |
-/// | index `[a, b].x`         | `i/a/b/=x`                            |
-/// | children of `[a]`        | prefix `n/a/=`                        |
-/// | indexes in `[a, b]`      | prefix `i/a/b/=`                      |
-///
-/// Namespace and index keys live under different first segments and cannot collide. Every
-/// segment is terminated by `/` before the `=`, so the listing prefix of `docs` (`i/docs/=`)
-/// never matches an index of `docs2` (`i/docs2/=...`). Decoding is strict: only the
-/// canonical encoding decodes, which makes the codec injective and reversible.
-///
-/// ```
-/// use parqdb_catalog::{IndexIdentifier, Namespace};
-///
-/// let id = IndexIdentifier::new(Namespace::new(["Docs", "v2"])?, "embeddings")?;
-/// let key = id.store_key();
-/// assert_eq!(key.as_str(), "i/~44ocs/v2/=embeddings");
-/// assert_eq!(IndexIdentifier::from_store_key(key.as_str())?, id);
-/// # Ok::<(), parqdb_catalog::Error>(())
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct IndexIdentifier {
     namespace: Namespace,

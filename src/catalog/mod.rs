@@ -1,5 +1,12 @@
 //! The catalog protocol, written once over a [`PointerStore`](crate::store::PointerStore):
 //! what [`Catalog`] documents (the operations, the order of checks, idempotent replay).
+//!
+//! The submodules: `record` (the pointer record, with the `previous-location` a replay is
+//! recognised by), `write` (the compare-and-swap and the resolution of ambiguous
+//! outcomes by reading back), `rename` (the rename protocol), `index` and `namespace`
+//! (the operations), `publication` (what a register or commit checks of the metadata
+//! file), `ownership` (the warehouse's owner marker) and `changelog` (the publications
+//! the collector reads).
 
 mod binding;
 mod cache;
@@ -208,8 +215,8 @@ pub trait IndexCatalog: Send + Sync {
 /// [`Catalog`] implements every operation of the catalog spec — `load`, `register`,
 /// `commit`, `drop`, `rename`, `list` — plus explicit namespaces, on any pointer store. All
 /// semantics live here: identifier and metadata validation, the order of checks, the
-/// compare-and-swap, ambiguous-outcome resolution (`write`), the rename protocol
-/// (`rename`) and the capability probe. Backends only store bytes under conditions.
+/// compare-and-swap, ambiguous-outcome resolution, the rename protocol and the capability
+/// probe. Backends only store bytes under conditions.
 ///
 /// # The order of checks
 /// Every entry point — this library's [`IndexCatalog`], the CLI, the Lambda functions and
@@ -244,7 +251,7 @@ pub trait IndexCatalog: Send + Sync {
 /// # Idempotent replay
 /// A commit whose `new` is already current succeeds with `already_applied: true` only if
 /// it is a retry of the commit that made `new` current: the pointer record keeps the
-/// location that commit replaced (`previous-location`, see `record`), which must equal
+/// location that commit replaced (`previous-location`), which must equal
 /// `base`, and the requested source binding (by default `new`'s `source-table`) must equal
 /// the stored one. Any other request whose `base` is not current is `COMMIT_CONFLICT`,
 /// including a replay against a record written before `previous-location` existed (or one
@@ -359,7 +366,7 @@ impl CatalogBuilder {
         self
     }
 
-    /// Bound register and commit by a shorter window than [`PUBLISH_WINDOW`] (longer ones
+    /// Bound register and commit by a shorter window than the default 60 s (longer ones
     /// are capped: the garbage collector's safety argument relies on the bound).
     pub fn publish_window(mut self, window: std::time::Duration) -> Self {
         self.publish_window = window.min(PUBLISH_WINDOW);

@@ -7,11 +7,8 @@ use super::{IndexFamily, validate_relative_location};
 /// The parameter naming the warehouse-relative centroids metadata file.
 pub(crate) const CENTROIDS_METADATA_LOCATION: &str = "ivf_centroids_metadata_location";
 
-/// The `ivf` (inverted file) family: schema version 1, roles `ivf_centroids` and
-/// `ivf_postings`, metrics `l2_squared`, `cosine` and `inner_product`. Its optional
-/// `ivf_centroids_metadata_location` parameter must be a warehouse-relative location under
-/// `metadata/` (where metadata files live, see the catalog's publication rules) and is
-/// reported to the garbage collector; other parameters are not interpreted here.
+/// The `ivf` (inverted file) family, as [`FamilyRegistry::builtin`](super::FamilyRegistry::builtin)
+/// describes it.
 #[derive(Debug, Default, Clone, Copy)]
 #[doc(hidden)] // Built in (`FamilyRegistry::builtin`); named by the conformance tests.
 pub struct IvfFamily;

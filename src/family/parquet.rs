@@ -7,12 +7,8 @@ use super::{IndexProvider, validate_relative_location};
 /// The property holding an index table's warehouse-relative directory prefix.
 pub(crate) const LOCATION: &str = "location";
 
-/// The `parquet` provider: every index table has a `location` property that is a
-/// warehouse-relative directory prefix (see [`validate_relative_location`]), taken
-/// literally: a reader lists that prefix and never reads `*`, `[` or `{` in it as a
-/// pattern (names may hold any character), and the collector keeps exactly what lies
-/// below it. Other table properties and the provider-level properties are not
-/// interpreted here.
+/// The `parquet` provider, as [`FamilyRegistry::builtin`](super::FamilyRegistry::builtin)
+/// describes it.
 #[derive(Debug, Default, Clone, Copy)]
 #[doc(hidden)] // Built in (`FamilyRegistry::builtin`).
 pub struct ParquetProvider;

@@ -17,6 +17,19 @@ pub struct FamilyRegistry {
 
 impl FamilyRegistry {
     /// The built-in registry: the `ivf` family and the `parquet` provider.
+    ///
+    /// - The `ivf` (inverted file) family: schema version 1, roles `ivf_centroids` and
+    ///   `ivf_postings`, metrics `l2_squared`, `cosine` and `inner_product`. Its optional
+    ///   `ivf_centroids_metadata_location` parameter must be a warehouse-relative location
+    ///   under `metadata/` (where metadata files live) and is reported to the garbage
+    ///   collector; other parameters are not interpreted.
+    /// - The `parquet` provider: every index table has a `location` property that is a
+    ///   warehouse-relative directory prefix (see
+    ///   [`validate_relative_location`](super::validate_relative_location)), taken
+    ///   literally: a reader lists that prefix and never reads `*`, `[` or `{` in it as a
+    ///   pattern (names may hold any character), and the collector keeps exactly what lies
+    ///   below it. Other table properties and the provider-level properties are not
+    ///   interpreted.
     pub fn builtin() -> Self {
         FamilyRegistry::empty()
             .with_family(Arc::new(IvfFamily))

@@ -229,7 +229,7 @@ impl GcConfig {
 
     /// Refuse unsafe settings: retention under 1 hour, grace under 5 minutes or a
     /// condemnation delay under twice the catalog's
-    /// [`PUBLISH_WINDOW`](crate::catalog::PUBLISH_WINDOW) unless `force`, and zero sizes
+    /// publish window (60 s) unless `force`, and zero sizes
     /// always.
     pub fn validate(&self) -> Result<()> {
         let refuse = |message: String| Err(Error::new(ErrorKind::Configuration, message));

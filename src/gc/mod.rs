@@ -27,7 +27,7 @@
 //! |---|---|---|
 //! | **run** | one collection, planned once and resumable anywhere; its files are under `_gc/runs/<run>/` | `job` |
 //! | **plan** | what a run fixed when it started: decision time, rules, walk, partitions, dead runs | `job::Plan` |
-//! | **step** | one unit of a run's work an invocation performs: plan, scan, verify, delete, finish | [`GcStep`], `step` |
+//! | **step** | one unit of a run's work an invocation performs: plan, scan, verify, delete, finish | `GcStep`, `step` |
 //! | **walk** | a read of every pointer record and of the metadata its roots name; yields the reachable set `R` | `reachability` |
 //! | **partition** | a key range of `indexes/` that one worker scans and deletes in | `job`, [`GcConfig::partitions`] |
 //! | **page** | one listing page of a partition (the unit of checkpointed work) and its checkpoint | `job`, `scan` |
@@ -52,7 +52,7 @@
 //! in the warehouse under `_gc/runs/<run>/` (see the `job` submodule), so a run may span
 //! many invocations and many workers, stop anywhere — at its deadline, on a store error,
 //! killed at any instruction — and go on where it stopped. It proceeds in five **steps**
-//! ([`GcStep`]; each stops at a page boundary once its budget is spent, and the next call of
+//! (`GcStep`; each stops at a page boundary once its budget is spent, and the next call of
 //! the same step goes on from the last checkpoint):
 //!
 //! 1. **Plan** — **ownership** ([`verify_ownership`]): the warehouse's `_catalog-owner.json`
@@ -90,7 +90,7 @@
 //!
 //! [`GarbageCollector::collect`] runs the steps in one process with
 //! [`GcConfig::workers`] partitions at a time (the CLI); the `gc` Lambda function runs one
-//! step per invocation for the `gc-cycle` state machine ([`GcStep`],
+//! step per invocation for the `gc-cycle` state machine (`GcStep`,
 //! [`run_scheduled_within`]).
 //!
 //! Memory holds the reachable sets of the two walks, what the change log republished, and
@@ -103,7 +103,7 @@
 //! (`warehouse::object_name`). A location in metadata
 //! (`indexes/ü b/1/ivf_postings/`) names the object another engine wrote there without any
 //! percent-encoding applied or removed; a metadata location URI is decoded once into its
-//! name ([`Warehouse::relative`](crate::warehouse::Warehouse::relative)) and stored in one
+//! name (`Warehouse::relative`) and stored in one
 //! canonical form. A listed name that could be another spelling of a reachable name (an
 //! earlier version of this crate percent-encoded some characters) is kept. A source-table
 //! location, written by another engine, counts in every spelling an engine may use

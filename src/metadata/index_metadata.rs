@@ -40,7 +40,7 @@ impl Warehouse {
 
 /// Read the metadata file at the absolute `location` from `warehouse`, then parse and
 /// validate it ([`IndexMetadata::from_json_slice`]). Every error names the file: reading
-/// ([`Warehouse::read_metadata`]: outside the warehouse, missing, too large) and parsing
+/// (`Warehouse::read_metadata`: outside the warehouse, missing, too large) and parsing
 /// (the parse error's kind, its message prefixed with ``metadata file `LOCATION`: ``).
 pub(crate) async fn read_index_metadata(
     warehouse: &Warehouse,
@@ -103,21 +103,14 @@ pub(crate) async fn read_base_metadata(
 ///   [`IndexMetadata::expire_snapshots`] build new metadata with an injected
 ///   [`Clock`](crate::clock::Clock) and [`IdGenerator`](crate::clock::IdGenerator).
 /// * [`IndexMetadata::check_successor_of`] holds the rules a commit checks.
-/// * `read_index_metadata` reads one metadata file from the warehouse and parses it, its
-///   errors naming the file: the catalog, the publisher and their caches read through it.
 ///
 /// Parsing is strict at every level: unknown fields, duplicate keys (in objects and in
 /// every map), missing required fields, `null`, wrong types, out-of-range or non-integral
 /// integers, non-canonical UUIDs, invalid UTF-8, trailing data and inputs over
-/// [`MAX_METADATA_BYTES`] are `INVALID_INDEX_METADATA`, and every message starts with
+/// 64 MiB are `INVALID_INDEX_METADATA`, and every message starts with
 /// the JSON path of the violation. `-0` is the integer 0. A `format-version` that is an
 /// `int` other than 1 is `UNSUPPORTED_FORMAT_VERSION`, decided before any other rule; one
 /// outside the `int` range is an out-of-range integer (`INVALID_INDEX_METADATA`).
-///
-/// The modules: `strict` (serde building blocks), `wire` (private wire structs),
-/// `definitions` and `snapshot` (public value types), `parse` (byte-level pipeline),
-/// `invariants` (cross-field rules and family/provider rules), `index_metadata` (the
-/// model), `builder`, `successor`, `expire` and `references`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexMetadata {
     pub(super) index_uuid: Uuid,
@@ -139,7 +132,7 @@ impl IndexMetadata {
     /// out-of-range integer, `INVALID_INDEX_METADATA`); otherwise `INVALID_INDEX_METADATA`, whose
     /// message starts with the JSON path of the violation (e.g.
     /// `snapshots[0].index-tables.ivf_postings.definition-version: ...`), for inputs over
-    /// [`MAX_METADATA_BYTES`](super::MAX_METADATA_BYTES), invalid UTF-8, malformed or
+    /// 64 MiB, invalid UTF-8, malformed or
     /// too deeply nested JSON, trailing data, unknown fields, duplicate keys, missing
     /// fields, `null`, wrong types, out-of-range or non-integral integers (`-0` is the
     /// integer 0; `-0.0` and `1e0` are not integers), non-canonical

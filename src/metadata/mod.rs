@@ -1,5 +1,13 @@
 //! Strict index metadata: the JSON format of the metadata spec, parsed into a model that
 //! can only hold valid metadata (what [`IndexMetadata`] documents).
+//!
+//! `read_index_metadata` reads one metadata file from the warehouse and parses it, its
+//! errors naming the file: the catalog, the publisher and their caches read through it.
+//!
+//! The modules: `strict` (serde building blocks), `wire` (private wire structs),
+//! `definitions` and `snapshot` (public value types), `parse` (byte-level pipeline),
+//! `invariants` (cross-field rules and family/provider rules), `index_metadata` (the
+//! model), `builder`, `successor`, `expire` and `references`.
 
 mod builder;
 mod definitions;

@@ -11,7 +11,7 @@ impl Publisher {
     /// Publish `contents` as a successor at most once per `idempotency_key`.
     ///
     /// The key is stored in the new snapshot's `summary` under
-    /// [`IDEMPOTENCY_KEY`], together with the snapshot's metadata
+    /// `parqdb.idempotency-key`, together with the snapshot's metadata
     /// file under `parqdb.metadata-location`. Before every attempt
     /// (so also after losing a race to a concurrent duplicate), the current metadata's
     /// retained snapshots are searched for the key: if one carries it, nothing is

@@ -31,7 +31,7 @@ use engine::{Run, Step};
 pub const IDEMPOTENCY_KEY: &str = "parqdb.idempotency-key";
 
 /// The `summary` key holding the warehouse-relative metadata file that first published
-/// the snapshot (recorded with [`IDEMPOTENCY_KEY`], so a replay returns the same
+/// the snapshot (recorded with `parqdb.idempotency-key`, so a replay returns the same
 /// location).
 pub(crate) const METADATA_LOCATION: &str = "parqdb.metadata-location";
 
@@ -44,7 +44,7 @@ const CACHE_CAPACITY: usize = 16;
 /// Publishes successor metadata for refresh jobs; cheap to clone and share between tasks.
 ///
 /// Works against any [`IndexCatalog`] (embedded or remote) whose metadata lives in the
-/// given [`Warehouse`]. See the [module docs](self) for the protocol.
+/// given [`Warehouse`].
 ///
 /// A [`Publisher`] runs the metadata spec's six successor steps for one index and
 /// repeats them when it loses the compare-and-swap:
@@ -79,7 +79,7 @@ const CACHE_CAPACITY: usize = 16;
 ///
 /// # Idempotency
 /// [`Publisher::publish_idempotent`] stores a caller-chosen key in the new snapshot's
-/// `summary` under [`IDEMPOTENCY_KEY`] (plus the snapshot's own metadata file under
+/// `summary` under `parqdb.idempotency-key` (plus the snapshot's own metadata file under
 /// `parqdb.metadata-location`) and, before every attempt, looks for a retained snapshot with
 /// that key: if one exists, it returns the same [`Published`] result (location, snapshot
 /// id, sequence number) with `already_published: true` instead of publishing twice.
@@ -274,7 +274,7 @@ impl Publisher {
     /// `Ok(Some(contents))` publishes `contents` as the new current snapshot, `Ok(None)`
     /// declines (the change is no longer valid) and ends the call with
     /// [`PublishOutcome::Declined`] — a normal outcome, not an error — and `Err` ends the
-    /// call with that error. If `contents.summary` carries [`IDEMPOTENCY_KEY`], the
+    /// call with that error. If `contents.summary` carries `parqdb.idempotency-key`, the
     /// snapshot also records its metadata file under `parqdb.metadata-location`.
     ///
     /// Errors: `INDEX_NOT_FOUND`; `INVALID_INDEX_METADATA` if the current metadata or the

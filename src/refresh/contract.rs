@@ -1,5 +1,5 @@
 //! The build contract between the `refresh` function and a builder function: version
-//! [`BUILD_CONTRACT`] (`parqdb.refresh.build/1`), strict both ways.
+//! `parqdb.refresh.build/1`, strict both ways.
 //!
 //! The refresh function (with `PARQDB_REFRESH_BUILDER_FUNCTION` set; see
 //! [`LambdaBuilder`](super::LambdaBuilder)) invokes the builder function synchronously with
@@ -71,7 +71,7 @@ pub(crate) const MAX_BUILD_MESSAGE_BYTES: usize = 6 * 1024 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(remote = "Self", deny_unknown_fields, rename_all = "kebab-case")]
 pub struct BuildFunctionRequest {
-    /// [`BUILD_CONTRACT`].
+    /// `parqdb.refresh.build/1`.
     pub contract: String,
     /// The index being refreshed.
     pub index: IndexIdentifier,
@@ -131,7 +131,7 @@ impl<'de> Deserialize<'de> for SourceChange {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(remote = "Self", deny_unknown_fields, rename_all = "kebab-case")]
 pub struct BuildFunctionResponse {
-    /// [`BUILD_CONTRACT`].
+    /// `parqdb.refresh.build/1`.
     pub contract: String,
     /// The request's build id.
     pub build_id: Uuid,
@@ -142,7 +142,7 @@ pub struct BuildFunctionResponse {
 strict_object!(BuildFunctionResponse);
 
 /// Parse `bytes` as one `T` of the contract: one JSON object, nothing after it, at most
-/// 6 MiB, `contract` equal to [`BUILD_CONTRACT`]. Errors are `kind`,
+/// 6 MiB, `contract` equal to `parqdb.refresh.build/1`. Errors are `kind`,
 /// worded `<what>: <path>: <why>`.
 fn parse<T: serde::de::DeserializeOwned>(
     bytes: &[u8],

@@ -14,9 +14,9 @@
 //!    reading as the build's **read start** and **builds once** with the user's
 //!    [`IndexBuilder`], which reads the source table from then on;
 //! 3. **publishes once** through the [`Publisher`] (bounded, jittered retries on lost
-//!    races), recording the read start in the snapshot's summary under [`READ_START`]
+//!    races), recording the read start in the snapshot's summary under `parqdb.refresh.read-start-ms`
 //!    (and the state's idempotency key, `<table location>@<read-start-ms>`, under
-//!    [`IDEMPOTENCY_KEY`]). After every lost race it looks again: if a snapshot with the
+//!    `parqdb.idempotency-key`). After every lost race it looks again: if a snapshot with the
 //!    same or a later read start, or one that contains the whole batch (a concurrent
 //!    delivery of it), was published meanwhile, this build is **discarded**, not
 //!    committed ([`RefreshOutcome::Superseded`]). So the read starts along an index's
@@ -40,12 +40,12 @@
 //! a snapshot that contains it contains the earlier ones. Whether a snapshot contains a
 //! write is decided by time, soundly across keys:
 //!
-//! > A snapshot whose build started reading the source at `R` (its [`READ_START`], the
+//! > A snapshot whose build started reading the source at `R` (its `parqdb.refresh.read-start-ms`, the
 //! > refresh function's clock) **contains** a write whose event time is `t` (S3's clock,
 //! > [`SourceChange::time_ms`]) if `t + skew ≤ R`, where `skew` is the clock-skew
-//! > allowance ([`RefreshRunner::with_clock_skew`], default [`DEFAULT_CLOCK_SKEW`]). A batch is
+//! > allowance ([`RefreshRunner::with_clock_skew`], default 2 s). A batch is
 //! > skipped if the newest read start of the index's retained snapshots
-//! > ([`published_read_start`]) contains each of its objects' newest changes.
+//! > (the newest read start a retained snapshot records) contains each of its objects' newest changes.
 //!
 //! This holds under these assumptions, which the allowance must cover:
 //!
@@ -67,7 +67,7 @@
 //! write made after the build started reading has `t + skew > R` whatever its sequencer,
 //! so it is built. A change stamped further ahead of the function's clock than twice the
 //! allowance breaks the clock assumption: its index fails (`INVALID_REQUEST`) and the
-//! changes are delivered again. Snapshots without a [`READ_START`] (committed by other
+//! changes are delivered again. Snapshots without a `parqdb.refresh.read-start-ms` (committed by other
 //! writers, or by runners before this rule) contain nothing by this rule: the next batch
 //! builds.
 //!
@@ -208,7 +208,7 @@ pub enum RefreshOutcome {
         published: Published,
         /// Whether the index was created by this batch.
         created: bool,
-        /// The build's read start ([`READ_START`]).
+        /// The build's read start (`parqdb.refresh.read-start-ms`).
         read_start_ms: i64,
     },
     /// A retained snapshot already contains every change: nothing built.
@@ -260,7 +260,7 @@ impl RefreshReport {
     }
 }
 
-/// The newest read start ([`READ_START`]) any retained snapshot of `metadata` records.
+/// The newest read start (`parqdb.refresh.read-start-ms`) any retained snapshot of `metadata` records.
 #[doc(hidden)] // For the refresh bench (examples/refresh_burst.rs).
 pub fn published_read_start(metadata: &IndexMetadata) -> Option<i64> {
     metadata
@@ -341,7 +341,7 @@ impl<B: IndexBuilder> RefreshRunner<B> {
         self
     }
 
-    /// The clock-skew allowance of the ordering rule (default [`DEFAULT_CLOCK_SKEW`]; see
+    /// The clock-skew allowance of the ordering rule (default 2 s; see
     /// the [module docs](self)). `INVALID_CONFIGURATION` above 60 s.
     pub fn with_clock_skew(mut self, clock_skew: Duration) -> Result<Self> {
         if clock_skew > MAX_CLOCK_SKEW {

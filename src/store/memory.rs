@@ -78,7 +78,10 @@ impl State {
     }
 }
 
-/// An in-memory pointer store with atomic multi-key writes.
+/// An in-memory pointer store with atomic multi-key writes, for tests and embedding.
+///
+/// Two handles cloned from one [`MemoryStore`] share state; two separately created stores
+/// do not, and nothing is shared across processes.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     state: Arc<Mutex<State>>,

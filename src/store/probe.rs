@@ -27,7 +27,15 @@ pub struct ProbeCheck {
     pub observed: String,
 }
 
-/// The probe's findings.
+/// The findings of the capability probe: does a store really honour conditional writes?
+///
+/// Some servers accept conditional writes and then ignore them (MinIO once accepted
+/// `If-Match` on a missing key; plain moto checks and writes without a lock; s3s-fs and
+/// garage ignore write preconditions). A catalog on such a store would silently overwrite
+/// pointers or resurrect dropped ones, so the catalog runs the probe on first use and
+/// refuses a store that fails it with [`ErrorKind::StoreUnsupported`]
+/// ([`Catalog::probe`](crate::Catalog::probe) runs it on demand). The probe writes only
+/// under `_probe/<uuid>` keys and never touches catalog records.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProbeReport {
     /// The store probed.

@@ -21,7 +21,7 @@ const MAX_CONNECT: Duration = Duration::from_secs(3);
 /// — with the client's retries — takes at most half of it, leaving room for the catalog
 /// to resolve an ambiguous write by reading back. Both the pointer store and the warehouse
 /// (metadata files) are configured with them; see [`CatalogConfig::with_store_timeouts`]
-/// and the Lambda deadline ([`crate::lambda::deadline`] with the `lambda` feature), which
+/// and the Lambda deadline (in the functions), which
 /// bounds the invocation as a whole.
 ///
 /// ```

@@ -1,5 +1,13 @@
 //! The warehouse: the one object-store root that holds metadata and index files (what
 //! [`Warehouse`] documents).
+//!
+//! The submodules: `layout` (every reserved name and path: the catalog's, the
+//! collector's), `names` (a name is the raw `/`-joined key below the root, `object_name`;
+//! `Warehouse::relative` turns any spelling of a location inside the root into its name),
+//! `location` (names, locations and store paths), `objects` (reading and writing one
+//! object), `list` and `range` (listings), `delete` (deletions), `placement` (links on the
+//! way to an object, an enclosing warehouse), `local` (the local file system's listings and
+//! checks) and `errors` (store errors as the crate's).
 
 mod deep;
 mod delete;
@@ -112,23 +120,15 @@ pub(crate) enum Deletion {
 /// [names](#names)): the raw key below the root, the same spelling for a location in
 /// metadata, a listed object and a deletion.
 ///
-/// Layout: the `layout` submodule names every reserved path; the garbage collector's
-/// managed prefixes are `metadata/` (immutable metadata files) and `indexes/` (immutable
-/// index tables), and the catalog's and collector's own files live under `_catalog/`,
-/// `_gc/` and the ownership marker `_catalog-owner.json`.
+/// Layout: the garbage collector's managed prefixes are `metadata/` (immutable metadata
+/// files) and `indexes/` (immutable index tables), and the catalog's and collector's own
+/// files live under `_catalog/`, `_gc/` and the ownership marker `_catalog-owner.json`.
 ///
 /// # Names
-/// See the `names` submodule: a name is the raw `/`-joined key below the root
-/// (`object_name`); a location is the root URI plus the name's segments, each
-/// percent-encoded once ([`Warehouse::absolute`]). [`Warehouse::relative`] accepts any
-/// spelling of a location inside the root and returns its name, refusing `.`/`..` and
-/// empty segments and escaped `/`.
-///
-/// The submodules: `location` (names, locations and store paths), `objects` (reading and
-/// writing one object), `list` and `range` (listings), `delete` (deletions), `layout`
-/// (every reserved name and path: the catalog's, the collector's), `placement` (links on
-/// the way to an object, an enclosing warehouse), `local` (the local file
-/// system's listings and checks) and `errors` (store errors as the crate's).
+/// A name is the raw `/`-joined key below the root; a location is the root URI plus the
+/// name's segments, each percent-encoded once ([`Warehouse::absolute`]). The catalog
+/// accepts any spelling of a location inside the root and stores its name, refusing
+/// `.`/`..` and empty segments and escaped `/`.
 #[derive(Debug, Clone)]
 pub struct Warehouse {
     root: Url,

@@ -211,11 +211,6 @@ impl LambdaCatalog {
         builder.build().await
     }
 
-    /// The Lambda client (retries disabled: the catalog retries).
-    pub fn client(&self) -> &Client {
-        &self.invoker.client
-    }
-
     /// Invoke a read: every transient failure is retried.
     async fn read<R: Request, T: Answer>(&self, request: &R) -> Result<T> {
         match self.invoker.invoke(request, Idempotence::Read).await {

@@ -18,7 +18,7 @@ pub const DEFAULT_QUALIFIER: &str = "live";
 ///
 /// By default the name is a prefix followed by the operation's name, which is how the SAM
 /// template names them (`${StackName}-load`, `${StackName}-commit`, ...), qualified with
-/// the alias [`DEFAULT_QUALIFIER`] (`${StackName}-load:live`), so a client follows a
+/// the alias `live` (`${StackName}-load:live`), so a client follows a
 /// deployment's gradual shift instead of running `$LATEST` at once. `?qualifier=` picks
 /// another alias or version (`$LATEST` for the unqualified function); an operation mapped
 /// explicitly is invoked exactly as named.
@@ -42,7 +42,7 @@ pub struct FunctionNames {
 }
 
 impl FunctionNames {
-    /// `PREFIX` + the operation name + `:`[`DEFAULT_QUALIFIER`] for every operation
+    /// `PREFIX` + the operation name + `:live` for every operation
     /// (`parqdb-prod-` → `parqdb-prod-load:live`, `parqdb-prod-commit:live`, ...). The
     /// prefix may be a partial ARN.
     pub fn with_prefix(prefix: &str) -> FunctionNames {
@@ -58,7 +58,7 @@ impl FunctionNames {
     }
 
     /// Parse `lambda://PREFIX` with optional query pairs: `qualifier=ALIAS` for the
-    /// prefix's names (default [`DEFAULT_QUALIFIER`]; an alias, a version or `$LATEST`),
+    /// prefix's names (default `live`; an alias, a version or `$LATEST`),
     /// and explicit names, used as written:
     /// `lambda://parqdb-prod-?qualifier=canary&commit=my-commit:live`. Anything else is
     /// [`ErrorKind::Configuration`].

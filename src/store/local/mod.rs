@@ -80,7 +80,18 @@ use super::{
 /// Numbers the temporary files of this process (record writes and name-index snapshots).
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// A pointer store in a local directory, safe across threads and processes.
+/// A pointer store in a local directory, safe across threads and processes: the embedded
+/// default.
+///
+/// Each key is one file under the root (`i/a/=x` is `<root>/i/a/=x`). A write takes an
+/// exclusive `flock` on the key's lock file (the operating system releases it when the
+/// holder exits, so a crashed writer never blocks a key), checks the condition, writes a
+/// temporary file, `fsync`s it and renames it over the key's file; readers take no lock and
+/// always see one complete version. A write whose caller gave up is abandoned before its
+/// rename, so it never applies later. Listings of identifiers and namespaces read a sorted
+/// per-directory name index rather than scanning the directory.
+///
+/// The root must be on a local POSIX file system (`flock` is not reliable over NFS).
 #[derive(Debug, Clone)]
 pub struct LocalStore {
     root: PathBuf,

@@ -127,9 +127,7 @@ const MAX_KEYS_PER_REQUEST: usize = 1000;
 
 #[cfg(feature = "admin")]
 pub use self::bucket::create_bucket;
-pub use self::options::S3Options;
-#[doc(hidden)] // For the workspace's tests and benches; `S3Store::from_uri` is the API.
-pub use self::options::amazon_s3_builder;
+pub use self::options::{S3Options, amazon_s3_builder};
 
 /// A pointer store in an S3 bucket under a key prefix.
 #[derive(Debug, Clone)]

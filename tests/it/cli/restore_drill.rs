@@ -16,7 +16,8 @@
 //! no file of the restored warehouse is deleted before one full retention after the
 //! adoption; after it, only what the restored pointers reach is left.
 //!
-//! Needs `faketime` (Debian: `apt-get install faketime`); without it the tests fail.
+//! Needs libfaketime (Debian: `apt-get install faketime`), preloaded by
+//! `support::faketime`; without it the tests fail.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -24,6 +25,8 @@ use std::process::Command;
 
 use parqdb_catalog::ErrorKind;
 use serde_json::{Value, json};
+
+use crate::support::faketime;
 
 const BIN: &str = env!("CARGO_BIN_EXE_parqdb-catalog");
 const HOUR: u64 = 3600;
@@ -48,13 +51,7 @@ struct Drill {
 
 impl Drill {
     fn new() -> Drill {
-        let probe = Command::new("faketime")
-            .args(["-f", "+0s", "true"])
-            .output();
-        assert!(
-            probe.as_ref().is_ok_and(|out| out.status.success()),
-            "the restore drill needs `faketime` (libfaketime; Debian: apt-get install faketime): {probe:?}"
-        );
+        faketime::check();
         let dir = tempfile::tempdir().expect("temp dir");
         let root = dir.path().canonicalize().expect("canonical");
         Drill { _dir: dir, root }
@@ -71,16 +68,14 @@ impl Drill {
     /// `parqdb-catalog ARGS` at `offset` seconds in the future: its exit code and the JSON
     /// it printed (stdout on success, stderr on failure).
     fn cli(&self, offset: u64, args: &[&str]) -> (i32, Value) {
-        let output = Command::new("faketime")
-            .args(["-f", &format!("+{offset}s"), BIN])
+        let output = faketime::at(&mut Command::new(BIN), &format!("+{offset}s"))
             .args(["--warehouse", &uri(&self.warehouse())])
             .args(["--catalog", &uri(&self.pointers())])
             .args(args)
-            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
             .env_remove("PARQDB_WAREHOUSE")
             .env_remove("PARQDB_CATALOG")
             .output()
-            .expect("faketime runs the binary");
+            .expect("the binary runs");
         let code = output.status.code().unwrap_or(-1);
         let stream = if code == 0 {
             &output.stdout

@@ -7,6 +7,7 @@
 pub mod asl;
 #[macro_use]
 pub mod conformance;
+pub mod faketime;
 pub mod fixture;
 pub mod gc;
 pub mod gc_scale;
