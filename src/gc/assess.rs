@@ -12,7 +12,7 @@ use super::ledger::{Ledger, LedgerEntry, Trust};
 use super::reachability::Observation;
 use super::refs::Protected;
 use super::report::{ActionKind, GcCounts, GcReport};
-use super::rules::{self, ClockDecision, Facts, Timing, Walk};
+use super::rules::{self, Clock, ClockDecision, Facts, Timing, Walk};
 use crate::error::Result;
 
 pub(crate) use super::lease::SharedLease;
@@ -36,6 +36,9 @@ pub(crate) struct Assessed {
     pub verdict: Verdict,
     pub tracked: Option<String>,
     pub condemned: Option<String>,
+    /// Its retention clock after the decision, if one stands (what the run's page
+    /// carries).
+    pub clock: Option<Clock>,
 }
 
 /// The fixed inputs of one run's decisions, as one invocation sees them.
@@ -121,6 +124,7 @@ impl<'a> Judge<'a> {
             verdict: Verdict::Grace,
             tracked: None,
             condemned: None,
+            clock: None,
         };
         let name = object.name.as_str();
         // In-flight writers: never touch an object younger than the grace period (nor
@@ -161,6 +165,7 @@ impl<'a> Judge<'a> {
             is_referenced,
             timing,
         );
+        assessed.clock = decision.clock();
         if let ClockDecision::Starts(clock) = decision {
             let reason = match facts.clock {
                 None => format!(
@@ -298,6 +303,7 @@ impl PageTally {
             verdict,
             tracked,
             condemned,
+            clock: _,
         } = assessed;
         let counts = &mut self.counts;
         if let Some(reason) = tracked {

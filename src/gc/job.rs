@@ -12,6 +12,8 @@
 //! referenced.json           everything unreachable metadata names (rule (P)), once pass 1 is done
 //! assessed/<seq>.json       the candidates of metadata page <seq>, decided: doomed files
 //! scan/<p>/<seq>.json       partition <p> of `indexes/`, page by page: doomed objects
+//! scan/<p>/<seq>.carried.json  the retention clocks standing after the page's decisions
+//!                           (written before the page; see `carried`)
 //! verified.json             the verification walk (R again) and every nested root found
 //! verified-dangling/<id>.json  when a verification walk started, and the family
 //!                           references it found naming no file (one file per walk,
@@ -320,6 +322,56 @@ pub(crate) struct Page {
     pub warnings: Vec<String>,
 }
 
+/// The clocks one scan page carries (`scan/<p>/<seq>.carried.json`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub(crate) struct CarriedPage {
+    /// The first object the page listed, in the warehouse's listing order (none if the
+    /// page listed no object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<String>,
+    /// The last object the page listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<String>,
+    /// Every unreachable object of the page whose retention clock stands after the run's
+    /// decision, in listing order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clocks: Vec<CarriedClock>,
+}
+
+/// One carried clock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub(crate) struct CarriedClock {
+    pub name: String,
+    pub start_ms: i64,
+    pub walk_ms: i64,
+}
+
+impl CarriedPage {
+    /// The page of a listing whose objects are `listed` (in listing order), carrying
+    /// `clocks` (in any order).
+    pub(crate) fn of(
+        warehouse: &Warehouse,
+        listed: &[String],
+        mut clocks: Vec<(String, super::rules::Clock)>,
+    ) -> CarriedPage {
+        clocks.sort_by(|(a, _), (b, _)| warehouse.name_order(a, b));
+        CarriedPage {
+            first: listed.first().cloned(),
+            last: listed.last().cloned(),
+            clocks: clocks
+                .into_iter()
+                .map(|(name, clock)| CarriedClock {
+                    name,
+                    start_ms: clock.start_ms,
+                    walk_ms: clock.walk_ms,
+                })
+                .collect(),
+        }
+    }
+}
+
 /// One listed entry, as a page's listing keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
@@ -522,8 +574,13 @@ impl Job {
     }
 
     async fn read<T: DeserializeOwned>(&self, file: &str) -> Result<Option<T>> {
+        self.read_at_most(file, u64::MAX).await
+    }
+
+    /// [`Job::read`] of a file of at most `max` bytes (a larger one is damaged).
+    async fn read_at_most<T: DeserializeOwned>(&self, file: &str, max: u64) -> Result<Option<T>> {
         let name = format!("{}/{file}", self.dir);
-        match self.store.get(&name, u64::MAX).await? {
+        match self.store.get(&name, max).await? {
             Fetched::Object(bytes, _) => serde_json::from_slice(&bytes)
                 .map(Some)
                 .map_err(|err| corrupt(&name, err)),
@@ -738,6 +795,58 @@ impl Job {
             .await
     }
 
+    fn carried_file(seq: &Seq, number: u64) -> String {
+        format!("{}/{number:010}.carried.json", seq.dir())
+    }
+
+    /// The clocks page `number` of a sequence carries, if they were written
+    /// (`CORRUPT_RECORD` if they are damaged, or larger than `max` bytes).
+    pub(crate) async fn carried(
+        &self,
+        seq: &Seq,
+        number: u64,
+        max: u64,
+    ) -> Result<Option<CarriedPage>> {
+        self.read_at_most(&Self::carried_file(seq, number), max)
+            .await
+    }
+
+    /// The numbers of a sequence's pages that carry clocks (the page and its clocks were
+    /// both written), ascending, from one listing.
+    pub(crate) async fn carrying_pages(&self, seq: &Seq) -> Result<Vec<u64>> {
+        let dir = format!("{}/{}", self.dir, seq.dir());
+        let listed = self.store.list_files(&dir).await?;
+        let names: std::collections::HashSet<&str> = listed
+            .iter()
+            .filter_map(|listed| listed.name.rsplit('/').next())
+            .collect();
+        let mut numbers: Vec<u64> = names
+            .iter()
+            .filter_map(|file| {
+                let number: u64 = file.strip_suffix(".carried.json")?.parse().ok()?;
+                let canonical = *file == format!("{number:010}.carried.json");
+                (canonical && names.contains(format!("{number:010}.json").as_str()))
+                    .then_some(number)
+            })
+            .collect();
+        numbers.sort_unstable();
+        Ok(numbers)
+    }
+
+    /// Write the clocks page `number` of a sequence carries, before the page itself (a
+    /// page that exists has its clocks written); if another worker wrote them first, theirs
+    /// stand.
+    pub(crate) async fn write_carried(
+        &self,
+        seq: &Seq,
+        number: u64,
+        carried: &CarriedPage,
+    ) -> Result<()> {
+        self.write(&Self::carried_file(seq, number), carried)
+            .await
+            .map(|_| ())
+    }
+
     /// Write `page` (its `seq` is its number); if another worker wrote that page first,
     /// return theirs instead.
     pub(crate) async fn write_page(&self, seq: &Seq, page: Page) -> Result<Page> {
@@ -833,7 +942,11 @@ fn is_own_file(dir: &str, name: &str) -> bool {
     }
     let page = parts.last().is_some_and(|page| {
         let stem = page.strip_suffix(".json");
-        let stem = stem.map(|stem| stem.strip_suffix(".listed").unwrap_or(stem));
+        let stem = stem.map(|stem| {
+            stem.strip_suffix(".listed")
+                .or_else(|| stem.strip_suffix(".carried"))
+                .unwrap_or(stem)
+        });
         stem.is_some_and(|digits| digits.len() == 10 && digits.bytes().all(|b| b.is_ascii_digit()))
     });
     let numbered =
@@ -956,6 +1069,10 @@ mod formats {
             (_, listed) if listed.ends_with(".listed.json") => {
                 parse::<Listing>(&bytes)?;
                 "listing"
+            }
+            (_, carried) if carried.ends_with(".carried.json") => {
+                parse::<CarriedPage>(&bytes)?;
+                "carried clocks"
             }
             ("metadata", _) => {
                 let page: Page = parse(&bytes)?;

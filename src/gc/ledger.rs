@@ -34,6 +34,10 @@
 //! A lost entry (a crash between deleting its files) is harmless: the next run starts a
 //! fresh, later clock.
 //!
+//! The clocks of `indexes/` are also carried on the scan's pages (see
+//! [`carried`](super::carried)): an entry's clock is the later of its trusted clock files
+//! and the clock the previous finished run carried for its object.
+//!
 //! # Reading it at the cost of a listing
 //! A run never asks for one entry at a time: the scan reads the entries of each page of
 //! objects it lists with one ranged listing of the mirror (`Ledger::read_page`: one
@@ -80,6 +84,9 @@ pub(crate) struct LedgerEntry {
     pub condemned_ms: Option<i64>,
     /// The entry's files (names).
     pub files: Vec<String>,
+    /// The clock the previous finished run carried on its scan page, where it counts
+    /// (see [`carried`](super::carried)).
+    pub carried: Option<Clock>,
 }
 
 impl LedgerEntry {
@@ -112,12 +119,13 @@ impl LedgerEntry {
             .is_some_and(|condemned| !super::rules::condemnation_expired(condemned, now_ms))
     }
 
-    /// The latest clock that `trust` trusts.
+    /// The latest clock that `trust` trusts, of its clock files and the carried one.
     pub(crate) fn trusted_clock(&self, trust: &Trust) -> Option<Clock> {
         self.clocks
             .iter()
             .filter(|file| trust.trusts(file))
             .map(|file| file.clock)
+            .chain(self.carried)
             .max_by_key(|clock| (clock.start_ms, clock.walk_ms))
     }
 }

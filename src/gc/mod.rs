@@ -278,6 +278,7 @@
 
 mod adoption;
 mod assess;
+mod carried;
 mod collect;
 pub(crate) mod config;
 mod dangling;

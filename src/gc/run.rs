@@ -9,6 +9,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::GarbageCollector;
+use super::carried::{CarriedReader, Previous};
 use super::config::millis;
 use super::job::{Job, Plan, Seq, Walk, planned_runs};
 use super::journal::JournalRef;
@@ -31,6 +32,7 @@ pub(crate) struct RunContext {
     verified: tokio::sync::OnceCell<Arc<Walk>>,
     referenced: tokio::sync::OnceCell<Arc<Protected>>,
     trust: tokio::sync::OnceCell<Arc<Trust>>,
+    previous: tokio::sync::OnceCell<Option<Arc<Previous>>>,
 }
 
 impl RunContext {
@@ -43,6 +45,7 @@ impl RunContext {
             verified: tokio::sync::OnceCell::new(),
             referenced: tokio::sync::OnceCell::new(),
             trust: tokio::sync::OnceCell::new(),
+            previous: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -110,6 +113,42 @@ impl RunContext {
                     current: Some(self.plan.journal()),
                     done_at: journals.done_at,
                 }))
+            })
+            .await
+            .cloned()
+    }
+}
+
+impl RunContext {
+    /// The previous finished run whose carried clocks this run reads (see
+    /// [`carried`](super::carried)), read once: the plan's `previous`, if it finished.
+    pub(crate) async fn previous(
+        &self,
+        warehouse: &crate::warehouse::Warehouse,
+    ) -> Result<Option<Arc<Previous>>> {
+        let trust = self.trust(warehouse).await?;
+        self.previous
+            .get_or_try_init(|| async {
+                let Some(journal) = self.plan.previous else {
+                    return Ok(None);
+                };
+                if !trust.done_at.contains_key(&journal) {
+                    return Ok(None);
+                }
+                // A run planned since, that never finished (given up, superseded), may
+                // have found some of those objects reachable and cleared their entries;
+                // what it found is lost with it, so nothing carries across it (its clocks
+                // start again, as giving a run up says).
+                let order = |run: &JournalRef| (run.run_ms, run.run_id);
+                let current = self.plan.journal();
+                let between = planned_runs(warehouse)
+                    .await?
+                    .iter()
+                    .any(|run| order(run) > order(&journal) && order(run) < order(&current));
+                if between {
+                    return Ok(None);
+                }
+                Ok::<_, Error>(Previous::read(warehouse, journal).await?.map(Arc::new))
             })
             .await
             .cloned()
@@ -236,6 +275,16 @@ impl<'g> Invocation<'g> {
     /// The incarnations the previous finished run listed.
     pub(crate) async fn trust(&self) -> Result<Arc<Trust>> {
         self.run.trust(self.gc.catalog.warehouse()).await
+    }
+
+    /// A reader of the previous finished run's carried clocks, if there are any to read.
+    pub(crate) async fn carried(&self) -> Result<Option<CarriedReader>> {
+        let warehouse = self.gc.catalog.warehouse();
+        Ok(self
+            .run
+            .previous(warehouse)
+            .await?
+            .map(|previous| CarriedReader::new(warehouse, previous)))
     }
 
     /// Renew and prove the lease right before a destructive step.

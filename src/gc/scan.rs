@@ -11,7 +11,8 @@ use std::sync::Arc;
 use futures::{StreamExt, TryStreamExt};
 
 use super::assess::{Judge, PageTally};
-use super::job::{Object, Page, Seq, Walk};
+use super::carried::CarriedReader;
+use super::job::{CarriedPage, Object, Page, Seq, Walk};
 use super::ledger::{Ledger, LedgerEntry, PageScope, Trust};
 use super::refs::{Protected, RefMap};
 use super::report::GcCounts;
@@ -143,6 +144,8 @@ struct ScanBasis<'a> {
     clock: &'a (dyn Fn() -> i64 + Send + Sync),
     /// The partition.
     range: &'a ListRange,
+    /// The previous finished run's carried clocks, if any.
+    carried: Option<&'a mut CarriedReader>,
 }
 
 impl Invocation<'_> {
@@ -163,6 +166,7 @@ impl Invocation<'_> {
         let walk = self.observed().await?;
         let referenced = self.referenced().await?;
         let trust = self.trust().await?;
+        let mut carried = self.carried().await?;
         let clock = self.clock();
         loop {
             let listing = match self.next_page(&seq, &range, last.as_ref()).await? {
@@ -176,6 +180,7 @@ impl Invocation<'_> {
                 trust: &trust,
                 clock: &clock,
                 range: &range,
+                carried: carried.as_mut(),
             };
             last = Some(self.scan_page(&seq, listing, last.as_ref(), basis).await?);
         }
@@ -197,10 +202,18 @@ impl Invocation<'_> {
             trust,
             clock,
             range,
+            carried,
         } = basis;
+        let objects: Vec<String> = listing
+            .entries
+            .iter()
+            .filter(|entry| entry.skipped.is_none())
+            .map(|entry| entry.name.clone())
+            .collect();
         let (entries, gone) = self
-            .page_entries(range, last, &listing.entries, listing.done)
+            .page_entries(range, last, &listing.entries, listing.done, carried)
             .await?;
+        let mut clocks = Vec::new();
         let doomed_so_far = last.map_or(0, |page| page.doomed_total);
         let mut tally = PageTally::with_room(self.plan.max_doomed.saturating_sub(doomed_so_far));
         let mut nested = Nested::from(last);
@@ -257,6 +270,9 @@ impl Invocation<'_> {
                         nested.note(&name);
                     }
                     Scanned::Assessed(assessed) => {
+                        if let Some(clock) = assessed.clock {
+                            clocks.push((assessed.name.clone(), clock));
+                        }
                         tally.counts.scanned.add(assessed.size);
                         tally.record(assessed, &mut self.report);
                     }
@@ -274,6 +290,12 @@ impl Invocation<'_> {
         let linked = linked_so_far(gc.catalog.warehouse(), last, links, names).await?;
         let mut totals = last.map(|page| page.totals).unwrap_or_default();
         totals.merge(&tally.counts);
+        if !objects.is_empty() {
+            let carried = CarriedPage::of(gc.catalog.warehouse(), &objects, clocks);
+            self.job
+                .write_carried(seq, listing.number, &carried)
+                .await?;
+        }
         let page = Page {
             seq: listing.number,
             after: listing.after,
@@ -295,13 +317,15 @@ impl Invocation<'_> {
 
     /// The ledger entries of a page's listed entries (in the order of `listed`, empty for
     /// an entry without one) and the files of entries whose object the page shows gone,
-    /// read with the page ([`Ledger::read_page`]). `last` is the sequence's previous page.
-    pub(crate) async fn page_entries(
+    /// read with the page ([`Ledger::read_page`]), with the clocks the previous finished
+    /// run carried for them (`carried`). `last` is the sequence's previous page.
+    async fn page_entries(
         &self,
         range: &ListRange,
         last: Option<&Page>,
         listed: &[super::job::StoredItem],
         done: bool,
+        carried: Option<&mut CarriedReader>,
     ) -> Result<(Vec<LedgerEntry>, Vec<String>)> {
         // Only objects have entries: a skipped entry's name is not an object's (on a local
         // disk it is the path as shown, which sorts nowhere near the page).
@@ -320,11 +344,19 @@ impl Invocation<'_> {
                 now_ms: self.plan.now_ms.min(self.now_ms),
             })
             .await?;
+        let carried = match carried {
+            Some(reader) => reader.clocks(&names).await?,
+            None => Default::default(),
+        };
         // A name listed twice (an object store's folder marker `k/` lists as `k` too) is
         // decided with the same entry both times.
         let entries = listed
             .iter()
-            .map(|entry| read.entries.get(&entry.name).cloned().unwrap_or_default())
+            .map(|entry| {
+                let mut ledger = read.entries.get(&entry.name).cloned().unwrap_or_default();
+                ledger.carried = carried.get(&entry.name).copied();
+                ledger
+            })
             .collect();
         Ok((entries, read.gone))
     }

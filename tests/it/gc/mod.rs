@@ -1,5 +1,7 @@
 //! The garbage collector: scenarios, hostile layouts, durable evidence, the run protocol
 //! across invocations and processes, the model check, the simulation and the scale test.
+mod carried_attack;
+mod carried_clocks;
 mod clock_restamping;
 mod directory_references;
 mod durable_evidence;

@@ -168,8 +168,10 @@ enum Phase {
     Assessed,
     /// Verified; deleting next.
     Verified,
-    /// Deleted; sweep and finish next.
+    /// Deleted; the ledger sweep next.
     Deleted,
+    /// Swept; finish next.
+    Swept,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -193,6 +195,12 @@ struct Run {
     reachable_again: [bool; OBJECTS],
     republished_again: [Option<i64>; OBJECTS],
     unexplained_again: bool,
+    /// The clocks its scan pages carry (`gc::carried`): each assessed object's clock after
+    /// its decision.
+    carried: [Option<Clock>; OBJECTS],
+    /// Whether it reads the clocks the latest finished run carried: only if no run was
+    /// started since that one finished (a crashed run's sweep may have cleared entries).
+    reads_carried: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -210,6 +218,11 @@ struct State {
     /// When `FRESH` was written, if it was.
     fresh_written: Option<i64>,
     ledger: [Entry; OBJECTS],
+    /// The clocks the latest finished run carried on its pages, less those of objects its
+    /// verification walk reached (what the next run reads: `gc::carried`).
+    carried: [Option<Clock>; OBJECTS],
+    /// Whether a run was started since the latest finished run finished.
+    started_since_finish: bool,
     /// A clock fact a crashed run had in flight: it lands at any later step.
     in_flight: Option<(usize, Fact)>,
     /// Finished runs, with when they finished.
@@ -293,6 +306,10 @@ enum Action {
     Verify,
     /// Delete every object still doomed (metadata first, as the delete steps do).
     Delete,
+    /// Sweep the ledger: clear the entries of objects either walk reached (a deleted
+    /// object's stays until its deletion record is released). A run that crashes after
+    /// it has cleared them.
+    Sweep,
     Finish,
     /// A run releases the ledger entry of a deleted object, once its deletion record is
     /// old enough (`rules::deletion_released`).
@@ -321,6 +338,10 @@ struct GcModel {
     /// Whether they still may once the owner adopted the warehouse (else the owner's
     /// collector stops at its adoption).
     owner_collects_after_adopting: bool,
+    /// Whether runs write the ledger's per-object clock files of tables beside the clocks
+    /// their scan pages carry (this release: a run takes the later of the two); else the
+    /// pages alone carry the tables' clocks (the next release, issue 29 step A).
+    clock_files: bool,
 }
 
 /// Where the checked histories start.
@@ -551,6 +572,20 @@ impl State {
             .max_by_key(|clock| (clock.start_ms, clock.walk_ms))
     }
 
+    /// The current run's ledger sweep: clear the entries of objects either walk reached
+    /// (a deleted object's stays until its deletion record is released).
+    fn sweep(&mut self) -> Option<()> {
+        let run = self.run.as_mut()?;
+        run.phase = Phase::Swept;
+        let run = run.clone();
+        for object in 0..OBJECTS {
+            if (run.reachable[object] || run.reachable_again[object]) && !self.deleted[object] {
+                self.ledger[object] = Entry::default();
+            }
+        }
+        Some(())
+    }
+
     /// Whether `object` exists: written and not deleted.
     fn exists(&self, object: usize) -> bool {
         !self.deleted[object] && (object != FRESH || self.fresh_written.is_some())
@@ -659,6 +694,8 @@ impl Model for GcModel {
             last_reachable: [None; OBJECTS],
             fresh_written: None,
             ledger: Default::default(),
+            carried: [None; OBJECTS],
+            started_since_finish: false,
             in_flight: None,
             done_at: BTreeMap::new(),
             journal: None,
@@ -865,7 +902,10 @@ impl Model for GcModel {
             }
             Phase::Assessed => actions.push(Action::Verify),
             Phase::Verified => actions.push(Action::Delete),
-            Phase::Deleted => actions.push(Action::Finish),
+            // (Without crashes, a sweep and the finish are one step: nothing can come
+            // between them that the model tells apart.)
+            Phase::Deleted if state.crashes_left > 0 => actions.push(Action::Sweep),
+            Phase::Deleted | Phase::Swept => actions.push(Action::Finish),
         }
         if state.crashes_left > 0 {
             actions.push(Action::Crash);
@@ -983,7 +1023,10 @@ impl Model for GcModel {
                     reachable_again: [false; OBJECTS],
                     republished_again: [None; OBJECTS],
                     unexplained_again: false,
+                    carried: [None; OBJECTS],
+                    reads_carried: !state.started_since_finish,
                 });
+                state.started_since_finish = true;
             }
             Action::ReadLog => {
                 let run = state.run.as_ref()?;
@@ -1013,7 +1056,13 @@ impl Model for GcModel {
                             _ => 0,
                         },
                         republished_ms: run.republished[object],
-                        clock: state.trusted_clock(object, run.id),
+                        // The later of its clock files and the clock the previous finished
+                        // run carried.
+                        clock: state
+                            .trusted_clock(object, run.id)
+                            .into_iter()
+                            .chain(state.carried[object].filter(|_| run.reads_carried))
+                            .max_by_key(|clock| (clock.start_ms, clock.walk_ms)),
                         condemned_ms: state.ledger[object].condemned,
                     };
                     // Decided at the run's time (its walk's start), as every invocation of
@@ -1026,7 +1075,15 @@ impl Model for GcModel {
                         state.referenced(object),
                         &TIMING,
                     );
-                    if let ClockDecision::Starts(clock) = decision {
+                    // The scan's pages carry the clocks of tables (`indexes/`); the clock
+                    // files of metadata files are always written.
+                    let table = object >= FILES;
+                    if table {
+                        state.run.as_mut()?.carried[object] = decision.clock();
+                    }
+                    if let ClockDecision::Starts(clock) = decision
+                        && (self.clock_files || !table)
+                    {
                         let fact = Fact {
                             clock: (clock.start_ms, clock.walk_ms),
                             run: run.id,
@@ -1099,17 +1156,20 @@ impl Model for GcModel {
                 }
                 state.run.as_mut()?.phase = Phase::Deleted;
             }
+            Action::Sweep => {
+                state.sweep()?;
+            }
             Action::Finish => {
-                let run = state.run.take()?;
-                // The sweep: entries of objects either walk reached (a deleted object's
-                // stays until its deletion record is released).
-                for object in 0..OBJECTS {
-                    if (run.reachable[object] || run.reachable_again[object])
-                        && !state.deleted[object]
-                    {
-                        state.ledger[object] = Entry::default();
-                    }
+                if state.run.as_ref()?.phase == Phase::Deleted {
+                    state.sweep()?;
                 }
+                let run = state.run.take()?;
+                // The clocks its pages carry, but not of what its verification walk reached
+                // (its sweep cleared their entries).
+                state.carried = std::array::from_fn(|object| {
+                    run.carried[object].filter(|_| !run.reachable_again[object])
+                });
+                state.started_since_finish = false;
                 state.done_at.insert(run.id, state.now);
                 // The journal lists what the walk saw, what its log read found vanished
                 // (`History::vanished`), and the epoch the run was planned in.
@@ -1207,6 +1267,7 @@ fn configured(default: GcModel) -> GcModel {
         drops: env_number("PARQDB_GC_MODEL_DROPS", default.drops.into()) as u8,
         owner_collects: default.owner_collects,
         owner_collects_after_adopting: default.owner_collects_after_adopting,
+        clock_files: default.clock_files,
     }
 }
 
@@ -1214,14 +1275,15 @@ fn check_configured(name: &str, default: GcModel) {
     let model = configured(default);
     let described = format!(
         "{name}: time {}, publications {} (on a clone {}), operator actions {}, crashes {}, \
-         runs {}, forks {}",
+         runs {}, forks {}, clock files {}",
         model.max_time,
         model.publishes,
         model.clone_publishes,
         model.operator,
         model.crashes,
         model.runs,
-        model.forks
+        model.forks,
+        model.clock_files
     );
     let started = std::time::Instant::now();
     let (states, unique, depth) = check(model);
@@ -1244,6 +1306,7 @@ const SMALL: GcModel = GcModel {
     drops: 1,
     owner_collects: false,
     owner_collects_after_adopting: true,
+    clock_files: true,
 };
 
 /// Writers register and commit any file at any identifier, publications land late or
@@ -1390,4 +1453,51 @@ fn records_away_longer_than_the_retention_never_lose_their_files() {
             ..SMALL
         },
     );
+}
+
+/// The next release's ledger (issue 29, step A): the tables' clocks live only on the scan
+/// pages of the run that decided them, read by the next run from the previous finished
+/// run's pages, less what its verification walk reached. The same properties hold with
+/// writers publishing anything anywhere, new metadata over condemned tables, an operator
+/// restoring, editing or adopting, and runs that crash (their pages count for nothing).
+#[test]
+fn clocks_carried_on_pages_alone_keep_every_property() {
+    for (name, model) in [
+        (
+            "carried clocks, publications",
+            GcModel {
+                publishes: 1,
+                clock_files: false,
+                ..SMALL
+            },
+        ),
+        (
+            "carried clocks, new metadata over old tables",
+            GcModel {
+                start: Start::DroppedLongAgo,
+                publishes: 1,
+                clock_files: false,
+                ..SMALL
+            },
+        ),
+        (
+            "carried clocks, operator",
+            GcModel {
+                operator: 1,
+                clock_files: false,
+                ..SMALL
+            },
+        ),
+        (
+            "carried clocks, crashes",
+            GcModel {
+                max_time: 6,
+                crashes: 1,
+                clock_files: false,
+                ..SMALL
+            },
+        ),
+    ] {
+        check_configured(name, model);
+    }
 }
