@@ -18,7 +18,8 @@
 //! * only if no run was planned between `F` and this one: a run that never finished (given
 //!   up, superseded) may have found objects reachable and cleared their clock files (its
 //!   sweep, or its scan finding them gone); what it found is lost with it, so its
-//!   successor starts those clocks again, as giving a run up says;
+//!   successor starts those clocks again, as giving a run up says (such a run has a
+//!   directory under `_gc/runs/`, or a journal the plan lists as dead or untrusted);
 //! * only on a page of `F` that exists: `F` wrote the clocks before each page, and every
 //!   page of a finished run is written (a stalled writer's late clocks land on a page
 //!   number that is taken, and are refused); a page without clocks (it listed no object,

@@ -77,7 +77,19 @@ async fn run_all_but_finish(env: &Env, config: &GcConfig) -> uuid::Uuid {
 /// next walk.
 #[tokio::test]
 async fn attack1_a_given_up_runs_sweep_is_undone_by_the_carried_clock() {
-    let env = Env::open(Backend::Local, 7301).await;
+    given_up_sweep(7301, false).await;
+}
+
+/// Round 130, H2: the same, with the given-up run's directory removed (a partial restore
+/// of `_gc/runs/`, a hand clean-up) and its journal left: the plan's dead runs still count
+/// as between.
+#[tokio::test]
+async fn attack1_with_the_given_up_runs_directory_removed() {
+    given_up_sweep(7305, true).await;
+}
+
+async fn given_up_sweep(seed: u64, remove_directory: bool) {
+    let env = Env::open(Backend::Local, seed).await;
     let config = test_config();
     let root = env.local_dir.clone().expect("local");
     let old = Layout::under("old/1");
@@ -110,7 +122,7 @@ async fn attack1_a_given_up_runs_sweep_is_undone_by_the_carried_clock() {
     // G: walks (the dropped postings are reachable through the link), scans, verifies,
     // deletes and sweeps — clearing their ledger entries — and is then given up.
     env.advance(10 * MINUTE);
-    run_all_but_finish(&env, &config).await;
+    let given_up = run_all_but_finish(&env, &config).await;
     for object in &watched {
         assert_eq!(
             clock_files(&env.entry_of(object).await),
@@ -119,6 +131,16 @@ async fn attack1_a_given_up_runs_sweep_is_undone_by_the_carried_clock() {
         );
     }
     env.gc(config.clone()).abandon().await.expect("abandoned");
+    if remove_directory {
+        let runs = root.join("_gc/runs");
+        let id = given_up.simple().to_string();
+        let directory = std::fs::read_dir(&runs)
+            .expect("runs")
+            .map(|entry| entry.expect("entry").path())
+            .find(|path| path.to_string_lossy().ends_with(&id))
+            .expect("the given-up run's directory");
+        std::fs::remove_dir_all(directory).expect("removed");
+    }
     // An hour later the link goes: the dropped postings lose reachability now.
     env.advance(HOUR);
     std::fs::remove_file(&postings).expect("unlinked");
