@@ -204,6 +204,9 @@ impl Invocation<'_> {
             range,
             carried,
         } = basis;
+        // Only objects have ledger entries and clocks: a skipped entry's name is not an
+        // object's (on a local disk it is the path as shown, which sorts nowhere near the
+        // page).
         let objects: Vec<String> = listing
             .entries
             .iter()
@@ -211,7 +214,14 @@ impl Invocation<'_> {
             .map(|entry| entry.name.clone())
             .collect();
         let (entries, gone) = self
-            .page_entries(range, last, &listing.entries, listing.done, carried)
+            .page_entries(
+                range,
+                last,
+                &listing.entries,
+                &objects,
+                listing.done,
+                carried,
+            )
             .await?;
         let mut clocks = Vec::new();
         let doomed_so_far = last.map_or(0, |page| page.doomed_total);
@@ -318,34 +328,29 @@ impl Invocation<'_> {
     /// The ledger entries of a page's listed entries (in the order of `listed`, empty for
     /// an entry without one) and the files of entries whose object the page shows gone,
     /// read with the page ([`Ledger::read_page`]), with the clocks the previous finished
-    /// run carried for them (`carried`). `last` is the sequence's previous page.
+    /// run carried for them (`carried`). `names` are the objects of `listed`, in order;
+    /// `last` is the sequence's previous page.
     async fn page_entries(
         &self,
         range: &ListRange,
         last: Option<&Page>,
         listed: &[super::job::StoredItem],
+        names: &[String],
         done: bool,
         carried: Option<&mut CarriedReader>,
     ) -> Result<(Vec<LedgerEntry>, Vec<String>)> {
-        // Only objects have entries: a skipped entry's name is not an object's (on a local
-        // disk it is the path as shown, which sorts nowhere near the page).
-        let names: Vec<String> = listed
-            .iter()
-            .filter(|entry| entry.skipped.is_none())
-            .map(|entry| entry.name.clone())
-            .collect();
         let ledger = Ledger::new(self.gc.catalog.warehouse());
         let read = ledger
             .read_page(PageScope {
                 range,
                 after: last.and_then(|page| page.after.as_deref()),
-                listed: &names,
+                listed: names,
                 done,
                 now_ms: self.plan.now_ms.min(self.now_ms),
             })
             .await?;
         let carried = match carried {
-            Some(reader) => reader.clocks(&names).await?,
+            Some(reader) => reader.clocks(names).await?,
             None => Default::default(),
         };
         // A name listed twice (an object store's folder marker `k/` lists as `k` too) is
