@@ -59,6 +59,10 @@ pub(crate) struct Judge<'a> {
     pub trust: Arc<Trust>,
     pub dry_run: bool,
     pub timing: Timing,
+    /// Whether a clock this judge starts is written as a clock file of the object's
+    /// ledger entry; the scan of `indexes/` carries its clocks on its pages instead
+    /// ([`carried`](super::carried)), and writes none.
+    pub clock_files: bool,
 }
 
 fn ms_text(ms: i64) -> String {
@@ -91,6 +95,16 @@ impl<'a> Judge<'a> {
             trust,
             dry_run: gc.config.dry_run,
             timing: rules.timing(),
+            clock_files: true,
+        }
+    }
+
+    /// This judge, for objects whose clocks the caller carries on its page (the scan of
+    /// `indexes/`): it starts clocks without writing a clock file.
+    pub(crate) fn carrying_clocks_on_pages(self) -> Judge<'a> {
+        Judge {
+            clock_files: false,
+            ..self
         }
     }
 
@@ -179,7 +193,7 @@ impl<'a> Judge<'a> {
                     ms_text(clock.start_ms)
                 ),
             };
-            if !self.dry_run {
+            if self.clock_files && !self.dry_run {
                 self.hold_lease().await?;
                 ledger_files.push(
                     self.ledger

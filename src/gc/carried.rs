@@ -31,8 +31,25 @@
 //!   (a rewritten object is young again), before a publication the change log announces,
 //!   or before the floor of the run ([`rules`](super::rules)).
 //!
-//! For now the clock files of the ledger are still written, and a run takes the later of
-//! the two (the conservative reading): the pages carry what the next release reads alone.
+//! The scan writes no clock file for the objects it decides: the pages alone carry their
+//! clocks (a page costs one `PUT` and the next run one `GET`, where the clock files cost a
+//! `PUT` per object). Clock files written by earlier releases still count, and a run takes
+//! the later of a trusted clock file and the carried clock (the conservative reading), so
+//! an upgrade restarts no clock; an earlier release (before the pages carried clocks) that
+//! runs after this one reads only clock files, and starts those clocks again (later,
+//! never earlier).
+//!
+//! A clock measures how long a *name* has been unreachable, and an object's absence does
+//! not interrupt it: an object gone for a while (even cleared from the ledger by the run
+//! that carried its clock, a later page of which found it gone) and put back with its old
+//! times keeps the clock the previous run carried, as it kept its clock files between two
+//! runs. Nothing reachable is dated by it: a publication naming the name while it was
+//! away is logged, and restarts the clock (rule L); a rewrite is young again.
+//!
+//! What the clock files gave and the pages do not, and why it is safe: a clock file of a
+//! finished run stayed trusted across any later run; a carried clock lives one run. A run
+//! given up (or whose pages cannot be read) therefore restarts every clock of `indexes/`
+//! after it: retention takes longer once, and nothing is deleted earlier.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -166,6 +183,26 @@ impl CarriedReader {
             }
         }
         Ok(found)
+    }
+
+    /// Every name the previous run carried a clock for that counts (its verification walk
+    /// did not reach it), partition by partition: what `gc status --ledger` counts as
+    /// tracked beside the ledger's entries. One `GET` per page of the previous run.
+    pub(crate) async fn names(&mut self) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for partition in 0..self.previous.partitions.len() {
+            for index in 0..self.numbers(partition).await?.len() {
+                let page = self.page(partition, index).await?;
+                let reachable = &self.previous.verified.observation.reachable;
+                names.extend(
+                    page.clocks
+                        .keys()
+                        .filter(|name| !reachable.covers_any_spelling(name))
+                        .cloned(),
+                );
+            }
+        }
+        Ok(names)
     }
 
     /// The clock the previous run carried for `name`, if any.

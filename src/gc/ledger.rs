@@ -34,9 +34,10 @@
 //! A lost entry (a crash between deleting its files) is harmless: the next run starts a
 //! fresh, later clock.
 //!
-//! The clocks of `indexes/` are also carried on the scan's pages (see
-//! [`carried`](super::carried)): an entry's clock is the later of its trusted clock files
-//! and the clock the previous finished run carried for its object.
+//! The clocks of `indexes/` are carried on the scan's pages instead (see
+//! [`carried`](super::carried)): the scan writes no clock file, and an entry's clock is the
+//! later of its trusted clock files (of `metadata/`, or written by an earlier release) and
+//! the clock the previous finished run carried for its object.
 //!
 //! # Reading it at the cost of a listing
 //! A run never asks for one entry at a time: the scan reads the entries of each page of

@@ -70,9 +70,11 @@
 //!    record what it names (rule P); then decide each.
 //! 2. **Scan** each partition of `indexes/` (workers in parallel), page by page, streaming,
 //!    through the warehouse's listing (never following symbolic links): for each
-//!    unreachable object the run decides its retention clock (`rules`), records it in
-//!    the `ledger` if this walk starts it, condemns it once retention has elapsed, and
-//!    records the doomed ones in the page's checkpoint.
+//!    unreachable object the run decides its retention clock (`rules`), condemns it once
+//!    retention has elapsed (in the `ledger`), and records the doomed ones in the page's
+//!    checkpoint. The page's clocks (started by this walk or carried from the previous
+//!    finished run) are written beside it (`carried`); the next run reads them as it
+//!    lists the same names. (The clocks of `metadata/` are clock files of the `ledger`.)
 //! 3. **Verify**: walk the catalog and read the change log again, once every partition is
 //!    scanned and right before deleting; anything reachable again, published since, or in
 //!    a catalog whose records the log cannot explain is kept. Then delete the doomed

@@ -237,7 +237,8 @@ impl Invocation<'_> {
                 clock,
                 trust.clone(),
                 self.now_ms,
-            );
+            )
+            .carrying_clocks_on_pages();
             let (judge, observation) = (&judge, &walk.observation);
             let mut decided = futures::stream::iter(listing.entries.into_iter().zip(entries))
                 .map(|(entry, ledger_entry)| async move {
@@ -301,6 +302,10 @@ impl Invocation<'_> {
         let mut totals = last.map(|page| page.totals).unwrap_or_default();
         totals.merge(&tally.counts);
         if !objects.is_empty() {
+            // The page's clocks are the run's ledger facts for its objects: like a clock
+            // file, they are written under a live lease (a run paused past its lease,
+            // which another run took over, stops here).
+            self.keep_lease().await?;
             let carried = CarriedPage::of(gc.catalog.warehouse(), &objects, clocks);
             self.job
                 .write_carried(seq, listing.number, &carried)

@@ -96,7 +96,8 @@ pub(crate) struct CurrentRun {
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) struct LedgerState {
-    /// Objects with a ledger entry (unreachable, retention clock running).
+    /// Objects with a ledger entry or a clock the last finished run's scan pages carry
+    /// (unreachable, retention clock running).
     pub(crate) tracked_objects: u64,
     /// Entry files that record a condemnation.
     pub(crate) condemnations: u64,
@@ -140,8 +141,8 @@ impl GcState {
 }
 
 /// Read the collector's state of `catalog`'s warehouse at `now_ms`; with `ledger`, also
-/// count the ledger (a listing of all of `_gc/ledger/`, holding the tracked names in
-/// memory).
+/// count the ledger (a listing of all of `_gc/ledger/` and a read of every clocks file of
+/// the last finished run, holding the tracked names in memory).
 pub async fn status(catalog: &Catalog, now_ms: i64, ledger: bool) -> Result<GcState> {
     let warehouse = catalog.warehouse();
     let owner = read_marker(warehouse).await?;
@@ -177,6 +178,14 @@ pub async fn status(catalog: &Catalog, now_ms: i64, ledger: bool) -> Result<GcSt
                 state.condemnations += 1;
             }
             objects.insert(object);
+        }
+        // The clocks of `indexes/` that the last finished run's scan pages carry.
+        if let Some(previous) = journals.previous
+            && let Some(previous) = super::carried::Previous::read(warehouse, previous).await?
+        {
+            let mut reader =
+                super::carried::CarriedReader::new(warehouse, std::sync::Arc::new(previous));
+            objects.extend(reader.names().await?);
         }
         state.tracked_objects = objects.len() as u64;
         Some(state)

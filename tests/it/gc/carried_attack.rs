@@ -11,17 +11,6 @@ use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::IndexCatalog;
 use parqdb_catalog::gc::{GcConfig, GcStatus, GcStep};
 
-fn clock_files(files: &[String]) -> usize {
-    files
-        .iter()
-        .filter(|file| {
-            file.rsplit('/')
-                .next()
-                .is_some_and(|name| name.starts_with("o-"))
-        })
-        .count()
-}
-
 /// Delete one object of the warehouse (a warehouse-relative name).
 async fn remove(env: &Env, name: &str) {
     let path = env.warehouse.path(name).expect("name");
@@ -108,7 +97,7 @@ async fn given_up_sweep(seed: u64, remove_directory: bool) {
         .collect();
     for object in &watched {
         assert!(
-            clock_files(&env.entry_of(object).await) > 0,
+            env.newest_carried_clock(object).await.is_some(),
             "F tracks {object}"
         );
     }
@@ -125,9 +114,9 @@ async fn given_up_sweep(seed: u64, remove_directory: bool) {
     let given_up = run_all_but_finish(&env, &config).await;
     for object in &watched {
         assert_eq!(
-            clock_files(&env.entry_of(object).await),
-            0,
-            "G's sweep cleared the entry of {object} (reachable at its walk)"
+            env.newest_carried_clock(object).await,
+            None,
+            "G found {object} reachable at its walk: its pages carry no clock for it"
         );
     }
     env.gc(config.clone()).abandon().await.expect("abandoned");
@@ -171,14 +160,21 @@ async fn attack2_a_given_up_runs_clearing_of_a_gone_object_is_undone_by_the_carr
     env.advance(HOUR);
     // F: finished; tracks the unreachable tables.
     env.collect_completed(&config).await;
-    assert!(clock_files(&env.entry_of(&object).await) > 0, "F tracks it");
+    assert!(
+        env.newest_carried_clock(&object).await.is_some(),
+        "F tracks it"
+    );
     // The object is gone (moved away by hand).
     env.advance(10 * MINUTE);
     remove(&env, &object).await;
     // G: its scan finds the entry of a gone object and clears it; it is given up.
     env.advance(10 * MINUTE);
     run_all_but_finish(&env, &config).await;
-    assert_eq!(clock_files(&env.entry_of(&object).await), 0, "G cleared it");
+    assert_eq!(
+        env.newest_carried_clock(&object).await,
+        None,
+        "G found it gone: its pages carry no clock for it"
+    );
     env.gc(config.clone()).abandon().await.expect("abandoned");
     // It comes back, its times kept.
     env.advance(HOUR);
@@ -196,25 +192,6 @@ async fn attack2_a_given_up_runs_clearing_of_a_gone_object_is_undone_by_the_carr
     .await;
 }
 
-/// The carried pages of the newest finished run.
-async fn newest_carried_pages(env: &Env) -> Vec<String> {
-    let all: Vec<String> = env
-        .objects()
-        .await
-        .into_iter()
-        .filter(|name| name.starts_with("_gc/runs/") && name.ends_with(".carried.json"))
-        .collect();
-    let newest = all
-        .iter()
-        .filter_map(|name| name.split('/').nth(2))
-        .max()
-        .expect("a run")
-        .to_owned();
-    all.into_iter()
-        .filter(|name| name.split('/').nth(2) == Some(newest.as_str()))
-        .collect()
-}
-
 /// Attack 3: one carried page of the previous finished run that this release cannot
 /// parse (a field a later release adds: a downgrade; or a damaged file) stops every
 /// later run at its scan, for good. (The previous run's plan or verification walk that
@@ -227,7 +204,7 @@ async fn attack3_an_unreadable_carried_page_stops_collection_for_good() {
     env.write_tables(&old).await;
     env.advance(HOUR);
     env.collect_completed(&config).await;
-    let pages = newest_carried_pages(&env).await;
+    let pages = env.newest_carried_pages().await;
     assert!(!pages.is_empty());
     for page in &pages {
         let path = env.warehouse.path(page).expect("name");
@@ -291,7 +268,7 @@ async fn attack4_a_previous_run_without_carried_pages_costs_reads_per_object_and
         env.advance(HOUR);
         env.collect_completed(&config).await;
         if lose {
-            for page in newest_carried_pages(&env).await {
+            for page in env.newest_carried_pages().await {
                 remove(&env, &page).await;
             }
         }

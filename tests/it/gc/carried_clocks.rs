@@ -1,20 +1,17 @@
-//! Retention clocks carried on the scan's pages (issue 29, step A): a run reads the clocks
-//! the previous finished run carried for the objects it lists, so losing the ledger's
-//! clock files of `indexes/` restarts no clock — and a carried clock counts no more than
-//! a clock file would: only the previous *finished* run's, and never before its object
-//! was last written.
-
-use object_store::ObjectStoreExt;
+//! Retention clocks carried on the scan's pages (issue 29, step A): the scan of `indexes/`
+//! writes no clock file, and a run reads the clocks the previous finished run carried for
+//! the objects it lists, so no clock restarts from run to run — and a carried clock counts
+//! no more than a clock file would: only the previous *finished* run's, and never before
+//! its object was last written.
 
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::IndexCatalog;
 use parqdb_catalog::gc::{GcConfig, GcReport, GcStatus};
 
-/// Delete every clock file (`o-…`) of the ledger's entries of `indexes/`: the world of
-/// the next release, where the scan's pages alone carry them.
-async fn lose_index_clock_files(env: &Env) -> usize {
-    let lost: Vec<String> = env
-        .ledger_files()
+/// The clock files (`o-…`) of the ledger's entries of `indexes/`: none, since the scan's
+/// pages carry those clocks.
+async fn index_clock_files(env: &Env) -> Vec<String> {
+    env.ledger_files()
         .await
         .into_iter()
         .filter(|file| {
@@ -24,27 +21,19 @@ async fn lose_index_clock_files(env: &Env) -> usize {
                     .next()
                     .is_some_and(|name| name.starts_with("o-"))
         })
-        .collect();
-    for file in &lost {
-        env.warehouse
-            .object_store()
-            .delete(&env.warehouse.path(file).expect("ledger file name"))
-            .await
-            .expect("clock file deleted");
-    }
-    lost.len()
+        .collect()
 }
 
-/// A collection every 10 minutes until `until`, losing the clock files after each; the
-/// reports.
-async fn collect_losing_clock_files(env: &Env, config: &GcConfig, until: i64) -> Vec<GcReport> {
+/// A collection every 10 minutes until `until`, checking after each that no clock file of
+/// `indexes/` was written; the reports.
+async fn collect_on_pages_alone(env: &Env, config: &GcConfig, until: i64) -> Vec<GcReport> {
     let mut reports = Vec::new();
     while env.now() < until {
         env.advance(10 * MINUTE);
         let report = env.collect(config).await;
         assert_eq!(report.status, GcStatus::Completed, "{report:?}");
         reports.push(report);
-        lose_index_clock_files(env).await;
+        assert_eq!(index_clock_files(env).await, Vec::<String>::new());
     }
     reports
 }
@@ -57,7 +46,7 @@ fn tracked(reports: &[GcReport]) -> u64 {
 }
 
 #[tokio::test]
-async fn clocks_carried_on_the_scan_pages_stand_when_the_clock_files_are_lost() {
+async fn clocks_of_indexes_stand_from_run_to_run_on_the_scan_pages_alone() {
     for (backend, seed) in [(Backend::Local, 2901), (Backend::Memory, 2902)] {
         let env = Env::open(backend, seed).await;
         let config = test_config();
@@ -69,10 +58,9 @@ async fn clocks_carried_on_the_scan_pages_stand_when_the_clock_files_are_lost() 
         env.catalog.drop_index(&id).await.expect("dropped");
         let dropped_at = env.now();
 
-        // Through the retention window nothing goes, though every clock file of the
-        // tables is lost after every run.
-        let reports =
-            collect_losing_clock_files(&env, &config, dropped_at + 2 * HOUR - MINUTE).await;
+        // Through the retention window nothing goes, though no run writes a clock file
+        // for the tables.
+        let reports = collect_on_pages_alone(&env, &config, dropped_at + 2 * HOUR - MINUTE).await;
         assert!(
             env.all_exist(&dropped.files()).await,
             "{backend:?}: deleted early"
@@ -83,7 +71,7 @@ async fn clocks_carried_on_the_scan_pages_stand_when_the_clock_files_are_lost() 
         assert_eq!(tracked(&reports), garbage, "{backend:?}: clocks restarted");
 
         // And after retention the dropped index is collected on time, the live one kept.
-        collect_losing_clock_files(&env, &config, dropped_at + 3 * HOUR).await;
+        collect_on_pages_alone(&env, &config, dropped_at + 3 * HOUR).await;
         assert!(
             env.none_exist(&dropped.files()).await,
             "{backend:?}: not collected"
@@ -107,13 +95,13 @@ async fn a_rewritten_object_starts_a_new_clock_whatever_was_carried() {
     env.advance(HOUR);
     env.catalog.drop_index(&id).await.expect("dropped");
     let dropped_at = env.now();
-    collect_losing_clock_files(&env, &config, dropped_at + HOUR).await;
+    collect_on_pages_alone(&env, &config, dropped_at + HOUR).await;
     // A writer puts new bytes at one of the garbage names: young again.
     let files = dropped.files();
     let rewritten = files[0].clone();
     env.put(&rewritten, b"rewritten").await;
     let rewritten_at = env.now();
-    collect_losing_clock_files(&env, &config, dropped_at + 3 * HOUR).await;
+    collect_on_pages_alone(&env, &config, dropped_at + 3 * HOUR).await;
     let others: Vec<String> = files[1..].to_vec();
     assert!(env.none_exist(&others).await, "the rest is collected");
     assert!(
@@ -121,7 +109,7 @@ async fn a_rewritten_object_starts_a_new_clock_whatever_was_carried() {
         "the rewritten object went with the clock carried from before it was written"
     );
     // Its own clock runs from after the rewrite (grace, then retention).
-    collect_losing_clock_files(&env, &config, rewritten_at + 3 * HOUR).await;
+    collect_on_pages_alone(&env, &config, rewritten_at + 3 * HOUR).await;
     assert!(
         env.none_exist(&[rewritten]).await,
         "collected in its own time"
@@ -161,11 +149,12 @@ async fn a_run_that_never_finished_carries_nothing() {
             }
         }
     }
+    let mut started = 0;
+    for file in dropped.files() {
+        started += usize::from(env.newest_carried_clock(&file).await.is_some());
+    }
+    assert!(started > 0, "the given-up run started clocks");
     env.gc(config.clone()).abandon().await.expect("abandoned");
-    assert!(
-        lose_index_clock_files(&env).await > 0,
-        "the given-up run started clocks"
-    );
     // The next run trusts no clock of the run given up: it tracks the tables (and the
     // metadata file) again.
     env.advance(10 * MINUTE);
@@ -174,5 +163,32 @@ async fn a_run_that_never_finished_carries_nothing() {
         report.counts.tracked.objects,
         dropped.files().len() as u64 + 1,
         "{report:?}"
+    );
+}
+
+/// `gc status --ledger` counts what the pages carry: every unreachable object whose clock
+/// runs, though the scan wrote no clock file for the tables.
+#[tokio::test]
+async fn the_status_of_the_ledger_counts_the_clocks_the_pages_carry() {
+    let env = Env::open(Backend::Memory, 2905).await;
+    let config = test_config();
+    let dropped = Layout::under("dropped/1");
+    let (id, _, _) = env.register("dropped", &dropped).await;
+    env.register("kept", &Layout::under("kept/1")).await;
+    env.advance(HOUR);
+    env.catalog.drop_index(&id).await.expect("dropped");
+    env.advance(10 * MINUTE);
+    let report = env.collect_completed(&config).await;
+    let garbage = dropped.files().len() as u64 + 1;
+    assert_eq!(report.counts.tracked.objects, garbage, "{report:?}");
+    assert_eq!(index_clock_files(&env).await, Vec::<String>::new());
+    let state = parqdb_catalog::gc::status(&env.catalog, env.now(), true)
+        .await
+        .expect("status");
+    let state = serde_json::to_value(&state).expect("json");
+    assert_eq!(
+        state["ledger"]["tracked-objects"],
+        serde_json::json!(garbage),
+        "{state}"
     );
 }

@@ -9,7 +9,7 @@
 //! `PARQDB_GC_KILLS` sets how many kills (default 100, 20 at `PARQDB_TEST_SCALE=quick`).
 #![allow(clippy::disallowed_methods)] // tests may read the wall clock and draw random ids (unique names)
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
 use parqdb_catalog::IndexCatalog;
@@ -24,10 +24,17 @@ fn files(layout: &Layout) -> Vec<String> {
         .collect()
 }
 
-/// Every ledger entry with more than one retention-clock file: a clock that was raised
-/// (or restarted) after it was first recorded.
-async fn raised_clocks(env: &Env) -> Vec<String> {
-    let mut clocks: BTreeMap<String, usize> = BTreeMap::new();
+/// Every object whose retention clock was raised (or restarted) after it was first
+/// recorded: the clocks of `indexes/` as every run's scan pages carried them, and those of
+/// `metadata/` as the ledger's clock files (`o-…`) hold them, added to `seen` (which
+/// remembers the clocks of pages and files since removed).
+async fn raised_clocks(
+    env: &Env,
+    seen: &mut BTreeMap<String, BTreeSet<(i64, i64)>>,
+) -> Vec<String> {
+    for (_, object, start, walk) in env.carried_clocks().await {
+        seen.entry(object).or_default().insert((start, walk));
+    }
     for name in env.objects().await {
         let Some(rest) = name.strip_prefix("_gc/ledger/") else {
             continue;
@@ -36,14 +43,28 @@ async fn raised_clocks(env: &Env) -> Vec<String> {
             continue;
         };
         if file.starts_with("o-") {
-            *clocks.entry(object.to_owned()).or_default() += 1;
+            // The file's name carries the clock: `o-<clock>-<walk>-…`.
+            seen.entry(object.to_owned())
+                .or_default()
+                .insert(clock_of_file(file));
         }
     }
-    clocks
-        .into_iter()
-        .filter(|(_, n)| *n > 1)
-        .map(|(object, _)| object)
+    seen.iter()
+        .filter(|(_, clocks)| clocks.len() > 1)
+        .map(|(object, _)| object.clone())
         .collect()
+}
+
+/// The (start, walk) of a clock file's name `o-<clock>-<walk>-<run-ms>-<run>.json`.
+fn clock_of_file(file: &str) -> (i64, i64) {
+    let mut fields = file["o-".len()..].split('-');
+    let mut number = || {
+        fields
+            .next()
+            .and_then(|field| field.parse().ok())
+            .unwrap_or_else(|| panic!("a clock file's name: {file}"))
+    };
+    (number(), number())
 }
 
 #[tokio::test]
@@ -84,6 +105,7 @@ async fn runs_killed_anywhere_resume_and_never_delete_live_data() {
     let mut killed = 0;
     let mut finished = 0;
     let mut runs: BTreeMap<uuid::Uuid, usize> = BTreeMap::new();
+    let mut clocks = BTreeMap::new();
     while killed < kills {
         env.advance(rng.random_range(1..20) * MINUTE);
         let point = rng.random_range(0..span);
@@ -115,7 +137,7 @@ async fn runs_killed_anywhere_resume_and_never_delete_live_data() {
                 "live `{name}` deleted after {killed} kills"
             );
         }
-        let raised = raised_clocks(&env).await;
+        let raised = raised_clocks(&env, &mut clocks).await;
         assert!(raised.is_empty(), "retention clocks restarted: {raised:?}");
     }
     // Then without kills: every garbage object goes, every live one stays.
@@ -139,7 +161,11 @@ async fn runs_killed_anywhere_resume_and_never_delete_live_data() {
     for name in &garbage {
         assert!(!env.exists(name).await, "garbage `{name}` left behind");
     }
-    assert!(raised_clocks(&env).await.is_empty());
+    assert!(raised_clocks(&env, &mut clocks).await.is_empty());
+    assert!(
+        garbage.iter().all(|name| clocks.contains_key(name)),
+        "every garbage object's clock was seen: {clocks:?}"
+    );
     let state = gc::status(&env.catalog, env.now(), false)
         .await
         .expect("status");

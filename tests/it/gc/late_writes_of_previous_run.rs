@@ -24,13 +24,13 @@ enum Land {
 }
 
 /// Process 1 plans run S while the old metadata file of `again/1` is unreachable and
-/// pauses at the put of a ledger file whose key contains `pause_key`; its lease expires,
+/// pauses at the put `pause_on` names; its lease expires,
 /// the file is registered, and process 2 goes on with S and finishes it (the late put
 /// lands as `land` says). Then the file loses reachability by a commit, and for the
 /// retention window (2 h) every object in `watched` must stay.
 async fn late_write_by_the_previous_runs_own_process(
     seed: u64,
-    pause_key: impl Fn(&str) -> String,
+    pause_on: impl Fn(&str) -> LateWrite,
     watched_of: impl Fn(&str) -> Vec<String>,
     land: Land,
     warm_up: bool,
@@ -47,9 +47,11 @@ async fn late_write_by_the_previous_runs_own_process(
         env.collect_completed(&config).await;
         env.advance(3 * HOUR);
     }
-    let key = pause_key(&md);
-    let hooked =
-        Arc::new(HookedStore::new(Arc::new(env.sim.clone())).pause_on(move |k| k.contains(&key)));
+    let late = pause_on(&md);
+    let hooked = Arc::new(
+        HookedStore::new(Arc::new(env.sim.clone()))
+            .pause_on_put(move |key, body| late.matches(key, body)),
+    );
     let slow = process_over(&env, hooked.clone(), seed + 1000, &config);
     let process1 = collect_in_background(&env, slow);
     hooked.paused().await;
@@ -94,8 +96,28 @@ async fn late_write_by_the_previous_runs_own_process(
     .await;
 }
 
-fn clock_of(object: &str) -> String {
-    format!("_gc/ledger/{object}/o-")
+/// The late put.
+enum LateWrite {
+    /// Of a ledger file whose key contains this.
+    Ledger(String),
+    /// Of a scan page's clocks file that carries the clock of this table.
+    Carried(&'static str),
+}
+
+impl LateWrite {
+    fn matches(&self, key: &str, body: &[u8]) -> bool {
+        match self {
+            LateWrite::Ledger(part) => key.contains(part.as_str()),
+            LateWrite::Carried(table) => {
+                key.ends_with(".carried.json")
+                    && String::from_utf8_lossy(body).contains(&format!("\"{table}\""))
+            }
+        }
+    }
+}
+
+fn clock_of(object: &str) -> LateWrite {
+    LateWrite::Ledger(format!("_gc/ledger/{object}/o-"))
 }
 
 const TABLE: &str = "indexes/again/1/ivf_postings/part-0.parquet";
@@ -126,13 +148,14 @@ async fn late_metadata_clock_of_the_previous_run_landing_before_its_done() {
     .await;
 }
 
-// 2. Late `u-` of an index table (no uuid: no incarnation check; rule (P) only).
+// 2. Late clocks of an index table, on its scan page (no uuid: no incarnation check;
+//    rule (P) only).
 
 #[tokio::test]
 async fn late_table_clock_of_the_previous_run_landing_after_its_done() {
     late_write_by_the_previous_runs_own_process(
         16203,
-        |_| clock_of(TABLE),
+        |_| LateWrite::Carried(TABLE),
         |md| vec![md.to_owned(), TABLE.to_owned()],
         Land::AfterDone,
         false,
@@ -144,7 +167,7 @@ async fn late_table_clock_of_the_previous_run_landing_after_its_done() {
 async fn late_table_clock_of_the_previous_run_landing_before_its_done() {
     late_write_by_the_previous_runs_own_process(
         16204,
-        |_| clock_of(TABLE),
+        |_| LateWrite::Carried(TABLE),
         |md| vec![md.to_owned(), TABLE.to_owned()],
         Land::BeforeDone,
         false,
@@ -159,7 +182,7 @@ async fn late_table_clock_of_the_previous_run_landing_before_its_done() {
 async fn late_condemnation_of_the_previous_run_landing_after_its_done() {
     late_write_by_the_previous_runs_own_process(
         16205,
-        |md| format!("_gc/ledger/{md}/c-"),
+        |md| LateWrite::Ledger(format!("_gc/ledger/{md}/c-")),
         |md| vec![md.to_owned(), TABLE.to_owned()],
         Land::AfterDone,
         true,
@@ -171,7 +194,7 @@ async fn late_condemnation_of_the_previous_run_landing_after_its_done() {
 async fn late_condemnation_of_the_previous_run_landing_before_its_done() {
     late_write_by_the_previous_runs_own_process(
         16206,
-        |md| format!("_gc/ledger/{md}/c-"),
+        |md| LateWrite::Ledger(format!("_gc/ledger/{md}/c-")),
         |md| vec![md.to_owned(), TABLE.to_owned()],
         Land::BeforeDone,
         true,

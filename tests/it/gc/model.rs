@@ -339,8 +339,8 @@ struct GcModel {
     /// collector stops at its adoption).
     owner_collects_after_adopting: bool,
     /// Whether runs write the ledger's per-object clock files of tables beside the clocks
-    /// their scan pages carry (this release: a run takes the later of the two); else the
-    /// pages alone carry the tables' clocks (the next release, issue 29 step A).
+    /// their scan pages carry (the release before this one: a run takes the later of the
+    /// two); else the pages alone carry the tables' clocks (this release, issue 29 step A).
     clock_files: bool,
 }
 
@@ -1306,7 +1306,7 @@ const SMALL: GcModel = GcModel {
     drops: 1,
     owner_collects: false,
     owner_collects_after_adopting: true,
-    clock_files: true,
+    clock_files: false,
 };
 
 /// Writers register and commit any file at any identifier, publications land late or
@@ -1455,45 +1455,45 @@ fn records_away_longer_than_the_retention_never_lose_their_files() {
     );
 }
 
-/// The next release's ledger (issue 29, step A): the tables' clocks live only on the scan
-/// pages of the run that decided them, read by the next run from the previous finished
-/// run's pages, less what its verification walk reached. The same properties hold with
-/// writers publishing anything anywhere, new metadata over condemned tables, an operator
-/// restoring, editing or adopting, and runs that crash (their pages count for nothing).
+/// The previous release's ledger (issue 29, step A, first half): runs write the tables'
+/// clock files beside the clocks their scan pages carry, and take the later of the two.
+/// The same properties hold with writers publishing anything anywhere, new metadata over
+/// condemned tables, an operator restoring, editing or adopting, and runs that crash (their
+/// pages count for nothing, their clock files once trusted).
 #[test]
-fn clocks_carried_on_pages_alone_keep_every_property() {
+fn clock_files_beside_the_pages_keep_every_property() {
     for (name, model) in [
         (
-            "carried clocks, publications",
+            "clock files and pages, publications",
             GcModel {
                 publishes: 1,
-                clock_files: false,
+                clock_files: true,
                 ..SMALL
             },
         ),
         (
-            "carried clocks, new metadata over old tables",
+            "clock files and pages, new metadata over old tables",
             GcModel {
                 start: Start::DroppedLongAgo,
                 publishes: 1,
-                clock_files: false,
+                clock_files: true,
                 ..SMALL
             },
         ),
         (
-            "carried clocks, operator",
+            "clock files and pages, operator",
             GcModel {
                 operator: 1,
-                clock_files: false,
+                clock_files: true,
                 ..SMALL
             },
         ),
         (
-            "carried clocks, crashes",
+            "clock files and pages, crashes",
             GcModel {
                 max_time: 6,
                 crashes: 1,
-                clock_files: false,
+                clock_files: true,
                 ..SMALL
             },
         ),

@@ -29,12 +29,14 @@ use tokio::task::JoinHandle;
 use super::{Backend, Env, Layout, MINUTE, test_config};
 
 type Pred = Box<dyn Fn(&str) -> bool + Send + Sync>;
+/// A put's key and body.
+type PutPred = Box<dyn Fn(&str, &[u8]) -> bool + Send + Sync>;
 type Stamps = Arc<Mutex<HashMap<Path, i64>>>;
 
 /// See the module docs.
 pub struct HookedStore {
     inner: Arc<dyn ObjectStore>,
-    pause: Mutex<Option<Pred>>,
+    pause: Mutex<Option<PutPred>>,
     fail: Mutex<Option<Pred>>,
     refuse_heads: Mutex<Option<Pred>>,
     /// Stamps the paused put's object with this clock's time when the put began.
@@ -106,9 +108,18 @@ impl HookedStore {
         self
     }
 
+    /// Pause at the first put whose key and body match `pred`.
+    pub fn pause_on_put(
+        self,
+        pred: impl Fn(&str, &[u8]) -> bool + Send + Sync + 'static,
+    ) -> HookedStore {
+        *self.pause.lock().expect("lock") = Some(Box::new(pred));
+        self
+    }
+
     /// From now on, pause at the first put whose key matches `pred`.
     pub fn arm(&self, pred: impl Fn(&str) -> bool + Send + Sync + 'static) {
-        *self.pause.lock().expect("lock") = Some(Box::new(pred));
+        *self.pause.lock().expect("lock") = Some(Box::new(move |key, _| pred(key)));
     }
 
     /// Pause at no put.
@@ -171,7 +182,13 @@ impl ObjectStore for HookedStore {
         }
         let hit = {
             let mut armed = self.pause.lock().expect("lock");
-            let hit = armed.as_ref().is_some_and(|pred| pred(key));
+            let hit = armed.as_ref().is_some_and(|pred| {
+                let body: Vec<u8> = payload
+                    .iter()
+                    .flat_map(|chunk| chunk.iter().copied())
+                    .collect();
+                pred(key, &body)
+            });
             if hit {
                 *armed = None;
             }

@@ -1008,6 +1008,82 @@ impl Env {
             .collect()
     }
 
+    /// The clocks files (`scan/<p>/<seq>.carried.json`) of every run, with their run's
+    /// directory name (which sorts runs by their start).
+    async fn carried_pages(&self) -> Vec<(String, String)> {
+        self.objects()
+            .await
+            .into_iter()
+            .filter(|name| name.starts_with("_gc/runs/") && name.ends_with(".carried.json"))
+            .filter_map(|name| Some((name.split('/').nth(2)?.to_owned(), name)))
+            .collect()
+    }
+
+    /// The clocks files of the newest run that wrote any: the retention clocks of
+    /// `indexes/` live there, not in the ledger.
+    pub async fn newest_carried_pages(&self) -> Vec<String> {
+        let all = self.carried_pages().await;
+        let newest = all.iter().map(|(run, _)| run.clone()).max();
+        all.into_iter()
+            .filter(|(run, _)| Some(run) == newest.as_ref())
+            .map(|(_, page)| page)
+            .collect()
+    }
+
+    /// The clocks one clocks file carries: (object, start, walk).
+    async fn clocks_of_page(&self, page: &str) -> Vec<(String, i64, i64)> {
+        let path = self.warehouse.path(page).expect("page name");
+        let bytes = self
+            .warehouse
+            .object_store()
+            .get(&path)
+            .await
+            .expect("clocks file")
+            .bytes()
+            .await
+            .expect("clocks bytes");
+        let body: serde_json::Value = serde_json::from_slice(&bytes).expect("clocks json");
+        body["clocks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|clock| {
+                (
+                    clock["name"].as_str().expect("name").to_owned(),
+                    clock["start-ms"].as_i64().expect("start"),
+                    clock["walk-ms"].as_i64().expect("walk"),
+                )
+            })
+            .collect()
+    }
+
+    /// Every clock every run's scan pages carry: (run directory, object, start, walk).
+    pub async fn carried_clocks(&self) -> Vec<(String, String, i64, i64)> {
+        let mut clocks = Vec::new();
+        for (run, page) in self.carried_pages().await {
+            for (object, start, walk) in self.clocks_of_page(&page).await {
+                clocks.push((run.clone(), object, start, walk));
+            }
+        }
+        clocks
+    }
+
+    /// The retention clock's start that the newest run's scan pages carry for `object`
+    /// (a warehouse-relative name of `indexes/`), if they carry one.
+    pub async fn newest_carried_clock(&self, object: &str) -> Option<i64> {
+        for page in self.newest_carried_pages().await {
+            if let Some((_, start, _)) = self
+                .clocks_of_page(&page)
+                .await
+                .into_iter()
+                .find(|(name, _, _)| name == object)
+            {
+                return Some(start);
+            }
+        }
+        None
+    }
+
     /// Journal files.
     pub async fn journal_files(&self) -> Vec<String> {
         self.objects()

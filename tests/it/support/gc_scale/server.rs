@@ -17,9 +17,13 @@
 //! time) and served from there; everything else written (metadata, the ownership marker,
 //! the collector's run state) lives in a map merged into listings in key order.
 //!
+//! The scan's pages carry the retention clocks of `indexes/` (`scan/<p>/<seq>.carried.json`,
+//! stored as written): the server also reads each such file as it is written and keeps
+//! the clock it carries for every virtual object compactly (start and walk).
+//!
 //! The server counts requests by kind and watches the invariants: live virtual objects
 //! deleted (must stay 0) and retention clocks restarted (a second, different `o-` file
-//! for one object).
+//! for one object, or a page carrying a different clock than an earlier page did).
 //!
 //! HTTP/1.1 (keep-alive, `Content-Length` and chunked bodies, `Expect: 100-continue`) is
 //! spoken directly over tokio with `httparse`, not with hyper's server: that needs hyper's
@@ -261,8 +265,9 @@ impl Slot {
 pub struct Violations {
     /// Live virtual objects deleted.
     pub live_deleted: u64,
-    /// Second, different `o-` files written for one virtual object (a retention clock
-    /// raised or restarted).
+    /// Second, different `o-` files written for one virtual object, or a page carrying a
+    /// clock for it other than the one an earlier page carried (a retention clock raised
+    /// or restarted).
     pub clock_restarts: u64,
     /// Second, different `c-` files written for one virtual object.
     pub recondemned: u64,
@@ -275,6 +280,9 @@ struct State {
     listed: Vec<AtomicU8>,
     clock: Slot,
     condemned: Slot,
+    /// The clock the scan's pages last carried for each virtual object (start, walk; `-1`:
+    /// none).
+    carried: (Vec<AtomicI64>, Vec<AtomicI64>),
     /// Journal suffixes (`<run-ms>-<run>`) of the runs that wrote compact ledger files.
     runs: RwLock<Vec<String>>,
     requests: [AtomicU64; KINDS],
@@ -327,6 +335,10 @@ impl Server {
             listed: (0..n).map(|_| AtomicU8::new(0)).collect(),
             clock: Slot::new(n),
             condemned: Slot::new(n),
+            carried: (
+                (0..n).map(|_| AtomicI64::new(-1)).collect(),
+                (0..n).map(|_| AtomicI64::new(-1)).collect(),
+            ),
             shape,
             stored: RwLock::new(BTreeMap::new()),
             runs: RwLock::new(Vec::new()),
@@ -500,22 +512,29 @@ impl Server {
         for i in 0..state.shape.objects {
             let at = i as usize;
             let deleted = state.is_deleted(i);
-            let tracked = state.clock.ms[at].load(Ordering::SeqCst) >= 0;
+            let clock_file = state.clock.ms[at].load(Ordering::SeqCst) >= 0;
+            // A deleted object's pages stay with their run (they are not its ledger).
+            let carried = !deleted && state.carried.0[at].load(Ordering::SeqCst) >= 0;
             let condemned = state.condemned.ms[at].load(Ordering::SeqCst) >= 0;
             if state.shape.live(i) {
                 census.live += 1;
                 if deleted {
                     census.live_deleted += 1;
                 }
-                if tracked || condemned {
+                if clock_file || carried || condemned {
                     census.live_tracked += 1;
                 }
                 continue;
             }
             census.garbage += 1;
-            match (deleted, tracked, condemned) {
+            let tracked = clock_file || carried;
+            match (deleted, clock_file, condemned) {
                 (true, false, false) => census.deleted += 1,
                 (true, _, _) => census.deleted_with_ledger += 1,
+                _ => {}
+            }
+            match (deleted, tracked, condemned) {
+                (true, _, _) => {}
                 (false, true, true) => census.condemned += 1,
                 (false, true, false) => census.tracked += 1,
                 (false, false, true) => census.condemned_untracked += 1,
@@ -819,8 +838,40 @@ impl State {
         if create && stored.contains_key(key) {
             return Ok(false);
         }
+        if key.ends_with(".carried.json") {
+            self.note_carried(&body);
+        }
         self.keep(&mut stored, key, body, now);
         Ok(true)
+    }
+
+    /// Note the clocks a scan page's clocks file carries, counting a clock that differs
+    /// from the one an earlier page carried for its object as a restart.
+    fn note_carried(&self, body: &[u8]) {
+        let Ok(page) = serde_json::from_slice::<serde_json::Value>(body) else {
+            return;
+        };
+        for clock in page["clocks"].as_array().into_iter().flatten() {
+            let (Some(name), Some(start), Some(walk)) = (
+                clock["name"].as_str(),
+                clock["start-ms"].as_i64(),
+                clock["walk-ms"].as_i64(),
+            ) else {
+                continue;
+            };
+            let Some(i) = self.shape.index_of(&format!("{}/{name}", self.shape.root)) else {
+                continue;
+            };
+            let at = i as usize;
+            let _stripe = self.stripes[at % STRIPES].lock().expect("lock");
+            let before = (
+                self.carried.0[at].swap(start, Ordering::SeqCst),
+                self.carried.1[at].swap(walk, Ordering::SeqCst),
+            );
+            if before.0 >= 0 && before != (start, walk) {
+                self.clock_restarts.fetch_add(1, Ordering::SeqCst);
+            }
+        }
     }
 
     /// Keep `body` at `key` among the written objects, last modified at `now`, under a
