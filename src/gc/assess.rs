@@ -61,7 +61,8 @@ pub(crate) struct Judge<'a> {
     pub timing: Timing,
     /// Whether a clock this judge starts is written as a clock file of the object's
     /// ledger entry; the scan of `indexes/` carries its clocks on its pages instead
-    /// ([`carried`](super::carried)), and writes none.
+    /// ([`carried`](super::carried)), and writes one only for an entry that already
+    /// holds clock files.
     pub clock_files: bool,
 }
 
@@ -159,6 +160,11 @@ impl<'a> Judge<'a> {
             return Ok(assessed);
         }
         let mut ledger_files = entry.files.clone();
+        // An entry that holds clock files (an earlier release's, or written beside the
+        // pages) records a new clock as a file too, even where the pages carry it: a run
+        // that cannot read the pages falls back to the files, and must find the newest
+        // clock there, never a clock this one replaced (round 131, F1).
+        let clock_files = self.clock_files || !entry.clocks.is_empty();
         let facts = Facts {
             last_modified_ms: object.last_modified_ms,
             republished_ms: observation
@@ -193,7 +199,7 @@ impl<'a> Judge<'a> {
                     ms_text(clock.start_ms)
                 ),
             };
-            if self.clock_files && !self.dry_run {
+            if clock_files && !self.dry_run {
                 self.hold_lease().await?;
                 ledger_files.push(
                     self.ledger

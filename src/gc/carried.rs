@@ -35,9 +35,11 @@
 //! clocks (a page costs one `PUT` and the next run one `GET`, where the clock files cost a
 //! `PUT` per object). Clock files written by earlier releases still count, and a run takes
 //! the later of a trusted clock file and the carried clock (the conservative reading), so
-//! an upgrade restarts no clock; an earlier release (before the pages carried clocks) that
-//! runs after this one reads only clock files, and starts those clocks again (later,
-//! never earlier).
+//! an upgrade restarts no clock. A new clock of an entry that holds clock files is written
+//! as a file too (round 131, F1): a run that cannot read the pages falls back to the
+//! files, and finds the newest clock there, never one a restart replaced. An earlier
+//! release (before the pages carried clocks) that runs after this one reads only clock
+//! files, and so starts the other clocks again (later, never earlier).
 //!
 //! A clock measures how long a *name* has been unreachable, and an object's absence does
 //! not interrupt it: an object gone for a while (even cleared from the ledger by the run
@@ -49,7 +51,9 @@
 //! What the clock files gave and the pages do not, and why it is safe: a clock file of a
 //! finished run stayed trusted across any later run; a carried clock lives one run. A run
 //! given up (or whose pages cannot be read) therefore restarts every clock of `indexes/`
-//! after it: retention takes longer once, and nothing is deleted earlier.
+//! that only the pages carried after it (the others stand on their files, which hold the
+//! newest clock): retention takes longer once, and nothing is deleted earlier. A plan step
+//! that stopped before its plan is no such run (round 131, F2).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -102,6 +106,46 @@ impl Previous {
             verified,
         }))
     }
+}
+
+/// Whether a run was planned after `previous` (and before `current`, if given) that is
+/// neither: a run whose directory holds a plan (readable or not), or whose journal is in
+/// `listed` (the dead and untrusted runs a plan lists: a run given up whose directory was
+/// removed, round 130 H2). A directory without a plan is a run whose plan step stopped
+/// before its plan (a failed write, a kill): it wrote only its walk, cleared nothing, and
+/// does not count (round 131, F2).
+pub(crate) async fn planned_between(
+    warehouse: &Warehouse,
+    previous: JournalRef,
+    current: Option<JournalRef>,
+    listed: impl IntoIterator<Item = JournalRef>,
+) -> Result<bool> {
+    let order = |run: &JournalRef| (run.run_ms, run.run_id);
+    let between = |run: &JournalRef| {
+        order(run) > order(&previous) && current.is_none_or(|current| order(run) < order(&current))
+    };
+    if listed.into_iter().any(|run| between(&run)) {
+        return Ok(true);
+    }
+    for run in super::job::planned_runs(warehouse).await? {
+        if !between(&run) {
+            continue;
+        }
+        match Job::new(warehouse, run).plan().await {
+            Ok(None) => {}
+            Ok(Some(_)) => return Ok(true),
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    ErrorKind::CorruptRecord | ErrorKind::UnsupportedFormatVersion
+                ) =>
+            {
+                return Ok(true);
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(false)
 }
 
 /// One page of the previous run, as read.
@@ -286,6 +330,23 @@ impl CarriedReader {
                         self.cursor = Some((partition, index));
                         return Ok(Some(page));
                     }
+                }
+            }
+            // After the cursor's page and before the next one's first name (or after the
+            // partition's last page): no page listed it, and no bisection is needed (new
+            // objects past the previous run's last name cost no read each; round 131).
+            let page = self.page(partition, index).await?;
+            if let Some((_, last)) = &page.bounds
+                && self.warehouse.name_order(last, name).is_lt()
+            {
+                if index + 1 == count {
+                    return Ok(None);
+                }
+                let next = self.page(partition, index + 1).await?;
+                if let Some((first, _)) = &next.bounds
+                    && self.warehouse.name_order(name, first).is_lt()
+                {
+                    return Ok(None);
                 }
             }
         }

@@ -28,6 +28,9 @@ pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(15 * MINUTE);
 pub(crate) const MAX_LEASE: Duration = Duration::from_secs(6 * HOUR);
 /// Default objects per listing page (one S3 `ListObjectsV2` response).
 pub(crate) const DEFAULT_PAGE_SIZE: usize = 1000;
+/// Most objects per listing page: a page's clocks file (names of up to 1,024 bytes each)
+/// then stays well under the 16 MB a reader accepts (round 131).
+pub(crate) const MAX_PAGE_SIZE: usize = 10_000;
 /// Default partitions of `indexes/` per run.
 pub(crate) const DEFAULT_PARTITIONS: usize = 16;
 /// Default concurrent partitions of one `collect`.
@@ -82,7 +85,8 @@ pub struct GcConfig {
     pub budget: Option<Duration>,
     /// Objects per listing page: the unit of checkpointed work (a killed invocation loses
     /// at most one page) and what bounds a worker's memory besides the reachable set.
-    /// Default 1,000 (one S3 `ListObjectsV2` response).
+    /// Default 1,000 (one S3 `ListObjectsV2` response); at most 10,000 (the clocks the
+    /// page carries to the next run must stay small enough to read).
     pub page_size: usize,
     /// How many partitions a run splits `indexes/` into (at its subdirectories): the
     /// units the scan and delete steps fan out over. Default 16; at most 1,000.
@@ -129,7 +133,7 @@ impl GcConfig {
     /// | `PARQDB_GC_IO_CONCURRENCY` | [`io_concurrency`](GcConfig::io_concurrency) | positive integer |
     /// | `PARQDB_GC_DELETE_BATCH_SIZE` | [`delete_batch_size`](GcConfig::delete_batch_size) | positive integer |
     /// | `PARQDB_GC_MAX_DELETES` | [`max_deletes_per_run`](GcConfig::max_deletes_per_run) | positive integer |
-    /// | `PARQDB_GC_PAGE_SIZE` | [`page_size`](GcConfig::page_size) | positive integer |
+    /// | `PARQDB_GC_PAGE_SIZE` | [`page_size`](GcConfig::page_size) | integer, 1 to 10,000 |
     /// | `PARQDB_GC_PARTITIONS` | [`partitions`](GcConfig::partitions) | positive integer |
     /// | `PARQDB_GC_WORKERS` | [`workers`](GcConfig::workers) | positive integer |
     /// | `PARQDB_GC_DRY_RUN`, `PARQDB_GC_FORCE` | flags | `true`/`false` |
@@ -266,6 +270,12 @@ impl GcConfig {
                 "gc io-concurrency, delete-batch-size, max-deletes-per-run, page-size, partitions and workers must be positive"
                     .into(),
             );
+        }
+        if self.page_size > MAX_PAGE_SIZE {
+            return refuse(format!(
+                "gc page size {} is more than {MAX_PAGE_SIZE}: the retention clocks a page carries to the next run must stay small enough to read",
+                self.page_size
+            ));
         }
         if self.partitions > MAX_PARTITIONS {
             return refuse(format!(
@@ -488,6 +498,11 @@ mod tests {
             assert_eq!(err.kind(), ErrorKind::Configuration, "{name}");
             assert!(err.message().starts_with(name), "{}", err.message());
         }
+        // A page whose clocks file would outgrow what the next run reads.
+        let err = GcConfig::from_lookup(env(&[("PARQDB_GC_PAGE_SIZE", "10001")]))
+            .expect_err("large page");
+        assert_eq!(err.kind(), ErrorKind::Configuration);
+        assert!(err.message().contains("page size"), "{}", err.message());
         // A lease no crash should leave standing for long (`gc --lease 3650d`).
         let err = GcConfig::from_lookup(env(&[("PARQDB_GC_LEASE", "3650d")])).expect_err("long");
         assert_eq!(err.kind(), ErrorKind::Configuration);

@@ -138,17 +138,16 @@ impl RunContext {
                 // A run planned since, that never finished (given up, superseded), may
                 // have found some of those objects reachable and cleared their entries;
                 // what it found is lost with it, so nothing carries across it (its clocks
-                // start again, as giving a run up says). Such a run has a directory, or at
-                // least a journal the plan lists (dead, or no longer counting).
-                let order = |run: &JournalRef| (run.run_ms, run.run_id);
-                let current = self.plan.journal();
+                // start again, as giving a run up says).
                 let listed = self.plan.dead.iter().chain(&self.plan.untrusted).copied();
-                let between = planned_runs(warehouse)
-                    .await?
-                    .into_iter()
-                    .chain(listed)
-                    .any(|run| order(&run) > order(&journal) && order(&run) < order(&current));
-                if between {
+                if super::carried::planned_between(
+                    warehouse,
+                    journal,
+                    Some(self.plan.journal()),
+                    listed,
+                )
+                .await?
+                {
                     return Ok(None);
                 }
                 Ok::<_, Error>(Previous::read(warehouse, journal).await?.map(Arc::new))

@@ -157,6 +157,15 @@ pub async fn status(catalog: &Catalog, now_ms: i64, ledger: bool) -> Result<GcSt
         run_ms: journal.run_ms,
         age_ms: now_ms.saturating_sub(journal.run_ms),
     };
+    let mut warnings = Vec::new();
+    let current_run = match current_run(catalog, now_ms).await {
+        // A run planned by a newer release: every step refuses it; say so, and why.
+        Err(err) if err.kind() == crate::error::ErrorKind::UnsupportedFormatVersion => {
+            warnings.push(err.message().to_owned());
+            None
+        }
+        current => current?,
+    };
     let ledger = if ledger {
         let mut state = LedgerState::default();
         let mut objects = std::collections::HashSet::new();
@@ -179,8 +188,20 @@ pub async fn status(catalog: &Catalog, now_ms: i64, ledger: bool) -> Result<GcSt
             }
             objects.insert(object);
         }
-        // The clocks of `indexes/` that the last finished run's scan pages carry.
+        // The clocks of `indexes/` that the last finished run's scan pages carry, if the
+        // unfinished run (or the next) reads them: no run was planned in between.
+        let current = current_run.as_ref().map(|current| JournalRef {
+            run_ms: current.run.run_ms,
+            run_id: current.run.run_id,
+        });
         if let Some(previous) = journals.previous
+            && !super::carried::planned_between(
+                warehouse,
+                previous,
+                current,
+                journals.dead.iter().copied(),
+            )
+            .await?
             && let Some(previous) = super::carried::Previous::read(warehouse, previous).await?
         {
             let mut reader =
@@ -191,15 +212,6 @@ pub async fn status(catalog: &Catalog, now_ms: i64, ledger: bool) -> Result<GcSt
         Some(state)
     } else {
         None
-    };
-    let mut warnings = Vec::new();
-    let current_run = match current_run(catalog, now_ms).await {
-        // A run planned by a newer release: every step refuses it; say so, and why.
-        Err(err) if err.kind() == crate::error::ErrorKind::UnsupportedFormatVersion => {
-            warnings.push(err.message().to_owned());
-            None
-        }
-        current => current?,
     };
     Ok(GcState {
         warehouse: warehouse.root().to_owned(),

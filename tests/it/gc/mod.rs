@@ -11,6 +11,7 @@ mod hostile_layouts;
 mod kill_and_resume;
 mod late_writes_of_previous_run;
 mod model;
+mod pages_alone_attack;
 mod reincarnation;
 mod scale;
 mod scenarios;

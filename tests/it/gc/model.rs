@@ -1082,7 +1082,9 @@ impl Model for GcModel {
                         state.run.as_mut()?.carried[object] = decision.clock();
                     }
                     if let ClockDecision::Starts(clock) = decision
-                        && (self.clock_files || !table)
+                        // A new clock of an entry that holds clock files is a file too
+                        // (round 131, F1).
+                        && (self.clock_files || !table || !state.ledger[object].clocks.is_empty())
                     {
                         let fact = Fact {
                             clock: (clock.start_ms, clock.walk_ms),
