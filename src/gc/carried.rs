@@ -120,9 +120,9 @@ pub(crate) async fn planned_between(
     current: Option<JournalRef>,
     listed: impl IntoIterator<Item = JournalRef>,
 ) -> Result<bool> {
-    let order = |run: &JournalRef| (run.run_ms, run.run_id);
     let between = |run: &JournalRef| {
-        order(run) > order(&previous) && current.is_none_or(|current| order(run) < order(&current))
+        run.order() > previous.order()
+            && current.is_none_or(|current| run.order() < current.order())
     };
     if listed.into_iter().any(|run| between(&run)) {
         return Ok(true);

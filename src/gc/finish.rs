@@ -159,9 +159,9 @@ impl Invocation<'_> {
         let mut older: Vec<JournalRef> = planned_runs(store)
             .await?
             .into_iter()
-            .filter(|run| (run.run_ms, run.run_id) < (current.run_ms, current.run_id))
+            .filter(|run| run.order() < current.order())
             .collect();
-        older.sort_by_key(|run| std::cmp::Reverse((run.run_ms, run.run_id)));
+        older.sort_by_key(|run| std::cmp::Reverse(run.order()));
         let mut kept = 0;
         for run in older {
             let job = Job::new(store, run);

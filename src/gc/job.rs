@@ -213,25 +213,21 @@ impl Plan {
             *journal == self.journal()
                 || self.dead.contains(journal)
                 // A mark left without its journal (pruned) by a run older than this one.
-                || (!journals.journaled.contains(journal) && order(journal) < order(&self.journal()))
+                || (!journals.journaled.contains(journal) && journal.order() < self.journal().order())
                 || self
                     .previous
-                    .is_some_and(|previous| order(journal) <= order(&previous))
+                    .is_some_and(|previous| journal.order() <= previous.order())
         };
         let newer = journals
             .finished
             .iter()
             .filter(|journal| !known(journal))
-            .max_by_key(|journal| order(journal))?;
+            .max_by_key(|journal| journal.order())?;
         Some(format!(
             "gc run {} was superseded: run {} finished after it was planned",
             self.run_id, newer.run_id
         ))
     }
-}
-
-fn order(journal: &JournalRef) -> (i64, Uuid) {
-    (journal.run_ms, journal.run_id)
 }
 
 /// An object listed by a scan, as the checkpoints keep it.

@@ -37,6 +37,11 @@ pub(crate) struct JournalRef {
 }
 
 impl JournalRef {
+    /// The order of runs: by their time, then their id.
+    pub(crate) fn order(&self) -> (i64, Uuid) {
+        (self.run_ms, self.run_id)
+    }
+
     /// `<run-ms>-<run>`: how the run's files are named.
     pub(crate) fn suffix(&self) -> String {
         format!("{}-{}", self.run_ms.max(0), self.run_id.simple())
@@ -384,21 +389,21 @@ impl Journals {
             }
         }
         stale.retain(|journal| !done_at.contains_key(journal));
-        stale.sort_by_key(|j| (j.run_ms, j.run_id));
+        stale.sort_by_key(JournalRef::order);
         stale.dedup();
         let journals: HashSet<JournalRef> = landed.into_keys().collect();
         let latest_ms = journals.iter().map(|j| j.run_ms).max();
         let previous = journals
             .iter()
             .filter(|j| done_at.contains_key(*j))
-            .max_by_key(|j| (j.run_ms, j.run_id))
+            .max_by_key(|j| j.order())
             .copied();
         let mut dead: Vec<JournalRef> = journals
             .iter()
             .filter(|j| !finished.contains(j))
             .copied()
             .collect();
-        dead.sort_by_key(|j| (j.run_ms, j.run_id));
+        dead.sort_by_key(JournalRef::order);
         Ok(JournalState {
             previous,
             dead,

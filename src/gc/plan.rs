@@ -87,7 +87,7 @@ impl GarbageCollector {
             .into_iter()
             .filter(|journal| !journals.finished.contains(journal))
             .collect();
-        planned.sort_by_key(|journal| (journal.run_ms, journal.run_id));
+        planned.sort_by_key(JournalRef::order);
         for journal in planned.into_iter().rev() {
             let job = Job::new(self.job_store(), journal);
             if job.abandoned().await? {
@@ -216,13 +216,16 @@ impl GarbageCollector {
         // every finish mark is stale; a run that never finished) and of this epoch: the
         // records it lists, and those it lists as vanished, must still be there (round 37
         // J1, round 38 K1).
-        let order = |journal: &super::journal::JournalRef| (journal.run_ms, journal.run_id);
         let newer = journals
             .stale
             .iter()
             .chain(&journals.dead)
-            .filter(|journal| journals.previous.is_none_or(|p| order(journal) > order(&p)))
-            .max_by_key(|journal| order(journal))
+            .filter(|journal| {
+                journals
+                    .previous
+                    .is_none_or(|p| journal.order() > p.order())
+            })
+            .max_by_key(|journal| journal.order())
             .copied();
         let mut untrusted = None;
         if let Some(newer) = newer {
