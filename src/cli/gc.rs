@@ -98,8 +98,8 @@ pub enum GcCommand {
         #[arg(long, value_name = "DURATION", value_parser = gc::config::parse_duration)]
         budget: Option<Duration>,
     },
-    /// Give up the unfinished run (it is never resumed; the retention clocks it recorded
-    /// start again), and break the run lease whoever holds it (a run killed before its
+    /// Give up the unfinished run (it is never resumed; the next run starts every
+    /// retention clock again), and break the run lease whoever holds it (a run killed before its
     /// plan, or one whose clock ran far ahead, leaves one nothing else releases; a run
     /// still under way stops before its next delete batch). For a run that cannot go on
     /// (its state was lost or damaged) or a wedged lease; `gc status` shows both.

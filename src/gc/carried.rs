@@ -50,10 +50,13 @@
 //!
 //! What the clock files gave and the pages do not, and why it is safe: a clock file of a
 //! finished run stayed trusted across any later run; a carried clock lives one run. A run
-//! given up (or whose pages cannot be read) therefore restarts every clock of `indexes/`
-//! that only the pages carried after it (the others stand on their files, which hold the
-//! newest clock): retention takes longer once, and nothing is deleted earlier. A plan step
-//! that stopped before its plan is no such run (round 131, F2).
+//! whose previous run's pages cannot be read restarts every clock of `indexes/` that only
+//! the pages carried (the others stand on their files, which hold the newest clock):
+//! retention takes longer once, and nothing is deleted earlier. A run given up in between
+//! restarts every clock, the files' too: its walk may have found an object reachable
+//! through a link no change-log entry records, and what it found is lost with it (round
+//! 133, J1: the floor). So does a plan step that stopped after writing its walk and
+//! before its plan (round 133, G1, where round 131's F2 had let it count for nothing).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -108,13 +111,13 @@ impl Previous {
     }
 }
 
-/// Whether a run was planned after `previous` (and before `current`, if given) that is
-/// neither: a run whose directory holds a plan (readable or not), or whose journal is in
-/// `listed` (the dead and untrusted runs a plan lists: a run given up whose directory was
-/// removed, round 130 H2). A directory without a plan is a run whose plan step stopped
-/// before its plan (a failed write, a kill): it wrote only its walk, cleared nothing, and
-/// does not count (round 131, F2).
-pub(crate) async fn planned_between(
+/// Whether a run was started after `previous` (and before `current`, if given) that is
+/// neither: a run whose directory holds anything (its plan step writes its walk first, and
+/// that walk may have found objects reachable through links no change-log entry records:
+/// round 133, G1), or whose journal is in `listed` (the dead and untrusted runs a plan
+/// lists: a run given up whose directory was removed, round 130 H2). A plan step that
+/// stopped before writing its walk left nothing behind, and no evidence either.
+pub(crate) async fn started_between(
     warehouse: &Warehouse,
     previous: JournalRef,
     current: Option<JournalRef>,
@@ -127,25 +130,10 @@ pub(crate) async fn planned_between(
     if listed.into_iter().any(|run| between(&run)) {
         return Ok(true);
     }
-    for run in super::job::planned_runs(warehouse).await? {
-        if !between(&run) {
-            continue;
-        }
-        match Job::new(warehouse, run).plan().await {
-            Ok(None) => {}
-            Ok(Some(_)) => return Ok(true),
-            Err(err)
-                if matches!(
-                    err.kind(),
-                    ErrorKind::CorruptRecord | ErrorKind::UnsupportedFormatVersion
-                ) =>
-            {
-                return Ok(true);
-            }
-            Err(err) => return Err(err),
-        }
-    }
-    Ok(false)
+    Ok(super::job::planned_runs(warehouse)
+        .await?
+        .iter()
+        .any(between))
 }
 
 /// One page of the previous run, as read.

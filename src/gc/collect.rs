@@ -114,7 +114,10 @@ impl GarbageCollector {
                 .journals()
                 .state()
                 .await
-                .is_ok_and(|journals| plan.superseded(&journals, plan.catalog_id, None).is_some()),
+                .is_ok_and(|journals| {
+                    plan.superseded(&journals, &[], plan.catalog_id, None)
+                        .is_some()
+                }),
             Err(_) => false,
         };
         match finished {

@@ -276,6 +276,7 @@ impl Invocation<'_> {
                 .recheck_batch(batch, dangling, &timing, &mut counts)
                 .await?;
             // The lease is proved last, right before the deletes.
+            self.still_current().await?;
             self.fence().await?;
             deleted.extend(self.delete_batch(&mut counts, batch).await?);
         }

@@ -53,6 +53,7 @@ impl Invocation<'_> {
         }
         let totals = self.totals().await?;
         if !self.gc.config.dry_run {
+            self.still_current().await?;
             self.fence().await?;
             let ledger = Ledger::new(self.gc.catalog.warehouse());
             // The dead runs' marks first: pruning then takes a mark with its journal, and

@@ -371,8 +371,13 @@ impl History {
 
     /// The earliest walk a retention clock may come from, given the ownership epoch
     /// `epoch_ms` and this history's walk starting at `walk_start_ms`: that walk itself
-    /// when the records cannot be explained.
-    pub(crate) fn floor(&self, epoch_ms: i64, walk_start_ms: i64) -> i64 {
-        rules::floor(epoch_ms, !self.unexplained.is_empty(), walk_start_ms)
+    /// when the records cannot be explained, or when a run planned since the previous
+    /// finished run never finished (`given_up`).
+    pub(crate) fn floor(&self, epoch_ms: i64, walk_start_ms: i64, given_up: bool) -> i64 {
+        rules::floor(
+            epoch_ms,
+            given_up || !self.unexplained.is_empty(),
+            walk_start_ms,
+        )
     }
 }

@@ -176,11 +176,13 @@ impl Plan {
     /// catalog (its files were copied here), or before the warehouse's current ownership
     /// epoch began (`epoch_ms`: an `init --adopt` since, as the restore procedure does: its
     /// walk and verification predate the restored pointers, round 38 K2), or a run it did
-    /// not know of has finished
-    /// since it was planned (a planner that paused past its lease wrote its plan behind
-    /// that run, or this run finished long ago and its journal was pruned). Such a run's
-    /// walk is older than facts a finished run has established, so it is never resumed;
-    /// its journal counts as a dead run's and the next run restarts every clock once.
+    /// not know of has finished since it was planned (a planner that paused past its lease
+    /// wrote its plan behind that run, or this run finished long ago and its journal was
+    /// pruned), or a run its plan did not count was started since its previous run and
+    /// never finished (`started`: the run directories; what that run's walk found
+    /// reachable is lost with it: round 133). Such a run's walk is older than facts another run has
+    /// established, so it is never resumed; its journal counts as a dead run's and the
+    /// next run restarts every clock once.
     ///
     /// Only runs serialised behind this one's lease can finish while it is unfinished,
     /// and this run acknowledges the dead runs of its plan itself, so a run that goes on
@@ -188,6 +190,7 @@ impl Plan {
     pub(crate) fn superseded(
         &self,
         journals: &JournalState,
+        started: &[JournalRef],
         owner: Uuid,
         epoch_ms: Option<i64>,
     ) -> Option<String> {
@@ -212,20 +215,54 @@ impl Plan {
         let known = |journal: &JournalRef| {
             *journal == self.journal()
                 || self.dead.contains(journal)
+                // A journal whose finish mark no longer counts (`_gc/` restored or
+                // copied): over, and untrusted; the plan counted it (its floor), and it
+                // finished nothing since (round 133: else a run after a restore of `_gc/`
+                // was superseded at every step).
+                || journals.stale.contains(journal)
                 // A mark left without its journal (pruned) by a run older than this one.
                 || (!journals.journaled.contains(journal) && journal.order() < self.journal().order())
                 || self
                     .previous
                     .is_some_and(|previous| journal.order() <= previous.order())
         };
-        let newer = journals
+        if let Some(newer) = journals
             .finished
             .iter()
             .filter(|journal| !known(journal))
-            .max_by_key(|journal| journal.order())?;
+            .max_by_key(|journal| journal.order())
+        {
+            return Some(format!(
+                "gc run {} was superseded: run {} finished after it was planned",
+                self.run_id, newer.run_id
+            ));
+        }
+        // A run started since the previous one that this plan did not count (its journal
+        // unfinished, or only its directory: a plan step that stopped after its walk, or a
+        // walk written late, behind this plan) and that never finished: it was given up,
+        // or this run was not resumable when it started, and what its walk found
+        // reachable, possibly after this run's walk, is lost with it. Only the next run,
+        // which counts it and starts every clock again, goes on (round 133, G2 and G3).
+        let counted = |run: &JournalRef| {
+            *run == self.journal()
+                || self.dead.contains(run)
+                || self
+                    .previous
+                    .is_some_and(|previous| run.order() <= previous.order())
+        };
+        let lost = journals
+            .dead
+            .iter()
+            .chain(
+                started
+                    .iter()
+                    .filter(|run| !journals.finished.contains(run)),
+            )
+            .filter(|run| !counted(run))
+            .max_by_key(|run| run.order())?;
         Some(format!(
-            "gc run {} was superseded: run {} finished after it was planned",
-            self.run_id, newer.run_id
+            "gc run {} was superseded: run {} was started after its previous run, never finished, and was not counted by its plan",
+            self.run_id, lost.run_id
         ))
     }
 }
@@ -538,7 +575,8 @@ pub(crate) fn parse_plan(name: &str, bytes: &[u8]) -> Result<Plan> {
     serde_json::from_slice(bytes).map_err(|err| corrupt(name, err))
 }
 
-/// The runs that have a plan, by journal (unordered).
+/// The runs whose directory holds anything, by journal (unordered): a plan, or only the
+/// walk of a plan step that stopped before its plan.
 pub(crate) async fn planned_runs(warehouse: &Warehouse) -> Result<Vec<JournalRef>> {
     let segments = warehouse.segments(RUNS_DIR).await?;
     Ok(segments

@@ -102,6 +102,10 @@ struct Journal {
     /// journals of earlier versions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     epoch_ms: Option<i64>,
+    /// The earliest walk a retention clock may come from, as the run's plan decided
+    /// (absent in journals of earlier versions): what it voided stays void (round 133).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    floor_ms: Option<i64>,
 }
 
 /// What a run's journal says its walk saw.
@@ -122,6 +126,11 @@ pub(crate) struct JournalFacts {
     /// The ownership epoch the run was planned in (`None`: a journal of an earlier
     /// version).
     pub epoch_ms: Option<i64>,
+    /// The run's floor ([`Plan::floor_ms`](super::job::Plan::floor_ms); `None`: a journal
+    /// of an earlier version): every clock from a walk before it was void in that run, and
+    /// stays void in the next (one that run did not see, of an object it did not list,
+    /// would otherwise stand again: round 133, G4).
+    pub floor_ms: Option<i64>,
     /// What newer journals that no longer count list (their finish marks stale after a
     /// copy or a restore of `_gc/`, or runs that never finished): records that must still
     /// exist, with a commit id they held. Only their absence counts (filled by the plan).
@@ -235,7 +244,7 @@ impl Journals {
         journal: JournalRef,
         records: &BTreeMap<String, Uuid>,
         vanished: &BTreeMap<String, Uuid>,
-        epoch_ms: Option<i64>,
+        (epoch_ms, floor_ms): (Option<i64>, Option<i64>),
     ) -> Result<()> {
         let body = Journal {
             journal_version: JOURNAL_VERSION,
@@ -245,6 +254,7 @@ impl Journals {
             writes: Vec::new(),
             vanished: vanished.clone(),
             epoch_ms,
+            floor_ms,
         };
         let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
         self.warehouse
@@ -298,6 +308,7 @@ impl Journals {
             vanished: body.vanished,
             run_ms: body.now_ms,
             epoch_ms: body.epoch_ms,
+            floor_ms: body.floor_ms,
             untrusted: BTreeMap::new(),
             adopted_since: false,
         })
@@ -490,7 +501,7 @@ pub(crate) mod tests {
         let (first, second) = (journal(100, 1), journal(200, 2));
         for run in [first, second] {
             journals
-                .write(run, &BTreeMap::new(), &BTreeMap::new(), None)
+                .write(run, &BTreeMap::new(), &BTreeMap::new(), (None, None))
                 .await
                 .expect("written");
             journals.mark_done(run).await.expect("done");
@@ -540,15 +551,15 @@ pub(crate) mod tests {
             ("i/b".to_owned(), Uuid::from_u128(8)),
         ]);
         journals
-            .write(old, &records, &BTreeMap::new(), Some(7))
+            .write(old, &records, &BTreeMap::new(), (Some(7), Some(5)))
             .await
             .expect("written");
         journals
-            .write(new, &BTreeMap::new(), &BTreeMap::new(), None)
+            .write(new, &BTreeMap::new(), &BTreeMap::new(), (None, None))
             .await
             .expect("written");
         journals
-            .write(given_up, &BTreeMap::new(), &BTreeMap::new(), None)
+            .write(given_up, &BTreeMap::new(), &BTreeMap::new(), (None, None))
             .await
             .expect("written");
         assert_eq!(
@@ -560,6 +571,7 @@ pub(crate) mod tests {
                 vanished: BTreeMap::new(),
                 run_ms: old.run_ms,
                 epoch_ms: Some(7),
+                floor_ms: Some(5),
                 untrusted: BTreeMap::new(),
                 adopted_since: false,
             }

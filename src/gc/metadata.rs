@@ -37,7 +37,7 @@ impl Invocation<'_> {
                         journal,
                         &walk.observation.records,
                         &walk.observation.history.vanished,
-                        self.plan.epoch_ms,
+                        (self.plan.epoch_ms, Some(self.plan.floor_ms)),
                     )
                     .await?;
             }

@@ -82,10 +82,11 @@ impl GarbageCollector {
             return Ok(None);
         };
         let journals = Ledger::new(warehouse).journals().state().await?;
-        let mut planned: Vec<JournalRef> = planned_runs(self.job_store())
-            .await?
-            .into_iter()
+        let started = planned_runs(self.job_store()).await?;
+        let mut planned: Vec<JournalRef> = started
+            .iter()
             .filter(|journal| !journals.finished.contains(journal))
+            .copied()
             .collect();
         planned.sort_by_key(JournalRef::order);
         for journal in planned.into_iter().rev() {
@@ -95,7 +96,12 @@ impl GarbageCollector {
             }
             match job.plan().await {
                 Ok(Some(plan)) if plan.journal() == journal => {
-                    match plan.superseded(&journals, marker.catalog_id, Some(marker.created_ms)) {
+                    match plan.superseded(
+                        &journals,
+                        &started,
+                        marker.catalog_id,
+                        Some(marker.created_ms),
+                    ) {
                         None => return Ok(Some((journal, job, Ok(plan)))),
                         Some(reason) => tracing::debug!(%reason, "gc: not resuming a run"),
                     }
@@ -175,12 +181,21 @@ impl GarbageCollector {
         let warehouse = catalog.warehouse();
         let ledger = Ledger::new(warehouse);
         let journals = ledger.journals().state().await?;
-        // Journals are ordered by their time: a run's journal sorts after every earlier
-        // run's (runs are serialised by the lease), even when the run times tie or the
-        // clock went backwards.
-        let run_ms = journals
-            .latest_ms
-            .map_or(now_ms, |latest| now_ms.max(latest.saturating_add(1)));
+        // The runs started so far, and those of them that left only a directory (a plan
+        // step that stopped after its walk, or before its journal).
+        let runs = planned_runs(warehouse).await?;
+        let unjournaled = runs
+            .iter()
+            .filter(|run| !journals.journaled.contains(run) && !journals.finished.contains(run));
+        // Journals and run directories are ordered by their time: a run sorts after every
+        // earlier run (runs are serialised by the lease), even when the run times tie or
+        // the clock went backwards, or a run directory of a clock far ahead was left.
+        let latest_ms = unjournaled
+            .clone()
+            .map(|run| run.run_ms)
+            .max()
+            .max(journals.latest_ms);
+        let run_ms = latest_ms.map_or(now_ms, |latest| now_ms.max(latest.saturating_add(1)));
         let rules = super::job::Rules::of(&self.config);
         self.emit(super::report::GcProgress::Phase {
             phase: super::report::GcPhase::ComputeReachability,
@@ -264,7 +279,27 @@ impl GarbageCollector {
             .warnings
             .extend(observation.history.untaken_warning());
         let epoch_ms = marker.created_ms.saturating_add(rules.skew_ms);
-        let floor_ms = observation.history.floor(epoch_ms, walk_start_ms);
+        // A run planned since the previous finished run that never finished (given up,
+        // superseded, its journal gone stale) may have found objects reachable that no
+        // later walk does (through a link no change-log entry records), and may not have
+        // swept their entries: what it found is lost with it. Every clock starts again at
+        // this walk, the clock files' as the carried ones (round 133, J1).
+        let given_up = match journals.previous {
+            Some(previous) => {
+                let listed = journals.dead.iter().chain(&journals.stale).copied();
+                super::carried::started_between(warehouse, previous, None, listed).await?
+            }
+            None => false,
+        };
+        // What the previous finished run voided stays void: a clock it did not see (of an
+        // object it did not list: away, or below a directory it could not list) must not
+        // stand again (round 133, G4).
+        let floor_ms = observation
+            .history
+            .floor(epoch_ms, walk_start_ms, given_up)
+            // (Never later than this walk: a floor a clock far ahead wrote must not keep
+            // every clock pending.)
+            .max(previous.floor_ms.unwrap_or(i64::MIN).min(walk_start_ms));
         // A walk slower than half the lease (or a pause in it) must not be planned behind
         // a run that took the lease over meanwhile.
         super::lease::fence(lease, observed_ms).await?;
@@ -284,7 +319,9 @@ impl GarbageCollector {
             untrusted,
             adopted_since: previous.adopted_since,
             epoch_ms: Some(epoch),
-            dead: journals.dead.clone(),
+            // Every run it counts as dead: the unfinished journals, and the directories
+            // of runs that left no journal (the floor covered those since the previous).
+            dead: journals.dead.iter().chain(unjournaled).copied().collect(),
             partitions,
             max_doomed: (self.config.max_deletes_per_run as u64).div_ceil(sequences),
             catalog_id: marker.catalog_id,
@@ -318,7 +355,7 @@ impl GarbageCollector {
                     journal,
                     &walk.observation.records,
                     &walk.observation.history.vanished,
-                    plan.epoch_ms,
+                    (plan.epoch_ms, Some(plan.floor_ms)),
                 )
                 .await?;
         }
@@ -328,7 +365,11 @@ impl GarbageCollector {
                 journals.stale.len()
             ));
         }
-        if !plan.dead.is_empty() {
+        if given_up {
+            report.warnings.push(
+                "a gc run planned since the last finished one did not finish and will never be resumed (abandoned, superseded, of an earlier version, or its journal restored): what its walk found reachable is lost with it, so every retention clock starts again at this run".to_owned(),
+            );
+        } else if !plan.dead.is_empty() {
             report.warnings.push(format!(
                 "{} earlier gc run(s) did not finish and will never be resumed (abandoned, or of an earlier version); the retention clocks they recorded start again",
                 plan.dead.len()

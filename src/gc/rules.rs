@@ -93,9 +93,11 @@ pub fn explained(seen: bool, logged: bool) -> bool {
 }
 
 /// The earliest walk a clock may come from: the ownership epoch, or this walk itself when
-/// some record is unexplained.
-pub fn floor(epoch_ms: i64, unexplained: bool, walk_start_ms: i64) -> i64 {
-    if unexplained {
+/// the evidence since the previous finished run is incomplete (`restart`): some record is
+/// unexplained, or a run planned since then never finished (what its walk found reachable
+/// is lost with it: round 133, J1).
+pub fn floor(epoch_ms: i64, restart: bool, walk_start_ms: i64) -> i64 {
+    if restart {
         epoch_ms.max(walk_start_ms)
     } else {
         epoch_ms

@@ -135,12 +135,12 @@ impl RunContext {
                 if !trust.done_at.contains_key(&journal) {
                     return Ok(None);
                 }
-                // A run planned since, that never finished (given up, superseded), may
+                // A run started since, that never finished (given up, superseded), may
                 // have found some of those objects reachable and cleared their entries;
-                // what it found is lost with it, so nothing carries across it (its clocks
-                // start again, as giving a run up says).
+                // what it found is lost with it, so nothing carries across it (every
+                // clock starts again: the plan's floor).
                 let listed = self.plan.dead.iter().chain(&self.plan.untrusted).copied();
-                if super::carried::planned_between(
+                if super::carried::started_between(
                     warehouse,
                     journal,
                     Some(self.plan.journal()),
@@ -287,6 +287,20 @@ impl<'g> Invocation<'g> {
             .previous(warehouse)
             .await?
             .map(|previous| CarriedReader::new(warehouse, previous)))
+    }
+
+    /// Stop if the run has been superseded since it was opened (a run its plan did not
+    /// count, started since its previous run, whose walk landed behind its plan: round
+    /// 133, G2): checked right before every delete batch and before the finish, as at
+    /// every opening.
+    pub(crate) async fn still_current(&self) -> Result<()> {
+        match self.gc.superseded(&self.run.plan).await? {
+            Some(reason) => Err(Error::new(
+                ErrorKind::CommitConflict,
+                format!("{reason}; it stops here (the next plan step starts a new run)"),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Renew and prove the lease right before a destructive step.
@@ -537,7 +551,13 @@ impl GarbageCollector {
             )));
         };
         let journals = Ledger::new(warehouse).journals().state().await?;
-        Ok(plan.superseded(&journals, marker.catalog_id, Some(marker.created_ms)))
+        let started = planned_runs(self.job_store()).await?;
+        Ok(plan.superseded(
+            &journals,
+            &started,
+            marker.catalog_id,
+            Some(marker.created_ms),
+        ))
     }
 
     /// The lease for run `holder` at `now_ms` (none for a dry run), or why another run's

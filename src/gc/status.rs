@@ -195,7 +195,7 @@ pub async fn status(catalog: &Catalog, now_ms: i64, ledger: bool) -> Result<GcSt
             run_id: current.run.run_id,
         });
         if let Some(previous) = journals.previous
-            && !super::carried::planned_between(
+            && !super::carried::started_between(
                 warehouse,
                 previous,
                 current,

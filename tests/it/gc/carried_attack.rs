@@ -2,8 +2,9 @@
 //! clock the previous finished run carried on its scan pages made a run delete an object
 //! earlier than the per-object ledger alone would (A1, A2: a run given up in between), and
 //! defects of the carried pages' reader (A3: a page it cannot read; A4: the first run after
-//! the upgrade, whose previous run carried nothing). Each failed before its fix
-//! (`docs/gc-attacks.md`, round 129).
+//! the upgrade, whose previous run carried nothing); and round 132's J1, older than the
+//! carried clocks: a run given up before its sweep, over trusted clock files. Each failed
+//! before its fix (`docs/gc-attacks.md`, rounds 129 and 133).
 
 use object_store::{ObjectStoreExt, PutPayload};
 
@@ -21,9 +22,18 @@ async fn remove(env: &Env, name: &str) {
         .expect("deleted");
 }
 
-/// Run a new run's steps up to (not including) its finish step: plan, every scan, the
-/// verification, every delete step (with its ledger sweep). Its id.
-async fn run_all_but_finish(env: &Env, config: &GcConfig) -> uuid::Uuid {
+/// How far a new run goes before it is given up.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GivenUp {
+    /// After its verification walk: it never swept the ledger.
+    BeforeSweep,
+    /// After every delete step, with its ledger sweep (everything but the finish step).
+    AfterSweep,
+}
+
+/// Run a new run's steps up to `stop`: plan, every scan, the verification, and (after the
+/// sweep) every delete step with its ledger sweep. Its id.
+async fn run_until(env: &Env, config: &GcConfig, stop: GivenUp) -> uuid::Uuid {
     let gc = env.gc(config.clone());
     let now = env.now();
     let plan = loop {
@@ -47,13 +57,15 @@ async fn run_all_but_finish(env: &Env, config: &GcConfig) -> uuid::Uuid {
         .expect("verify")
         .done
     {}
-    for partition in 0..plan.partitions {
-        while !gc
-            .step(GcStep::Delete { run, partition }, now, None)
-            .await
-            .expect("delete")
-            .done
-        {}
+    if stop == GivenUp::AfterSweep {
+        for partition in 0..plan.partitions {
+            while !gc
+                .step(GcStep::Delete { run, partition }, now, None)
+                .await
+                .expect("delete")
+                .done
+            {}
+        }
     }
     run
 }
@@ -66,7 +78,7 @@ async fn run_all_but_finish(env: &Env, config: &GcConfig) -> uuid::Uuid {
 /// next walk.
 #[tokio::test]
 async fn attack1_a_given_up_runs_sweep_is_undone_by_the_carried_clock() {
-    given_up_sweep(7301, false).await;
+    given_up_while_linked(7301, Case::Swept).await;
 }
 
 /// Round 130, H2: the same, with the given-up run's directory removed (a partial restore
@@ -74,10 +86,29 @@ async fn attack1_a_given_up_runs_sweep_is_undone_by_the_carried_clock() {
 /// as between.
 #[tokio::test]
 async fn attack1_with_the_given_up_runs_directory_removed() {
-    given_up_sweep(7305, true).await;
+    given_up_while_linked(7305, Case::SweptDirectoryRemoved).await;
 }
 
-async fn given_up_sweep(seed: u64, remove_directory: bool) {
+/// Round 132, J1: the given-up run stops *before* its sweep, and the objects' entries hold
+/// trusted clock files from before the link (an earlier release's, or one a run writes
+/// where an entry already holds files: round 131, F1). The next run carries nothing across
+/// the given-up run and reads the files: their clock dates the loss before the link was
+/// even made. Nothing durable says the objects were reachable in between except the
+/// given-up run's walk, which no later run trusts: its clocks must start again.
+#[tokio::test]
+async fn j1_a_run_given_up_before_its_sweep_leaves_an_old_clock_file_standing() {
+    given_up_while_linked(13201, Case::UnsweptOverClockFiles).await;
+}
+
+/// The attack-1 family: what the given-up run did, and what the entries held.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Case {
+    Swept,
+    SweptDirectoryRemoved,
+    UnsweptOverClockFiles,
+}
+
+async fn given_up_while_linked(seed: u64, case: Case) {
     let env = Env::open(Backend::Local, seed).await;
     let config = test_config();
     let root = env.local_dir.clone().expect("local");
@@ -87,6 +118,9 @@ async fn given_up_sweep(seed: u64, remove_directory: bool) {
     env.register("live", &live).await;
     env.advance(HOUR);
     env.catalog.drop_index(&old_id).await.expect("dropped");
+    if case == Case::UnsweptOverClockFiles {
+        put_untrusted_clock_files(&env, &old).await;
+    }
     // F: finished; tracks the dropped index and carries its clocks.
     env.advance(10 * MINUTE);
     env.collect_completed(&config).await;
@@ -109,9 +143,14 @@ async fn given_up_sweep(seed: u64, remove_directory: bool) {
     std::fs::rename(&postings, &stash).expect("moved away");
     std::os::unix::fs::symlink("../../old/1/ivf_postings", &postings).expect("linked");
     // G: walks (the dropped postings are reachable through the link), scans, verifies,
-    // deletes and sweeps — clearing their ledger entries — and is then given up.
+    // (but for J1) deletes and sweeps — clearing their ledger entries — and is then given
+    // up.
     env.advance(10 * MINUTE);
-    let given_up = run_all_but_finish(&env, &config).await;
+    let stop = match case {
+        Case::UnsweptOverClockFiles => GivenUp::BeforeSweep,
+        Case::Swept | Case::SweptDirectoryRemoved => GivenUp::AfterSweep,
+    };
+    let given_up = run_until(&env, &config, stop).await;
     for object in &watched {
         assert_eq!(
             env.newest_carried_clock(object).await,
@@ -120,7 +159,7 @@ async fn given_up_sweep(seed: u64, remove_directory: bool) {
         );
     }
     env.gc(config.clone()).abandon().await.expect("abandoned");
-    if remove_directory {
+    if case == Case::SweptDirectoryRemoved {
         let runs = root.join("_gc/runs");
         let id = given_up.simple().to_string();
         let directory = std::fs::read_dir(&runs)
@@ -138,7 +177,11 @@ async fn given_up_sweep(seed: u64, remove_directory: bool) {
     // Retention runs from now, for the per-object ledger: its clocks are gone and the next
     // walk starts them again. The carried clock of F (from before the link) says
     // otherwise.
-    env.assert_kept_through_retention(lost_at, 10 * MINUTE, &watched, " (attack 1)", async || {
+    let label = match case {
+        Case::UnsweptOverClockFiles => " (round 132, J1)",
+        Case::Swept | Case::SweptDirectoryRemoved => " (attack 1)",
+    };
+    env.assert_kept_through_retention(lost_at, 10 * MINUTE, &watched, label, async || {
         let report = env.collect(&config).await;
         assert_eq!(report.status, GcStatus::Completed, "{report:?}");
     })
@@ -169,7 +212,7 @@ async fn attack2_a_given_up_runs_clearing_of_a_gone_object_is_undone_by_the_carr
     remove(&env, &object).await;
     // G: its scan finds the entry of a gone object and clears it; it is given up.
     env.advance(10 * MINUTE);
-    run_all_but_finish(&env, &config).await;
+    run_until(&env, &config, GivenUp::AfterSweep).await;
     assert_eq!(
         env.newest_carried_clock(&object).await,
         None,
@@ -287,4 +330,337 @@ async fn attack4_a_previous_run_without_carried_pages_costs_reads_per_object_and
         [true, true],
         "the next run completed within 20,000 requests: [with the previous run's carried pages, without]"
     );
+}
+
+/// Round 133 (a fresh attack on J1's fix), G3: a run P planned and then not resumable for
+/// a while (its planner paused before writing its plan, past its lease: here its plan is
+/// moved away and back), a newer run G planned meanwhile that found an object reachable
+/// through a link and was given up before its sweep, and then P resumed: its walk is older
+/// than G's, it carries the clocks of the run before both, and its verification walk no
+/// longer sees the link. A run planned since a run's plan and given up supersedes it: the
+/// next run starts every clock again.
+#[tokio::test]
+async fn g3_an_older_run_never_goes_on_after_a_newer_one_was_given_up() {
+    older_run_after_a_newer_one(13303, false).await;
+}
+
+/// The same with the newer run a plan step that stopped after its walk (no plan, no
+/// journal: only its directory shows it).
+#[tokio::test]
+async fn g3_an_older_run_never_goes_on_after_a_newer_walk_that_stopped() {
+    older_run_after_a_newer_one(13305, true).await;
+}
+
+async fn older_run_after_a_newer_one(seed: u64, only_its_walk: bool) {
+    let env = Env::open(Backend::Local, seed).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let (old, live, watched) = condemned_postings_beside_a_live_index(&env, &config).await;
+    // P plans, and its plan is away for a while.
+    env.advance(10 * MINUTE);
+    let gc = env.gc(config.clone());
+    let p = loop {
+        let outcome = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
+        if outcome.done {
+            break outcome.report.run_id;
+        }
+    };
+    let plan = run_directory(&root, p).join("plan.json");
+    let away = plan.with_extension("away");
+    std::fs::rename(&plan, &away).expect("plan away");
+    // The live table's postings become a link to the dropped ones.
+    let (postings, stash) = link_postings(&root, &live, &old);
+    // P's lease expires; G plans, scans (finding them reachable), verifies, is given up;
+    // or G's plan step stops after its walk.
+    env.advance(30 * MINUTE);
+    let g = match only_its_walk {
+        true => walk_only(&env, &config, &root).await,
+        false => {
+            let g = run_until(&env, &config, GivenUp::BeforeSweep).await;
+            env.gc(config.clone()).abandon().await.expect("abandoned");
+            g
+        }
+    };
+    assert_ne!(g, p);
+    // P's plan is back; the link goes: the postings lose reachability now.
+    std::fs::rename(&away, &plan).expect("plan back");
+    env.advance(MINUTE);
+    unlink_postings(&postings, &stash);
+    let lost_at = env.now();
+    env.assert_kept_through_retention(
+        lost_at,
+        10 * MINUTE,
+        &watched,
+        " (round 133, G3)",
+        async || {
+            env.collect(&config).await;
+        },
+    )
+    .await;
+}
+
+/// Round 133, G1: a plan step whose walk found the dropped postings reachable through a
+/// link (the walk follows the links of what it reaches) and that stopped after writing
+/// its walk, before its plan (a kill, a failed write: here its plan, journal and lease are
+/// removed as a kill leaves them), counted as no run in between (round 131, F2): the next
+/// run carried the clocks of the run before it, and deleted them minutes after the link
+/// went. A run directory holding a walk counts.
+#[tokio::test]
+async fn g1_a_plan_step_stopped_after_its_walk_is_a_run_in_between() {
+    let env = Env::open(Backend::Local, 13301).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let (old, live, watched) = condemned_postings_beside_a_live_index(&env, &config).await;
+    // The live table's postings become a link to the dropped ones.
+    env.advance(10 * MINUTE);
+    let (postings, stash) = link_postings(&root, &live, &old);
+    // G's plan step walks and stops before its plan: only its walk is left.
+    walk_only(&env, &config, &root).await;
+    // The link goes: the postings lose reachability now.
+    env.advance(MINUTE);
+    unlink_postings(&postings, &stash);
+    let lost_at = env.now();
+    env.assert_kept_through_retention(
+        lost_at,
+        10 * MINUTE,
+        &watched,
+        " (round 133, G1)",
+        async || {
+            env.collect(&config).await;
+        },
+    )
+    .await;
+}
+
+/// An index `old` dropped, its postings tracked, condemned and its metadata deleted (the
+/// next run may delete the postings), beside a live index `live`: the layouts and the
+/// postings.
+async fn condemned_postings_beside_a_live_index(
+    env: &Env,
+    config: &GcConfig,
+) -> (Layout, Layout, Vec<String>) {
+    condemned_postings(env, config, false).await
+}
+
+/// The same, each posting's clock also held by a trusted clock file (an earlier
+/// release's, or one a run writes where the entry holds one already: round 131, F1) if
+/// `clock_files`.
+async fn condemned_postings(
+    env: &Env,
+    config: &GcConfig,
+    clock_files: bool,
+) -> (Layout, Layout, Vec<String>) {
+    let old = Layout::under("old/1");
+    let (old_id, _, _) = env.register("old", &old).await;
+    let live = Layout::under("live/1");
+    env.register("live", &live).await;
+    env.advance(HOUR);
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    if clock_files {
+        put_untrusted_clock_files(env, &old).await;
+    }
+    env.advance(10 * MINUTE);
+    env.collect_completed(config).await;
+    env.advance(2 * HOUR + 10 * MINUTE);
+    env.collect_completed(config).await;
+    env.advance(15 * MINUTE);
+    env.collect_completed(config).await;
+    let watched: Vec<String> = old
+        .files()
+        .into_iter()
+        .filter(|file| file.starts_with(&old.postings))
+        .collect();
+    assert!(env.all_exist(&watched).await, "condemned, not deleted yet");
+    (old, live, watched)
+}
+
+/// Replace `live`'s postings directory with a link to `old`'s: the link and where the
+/// directory went.
+fn link_postings(
+    root: &std::path::Path,
+    live: &Layout,
+    old: &Layout,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let postings = root.join(live.postings.trim_end_matches('/'));
+    let stash = root.join("stash-postings");
+    std::fs::rename(&postings, &stash).expect("moved away");
+    let target = format!("../../{}", old.postings.trim_start_matches("indexes/"));
+    std::os::unix::fs::symlink(target.trim_end_matches('/'), &postings).expect("linked");
+    (postings, stash)
+}
+
+/// Put the postings directory back where the link was.
+fn unlink_postings(postings: &std::path::Path, stash: &std::path::Path) {
+    std::fs::remove_file(postings).expect("unlinked");
+    std::fs::rename(stash, postings).expect("moved back");
+}
+
+/// The directory of run `run` under `_gc/runs/`.
+fn run_directory(root: &std::path::Path, run: uuid::Uuid) -> std::path::PathBuf {
+    std::fs::read_dir(root.join("_gc/runs"))
+        .expect("runs")
+        .map(|entry| entry.expect("entry").path())
+        .find(|path| path.to_string_lossy().ends_with(&run.simple().to_string()))
+        .expect("the run's directory")
+}
+
+/// Give each of `old`'s postings' ledger entries a clock file of a run that never
+/// finished (never trusted), so the next run records its clock as a trusted clock file too
+/// (round 131, F1), as an earlier release did for every object.
+async fn put_untrusted_clock_files(env: &Env, old: &Layout) {
+    let never_finished = format!("{}-{}", env.now(), uuid::Uuid::nil().simple());
+    for object in old.files() {
+        if object.starts_with(&old.postings) {
+            let (at, ms) = (env.now(), env.now());
+            env.put_raw(
+                &format!("_gc/ledger/{object}/o-{at}-{ms}-{never_finished}.json"),
+                b"{}",
+            )
+            .await;
+        }
+    }
+}
+
+/// Round 133, G2: a plan step whose walk found the postings reachable through a link
+/// paused past its lease before writing anything; the next run N planned without it (its
+/// floor the epoch), and then the paused step's walk landed, behind N's plan (here its
+/// directory is moved away and back), once the link was gone. N's scan carried nothing
+/// across it, but the
+/// trusted clock files from before the link stood: J1 again. A run found in between when
+/// a step reads the run's trust starts every clock again, as at the plan.
+#[tokio::test]
+async fn g2_a_walk_written_behind_the_next_runs_plan_restarts_every_clock() {
+    let env = Env::open(Backend::Local, 13302).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let (old, live, watched) = condemned_postings(&env, &config, true).await;
+    env.advance(10 * MINUTE);
+    let (postings, stash) = link_postings(&root, &live, &old);
+    // G's plan step walks (through the link); its directory is away, its journal never
+    // written, its lease gone.
+    let gc = env.gc(config.clone());
+    let g = loop {
+        let outcome = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
+        if outcome.done {
+            break outcome.report.run_id;
+        }
+    };
+    let directory = run_directory(&root, g);
+    let away = root.join("g-away");
+    std::fs::rename(&directory, &away).expect("G away");
+    for entry in std::fs::read_dir(root.join("_gc/journal")).expect("journals") {
+        let path = entry.expect("entry").path();
+        if path.to_string_lossy().contains(&g.simple().to_string()) {
+            std::fs::remove_file(&path).expect("journal removed");
+        }
+    }
+    env.gc(config.clone())
+        .break_lease()
+        .await
+        .expect("lease broken");
+    // The link goes: the postings lose reachability now. N plans without G; then G's
+    // walk lands.
+    env.advance(MINUTE);
+    unlink_postings(&postings, &stash);
+    let lost_at = env.now();
+    env.advance(MINUTE);
+    let gc = env.gc(config.clone());
+    while !gc
+        .step(GcStep::Plan, env.now(), None)
+        .await
+        .expect("plan")
+        .done
+    {}
+    std::fs::rename(&away, &directory).expect("G back");
+    env.assert_kept_through_retention(
+        lost_at,
+        10 * MINUTE,
+        &watched,
+        " (round 133, G2)",
+        async || {
+            env.collect(&config).await;
+        },
+    )
+    .await;
+}
+
+/// Round 133, G4: the run after a given-up one starts every clock again, but only of what
+/// it lists. A posting away while that run scanned (moved out and back with its times, or
+/// below a directory it could not list) kept its condemned entry and its trusted clock
+/// file from before the link; the run after it trusted them again and deleted the posting
+/// minutes after the link went. What a run voided stays void: the next run's floor is
+/// never earlier than the previous one's.
+#[tokio::test]
+async fn g4_what_a_restart_voided_stays_void_for_an_object_it_did_not_list() {
+    let env = Env::open(Backend::Local, 13304).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let (old, live, watched) = condemned_postings(&env, &config, true).await;
+    env.advance(10 * MINUTE);
+    let (postings, stash) = link_postings(&root, &live, &old);
+    // G finds the postings reachable through the link and is given up before its sweep.
+    env.advance(10 * MINUTE);
+    run_until(&env, &config, GivenUp::BeforeSweep).await;
+    env.gc(config.clone()).abandon().await.expect("abandoned");
+    // The link goes, and one posting is away while the next run scans.
+    env.advance(MINUTE);
+    unlink_postings(&postings, &stash);
+    let lost_at = env.now();
+    let posting = root.join(&watched[0]);
+    let away = root.join("posting-away");
+    std::fs::rename(&posting, &away).expect("moved away");
+    env.advance(10 * MINUTE);
+    let restarted = env.collect(&config).await;
+    assert!(
+        restarted
+            .warnings
+            .iter()
+            .any(|w| w.contains("did not finish")),
+        "{:?}",
+        restarted.warnings
+    );
+    std::fs::rename(&away, &posting).expect("moved back");
+    env.assert_kept_through_retention(
+        lost_at,
+        10 * MINUTE,
+        &watched,
+        " (round 133, G4)",
+        async || {
+            env.collect(&config).await;
+        },
+    )
+    .await;
+}
+
+/// A plan step that walks and stops right after writing its walk (a kill, a failed write:
+/// its plan, journal and lease removed as a kill leaves them). Its run's id.
+async fn walk_only(env: &Env, config: &GcConfig, root: &std::path::Path) -> uuid::Uuid {
+    let gc = env.gc(config.clone());
+    let run = loop {
+        let outcome = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
+        if outcome.done {
+            break outcome.report.run_id;
+        }
+    };
+    let directory = run_directory(root, run);
+    for entry in std::fs::read_dir(&directory).expect("its files") {
+        let path = entry.expect("entry").path();
+        if path.file_name().is_some_and(|name| name != "observed.json") {
+            match path.is_dir() {
+                true => std::fs::remove_dir_all(&path).expect("removed"),
+                false => std::fs::remove_file(&path).expect("removed"),
+            }
+        }
+    }
+    for entry in std::fs::read_dir(root.join("_gc/journal")).expect("journals") {
+        let path = entry.expect("entry").path();
+        if path.to_string_lossy().contains(&run.simple().to_string()) {
+            std::fs::remove_file(&path).expect("journal removed");
+        }
+    }
+    env.gc(config.clone())
+        .break_lease()
+        .await
+        .expect("lease broken");
+    run
 }

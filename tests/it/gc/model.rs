@@ -24,8 +24,9 @@
 //! original (rule N) and, where the configuration lets them, the clone (never over a
 //! record the original still holds from before the clone: assumption 7 of `gc`), and the
 //! owner may still adopt the warehouse on the original (the other operator steps come
-//! before the clone); time passes; the run crashes (and a write it had in flight lands
-//! later, as a paused process's would).
+//! before the clone); a table becomes reachable for a while through a symbolic link no
+//! change-log entry records (`Action::Link`); time passes; the run crashes (and a write it
+//! had in flight lands later, as a paused process's would).
 //!
 //! Each run's log read holds the previous finished run's journal against its walk (rule
 //! X): a record the journal saw that is gone, or that does not descend from the commit
@@ -43,7 +44,7 @@
 //! garbage that lost reachability is collected.
 //!
 //! `PARQDB_GC_MODEL_TIME`, `_PUBLISHES`, `_CLONE_PUBLISHES`, `_OPERATOR`, `_CRASHES`,
-//! `_RUNS`, `_FORKS` and `_DROPS` widen the configuration (BENCHMARKS.md reports a larger
+//! `_RUNS`, `_FORKS`, `_DROPS` and `_LINKS` widen the configuration (BENCHMARKS.md reports a larger
 //! run).
 
 use std::collections::BTreeMap;
@@ -64,6 +65,8 @@ const NAMES: [[bool; OBJECTS]; FILES] = [
 /// The metadata file a writer writes at any time (none exists at first): a backup's
 /// metadata restored under a new name, or new metadata over an old index's tables.
 const FRESH: usize = 2;
+/// The table a symbolic link makes reachable while it is there (`Action::Link`).
+const LINKED: usize = FILES + 1;
 const KEYS: usize = 2;
 
 /// Model time: one tick is one publish window.
@@ -131,12 +134,14 @@ struct Pending {
 
 /// What a finished run's journal says: the commit its walk saw at each key, those it
 /// found vanished (seen by an earlier journal and gone, or held by a record that does not
-/// remember them: `History::vanished`), and the ownership epoch the run was planned in.
+/// remember them: `History::vanished`), the ownership epoch the run was planned in, and
+/// its floor (the next run's floor is never earlier: round 133, G4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Journal {
     seen: [Option<u8>; KEYS],
     vanished: [Option<u8>; KEYS],
     epoch: i64,
+    floor: i64,
 }
 
 /// The commits an adoption forgave at a key (`changelog::Forgiven`): of those the journal
@@ -213,7 +218,8 @@ struct State {
     deleted: [bool; OBJECTS],
     /// When each deleted object was deleted: its deletion record's time.
     deleted_at: [Option<i64>; OBJECTS],
-    /// The latest time a pointer reached each object.
+    /// The latest time a pointer reached each object, or a walk reached it through the
+    /// link.
     last_reachable: [Option<i64>; OBJECTS],
     /// When `FRESH` was written, if it was.
     fresh_written: Option<i64>,
@@ -241,6 +247,10 @@ struct State {
     hidden: Option<usize>,
     /// The commit links: each landed register or commit, and the commit it replaced.
     links: Vec<(u8, Option<u8>)>,
+    /// Whether a symbolic link makes `LINKED` reachable (a live table's directory became a
+    /// link to it): walks of either store follow it (it is in the warehouse), and no
+    /// change-log entry records it.
+    linked: bool,
     /// A copy of the records the ownership check cannot tell from them (a clone of the
     /// store's disk), taken at some point: from then on a run walks either, sharing the
     /// warehouse (the ledger, the journals, the log), while writers go on writing the
@@ -254,6 +264,7 @@ struct State {
     crashes_left: u8,
     runs_left: u8,
     forks_left: u8,
+    links_left: u8,
     /// The first safety violation seen, if any.
     violation: Option<String>,
     /// Whether anything has been collected.
@@ -316,6 +327,9 @@ enum Action {
     Release(usize),
     Crash,
     LandInFlight,
+    /// A symbolic link makes `LINKED` reachable (no change-log entry), until `Unlink`.
+    Link,
+    Unlink,
 }
 
 /// The configuration checked.
@@ -333,6 +347,8 @@ struct GcModel {
     forks: u8,
     /// Identifiers dropped.
     drops: u8,
+    /// Symbolic links made (each stays for a while).
+    links: u8,
     /// Whether runs after a clone may walk the original too (else only the clone).
     owner_collects: bool,
     /// Whether they still may once the owner adopted the warehouse (else the owner's
@@ -380,6 +396,20 @@ fn live_files(records: &[Record; KEYS]) -> impl Iterator<Item = usize> + '_ {
 }
 
 impl State {
+    /// What a walk of `records` reaches: what they name, and what the link makes
+    /// reachable. A walk that finds the link dates `LINKED`'s reachability: nothing dates
+    /// it otherwise (a link made and gone between two walks is invisible to every
+    /// collector), so no object is deleted within the retention after a walk that reached
+    /// it through the link.
+    fn walk(&mut self, records: &[Record; KEYS]) -> [bool; OBJECTS] {
+        let mut reached = closure(live_files(records));
+        if self.linked {
+            reached[LINKED] = true;
+            self.last_reachable[LINKED] = Some(self.now);
+        }
+        reached
+    }
+
     /// The records as a walk of the clone (`clone`) or of the original finds them (a
     /// hidden one is absent).
     fn walked(&self, clone: bool) -> Option<[Record; KEYS]> {
@@ -707,6 +737,7 @@ impl Model for GcModel {
             hidden: None,
             forked: None,
             links: Vec::new(),
+            linked: false,
             publishes_left: self.publishes,
             clone_publishes_left: self.clone_publishes,
             drops_left: self.drops,
@@ -714,6 +745,7 @@ impl Model for GcModel {
             crashes_left: self.crashes,
             runs_left: self.runs,
             forks_left: self.forks,
+            links_left: self.links,
             violation: None,
             collected: false,
         };
@@ -726,6 +758,7 @@ impl Model for GcModel {
                 seen: [Some(2), None],
                 vanished: [None; KEYS],
                 epoch: 0,
+                floor: 0,
             });
             state.done_at.insert(0, 0);
             state.drops_left = 0;
@@ -738,6 +771,7 @@ impl Model for GcModel {
                 seen: [Some(1), None],
                 vanished: [None; KEYS],
                 epoch: 0,
+                floor: 0,
             });
             state.done_at.insert(0, 0);
             state.hidden = Some(0);
@@ -870,6 +904,11 @@ impl Model for GcModel {
         }
         if state.in_flight.is_some() {
             actions.push(Action::LandInFlight);
+        }
+        if state.linked {
+            actions.push(Action::Unlink);
+        } else if state.links_left > 0 && state.exists(LINKED) {
+            actions.push(Action::Link);
         }
         for object in 0..OBJECTS {
             let releasable = state.deleted_at[object]
@@ -1014,7 +1053,7 @@ impl Model for GcModel {
                     epoch: state.epoch,
                     forgiven,
                     walk: state.now,
-                    reachable: closure(live_files(&walked)),
+                    reachable: state.walk(&walked),
                     records,
                     republished: [None; OBJECTS],
                     vanished: [None; KEYS],
@@ -1032,7 +1071,13 @@ impl Model for GcModel {
                 let run = state.run.as_ref()?;
                 let (republished, unexplained, vanished) =
                     state.read_log(&run.records, run.walk, &run.forgiven);
-                let floor = rules::floor(state.epoch, unexplained, run.walk);
+                // A run started since the latest finished one never finished: what its walk
+                // found reachable is lost with it (round 133, J1).
+                let given_up = !run.reads_carried;
+                // What the previous finished run voided stays void (round 133, G4).
+                let inherited = state.journal.map_or(i64::MIN, |journal| journal.floor);
+                let floor =
+                    rules::floor(state.epoch, unexplained || given_up, run.walk).max(inherited);
                 let run = state.run.as_mut()?;
                 run.republished = republished;
                 run.vanished = vanished;
@@ -1124,7 +1169,7 @@ impl Model for GcModel {
                 let walked = state.walked(run.clone)?;
                 let (republished, unexplained, _) =
                     state.read_log(&walked.map(Record::commit), state.now, &run.forgiven);
-                let reachable = closure(live_files(&walked));
+                let reachable = state.walk(&walked);
                 let run = state.run.as_mut()?;
                 run.reachable_again = reachable;
                 run.republished_again = republished;
@@ -1174,11 +1219,12 @@ impl Model for GcModel {
                 state.started_since_finish = false;
                 state.done_at.insert(run.id, state.now);
                 // The journal lists what the walk saw, what its log read found vanished
-                // (`History::vanished`), and the epoch the run was planned in.
+                // (`History::vanished`), the epoch the run was planned in, and its floor.
                 state.journal = Some(Journal {
                     seen: run.records.map(|record| record.map(|(commit, _)| commit)),
                     vanished: run.vanished,
                     epoch: run.epoch,
+                    floor: run.floor,
                 });
                 let untaken = state.untaken(&run.records, run.walk);
                 let mut untaken = untaken.into_iter();
@@ -1197,6 +1243,11 @@ impl Model for GcModel {
                 state.ledger[object].clocks.push(fact);
                 state.ledger[object].clocks.sort();
             }
+            Action::Link => {
+                state.links_left -= 1;
+                state.linked = true;
+            }
+            Action::Unlink => state.linked = false,
         }
         state.observe();
         Some(state)
@@ -1267,6 +1318,7 @@ fn configured(default: GcModel) -> GcModel {
         runs: env_number("PARQDB_GC_MODEL_RUNS", default.runs.into()) as u8,
         forks: env_number("PARQDB_GC_MODEL_FORKS", default.forks.into()) as u8,
         drops: env_number("PARQDB_GC_MODEL_DROPS", default.drops.into()) as u8,
+        links: env_number("PARQDB_GC_MODEL_LINKS", default.links.into()) as u8,
         owner_collects: default.owner_collects,
         owner_collects_after_adopting: default.owner_collects_after_adopting,
         clock_files: default.clock_files,
@@ -1277,7 +1329,7 @@ fn check_configured(name: &str, default: GcModel) {
     let model = configured(default);
     let described = format!(
         "{name}: time {}, publications {} (on a clone {}), operator actions {}, crashes {}, \
-         runs {}, forks {}, clock files {}",
+         runs {}, forks {}, links {}, clock files {}",
         model.max_time,
         model.publishes,
         model.clone_publishes,
@@ -1285,6 +1337,7 @@ fn check_configured(name: &str, default: GcModel) {
         model.crashes,
         model.runs,
         model.forks,
+        model.links,
         model.clock_files
     );
     let started = std::time::Instant::now();
@@ -1306,6 +1359,7 @@ const SMALL: GcModel = GcModel {
     runs: 3,
     forks: 0,
     drops: 1,
+    links: 0,
     owner_collects: false,
     owner_collects_after_adopting: true,
     clock_files: false,
@@ -1501,5 +1555,30 @@ fn clock_files_beside_the_pages_keep_every_property() {
         ),
     ] {
         check_configured(name, model);
+    }
+}
+
+/// A table becomes reachable through a symbolic link no change-log entry records (a live
+/// table's directory replaced by a link to it), for a while, with runs that crash at any
+/// step, in both worlds of the tables' clocks (clock files beside the pages, or the pages
+/// alone): a crashed run's walk that found it reachable is lost with the run, so the next
+/// run starts every clock again (round 133, J1: with the clock files, the next run took
+/// the clock file of the run before the link, and the table went two ticks after the
+/// link was gone, with a retention of three).
+#[test]
+fn a_link_no_log_records_and_a_crashed_run_never_let_a_run_delete_within_retention() {
+    for clock_files in [true, false] {
+        check_configured(
+            "a link no log records, crashes",
+            GcModel {
+                start: Start::DroppedLongAgo,
+                max_time: 6,
+                crashes: 1,
+                runs: 4,
+                links: 1,
+                clock_files,
+                ..SMALL
+            },
+        );
     }
 }
