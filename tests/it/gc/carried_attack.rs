@@ -22,6 +22,21 @@ async fn remove(env: &Env, name: &str) {
         .expect("deleted");
 }
 
+/// Collect every ten minutes until the retention (2 h) has passed since `lost_at`: every
+/// watched object must stay.
+async fn kept_through_retention(
+    env: &Env,
+    config: &GcConfig,
+    lost_at: i64,
+    watched: &[String],
+    context: &str,
+) {
+    env.assert_kept_through_retention(lost_at, 10 * MINUTE, watched, context, async || {
+        env.collect(config).await;
+    })
+    .await;
+}
+
 /// How far a new run goes before it is given up.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum GivenUp {
@@ -223,14 +238,12 @@ async fn attack2_a_given_up_runs_clearing_of_a_gone_object_is_undone_by_the_carr
     env.advance(HOUR);
     env.put_dated(&object, b"back", written_at).await;
     let back_at = env.now();
-    env.assert_kept_through_retention(
+    kept_through_retention(
+        &env,
+        &config,
         back_at,
-        10 * MINUTE,
         std::slice::from_ref(&object),
         " (attack 2)",
-        async || {
-            env.collect(&config).await;
-        },
     )
     .await;
 }
@@ -387,16 +400,7 @@ async fn older_run_after_a_newer_one(seed: u64, only_its_walk: bool) {
     env.advance(MINUTE);
     unlink_postings(&postings, &stash);
     let lost_at = env.now();
-    env.assert_kept_through_retention(
-        lost_at,
-        10 * MINUTE,
-        &watched,
-        " (round 133, G3)",
-        async || {
-            env.collect(&config).await;
-        },
-    )
-    .await;
+    kept_through_retention(&env, &config, lost_at, &watched, " (round 133, G3)").await;
 }
 
 /// Round 133, G1: a plan step whose walk found the dropped postings reachable through a
@@ -420,16 +424,7 @@ async fn g1_a_plan_step_stopped_after_its_walk_is_a_run_in_between() {
     env.advance(MINUTE);
     unlink_postings(&postings, &stash);
     let lost_at = env.now();
-    env.assert_kept_through_retention(
-        lost_at,
-        10 * MINUTE,
-        &watched,
-        " (round 133, G1)",
-        async || {
-            env.collect(&config).await;
-        },
-    )
-    .await;
+    kept_through_retention(&env, &config, lost_at, &watched, " (round 133, G1)").await;
 }
 
 /// An index `old` dropped, its postings tracked, condemned and its metadata deleted (the
@@ -572,16 +567,7 @@ async fn g2_a_walk_written_behind_the_next_runs_plan_restarts_every_clock() {
         .done
     {}
     std::fs::rename(&away, &directory).expect("G back");
-    env.assert_kept_through_retention(
-        lost_at,
-        10 * MINUTE,
-        &watched,
-        " (round 133, G2)",
-        async || {
-            env.collect(&config).await;
-        },
-    )
-    .await;
+    kept_through_retention(&env, &config, lost_at, &watched, " (round 133, G2)").await;
 }
 
 /// Round 133, G4: the run after a given-up one starts every clock again, but only of what
@@ -620,16 +606,7 @@ async fn g4_what_a_restart_voided_stays_void_for_an_object_it_did_not_list() {
         restarted.warnings
     );
     std::fs::rename(&away, &posting).expect("moved back");
-    env.assert_kept_through_retention(
-        lost_at,
-        10 * MINUTE,
-        &watched,
-        " (round 133, G4)",
-        async || {
-            env.collect(&config).await;
-        },
-    )
-    .await;
+    kept_through_retention(&env, &config, lost_at, &watched, " (round 133, G4)").await;
 }
 
 /// A plan step that walks and stops right after writing its walk (a kill, a failed write:
