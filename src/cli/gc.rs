@@ -45,8 +45,9 @@ pub struct GcArgs {
     /// Accept a retention under 1h, a grace under 5m or a condemnation delay under 2m.
     #[arg(long)]
     pub force: bool,
-    /// Most objects one run deletes (the rest wait for the next run).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), default_value_t = 100_000)]
+    /// Most objects one run deletes (the rest wait for the next run); lower it to throttle
+    /// deletions on purpose.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), default_value_t = crate::gc::config::DEFAULT_MAX_DELETES as u64)]
     pub max_deletes: u64,
     /// Objects per delete batch (the lease is renewed before each).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), default_value_t = 1000)]
@@ -115,7 +116,7 @@ impl Default for GcArgs {
             grace: DEFAULT_GRACE,
             condemn_delay: None,
             force: false,
-            max_deletes: 100_000,
+            max_deletes: crate::gc::config::DEFAULT_MAX_DELETES as u64,
             delete_batch_size: 1000,
             io_concurrency: 16,
             lease: crate::gc::config::DEFAULT_LEASE,

@@ -31,6 +31,11 @@ pub(crate) const DEFAULT_PAGE_SIZE: usize = 1000;
 /// Most objects per listing page: a page's clocks file (names of up to 1,024 bytes each)
 /// then stays well under the 16 MB a reader accepts (round 131).
 pub(crate) const MAX_PAGE_SIZE: usize = 10_000;
+/// Default most objects one run deletes: no cap at any size measured. Every step is
+/// checkpointed, so the cap bounds no memory; what it bounds is the run's doomed lists
+/// under `_gc/runs/` (about 517 bytes per doomed object) and the length of its delete
+/// phase, while each deferred object costs a whole scan more (infra/README.md).
+pub(crate) const DEFAULT_MAX_DELETES: usize = 1_000_000_000;
 /// Default partitions of `indexes/` per run.
 pub(crate) const DEFAULT_PARTITIONS: usize = 16;
 /// Default concurrent partitions of one `collect`.
@@ -70,7 +75,10 @@ pub struct GcConfig {
     pub io_concurrency: usize,
     /// Objects per delete batch.
     pub delete_batch_size: usize,
-    /// Most objects deleted by one run (the rest wait for the next run; bounds memory).
+    /// Most objects deleted by one run (the rest wait for the next run). Default
+    /// 1,000,000,000: a cap bounds no memory (every step is checkpointed), only the run's
+    /// doomed lists and the length of its delete phase; lower it to throttle deletions on
+    /// purpose.
     pub max_deletes_per_run: usize,
     /// Most per-object actions listed in the report.
     pub max_reported_actions: usize,
@@ -107,7 +115,7 @@ impl Default for GcConfig {
             force: false,
             io_concurrency: 16,
             delete_batch_size: 1000,
-            max_deletes_per_run: 100_000,
+            max_deletes_per_run: DEFAULT_MAX_DELETES,
             max_reported_actions: 1000,
             lease_duration: DEFAULT_LEASE,
             budget: None,

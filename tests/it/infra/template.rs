@@ -982,7 +982,10 @@ fn alarms_watch_failures_throttles_outcomes_and_queues() {
         })
         .collect();
     for (name, queue) in resources_of_type(&template, "AWS::SQS::Queue") {
-        let metric = if property(queue, "RedrivePolicy").is_some() {
+        // A failed gc cycle pages once, through GcCycleFailedAlarm: its queue's alarm is a
+        // reminder of events left unread (their age), not a second page.
+        let metric = if property(queue, "RedrivePolicy").is_some() || name == "GcCycleFailureQueue"
+        {
             "ApproximateAgeOfOldestMessage"
         } else {
             "ApproximateNumberOfMessagesVisible"
@@ -1349,8 +1352,9 @@ fn the_gc_cycle_fans_out_over_the_configured_partitions() {
         (defaults.partitions, defaults.page_size, defaults.workers)
     );
     assert_eq!(
-        config.max_deletes_per_run, 1_000_000_000,
-        "GcMaxDeletesPerRun"
+        (config.max_deletes_per_run, defaults.max_deletes_per_run),
+        (1_000_000_000, 1_000_000_000),
+        "GcMaxDeletesPerRun and the library's default"
     );
     let reserved = property(function, "ReservedConcurrentExecutions")
         .and_then(|r| tagged(r, "!If"))
@@ -1472,16 +1476,49 @@ fn gc_alarms_watch_executions_and_the_runs_metrics() {
             field("MetricName").as_str(),
         )
     };
-    let (failed, namespace, metric) = alarm("GcCycleFailedAlarm");
+    // A cycle that ends in any way but success pages once, and the page clears by itself.
+    let failed = resource(&template, "GcCycleFailedAlarm");
+    let queries = property(failed, "Metrics")
+        .and_then(Value::as_sequence)
+        .expect("metric math");
+    let mut watched = BTreeSet::new();
+    for query in queries.iter().filter_map(|q| q.get("MetricStat")) {
+        let metric = &query["Metric"];
+        assert_eq!(metric["Namespace"].as_str(), Some("AWS/States"));
+        let dimension = &metric["Dimensions"][0];
+        assert_eq!(dimension["Name"].as_str(), Some("StateMachineArn"));
+        assert_eq!(
+            reference(dimension.get("Value")),
+            Some("GcCycleStateMachine")
+        );
+        watched.insert(metric["MetricName"].as_str().expect("a metric"));
+    }
     assert_eq!(
-        (namespace, metric),
-        (Some("AWS/States"), Some("ExecutionsFailed"))
+        watched,
+        BTreeSet::from([
+            "ExecutionsAborted",
+            "ExecutionsFailed",
+            "ExecutionsTimedOut"
+        ])
     );
-    let dimension = &property(failed, "Dimensions").expect("Dimensions")[0];
-    assert_eq!(dimension["Name"].as_str(), Some("StateMachineArn"));
+    let expression = queries
+        .iter()
+        .find_map(|q| q.get("Expression"))
+        .and_then(Value::as_str)
+        .expect("an expression");
     assert_eq!(
-        reference(dimension.get("Value")),
-        Some("GcCycleStateMachine")
+        expression,
+        "FILL(failed, 0) + FILL(timedout, 0) + FILL(aborted, 0)"
+    );
+    // The failure queue's alarm waits days for its events to be read: one failure, one page.
+    let reminder = resource(&template, "GcCycleFailuresAlarm");
+    assert_eq!(
+        property(reminder, "MetricName").and_then(Value::as_str),
+        Some("ApproximateAgeOfOldestMessage")
+    );
+    assert!(
+        property(reminder, "Threshold").and_then(Value::as_u64) >= Some(86_400),
+        "at least a day"
     );
 
     // What a finished run's line carries.
