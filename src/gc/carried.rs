@@ -58,7 +58,7 @@
 //! 133, J1: the floor). So does a plan step that stopped after writing its walk and
 //! before its plan (round 133, G1, where round 131's F2 had let it count for nothing).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::job::{CarriedPage, Job, Seq, Walk};
@@ -111,10 +111,15 @@ impl Previous {
     }
 }
 
-/// Whether a run was started after `previous` (and before `current`, if given) that is
-/// neither: a run whose directory holds anything (its plan step writes its walk first, and
-/// that walk may have found objects reachable through links no change-log entry records:
-/// round 133, G1), or whose journal is in `listed` (the dead and untrusted runs a plan
+/// Whether a run other than `current` (and not newer than it, if given) may have found
+/// objects reachable that no later finished run knows of: a run that started after
+/// `previous`, or that is not over at all (neither finished nor marked dead: `over`)
+/// whatever its time. A finished run marks dead every run its plan counted, before its
+/// finish mark, so a run older than `previous` that is not over landed after `previous`
+/// had looked (a planner paused between its walk and its writes: round 134, F1). A run
+/// counts if its directory holds anything (its plan step writes its walk first, and that
+/// walk may have found objects reachable through links no change-log entry records:
+/// round 133, G1), or if its journal is in `listed` (the dead and untrusted runs a plan
 /// lists: a run given up whose directory was removed, round 130 H2). A plan step that
 /// stopped before writing its walk left nothing behind, and no evidence either.
 pub(crate) async fn started_between(
@@ -122,10 +127,12 @@ pub(crate) async fn started_between(
     previous: JournalRef,
     current: Option<JournalRef>,
     listed: impl IntoIterator<Item = JournalRef>,
+    over: &HashSet<JournalRef>,
 ) -> Result<bool> {
     let between = |run: &JournalRef| {
-        run.order() > previous.order()
+        Some(*run) != current
             && current.is_none_or(|current| run.order() < current.order())
+            && (run.order() > previous.order() || !over.contains(run))
     };
     if listed.into_iter().any(|run| between(&run)) {
         return Ok(true);

@@ -19,6 +19,16 @@ use crate::error::Result;
 /// How many runs older than the finishing one keep their files.
 const KEEP_RUNS: usize = 2;
 
+/// The runs that are over once the finishing run has finished.
+struct Over {
+    /// The finishing run.
+    current: JournalRef,
+    /// Every run finished or marked dead, the finishing one included.
+    runs: std::collections::HashSet<JournalRef>,
+    /// Journals (and their marks) of runs before this time were pruned.
+    pruned_before_ms: i64,
+}
+
 impl Invocation<'_> {
     /// The finish step.
     pub(crate) async fn finish(mut self) -> Result<StepOutcome> {
@@ -56,9 +66,15 @@ impl Invocation<'_> {
             self.still_current().await?;
             self.fence().await?;
             let ledger = Ledger::new(self.gc.catalog.warehouse());
+            // The runs that are over once this one has finished: those over before it, the
+            // dead runs its plan counted, and itself. Read before journals are pruned (a
+            // pruned run's marks go with its journal, and its directory with them).
+            let mut over = ledger.journals().state().await?.finished;
+            over.extend(self.plan.dead.iter().copied());
             // The dead runs' marks first: pruning then takes a mark with its journal, and
             // never leaves one behind without it.
             let journal = self.plan.journal();
+            over.insert(journal);
             for dead in &self.plan.dead {
                 if *dead != journal {
                     ledger.journals().mark_dead(*dead).await?;
@@ -68,10 +84,8 @@ impl Invocation<'_> {
             // marks are gone is not trusted, which only delays deletion.
             let rules = self.plan.rules;
             let keep_ms = rules.retention_ms.saturating_mul(4).max(7 * 24 * 3_600_000);
-            ledger
-                .journals()
-                .prune(self.plan.now_ms.saturating_sub(keep_ms))
-                .await?;
+            let pruned_before_ms = self.plan.now_ms.saturating_sub(keep_ms);
+            ledger.journals().prune(pruned_before_ms).await?;
             ledger.journals().mark_done(journal).await?;
             // The run is finished: what follows is housekeeping, and its failure leaves
             // only files the next run prunes (it never fails a finished run). Entries
@@ -88,7 +102,16 @@ impl Invocation<'_> {
                 .union(&verified_history.pinning)
                 .cloned()
                 .collect();
-            self.tidy_up(journal, &untaken, &pinning).await;
+            self.tidy_up(
+                Over {
+                    current: journal,
+                    runs: over,
+                    pruned_before_ms,
+                },
+                &untaken,
+                &pinning,
+            )
+            .await;
         }
         self.report.counts = totals;
         self.report.roots = observed.observation.roots.clone();
@@ -107,7 +130,7 @@ impl Invocation<'_> {
     /// lease. A failure is a warning: the next run does it again.
     async fn tidy_up(
         &mut self,
-        journal: JournalRef,
+        over: Over,
         untaken: &BTreeSet<String>,
         pinning: &BTreeSet<String>,
     ) {
@@ -135,7 +158,7 @@ impl Invocation<'_> {
         if let Err(err) = crate::catalog::changelog::prune_links(warehouse, before).await {
             tracing::warn!(error = %err, "gc: pruning the commit links failed; the next run prunes them");
         }
-        if let Err(err) = self.prune_runs(journal).await {
+        if let Err(err) = self.prune_runs(&over).await {
             tracing::warn!(error = %err, "gc: pruning older runs' files failed; the next run prunes them");
         }
         if let Some(lease) = self.lease.lock().await.take()
@@ -150,23 +173,30 @@ impl Invocation<'_> {
         super::job::run_totals(&self.job, &self.plan, self.gc.config.io_concurrency).await
     }
 
-    /// Delete the files of the runs older than this one but the newest few with a plan
-    /// (kept for `gc status` and post-mortems). Every older run has finished or can never
-    /// go on (this run finished after it was planned: [`super::job::Plan::superseded`]),
-    /// and what the ledger needs of it is its journal, not its files. Only files under
-    /// `_gc/runs/` are touched.
-    async fn prune_runs(&self, current: JournalRef) -> Result<()> {
+    /// Delete the files of the runs older than this one that are over, but the newest few
+    /// with a plan (kept for `gc status` and post-mortems) while their journals are kept.
+    /// Every older run has finished or can never go on (this run finished after it was
+    /// planned: [`super::job::Plan::superseded`]), and what the ledger needs of it is its
+    /// journal, not its files. The directory of a run that is not over (it landed after
+    /// this run's plan counted the runs: a planner paused before its writes) stays: it is
+    /// the next run's evidence that every clock must start again (round 134, F1). A kept
+    /// directory goes with its journal's marks: a directory without them would look like
+    /// such a run to every later one. Only files under `_gc/runs/` are touched.
+    async fn prune_runs(&self, over: &Over) -> Result<()> {
         let store = self.job.store();
         let mut older: Vec<JournalRef> = planned_runs(store)
             .await?
             .into_iter()
-            .filter(|run| run.order() < current.order())
+            .filter(|run| run.order() < over.current.order() && over.runs.contains(run))
             .collect();
         older.sort_by_key(|run| std::cmp::Reverse(run.order()));
         let mut kept = 0;
         for run in older {
             let job = Job::new(store, run);
-            if kept < KEEP_RUNS && job.plan().await.ok().flatten().is_some() {
+            if kept < KEEP_RUNS
+                && run.run_ms >= over.pruned_before_ms
+                && job.plan().await.ok().flatten().is_some()
+            {
                 kept += 1;
                 continue;
             }

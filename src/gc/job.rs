@@ -237,19 +237,15 @@ impl Plan {
                 self.run_id, newer.run_id
             ));
         }
-        // A run started since the previous one that this plan did not count (its journal
-        // unfinished, or only its directory: a plan step that stopped after its walk, or a
-        // walk written late, behind this plan) and that never finished: it was given up,
+        // A run this plan did not count (its journal unfinished, or only its directory:
+        // a plan step that stopped after its walk, or a walk written late, behind this
+        // plan) and that is not over (neither finished nor marked dead): it was given up,
         // or this run was not resumable when it started, and what its walk found
-        // reachable, possibly after this run's walk, is lost with it. Only the next run,
+        // reachable, possibly after this run's walk, is lost with it. Whatever its time: a
+        // run older than the previous one that is not over landed after the previous run
+        // had counted and marked every run it knew (round 134, F1). Only the next run,
         // which counts it and starts every clock again, goes on (round 133, G2 and G3).
-        let counted = |run: &JournalRef| {
-            *run == self.journal()
-                || self.dead.contains(run)
-                || self
-                    .previous
-                    .is_some_and(|previous| run.order() <= previous.order())
-        };
+        let counted = |run: &JournalRef| *run == self.journal() || self.dead.contains(run);
         let lost = journals
             .dead
             .iter()
@@ -576,13 +572,26 @@ pub(crate) fn parse_plan(name: &str, bytes: &[u8]) -> Result<Plan> {
 }
 
 /// The runs whose directory holds anything, by journal (unordered): a plan, or only the
-/// walk of a plan step that stopped before its plan.
+/// walk of a plan step that stopped before its plan. On a file system a directory
+/// outlives the files pruned from it: only one that still holds a file counts (an empty
+/// one is no run's evidence, and would otherwise look like a run no finished run
+/// counted once its journal is pruned).
 pub(crate) async fn planned_runs(warehouse: &Warehouse) -> Result<Vec<JournalRef>> {
     let segments = warehouse.segments(RUNS_DIR).await?;
-    Ok(segments
-        .iter()
-        .filter_map(|segment| JournalRef::parse_suffix(segment))
-        .collect())
+    let mut runs = Vec::new();
+    for segment in &segments {
+        let Some(run) = JournalRef::parse_suffix(segment) else {
+            continue;
+        };
+        if warehouse.local_dir().is_some() {
+            let mut files = warehouse.list(&format!("{RUNS_DIR}/{segment}"));
+            if futures::StreamExt::next(&mut files).await.transpose()?.is_none() {
+                continue;
+            }
+        }
+        runs.push(run);
+    }
+    Ok(runs)
 }
 
 impl Page {

@@ -280,14 +280,23 @@ impl GarbageCollector {
             .extend(observation.history.untaken_warning());
         let epoch_ms = marker.created_ms.saturating_add(rules.skew_ms);
         // A run planned since the previous finished run that never finished (given up,
-        // superseded, its journal gone stale) may have found objects reachable that no
-        // later walk does (through a link no change-log entry records), and may not have
-        // swept their entries: what it found is lost with it. Every clock starts again at
-        // this walk, the clock files' as the carried ones (round 133, J1).
+        // superseded, its journal gone stale), or an older one that no finished run
+        // counted (its walk landed after the previous run had looked: round 134, F1),
+        // may have found objects reachable that no later walk does (through a link no
+        // change-log entry records), and may not have swept their entries: what it found
+        // is lost with it. Every clock starts again at this walk, the clock files' as the
+        // carried ones (round 133, J1).
         let given_up = match journals.previous {
             Some(previous) => {
                 let listed = journals.dead.iter().chain(&journals.stale).copied();
-                super::carried::started_between(warehouse, previous, None, listed).await?
+                super::carried::started_between(
+                    warehouse,
+                    previous,
+                    None,
+                    listed,
+                    &journals.finished,
+                )
+                .await?
             }
             None => false,
         };

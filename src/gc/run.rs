@@ -32,6 +32,7 @@ pub(crate) struct RunContext {
     verified: tokio::sync::OnceCell<Arc<Walk>>,
     referenced: tokio::sync::OnceCell<Arc<Protected>>,
     trust: tokio::sync::OnceCell<Arc<Trust>>,
+    journals: tokio::sync::OnceCell<Arc<super::journal::JournalState>>,
     previous: tokio::sync::OnceCell<Option<Arc<Previous>>>,
 }
 
@@ -45,6 +46,7 @@ impl RunContext {
             verified: tokio::sync::OnceCell::new(),
             referenced: tokio::sync::OnceCell::new(),
             trust: tokio::sync::OnceCell::new(),
+            journals: tokio::sync::OnceCell::new(),
             previous: tokio::sync::OnceCell::new(),
         }
     }
@@ -106,13 +108,26 @@ impl RunContext {
         &self,
         warehouse: &crate::warehouse::Warehouse,
     ) -> Result<Arc<Trust>> {
+        let journals = self.journals(warehouse).await?;
         self.trust
             .get_or_try_init(|| async {
-                let journals = Ledger::new(warehouse).journals().state().await?;
                 Ok::<_, Error>(Arc::new(Trust {
                     current: Some(self.plan.journal()),
-                    done_at: journals.done_at,
+                    done_at: journals.done_at.clone(),
                 }))
+            })
+            .await
+            .cloned()
+    }
+
+    /// What the journals said when this invocation first asked (read once).
+    async fn journals(
+        &self,
+        warehouse: &crate::warehouse::Warehouse,
+    ) -> Result<Arc<super::journal::JournalState>> {
+        self.journals
+            .get_or_try_init(|| async {
+                Ok::<_, Error>(Arc::new(Ledger::new(warehouse).journals().state().await?))
             })
             .await
             .cloned()
@@ -126,13 +141,13 @@ impl RunContext {
         &self,
         warehouse: &crate::warehouse::Warehouse,
     ) -> Result<Option<Arc<Previous>>> {
-        let trust = self.trust(warehouse).await?;
+        let journals = self.journals(warehouse).await?;
         self.previous
             .get_or_try_init(|| async {
                 let Some(journal) = self.plan.previous else {
                     return Ok(None);
                 };
-                if !trust.done_at.contains_key(&journal) {
+                if !journals.done_at.contains_key(&journal) {
                     return Ok(None);
                 }
                 // A run started since, that never finished (given up, superseded), may
@@ -145,6 +160,7 @@ impl RunContext {
                     journal,
                     Some(self.plan.journal()),
                     listed,
+                    &journals.finished,
                 )
                 .await?
                 {

@@ -200,6 +200,7 @@ pub async fn status(catalog: &Catalog, now_ms: i64, ledger: bool) -> Result<GcSt
                 previous,
                 current,
                 journals.dead.iter().copied(),
+                &journals.finished,
             )
             .await?
             && let Some(previous) = super::carried::Previous::read(warehouse, previous).await?

@@ -641,3 +641,154 @@ async fn walk_only(env: &Env, config: &GcConfig, root: &std::path::Path) -> uuid
         .expect("lease broken");
     run
 }
+
+/// Round 134, F1: a plan step walks through a link no log records, then pauses before it
+/// writes anything; the link goes; the next run N plans without it, carries the old clock
+/// and finishes; then the paused run's walk (and journal) land, ordered before N. The run
+/// after N took "started since the previous run" by the runs' times, so it counted
+/// nothing, carried N's clock and deleted the postings 81 minutes after the link went
+/// (retention 2 h). A run that is not over (neither finished nor marked dead) landed after
+/// every finished run had counted and marked the runs it knew: whatever its time, the
+/// next run starts every clock again.
+#[tokio::test]
+async fn f1_a_walk_landing_after_the_next_run_finished_restarts_every_clock() {
+    landing_after_the_next_run_finished(13401, false).await;
+}
+
+/// F1 with only the paused run's walk landing (its plan step stopped after it).
+#[tokio::test]
+async fn f1_only_a_walk_landing_after_the_next_run_finished_restarts_every_clock() {
+    landing_after_the_next_run_finished(13402, true).await;
+}
+
+async fn landing_after_the_next_run_finished(seed: u64, only_its_walk: bool) {
+    let env = Env::open(Backend::Local, seed).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let old = Layout::under("old/1");
+    let (old_id, _, _) = env.register("old", &old).await;
+    let live = Layout::under("live/1");
+    env.register("live", &live).await;
+    env.advance(HOUR);
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    env.advance(10 * MINUTE);
+    // A starts the postings' clocks.
+    env.collect_completed(&config).await;
+    let watched: Vec<String> = old
+        .files()
+        .into_iter()
+        .filter(|file| file.starts_with(&old.postings))
+        .collect();
+    env.advance(HOUR);
+    let (postings, stash) = link_postings(&root, &live, &old);
+    env.advance(MINUTE);
+    // G's plan step walks through the link; what it writes is held back (a pause).
+    let gc = env.gc(config.clone());
+    let g = loop {
+        let outcome = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
+        if outcome.done {
+            break outcome.report.run_id;
+        }
+    };
+    drop(gc);
+    let directory = run_directory(&root, g);
+    let away = root.join("g-away");
+    std::fs::rename(&directory, &away).expect("G away");
+    if only_its_walk {
+        for entry in std::fs::read_dir(&away).expect("its files") {
+            let path = entry.expect("entry").path();
+            if path.file_name().is_some_and(|name| name != "observed.json") {
+                match path.is_dir() {
+                    true => std::fs::remove_dir_all(&path).expect("removed"),
+                    false => std::fs::remove_file(&path).expect("removed"),
+                }
+            }
+        }
+    }
+    let held = root.join("g-journal-away");
+    std::fs::create_dir_all(&held).expect("dir");
+    let mut moved = Vec::new();
+    for entry in std::fs::read_dir(root.join("_gc/journal")).expect("journals") {
+        let path = entry.expect("entry").path();
+        if path.to_string_lossy().contains(&g.simple().to_string()) {
+            let to = held.join(path.file_name().expect("a name"));
+            std::fs::rename(&path, &to).expect("journal away");
+            if !only_its_walk {
+                moved.push((to, path));
+            }
+        }
+    }
+    env.gc(config.clone())
+        .break_lease()
+        .await
+        .expect("lease broken");
+    env.advance(MINUTE);
+    unlink_postings(&postings, &stash);
+    let lost_at = env.now();
+    env.advance(MINUTE);
+    // N knows nothing of G: it carries A's clocks (within retention), and finishes.
+    env.collect_completed(&config).await;
+    assert!(env.all_exist(&watched).await, "N deleted nothing");
+    // G's writes land now, behind N.
+    std::fs::rename(&away, &directory).expect("G back");
+    for (from, to) in moved {
+        std::fs::rename(&from, &to).expect("journal back");
+    }
+    kept_through_retention(&env, &config, lost_at, &watched, " (round 134, F1)").await;
+}
+
+/// The other side of F1's rule: a run directory kept for post-mortems outlives no
+/// journal. Runs a week apart pruned the oldest kept directory's journal and marks with
+/// it; left behind, the directory would look like a run no finished run counted, and
+/// every later run would start every clock again.
+#[tokio::test]
+async fn runs_weeks_apart_leave_no_directory_without_its_journal() {
+    let env = Env::open(Backend::Local, 13403).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    env.register("live", &Layout::under("live/1")).await;
+    env.advance(HOUR);
+    for _ in 0..3 {
+        env.collect_completed(&config).await;
+        env.advance(8 * 24 * HOUR);
+    }
+    let journals: Vec<String> = std::fs::read_dir(root.join("_gc/journal"))
+        .expect("journals")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    // (A file system keeps a pruned run's empty directories: no evidence of anything.)
+    for entry in std::fs::read_dir(root.join("_gc/runs")).expect("runs") {
+        let entry = entry.expect("entry");
+        let run = entry.file_name().to_string_lossy().into_owned();
+        let files = files_below(&entry.path());
+        assert!(
+            files.is_empty() || journals.iter().any(|journal| journal.starts_with(&run)),
+            "the directory of run {run} outlived its journal: {journals:?}; it holds {files:?}"
+        );
+    }
+    let report = env.collect_completed(&config).await;
+    assert!(
+        !report.warnings.iter().any(|w| w.contains("did not finish")),
+        "{:?}",
+        report.warnings
+    );
+}
+
+/// The files below `dir`, at any depth.
+fn files_below(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten() {
+        let path = entry.expect("entry").path();
+        match path.is_dir() {
+            true => files.extend(files_below(&path)),
+            false => files.push(path),
+        }
+    }
+    files
+}
