@@ -85,7 +85,11 @@ impl Invocation<'_> {
             let rules = self.plan.rules;
             let keep_ms = rules.retention_ms.saturating_mul(4).max(7 * 24 * 3_600_000);
             let pruned_before_ms = self.plan.now_ms.saturating_sub(keep_ms);
-            ledger.journals().prune(pruned_before_ms).await?;
+            // No run loses its marks while its directory is there (a file the collector
+            // does not delete may keep one for ever): the marks of a run whose directory
+            // goes below are pruned by the next finish.
+            let listed = planned_runs(self.job.store()).await?.into_iter().collect();
+            ledger.journals().prune(pruned_before_ms, &listed).await?;
             ledger.journals().mark_done(journal).await?;
             // The run is finished: what follows is housekeeping, and its failure leaves
             // only files the next run prunes (it never fails a finished run). Entries

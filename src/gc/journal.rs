@@ -426,17 +426,23 @@ impl Journals {
         })
     }
 
-    /// Delete journals of runs before `before_ms`; returns how many. Only files this
-    /// collector writes there (`<run-ms>-<run>.json`, `.<ms>.done` and `.dead`) are ever
-    /// deleted.
-    pub(crate) async fn prune(&self, before_ms: i64) -> Result<usize> {
+    /// Delete journals of runs before `before_ms`, but of those in `listed` (runs whose
+    /// directory is still there: a run without its marks would look like one no finished
+    /// run counted, round 135, K1); returns how many. Only files this collector writes
+    /// there (`<run-ms>-<run>.json`, `.<ms>.done` and `.dead`) are ever deleted.
+    pub(crate) async fn prune(
+        &self,
+        before_ms: i64,
+        listed: &HashSet<JournalRef>,
+    ) -> Result<usize> {
         let old: Vec<String> = self
             .files()
             .await?
             .into_iter()
             .filter(|file| {
-                parse_journal_file(&file.name)
-                    .is_some_and(|(journal, _)| journal.run_ms < before_ms)
+                parse_journal_file(&file.name).is_some_and(|(journal, _)| {
+                    journal.run_ms < before_ms && !listed.contains(&journal)
+                })
             })
             .map(|file| file.name)
             .collect();
@@ -591,7 +597,21 @@ pub(crate) mod tests {
             "a dead run is not trusted"
         );
         assert!(state.finished.contains(&given_up));
-        assert_eq!(journals.prune(180).await.expect("pruned"), 4);
+        // A run whose directory is still there keeps its journal and marks.
+        let listed = HashSet::from([given_up]);
+        assert_eq!(journals.prune(180, &listed).await.expect("pruned"), 2);
+        assert!(
+            journals
+                .state()
+                .await
+                .expect("state")
+                .finished
+                .contains(&given_up)
+        );
+        assert_eq!(
+            journals.prune(180, &HashSet::new()).await.expect("pruned"),
+            2
+        );
         let missing = journals.read(old).await.expect("read");
         assert!(
             missing.unknown && missing.records.is_empty(),

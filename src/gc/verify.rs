@@ -182,6 +182,10 @@ impl Invocation<'_> {
             }
             linked.sort_unstable();
             linked.dedup();
+            // A walk slower than half the lease (or a pause in it) must not be written
+            // behind a run that took the lease over meanwhile, which counted this run as
+            // dead and started its clocks before this walk ended (round 135, K2).
+            self.fence().await?;
             // When it started and its dangling family references go first (see
             // `dangling`).
             let dangling = super::job::Dangling {

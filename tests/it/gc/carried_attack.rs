@@ -780,6 +780,52 @@ async fn runs_weeks_apart_leave_no_directory_without_its_journal() {
     );
 }
 
+/// Round 135, K1: a run directory holding a file the collector never deletes (the staging
+/// copy a kill left mid-write, a `.DS_Store` a file browser put there) stays for ever;
+/// once its journal and marks were pruned (after 4 × retention, at least a week) it was a
+/// run that is not over, and every later run started every clock again: nothing was ever
+/// collected. A run keeps its journal and marks while its directory is there, and a
+/// staging copy is no run's evidence.
+#[tokio::test]
+async fn k1_a_file_the_collector_never_deletes_never_makes_every_run_restart() {
+    for (seed, leftover) in [(13501, "observed.json#1"), (13502, ".DS_Store")] {
+        let env = Env::open(Backend::Local, seed).await;
+        let config = test_config();
+        let root = env.local_dir.clone().expect("local");
+        let old = Layout::under("old/1");
+        let (old_id, _, _) = env.register("old", &old).await;
+        env.register("live", &Layout::under("live/1")).await;
+        env.advance(HOUR);
+        env.collect_completed(&config).await;
+        let first = std::fs::read_dir(root.join("_gc/runs"))
+            .expect("runs")
+            .map(|entry| entry.expect("entry").path())
+            .next()
+            .expect("a run directory");
+        std::fs::write(first.join(leftover), b"{").expect("left over");
+        for _ in 0..3 {
+            env.advance(8 * 24 * HOUR);
+            env.collect_completed(&config).await;
+        }
+        env.catalog.drop_index(&old_id).await.expect("dropped");
+        let mut warned = Vec::new();
+        for _ in 0..6 {
+            env.advance(HOUR);
+            let report = env.collect_completed(&config).await;
+            warned.push(report.warnings.iter().any(|w| w.contains("did not finish")));
+        }
+        let left: Vec<String> = old
+            .files()
+            .into_iter()
+            .filter(|file| file.starts_with(&old.postings) && root.join(file).exists())
+            .collect();
+        assert!(
+            !warned.iter().any(|w| *w) && left.is_empty(),
+            "{leftover}: runs warned that every clock starts again: {warned:?}; dropped postings left 6 h after the drop (retention 2 h): {left:?}"
+        );
+    }
+}
+
 /// The files below `dir`, at any depth.
 fn files_below(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut files = Vec::new();
