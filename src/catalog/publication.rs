@@ -19,8 +19,9 @@
 //!    publishing it would leave a pointer to a deleted file (a backup's metadata restored
 //!    as a new file, or new metadata written over old tables). Such a file is
 //!    [`ErrorKind::InvalidIndexMetadata`]; write new files. The check lists the ledger
-//!    below each new table and reference (one request for one the collector never
-//!    tracked), after the new metadata file is read.
+//!    below each new table and reference, and the condemnation markers of its directory
+//!    (two requests at once for one the collector never tracked; see
+//!    `warehouse::layout`), after the new metadata file is read.
 //! 3. **Within the window.** Everything from the start of the operation to the outcome
 //!    of its compare-and-swap happens within [`PUBLISH_WINDOW`]. An operation that has
 //!    not issued its write by then fails without writing (`STORE_UNAVAILABLE`); one whose

@@ -542,6 +542,10 @@ mod tests {
             ledger.object_of(&format!("{LEDGER_DIR}/t/ivf_centroids/part-0.parquet")),
             None
         );
+        // A condemnation marker is no fact of its directory as an object: never part of
+        // an entry, never cleared as a gone object's file (`warehouse::layout`).
+        let marker = format!("{LEDGER_DIR}/indexes/a/n-1-{}-0.json", journal.suffix());
+        assert_eq!(ledger.object_of(&marker), None);
     }
 
     #[tokio::test]

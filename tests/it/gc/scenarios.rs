@@ -1654,3 +1654,47 @@ async fn runs_stopped_by_their_budget_go_on_page_by_page_and_collect_everything(
         assert!(!state.running() || state.current_run().is_some());
     }
 }
+
+/// Condemnation markers (`_gc/ledger/<directory>/n-<ms>-<run-ms>-<run>-<page>.json`: one
+/// file per directory and page naming what it condemns, the format issue 29's step B2
+/// moves `indexes/` condemnations to) are read by publication like `c-` files: new
+/// metadata over tables a marker condemns is refused until the marker goes. (A file named
+/// itself, beside files a marker names: `warehouse::layout`'s unit test.)
+#[tokio::test]
+async fn tables_a_condemnation_marker_names_cannot_be_published_under_new_metadata() {
+    for (n, backend) in [Backend::Memory, Backend::Local].into_iter().enumerate() {
+        let env = claimed(backend, 40 + n as u64).await;
+        let layout = Layout::under("marked/1");
+        env.write_tables(&layout).await;
+        let postings = layout.postings.trim_end_matches('/');
+        let marker = format!(
+            "_gc/ledger/{postings}/n-5-1700000000000-0123456789abcdef0123456789abcdef-0.json"
+        );
+        let path = env.warehouse.path(&marker).expect("a name");
+        env.warehouse
+            .object_store()
+            .put(&path, r#"{"names": ["part-1.parquet"]}"#.into())
+            .await
+            .expect("marker");
+        let fresh = env.write_metadata(&env.metadata_for(&layout)).await;
+        let id = env.id("marked").await;
+        let err = env
+            .catalog
+            .register(&id, Some(&layout.source), &fresh)
+            .await
+            .expect_err("a table holding a file a marker condemns is not published");
+        assert_eq!(err.kind(), ErrorKind::InvalidIndexMetadata, "{err}");
+        assert!(err.message().contains("condemned"), "{err}");
+        assert!(err.message().contains("part-1.parquet"), "{err}");
+        // Once the marker is gone (its condemnations released), the same publication goes.
+        env.warehouse
+            .object_store()
+            .delete(&path)
+            .await
+            .expect("released");
+        env.catalog
+            .register(&id, Some(&layout.source), &fresh)
+            .await
+            .expect("published once nothing is condemned");
+    }
+}
