@@ -371,13 +371,7 @@ async fn older_run_after_a_newer_one(seed: u64, only_its_walk: bool) {
     let (old, live, watched) = condemned_postings_beside_a_live_index(&env, &config).await;
     // P plans, and its plan is away for a while.
     env.advance(10 * MINUTE);
-    let gc = env.gc(config.clone());
-    let p = loop {
-        let outcome = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
-        if outcome.done {
-            break outcome.report.run_id;
-        }
-    };
+    let p = plan_step(&env, &config).await;
     let plan = run_directory(&root, p).join("plan.json");
     let away = plan.with_extension("away");
     std::fs::rename(&plan, &away).expect("plan away");
@@ -533,13 +527,7 @@ async fn g2_a_walk_written_behind_the_next_runs_plan_restarts_every_clock() {
     let (postings, stash) = link_postings(&root, &live, &old);
     // G's plan step walks (through the link); its directory is away, its journal never
     // written, its lease gone.
-    let gc = env.gc(config.clone());
-    let g = loop {
-        let outcome = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
-        if outcome.done {
-            break outcome.report.run_id;
-        }
-    };
+    let g = plan_step(&env, &config).await;
     let directory = run_directory(&root, g);
     let away = root.join("g-away");
     std::fs::rename(&directory, &away).expect("G away");
@@ -609,18 +597,20 @@ async fn g4_what_a_restart_voided_stays_void_for_an_object_it_did_not_list() {
     kept_through_retention(&env, &config, lost_at, &watched, " (round 133, G4)").await;
 }
 
-/// A plan step that walks and stops right after writing its walk (a kill, a failed write:
-/// its plan, journal and lease removed as a kill leaves them). Its run's id.
-async fn walk_only(env: &Env, config: &GcConfig, root: &std::path::Path) -> uuid::Uuid {
+/// A plan step, to its end. Its run's id.
+async fn plan_step(env: &Env, config: &GcConfig) -> uuid::Uuid {
     let gc = env.gc(config.clone());
-    let run = loop {
+    loop {
         let outcome = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
         if outcome.done {
-            break outcome.report.run_id;
+            return outcome.report.run_id;
         }
-    };
-    let directory = run_directory(root, run);
-    for entry in std::fs::read_dir(&directory).expect("its files") {
+    }
+}
+
+/// Remove everything from a run directory but its walk (a plan step killed after it).
+fn keep_only_the_walk(directory: &std::path::Path) {
+    for entry in std::fs::read_dir(directory).expect("its files") {
         let path = entry.expect("entry").path();
         if path.file_name().is_some_and(|name| name != "observed.json") {
             match path.is_dir() {
@@ -629,6 +619,14 @@ async fn walk_only(env: &Env, config: &GcConfig, root: &std::path::Path) -> uuid
             }
         }
     }
+}
+
+/// A plan step that walks and stops right after writing its walk (a kill, a failed write:
+/// its plan, journal and lease removed as a kill leaves them). Its run's id.
+async fn walk_only(env: &Env, config: &GcConfig, root: &std::path::Path) -> uuid::Uuid {
+    let run = plan_step(env, config).await;
+    let directory = run_directory(root, run);
+    keep_only_the_walk(&directory);
     for entry in std::fs::read_dir(root.join("_gc/journal")).expect("journals") {
         let path = entry.expect("entry").path();
         if path.to_string_lossy().contains(&run.simple().to_string()) {
@@ -683,27 +681,12 @@ async fn landing_after_the_next_run_finished(seed: u64, only_its_walk: bool) {
     let (postings, stash) = link_postings(&root, &live, &old);
     env.advance(MINUTE);
     // G's plan step walks through the link; what it writes is held back (a pause).
-    let gc = env.gc(config.clone());
-    let g = loop {
-        let outcome = gc.step(GcStep::Plan, env.now(), None).await.expect("plan");
-        if outcome.done {
-            break outcome.report.run_id;
-        }
-    };
-    drop(gc);
+    let g = plan_step(&env, &config).await;
     let directory = run_directory(&root, g);
     let away = root.join("g-away");
     std::fs::rename(&directory, &away).expect("G away");
     if only_its_walk {
-        for entry in std::fs::read_dir(&away).expect("its files") {
-            let path = entry.expect("entry").path();
-            if path.file_name().is_some_and(|name| name != "observed.json") {
-                match path.is_dir() {
-                    true => std::fs::remove_dir_all(&path).expect("removed"),
-                    false => std::fs::remove_file(&path).expect("removed"),
-                }
-            }
-        }
+        keep_only_the_walk(&away);
     }
     let held = root.join("g-journal-away");
     std::fs::create_dir_all(&held).expect("dir");
