@@ -206,6 +206,7 @@ impl Invocation<'_> {
             }
             let files = job.own_files().await?;
             store.delete_own(files).await?;
+            store.remove_empty_directories(job.dir()).await;
         }
         Ok(())
     }

@@ -573,8 +573,8 @@ pub(crate) fn parse_plan(name: &str, bytes: &[u8]) -> Result<Plan> {
 
 /// The runs whose directory holds anything, by journal (unordered): a plan, or only the
 /// walk of a plan step that stopped before its plan. On a file system a directory
-/// outlives the files pruned from it: only one that still holds a file counts, and not
-/// a write's staging file a kill left (no run's evidence).
+/// outlives the files pruned from it: only one that still holds a file counts (a write's
+/// staging copy a kill left too: a walk may have been on its way; round 136, A).
 pub(crate) async fn planned_runs(warehouse: &Warehouse) -> Result<Vec<JournalRef>> {
     let segments = warehouse.segments(RUNS_DIR).await?;
     let mut runs = Vec::new();
@@ -583,12 +583,10 @@ pub(crate) async fn planned_runs(warehouse: &Warehouse) -> Result<Vec<JournalRef
             continue;
         };
         if warehouse.local_dir().is_some() {
-            let listed = warehouse.list(&format!("{RUNS_DIR}/{segment}"));
-            let mut objects = futures::TryStreamExt::try_filter(listed, |item| {
-                std::future::ready(matches!(item, crate::warehouse::ListItem::Object(_)))
-            });
-            if futures::TryStreamExt::try_next(&mut objects)
-                .await?
+            let mut files = warehouse.list(&format!("{RUNS_DIR}/{segment}"));
+            if futures::StreamExt::next(&mut files)
+                .await
+                .transpose()?
                 .is_none()
             {
                 continue;

@@ -426,9 +426,10 @@ impl Journals {
         })
     }
 
-    /// Delete journals of runs before `before_ms`, but of those in `listed` (runs whose
-    /// directory is still there: a run without its marks would look like one no finished
-    /// run counted, round 135, K1); returns how many. Only files this collector writes
+    /// Delete journals of runs before `before_ms` with their marks, but the marks of those
+    /// in `listed` (runs whose directory is still there: a run without its marks would
+    /// look like one no finished run counted, round 135, K1; a mark without its journal
+    /// still says the run is over); returns how many. Only files this collector writes
     /// there (`<run-ms>-<run>.json`, `.<ms>.done` and `.dead`) are ever deleted.
     pub(crate) async fn prune(
         &self,
@@ -440,8 +441,9 @@ impl Journals {
             .await?
             .into_iter()
             .filter(|file| {
-                parse_journal_file(&file.name).is_some_and(|(journal, _)| {
-                    journal.run_ms < before_ms && !listed.contains(&journal)
+                parse_journal_file(&file.name).is_some_and(|(journal, mark)| {
+                    journal.run_ms < before_ms
+                        && (!listed.contains(&journal) || matches!(mark, Mark::Journal))
                 })
             })
             .map(|file| file.name)
@@ -597,9 +599,9 @@ pub(crate) mod tests {
             "a dead run is not trusted"
         );
         assert!(state.finished.contains(&given_up));
-        // A run whose directory is still there keeps its journal and marks.
+        // A run whose directory is still there keeps its marks (not its journal).
         let listed = HashSet::from([given_up]);
-        assert_eq!(journals.prune(180, &listed).await.expect("pruned"), 2);
+        assert_eq!(journals.prune(180, &listed).await.expect("pruned"), 3);
         assert!(
             journals
                 .state()
@@ -610,7 +612,7 @@ pub(crate) mod tests {
         );
         assert_eq!(
             journals.prune(180, &HashSet::new()).await.expect("pruned"),
-            2
+            1
         );
         let missing = journals.read(old).await.expect("read");
         assert!(

@@ -16,6 +16,18 @@ use crate::error::{Error, ErrorKind};
 const DELETES_ALONE_AT_ONCE: usize = 16;
 
 impl Warehouse {
+    /// On a local warehouse, remove the directory `dir` under `_gc/` and every directory
+    /// below it that holds nothing (a pruned run's: a file system keeps them, and a file
+    /// a browser drops into one later would make it a run again). Links are never
+    /// followed; a directory that holds anything stays. Nothing to do on an object store.
+    pub(crate) async fn remove_empty_directories(&self, dir: &str) {
+        let Some(root) = self.local_dir() else {
+            return;
+        };
+        let path = root.join(dir);
+        let _ = tokio::task::spawn_blocking(move || remove_empty(&path)).await;
+    }
+
     /// Delete files the collector wrote under `_gc/` (missing ones are fine, a refused one
     /// is logged and kept); how many are gone.
     pub(crate) async fn delete_own(&self, files: Vec<String>) -> crate::error::Result<usize> {
@@ -162,4 +174,17 @@ fn refuses_permission(err: &object_store::Error) -> bool {
         }
         _ => false,
     }
+}
+
+/// Remove `path` and the directories below it, deepest first, where empty.
+fn remove_empty(path: &std::path::Path) {
+    let is_dir = std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir());
+    if !is_dir {
+        return;
+    }
+    for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+        remove_empty(&entry.path());
+    }
+    // Fails, harmlessly, where anything is left.
+    let _ = std::fs::remove_dir(path);
 }

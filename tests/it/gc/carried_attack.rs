@@ -745,13 +745,14 @@ async fn runs_weeks_apart_leave_no_directory_without_its_journal() {
                 .into_owned()
         })
         .collect();
-    // (A file system keeps a pruned run's empty directories: no evidence of anything.)
+    // No pruned run leaves its directories behind either (a file a browser drops into
+    // one would make it a run again: round 136, B).
     for entry in std::fs::read_dir(root.join("_gc/runs")).expect("runs") {
         let entry = entry.expect("entry");
         let run = entry.file_name().to_string_lossy().into_owned();
         let files = files_below(&entry.path());
         assert!(
-            files.is_empty() || journals.iter().any(|journal| journal.starts_with(&run)),
+            !files.is_empty() && journals.iter().any(|journal| journal.starts_with(&run)),
             "the directory of run {run} outlived its journal: {journals:?}; it holds {files:?}"
         );
     }
