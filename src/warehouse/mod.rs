@@ -4,11 +4,13 @@
 //! The submodules: `layout` (every reserved name and path: the catalog's, the
 //! collector's), `names` (a name is the raw `/`-joined key below the root, `object_name`;
 //! `Warehouse::relative` turns any spelling of a location inside the root into its name),
-//! `location` (names, locations and store paths), `objects` (reading and writing one
+//! `location` (names, locations and store paths), `condemned` (what the collector's
+//! ledger records as condemned, for publication), `objects` (reading and writing one
 //! object), `list` and `range` (listings), `delete` (deletions), `placement` (links on the
 //! way to an object, an enclosing warehouse), `local` (the local file system's listings and
 //! checks) and `errors` (store errors as the crate's).
 
+mod condemned;
 mod deep;
 mod delete;
 mod errors;

@@ -1659,7 +1659,7 @@ async fn runs_stopped_by_their_budget_go_on_page_by_page_and_collect_everything(
 /// file per directory and page naming what it condemns, the format issue 29's step B2
 /// moves `indexes/` condemnations to) are read by publication like `c-` files: new
 /// metadata over tables a marker condemns is refused until the marker goes. (A file named
-/// itself, beside files a marker names: `warehouse::layout`'s unit test.)
+/// itself, beside files a marker names: `warehouse::condemned`'s unit test.)
 #[tokio::test]
 async fn tables_a_condemnation_marker_names_cannot_be_published_under_new_metadata() {
     for (n, backend) in [Backend::Memory, Backend::Local].into_iter().enumerate() {
