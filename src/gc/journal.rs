@@ -79,6 +79,22 @@ pub(crate) struct JournalState {
     pub latest_ms: Option<i64>,
 }
 
+impl JournalState {
+    /// The runs since the previous finished run whose journal is there and marked dead
+    /// (or unstamped), not finished: a finish marked them and then failed, before its own
+    /// finish mark.
+    pub(crate) fn marked_dead(&self) -> impl Iterator<Item = &JournalRef> {
+        self.finished.iter().filter(|run| {
+            self.journaled.contains(run)
+                && !self.done_at.contains_key(run)
+                && !self.stale.contains(run)
+                && self
+                    .previous
+                    .is_none_or(|previous| run.order() > previous.order())
+        })
+    }
+}
+
 /// The journal's version: 2 keeps each record's store key with its commit id.
 const JOURNAL_VERSION: i32 = 2;
 

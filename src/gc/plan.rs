@@ -187,6 +187,7 @@ impl GarbageCollector {
         let unjournaled = runs
             .iter()
             .filter(|run| !journals.journaled.contains(run) && !journals.finished.contains(run));
+        let marked_dead = journals.marked_dead();
         // Journals and run directories are ordered by their time: a run sorts after every
         // earlier run (runs are serialised by the lease), even when the run times tie or
         // the clock went backwards, or a run directory of a clock far ahead was left.
@@ -328,9 +329,19 @@ impl GarbageCollector {
             untrusted,
             adopted_since: previous.adopted_since,
             epoch_ms: Some(epoch),
-            // Every run it counts as dead: the unfinished journals, and the directories
-            // of runs that left no journal (the floor covered those since the previous).
-            dead: journals.dead.iter().chain(unjournaled).copied().collect(),
+            // Every run it counts as dead: the unfinished journals, the directories of
+            // runs that left no journal (the floor covered those since the previous), and
+            // the runs since the previous already marked dead (by a finish that failed
+            // after marking them): they were over before this plan, so none of them
+            // "finished after it was planned" ([`Plan::superseded`]; else, with no run
+            // finished since, every later run was superseded at its first step).
+            dead: journals
+                .dead
+                .iter()
+                .chain(unjournaled)
+                .chain(marked_dead)
+                .copied()
+                .collect(),
             partitions,
             max_doomed: (self.config.max_deletes_per_run as u64).div_ceil(sequences),
             catalog_id: marker.catalog_id,

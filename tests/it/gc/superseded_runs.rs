@@ -75,11 +75,13 @@ async fn a_late_clock_write_behind_finished_runs_does_not_backdate_retention() {
 //    abandoned. A `.done` mark without its journal supersedes every later run.
 // ---------------------------------------------------------------------------------------
 
-/// Sets up: run D abandoned; 8 days later run F acknowledges D (pruning D's journal first)
-/// and fails writing its own `.done`. Returns F's id.
+/// Sets up: run D abandoned; `gap` later run F acknowledges D (marking it dead, and
+/// pruning D's journal first if it is older than the journals kept) and fails writing its
+/// own `.done`. Returns D's and F's ids.
 async fn finish_fails_after_acknowledging(
     env: &Env,
     config: &GcConfig,
+    gap: i64,
 ) -> (uuid::Uuid, uuid::Uuid) {
     env.register("keep", &Layout::under("keep/1")).await;
     env.advance(10 * MINUTE);
@@ -94,7 +96,7 @@ async fn finish_fails_after_acknowledging(
         env.gc(config.clone()).abandon().await.expect("abandon"),
         Some(d.run_id)
     );
-    env.advance(8 * DAY);
+    env.advance(gap);
     let d_id = d.run_id.simple().to_string();
     let hooked = Arc::new(
         HookedStore::new(Arc::new(env.sim.clone())).fail_on(move |key| {
@@ -120,7 +122,7 @@ async fn finish_fails_after_acknowledging(
 async fn a_finish_retried_after_acknowledging_dead_runs_completes() {
     let env = Env::open(Backend::Memory, 16102).await;
     let config = test_config();
-    let (_, f) = finish_fails_after_acknowledging(&env, &config).await;
+    let (_, f) = finish_fails_after_acknowledging(&env, &config, 8 * DAY).await;
     env.advance(MINUTE);
     let retried = env.collect(&config).await;
     assert_eq!((retried.run_id, retried.status), (f, GcStatus::Completed));
@@ -141,48 +143,53 @@ async fn a_finish_retried_after_acknowledging_dead_runs_completes() {
 
 /// GC in step mode (the `gc-cycle` state machine) keeps completing runs after an operator
 /// abandoned a run whose finish had failed: a run that goes on legitimately is never
-/// superseded.
+/// superseded. Also on a warehouse where no run has finished yet, and the dead run's
+/// journal is still there (the finish pruned nothing): the dead mark the failed finish
+/// left was there before the next plan, so it is no run that "finished after" it (else
+/// every later run was superseded at its first scan step, for ever).
 #[tokio::test]
 async fn step_mode_completes_after_abandoning_a_run_whose_finish_failed() {
-    let env = Env::open(Backend::Memory, 16103).await;
-    let config = test_config();
-    let (_, f) = finish_fails_after_acknowledging(&env, &config).await;
-    assert_eq!(
-        env.gc(config.clone()).abandon().await.expect("abandon"),
-        Some(f)
-    );
-    eprintln!("journals after abandon: {:?}", env.journal_files().await);
-    for cycle in 0..3 {
-        env.advance(HOUR);
-        let gc = env.gc(config.clone());
-        let now = env.now();
-        let plan = gc.step(GcStep::Plan, now, None).await.expect("plan");
-        assert!(plan.done, "cycle {cycle}");
-        let run = plan.report.run_id;
-        for partition in 0..plan.partitions {
-            let scan = gc.step(GcStep::Scan { run, partition }, now, None).await;
+    for gap in [8 * DAY, HOUR] {
+        let env = Env::open(Backend::Memory, 16103).await;
+        let config = test_config();
+        let (_, f) = finish_fails_after_acknowledging(&env, &config, gap).await;
+        assert_eq!(
+            env.gc(config.clone()).abandon().await.expect("abandon"),
+            Some(f)
+        );
+        eprintln!("journals after abandon: {:?}", env.journal_files().await);
+        for cycle in 0..3 {
+            env.advance(HOUR);
+            let gc = env.gc(config.clone());
+            let now = env.now();
+            let plan = gc.step(GcStep::Plan, now, None).await.expect("plan");
+            assert!(plan.done, "gap {gap}, cycle {cycle}");
+            let run = plan.report.run_id;
+            for partition in 0..plan.partitions {
+                let scan = gc.step(GcStep::Scan { run, partition }, now, None).await;
+                assert!(
+                    scan.is_ok(),
+                    "gap {gap}, cycle {cycle}: the scan step of the run the plan step just started was refused: {:?}",
+                    scan.err().map(|e| e.to_string())
+                );
+            }
+            gc.step(GcStep::Verify { run }, now, None)
+                .await
+                .expect("verify");
+            for partition in 0..plan.partitions {
+                gc.step(GcStep::Delete { run, partition }, now, None)
+                    .await
+                    .expect("delete");
+            }
+            let finish = gc
+                .step(GcStep::Finish { run }, now, None)
+                .await
+                .expect("finish");
             assert!(
-                scan.is_ok(),
-                "cycle {cycle}: the scan step of the run the plan step just started was refused: {:?}",
-                scan.err().map(|e| e.to_string())
+                finish.done && finish.report.status == GcStatus::Completed,
+                "gap {gap}, cycle {cycle}"
             );
         }
-        gc.step(GcStep::Verify { run }, now, None)
-            .await
-            .expect("verify");
-        for partition in 0..plan.partitions {
-            gc.step(GcStep::Delete { run, partition }, now, None)
-                .await
-                .expect("delete");
-        }
-        let finish = gc
-            .step(GcStep::Finish { run }, now, None)
-            .await
-            .expect("finish");
-        assert!(
-            finish.done && finish.report.status == GcStatus::Completed,
-            "cycle {cycle}"
-        );
     }
 }
 
