@@ -63,13 +63,14 @@ impl Invocation<'_> {
         }
         let totals = self.totals().await?;
         if !self.gc.config.dry_run {
-            self.still_current().await?;
+            // The runs that are over once this one has finished: those over before it (as
+            // read to check that it may finish; a run over since is left for the next
+            // finish), the dead runs its plan counted, and itself. Read before journals
+            // are pruned (a pruned run's marks go with its journal, its directory with
+            // them).
+            let mut over = self.still_current().await?.finished;
             self.fence().await?;
             let ledger = Ledger::new(self.gc.catalog.warehouse());
-            // The runs that are over once this one has finished: those over before it, the
-            // dead runs its plan counted, and itself. Read before journals are pruned (a
-            // pruned run's marks go with its journal, and its directory with them).
-            let mut over = ledger.journals().state().await?.finished;
             over.extend(self.plan.dead.iter().copied());
             // The dead runs' marks first: pruning then takes a mark with its journal, and
             // never leaves one behind without it.

@@ -335,13 +335,17 @@ impl GarbageCollector {
             // after marking them): they were over before this plan, so none of them
             // "finished after it was planned" ([`Plan::superseded`]; else, with no run
             // finished since, every later run was superseded at its first step).
-            dead: journals
-                .dead
-                .iter()
-                .chain(unjournaled)
-                .chain(marked_dead)
-                .copied()
-                .collect(),
+            dead: {
+                let mut dead: Vec<JournalRef> = journals
+                    .dead
+                    .iter()
+                    .chain(unjournaled)
+                    .chain(marked_dead)
+                    .copied()
+                    .collect();
+                dead.sort_by_key(JournalRef::order);
+                dead
+            },
             partitions,
             max_doomed: (self.config.max_deletes_per_run as u64).div_ceil(sequences),
             catalog_id: marker.catalog_id,

@@ -103,7 +103,10 @@ impl RunContext {
     }
 
     /// Whose ledger facts count ([`Trust`]): this run's, and those of runs that finished
-    /// before they landed (read once).
+    /// before they landed (read once), but never a run its plan counted as dead: one that
+    /// finishes after the plan (a finish paused before its finish mark) walked before
+    /// runs the plan gave up, whose walks may have found its objects reachable (round
+    /// 137).
     pub(crate) async fn trust(
         &self,
         warehouse: &crate::warehouse::Warehouse,
@@ -113,7 +116,12 @@ impl RunContext {
             .get_or_try_init(|| async {
                 Ok::<_, Error>(Arc::new(Trust {
                     current: Some(self.plan.journal()),
-                    done_at: journals.done_at.clone(),
+                    done_at: journals
+                        .done_at
+                        .iter()
+                        .filter(|(run, _)| !self.plan.dead.contains(run))
+                        .map(|(run, at)| (*run, *at))
+                        .collect(),
                 }))
             })
             .await
@@ -309,14 +317,14 @@ impl<'g> Invocation<'g> {
     /// count, started since its previous run, whose walk landed behind its plan: round
     /// 133, G2): checked right before every delete batch and before the finish, as at
     /// every opening.
-    pub(crate) async fn still_current(&self) -> Result<()> {
-        match self.gc.superseded(&self.run.plan).await? {
-            Some(reason) => Err(Error::new(
+    /// Returns the journals' state it read.
+    pub(crate) async fn still_current(&self) -> Result<super::journal::JournalState> {
+        self.gc.standing(&self.run.plan).await?.map_err(|reason| {
+            Error::new(
                 ErrorKind::CommitConflict,
                 format!("{reason}; it stops here (the next plan step starts a new run)"),
-            )),
-            None => Ok(()),
-        }
+            )
+        })
     }
 
     /// Renew and prove the lease right before a destructive step.
@@ -539,7 +547,7 @@ impl GarbageCollector {
                 return Ok(Found::Busy(report));
             }
         };
-        if let Some(reason) = self.superseded(&plan).await? {
+        if let Err(reason) = self.standing(&plan).await? {
             if let Some(lease) = lease
                 && let Err(err) = lease.release(self.catalog.clock().now_ms()).await
             {
@@ -556,11 +564,15 @@ impl GarbageCollector {
         )))
     }
 
-    /// Why `plan`'s run may not go on, if it may not (checked under its lease).
-    async fn superseded(&self, plan: &Plan) -> Result<Option<String>> {
+    /// Whether `plan`'s run may go on (checked under its lease): the journals' state it
+    /// read if it may, else why not.
+    async fn standing(
+        &self,
+        plan: &Plan,
+    ) -> Result<std::result::Result<super::journal::JournalState, String>> {
         let warehouse = self.catalog.warehouse();
         let Some(marker) = crate::catalog::ownership::read_marker(warehouse).await? else {
-            return Ok(Some(format!(
+            return Ok(Err(format!(
                 "the warehouse `{}` lost its ownership marker while gc run {} was under way",
                 warehouse.root(),
                 plan.run_id
@@ -568,12 +580,17 @@ impl GarbageCollector {
         };
         let journals = Ledger::new(warehouse).journals().state().await?;
         let started = planned_runs(self.job_store()).await?;
-        Ok(plan.superseded(
-            &journals,
-            &started,
-            marker.catalog_id,
-            Some(marker.created_ms),
-        ))
+        Ok(
+            match plan.superseded(
+                &journals,
+                &started,
+                marker.catalog_id,
+                Some(marker.created_ms),
+            ) {
+                Some(reason) => Err(reason),
+                None => Ok(journals),
+            },
+        )
     }
 
     /// The lease for run `holder` at `now_ms` (none for a dry run), or why another run's

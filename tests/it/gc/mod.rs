@@ -9,6 +9,7 @@ mod durable_runs;
 mod family_resurrection;
 mod hostile_layouts;
 mod kill_and_resume;
+mod late_finishes;
 mod late_writes_of_previous_run;
 mod model;
 mod pages_alone_attack;

@@ -1,0 +1,232 @@
+//! Round 137: a run the plan counted as dead whose own finish mark lands after the plan
+//! (its finish paused after its checks, before its last put). On a warehouse where no run
+//! had finished, the plan's floor is the epoch; had the late run's facts been trusted,
+//! its clock from a walk before a run the plan gave up (whose walk found the object
+//! reachable through a link no change-log entry records) would have stood, and the object
+//! gone about an hour after its loss (retention 2 h). A plan trusts no fact of a run it
+//! counted as dead, and a run marked dead never finishes.
+
+use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
+use parqdb_catalog::IndexCatalog;
+use parqdb_catalog::gc::{GcConfig, GcStep};
+
+/// Run a new run's steps: plan, every scan, the verification, and (if `sweep`) every
+/// delete step with its ledger sweep. Its id.
+async fn run_until(env: &Env, config: &GcConfig, sweep: bool) -> uuid::Uuid {
+    let gc = env.gc(config.clone());
+    let now = env.now();
+    let plan = loop {
+        let outcome = gc.step(GcStep::Plan, now, None).await.expect("plan");
+        if outcome.done {
+            break outcome;
+        }
+    };
+    let run = plan.report.run_id;
+    for partition in 0..plan.partitions {
+        while !gc
+            .step(GcStep::Scan { run, partition }, now, None)
+            .await
+            .expect("scan")
+            .done
+        {}
+    }
+    while !gc
+        .step(GcStep::Verify { run }, now, None)
+        .await
+        .expect("verify")
+        .done
+    {}
+    if sweep {
+        for partition in 0..plan.partitions {
+            while !gc
+                .step(GcStep::Delete { run, partition }, now, None)
+                .await
+                .expect("delete")
+                .done
+            {}
+        }
+    }
+    run
+}
+
+/// The stem `<run-ms>-<run>` of run `run`'s journal, and when the journal landed.
+async fn journal_of(env: &Env, run: uuid::Uuid) -> (String, i64) {
+    let id = run.simple().to_string();
+    let name = env
+        .journal_files()
+        .await
+        .into_iter()
+        .find(|f| f.contains(&id) && f.ends_with(".json"))
+        .unwrap_or_else(|| panic!("the journal of {id}"));
+    // As a local warehouse's listing dates it: the later of its modification and birth.
+    let meta = std::fs::metadata(env.local_dir.clone().expect("local").join(&name))
+        .expect("the journal's metadata");
+    let ms = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    };
+    let landed = ms(meta.modified().expect("mtime")).max(ms(meta.created().expect("birth")));
+    let stem = name
+        .trim_start_matches("_gc/journal/")
+        .trim_end_matches(".json")
+        .to_owned();
+    (stem, landed)
+}
+
+/// What a finish writes for `run` marked dead.
+async fn mark_dead(env: &Env, run: uuid::Uuid) {
+    let (stem, _) = journal_of(env, run).await;
+    env.put_raw(&format!("_gc/journal/{stem}.dead"), b"{}")
+        .await;
+}
+
+/// What `run`'s own finish writes last: its finish mark, stamped with its journal's
+/// landing time (the put of a process paused right before it, landing now).
+async fn land_finish_mark(env: &Env, run: uuid::Uuid) {
+    let (stem, landed) = journal_of(env, run).await;
+    env.put_raw(&format!("_gc/journal/{stem}.{landed}.done"), b"{}")
+        .await;
+}
+
+/// Give each of `old`'s postings' ledger entries a clock file of a run that never
+/// finished, so a run records its clock as a clock file too (round 131, F1).
+async fn put_untrusted_clock_files(env: &Env, old: &Layout) {
+    let never_finished = format!("{}-{}", env.now(), uuid::Uuid::nil().simple());
+    for object in old.files() {
+        if object.starts_with(&old.postings) {
+            let (at, ms) = (env.now(), env.now());
+            env.put_raw(
+                &format!("_gc/ledger/{object}/o-{at}-{ms}-{never_finished}.json"),
+                b"{}",
+            )
+            .await;
+        }
+    }
+}
+
+/// Whether the late run `m` is marked dead by a finish that failed or
+/// only unfinished (counted dead by the plan through its unfinished journal).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Counted {
+    MarkedDead,
+    Unfinished,
+}
+
+async fn late_finish_on_a_fresh_warehouse(seed: u64, counted: Counted) {
+    let env = Env::open(Backend::Local, seed).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let old = Layout::under("old/1");
+    let (old_id, _, _) = env.register("old", &old).await;
+    let live = Layout::under("live/1");
+    env.register("live", &live).await;
+    env.advance(HOUR);
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    put_untrusted_clock_files(&env, &old).await;
+    let watched: Vec<String> = old
+        .files()
+        .into_iter()
+        .filter(|file| file.starts_with(&old.postings))
+        .collect();
+    // M (the warehouse's first run): plan, scans (starting the postings' clocks, as clock
+    // files), verification, deletes and sweep; its finish passes `still_current` and its
+    // fence, and the process pauses right before the put of its finish mark.
+    env.advance(10 * MINUTE);
+    let m = run_until(&env, &config, true).await;
+    let m_id = m.simple().to_string();
+    let m_clocks: Vec<String> = env
+        .ledger_files()
+        .await
+        .into_iter()
+        .filter(|f| f.contains(&m_id) && watched.iter().any(|w| f.contains(w.as_str())))
+        .collect();
+    assert!(!m_clocks.is_empty(), "M wrote clock files for the postings");
+    // The operator gives M up (its process seems hung): its lease is broken.
+    assert_eq!(
+        env.gc(config.clone()).abandon().await.expect("abandon"),
+        Some(m)
+    );
+    // The live table's postings become a link to the dropped ones; L walks through the
+    // link (the postings are reachable), scans, verifies, and is given up before its
+    // sweep.
+    env.advance(10 * MINUTE);
+    let postings = root.join(live.postings.trim_end_matches('/'));
+    let stash = root.join("stash-postings");
+    std::fs::rename(&postings, &stash).expect("moved away");
+    let target = format!("../../{}", old.postings.trim_start_matches("indexes/"));
+    std::os::unix::fs::symlink(target.trim_end_matches('/'), &postings).expect("linked");
+    env.advance(MINUTE);
+    let l = run_until(&env, &config, false).await;
+    assert_eq!(
+        env.gc(config.clone()).abandon().await.expect("abandon"),
+        Some(l)
+    );
+    // The link stays an hour and goes: the postings lose reachability now.
+    env.advance(HOUR + 10 * MINUTE);
+    std::fs::remove_file(&postings).expect("unlinked");
+    std::fs::rename(&stash, &postings).expect("moved back");
+    let lost_at = env.now();
+    if counted == Counted::MarkedDead {
+        // F counts M and L dead; its finish marks them `.dead` and fails on its own
+        // finish mark; the operator gives F up.
+        env.advance(MINUTE);
+        let f = run_until(&env, &config, true).await;
+        mark_dead(&env, m).await;
+        mark_dead(&env, l).await;
+        assert_eq!(
+            env.gc(config.clone()).abandon().await.expect("abandon"),
+            Some(f)
+        );
+    }
+    // G plans: M is counted (marked dead, or unfinished), L too; no run has finished, so
+    // its floor is the epoch.
+    env.advance(MINUTE);
+    let g = env.gc(config.clone());
+    // Its plan step stops after the plan and journal are written (a budget spent), before
+    // it reads `metadata/`.
+    let plan = g
+        .step(GcStep::Plan, env.now(), Some(std::time::Duration::ZERO))
+        .await
+        .expect("plan");
+    assert!(!plan.done, "the plan step stops at its budget");
+    // M's paused process wakes: its finish mark lands, after G's plan.
+    land_finish_mark(&env, m).await;
+    // Kept through the retention, and not even condemned before it has elapsed (a
+    // dropped index's metadata file, still there, would keep the postings by reference
+    // and hide a clock dated before the loss).
+    let retention = config.retention.as_millis() as i64;
+    env.assert_kept_through_retention(lost_at, 10 * MINUTE, &watched, " (round 137)", async || {
+        env.collect(&config).await;
+        for file in env.ledger_files().await {
+            let Some((object, fact)) = file.rsplit_once("/c-") else {
+                continue;
+            };
+            if watched.iter().any(|w| object.ends_with(w.as_str())) {
+                let ms: i64 = fact
+                    .split('-')
+                    .next()
+                    .and_then(|ms| ms.parse().ok())
+                    .expect("c- time");
+                assert!(
+                    ms >= lost_at + retention,
+                    "`{object}` condemned {} min after losing reachability (retention 2 h)",
+                    (ms - lost_at) / MINUTE
+                );
+            }
+        }
+    })
+    .await;
+}
+
+/// M marked dead by a finish that failed after marking it (round 137's first fix counts
+/// such runs in the next plan), then M's own finish mark lands after that plan.
+#[tokio::test]
+async fn r137_a_run_marked_dead_before_the_plan_that_finishes_after_it_is_never_trusted() {
+    late_finish_on_a_fresh_warehouse(13701, Counted::MarkedDead).await;
+}
+
+/// The same with M only unfinished when G plans (a gap older than round 137).
+#[tokio::test]
+async fn r137_an_unfinished_run_the_plan_counted_that_finishes_after_it_is_never_trusted() {
+    late_finish_on_a_fresh_warehouse(13702, Counted::Unfinished).await;
+}
