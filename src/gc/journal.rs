@@ -521,10 +521,6 @@ pub(crate) mod tests {
         }
     }
 
-    /// Found by the second issue-26 attack: a warehouse restored from a backup (catalog
-    /// and `_gc/` together) rolled the journals back with the records, so the restored
-    /// ledger's clocks stood as if nothing had happened since the backup. A restored
-    /// journal lands anew, and its run's finish mark no longer counts.
     /// A run marked dead never finishes, even when its own finish mark lands after the
     /// mark (a finish paused before its last put): none of its facts is trusted, it is
     /// never the previous run, and a plan counts it among the runs marked dead (round
@@ -550,6 +546,10 @@ pub(crate) mod tests {
         assert_eq!(state.marked_dead().copied().collect::<Vec<_>>(), vec![late]);
     }
 
+    /// Found by the second issue-26 attack: a warehouse restored from a backup (catalog
+    /// and `_gc/` together) rolled the journals back with the records, so the restored
+    /// ledger's clocks stood as if nothing had happened since the backup. A restored
+    /// journal lands anew, and its run's finish mark no longer counts.
     #[tokio::test]
     async fn a_restored_journal_finishes_nothing() {
         let warehouse = Warehouse::in_memory("memory://restore/wh").expect("warehouse");
