@@ -8,7 +8,7 @@
 
 use object_store::{ObjectStoreExt, PutPayload};
 
-use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
+use crate::support::gc::{Backend, Env, GivenUp, HOUR, Layout, MINUTE, run_until, test_config};
 use parqdb_catalog::IndexCatalog;
 use parqdb_catalog::gc::{GcConfig, GcStatus, GcStep};
 
@@ -35,54 +35,6 @@ async fn kept_through_retention(
         env.collect(config).await;
     })
     .await;
-}
-
-/// How far a new run goes before it is given up.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum GivenUp {
-    /// After its verification walk: it never swept the ledger.
-    BeforeSweep,
-    /// After every delete step, with its ledger sweep (everything but the finish step).
-    AfterSweep,
-}
-
-/// Run a new run's steps up to `stop`: plan, every scan, the verification, and (after the
-/// sweep) every delete step with its ledger sweep. Its id.
-async fn run_until(env: &Env, config: &GcConfig, stop: GivenUp) -> uuid::Uuid {
-    let gc = env.gc(config.clone());
-    let now = env.now();
-    let plan = loop {
-        let outcome = gc.step(GcStep::Plan, now, None).await.expect("plan");
-        if outcome.done {
-            break outcome;
-        }
-    };
-    let run = plan.report.run_id;
-    for partition in 0..plan.partitions {
-        while !gc
-            .step(GcStep::Scan { run, partition }, now, None)
-            .await
-            .expect("scan")
-            .done
-        {}
-    }
-    while !gc
-        .step(GcStep::Verify { run }, now, None)
-        .await
-        .expect("verify")
-        .done
-    {}
-    if stop == GivenUp::AfterSweep {
-        for partition in 0..plan.partitions {
-            while !gc
-                .step(GcStep::Delete { run, partition }, now, None)
-                .await
-                .expect("delete")
-                .done
-            {}
-        }
-    }
-    run
 }
 
 /// Attack 1: a run that is given up after its ledger sweep (`gc abandon`) saw an object

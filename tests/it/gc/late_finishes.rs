@@ -6,48 +6,9 @@
 //! gone about an hour after its loss (retention 2 h). A plan trusts no fact of a run it
 //! counted as dead, and a run marked dead never finishes.
 
-use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE, test_config};
+use crate::support::gc::{Backend, Env, GivenUp, HOUR, Layout, MINUTE, run_until, test_config};
 use parqdb_catalog::IndexCatalog;
-use parqdb_catalog::gc::{GcConfig, GcStep};
-
-/// Run a new run's steps: plan, every scan, the verification, and (if `sweep`) every
-/// delete step with its ledger sweep. Its id.
-async fn run_until(env: &Env, config: &GcConfig, sweep: bool) -> uuid::Uuid {
-    let gc = env.gc(config.clone());
-    let now = env.now();
-    let plan = loop {
-        let outcome = gc.step(GcStep::Plan, now, None).await.expect("plan");
-        if outcome.done {
-            break outcome;
-        }
-    };
-    let run = plan.report.run_id;
-    for partition in 0..plan.partitions {
-        while !gc
-            .step(GcStep::Scan { run, partition }, now, None)
-            .await
-            .expect("scan")
-            .done
-        {}
-    }
-    while !gc
-        .step(GcStep::Verify { run }, now, None)
-        .await
-        .expect("verify")
-        .done
-    {}
-    if sweep {
-        for partition in 0..plan.partitions {
-            while !gc
-                .step(GcStep::Delete { run, partition }, now, None)
-                .await
-                .expect("delete")
-                .done
-            {}
-        }
-    }
-    run
-}
+use parqdb_catalog::gc::GcStep;
 
 /// The stem `<run-ms>-<run>` of run `run`'s journal, and when the journal landed.
 async fn journal_of(env: &Env, run: uuid::Uuid) -> (String, i64) {
@@ -132,7 +93,7 @@ async fn late_finish_on_a_fresh_warehouse(seed: u64, counted: Counted) {
     // files), verification, deletes and sweep; its finish passes `still_current` and its
     // fence, and the process pauses right before the put of its finish mark.
     env.advance(10 * MINUTE);
-    let m = run_until(&env, &config, true).await;
+    let m = run_until(&env, &config, GivenUp::AfterSweep).await;
     let m_id = m.simple().to_string();
     let m_clocks: Vec<String> = env
         .ledger_files()
@@ -156,7 +117,7 @@ async fn late_finish_on_a_fresh_warehouse(seed: u64, counted: Counted) {
     let target = format!("../../{}", old.postings.trim_start_matches("indexes/"));
     std::os::unix::fs::symlink(target.trim_end_matches('/'), &postings).expect("linked");
     env.advance(MINUTE);
-    let l = run_until(&env, &config, false).await;
+    let l = run_until(&env, &config, GivenUp::BeforeSweep).await;
     assert_eq!(
         env.gc(config.clone()).abandon().await.expect("abandon"),
         Some(l)
@@ -170,7 +131,7 @@ async fn late_finish_on_a_fresh_warehouse(seed: u64, counted: Counted) {
         // F counts M and L dead; its finish marks them `.dead` and fails on its own
         // finish mark; the operator gives F up.
         env.advance(MINUTE);
-        let f = run_until(&env, &config, true).await;
+        let f = run_until(&env, &config, GivenUp::AfterSweep).await;
         mark_dead(&env, m).await;
         mark_dead(&env, l).await;
         assert_eq!(

@@ -1382,3 +1382,62 @@ pub fn test_config() -> GcConfig {
         ..GcConfig::default()
     }
 }
+
+/// How far a new run goes before it is given up.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum GivenUp {
+    /// After its verification walk: it never swept the ledger.
+    BeforeSweep,
+    /// After every delete step, with its ledger sweep (everything but the finish step).
+    AfterSweep,
+}
+
+/// Run a new run's steps up to `stop`: plan, every scan, the verification, and (after the
+/// sweep) every delete step with its ledger sweep. Its id.
+pub async fn run_until(env: &Env, config: &GcConfig, stop: GivenUp) -> uuid::Uuid {
+    let gc = env.gc(config.clone());
+    let now = env.now();
+    let plan = loop {
+        let outcome = gc
+            .step(parqdb_catalog::gc::GcStep::Plan, now, None)
+            .await
+            .expect("plan");
+        if outcome.done {
+            break outcome;
+        }
+    };
+    let run = plan.report.run_id;
+    for partition in 0..plan.partitions {
+        while !gc
+            .step(
+                parqdb_catalog::gc::GcStep::Scan { run, partition },
+                now,
+                None,
+            )
+            .await
+            .expect("scan")
+            .done
+        {}
+    }
+    while !gc
+        .step(parqdb_catalog::gc::GcStep::Verify { run }, now, None)
+        .await
+        .expect("verify")
+        .done
+    {}
+    if stop == GivenUp::AfterSweep {
+        for partition in 0..plan.partitions {
+            while !gc
+                .step(
+                    parqdb_catalog::gc::GcStep::Delete { run, partition },
+                    now,
+                    None,
+                )
+                .await
+                .expect("delete")
+                .done
+            {}
+        }
+    }
+    run
+}
