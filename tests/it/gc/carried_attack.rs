@@ -8,7 +8,9 @@
 
 use object_store::{ObjectStoreExt, PutPayload};
 
-use crate::support::gc::{Backend, Env, GivenUp, HOUR, Layout, MINUTE, run_until, test_config};
+use crate::support::gc::{
+    Backend, Env, GivenUp, HOUR, Layout, MINUTE, put_untrusted_clock_files, run_until, test_config,
+};
 use parqdb_catalog::IndexCatalog;
 use parqdb_catalog::gc::{GcConfig, GcStatus, GcStep};
 
@@ -443,23 +445,6 @@ fn run_directory(root: &std::path::Path, run: uuid::Uuid) -> std::path::PathBuf 
         .map(|entry| entry.expect("entry").path())
         .find(|path| path.to_string_lossy().ends_with(&run.simple().to_string()))
         .expect("the run's directory")
-}
-
-/// Give each of `old`'s postings' ledger entries a clock file of a run that never
-/// finished (never trusted), so the next run records its clock as a trusted clock file too
-/// (round 131, F1), as an earlier release did for every object.
-async fn put_untrusted_clock_files(env: &Env, old: &Layout) {
-    let never_finished = format!("{}-{}", env.now(), uuid::Uuid::nil().simple());
-    for object in old.files() {
-        if object.starts_with(&old.postings) {
-            let (at, ms) = (env.now(), env.now());
-            env.put_raw(
-                &format!("_gc/ledger/{object}/o-{at}-{ms}-{never_finished}.json"),
-                b"{}",
-            )
-            .await;
-        }
-    }
 }
 
 /// Round 133, G2: a plan step whose walk found the postings reachable through a link

@@ -6,7 +6,9 @@
 //! gone about an hour after its loss (retention 2 h). A plan trusts no fact of a run it
 //! counted as dead, and a run marked dead never finishes.
 
-use crate::support::gc::{Backend, Env, GivenUp, HOUR, Layout, MINUTE, run_until, test_config};
+use crate::support::gc::{
+    Backend, Env, GivenUp, HOUR, Layout, MINUTE, put_untrusted_clock_files, run_until, test_config,
+};
 use parqdb_catalog::IndexCatalog;
 use parqdb_catalog::gc::GcStep;
 
@@ -47,22 +49,6 @@ async fn land_finish_mark(env: &Env, run: uuid::Uuid) {
     let (stem, landed) = journal_of(env, run).await;
     env.put_raw(&format!("_gc/journal/{stem}.{landed}.done"), b"{}")
         .await;
-}
-
-/// Give each of `old`'s postings' ledger entries a clock file of a run that never
-/// finished, so a run records its clock as a clock file too (round 131, F1).
-async fn put_untrusted_clock_files(env: &Env, old: &Layout) {
-    let never_finished = format!("{}-{}", env.now(), uuid::Uuid::nil().simple());
-    for object in old.files() {
-        if object.starts_with(&old.postings) {
-            let (at, ms) = (env.now(), env.now());
-            env.put_raw(
-                &format!("_gc/ledger/{object}/o-{at}-{ms}-{never_finished}.json"),
-                b"{}",
-            )
-            .await;
-        }
-    }
 }
 
 /// Whether the late run `m` is marked dead by a finish that failed or
