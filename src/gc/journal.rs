@@ -383,7 +383,6 @@ impl Journals {
         let mut landed: HashMap<JournalRef, i64> = HashMap::new();
         let mut done: Vec<(JournalRef, i64, i64)> = Vec::new();
         let mut finished = HashSet::new();
-        let mut marked_dead = HashSet::new();
         for file in &listed {
             match parse_journal_file(&file.name) {
                 Some((journal, Mark::Journal)) => {
@@ -394,7 +393,6 @@ impl Journals {
                 }
                 Some((journal, Mark::Dead)) => {
                     finished.insert(journal);
-                    marked_dead.insert(journal);
                 }
                 Some((journal, Mark::Unstamped)) => {
                     finished.insert(journal);
@@ -406,16 +404,11 @@ impl Journals {
         // a restored or copied journal directory lands anew, and finishes nothing.
         // A run with a mark that no longer counts is still over: it is never resumed nor
         // finished again (that would stamp the copy and trust everything restored with
-        // it), and none of its facts is trusted. A run marked dead never finishes, even
-        // if its own finish mark lands after (a finish paused before its last put): the
-        // run that marked it counted it as dead, and its walk as lost (round 137).
+        // it), and none of its facts is trusted.
         let mut done_at = HashMap::new();
         let mut stale = Vec::new();
         for (journal, journal_ms, mark_ms) in done {
             finished.insert(journal);
-            if marked_dead.contains(&journal) {
-                continue;
-            }
             if landed.get(&journal) == Some(&journal_ms) {
                 done_at.insert(journal, mark_ms);
             } else if landed.contains_key(&journal) {
@@ -519,31 +512,6 @@ pub(crate) mod tests {
         ] {
             assert_eq!(parse_journal_file(&foreign), None, "{foreign}");
         }
-    }
-
-    /// A run marked dead never finishes, even when its own finish mark lands after the
-    /// mark (a finish paused before its last put): none of its facts is trusted, it is
-    /// never the previous run, and a plan counts it among the runs marked dead (round
-    /// 137).
-    #[tokio::test]
-    async fn a_run_marked_dead_never_finishes() {
-        let warehouse = Warehouse::in_memory("memory://dead/wh").expect("warehouse");
-        let journals = Journals::new(&warehouse);
-        let (first, late) = (journal(100, 1), journal(200, 2));
-        for run in [first, late] {
-            journals
-                .write(run, &BTreeMap::new(), &BTreeMap::new(), (None, None))
-                .await
-                .expect("written");
-        }
-        journals.mark_done(first).await.expect("done");
-        journals.mark_dead(late).await.expect("dead");
-        journals.mark_done(late).await.expect("done, late");
-        let state = journals.state().await.expect("state");
-        assert_eq!(state.previous, Some(first));
-        assert!(!state.done_at.contains_key(&late), "{state:?}");
-        assert!(state.finished.contains(&late) && state.stale.is_empty());
-        assert_eq!(state.marked_dead().copied().collect::<Vec<_>>(), vec![late]);
     }
 
     /// Found by the second issue-26 attack: a warehouse restored from a backup (catalog

@@ -6,11 +6,17 @@
 //! gone about an hour after its loss (retention 2 h). A plan trusts no fact of a run it
 //! counted as dead, and a run marked dead never finishes.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::support::gc::hooked_store::{
+    HookedStore, collect_in_background, process_over, resume_and_join,
+};
 use crate::support::gc::{
     Backend, Env, GivenUp, HOUR, Layout, MINUTE, put_untrusted_clock_files, run_until, test_config,
 };
 use parqdb_catalog::IndexCatalog;
-use parqdb_catalog::gc::GcStep;
+use parqdb_catalog::gc::{GcConfig, GcStatus, GcStep};
 
 /// The stem `<run-ms>-<run>` of run `run`'s journal, and when the journal landed.
 async fn journal_of(env: &Env, run: uuid::Uuid) -> (String, i64) {
@@ -132,7 +138,7 @@ async fn late_finish_on_a_fresh_warehouse(seed: u64, counted: Counted) {
     // Its plan step stops after the plan and journal are written (a budget spent), before
     // it reads `metadata/`.
     let plan = g
-        .step(GcStep::Plan, env.now(), Some(std::time::Duration::ZERO))
+        .step(GcStep::Plan, env.now(), Some(Duration::ZERO))
         .await
         .expect("plan");
     assert!(!plan.done, "the plan step stops at its budget");
@@ -176,4 +182,119 @@ async fn r137_a_run_marked_dead_before_the_plan_that_finishes_after_it_is_never_
 #[tokio::test]
 async fn r137_an_unfinished_run_the_plan_counted_that_finishes_after_it_is_never_trusted() {
     late_finish_on_a_fresh_warehouse(13702, Counted::Unfinished).await;
+}
+
+/// Set up round 138's scenario (see its test).
+async fn a_legitimate_finish_marked_dead_after_it(env: &Env, config: &GcConfig) {
+    // A busy index, and a dropped one whose files must go after the retention.
+    let (busy, mut metadata, mut location) = env.register("busy", &Layout::under("busy/0")).await;
+    // One commit first: P sees a commit that did not create the record.
+    env.advance(MINUTE);
+    let next = Layout::under("busy/first");
+    let (successor, at) = env.successor(&metadata, &next, Some(1)).await;
+    env.catalog
+        .commit(&busy, Some(&next.source), &location, &at)
+        .await
+        .expect("committed");
+    (metadata, location) = (successor, at);
+    env.advance(10 * MINUTE);
+    // P: finished; its journal sees busy's record at its first commit.
+    env.collect_completed(config).await;
+    // Busy commits more often than a record remembers (HISTORY = 16).
+    for n in 1..=20 {
+        env.advance(1_000);
+        let next = Layout::under(&format!("busy/{n}"));
+        let (successor, at) = env.successor(&metadata, &next, Some(1)).await;
+        env.catalog
+            .commit(&busy, Some(&next.source), &location, &at)
+            .await
+            .expect("committed");
+        (metadata, location) = (successor, at);
+    }
+    env.advance(HOUR);
+    // Z: a process whose finish passes its checks and fence and pauses at the put of its
+    // own finish mark.
+    let hooked_z = Arc::new(
+        HookedStore::new(Arc::new(env.sim.clone()))
+            .pause_on(|key| key.contains("_gc/journal/") && key.ends_with(".done")),
+    );
+    let z = collect_in_background(env, process_over(env, hooked_z.clone(), 13801, config));
+    hooked_z.paused().await;
+    // The operator gives Z up (hung); Y plans and stops after its plan (budget spent).
+    env.gc(config.clone()).abandon().await.expect("abandon");
+    env.advance(MINUTE);
+    let hooked_y = Arc::new(
+        HookedStore::new(Arc::new(env.sim.clone()))
+            .fail_on(|key| key.contains("_gc/journal/") && key.ends_with(".done")),
+    );
+    let y_plan = process_over(
+        env,
+        hooked_y.clone(),
+        13802,
+        &GcConfig {
+            budget: Some(Duration::ZERO),
+            ..config.clone()
+        },
+    )
+    .collect(env.now())
+    .await
+    .expect("Y plans");
+    assert_eq!(y_plan.status, GcStatus::InProgress);
+    // Busy is busy: it commits on, past a record's memory again (these links are kept).
+    for n in 21..=40 {
+        env.advance(1_000);
+        let next = Layout::under(&format!("busy/{n}"));
+        let (successor, at) = env.successor(&metadata, &next, Some(1)).await;
+        env.catalog
+            .commit(&busy, Some(&next.source), &location, &at)
+            .await
+            .expect("committed");
+        (metadata, location) = (successor, at);
+    }
+    // Z wakes: its finish mark lands, and it prunes the change log and the links.
+    resume_and_join(&hooked_z, z).await;
+    // Y goes on; its finish marks Z dead and fails on its own finish mark.
+    env.advance(MINUTE);
+    process_over(env, hooked_y.clone(), 13803, config)
+        .collect(env.now())
+        .await
+        .expect_err("Y's finish fails on its own mark");
+    assert_eq!(
+        env.gc(config.clone()).abandon().await.expect("abandon"),
+        Some(y_plan.run_id)
+    );
+}
+
+/// The first fix of round 137 made a run marked dead never finish; a fresh attack (round
+/// 138) broke collection with it. A run's finish, fenced and then paused before its finish
+/// mark, is given up and counted dead by the next plan (Y); it then lands its mark and
+/// prunes the change log and the commit links since the previous run, as a finished run
+/// does; Y's finish marks it dead and fails; Y is given up. Had the mark made the late
+/// run unfinished, the previous finished run would have gone back to the one before, a
+/// busy index's record (more commits than a record remembers) would no longer descend from
+/// what that run saw, and every later run would have restarted every clock: nothing
+/// collected, for ever. The late run stays finished (no plan that counted it dead trusts
+/// its facts: `RunContext::trust`), and collection goes on.
+#[tokio::test]
+async fn r138_a_legitimate_finish_marked_dead_after_it_does_not_stop_collection() {
+    let env = Env::open(Backend::Memory, 13800).await;
+    let config = test_config();
+    let old = Layout::under("old/1");
+    let (old_id, _, _) = env.register("old", &old).await;
+    a_legitimate_finish_marked_dead_after_it(&env, &config).await;
+    env.advance(MINUTE);
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    let dropped_at = env.now();
+    let watched = old.files();
+    while !env.none_exist(&watched).await && env.now() < dropped_at + 12 * HOUR {
+        env.advance(10 * MINUTE);
+        env.collect(&config).await;
+    }
+    assert!(
+        env.none_exist(&watched).await,
+        "{} of {} dropped files still there {} h after the drop (retention 2 h)",
+        watched.len() - env.missing(&watched).await.len(),
+        watched.len(),
+        (env.now() - dropped_at) / HOUR
+    );
 }
