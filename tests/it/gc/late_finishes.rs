@@ -15,8 +15,8 @@ use crate::support::gc::hooked_store::{
 use crate::support::gc::{
     Backend, Env, GivenUp, HOUR, Layout, MINUTE, put_untrusted_clock_files, run_until, test_config,
 };
-use parqdb_catalog::IndexCatalog;
 use parqdb_catalog::gc::{GcConfig, GcStatus, GcStep};
+use parqdb_catalog::{IndexCatalog, IndexIdentifier, IndexMetadata};
 
 /// The stem `<run-ms>-<run>` of run `run`'s journal, and when the journal landed.
 async fn journal_of(env: &Env, run: uuid::Uuid) -> (String, i64) {
@@ -184,32 +184,38 @@ async fn r137_an_unfinished_run_the_plan_counted_that_finishes_after_it_is_never
     late_finish_on_a_fresh_warehouse(13702, Counted::Unfinished).await;
 }
 
+/// Commit a successor of `head` (the index's metadata and its location) under `layout`,
+/// keeping the last snapshot; `head` becomes the new one.
+async fn commit_as(
+    env: &Env,
+    index: &IndexIdentifier,
+    head: &mut (IndexMetadata, String),
+    layout: &str,
+) {
+    let next = Layout::under(layout);
+    let (successor, at) = env.successor(&head.0, &next, Some(1)).await;
+    env.catalog
+        .commit(index, Some(&next.source), &head.1, &at)
+        .await
+        .expect("committed");
+    *head = (successor, at);
+}
+
 /// Set up round 138's scenario (see its test).
 async fn a_legitimate_finish_marked_dead_after_it(env: &Env, config: &GcConfig) {
     // A busy index, and a dropped one whose files must go after the retention.
-    let (busy, mut metadata, mut location) = env.register("busy", &Layout::under("busy/0")).await;
+    let (busy, metadata, location) = env.register("busy", &Layout::under("busy/0")).await;
+    let mut head = (metadata, location);
     // One commit first: P sees a commit that did not create the record.
     env.advance(MINUTE);
-    let next = Layout::under("busy/first");
-    let (successor, at) = env.successor(&metadata, &next, Some(1)).await;
-    env.catalog
-        .commit(&busy, Some(&next.source), &location, &at)
-        .await
-        .expect("committed");
-    (metadata, location) = (successor, at);
+    commit_as(env, &busy, &mut head, "busy/first").await;
     env.advance(10 * MINUTE);
     // P: finished; its journal sees busy's record at its first commit.
     env.collect_completed(config).await;
     // Busy commits more often than a record remembers (HISTORY = 16).
     for n in 1..=20 {
         env.advance(1_000);
-        let next = Layout::under(&format!("busy/{n}"));
-        let (successor, at) = env.successor(&metadata, &next, Some(1)).await;
-        env.catalog
-            .commit(&busy, Some(&next.source), &location, &at)
-            .await
-            .expect("committed");
-        (metadata, location) = (successor, at);
+        commit_as(env, &busy, &mut head, &format!("busy/{n}")).await;
     }
     env.advance(HOUR);
     // Z: a process whose finish passes its checks and fence and pauses at the put of its
@@ -243,13 +249,7 @@ async fn a_legitimate_finish_marked_dead_after_it(env: &Env, config: &GcConfig) 
     // Busy is busy: it commits on, past a record's memory again (these links are kept).
     for n in 21..=40 {
         env.advance(1_000);
-        let next = Layout::under(&format!("busy/{n}"));
-        let (successor, at) = env.successor(&metadata, &next, Some(1)).await;
-        env.catalog
-            .commit(&busy, Some(&next.source), &location, &at)
-            .await
-            .expect("committed");
-        (metadata, location) = (successor, at);
+        commit_as(env, &busy, &mut head, &format!("busy/{n}")).await;
     }
     // Z wakes: its finish mark lands, and it prunes the change log and the links.
     resume_and_join(&hooked_z, z).await;
