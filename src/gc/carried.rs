@@ -113,8 +113,8 @@ impl Previous {
 
 /// Whether a run other than `current` (and not newer than it, if given) may have found
 /// objects reachable that no later finished run knows of: a run that started after
-/// `previous`, or that is not over at all (neither finished nor marked dead: `over`)
-/// whatever its time. A finished run marks dead every run its plan counted, before its
+/// `previous` (any run, where no run has finished: round 139, A), or that is not over at
+/// all (neither finished nor marked dead: `over`) whatever its time. A finished run marks dead every run its plan counted, before its
 /// finish mark, so a run older than `previous` that is not over landed after `previous`
 /// had looked (a planner paused between its walk and its writes: round 134, F1). A run
 /// counts if its directory holds anything (its plan step writes its walk first, and that
@@ -124,7 +124,7 @@ impl Previous {
 /// stopped before writing its walk left nothing behind, and no evidence either.
 pub(crate) async fn started_between(
     warehouse: &Warehouse,
-    previous: JournalRef,
+    previous: Option<JournalRef>,
     current: Option<JournalRef>,
     listed: impl IntoIterator<Item = JournalRef>,
     over: &HashSet<JournalRef>,
@@ -132,7 +132,8 @@ pub(crate) async fn started_between(
     let between = |run: &JournalRef| {
         Some(*run) != current
             && current.is_none_or(|current| run.order() < current.order())
-            && (run.order() > previous.order() || !over.contains(run))
+            && (previous.is_none_or(|previous| run.order() > previous.order())
+                || !over.contains(run))
     };
     if listed.into_iter().any(|run| between(&run)) {
         return Ok(true);

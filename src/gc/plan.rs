@@ -286,21 +286,21 @@ impl GarbageCollector {
         // may have found objects reachable that no later walk does (through a link no
         // change-log entry records), and may not have swept their entries: what it found
         // is lost with it. Every clock starts again at this walk, the clock files' as the
-        // carried ones (round 133, J1).
-        let given_up = match journals.previous {
-            Some(previous) => {
-                let listed = journals.dead.iter().chain(&journals.stale).copied();
-                super::carried::started_between(
-                    warehouse,
-                    previous,
-                    None,
-                    listed,
-                    &journals.finished,
-                )
-                .await?
-            }
-            None => false,
-        };
+        // carried ones (round 133, J1). Where no run has finished, any run before this one
+        // never finished (or its finish is stale): its walk counts as given up too, and
+        // so the floor of the first run to finish is its own walk, which every later
+        // floor keeps. Without it, a run the first finished run counted dead, whose own
+        // finish mark landed later, stood trusted behind it with clocks from before that
+        // run's walk (round 139, A).
+        let listed = journals.dead.iter().chain(&journals.stale).copied();
+        let given_up = super::carried::started_between(
+            warehouse,
+            journals.previous,
+            None,
+            listed,
+            &journals.finished,
+        )
+        .await?;
         // What the previous finished run voided stays void: a clock it did not see (of an
         // object it did not list: away, or below a directory it could not list) must not
         // stand again (round 133, G4).

@@ -165,7 +165,7 @@ impl RunContext {
                 let listed = self.plan.dead.iter().chain(&self.plan.untrusted).copied();
                 if super::carried::started_between(
                     warehouse,
-                    journal,
+                    Some(journal),
                     Some(self.plan.journal()),
                     listed,
                     &journals.finished,

@@ -197,7 +197,7 @@ pub async fn status(catalog: &Catalog, now_ms: i64, ledger: bool) -> Result<GcSt
         if let Some(previous) = journals.previous
             && !super::carried::started_between(
                 warehouse,
-                previous,
+                Some(previous),
                 current,
                 journals.dead.iter().copied(),
                 &journals.finished,

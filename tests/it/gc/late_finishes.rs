@@ -4,7 +4,9 @@
 //! its clock from a walk before a run the plan gave up (whose walk found the object
 //! reachable through a link no change-log entry records) would have stood, and the object
 //! gone about an hour after its loss (retention 2 h). A plan trusts no fact of a run it
-//! counted as dead, and a run marked dead never finishes.
+//! counted as dead (a run marked dead whose stamped finish mark lands is still finished:
+//! round 138). Round 139: nor does any later run, behind the first run to finish on a
+//! fresh warehouse, since that run's floor is its own walk.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,18 +71,7 @@ async fn late_finish_on_a_fresh_warehouse(seed: u64, counted: Counted) {
     let env = Env::open(Backend::Local, seed).await;
     let config = test_config();
     let root = env.local_dir.clone().expect("local");
-    let old = Layout::under("old/1");
-    let (old_id, _, _) = env.register("old", &old).await;
-    let live = Layout::under("live/1");
-    env.register("live", &live).await;
-    env.advance(HOUR);
-    env.catalog.drop_index(&old_id).await.expect("dropped");
-    put_untrusted_clock_files(&env, &old).await;
-    let watched: Vec<String> = old
-        .files()
-        .into_iter()
-        .filter(|file| file.starts_with(&old.postings))
-        .collect();
+    let (old, live, watched) = dropped_beside_live(&env).await;
     // M (the warehouse's first run): plan, scans (starting the postings' clocks, as clock
     // files), verification, deletes and sweep; its finish passes `still_current` and its
     // fence, and the process pauses right before the put of its finish mark.
@@ -103,11 +94,7 @@ async fn late_finish_on_a_fresh_warehouse(seed: u64, counted: Counted) {
     // link (the postings are reachable), scans, verifies, and is given up before its
     // sweep.
     env.advance(10 * MINUTE);
-    let postings = root.join(live.postings.trim_end_matches('/'));
-    let stash = root.join("stash-postings");
-    std::fs::rename(&postings, &stash).expect("moved away");
-    let target = format!("../../{}", old.postings.trim_start_matches("indexes/"));
-    std::os::unix::fs::symlink(target.trim_end_matches('/'), &postings).expect("linked");
+    let unlink = link_postings(&root, &live, &old);
     env.advance(MINUTE);
     let l = run_until(&env, &config, GivenUp::BeforeSweep).await;
     assert_eq!(
@@ -116,8 +103,7 @@ async fn late_finish_on_a_fresh_warehouse(seed: u64, counted: Counted) {
     );
     // The link stays an hour and goes: the postings lose reachability now.
     env.advance(HOUR + 10 * MINUTE);
-    std::fs::remove_file(&postings).expect("unlinked");
-    std::fs::rename(&stash, &postings).expect("moved back");
+    unlink();
     let lost_at = env.now();
     if counted == Counted::MarkedDead {
         // F counts M and L dead; its finish marks them `.dead` and fails on its own
@@ -150,25 +136,44 @@ async fn late_finish_on_a_fresh_warehouse(seed: u64, counted: Counted) {
     let retention = config.retention.as_millis() as i64;
     env.assert_kept_through_retention(lost_at, 10 * MINUTE, &watched, " (round 137)", async || {
         env.collect(&config).await;
-        for file in env.ledger_files().await {
-            let Some((object, fact)) = file.rsplit_once("/c-") else {
-                continue;
-            };
-            if watched.iter().any(|w| object.ends_with(w.as_str())) {
-                let ms: i64 = fact
-                    .split('-')
-                    .next()
-                    .and_then(|ms| ms.parse().ok())
-                    .expect("c- time");
-                assert!(
-                    ms >= lost_at + retention,
-                    "`{object}` condemned {} min after losing reachability (retention 2 h)",
-                    (ms - lost_at) / MINUTE
-                );
-            }
-        }
+        assert_not_condemned_before(&env, &watched, lost_at, lost_at + retention).await;
     })
     .await;
+}
+
+/// That the ledger records no condemnation of any of `watched` stamped before `not_before`
+/// (a `c-` file of the object, or a condemnation marker of its directory); `lost_at` is
+/// when they lost reachability.
+async fn assert_not_condemned_before(env: &Env, watched: &[String], lost_at: i64, not_before: i64) {
+    for file in env.ledger_files().await {
+        let Some((entry, fact)) = file.rsplit_once('/') else {
+            continue;
+        };
+        let entry = entry.trim_start_matches("_gc/ledger/");
+        let stamp = |fact: &str| -> i64 {
+            fact.split('-')
+                .next()
+                .and_then(|ms| ms.parse().ok())
+                .expect("a stamp")
+        };
+        let condemned: Vec<&String> = if let Some(fact) = fact.strip_prefix("c-") {
+            let _ = stamp(fact);
+            watched.iter().filter(|w| entry == w.as_str()).collect()
+        } else if fact.starts_with("n-") {
+            let dir = format!("{entry}/");
+            watched.iter().filter(|w| w.starts_with(&dir)).collect()
+        } else {
+            continue;
+        };
+        let ms = stamp(&fact[2..]);
+        if let Some(object) = condemned.first() {
+            assert!(
+                ms >= not_before,
+                "`{object}` condemned {} min after losing reachability (retention 2 h)",
+                (ms - lost_at) / MINUTE
+            );
+        }
+    }
 }
 
 /// M marked dead by a finish that failed after marking it (round 137's first fix counts
@@ -297,4 +302,164 @@ async fn r138_a_legitimate_finish_marked_dead_after_it_does_not_stop_collection(
         watched.len(),
         (env.now() - dropped_at) / HOUR
     );
+}
+
+/// Round 139, A1. M, the warehouse's first run, is given up with two of its processes
+/// paused: a scan invocation at the put of a clock file (after its lease check), and its
+/// finish at the put of its finish mark. G, the next run, counts M dead and is the first
+/// run to finish. G's walk finds the dropped postings reachable (a link no change-log
+/// entry records) and its sweep clears their entries. Then M's paused puts land: the
+/// clock file (before M's finish mark, so trusted), then the finish mark (round 138: M is
+/// finished). The link goes. H and later runs (previous G) do not count M dead, so only
+/// the floor keeps M's clock, from a walk before G's, from standing: G's floor was the
+/// epoch (no run had finished), and the postings were condemned 70 minutes and deleted
+/// 100 minutes after they lost reachability (retention 2 h). G's floor is now its walk.
+#[tokio::test]
+async fn r139_a_late_finisher_behind_the_first_finished_run_dates_no_loss_before_its_walk() {
+    let env = Env::open(Backend::Local, 13901).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let (old, live, watched) = dropped_beside_live(&env).await;
+    // M: everything but its finish mark.
+    env.advance(10 * MINUTE);
+    let m = run_until(&env, &config, GivenUp::AfterSweep).await;
+    let m_id = m.simple().to_string();
+    let m_clocks: Vec<String> = env
+        .ledger_files()
+        .await
+        .into_iter()
+        .filter(|f| f.contains(&m_id) && watched.iter().any(|w| f.contains(w.as_str())))
+        .collect();
+    assert!(!m_clocks.is_empty(), "M wrote clock files for the postings");
+    let gc = env.gc(config.clone());
+    assert_eq!(gc.abandon().await.expect("abandon"), Some(m));
+    // The live table's postings become a link to the dropped ones.
+    env.advance(10 * MINUTE);
+    let unlink = link_postings(&root, &live, &old);
+    // G: the first run to finish; it walks through the link and clears the entries.
+    env.advance(MINUTE);
+    env.collect_completed(&config).await;
+    let left: Vec<&String> = {
+        let files = env.ledger_files().await;
+        m_clocks.iter().filter(|f| files.contains(f)).collect()
+    };
+    assert!(
+        left.is_empty(),
+        "G's sweep cleared M's clock files: {left:?}"
+    );
+    // M's paused scan wakes (its clock file lands again), then its paused finish.
+    for file in &m_clocks {
+        env.put_raw(file, b"{}").await;
+    }
+    land_finish_mark(&env, m).await;
+    // The link stays a while and goes: the postings lose reachability now.
+    env.advance(40 * MINUTE);
+    unlink();
+    let lost_at = env.now();
+    let retention = config.retention.as_millis() as i64;
+    env.assert_kept_through_retention(
+        lost_at,
+        10 * MINUTE,
+        &watched,
+        " (round 139 A1)",
+        async || {
+            env.collect(&config).await;
+            assert_not_condemned_before(&env, &watched, lost_at, lost_at + retention).await;
+        },
+    )
+    .await;
+}
+
+/// Round 139, A2, with no paused clock write: M's finish paused at its mark; L walks
+/// through a link, finds the postings reachable, and is given up before its sweep; G, the
+/// first run to finish, sees the postings young (another tool touched them in place), so
+/// it records no clock and leaves M's clock file alone; their old modification times are
+/// put back (`cp -p`, `rsync -t`, `touch -d`) and M's mark lands. H (previous G) trusted
+/// M's clock, from a walk before L's: condemned 81 minutes after the loss (retention 2 h).
+#[tokio::test]
+async fn r139_a_young_object_at_the_first_finished_run_keeps_no_clock_of_a_late_finisher() {
+    let env = Env::open(Backend::Local, 13903).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    let (old, live, watched) = dropped_beside_live(&env).await;
+    env.advance(10 * MINUTE);
+    let m = run_until(&env, &config, GivenUp::AfterSweep).await;
+    let gc = env.gc(config.clone());
+    assert_eq!(gc.abandon().await.expect("abandon"), Some(m));
+    env.advance(10 * MINUTE);
+    let unlink = link_postings(&root, &live, &old);
+    env.advance(MINUTE);
+    let l = run_until(&env, &config, GivenUp::BeforeSweep).await;
+    assert_eq!(gc.abandon().await.expect("abandon"), Some(l));
+    env.advance(30 * MINUTE);
+    unlink();
+    let lost_at = env.now();
+    // A tool touches the dropped postings in place; G runs and finishes.
+    let times: Vec<(std::path::PathBuf, std::time::SystemTime)> = watched
+        .iter()
+        .map(|w| {
+            let path = root.join(w);
+            let meta = std::fs::metadata(&path).expect("the file's metadata");
+            (path, meta.modified().expect("mtime"))
+        })
+        .collect();
+    for (path, _) in &times {
+        crate::support::gc::set_mtime(path, env.now());
+    }
+    env.advance(MINUTE);
+    env.collect_completed(&config).await;
+    // Their old times are put back; M's paused finish lands its mark.
+    for (path, mtime) in &times {
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .and_then(|file| file.set_modified(*mtime))
+            .expect("old time back");
+    }
+    land_finish_mark(&env, m).await;
+    let retention = config.retention.as_millis() as i64;
+    env.assert_kept_through_retention(
+        lost_at,
+        10 * MINUTE,
+        &watched,
+        " (round 139 A2)",
+        async || {
+            env.collect(&config).await;
+            assert_not_condemned_before(&env, &watched, lost_at, lost_at + retention).await;
+        },
+    )
+    .await;
+}
+
+/// An index `old` registered and dropped an hour later beside a live index `live`, the
+/// postings of `old` holding clock files of an earlier release's run (so scans write
+/// clock files for them too): the layouts, and the postings of `old`.
+async fn dropped_beside_live(env: &Env) -> (Layout, Layout, Vec<String>) {
+    let old = Layout::under("old/1");
+    let (old_id, _, _) = env.register("old", &old).await;
+    let live = Layout::under("live/1");
+    env.register("live", &live).await;
+    env.advance(HOUR);
+    env.catalog.drop_index(&old_id).await.expect("dropped");
+    put_untrusted_clock_files(env, &old).await;
+    let watched = old
+        .files()
+        .into_iter()
+        .filter(|file| file.starts_with(&old.postings))
+        .collect();
+    (old, live, watched)
+}
+
+/// Make `live`'s postings directory (under the local warehouse `root`) a symbolic link to
+/// `old`'s, which no change-log entry records; the returned closure puts it back.
+fn link_postings(root: &std::path::Path, live: &Layout, old: &Layout) -> impl FnOnce() {
+    let postings = root.join(live.postings.trim_end_matches('/'));
+    let stash = root.join("stash-postings");
+    std::fs::rename(&postings, &stash).expect("moved away");
+    let target = format!("../../{}", old.postings.trim_start_matches("indexes/"));
+    std::os::unix::fs::symlink(target.trim_end_matches('/'), &postings).expect("linked");
+    move || {
+        std::fs::remove_file(&postings).expect("unlinked");
+        std::fs::rename(&stash, &postings).expect("moved back");
+    }
 }
