@@ -77,9 +77,26 @@ pub(crate) struct JournalState {
     pub journaled: HashSet<JournalRef>,
     /// The latest time of any journal, finished or not.
     pub latest_ms: Option<i64>,
+    /// When each journal that exists landed (the store's time).
+    pub landed: HashMap<JournalRef, i64>,
 }
 
 impl JournalState {
+    /// Whether `run` finished late: its finish mark landed after the journal of a run
+    /// ordered after it (both the store's times). Runs hold the lease in turn, so a
+    /// finish mark lands before the next run plans, unless the finish was paused past
+    /// its lease while a later run planned and counted it given up: that run's walk may
+    /// have found reachable what the late run's facts date, and those facts may have
+    /// landed after its sweep (round 140).
+    pub(crate) fn finished_late(&self, run: &JournalRef) -> bool {
+        let Some(done_at) = self.done_at.get(run) else {
+            return false;
+        };
+        self.landed
+            .iter()
+            .any(|(later, landed)| later.order() > run.order() && landed < done_at)
+    }
+
     /// The runs since the previous finished run whose journal is there and marked dead
     /// (or unstamped), not finished: a finish marked them and then failed, before its own
     /// finish mark.
@@ -418,7 +435,7 @@ impl Journals {
         stale.retain(|journal| !done_at.contains_key(journal));
         stale.sort_by_key(JournalRef::order);
         stale.dedup();
-        let journals: HashSet<JournalRef> = landed.into_keys().collect();
+        let journals: HashSet<JournalRef> = landed.keys().copied().collect();
         let latest_ms = journals.iter().map(|j| j.run_ms).max();
         let previous = journals
             .iter()
@@ -439,6 +456,7 @@ impl Journals {
             done_at,
             journaled: journals,
             latest_ms,
+            landed,
         })
     }
 
@@ -512,6 +530,22 @@ pub(crate) mod tests {
         ] {
             assert_eq!(parse_journal_file(&foreign), None, "{foreign}");
         }
+    }
+
+    /// Round 140: a run whose finish mark landed after the journal of a later run (its
+    /// finish paused past its lease while that run planned) finished late; a mark that
+    /// landed before every later journal did not, and nor did a run that never finished.
+    #[test]
+    fn a_finish_mark_landing_after_a_later_runs_journal_is_late() {
+        let (early, late, later) = (journal(100, 1), journal(200, 2), journal(300, 3));
+        let state = JournalState {
+            landed: [(early, 101), (late, 201), (later, 301)].into(),
+            done_at: [(early, 150), (late, 350)].into(),
+            ..JournalState::default()
+        };
+        assert!(!state.finished_late(&early));
+        assert!(state.finished_late(&late));
+        assert!(!state.finished_late(&later));
     }
 
     /// Found by the second issue-26 attack: a warehouse restored from a backup (catalog

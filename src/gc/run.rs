@@ -106,7 +106,10 @@ impl RunContext {
     /// before they landed (read once), but never a run its plan counted as dead: one that
     /// finishes after the plan (a finish paused before its finish mark) walked before
     /// runs the plan gave up, whose walks may have found its objects reachable (round
-    /// 137).
+    /// 137); nor, for any later plan, a run that finished late
+    /// ([`JournalState::finished_late`](super::journal::JournalState::finished_late)):
+    /// the floor of the run that gave it up voids its clocks only across two machines'
+    /// clocks, which may differ by the skew (round 140).
     pub(crate) async fn trust(
         &self,
         warehouse: &crate::warehouse::Warehouse,
@@ -119,7 +122,9 @@ impl RunContext {
                     done_at: journals
                         .done_at
                         .iter()
-                        .filter(|(run, _)| !self.plan.dead.contains(run))
+                        .filter(|(run, _)| {
+                            !self.plan.dead.contains(run) && !journals.finished_late(run)
+                        })
                         .map(|(run, at)| (*run, *at))
                         .collect(),
                 }))

@@ -463,3 +463,73 @@ fn link_postings(root: &std::path::Path, live: &Layout, old: &Layout) -> impl Fn
         std::fs::rename(&stash, &postings).expect("moved back");
     }
 }
+
+/// Round 140: round 139 A1 with the runs close together and G's clock behind M's by less
+/// than the skew allowance (1 min here). Thirty seconds after M's walk, G plans with a
+/// clock 50 s behind, so its floor (its own walk) is, by its clock, 20 s before M's walk
+/// by M's: the floor did not void M's clock, whose walk came before G's (which found the
+/// postings reachable through the link). Condemned 80 minutes and deleted 100 minutes
+/// after the loss (retention 2 h), on a fresh warehouse and behind a finished run alike.
+/// M finished late (its mark landed after G's journal): no later run trusts its facts.
+#[tokio::test]
+async fn r140_a_late_finisher_whose_walk_is_within_the_skew_of_the_floor_is_not_trusted() {
+    late_finisher_within_the_skew(14001, false).await;
+    late_finisher_within_the_skew(14002, true).await;
+}
+
+async fn late_finisher_within_the_skew(seed: u64, with_previous: bool) {
+    let env = Env::open(Backend::Local, seed).await;
+    let config = test_config();
+    let root = env.local_dir.clone().expect("local");
+    if with_previous {
+        // P: a finished run before anything is dropped.
+        env.register("other", &Layout::under("other/1")).await;
+        env.advance(10 * MINUTE);
+        env.collect_completed(&config).await;
+    }
+    let (old, live, watched) = dropped_beside_live(&env).await;
+    // M: everything but its finish mark.
+    env.advance(10 * MINUTE);
+    let m = run_until(&env, &config, GivenUp::AfterSweep).await;
+    let m_id = m.simple().to_string();
+    let m_clocks: Vec<String> = env
+        .ledger_files()
+        .await
+        .into_iter()
+        .filter(|f| f.contains(&m_id) && watched.iter().any(|w| f.contains(w.as_str())))
+        .collect();
+    assert!(!m_clocks.is_empty(), "M wrote clock files for the postings");
+    let gc = env.gc(config.clone());
+    assert_eq!(gc.abandon().await.expect("abandon"), Some(m));
+    let unlink = link_postings(&root, &live, &old);
+    // G, 30 s later, on a machine whose clock is 50 s behind M's.
+    env.advance(30_000);
+    let honest = env.now();
+    env.clock.set(honest - 50_000);
+    let report = env.gc(config.clone()).collect(env.now()).await.expect("G");
+    assert_eq!(report.status, GcStatus::Completed, "{report:?}");
+    env.clock.set(honest);
+    let left: Vec<&String> = {
+        let files = env.ledger_files().await;
+        m_clocks.iter().filter(|f| files.contains(f)).collect()
+    };
+    assert!(
+        left.is_empty(),
+        "G's sweep cleared M's clock files: {left:?}"
+    );
+    // M's paused scan wakes (its clock file lands again), then its paused finish.
+    for file in &m_clocks {
+        env.put_raw(file, b"{}").await;
+    }
+    land_finish_mark(&env, m).await;
+    env.advance(40 * MINUTE);
+    unlink();
+    let lost_at = env.now();
+    let retention = config.retention.as_millis() as i64;
+    // (The skew allowed: nothing condemned before the retention less a minute.)
+    env.assert_kept_through_retention(lost_at, 10 * MINUTE, &watched, " (round 140)", async || {
+        env.collect(&config).await;
+        assert_not_condemned_before(&env, &watched, lost_at, lost_at + retention - MINUTE).await;
+    })
+    .await;
+}
