@@ -339,19 +339,7 @@ async fn r139_a_late_finisher_behind_the_first_finished_run_dates_no_loss_before
     // G: the first run to finish; it walks through the link and clears the entries.
     env.advance(MINUTE);
     env.collect_completed(&config).await;
-    let left: Vec<&String> = {
-        let files = env.ledger_files().await;
-        m_clocks.iter().filter(|f| files.contains(f)).collect()
-    };
-    assert!(
-        left.is_empty(),
-        "G's sweep cleared M's clock files: {left:?}"
-    );
-    // M's paused scan wakes (its clock file lands again), then its paused finish.
-    for file in &m_clocks {
-        env.put_raw(file, b"{}").await;
-    }
-    land_finish_mark(&env, m).await;
+    late_writes_land(&env, m, &m_clocks).await;
     // The link stays a while and goes: the postings lose reachability now.
     env.advance(40 * MINUTE);
     unlink();
@@ -509,19 +497,7 @@ async fn late_finisher_within_the_skew(seed: u64, with_previous: bool) {
     let report = env.gc(config.clone()).collect(env.now()).await.expect("G");
     assert_eq!(report.status, GcStatus::Completed, "{report:?}");
     env.clock.set(honest);
-    let left: Vec<&String> = {
-        let files = env.ledger_files().await;
-        m_clocks.iter().filter(|f| files.contains(f)).collect()
-    };
-    assert!(
-        left.is_empty(),
-        "G's sweep cleared M's clock files: {left:?}"
-    );
-    // M's paused scan wakes (its clock file lands again), then its paused finish.
-    for file in &m_clocks {
-        env.put_raw(file, b"{}").await;
-    }
-    land_finish_mark(&env, m).await;
+    late_writes_land(&env, m, &m_clocks).await;
     env.advance(40 * MINUTE);
     unlink();
     let lost_at = env.now();
@@ -532,4 +508,21 @@ async fn late_finisher_within_the_skew(seed: u64, with_previous: bool) {
         assert_not_condemned_before(&env, &watched, lost_at, lost_at + retention - MINUTE).await;
     })
     .await;
+}
+
+/// After G's sweep cleared M's clock files (asserted), M's paused processes wake: its
+/// scan's clock files land again, then its finish mark.
+async fn late_writes_land(env: &Env, m: uuid::Uuid, m_clocks: &[String]) {
+    let left: Vec<&String> = {
+        let files = env.ledger_files().await;
+        m_clocks.iter().filter(|f| files.contains(f)).collect()
+    };
+    assert!(
+        left.is_empty(),
+        "G's sweep cleared M's clock files: {left:?}"
+    );
+    for file in m_clocks {
+        env.put_raw(file, b"{}").await;
+    }
+    land_finish_mark(env, m).await;
 }
