@@ -232,6 +232,10 @@ impl<'g> Invocation<'g> {
     /// The entries of page `number` of `seq` over `range`, after `after`: the listing kept
     /// for it (a page redone after a crash), else a new listing of at most a page, kept
     /// before it is worked on.
+    ///
+    /// Only an invocation's first page can be a redone one, so only it looks for a kept
+    /// listing first (one `GET`); a later page lists at once. Keeping a listing is
+    /// conditional, so a listing another worker kept for the same page wins either way.
     pub(crate) async fn list_page(
         &self,
         seq: &super::job::Seq,
@@ -240,8 +244,10 @@ impl<'g> Invocation<'g> {
         after: Option<&str>,
     ) -> Result<super::job::Listing> {
         use futures::{StreamExt, TryStreamExt};
-        if let Some(listing) = self.job.listing(seq, number).await? {
-            return Ok(listing);
+        if self.pages == 0 {
+            if let Some(listing) = self.job.listing(seq, number).await? {
+                return Ok(listing);
+            }
         }
         let page_size = self.gc.config.page_size;
         let entries: Vec<super::job::StoredItem> = self
