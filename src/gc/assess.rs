@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::GarbageCollector;
 use super::config::format_duration;
-use super::job::{Doomed, Object, Plan};
+use super::job::{CarriedCondemnation, Doomed, Object, Plan};
 use super::journal::JournalRef;
 use super::ledger::{Ledger, LedgerEntry, Trust};
 use super::reachability::Observation;
@@ -14,6 +14,7 @@ use super::refs::Protected;
 use super::report::{ActionKind, GcCounts, GcReport};
 use super::rules::{self, Clock, ClockDecision, Facts, Timing, Walk};
 use crate::error::Result;
+use crate::warehouse::layout::ledger_entry;
 
 pub(crate) use super::lease::SharedLease;
 
@@ -39,6 +40,17 @@ pub(crate) struct Assessed {
     /// Its retention clock after the decision, if one stands (what the run's page
     /// carries).
     pub clock: Option<Clock>,
+    /// Its condemnation on that clock, where the page carries it (a judge that marks
+    /// condemnations, see [`Judge::carrying_clocks_on_pages`]).
+    pub condemnation: Option<PageCondemnation>,
+}
+
+/// A condemnation a scan page carries.
+pub(crate) enum PageCondemnation {
+    /// Made by this page: its marker is still to be written.
+    New,
+    /// Made by an earlier run, whose marker is there.
+    Carried(CarriedCondemnation),
 }
 
 /// The fixed inputs of one run's decisions, as one invocation sees them.
@@ -64,6 +76,10 @@ pub(crate) struct Judge<'a> {
     /// ([`carried`](super::carried)), and writes one only for an entry that already
     /// holds clock files.
     pub clock_files: bool,
+    /// Whether a condemnation this judge makes is left to the caller's page (which writes
+    /// a marker for it and carries it) instead of written as a `c-` file of the object's
+    /// entry.
+    pub markers: bool,
 }
 
 fn ms_text(ms: i64) -> String {
@@ -97,14 +113,17 @@ impl<'a> Judge<'a> {
             dry_run: gc.config.dry_run,
             timing: rules.timing(),
             clock_files: true,
+            markers: false,
         }
     }
 
-    /// This judge, for objects whose clocks the caller carries on its page (the scan of
-    /// `indexes/`): it starts clocks without writing a clock file.
+    /// This judge, for objects whose clocks and condemnations the caller carries on its
+    /// page (the scan of `indexes/`): it starts clocks without writing a clock file, and
+    /// condemns without writing a `c-` file (the page writes the markers).
     pub(crate) fn carrying_clocks_on_pages(self) -> Judge<'a> {
         Judge {
             clock_files: false,
+            markers: true,
             ..self
         }
     }
@@ -140,6 +159,7 @@ impl<'a> Judge<'a> {
             tracked: None,
             condemned: None,
             clock: None,
+            condemnation: None,
         };
         let name = object.name.as_str();
         // In-flight writers: never touch an object younger than the grace period (nor
@@ -186,6 +206,7 @@ impl<'a> Judge<'a> {
             timing,
         );
         assessed.clock = decision.clock();
+        let restarted = matches!(decision, ClockDecision::Starts(_));
         if let ClockDecision::Starts(clock) = decision {
             let reason = match facts.clock {
                 None => format!(
@@ -216,6 +237,9 @@ impl<'a> Judge<'a> {
             rules::Verdict::Condemn => {
                 let clock_ms = decision.clock().map_or(i64::MIN, |clock| clock.start_ms);
                 assessed.condemned = Some(self.condemn(name, clock_ms, &mut ledger_files).await?);
+                if self.markers {
+                    assessed.condemnation = Some(PageCondemnation::New);
+                }
                 if is_referenced {
                     Verdict::Referenced
                 } else {
@@ -232,10 +256,18 @@ impl<'a> Judge<'a> {
                     clock_walk_ms: clock.walk_ms,
                     ledger_files,
                     condemned_ms,
+                    marker: entry.marker.as_ref().map(|marker| {
+                        let dir = name.rsplit_once('/').map_or("", |(dir, _)| dir);
+                        format!("{}/{}", ledger_entry(dir), marker.marker)
+                    }),
                 }),
                 _ => Verdict::CondemnDelay,
             },
         };
+        // A condemnation a marker holds goes on with its clock (a new clock voids it).
+        if assessed.condemnation.is_none() && !restarted && self.markers {
+            assessed.condemnation = entry.marker.map(PageCondemnation::Carried);
+        }
         Ok(assessed)
     }
 
@@ -257,7 +289,7 @@ impl<'a> Judge<'a> {
             duration(self.timing.retention_ms),
             duration(self.timing.delay_ms)
         );
-        if !self.dry_run {
+        if !self.dry_run && !self.markers {
             self.hold_lease().await?;
             ledger_files.push(
                 self.ledger
@@ -324,6 +356,7 @@ impl PageTally {
             tracked,
             condemned,
             clock: _,
+            condemnation: _,
         } = assessed;
         let counts = &mut self.counts;
         if let Some(reason) = tracked {

@@ -31,6 +31,11 @@
 //!   (a rewritten object is young again), before a publication the change log announces,
 //!   or before the floor of the run ([`rules`](super::rules)).
 //!
+//! A carried clock may carry the object's condemnation on that clock too (issue 29, step
+//! B2: the condemnation's stamp and the name of the marker publication reads it from, see
+//! [`ledger`](super::ledger)): it counts only while that marker is there, and goes on with
+//! the clock (a new clock voids it).
+//!
 //! The scan writes no clock file for the objects it decides: the pages alone carry their
 //! clocks (a page costs one `PUT` and the next run one `GET`, where the clock files cost a
 //! `PUT` per object). Clock files written by earlier releases still count, and a run takes
@@ -61,7 +66,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::job::{CarriedPage, Job, Seq, Walk};
+use super::job::{CarriedCondemnation, CarriedPage, Job, Seq, Walk};
 use super::journal::JournalRef;
 use super::rules::Clock;
 use crate::error::{ErrorKind, Result};
@@ -149,7 +154,16 @@ struct Loaded {
     /// Its first and last listed object (none: it listed none, or its clocks were never
     /// written, by a release before this one).
     bounds: Option<(String, String)>,
-    clocks: HashMap<String, Clock>,
+    clocks: HashMap<String, Carried>,
+}
+
+/// What the previous finished run carried for one object: its clock, and its
+/// condemnation on that clock if it had one (which counts only while its marker is
+/// there: the scan looks, see [`Ledger::read_page`](super::ledger::Ledger)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Carried {
+    pub clock: Clock,
+    pub condemned: Option<CarriedCondemnation>,
 }
 
 impl Loaded {
@@ -170,7 +184,8 @@ impl Loaded {
                         start_ms: carried.start_ms,
                         walk_ms: carried.walk_ms,
                     };
-                    (carried.name, clock)
+                    let condemned = carried.condemned;
+                    (carried.name, Carried { clock, condemned })
                 })
                 .collect(),
         }
@@ -209,26 +224,27 @@ impl CarriedReader {
         }
     }
 
-    /// The carried clocks of `names` (objects one page listed, in listing order) that
-    /// count, by name.
-    pub(crate) async fn clocks(&mut self, names: &[String]) -> Result<HashMap<String, Clock>> {
+    /// What the previous run carried for `names` (objects one page listed, in listing
+    /// order) that counts, by name.
+    pub(crate) async fn clocks(&mut self, names: &[String]) -> Result<HashMap<String, Carried>> {
         let mut found = HashMap::new();
         for name in names {
             let reachable = &self.previous.verified.observation.reachable;
             if reachable.covers_any_spelling(name) {
                 continue;
             }
-            if let Some(clock) = self.clock(name).await? {
-                found.insert(name.clone(), clock);
+            if let Some(carried) = self.clock(name).await? {
+                found.insert(name.clone(), carried);
             }
         }
         Ok(found)
     }
 
     /// Every name the previous run carried a clock for that counts (its verification walk
-    /// did not reach it), partition by partition: what `gc status --ledger` counts as
-    /// tracked beside the ledger's entries. One `GET` per page of the previous run.
-    pub(crate) async fn names(&mut self) -> Result<Vec<String>> {
+    /// did not reach it), partition by partition, and whether it carried a condemnation
+    /// too: what `gc status --ledger` counts as tracked and condemned beside the ledger's
+    /// entries. One `GET` per page of the previous run.
+    pub(crate) async fn names(&mut self) -> Result<Vec<(String, bool)>> {
         let mut names = Vec::new();
         for partition in 0..self.previous.partitions.len() {
             for index in 0..self.numbers(partition).await?.len() {
@@ -236,17 +252,17 @@ impl CarriedReader {
                 let reachable = &self.previous.verified.observation.reachable;
                 names.extend(
                     page.clocks
-                        .keys()
-                        .filter(|name| !reachable.covers_any_spelling(name))
-                        .cloned(),
+                        .iter()
+                        .filter(|(name, _)| !reachable.covers_any_spelling(name))
+                        .map(|(name, carried)| (name.clone(), carried.condemned.is_some())),
                 );
             }
         }
         Ok(names)
     }
 
-    /// The clock the previous run carried for `name`, if any.
-    async fn clock(&mut self, name: &str) -> Result<Option<Clock>> {
+    /// What the previous run carried for `name`, if anything.
+    async fn clock(&mut self, name: &str) -> Result<Option<Carried>> {
         let Some(partition) = self
             .previous
             .partitions
@@ -258,7 +274,7 @@ impl CarriedReader {
         let Some(page) = self.locate(partition, name).await? else {
             return Ok(None);
         };
-        Ok(page.clocks.get(name).copied())
+        Ok(page.clocks.get(name).cloned())
     }
 
     /// The numbers of the pages of `partition` that carry clocks (a page that listed no
@@ -418,7 +434,7 @@ mod tests {
                     let clocks = objects
                         .iter()
                         .filter(|n| *n % 3 == 0)
-                        .map(|n| (name(*n), clock(*n as i64)))
+                        .map(|n| (name(*n), clock(*n as i64), None))
                         .collect();
                     let page = CarriedPage::of(&warehouse, &listed, clocks);
                     job.write_carried(&seq, number, &page)
@@ -455,11 +471,15 @@ mod tests {
         }
     }
 
-    fn expected(names: &[usize], carried: impl Fn(usize) -> bool) -> HashMap<String, Clock> {
+    fn expected(names: &[usize], carried: impl Fn(usize) -> bool) -> HashMap<String, Carried> {
         names
             .iter()
             .filter(|n| *n % 3 == 0 && carried(**n))
-            .map(|n| (name(*n), clock(*n as i64)))
+            .map(|n| {
+                let clock = clock(*n as i64);
+                let condemned = None;
+                (name(*n), Carried { clock, condemned })
+            })
             .collect()
     }
 

@@ -17,7 +17,7 @@ use super::dangling::DanglingReferences;
 use super::job::{Doomed, Page, Rules, Seq, Walk};
 use super::ledger::{Ledger, Trust};
 use super::refs::RefMap;
-use super::release::DeletionRecords;
+use super::release::{Deleted, DeletionRecords};
 use super::report::{ActionKind, GcCounts, GcPhase, GcProgress};
 use super::run::Invocation;
 use super::scan::Nested;
@@ -166,7 +166,7 @@ impl Invocation<'_> {
         nested: &Nested,
         trust: &Arc<Trust>,
         dangling: &mut DanglingReferences,
-    ) -> Result<(GcCounts, Vec<String>)> {
+    ) -> Result<(GcCounts, Deleted)> {
         let mut counts = GcCounts::default();
         let ledger = Ledger::new(self.gc.catalog.warehouse());
         let mut deletable = Vec::new();
@@ -260,12 +260,12 @@ impl Invocation<'_> {
                     format!("would delete: {}", item.reason(&self.run.plan.rules)),
                 );
             }
-            return Ok((counts, Vec::new()));
+            return Ok((counts, Deleted::default()));
         }
         self.gc.emit(GcProgress::Phase {
             phase: GcPhase::Delete,
         });
-        let mut deleted = Vec::new();
+        let mut deleted = Deleted::default();
         let mut items = deletable.into_iter().peekable();
         while items.peek().is_some() {
             let batch: Vec<Doomed> = items
@@ -278,7 +278,7 @@ impl Invocation<'_> {
             // The lease is proved last, right before the deletes.
             self.still_current().await?;
             self.fence().await?;
-            deleted.extend(self.delete_batch(&mut counts, batch).await?);
+            deleted.merge(self.delete_batch(&mut counts, batch).await?);
         }
         Ok((counts, deleted))
     }
@@ -352,20 +352,16 @@ impl Invocation<'_> {
         Ok(now.size != 0 || young)
     }
 
-    /// Delete one batch; returns the ledger files of the deleted objects' entries. An
+    /// Delete one batch; returns what the deletion's record lists (see `release`). An
     /// object already gone counts as deleted (idempotent reruns); one the warehouse refuses
     /// to delete (a symbolic link on its path) is kept and reported.
-    async fn delete_batch(
-        &mut self,
-        counts: &mut GcCounts,
-        batch: Vec<Doomed>,
-    ) -> Result<Vec<String>> {
+    async fn delete_batch(&mut self, counts: &mut GcCounts, batch: Vec<Doomed>) -> Result<Deleted> {
         let warehouse = self.gc.catalog.warehouse();
         let names: Vec<String> = batch.iter().map(|item| item.name.clone()).collect();
         let mut outcomes: HashMap<String, Deletion> =
             warehouse.delete(names).await.into_iter().collect();
         let mut failure = None;
-        let mut ledger_files = Vec::new();
+        let mut deleted = Deleted::default();
         let mut refused = 0;
         let mut stuck = None;
         let rules = self.run.plan.rules;
@@ -379,7 +375,7 @@ impl Invocation<'_> {
                         ActionKind::Delete,
                         item.reason(&rules),
                     );
-                    ledger_files.extend(item.ledger_files);
+                    deleted.add(item);
                 }
                 // A file under `metadata/` that may name anything keeps all of `indexes/`
                 // until it goes itself: kept with a warning, it held everything for good,
@@ -428,7 +424,7 @@ impl Invocation<'_> {
             return Err(stuck);
         }
         match failure {
-            None => Ok(ledger_files),
+            None => Ok(deleted),
             Some(err) => Err(Error::new(
                 ErrorKind::StoreUnavailable,
                 format!(
@@ -440,7 +436,8 @@ impl Invocation<'_> {
     }
 
     /// Sweep the ledger entries of `range`'s objects, page by page: clear those of
-    /// objects reachable at either walk; `true` once the sweep is complete.
+    /// objects reachable at either walk, and the condemnation markers whose condemnation
+    /// expired; `true` once the sweep is complete.
     pub(crate) async fn sweep(
         &mut self,
         range: &ListRange,
@@ -465,6 +462,9 @@ impl Invocation<'_> {
             &observed.observation.reachable,
             &verified.observation.reachable,
         );
+        // Markers are cleared once their condemnation expired (by the run's decision
+        // time: a planner whose clock ran ahead clears nothing earlier).
+        let now_ms = self.plan.now_ms.min(self.now_ms);
         self.fence().await?;
         loop {
             if let Some(page) = &last {
@@ -486,18 +486,24 @@ impl Invocation<'_> {
             let position = listed.last().map(|entry| entry.position.clone()).or(after);
             // The entries of objects gone are cleared by the scan that lists them
             // (`Ledger::read_page`): no request per entry here.
+            let mut expired = Vec::new();
             let stale: Vec<String> = listed
                 .into_iter()
                 .filter_map(|entry| {
                     let ListItem::Object(file) = entry.item else {
                         return None;
                     };
+                    if ledger.marker_expired(&file, now_ms) {
+                        expired.push(file.name);
+                        return None;
+                    }
                     let object = ledger.object_of(&file.name)?;
                     covered(first, second, &object).then_some(file.name)
                 })
                 .collect();
+            let cleared = ledger.delete(stale).await? + ledger.delete_markers(expired).await?;
             let counts = GcCounts {
-                ledger_files_cleared: ledger.delete(stale).await? as u64,
+                ledger_files_cleared: cleared as u64,
                 ..GcCounts::default()
             };
             let mut totals = last.as_ref().map(|page| page.totals).unwrap_or_default();

@@ -285,6 +285,11 @@ pub(crate) struct Doomed {
     pub ledger_files: Vec<String>,
     /// When it was condemned.
     pub condemned_ms: i64,
+    /// The condemnation marker that holds its condemnation, if one does (its path): the
+    /// deletion's record names it, and releasing the record clears it once every name it
+    /// lists is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marker: Option<String>,
 }
 
 impl Doomed {
@@ -375,26 +380,42 @@ pub(crate) struct CarriedClock {
     pub name: String,
     pub start_ms: i64,
     pub walk_ms: i64,
+    /// The object's condemnation on this clock, if it has one (see
+    /// [`carried`](super::carried)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condemned: Option<CarriedCondemnation>,
+}
+
+/// A condemnation a page carries: made at `ms`, and findable by publication through the
+/// marker `marker` (the name of a file of the entry of the object's directory, see
+/// [`layout::parse_marker`](crate::warehouse::layout::parse_marker)). It counts only while
+/// the marker is there, from the later of `ms` and the marker's last-modified time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub(crate) struct CarriedCondemnation {
+    pub ms: i64,
+    pub marker: String,
 }
 
 impl CarriedPage {
     /// The page of a listing whose objects are `listed` (in listing order), carrying
-    /// `clocks` (in any order).
+    /// `clocks` (in any order), each with its condemnation if it has one.
     pub(crate) fn of(
         warehouse: &Warehouse,
         listed: &[String],
-        mut clocks: Vec<(String, super::rules::Clock)>,
+        mut clocks: Vec<(String, super::rules::Clock, Option<CarriedCondemnation>)>,
     ) -> CarriedPage {
-        clocks.sort_by(|(a, _), (b, _)| warehouse.name_order(a, b));
+        clocks.sort_by(|(a, ..), (b, ..)| warehouse.name_order(a, b));
         CarriedPage {
             first: listed.first().cloned(),
             last: listed.last().cloned(),
             clocks: clocks
                 .into_iter()
-                .map(|(name, clock)| CarriedClock {
+                .map(|(name, clock, condemned)| CarriedClock {
                     name,
                     start_ms: clock.start_ms,
                     walk_ms: clock.walk_ms,
+                    condemned,
                 })
                 .collect(),
         }

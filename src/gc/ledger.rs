@@ -39,6 +39,21 @@
 //! later of its trusted clock files (of `metadata/`, or written by an earlier release) and
 //! the clock the previous finished run carried for its object.
 //!
+//! So are their condemnations (issue 29, step B2): a scan page that condemns objects of
+//! `indexes/` writes, for each directory holding some, one **condemnation marker**
+//! `n-<ms>-<run-ms>-<run>-<page>.json` in that directory's entry, whose body lists the
+//! base names it condemns (what publication reads, [`layout`](crate::warehouse::layout)),
+//! then carries each condemnation with its clock (`ms` and the marker's name). The next
+//! run counts a carried condemnation only while its marker is there, from the later of
+//! `ms` and the marker's last-modified time (publication could not see it before), and
+//! carries it on while its clock stands. A marker is no fact of its directory as an
+//! object: entry readers skip it. It goes when releasing a deletion's record finds every
+//! name it lists deleted with that record (`release`), or, failing that, when the sweep
+//! finds its condemnation expired; until then publication refuses its names (a name
+//! condemned and then reachable again too: the conservative reading). A page written
+//! twice (a killed invocation's page redone) leaves a marker no page carries: it refuses
+//! its names until it expires, and counts for nothing else.
+//!
 //! # Reading it at the cost of a listing
 //! A run never asks for one entry at a time: the scan reads the entries of each page of
 //! objects it lists with one ranged listing of the mirror (`Ledger::read_page`: one
@@ -56,11 +71,13 @@ use futures::stream::BoxStream;
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::job::CarriedCondemnation;
 use super::journal::{JournalRef, Journals};
 use super::rules::Clock;
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::warehouse::layout::{
-    Fact, FactRun, LEDGER_DIR, condemnation_visible, ledger_entry, ledger_holds, parse_fact,
+    Fact, FactRun, LEDGER_DIR, MarkerBody, condemnation_visible, ledger_entry, ledger_holds,
+    parse_fact, parse_marker,
 };
 use crate::warehouse::{ListItem, ListRange, Listed, Positioned, Warehouse};
 
@@ -88,6 +105,9 @@ pub(crate) struct LedgerEntry {
     /// The clock the previous finished run carried on its scan page, where it counts
     /// (see [`carried`](super::carried)).
     pub carried: Option<Clock>,
+    /// The condemnation the previous finished run carried on that clock, if its marker is
+    /// there (it is then part of `condemned_ms`).
+    pub marker: Option<CarriedCondemnation>,
 }
 
 impl LedgerEntry {
@@ -157,6 +177,9 @@ pub(crate) struct PageEntries {
     /// How many ledger files the listing returned (what the page cost).
     pub examined: usize,
 }
+
+/// How many stamps [`Ledger::record_marker`] tries.
+const MARKER_ATTEMPTS: i64 = 16;
 
 /// The most files of gone objects one page clears (the rest: a later run's).
 const MAX_GONE_PER_PAGE: usize = 10_000;
@@ -455,6 +478,93 @@ impl Ledger {
         let bytes = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
         self.warehouse.put_if_absent(&file, bytes).await?;
         Ok(file)
+    }
+
+    /// The condemnation markers of the entry of the directory `dir`: each marker's file
+    /// name, with its last-modified time (one ranged listing).
+    pub(crate) async fn markers(&self, dir: &str) -> Result<HashMap<String, i64>> {
+        let entry = ledger_entry(dir);
+        // Every marker of the directory, and nothing that sorts outside `n-`…`n.`.
+        let range = ListRange::new(&entry, Some("n-".to_owned()), Some("n.".to_owned()));
+        let mut listed = self.warehouse.list_range(&range, None);
+        let mut markers = HashMap::new();
+        while let Some(item) = listed.try_next().await? {
+            let ListItem::Object(file) = item.item else {
+                continue;
+            };
+            let Some((parent, last)) = file.name.rsplit_once('/') else {
+                continue;
+            };
+            if parent == entry && parse_marker(last).is_some() {
+                markers.insert(last.to_owned(), file.last_modified_ms);
+            }
+        }
+        Ok(markers)
+    }
+
+    /// Record that page `page` of run `journal` condemned, at `ms`, the objects of the
+    /// directory `dir` whose base names are `names`: one marker (create-if-absent), whose
+    /// file name is returned with the stamp it carries. A marker of the same name already
+    /// there that lists every one of `names` (the same page written before by an
+    /// invocation that died before its page, or by a stalled worker) is the one: it has
+    /// condemned them since it landed. Another (another partition's page of the same
+    /// number, or a page decided otherwise) is left alone, and the stamp moves on by a
+    /// millisecond (a later stamp only delays a deletion).
+    pub(crate) async fn record_marker(
+        &self,
+        dir: &str,
+        names: Vec<String>,
+        ms: i64,
+        journal: JournalRef,
+        page: u64,
+    ) -> Result<CarriedCondemnation> {
+        let body = serde_json::to_vec(&MarkerBody {
+            names: names.clone(),
+        })
+        .unwrap_or_default();
+        let body = Bytes::from(body);
+        let entry = ledger_entry(dir);
+        for stamp in ms.max(0)..ms.max(0).saturating_add(MARKER_ATTEMPTS) {
+            let marker = format!("n-{stamp}-{}-{page}.json", journal.suffix());
+            let path = format!("{entry}/{marker}");
+            let written = self.warehouse.put_if_absent(&path, body.clone()).await?
+                || self
+                    .warehouse
+                    .marker_names(&path)
+                    .await?
+                    .is_some_and(|listed| names.iter().all(|name| listed.contains(name)));
+            if written {
+                return Ok(CarriedCondemnation { ms: stamp, marker });
+            }
+        }
+        Err(Error::new(
+            ErrorKind::StoreUnavailable,
+            format!(
+                "gc stopped: {MARKER_ATTEMPTS} condemnation markers of page {page} of `{dir}` were already there; a rerun resumes safely"
+            ),
+        ))
+    }
+
+    /// Whether the listed ledger file `file` is a condemnation marker whose condemnation
+    /// expired at `now_ms` ([`rules::condemnation_expired`](super::rules::condemnation_expired)):
+    /// no run acts on it any more, and publication need no longer see it.
+    pub(crate) fn marker_expired(&self, file: &Listed, now_ms: i64) -> bool {
+        parse_marker(file_name(&file.name)).is_some_and(|(ms, _)| {
+            let visible = condemnation_visible(ms, file.last_modified_ms);
+            super::rules::condemnation_expired(visible, now_ms)
+        })
+    }
+
+    /// Delete condemnation markers (missing ones are fine); how many are gone. Only names
+    /// of markers under the ledger are deleted, whoever passes them.
+    pub(crate) async fn delete_markers(&self, files: Vec<String>) -> Result<usize> {
+        let (own, foreign): (Vec<String>, Vec<String>) = files.into_iter().partition(|name| {
+            name.starts_with(&format!("{LEDGER_DIR}/")) && parse_marker(file_name(name)).is_some()
+        });
+        for name in foreign {
+            tracing::warn!(file = %name, "gc: not deleting a file that is no condemnation marker");
+        }
+        self.warehouse.delete_own(own).await
     }
 
     /// Every ledger file, streamed.

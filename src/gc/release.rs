@@ -21,10 +21,13 @@
 //! requests per 1,000 deleted objects, the same deletes that clearing the entries with
 //! the objects cost before.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use bytes::Bytes;
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
+use super::job::Doomed;
 use super::journal::JournalRef;
 use super::ledger::Ledger;
 use super::rules::{self, Timing};
@@ -33,11 +36,41 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::warehouse::layout::DELETED_DIR;
 use crate::warehouse::{Fetched, ListItem, Warehouse};
 
-/// The ledger files of the objects one page of deletes removed.
-#[derive(Debug, Serialize, Deserialize)]
+/// What one page of deletes removed: the ledger files of the deleted objects' entries,
+/// and for each condemnation marker that held a deleted object's condemnation, the base
+/// names of the deleted objects it lists.
+#[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct DeletionRecord {
+pub(crate) struct Deleted {
     ledger_files: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    markers: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Deleted {
+    /// Count `item` deleted.
+    pub(crate) fn add(&mut self, item: Doomed) {
+        if let Some(marker) = item.marker {
+            let base = item.name.rsplit('/').next().unwrap_or(&item.name);
+            self.markers
+                .entry(marker)
+                .or_default()
+                .insert(base.to_owned());
+        }
+        self.ledger_files.extend(item.ledger_files);
+    }
+
+    /// Add what `other` deleted.
+    pub(crate) fn merge(&mut self, other: Deleted) {
+        self.ledger_files.extend(other.ledger_files);
+        for (marker, names) in other.markers {
+            self.markers.entry(marker).or_default().extend(names);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ledger_files.is_empty() && self.markers.is_empty()
+    }
 }
 
 /// The deletion records of one warehouse.
@@ -92,20 +125,20 @@ impl DeletionRecords {
             })
     }
 
-    /// Record that the objects whose entries hold `ledger_files` are deleted (written once
-    /// their deletes have answered; nothing for an empty list).
+    /// Record what one page of deletes removed (written once their deletes have answered;
+    /// nothing if nothing was).
     pub(crate) async fn write(
         &self,
         run: JournalRef,
         sequence: &str,
         page: u64,
-        ledger_files: Vec<String>,
+        deleted: Deleted,
     ) -> Result<()> {
-        if ledger_files.is_empty() {
+        if deleted.is_empty() {
             return Ok(());
         }
         let name = Self::name(run, sequence, page);
-        let bytes = serde_json::to_vec(&DeletionRecord { ledger_files })
+        let bytes = serde_json::to_vec(&deleted)
             .map_err(|err| Error::new(ErrorKind::CorruptRecord, format!("`{name}`: {err}")))?;
         self.warehouse
             .put_if_absent(&name, Bytes::from(bytes))
@@ -113,20 +146,33 @@ impl DeletionRecords {
             .map(|_| ())
     }
 
-    /// Release the record `name`: delete the ledger files it lists, then the record; how
-    /// many ledger files are gone. A damaged record is left alone (its entries expire).
+    /// Release the record `name`: delete the ledger files it lists, and each marker it
+    /// lists whose names were all deleted with it (a marker that also lists names the
+    /// record does not, deleted by another page or not deleted at all, stays until its
+    /// condemnation expires: the sweep clears it then), then the record; how many ledger
+    /// files are gone. A damaged record is left alone (its entries expire).
     async fn release(&self, name: &str) -> Result<usize> {
         let bytes = match self.warehouse.get(name, u64::MAX).await? {
             Fetched::Object(bytes, _) => bytes,
             Fetched::Missing | Fetched::TooLarge(_) => return Ok(0),
         };
-        let Ok(record) = serde_json::from_slice::<DeletionRecord>(&bytes) else {
+        let Ok(record) = serde_json::from_slice::<Deleted>(&bytes) else {
             tracing::warn!(record = %name, "gc: a damaged deletion record is left alone");
             return Ok(0);
         };
-        let cleared = Ledger::new(&self.warehouse)
-            .delete(record.ledger_files)
-            .await?;
+        let ledger = Ledger::new(&self.warehouse);
+        let mut released = Vec::new();
+        for (marker, deleted) in record.markers {
+            // A marker whose body cannot be read (or that is gone) is left to the sweep.
+            let listed = self.warehouse.marker_names(&marker).await?;
+            if listed.is_some_and(|listed| {
+                !listed.is_empty() && listed.iter().all(|name| deleted.contains(name))
+            }) {
+                released.push(marker);
+            }
+        }
+        let cleared =
+            ledger.delete(record.ledger_files).await? + ledger.delete_markers(released).await?;
         self.warehouse.delete_own(vec![name.to_owned()]).await?;
         Ok(cleared)
     }

@@ -6,21 +6,28 @@
 //! the deletion steps keep whatever lies below any nested root any partition found (an
 //! ownership marker directly in `indexes/` marks all of it).
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::assess::{Judge, PageTally};
-use super::carried::CarriedReader;
-use super::job::{CarriedPage, Object, Page, Seq, Walk};
+use super::assess::{Judge, PageCondemnation, PageTally};
+use super::carried::{Carried, CarriedReader};
+use super::job::{CarriedCondemnation, CarriedPage, Object, Page, Seq, Walk};
 use super::ledger::{Ledger, LedgerEntry, PageScope, Trust};
 use super::refs::{Protected, RefMap};
 use super::report::GcCounts;
+use super::rules::Clock;
 use super::run::{Invocation, NextPage, PageListing};
 use super::step::{GcStep, StepOutcome};
 use crate::error::{Error, Result};
-use crate::warehouse::layout::nested_root;
+use crate::warehouse::layout::{condemnation_visible, nested_root};
 use crate::warehouse::{ListItem, ListRange};
+
+/// The directory of the object `name` (what its condemnation marker is written under).
+fn directory_of(name: &str) -> &str {
+    name.rsplit_once('/').map_or("", |(dir, _)| dir)
+}
 
 /// How many skipped listing entries one page names in its warnings.
 const MAX_SKIP_WARNINGS: usize = 5;
@@ -280,9 +287,10 @@ impl Invocation<'_> {
                         tally.counts.kept_nested.add(size);
                         nested.note(&name);
                     }
-                    Scanned::Assessed(assessed) => {
+                    Scanned::Assessed(mut assessed) => {
                         if let Some(clock) = assessed.clock {
-                            clocks.push((assessed.name.clone(), clock));
+                            let condemnation = assessed.condemnation.take();
+                            clocks.push((assessed.name.clone(), clock, condemnation));
                         }
                         tally.counts.scanned.add(assessed.size);
                         tally.record(assessed, &mut self.report);
@@ -306,6 +314,7 @@ impl Invocation<'_> {
             // file, they are written under a live lease (a run paused past its lease,
             // which another run took over, stops here).
             self.keep_lease().await?;
+            let clocks = self.mark(clocks, listing.number).await?;
             let carried = CarriedPage::of(gc.catalog.warehouse(), &objects, clocks);
             self.job
                 .write_carried(seq, listing.number, &carried)
@@ -358,17 +367,108 @@ impl Invocation<'_> {
             Some(reader) => reader.clocks(names).await?,
             None => Default::default(),
         };
+        let markers = self.markers_of(&ledger, &carried).await?;
         // A name listed twice (an object store's folder marker `k/` lists as `k` too) is
         // decided with the same entry both times.
         let entries = listed
             .iter()
             .map(|entry| {
                 let mut ledger = read.entries.get(&entry.name).cloned().unwrap_or_default();
-                ledger.carried = carried.get(&entry.name).copied();
+                let Some(carried) = carried.get(&entry.name) else {
+                    return ledger;
+                };
+                ledger.carried = Some(carried.clock);
+                // A carried condemnation counts while its marker is there, from when the
+                // marker became visible.
+                let marked = carried.condemned.as_ref().and_then(|condemned| {
+                    let dir = directory_of(&entry.name);
+                    let landed = markers.get(dir)?.get(&condemned.marker)?;
+                    Some((condemned, condemnation_visible(condemned.ms, *landed)))
+                });
+                if let Some((condemned, visible)) = marked {
+                    ledger.condemned_ms =
+                        Some(ledger.condemned_ms.map_or(visible, |c| c.max(visible)));
+                    ledger.marker = Some(condemned.clone());
+                }
                 ledger
             })
             .collect();
         Ok((entries, read.gone))
+    }
+
+    /// The markers of the directories of the objects `carried` holds a condemnation of:
+    /// one listing per directory (see [`Ledger::markers`]).
+    async fn markers_of(
+        &self,
+        ledger: &Ledger,
+        carried: &HashMap<String, Carried>,
+    ) -> Result<HashMap<String, HashMap<String, i64>>> {
+        let dirs: BTreeSet<String> = carried
+            .iter()
+            .filter(|(_, carried)| carried.condemned.is_some())
+            .map(|(name, _)| directory_of(name).to_owned())
+            .collect();
+        futures::stream::iter(dirs)
+            .map(|dir| {
+                let ledger = ledger.clone();
+                async move {
+                    let markers = ledger.markers(&dir).await?;
+                    Ok::<_, Error>((dir, markers))
+                }
+            })
+            .buffer_unordered(self.gc.config.io_concurrency.max(1))
+            .try_collect()
+            .await
+    }
+
+    /// Write the markers of the condemnations `clocks` (a page's carried clocks) makes
+    /// new, one per directory, under a live lease (not in a dry run, whose page carries
+    /// none); the clocks, each with the condemnation the page carries. A marker is
+    /// stamped with the run's decision time, so that the page redone after a kill finds
+    /// the markers it wrote (a condemnation counts from when its marker landed anyway).
+    async fn mark(
+        &self,
+        clocks: Vec<(String, Clock, Option<PageCondemnation>)>,
+        page: u64,
+    ) -> Result<Vec<(String, Clock, Option<CarriedCondemnation>)>> {
+        let mut fresh: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (name, _, condemnation) in &clocks {
+            if matches!(condemnation, Some(PageCondemnation::New)) {
+                let base = name.rsplit('/').next().unwrap_or(name);
+                let dir = directory_of(name).to_owned();
+                fresh.entry(dir).or_default().push(base.to_owned());
+            }
+        }
+        let mut made = HashMap::new();
+        if !fresh.is_empty() && !self.gc.config.dry_run {
+            let ledger = Ledger::new(self.gc.catalog.warehouse());
+            let journal = self.plan.journal();
+            let stamp = self.plan.now_ms;
+            made = futures::stream::iter(fresh)
+                .map(|(dir, names)| {
+                    let ledger = ledger.clone();
+                    async move {
+                        let marker = ledger
+                            .record_marker(&dir, names, stamp, journal, page)
+                            .await?;
+                        Ok::<_, Error>((dir, marker))
+                    }
+                })
+                .buffer_unordered(self.gc.config.io_concurrency.max(1))
+                .try_collect()
+                .await?;
+        }
+        Ok(clocks
+            .into_iter()
+            .map(|(name, clock, condemnation)| {
+                let condemned = match condemnation {
+                    Some(PageCondemnation::Carried(carried)) => Some(carried),
+                    Some(PageCondemnation::New) => made.get(directory_of(&name)).cloned(),
+                    None => None,
+                };
+                (name, clock, condemned)
+            })
+            .collect())
     }
 
     /// Clear the ledger files of objects that are gone (not in a dry run), keeping the

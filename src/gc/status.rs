@@ -99,7 +99,8 @@ pub(crate) struct LedgerState {
     /// Objects with a ledger entry or a clock the last finished run's scan pages carry
     /// (unreachable, retention clock running).
     pub(crate) tracked_objects: u64,
-    /// Entry files that record a condemnation.
+    /// Condemnations: entry files that record one, and condemnations the last finished
+    /// run's scan pages carry.
     pub(crate) condemnations: u64,
     /// Ledger files in all.
     pub(crate) files: u64,
@@ -175,6 +176,12 @@ pub async fn status(catalog: &Catalog, now_ms: i64, ledger: bool) -> Result<GcSt
                 continue;
             };
             let Some(object) = journal.object_of(&file.name) else {
+                // A condemnation marker (its condemnations are counted where the pages
+                // carry them).
+                let last = file.name.rsplit('/').next().unwrap_or_default();
+                if crate::warehouse::layout::parse_marker(last).is_some() {
+                    state.files += 1;
+                }
                 continue;
             };
             state.files += 1;
@@ -207,7 +214,10 @@ pub async fn status(catalog: &Catalog, now_ms: i64, ledger: bool) -> Result<GcSt
         {
             let mut reader =
                 super::carried::CarriedReader::new(warehouse, std::sync::Arc::new(previous));
-            objects.extend(reader.names().await?);
+            for (name, condemned) in reader.names().await? {
+                state.condemnations += u64::from(condemned);
+                objects.insert(name);
+            }
         }
         state.tracked_objects = objects.len() as u64;
         Some(state)

@@ -7,17 +7,9 @@ use futures::StreamExt;
 
 use super::Warehouse;
 use super::layout::{
-    Fact, LEDGER_DIR, condemnation_visible, ledger_entry, parse_fact, parse_marker,
+    Fact, LEDGER_DIR, MarkerBody, condemnation_visible, ledger_entry, parse_fact, parse_marker,
 };
 use crate::error::Result;
-
-/// The body of a condemnation marker: the base names of the objects it condemns, all
-/// directly in its directory. Fields it does not know are allowed (a later version may
-/// add some); a body that is no such object condemns every name of its directory.
-#[derive(Debug, serde::Deserialize)]
-struct MarkerBody {
-    names: Vec<String>,
-}
 
 /// The largest marker body read (a page of at most 10,000 names of at most 1,024 bytes).
 const MAX_MARKER_BYTES: u64 = 16 << 20;
@@ -135,7 +127,7 @@ impl Warehouse {
     /// The names a marker condemns; `None` if its body cannot be read as one (then it
     /// condemns every name of its directory). A marker gone since it was listed
     /// condemns nothing more (its condemnations were released).
-    async fn marker_names(&self, marker: &str) -> Result<Option<Vec<String>>> {
+    pub(crate) async fn marker_names(&self, marker: &str) -> Result<Option<Vec<String>>> {
         match self.get(marker, MAX_MARKER_BYTES).await? {
             super::objects::Fetched::Object(bytes, _) => {
                 Ok(serde_json::from_slice::<MarkerBody>(&bytes)

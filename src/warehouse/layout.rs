@@ -36,10 +36,9 @@
 //! `n-<ms>-<run-ms>-<run>-<page>.json` ([`parse_marker`]): page `<page>` of run `<run>`
 //! condemned at `<ms>` the objects directly in that directory whose base names the
 //! marker's body lists (`{"names": [...]}`). They are how condemnations of
-//! `indexes/` are to be recorded (one file per directory and page instead of one per
-//! object: issue 29, step B2, `docs/design-ledger-pages.md`); this release's publication
-//! reads them beside the `c-` files, so that a collector that writes only markers never
-//! runs beside a publisher that cannot see them. A marker is no fact of the directory as
+//! `indexes/` are recorded (one file per directory and page instead of one per object:
+//! issue 29, step B2, `docs/design-ledger-pages.md`); publication reads them beside the
+//! `c-` files (which `metadata/` keeps, and earlier releases wrote for `indexes/` too). A marker is no fact of the directory as
 //! an object: the collector's entry readers skip it, and never delete it as a gone
 //! object's file.
 //!
@@ -174,6 +173,14 @@ pub(crate) fn parse_marker(file: &str) -> Option<(i64, FactRun)> {
         return None;
     }
     Some((ms, FactRun { run_ms, run_id }))
+}
+
+/// The body of a condemnation marker: the base names of the objects it condemns, all
+/// directly in its directory. Fields it does not know are allowed (a later version may
+/// add some); a body that is no such object condemns every name of its directory.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct MarkerBody {
+    pub names: Vec<String>,
 }
 
 /// When a condemnation stamped `stamp_ms`, whose file the store dates `last_modified_ms`,

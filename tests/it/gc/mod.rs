@@ -3,6 +3,7 @@
 mod carried_attack;
 mod carried_clocks;
 mod clock_restamping;
+mod condemnation_markers;
 mod directory_references;
 mod durable_evidence;
 mod durable_runs;

@@ -159,7 +159,13 @@ struct Fact {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 struct Entry {
     clocks: Vec<Fact>,
+    /// A `c-` file (metadata files; tables under `clock_files`, an earlier release).
     condemned: Option<i64>,
+    /// The condemnation markers that name the object (tables), by the time they landed:
+    /// publication sees them; a run counts a condemnation the previous finished run
+    /// carried only while its marker is here. The sweep leaves them (a marker names other
+    /// objects too); a deletion's release clears them.
+    markers: Vec<i64>,
 }
 
 /// The phase of the collector's current run.
@@ -201,8 +207,8 @@ struct Run {
     republished_again: [Option<i64>; OBJECTS],
     unexplained_again: bool,
     /// The clocks its scan pages carry (`gc::carried`): each assessed object's clock after
-    /// its decision.
-    carried: [Option<Clock>; OBJECTS],
+    /// its decision, with its condemnation on that clock (its marker's time), if any.
+    carried: [Option<(Clock, Option<i64>)>; OBJECTS],
     /// Whether it reads the clocks the latest finished run carried: only if no run was
     /// started since that one finished (a crashed run's sweep may have cleared entries).
     reads_carried: bool,
@@ -224,9 +230,10 @@ struct State {
     /// When `FRESH` was written, if it was.
     fresh_written: Option<i64>,
     ledger: [Entry; OBJECTS],
-    /// The clocks the latest finished run carried on its pages, less those of objects its
-    /// verification walk reached (what the next run reads: `gc::carried`).
-    carried: [Option<Clock>; OBJECTS],
+    /// The clocks (and condemnations) the latest finished run carried on its pages, less
+    /// those of objects its verification walk reached (what the next run reads:
+    /// `gc::carried`).
+    carried: [Option<(Clock, Option<i64>)>; OBJECTS],
     /// Whether a run was started since the latest finished run finished.
     started_since_finish: bool,
     /// A clock fact a crashed run had in flight: it lands at any later step.
@@ -610,7 +617,11 @@ impl State {
         let run = run.clone();
         for object in 0..OBJECTS {
             if (run.reachable[object] || run.reachable_again[object]) && !self.deleted[object] {
-                self.ledger[object] = Entry::default();
+                let markers = std::mem::take(&mut self.ledger[object].markers);
+                self.ledger[object] = Entry {
+                    markers,
+                    ..Entry::default()
+                };
             }
         }
         Some(())
@@ -642,7 +653,9 @@ impl State {
     }
 
     fn condemned(&self, object: usize) -> bool {
-        self.ledger[object].condemned.is_some_and(|c| c <= self.now)
+        let entry = &self.ledger[object];
+        entry.condemned.is_some_and(|c| c <= self.now)
+            || entry.markers.iter().any(|m| *m <= self.now)
     }
 
     /// Whether some publication could still make `file` current: a register refuses it
@@ -1095,6 +1108,10 @@ impl Model for GcModel {
                     if !state.exists(object) || run.reachable[object] {
                         continue;
                     }
+                    let carried = state.carried[object].filter(|_| run.reads_carried);
+                    let marked = carried
+                        .and_then(|(_, condemned)| condemned)
+                        .filter(|ms| state.ledger[object].markers.contains(ms));
                     let facts = Facts {
                         last_modified_ms: match object {
                             FRESH => state.fresh_written?,
@@ -1106,9 +1123,11 @@ impl Model for GcModel {
                         clock: state
                             .trusted_clock(object, run.id)
                             .into_iter()
-                            .chain(state.carried[object].filter(|_| run.reads_carried))
+                            .chain(carried.map(|(clock, _)| clock))
                             .max_by_key(|clock| (clock.start_ms, clock.walk_ms)),
-                        condemned_ms: state.ledger[object].condemned,
+                        // A `c-` file, or the condemnation the previous run carried while
+                        // its marker is there.
+                        condemned_ms: state.ledger[object].condemned.max(marked),
                     };
                     // Decided at the run's time (its walk's start), as every invocation of
                     // a run decides by its plan's time; facts are stamped when written.
@@ -1123,8 +1142,13 @@ impl Model for GcModel {
                     // The scan's pages carry the clocks of tables (`indexes/`); the clock
                     // files of metadata files are always written.
                     let table = object >= FILES;
+                    let markers = table && !self.clock_files;
                     if table {
-                        state.run.as_mut()?.carried[object] = decision.clock();
+                        // A condemnation goes on with its clock (a new clock voids it).
+                        let restarted = matches!(decision, ClockDecision::Starts(_));
+                        let condemned = marked.filter(|_| !restarted);
+                        state.run.as_mut()?.carried[object] =
+                            decision.clock().map(|clock| (clock, condemned));
                     }
                     if let ClockDecision::Starts(clock) = decision
                         // A new clock of an entry that holds clock files is a file too
@@ -1148,6 +1172,19 @@ impl Model for GcModel {
                         state.ledger[object].clocks.sort();
                     }
                     match verdict {
+                        Verdict::Condemn if markers => {
+                            // The page writes the marker, then its clocks and itself: a
+                            // run that crashes in between leaves the marker alone.
+                            state.ledger[object].markers.push(state.now);
+                            if late && !late_written {
+                                late_written = true;
+                                state.crashes_left -= 1;
+                                state.run = None;
+                                break;
+                            }
+                            let carried = &mut state.run.as_mut()?.carried[object];
+                            *carried = carried.map(|(clock, _)| (clock, Some(state.now)));
+                        }
                         Verdict::Condemn => state.ledger[object].condemned = Some(state.now),
                         Verdict::Delete => {
                             let clock = decision.clock()?;

@@ -991,6 +991,14 @@ impl Env {
             for file in body["ledger-files"].as_array().expect("ledger files") {
                 recorded.insert(file.as_str().expect("a name").to_owned());
             }
+            // The condemnation markers it releases once their names are all deleted.
+            for marker in body["markers"]
+                .as_object()
+                .into_iter()
+                .flat_map(|m| m.keys())
+            {
+                recorded.insert(marker.clone());
+            }
         }
         self.ledger_files()
             .await

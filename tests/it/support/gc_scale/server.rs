@@ -281,8 +281,8 @@ struct State {
     clock: Slot,
     condemned: Slot,
     /// The clock the scan's pages last carried for each virtual object (start, walk; `-1`:
-    /// none).
-    carried: (Vec<AtomicI64>, Vec<AtomicI64>),
+    /// none), and the condemnation carried with it (its stamp; `-1`: none).
+    carried: (Vec<AtomicI64>, Vec<AtomicI64>, Vec<AtomicI64>),
     /// Journal suffixes (`<run-ms>-<run>`) of the runs that wrote compact ledger files.
     runs: RwLock<Vec<String>>,
     requests: [AtomicU64; KINDS],
@@ -336,6 +336,7 @@ impl Server {
             clock: Slot::new(n),
             condemned: Slot::new(n),
             carried: (
+                (0..n).map(|_| AtomicI64::new(-1)).collect(),
                 (0..n).map(|_| AtomicI64::new(-1)).collect(),
                 (0..n).map(|_| AtomicI64::new(-1)).collect(),
             ),
@@ -515,7 +516,8 @@ impl Server {
             let clock_file = state.clock.ms[at].load(Ordering::SeqCst) >= 0;
             // A deleted object's pages stay with their run (they are not its ledger).
             let carried = !deleted && state.carried.0[at].load(Ordering::SeqCst) >= 0;
-            let condemned = state.condemned.ms[at].load(Ordering::SeqCst) >= 0;
+            let condemned = state.condemned.ms[at].load(Ordering::SeqCst) >= 0
+                || (!deleted && state.carried.2[at].load(Ordering::SeqCst) >= 0);
             if state.shape.live(i) {
                 census.live += 1;
                 if deleted {
@@ -528,7 +530,8 @@ impl Server {
             }
             census.garbage += 1;
             let tracked = clock_file || carried;
-            match (deleted, clock_file, condemned) {
+            let condemned_file = state.condemned.ms[at].load(Ordering::SeqCst) >= 0;
+            match (deleted, clock_file, condemned_file) {
                 (true, false, false) => census.deleted += 1,
                 (true, _, _) => census.deleted_with_ledger += 1,
                 _ => {}
@@ -846,7 +849,8 @@ impl State {
     }
 
     /// Note the clocks a scan page's clocks file carries, counting a clock that differs
-    /// from the one an earlier page carried for its object as a restart.
+    /// from the one an earlier page carried for its object as a restart, and a
+    /// condemnation that differs from the one an earlier page carried as a second one.
     fn note_carried(&self, body: &[u8]) {
         let Ok(page) = serde_json::from_slice::<serde_json::Value>(body) else {
             return;
@@ -870,6 +874,11 @@ impl State {
             );
             if before.0 >= 0 && before != (start, walk) {
                 self.clock_restarts.fetch_add(1, Ordering::SeqCst);
+            }
+            let condemned = clock["condemned"]["ms"].as_i64().unwrap_or(-1);
+            let before = self.carried.2[at].swap(condemned, Ordering::SeqCst);
+            if before >= 0 && condemned >= 0 && before != condemned {
+                self.recondemned.fetch_add(1, Ordering::SeqCst);
             }
         }
     }
