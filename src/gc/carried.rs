@@ -42,7 +42,12 @@
 //! the later of a trusted clock file and the carried clock (the conservative reading), so
 //! an upgrade restarts no clock. A new clock of an entry that holds clock files is written
 //! as a file too (round 131, F1): a run that cannot read the pages falls back to the
-//! files, and finds the newest clock there, never one a restart replaced. An earlier
+//! files, and finds the newest clock there, never one a restart replaced. A run that can
+//! read them counts no clock file of an earlier run for an object the previous run
+//! reached, or whose partition its pages carry clocks for (round 141): the pages hold
+//! every clock that stood, and a file they do not hold is a stalled write that landed
+//! after a sweep cleared the entry, which the store may date before its run's finish (a
+//! clock stepped back within the skew, a one-second tick). An earlier
 //! release (before the pages carried clocks) that runs after this one reads only clock
 //! files, and so starts the other clocks again (later, never earlier).
 //!
@@ -79,6 +84,8 @@ pub(crate) struct Previous {
     /// Its verification walk: a clock carried for an object it found reachable does not
     /// carry over.
     verified: Walk,
+    /// Its first walk: with the verification walk, what its sweep cleared (round 141).
+    observed: Walk,
 }
 
 impl Previous {
@@ -108,11 +115,29 @@ impl Previous {
             Err(err) if unreadable(err.kind()) => return Ok(None),
             Err(err) => return Err(err),
         };
+        let observed = match job.observed().await {
+            Ok(Some(walk)) => walk,
+            Ok(None) => return Ok(None),
+            Err(err) if unreadable(err.kind()) => return Ok(None),
+            Err(err) => return Err(err),
+        };
         Ok(Some(Previous {
             job,
             partitions: plan.partitions,
             verified,
+            observed,
         }))
+    }
+
+    /// Whether either of its walks reached `name` (in any spelling): its sweep cleared the
+    /// object's entry, so a clock file of a run before it found there now is a write that
+    /// landed after that sweep (a put stalled past its lease), whatever the store's time
+    /// says of it (a clock stepped back within the skew, a one-second tick): it dates no
+    /// loss of reachability (round 141).
+    pub(crate) fn reached(&self, name: &str) -> bool {
+        [&self.verified, &self.observed]
+            .iter()
+            .any(|walk| walk.observation.reachable.covers_any_spelling(name))
     }
 }
 
@@ -238,6 +263,31 @@ impl CarriedReader {
             }
         }
         Ok(found)
+    }
+
+    /// The names of `names` (objects one page listed) whose clock files of runs before
+    /// this one add nothing and must not count (round 141): the previous run reached them
+    /// ([`Previous::reached`]), or its pages of the partition that holds them carry
+    /// clocks, and so carry every clock that still stood when it decided (a clock file
+    /// of an earlier run that is not on them is stale: a write that landed after a sweep
+    /// cleared the entry, dated by the store no later than its run's finish).
+    pub(crate) async fn superseding(&mut self, names: &[String]) -> Result<HashSet<String>> {
+        let mut superseding = HashSet::new();
+        for name in names {
+            let carrying = match self
+                .previous
+                .partitions
+                .iter()
+                .position(|range| self.warehouse.range_holds(range, name))
+            {
+                Some(partition) => !self.numbers(partition).await?.is_empty(),
+                None => false,
+            };
+            if carrying || self.previous.reached(name) {
+                superseding.insert(name.clone());
+            }
+        }
+        Ok(superseding)
     }
 
     /// Every name the previous run carried a clock for that counts (its verification walk
@@ -461,6 +511,11 @@ mod tests {
             partitions,
             verified: Walk {
                 observation,
+                nested: Vec::new(),
+                linked: Vec::new(),
+            },
+            observed: Walk {
+                observation: Observation::default(),
                 nested: Vec::new(),
                 linked: Vec::new(),
             },

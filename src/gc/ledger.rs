@@ -105,6 +105,10 @@ pub(crate) struct LedgerEntry {
     /// The clock the previous finished run carried on its scan page, where it counts
     /// (see [`carried`](super::carried)).
     pub carried: Option<Clock>,
+    /// Whether the clock files of runs before the current one are superseded and do not
+    /// count: the previous finished run reached the object or carries its clocks on its
+    /// pages (see [`CarriedReader::superseding`](super::carried::CarriedReader)).
+    pub superseded: bool,
     /// The condemnation the previous finished run carried on that clock, if its marker is
     /// there (it is then part of `condemned_ms`).
     pub marker: Option<CarriedCondemnation>,
@@ -140,11 +144,12 @@ impl LedgerEntry {
             .is_some_and(|condemned| !super::rules::condemnation_expired(condemned, now_ms))
     }
 
-    /// The latest clock that `trust` trusts, of its clock files and the carried one.
+    /// The latest clock that `trust` trusts, of its clock files and the carried one; of
+    /// superseded clock files, only the current run's count.
     pub(crate) fn trusted_clock(&self, trust: &Trust) -> Option<Clock> {
         self.clocks
             .iter()
-            .filter(|file| trust.trusts(file))
+            .filter(|file| trust.trusts(file) && (!self.superseded || trust.wrote(file)))
             .map(|file| file.clock)
             .chain(self.carried)
             .max_by_key(|clock| (clock.start_ms, clock.walk_ms))
@@ -196,6 +201,11 @@ pub(crate) struct Trust {
 }
 
 impl Trust {
+    /// Whether the current run wrote the clock fact `file`.
+    pub(crate) fn wrote(&self, file: &ClockFile) -> bool {
+        Some(file.journal) == self.current
+    }
+
     /// Whether the clock fact `file` counts.
     pub(crate) fn trusts(&self, file: &ClockFile) -> bool {
         super::rules::trusts(
@@ -715,6 +725,19 @@ mod tests {
             done_at: HashMap::from([(first, 0)]),
         };
         assert_eq!(entry.trusted_clock(&landed_after_finish), None);
+        // Where the previous run reached the object or carries its clocks (superseded),
+        // only the current run's own clock files count (round 141): a finished run's file
+        // found there landed after a sweep, whatever the store's time says.
+        let superseded = LedgerEntry {
+            superseded: true,
+            ..entry.clone()
+        };
+        assert_eq!(superseded.trusted_clock(&finished_first), None);
+        let own_after_finished = Trust {
+            current: Some(second),
+            done_at: HashMap::from([(first, i64::MAX)]),
+        };
+        assert_eq!(superseded.trusted_clock(&own_after_finished), Some(late));
         // A condemnation counts from when it became visible (the file's last-modified
         // time), never from an earlier stamp.
         assert!(

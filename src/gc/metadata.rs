@@ -231,6 +231,9 @@ impl Invocation<'_> {
             .nested;
         let nested = Nested::of(final_nested);
         let trust = self.trust().await?;
+        // `metadata/` has no pages carrying clocks: its clock files of earlier runs are
+        // superseded where the previous finished run reached the file (round 141).
+        let reached_before = self.run.previous(self.gc.catalog.warehouse()).await?;
         let clock = self.clock();
         let mut previous = match done_pages.last() {
             Some(number) => self.job.page(&Seq::Assessed, *number).await?,
@@ -254,7 +257,10 @@ impl Invocation<'_> {
                 .into_iter()
                 .map(|candidate| {
                     // A name listed twice is decided with the same entry both times.
-                    let entry = entries.get(&candidate.name).cloned().unwrap_or_default();
+                    let mut entry = entries.get(&candidate.name).cloned().unwrap_or_default();
+                    entry.superseded = reached_before
+                        .as_ref()
+                        .is_some_and(|previous| previous.reached(&candidate.name));
                     (candidate, entry)
                 })
                 .collect();

@@ -268,7 +268,15 @@ mod tests {
         ];
         let records = DeletionRecords::new(&warehouse);
         records
-            .write(run, "deleted/3", 0, files)
+            .write(
+                run,
+                "deleted/3",
+                0,
+                Deleted {
+                    ledger_files: files,
+                    markers: BTreeMap::new(),
+                },
+            )
             .await
             .expect("recorded");
         let name = DeletionRecords::name(run, "deleted/3", 0);

@@ -363,8 +363,11 @@ impl Invocation<'_> {
                 now_ms: self.plan.now_ms.min(self.now_ms),
             })
             .await?;
-        let carried = match carried {
-            Some(reader) => reader.clocks(names).await?,
+        let (carried, superseding) = match carried {
+            Some(reader) => (
+                reader.clocks(names).await?,
+                reader.superseding(names).await?,
+            ),
             None => Default::default(),
         };
         let markers = self.markers_of(&ledger, &carried).await?;
@@ -374,6 +377,7 @@ impl Invocation<'_> {
             .iter()
             .map(|entry| {
                 let mut ledger = read.entries.get(&entry.name).cloned().unwrap_or_default();
+                ledger.superseded = superseding.contains(&entry.name);
                 let Some(carried) = carried.get(&entry.name) else {
                     return ledger;
                 };

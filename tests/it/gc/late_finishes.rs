@@ -169,7 +169,7 @@ async fn assert_not_condemned_before(env: &Env, watched: &[String], lost_at: i64
         if let Some(object) = condemned.first() {
             assert!(
                 ms >= not_before,
-                "`{object}` condemned {} min after losing reachability (retention 2 h)",
+                "`{object}` condemned {} min after losing reachability",
                 (ms - lost_at) / MINUTE
             );
         }
@@ -525,4 +525,109 @@ async fn late_writes_land(env: &Env, m: uuid::Uuid, m_clocks: &[String]) {
         env.put_raw(file, b"{}").await;
     }
     land_finish_mark(env, m).await;
+}
+
+/// How round 141's stalled put comes to be dated no later than its run's finish mark.
+#[derive(Debug, Clone, Copy)]
+enum StoreTime {
+    /// The machine's clock (a local warehouse's store clock) was 4 minutes fast and is
+    /// stepped back to the true time after G has run (the skew allowed: 5 minutes).
+    SteppedBack,
+    /// The store dates to the second (S3, HFS+, ext3): M's finish mark, G's run and the
+    /// stalled put within one second (a clock that does not move meanwhile).
+    OneTick,
+    /// The store's clock moves on honestly: the put lands after M's finish mark.
+    Honest,
+}
+
+/// Round 141 (default settings: retention 7 days, skew 5 min). M starts the postings'
+/// clocks as clock files (their entries hold an earlier release's), one put stalled past
+/// its lease while another process redoes the page and finishes M. The live postings
+/// become a link to them (no change-log entry records it); G (previous M) reaches them and
+/// sweeps M's clock files. The stalled put lands, and the store dates it no later than M's
+/// finish mark (`store_time`). The link stays three days and goes; runs every 12 h.
+/// Before the fix every later run trusted M's file, from a walk before G's: condemned 96
+/// to 108 h and deleted 120 to 132 h after the loss. A clock file of an earlier run counts
+/// no more where the previous run reached the object or carries its clocks on its pages.
+async fn stalled_clock_put_dated_before_the_finish(seed: u64, store_time: StoreTime) {
+    let env = Env::open(Backend::Local, seed).await;
+    // The simulated clock runs ahead of the real one, so that a local warehouse's store
+    // times (a file's modification) are the simulated clock's: the machine clock the
+    // scenario steps.
+    let real_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis() as i64;
+    env.clock.set(env.now().max(real_now) + 30 * 24 * HOUR);
+    let config = GcConfig::default();
+    let skew = config.max_clock_skew.as_millis() as i64;
+    let retention = config.retention.as_millis() as i64;
+    let root = env.local_dir.clone().expect("local");
+    let (old, live, watched) = dropped_beside_live(&env).await;
+    env.advance(HOUR);
+    let m = env
+        .collect_completed(&config)
+        .await
+        .run_id
+        .simple()
+        .to_string();
+    let m_clocks: Vec<String> = env
+        .ledger_files()
+        .await
+        .into_iter()
+        .filter(|f| f.contains(&m) && watched.iter().any(|w| f.contains(w.as_str())))
+        .collect();
+    assert!(!m_clocks.is_empty(), "M wrote clock files for the postings");
+    let unlink = link_postings(&root, &live, &old);
+    if let StoreTime::SteppedBack | StoreTime::Honest = store_time {
+        env.advance(MINUTE);
+    }
+    env.collect_completed(&config).await;
+    let files = env.ledger_files().await;
+    let left: Vec<&String> = m_clocks.iter().filter(|f| files.contains(f)).collect();
+    assert!(
+        left.is_empty(),
+        "G's sweep cleared M's clock files: {left:?}"
+    );
+    match store_time {
+        StoreTime::SteppedBack => {
+            assert!(4 * MINUTE < skew, "within the allowed skew");
+            env.clock.set(env.now() - 4 * MINUTE);
+        }
+        StoreTime::Honest => env.advance(MINUTE),
+        StoreTime::OneTick => {}
+    }
+    for file in &m_clocks {
+        env.put_raw(file, b"{}").await;
+    }
+    env.advance(3 * 24 * HOUR);
+    unlink();
+    let lost_at = env.now();
+    while env.now() < lost_at + retention - skew {
+        env.advance(12 * HOUR);
+        env.collect(&config).await;
+        assert_not_condemned_before(&env, &watched, lost_at, lost_at + retention - skew).await;
+        for object in &watched {
+            assert!(
+                env.exists(object).await,
+                "{object} deleted {} h after losing reachability (retention 168 h)",
+                (env.now() - lost_at) / HOUR
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn r141_a_stalled_clock_file_dated_before_its_runs_finish_by_a_clock_stepped_back() {
+    stalled_clock_put_dated_before_the_finish(14101, StoreTime::SteppedBack).await;
+}
+
+#[tokio::test]
+async fn r141_b_stalled_clock_file_in_the_same_second_as_its_runs_finish() {
+    stalled_clock_put_dated_before_the_finish(14102, StoreTime::OneTick).await;
+}
+
+#[tokio::test]
+async fn r141_a_stalled_clock_file_dated_after_its_runs_finish_is_not_trusted() {
+    stalled_clock_put_dated_before_the_finish(14103, StoreTime::Honest).await;
 }
