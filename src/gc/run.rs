@@ -244,10 +244,10 @@ impl<'g> Invocation<'g> {
         after: Option<&str>,
     ) -> Result<super::job::Listing> {
         use futures::{StreamExt, TryStreamExt};
-        if self.pages == 0 {
-            if let Some(listing) = self.job.listing(seq, number).await? {
-                return Ok(listing);
-            }
+        if self.pages == 0
+            && let Some(listing) = self.job.listing(seq, number).await?
+        {
+            return Ok(listing);
         }
         let page_size = self.gc.config.page_size;
         let entries: Vec<super::job::StoredItem> = self
