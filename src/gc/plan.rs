@@ -292,7 +292,15 @@ impl GarbageCollector {
         // floor keeps. Without it, a run the first finished run counted dead, whose own
         // finish mark landed later, stood trusted behind it with clocks from before that
         // run's walk (round 139, A).
-        let listed = journals.dead.iter().chain(&journals.stale).copied();
+        // (The runs since the previous marked dead are listed too, as in the plan's `dead`
+        // that `RunContext::previous` reads: the two agree even where such a run's
+        // directory is gone.)
+        let listed = journals
+            .dead
+            .iter()
+            .chain(&journals.stale)
+            .chain(journals.marked_dead())
+            .copied();
         let given_up = super::carried::started_between(
             warehouse,
             journals.previous,
