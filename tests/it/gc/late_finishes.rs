@@ -631,3 +631,85 @@ async fn r141_b_stalled_clock_file_in_the_same_second_as_its_runs_finish() {
 async fn r141_a_stalled_clock_file_dated_after_its_runs_finish_is_not_trusted() {
     stalled_clock_put_dated_before_the_finish(14103, StoreTime::Honest).await;
 }
+
+/// Round 141's chain: G reaches the postings and sweeps M's clock files, M's stalled put
+/// lands in the same second, the link goes three days later; the postings are rewritten
+/// right after, so the next run F (previous G: M's file does not count there) finds them
+/// young and records no clock; their old modification times are then put back. F did not
+/// reach them, so only its pages say M's file is stale: F carries the clocks of its
+/// partition, and an earlier run's clock file not on them counts no more. Without that
+/// rule the run after F dated the loss from M's walk, days before it.
+#[tokio::test]
+async fn r141_a_stalled_clock_file_behind_a_run_that_recorded_no_clock_dates_no_loss() {
+    let env = Env::open(Backend::Local, 14105).await;
+    let real_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis() as i64;
+    env.clock.set(env.now().max(real_now) + 30 * 24 * HOUR);
+    let config = GcConfig::default();
+    let skew = config.max_clock_skew.as_millis() as i64;
+    let retention = config.retention.as_millis() as i64;
+    let root = env.local_dir.clone().expect("local");
+    let (old, live, watched) = dropped_beside_live(&env).await;
+    env.advance(HOUR);
+    let m = env
+        .collect_completed(&config)
+        .await
+        .run_id
+        .simple()
+        .to_string();
+    let m_clocks: Vec<String> = env
+        .ledger_files()
+        .await
+        .into_iter()
+        .filter(|f| f.contains(&m) && watched.iter().any(|w| f.contains(w.as_str())))
+        .collect();
+    assert!(!m_clocks.is_empty(), "M wrote clock files for the postings");
+    let unlink = link_postings(&root, &live, &old);
+    env.collect_completed(&config).await;
+    for file in &m_clocks {
+        env.put_raw(file, b"{}").await;
+    }
+    env.advance(3 * 24 * HOUR);
+    unlink();
+    let lost_at = env.now();
+    // Rewritten: young at F.
+    let at = |ms: i64| std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms as u64);
+    let mut kept_times = Vec::new();
+    for object in &watched {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(root.join(object))
+            .expect("a posting");
+        kept_times.push(
+            file.metadata()
+                .expect("metadata")
+                .modified()
+                .expect("mtime"),
+        );
+        file.set_modified(at(env.now())).expect("touched");
+    }
+    env.advance(HOUR);
+    env.collect_completed(&config).await;
+    // Their old times put back.
+    for (object, time) in watched.iter().zip(kept_times) {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(root.join(object))
+            .expect("a posting");
+        file.set_modified(time).expect("put back");
+    }
+    while env.now() < lost_at + retention - skew {
+        env.advance(12 * HOUR);
+        env.collect(&config).await;
+        assert_not_condemned_before(&env, &watched, lost_at, lost_at + retention - skew).await;
+        for object in &watched {
+            assert!(
+                env.exists(object).await,
+                "{object} deleted {} h after losing reachability (retention 168 h)",
+                (env.now() - lost_at) / HOUR
+            );
+        }
+    }
+}
