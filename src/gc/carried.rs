@@ -1,5 +1,7 @@
 //! Retention clocks carried on the scan's pages: the first step of the ledger per page
-//! (`docs/design-ledger-pages.md`, step A).
+//! (`docs/design-ledger-pages.md`, step A). The plan carries `metadata/`'s the same way on
+//! its assessed pages (`assessed/<seq>.carried.json`, round 143), read by
+//! [`CarriedReader::of_metadata`]; what follows says "scan page" for both.
 //!
 //! Every scan page of a run writes, before the page itself, the clocks that stand after
 //! its decisions: for every unreachable object of the page that has one (started by this
@@ -228,6 +230,9 @@ const MAX_PAGE_BYTES: u64 = 16 << 20;
 pub(crate) struct CarriedReader {
     previous: Arc<Previous>,
     warehouse: Warehouse,
+    /// What it reads: the scan's pages of each partition of `indexes/`, or the plan's
+    /// assessed pages of `metadata/` (one range).
+    source: Source,
     /// The page numbers of each partition of the previous run, once listed.
     numbers: HashMap<usize, Arc<Vec<u64>>>,
     loaded: HashMap<(usize, usize), Arc<Loaded>>,
@@ -237,15 +242,52 @@ pub(crate) struct CarriedReader {
     pub reads: u64,
 }
 
+/// Which pages of the previous run a reader reads.
+enum Source {
+    /// The scan's, one sequence per partition.
+    Scan,
+    /// The plan's assessed pages of `metadata/` (round 143): one sequence over `range`.
+    Metadata { range: ListRange },
+}
+
 impl CarriedReader {
+    /// A reader of the clocks the previous run's scan carried for `indexes/`.
     pub(crate) fn new(warehouse: &Warehouse, previous: Arc<Previous>) -> CarriedReader {
+        Self::reading(warehouse, previous, Source::Scan)
+    }
+
+    /// A reader of the clocks the previous run's plan carried for `metadata/`, on its
+    /// assessed pages (a run of an earlier release carried none there).
+    pub(crate) fn of_metadata(warehouse: &Warehouse, previous: Arc<Previous>) -> CarriedReader {
+        let range = ListRange::whole(crate::warehouse::METADATA_DIR);
+        Self::reading(warehouse, previous, Source::Metadata { range })
+    }
+
+    fn reading(warehouse: &Warehouse, previous: Arc<Previous>, source: Source) -> CarriedReader {
         CarriedReader {
             previous,
             warehouse: warehouse.clone(),
+            source,
             numbers: HashMap::new(),
             loaded: HashMap::new(),
             cursor: None,
             reads: 0,
+        }
+    }
+
+    /// The ranges the pages cover, one sequence each.
+    fn ranges(&self) -> &[ListRange] {
+        match &self.source {
+            Source::Scan => &self.previous.partitions,
+            Source::Metadata { range } => std::slice::from_ref(range),
+        }
+    }
+
+    /// The sequence of pages of range `at`.
+    fn seq(&self, at: usize) -> Seq {
+        match self.source {
+            Source::Scan => Seq::Scan(at),
+            Source::Metadata { .. } => Seq::Assessed,
         }
     }
 
@@ -275,8 +317,7 @@ impl CarriedReader {
         let mut superseding = HashSet::new();
         for name in names {
             let carrying = match self
-                .previous
-                .partitions
+                .ranges()
                 .iter()
                 .position(|range| self.warehouse.range_holds(range, name))
             {
@@ -296,7 +337,7 @@ impl CarriedReader {
     /// entries. One `GET` per page of the previous run.
     pub(crate) async fn names(&mut self) -> Result<Vec<(String, bool)>> {
         let mut names = Vec::new();
-        for partition in 0..self.previous.partitions.len() {
+        for partition in 0..self.ranges().len() {
             for index in 0..self.numbers(partition).await?.len() {
                 let page = self.page(partition, index).await?;
                 let reachable = &self.previous.verified.observation.reachable;
@@ -314,8 +355,7 @@ impl CarriedReader {
     /// What the previous run carried for `name`, if anything.
     async fn clock(&mut self, name: &str) -> Result<Option<Carried>> {
         let Some(partition) = self
-            .previous
-            .partitions
+            .ranges()
             .iter()
             .position(|range| self.warehouse.range_holds(range, name))
         else {
@@ -336,7 +376,7 @@ impl CarriedReader {
         let numbers = Arc::new(
             self.previous
                 .job
-                .carrying_pages(&Seq::Scan(partition))
+                .carrying_pages(&self.seq(partition))
                 .await?,
         );
         self.numbers.insert(partition, numbers.clone());
@@ -352,7 +392,7 @@ impl CarriedReader {
         let page = match self
             .previous
             .job
-            .carried(&Seq::Scan(partition), numbers[index], MAX_PAGE_BYTES)
+            .carried(&self.seq(partition), numbers[index], MAX_PAGE_BYTES)
             .await
         {
             Ok(page) => page,

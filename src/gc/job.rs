@@ -11,6 +11,8 @@
 //! metadata/<seq>.json       `metadata/`, page by page: candidates and what they reference
 //! referenced.json           everything unreachable metadata names (rule (P)), once pass 1 is done
 //! assessed/<seq>.json       the candidates of metadata page <seq>, decided: doomed files
+//! assessed/<seq>.carried.json  the retention clocks of its candidates standing after
+//!                           those decisions (written before the page)
 //! scan/<p>/<seq>.json       partition <p> of `indexes/`, page by page: doomed objects
 //! scan/<p>/<seq>.carried.json  the retention clocks standing after the page's decisions
 //!                           (written before the page; see `carried`)
@@ -356,7 +358,8 @@ pub(crate) struct Page {
     pub warnings: Vec<String>,
 }
 
-/// The clocks one scan page carries (`scan/<p>/<seq>.carried.json`).
+/// The clocks one scan page carries (`scan/<p>/<seq>.carried.json`), or one assessed page of
+/// `metadata/` (`assessed/<seq>.carried.json`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub(crate) struct CarriedPage {

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use futures::{StreamExt, TryStreamExt};
 
 use super::assess::{Judge, PageTally};
-use super::job::{Object, Page, Referenced, Seq, Walk};
+use super::carried::CarriedReader;
+use super::job::{CarriedPage, Object, Page, Referenced, Seq, Walk};
 use super::ledger::{Ledger, LedgerEntry, PageScope};
 use super::refs::{Protected, SelfCovering};
 use super::report::GcCounts;
@@ -231,9 +232,14 @@ impl Invocation<'_> {
             .nested;
         let nested = Nested::of(final_nested);
         let trust = self.trust().await?;
-        // `metadata/` has no pages carrying clocks: its clock files of earlier runs are
-        // superseded where the previous finished run reached the file (round 141).
-        let reached_before = self.run.previous(self.gc.catalog.warehouse()).await?;
+        // The clocks the previous finished run carried on its assessed pages; its clock
+        // files of earlier runs count only where it neither reached the file nor carried
+        // clocks (rounds 141 and 143).
+        let mut carried = self
+            .run
+            .previous(self.gc.catalog.warehouse())
+            .await?
+            .map(|previous| CarriedReader::of_metadata(self.gc.catalog.warehouse(), previous));
         let clock = self.clock();
         let mut previous = match done_pages.last() {
             Some(number) => self.job.page(&Seq::Assessed, *number).await?,
@@ -252,15 +258,22 @@ impl Invocation<'_> {
                 .await?
                 .ok_or_else(|| self.missing("metadata"))?;
             let (entries, gone) = self.metadata_entries(number, &read).await?;
+            let names: Vec<String> = read.candidates.iter().map(|c| c.name.clone()).collect();
+            let (carried_clocks, superseding) = match carried.as_mut() {
+                Some(reader) => (
+                    reader.clocks(&names).await?,
+                    reader.superseding(&names).await?,
+                ),
+                None => Default::default(),
+            };
             let candidates: Vec<(Object, LedgerEntry)> = read
                 .candidates
                 .into_iter()
                 .map(|candidate| {
                     // A name listed twice is decided with the same entry both times.
                     let mut entry = entries.get(&candidate.name).cloned().unwrap_or_default();
-                    entry.superseded = reached_before
-                        .as_ref()
-                        .is_some_and(|previous| previous.reached(&candidate.name));
+                    entry.superseded = superseding.contains(&candidate.name);
+                    entry.carried = carried_clocks.get(&candidate.name).map(|c| c.clock);
                     (candidate, entry)
                 })
                 .collect();
@@ -298,10 +311,23 @@ impl Invocation<'_> {
                 decided.push(item);
             }
             drop(assessed);
+            let clocks: Vec<_> = decided
+                .iter()
+                .filter_map(|item| item.clock.map(|clock| (item.name.clone(), clock, None)))
+                .collect();
             for item in decided {
                 tally.record(item, &mut self.report);
             }
             tally.counts.ledger_files_cleared += self.clear_gone(gone).await?;
+            if !names.is_empty() {
+                // The page's clocks, carried as the scan's are (written under a live lease,
+                // before the page): the next run reads them beside its own (round 143).
+                self.keep_lease().await?;
+                let page = CarriedPage::of(self.gc.catalog.warehouse(), &names, clocks);
+                self.job
+                    .write_carried(&Seq::Assessed, number, &page)
+                    .await?;
+            }
             let mut totals = previous
                 .as_ref()
                 .map(|page| page.totals)

@@ -18,6 +18,7 @@ mod reincarnation;
 mod scale;
 mod scenarios;
 mod simulation;
+mod stale_metadata_clocks;
 mod state_machine;
 mod store_binding;
 mod superseded_runs;
