@@ -319,15 +319,15 @@ impl Invocation<'_> {
                 tally.record(item, &mut self.report);
             }
             tally.counts.ledger_files_cleared += self.clear_gone(gone).await?;
-            if !names.is_empty() {
-                // The page's clocks, carried as the scan's are (written under a live lease,
-                // before the page): the next run reads them beside its own (round 143).
-                self.keep_lease().await?;
-                let page = CarriedPage::of(self.gc.catalog.warehouse(), &names, clocks);
-                self.job
-                    .write_carried(&Seq::Assessed, number, &page)
-                    .await?;
-            }
+            // The page's clocks, carried as the scan's are (written under a live lease,
+            // before the page): the next run reads them beside its own (round 143). A page
+            // without candidates carries an empty file all the same, so that a run whose
+            // pass found no candidate at all still says it carried every clock (round 144).
+            self.keep_lease().await?;
+            let page = CarriedPage::of(self.gc.catalog.warehouse(), &names, clocks);
+            self.job
+                .write_carried(&Seq::Assessed, number, &page)
+                .await?;
             let mut totals = previous
                 .as_ref()
                 .map(|page| page.totals)

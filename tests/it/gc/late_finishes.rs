@@ -550,34 +550,12 @@ enum StoreTime {
 /// to 108 h and deleted 120 to 132 h after the loss. A clock file of an earlier run counts
 /// no more where the previous run reached the object or carries its clocks on its pages.
 async fn stalled_clock_put_dated_before_the_finish(seed: u64, store_time: StoreTime) {
-    let env = Env::open(Backend::Local, seed).await;
-    // The simulated clock runs ahead of the real one, so that a local warehouse's store
-    // times (a file's modification) are the simulated clock's: the machine clock the
-    // scenario steps.
-    let real_now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after the epoch")
-        .as_millis() as i64;
-    env.clock.set(env.now().max(real_now) + 30 * 24 * HOUR);
+    let env = Env::open_ahead_of_real_time(seed).await;
     let config = GcConfig::default();
     let skew = config.max_clock_skew.as_millis() as i64;
-    let retention = config.retention.as_millis() as i64;
     let root = env.local_dir.clone().expect("local");
     let (old, live, watched) = dropped_beside_live(&env).await;
-    env.advance(HOUR);
-    let m = env
-        .collect_completed(&config)
-        .await
-        .run_id
-        .simple()
-        .to_string();
-    let m_clocks: Vec<String> = env
-        .ledger_files()
-        .await
-        .into_iter()
-        .filter(|f| f.contains(&m) && watched.iter().any(|w| f.contains(w.as_str())))
-        .collect();
-    assert!(!m_clocks.is_empty(), "M wrote clock files for the postings");
+    let m_clocks = m_starts_clock_files(&env, &config, &watched).await;
     let unlink = link_postings(&root, &live, &old);
     if let StoreTime::SteppedBack | StoreTime::Honest = store_time {
         env.advance(MINUTE);
@@ -603,18 +581,7 @@ async fn stalled_clock_put_dated_before_the_finish(seed: u64, store_time: StoreT
     env.advance(3 * 24 * HOUR);
     unlink();
     let lost_at = env.now();
-    while env.now() < lost_at + retention - skew {
-        env.advance(12 * HOUR);
-        env.collect(&config).await;
-        assert_not_condemned_before(&env, &watched, lost_at, lost_at + retention - skew).await;
-        for object in &watched {
-            assert!(
-                env.exists(object).await,
-                "{object} deleted {} h after losing reachability (retention 168 h)",
-                (env.now() - lost_at) / HOUR
-            );
-        }
-    }
+    kept_through_the_default_retention(&env, &config, &watched, lost_at).await;
 }
 
 #[tokio::test]
@@ -641,31 +608,11 @@ async fn r141_a_stalled_clock_file_dated_after_its_runs_finish_is_not_trusted() 
 /// rule the run after F dated the loss from M's walk, days before it.
 #[tokio::test]
 async fn r141_a_stalled_clock_file_behind_a_run_that_recorded_no_clock_dates_no_loss() {
-    let env = Env::open(Backend::Local, 14105).await;
-    let real_now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after the epoch")
-        .as_millis() as i64;
-    env.clock.set(env.now().max(real_now) + 30 * 24 * HOUR);
+    let env = Env::open_ahead_of_real_time(14105).await;
     let config = GcConfig::default();
-    let skew = config.max_clock_skew.as_millis() as i64;
-    let retention = config.retention.as_millis() as i64;
     let root = env.local_dir.clone().expect("local");
     let (old, live, watched) = dropped_beside_live(&env).await;
-    env.advance(HOUR);
-    let m = env
-        .collect_completed(&config)
-        .await
-        .run_id
-        .simple()
-        .to_string();
-    let m_clocks: Vec<String> = env
-        .ledger_files()
-        .await
-        .into_iter()
-        .filter(|f| f.contains(&m) && watched.iter().any(|w| f.contains(w.as_str())))
-        .collect();
-    assert!(!m_clocks.is_empty(), "M wrote clock files for the postings");
+    let m_clocks = m_starts_clock_files(&env, &config, &watched).await;
     let unlink = link_postings(&root, &live, &old);
     env.collect_completed(&config).await;
     for file in &m_clocks {
@@ -700,15 +647,49 @@ async fn r141_a_stalled_clock_file_behind_a_run_that_recorded_no_clock_dates_no_
             .expect("a posting");
         file.set_modified(time).expect("put back");
     }
+    kept_through_the_default_retention(&env, &config, &watched, lost_at).await;
+}
+
+/// An hour after `dropped_beside_live`, M runs and starts the postings' clocks as clock
+/// files: their names.
+async fn m_starts_clock_files(env: &Env, config: &GcConfig, watched: &[String]) -> Vec<String> {
+    env.advance(HOUR);
+    let m = env
+        .collect_completed(config)
+        .await
+        .run_id
+        .simple()
+        .to_string();
+    let m_clocks: Vec<String> = env
+        .ledger_files()
+        .await
+        .into_iter()
+        .filter(|f| f.contains(&m) && watched.iter().any(|w| f.contains(w.as_str())))
+        .collect();
+    assert!(!m_clocks.is_empty(), "M wrote clock files for the postings");
+    m_clocks
+}
+
+/// Runs every 12 hours until the retention of `config` (less the skew) has passed since
+/// `lost_at`: none of `watched` condemned or deleted before.
+async fn kept_through_the_default_retention(
+    env: &Env,
+    config: &GcConfig,
+    watched: &[String],
+    lost_at: i64,
+) {
+    let skew = config.max_clock_skew.as_millis() as i64;
+    let retention = config.retention.as_millis() as i64;
     while env.now() < lost_at + retention - skew {
         env.advance(12 * HOUR);
-        env.collect(&config).await;
-        assert_not_condemned_before(&env, &watched, lost_at, lost_at + retention - skew).await;
-        for object in &watched {
+        env.collect(config).await;
+        assert_not_condemned_before(env, watched, lost_at, lost_at + retention - skew).await;
+        for object in watched {
             assert!(
                 env.exists(object).await,
-                "{object} deleted {} h after losing reachability (retention 168 h)",
-                (env.now() - lost_at) / HOUR
+                "{object} deleted {} h after losing reachability (retention {} h)",
+                (env.now() - lost_at) / HOUR,
+                retention / HOUR
             );
         }
     }

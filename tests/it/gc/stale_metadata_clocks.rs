@@ -20,7 +20,7 @@ use parqdb_catalog::store::{PointerStore, StoreError};
 use parqdb_catalog::{Catalog, ErrorKind, IndexCatalog};
 use parqdb_catalog_testkit::store::{Call, Hook, Hooked};
 
-use crate::support::gc::{Backend, Env, HOUR, Layout, MINUTE};
+use crate::support::gc::{Env, HOUR, Layout, MINUTE};
 
 /// A pointer store whose reads of one key wait until released (a slow first read of a
 /// register, or a writer paused there).
@@ -142,14 +142,7 @@ async fn r143_a_control_without_the_entry_in_flight_at_h() {
 }
 
 async fn metadata_clock_file_behind_a_pending_run(seed: u64, stalled: bool, at_h: AtH) {
-    let env = Env::open(Backend::Local, seed).await;
-    // The simulated clock runs ahead of the real one, so that the local warehouse's store
-    // times are the simulated clock's (round 141's tests).
-    let real_now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after the epoch")
-        .as_millis() as i64;
-    env.clock.set(env.now().max(real_now) + 30 * 24 * HOUR);
+    let env = Env::open_ahead_of_real_time(seed).await;
     let config = GcConfig::default();
     let skew = config.max_clock_skew.as_millis() as i64;
     let retention = config.retention.as_millis() as i64;

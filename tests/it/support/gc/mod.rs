@@ -540,6 +540,19 @@ pub enum Backend {
 }
 
 impl Env {
+    /// A local warehouse whose simulated clock runs ahead of the real one, so that the
+    /// store's times of its files (their modification) are the simulated clock's: the
+    /// machine clock a scenario may step back (rounds 141 and 143).
+    pub async fn open_ahead_of_real_time(seed: u64) -> Env {
+        let env = Env::open(Backend::Local, seed).await;
+        let real_now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after the epoch")
+            .as_millis() as i64;
+        env.clock.set(env.now().max(real_now) + 30 * 24 * HOUR);
+        env
+    }
+
     /// An environment on any backend whose catalog has claimed the warehouse (as `init`
     /// does), so tests may write objects before the catalog's first write.
     pub async fn open(backend: Backend, seed: u64) -> Env {
